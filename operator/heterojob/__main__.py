@@ -1,0 +1,3 @@
+from heterojob.cli import main
+
+raise SystemExit(main())

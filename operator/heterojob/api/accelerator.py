@@ -1,0 +1,72 @@
+"""AcceleratorClass: one kind of device the fleet offers, how to find it and what software it runs."""
+
+from __future__ import annotations
+
+from enum import StrEnum
+
+from pydantic import Field
+
+from heterojob.api.common import Model, PrinterColumn, ResourceDef, StatusModel
+
+
+class Vendor(StrEnum):
+    NVIDIA = "nvidia"
+    HUAWEI = "huawei"
+    AMD = "amd"
+    CAMBRICON = "cambricon"
+    HYGON = "hygon"
+    CPU = "cpu"
+
+
+class ExporterFamily(StrEnum):
+    """Which exporter reports this class's devices (shared/reference/telemetry.md)."""
+
+    DCGM = "dcgm"
+    NPU_EXPORTER = "npu-exporter"
+    AMD = "amd-device-metrics"
+    CAMBRICON = "mlu-exporter"
+    HYGON = "dcu-exporter"
+    NONE = "none"
+
+
+class SoftwareStack(Model):
+    driver: str | None = Field(None, description="driver version, e.g. 550.54.15")
+    cuda: str | None = Field(None, description="CUDA runtime version, e.g. 12.4")
+    cann: str | None = Field(None, description="CANN version, e.g. 8.0.RC3")
+
+
+class AcceleratorClassSpec(Model):
+    vendor: Vendor
+    resource_name: str = Field(
+        min_length=1, max_length=253, pattern=r"^([a-z0-9.-]+/)?[A-Za-z0-9][-A-Za-z0-9_.]*$",
+        description="extended resource, e.g. nvidia.com/gpu or huawei.com/Ascend910; 'cpu' counts cores",
+    )
+    node_selector: dict[str, str] = Field(default_factory=dict, description="labels a node of this class carries")
+    exporter: ExporterFamily = ExporterFamily.NONE
+    throughput: float = Field(1.0, gt=0, le=1000, description="relative training throughput (H100 = 1.0)")
+    memory_gib: float | None = Field(None, gt=0, le=4096)
+    software: SoftwareStack = Field(default_factory=SoftwareStack)
+    display_name: str | None = None
+
+
+class AcceleratorClassStatus(StatusModel):
+    devices: int | None = None
+    nodes: int | None = None
+
+
+AcceleratorClass = ResourceDef(
+    kind="AcceleratorClass",
+    plural="acceleratorclasses",
+    singular="acceleratorclass",
+    namespaced=False,
+    spec=AcceleratorClassSpec,
+    status=AcceleratorClassStatus,
+    short_names=("acc",),
+    description="A kind of accelerator in the fleet: vendor, extended resource, node labels, software stack.",
+    printer_columns=(
+        PrinterColumn("Vendor", "string", ".spec.vendor"),
+        PrinterColumn("Resource", "string", ".spec.resourceName"),
+        PrinterColumn("Throughput", "number", ".spec.throughput"),
+        PrinterColumn("Age", "date", ".metadata.creationTimestamp"),
+    ),
+)

@@ -1,0 +1,25 @@
+"""Names shared by the operator, the simulator and the console: API group, labels, annotations."""
+
+GROUP = "heterojob.io"
+VERSION = "v1alpha1"
+API_VERSION = f"{GROUP}/{VERSION}"
+
+# Labels the operator puts on what it creates.
+LABEL_JOB = "heterojob.io/job"
+LABEL_GENERATION = "heterojob.io/generation"
+LABEL_RANK = "heterojob.io/rank"
+LABEL_DEVICE_CLASS = "heterojob.io/device-class"
+LABEL_MANAGED_BY = "app.kubernetes.io/managed-by"
+MANAGED_BY = "heterojob"
+
+# Annotations: where a pod was placed (before the kubelet binds it), and the checkpoint protocol.
+ANNOTATION_NODE = "heterojob.io/node"
+ANNOTATION_CHECKPOINT_REQUEST = "heterojob.io/checkpoint-request"
+ANNOTATION_CHECKPOINT_ACK = "heterojob.io/checkpoint-ack"
+
+# Well-known Kubernetes labels (see shared/reference/telemetry.md, section 5).
+LABEL_REGION = "topology.kubernetes.io/region"
+LABEL_ZONE = "topology.kubernetes.io/zone"
+LABEL_HOSTNAME = "kubernetes.io/hostname"
+
+MASTER_PORT = 29500

@@ -1,0 +1,79 @@
+"""The fleet at one instant, as plain data: nodes, device classes, regions and what is already in use."""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+
+
+@dataclass(frozen=True)
+class Node:
+    name: str
+    labels: Mapping[str, str]
+    allocatable: Mapping[str, int]  # resource name -> whole devices (CPU in whole cores)
+    ready: bool = True
+    schedulable: bool = True  # not cordoned, no NoSchedule/NoExecute taint we do not tolerate
+    reason: str = ""  # why it is not Ready or not schedulable
+
+    @property
+    def region(self) -> str | None:
+        return self.labels.get("topology.kubernetes.io/region")
+
+    def matches(self, selector: Mapping[str, str]) -> bool:
+        return all(self.labels.get(k) == v for k, v in selector.items())
+
+
+@dataclass(frozen=True)
+class DeviceClass:
+    name: str
+    resource_name: str
+    node_selector: Mapping[str, str] = field(default_factory=dict)
+    throughput: float = 1.0
+    software: Mapping[str, str] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class RegionInfo:
+    name: str
+    node_selector: Mapping[str, str]
+
+
+@dataclass(frozen=True)
+class Allocation:
+    """Devices one job holds: node -> count of `resource`."""
+
+    resource: str
+    per_node: Mapping[str, int]
+
+
+@dataclass
+class Fleet:
+    nodes: Mapping[str, Node]
+    classes: Mapping[str, DeviceClass]
+    regions: Mapping[str, RegionInfo] = field(default_factory=dict)
+    # (node, resource) -> devices held by pods and by jobs already placed
+    used: Mapping[tuple[str, str], int] = field(default_factory=dict)
+
+    def region_of(self, node: Node) -> str | None:
+        """A Region whose selector the node matches; without Region objects, the node's region label."""
+        for region in self.regions.values():
+            if node.matches(region.node_selector):
+                return region.name
+        return node.region if not self.regions else None
+
+    def free(self, node: str, resource: str) -> int:
+        total = self.nodes[node].allocatable.get(resource, 0)
+        return max(0, total - self.used.get((node, resource), 0))
+
+
+def usage(allocations: Iterable[Allocation], foreign: Mapping[tuple[str, str], int] | None = None,
+          ) -> dict[tuple[str, str], int]:
+    """Sum the devices held per (node, resource) by jobs' allocations and by other pods."""
+    used: dict[tuple[str, str], int] = defaultdict(int)
+    for key, count in (foreign or {}).items():
+        used[key] += count
+    for alloc in allocations:
+        for node, count in alloc.per_node.items():
+            used[(node, alloc.resource)] += count
+    return dict(used)

@@ -1,0 +1,114 @@
+"""What a job needs next, from its status and its pods: one decision per reconcile pass.
+
+Crash safety comes from the order of writes: the operator records a decision in the job's status
+before it acts on pods, so a restarted operator re-derives the same next step from what it finds.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from enum import StrEnum
+
+from heterojob.api.job import Phase
+
+
+@dataclass(frozen=True)
+class PodView:
+    name: str
+    rank: int
+    generation: int
+    phase: str  # Pending, Running, Succeeded, Failed, Unknown
+    node: str | None = None
+    deleting: bool = False
+    reason: str = ""
+
+
+@dataclass(frozen=True)
+class JobView:
+    """What the lifecycle needs of a HeteroJob, already parsed and validated."""
+
+    phase: Phase | None
+    reason: str | None
+    generation: int | None  # placement generation, None when not placed
+    replicas: int | None  # replicas of the current placement
+    restarts: int
+    backoff_limit: int
+    pods: Sequence[PodView] = field(default_factory=tuple)
+    spec_errors: str | None = None  # every problem of an invalid spec, or None
+
+
+class Action(StrEnum):
+    NONE = "none"
+    REJECT = "reject"  # the spec is invalid: Failed until the user fixes it
+    REVALIDATED = "revalidated"  # a fixed spec after a rejection: back to Pending
+    PLACE = "place"  # Pending: find room and admit
+    CREATE_PODS = "create-pods"  # admitted, some pods of the generation not created yet
+    RUNNING = "running"
+    RESTART = "restart"  # a replica failed or vanished: recreate the gang
+    FAIL = "fail"  # backoff limit reached
+    SUCCEED = "succeed"
+    CLEANUP = "cleanup"  # pods of an older generation are still there
+
+
+@dataclass(frozen=True)
+class Decision:
+    action: Action
+    reason: str = ""
+    message: str = ""
+    ranks: tuple[int, ...] = ()  # CREATE_PODS: which ranks
+    pods: tuple[str, ...] = ()  # CLEANUP / RESTART: which pods to delete
+
+
+REASON_INVALID_SPEC = "InvalidSpec"
+
+
+def decide(job: JobView) -> Decision:
+    if job.spec_errors is not None:
+        if job.phase == Phase.FAILED and job.reason == REASON_INVALID_SPEC:
+            return Decision(Action.NONE)
+        return Decision(Action.REJECT, REASON_INVALID_SPEC, f"invalid spec: {job.spec_errors}")
+    if job.phase == Phase.FAILED and job.reason == REASON_INVALID_SPEC:
+        return Decision(Action.REVALIDATED, "SpecFixed", "the spec is valid now; waiting for room")
+    if job.phase is not None and job.phase.terminal:
+        return Decision(Action.NONE)
+
+    current = [p for p in job.pods if p.generation == job.generation] if job.generation else []
+    stale = tuple(p.name for p in job.pods if p.generation != job.generation and not p.deleting)
+
+    if job.generation is None or job.replicas is None:
+        if stale:
+            return Decision(Action.CLEANUP, "OldGeneration", pods=stale)
+        return Decision(Action.PLACE, "Unplaced")
+
+    by_rank = {p.rank: p for p in current if not p.deleting}
+    failed = sorted((p for p in by_rank.values() if p.phase == "Failed"), key=lambda p: p.rank)
+    if failed:
+        first = failed[0]
+        why = f"replica {first.rank} ({first.name}) failed" + (f": {first.reason}" if first.reason else "")
+        return _restart_or_fail(job, why, current)
+
+    missing = tuple(r for r in range(job.replicas) if r not in by_rank)
+    if missing:
+        if job.phase in (Phase.RUNNING,):
+            why = f"replica {missing[0]} disappeared while running"
+            return _restart_or_fail(job, why, current)
+        return Decision(Action.CREATE_PODS, "CreatingPods", ranks=missing)
+
+    if stale:
+        return Decision(Action.CLEANUP, "OldGeneration", pods=stale)
+    if all(p.phase == "Succeeded" for p in by_rank.values()):
+        return Decision(Action.SUCCEED, "AllReplicasSucceeded", f"all {job.replicas} replicas succeeded")
+    if all(p.phase in ("Running", "Succeeded") for p in by_rank.values()):
+        if job.phase != Phase.RUNNING:
+            return Decision(Action.RUNNING, "AllReplicasRunning", f"{job.replicas} replicas running")
+    return Decision(Action.NONE)
+
+
+def _restart_or_fail(job: JobView, why: str, current: Sequence[PodView]) -> Decision:
+    pods = tuple(p.name for p in current if not p.deleting)
+    if job.restarts >= job.backoff_limit:
+        return Decision(Action.FAIL, "BackoffLimitExceeded",
+                        f"{why}; backoffLimit {job.backoff_limit} reached after {job.restarts} restarts", pods=pods)
+    return Decision(Action.RESTART, "ReplicaFailed",
+                    f"{why}; restarting the gang ({job.restarts + 1}/{job.backoff_limit})", pods=pods)

@@ -1,0 +1,134 @@
+"""Kubernetes objects (plain dicts) to the engine's plain data."""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Mapping
+from decimal import Decimal
+from typing import Any
+
+from kubernetes.utils.quantity import parse_quantity
+
+from heterojob.api.accelerator import AcceleratorClassSpec
+from heterojob.api.common import SpecError, parse_spec
+from heterojob.api.region import RegionSpec
+from heterojob.constants import ANNOTATION_NODE, LABEL_GENERATION, LABEL_JOB, LABEL_RANK, LABEL_REGION
+from heterojob.engine.fleet import DeviceClass, Node, RegionInfo
+from heterojob.engine.lifecycle import PodView
+
+log = logging.getLogger(__name__)
+
+# Taints that make a node unusable for new gangs (shared/reference/telemetry.md, section 5).
+_BLOCKING_EFFECTS = ("NoSchedule", "NoExecute")
+
+
+def quantity(value: Any) -> int:
+    """Whole units of a resource quantity ('8', '63500m' -> 63); 0 when unparseable."""
+    try:
+        return int(parse_quantity(value).to_integral_value(rounding="ROUND_FLOOR"))
+    except (ValueError, TypeError, ArithmeticError):
+        return 0
+
+
+def _tolerated(taint: Mapping[str, Any], tolerated_keys: frozenset[str]) -> bool:
+    return taint.get("key") in tolerated_keys
+
+
+def node_view(obj: Mapping[str, Any], tolerated_keys: frozenset[str] = frozenset()) -> Node:
+    meta = obj.get("metadata") or {}
+    spec = obj.get("spec") or {}
+    status = obj.get("status") or {}
+    allocatable = {k: quantity(v) for k, v in (status.get("allocatable") or {}).items()}
+    ready_cond = next((c for c in status.get("conditions") or [] if c.get("type") == "Ready"), None)
+    ready = bool(ready_cond) and ready_cond.get("status") == "True"
+    reasons = []
+    if not ready:
+        reasons.append("NotReady" if ready_cond and ready_cond.get("status") == "False" else "ReadyUnknown")
+    schedulable = not spec.get("unschedulable", False)
+    if not schedulable:
+        reasons.append("cordoned")
+    for taint in spec.get("taints") or []:
+        if taint.get("effect") in _BLOCKING_EFFECTS and not _tolerated(taint, tolerated_keys):
+            schedulable = False
+            reasons.append(f"taint {taint.get('key')}:{taint.get('effect')}")
+    return Node(
+        name=meta.get("name", ""),
+        labels=dict(meta.get("labels") or {}),
+        allocatable=allocatable,
+        ready=ready,
+        schedulable=schedulable,
+        reason=", ".join(reasons),
+    )
+
+
+def device_class(obj: Mapping[str, Any]) -> DeviceClass | None:
+    """An AcceleratorClass object, or None (logged) when its spec is invalid."""
+    name = (obj.get("metadata") or {}).get("name", "")
+    try:
+        spec = parse_spec(AcceleratorClassSpec, obj.get("spec"))
+    except SpecError as exc:
+        log.warning("AcceleratorClass %s is ignored: %s", name, exc)
+        return None
+    software = {k: v for k, v in spec.software.model_dump().items() if v}
+    return DeviceClass(name, spec.resource_name, dict(spec.node_selector), spec.throughput, software)
+
+
+def region_info(obj: Mapping[str, Any]) -> RegionInfo | None:
+    name = (obj.get("metadata") or {}).get("name", "")
+    try:
+        spec = parse_spec(RegionSpec, obj.get("spec"))
+    except SpecError as exc:
+        log.warning("Region %s is ignored: %s", name, exc)
+        return None
+    return RegionInfo(name, dict(spec.node_selector) if spec.node_selector else {LABEL_REGION: name})
+
+
+def pod_terminal(obj: Mapping[str, Any]) -> bool:
+    return (obj.get("status") or {}).get("phase") in ("Succeeded", "Failed")
+
+
+def pod_view(obj: Mapping[str, Any]) -> PodView | None:
+    meta = obj.get("metadata") or {}
+    labels = meta.get("labels") or {}
+    try:
+        rank, generation = int(labels[LABEL_RANK]), int(labels[LABEL_GENERATION])
+    except (KeyError, ValueError):
+        return None
+    status = obj.get("status") or {}
+    reason = status.get("reason") or status.get("message") or ""
+    for cs in status.get("containerStatuses") or []:
+        term = (cs.get("state") or {}).get("terminated") or {}
+        if term.get("exitCode"):
+            reason = f"container {cs.get('name')} exited with code {term['exitCode']}" + (
+                f" ({term['reason']})" if term.get("reason") else "")
+            break
+    return PodView(
+        name=meta.get("name", ""),
+        rank=rank,
+        generation=generation,
+        phase=status.get("phase") or "Pending",
+        node=(obj.get("spec") or {}).get("nodeName") or (meta.get("annotations") or {}).get(ANNOTATION_NODE),
+        deleting=bool(meta.get("deletionTimestamp")),
+        reason=reason,
+    )
+
+
+def pod_usage(obj: Mapping[str, Any]) -> dict[tuple[str, str], int]:
+    """Devices a pod that heterojob does not manage holds on its node, by resource."""
+    meta = obj.get("metadata") or {}
+    if LABEL_JOB in (meta.get("labels") or {}) or pod_terminal(obj):
+        return {}
+    spec = obj.get("spec") or {}
+    node = spec.get("nodeName")
+    if not node:
+        return {}
+    used: dict[tuple[str, str], int] = {}
+    for container in spec.get("containers") or []:
+        resources = container.get("resources") or {}
+        wanted = {**(resources.get("requests") or {}), **(resources.get("limits") or {})}
+        for name, value in wanted.items():
+            if name in ("memory", "ephemeral-storage") or name.startswith("hugepages-"):
+                continue
+            amount = parse_quantity(value) if name == "cpu" else Decimal(quantity(value))
+            used[(node, name)] = used.get((node, name), 0) + int(amount.to_integral_value(rounding="ROUND_CEILING"))
+    return used

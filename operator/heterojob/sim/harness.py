@@ -1,0 +1,78 @@
+"""Start the API emulator in its own process and talk to it; shared by the tests, benchmarks and demo."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Iterable, Mapping
+from pathlib import Path
+from typing import Any
+
+import kubernetes
+import urllib3
+
+
+
+class Emulator:
+    """`python -m heterojob.sim.apiserver` as a child process, with a kubeconfig pointing at it."""
+
+    def __init__(self, workdir: Path | None = None, crd_dir: Path | None = None) -> None:
+        self.workdir = Path(workdir or tempfile.mkdtemp(prefix="heterojob-emulator-"))
+        self.kubeconfig = self.workdir / "kubeconfig.yaml"
+        self.crd_dir = crd_dir
+        self.url = ""
+        self._proc: subprocess.Popen[str] | None = None
+
+    def start(self, timeout: float = 30.0) -> Emulator:
+        cmd = [sys.executable, "-m", "heterojob.sim.apiserver", "--kubeconfig", str(self.kubeconfig)]
+        if self.crd_dir is not None:
+            cmd += ["--crds", str(self.crd_dir)]
+        self._proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=None, text=True,
+                                      env={**os.environ, "PYTHONUNBUFFERED": "1"})
+        deadline = time.monotonic() + timeout
+        assert self._proc.stdout is not None
+        while time.monotonic() < deadline:
+            line = self._proc.stdout.readline()
+            if line.startswith("READY "):
+                self.url = line.split()[1]
+                return self
+            if not line and self._proc.poll() is not None:
+                break
+        self.stop()
+        raise RuntimeError("the API emulator did not start; see its output above")
+
+    def stop(self) -> None:
+        if self._proc is not None and self._proc.poll() is None:
+            self._proc.terminate()
+            try:
+                self._proc.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                self._proc.kill()
+                self._proc.wait()
+        self._proc = None
+
+    def reset(self) -> None:
+        urllib3.request("POST", f"{self.url}/_emulator/reset")
+
+    def client(self) -> kubernetes.client.ApiClient:
+        return kubernetes.config.new_client_from_config(config_file=str(self.kubeconfig))
+
+    def __enter__(self) -> Emulator:
+        return self.start()
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
+
+def apply(api: kubernetes.client.ApiClient, objects: Iterable[Mapping[str, Any]]) -> None:
+    """Create each object (kubectl-apply-like for tests: existing objects are left as they are)."""
+    dyn = kubernetes.dynamic.DynamicClient(api)
+    for obj in objects:
+        res = dyn.resources.get(api_version=obj["apiVersion"], kind=obj["kind"])
+        try:
+            res.create(body=dict(obj), namespace=(obj.get("metadata") or {}).get("namespace"))
+        except kubernetes.dynamic.exceptions.ConflictError:
+            pass
