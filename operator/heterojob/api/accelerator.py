@@ -44,7 +44,7 @@ class AcceleratorClassSpec(Model):
     node_selector: dict[str, str] = Field(default_factory=dict, description="labels a node of this class carries")
     exporter: ExporterFamily = ExporterFamily.NONE
     throughput: float = Field(1.0, gt=0, le=1000, description="relative training throughput (H100 = 1.0)")
-    memory_gib: float | None = Field(None, gt=0, le=4096)
+    memory_gib: float | None = Field(None, gt=0, le=4096, alias="memoryGiB")
     software: SoftwareStack = Field(default_factory=SoftwareStack)
     display_name: str | None = None
 

@@ -240,6 +240,7 @@ class HeteroJobStatus(StatusModel):
     placement: Placement | None = None
     conditions: list[Condition] = Field(default_factory=list)
     restarts: int = 0
+    last_generation: int = Field(0, description="the newest placement generation ever used")
     observed_generation: int | None = None
     start_time: str | None = None
     completion_time: str | None = None

@@ -76,3 +76,42 @@ def apply(api: kubernetes.client.ApiClient, objects: Iterable[Mapping[str, Any]]
             res.create(body=dict(obj), namespace=(obj.get("metadata") or {}).get("namespace"))
         except kubernetes.dynamic.exceptions.ConflictError:
             pass
+
+
+def seed(api: kubernetes.client.ApiClient, namespaces: Iterable[str] = ("team-a",),
+         nodes: Iterable[Mapping[str, Any]] = (), defaults: bool = True) -> None:
+    """CRDs, default classes and regions, namespaces and nodes: an empty cluster made ready for jobs."""
+    from heterojob import defaults as embedded
+    from heterojob.api import crds
+
+    apply(api, [crds.crd(r) for r in crds.RESOURCES])
+    apply(api, [{"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": ns}} for ns in namespaces])
+    if defaults:
+        apply(api, embedded.all_objects())
+    apply(api, nodes)
+
+
+class OperatorRunner:
+    """The real operator under `kopf.testing.KopfRunner`, with a fresh registry, against a kubeconfig."""
+
+    def __init__(self, kubeconfig: Path, **config: Any) -> None:
+        from heterojob.handlers import OperatorConfig, make_registry
+
+        self.config = OperatorConfig(kubeconfig=str(kubeconfig), **config)
+        self.registry = make_registry(self.config)
+        self._runner: Any = None
+
+    def __enter__(self) -> OperatorRunner:
+        from kopf.testing import KopfRunner
+
+        self._runner = KopfRunner(["run", "--all-namespaces", "--standalone"], registry=self.registry,
+                                  timeout=30)
+        self._runner.__enter__()
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self._runner.__exit__(*exc)
+
+    @property
+    def output(self) -> str:
+        return self._runner.output

@@ -1,0 +1,143 @@
+"""Kopf wiring, kept thin: indexes feed the fleet view; events poke the controller's work queue."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+import kopf
+import kubernetes
+
+from heterojob.constants import GROUP, LABEL_JOB, VERSION
+from heterojob.controller import Controller, FleetSource
+from heterojob.engine.fleet import DeviceClass, Node, RegionInfo
+from heterojob.kube import convert
+from heterojob.kube.api import Kube, load_client
+
+log = logging.getLogger("heterojob.operator")
+
+
+@dataclass(frozen=True)
+class OperatorConfig:
+    kubeconfig: str | None = None  # None: in-cluster, else ~/.kube/config or $KUBECONFIG
+    resync_seconds: float = 30.0  # every job is looked at again this often, whatever the events said
+    api_workers: int = 16
+
+
+def _index_values(index: Mapping[Any, Any]) -> dict[Any, Any]:
+    """A Kopf index (key -> store of values) as key -> its one value."""
+    out = {}
+    for key, store in list(index.items()):
+        for value in store:
+            out[key] = value
+            break
+    return out
+
+
+def _sum_usage(index: Mapping[Any, Any]) -> dict[tuple[str, str], int]:
+    used: dict[tuple[str, str], int] = {}
+    for store in list(index.values()):
+        for per_pod in store:
+            for key, count in per_pod.items():
+                used[key] = used.get(key, 0) + count
+    return used
+
+
+def register(registry: kopf.OperatorRegistry, config: OperatorConfig) -> None:
+    """Register every handler on `registry` (a fresh one per operator instance, e.g. per test)."""
+
+    @kopf.on.login(registry=registry)
+    def login(**_: Any) -> kopf.ConnectionInfo:
+        client = load_client(config.kubeconfig)
+        cfg: kubernetes.client.Configuration = client.configuration
+        token = (cfg.api_key or {}).get("authorization", "") or (cfg.api_key or {}).get("BearerToken", "")
+        scheme, _, token = token.partition(" ") if " " in token else ("Bearer", "", token)
+        return kopf.ConnectionInfo(
+            server=cfg.host, ca_path=cfg.ssl_ca_cert, insecure=not cfg.verify_ssl,
+            username=cfg.username or None, password=cfg.password or None,
+            scheme=scheme if token else None, token=token or None,
+            certificate_path=cfg.cert_file, private_key_path=cfg.key_file,
+            default_namespace=None,
+        )
+
+    @kopf.on.startup(registry=registry)
+    async def startup(settings: kopf.OperatorSettings, memo: kopf.Memo, **_: Any) -> None:
+        settings.posting.level = logging.WARNING
+        settings.watching.server_timeout = 300
+        settings.watching.client_timeout = 330
+        memo.kube = Kube(load_client(config.kubeconfig), workers=config.api_workers)
+        memo.controller = None
+        memo.controller_lock = asyncio.Lock()
+
+    @kopf.index("nodes", id="hj_nodes", registry=registry)
+    def hj_nodes(name: str, body: kopf.Body, **_: Any) -> dict[str, Node]:
+        return {name: convert.node_view(body)}
+
+    @kopf.index(GROUP, VERSION, "acceleratorclasses", id="hj_classes", registry=registry)
+    def hj_classes(name: str, body: kopf.Body, **_: Any) -> dict[str, DeviceClass] | None:
+        cls = convert.device_class(body)
+        return {name: cls} if cls else None
+
+    @kopf.index(GROUP, VERSION, "regions", id="hj_regions", registry=registry)
+    def hj_regions(name: str, body: kopf.Body, **_: Any) -> dict[str, RegionInfo] | None:
+        region = convert.region_info(body)
+        return {name: region} if region else None
+
+    @kopf.index("pods", id="hj_foreign_pods", registry=registry)
+    def hj_foreign_pods(namespace: str, name: str, body: kopf.Body, **_: Any) -> dict[Any, Any] | None:
+        used = convert.pod_usage(body)
+        return {(namespace, name): used} if used else None
+
+    async def controller(memo: kopf.Memo, kwargs: Mapping[str, Any]) -> Controller:
+        """The controller, built on first use: only handlers receive Kopf's indexes."""
+        async with memo.controller_lock:
+            if memo.controller is not None:
+                return memo.controller
+            nodes, classes, regions, pods = (kwargs["hj_nodes"], kwargs["hj_classes"], kwargs["hj_regions"],
+                                             kwargs["hj_foreign_pods"])
+            source = FleetSource(
+                nodes=lambda: _index_values(nodes), classes=lambda: _index_values(classes),
+                regions=lambda: _index_values(regions), foreign_usage=lambda: _sum_usage(pods))
+            ctl = Controller(memo.kube, source)
+            await ctl.load()
+            ctl.start_resync(config.resync_seconds)
+            memo.controller = ctl
+            return ctl
+
+    @kopf.on.event(GROUP, VERSION, "heterojobs", registry=registry)
+    async def job_event(event: Mapping[str, Any], namespace: str, name: str, memo: kopf.Memo, **kwargs: Any
+                        ) -> None:
+        ctl = await controller(memo, kwargs)
+        key = f"{namespace}/{name}"
+        if event.get("type") == "DELETED":
+            ctl.forget(key)
+        else:
+            ctl.poke(key)
+
+    @kopf.on.event("pods", labels={LABEL_JOB: kopf.PRESENT}, registry=registry)
+    async def pod_event(namespace: str, labels: Mapping[str, str], memo: kopf.Memo, **kwargs: Any) -> None:
+        ctl = await controller(memo, kwargs)
+        ctl.poke(f"{namespace}/{labels[LABEL_JOB]}")
+
+    @kopf.on.event("nodes", registry=registry)
+    @kopf.on.event(GROUP, VERSION, "acceleratorclasses", registry=registry)
+    @kopf.on.event(GROUP, VERSION, "regions", registry=registry)
+    async def fleet_event(memo: kopf.Memo, **kwargs: Any) -> None:
+        ctl = await controller(memo, kwargs)
+        ctl.poke_pending(delay=0.2)
+
+    @kopf.on.cleanup(registry=registry)
+    async def cleanup(memo: kopf.Memo, **_: Any) -> None:
+        ctl = getattr(memo, "controller", None)
+        if ctl is not None:
+            await ctl.stop()
+        memo.kube.close()
+
+
+def make_registry(config: OperatorConfig) -> kopf.OperatorRegistry:
+    registry = kopf.OperatorRegistry()
+    register(registry, config)
+    return registry

@@ -1,0 +1,1 @@
+"""Actuation: the Kubernetes side of the operator (API calls, object conversion, manifests)."""

@@ -1,0 +1,132 @@
+"""The Kubernetes calls the operator makes, run off the event loop on a bounded thread pool."""
+
+from __future__ import annotations
+
+import asyncio
+import datetime
+import functools
+import json
+import logging
+import uuid
+from collections.abc import Callable, Mapping
+from concurrent.futures import ThreadPoolExecutor
+from typing import Any, TypeVar
+
+import kubernetes
+from kubernetes.client import ApiException
+
+from heterojob.constants import API_VERSION, GROUP, LABEL_JOB, VERSION
+
+log = logging.getLogger(__name__)
+T = TypeVar("T")
+
+
+def now_iso() -> str:
+    return datetime.datetime.now(tz=datetime.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def load_client(kubeconfig: str | None = None, pool: int = 32) -> kubernetes.client.ApiClient:
+    """In-cluster when running in a pod and no kubeconfig is given; otherwise the kubeconfig."""
+    config = kubernetes.client.Configuration()
+    if kubeconfig is None:
+        try:
+            kubernetes.config.load_incluster_config(client_configuration=config)
+        except kubernetes.config.ConfigException:
+            kubernetes.config.load_kube_config(client_configuration=config)
+    else:
+        kubernetes.config.load_kube_config(config_file=kubeconfig, client_configuration=config)
+    config.connection_pool_maxsize = pool
+    return kubernetes.client.ApiClient(config)
+
+
+class Kube:
+    def __init__(self, client: kubernetes.client.ApiClient, workers: int = 16) -> None:
+        self.client = client
+        self.core = kubernetes.client.CoreV1Api(client)
+        self.custom = kubernetes.client.CustomObjectsApi(client)
+        self._pool = ThreadPoolExecutor(max_workers=workers, thread_name_prefix="heterojob-api")
+        self._background: set[asyncio.Task[Any]] = set()
+
+    async def call(self, fn: Callable[..., T], *args: Any, **kwargs: Any) -> T:
+        loop = asyncio.get_running_loop()
+        return await loop.run_in_executor(self._pool, functools.partial(fn, *args, **kwargs))
+
+    def close(self) -> None:
+        self._pool.shutdown(wait=False, cancel_futures=True)
+
+    # --- HeteroJobs --------------------------------------------------------------------------------
+
+    async def get_job(self, namespace: str, name: str) -> dict[str, Any] | None:
+        try:
+            return await self.call(self.custom.get_namespaced_custom_object, GROUP, VERSION, namespace,
+                                   "heterojobs", name)
+        except ApiException as exc:
+            if exc.status == 404:
+                return None
+            raise
+
+    async def list_jobs(self) -> list[dict[str, Any]]:
+        listed = await self.call(self.custom.list_cluster_custom_object, GROUP, VERSION, "heterojobs")
+        return listed.get("items", [])
+
+    async def patch_job_status(self, namespace: str, name: str, status: Mapping[str, Any]) -> dict[str, Any] | None:
+        """Merge-patch `status`; None when the job is gone."""
+        try:
+            return await self.call(self.custom.patch_namespaced_custom_object_status, GROUP, VERSION, namespace,
+                                   "heterojobs", name, {"status": dict(status)})
+        except ApiException as exc:
+            if exc.status == 404:
+                return None
+            raise
+
+    # --- pods and services ---------------------------------------------------------------------------
+
+    async def job_pods(self, namespace: str, job: str) -> list[dict[str, Any]]:
+        listed = await self.call(self.core.list_namespaced_pod, namespace, label_selector=f"{LABEL_JOB}={job}",
+                                 _preload_content=False)
+        return json.loads(listed.data).get("items", [])
+
+    async def create(self, obj: Mapping[str, Any]) -> bool:
+        """Create a pod or Service; False when it already exists (creation is idempotent by name)."""
+        namespace = obj["metadata"]["namespace"]
+        fn = self.core.create_namespaced_pod if obj["kind"] == "Pod" else self.core.create_namespaced_service
+        try:
+            await self.call(fn, namespace, obj, _preload_content=False)
+            return True
+        except ApiException as exc:
+            if exc.status == 409:
+                return False
+            raise
+
+    async def delete_pod(self, namespace: str, name: str) -> None:
+        try:
+            await self.call(self.core.delete_namespaced_pod, name, namespace, _preload_content=False)
+        except ApiException as exc:
+            if exc.status != 404:
+                raise
+
+    # --- Events --------------------------------------------------------------------------------------
+
+    def post_event(self, job: Mapping[str, Any], type_: str, reason: str, message: str) -> None:
+        """A Kubernetes Event on the job, posted in the background: a failed post never blocks a decision."""
+        meta = job["metadata"]
+        now = now_iso()
+        body = {
+            "apiVersion": "v1", "kind": "Event",
+            "metadata": {"name": f"{meta['name']}.{uuid.uuid4().hex[:12]}", "namespace": meta["namespace"]},
+            "involvedObject": {"apiVersion": API_VERSION, "kind": "HeteroJob", "name": meta["name"],
+                               "namespace": meta["namespace"], "uid": meta.get("uid")},
+            "reason": reason, "message": message[:1024], "type": type_,
+            "source": {"component": "heterojob"}, "reportingComponent": "heterojob",
+            "firstTimestamp": now, "lastTimestamp": now, "count": 1,
+        }
+
+        async def post() -> None:
+            try:
+                await self.call(self.core.create_namespaced_event, meta["namespace"], body, _preload_content=False)
+            except Exception as exc:  # noqa: BLE001 - an Event is best effort
+                log.warning("could not post event %s on %s/%s: %s", reason, meta["namespace"], meta["name"], exc)
+
+        task = asyncio.get_running_loop().create_task(post())
+        self._background.add(task)
+        task.add_done_callback(self._background.discard)
