@@ -62,3 +62,68 @@ def test_two_replica_h100_job_runs_and_succeeds(cluster: Cluster, operator: Any)
     eventually(lambda: phase(cluster, "train") == "Succeeded", what="Succeeded")
     reasons = {e.reason for e in cluster.events("train")}
     assert {"Admitted", "Running", "AllReplicasSucceeded"} <= reasons
+
+
+def test_ascend_job_gets_the_ascend_extended_resource(cluster: Cluster, operator: Any) -> None:
+    cluster.seed([node("npu-a", "cn-north", "ascend-910b")])
+    spec = job_spec("ascend-910b", replicas=1, per_replica=4)
+    spec["devices"][0]["overrides"] = {"image": "swr.cn-north-4.myhuaweicloud.com/train:cann8"}
+    cluster.create_job("npu", spec)
+    (pod,) = eventually(lambda: cluster.pods("npu"), what="the pod")
+    container = pod.spec.containers[0]
+    assert container.resources.limits == {"huawei.com/Ascend910": "4"}
+    assert container.image == "swr.cn-north-4.myhuaweicloud.com/train:cann8"
+    assert pod.spec.node_selector["accelerator"] == "huawei-Ascend910"
+    assert pod.spec.node_selector["node.kubernetes.io/npu.chip.name"] == "910B3"
+    assert env_of(pod)["HETEROJOB_DEVICE_CLASS"] == "ascend-910b"
+
+
+def test_job_that_cannot_fit_stays_pending_with_its_reason(cluster: Cluster, operator: Any) -> None:
+    cluster.seed([node("h100-a", "cn-east", "nvidia-h100"), node("h100-b", "cn-east", "nvidia-h100", ready=False)])
+    cluster.create_job("big", job_spec(replicas=2))
+    status = eventually(lambda: (s := cluster.job("big").get("status")) and s.get("message") and s, what="a message")
+    assert status["phase"] == "Pending"
+    assert "cn-east/nvidia-h100: room for 1 of 2 replicas" in status["message"]
+    assert not cluster.pods("big")
+
+    # Room appears (the node comes back): the waiting job is admitted without being touched.
+    cluster.core.patch_node_status("h100-b", {"status": {"conditions": [{"type": "Ready", "status": "True"}]}})
+    eventually(lambda: len(cluster.pods("big")) == 2, what="admission once the node is Ready")
+
+
+def test_failing_replica_restarts_the_gang_up_to_the_backoff_limit(cluster: Cluster, operator: Any) -> None:
+    cluster.seed([node("h100-a", "cn-east", "nvidia-h100"), node("h100-b", "cn-east", "nvidia-h100")])
+    cluster.create_job("flaky", job_spec(backoffLimit=1))
+
+    first = eventually(lambda: (p := cluster.pods("flaky")) and len(p) == 2 and p, what="generation 1")
+    assert {p.metadata.labels["heterojob.io/generation"] for p in first} == {"1"}
+    cluster.set_pod_phase(first[1].metadata.name, "Failed", exit_code=137)
+
+    second = eventually(lambda: (p := cluster.pods("flaky")) and len(p) == 2
+                        and all(x.metadata.labels["heterojob.io/generation"] == "2" for x in p) and p,
+                        what="generation 2")
+    status = cluster.job("flaky")["status"]
+    assert status["restarts"] == 1
+    assert status["history"][-1]["action"] == "restart"
+    assert "exited with code 137" in status["history"][-1]["reason"]
+
+    cluster.set_pod_phase(second[0].metadata.name, "Failed", exit_code=1)
+    eventually(lambda: cluster.job("flaky")["status"].get("phase") == "Failed", what="Failed")
+    status = cluster.job("flaky")["status"]
+    assert "backoffLimit 1 reached" in status["message"]
+    eventually(lambda: not cluster.pods("flaky"), what="the failed gang's pods deleted")
+    assert "BackoffLimitExceeded" in {e.reason for e in cluster.events("flaky")}
+
+
+def test_deleting_a_job_removes_its_pods_and_service(cluster: Cluster, operator: Any) -> None:
+    cluster.seed([node("h100-a", "cn-east", "nvidia-h100")])
+    cluster.create_job("short", job_spec(replicas=1))
+    eventually(lambda: cluster.pods("short"), what="the pod")
+    cluster.delete_job("short")
+    eventually(lambda: not cluster.pods("short"), what="pods gone")
+    services = cluster.core.list_namespaced_service("team-a").items
+    assert [s.metadata.name for s in services] == []
+
+    # The devices it held are free again: a job needing the whole node is admitted.
+    cluster.create_job("next", job_spec(replicas=1))
+    eventually(lambda: cluster.pods("next"), what="the next job's pod")

@@ -5,7 +5,7 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import kopf
@@ -25,6 +25,13 @@ class OperatorConfig:
     kubeconfig: str | None = None  # None: in-cluster, else ~/.kube/config or $KUBECONFIG
     resync_seconds: float = 30.0  # every job is looked at again this often, whatever the events said
     api_workers: int = 16
+
+
+@dataclass
+class Runtime:
+    kube: Kube
+    controller: Controller | None = None
+    lock: asyncio.Lock = field(default_factory=asyncio.Lock)
 
 
 def _index_values(index: Mapping[Any, Any]) -> dict[Any, Any]:
@@ -68,9 +75,8 @@ def register(registry: kopf.OperatorRegistry, config: OperatorConfig) -> None:
         settings.posting.level = logging.WARNING
         settings.watching.server_timeout = 300
         settings.watching.client_timeout = 330
-        memo.kube = Kube(load_client(config.kubeconfig), workers=config.api_workers)
-        memo.controller = None
-        memo.controller_lock = asyncio.Lock()
+        # Kopf gives every object a shallow copy of the memo: keep shared state in one mutable holder.
+        memo.runtime = Runtime(Kube(load_client(config.kubeconfig), workers=config.api_workers))
 
     @kopf.index("nodes", id="hj_nodes", registry=registry)
     def hj_nodes(name: str, body: kopf.Body, **_: Any) -> dict[str, Node]:
@@ -93,18 +99,19 @@ def register(registry: kopf.OperatorRegistry, config: OperatorConfig) -> None:
 
     async def controller(memo: kopf.Memo, kwargs: Mapping[str, Any]) -> Controller:
         """The controller, built on first use: only handlers receive Kopf's indexes."""
-        async with memo.controller_lock:
-            if memo.controller is not None:
-                return memo.controller
+        runtime: Runtime = memo.runtime
+        async with runtime.lock:
+            if runtime.controller is not None:
+                return runtime.controller
             nodes, classes, regions, pods = (kwargs["hj_nodes"], kwargs["hj_classes"], kwargs["hj_regions"],
                                              kwargs["hj_foreign_pods"])
             source = FleetSource(
                 nodes=lambda: _index_values(nodes), classes=lambda: _index_values(classes),
                 regions=lambda: _index_values(regions), foreign_usage=lambda: _sum_usage(pods))
-            ctl = Controller(memo.kube, source)
+            ctl = Controller(runtime.kube, source)
             await ctl.load()
             ctl.start_resync(config.resync_seconds)
-            memo.controller = ctl
+            runtime.controller = ctl
             return ctl
 
     @kopf.on.event(GROUP, VERSION, "heterojobs", registry=registry)
@@ -131,10 +138,10 @@ def register(registry: kopf.OperatorRegistry, config: OperatorConfig) -> None:
 
     @kopf.on.cleanup(registry=registry)
     async def cleanup(memo: kopf.Memo, **_: Any) -> None:
-        ctl = getattr(memo, "controller", None)
-        if ctl is not None:
-            await ctl.stop()
-        memo.kube.close()
+        runtime: Runtime = memo.runtime
+        if runtime.controller is not None:
+            await runtime.controller.stop()
+        runtime.kube.close()
 
 
 def make_registry(config: OperatorConfig) -> kopf.OperatorRegistry:
