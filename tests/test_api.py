@@ -1,0 +1,120 @@
+"""API types: defaults, every problem reported at once, and the CRDs generated from the same types."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from heterojob import defaults
+from heterojob.api import HeteroJobSpec, SpecError, parse_spec
+from heterojob.api.accelerator import AcceleratorClassSpec
+from heterojob.api.common import check_object_name
+from heterojob.api.quota import HeteroQuotaSpec
+from heterojob.api.region import RegionSpec
+from heterojob.api import crds
+
+ROOT = Path(__file__).resolve().parents[1]
+TEMPLATE = {"spec": {"containers": [{"name": "main", "image": "train:1"}]}}
+
+
+def test_defaults_fill_a_minimal_job() -> None:
+    spec = parse_spec(HeteroJobSpec, {"devices": [{"deviceClass": "cpu"}], "template": TEMPLATE})
+    assert spec.priority == "medium"
+    assert (spec.replicas.min, spec.replicas.upper, spec.replicas.start) == (1, 1, 1)
+    assert spec.devices[0].per_replica == 1 and spec.backoff_limit == 3
+    assert spec.policy.allow_cross_region is False and spec.checkpoint.timeout_seconds == 120
+
+
+def test_elastic_replicas_start_at_initial_or_max() -> None:
+    spec = parse_spec(HeteroJobSpec, {"replicas": {"min": 2, "max": 8}, "devices": [{"deviceClass": "cpu"}],
+                                      "template": TEMPLATE})
+    assert spec.replicas.start == 8
+    spec = parse_spec(HeteroJobSpec, {"replicas": {"min": 2, "max": 8, "initial": 4},
+                                      "devices": [{"deviceClass": "cpu"}], "template": TEMPLATE})
+    assert spec.replicas.start == 4
+
+
+def test_every_problem_is_reported_at_once_with_its_path() -> None:
+    with pytest.raises(SpecError) as err:
+        parse_spec(HeteroJobSpec, {"priority": "critical", "devices": [{"deviceClass": "cpu", "perReplica": 0}],
+                                   "template": TEMPLATE, "backoffLimit": -1, "replica": 2})
+    assert err.value.paths == ["spec.priority", "spec.devices[0].perReplica", "spec.backoffLimit", "spec.replica"]
+    text = str(err.value)
+    assert "'urgent', 'high', 'medium' or 'low'" in text  # what would be accepted
+    assert "accepted: priority, replicas, devices" in text  # the fix for a typo
+
+
+@pytest.mark.parametrize("name, ok", [("train", True), ("train-2", True), ("Train", False), ("a.b", False),
+                                      ("-x", False), ("x" * 46, False)])
+def test_job_names_must_be_dns_labels_with_room_for_pod_suffixes(name: str, ok: bool) -> None:
+    assert (check_object_name(name, 45) == []) is ok
+
+
+def test_quota_rejects_negative_counts_and_duplicates() -> None:
+    with pytest.raises(SpecError) as err:
+        parse_spec(HeteroQuotaSpec, {"limits": [{"deviceClass": "nvidia-h100", "devices": -1},
+                                                {"deviceClass": "cpu", "region": "Not A Region", "devices": 1}]})
+    assert err.value.paths == ["spec.limits[0].devices", "spec.limits[1].region"]
+    # Cross-item checks run once every item is valid on its own (a pydantic limit; see the closing note).
+    with pytest.raises(SpecError) as err:
+        parse_spec(HeteroQuotaSpec, {"limits": [{"deviceClass": "nvidia-h100", "region": "*", "devices": 16},
+                                                {"deviceClass": "nvidia-h100", "devices": 8}]})
+    assert err.value.paths == ["spec.limits"]
+    assert "two limits for deviceClass='nvidia-h100' region='*'" in str(err.value)
+
+
+def test_region_location_bounds() -> None:
+    with pytest.raises(SpecError) as err:
+        parse_spec(RegionSpec, {"location": {"city": "Nowhere", "latitude": 91, "longitude": -181}})
+    assert err.value.paths == ["spec.location.latitude", "spec.location.longitude"]
+
+
+def test_embedded_defaults_are_valid() -> None:
+    for spec in defaults.ACCELERATOR_CLASSES.values():
+        parse_spec(AcceleratorClassSpec, spec)
+    for spec in defaults.REGIONS.values():
+        parse_spec(RegionSpec, spec)
+
+
+def test_crds_in_the_repository_match_the_api_types() -> None:
+    stale = crds.drifted(ROOT / "crds")
+    assert not stale, f"crds/ drifted from heterojob.api: {stale}; run `heterojob generate`"
+
+
+def test_crd_schemas_are_structural() -> None:
+    def walk(node: dict, path: str) -> None:
+        assert "$ref" not in node and "anyOf" not in node, path
+        assert "type" in node or node.get("x-kubernetes-preserve-unknown-fields"), path
+        if node.get("additionalProperties") is False:
+            raise AssertionError(f"{path}: additionalProperties false is not structural")
+        for name, sub in (node.get("properties") or {}).items():
+            walk(sub, f"{path}.{name}")
+        if isinstance(node.get("items"), dict):
+            walk(node["items"], f"{path}[]")
+
+    for res in crds.RESOURCES:
+        version = crds.crd(res)["spec"]["versions"][0]
+        walk(version["schema"]["openAPIV3Schema"], res.kind)
+        assert version["subresources"] == {"status": {}}
+
+
+def test_heterojob_crd_has_printer_columns_short_name_and_enums() -> None:
+    crd = crds.crd(crds.HeteroJob)
+    assert crd["spec"]["names"]["shortNames"] == ["hj"]
+    assert crds.crd(crds.HeteroQuota)["spec"]["names"]["shortNames"] == ["hq"]
+    version = crd["spec"]["versions"][0]
+    assert [c["name"] for c in version["additionalPrinterColumns"]][:6] == \
+        ["Phase", "Class", "Region", "Replicas", "Util", "Age"]
+    spec = version["schema"]["openAPIV3Schema"]["properties"]["spec"]
+    assert spec["properties"]["priority"]["enum"] == ["urgent", "high", "medium", "low"]
+    assert spec["properties"]["replicas"]["properties"]["min"]["minimum"] == 1
+    assert set(spec["required"]) == {"devices", "template"}
+    assert spec["properties"]["template"].get("x-kubernetes-preserve-unknown-fields") is True
+
+
+def test_manifests_defaults_match_the_embedded_defaults() -> None:
+    from heterojob import generate
+
+    stale = generate.drifted(ROOT)
+    assert not stale, f"generated files drifted: {stale}; run `heterojob generate`"

@@ -1,0 +1,57 @@
+"""The job lifecycle decisions on plain data."""
+
+from __future__ import annotations
+
+from heterojob.api.job import Phase
+from heterojob.engine.lifecycle import Action, JobView, PodView, decide
+
+
+def view(phase: Phase | None = Phase.ADMITTED, generation: int | None = 1, replicas: int | None = 2,
+         pods: tuple[PodView, ...] = (), restarts: int = 0, backoff: int = 3, **kw: object) -> JobView:
+    return JobView(phase=phase, reason=kw.get("reason"), generation=generation, replicas=replicas,  # type: ignore
+                   restarts=restarts, backoff_limit=backoff, pods=pods, spec_errors=kw.get("errors"))  # type: ignore
+
+
+def pod(rank: int, phase: str = "Running", gen: int = 1, **kw: object) -> PodView:
+    return PodView(f"j-g{gen}-{rank}", rank, gen, phase, **kw)  # type: ignore[arg-type]
+
+
+def test_invalid_spec_is_rejected_once_and_revalidated_when_fixed() -> None:
+    assert decide(view(phase=None, errors="spec.x: bad")).action == Action.REJECT
+    assert decide(view(phase=Phase.FAILED, reason="InvalidSpec", errors="spec.x: bad")).action == Action.NONE
+    assert decide(view(phase=Phase.FAILED, reason="InvalidSpec")).action == Action.REVALIDATED
+
+
+def test_unplaced_job_is_placed_after_old_pods_are_cleaned() -> None:
+    assert decide(view(phase=None, generation=None, replicas=None)).action == Action.PLACE
+    d = decide(view(phase=Phase.PENDING, generation=None, replicas=None, pods=(pod(0, gen=1),)))
+    assert d.action == Action.CLEANUP and d.pods == ("j-g1-0",)
+
+
+def test_missing_pods_are_created_while_admitted_but_restart_the_gang_while_running() -> None:
+    d = decide(view(pods=(pod(0, "Pending"),)))
+    assert d.action == Action.CREATE_PODS and d.ranks == (1,)
+    d = decide(view(phase=Phase.RUNNING, pods=(pod(0),)))
+    assert d.action == Action.RESTART and "replica 1 disappeared" in d.message
+
+
+def test_phases_follow_the_pods() -> None:
+    assert decide(view(pods=(pod(0), pod(1, "Pending")))).action == Action.NONE
+    assert decide(view(pods=(pod(0), pod(1)))).action == Action.RUNNING
+    assert decide(view(phase=Phase.RUNNING, pods=(pod(0), pod(1)))).action == Action.NONE
+    assert decide(view(phase=Phase.RUNNING, pods=(pod(0, "Succeeded"), pod(1)))).action == Action.NONE
+    assert decide(view(phase=Phase.RUNNING, pods=(pod(0, "Succeeded"), pod(1, "Succeeded")))).action == Action.SUCCEED
+
+
+def test_a_failed_replica_restarts_the_gang_until_the_backoff_limit() -> None:
+    pods = (pod(0), pod(1, "Failed", reason="OOMKilled"))
+    d = decide(view(phase=Phase.RUNNING, pods=pods, restarts=0, backoff=2))
+    assert d.action == Action.RESTART and d.pods == ("j-g1-0", "j-g1-1") and "OOMKilled" in d.message
+    d = decide(view(phase=Phase.RUNNING, pods=pods, restarts=2, backoff=2))
+    assert d.action == Action.FAIL and "backoffLimit 2 reached" in d.message
+
+
+def test_terminal_jobs_are_left_alone_and_stale_generations_cleaned() -> None:
+    assert decide(view(phase=Phase.SUCCEEDED)).action == Action.NONE
+    d = decide(view(generation=2, pods=(pod(0, gen=2), pod(1, gen=2), pod(0, gen=1))))
+    assert d.action == Action.CLEANUP and d.pods == ("j-g1-0",)
