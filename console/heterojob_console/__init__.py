@@ -1,0 +1,1 @@
+"""The heterojob Streamlit console (served by `heterojob console`)."""

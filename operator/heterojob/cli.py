@@ -1,0 +1,133 @@
+"""The `heterojob` command: run the operator, the console or the demo; generate files; run the emulator."""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import heterojob
+
+def _operator_run(args: argparse.Namespace) -> int:
+    import kopf
+
+    from heterojob.handlers import OperatorConfig, make_registry
+
+    kopf.configure(verbose=args.verbose, debug=False, log_format=kopf.LogFormat.PLAIN)
+    logging.getLogger("heterojob").setLevel(logging.INFO)
+    config = OperatorConfig(kubeconfig=args.kubeconfig, resync_seconds=args.resync_seconds)
+    kopf.run(
+        registry=make_registry(config),
+        standalone=args.standalone,
+        peering_name=args.peering,
+        clusterwide=not args.namespace,
+        namespaces=args.namespace or (),
+        liveness_endpoint=args.liveness,
+    )
+    return 0
+
+
+def _console(args: argparse.Namespace) -> int:
+    from importlib.resources import files
+
+    app = files("heterojob_console") / "Home.py"
+    env = dict(os.environ)
+    if args.kubeconfig:
+        env["HETEROJOB_KUBECONFIG"] = args.kubeconfig
+    cmd = [sys.executable, "-m", "streamlit", "run", str(app), "--server.port", str(args.port),
+           "--server.address", args.address, "--server.headless", "true", "--browser.gatherUsageStats", "false"]
+    return subprocess.call(cmd, env=env)
+
+
+def _demo(args: argparse.Namespace) -> int:
+    from heterojob.sim.demo import Demo
+
+    return Demo(console_port=args.port, smoke=args.smoke, smoke_seconds=args.smoke_seconds,
+                workdir=args.workdir).run()
+
+
+def _generate(args: argparse.Namespace) -> int:
+    from heterojob import generate
+
+    root = Path(args.root)
+    if args.check:
+        stale = generate.drifted(root)
+        for rel in stale:
+            print(f"out of date: {rel}", file=sys.stderr)
+        if stale:
+            print("run `heterojob generate` to regenerate them", file=sys.stderr)
+        return 1 if stale else 0
+    for rel in generate.write(root):
+        print(f"wrote {rel}")
+    return 0
+
+
+def _emulator(args: argparse.Namespace) -> int:
+    from heterojob.sim import apiserver
+
+    argv = ["--host", args.host, "--port", str(args.port)]
+    if args.kubeconfig:
+        argv += ["--kubeconfig", args.kubeconfig]
+    return apiserver.main(argv)
+
+
+def parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(
+        prog="heterojob",
+        description="Run AI training jobs on heterogeneous accelerators (NVIDIA GPUs, Ascend NPUs, CPUs) "
+                    "across regions. Start with `heterojob demo`: a simulated fleet, the operator and the "
+                    "console on one machine, no cluster needed.",
+    )
+    p.add_argument("--version", action="version", version=f"heterojob {heterojob.__version__}")
+    sub = p.add_subparsers(dest="command", required=True, metavar="COMMAND")
+
+    op = sub.add_parser("operator", help="run the operator against a cluster")
+    op_sub = op.add_subparsers(dest="operator_command", required=True, metavar="ACTION")
+    run = op_sub.add_parser("run", help="reconcile HeteroJobs until interrupted",
+                            description="Reconcile HeteroJobs: place them, create their pods, follow them.")
+    run.add_argument("--kubeconfig", help="kubeconfig file (default: in-cluster, else $KUBECONFIG or ~/.kube/config)")
+    run.add_argument("-n", "--namespace", action="append",
+                     help="serve only this namespace (repeatable); default: all namespaces")
+    mode = run.add_mutually_exclusive_group()
+    mode.add_argument("--standalone", action="store_true", help="no peering: the only operator instance")
+    mode.add_argument("--peering", default=None, help="KopfPeering name, for several replicas with one active")
+    run.add_argument("--liveness", default=None, help="serve a health endpoint, e.g. http://0.0.0.0:8080/healthz")
+    run.add_argument("--resync-seconds", type=float, default=30.0, help="look at every job again this often")
+    run.add_argument("-v", "--verbose", action="store_true", help="log every handler run")
+    run.set_defaults(func=_operator_run)
+
+    con = sub.add_parser("console", help="serve the Streamlit console")
+    con.add_argument("--kubeconfig", help="kubeconfig file (default: in-cluster, else ~/.kube/config)")
+    con.add_argument("--port", type=int, default=8501)
+    con.add_argument("--address", default="127.0.0.1")
+    con.set_defaults(func=_console)
+
+    demo = sub.add_parser("demo", help="run everything on this machine: emulated cluster, fleet, operator, console",
+                          description="Start an emulated Kubernetes API with a simulated multi-region fleet, "
+                                      "the operator, a stand-in kubelet, a workload and the console. Ctrl-C stops it.")
+    demo.add_argument("--port", type=int, default=8501, help="console port")
+    demo.add_argument("--smoke", action="store_true",
+                      help="run headless for a while, then print one JSON line with what happened")
+    demo.add_argument("--smoke-seconds", type=float, default=30.0)
+    demo.add_argument("--workdir", type=Path, default=None, help="where the kubeconfig and logs go")
+    demo.set_defaults(func=_demo)
+
+    gen = sub.add_parser("generate", help="regenerate crds/ and manifests/defaults/ from the code")
+    gen.add_argument("--check", action="store_true", help="only report files that are out of date (exit 1)")
+    gen.add_argument("--root", default=".", help="repository root")
+    gen.set_defaults(func=_generate)
+
+    emu = sub.add_parser("emulator", help="serve the Kubernetes API emulator alone (for development)")
+    emu.add_argument("--host", default="127.0.0.1")
+    emu.add_argument("--port", type=int, default=0)
+    emu.add_argument("--kubeconfig", help="write a kubeconfig pointing at it here")
+    emu.set_defaults(func=_emulator)
+    return p
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parser().parse_args(argv)
+    return int(args.func(args) or 0)

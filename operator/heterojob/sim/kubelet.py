@@ -1,0 +1,84 @@
+"""A stand-in kubelet for the emulated cluster: binds the operator's pods, runs them, finishes them.
+
+A pod runs for `HETEROJOB_SIM_DURATION` seconds (env of its first container; default 120) and then
+succeeds, or fails when `HETEROJOB_SIM_FAIL` is "1". Progress is not simulated here yet.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import threading
+import time
+from typing import Any
+
+import kubernetes
+from kubernetes.client import ApiException
+
+from heterojob.constants import ANNOTATION_NODE, LABEL_JOB
+
+log = logging.getLogger(__name__)
+
+
+def _env(pod: dict[str, Any], name: str, default: str) -> str:
+    containers = (pod.get("spec") or {}).get("containers") or [{}]
+    for e in containers[0].get("env") or []:
+        if e.get("name") == name:
+            return str(e.get("value", default))
+    return default
+
+
+class Kubelet:
+    def __init__(self, api: kubernetes.client.ApiClient, start_delay: float = 1.0, interval: float = 0.5) -> None:
+        self.core = kubernetes.client.CoreV1Api(api)
+        self.start_delay = start_delay
+        self.interval = interval
+        self._stop = threading.Event()
+        self._started: dict[str, float] = {}
+        self._thread = threading.Thread(target=self._loop, name="kubelet", daemon=True)
+
+    def start(self) -> Kubelet:
+        self._thread.start()
+        return self
+
+    def stop(self) -> None:
+        self._stop.set()
+        self._thread.join(timeout=5)
+
+    def _loop(self) -> None:
+        while not self._stop.is_set():
+            try:
+                self.step(time.monotonic())
+            except Exception as exc:  # noqa: BLE001 - a simulated kubelet keeps going
+                log.warning("kubelet step failed: %s", exc)
+            self._stop.wait(self.interval)
+
+    def step(self, now: float) -> None:
+        pods = self.core.list_pod_for_all_namespaces(label_selector=LABEL_JOB, _preload_content=False)
+        for pod in json.loads(pods.data)["items"]:
+            meta, status = pod["metadata"], pod.get("status") or {}
+            key = f"{meta['namespace']}/{meta['name']}"
+            phase = status.get("phase", "Pending")
+            if phase in ("Succeeded", "Failed") or meta.get("deletionTimestamp"):
+                self._started.pop(key, None)
+                continue
+            try:
+                if phase == "Pending":
+                    first_seen = self._started.setdefault(key, now)
+                    if now - first_seen >= self.start_delay:
+                        node = (meta.get("annotations") or {}).get(ANNOTATION_NODE)
+                        if node and not (pod.get("spec") or {}).get("nodeName"):
+                            self.core.patch_namespaced_pod(meta["name"], meta["namespace"],
+                                                           {"spec": {"nodeName": node}})
+                        self.core.patch_namespaced_pod_status(meta["name"], meta["namespace"], {"status": {
+                            "phase": "Running", "hostIP": "10.0.0.1", "podIP": "10.1.0.1"}})
+                        self._started[key] = now
+                elif phase == "Running":
+                    duration = float(_env(pod, "HETEROJOB_SIM_DURATION", "120"))
+                    if now - self._started.setdefault(key, now) >= duration:
+                        failed = _env(pod, "HETEROJOB_SIM_FAIL", "0") == "1"
+                        self.core.patch_namespaced_pod_status(meta["name"], meta["namespace"], {"status": {
+                            "phase": "Failed" if failed else "Succeeded"}})
+            except ApiException as exc:
+                if exc.status != 404:
+                    raise
