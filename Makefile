@@ -1,0 +1,14 @@
+.PHONY: test generate check-crds bench
+
+test:
+	python3 -m pytest -q
+
+generate:
+	heterojob generate
+
+# Fails when crds/ or manifests/defaults/ drift from the code.
+check-crds:
+	heterojob generate --check
+
+bench:
+	python3 bench/admission.py

@@ -1,0 +1,189 @@
+"""Admission latency and throughput of the real operator on the harness (API emulator + KopfRunner).
+
+20 two-replica HeteroJobs created one after another (create -> both pods exist), then 200 created at
+once. In the same run, a bare Kopf operator that only creates two pods per object is measured the
+same way, as the baseline of what Kopf on this emulator and machine can do.
+
+Last line: one JSON object. Targets (issue 2): seq_p50_s <= 0.1, jobs_per_s >= 20.
+"""
+
+from __future__ import annotations
+
+import json
+import statistics
+import sys
+import threading
+import time
+from collections.abc import Callable, Iterator
+from concurrent.futures import ThreadPoolExecutor
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+import kopf
+import kubernetes
+from kopf.testing import KopfRunner
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from heterojob.constants import GROUP, LABEL_JOB, VERSION  # noqa: E402
+from heterojob.sim.harness import Emulator, OperatorRunner, seed  # noqa: E402
+from heterojob.sim.nodes import node  # noqa: E402
+
+SEQUENTIAL = 20
+BURST = 200
+REPLICAS = 2
+
+
+class PodWatch:
+    """Records when the REPLICAS-th pod of each job appeared, from a watch (no polling granularity)."""
+
+    def __init__(self, api: kubernetes.client.ApiClient, namespace: str) -> None:
+        self.core = kubernetes.client.CoreV1Api(api)
+        self.namespace = namespace
+        self.counts: dict[str, int] = {}
+        self.complete: dict[str, float] = {}
+        self.cond = threading.Condition()
+        self._watch = kubernetes.watch.Watch()
+        self._thread = threading.Thread(target=self._run, daemon=True)
+
+    def __enter__(self) -> PodWatch:
+        self._thread.start()
+        time.sleep(0.3)
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self._watch.stop()
+
+    def _run(self) -> None:
+        for event in self._watch.stream(self.core.list_namespaced_pod, self.namespace, label_selector=LABEL_JOB,
+                                        timeout_seconds=3600):
+            if event["type"] != "ADDED":
+                continue
+            job = event["object"].metadata.labels[LABEL_JOB]
+            with self.cond:
+                self.counts[job] = self.counts.get(job, 0) + 1
+                if self.counts[job] == REPLICAS:
+                    self.complete[job] = time.perf_counter()
+                    self.cond.notify_all()
+
+    def wait(self, jobs: list[str], timeout: float) -> bool:
+        deadline = time.perf_counter() + timeout
+        with self.cond:
+            while not all(j in self.complete for j in jobs):
+                left = deadline - time.perf_counter()
+                if left <= 0 or not self.cond.wait(left):
+                    return all(j in self.complete for j in jobs)
+            return True
+
+
+def measure(api: kubernetes.client.ApiClient, create: Callable[[str], None], prefix: str) -> dict[str, Any]:
+    with PodWatch(api, "bench") as watch:
+        seq = []
+        for i in range(SEQUENTIAL):
+            name = f"{prefix}-seq-{i}"
+            t0 = time.perf_counter()
+            create(name)
+            if not watch.wait([name], 30):
+                raise SystemExit(f"{name} got no pods within 30 s")
+            seq.append(watch.complete[name] - t0)
+
+        names = [f"{prefix}-burst-{i}" for i in range(BURST)]
+        started: dict[str, float] = {}
+
+        def submit(name: str) -> None:
+            started[name] = time.perf_counter()
+            create(name)
+
+        t0 = time.perf_counter()
+        with ThreadPoolExecutor(max_workers=8) as pool:
+            list(pool.map(submit, names))
+        ok = watch.wait(names, 300)
+        done = [watch.complete[n] for n in names if n in watch.complete]
+        latencies = sorted(watch.complete[n] - started[n] for n in names if n in watch.complete)
+        wall = max(done) - t0 if done else float("inf")
+        return {
+            "seq_p50_s": round(statistics.median(seq), 4),
+            "jobs": len(done),
+            "jobs_per_s": round(len(done) / wall, 1) if done else 0.0,
+            "p95_s": round(latencies[int(0.95 * (len(latencies) - 1))], 3) if latencies else None,
+            "all_admitted": ok,
+        }
+
+
+def heterojob_body(name: str) -> dict[str, Any]:
+    return {"apiVersion": f"{GROUP}/{VERSION}", "kind": "HeteroJob", "metadata": {"name": name},
+            "spec": {"replicas": {"min": REPLICAS}, "devices": [{"deviceClass": "nvidia-h100", "perReplica": 1}],
+                     "template": {"spec": {"containers": [{"name": "main", "image": "train:1"}]}}}}
+
+
+def bare_kopf_registry(kubeconfig: Path) -> kopf.OperatorRegistry:
+    """The baseline: create two pods per HeteroJob, nothing else (no placement, status or events)."""
+    registry = kopf.OperatorRegistry()
+    client = kubernetes.config.new_client_from_config(config_file=str(kubeconfig))
+    core = kubernetes.client.CoreV1Api(client)
+
+    @kopf.on.login(registry=registry)
+    def login(**_: Any) -> kopf.ConnectionInfo:
+        return kopf.ConnectionInfo(server=client.configuration.host)
+
+    @kopf.on.event(GROUP, VERSION, "heterojobs", registry=registry)
+    def create_pods(type: str, name: str, namespace: str, **_: Any) -> None:
+        if type not in (None, "ADDED"):
+            return
+        for rank in range(REPLICAS):
+            try:
+                core.create_namespaced_pod(namespace, {
+                    "metadata": {"name": f"{name}-{rank}", "labels": {LABEL_JOB: name}},
+                    "spec": {"containers": [{"name": "main", "image": "train:1"}]}}, _preload_content=False)
+            except kubernetes.client.ApiException as exc:
+                if exc.status != 409:
+                    raise
+
+    return registry
+
+
+@contextmanager
+def cluster() -> Iterator[tuple[Emulator, kubernetes.client.ApiClient]]:
+    with Emulator() as emu:
+        api = emu.client()
+        nodes = [node(f"h100-{i:03d}", "cn-east", "nvidia-h100") for i in range(60)]
+        seed(api, namespaces=("bench",), nodes=nodes)
+        yield emu, api
+
+
+def main() -> int:
+    started = time.perf_counter()
+    with cluster() as (emu, api):
+        custom = kubernetes.client.CustomObjectsApi(api)
+
+        def create(name: str) -> None:
+            custom.create_namespaced_custom_object(GROUP, VERSION, "bench", "heterojobs", heterojob_body(name))
+
+        with OperatorRunner(emu.kubeconfig):
+            time.sleep(1.0)
+            ours = measure(api, create, "hj")
+    with cluster() as (emu, api):
+        custom = kubernetes.client.CustomObjectsApi(api)
+
+        def create_plain(name: str) -> None:
+            custom.create_namespaced_custom_object(GROUP, VERSION, "bench", "heterojobs", heterojob_body(name))
+
+        with KopfRunner(["run", "--all-namespaces", "--standalone"], registry=bare_kopf_registry(emu.kubeconfig),
+                        timeout=30):
+            time.sleep(1.0)
+            bare = measure(api, create_plain, "bare")
+
+    result = {
+        **ours,
+        "baseline_bare_kopf": bare,
+        "targets": {"seq_p50_s": 0.1, "jobs_per_s": 20},
+        "meets_targets": ours["seq_p50_s"] <= 0.1 and ours["jobs_per_s"] >= 20 and ours["all_admitted"],
+        "wall_s": round(time.perf_counter() - started, 1),
+    }
+    print(json.dumps(result))
+    return 0 if result["meets_targets"] else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
