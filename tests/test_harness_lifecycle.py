@@ -127,3 +127,25 @@ def test_deleting_a_job_removes_its_pods_and_service(cluster: Cluster, operator:
     # The devices it held are free again: a job needing the whole node is admitted.
     cluster.create_job("next", job_spec(replicas=1))
     eventually(lambda: cluster.pods("next"), what="the next job's pod")
+
+
+def test_operator_restart_resumes_from_status_without_duplicating_pods(cluster: Cluster, emulator: Any) -> None:
+    from heterojob.sim.harness import OperatorRunner
+
+    cluster.seed([node("h100-a", "cn-east", "nvidia-h100"), node("h100-b", "cn-east", "nvidia-h100")])
+    with OperatorRunner(emulator.kubeconfig) as first:
+        cluster.create_job("keep", job_spec())
+        pods = eventually(lambda: (p := cluster.pods("keep")) and len(p) == 2 and p, what="2 pods")
+    assert "job=team-a/keep action=place" in first.output  # the decision log an SRE reads
+
+    with OperatorRunner(emulator.kubeconfig):
+        # The restarted operator knows the devices are held: a second full-node job must wait.
+        cluster.create_job("other", job_spec(replicas=1))
+        status = eventually(lambda: (s := cluster.job("other").get("status")) and s.get("message") and s,
+                            what="other's message")
+        assert status["phase"] == "Pending"
+        for pod in pods:
+            cluster.set_pod_phase(pod.metadata.name, "Running")
+        eventually(lambda: phase(cluster, "keep") == "Running", what="Running after the restart")
+        assert [p.metadata.name for p in cluster.pods("keep")] == [p.metadata.name for p in pods]
+        assert cluster.job("keep")["status"]["placement"]["generation"] == 1

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import os
+
 import plotly.express as px
 import streamlit as st
 
@@ -12,12 +14,13 @@ st.title("heterojob fleet")
 
 
 @st.cache_data(ttl=5, show_spinner=False)
-def load():  # type: ignore[no-untyped-def]
-    return read_fleet(client())
+def load(kubeconfig: str | None):  # type: ignore[no-untyped-def]
+    """Cached per cluster: the kubeconfig is part of the key."""
+    return read_fleet(client(kubeconfig))
 
 
 try:
-    fleet = load()
+    fleet = load(os.environ.get("HETEROJOB_KUBECONFIG"))
 except Exception as exc:  # noqa: BLE001 - shown to the user as a page, never a traceback
     st.error(f"The Kubernetes API cannot be read: {exc}")
     st.info("Check the kubeconfig (HETEROJOB_KUBECONFIG or ~/.kube/config) and that the API server answers.")
@@ -35,9 +38,9 @@ geo = regions.merge(by_region, on="region", how="left").fillna({"devices": 0})
 if not geo.empty:
     fig = px.scatter_geo(geo, lat="latitude", lon="longitude", size="devices", hover_name="city",
                          text="region", projection="natural earth", title="Regions")
-    st.plotly_chart(fig, use_container_width=True, key="map")
+    st.plotly_chart(fig, width="stretch", key="map")
 per_class = nodes.groupby(["region", "class"], as_index=False)["devices"].sum()
 st.plotly_chart(px.bar(per_class, x="region", y="devices", color="class", title="Devices per region"),
-                use_container_width=True, key="bars")
+                width="stretch", key="bars")
 st.subheader("Jobs")
-st.dataframe(jobs, hide_index=True, use_container_width=True, key="jobs")
+st.dataframe(jobs, hide_index=True, width="stretch", key="jobs")

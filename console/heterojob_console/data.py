@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import os
 from dataclasses import dataclass
 from typing import Any
 
@@ -21,8 +20,8 @@ class Fleet:
     regions: pd.DataFrame  # name, city, latitude, longitude
 
 
-def client() -> kubernetes.client.ApiClient:
-    return load_client(os.environ.get("HETEROJOB_KUBECONFIG"))
+def client(kubeconfig: str | None) -> kubernetes.client.ApiClient:
+    return load_client(kubeconfig)
 
 
 def read_fleet(api: kubernetes.client.ApiClient) -> Fleet:
