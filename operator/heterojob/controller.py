@@ -196,6 +196,8 @@ class Controller:
             pods=tuple(pods), spec_errors=spec_errors,
         )
         decision = lifecycle.decide(view)
+        if decision.action == Action.NONE and status.phase is not None and status.phase.terminal:
+            self.known.discard(key)  # finished: no more resyncs (its own events still reach it)
         if decision.action != Action.NONE:
             decisions.info("job=%s action=%s reason=%s %s", key, decision.action.value, decision.reason,
                            decision.message)

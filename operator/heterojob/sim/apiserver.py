@@ -326,9 +326,9 @@ class ApiServerEmulator(kmock.KubernetesEmulator):
         self._rv += 1
         return str(self._rv)
 
-    def _emit(self, kind: Kind, old: dict[str, Any] | None, new: dict[str, Any] | None) -> None:
-        """Record a change and fan it out to the watchers whose filters see it."""
-        rv = int(((new or old) or {}).get("metadata", {}).get("resourceVersion", self._rv))
+    def _emit(self, kind: Kind, old: dict[str, Any] | None, new: dict[str, Any]) -> None:
+        """Record a create or update and fan it out to the watchers whose filters see it."""
+        rv = int(new["metadata"]["resourceVersion"])
         history = self._history.get(kind.key)
         if history is None:
             history = self._history[kind.key] = collections.deque(maxlen=self.history_limit)
@@ -339,22 +339,16 @@ class ApiServerEmulator(kmock.KubernetesEmulator):
                 watcher.queue.put_nowait(line)
 
     @staticmethod
-    def _event_line(watcher: Watcher, old: dict[str, Any] | None, new: dict[str, Any] | None) -> bytes | None:
-        obj = new if new is not None else old
-        assert obj is not None
-        if watcher.namespace is not None and obj["metadata"].get("namespace") != watcher.namespace:
+    def _event_line(watcher: Watcher, old: dict[str, Any] | None, new: dict[str, Any]) -> bytes | None:
+        """ADDED/MODIFIED for a create or update, or DELETED when it leaves the watcher's selector."""
+        if watcher.namespace is not None and new["metadata"].get("namespace") != watcher.namespace:
             return None
         was = old is not None and watcher.matches(old)
-        now = new is not None and watcher.matches(new)
-        if was and now:
-            etype = "MODIFIED"
-        elif now:
-            etype = "ADDED"
-        elif was:
-            etype, obj = "DELETED", (new if new is not None else old)
-        else:
+        now = watcher.matches(new)
+        if not (was or now):
             return None
-        return json.dumps({"type": etype, "object": obj}).encode() + b"\n"
+        etype = "MODIFIED" if was and now else "ADDED" if now else "DELETED"
+        return json.dumps({"type": etype, "object": new}).encode() + b"\n"
 
     def _check_namespace(self, kind: Kind, namespace: str | None) -> None:
         if not kind.namespaced:
