@@ -1,0 +1,115 @@
+"""Exporter adapters on Prometheus API results shaped as dcgm-exporter and npu-exporter produce them."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from heterojob.telemetry.adapters import AscendAdapter, DcgmAdapter, ParseReport
+from heterojob.telemetry.model import DeviceSample, Health, HealthPolicy, vanished
+
+POLICY = HealthPolicy()
+
+
+def series(value: Any, **labels: str) -> dict[str, Any]:
+    return {"metric": labels, "value": [1763747000.123, value]}
+
+
+def gpu(uuid: str, host_label: str = "Hostname", host: str = "gpu-node-1", **extra: str) -> dict[str, str]:
+    return {"gpu": "0", "UUID": uuid, "device": "nvidia0", "modelName": "NVIDIA H100 80GB HBM3",
+            host_label: host, "DCGM_FI_DRIVER_VERSION": "550.54.15", **extra}
+
+
+def dcgm(results_for: dict[str, dict[str, Any]]) -> dict[str, list[dict[str, Any]]]:
+    """role -> vector, from {uuid: {role: value, "labels": {...}}}."""
+    out: dict[str, list[dict[str, Any]]] = {role: [] for role in DcgmAdapter.metrics}
+    for uuid, spec in results_for.items():
+        labels = spec.get("labels") or gpu(uuid)
+        for role in DcgmAdapter.metrics:
+            if role in spec:
+                out[role].append(series(spec[role], **labels))
+    return out
+
+
+def test_queries_are_fleet_wide_and_windowed() -> None:
+    queries = DcgmAdapter().queries(60)
+    assert queries["util"] == "avg_over_time(DCGM_FI_DEV_GPU_UTIL[60s])"
+    assert queries["xid"] == "DCGM_FI_DEV_XID_ERRORS"
+    assert AscendAdapter().queries(30)["health"] == "min_over_time(npu_chip_info_health_status[30s])"
+    assert all("{" not in q for q in queries.values())  # never a per-job or per-device selector
+
+
+def test_xid_79_is_fatal_but_xid_13_is_an_application_error() -> None:
+    results = dcgm({
+        "GPU-aaa": {"util": "97", "fb_used": "70000", "fb_free": "11559", "temp": "61", "power": "650", "xid": "79"},
+        "GPU-bbb": {"util": "95", "temp": "60", "xid": "13"},
+        "GPU-ccc": {"util": "90", "temp": "59", "xid": "0"},
+    })
+    samples = {s.device_id: s for s in DcgmAdapter().parse(results, POLICY)}
+    assert samples["GPU-aaa"].health == Health.FAILED and samples["GPU-aaa"].reason == "fatal XID 79"
+    assert samples["GPU-aaa"].memory_total_mib == 81559 and samples["GPU-aaa"].utilization == 97
+    assert samples["GPU-bbb"].health == Health.HEALTHY
+    assert samples["GPU-bbb"].reason == "application XID 13 (no action)"
+    assert samples["GPU-ccc"].health == Health.HEALTHY and samples["GPU-ccc"].reason == ""
+
+
+def test_the_fatal_xid_set_is_configurable() -> None:
+    results = dcgm({"GPU-a": {"xid": "109", "temp": "50"}})
+    assert DcgmAdapter().parse(results, POLICY)[0].health == Health.HEALTHY
+    strict = HealthPolicy(fatal_xids=POLICY.fatal_xids | {109})
+    assert DcgmAdapter().parse(results, strict)[0].health == Health.FAILED
+
+
+def test_both_hostname_spellings_and_pod_labels() -> None:
+    results = dcgm({
+        "GPU-old": {"util": "10", "labels": gpu("GPU-old", "Hostname", "node-a", pod="p0", namespace="team-a")},
+        "GPU-new": {"util": "20", "labels": gpu("GPU-new", "hostname", "node-b", pod_name="p1",
+                                                pod_namespace="team-b")},
+    })
+    samples = {s.device_id: s for s in DcgmAdapter().parse(results, POLICY)}
+    assert (samples["GPU-old"].node, samples["GPU-old"].pod, samples["GPU-old"].namespace) == ("node-a", "p0", "team-a")
+    assert (samples["GPU-new"].node, samples["GPU-new"].pod, samples["GPU-new"].namespace) == ("node-b", "p1", "team-b")
+
+
+def test_overheat_held_over_the_window_degrades() -> None:
+    samples = DcgmAdapter().parse(dcgm({"GPU-hot": {"temp": "93", "xid": "0"}}), POLICY)
+    assert samples[0].health == Health.DEGRADED and samples[0].reason.startswith("overheat 93°C")
+
+
+def test_ascend_health_values_including_the_2147483647_unknown() -> None:
+    def chip(i: str) -> dict[str, str]:
+        return {"id": i, "model_name": "Ascend910B3", "vdie_id": "x", "pcie_bus_info": "0000:c1:00.0",
+                "node": "npu-node-1", "namespace": "team-a", "pod_name": f"train-{i}"}
+
+    results = {
+        "util": [series("88", **chip("0")), series("85", **chip("1")), series("80", **chip("2"))],
+        "hbm_total": [series("65536", **chip("0"))],
+        "health": [series("1", **chip("0")), series("0", **chip("1")), series("2147483647", **chip("2"))],
+    }
+    samples = {s.index: s for s in AscendAdapter().parse(results, POLICY)}
+    assert samples["0"].health == Health.HEALTHY and samples["0"].memory_total_mib == 65536
+    assert samples["1"].health == Health.FAILED and "unhealthy" in samples["1"].reason
+    assert samples["2"].health == Health.UNKNOWN and "2147483647" in samples["2"].reason
+    assert samples["0"].device_id == "npu-node-1/npu-0" and samples["1"].pod == "train-1"
+
+
+def test_nonsense_is_reported_and_never_a_fault() -> None:
+    report = ParseReport()
+    results = {
+        "util": [series("NaN", **gpu("GPU-a")), series("banana", **gpu("GPU-b")),
+                 series("50", **gpu("GPU-b")), series("10", modelName="no identity")],
+        "xid": [series("+Inf", **gpu("GPU-a"))],
+    }
+    samples = {s.device_id: s for s in DcgmAdapter().parse(results, POLICY, report)}
+    assert samples["GPU-a"].utilization is None and samples["GPU-a"].health == Health.UNKNOWN
+    assert samples["GPU-b"].health == Health.UNKNOWN  # no XID or temperature: no health signal
+    assert (report.bad_values, report.duplicates, report.missing_labels) == (3, 1, 1)
+    assert report.degraded
+
+
+def test_a_vanished_device_fails_but_a_silent_exporter_is_unknown() -> None:
+    before = {s.device_id: s for s in (DeviceSample("GPU-a", "n1", "dcgm"), DeviceSample("GPU-b", "n1", "dcgm"),
+                                       DeviceSample("GPU-c", "n2", "dcgm"))}
+    now = [DeviceSample("GPU-a", "n1", "dcgm")]
+    gone = {s.device_id: s for s in vanished(before, now)}
+    assert gone["GPU-b"].health == Health.FAILED and "vanished" in gone["GPU-b"].reason
+    assert gone["GPU-c"].health == Health.UNKNOWN
