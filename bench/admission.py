@@ -117,6 +117,12 @@ def heterojob_body(name: str) -> dict[str, Any]:
                      "template": {"spec": {"containers": [{"name": "main", "image": "train:1"}]}}}}
 
 
+def creator(api: kubernetes.client.ApiClient) -> Callable[[str], None]:
+    custom = kubernetes.client.CustomObjectsApi(api)
+    return lambda name: custom.create_namespaced_custom_object(GROUP, VERSION, "bench", "heterojobs",
+                                                               heterojob_body(name))
+
+
 def bare_kopf_registry(kubeconfig: Path) -> kopf.OperatorRegistry:
     """The baseline: create two pods per HeteroJob, nothing else (no placement, status or events)."""
     registry = kopf.OperatorRegistry()
@@ -155,24 +161,14 @@ def cluster() -> Iterator[tuple[Emulator, kubernetes.client.ApiClient]]:
 def main() -> int:
     started = time.perf_counter()
     with cluster() as (emu, api):
-        custom = kubernetes.client.CustomObjectsApi(api)
-
-        def create(name: str) -> None:
-            custom.create_namespaced_custom_object(GROUP, VERSION, "bench", "heterojobs", heterojob_body(name))
-
         with OperatorRunner(emu.kubeconfig):
             time.sleep(1.0)
-            ours = measure(api, create, "hj")
+            ours = measure(api, creator(api), "hj")
     with cluster() as (emu, api):
-        custom = kubernetes.client.CustomObjectsApi(api)
-
-        def create_plain(name: str) -> None:
-            custom.create_namespaced_custom_object(GROUP, VERSION, "bench", "heterojobs", heterojob_body(name))
-
         with KopfRunner(["run", "--all-namespaces", "--standalone"], registry=bare_kopf_registry(emu.kubeconfig),
                         timeout=30):
             time.sleep(1.0)
-            bare = measure(api, create_plain, "bare")
+            bare = measure(api, creator(api), "bare")
 
     result = {
         **ours,

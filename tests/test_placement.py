@@ -111,3 +111,21 @@ def test_placement_never_exceeds_capacity_or_uses_unusable_nodes(nodes: list[Nod
         node = f.nodes[name]
         assert node.ready and node.schedulable
         assert count <= f.free(name, "nvidia.com/gpu")
+
+
+def test_a_taint_keyed_by_the_class_resource_is_tolerated_and_any_other_blocks() -> None:
+    from heterojob.kube.convert import node_view
+    from heterojob.sim.nodes import node as node_obj
+
+    tainted = node_obj("gpu-1", "cn-east", "nvidia-h100")
+    tainted["spec"]["taints"] = [{"key": "nvidia.com/gpu", "value": "present", "effect": "NoSchedule"}]
+    view = node_view(tainted)
+    assert view.taints == {"nvidia.com/gpu"} and view.schedulable
+    h100 = DeviceClass("nvidia-h100", "nvidia.com/gpu", {"nvidia.com/gpu.product": "NVIDIA-H100-80GB-HBM3"})
+    f = Fleet({view.name: view}, {h100.name: h100})
+    assert place(request(replicas=1), f).chosen is not None  # our pods tolerate nvidia.com/gpu
+
+    tainted["spec"]["taints"].append({"key": "maintenance", "effect": "NoExecute"})
+    view = node_view(tainted)
+    assert "taint maintenance:NoExecute" in view.reason
+    assert place(request(replicas=1), Fleet({view.name: view}, {h100.name: h100})).chosen is None

@@ -13,8 +13,9 @@ class Node:
     labels: Mapping[str, str]
     allocatable: Mapping[str, int]  # resource name -> whole devices (CPU in whole cores)
     ready: bool = True
-    schedulable: bool = True  # not cordoned, no NoSchedule/NoExecute taint we do not tolerate
-    reason: str = ""  # why it is not Ready or not schedulable
+    schedulable: bool = True  # not cordoned
+    taints: frozenset[str] = frozenset()  # keys of its NoSchedule/NoExecute taints
+    reason: str = ""  # why it is not Ready, cordoned or tainted
 
     @property
     def region(self) -> str | None:

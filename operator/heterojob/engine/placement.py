@@ -73,7 +73,8 @@ class Result:
 
 
 def _eligible(node: Node, cls: DeviceClass, exclude: frozenset[str]) -> bool:
-    return (node.ready and node.schedulable and node.name not in exclude
+    """Pods of a class tolerate a taint keyed by the class's resource name (e.g. nvidia.com/gpu), no other."""
+    return (node.ready and node.schedulable and node.taints <= {cls.resource_name} and node.name not in exclude
             and node.matches(cls.node_selector) and node.allocatable.get(cls.resource_name, 0) > 0)
 
 

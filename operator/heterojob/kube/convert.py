@@ -18,7 +18,7 @@ from heterojob.engine.lifecycle import PodView
 
 log = logging.getLogger(__name__)
 
-# Taints that make a node unusable for new gangs (shared/reference/telemetry.md, section 5).
+# Taints that keep new pods off a node unless tolerated (shared/reference/telemetry.md, section 5).
 _BLOCKING_EFFECTS = ("NoSchedule", "NoExecute")
 
 
@@ -30,11 +30,7 @@ def quantity(value: Any) -> int:
         return 0
 
 
-def _tolerated(taint: Mapping[str, Any], tolerated_keys: frozenset[str]) -> bool:
-    return taint.get("key") in tolerated_keys
-
-
-def node_view(obj: Mapping[str, Any], tolerated_keys: frozenset[str] = frozenset()) -> Node:
+def node_view(obj: Mapping[str, Any]) -> Node:
     meta = obj.get("metadata") or {}
     spec = obj.get("spec") or {}
     status = obj.get("status") or {}
@@ -47,9 +43,10 @@ def node_view(obj: Mapping[str, Any], tolerated_keys: frozenset[str] = frozenset
     schedulable = not spec.get("unschedulable", False)
     if not schedulable:
         reasons.append("cordoned")
+    taints = set()
     for taint in spec.get("taints") or []:
-        if taint.get("effect") in _BLOCKING_EFFECTS and not _tolerated(taint, tolerated_keys):
-            schedulable = False
+        if taint.get("effect") in _BLOCKING_EFFECTS:
+            taints.add(str(taint.get("key", "")))
             reasons.append(f"taint {taint.get('key')}:{taint.get('effect')}")
     return Node(
         name=meta.get("name", ""),
@@ -57,6 +54,7 @@ def node_view(obj: Mapping[str, Any], tolerated_keys: frozenset[str] = frozenset
         allocatable=allocatable,
         ready=ready,
         schedulable=schedulable,
+        taints=frozenset(taints),
         reason=", ".join(reasons),
     )
 

@@ -190,10 +190,7 @@ class ApiServerEmulator(kmock.KubernetesEmulator):
                 short_names=tuple(names.get("shortNames") or ()), categories=tuple(names.get("categories") or ()),
                 subresources=tuple((version.get("subresources") or {}).keys()))
 
-    # --- objects, for tests and seeding ------------------------------------------------------------
-
-    def get_object(self, group: str, plural: str, namespace: str | None, name: str) -> dict[str, Any] | None:
-        return self._store[(group, plural)].get((namespace, name))
+    # --- state, for tests ------------------------------------------------------------
 
     def reset(self) -> None:
         """Drop every object (not the registered resources); watchers see nothing (they are closed)."""
