@@ -33,9 +33,23 @@ def dcgm(results_for: dict[str, dict[str, Any]]) -> dict[str, list[dict[str, Any
 def test_queries_are_fleet_wide_and_windowed() -> None:
     queries = DcgmAdapter().queries(60)
     assert queries["util"] == "avg_over_time(DCGM_FI_DEV_GPU_UTIL[60s])"
-    assert queries["xid"] == "DCGM_FI_DEV_XID_ERRORS"
+    assert queries["instant"] == (
+        '{__name__=~"DCGM_FI_DEV_FB_USED|DCGM_FI_DEV_FB_FREE|DCGM_FI_DEV_POWER_USAGE|DCGM_FI_DEV_XID_ERRORS"}')
     assert AscendAdapter().queries(30)["health"] == "min_over_time(npu_chip_info_health_status[30s])"
-    assert all("{" not in q for q in queries.values())  # never a per-job or per-device selector
+    # never a per-job or per-device selector: the only matcher is on the metric name
+    assert all("pod" not in q and "UUID" not in q for q in queries.values())
+
+
+def test_the_instant_query_is_split_back_by_metric_name() -> None:
+    labels = gpu("GPU-a")
+    results = {"util": [series("50", **labels)],
+               "instant": [series("1000", __name__="DCGM_FI_DEV_FB_USED", **labels),
+                           series("79000", __name__="DCGM_FI_DEV_FB_FREE", **labels),
+                           series("48", __name__="DCGM_FI_DEV_XID_ERRORS", **labels),
+                           series("1", __name__="SOMETHING_ELSE", **labels)]}
+    [sample] = DcgmAdapter().parse(results, POLICY)
+    assert (sample.memory_used_mib, sample.memory_total_mib) == (1000, 80000)
+    assert sample.health == Health.FAILED and sample.reason == "fatal XID 48"
 
 
 def test_xid_79_is_fatal_but_xid_13_is_an_application_error() -> None:

@@ -15,10 +15,17 @@ def _operator_run(args: argparse.Namespace) -> int:
     import kopf
 
     from heterojob.handlers import OperatorConfig, make_registry
+    from heterojob.monitor import TelemetryConfig
+    from heterojob.telemetry.model import DEFAULT_FATAL_XIDS, HealthPolicy
 
     kopf.configure(verbose=args.verbose, debug=False, log_format=kopf.LogFormat.PLAIN)
     logging.getLogger("heterojob").setLevel(logging.INFO)
-    config = OperatorConfig(kubeconfig=args.kubeconfig, resync_seconds=args.resync_seconds)
+    fatal = (DEFAULT_FATAL_XIDS | frozenset(args.fatal_xid or ())) - frozenset(args.non_fatal_xid or ())
+    telemetry = TelemetryConfig(
+        prometheus_url=args.prometheus_url, interval_s=args.telemetry_interval, window_s=args.telemetry_window,
+        timeout_s=args.prometheus_timeout,
+        policy=HealthPolicy(fatal_xids=frozenset(fatal), overheat_celsius=args.overheat_celsius))
+    config = OperatorConfig(kubeconfig=args.kubeconfig, resync_seconds=args.resync_seconds, telemetry=telemetry)
     kopf.run(
         registry=make_registry(config),
         standalone=args.standalone,
@@ -96,6 +103,17 @@ def parser() -> argparse.ArgumentParser:
     mode.add_argument("--peering", default=None, help="KopfPeering name, for several replicas with one active")
     run.add_argument("--liveness", default=None, help="serve a health endpoint, e.g. http://0.0.0.0:8080/healthz")
     run.add_argument("--resync-seconds", type=float, default=30.0, help="look at every job again this often")
+    tel = run.add_argument_group("telemetry")
+    tel.add_argument("--prometheus-url", default=os.environ.get("HETEROJOB_PROMETHEUS_URL"),
+                     help="Prometheus for every region without spec.prometheusURL ($HETEROJOB_PROMETHEUS_URL)")
+    tel.add_argument("--telemetry-interval", type=float, default=15.0, metavar="S", help="seconds between cycles")
+    tel.add_argument("--telemetry-window", type=int, default=60, metavar="S",
+                     help="avg/min_over_time window in seconds (hysteresis)")
+    tel.add_argument("--prometheus-timeout", type=float, default=5.0, metavar="S")
+    tel.add_argument("--overheat-celsius", type=float, default=90.0)
+    tel.add_argument("--fatal-xid", type=int, action="append", metavar="N", help="also treat XID N as fatal")
+    tel.add_argument("--non-fatal-xid", type=int, action="append", metavar="N",
+                     help="do not treat XID N as fatal (default set: shared/reference/telemetry.md)")
     run.add_argument("-v", "--verbose", action="store_true", help="log every handler run")
     run.set_defaults(func=_operator_run)
 

@@ -25,6 +25,7 @@ from heterojob.engine.fleet import Allocation, DeviceClass, Fleet, Node, RegionI
 from heterojob.engine.lifecycle import Action, Decision, JobView
 from heterojob.kube import convert, manifests
 from heterojob.kube.api import Kube, now_iso
+from heterojob.kube.conditions import set_condition
 
 log = logging.getLogger("heterojob.controller")
 decisions = logging.getLogger("heterojob.decisions")
@@ -48,13 +49,7 @@ def _job_key(namespace: str, name: str) -> str:
 
 def _condition(conditions: list[dict[str, Any]], type_: str, status: str, reason: str, message: str
                ) -> list[dict[str, Any]]:
-    """Set one condition, keeping lastTransitionTime when its status did not change."""
-    out = [c for c in conditions if c.get("type") != type_]
-    old = next((c for c in conditions if c.get("type") == type_), None)
-    since = old.get("lastTransitionTime") if old and old.get("status") == status else now_iso()
-    out.append({"type": type_, "status": status, "reason": reason, "message": message[:1024],
-                "lastTransitionTime": since})
-    return sorted(out, key=lambda c: c["type"])
+    return set_condition(conditions, type_, status, reason, message, now_iso())
 
 
 class Controller:

@@ -16,6 +16,8 @@ from heterojob.controller import Controller, FleetSource
 from heterojob.engine.fleet import DeviceClass, Node, RegionInfo
 from heterojob.kube import convert
 from heterojob.kube.api import Kube, load_client
+from heterojob.monitor import Monitor, TelemetryConfig
+from heterojob.telemetry.snapshot import WatchedJob
 
 log = logging.getLogger("heterojob.operator")
 
@@ -25,12 +27,14 @@ class OperatorConfig:
     kubeconfig: str | None = None  # None: in-cluster, else ~/.kube/config or $KUBECONFIG
     resync_seconds: float = 30.0  # every job is looked at again this often, whatever the events said
     api_workers: int = 16
+    telemetry: TelemetryConfig = field(default_factory=TelemetryConfig)
 
 
 @dataclass
 class Runtime:
     kube: Kube
     controller: Controller | None = None
+    monitor: Monitor | None = None
     lock: asyncio.Lock = field(default_factory=asyncio.Lock)
 
 
@@ -97,6 +101,11 @@ def register(registry: kopf.OperatorRegistry, config: OperatorConfig) -> None:
         used = convert.pod_usage(body)
         return {(namespace, name): used} if used else None
 
+    @kopf.index(GROUP, VERSION, "heterojobs", id="hj_running", registry=registry)
+    def hj_running(namespace: str, name: str, body: kopf.Body, **_: Any) -> dict[str, WatchedJob] | None:
+        job = convert.watched_job(body)
+        return {f"{namespace}/{name}": job} if job else None
+
     async def controller(memo: kopf.Memo, kwargs: Mapping[str, Any]) -> Controller:
         """The controller, built on first use: only handlers receive Kopf's indexes."""
         runtime: Runtime = memo.runtime
@@ -112,6 +121,9 @@ def register(registry: kopf.OperatorRegistry, config: OperatorConfig) -> None:
             await ctl.load()
             ctl.start_resync(config.resync_seconds)
             runtime.controller = ctl
+            running = kwargs["hj_running"]
+            runtime.monitor = Monitor(runtime.kube, source, lambda: _index_values(running), config.telemetry)
+            runtime.monitor.start()
             return ctl
 
     @kopf.on.event(GROUP, VERSION, "heterojobs", registry=registry)
@@ -139,6 +151,8 @@ def register(registry: kopf.OperatorRegistry, config: OperatorConfig) -> None:
     @kopf.on.cleanup(registry=registry)
     async def cleanup(memo: kopf.Memo, **_: Any) -> None:
         runtime: Runtime = memo.runtime
+        if runtime.monitor is not None:
+            await runtime.monitor.stop()
         if runtime.controller is not None:
             await runtime.controller.stop()
         runtime.kube.close()

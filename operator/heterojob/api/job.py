@@ -218,9 +218,12 @@ class CheckpointStatus(StatusModel):
 
 
 class Utilization(StatusModel):
+    """Device utilization over the monitoring window, % (from the exporters through Prometheus)."""
+
     average: float | None = None
-    per_replica: list[float] = Field(default_factory=list)
-    time: str | None = None
+    per_replica: list[float | None] = Field(default_factory=list, description="by rank; null: no data")
+    stragglers: list[int] = Field(default_factory=list, description="ranks far below their peers")
+    time: str | None = Field(None, description="when these figures were measured")
 
 
 class HistoryEntry(StatusModel):

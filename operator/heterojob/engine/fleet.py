@@ -32,12 +32,14 @@ class DeviceClass:
     node_selector: Mapping[str, str] = field(default_factory=dict)
     throughput: float = 1.0
     software: Mapping[str, str] = field(default_factory=dict)
+    exporter: str = "none"  # the exporter family reporting its devices (dcgm, npu-exporter, ...)
 
 
 @dataclass(frozen=True)
 class RegionInfo:
     name: str
     node_selector: Mapping[str, str]
+    prometheus_url: str | None = None  # its own Prometheus; None: the operator's default
 
 
 @dataclass(frozen=True)
@@ -62,6 +64,13 @@ class Fleet:
             if node.matches(region.node_selector):
                 return region.name
         return node.region if not self.regions else None
+
+    def class_of(self, node: Node) -> DeviceClass | None:
+        """The device class a node offers: its selector matches and the node has its resource."""
+        for cls in self.classes.values():
+            if node.matches(cls.node_selector) and node.allocatable.get(cls.resource_name, 0) > 0:
+                return cls
+        return None
 
     def free(self, node: str, resource: str) -> int:
         total = self.nodes[node].allocatable.get(resource, 0)

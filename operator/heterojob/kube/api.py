@@ -39,6 +39,10 @@ def load_client(kubeconfig: str | None = None, pool: int = 32) -> kubernetes.cli
     return kubernetes.client.ApiClient(config)
 
 
+class Conflict(Exception):
+    """The object changed since the version a write was based on; read it again and retry."""
+
+
 class Kube:
     def __init__(self, client: kubernetes.client.ApiClient, workers: int = 16) -> None:
         self.client = client
@@ -69,14 +73,24 @@ class Kube:
         listed = await self.call(self.custom.list_cluster_custom_object, GROUP, VERSION, "heterojobs")
         return listed.get("items", [])
 
-    async def patch_job_status(self, namespace: str, name: str, status: Mapping[str, Any]) -> dict[str, Any] | None:
-        """Merge-patch `status`; None when the job is gone."""
+    async def patch_job_status(self, namespace: str, name: str, status: Mapping[str, Any],
+                               resource_version: str | None = None) -> dict[str, Any] | None:
+        """Merge-patch `status`; None when the job is gone.
+
+        With `resource_version`, the write happens only if nobody wrote since (else `Conflict`): for
+        writers that hold a possibly stale copy, so a list such as conditions is never clobbered.
+        """
+        body: dict[str, Any] = {"status": dict(status)}
+        if resource_version:
+            body["metadata"] = {"resourceVersion": resource_version}
         try:
             return await self.call(self.custom.patch_namespaced_custom_object_status, GROUP, VERSION, namespace,
-                                   "heterojobs", name, {"status": dict(status)})
+                                   "heterojobs", name, body)
         except ApiException as exc:
             if exc.status == 404:
                 return None
+            if exc.status == 409:
+                raise Conflict(f"{namespace}/{name} changed since resourceVersion {resource_version}") from None
             raise
 
     # --- pods and services ---------------------------------------------------------------------------

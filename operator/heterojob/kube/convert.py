@@ -15,6 +15,7 @@ from heterojob.api.region import RegionSpec
 from heterojob.constants import ANNOTATION_NODE, LABEL_GENERATION, LABEL_JOB, LABEL_RANK, LABEL_REGION
 from heterojob.engine.fleet import DeviceClass, Node, RegionInfo
 from heterojob.engine.lifecycle import PodView
+from heterojob.telemetry.snapshot import JobRef, WatchedJob
 
 log = logging.getLogger(__name__)
 
@@ -68,7 +69,8 @@ def device_class(obj: Mapping[str, Any]) -> DeviceClass | None:
         log.warning("AcceleratorClass %s is ignored: %s", name, exc)
         return None
     software = {k: v for k, v in spec.software.model_dump().items() if v}
-    return DeviceClass(name, spec.resource_name, dict(spec.node_selector), spec.throughput, software)
+    return DeviceClass(name, spec.resource_name, dict(spec.node_selector), spec.throughput, software,
+                       exporter=spec.exporter.value)
 
 
 def region_info(obj: Mapping[str, Any]) -> RegionInfo | None:
@@ -78,7 +80,8 @@ def region_info(obj: Mapping[str, Any]) -> RegionInfo | None:
     except SpecError as exc:
         log.warning("Region %s is ignored: %s", name, exc)
         return None
-    return RegionInfo(name, dict(spec.node_selector) if spec.node_selector else {LABEL_REGION: name})
+    return RegionInfo(name, dict(spec.node_selector) if spec.node_selector else {LABEL_REGION: name},
+                      prometheus_url=str(spec.prometheus_url).rstrip("/") if spec.prometheus_url else None)
 
 
 def pod_terminal(obj: Mapping[str, Any]) -> bool:
@@ -130,3 +133,23 @@ def pod_usage(obj: Mapping[str, Any]) -> dict[tuple[str, str], int]:
             amount = parse_quantity(value) if name == "cpu" else Decimal(quantity(value))
             used[(node, name)] = used.get((node, name), 0) + int(amount.to_integral_value(rounding="ROUND_CEILING"))
     return used
+
+
+def watched_job(obj: Mapping[str, Any]) -> WatchedJob | None:
+    """A Running HeteroJob as the monitor needs it, or None (not running, not placed, unreadable)."""
+    meta = obj.get("metadata") or {}
+    status = obj.get("status") or {}
+    placement = status.get("placement") or {}
+    if status.get("phase") != "Running" or not isinstance(placement, dict):
+        return None
+    try:
+        ref = JobRef(namespace=meta["namespace"], name=meta["name"], region=str(placement["region"]),
+                     generation=int(placement["generation"]), replicas=int(placement["replicas"]),
+                     per_replica=int(placement["perReplica"]))
+    except (KeyError, TypeError, ValueError):
+        return None
+    conditions = status.get("conditions") if isinstance(status.get("conditions"), list) else []
+    utilization = status.get("utilization") if isinstance(status.get("utilization"), dict) else None
+    return WatchedJob(ref=ref, device_class=str(placement.get("deviceClass", "")),
+                      resource_version=str(meta.get("resourceVersion", "")), utilization=utilization,
+                      conditions=tuple(c for c in conditions if isinstance(c, dict)))

@@ -1,7 +1,8 @@
 """One adapter per exporter family: the fleet-wide PromQL it needs, and how its results become samples.
 
-An adapter asks a fixed set of queries whatever the number of jobs or devices (one per metric role),
-windowed with avg_over_time / max_over_time so one noisy scrape does not trigger anything. Results are
+An adapter asks a fixed set of fleet-wide queries whatever the number of jobs or devices: one per
+windowed role (avg_over_time / min_over_time, so one noisy scrape does not trigger anything) and one
+for all its instant roles together (`{__name__=~"A|B"}`, split again by metric name). Results are
 Prometheus instant vectors: `[{"metric": {labels}, "value": [ts, "str"]}, ...]`. AMD, Cambricon and Hygon
 plug in as further `Adapter` subclasses (metric names in shared/reference/telemetry.md, section 3).
 """
@@ -31,15 +32,36 @@ class ParseReport:
         return bool(self.missing_labels or self.duplicates or self.bad_values)
 
 
+INSTANT = "instant"  # the query name under which an adapter's instant roles come back together
+
+
 class Adapter:
     family: ClassVar[str]
     # role -> (metric, window function or "" for the instant value)
     metrics: ClassVar[dict[str, tuple[str, str]]]
 
     def queries(self, window_s: int) -> dict[str, str]:
+        """Query name -> PromQL: one per windowed role, plus one for every instant role."""
         out = {}
+        instant = []
         for role, (metric, fn) in self.metrics.items():
-            out[role] = f"{fn}({metric}[{window_s}s])" if fn else metric
+            if fn:
+                out[role] = f"{fn}({metric}[{window_s}s])"
+            else:
+                instant.append(metric)
+        if instant:
+            out[INSTANT] = f'{{__name__=~"{"|".join(instant)}"}}'
+        return out
+
+    def split(self, results: Mapping[str, Vector]) -> dict[str, Vector]:
+        """Results by query name -> results by role (the instant query is split by metric name)."""
+        out: dict[str, list[Mapping[str, Any]]] = {role: list(v or ()) for role, v in results.items()
+                                                   if role != INSTANT}
+        role_of = {metric: role for role, (metric, fn) in self.metrics.items() if not fn}
+        for series in results.get(INSTANT) or ():
+            role = role_of.get((series.get("metric") or {}).get("__name__", ""))
+            if role is not None:
+                out.setdefault(role, []).append(series)
         return out
 
     def key(self, labels: Mapping[str, str]) -> tuple[str, str] | None:
@@ -53,6 +75,7 @@ class Adapter:
     def parse(self, results: Mapping[str, Vector], policy: HealthPolicy, report: ParseReport | None = None
               ) -> list[DeviceSample]:
         report = report if report is not None else ParseReport()
+        results = self.split(results)
         labels_of: dict[str, Mapping[str, str]] = {}
         node_of: dict[str, str] = {}
         values: dict[str, dict[str, float | None]] = {}
@@ -87,7 +110,7 @@ def _first(labels: Mapping[str, str], *names: str) -> str:
     return ""
 
 
-def _node_from_target(labels: Mapping[str, str]) -> str:
+def node_of_series(labels: Mapping[str, str]) -> str:
     """The node of a series: an explicit label, else the scrape target's host."""
     node = _first(labels, "Hostname", "hostname", "node", "kubernetes_node", "node_name")
     if not node and labels.get("instance"):
@@ -101,15 +124,15 @@ class DcgmAdapter(Adapter):
     family = "dcgm"
     metrics = {
         "util": ("DCGM_FI_DEV_GPU_UTIL", "avg_over_time"),
-        "fb_used": ("DCGM_FI_DEV_FB_USED", "max_over_time"),
-        "fb_free": ("DCGM_FI_DEV_FB_FREE", "min_over_time"),
         "temp": ("DCGM_FI_DEV_GPU_TEMP", "min_over_time"),  # held for the window: hysteresis on overheat
-        "power": ("DCGM_FI_DEV_POWER_USAGE", "avg_over_time"),
+        "fb_used": ("DCGM_FI_DEV_FB_USED", ""),
+        "fb_free": ("DCGM_FI_DEV_FB_FREE", ""),
+        "power": ("DCGM_FI_DEV_POWER_USAGE", ""),
         "xid": ("DCGM_FI_DEV_XID_ERRORS", ""),  # the code of the last XID, not a count
     }
 
     def key(self, labels: Mapping[str, str]) -> tuple[str, str] | None:
-        node = _node_from_target(labels)
+        node = node_of_series(labels)
         uuid = _first(labels, "UUID", "uuid")
         if not uuid:
             gpu = labels.get("gpu")
@@ -137,15 +160,15 @@ class AscendAdapter(Adapter):
     family = "npu-exporter"
     metrics = {
         "util": ("npu_chip_info_utilization", "avg_over_time"),
-        "hbm_used": ("npu_chip_info_hbm_used_memory", "max_over_time"),
-        "hbm_total": ("npu_chip_info_hbm_total_memory", "max_over_time"),
         "temp": ("npu_chip_info_temperature", "min_over_time"),
-        "power": ("npu_chip_info_power", "avg_over_time"),
-        "health": ("npu_chip_info_health_status", "min_over_time"),
+        "health": ("npu_chip_info_health_status", "min_over_time"),  # one 0 in the window: unhealthy
+        "hbm_used": ("npu_chip_info_hbm_used_memory", ""),
+        "hbm_total": ("npu_chip_info_hbm_total_memory", ""),
+        "power": ("npu_chip_info_power", ""),
     }
 
     def key(self, labels: Mapping[str, str]) -> tuple[str, str] | None:
-        node = _node_from_target(labels)
+        node = node_of_series(labels)
         chip = labels.get("id")
         return (f"{node}/npu-{chip}", node) if node and chip is not None and chip != "" else None
 

@@ -1,0 +1,180 @@
+"""The monitoring cycle: query every Prometheus once, build the fleet snapshot, write jobs' telemetry.
+
+The cost of a cycle is a fixed set of queries per Prometheus (never one per job or device), one
+snapshot build linear in devices, and a status write only for jobs whose figures or conditions changed.
+The snapshot is kept for the rest of the operator (health-driven decisions read `Monitor.snapshot`).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from heterojob.controller import FleetSource
+from heterojob.engine.fleet import Fleet
+from heterojob.kube.api import Conflict, Kube, now_iso
+from heterojob.telemetry import snapshot as snap
+from heterojob.telemetry import status as job_status
+from heterojob.telemetry.model import DeviceSample, HealthPolicy
+from heterojob.telemetry.prometheus import PrometheusReader, TelemetryError
+
+log = logging.getLogger("heterojob.telemetry")
+
+DEFAULT = "*"
+
+
+@dataclass(frozen=True)
+class TelemetryConfig:
+    prometheus_url: str | None = None  # serves every region without a prometheusURL of its own
+    interval_s: float = 15.0
+    window_s: int = 60  # avg_over_time / min_over_time window: hysteresis against one bad scrape
+    timeout_s: float = 5.0
+    policy: HealthPolicy = field(default_factory=HealthPolicy)
+    stragglers: snap.StragglerPolicy = field(default_factory=snap.StragglerPolicy)
+    write_concurrency: int = 16
+
+
+@dataclass
+class CycleStats:
+    seconds: float = 0.0
+    queries: int = 0
+    devices: int = 0
+    jobs: int = 0
+    writes: int = 0
+    conflicts: int = 0
+
+
+class Monitor:
+    def __init__(self, kube: Kube | None, fleet: FleetSource, jobs: Callable[[], Mapping[str, snap.WatchedJob]],
+                 config: TelemetryConfig) -> None:
+        self.kube = kube
+        self.fleet = fleet
+        self.jobs = jobs
+        self.config = config
+        self.snapshot: snap.Snapshot | None = None
+        self.stats = CycleStats()
+        self._readers: dict[str, PrometheusReader] = {}
+        self._task: asyncio.Task[None] | None = None
+        self._said_off = False
+
+    # --- sources -------------------------------------------------------------------------------------
+
+    def sources(self) -> dict[str, frozenset[str]]:
+        """Prometheus URL -> the regions it serves (DEFAULT: every region without one of its own)."""
+        out: dict[str, set[str]] = {}
+        for region in self.fleet.regions().values():
+            url = region.prometheus_url or self.config.prometheus_url
+            if url:
+                out.setdefault(url, set()).add(region.name)
+        if self.config.prometheus_url:
+            out.setdefault(self.config.prometheus_url, set()).add(DEFAULT)
+        return {url: frozenset(regions) for url, regions in out.items()}
+
+    def _reader(self, url: str) -> PrometheusReader:
+        if url not in self._readers:
+            self._readers[url] = PrometheusReader(url, timeout_s=self.config.timeout_s)
+        return self._readers[url]
+
+    def _node_facts(self) -> dict[str, snap.NodeFacts]:
+        fleet = Fleet(nodes=self.fleet.nodes(), classes=self.fleet.classes(), regions=self.fleet.regions())
+        out = {}
+        for name, node in fleet.nodes.items():
+            cls = fleet.class_of(node)
+            out[name] = snap.NodeFacts(region=fleet.region_of(node), device_class=cls.name if cls else None,
+                                       devices=node.allocatable.get(cls.resource_name, 0) if cls else 0)
+        return out
+
+    # --- one cycle -----------------------------------------------------------------------------------
+
+    def collect(self, at: float) -> snap.Snapshot | None:
+        """Query every source at instant `at` and build the snapshot (blocking; None when telemetry is off)."""
+        sources = self.sources()
+        if not sources:
+            if not self._said_off:
+                log.warning("telemetry is off: no --prometheus-url and no Region with spec.prometheusURL")
+                self._said_off = True
+            return None
+        queries = snap.queries(self.config.window_s)
+        results = []
+        for url, regions in sources.items():
+            try:
+                answered = self._reader(url).query(queries, at=at)
+                results.append(snap.SourceResult(url, regions, answered))
+            except TelemetryError as exc:
+                log.warning("telemetry from %s unavailable: %s", url, exc)
+                results.append(snap.SourceResult(url, regions, None, str(exc)))
+        previous: Mapping[str, DeviceSample] = self.snapshot.devices if self.snapshot else {}
+        snapshot = snap.build(results, self._node_facts(), previous, self.config.policy)
+        self.stats.queries = len(queries) * len(sources)
+        self.stats.devices = len(snapshot.devices)
+        return snapshot
+
+    def job_patches(self, snapshot: snap.Snapshot, now: str) -> list[tuple[snap.WatchedJob, dict[str, Any]]]:
+        """(job, status patch) for every running job whose telemetry changed."""
+        classes = self.fleet.classes()
+        out = []
+        for job in self.jobs().values():
+            cls = classes.get(job.device_class)
+            if cls is None or cls.exporter == "none":
+                continue  # nothing reports these devices (e.g. CPU): no claim either way
+            t = snap.job_telemetry(job.ref, snapshot, self.config.stragglers)
+            patch = job_status.patch(job.utilization, job.conditions, t, now)
+            if patch is not None:
+                out.append((job, patch))
+        return out
+
+    async def cycle(self) -> snap.Snapshot | None:
+        started = time.monotonic()
+        loop = asyncio.get_running_loop()
+        snapshot = await loop.run_in_executor(None, self.collect, time.time())
+        if snapshot is None:
+            return None
+        self.snapshot = snapshot
+        patches = self.job_patches(snapshot, now_iso())
+        self.stats.jobs = len(self.jobs())
+        self.stats.writes = self.stats.conflicts = 0
+        if self.kube is not None and patches:
+            limit = asyncio.Semaphore(self.config.write_concurrency)
+            await asyncio.gather(*(self._write(job, patch, limit) for job, patch in patches))
+        self.stats.seconds = time.monotonic() - started
+        log.debug("telemetry cycle: %d devices, %d queries, %d writes, %.2fs", self.stats.devices,
+                  self.stats.queries, self.stats.writes, self.stats.seconds)
+        return snapshot
+
+    async def _write(self, job: snap.WatchedJob, patch: dict[str, Any], limit: asyncio.Semaphore) -> None:
+        assert self.kube is not None
+        async with limit:
+            try:
+                await self.kube.patch_job_status(job.ref.namespace, job.ref.name, patch,
+                                                 resource_version=job.resource_version)
+                self.stats.writes += 1
+            except Conflict:
+                self.stats.conflicts += 1  # it changed meanwhile: the next cycle writes on the new version
+            except Exception as exc:  # noqa: BLE001 - one job's write must not stop the cycle
+                log.warning("could not write telemetry of %s/%s: %s", job.ref.namespace, job.ref.name, exc)
+
+    # --- the loop ------------------------------------------------------------------------------------
+
+    def start(self) -> None:
+        async def loop() -> None:
+            while True:
+                try:
+                    await self.cycle()
+                except asyncio.CancelledError:
+                    raise
+                except Exception:  # noqa: BLE001 - a bad cycle is logged; the next one starts afresh
+                    log.exception("telemetry cycle failed")
+                await asyncio.sleep(self.config.interval_s)
+
+        self._task = asyncio.get_running_loop().create_task(loop(), name="telemetry")
+
+    async def stop(self) -> None:
+        if self._task is not None:
+            self._task.cancel()
+            await asyncio.gather(self._task, return_exceptions=True)
+        for reader in self._readers.values():
+            reader.close()

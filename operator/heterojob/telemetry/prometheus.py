@@ -1,0 +1,85 @@
+"""Reading one Prometheus: a cycle's fixed queries, concurrently, with a deadline and one retry.
+
+Every failure mode (refused, slow, HTTP error, a body that is not a Prometheus answer) becomes a
+`TelemetryError` with a message for the TelemetryUnavailable condition; nothing here raises anything else.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Mapping
+from concurrent.futures import ThreadPoolExecutor
+from typing import Any
+
+import requests
+from prometheus_api_client import PrometheusApiClientException, PrometheusConnect
+from urllib3.util.retry import Retry
+
+from heterojob.telemetry.adapters import Vector
+
+
+class TelemetryError(Exception):
+    """Prometheus could not answer this cycle; its message says why, for people."""
+
+
+class PrometheusReader:
+    def __init__(self, url: str, *, timeout_s: float = 5.0, headers: Mapping[str, str] | None = None,
+                 verify_tls: bool = True, workers: int = 8) -> None:
+        self.url = url.rstrip("/")
+        self.timeout_s = timeout_s
+        self._headers = dict(headers or {})
+        self._verify = verify_tls
+        self._local = threading.local()
+        self._pool = ThreadPoolExecutor(max_workers=workers, thread_name_prefix="heterojob-prom")
+
+    def _connection(self) -> PrometheusConnect:
+        """One client per thread: a requests Session is not meant to be shared across threads."""
+        conn = getattr(self._local, "conn", None)
+        if conn is None:
+            # one quick retry on a refused connection or a 5xx; the next cycle is the real retry
+            retry = Retry(total=1, backoff_factor=0.1, status_forcelist=(408, 429, 502, 503, 504),
+                          allowed_methods=("GET",), raise_on_status=False)
+            conn = self._local.conn = PrometheusConnect(
+                self.url, headers=self._headers or None, disable_ssl=not self._verify, retry=retry,
+                timeout=self.timeout_s)
+        return conn
+
+    def _one(self, name: str, query: str, at: float | None) -> Vector:
+        params = {"time": f"{at:.3f}"} if at is not None else {}
+        params["timeout"] = f"{max(1.0, self.timeout_s):.0f}s"  # Prometheus gives up too, not only us
+        try:
+            result: Any = self._connection().custom_query(query, params=params)
+        except PrometheusApiClientException as exc:
+            raise TelemetryError(f"query {name} failed: {_short(str(exc))}") from None
+        except requests.Timeout:
+            raise TelemetryError(f"query {name} timed out after {self.timeout_s:g}s") from None
+        except requests.RequestException as exc:
+            raise TelemetryError(f"cannot reach Prometheus at {self.url}: {_short(str(exc))}") from None
+        except (ValueError, KeyError, TypeError):
+            raise TelemetryError(f"query {name}: the answer is not a Prometheus API response") from None
+        if not isinstance(result, list) or not all(isinstance(s, dict) for s in result):
+            raise TelemetryError(f"query {name}: expected an instant vector, got {type(result).__name__}")
+        return result
+
+    def query(self, queries: Mapping[str, str], at: float | None = None) -> dict[str, Vector]:
+        """Every query evaluated at the same instant `at` (unix seconds); all or nothing."""
+        futures = {name: self._pool.submit(self._one, name, q, at) for name, q in queries.items()}
+        out: dict[str, Vector] = {}
+        errors: list[str] = []
+        for name, future in futures.items():
+            try:
+                out[name] = future.result()
+            except TelemetryError as exc:
+                errors.append(str(exc))
+        if errors:
+            unique = list(dict.fromkeys(errors))
+            raise TelemetryError("; ".join(unique[:3]) + (f" (+{len(unique) - 3} more)" if len(unique) > 3 else ""))
+        return out
+
+    def close(self) -> None:
+        self._pool.shutdown(wait=False, cancel_futures=True)
+
+
+def _short(text: str, limit: int = 200) -> str:
+    text = " ".join(text.split())
+    return text if len(text) <= limit else text[:limit] + "..."

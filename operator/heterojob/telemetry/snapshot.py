@@ -1,0 +1,247 @@
+"""The fleet's devices at one monitoring cycle, and what they say about each job.
+
+Pure: built from query results (plain vectors) and node facts; no Prometheus client, no clock.
+A source is one Prometheus serving some regions. Its failure makes those regions' telemetry
+unavailable, which is reported and never acted on; nonsense in its answers makes them degraded.
+"""
+
+from __future__ import annotations
+
+import statistics
+from collections import defaultdict
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field, replace
+from enum import StrEnum
+from typing import Any
+
+from heterojob.telemetry.adapters import ADAPTERS, Adapter, ParseReport, Vector, node_of_series
+from heterojob.telemetry.model import DeviceSample, Health, HealthPolicy, number, vanished
+
+UP = "up"
+
+
+@dataclass(frozen=True)
+class NodeFacts:
+    """What the Node object says, joined onto every device sample of that node."""
+
+    region: str | None
+    device_class: str | None
+    devices: int = 0  # allocatable devices of its class
+
+
+@dataclass(frozen=True)
+class SourceResult:
+    """What one Prometheus answered this cycle, or why it did not."""
+
+    name: str  # its URL, for messages
+    regions: frozenset[str]  # the regions it serves ("*" = every region without a source of its own)
+    results: Mapping[str, Vector] | None  # query name -> vector; None when unavailable
+    error: str = ""
+
+
+def queries(window_s: int, adapters: Iterable[Adapter] = ADAPTERS.values()) -> dict[str, str]:
+    """The whole cycle's queries, named `<family>:<query>`, plus `up` for exporters that are down."""
+    out = {f"{a.family}:{name}": q for a in adapters for name, q in a.queries(window_s).items()}
+    out[UP] = UP
+    return out
+
+
+class Availability(StrEnum):
+    OK = "ok"
+    DEGRADED = "degraded"
+    UNAVAILABLE = "unavailable"
+
+
+@dataclass(frozen=True)
+class RegionTelemetry:
+    availability: Availability
+    message: str = ""
+    devices: Mapping[Health, int] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class Snapshot:
+    devices: Mapping[str, DeviceSample]  # device id -> sample
+    regions: Mapping[str, RegionTelemetry]  # region -> availability of its telemetry
+    exporters_down: frozenset[str] = frozenset()  # nodes whose exporter scrape fails (up == 0)
+    by_pod: Mapping[tuple[str, str], tuple[DeviceSample, ...]] = field(default_factory=dict)
+
+    def region(self, name: str) -> RegionTelemetry:
+        return self.regions.get(name) or self.regions.get("*") or RegionTelemetry(
+            Availability.UNAVAILABLE, "no Prometheus serves this region")
+
+
+def _exporters_down(up: Vector) -> frozenset[str]:
+    down = set()
+    for series in up or ():
+        node = node_of_series(series.get("metric") or {})
+        value = number((series.get("value") or [None, None])[1])
+        if node and value == 0:
+            down.add(node)
+    return frozenset(down)
+
+
+def build(sources: Sequence[SourceResult], nodes: Mapping[str, NodeFacts], previous: Mapping[str, DeviceSample],
+          policy: HealthPolicy, adapters: Iterable[Adapter] = ADAPTERS.values()) -> Snapshot:
+    """One snapshot from every source's answers, joined with the Node facts.
+
+    Devices of a source that did not answer keep no sample (their jobs' telemetry is unavailable).
+    A device that was in `previous` and is gone while its node's exporter still answers has vanished.
+    """
+    adapters = list(adapters)
+    devices: dict[str, DeviceSample] = {}
+    regions: dict[str, RegionTelemetry] = {}
+    down: set[str] = set()
+    for source in sources:
+        if source.results is None:
+            for region in source.regions:
+                regions[region] = RegionTelemetry(Availability.UNAVAILABLE, f"{source.name}: {source.error}")
+            continue
+        others = frozenset().union(*(o.regions for o in sources if o is not source)) - {"*"}
+        report = ParseReport()
+        found: list[DeviceSample] = []
+        for adapter in adapters:
+            prefix = f"{adapter.family}:"
+            mine = {k[len(prefix):]: v for k, v in source.results.items() if k.startswith(prefix)}
+            found += adapter.parse(mine, policy, report)
+        source_down = _exporters_down(source.results.get(UP) or ())
+        down |= source_down
+        served = {d.device_id: d for d in found if _serves(source, nodes.get(d.node), others)}
+        # a device is remembered while its Node exists; one missing while its exporter answers vanished
+        before = {k: v for k, v in previous.items() if v.node in nodes and _serves(source, nodes[v.node], others)}
+        reporting = [d for d in served.values() if d.node not in source_down]
+        for gone in vanished(before, reporting):
+            served.setdefault(gone.device_id, gone)
+        for device_id, sample in served.items():
+            facts = nodes.get(sample.node)
+            if sample.node in source_down:
+                sample = replace(sample, health=Health.UNKNOWN, reason="exporter down (up == 0)")
+            if facts is not None:
+                sample = replace(sample, region=facts.region, device_class=facts.device_class)
+            devices[device_id] = sample
+        availability = Availability.DEGRADED if report.degraded else Availability.OK
+        message = _describe(report)
+        for region in source.regions:
+            regions[region] = RegionTelemetry(availability, message)
+
+    counts: dict[str, dict[Health, int]] = defaultdict(lambda: defaultdict(int))
+    by_pod: dict[tuple[str, str], list[DeviceSample]] = defaultdict(list)
+    for sample in devices.values():
+        counts[sample.region or "*"][sample.health] += 1
+        if sample.namespace and sample.pod:
+            by_pod[(sample.namespace, sample.pod)].append(sample)
+    regions = {name: replace(r, devices=dict(counts.get(name, {}))) for name, r in regions.items()}
+    for name, per_health in counts.items():
+        if name not in regions and "*" in regions:
+            regions[name] = replace(regions["*"], devices=dict(per_health))
+    return Snapshot(devices=devices, regions=regions, exporters_down=frozenset(down),
+                    by_pod={k: tuple(sorted(v, key=lambda d: d.device_id)) for k, v in by_pod.items()})
+
+
+def _serves(source: SourceResult, facts: NodeFacts | None, others: frozenset[str]) -> bool:
+    """Whether `source` speaks for a node: a region's own Prometheus for its nodes, the default for the rest."""
+    if facts is not None and facts.region in source.regions:
+        return True
+    return "*" in source.regions and (facts is None or facts.region not in others)
+
+
+def _describe(report: ParseReport) -> str:
+    parts = []
+    if report.missing_labels:
+        parts.append(f"{report.missing_labels} series without a device or node label")
+    if report.duplicates:
+        parts.append(f"{report.duplicates} duplicate series")
+    if report.bad_values:
+        parts.append(f"{report.bad_values} values that are not numbers")
+    return "; ".join(parts)
+
+
+# --- what the devices say about one job ---------------------------------------------------------
+
+@dataclass(frozen=True)
+class JobRef:
+    """A running job's placement, enough to find its pods' devices."""
+
+    namespace: str
+    name: str
+    region: str
+    generation: int
+    replicas: int
+    per_replica: int
+
+    def pod(self, rank: int) -> str:
+        return f"{self.name}-g{self.generation}-{rank}"
+
+
+@dataclass(frozen=True)
+class WatchedJob:
+    """A running job and the telemetry part of its status, as last seen (to write only changes)."""
+
+    ref: JobRef
+    device_class: str
+    resource_version: str
+    utilization: Mapping[str, Any] | None = None
+    conditions: tuple[Mapping[str, Any], ...] = ()
+
+
+@dataclass(frozen=True)
+class StragglerPolicy:
+    ratio: float = 0.5  # a replica below this fraction of its peers' median utilization straggles
+    min_peer_utilization: float = 20.0  # peers idler than this say nothing about a straggler
+
+
+@dataclass(frozen=True)
+class JobTelemetry:
+    availability: Availability
+    message: str
+    average: float | None = None
+    per_replica: tuple[float | None, ...] = ()
+    stragglers: tuple[int, ...] = ()
+    straggler_message: str = ""
+    unhealthy: tuple[tuple[int, DeviceSample], ...] = ()  # (rank, device) failed or degraded
+    seen: int = 0  # devices reported for the job's pods
+    expected: int = 0
+
+
+def job_telemetry(job: JobRef, snapshot: Snapshot, stragglers: StragglerPolicy = StragglerPolicy()
+                  ) -> JobTelemetry:
+    region = snapshot.region(job.region)
+    expected = job.replicas * job.per_replica
+    if region.availability == Availability.UNAVAILABLE:
+        return JobTelemetry(Availability.UNAVAILABLE, region.message or "telemetry unavailable", expected=expected)
+    per_replica: list[float | None] = []
+    unhealthy: list[tuple[int, DeviceSample]] = []
+    seen = 0
+    for rank in range(job.replicas):
+        devices = snapshot.by_pod.get((job.namespace, job.pod(rank)), ())
+        seen += len(devices)
+        utils = [d.utilization for d in devices if d.utilization is not None]
+        per_replica.append(round(statistics.fmean(utils), 1) if utils else None)
+        unhealthy += [(rank, d) for d in devices if d.health in (Health.FAILED, Health.DEGRADED)]
+    known = [u for u in per_replica if u is not None]
+    average = round(statistics.fmean(known), 1) if known else None
+    slow, why = _stragglers(per_replica, stragglers)
+    if seen == 0:
+        availability, message = Availability.UNAVAILABLE, "no exporter reports a device of this job's pods yet"
+    elif seen < expected or region.availability == Availability.DEGRADED:
+        availability = Availability.DEGRADED
+        message = "; ".join(m for m in (
+            f"{seen} of {expected} devices reported" if seen < expected else "", region.message) if m)
+    else:
+        availability, message = Availability.OK, f"{seen} devices reported"
+    return JobTelemetry(availability, message, average, tuple(per_replica), slow, why, tuple(unhealthy),
+                        seen, expected)
+
+
+def _stragglers(per_replica: Sequence[float | None], policy: StragglerPolicy) -> tuple[tuple[int, ...], str]:
+    """Ranks far below their peers' median utilization; a replica without data never straggles."""
+    slow, notes = [], []
+    for rank, util in enumerate(per_replica):
+        peers = [u for r, u in enumerate(per_replica) if r != rank and u is not None]
+        if util is None or not peers:
+            continue
+        median = statistics.median(peers)
+        if median >= policy.min_peer_utilization and util < policy.ratio * median:
+            slow.append(rank)
+            notes.append(f"rank {rank} at {util:.0f}% vs peers' median {median:.0f}%")
+    return tuple(slow), "; ".join(notes)

@@ -1,0 +1,78 @@
+"""What a job's telemetry writes into its status: utilization and four conditions.
+
+Pure (time is an argument). A write happens only when something a person would notice changed:
+a condition, a straggler, or a utilization figure by at least `UTIL_STEP` points.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from heterojob.kube.conditions import same, set_condition
+from heterojob.telemetry.model import Health
+from heterojob.telemetry.snapshot import Availability, JobTelemetry
+
+UTIL_STEP = 1.0
+TELEMETRY_UNAVAILABLE = "TelemetryUnavailable"
+TELEMETRY_DEGRADED = "TelemetryDegraded"
+DEVICES_HEALTHY = "DevicesHealthy"
+STRAGGLER = "Straggler"
+
+
+def conditions(current: Sequence[Mapping[str, Any]], t: JobTelemetry, now: str) -> list[dict[str, Any]]:
+    out = [dict(c) for c in current]
+    unavailable = t.availability == Availability.UNAVAILABLE
+    if unavailable:
+        reason = "NoSeries" if "no exporter" in t.message else "PrometheusUnavailable"
+        out = set_condition(out, TELEMETRY_UNAVAILABLE, "True", reason,
+                            f"{t.message}; no action is taken on missing data", now)
+    else:
+        out = set_condition(out, TELEMETRY_UNAVAILABLE, "False", "Reporting", t.message, now)
+    if t.availability == Availability.DEGRADED:
+        out = set_condition(out, TELEMETRY_DEGRADED, "True", "PartialData", t.message, now)
+    else:
+        out = set_condition(out, TELEMETRY_DEGRADED, "False", "Reporting" if not unavailable else "NoData", "", now)
+    if unavailable:
+        out = set_condition(out, DEVICES_HEALTHY, "Unknown", "NoTelemetry", t.message, now)
+    elif t.unhealthy:
+        failed = any(d.health == Health.FAILED for _, d in t.unhealthy)
+        message = "; ".join(f"rank {rank}: {d.device_id} on {d.node}: {d.reason}" for rank, d in t.unhealthy)
+        out = set_condition(out, DEVICES_HEALTHY, "False", "DeviceFailed" if failed else "DeviceDegraded",
+                            message, now)
+    else:
+        out = set_condition(out, DEVICES_HEALTHY, "True", "Healthy", f"{t.seen} devices healthy", now)
+    if t.stragglers:
+        out = set_condition(out, STRAGGLER, "True", "ReplicaBehind", t.straggler_message, now)
+    else:
+        out = set_condition(out, STRAGGLER, "False", "Even" if not unavailable else "NoData", "", now)
+    return out
+
+
+def utilization(t: JobTelemetry, now: str) -> dict[str, Any]:
+    return {"average": t.average, "perReplica": list(t.per_replica), "stragglers": list(t.stragglers),
+            "time": now}
+
+
+def _moved(old: Any, new: Any) -> bool:
+    if old is None or new is None:
+        return old is not new
+    return abs(float(old) - float(new)) >= UTIL_STEP
+
+
+def patch(current_utilization: Mapping[str, Any] | None, current_conditions: Sequence[Mapping[str, Any]],
+          t: JobTelemetry, now: str) -> dict[str, Any] | None:
+    """The status merge patch for this cycle, or None when nothing worth a write changed."""
+    out: dict[str, Any] = {}
+    wanted = conditions(current_conditions, t, now)
+    if not same(wanted, current_conditions):
+        out["conditions"] = wanted
+    if t.availability != Availability.UNAVAILABLE:  # the last known figures stay; the condition says stale
+        old = current_utilization or {}
+        new = utilization(t, now)
+        old_per = list(old.get("perReplica") or [])
+        if (_moved(old.get("average"), new["average"]) or len(old_per) != len(new["perReplica"])
+                or any(_moved(a, b) for a, b in zip(old_per, new["perReplica"], strict=False))
+                or list(old.get("stragglers") or []) != new["stragglers"]):
+            out["utilization"] = new
+    return out or None
