@@ -11,7 +11,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import random
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -41,6 +41,20 @@ class FleetSource:
     classes: Callable[[], Mapping[str, DeviceClass]]
     regions: Callable[[], Mapping[str, RegionInfo]]
     foreign_usage: Callable[[], Mapping[tuple[str, str], int]]
+
+    @classmethod
+    def from_objects(cls, objects: Iterable[Mapping[str, Any]]) -> FleetSource:
+        """A fixed view from Node, AcceleratorClass and Region objects (tests, benchmarks, tools)."""
+        nodes, classes, regions = {}, {}, {}
+        for obj in objects:
+            name, kind = obj["metadata"]["name"], obj.get("kind")
+            if kind == "Node":
+                nodes[name] = convert.node_view(obj)
+            elif kind == "AcceleratorClass" and (c := convert.device_class(obj)) is not None:
+                classes[name] = c
+            elif kind == "Region" and (r := convert.region_info(obj)) is not None:
+                regions[name] = r
+        return cls(nodes=lambda: nodes, classes=lambda: classes, regions=lambda: regions, foreign_usage=dict)
 
 
 def _job_key(namespace: str, name: str) -> str:

@@ -1,0 +1,110 @@
+"""A real Prometheus (Debian's `prometheus` package) scraping the simulated exporters, for tests and the demo.
+
+Each node is its own target, labelled `node` and `region` the way Kubernetes service discovery plus a
+relabelling rule would (npu-exporter series carry no hostname of their own).
+"""
+
+from __future__ import annotations
+
+import shutil
+import socket
+import subprocess
+import tempfile
+import time
+import urllib.request
+from collections.abc import Iterable, Mapping
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+JOBS = {"dcgm": "dcgm-exporter", "npu-exporter": "npu-exporter"}
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def binary(name: str = "prometheus") -> str:
+    found = shutil.which(name) or (f"/usr/bin/{name}" if Path(f"/usr/bin/{name}").exists() else None)
+    if found is None:
+        raise FileNotFoundError(f"{name} is not installed: apt-get install -y prometheus prometheus-alertmanager")
+    return found
+
+
+def config(targets: Iterable[Mapping[str, str]], exporter: str, scrape_interval_s: float,
+           rule_files: Iterable[str] = (), alertmanager: str | None = None) -> dict[str, Any]:
+    """A Prometheus config scraping every simulated node at `exporter` (host:port)."""
+    groups: dict[str, list[dict[str, Any]]] = {}
+    for t in targets:
+        groups.setdefault(JOBS.get(t["family"], t["family"]), []).append(
+            {"targets": [exporter], "labels": {"node": t["node"], "region": t.get("region", ""),
+                                               "__metrics_path__": t["path"]}})
+    interval = f"{int(scrape_interval_s * 1000)}ms"
+    out: dict[str, Any] = {
+        "global": {"scrape_interval": interval, "evaluation_interval": interval,
+                   "scrape_timeout": f"{int(min(scrape_interval_s, 10) * 1000)}ms"},
+        "scrape_configs": [{"job_name": job, "static_configs": static} for job, static in sorted(groups.items())],
+    }
+    if rule_files:
+        out["rule_files"] = list(rule_files)
+    if alertmanager:
+        out["alerting"] = {"alertmanagers": [{"static_configs": [{"targets": [alertmanager]}]}]}
+    return out
+
+
+class PrometheusServer:
+    """Start with `start()`, stop with `stop()`; `url` once started."""
+
+    def __init__(self, targets: Iterable[Mapping[str, str]], exporter: str, *, scrape_interval_s: float = 1.0,
+                 workdir: Path | None = None, port: int | None = None, rule_files: Iterable[str] = (),
+                 alertmanager: str | None = None) -> None:
+        self.workdir = Path(workdir or tempfile.mkdtemp(prefix="heterojob-prometheus-"))
+        self.port = port or free_port()
+        self.url = f"http://127.0.0.1:{self.port}"
+        self.config = config(targets, exporter, scrape_interval_s, rule_files, alertmanager)
+        self._proc: subprocess.Popen[bytes] | None = None
+
+    def start(self, timeout_s: float = 30.0) -> PrometheusServer:
+        self.workdir.mkdir(parents=True, exist_ok=True)
+        cfg = self.workdir / "prometheus.yml"
+        cfg.write_text(yaml.safe_dump(self.config, sort_keys=False))
+        self._log = open(self.workdir / "prometheus.log", "wb")  # noqa: SIM115 - closed in stop()
+        self._proc = subprocess.Popen(
+            [binary(), f"--config.file={cfg}", f"--storage.tsdb.path={self.workdir / 'data'}",
+             f"--web.listen-address=127.0.0.1:{self.port}", "--web.enable-lifecycle",
+             "--storage.tsdb.retention.time=1h", "--log.level=warn"],
+            stdout=self._log, stderr=subprocess.STDOUT)
+        deadline = time.monotonic() + timeout_s
+        while time.monotonic() < deadline:
+            if self._proc.poll() is not None:
+                raise RuntimeError(f"prometheus exited: {(self.workdir / 'prometheus.log').read_text()[-2000:]}")
+            try:
+                with urllib.request.urlopen(f"{self.url}/-/ready", timeout=1) as r:
+                    if r.status == 200:
+                        return self
+            except OSError:
+                pass
+            time.sleep(0.2)
+        self.stop()
+        raise TimeoutError(f"prometheus not ready after {timeout_s}s")
+
+    def stop(self) -> None:
+        if self._proc is not None and self._proc.poll() is None:
+            self._proc.terminate()
+            try:
+                self._proc.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                self._proc.kill()
+                self._proc.wait()
+        if self._proc is not None:
+            self._log.close()
+        self._proc = None
+
+    def __enter__(self) -> PrometheusServer:
+        return self.start()
+
+    def __exit__(self, *_: Any) -> None:
+        self.stop()

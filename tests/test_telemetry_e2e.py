@@ -1,0 +1,171 @@
+"""End to end: the simulated exporters, scraped by a real Prometheus (1 s), read by the monitor.
+
+The snapshot must say what the exporters were told to emit, injected faults included, and losing
+Prometheus must make telemetry unavailable (no fault) until it comes back.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+
+from heterojob import defaults
+from heterojob.controller import FleetSource
+from heterojob.monitor import Monitor, TelemetryConfig
+from heterojob.sim.exporters import ExporterFleet
+from heterojob.sim.nodes import node
+from heterojob.sim.prometheus import PrometheusServer, binary
+from heterojob.telemetry.model import Health
+from heterojob.telemetry.snapshot import Availability, JobRef, Snapshot, WatchedJob, job_telemetry
+from tests.conftest import eventually
+
+try:
+    binary()
+    HAVE_PROMETHEUS = True
+except FileNotFoundError:
+    HAVE_PROMETHEUS = False
+
+pytestmark = [pytest.mark.e2e, pytest.mark.skipif(not HAVE_PROMETHEUS, reason="apt-get install prometheus")]
+
+NODES = [node("g0", "cn-east", "nvidia-h100", devices=4), node("g1", "cn-east", "nvidia-h100", devices=4),
+         node("n0", "cn-north", "ascend-910b", devices=4), node("n1", "cn-north", "ascend-910b", devices=4),
+         node("c0", "cn-east", "cpu")]
+TRAIN = JobRef("team-a", "train", "cn-east", generation=1, replicas=2, per_replica=4)
+NPU = JobRef("team-b", "npu", "cn-north", generation=3, replicas=2, per_replica=2)
+
+
+@pytest.fixture(scope="module")
+def fleet() -> Iterator[tuple[ExporterFleet, PrometheusServer]]:
+    exporters = ExporterFleet(NODES, seed=7)
+    host, port = exporters.serve()
+    exporters.bind({"g0": [("team-a", TRAIN.pod(0), 4)], "g1": [("team-a", TRAIN.pod(1), 4)],
+                    "n0": [("team-b", NPU.pod(0), 2)], "n1": [("team-b", NPU.pod(1), 2)]})
+    prom = PrometheusServer(exporters.targets(), f"{host}:{port}", scrape_interval_s=1.0).start()
+    yield exporters, prom
+    prom.stop()
+    exporters.stop()
+
+
+def monitor(url: str) -> Monitor:
+    source = FleetSource.from_objects([*NODES, *defaults.all_objects()])
+    jobs = {"team-a/train": WatchedJob(TRAIN, "nvidia-h100", "1"), "team-b/npu": WatchedJob(NPU, "ascend-910b", "1")}
+    return Monitor(None, source, lambda: jobs, TelemetryConfig(prometheus_url=url, window_s=4, timeout_s=3))
+
+
+def collect(m: Monitor) -> Snapshot:
+    import time
+
+    snapshot = m.collect(time.time())
+    assert snapshot is not None
+    m.snapshot = snapshot
+    return snapshot
+
+
+def by_place(s: Snapshot) -> dict[tuple[str, str], Any]:
+    return {(d.node, d.index): d for d in s.devices.values()}
+
+
+def test_snapshot_matches_what_the_exporters_emit_faults_included(fleet: tuple[ExporterFleet, PrometheusServer]
+                                                                  ) -> None:
+    exporters, prom = fleet
+    exporters.inject("fatal-xid", "g0", 1, 79)
+    exporters.inject("application-xid", "g1", 0, 13)
+    exporters.inject("overheat", "g1", 2, 96)
+    exporters.inject("npu-unhealthy", "n0", 0)
+    exporters.inject("npu-unknown", "n0", 3)
+    exporters.inject("straggle", "g1", 1, 0.2)
+    exporters.inject("straggle", "g1", 3, 0.2)
+    m = monitor(prom.url)
+
+    def settled() -> Snapshot | None:
+        s = collect(m)
+        d = by_place(s)
+        ok = (len(s.devices) == 16 and d[("g0", "1")].health == Health.FAILED
+              and d[("g1", "2")].health == Health.DEGRADED and d[("n0", "0")].health == Health.FAILED
+              and (d[("g1", "1")].utilization or 100) < 40)
+        return s if ok else None
+
+    s = eventually(settled, timeout=30, interval=0.5, what="16 devices with the injected faults")
+    d = by_place(s)
+    assert m.stats.queries == 8  # 2 + instant for DCGM, 3 + instant for Ascend, and `up`
+    assert d[("g0", "1")].reason == "fatal XID 79"
+    assert d[("g1", "0")].health == Health.HEALTHY and d[("g1", "0")].reason == "application XID 13 (no action)"
+    assert d[("g1", "2")].reason.startswith("overheat 96°C")
+    assert d[("n0", "3")].health == Health.UNKNOWN and "2147483647" in d[("n0", "3")].reason
+    assert d[("n0", "1")].health == Health.HEALTHY
+    # both dcgm-exporter hostname spellings (g0: Hostname, g1: hostname) resolve to the node
+    assert {d[("g0", "0")].node, d[("g1", "0")].node} == {"g0", "g1"}
+    # joined from the Node objects
+    assert (d[("g0", "0")].region, d[("g0", "0")].device_class) == ("cn-east", "nvidia-h100")
+    assert (d[("n1", "0")].region, d[("n1", "0")].device_class) == ("cn-north", "ascend-910b")
+    # workload-driven values and the pods' labels
+    assert 80 <= (d[("g0", "0")].utilization or 0) <= 100 and d[("g0", "0")].pod == "train-g1-0"
+    assert d[("n1", "3")].utilization == 0 and d[("n1", "3")].pod is None
+    assert d[("g0", "0")].memory_total_mib == 80 * 1024 and d[("n0", "0")].memory_total_mib == 64 * 1024
+
+    train = job_telemetry(TRAIN, s)
+    assert train.availability == Availability.OK and train.seen == 8
+    # rank 1 has two devices at a fifth of the pace: slower, but above half its peer's median
+    assert 40 < (train.per_replica[1] or 0) < 70 and train.stragglers == ()
+    assert [(rank, dev.node, dev.index) for rank, dev in train.unhealthy] == [(0, "g0", "1"), (1, "g1", "2")]
+    npu = job_telemetry(NPU, s)
+    assert npu.seen == 4 and [(r, dev.index) for r, dev in npu.unhealthy] == [(0, "0")]
+
+
+def test_a_straggling_replica_is_named(fleet: tuple[ExporterFleet, PrometheusServer]) -> None:
+    exporters, prom = fleet
+    exporters.clear()
+    for device in range(4):
+        exporters.inject("straggle", "g1", device, 0.15)
+    m = monitor(prom.url)
+    # once the window holds only slow samples (the window average is the hysteresis)
+    t = eventually(lambda: (t := job_telemetry(TRAIN, collect(m))).stragglers and (t.per_replica[1] or 100) < 25
+                   and t, timeout=30, interval=0.5, what="rank 1 straggling")
+    assert t.stragglers == (1,) and "rank 1" in t.straggler_message
+    assert (t.per_replica[0] or 0) > 80 and (t.per_replica[1] or 100) < 25
+
+
+def test_vanished_device_fails_but_a_down_exporter_is_unknown(fleet: tuple[ExporterFleet, PrometheusServer]
+                                                              ) -> None:
+    exporters, prom = fleet
+    exporters.clear()
+    m = monitor(prom.url)
+    eventually(lambda: len(collect(m).devices) == 16, timeout=30, interval=0.5, what="all devices")
+    exporters.inject("vanish", "g0", 3)
+    exporters.inject("exporter-down", "n1")
+
+    def both() -> Snapshot | None:
+        s = collect(m)
+        d = by_place(s)
+        return s if d[("g0", "3")].health == Health.FAILED and d[("n1", "0")].health == Health.UNKNOWN else None
+
+    s = eventually(both, timeout=30, interval=0.5, what="g0/3 vanished and n1's exporter down")
+    d = by_place(s)
+    assert "vanished" in d[("g0", "3")].reason
+    assert all(d[("n1", str(i))].reason == "exporter down (up == 0)" for i in range(4))
+    assert s.exporters_down == {"n1"}
+    npu = job_telemetry(NPU, s)
+    assert not [dev for _, dev in npu.unhealthy if dev.node == "n1"]  # missing telemetry is never a fault
+    exporters.clear()
+
+
+def test_prometheus_gone_is_unavailable_and_recovers_by_itself(fleet: tuple[ExporterFleet, PrometheusServer]
+                                                               ) -> None:
+    exporters, prom = fleet
+    exporters.clear()
+    m = monitor(prom.url)
+    eventually(lambda: len(collect(m).devices) == 16, timeout=30, interval=0.5, what="all devices")
+    prom.stop()
+    try:
+        s = collect(m)
+        region = s.region("cn-east")
+        assert region.availability == Availability.UNAVAILABLE and "cannot reach Prometheus" in region.message
+        t = job_telemetry(TRAIN, s)
+        assert t.availability == Availability.UNAVAILABLE and t.unhealthy == ()
+    finally:
+        prom.start()
+    s = eventually(lambda: (s := collect(m)).region("cn-east").availability == Availability.OK and s,
+                   timeout=30, interval=0.5, what="telemetry back")
+    assert job_telemetry(TRAIN, s).availability == Availability.OK
