@@ -19,7 +19,8 @@ from heterojob.sim.nodes import node
 from heterojob.sim.prometheus import PrometheusServer, binary
 from heterojob.telemetry.model import Health
 from heterojob.telemetry.snapshot import Availability, JobRef, Snapshot, WatchedJob, job_telemetry
-from tests.conftest import eventually
+from heterojob.sim.harness import Emulator, OperatorRunner
+from tests.conftest import Cluster, eventually
 
 try:
     binary()
@@ -169,3 +170,65 @@ def test_prometheus_gone_is_unavailable_and_recovers_by_itself(fleet: tuple[Expo
     s = eventually(lambda: (s := collect(m)).region("cn-east").availability == Availability.OK and s,
                    timeout=30, interval=0.5, what="telemetry back")
     assert job_telemetry(TRAIN, s).availability == Availability.OK
+
+
+@pytest.mark.harness
+def test_operator_writes_utilization_and_device_health_to_the_job(
+        fleet: tuple[ExporterFleet, PrometheusServer], emulator: Emulator, cluster: Cluster) -> None:
+    exporters, prom = fleet
+    exporters.clear()
+    cluster.seed(NODES, namespaces=("team-a", "team-b"))
+    spec = {"priority": "high", "replicas": {"min": 2}, "devices": [{"deviceClass": "nvidia-h100", "perReplica": 4}],
+            "template": {"spec": {"containers": [{"name": "main", "image": "train:cuda12"}]}}}
+    telemetry = TelemetryConfig(prometheus_url=prom.url, interval_s=0.5, window_s=3, timeout_s=3)
+    with OperatorRunner(emulator.kubeconfig, telemetry=telemetry) as operator:
+        cluster.create_job("train", spec)
+        pods = eventually(lambda: (p := cluster.pods("train")) and len(p) == 2 and p, what="2 pods")
+        for pod in pods:
+            cluster.set_pod_phase(pod.metadata.name, "Running")
+        nodes = cluster.job("train")["status"]["placement"]["nodes"]
+        exporters.bind({n: [("team-a", f"train-g1-{rank}", 4)] for rank, n in enumerate(nodes)})
+
+        def conditions() -> dict[str, dict[str, Any]]:
+            return {c["type"]: c for c in (cluster.job("train").get("status") or {}).get("conditions", [])}
+
+        def measured() -> dict[str, Any] | None:
+            status = cluster.job("train").get("status") or {}
+            util = status.get("utilization") or {}
+            healthy = conditions().get("DevicesHealthy", {}).get("status") == "True"
+            return util if healthy and (util.get("average") or 0) > 80 and len(util["perReplica"]) == 2 else None
+
+        util = eventually(measured, timeout=30, interval=0.3, what="utilization in status")
+        assert util["stragglers"] == [] and util["time"]
+        assert conditions()["TelemetryUnavailable"]["status"] == "False"
+
+        exporters.inject("fatal-xid", nodes[1], 2, 79)
+        failed = eventually(lambda: (c := conditions().get("DevicesHealthy", {})).get("status") == "False" and c,
+                            timeout=30, interval=0.3, what="DevicesHealthy=False")
+        assert failed["reason"] == "DeviceFailed" and "rank 1:" in failed["message"] and "XID 79" in failed["message"]
+        exporters.clear()
+    assert "Traceback" not in operator.output
+
+
+@pytest.mark.harness
+def test_operator_without_reachable_prometheus_says_unavailable(emulator: Emulator, cluster: Cluster) -> None:
+    cluster.seed(NODES)
+    spec = {"priority": "high", "replicas": {"min": 1}, "devices": [{"deviceClass": "nvidia-h100", "perReplica": 4}],
+            "template": {"spec": {"containers": [{"name": "main", "image": "train:cuda12"}]}}}
+    telemetry = TelemetryConfig(prometheus_url="http://127.0.0.1:9", interval_s=0.5, window_s=3, timeout_s=1)
+    with OperatorRunner(emulator.kubeconfig, telemetry=telemetry) as operator:
+        cluster.create_job("lonely", spec)
+        [pod] = eventually(lambda: cluster.pods("lonely"), what="pod")
+        cluster.set_pod_phase(pod.metadata.name, "Running")
+
+        def unavailable() -> dict[str, Any] | None:
+            conds = {c["type"]: c for c in (cluster.job("lonely").get("status") or {}).get("conditions", [])}
+            c = conds.get("TelemetryUnavailable", {})
+            return conds if c.get("status") == "True" else None
+
+        conds = eventually(unavailable, timeout=30, interval=0.3, what="TelemetryUnavailable=True")
+        assert conds["TelemetryUnavailable"]["reason"] == "PrometheusUnavailable"
+        assert "cannot reach Prometheus" in conds["TelemetryUnavailable"]["message"]
+        assert conds["DevicesHealthy"]["status"] == "Unknown"
+        assert cluster.job("lonely")["status"]["phase"] == "Running"  # no action on missing data
+    assert "Traceback" not in operator.output
