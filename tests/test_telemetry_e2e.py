@@ -6,6 +6,7 @@ Prometheus must make telemetry unavailable (no fault) until it comes back.
 
 from __future__ import annotations
 
+import os
 from collections.abc import Iterator
 from typing import Any
 
@@ -16,19 +17,15 @@ from heterojob.controller import FleetSource
 from heterojob.monitor import Monitor, TelemetryConfig
 from heterojob.sim.exporters import ExporterFleet
 from heterojob.sim.nodes import node
-from heterojob.sim.prometheus import PrometheusServer, binary
+from heterojob.sim.prometheus import PrometheusServer
 from heterojob.telemetry.model import Health
 from heterojob.telemetry.snapshot import Availability, JobRef, Snapshot, WatchedJob, job_telemetry
 from heterojob.sim.harness import Emulator, OperatorRunner
 from tests.conftest import Cluster, eventually
 
-try:
-    binary()
-    HAVE_PROMETHEUS = True
-except FileNotFoundError:
-    HAVE_PROMETHEUS = False
-
-pytestmark = [pytest.mark.e2e, pytest.mark.skipif(not HAVE_PROMETHEUS, reason="apt-get install prometheus")]
+# scripts/install-deps installs Prometheus; only an explicit opt-out skips (never a silent skip in CI)
+pytestmark = [pytest.mark.e2e, pytest.mark.skipif(os.environ.get("HETEROJOB_SKIP_E2E") == "1",
+                                                  reason="HETEROJOB_SKIP_E2E=1")]
 
 NODES = [node("g0", "cn-east", "nvidia-h100", devices=4), node("g1", "cn-east", "nvidia-h100", devices=4),
          node("n0", "cn-north", "ascend-910b", devices=4), node("n1", "cn-north", "ascend-910b", devices=4),
