@@ -12,3 +12,4 @@ check-crds:
 
 bench:
 	python3 bench/admission.py
+	python3 bench/telemetry.py

@@ -32,12 +32,17 @@ def dcgm(results_for: dict[str, dict[str, Any]]) -> dict[str, list[dict[str, Any
 
 def test_queries_are_fleet_wide_and_windowed() -> None:
     queries = DcgmAdapter().queries(60)
-    assert queries["util"] == "avg_over_time(DCGM_FI_DEV_GPU_UTIL[60s])"
-    assert queries["instant"] == (
-        '{__name__=~"DCGM_FI_DEV_FB_USED|DCGM_FI_DEV_FB_FREE|DCGM_FI_DEV_POWER_USAGE|DCGM_FI_DEV_XID_ERRORS"}')
-    assert AscendAdapter().queries(30)["health"] == "min_over_time(npu_chip_info_health_status[30s])"
+    assert queries["util"].endswith(" (avg_over_time(DCGM_FI_DEV_GPU_UTIL[60s]))")
+    assert "namespace, pod" in queries["util"]  # the identity query keeps what maps a device to a pod
+    keys = "UUID, uuid"
+    assert queries["temp"] == f"max by ({keys}) (min_over_time(DCGM_FI_DEV_GPU_TEMP[60s]))"
+    assert queries["instant"] == (f'max by (__name__, {keys}) '
+        '({__name__=~"DCGM_FI_DEV_FB_USED|DCGM_FI_DEV_FB_FREE|DCGM_FI_DEV_POWER_USAGE|DCGM_FI_DEV_XID_ERRORS"})')
+    assert AscendAdapter().queries(30)["health"] == (
+        "max by (id, Hostname, hostname, node, kubernetes_node, node_name, instance) "
+        "(min_over_time(npu_chip_info_health_status[30s]))")
     # never a per-job or per-device selector: the only matcher is on the metric name
-    assert all("pod" not in q and "UUID" not in q for q in queries.values())
+    assert all("=\"" not in q.replace('__name__=~"', "") for q in queries.values())
 
 
 def test_the_instant_query_is_split_back_by_metric_name() -> None:

@@ -283,8 +283,13 @@ class ExporterFleet:
                     return self._send(404, b"no such node\n")
                 self._send(200, b"ok\n")
 
-        self._server = ThreadingHTTPServer((host, port), Handler)
-        self._server.daemon_threads = True
+        class Server(ThreadingHTTPServer):
+            daemon_threads = True
+
+            def handle_error(self, request: Any, client_address: Any) -> None:
+                pass  # a scraper that hung up early (timeout, shutdown) is not our problem
+
+        self._server = Server((host, port), Handler)
         threading.Thread(target=self._server.serve_forever, name="sim-exporters", daemon=True).start()
         return self._server.server_address[0], self._server.server_address[1]
 

@@ -9,13 +9,14 @@ plug in as further `Adapter` subclasses (metric names in shared/reference/teleme
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
 from heterojob.telemetry.model import DeviceSample, HealthPolicy, classify_gpu, classify_npu, number
 
 Vector = Sequence[Mapping[str, Any]]
+Where = tuple[str | None, str | None]  # (region, device class) of a node
 
 
 @dataclass
@@ -33,24 +34,34 @@ class ParseReport:
 
 
 INSTANT = "instant"  # the query name under which an adapter's instant roles come back together
+NODE_LABELS = ("Hostname", "hostname", "node", "kubernetes_node", "node_name", "instance")
 
 
 class Adapter:
     family: ClassVar[str]
     # role -> (metric, window function or "" for the instant value)
     metrics: ClassVar[dict[str, tuple[str, str]]]
+    # The role whose answer keeps every label (node, model, pod, namespace); the others keep only
+    # `key_labels`, enough to name the device: on a large fleet this cuts what Prometheus encodes
+    # and we decode by four fifths.
+    identity: ClassVar[str] = "util"
+    key_labels: ClassVar[tuple[str, ...]]
+    identity_labels: ClassVar[tuple[str, ...]]  # what `sample` reads: the rest is dropped by Prometheus
 
     def queries(self, window_s: int) -> dict[str, str]:
         """Query name -> PromQL: one per windowed role, plus one for every instant role."""
         out = {}
         instant = []
+        keys = ", ".join(self.key_labels)
         for role, (metric, fn) in self.metrics.items():
-            if fn:
-                out[role] = f"{fn}({metric}[{window_s}s])"
-            else:
+            if not fn:
                 instant.append(metric)
+            elif role == self.identity:
+                out[role] = f"max by ({', '.join(self.identity_labels)}) ({fn}({metric}[{window_s}s]))"
+            else:
+                out[role] = f"max by ({keys}) ({fn}({metric}[{window_s}s]))"
         if instant:
-            out[INSTANT] = f'{{__name__=~"{"|".join(instant)}"}}'
+            out[INSTANT] = f'max by (__name__, {keys}) ({{__name__=~"{"|".join(instant)}"}})'
         return out
 
     def split(self, results: Mapping[str, Vector]) -> dict[str, Vector]:
@@ -64,30 +75,31 @@ class Adapter:
                 out.setdefault(role, []).append(series)
         return out
 
-    def key(self, labels: Mapping[str, str]) -> tuple[str, str] | None:
-        """(device id, node) of a series, or None when the labels do not identify a device."""
+    def device_id(self, labels: Mapping[str, str]) -> str | None:
+        """The device a series is about, or None when its labels do not say."""
         raise NotImplementedError
 
     def sample(self, device_id: str, node: str, labels: Mapping[str, str], values: Mapping[str, float | None],
-               policy: HealthPolicy) -> DeviceSample:
+               policy: HealthPolicy, where: Where = (None, None)) -> DeviceSample:
+        """The canonical sample; `where` is (region, device class) joined from the Node."""
         raise NotImplementedError
 
-    def parse(self, results: Mapping[str, Vector], policy: HealthPolicy, report: ParseReport | None = None
-              ) -> list[DeviceSample]:
+    def parse(self, results: Mapping[str, Vector], policy: HealthPolicy, report: ParseReport | None = None,
+              where: Callable[[str], Where] | None = None) -> list[DeviceSample]:
         report = report if report is not None else ParseReport()
         results = self.split(results)
         labels_of: dict[str, Mapping[str, str]] = {}
         node_of: dict[str, str] = {}
         values: dict[str, dict[str, float | None]] = {}
-        for role, vector in results.items():
+        ordered = sorted(results.items(), key=lambda item: item[0] != self.identity)  # full labels first
+        for role, vector in ordered:
             seen: set[str] = set()
             for series in vector or ():
                 labels = series.get("metric") or {}
-                key = self.key(labels)
-                if key is None:
+                device = self.device_id(labels)
+                if device is None:
                     report.missing_labels += 1
                     continue
-                device, node = key
                 if device in seen:
                     report.duplicates += 1
                     continue
@@ -97,9 +109,14 @@ class Adapter:
                 if value is None and raw is not None:
                     report.bad_values += 1
                 labels_of.setdefault(device, labels)
-                node_of.setdefault(device, node)
+                if device not in node_of and (node := node_of_series(labels)):
+                    node_of[device] = node
                 values.setdefault(device, {})[role] = value
-        return [self.sample(d, node_of[d], labels_of[d], values[d], policy) for d in sorted(values)]
+        nameless = [d for d in values if d not in node_of]
+        report.missing_labels += len(nameless)  # no node label in any of its series: cannot place it
+        locate = where or (lambda _node: (None, None))
+        return [self.sample(d, node_of[d], labels_of[d], values[d], policy, locate(node_of[d]))
+                for d in sorted(values) if d in node_of]
 
 
 def _first(labels: Mapping[str, str], *names: str) -> str:
@@ -122,6 +139,9 @@ class DcgmAdapter(Adapter):
     """NVIDIA dcgm-exporter. `Hostname` became `hostname` after 4.5.3-4.8.2: both are read."""
 
     family = "dcgm"
+    key_labels = ("UUID", "uuid")  # dcgm-exporter always sets one of them
+    identity_labels = (*key_labels, "gpu", "modelName", *NODE_LABELS, "namespace", "pod", "pod_namespace",
+                       "pod_name")
     metrics = {
         "util": ("DCGM_FI_DEV_GPU_UTIL", "avg_over_time"),
         "temp": ("DCGM_FI_DEV_GPU_TEMP", "min_over_time"),  # held for the window: hysteresis on overheat
@@ -131,16 +151,11 @@ class DcgmAdapter(Adapter):
         "xid": ("DCGM_FI_DEV_XID_ERRORS", ""),  # the code of the last XID, not a count
     }
 
-    def key(self, labels: Mapping[str, str]) -> tuple[str, str] | None:
-        node = node_of_series(labels)
-        uuid = _first(labels, "UUID", "uuid")
-        if not uuid:
-            gpu = labels.get("gpu")
-            uuid = f"{node}/gpu-{gpu}" if node and gpu is not None else ""
-        return (uuid, node) if uuid and node else None
+    def device_id(self, labels: Mapping[str, str]) -> str | None:
+        return _first(labels, "UUID", "uuid") or None
 
     def sample(self, device_id: str, node: str, labels: Mapping[str, str], values: Mapping[str, float | None],
-               policy: HealthPolicy) -> DeviceSample:
+               policy: HealthPolicy, where: Where = (None, None)) -> DeviceSample:
         used, free = values.get("fb_used"), values.get("fb_free")
         health, reason, error = classify_gpu(values.get("xid"), values.get("temp"), policy)
         return DeviceSample(
@@ -150,7 +165,7 @@ class DcgmAdapter(Adapter):
             temperature_c=values.get("temp"), power_w=values.get("power"),
             health=health, reason=reason, last_error=error,
             namespace=_first(labels, "namespace", "pod_namespace") or None,
-            pod=_first(labels, "pod", "pod_name") or None,
+            pod=_first(labels, "pod", "pod_name") or None, region=where[0], device_class=where[1],
         )
 
 
@@ -158,6 +173,8 @@ class AscendAdapter(Adapter):
     """Huawei Ascend npu-exporter. Health 1 healthy, 0 unhealthy, anything else (2147483647) unknown."""
 
     family = "npu-exporter"
+    key_labels = ("id", *NODE_LABELS)  # chip ids repeat on every node
+    identity_labels = (*key_labels, "model_name", "namespace", "pod_name")
     metrics = {
         "util": ("npu_chip_info_utilization", "avg_over_time"),
         "temp": ("npu_chip_info_temperature", "min_over_time"),
@@ -167,13 +184,13 @@ class AscendAdapter(Adapter):
         "power": ("npu_chip_info_power", ""),
     }
 
-    def key(self, labels: Mapping[str, str]) -> tuple[str, str] | None:
+    def device_id(self, labels: Mapping[str, str]) -> str | None:
         node = node_of_series(labels)
         chip = labels.get("id")
-        return (f"{node}/npu-{chip}", node) if node and chip is not None and chip != "" else None
+        return f"{node}/npu-{chip}" if node and chip else None
 
     def sample(self, device_id: str, node: str, labels: Mapping[str, str], values: Mapping[str, float | None],
-               policy: HealthPolicy) -> DeviceSample:
+               policy: HealthPolicy, where: Where = (None, None)) -> DeviceSample:
         health, reason, error = classify_npu(values.get("health"), values.get("temp"), policy)
         return DeviceSample(
             device_id=device_id, node=node, family=self.family, model=labels.get("model_name", ""),
@@ -181,6 +198,7 @@ class AscendAdapter(Adapter):
             memory_total_mib=values.get("hbm_total"), temperature_c=values.get("temp"),
             power_w=values.get("power"), health=health, reason=reason, last_error=error,
             namespace=labels.get("namespace") or None, pod=labels.get("pod_name") or None,
+            region=where[0], device_class=where[1],
         )
 
 

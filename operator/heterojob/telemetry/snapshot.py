@@ -89,6 +89,11 @@ def build(sources: Sequence[SourceResult], nodes: Mapping[str, NodeFacts], previ
     A device that was in `previous` and is gone while its node's exporter still answers has vanished.
     """
     adapters = list(adapters)
+
+    def where(node: str) -> tuple[str | None, str | None]:
+        facts = nodes.get(node)
+        return (facts.region, facts.device_class) if facts else (None, None)
+
     devices: dict[str, DeviceSample] = {}
     regions: dict[str, RegionTelemetry] = {}
     down: set[str] = set()
@@ -103,7 +108,7 @@ def build(sources: Sequence[SourceResult], nodes: Mapping[str, NodeFacts], previ
         for adapter in adapters:
             prefix = f"{adapter.family}:"
             mine = {k[len(prefix):]: v for k, v in source.results.items() if k.startswith(prefix)}
-            found += adapter.parse(mine, policy, report)
+            found += adapter.parse(mine, policy, report, where)
         source_down = _exporters_down(source.results.get(UP) or ())
         down |= source_down
         served = {d.device_id: d for d in found if _serves(source, nodes.get(d.node), others)}
@@ -113,11 +118,11 @@ def build(sources: Sequence[SourceResult], nodes: Mapping[str, NodeFacts], previ
         for gone in vanished(before, reporting):
             served.setdefault(gone.device_id, gone)
         for device_id, sample in served.items():
-            facts = nodes.get(sample.node)
             if sample.node in source_down:
                 sample = replace(sample, health=Health.UNKNOWN, reason="exporter down (up == 0)")
-            if facts is not None:
-                sample = replace(sample, region=facts.region, device_class=facts.device_class)
+            if sample.region is None and sample.node in nodes:  # a vanished one, rebuilt from the last sample
+                sample = replace(sample, region=nodes[sample.node].region,
+                                 device_class=nodes[sample.node].device_class)
             devices[device_id] = sample
         availability = Availability.DEGRADED if report.degraded else Availability.OK
         message = _describe(report)
