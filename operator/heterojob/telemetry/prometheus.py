@@ -37,7 +37,8 @@ class PrometheusReader:
         conn = getattr(self._local, "conn", None)
         if conn is None:
             # one quick retry on a refused connection or a 5xx; the next cycle is the real retry
-            retry = Retry(total=1, backoff_factor=0.1, status_forcelist=(408, 429, 502, 503, 504),
+            # (a read timeout is not retried: a slow Prometheus is not faster the second time)
+            retry = Retry(total=1, read=False, backoff_factor=0.1, status_forcelist=(408, 429, 502, 503, 504),
                           allowed_methods=("GET",), raise_on_status=False)
             conn = self._local.conn = PrometheusConnect(
                 self.url, headers=self._headers or None, disable_ssl=not self._verify, retry=retry,
@@ -51,6 +52,8 @@ class PrometheusReader:
             result: Any = self._connection().custom_query(query, params=params)
         except PrometheusApiClientException as exc:
             raise TelemetryError(f"query {name} failed: {_short(str(exc))}") from None
+        except requests.JSONDecodeError:
+            raise TelemetryError(f"query {name}: the answer is not a Prometheus API response (not JSON)") from None
         except requests.Timeout:
             raise TelemetryError(f"query {name} timed out after {self.timeout_s:g}s") from None
         except requests.RequestException as exc:
