@@ -21,7 +21,9 @@ import yaml
 
 from heterojob.constants import API_VERSION, GROUP, VERSION
 from heterojob.sim.harness import Emulator, seed
+from heterojob.sim.exporters import ExporterFleet
 from heterojob.sim.kubelet import Kubelet
+from heterojob.sim.prometheus import PrometheusServer
 from heterojob.sim.nodes import node
 
 EXAMPLES = Path(__file__).resolve().parents[3] / "examples"
@@ -75,6 +77,7 @@ class Demo:
         self.submitted = 0
         self._procs: list[subprocess.Popen[bytes]] = []
         self._stop = threading.Event()
+        self._prometheus: PrometheusServer | None = None
 
     def _spawn(self, name: str, cmd: list[str], env: dict[str, str] | None = None) -> subprocess.Popen[bytes]:
         log = open(self.workdir / f"{name}.log", "wb")  # noqa: SIM115 - closed with the process
@@ -126,10 +129,23 @@ class Demo:
             _say(f"seeding {len(nodes)} nodes in {len(FLEET)} regions, default classes and regions")
             seed(api, namespaces=NAMESPACES, nodes=nodes)
 
+            exporters = ExporterFleet(nodes, seed=7)
+            host, port = exporters.serve()
+            telemetry: list[str] = []
+            try:
+                prometheus = PrometheusServer(exporters.targets(), f"{host}:{port}", scrape_interval_s=5.0,
+                                              workdir=self.workdir / "prometheus").start()
+                self._prometheus = prometheus
+                telemetry = ["--prometheus-url", prometheus.url, "--telemetry-interval", "5",
+                             "--telemetry-window", "30"]
+                _say(f"simulated exporters on {host}:{port}, scraped by Prometheus at {prometheus.url}")
+            except (FileNotFoundError, RuntimeError, TimeoutError) as exc:
+                _say(f"telemetry off: {exc}")
+
             _say("starting the operator")
             self._spawn("operator", [sys.executable, "-m", "heterojob", "operator", "run", "--standalone",
-                                     "--kubeconfig", str(emulator.kubeconfig)])
-            kubelet = Kubelet(api).start()
+                                     "--kubeconfig", str(emulator.kubeconfig), *telemetry])
+            kubelet = Kubelet(api, on_bindings=exporters.bind).start()
             _say(f"starting the console on http://127.0.0.1:{self.console_port}")
             self._spawn("console", [sys.executable, "-m", "heterojob", "console", "--port", str(self.console_port),
                                     "--kubeconfig", str(emulator.kubeconfig)],
@@ -146,6 +162,9 @@ class Demo:
             _say("ready.")
             print(f"\n  console:     http://127.0.0.1:{self.console_port}\n"
                   f"  kubectl:     KUBECONFIG={emulator.kubeconfig} kubectl get hj -A\n"
+                  f"  prometheus:  {self._prometheus.url if self._prometheus else '(not installed)'}\n"
+                  f"  a fault:     curl -X POST http://{host}:{port}/faults "
+                  f"-d '{{\"kind\": \"fatal-xid\", \"node\": \"cn-east-nvidia-h100-00\", \"device\": 0}}'\n"
                   f"  logs:        {self.workdir}\n  stop:        Ctrl-C\n", flush=True)
             signal.signal(signal.SIGTERM, lambda *_: (_ for _ in ()).throw(KeyboardInterrupt()))
             while True:
@@ -157,6 +176,8 @@ class Demo:
             self._stop.set()
             if kubelet is not None:
                 kubelet.stop()
+            if self._prometheus is not None:
+                self._prometheus.stop()
             for proc in self._procs:
                 if proc.poll() is None:
                     os.killpg(proc.pid, signal.SIGTERM)
@@ -181,6 +202,7 @@ class Demo:
             time.sleep(1.0)
         jobs = custom.list_cluster_custom_object(GROUP, VERSION, "heterojobs")["items"]
         phases = [(j.get("status") or {}).get("phase") for j in jobs]
+        measured = sum(1 for j in jobs if ((j.get("status") or {}).get("utilization") or {}).get("average"))
         migrations = sum(1 for j in jobs for h in (j.get("status") or {}).get("history") or []
                          if h.get("action") == "migrate")
         status = 0
@@ -190,5 +212,6 @@ class Demo:
                 break
             time.sleep(1)
         print(json.dumps({"jobs_submitted": self.submitted, "jobs_running": phases.count("Running"),
-                          "migrations": migrations, "console_status": status}), flush=True)
+                          "jobs_with_utilization": measured, "migrations": migrations,
+                          "console_status": status}), flush=True)
         return 0

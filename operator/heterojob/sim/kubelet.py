@@ -10,6 +10,7 @@ import json
 import logging
 import threading
 import time
+from collections.abc import Callable
 from typing import Any
 
 import kubernetes
@@ -28,9 +29,28 @@ def _env(pod: dict[str, Any], name: str, default: str) -> str:
     return default
 
 
+Bindings = dict[str, list[tuple[str, str, int]]]  # node -> [(namespace, pod, devices)]
+
+
+def _devices(pod: dict[str, Any]) -> int:
+    """Extended-resource devices (nvidia.com/gpu, huawei.com/Ascend910, ...) the pod's containers hold."""
+    total = 0
+    for c in (pod.get("spec") or {}).get("containers") or []:
+        for name, value in ((c.get("resources") or {}).get("limits") or {}).items():
+            if "/" in name:
+                try:
+                    total += int(str(value))
+                except ValueError:
+                    pass
+    return total
+
+
 class Kubelet:
-    def __init__(self, api: kubernetes.client.ApiClient, start_delay: float = 1.0, interval: float = 0.5) -> None:
+    def __init__(self, api: kubernetes.client.ApiClient, start_delay: float = 1.0, interval: float = 0.5,
+                 on_bindings: Callable[[Bindings], None] | None = None) -> None:
+        """`on_bindings` hears, after every step, which running pods hold which node's devices."""
         self.core = kubernetes.client.CoreV1Api(api)
+        self.on_bindings = on_bindings
         self.start_delay = start_delay
         self.interval = interval
         self._stop = threading.Event()
@@ -55,7 +75,16 @@ class Kubelet:
 
     def step(self, now: float) -> None:
         pods = self.core.list_pod_for_all_namespaces(label_selector=LABEL_JOB, _preload_content=False)
-        for pod in json.loads(pods.data)["items"]:
+        items = json.loads(pods.data)["items"]
+        if self.on_bindings is not None:
+            bindings: Bindings = {}
+            for pod in items:
+                meta, spec = pod["metadata"], pod.get("spec") or {}
+                if (pod.get("status") or {}).get("phase") == "Running" and spec.get("nodeName") and _devices(pod):
+                    bindings.setdefault(spec["nodeName"], []).append(
+                        (meta["namespace"], meta["name"], _devices(pod)))
+            self.on_bindings(bindings)
+        for pod in items:
             meta, status = pod["metadata"], pod.get("status") or {}
             key = f"{meta['namespace']}/{meta['name']}"
             phase = status.get("phase", "Pending")
