@@ -11,17 +11,19 @@ from __future__ import annotations
 import asyncio
 import logging
 import random
-from collections.abc import Callable, Iterable, Mapping
+import time
+from datetime import datetime, timezone
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 from pydantic import ValidationError
 
 from heterojob.api.common import SpecError, check_object_name, parse_spec
-from heterojob.api.job import JOB_NAME_MAX, HeteroJobSpec, HeteroJobStatus, Phase
-from heterojob.constants import LABEL_HOSTNAME, LABEL_REGION
+from heterojob.api.job import JOB_NAME_MAX, HeteroJobSpec, HeteroJobStatus, Phase, Priority
+from heterojob.constants import ANNOTATION_CHECKPOINT_REQUEST, LABEL_HOSTNAME, LABEL_REGION
 from heterojob.engine import lifecycle, placement
-from heterojob.engine.fleet import Allocation, DeviceClass, Fleet, Node, RegionInfo, usage
+from heterojob.engine.fleet import Allocation, DeviceClass, Fleet, Limit, Node, RegionInfo, holdings, usage
 from heterojob.engine.lifecycle import Action, Decision, JobView
 from heterojob.kube import convert, manifests
 from heterojob.kube.api import Kube, now_iso
@@ -41,11 +43,21 @@ class FleetSource:
     classes: Callable[[], Mapping[str, DeviceClass]]
     regions: Callable[[], Mapping[str, RegionInfo]]
     foreign_usage: Callable[[], Mapping[tuple[str, str], int]]
+    # (namespace, name) -> a HeteroQuota's (limits, spec error); node -> why telemetry keeps new work off it
+    quota_objects: Callable[[], Mapping[tuple[str, str], tuple[Sequence[Limit], str | None]]] = dict
+    unhealthy: Callable[[], Mapping[str, str]] = dict
+
+    def quotas(self) -> dict[str, list[Limit]]:
+        """namespace -> every limit of its HeteroQuotas (all of them apply)."""
+        out: dict[str, list[Limit]] = {}
+        for (namespace, _), (limits, _) in self.quota_objects().items():
+            out.setdefault(namespace, []).extend(limits)
+        return out
 
     @classmethod
     def from_objects(cls, objects: Iterable[Mapping[str, Any]]) -> FleetSource:
         """A fixed view from Node, AcceleratorClass and Region objects (tests, benchmarks, tools)."""
-        nodes, classes, regions = {}, {}, {}
+        nodes, classes, regions, quotas = {}, {}, {}, {}
         for obj in objects:
             name, kind = obj["metadata"]["name"], obj.get("kind")
             if kind == "Node":
@@ -54,7 +66,17 @@ class FleetSource:
                 classes[name] = c
             elif kind == "Region" and (r := convert.region_info(obj)) is not None:
                 regions[name] = r
-        return cls(nodes=lambda: nodes, classes=lambda: classes, regions=lambda: regions, foreign_usage=dict)
+            elif kind == "HeteroQuota":
+                quotas[(obj["metadata"].get("namespace", ""), name)] = convert.quota_limits(obj)
+        return cls(nodes=lambda: nodes, classes=lambda: classes, regions=lambda: regions, foreign_usage=dict,
+                   quota_objects=lambda: quotas)
+
+
+@dataclass(frozen=True)
+class ControllerConfig:
+    min_runtime_s: float = 300.0  # a job that has run less than this is never preempted (no thrashing)
+    max_retry_delay: float = 60.0
+    queue_lookahead: int = 256  # how many jobs ahead in the queue a placement makes room for
 
 
 def _job_key(namespace: str, name: str) -> str:
@@ -67,10 +89,15 @@ def _condition(conditions: list[dict[str, Any]], type_: str, status: str, reason
 
 
 class Controller:
-    def __init__(self, kube: Kube, fleet: FleetSource, max_retry_delay: float = 60.0) -> None:
+    def __init__(self, kube: Kube, fleet: FleetSource, config: ControllerConfig | None = None) -> None:
         self.kube = kube
         self.fleet_source = fleet
+        self.config = config or ControllerConfig()
+        max_retry_delay = self.config.max_retry_delay
         self.allocations: dict[str, Allocation] = {}
+        self.requests: dict[str, placement.Request] = {}  # the queue: what each waiting job asks for
+        self.running: dict[str, tuple[int, float]] = {}  # placed job -> (priority, placed since)
+        self.preempting: dict[str, str] = {}  # victim -> the job it makes room for
         self.pending: set[str] = set()
         self.known: set[str] = set()
         self._tasks: dict[str, asyncio.Task[None]] = {}
@@ -80,6 +107,8 @@ class Controller:
         self._max_retry_delay = max_retry_delay
         self._pending_poke: asyncio.TimerHandle | None = None
         self._resync: asyncio.Task[None] | None = None
+        self._timers: dict[str, asyncio.TimerHandle] = {}
+        self._quota_written: dict[tuple[str, str], dict[str, Any]] = {}
 
     # --- the queue ---------------------------------------------------------------------------------
 
@@ -106,6 +135,9 @@ class Controller:
     def forget(self, key: str) -> None:
         self.known.discard(key)
         self.pending.discard(key)
+        self.requests.pop(key, None)
+        self.running.pop(key, None)
+        self.preempting.pop(key, None)
         if self.allocations.pop(key, None) is not None:
             self.poke_pending()
 
@@ -137,11 +169,23 @@ class Controller:
                 for key in sorted(self.known):
                     self.poke(key)
 
+        async def quotas() -> None:
+            while True:
+                await asyncio.sleep(1.0)
+                try:
+                    await self.sync_quotas()
+                except Exception as exc:  # noqa: BLE001 - status of a quota is retried next second
+                    log.warning("could not write HeteroQuota status: %s", exc)
+
         self._resync = asyncio.get_running_loop().create_task(loop(), name="resync")
+        self._quota_task = asyncio.get_running_loop().create_task(quotas(), name="quota-status")
 
     async def stop(self) -> None:
         if self._resync is not None:
             self._resync.cancel()
+            self._quota_task.cancel()
+        for timer in self._timers.values():
+            timer.cancel()
         tasks = list(self._tasks.values())
         for task in tasks:
             task.cancel()
@@ -152,7 +196,7 @@ class Controller:
         for job in await self.kube.list_jobs():
             meta = job.get("metadata") or {}
             key = _job_key(meta.get("namespace", ""), meta.get("name", ""))
-            self._sync_allocation(key, self._status(job))
+            self._sync_allocation(key, self._status(job), job)
 
     # --- one pass ----------------------------------------------------------------------------------
 
@@ -165,7 +209,8 @@ class Controller:
                         job["metadata"].get("namespace"), job["metadata"].get("name"), exc)
             return HeteroJobStatus()
 
-    def _sync_allocation(self, key: str, status: HeteroJobStatus) -> None:
+    def _sync_allocation(self, key: str, status: HeteroJobStatus, job: Mapping[str, Any]) -> None:
+        """The in-memory ledger follows the job's status: what it holds, since when, whom it yields to."""
         p = status.placement
         if p is not None and not (status.phase and status.phase.terminal):
             classes = self.fleet_source.classes()
@@ -174,9 +219,17 @@ class Controller:
             per_node: dict[str, int] = {}
             for node in p.nodes:
                 per_node[node] = per_node.get(node, 0) + p.per_replica
-            self.allocations[key] = Allocation(resource, per_node)
+            self.allocations[key] = Allocation(resource, per_node, key.split("/", 1)[0], p.device_class, p.region)
+            since = _timestamp(p.since) or _timestamp(status.start_time) or time.time()
+            self.running[key] = (_priority(job), since)
         else:
             self.allocations.pop(key, None)
+            self.running.pop(key, None)
+        pending = status.checkpoint.pending if status.checkpoint else None
+        if pending is not None and pending.then == "preempt" and pending.by:
+            self.preempting[key] = pending.by
+        else:
+            self.preempting.pop(key, None)
 
     async def reconcile(self, namespace: str, name: str) -> None:
         key = _job_key(namespace, name)
@@ -185,7 +238,7 @@ class Controller:
             self.forget(key)
             return
         status = self._status(job)
-        self._sync_allocation(key, status)
+        self._sync_allocation(key, status, job)
 
         spec: HeteroJobSpec | None = None
         problems = check_object_name(name, JOB_NAME_MAX)
@@ -203,6 +256,7 @@ class Controller:
             restarts=status.restarts,
             backoff_limit=spec.backoff_limit if spec else 0,
             pods=tuple(pods), spec_errors=spec_errors,
+            checkpoint=_pending_checkpoint(status), now=time.time(),
         )
         decision = lifecycle.decide(view)
         if decision.action == Action.NONE and status.phase is not None and status.phase.terminal:
@@ -210,10 +264,13 @@ class Controller:
         if decision.action != Action.NONE:
             decisions.info("job=%s action=%s reason=%s %s", key, decision.action.value, decision.reason,
                            decision.message)
-        if status.phase is None or status.phase == Phase.PENDING:
+        if status.phase in (None, Phase.PENDING, Phase.PREEMPTED) and status.placement is None:
             self.pending.add(key)
+            if spec is not None:
+                self.requests[key] = _request(key, job, spec)
         else:
             self.pending.discard(key)
+            self.requests.pop(key, None)
         await self._act(job, spec, status, decision, pods)
 
     # --- actuation ---------------------------------------------------------------------------------
@@ -231,6 +288,19 @@ class Controller:
         conditions = [c.model_dump(by_alias=True, exclude_none=True) for c in status.conditions]
 
         if d.action == Action.NONE:
+            pending = status.checkpoint.pending if status.checkpoint else None
+            if pending is not None:
+                self._wake_at(key, _timestamp(pending.deadline) or time.time())
+            return
+        if d.action == Action.REQUEST_CHECKPOINT:
+            pending = status.checkpoint.pending if status.checkpoint else None
+            assert pending is not None
+            await asyncio.gather(*(self.kube.annotate_pod(ns, p, {ANNOTATION_CHECKPOINT_REQUEST: pending.id})
+                                   for p in d.pods))
+            self._wake_at(key, _timestamp(pending.deadline) or time.time())
+            return
+        if d.action in (Action.CHECKPOINT_DONE, Action.CHECKPOINT_TIMEOUT):
+            await self._finish_checkpoint(job, status, d, pods)
             return
         if d.action == Action.REJECT:
             await self._write(job, {
@@ -289,48 +359,89 @@ class Controller:
                                           "from": from_, "to": to}.items() if v is not None})
         return entries[-HISTORY_LIMIT:]
 
-    def _fleet(self, exclude_job: str) -> Fleet:
-        allocations = [a for k, a in self.allocations.items() if k != exclude_job]
+    def _fleet(self, exclude_jobs: Iterable[str] = ()) -> Fleet:
+        excluded = set(exclude_jobs)
+        allocations = [a for k, a in self.allocations.items() if k not in excluded]
         return Fleet(
             nodes=self.fleet_source.nodes(),
             classes=self.fleet_source.classes(),
             regions=self.fleet_source.regions(),
             used=usage(allocations, self.fleet_source.foreign_usage()),
+            quotas=self.fleet_source.quotas(),
+            held=holdings(allocations),
+            unhealthy=self.fleet_source.unhealthy(),
         )
+
+    def _plan(self, key: str, request: placement.Request) -> tuple[placement.Result, str, str,
+                                                                      placement.Preemption | None]:
+        """Under the placement lock: (result, reason, message, preemption to start) for one waiting job.
+
+        The queue is honoured: the jobs ahead (priority, then age) are placed first on a scratch ledger,
+        so this job only gets room none of them can use now.
+        """
+        fleet = self._fleet(exclude_jobs=[key])
+        ahead = sorted((r for k, r in self.requests.items()
+                        if k != key and k in self.pending and r.order < request.order),
+                       key=lambda r: r.order)[:self.config.queue_lookahead]
+        results = placement.schedule([*ahead, request], fleet)
+        result = results[request.job]
+        if result.chosen is not None:
+            return result, "Placed", result.explain(), None
+        alone = placement.place(request, fleet)
+        if alone.chosen is not None:
+            first = [r.job for r in ahead if results[r.job].chosen is not None]
+            for k in first:
+                self.poke(k)
+            return alone, "Queued", (f"queued behind {len(first)} higher-priority or older job(s) that fit first: "
+                                     f"{', '.join(first[:5])}{' ...' if len(first) > 5 else ''}"), None
+        in_flight = sorted(v for v, by in self.preempting.items() if by == key)
+        freed = self._fleet(exclude_jobs=[key, *in_flight]) if in_flight else fleet
+        if in_flight and placement.place(request, freed).chosen is not None:
+            return alone, "Preempting", (f"waiting for {len(in_flight)} preempted job(s) to checkpoint and "
+                                         f"release their devices: {', '.join(in_flight)}"), None
+        running = [placement.RunningJob(k, prio, since, self.allocations[k])
+                   for k, (prio, since) in self.running.items() if k in self.allocations and k not in self.preempting]
+        plan = placement.plan_preemption(request, freed, running, time.time(), self.config.min_runtime_s)
+        if plan is None:
+            return alone, "NoRoom", alone.explain(), None
+        for victim in plan.victims:
+            self.preempting[victim] = key
+        return alone, "Preempting", f"{plan.explain()}; waiting for their checkpoints", plan
 
     async def _place(self, job: dict[str, Any], spec: HeteroJobSpec, status: HeteroJobStatus,
                      conditions: list[dict[str, Any]]) -> None:
         meta = job["metadata"]
         key = _job_key(meta["namespace"], meta["name"])
-        request = placement.Request(
-            job=key,
-            alternatives=[placement.Alternative(a.device_class, a.per_replica) for a in spec.devices],
-            replicas=spec.replicas.start,
-            allowed_regions=tuple(spec.regions.allowed),
-            preferred_regions=tuple(spec.regions.preferred),
-        )
+        request = _request(key, job, spec)
+        self.requests[key] = request
         async with self._placement_lock:
-            fleet = self._fleet(exclude_job=key)
-            result = placement.place(request, fleet)
-            chosen = result.chosen
+            result, reason, message, preemption = self._plan(key, request)
+            chosen = result.chosen if reason == "Placed" else None
             if chosen is not None:
-                self.allocations[key] = Allocation(chosen.resource, chosen.per_node)
-        message = result.explain()
-        decisions.info("job=%s action=place result=%s", key, message)
+                self.allocations[key] = chosen.allocation(meta["namespace"])
+                self.running[key] = (request.priority, time.time())
+        decisions.info("job=%s action=place result=%s %s", key, reason, message)
         if chosen is None:
-            if status.message != message or status.phase != Phase.PENDING:
+            if status.message != message or status.phase not in (Phase.PENDING, Phase.PREEMPTED):
+                phase = status.phase if status.phase == Phase.PREEMPTED else Phase.PENDING
                 await self._write(job, {
-                    "phase": Phase.PENDING.value, "reason": "NoRoom", "message": message,
-                    "conditions": _condition(conditions, "Admitted", "False", "NoRoom", message)})
-                self.kube.post_event(job, "Normal", "Waiting", message)
+                    "phase": phase.value, "reason": reason, "message": message,
+                    "conditions": _condition(conditions, "Admitted", "False", reason, message)})
+                self.kube.post_event(job, "Normal", "Preempting" if preemption else "Waiting", message)
             self.pending.add(key)
+            if preemption is not None:
+                for victim in preemption.victims:
+                    await self._ask_checkpoint(victim, then="preempt", by=key,
+                                               reason=f"preempted by {key} ({spec.priority.value})")
             return
 
         self.pending.discard(key)
+        self.requests.pop(key, None)
         generation = max(_last_generation(job), 0) + 1
         placed = {
             "region": chosen.region, "deviceClass": chosen.device_class, "replicas": len(chosen.nodes),
             "perReplica": chosen.per_replica, "nodes": list(chosen.nodes), "generation": generation,
+            "since": now_iso(),
         }
         written = await self._write(job, {
             "phase": Phase.ADMITTED.value, "reason": "Placed", "message": message, "placement": placed,
@@ -341,13 +452,112 @@ class Controller:
             return
         self.kube.post_event(job, "Normal", "Admitted", message)
         status = self._status({**job, "status": {**(job.get("status") or {}), "placement": placed}})
-        await self._create_pods(job, spec, status, tuple(range(len(chosen.nodes))), fleet)
+        await self._create_pods(job, spec, status, tuple(range(len(chosen.nodes))))
+
+    # --- the checkpoint protocol --------------------------------------------------------------------
+
+    async def _ask_checkpoint(self, key: str, then: str, by: str | None, reason: str) -> None:
+        """Record a pending checkpoint in the job's status (step 1); its own passes annotate the pods."""
+        namespace, name = key.split("/", 1)
+        job = await self.kube.get_job(namespace, name)
+        if job is None:
+            self.preempting.pop(key, None)
+            return
+        status = self._status(job)
+        if status.checkpoint and status.checkpoint.pending:
+            return  # one at a time: the first one asked goes on
+        try:
+            timeout = parse_spec(HeteroJobSpec, job.get("spec")).checkpoint.timeout_seconds
+        except SpecError:
+            timeout = 120
+        now = time.time()
+        generation = status.placement.generation if status.placement else 0
+        pending = {"id": f"g{generation}-{int(now)}", "reason": reason, "requestedAt": now_iso(),
+                   "deadline": _iso(now + timeout), "then": then, "by": by}
+        last = status.checkpoint.last.model_dump(by_alias=True, exclude_none=True) \
+            if status.checkpoint and status.checkpoint.last else None
+        conditions = [c.model_dump(by_alias=True, exclude_none=True) for c in status.conditions]
+        message = f"{reason}: checkpoint {pending['id']} requested, deadline in {timeout}s"
+        await self._write(job, {
+            "phase": Phase.CHECKPOINTING.value, "reason": then.capitalize() + "Requested", "message": message,
+            "checkpoint": {"pending": pending, "last": last},
+            "conditions": _condition(conditions, "Checkpointing", "True", then.capitalize(), message)})
+        self.kube.post_event(job, "Normal", "CheckpointRequested", message)
+        decisions.info("job=%s action=request-checkpoint then=%s reason=%s", key, then, reason)
+        self.poke(key)
+
+    def _wake_at(self, key: str, when: float) -> None:
+        """Look at `key` again at `when` (a checkpoint deadline): one timer per job."""
+        old = self._timers.pop(key, None)
+        if old is not None:
+            old.cancel()
+        self._timers[key] = asyncio.get_running_loop().call_later(max(0.0, when - time.time()) + 0.05,
+                                                                   self.poke, key)
+
+    async def _finish_checkpoint(self, job: dict[str, Any], status: HeteroJobStatus, d: Decision,
+                                 pods: list[lifecycle.PodView]) -> None:
+        """Step 3: record the checkpoint (or what was lost) and go on with what it was asked for."""
+        meta = job["metadata"]
+        key = _job_key(meta["namespace"], meta["name"])
+        assert status.checkpoint is not None and status.checkpoint.pending is not None
+        pending = status.checkpoint.pending
+        last = status.checkpoint.last.model_dump(by_alias=True, exclude_none=True) \
+            if status.checkpoint.last else None
+        now = time.time()
+        lost_s: float | None = 0.0
+        if d.action == Action.CHECKPOINT_DONE:
+            last = {"id": pending.id, "step": d.step, "uri": d.uri, "time": now_iso()}
+        else:
+            since = _timestamp(last.get("time")) if last else None
+            since = since or (_timestamp(status.placement.since) if status.placement else None)
+            lost_s = round(now - since, 1) if since else None
+        then = pending.then
+        requested = _timestamp(pending.requested_at) or now
+        entry = {"time": now_iso(), "action": then, "reason": f"{pending.reason}; {d.message}"[:512],
+                 "from": _where(status), "durationSeconds": round(now - requested, 1),
+                 "progressLostSteps": 0 if d.action == Action.CHECKPOINT_DONE else None,
+                 "progressLostSeconds": lost_s}
+        history = [h.model_dump(by_alias=True, exclude_none=True) for h in status.history]
+        history = (history + [{k: v for k, v in entry.items() if v is not None}])[-HISTORY_LIMIT:]
+        conditions = [c.model_dump(by_alias=True, exclude_none=True) for c in status.conditions]
+        conditions = _condition(conditions, "Checkpointing", "False", d.reason, d.message)
+        # then == "preempt" (migrate and resize come with the migration work)
+        resume = f"resumes from {last['uri']}" if last and last.get("uri") else "restarts from scratch"
+        message = f"{pending.reason}; {d.message}; requeued, {resume} when room frees"
+        written = await self._write(job, {
+            "phase": Phase.PREEMPTED.value, "reason": "Preempted", "message": message, "placement": None,
+            "checkpoint": {"pending": None, "last": last}, "history": history,
+            "conditions": _condition(conditions, "Ready", "False", "Preempted", message)})
+        if not written:
+            return
+        self.kube.post_event(job, "Warning", "Preempted", message)
+        decisions.info("job=%s action=%s reason=%s %s", key, then, d.reason, d.message)
+        self.preempting.pop(key, None)
+        self.running.pop(key, None)
+        await self._release(key, [p.name for p in pods if not p.deleting], meta["namespace"])
+        if pending.by:
+            self.poke(pending.by)
+        self.poke(key)
+
+    # --- quota status ---------------------------------------------------------------------------------
+
+    async def sync_quotas(self) -> None:
+        """Write each HeteroQuota's status.used (what its namespace holds under its limits) when it changed."""
+        held = holdings(self.allocations.values())
+        for (namespace, name), (limits, error) in sorted(self.fleet_source.quota_objects().items()):
+            mine = held.get(namespace, {})
+            used = [{"deviceClass": c, "region": r, "devices": n} for (c, r), n in sorted(mine.items())
+                    if n and any(lim.covers(c, r) for lim in limits)]
+            status = {"used": used, "message": f"invalid spec: {error}" if error else None}
+            if self._quota_written.get((namespace, name)) != status:
+                await self.kube.patch_quota_status(namespace, name, status)
+                self._quota_written[(namespace, name)] = status
 
     async def _create_pods(self, job: dict[str, Any], spec: HeteroJobSpec, status: HeteroJobStatus,
                            ranks: tuple[int, ...], fleet: Fleet | None = None) -> None:
         p = status.placement
         assert p is not None
-        fleet = fleet or self._fleet(exclude_job="")
+        fleet = fleet or self._fleet()
         cls = fleet.classes.get(p.device_class)
         alt_index = next((i for i, a in enumerate(spec.devices) if a.device_class == p.device_class), None)
         if cls is None or alt_index is None:
@@ -369,6 +579,48 @@ class Controller:
                 node_hostname=hostname, rank=rank, world_size=p.replicas, generation=p.generation,
                 per_replica=p.per_replica, resume_from=resume))
         await asyncio.gather(*(self.kube.create(o) for o in objs))
+
+
+def _iso(ts: float) -> str:
+    return datetime.fromtimestamp(ts, timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def _timestamp(iso: str | None) -> float | None:
+    if not iso:
+        return None
+    try:
+        return datetime.fromisoformat(iso.replace("Z", "+00:00")).timestamp()
+    except ValueError:
+        return None
+
+
+def _priority(job: Mapping[str, Any]) -> int:
+    try:
+        return Priority((job.get("spec") or {}).get("priority", "medium")).rank
+    except ValueError:
+        return Priority.MEDIUM.rank
+
+
+def _request(key: str, job: Mapping[str, Any], spec: HeteroJobSpec) -> placement.Request:
+    return placement.Request(
+        job=key,
+        alternatives=[placement.Alternative(
+            a.device_class, a.per_replica,
+            {k: v for k, v in (a.requires.model_dump() if a.requires else {}).items() if v})
+            for a in spec.devices],
+        replicas=spec.replicas.start,
+        allowed_regions=tuple(spec.regions.allowed),
+        preferred_regions=tuple(spec.regions.preferred),
+        priority=spec.priority.rank,
+        created=_timestamp((job.get("metadata") or {}).get("creationTimestamp")) or 0.0,
+    )
+
+
+def _pending_checkpoint(status: HeteroJobStatus) -> lifecycle.PendingCheckpoint | None:
+    pending = status.checkpoint.pending if status.checkpoint else None
+    if pending is None:
+        return None
+    return lifecycle.PendingCheckpoint(pending.id, _timestamp(pending.deadline) or 0.0, pending.then)
 
 
 def _where(status: HeteroJobStatus) -> str | None:

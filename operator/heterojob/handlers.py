@@ -12,11 +12,12 @@ import kopf
 import kubernetes
 
 from heterojob.constants import GROUP, LABEL_JOB, VERSION
-from heterojob.controller import Controller, FleetSource
+from heterojob.controller import Controller, ControllerConfig, FleetSource
 from heterojob.engine.fleet import DeviceClass, Node, RegionInfo
 from heterojob.kube import convert
 from heterojob.kube.api import Kube, load_client
 from heterojob.monitor import Monitor, TelemetryConfig
+from heterojob.telemetry.model import Health
 from heterojob.telemetry.snapshot import WatchedJob
 
 log = logging.getLogger("heterojob.operator")
@@ -28,6 +29,7 @@ class OperatorConfig:
     resync_seconds: float = 30.0  # every job is looked at again this often, whatever the events said
     api_workers: int = 16
     telemetry: TelemetryConfig = field(default_factory=TelemetryConfig)
+    controller: ControllerConfig = field(default_factory=ControllerConfig)
 
 
 @dataclass
@@ -55,6 +57,18 @@ def _sum_usage(index: Mapping[Any, Any]) -> dict[tuple[str, str], int]:
             for key, count in per_pod.items():
                 used[key] = used.get(key, 0) + count
     return used
+
+
+def _unhealthy(runtime: Runtime) -> dict[str, str]:
+    """Nodes with a failed device in the last telemetry snapshot: no new work goes there."""
+    snapshot = runtime.monitor.snapshot if runtime.monitor else None
+    if snapshot is None:
+        return {}
+    out: dict[str, str] = {}
+    for device in snapshot.devices.values():
+        if device.health == Health.FAILED:
+            out.setdefault(device.node, f"{device.device_id}: {device.reason}")
+    return out
 
 
 def register(registry: kopf.OperatorRegistry, config: OperatorConfig) -> None:
@@ -101,6 +115,10 @@ def register(registry: kopf.OperatorRegistry, config: OperatorConfig) -> None:
         used = convert.pod_usage(body)
         return {(namespace, name): used} if used else None
 
+    @kopf.index(GROUP, VERSION, "heteroquotas", id="hj_quotas", registry=registry)
+    def hj_quotas(namespace: str, name: str, body: kopf.Body, **_: Any) -> dict[Any, Any]:
+        return {(namespace, name): convert.quota_limits(body)}
+
     @kopf.index(GROUP, VERSION, "heterojobs", id="hj_running", registry=registry)
     def hj_running(namespace: str, name: str, body: kopf.Body, **_: Any) -> dict[str, WatchedJob] | None:
         job = convert.watched_job(body)
@@ -112,12 +130,13 @@ def register(registry: kopf.OperatorRegistry, config: OperatorConfig) -> None:
         async with runtime.lock:
             if runtime.controller is not None:
                 return runtime.controller
-            nodes, classes, regions, pods = (kwargs["hj_nodes"], kwargs["hj_classes"], kwargs["hj_regions"],
-                                             kwargs["hj_foreign_pods"])
+            nodes, classes, regions, pods, quotas = (kwargs["hj_nodes"], kwargs["hj_classes"], kwargs["hj_regions"],
+                                                     kwargs["hj_foreign_pods"], kwargs["hj_quotas"])
             source = FleetSource(
                 nodes=lambda: _index_values(nodes), classes=lambda: _index_values(classes),
-                regions=lambda: _index_values(regions), foreign_usage=lambda: _sum_usage(pods))
-            ctl = Controller(runtime.kube, source)
+                regions=lambda: _index_values(regions), foreign_usage=lambda: _sum_usage(pods),
+                quota_objects=lambda: _index_values(quotas), unhealthy=lambda: _unhealthy(runtime))
+            ctl = Controller(runtime.kube, source, config.controller)
             await ctl.load()
             ctl.start_resync(config.resync_seconds)
             runtime.controller = ctl
@@ -144,6 +163,7 @@ def register(registry: kopf.OperatorRegistry, config: OperatorConfig) -> None:
     @kopf.on.event("nodes", registry=registry)
     @kopf.on.event(GROUP, VERSION, "acceleratorclasses", registry=registry)
     @kopf.on.event(GROUP, VERSION, "regions", registry=registry)
+    @kopf.on.event(GROUP, VERSION, "heteroquotas", registry=registry)
     async def fleet_event(memo: kopf.Memo, **kwargs: Any) -> None:
         ctl = await controller(memo, kwargs)
         ctl.poke_pending(delay=0.2)

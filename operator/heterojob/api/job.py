@@ -188,6 +188,7 @@ class Placement(StatusModel):
     per_replica: int
     nodes: list[str]
     generation: int = 1
+    since: str | None = Field(None, description="when this placement was made")
 
 
 class Condition(StatusModel):
@@ -210,6 +211,8 @@ class PendingCheckpoint(StatusModel):
     reason: str
     requested_at: str
     deadline: str
+    then: str = Field("preempt", description="what follows the checkpoint: preempt, migrate or resize")
+    by: str | None = Field(None, description="the job that preempts this one (namespace/name)")
 
 
 class CheckpointStatus(StatusModel):
@@ -234,6 +237,7 @@ class HistoryEntry(StatusModel):
     to: str | None = None
     duration_seconds: float | None = None
     progress_lost_steps: int | None = None
+    progress_lost_seconds: float | None = Field(None, description="training time since the last checkpoint")
 
 
 class HeteroJobStatus(StatusModel):

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections import defaultdict
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 
 
@@ -44,10 +44,48 @@ class RegionInfo:
 
 @dataclass(frozen=True)
 class Allocation:
-    """Devices one job holds: node -> count of `resource`."""
+    """Devices one job holds: node -> count of `resource` (and, for quota, its class and region)."""
 
     resource: str
     per_node: Mapping[str, int]
+    namespace: str = ""
+    device_class: str = ""
+    region: str = ""
+
+    @property
+    def devices(self) -> int:
+        return sum(self.per_node.values())
+
+
+@dataclass(frozen=True)
+class Limit:
+    """One HeteroQuota limit: devices of `device_class` in `region` ('*' matches any)."""
+
+    device_class: str
+    region: str
+    devices: int
+    quota: str = ""  # the HeteroQuota's name, for messages
+
+    def covers(self, device_class: str, region: str) -> bool:
+        return self.device_class in ("*", device_class) and self.region in ("*", region)
+
+
+def quota_room(limits: Iterable[Limit], held: Mapping[tuple[str, str], int], device_class: str, region: str,
+               need: int) -> str | None:
+    """Why `need` more devices of class/region would break a limit, or None when every limit has room.
+
+    `held` is what the namespace holds: (class, region) -> devices. A class or region no limit covers
+    is not limited (as with Kubernetes ResourceQuota).
+    """
+    for limit in limits:
+        if not limit.covers(device_class, region):
+            continue
+        used = sum(n for (c, r), n in held.items() if limit.covers(c, r))
+        if used + need > limit.devices:
+            scope = f"{limit.device_class} in {'any region' if limit.region == '*' else limit.region}"
+            return (f"quota {used}/{limit.devices} used ({limit.quota + ': ' if limit.quota else ''}{scope}; "
+                    f"needs {need})")
+    return None
 
 
 @dataclass
@@ -57,6 +95,11 @@ class Fleet:
     regions: Mapping[str, RegionInfo] = field(default_factory=dict)
     # (node, resource) -> devices held by pods and by jobs already placed
     used: Mapping[tuple[str, str], int] = field(default_factory=dict)
+    # namespace -> its HeteroQuota limits; namespace -> (class, region) -> devices its jobs hold
+    quotas: Mapping[str, Sequence[Limit]] = field(default_factory=dict)
+    held: Mapping[str, Mapping[tuple[str, str], int]] = field(default_factory=dict)
+    # node -> why telemetry says it must not get new work (a failed device)
+    unhealthy: Mapping[str, str] = field(default_factory=dict)
 
     def region_of(self, node: Node) -> str | None:
         """A Region whose selector the node matches; without Region objects, the node's region label."""
@@ -75,6 +118,14 @@ class Fleet:
     def free(self, node: str, resource: str) -> int:
         total = self.nodes[node].allocatable.get(resource, 0)
         return max(0, total - self.used.get((node, resource), 0))
+
+
+def holdings(allocations: Iterable[Allocation]) -> dict[str, dict[tuple[str, str], int]]:
+    """namespace -> (class, region) -> devices its jobs hold."""
+    out: dict[str, dict[tuple[str, str], int]] = defaultdict(lambda: defaultdict(int))
+    for a in allocations:
+        out[a.namespace][(a.device_class, a.region)] += a.devices
+    return {ns: dict(v) for ns, v in out.items()}
 
 
 def usage(allocations: Iterable[Allocation], foreign: Mapping[tuple[str, str], int] | None = None,

@@ -22,6 +22,17 @@ class PodView:
     node: str | None = None
     deleting: bool = False
     reason: str = ""
+    checkpoint_request: str = ""  # the heterojob.io/checkpoint-request annotation it carries
+    checkpoint_ack: str = ""  # the SDK's answer, "<id>;<step>;<uri>"
+
+
+@dataclass(frozen=True)
+class PendingCheckpoint:
+    """A checkpoint the operator asked for, and what follows it (preempt, migrate, resize)."""
+
+    id: str
+    deadline: float  # unix seconds
+    then: str
 
 
 @dataclass(frozen=True)
@@ -36,6 +47,8 @@ class JobView:
     backoff_limit: int
     pods: Sequence[PodView] = field(default_factory=tuple)
     spec_errors: str | None = None  # every problem of an invalid spec, or None
+    checkpoint: PendingCheckpoint | None = None
+    now: float = 0.0  # unix seconds: time is an argument, never read here
 
 
 class Action(StrEnum):
@@ -49,6 +62,9 @@ class Action(StrEnum):
     FAIL = "fail"  # backoff limit reached
     SUCCEED = "succeed"
     CLEANUP = "cleanup"  # pods of an older generation are still there
+    REQUEST_CHECKPOINT = "request-checkpoint"  # annotate these pods with the pending checkpoint's id
+    CHECKPOINT_DONE = "checkpoint-done"  # every rank saved: go on with what follows
+    CHECKPOINT_TIMEOUT = "checkpoint-timeout"  # not every rank saved in time (or one is gone): go on anyway
 
 
 @dataclass(frozen=True)
@@ -57,7 +73,9 @@ class Decision:
     reason: str = ""
     message: str = ""
     ranks: tuple[int, ...] = ()  # CREATE_PODS: which ranks
-    pods: tuple[str, ...] = ()  # CLEANUP / RESTART: which pods to delete
+    pods: tuple[str, ...] = ()  # CLEANUP / RESTART: which pods to delete; REQUEST_CHECKPOINT: to annotate
+    step: int | None = None  # CHECKPOINT_DONE: the step every rank saved
+    uri: str | None = None  # CHECKPOINT_DONE: where
 
 
 REASON_INVALID_SPEC = "InvalidSpec"
@@ -82,6 +100,8 @@ def decide(job: JobView) -> Decision:
         return Decision(Action.PLACE, "Unplaced")
 
     by_rank = {p.rank: p for p in current if not p.deleting}
+    if job.checkpoint is not None:
+        return _checkpointing(job, job.checkpoint, by_rank)
     failed = sorted((p for p in by_rank.values() if p.phase == "Failed"), key=lambda p: p.rank)
     if failed:
         first = failed[0]
@@ -112,3 +132,41 @@ def _restart_or_fail(job: JobView, why: str, current: Sequence[PodView]) -> Deci
                         f"{why}; backoffLimit {job.backoff_limit} reached after {job.restarts} restarts", pods=pods)
     return Decision(Action.RESTART, "ReplicaFailed",
                     f"{why}; restarting the gang ({job.restarts + 1}/{job.backoff_limit})", pods=pods)
+
+
+def parse_ack(value: str, wanted: str) -> tuple[int, str] | None:
+    """(step, uri) of an ack "<id>;<step>;<uri>" for checkpoint `wanted`, or None (other id, malformed)."""
+    parts = value.split(";", 2)
+    if len(parts) != 3 or parts[0] != wanted or not parts[2]:
+        return None
+    try:
+        return int(parts[1]), parts[2]
+    except ValueError:
+        return None
+
+
+def _checkpointing(job: JobView, pending: PendingCheckpoint, by_rank: dict[int, PodView]) -> Decision:
+    """The checkpoint protocol: ask every rank, wait for every answer or the deadline, then go on."""
+    replicas = job.replicas or 0
+    if by_rank and len(by_rank) == replicas and all(p.phase == "Succeeded" for p in by_rank.values()):
+        return Decision(Action.SUCCEED, "AllReplicasSucceeded", f"all {replicas} replicas succeeded")
+    alive = {r: p for r, p in by_rank.items() if p.phase in ("Pending", "Running")}
+    unasked = tuple(p.name for p in alive.values() if p.checkpoint_request != pending.id)
+    if unasked:
+        return Decision(Action.REQUEST_CHECKPOINT, "CheckpointRequested", pods=unasked)
+    acks = {r: parse_ack(p.checkpoint_ack, pending.id) for r, p in alive.items()}
+    if len(alive) == replicas and all(a is not None for a in acks.values()):
+        step = min(a[0] for a in acks.values() if a)
+        uri = (acks.get(0) or next(a for a in acks.values() if a))[1]
+        return Decision(Action.CHECKPOINT_DONE, "CheckpointSaved",
+                        f"checkpoint {pending.id} saved by all {replicas} replicas at step {step}", step=step, uri=uri)
+    if len(alive) < replicas:
+        lost = sorted(set(range(replicas)) - set(alive))
+        return Decision(Action.CHECKPOINT_TIMEOUT, "ReplicaLost",
+                        f"replica {lost[0]} is gone before checkpoint {pending.id}; going on from the last one")
+    if job.now >= pending.deadline:
+        waiting = sorted(r for r, a in acks.items() if a is None)
+        return Decision(Action.CHECKPOINT_TIMEOUT, "CheckpointTimeout",
+                        f"checkpoint {pending.id}: no answer from rank(s) {waiting} by the deadline; "
+                        f"going on from the last completed checkpoint")
+    return Decision(Action.NONE)

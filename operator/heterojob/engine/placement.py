@@ -1,32 +1,55 @@
 """Gang placement: choose a device class, a region and a node per replica, or explain why none fits.
 
-Shaped like the Kubernetes scheduler framework: candidates (alternative x region) go through filters,
-the survivors are scored, the best wins. Every rejected candidate keeps the reason a user reads in the
-job's message, e.g. `cn-east/nvidia-h100: room for 1 of 2 replicas (8 free on 1 node, 8 per replica)`.
+Shaped like the Kubernetes scheduler framework. Candidates are (alternative x region). Filters, in
+order: the class exists; its software stack meets the alternative's requirements; the region is
+allowed; the namespace's HeteroQuota has room; there is room for the whole gang on Ready, schedulable,
+untainted, healthy nodes with each replica on one node. Survivors are scored: preference order first,
+then preferred regions, the class's throughput, packing (fuller nodes first) and region balance.
+Every rejected candidate keeps the reason a user reads in the job's message, e.g.
+`cn-east/nvidia-h100: quota 16/16 used (nvidia-h100 in any region; needs 16)`.
+
+`schedule` places a queue in priority order (urgent > high > medium > low, then age), so a job never
+takes room that one ahead of it can use now. `plan_preemption` finds the fewest, lowest-priority running
+jobs whose devices would let a job fit.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections import defaultdict
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 
-from heterojob.engine.fleet import DeviceClass, Fleet, Node
+from packaging.specifiers import InvalidSpecifier, SpecifierSet
+from packaging.version import InvalidVersion, Version
+
+from heterojob.engine.fleet import Allocation, DeviceClass, Fleet, Node, quota_room
 
 
 @dataclass(frozen=True)
 class Alternative:
     device_class: str
     per_replica: int
+    requires: Mapping[str, str] = field(default_factory=dict)  # software -> PEP 440 specifier
 
 
 @dataclass(frozen=True)
 class Request:
-    job: str  # namespace/name, for logs
+    job: str  # namespace/name
     alternatives: Sequence[Alternative]
     replicas: int
     allowed_regions: Sequence[str] = ()
     preferred_regions: Sequence[str] = ()
     exclude_nodes: frozenset[str] = frozenset()
+    priority: int = 0  # larger is more important
+    created: float = 0.0  # unix seconds: older first among equal priorities
+
+    @property
+    def namespace(self) -> str:
+        return self.job.split("/", 1)[0]
+
+    @property
+    def order(self) -> tuple[int, float, str]:
+        return (-self.priority, self.created, self.job)
 
 
 @dataclass(frozen=True)
@@ -45,6 +68,9 @@ class Candidate:
         for node in self.nodes:
             out[node] = out.get(node, 0) + self.per_replica
         return out
+
+    def allocation(self, namespace: str) -> Allocation:
+        return Allocation(self.resource, self.per_node, namespace, self.device_class, self.region)
 
 
 @dataclass(frozen=True)
@@ -72,82 +98,256 @@ class Result:
         return f"no room: {shown}" + (f"; and {more} more" if more > 0 else "")
 
 
-def _eligible(node: Node, cls: DeviceClass, exclude: frozenset[str]) -> bool:
-    """Pods of a class tolerate a taint keyed by the class's resource name (e.g. nvidia.com/gpu), no other."""
-    return (node.ready and node.schedulable and node.taints <= {cls.resource_name} and node.name not in exclude
-            and node.matches(cls.node_selector) and node.allocatable.get(cls.resource_name, 0) > 0)
+# --- filters -------------------------------------------------------------------------------------------
+
+def software_mismatch(cls: DeviceClass, requires: Mapping[str, str]) -> str | None:
+    """Why the class's software stack does not meet `requires` (PEP 440 specifiers), or None."""
+    for name, spec in sorted(requires.items()):
+        have = cls.software.get(name)
+        if have is None:
+            return f"needs {name} {spec}, the class declares no {name} version"
+        try:
+            ok = SpecifierSet(spec).contains(Version(have), prereleases=True)
+        except (InvalidSpecifier, InvalidVersion):
+            return f"cannot compare {name} {have!r} with {spec!r}"
+        if not ok:
+            return f"{name} {have} does not satisfy {spec}"
+    return None
 
 
-def pack(free: dict[str, int], replicas: int, per_replica: int) -> tuple[str, ...] | None:
+def node_unfit(node: Node, cls: DeviceClass, unhealthy: Mapping[str, str]) -> str | None:
+    """Why a node cannot take this class's replicas now, or None. Pods tolerate only the class's own taint."""
+    if not node.matches(cls.node_selector) or node.allocatable.get(cls.resource_name, 0) <= 0:
+        return "not of this class"
+    if not node.ready:
+        return "not Ready"
+    if not node.schedulable:
+        return "cordoned"
+    if not node.taints <= {cls.resource_name}:
+        return "tainted"
+    if node.name in unhealthy:
+        return f"unhealthy ({unhealthy[node.name]})"
+    return None
+
+
+class FleetIndex:
+    """Per class, per region: the nodes that may take its replicas (computed once per fleet view)."""
+
+    def __init__(self, fleet: Fleet) -> None:
+        self.fleet = fleet
+        self._by_class: dict[str, dict[str, list[str]]] = {}
+        self._unfit: dict[str, dict[str, int]] = {}
+
+    def nodes(self, cls: DeviceClass) -> dict[str, list[str]]:
+        if cls.name not in self._by_class:
+            by_region: dict[str, list[str]] = defaultdict(list)
+            unfit: dict[str, int] = defaultdict(int)
+            for node in self.fleet.nodes.values():
+                why = node_unfit(node, cls, self.fleet.unhealthy)
+                if why == "not of this class":
+                    continue
+                region = self.fleet.region_of(node)
+                if region is None:
+                    continue
+                if why is None:
+                    by_region[region].append(node.name)
+                else:
+                    unfit[region] += 1
+            self._by_class[cls.name] = dict(by_region)
+            self._unfit[cls.name] = dict(unfit)
+        return self._by_class[cls.name]
+
+    def unfit(self, cls: DeviceClass, region: str) -> int:
+        self.nodes(cls)
+        return self._unfit[cls.name].get(region, 0)
+
+    def regions(self, cls: DeviceClass) -> list[str]:
+        self.nodes(cls)
+        return sorted(set(self._by_class[cls.name]) | set(self._unfit[cls.name]))
+
+
+def pack(free: Mapping[str, int], replicas: int, per_replica: int) -> tuple[str, ...] | None:
     """Best fit: each replica goes to the node with the least free room that still holds it.
 
     Keeps whole nodes free for larger gangs (less fragmentation). Returns one node per rank, or None.
     """
-    room = dict(free)
+    room = {n: f for n, f in free.items() if f >= per_replica}
     chosen: list[str] = []
     for _ in range(replicas):
-        fits = [(n, f) for n, f in room.items() if f >= per_replica]
-        if not fits:
+        if not room:
             return None
-        node = min(fits, key=lambda nf: (nf[1], nf[0]))[0]
+        node = min(room, key=lambda n: (room[n], n))
         room[node] -= per_replica
+        if room[node] < per_replica:
+            del room[node]
         chosen.append(node)
     return tuple(chosen)
 
 
-def _replicas_that_fit(free: dict[str, int], per_replica: int) -> int:
-    return sum(f // per_replica for f in free.values())
+# --- the pipeline --------------------------------------------------------------------------------------
 
-
-def place(request: Request, fleet: Fleet) -> Result:
+def place(request: Request, fleet: Fleet, index: FleetIndex | None = None) -> Result:
+    index = index or FleetIndex(fleet)
     result = Result(chosen=None)
     feasible: list[Candidate] = []
-    n_alts = len(request.alternatives)
-    for index, alt in enumerate(request.alternatives):
+    limits = fleet.quotas.get(request.namespace, ())
+    held = fleet.held.get(request.namespace, {})
+    for i, alt in enumerate(request.alternatives):
         cls = fleet.classes.get(alt.device_class)
         if cls is None:
             known = ", ".join(sorted(fleet.classes)) or "none"
             result.rejections.append(Rejection(alt.device_class, f"unknown AcceleratorClass (known: {known})"))
             continue
-        by_region: dict[str, dict[str, int]] = {}
-        for node in fleet.nodes.values():
-            if not _eligible(node, cls, request.exclude_nodes):
-                continue
-            region = fleet.region_of(node)
-            if region is None:
-                continue
-            by_region.setdefault(region, {})[node.name] = fleet.free(node.name, cls.resource_name)
-        if not by_region:
-            result.rejections.append(Rejection(cls.name, "no Ready, schedulable node of this class in any region"))
+        mismatch = software_mismatch(cls, alt.requires)
+        if mismatch is not None:
+            result.rejections.append(Rejection(cls.name, f"software: {mismatch}"))
             continue
-        for region in sorted(by_region):
+        regions = index.regions(cls)
+        if not regions:
+            result.rejections.append(Rejection(cls.name, "no node of this class in any region"))
+            continue
+        by_region = index.nodes(cls)
+        need = request.replicas * alt.per_replica
+        for region in regions:
             label = f"{region}/{cls.name}"
             if request.allowed_regions and region not in request.allowed_regions:
                 result.rejections.append(Rejection(label, "region not in spec.regions.allowed"))
                 continue
-            free = by_region[region]
+            over = quota_room(limits, held, cls.name, region, need)
+            if over is not None:
+                result.rejections.append(Rejection(label, over))
+                continue
+            names = [n for n in by_region.get(region, ()) if n not in request.exclude_nodes]
+            free = {n: fleet.free(n, cls.resource_name) for n in names}
             nodes = pack(free, request.replicas, alt.per_replica)
             if nodes is None:
-                fit = _replicas_that_fit(free, alt.per_replica)
-                total = sum(free.values())
-                result.rejections.append(Rejection(
-                    label,
-                    f"room for {fit} of {request.replicas} replicas "
-                    f"({total} free on {sum(1 for f in free.values() if f)} node(s), {alt.per_replica} per replica)",
-                ))
+                result.rejections.append(Rejection(label, _no_room(free, request, alt, index.unfit(cls, region))))
                 continue
-            score = _score(index, n_alts, cls, region, request)
-            feasible.append(Candidate(region, index, cls.name, cls.resource_name, alt.per_replica, nodes, score))
+            score = _score(i, len(request.alternatives), cls, region, request, fleet, free, nodes, alt.per_replica)
+            feasible.append(Candidate(region, i, cls.name, cls.resource_name, alt.per_replica, nodes, score))
     if feasible:
         result.chosen = max(feasible, key=lambda c: (c.score, -c.alternative_index, c.region))
     return result
 
 
-def _score(index: int, n_alts: int, cls: DeviceClass, region: str, request: Request) -> float:
-    """Preference order dominates; then a preferred region; then the class's throughput."""
-    preference = (n_alts - index) * 100.0
+def _no_room(free: Mapping[str, int], request: Request, alt: Alternative, unfit: int) -> str:
+    fit = sum(f // alt.per_replica for f in free.values())
+    total = sum(free.values())
+    text = (f"room for {fit} of {request.replicas} replicas ({total} free on "
+            f"{sum(1 for f in free.values() if f)} node(s), {alt.per_replica} per replica)")
+    return text + (f"; {unfit} node(s) not Ready, cordoned, tainted or unhealthy" if unfit else "")
+
+
+# weights: a step in preference order outweighs everything else together
+W_PREFERENCE, W_PREFERRED_REGION, W_THROUGHPUT, W_PACKING, W_BALANCE = 100.0, 50.0, 10.0, 5.0, 3.0
+
+
+def _score(index: int, n_alts: int, cls: DeviceClass, region: str, request: Request, fleet: Fleet,
+           free: Mapping[str, int], nodes: tuple[str, ...], per_replica: int) -> float:
+    preference = W_PREFERENCE * (n_alts - index)
     preferred = 0.0
     if region in request.preferred_regions:
         n = len(request.preferred_regions)
-        preferred = 50.0 * (n - list(request.preferred_regions).index(region)) / n
-    return preference + preferred + min(cls.throughput, 9.0)
+        preferred = W_PREFERRED_REGION * (n - list(request.preferred_regions).index(region)) / n
+    throughput = W_THROUGHPUT * min(cls.throughput, 1.0)
+    # packing: how full the chosen nodes are afterwards (fills partly used nodes, keeps empty ones whole)
+    chosen = set(nodes)
+    capacity = sum(fleet.nodes[n].allocatable.get(cls.resource_name, 0) for n in chosen) or 1
+    left = sum(free[n] for n in chosen) - len(nodes) * per_replica
+    packing = W_PACKING * (1 - left / capacity)
+    # balance: prefer the region with the larger share of this class still free afterwards
+    region_capacity = sum(fleet.nodes[n].allocatable.get(cls.resource_name, 0) for n in free) or 1
+    balance = W_BALANCE * (sum(free.values()) - len(nodes) * per_replica) / region_capacity
+    return preference + preferred + throughput + packing + balance
+
+
+# --- a queue -------------------------------------------------------------------------------------------
+
+class Ledger:
+    """A mutable copy of what is used and held, to place several jobs one after another."""
+
+    def __init__(self, fleet: Fleet) -> None:
+        self.used: dict[tuple[str, str], int] = dict(fleet.used)
+        self.held: dict[str, dict[tuple[str, str], int]] = {ns: dict(h) for ns, h in fleet.held.items()}
+        self.fleet = Fleet(nodes=fleet.nodes, classes=fleet.classes, regions=fleet.regions, used=self.used,
+                           quotas=fleet.quotas, held=self.held, unhealthy=fleet.unhealthy)
+        self.index = FleetIndex(self.fleet)
+
+    def take(self, allocation: Allocation, sign: int = 1) -> None:
+        for node, n in allocation.per_node.items():
+            self.used[(node, allocation.resource)] = self.used.get((node, allocation.resource), 0) + sign * n
+        mine = self.held.setdefault(allocation.namespace, {})
+        key = (allocation.device_class, allocation.region)
+        mine[key] = mine.get(key, 0) + sign * allocation.devices
+
+    def place(self, request: Request) -> Result:
+        result = place(request, self.fleet, self.index)
+        if result.chosen is not None:
+            self.take(result.chosen.allocation(request.namespace))
+        return result
+
+
+def schedule(requests: Iterable[Request], fleet: Fleet) -> dict[str, Result]:
+    """Place a queue in priority order; each placement takes its room before the next is tried."""
+    ledger = Ledger(fleet)
+    return {r.job: ledger.place(r) for r in sorted(requests, key=lambda r: r.order)}
+
+
+# --- preemption ----------------------------------------------------------------------------------------
+
+@dataclass(frozen=True)
+class RunningJob:
+    job: str
+    priority: int
+    since: float  # when its current placement started (unix seconds)
+    allocation: Allocation
+
+
+@dataclass(frozen=True)
+class Preemption:
+    victims: tuple[str, ...]
+    candidate: Candidate
+
+    def explain(self) -> str:
+        c = self.candidate
+        return (f"preempting {len(self.victims)} lower-priority job(s) ({', '.join(self.victims)}) "
+                f"for {c.region}/{c.device_class}")
+
+
+def plan_preemption(request: Request, fleet: Fleet, running: Iterable[RunningJob], now: float,
+                    min_runtime_s: float) -> Preemption | None:
+    """The fewest, lowest-priority running jobs whose devices would let `request` fit, or None.
+
+    Only jobs of strictly lower priority that have run at least `min_runtime_s` are considered. Victims
+    are added lowest priority first (then youngest: least progress lost) until the job fits, then any
+    victim the job fits without is spared again, most important first.
+    """
+    classes = {a.device_class for a in request.alternatives}
+    pool = sorted((r for r in running if r.priority < request.priority and now - r.since >= min_runtime_s
+                   and r.allocation.device_class in classes),
+                  key=lambda r: (r.priority, -r.since, r.job))
+    if not pool:
+        return None
+    ledger = Ledger(fleet)
+    chosen: list[RunningJob] = []
+    fits: Result | None = None
+    for victim in pool:
+        ledger.take(victim.allocation, -1)
+        chosen.append(victim)
+        result = place(request, ledger.fleet, ledger.index)
+        if result.chosen is not None:
+            fits = result
+            break
+    if fits is None:
+        return None
+    for victim in sorted(chosen, key=lambda r: (-r.priority, r.since)):
+        ledger.take(victim.allocation, +1)
+        result = place(request, ledger.fleet, ledger.index)
+        if result.chosen is not None:
+            chosen.remove(victim)
+            fits = result
+        else:
+            ledger.take(victim.allocation, -1)
+    assert fits.chosen is not None
+    final = place(request, ledger.fleet, ledger.index)
+    return Preemption(tuple(v.job for v in chosen), final.chosen or fits.chosen)

@@ -112,6 +112,25 @@ class Kube:
                 return False
             raise
 
+    async def annotate_pod(self, namespace: str, name: str, annotations: Mapping[str, str | None]) -> bool:
+        """Merge `annotations` into a pod's (None removes one); False when the pod is gone."""
+        try:
+            await self.call(self.core.patch_namespaced_pod, name, namespace,
+                            {"metadata": {"annotations": dict(annotations)}}, _preload_content=False)
+            return True
+        except ApiException as exc:
+            if exc.status == 404:
+                return False
+            raise
+
+    async def patch_quota_status(self, namespace: str, name: str, status: Mapping[str, Any]) -> None:
+        try:
+            await self.call(self.custom.patch_namespaced_custom_object_status, GROUP, VERSION, namespace,
+                            "heteroquotas", name, {"status": dict(status)})
+        except ApiException as exc:
+            if exc.status != 404:
+                raise
+
     async def delete_pod(self, namespace: str, name: str) -> None:
         try:
             await self.call(self.core.delete_namespaced_pod, name, namespace, _preload_content=False)

@@ -11,9 +11,10 @@ from kubernetes.utils.quantity import parse_quantity
 
 from heterojob.api.accelerator import AcceleratorClassSpec
 from heterojob.api.common import SpecError, parse_spec
+from heterojob.api.quota import HeteroQuotaSpec
 from heterojob.api.region import RegionSpec
-from heterojob.constants import ANNOTATION_NODE, LABEL_GENERATION, LABEL_JOB, LABEL_RANK, LABEL_REGION
-from heterojob.engine.fleet import DeviceClass, Node, RegionInfo
+from heterojob.constants import ANNOTATION_CHECKPOINT_ACK, ANNOTATION_CHECKPOINT_REQUEST, ANNOTATION_NODE, LABEL_GENERATION, LABEL_JOB, LABEL_RANK, LABEL_REGION
+from heterojob.engine.fleet import DeviceClass, Limit, Node, RegionInfo
 from heterojob.engine.lifecycle import PodView
 from heterojob.telemetry.snapshot import JobRef, WatchedJob
 
@@ -111,6 +112,8 @@ def pod_view(obj: Mapping[str, Any]) -> PodView | None:
         node=(obj.get("spec") or {}).get("nodeName") or (meta.get("annotations") or {}).get(ANNOTATION_NODE),
         deleting=bool(meta.get("deletionTimestamp")),
         reason=reason,
+        checkpoint_request=str((meta.get("annotations") or {}).get(ANNOTATION_CHECKPOINT_REQUEST, "")),
+        checkpoint_ack=str((meta.get("annotations") or {}).get(ANNOTATION_CHECKPOINT_ACK, "")),
     )
 
 
@@ -153,3 +156,14 @@ def watched_job(obj: Mapping[str, Any]) -> WatchedJob | None:
     return WatchedJob(ref=ref, device_class=str(placement.get("deviceClass", "")),
                       resource_version=str(meta.get("resourceVersion", "")), utilization=utilization,
                       conditions=tuple(c for c in conditions if isinstance(c, dict)))
+
+
+def quota_limits(obj: Mapping[str, Any]) -> tuple[list[Limit], str | None]:
+    """A HeteroQuota's limits, and the error of an invalid spec (then one limit of 0 devices for all:
+    an unreadable quota blocks new admissions in its namespace instead of lifting every limit)."""
+    name = (obj.get("metadata") or {}).get("name", "")
+    try:
+        spec = parse_spec(HeteroQuotaSpec, obj.get("spec"))
+    except SpecError as exc:
+        return [Limit("*", "*", 0, quota=f"{name} (invalid spec, fix it)")], str(exc)
+    return [Limit(l.device_class, l.region, l.devices, quota=name) for l in spec.limits], None
