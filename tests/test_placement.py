@@ -129,3 +129,135 @@ def test_a_taint_keyed_by_the_class_resource_is_tolerated_and_any_other_blocks()
     view = node_view(tainted)
     assert "taint maintenance:NoExecute" in view.reason
     assert place(request(replicas=1), Fleet({view.name: view}, {h100.name: h100})).chosen is None
+
+
+# --- filters and scorers added for quotas, software, health, queue and preemption -------------------------
+
+from heterojob.engine.fleet import Limit, holdings, quota_room  # noqa: E402
+from heterojob.engine.placement import RunningJob, plan_preemption, schedule, software_mismatch  # noqa: E402
+
+H100_SW = DeviceClass("nvidia-h100", "nvidia.com/gpu", {"gpu": "h100"}, 1.0, {"driver": "550.54.15", "cuda": "12.4"})
+NPU_SW = DeviceClass("ascend-910b", "huawei.com/Ascend910", {"npu": "910b"}, 0.6, {"cann": "8.0.RC3"})
+
+
+def test_software_filter_compares_pep440_ranges() -> None:
+    assert software_mismatch(H100_SW, {"cuda": ">=12.1"}) is None
+    assert software_mismatch(H100_SW, {"cuda": ">=12.6"}) == "cuda 12.4 does not satisfy >=12.6"
+    assert software_mismatch(H100_SW, {"cann": ">=8"}) == "needs cann >=8, the class declares no cann version"
+    assert software_mismatch(NPU_SW, {"cann": ">=8.0rc1"}) is None  # RC versions are pre-releases
+    assert "cannot compare" in (software_mismatch(H100_SW, {"cuda": "twelve"}) or "")
+    f = Fleet({n.name: n for n in (gpu_node("a"), gpu_node("b"), npu_node("n1"), npu_node("n2"))},
+              {c.name: c for c in (H100_SW, NPU_SW)})
+    req = Request("ns/job", [Alternative("nvidia-h100", 8, {"cuda": ">=12.6"}), Alternative("ascend-910b", 8)], 2)
+    result = place(req, f)
+    assert result.chosen is not None and result.chosen.device_class == "ascend-910b"
+    assert "nvidia-h100: software: cuda 12.4 does not satisfy >=12.6" in [str(r) for r in result.rejections]
+
+
+def test_quota_filter_names_the_limit_and_wildcards_match() -> None:
+    limits = [Limit("nvidia-h100", "*", 16, "gpus"), Limit("*", "cn-east", 20, "east")]
+    assert quota_room(limits, {}, "nvidia-h100", "cn-east", 16) is None
+    held = {("nvidia-h100", "eu-west"): 16}
+    assert quota_room(limits, held, "nvidia-h100", "cn-east", 8) == \
+        "quota 16/16 used (gpus: nvidia-h100 in any region; needs 8)"
+    assert quota_room(limits, {("ascend-910b", "cn-east"): 16}, "nvidia-h100", "cn-east", 8) == \
+        "quota 16/20 used (east: * in cn-east; needs 8)"
+    assert quota_room(limits, held, "ascend-910b", "eu-west", 100) is None  # nothing limits it
+
+
+def test_quota_rejection_in_the_job_message() -> None:
+    f = Fleet({n.name: n for n in (gpu_node("a"), gpu_node("b"))}, CLASSES,
+              quotas={"ns": [Limit("nvidia-h100", "*", 16, "gpus")]}, held={"ns": {("nvidia-h100", "cn-east"): 16}})
+    result = place(request(), f)
+    assert result.chosen is None
+    assert "cn-east/nvidia-h100: quota 16/16 used (gpus: nvidia-h100 in any region; needs 16)" in result.explain()
+
+
+def test_unhealthy_nodes_are_filtered_and_counted_in_the_message() -> None:
+    f = Fleet({n.name: n for n in (gpu_node("a"), gpu_node("b"))}, CLASSES, unhealthy={"b": "GPU-1: fatal XID 79"})
+    result = place(request(), f)
+    assert result.chosen is None
+    assert "1 node(s) not Ready, cordoned, tainted or unhealthy" in result.explain()
+    assert place(request(replicas=1), f).chosen.nodes == ("a",)  # type: ignore[union-attr]
+
+
+def test_packing_prefers_the_region_whose_nodes_it_fills() -> None:
+    # cn-east has a half-used node, eu-west two empty ones: a 4-device replica goes where it fills a node
+    f = fleet(gpu_node("a"), gpu_node("b", region="eu-west"), gpu_node("c", region="eu-west"),
+              used={("a", "nvidia.com/gpu"): 4})
+    result = place(request(replicas=1, per=4), f)
+    assert result.chosen is not None and result.chosen.nodes == ("a",)
+
+
+def test_preference_order_outweighs_a_faster_class() -> None:
+    slow = DeviceClass("nvidia-a100", "nvidia.com/gpu", {"gpu": "a100"}, throughput=0.45)
+    f = Fleet({"x": Node("x", {"gpu": "a100", "topology.kubernetes.io/region": "r"}, {"nvidia.com/gpu": 8}),
+               "y": gpu_node("y", region="r")}, {"nvidia-a100": slow, "nvidia-h100": H100})
+    # the H100 is twice as fast, but the user listed the A100 first: the user's order wins
+    result = place(Request("ns/j", [Alternative("nvidia-a100", 8), Alternative("nvidia-h100", 8)], 1), f)
+    assert result.chosen is not None and result.chosen.device_class == "nvidia-a100"
+
+
+def test_schedule_places_by_priority_then_age() -> None:
+    f = fleet(gpu_node("a"))
+    low = Request("ns/low", [Alternative("nvidia-h100", 8)], 1, priority=0, created=1.0)
+    high = Request("ns/high", [Alternative("nvidia-h100", 8)], 1, priority=2, created=5.0)
+    old = Request("ns/old", [Alternative("nvidia-h100", 8)], 1, priority=2, created=2.0)
+    results = schedule([low, high, old], f)
+    assert results["ns/old"].chosen is not None
+    assert results["ns/high"].chosen is None and results["ns/low"].chosen is None
+
+
+def running(job: str, priority: int, since: float, node: str, devices: int = 8) -> RunningJob:
+    return RunningJob(job, priority, since, Allocation("nvidia.com/gpu", {node: devices}, job.split("/")[0],
+                                                      "nvidia-h100", "cn-east"))
+
+
+def test_preemption_takes_the_fewest_and_lowest() -> None:
+    jobs = [running("ns/low-old", 0, 100.0, "a"), running("ns/low-young", 0, 500.0, "b"),
+            running("ns/medium", 1, 100.0, "c")]
+    f = fleet(gpu_node("a"), gpu_node("b"), gpu_node("c"), used=usage(j.allocation for j in jobs))
+    urgent = Request("ns/urgent", [Alternative("nvidia-h100", 8)], 1, priority=3)
+    plan = plan_preemption(urgent, f, jobs, now=1000.0, min_runtime_s=60)
+    assert plan is not None and plan.victims == ("ns/low-young",)  # one job, the lowest, least progress lost
+    two = Request("ns/urgent", [Alternative("nvidia-h100", 8)], 2, priority=3)
+    plan = plan_preemption(two, f, jobs, now=1000.0, min_runtime_s=60)
+    assert plan is not None and sorted(plan.victims) == ["ns/low-old", "ns/low-young"]
+
+
+def test_preemption_spares_young_equal_and_irrelevant_jobs() -> None:
+    jobs = [running("ns/young", 0, 990.0, "a"), running("ns/peer", 2, 0.0, "b")]
+    f = fleet(gpu_node("a"), gpu_node("b"), used=usage(j.allocation for j in jobs))
+    high = Request("ns/high", [Alternative("nvidia-h100", 8)], 1, priority=2)
+    assert plan_preemption(high, f, jobs, now=1000.0, min_runtime_s=60) is None
+    npu_only = Request("ns/high", [Alternative("ascend-910b", 8)], 1, priority=3)
+    assert plan_preemption(npu_only, f, jobs, now=1000.0, min_runtime_s=0) is None
+
+
+limit_st = st.builds(Limit, st.sampled_from(["nvidia-h100", "*"]), st.sampled_from(["r1", "r2", "*"]),
+                     st.integers(0, 48))
+
+
+@settings(max_examples=300, deadline=None)
+@given(nodes=st.lists(node_st, min_size=1, max_size=10, unique_by=lambda n: n.name),
+       limits=st.lists(limit_st, max_size=3), sick=st.sets(st.integers(0, 9), max_size=4),
+       jobs=st.lists(st.tuples(st.integers(1, 3), st.sampled_from([1, 2, 4, 8]), st.integers(0, 3),
+                               st.sampled_from(["ns-a", "ns-b"])), min_size=1, max_size=8))
+def test_a_schedule_never_exceeds_quota_or_capacity_nor_uses_an_unhealthy_node(
+        nodes: list[Node], limits: list[Limit], sick: set[int], jobs: list[tuple[int, int, int, str]]) -> None:
+    names = [n.name for n in nodes]
+    unhealthy = {names[i % len(names)]: "fatal XID 79" for i in sick}
+    f = Fleet({n.name: n for n in nodes}, CLASSES, quotas={"ns-a": limits}, unhealthy=unhealthy)
+    requests = [Request(f"{ns}/j{i}", [Alternative("nvidia-h100", per)], replicas, priority=prio, created=float(i))
+                for i, (replicas, per, prio, ns) in enumerate(jobs)]
+    results = schedule(requests, f)
+    placed = [(r, results[r.job].chosen) for r in requests if results[r.job].chosen is not None]
+    allocations = [c.allocation(r.namespace) for r, c in placed if c is not None]
+    per_node = usage(allocations)
+    for (node, _), count in per_node.items():
+        assert node not in unhealthy
+        assert f.nodes[node].ready and f.nodes[node].schedulable
+        assert count <= f.nodes[node].allocatable["nvidia.com/gpu"]
+    held = holdings(allocations).get("ns-a", {})
+    for limit in limits:
+        assert sum(n for (c, r), n in held.items() if limit.covers(c, r)) <= limit.devices
