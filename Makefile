@@ -13,3 +13,4 @@ check-crds:
 bench:
 	python3 bench/admission.py
 	python3 bench/telemetry.py
+	python3 bench/placement.py
