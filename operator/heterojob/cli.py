@@ -25,7 +25,10 @@ def _operator_run(args: argparse.Namespace) -> int:
         prometheus_url=args.prometheus_url, interval_s=args.telemetry_interval, window_s=args.telemetry_window,
         timeout_s=args.prometheus_timeout,
         policy=HealthPolicy(fatal_xids=frozenset(fatal), overheat_celsius=args.overheat_celsius))
-    config = OperatorConfig(kubeconfig=args.kubeconfig, resync_seconds=args.resync_seconds, telemetry=telemetry)
+    from heterojob.controller import ControllerConfig
+
+    config = OperatorConfig(kubeconfig=args.kubeconfig, resync_seconds=args.resync_seconds, telemetry=telemetry,
+                            controller=ControllerConfig(min_runtime_s=args.preemption_min_runtime))
     kopf.run(
         registry=make_registry(config),
         standalone=args.standalone,
@@ -103,6 +106,8 @@ def parser() -> argparse.ArgumentParser:
     mode.add_argument("--peering", default=None, help="KopfPeering name, for several replicas with one active")
     run.add_argument("--liveness", default=None, help="serve a health endpoint, e.g. http://0.0.0.0:8080/healthz")
     run.add_argument("--resync-seconds", type=float, default=30.0, help="look at every job again this often")
+    run.add_argument("--preemption-min-runtime", type=float, default=300.0, metavar="S",
+                     help="a job that has run less than this is never preempted (default 300)")
     tel = run.add_argument_group("telemetry")
     tel.add_argument("--prometheus-url", default=os.environ.get("HETEROJOB_PROMETHEUS_URL"),
                      help="Prometheus for every region without spec.prometheusURL ($HETEROJOB_PROMETHEUS_URL)")
