@@ -165,3 +165,23 @@ def test_equal_priority_never_preempts_and_young_jobs_are_spared(fleet: Cluster,
     # default minimum runtime (300 s): `a` is too young to preempt, even for an urgent job
     eventually(lambda: status(fleet, "c").get("reason") == "NoRoom", what="c waits")
     assert status(fleet, "b").get("reason") == "NoRoom" and status(fleet, "a")["phase"] == "Running"
+
+
+def test_an_invalid_quota_blocks_its_namespace_and_says_why(fleet: Cluster, operator: Any) -> None:
+    body = {"apiVersion": f"{GROUP}/{VERSION}", "kind": "HeteroQuota", "metadata": {"name": "typo", "namespace": "team-a"},
+            "spec": {"limits": [{"deviceClass": "nvidia-h100", "devices": -3}]}}
+    fleet.custom.create_namespaced_custom_object(GROUP, VERSION, "team-a", "heteroquotas", body)
+
+    def message() -> str | None:
+        q = fleet.custom.get_namespaced_custom_object(GROUP, VERSION, "team-a", "heteroquotas", "typo")
+        return (q.get("status") or {}).get("message")
+
+    text = eventually(message, what="the quota's status.message")
+    assert "invalid spec" in text and "spec.limits[0].devices" in text
+    fleet.create_job("blocked", spec("nvidia-h100", replicas=1))
+    eventually(lambda: "typo (invalid spec, fix it)" in (status(fleet, "blocked").get("message") or ""),
+               what="the job names the broken quota")
+    fleet.custom.patch_namespaced_custom_object(GROUP, VERSION, "team-a", "heteroquotas", "typo",
+                                                {"spec": {"limits": [{"deviceClass": "nvidia-h100", "devices": 8}]}})
+    eventually(lambda: status(fleet, "blocked").get("phase") == "Admitted", what="admitted once fixed")
+    eventually(lambda: message() is None, what="the quota's message cleared")
