@@ -21,13 +21,15 @@ from pydantic import ValidationError
 
 from heterojob.api.common import SpecError, check_object_name, parse_spec
 from heterojob.api.job import JOB_NAME_MAX, HeteroJobSpec, HeteroJobStatus, Phase, Priority
-from heterojob.constants import ANNOTATION_CHECKPOINT_REQUEST, LABEL_HOSTNAME, LABEL_REGION
-from heterojob.engine import lifecycle, placement
+from heterojob.constants import ANNOTATION_CHECKPOINT_REQUEST, ANNOTATION_MIGRATE, LABEL_HOSTNAME, LABEL_REGION
+from heterojob.engine import lifecycle, migration, placement
 from heterojob.engine.fleet import Allocation, DeviceClass, Fleet, Limit, Node, RegionInfo, holdings, usage
 from heterojob.engine.lifecycle import Action, Decision, JobView
 from heterojob.kube import convert, manifests
 from heterojob.kube.api import Kube, now_iso
 from heterojob.kube.conditions import set_condition
+from heterojob.telemetry.model import Health
+from heterojob.telemetry.snapshot import JobRef, Snapshot, StragglerPolicy, job_telemetry
 
 log = logging.getLogger("heterojob.controller")
 decisions = logging.getLogger("heterojob.decisions")
@@ -46,6 +48,7 @@ class FleetSource:
     # (namespace, name) -> a HeteroQuota's (limits, spec error); node -> why telemetry keeps new work off it
     quota_objects: Callable[[], Mapping[tuple[str, str], tuple[Sequence[Limit], str | None]]] = dict
     unhealthy: Callable[[], Mapping[str, str]] = dict
+    telemetry: Callable[[], Snapshot | None] = lambda: None  # the monitor's last fleet snapshot
 
     def quotas(self) -> dict[str, list[Limit]]:
         """namespace -> every limit of its HeteroQuotas (all of them apply)."""
@@ -75,6 +78,8 @@ class FleetSource:
 @dataclass(frozen=True)
 class ControllerConfig:
     min_runtime_s: float = 300.0  # a job that has run less than this is never preempted (no thrashing)
+    disruption_budget: int = 5  # at most this many jobs checkpointing or migrating at once, cluster-wide
+    advisory: bool = False  # decide and record migrations, touch nothing
     max_retry_delay: float = 60.0
     queue_lookahead: int = 256  # how many jobs ahead in the queue a placement makes room for
 
@@ -109,6 +114,8 @@ class Controller:
         self._resync: asyncio.Task[None] | None = None
         self._timers: dict[str, asyncio.TimerHandle] = {}
         self._quota_written: dict[tuple[str, str], dict[str, Any]] = {}
+        self._disrupted: set[str] = set()  # jobs checkpointing or migrating now (the disruption budget)
+        self._held: dict[str, str] = {}  # job -> why its migration waits (to post the Event once)
 
     # --- the queue ---------------------------------------------------------------------------------
 
@@ -138,6 +145,7 @@ class Controller:
         self.requests.pop(key, None)
         self.running.pop(key, None)
         self.preempting.pop(key, None)
+        self._disrupted.discard(key)
         if self.allocations.pop(key, None) is not None:
             self.poke_pending()
 
@@ -225,6 +233,10 @@ class Controller:
         else:
             self.allocations.pop(key, None)
             self.running.pop(key, None)
+        if status.phase in (Phase.CHECKPOINTING, Phase.MIGRATING):
+            self._disrupted.add(key)
+        else:
+            self._disrupted.discard(key)
         pending = status.checkpoint.pending if status.checkpoint else None
         if pending is not None and pending.then == "preempt" and pending.by:
             self.preempting[key] = pending.by
@@ -264,10 +276,10 @@ class Controller:
         if decision.action != Action.NONE:
             decisions.info("job=%s action=%s reason=%s %s", key, decision.action.value, decision.reason,
                            decision.message)
-        if status.phase in (None, Phase.PENDING, Phase.PREEMPTED) and status.placement is None:
+        if status.phase in (None, Phase.PENDING, Phase.PREEMPTED, Phase.MIGRATING) and status.placement is None:
             self.pending.add(key)
             if spec is not None:
-                self.requests[key] = _request(key, job, spec)
+                self.requests[key] = _request(key, job, spec, status)
         else:
             self.pending.discard(key)
             self.requests.pop(key, None)
@@ -291,6 +303,8 @@ class Controller:
             pending = status.checkpoint.pending if status.checkpoint else None
             if pending is not None:
                 self._wake_at(key, _timestamp(pending.deadline) or time.time())
+            elif status.phase == Phase.RUNNING and spec is not None:
+                await self._consider_migration(job, spec, status)
             return
         if d.action == Action.REQUEST_CHECKPOINT:
             pending = status.checkpoint.pending if status.checkpoint else None
@@ -412,7 +426,7 @@ class Controller:
                      conditions: list[dict[str, Any]]) -> None:
         meta = job["metadata"]
         key = _job_key(meta["namespace"], meta["name"])
-        request = _request(key, job, spec)
+        request = _request(key, job, spec, status)
         self.requests[key] = request
         async with self._placement_lock:
             result, reason, message, preemption = self._plan(key, request)
@@ -423,7 +437,7 @@ class Controller:
         decisions.info("job=%s action=place result=%s %s", key, reason, message)
         if chosen is None:
             if status.message != message or status.phase not in (Phase.PENDING, Phase.PREEMPTED):
-                phase = status.phase if status.phase == Phase.PREEMPTED else Phase.PENDING
+                phase = status.phase if status.phase in (Phase.PREEMPTED, Phase.MIGRATING) else Phase.PENDING
                 await self._write(job, {
                     "phase": phase.value, "reason": reason, "message": message,
                     "conditions": _condition(conditions, "Admitted", "False", reason, message)})
@@ -443,10 +457,17 @@ class Controller:
             "perReplica": chosen.per_replica, "nodes": list(chosen.nodes), "generation": generation,
             "since": now_iso(),
         }
-        written = await self._write(job, {
+        patch: dict[str, Any] = {
             "phase": Phase.ADMITTED.value, "reason": "Placed", "message": message, "placement": placed,
             "lastGeneration": generation, "startTime": status.start_time or now_iso(),
-            "conditions": _condition(conditions, "Admitted", "True", "Placed", message)})
+            "conditions": _condition(conditions, "Admitted", "True", "Placed", message)}
+        if status.phase == Phase.MIGRATING:
+            history = [h.model_dump(by_alias=True, exclude_none=True) for h in status.history]
+            if history and history[-1].get("action") == "migrate" and not history[-1].get("to"):
+                history[-1]["to"] = f"{chosen.region}/{chosen.device_class} x{len(chosen.nodes)} (generation {generation})"
+                patch["history"] = history
+            patch["migration"] = None
+        written = await self._write(job, patch)
         if not written:
             self.forget(key)
             return
@@ -456,7 +477,8 @@ class Controller:
 
     # --- the checkpoint protocol --------------------------------------------------------------------
 
-    async def _ask_checkpoint(self, key: str, then: str, by: str | None, reason: str) -> None:
+    async def _ask_checkpoint(self, key: str, then: str, by: str | None, reason: str,
+                              exclude: Sequence[str] = (), urgent: bool = False) -> None:
         """Record a pending checkpoint in the job's status (step 1); its own passes annotate the pods."""
         namespace, name = key.split("/", 1)
         job = await self.kube.get_job(namespace, name)
@@ -472,12 +494,15 @@ class Controller:
             timeout = 120
         now = time.time()
         generation = status.placement.generation if status.placement else 0
+        # urgent: a failed device may have killed the job already; go on from the last checkpoint at once
         pending = {"id": f"g{generation}-{int(now)}", "reason": reason, "requestedAt": now_iso(),
-                   "deadline": _iso(now + timeout), "then": then, "by": by}
+                   "deadline": _iso(now if urgent else now + timeout), "then": then, "by": by,
+                   "exclude": sorted(exclude)}
         last = status.checkpoint.last.model_dump(by_alias=True, exclude_none=True) \
             if status.checkpoint and status.checkpoint.last else None
         conditions = [c.model_dump(by_alias=True, exclude_none=True) for c in status.conditions]
-        message = f"{reason}: checkpoint {pending['id']} requested, deadline in {timeout}s"
+        message = (f"{reason}: restoring from the last checkpoint" if urgent else
+                   f"{reason}: checkpoint {pending['id']} requested, deadline in {timeout}s")
         await self._write(job, {
             "phase": Phase.CHECKPOINTING.value, "reason": then.capitalize() + "Requested", "message": message,
             "checkpoint": {"pending": pending, "last": last},
@@ -521,16 +546,22 @@ class Controller:
         history = (history + [{k: v for k, v in entry.items() if v is not None}])[-HISTORY_LIMIT:]
         conditions = [c.model_dump(by_alias=True, exclude_none=True) for c in status.conditions]
         conditions = _condition(conditions, "Checkpointing", "False", d.reason, d.message)
-        # then == "preempt" (migrate and resize come with the migration work)
         resume = f"resumes from {last['uri']}" if last and last.get("uri") else "restarts from scratch"
-        message = f"{pending.reason}; {d.message}; requeued, {resume} when room frees"
-        written = await self._write(job, {
-            "phase": Phase.PREEMPTED.value, "reason": "Preempted", "message": message, "placement": None,
-            "checkpoint": {"pending": None, "last": last}, "history": history,
-            "conditions": _condition(conditions, "Ready", "False", "Preempted", message)})
+        patch: dict[str, Any] = {"placement": None, "checkpoint": {"pending": None, "last": last}, "history": history}
+        if then == "migrate":
+            message = f"{pending.reason}; {d.message}; placing again, {resume}"
+            patch.update({"phase": Phase.MIGRATING.value, "reason": "Migrating", "message": message,
+                          "migration": {"exclude": list(pending.exclude), "reason": pending.reason},
+                          "conditions": _condition(conditions, "Ready", "False", "Migrating", message)})
+        else:
+            message = f"{pending.reason}; {d.message}; requeued, {resume} when room frees"
+            patch.update({"phase": Phase.PREEMPTED.value, "reason": "Preempted", "message": message,
+                          "conditions": _condition(conditions, "Ready", "False", "Preempted", message)})
+        # the new state is written before the old gang is deleted: a restart goes on from here, once
+        written = await self._write(job, patch)
         if not written:
             return
-        self.kube.post_event(job, "Warning", "Preempted", message)
+        self.kube.post_event(job, "Warning", "Migrating" if then == "migrate" else "Preempted", message)
         decisions.info("job=%s action=%s reason=%s %s", key, then, d.reason, d.message)
         self.preempting.pop(key, None)
         self.running.pop(key, None)
@@ -538,6 +569,78 @@ class Controller:
         if pending.by:
             self.poke(pending.by)
         self.poke(key)
+
+    # --- migration ----------------------------------------------------------------------------------
+
+    def _symptoms(self, job: Mapping[str, Any], spec: HeteroJobSpec, status: HeteroJobStatus,
+                  now: float) -> list[migration.Symptom]:
+        p = status.placement
+        assert p is not None
+        meta = job["metadata"]
+        since = {c.type: _timestamp(c.last_transition_time) or now for c in status.conditions}
+        out: list[migration.Symptom] = []
+        nodes = self.fleet_source.nodes()
+        down = sorted(n for n in set(p.nodes) if n in nodes and not nodes[n].ready)
+        if down:
+            out.append(migration.Symptom(migration.NODE_NOT_READY, now, tuple(down),
+                                         f"node(s) {', '.join(down)} not Ready", urgent=True))
+        manual = ((meta.get("annotations") or {}).get(ANNOTATION_MIGRATE) or "").strip()
+        if manual:
+            out.append(migration.Symptom(migration.MANUAL, now, tuple(sorted(set(p.nodes))),
+                                         f"migration requested: {manual}"))
+        snapshot = self.fleet_source.telemetry()
+        if snapshot is not None:
+            ref = JobRef(meta["namespace"], meta["name"], p.region, p.generation, p.replicas, p.per_replica)
+            t = job_telemetry(ref, snapshot, StragglerPolicy(ratio=spec.policy.straggler_ratio))
+            failed = [(r, d) for r, d in t.unhealthy if d.health == Health.FAILED]
+            hot = [(r, d) for r, d in t.unhealthy if d.health == Health.DEGRADED]
+            if failed:
+                out.append(migration.Symptom(
+                    migration.DEVICE_FAILED, now, tuple(sorted({d.node for _, d in failed})),
+                    "; ".join(f"rank {r}: {d.device_id} on {d.node}: {d.reason}" for r, d in failed), urgent=True))
+            if hot:
+                out.append(migration.Symptom(
+                    migration.OVERHEAT, since.get("DevicesHealthy", now), tuple(sorted({d.node for _, d in hot})),
+                    "; ".join(f"rank {r}: {d.device_id} on {d.node}: {d.reason}" for r, d in hot)))
+            if t.stragglers:
+                out.append(migration.Symptom(
+                    migration.STRAGGLER, since.get("Straggler", now),
+                    tuple(sorted({p.nodes[r] for r in t.stragglers if r < len(p.nodes)})), t.straggler_message))
+        return out
+
+    async def _consider_migration(self, job: Mapping[str, Any], spec: HeteroJobSpec, status: HeteroJobStatus
+                                  ) -> None:
+        meta = job["metadata"]
+        key = _job_key(meta["namespace"], meta["name"])
+        now = time.time()
+        symptoms = self._symptoms(job, spec, status, now)
+        if not symptoms:
+            return
+        rules = migration.Rules(
+            triggers=frozenset(t.value for t in spec.policy.triggers),
+            overheat_for_s=spec.policy.overheat_for_seconds, straggler_for_s=spec.policy.straggler_for_seconds,
+            cooldown_s=spec.policy.cooldown_seconds, max_per_hour=spec.policy.max_migrations_per_hour,
+            budget=self.config.disruption_budget, advisory=self.config.advisory)
+        moves = [t for h in status.history if h.action in ("migrate", "resize") and (t := _timestamp(h.time))]
+        verdict = migration.judge(symptoms, rules, now, moves, len(self._disrupted))
+        if not verdict.act:
+            if verdict.symptom is not None and self._held.get(key) != verdict.reason:
+                self._held[key] = verdict.reason
+                decisions.info("job=%s action=hold-migration reason=%s", key, verdict.reason)
+                self.kube.post_event(job, "Normal", "MigrationHeld", verdict.reason)
+            hold = [s for s in symptoms if s.trigger in migration.HOLD]
+            if hold:  # look again when the oldest holding symptom ripens
+                self._wake_at(key, min(s.since for s in hold) + max(rules.overheat_for_s, 1.0))
+            return
+        symptom = verdict.symptom
+        assert symptom is not None
+        self._held.pop(key, None)
+        self._disrupted.add(key)
+        decisions.info("job=%s action=migrate trigger=%s reason=%s", key, symptom.trigger, symptom.message)
+        if symptom.trigger == migration.MANUAL:
+            await self.kube.annotate_job(meta["namespace"], meta["name"], {ANNOTATION_MIGRATE: None})
+        await self._ask_checkpoint(key, then="migrate", by=None, reason=f"{symptom.trigger}: {symptom.message}",
+                                   exclude=symptom.nodes, urgent=symptom.urgent)
 
     # --- quota status ---------------------------------------------------------------------------------
 
@@ -601,16 +704,34 @@ def _priority(job: Mapping[str, Any]) -> int:
         return Priority.MEDIUM.rank
 
 
-def _request(key: str, job: Mapping[str, Any], spec: HeteroJobSpec) -> placement.Request:
+def _request(key: str, job: Mapping[str, Any], spec: HeteroJobSpec, status: HeteroJobStatus | None = None
+             ) -> placement.Request:
+    """What a waiting job asks of placement; a migrating one also avoids the nodes it left and stays in
+    its region or class unless spec.policy allows crossing."""
+    alternatives = spec.devices
+    allowed = tuple(spec.regions.allowed)
+    exclude: frozenset[str] = frozenset()
+    moving = status.migration if status is not None and status.phase == Phase.MIGRATING else None
+    if moving is not None:
+        exclude = frozenset(moving.exclude)
+        last = status.history[-1] if status and status.history else None
+        origin = (last.from_ or "").split(" ")[0] if last and last.action == "migrate" else ""
+        if "/" in origin:
+            region, cls = origin.split("/", 1)
+            if not spec.policy.allow_cross_region:
+                allowed = (region,)
+            if not spec.policy.allow_cross_class:
+                alternatives = [a for a in spec.devices if a.device_class == cls] or spec.devices
     return placement.Request(
         job=key,
         alternatives=[placement.Alternative(
             a.device_class, a.per_replica,
             {k: v for k, v in (a.requires.model_dump() if a.requires else {}).items() if v})
-            for a in spec.devices],
+            for a in alternatives],
         replicas=spec.replicas.start,
-        allowed_regions=tuple(spec.regions.allowed),
-        preferred_regions=tuple(spec.regions.preferred),
+        allowed_regions=allowed,
+        preferred_regions=tuple(r for r in spec.regions.preferred if not allowed or r in allowed),
+        exclude_nodes=exclude,
         priority=spec.priority.rank,
         created=_timestamp((job.get("metadata") or {}).get("creationTimestamp")) or 0.0,
     )

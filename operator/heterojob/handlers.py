@@ -135,13 +135,15 @@ def register(registry: kopf.OperatorRegistry, config: OperatorConfig) -> None:
             source = FleetSource(
                 nodes=lambda: _index_values(nodes), classes=lambda: _index_values(classes),
                 regions=lambda: _index_values(regions), foreign_usage=lambda: _sum_usage(pods),
-                quota_objects=lambda: _index_values(quotas), unhealthy=lambda: _unhealthy(runtime))
+                quota_objects=lambda: _index_values(quotas), unhealthy=lambda: _unhealthy(runtime),
+                telemetry=lambda: runtime.monitor.snapshot if runtime.monitor else None)
             ctl = Controller(runtime.kube, source, config.controller)
             await ctl.load()
             ctl.start_resync(config.resync_seconds)
             runtime.controller = ctl
             running = kwargs["hj_running"]
-            runtime.monitor = Monitor(runtime.kube, source, lambda: _index_values(running), config.telemetry)
+            runtime.monitor = Monitor(runtime.kube, source, lambda: _index_values(running), config.telemetry,
+                                      on_symptoms=lambda keys: [ctl.poke(k) for k in keys])
             runtime.monitor.start()
             return ctl
 

@@ -50,7 +50,9 @@ class CycleStats:
 
 class Monitor:
     def __init__(self, kube: Kube | None, fleet: FleetSource, jobs: Callable[[], Mapping[str, snap.WatchedJob]],
-                 config: TelemetryConfig) -> None:
+                 config: TelemetryConfig, on_symptoms: Callable[[list[str]], None] | None = None) -> None:
+        """`on_symptoms` hears, after each cycle, which running jobs have an unhealthy device or a straggler."""
+        self.on_symptoms = on_symptoms
         self.kube = kube
         self.fleet = fleet
         self.jobs = jobs
@@ -60,6 +62,7 @@ class Monitor:
         self._readers: dict[str, PrometheusReader] = {}
         self._task: asyncio.Task[None] | None = None
         self._said_off = False
+        self.symptomatic: list[str] = []
 
     # --- sources -------------------------------------------------------------------------------------
 
@@ -117,11 +120,14 @@ class Monitor:
         """(job, status patch) for every running job whose telemetry changed."""
         classes = self.fleet.classes()
         out = []
-        for job in self.jobs().values():
+        self.symptomatic = []
+        for key, job in self.jobs().items():
             cls = classes.get(job.device_class)
             if cls is None or cls.exporter == "none":
                 continue  # nothing reports these devices (e.g. CPU): no claim either way
             t = snap.job_telemetry(job.ref, snapshot, self.config.stragglers)
+            if t.unhealthy or t.stragglers:
+                self.symptomatic.append(key)
             patch = job_status.patch(job.utilization, job.conditions, t, now)
             if patch is not None:
                 out.append((job, patch))
@@ -140,6 +146,8 @@ class Monitor:
         if self.kube is not None and patches:
             limit = asyncio.Semaphore(self.config.write_concurrency)
             await asyncio.gather(*(self._write(job, patch, limit) for job, patch in patches))
+        if self.on_symptoms is not None and self.symptomatic:
+            self.on_symptoms(self.symptomatic)
         self.stats.seconds = time.monotonic() - started
         log.debug("telemetry cycle: %d devices, %d queries, %d writes, %.2fs", self.stats.devices,
                   self.stats.queries, self.stats.writes, self.stats.seconds)

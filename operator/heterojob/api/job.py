@@ -213,6 +213,14 @@ class PendingCheckpoint(StatusModel):
     deadline: str
     then: str = Field("preempt", description="what follows the checkpoint: preempt, migrate or resize")
     by: str | None = Field(None, description="the job that preempts this one (namespace/name)")
+    exclude: list[str] = Field(default_factory=list, description="nodes the next placement avoids (migrate)")
+
+
+class MigrationState(StatusModel):
+    """A migration between the old gang's deletion and the new placement (survives a restart)."""
+
+    exclude: list[str] = Field(default_factory=list)
+    reason: str = ""
 
 
 class CheckpointStatus(StatusModel):
@@ -253,6 +261,7 @@ class HeteroJobStatus(StatusModel):
     completion_time: str | None = None
     utilization: Utilization | None = None
     checkpoint: CheckpointStatus | None = None
+    migration: MigrationState | None = None
     history: list[HistoryEntry] = Field(default_factory=list)
 
 

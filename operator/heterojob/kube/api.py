@@ -123,6 +123,14 @@ class Kube:
                 return False
             raise
 
+    async def annotate_job(self, namespace: str, name: str, annotations: Mapping[str, str | None]) -> None:
+        try:
+            await self.call(self.custom.patch_namespaced_custom_object, GROUP, VERSION, namespace, "heterojobs",
+                            name, {"metadata": {"annotations": dict(annotations)}})
+        except ApiException as exc:
+            if exc.status != 404:
+                raise
+
     async def patch_quota_status(self, namespace: str, name: str, status: Mapping[str, Any]) -> None:
         try:
             await self.call(self.custom.patch_namespaced_custom_object_status, GROUP, VERSION, namespace,

@@ -1,0 +1,81 @@
+"""Whether a running job should be disrupted now (migrated), from its symptoms and the safety rules.
+
+Pure: symptoms carry when they began (a status condition's lastTransitionTime, so a restart keeps the
+clock); `now` is an argument. Hysteresis comes from holding times (overheat and stragglers must persist),
+then per-job cooldown, a per-hour cap, a cluster-wide disruption budget, and advisory mode, in that order.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+
+DEVICE_FAILED = "deviceFailed"
+NODE_NOT_READY = "nodeNotReady"
+OVERHEAT = "overheat"
+STRAGGLER = "straggler"
+ALERT = "alert"
+MANUAL = "manual"
+
+
+@dataclass(frozen=True)
+class Symptom:
+    trigger: str
+    since: float  # unix seconds: when it began
+    nodes: tuple[str, ...]  # nodes the job should leave
+    message: str
+    urgent: bool = False  # the job may already be dead: restore from the last checkpoint, do not ask for one
+
+
+@dataclass(frozen=True)
+class Rules:
+    triggers: frozenset[str]
+    overheat_for_s: float = 120.0
+    straggler_for_s: float = 300.0
+    cooldown_s: float = 600.0
+    max_per_hour: int = 3
+    budget: int = 5  # cluster-wide: at most this many jobs disrupted at once
+    advisory: bool = False  # decide and record, touch nothing
+
+
+@dataclass(frozen=True)
+class Verdict:
+    act: bool
+    symptom: Symptom | None
+    reason: str  # why it acts, or why it does not (for the decision log and Events)
+
+
+HOLD = {OVERHEAT: "overheat_for_s", STRAGGLER: "straggler_for_s"}
+
+
+def judge(symptoms: Iterable[Symptom], rules: Rules, now: float, disruptions: Sequence[float],
+          disrupted_now: int) -> Verdict:
+    """The most urgent symptom that has held long enough, and whether the safety rules let it act.
+
+    `disruptions` are the times of this job's earlier migrations and resizes (from status.history);
+    `disrupted_now` how many jobs are being checkpointed, migrated or resized in the cluster right now.
+    """
+    ripe: list[Symptom] = []
+    waiting: list[str] = []
+    for s in symptoms:
+        if s.trigger not in rules.triggers:
+            continue
+        hold = getattr(rules, HOLD[s.trigger]) if s.trigger in HOLD else 0.0
+        if now - s.since < hold:
+            waiting.append(f"{s.trigger} for {now - s.since:.0f}s of {hold:.0f}s")
+            continue
+        ripe.append(s)
+    if not ripe:
+        return Verdict(False, None, ("holding: " + "; ".join(waiting)) if waiting else "healthy")
+    symptom = sorted(ripe, key=lambda s: (not s.urgent, s.since))[0]
+    last = max(disruptions, default=None)
+    if last is not None and now - last < rules.cooldown_s:
+        return Verdict(False, symptom, f"cooldown: {rules.cooldown_s - (now - last):.0f}s left after the last move")
+    recent = sum(1 for t in disruptions if now - t < 3600)
+    if recent >= rules.max_per_hour:
+        return Verdict(False, symptom, f"{recent} moves in the last hour (maxMigrationsPerHour {rules.max_per_hour})")
+    if disrupted_now >= rules.budget:
+        return Verdict(False, symptom, f"disruption budget: {disrupted_now} of {rules.budget} jobs already moving")
+    if rules.advisory:
+        return Verdict(False, symptom, f"advisory mode: would migrate ({symptom.message})")
+    return Verdict(True, symptom, symptom.message)
