@@ -229,3 +229,36 @@ def test_operator_without_reachable_prometheus_says_unavailable(emulator: Emulat
         assert conds["DevicesHealthy"]["status"] == "Unknown"
         assert cluster.job("lonely")["status"]["phase"] == "Running"  # no action on missing data
     assert "Traceback" not in operator.output
+
+
+@pytest.mark.harness
+def test_a_fatal_xid_migrates_the_job_off_the_node_without_waiting(
+        fleet: tuple[ExporterFleet, PrometheusServer], emulator: Emulator, cluster: Cluster) -> None:
+    exporters, prom = fleet
+    exporters.clear()
+    cluster.seed(NODES, namespaces=("team-a", "team-b"))
+    spec = {"priority": "high", "replicas": {"min": 1}, "devices": [{"deviceClass": "nvidia-h100", "perReplica": 4}],
+            "checkpoint": {"timeoutSeconds": 600},
+            "template": {"spec": {"containers": [{"name": "main", "image": "train:cuda12"}]}}}
+    telemetry = TelemetryConfig(prometheus_url=prom.url, interval_s=0.5, window_s=3, timeout_s=3)
+    with OperatorRunner(emulator.kubeconfig, telemetry=telemetry) as operator:
+        cluster.create_job("victim", spec)
+        [pod] = eventually(lambda: cluster.pods("victim"), what="pod")
+        cluster.set_pod_phase(pod.metadata.name, "Running")
+        eventually(lambda: (cluster.job("victim").get("status") or {}).get("phase") == "Running", what="Running")
+        first = cluster.job("victim")["status"]["placement"]["nodes"][0]
+        exporters.bind({first: [("team-a", "victim-g1-0", 4)]})
+        exporters.inject("fatal-xid", first, 1, 79)
+
+        def moved() -> Any:
+            s = cluster.job("victim").get("status") or {}
+            p = s.get("placement") or {}
+            return s if p.get("generation") == 2 else None
+
+        s = eventually(moved, timeout=30, interval=0.3, what="placed again after the fault")
+        assert s["placement"]["nodes"] != [first]
+        entry = next(h for h in s["history"] if h["action"] == "migrate")
+        assert entry["reason"].startswith("deviceFailed: rank 0:") and "fatal XID 79" in entry["reason"]
+        assert entry["durationSeconds"] < 5  # a dead device is not waited on (the timeout is 600 s)
+        exporters.clear()
+    assert "Traceback" not in operator.output

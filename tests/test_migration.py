@@ -1,0 +1,144 @@
+"""Migration: the pure judge, and the operator moving jobs (harness)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from heterojob.constants import ANNOTATION_CHECKPOINT_ACK, ANNOTATION_CHECKPOINT_REQUEST, ANNOTATION_MIGRATE
+from heterojob.engine.migration import (
+    DEVICE_FAILED, MANUAL, OVERHEAT, STRAGGLER, Rules, Symptom, judge,
+)
+from heterojob.sim.nodes import node
+from tests.conftest import Cluster, eventually
+
+ALL = frozenset({DEVICE_FAILED, OVERHEAT, STRAGGLER, MANUAL})
+RULES = Rules(triggers=ALL, overheat_for_s=120, straggler_for_s=300, cooldown_s=600, max_per_hour=3, budget=2)
+
+
+def test_a_failed_device_acts_at_once_and_urgently() -> None:
+    v = judge([Symptom(DEVICE_FAILED, 1000.0, ("n1",), "fatal XID 79", urgent=True)], RULES, 1000.0, [], 0)
+    assert v.act and v.symptom is not None and v.symptom.urgent
+
+
+def test_overheat_must_persist_before_anything_happens() -> None:
+    hot = Symptom(OVERHEAT, 1000.0, ("n1",), "overheat 95°C")
+    held = judge([hot], RULES, 1060.0, [], 0)
+    assert not held.act and held.reason == "holding: overheat for 60s of 120s"
+    assert judge([hot], RULES, 1120.0, [], 0).act
+
+
+def test_cooldown_hourly_cap_budget_and_advisory_block() -> None:
+    failed = [Symptom(DEVICE_FAILED, 5000.0, ("n1",), "fatal XID 79", urgent=True)]
+    v = judge(failed, RULES, 5000.0, [4800.0], 0)
+    assert not v.act and v.reason == "cooldown: 400s left after the last move"
+    v = judge(failed, RULES, 5000.0, [1500.0, 2200.0, 3000.0], 0)
+    assert not v.act and "3 moves in the last hour" in v.reason
+    v = judge(failed, RULES, 5000.0, [], 2)
+    assert not v.act and v.reason == "disruption budget: 2 of 2 jobs already moving"
+    advisory = Rules(triggers=ALL, advisory=True)
+    v = judge(failed, advisory, 5000.0, [], 0)
+    assert not v.act and v.reason.startswith("advisory mode: would migrate")
+
+
+def test_disabled_triggers_are_ignored_and_urgent_symptoms_go_first() -> None:
+    only_failed = Rules(triggers=frozenset({DEVICE_FAILED}))
+    assert not judge([Symptom(STRAGGLER, 0.0, ("n1",), "slow")], only_failed, 9999.0, [], 0).act
+    v = judge([Symptom(STRAGGLER, 0.0, ("n1",), "slow"), Symptom(DEVICE_FAILED, 9000.0, ("n2",), "xid", True)],
+              RULES, 9999.0, [], 0)
+    assert v.symptom is not None and v.symptom.trigger == DEVICE_FAILED
+
+
+# --- harness ------------------------------------------------------------------------------------------
+
+def spec(**extra: Any) -> dict[str, Any]:
+    return {"priority": "high", "replicas": {"min": 2},
+            "devices": [{"deviceClass": "nvidia-h100", "perReplica": 8}],
+            "checkpoint": {"timeoutSeconds": 30, "storage": "s3://ckpt"},
+            "template": {"spec": {"containers": [{"name": "main", "image": "train:cuda12"}]}}, **extra}
+
+
+def status(cluster: Cluster, name: str) -> dict[str, Any]:
+    return cluster.job(name).get("status") or {}
+
+
+def live_pods(cluster: Cluster, name: str, generation: int) -> list[Any]:
+    return [p for p in cluster.pods(name) if not p.metadata.deletion_timestamp
+            and p.metadata.labels.get("heterojob.io/generation") == str(generation)]
+
+
+@pytest.mark.harness
+def test_a_requested_migration_checkpoints_and_resumes_on_other_nodes(cluster: Cluster, operator: Any) -> None:
+    cluster.seed([node(f"h100-{i}", "cn-east", "nvidia-h100") for i in range(4)])
+    cluster.create_job("mover", spec())
+    pods = eventually(lambda: (p := live_pods(cluster, "mover", 1)) and len(p) == 2 and p, what="2 pods")
+    for pod in pods:
+        cluster.set_pod_phase(pod.metadata.name, "Running")
+    eventually(lambda: status(cluster, "mover").get("phase") == "Running", what="Running")
+    before = set(status(cluster, "mover")["placement"]["nodes"])
+
+    cluster.custom.patch_namespaced_custom_object("heterojob.io", "v1alpha1", "team-a", "heterojobs", "mover",
+                                                  {"metadata": {"annotations": {ANNOTATION_MIGRATE: "drain h100-0"}}})
+    asked = eventually(lambda: (p := live_pods(cluster, "mover", 1)) and all(
+        (x.metadata.annotations or {}).get(ANNOTATION_CHECKPOINT_REQUEST) for x in p) and p, what="requests")
+    ckpt = asked[0].metadata.annotations[ANNOTATION_CHECKPOINT_REQUEST]
+    assert status(cluster, "mover")["phase"] == "Checkpointing"
+    for pod in asked:
+        cluster.core.patch_namespaced_pod(pod.metadata.name, "team-a", {"metadata": {"annotations": {
+            ANNOTATION_CHECKPOINT_ACK: f"{ckpt};500;s3://ckpt/mover/{ckpt}/"}}})
+
+    new = eventually(lambda: (p := live_pods(cluster, "mover", 2)) and len(p) == 2 and p, what="generation 2")
+    assert {p.metadata.annotations["heterojob.io/node"] for p in new}.isdisjoint(before)
+    env = {e.name: e.value for e in new[0].spec.containers[0].env}
+    assert env["HETEROJOB_RESUME_FROM"] == f"s3://ckpt/mover/{ckpt}/"
+    s = status(cluster, "mover")
+    entry = s["history"][-1]
+    assert entry["action"] == "migrate" and entry["progressLostSteps"] == 0 and "drain h100-0" in entry["reason"]
+    assert entry["from"].startswith("cn-east/nvidia-h100 x2 (generation 1)") and "generation 2" in entry["to"]
+    assert ANNOTATION_MIGRATE not in (cluster.job("mover")["metadata"].get("annotations") or {})
+    assert eventually(lambda: not live_pods(cluster, "mover", 1), what="old gang gone")
+
+    # a second request inside the cooldown is held, with an Event saying why
+    for pod in new:
+        cluster.set_pod_phase(pod.metadata.name, "Running")
+    eventually(lambda: status(cluster, "mover").get("phase") == "Running", what="Running again")
+    cluster.custom.patch_namespaced_custom_object("heterojob.io", "v1alpha1", "team-a", "heterojobs", "mover",
+                                                  {"metadata": {"annotations": {ANNOTATION_MIGRATE: "again"}}})
+    eventually(lambda: any(e.reason == "MigrationHeld" and "cooldown" in (e.message or "")
+                           for e in cluster.events("mover")), what="MigrationHeld event")
+    assert status(cluster, "mover")["placement"]["generation"] == 2
+
+
+@pytest.mark.harness
+def test_an_operator_restarted_mid_migration_completes_it_exactly_once(cluster: Cluster, emulator: Any) -> None:
+    from heterojob.sim.harness import OperatorRunner
+
+    cluster.seed([node(f"h100-{i}", "cn-east", "nvidia-h100") for i in range(4)])
+    with OperatorRunner(emulator.kubeconfig):
+        cluster.create_job("mover", spec())
+        pods = eventually(lambda: (p := live_pods(cluster, "mover", 1)) and len(p) == 2 and p, what="2 pods")
+        for pod in pods:
+            cluster.set_pod_phase(pod.metadata.name, "Running")
+        eventually(lambda: status(cluster, "mover").get("phase") == "Running", what="Running")
+        cluster.custom.patch_namespaced_custom_object(
+            "heterojob.io", "v1alpha1", "team-a", "heterojobs", "mover",
+            {"metadata": {"annotations": {ANNOTATION_MIGRATE: "maintenance"}}})
+        asked = eventually(lambda: (p := live_pods(cluster, "mover", 1)) and all(
+            (x.metadata.annotations or {}).get(ANNOTATION_CHECKPOINT_REQUEST) for x in p) and p, what="requests")
+    # the operator is gone; the SDK answers meanwhile
+    ckpt = asked[0].metadata.annotations[ANNOTATION_CHECKPOINT_REQUEST]
+    for pod in asked:
+        cluster.core.patch_namespaced_pod(pod.metadata.name, "team-a", {"metadata": {"annotations": {
+            ANNOTATION_CHECKPOINT_ACK: f"{ckpt};42;s3://ckpt/mover/{ckpt}/"}}})
+    assert status(cluster, "mover")["phase"] == "Checkpointing"
+    with OperatorRunner(emulator.kubeconfig) as again:
+        new = eventually(lambda: (p := live_pods(cluster, "mover", 2)) and len(p) == 2 and p, what="generation 2")
+        for pod in new:
+            cluster.set_pod_phase(pod.metadata.name, "Running")
+        eventually(lambda: status(cluster, "mover").get("phase") == "Running", what="Running")
+        s = status(cluster, "mover")
+        assert [h["action"] for h in s["history"]].count("migrate") == 1
+        assert s["placement"]["generation"] == 2 and s["checkpoint"]["last"]["step"] == 42
+        assert len(live_pods(cluster, "mover", 2)) == 2 and not live_pods(cluster, "mover", 3)
+    assert "Traceback" not in again.output
