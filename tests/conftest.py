@@ -10,7 +10,7 @@ import kubernetes
 import pytest
 
 from heterojob.constants import GROUP, LABEL_JOB, VERSION
-from heterojob.sim.harness import Emulator, OperatorRunner, seed
+from heterojob.sim.harness import Emulator, OperatorRunner, apply, seed
 
 
 @pytest.fixture(scope="session")
@@ -29,6 +29,11 @@ def api(emulator: Emulator) -> Iterator[kubernetes.client.ApiClient]:
 
 @pytest.fixture
 def cluster(api: kubernetes.client.ApiClient) -> Cluster:
+    # CRDs first, before any operator starts: a CRD created while Kopf starts its CRD watch can be
+    # missed, and the operator then never watches HeteroJobs (a flaky test, seen once in a few runs)
+    from heterojob.api import crds
+
+    apply(api, [crds.crd(r) for r in crds.RESOURCES])
     return Cluster(api)
 
 

@@ -122,6 +122,7 @@ def pod(
         "MASTER_ADDR": f"{name}-0.{name}.{namespace}.svc",
         "MASTER_PORT": str(MASTER_PORT),
         "HETEROJOB_JOB": name,
+        "HETEROJOB_POD_NAME": pod_name(name, generation, rank),
         "HETEROJOB_NAMESPACE": namespace,
         "HETEROJOB_DEVICE_CLASS": cls.name,
         "HETEROJOB_REGION": region.name,

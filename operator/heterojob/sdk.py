@@ -1,0 +1,99 @@
+"""What a training script imports to take part in checkpoints and resume (DESIGN.md, checkpoint protocol).
+
+    from heterojob.sdk import Checkpointer
+
+    ckpt = Checkpointer()
+    state = load(ckpt.resume_from) if ckpt.resume_from else fresh()
+    for step in range(state.step, total):
+        train_one_step(state)
+        ckpt.maybe_checkpoint(step + 1, lambda uri: save(state, uri))
+
+`maybe_checkpoint` is cheap to call every step: it looks for a request at most every `poll_s` seconds,
+in the downward-API annotations file the operator mounts at /etc/heterojob/annotations, falling back to
+the pod's own annotations through the API. On a new request it calls `save(uri)` with
+`$HETEROJOB_CHECKPOINT_DIR/<id>/` (spec.checkpoint.storage + the job's name) and answers with the pod annotation
+`heterojob.io/checkpoint-ack: "<id>;<step>;<uri>"` (the pod's service account may patch its own pod).
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from heterojob.constants import ANNOTATION_CHECKPOINT_ACK, ANNOTATION_CHECKPOINT_REQUEST
+
+_LINE = re.compile(r'^([^=]+)="(.*)"$')
+
+
+def read_annotations(path: Path) -> dict[str, str]:
+    """The downward API's `key="value"` lines (values escaped as Go strings: \\" and \\\\)."""
+    out = {}
+    try:
+        text = path.read_text()
+    except OSError:
+        return out
+    for line in text.splitlines():
+        m = _LINE.match(line.strip())
+        if m:
+            out[m.group(1)] = m.group(2).replace('\\"', '"').replace("\\\\", "\\")
+    return out
+
+
+class Checkpointer:
+    def __init__(self, *, directory: str | None = None, pod: str | None = None, namespace: str | None = None,
+                 podinfo: str | Path | None = None, api: Any = None, poll_s: float = 1.0,
+                 resume_from: str | None = None, clock: Callable[[], float] = time.monotonic) -> None:
+        """Everything defaults to what the operator puts in the pod's environment."""
+        env = os.environ
+        self.directory = (directory or env.get("HETEROJOB_CHECKPOINT_DIR")
+                          or f"file:///tmp/heterojob/{env.get('HETEROJOB_JOB', 'job')}").rstrip("/")
+        self.pod = pod or env.get("HETEROJOB_POD_NAME") or env.get("HOSTNAME", "")
+        self.namespace = namespace or env.get("HETEROJOB_NAMESPACE", "default")
+        self.resume_from: str | None = resume_from or env.get("HETEROJOB_RESUME_FROM") or None
+        self.annotations_file = Path(podinfo or env.get("HETEROJOB_PODINFO", "/etc/heterojob")) / "annotations"
+        self.poll_s = poll_s
+        self._clock = clock
+        self._api = api
+        self._last_poll = float("-inf")
+        self._answered: set[str] = set()
+
+    def _core(self) -> Any:
+        if self._api is None:
+            import kubernetes
+
+            kubernetes.config.load_incluster_config()
+            self._api = kubernetes.client.ApiClient()
+        import kubernetes
+
+        return kubernetes.client.CoreV1Api(self._api)
+
+    def requested(self) -> str | None:
+        """The id of a checkpoint the operator asks for and this process has not answered yet."""
+        wanted = read_annotations(self.annotations_file).get(ANNOTATION_CHECKPOINT_REQUEST)
+        if wanted is None:
+            try:
+                pod = self._core().read_namespaced_pod(self.pod, self.namespace)
+                wanted = (pod.metadata.annotations or {}).get(ANNOTATION_CHECKPOINT_REQUEST)
+            except Exception:  # noqa: BLE001 - no API (or no permission): only the file counts
+                wanted = None
+        return wanted if wanted and wanted not in self._answered else None
+
+    def maybe_checkpoint(self, step: int, save: Callable[[str], None]) -> str | None:
+        """At a step boundary: save and acknowledge if a checkpoint is asked for; the URI saved, or None."""
+        now = self._clock()
+        if now - self._last_poll < self.poll_s:
+            return None
+        self._last_poll = now
+        wanted = self.requested()
+        if wanted is None:
+            return None
+        uri = f"{self.directory}/{wanted}/"
+        save(uri)
+        self._core().patch_namespaced_pod(self.pod, self.namespace, {"metadata": {"annotations": {
+            ANNOTATION_CHECKPOINT_ACK: f"{wanted};{step};{uri}"}}})
+        self._answered.add(wanted)
+        return uri
