@@ -14,3 +14,4 @@ bench:
 	python3 bench/admission.py
 	python3 bench/telemetry.py
 	python3 bench/placement.py
+	python3 bench/recovery.py
