@@ -142,3 +142,28 @@ def test_an_operator_restarted_mid_migration_completes_it_exactly_once(cluster: 
         assert s["placement"]["generation"] == 2 and s["checkpoint"]["last"]["step"] == 42
         assert len(live_pods(cluster, "mover", 2)) == 2 and not live_pods(cluster, "mover", 3)
     assert "Traceback" not in again.output
+
+
+@pytest.mark.harness
+def test_periodic_checkpoints_leave_the_job_running(cluster: Cluster, operator: Any) -> None:
+    cluster.seed([node("h100-0", "cn-east", "nvidia-h100")])
+    cluster.create_job("steady", {**spec(), "replicas": {"min": 1},
+                                  "checkpoint": {"intervalSeconds": 1, "timeoutSeconds": 30, "storage": "s3://c"}})
+    [pod] = eventually(lambda: live_pods(cluster, "steady", 1), what="pod")
+    cluster.set_pod_phase(pod.metadata.name, "Running")
+    eventually(lambda: status(cluster, "steady").get("phase") == "Running", what="Running")
+    asked = eventually(lambda: (p := cluster.core.read_namespaced_pod(pod.metadata.name, "team-a"))
+                       .metadata.annotations.get(ANNOTATION_CHECKPOINT_REQUEST) and p, what="a periodic request")
+    ckpt = asked.metadata.annotations[ANNOTATION_CHECKPOINT_REQUEST]
+    assert status(cluster, "steady")["phase"] == "Running"  # not a disruption
+    cluster.core.patch_namespaced_pod(pod.metadata.name, "team-a", {"metadata": {"annotations": {
+        ANNOTATION_CHECKPOINT_ACK: f"{ckpt};77;s3://c/steady/{ckpt}/"}}})
+    last = eventually(lambda: ((status(cluster, "steady").get("checkpoint") or {}).get("last") or {}).get("step") == 77
+                      and status(cluster, "steady")["checkpoint"]["last"], what="last checkpoint recorded")
+    assert last["uri"] == f"s3://c/steady/{ckpt}/"
+    s = status(cluster, "steady")
+    assert s["phase"] == "Running" and s["placement"]["generation"] == 1
+    assert not any(h["action"] in ("migrate", "preempt") for h in s.get("history", []))
+    # and the next one comes about a second later
+    eventually(lambda: cluster.core.read_namespaced_pod(pod.metadata.name, "team-a").metadata.annotations
+               .get(ANNOTATION_CHECKPOINT_REQUEST) != ckpt, what="the next periodic request")

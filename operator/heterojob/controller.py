@@ -35,6 +35,7 @@ log = logging.getLogger("heterojob.controller")
 decisions = logging.getLogger("heterojob.decisions")
 
 HISTORY_LIMIT = 50
+PERIODIC = "continue"  # what follows a periodic checkpoint: the job goes on where it is
 
 
 @dataclass
@@ -503,11 +504,15 @@ class Controller:
         conditions = [c.model_dump(by_alias=True, exclude_none=True) for c in status.conditions]
         message = (f"{reason}: restoring from the last checkpoint" if urgent else
                    f"{reason}: checkpoint {pending['id']} requested, deadline in {timeout}s")
-        await self._write(job, {
-            "phase": Phase.CHECKPOINTING.value, "reason": then.capitalize() + "Requested", "message": message,
+        patch: dict[str, Any] = {
             "checkpoint": {"pending": pending, "last": last},
-            "conditions": _condition(conditions, "Checkpointing", "True", then.capitalize(), message)})
-        self.kube.post_event(job, "Normal", "CheckpointRequested", message)
+            "conditions": _condition(conditions, "Checkpointing", "True", then.capitalize(), message)}
+        if then != PERIODIC:  # a periodic checkpoint leaves the job Running: it is not a disruption
+            patch.update({"phase": Phase.CHECKPOINTING.value, "reason": then.capitalize() + "Requested",
+                          "message": message})
+        await self._write(job, patch)
+        if then != PERIODIC:
+            self.kube.post_event(job, "Normal", "CheckpointRequested", message)
         decisions.info("job=%s action=request-checkpoint then=%s reason=%s", key, then, reason)
         self.poke(key)
 
@@ -537,6 +542,15 @@ class Controller:
             since = since or (_timestamp(status.placement.since) if status.placement else None)
             lost_s = round(now - since, 1) if since else None
         then = pending.then
+        if then == PERIODIC:
+            conditions = [c.model_dump(by_alias=True, exclude_none=True) for c in status.conditions]
+            await self._write(job, {
+                "checkpoint": {"pending": None, "last": last},
+                "conditions": _condition(conditions, "Checkpointing", "False", d.reason, d.message)})
+            if d.action != Action.CHECKPOINT_DONE:
+                self.kube.post_event(job, "Warning", "CheckpointMissed", d.message)
+            self.poke(key)
+            return
         requested = _timestamp(pending.requested_at) or now
         entry = {"time": now_iso(), "action": then, "reason": f"{pending.reason}; {d.message}"[:512],
                  "from": _where(status), "durationSeconds": round(now - requested, 1),
@@ -615,6 +629,7 @@ class Controller:
         now = time.time()
         symptoms = self._symptoms(job, spec, status, now)
         if not symptoms:
+            await self._periodic_checkpoint(key, spec, status, now)
             return
         rules = migration.Rules(
             triggers=frozenset(t.value for t in spec.policy.triggers),
@@ -641,6 +656,19 @@ class Controller:
             await self.kube.annotate_job(meta["namespace"], meta["name"], {ANNOTATION_MIGRATE: None})
         await self._ask_checkpoint(key, then="migrate", by=None, reason=f"{symptom.trigger}: {symptom.message}",
                                    exclude=symptom.nodes, urgent=symptom.urgent)
+
+    async def _periodic_checkpoint(self, key: str, spec: HeteroJobSpec, status: HeteroJobStatus, now: float
+                                   ) -> None:
+        """Every spec.checkpoint.intervalSeconds, counted from the last checkpoint (or the placement)."""
+        interval = spec.checkpoint.interval_seconds
+        if not interval or status.placement is None:
+            return
+        last = status.checkpoint.last if status.checkpoint else None
+        since = (_timestamp(last.time) if last else None) or _timestamp(status.placement.since) or now
+        if now - since >= interval:
+            await self._ask_checkpoint(key, then=PERIODIC, by=None, reason=f"periodic checkpoint (every {interval}s)")
+        else:
+            self._wake_at(key, since + interval)
 
     # --- quota status ---------------------------------------------------------------------------------
 

@@ -211,7 +211,7 @@ class PendingCheckpoint(StatusModel):
     reason: str
     requested_at: str
     deadline: str
-    then: str = Field("preempt", description="what follows the checkpoint: preempt, migrate or resize")
+    then: str = Field("preempt", description="what follows the checkpoint: preempt, migrate, resize or continue")
     by: str | None = Field(None, description="the job that preempts this one (namespace/name)")
     exclude: list[str] = Field(default_factory=list, description="nodes the next placement avoids (migrate)")
 
