@@ -167,3 +167,50 @@ def test_periodic_checkpoints_leave_the_job_running(cluster: Cluster, operator: 
     # and the next one comes about a second later
     eventually(lambda: cluster.core.read_namespaced_pod(pod.metadata.name, "team-a").metadata.annotations
                .get(ANNOTATION_CHECKPOINT_REQUEST) != ckpt, what="the next periodic request")
+
+
+@pytest.mark.harness
+def test_an_elastic_job_grows_into_free_room_and_shrinks_when_idle(cluster: Cluster, operator: Any) -> None:
+    cluster.seed([node(f"h100-{i}", "cn-east", "nvidia-h100") for i in range(2)])
+    cluster.create_job("elastic", {**spec(), "replicas": {"min": 1, "max": 2, "initial": 1},
+                                   "checkpoint": {"timeoutSeconds": 1},
+                                   "policy": {"triggers": ["lowUtilization"], "lowUtilizationPercent": 20,
+                                              "lowUtilizationForSeconds": 0, "cooldownSeconds": 0}})
+    [pod] = eventually(lambda: live_pods(cluster, "elastic", 1), what="one pod")
+    cluster.set_pod_phase(pod.metadata.name, "Running")
+
+    # room for a second replica: checkpoint (times out: no SDK), restart with WORLD_SIZE 2
+    grown = eventually(lambda: (p := live_pods(cluster, "elastic", 2)) and len(p) == 2 and p, timeout=20,
+                       what="two replicas")
+    assert {e.value for p in grown for e in p.spec.containers[0].env if e.name == "WORLD_SIZE"} == {"2"}
+    entry = status(cluster, "elastic")["history"][-1]
+    assert entry["action"] == "resize" and entry["reason"].startswith("grow: room for 2 replicas")
+    for p in grown:
+        cluster.set_pod_phase(p.metadata.name, "Running")
+    eventually(lambda: status(cluster, "elastic").get("phase") == "Running", what="Running with 2")
+
+    # idle (what the monitor would write): shrink back to the minimum
+    cluster.custom.patch_namespaced_custom_object_status(
+        "heterojob.io", "v1alpha1", "team-a", "heterojobs", "elastic",
+        {"status": {"utilization": {"average": 3.0, "perReplica": [3.0, 3.0]}}})
+    shrunk = eventually(lambda: (p := live_pods(cluster, "elastic", 3)) and len(p) == 1 and p, timeout=20,
+                        what="one replica again")
+    assert {e.value for e in shrunk[0].spec.containers[0].env if e.name == "WORLD_SIZE"} == {"1"}
+    s = status(cluster, "elastic")
+    assert s["history"][-1]["reason"].startswith("lowUtilization: utilization 3% < 20%")
+    assert s["placement"]["replicas"] == 1
+
+
+def test_resize_rules() -> None:
+    from heterojob.engine.migration import GROW, LOW_UTILIZATION, resize
+
+    # idle long enough: halve toward the minimum
+    r = resize(4, 1, 4, 5.0, 0.0, 2000.0, 10.0, 1800.0, None)
+    assert r is not None and (r.trigger, r.replicas) == (LOW_UTILIZATION, 2)
+    assert resize(4, 1, 4, 5.0, 1000.0, 2000.0, 10.0, 1800.0, None) is None  # not idle for long enough
+    assert resize(1, 1, 4, 5.0, 0.0, 9999.0, 10.0, 0.0, None) is None  # already at the minimum
+    assert resize(2, 1, 4, None, None, 9999.0, 10.0, 0.0, None) is None  # no data never shrinks
+    g = resize(2, 1, 4, 80.0, None, 0.0, 10.0, 0.0, 4)
+    assert g is not None and (g.trigger, g.replicas) == (GROW, 4)
+    assert resize(2, 1, 4, 5.0, None, 0.0, 10.0, 1800.0, 4) is None  # idle jobs do not grow
+    assert resize(4, 1, 4, 80.0, None, 0.0, 10.0, 0.0, 4) is None

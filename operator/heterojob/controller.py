@@ -35,7 +35,8 @@ log = logging.getLogger("heterojob.controller")
 decisions = logging.getLogger("heterojob.decisions")
 
 HISTORY_LIMIT = 50
-PERIODIC = "continue"  # what follows a periodic checkpoint: the job goes on where it is
+PERIODIC = "continue"
+MOVING = (Phase.MIGRATING, Phase.RESIZING)  # what follows a periodic checkpoint: the job goes on where it is
 
 
 @dataclass
@@ -234,7 +235,7 @@ class Controller:
         else:
             self.allocations.pop(key, None)
             self.running.pop(key, None)
-        if status.phase in (Phase.CHECKPOINTING, Phase.MIGRATING):
+        if status.phase in (Phase.CHECKPOINTING, Phase.MIGRATING, Phase.RESIZING):
             self._disrupted.add(key)
         else:
             self._disrupted.discard(key)
@@ -277,7 +278,7 @@ class Controller:
         if decision.action != Action.NONE:
             decisions.info("job=%s action=%s reason=%s %s", key, decision.action.value, decision.reason,
                            decision.message)
-        if status.phase in (None, Phase.PENDING, Phase.PREEMPTED, Phase.MIGRATING) and status.placement is None:
+        if status.phase in (None, Phase.PENDING, Phase.PREEMPTED, *MOVING) and status.placement is None:
             self.pending.add(key)
             if spec is not None:
                 self.requests[key] = _request(key, job, spec, status)
@@ -438,7 +439,7 @@ class Controller:
         decisions.info("job=%s action=place result=%s %s", key, reason, message)
         if chosen is None:
             if status.message != message or status.phase not in (Phase.PENDING, Phase.PREEMPTED):
-                phase = status.phase if status.phase in (Phase.PREEMPTED, Phase.MIGRATING) else Phase.PENDING
+                phase = status.phase if status.phase in (Phase.PREEMPTED, *MOVING) else Phase.PENDING
                 await self._write(job, {
                     "phase": phase.value, "reason": reason, "message": message,
                     "conditions": _condition(conditions, "Admitted", "False", reason, message)})
@@ -462,9 +463,9 @@ class Controller:
             "phase": Phase.ADMITTED.value, "reason": "Placed", "message": message, "placement": placed,
             "lastGeneration": generation, "startTime": status.start_time or now_iso(),
             "conditions": _condition(conditions, "Admitted", "True", "Placed", message)}
-        if status.phase == Phase.MIGRATING:
+        if status.phase in MOVING:
             history = [h.model_dump(by_alias=True, exclude_none=True) for h in status.history]
-            if history and history[-1].get("action") == "migrate" and not history[-1].get("to"):
+            if history and history[-1].get("action") in ("migrate", "resize") and not history[-1].get("to"):
                 history[-1]["to"] = f"{chosen.region}/{chosen.device_class} x{len(chosen.nodes)} (generation {generation})"
                 patch["history"] = history
             patch["migration"] = None
@@ -479,7 +480,7 @@ class Controller:
     # --- the checkpoint protocol --------------------------------------------------------------------
 
     async def _ask_checkpoint(self, key: str, then: str, by: str | None, reason: str,
-                              exclude: Sequence[str] = (), urgent: bool = False) -> None:
+                              exclude: Sequence[str] = (), urgent: bool = False, replicas: int | None = None) -> None:
         """Record a pending checkpoint in the job's status (step 1); its own passes annotate the pods."""
         namespace, name = key.split("/", 1)
         job = await self.kube.get_job(namespace, name)
@@ -498,7 +499,7 @@ class Controller:
         # urgent: a failed device may have killed the job already; go on from the last checkpoint at once
         pending = {"id": f"g{generation}-{int(now)}", "reason": reason, "requestedAt": now_iso(),
                    "deadline": _iso(now if urgent else now + timeout), "then": then, "by": by,
-                   "exclude": sorted(exclude)}
+                   "exclude": sorted(exclude), "replicas": replicas}
         last = status.checkpoint.last.model_dump(by_alias=True, exclude_none=True) \
             if status.checkpoint and status.checkpoint.last else None
         conditions = [c.model_dump(by_alias=True, exclude_none=True) for c in status.conditions]
@@ -562,11 +563,13 @@ class Controller:
         conditions = _condition(conditions, "Checkpointing", "False", d.reason, d.message)
         resume = f"resumes from {last['uri']}" if last and last.get("uri") else "restarts from scratch"
         patch: dict[str, Any] = {"placement": None, "checkpoint": {"pending": None, "last": last}, "history": history}
-        if then == "migrate":
+        if then in ("migrate", "resize"):
+            phase = Phase.MIGRATING if then == "migrate" else Phase.RESIZING
             message = f"{pending.reason}; {d.message}; placing again, {resume}"
-            patch.update({"phase": Phase.MIGRATING.value, "reason": "Migrating", "message": message,
-                          "migration": {"exclude": list(pending.exclude), "reason": pending.reason},
-                          "conditions": _condition(conditions, "Ready", "False", "Migrating", message)})
+            patch.update({"phase": phase.value, "reason": phase.value, "message": message,
+                          "migration": {"exclude": list(pending.exclude), "reason": pending.reason,
+                                        "replicas": pending.replicas},
+                          "conditions": _condition(conditions, "Ready", "False", phase.value, message)})
         else:
             message = f"{pending.reason}; {d.message}; requeued, {resume} when room frees"
             patch.update({"phase": Phase.PREEMPTED.value, "reason": "Preempted", "message": message,
@@ -575,7 +578,8 @@ class Controller:
         written = await self._write(job, patch)
         if not written:
             return
-        self.kube.post_event(job, "Warning", "Migrating" if then == "migrate" else "Preempted", message)
+        self.kube.post_event(job, "Warning", {"migrate": "Migrating", "resize": "Resizing"}.get(then, "Preempted"),
+                             message)
         decisions.info("job=%s action=%s reason=%s %s", key, then, d.reason, d.message)
         self.preempting.pop(key, None)
         self.running.pop(key, None)
@@ -629,13 +633,10 @@ class Controller:
         now = time.time()
         symptoms = self._symptoms(job, spec, status, now)
         if not symptoms:
-            await self._periodic_checkpoint(key, spec, status, now)
+            if not await self._consider_resize(job, spec, status, now):
+                await self._periodic_checkpoint(key, spec, status, now)
             return
-        rules = migration.Rules(
-            triggers=frozenset(t.value for t in spec.policy.triggers),
-            overheat_for_s=spec.policy.overheat_for_seconds, straggler_for_s=spec.policy.straggler_for_seconds,
-            cooldown_s=spec.policy.cooldown_seconds, max_per_hour=spec.policy.max_migrations_per_hour,
-            budget=self.config.disruption_budget, advisory=self.config.advisory)
+        rules = self._rules(spec)
         moves = [t for h in status.history if h.action in ("migrate", "resize") and (t := _timestamp(h.time))]
         verdict = migration.judge(symptoms, rules, now, moves, len(self._disrupted))
         if not verdict.act:
@@ -655,7 +656,72 @@ class Controller:
         if symptom.trigger == migration.MANUAL:
             await self.kube.annotate_job(meta["namespace"], meta["name"], {ANNOTATION_MIGRATE: None})
         await self._ask_checkpoint(key, then="migrate", by=None, reason=f"{symptom.trigger}: {symptom.message}",
-                                   exclude=symptom.nodes, urgent=symptom.urgent)
+                                   exclude=symptom.nodes, urgent=symptom.urgent,
+                                   replicas=status.placement.replicas if status.placement else None)
+
+    def _rules(self, spec: HeteroJobSpec, extra: Iterable[str] = ()) -> migration.Rules:
+        return migration.Rules(
+            triggers=frozenset(t.value for t in spec.policy.triggers) | frozenset(extra),
+            overheat_for_s=spec.policy.overheat_for_seconds, straggler_for_s=spec.policy.straggler_for_seconds,
+            cooldown_s=spec.policy.cooldown_seconds, max_per_hour=spec.policy.max_migrations_per_hour,
+            budget=self.config.disruption_budget, advisory=self.config.advisory)
+
+    def _room_to_grow(self, key: str, spec: HeteroJobSpec, status: HeteroJobStatus, job: Mapping[str, Any]
+                      ) -> int | None:
+        """The most replicas (up to max) the job could restart with now, in its region and class."""
+        p = status.placement
+        if p is None or p.replicas >= spec.replicas.upper:
+            return None
+        mine = _request(key, job, spec)
+        if any(k != key and r.priority >= mine.priority for k, r in self.requests.items() if k in self.pending):
+            return None  # waiting jobs of the same priority or above get the room first
+        fleet = self._fleet(exclude_jobs=[key])
+        alt = [a for a in mine.alternatives if a.device_class == p.device_class]
+        for target in range(spec.replicas.upper, p.replicas, -1):
+            trial = placement.Request(key, alt, target, allowed_regions=(p.region,))
+            if placement.place(trial, fleet).chosen is not None:
+                return target
+        return None
+
+    async def _consider_resize(self, job: Mapping[str, Any], spec: HeteroJobSpec, status: HeteroJobStatus,
+                               now: float) -> bool:
+        """Shrink an idle elastic job or grow one into free room, through a checkpoint; True if it acts."""
+        p = status.placement
+        if p is None or spec.replicas.upper <= spec.replicas.min:
+            return False
+        meta = job["metadata"]
+        key = _job_key(meta["namespace"], meta["name"])
+        average = status.utilization.average if status.utilization else None
+        low = average is not None and average < spec.policy.low_utilization_percent
+        old = next((c for c in status.conditions if c.type == "LowUtilization"), None)
+        if low != (old is not None and old.status == "True"):
+            conditions = [c.model_dump(by_alias=True, exclude_none=True) for c in status.conditions]
+            text = f"average utilization {average:.0f}%" if average is not None else "no utilization data"
+            await self._write(job, {"conditions": _condition(conditions, "LowUtilization", "True" if low else "False",
+                                                             "Idle" if low else "Busy", text)})
+            return False  # the next pass reads the condition's time
+        low_since = _timestamp(old.last_transition_time) if low and old else None
+        change = migration.resize(p.replicas, spec.replicas.min, spec.replicas.upper, average, low_since, now,
+                                  spec.policy.low_utilization_percent, spec.policy.low_utilization_for_seconds,
+                                  self._room_to_grow(key, spec, status, job))
+        if change is None:
+            if low and low_since is not None:
+                self._wake_at(key, low_since + spec.policy.low_utilization_for_seconds)
+            return False
+        symptom = migration.Symptom(change.trigger, low_since or now, (), change.reason)
+        verdict = migration.judge([symptom], self._rules(spec, extra=[migration.GROW]), now,
+                                  [t for h in status.history if h.action in ("migrate", "resize")
+                                   and (t := _timestamp(h.time))], len(self._disrupted))
+        if not verdict.act:
+            if self._held.get(key) != verdict.reason:
+                self._held[key] = verdict.reason
+                decisions.info("job=%s action=hold-resize reason=%s", key, verdict.reason)
+            return False
+        self._disrupted.add(key)
+        decisions.info("job=%s action=resize trigger=%s reason=%s", key, change.trigger, change.reason)
+        await self._ask_checkpoint(key, then="resize", by=None, reason=f"{change.trigger}: {change.reason}",
+                                   replicas=change.replicas)
+        return True
 
     async def _periodic_checkpoint(self, key: str, spec: HeteroJobSpec, status: HeteroJobStatus, now: float
                                    ) -> None:
@@ -739,11 +805,13 @@ def _request(key: str, job: Mapping[str, Any], spec: HeteroJobSpec, status: Hete
     alternatives = spec.devices
     allowed = tuple(spec.regions.allowed)
     exclude: frozenset[str] = frozenset()
-    moving = status.migration if status is not None and status.phase == Phase.MIGRATING else None
+    moving = status.migration if status is not None and status.phase in MOVING else None
+    replicas = spec.replicas.start
     if moving is not None:
         exclude = frozenset(moving.exclude)
+        replicas = moving.replicas or replicas
         last = status.history[-1] if status and status.history else None
-        origin = (last.from_ or "").split(" ")[0] if last and last.action == "migrate" else ""
+        origin = (last.from_ or "").split(" ")[0] if last and last.action in ("migrate", "resize") else ""
         if "/" in origin:
             region, cls = origin.split("/", 1)
             if not spec.policy.allow_cross_region:
@@ -756,7 +824,7 @@ def _request(key: str, job: Mapping[str, Any], spec: HeteroJobSpec, status: Hete
             a.device_class, a.per_replica,
             {k: v for k, v in (a.requires.model_dump() if a.requires else {}).items() if v})
             for a in alternatives],
-        replicas=spec.replicas.start,
+        replicas=replicas,
         allowed_regions=allowed,
         preferred_regions=tuple(r for r in spec.regions.preferred if not allowed or r in allowed),
         exclude_nodes=exclude,

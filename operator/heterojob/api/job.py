@@ -214,6 +214,7 @@ class PendingCheckpoint(StatusModel):
     then: str = Field("preempt", description="what follows the checkpoint: preempt, migrate, resize or continue")
     by: str | None = Field(None, description="the job that preempts this one (namespace/name)")
     exclude: list[str] = Field(default_factory=list, description="nodes the next placement avoids (migrate)")
+    replicas: int | None = Field(None, description="the replicas to restart with (resize)")
 
 
 class MigrationState(StatusModel):
@@ -221,6 +222,7 @@ class MigrationState(StatusModel):
 
     exclude: list[str] = Field(default_factory=list)
     reason: str = ""
+    replicas: int | None = None
 
 
 class CheckpointStatus(StatusModel):

@@ -79,3 +79,32 @@ def judge(symptoms: Iterable[Symptom], rules: Rules, now: float, disruptions: Se
     if rules.advisory:
         return Verdict(False, symptom, f"advisory mode: would migrate ({symptom.message})")
     return Verdict(True, symptom, symptom.message)
+
+
+LOW_UTILIZATION = "lowUtilization"
+GROW = "grow"
+
+
+@dataclass(frozen=True)
+class Resize:
+    trigger: str  # LOW_UTILIZATION (shrink) or GROW
+    replicas: int
+    reason: str
+
+
+def resize(current: int, minimum: int, maximum: int, average: float | None, low_since: float | None, now: float,
+           low_percent: float, low_for_s: float, grow_to: int | None) -> Resize | None:
+    """Whether an elastic job should shrink (utilization under `low_percent` for `low_for_s`) or grow
+    (`grow_to`: the most replicas that fit now, with quota, when no job of its priority or above waits).
+
+    Shrinking halves toward `minimum`; missing utilization never shrinks anything.
+    """
+    if average is not None and average < low_percent and current > minimum:
+        if low_since is not None and now - low_since >= low_for_s:
+            target = max(minimum, current // 2)
+            return Resize(LOW_UTILIZATION, target, f"utilization {average:.0f}% < {low_percent:.0f}% for "
+                                                   f"{now - low_since:.0f}s: {current} -> {target} replicas")
+        return None
+    if grow_to is not None and current < grow_to <= maximum and (average is None or average >= low_percent):
+        return Resize(GROW, grow_to, f"room for {grow_to} replicas (max {maximum}): {current} -> {grow_to}")
+    return None
