@@ -238,7 +238,7 @@ def test_a_fatal_xid_migrates_the_job_off_the_node_without_waiting(
     exporters.clear()
     cluster.seed(NODES, namespaces=("team-a", "team-b"))
     spec = {"priority": "high", "replicas": {"min": 1}, "devices": [{"deviceClass": "nvidia-h100", "perReplica": 4}],
-            "checkpoint": {"timeoutSeconds": 600},
+            "checkpoint": {"timeoutSeconds": 600, "intervalSeconds": 1, "storage": "s3://ckpt"},
             "template": {"spec": {"containers": [{"name": "main", "image": "train:cuda12"}]}}}
     telemetry = TelemetryConfig(prometheus_url=prom.url, interval_s=0.5, window_s=3, timeout_s=3)
     with OperatorRunner(emulator.kubeconfig, telemetry=telemetry) as operator:
@@ -247,6 +247,13 @@ def test_a_fatal_xid_migrates_the_job_off_the_node_without_waiting(
         cluster.set_pod_phase(pod.metadata.name, "Running")
         eventually(lambda: (cluster.job("victim").get("status") or {}).get("phase") == "Running", what="Running")
         first = cluster.job("victim")["status"]["placement"]["nodes"][0]
+        # a periodic checkpoint the SDK acknowledges: what the job resumes from after the fault
+        ckpt = eventually(lambda: (cluster.core.read_namespaced_pod(pod.metadata.name, "team-a").metadata.annotations
+                                   or {}).get("heterojob.io/checkpoint-request"), what="periodic request")
+        cluster.core.patch_namespaced_pod(pod.metadata.name, "team-a", {"metadata": {"annotations": {
+            "heterojob.io/checkpoint-ack": f"{ckpt};300;s3://ckpt/victim/{ckpt}/"}}})
+        eventually(lambda: ((cluster.job("victim")["status"].get("checkpoint") or {}).get("last") or {}).get("step")
+                   == 300, what="checkpoint recorded")
         exporters.bind({first: [("team-a", "victim-g1-0", 4)]})
         exporters.inject("fatal-xid", first, 1, 79)
 
@@ -257,8 +264,50 @@ def test_a_fatal_xid_migrates_the_job_off_the_node_without_waiting(
 
         s = eventually(moved, timeout=30, interval=0.3, what="placed again after the fault")
         assert s["placement"]["nodes"] != [first]
+        [new] = eventually(lambda: [p for p in cluster.pods("victim")
+                                    if p.metadata.labels["heterojob.io/generation"] == "2"], what="the new pod")
+        env = {e.name: e.value for e in new.spec.containers[0].env}
+        assert env["HETEROJOB_RESUME_FROM"] == f"s3://ckpt/victim/{ckpt}/"
         entry = next(h for h in s["history"] if h["action"] == "migrate")
         assert entry["reason"].startswith("deviceFailed: rank 0:") and "fatal XID 79" in entry["reason"]
         assert entry["durationSeconds"] < 5  # a dead device is not waited on (the timeout is 600 s)
+        exporters.clear()
+    assert "Traceback" not in operator.output
+
+
+@pytest.mark.harness
+def test_overheat_must_persist_before_the_job_moves(
+        fleet: tuple[ExporterFleet, PrometheusServer], emulator: Emulator, cluster: Cluster) -> None:
+    import time
+
+    exporters, prom = fleet
+    exporters.clear()
+    cluster.seed(NODES, namespaces=("team-a", "team-b"))
+    spec = {"priority": "high", "replicas": {"min": 1}, "devices": [{"deviceClass": "nvidia-h100", "perReplica": 4}],
+            "checkpoint": {"timeoutSeconds": 1}, "policy": {"overheatForSeconds": 6},
+            "template": {"spec": {"containers": [{"name": "main", "image": "train:cuda12"}]}}}
+    telemetry = TelemetryConfig(prometheus_url=prom.url, interval_s=0.5, window_s=2, timeout_s=3)
+    with OperatorRunner(emulator.kubeconfig, telemetry=telemetry) as operator:
+        cluster.create_job("warm", spec)
+        [pod] = eventually(lambda: cluster.pods("warm"), what="pod")
+        cluster.set_pod_phase(pod.metadata.name, "Running")
+        eventually(lambda: (cluster.job("warm").get("status") or {}).get("phase") == "Running", what="Running")
+        first = cluster.job("warm")["status"]["placement"]["nodes"][0]
+        exporters.bind({first: [("team-a", "warm-g1-0", 4)]})
+        exporters.inject("overheat", first, 0, 97)
+
+        def hot_since() -> Any:
+            conds = {c["type"]: c for c in cluster.job("warm")["status"].get("conditions", [])}
+            c = conds.get("DevicesHealthy", {})
+            return c if c.get("reason") == "DeviceDegraded" else None
+
+        eventually(hot_since, timeout=30, interval=0.3, what="DevicesHealthy=False (overheat)")
+        seen = time.monotonic()
+        time.sleep(3)  # half the holding time: nothing moves
+        assert cluster.job("warm")["status"]["placement"]["generation"] == 1
+        s = eventually(lambda: (s := cluster.job("warm").get("status") or {}).get("placement", {}).get("generation")
+                       == 2 and s, timeout=30, interval=0.3, what="moved once the overheat persisted")
+        assert time.monotonic() - seen >= 3
+        assert s["history"][-1]["reason"].startswith("overheat:")
         exporters.clear()
     assert "Traceback" not in operator.output

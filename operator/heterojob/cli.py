@@ -28,7 +28,9 @@ def _operator_run(args: argparse.Namespace) -> int:
     from heterojob.controller import ControllerConfig
 
     config = OperatorConfig(kubeconfig=args.kubeconfig, resync_seconds=args.resync_seconds, telemetry=telemetry,
-                            controller=ControllerConfig(min_runtime_s=args.preemption_min_runtime))
+                            controller=ControllerConfig(min_runtime_s=args.preemption_min_runtime,
+                                                        disruption_budget=args.disruption_budget,
+                                                        advisory=args.advisory))
     kopf.run(
         registry=make_registry(config),
         standalone=args.standalone,
@@ -108,6 +110,10 @@ def parser() -> argparse.ArgumentParser:
     run.add_argument("--resync-seconds", type=float, default=30.0, help="look at every job again this often")
     run.add_argument("--preemption-min-runtime", type=float, default=300.0, metavar="S",
                      help="a job that has run less than this is never preempted (default 300)")
+    run.add_argument("--disruption-budget", type=int, default=5, metavar="N",
+                     help="at most N jobs checkpointing, migrating or resizing at once (default 5)")
+    run.add_argument("--advisory", action="store_true",
+                     help="decide migrations and resizes, record them (Events, decision log), touch nothing")
     tel = run.add_argument_group("telemetry")
     tel.add_argument("--prometheus-url", default=os.environ.get("HETEROJOB_PROMETHEUS_URL"),
                      help="Prometheus for every region without spec.prometheusURL ($HETEROJOB_PROMETHEUS_URL)")

@@ -305,8 +305,8 @@ class Controller:
             pending = status.checkpoint.pending if status.checkpoint else None
             if pending is not None:
                 self._wake_at(key, _timestamp(pending.deadline) or time.time())
-            elif status.phase == Phase.RUNNING and spec is not None:
-                await self._consider_migration(job, spec, status)
+            if status.phase == Phase.RUNNING and spec is not None and (pending is None or pending.then == PERIODIC):
+                await self._consider_migration(job, spec, status)  # a fault outranks a periodic checkpoint
             return
         if d.action == Action.REQUEST_CHECKPOINT:
             pending = status.checkpoint.pending if status.checkpoint else None
@@ -488,8 +488,8 @@ class Controller:
             self.preempting.pop(key, None)
             return
         status = self._status(job)
-        if status.checkpoint and status.checkpoint.pending:
-            return  # one at a time: the first one asked goes on
+        if status.checkpoint and status.checkpoint.pending and status.checkpoint.pending.then != PERIODIC:
+            return  # one at a time: the first one asked goes on (a periodic one gives way)
         try:
             timeout = parse_spec(HeteroJobSpec, job.get("spec")).checkpoint.timeout_seconds
         except SpecError:
@@ -632,8 +632,9 @@ class Controller:
         key = _job_key(meta["namespace"], meta["name"])
         now = time.time()
         symptoms = self._symptoms(job, spec, status, now)
+        periodic_pending = bool(status.checkpoint and status.checkpoint.pending)
         if not symptoms:
-            if not await self._consider_resize(job, spec, status, now):
+            if not periodic_pending and not await self._consider_resize(job, spec, status, now):
                 await self._periodic_checkpoint(key, spec, status, now)
             return
         rules = self._rules(spec)
