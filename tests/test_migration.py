@@ -214,3 +214,19 @@ def test_resize_rules() -> None:
     assert g is not None and (g.trigger, g.replicas) == (GROW, 4)
     assert resize(2, 1, 4, 5.0, None, 0.0, 10.0, 1800.0, 4) is None  # idle jobs do not grow
     assert resize(4, 1, 4, 80.0, None, 0.0, 10.0, 0.0, 4) is None
+
+
+@pytest.mark.harness
+def test_a_job_without_the_sdk_still_migrates_at_the_deadline(cluster: Cluster, operator: Any) -> None:
+    cluster.seed([node(f"h100-{i}", "cn-east", "nvidia-h100") for i in range(2)])
+    cluster.create_job("plain", {**spec(), "replicas": {"min": 1}, "checkpoint": {"timeoutSeconds": 1}})
+    [pod] = eventually(lambda: live_pods(cluster, "plain", 1), what="pod")
+    cluster.set_pod_phase(pod.metadata.name, "Running")
+    eventually(lambda: status(cluster, "plain").get("phase") == "Running", what="Running")
+    cluster.custom.patch_namespaced_custom_object("heterojob.io", "v1alpha1", "team-a", "heterojobs", "plain",
+                                                  {"metadata": {"annotations": {ANNOTATION_MIGRATE: "rebalance"}}})
+    [new] = eventually(lambda: live_pods(cluster, "plain", 2), timeout=15, what="moved after the deadline")
+    assert "HETEROJOB_RESUME_FROM" not in {e.name for e in new.spec.containers[0].env}  # nothing was saved
+    entry = status(cluster, "plain")["history"][-1]
+    assert entry["action"] == "migrate" and "by the deadline" in entry["reason"]
+    assert entry["progressLostSeconds"] >= 0 and entry["durationSeconds"] >= 1
