@@ -27,7 +27,19 @@ def _operator_run(args: argparse.Namespace) -> int:
         policy=HealthPolicy(fatal_xids=frozenset(fatal), overheat_celsius=args.overheat_celsius))
     from heterojob.controller import ControllerConfig
 
+    from heterojob.alerts.mapping import ACTIONS, DEFAULT_TABLE
+
+    table = dict(DEFAULT_TABLE)
+    for item in args.alert_action or ():
+        name, _, action = item.partition("=")
+        if action not in ACTIONS:
+            raise SystemExit(f"--alert-action {item!r}: use NAME=ACTION with ACTION one of {', '.join(ACTIONS)}")
+        table[name] = action
+    token = os.environ.get("HETEROJOB_ALERT_TOKEN")
+    if args.alert_token_file:
+        token = Path(args.alert_token_file).read_text().strip()
     config = OperatorConfig(kubeconfig=args.kubeconfig, resync_seconds=args.resync_seconds, telemetry=telemetry,
+                            alerts_port=args.alerts_port, alert_token=token, alert_actions=table,
                             controller=ControllerConfig(min_runtime_s=args.preemption_min_runtime,
                                                         disruption_budget=args.disruption_budget,
                                                         advisory=args.advisory))
@@ -114,6 +126,12 @@ def parser() -> argparse.ArgumentParser:
                      help="at most N jobs checkpointing, migrating or resizing at once (default 5)")
     run.add_argument("--advisory", action="store_true",
                      help="decide migrations and resizes, record them (Events, decision log), touch nothing")
+    al = run.add_argument_group("alerts")
+    al.add_argument("--alerts-port", type=int, default=None, metavar="PORT",
+                    help="serve POST /alerts (Alertmanager webhook) and GET /metrics on this port")
+    al.add_argument("--alert-token-file", help="file holding the bearer token (else $HETEROJOB_ALERT_TOKEN)")
+    al.add_argument("--alert-action", action="append", metavar="ALERTNAME=ACTION",
+                    help="map an alertname to migrate, migrate-now, checkpoint or ignore")
     tel = run.add_argument_group("telemetry")
     tel.add_argument("--prometheus-url", default=os.environ.get("HETEROJOB_PROMETHEUS_URL"),
                      help="Prometheus for every region without spec.prometheusURL ($HETEROJOB_PROMETHEUS_URL)")

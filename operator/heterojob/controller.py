@@ -27,7 +27,10 @@ from heterojob.engine.fleet import Allocation, DeviceClass, Fleet, Limit, Node, 
 from heterojob.engine.lifecycle import Action, Decision, JobView
 from heterojob.kube import convert, manifests
 from heterojob.kube.api import Kube, now_iso
+from heterojob.alerts import mapping as alerts_mapping
+from heterojob.alerts.mapping import Placed
 from heterojob.kube.conditions import set_condition
+from heterojob.metrics import OperatorMetrics
 from heterojob.telemetry.model import Health
 from heterojob.telemetry.snapshot import JobRef, Snapshot, StragglerPolicy, job_telemetry
 
@@ -96,8 +99,12 @@ def _condition(conditions: list[dict[str, Any]], type_: str, status: str, reason
 
 
 class Controller:
-    def __init__(self, kube: Kube, fleet: FleetSource, config: ControllerConfig | None = None) -> None:
+    def __init__(self, kube: Kube, fleet: FleetSource, config: ControllerConfig | None = None,
+                 metrics: OperatorMetrics | None = None) -> None:
         self.kube = kube
+        self.metrics = metrics or OperatorMetrics()
+        self.placed: dict[str, Placed] = {}  # running jobs' placements, for mapping alerts to jobs
+        self.alert_symptoms: dict[str, dict[str, migration.Symptom]] = {}  # job -> alert fingerprint -> symptom
         self.fleet_source = fleet
         self.config = config or ControllerConfig()
         max_retry_delay = self.config.max_retry_delay
@@ -148,6 +155,8 @@ class Controller:
         self.running.pop(key, None)
         self.preempting.pop(key, None)
         self._disrupted.discard(key)
+        self.placed.pop(key, None)
+        self.alert_symptoms.pop(key, None)
         if self.allocations.pop(key, None) is not None:
             self.poke_pending()
 
@@ -156,7 +165,8 @@ class Controller:
             while True:
                 self._dirty.discard(key)
                 try:
-                    await self.reconcile(*key.split("/", 1))
+                    with self.metrics.decision_seconds.time():
+                        await self.reconcile(*key.split("/", 1))
                     self._failures.pop(key, None)
                 except asyncio.CancelledError:
                     raise
@@ -232,9 +242,12 @@ class Controller:
             self.allocations[key] = Allocation(resource, per_node, key.split("/", 1)[0], p.device_class, p.region)
             since = _timestamp(p.since) or _timestamp(status.start_time) or time.time()
             self.running[key] = (_priority(job), since)
+            ns, name = key.split("/", 1)
+            self.placed[key] = Placed(ns, name, p.generation, tuple(p.nodes))
         else:
             self.allocations.pop(key, None)
             self.running.pop(key, None)
+            self.placed.pop(key, None)
         if status.phase in (Phase.CHECKPOINTING, Phase.MIGRATING, Phase.RESIZING):
             self._disrupted.add(key)
         else:
@@ -446,6 +459,7 @@ class Controller:
                 self.kube.post_event(job, "Normal", "Preempting" if preemption else "Waiting", message)
             self.pending.add(key)
             if preemption is not None:
+                self.metrics.preemptions.inc(len(preemption.victims))
                 for victim in preemption.victims:
                     await self._ask_checkpoint(victim, then="preempt", by=key,
                                                reason=f"preempted by {key} ({spec.priority.value})")
@@ -606,6 +620,9 @@ class Controller:
         if manual:
             out.append(migration.Symptom(migration.MANUAL, now, tuple(sorted(set(p.nodes))),
                                          f"migration requested: {manual}"))
+        for alert in self.alert_symptoms.get(_job_key(meta["namespace"], meta["name"]), {}).values():
+            if set(alert.nodes) & set(p.nodes):  # still about where the job runs
+                out.append(alert)
         snapshot = self.fleet_source.telemetry()
         if snapshot is not None:
             ref = JobRef(meta["namespace"], meta["name"], p.region, p.generation, p.replicas, p.per_replica)
@@ -654,6 +671,7 @@ class Controller:
         self._held.pop(key, None)
         self._disrupted.add(key)
         decisions.info("job=%s action=migrate trigger=%s reason=%s", key, symptom.trigger, symptom.message)
+        self.metrics.migrations.labels("migrate", symptom.trigger).inc()
         if symptom.trigger == migration.MANUAL:
             await self.kube.annotate_job(meta["namespace"], meta["name"], {ANNOTATION_MIGRATE: None})
         await self._ask_checkpoint(key, then="migrate", by=None, reason=f"{symptom.trigger}: {symptom.message}",
@@ -720,6 +738,7 @@ class Controller:
             return False
         self._disrupted.add(key)
         decisions.info("job=%s action=resize trigger=%s reason=%s", key, change.trigger, change.reason)
+        self.metrics.migrations.labels("resize", change.trigger).inc()
         await self._ask_checkpoint(key, then="resize", by=None, reason=f"{change.trigger}: {change.reason}",
                                    replicas=change.replicas)
         return True
@@ -736,6 +755,22 @@ class Controller:
             await self._ask_checkpoint(key, then=PERIODIC, by=None, reason=f"periodic checkpoint (every {interval}s)")
         else:
             self._wake_at(key, since + interval)
+
+    # --- alerts -------------------------------------------------------------------------------------
+
+    async def alert(self, key: str, fingerprint: str, firing: bool, action: str, nodes: tuple[str, ...],
+                    message: str) -> None:
+        """An alert about `key` (already mapped): firing ones become symptoms, resolved ones clear them."""
+        mine = self.alert_symptoms.setdefault(key, {})
+        if not firing:
+            mine.pop(fingerprint, None)
+            return
+        if action == alerts_mapping.CHECKPOINT:
+            await self._ask_checkpoint(key, then=PERIODIC, by=None, reason=f"alert: {message}")
+            return
+        mine[fingerprint] = migration.Symptom(migration.ALERT, time.time(), nodes, message,
+                                              urgent=action == alerts_mapping.MIGRATE_NOW)
+        self.poke(key)
 
     # --- quota status ---------------------------------------------------------------------------------
 

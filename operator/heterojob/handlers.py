@@ -11,11 +11,15 @@ from typing import Any
 import kopf
 import kubernetes
 
+from heterojob.alerts import mapping as alerts_mapping
+from heterojob.alerts.payload import Alert
+from heterojob.alerts.receiver import AlertReceiver
 from heterojob.constants import GROUP, LABEL_JOB, VERSION
 from heterojob.controller import Controller, ControllerConfig, FleetSource
 from heterojob.engine.fleet import DeviceClass, Node, RegionInfo
 from heterojob.kube import convert
 from heterojob.kube.api import Kube, load_client
+from heterojob.metrics import OperatorMetrics
 from heterojob.monitor import Monitor, TelemetryConfig
 from heterojob.telemetry.model import Health
 from heterojob.telemetry.snapshot import WatchedJob
@@ -30,6 +34,10 @@ class OperatorConfig:
     api_workers: int = 16
     telemetry: TelemetryConfig = field(default_factory=TelemetryConfig)
     controller: ControllerConfig = field(default_factory=ControllerConfig)
+    alerts_port: int | None = None  # serve POST /alerts and GET /metrics here (0: any free port); None: off
+    alerts_host: str = "0.0.0.0"
+    alert_token: str | None = None  # the bearer token Alertmanager sends; None accepts any request
+    alert_actions: Mapping[str, str] = field(default_factory=lambda: dict(alerts_mapping.DEFAULT_TABLE))
 
 
 @dataclass
@@ -37,6 +45,9 @@ class Runtime:
     kube: Kube
     controller: Controller | None = None
     monitor: Monitor | None = None
+    metrics: OperatorMetrics = field(default_factory=OperatorMetrics)
+    receiver: AlertReceiver | None = None
+    alerts_port: int | None = None  # where the receiver listens (the real port when asked for 0)
     lock: asyncio.Lock = field(default_factory=asyncio.Lock)
 
 
@@ -71,6 +82,37 @@ def _unhealthy(runtime: Runtime) -> dict[str, str]:
     return out
 
 
+async def _on_alert(runtime: Runtime, config: OperatorConfig, alert: Alert) -> None:
+    """Map one alert to running jobs and an action, and hand it to the controller."""
+    for _ in range(300):  # the controller is built on the first watch event; wait for it (30 s at most)
+        if runtime.controller is not None:
+            break
+        await asyncio.sleep(0.1)
+    ctl = runtime.controller
+    if ctl is None:
+        log.warning("alert %s dropped: the controller is not running yet", alert.fingerprint)
+        return
+    action = alerts_mapping.action_for(alert.labels, alert.annotations, config.alert_actions)
+    if action is None:
+        runtime.metrics.alerts_unmatched.inc()
+        log.info("alert %s (%s): no heterojob_action annotation and not in the alert table; ignored",
+                 alert.name, alert.fingerprint)
+        return
+    snapshot = runtime.monitor.snapshot if runtime.monitor else None
+    device_nodes = {d.device_id: d.node for d in snapshot.devices.values()} if snapshot else {}
+    hits = alerts_mapping.jobs_for(alert.labels, ctl.placed, device_nodes)
+    if not hits or action == alerts_mapping.IGNORE:
+        if not hits:
+            runtime.metrics.alerts_unmatched.inc()
+            log.info("alert %s (%s) names no job heterojob runs: %s", alert.name, alert.fingerprint, alert.labels)
+        return
+    summary = alert.annotations.get("summary") or alert.annotations.get("description") or ""
+    message = f"{alert.name}" + (f": {summary}" if summary else "")
+    for hit in hits:
+        await ctl.alert(hit.job, alert.fingerprint, alert.status == "firing", action, hit.nodes, message)
+    runtime.metrics.alerts_acted.labels(action).inc()
+
+
 def register(registry: kopf.OperatorRegistry, config: OperatorConfig) -> None:
     """Register every handler on `registry` (a fresh one per operator instance, e.g. per test)."""
 
@@ -94,7 +136,14 @@ def register(registry: kopf.OperatorRegistry, config: OperatorConfig) -> None:
         settings.watching.server_timeout = 300
         settings.watching.client_timeout = 330
         # Kopf gives every object a shallow copy of the memo: keep shared state in one mutable holder.
-        memo.runtime = Runtime(Kube(load_client(config.kubeconfig), workers=config.api_workers))
+        runtime = memo.runtime = Runtime(Kube(load_client(config.kubeconfig), workers=config.api_workers))
+        if config.alerts_port is not None:
+            if not config.alert_token:
+                log.warning("the alert receiver accepts requests without a token: set HETEROJOB_ALERT_TOKEN")
+            runtime.receiver = AlertReceiver(lambda alert: _on_alert(runtime, config, alert), config.alert_token,
+                                             runtime.metrics)
+            runtime.alerts_port = await runtime.receiver.start(config.alerts_host, config.alerts_port)
+            log.info("alert receiver on %s:%d (/alerts, /metrics)", config.alerts_host, runtime.alerts_port)
 
     @kopf.index("nodes", id="hj_nodes", registry=registry)
     def hj_nodes(name: str, body: kopf.Body, **_: Any) -> dict[str, Node]:
@@ -137,7 +186,7 @@ def register(registry: kopf.OperatorRegistry, config: OperatorConfig) -> None:
                 regions=lambda: _index_values(regions), foreign_usage=lambda: _sum_usage(pods),
                 quota_objects=lambda: _index_values(quotas), unhealthy=lambda: _unhealthy(runtime),
                 telemetry=lambda: runtime.monitor.snapshot if runtime.monitor else None)
-            ctl = Controller(runtime.kube, source, config.controller)
+            ctl = Controller(runtime.kube, source, config.controller, runtime.metrics)
             await ctl.load()
             ctl.start_resync(config.resync_seconds)
             runtime.controller = ctl
@@ -173,6 +222,8 @@ def register(registry: kopf.OperatorRegistry, config: OperatorConfig) -> None:
     @kopf.on.cleanup(registry=registry)
     async def cleanup(memo: kopf.Memo, **_: Any) -> None:
         runtime: Runtime = memo.runtime
+        if runtime.receiver is not None:
+            await runtime.receiver.stop()
         if runtime.monitor is not None:
             await runtime.monitor.stop()
         if runtime.controller is not None:

@@ -1,0 +1,30 @@
+"""The operator's own metrics (prometheus_client), on its own registry so several operators can share a
+process (tests) without clashing; served on `/metrics` next to `/alerts`."""
+
+from __future__ import annotations
+
+from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
+
+
+class OperatorMetrics:
+    def __init__(self, registry: CollectorRegistry | None = None) -> None:
+        self.registry = registry or CollectorRegistry(auto_describe=True)
+        r = self.registry
+        self.alerts_received = Counter("heterojob_alerts_received", "Alerts received, by status.", ["status"],
+                                       registry=r)
+        self.alerts_rejected = Counter("heterojob_alert_requests_rejected",
+                                       "Webhook requests refused, by HTTP code.", ["code"], registry=r)
+        self.alerts_deduplicated = Counter("heterojob_alerts_deduplicated",
+                                           "Alerts already seen (same fingerprint, start and status).", registry=r)
+        self.alerts_unmatched = Counter("heterojob_alerts_unmatched",
+                                        "Alerts that name no job the operator runs.", registry=r)
+        self.alerts_acted = Counter("heterojob_alerts_acted", "Alerts handed to a job, by action.", ["action"],
+                                    registry=r)
+        self.alert_queue = Gauge("heterojob_alert_queue_length", "Alerts waiting to be processed.", registry=r)
+        self.migrations = Counter("heterojob_migrations", "Migrations and resizes started, by trigger.",
+                                  ["action", "trigger"], registry=r)
+        self.preemptions = Counter("heterojob_preemptions", "Jobs asked to yield to a higher priority.",
+                                   registry=r)
+        self.decision_seconds = Histogram("heterojob_decision_seconds", "Time of one reconcile pass of a job.",
+                                          buckets=(0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5),
+                                          registry=r)
