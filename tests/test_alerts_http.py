@@ -134,3 +134,47 @@ def test_the_mapping_of_labels_to_jobs_and_actions() -> None:
     assert action_for({"alertname": "Custom"}, {"heterojob_action": "checkpoint"}, DEFAULT_TABLE) == "checkpoint"
     assert action_for({"alertname": "Custom"}, {}, DEFAULT_TABLE) is None
 
+
+
+# --- on the operator (harness) ----------------------------------------------------------------------------
+
+import pytest  # noqa: E402
+import requests  # noqa: E402
+
+from heterojob.sim.nodes import node  # noqa: E402
+from heterojob.sim.prometheus import free_port  # noqa: E402
+from tests.conftest import Cluster, eventually  # noqa: E402
+
+
+@pytest.mark.harness
+def test_an_alert_naming_a_node_migrates_its_job_and_unknown_targets_are_counted(
+        cluster: Cluster, emulator: Any) -> None:
+    from heterojob.sim.harness import OperatorRunner
+
+    cluster.seed([node("h100-a", "cn-east", "nvidia-h100"), node("h100-b", "cn-east", "nvidia-h100")])
+    port = free_port()
+    with OperatorRunner(emulator.kubeconfig, alerts_port=port, alert_token=TOKEN) as operator:
+        cluster.create_job("hit", {"priority": "high", "replicas": {"min": 1},
+                                   "devices": [{"deviceClass": "nvidia-h100", "perReplica": 8}],
+                                   "template": {"spec": {"containers": [{"name": "main", "image": "x"}]}}})
+        [pod] = eventually(lambda: cluster.pods("hit"), what="pod")
+        cluster.set_pod_phase(pod.metadata.name, "Running")
+        eventually(lambda: (cluster.job("hit").get("status") or {}).get("phase") == "Running", what="Running")
+        where = cluster.job("hit")["status"]["placement"]["nodes"][0]
+        url = f"http://127.0.0.1:{port}"
+        elsewhere = requests.post(f"{url}/alerts", json=notification(alert("zz", Hostname="not-ours")),
+                                  headers={"Authorization": f"Bearer {TOKEN}"}, timeout=5)
+        assert elsewhere.status_code == 200
+        r = requests.post(f"{url}/alerts", json=notification(alert("xid79", Hostname=where, gpu="3")),
+                          headers={"Authorization": f"Bearer {TOKEN}"}, timeout=5)
+        assert r.status_code == 200 and r.json()["accepted"] == 1
+        moved = eventually(lambda: (p := (cluster.job("hit").get("status") or {}).get("placement") or {})
+                           .get("generation") == 2 and p, what="moved by the alert")
+        assert moved["nodes"] == [n for n in ("h100-a", "h100-b") if n != where]
+        entry = cluster.job("hit")["status"]["history"][-1]
+        assert entry["reason"].startswith("alert: HeteroJobGPUFatalXID: GPU fell off the bus")
+        metrics = requests.get(f"{url}/metrics", timeout=5).text
+        assert "heterojob_alerts_unmatched_total 1.0" in metrics
+        assert 'heterojob_alerts_acted_total{action="migrate-now"} 1.0' in metrics
+        assert 'heterojob_migrations_total{action="migrate",trigger="alert"} 1.0' in metrics
+    assert "Traceback" not in operator.output
