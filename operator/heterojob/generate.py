@@ -7,6 +7,7 @@ from pathlib import Path
 import yaml
 
 from heterojob import defaults
+from heterojob.alerts import rules
 from heterojob.api import crds
 
 HEADER = "# Generated from heterojob.defaults by `heterojob generate`. Do not edit by hand.\n"
@@ -21,9 +22,20 @@ def _defaults_files() -> dict[str, str]:
     }
 
 
+def _alert_files() -> dict[str, str]:
+    head = HEADER.replace("heterojob.defaults", "heterojob.alerts.rules")
+    return {
+        "manifests/alerts/heterojob-rules.yaml": head + yaml.safe_dump(rules.rules_file(), sort_keys=False),
+        "manifests/alerts/prometheusrule.yaml": head + yaml.safe_dump(rules.prometheus_rule(), sort_keys=False),
+        "manifests/alerts/alertmanager-receiver.yaml": head + "# merge into alertmanager.yml\n"
+        + yaml.safe_dump(rules.alertmanager_receiver(), sort_keys=False),
+    }
+
+
 def files() -> dict[str, str]:
     out = {f"crds/{crds.crd_path(Path('.'), r).name}": crds.render(r) for r in crds.RESOURCES}
     out.update(_defaults_files())
+    out.update(_alert_files())
     return out
 
 

@@ -108,3 +108,57 @@ class PrometheusServer:
 
     def __exit__(self, *_: Any) -> None:
         self.stop()
+
+
+class AlertmanagerServer:
+    """Debian's prometheus-alertmanager on a loopback port, posting to one webhook with a bearer token."""
+
+    def __init__(self, webhook: str, token: str | None = None, *, workdir: Path | None = None,
+                 group_wait: str = "1s", group_interval: str = "1s", repeat_interval: str = "1h") -> None:
+        self.workdir = Path(workdir or tempfile.mkdtemp(prefix="heterojob-alertmanager-"))
+        self.port = free_port()
+        self.url = f"http://127.0.0.1:{self.port}"
+        hook: dict[str, Any] = {"url": webhook, "send_resolved": True}
+        if token:
+            hook["http_config"] = {"authorization": {"type": "Bearer", "credentials": token}}
+        self.config = {
+            "route": {"receiver": "heterojob", "group_by": ["alertname", "node", "Hostname", "hostname"],
+                      "group_wait": group_wait, "group_interval": group_interval, "repeat_interval": repeat_interval},
+            "receivers": [{"name": "heterojob", "webhook_configs": [hook]}],
+        }
+        self._proc: subprocess.Popen[bytes] | None = None
+
+    def start(self, timeout_s: float = 30.0) -> AlertmanagerServer:
+        self.workdir.mkdir(parents=True, exist_ok=True)
+        cfg = self.workdir / "alertmanager.yml"
+        cfg.write_text(yaml.safe_dump(self.config, sort_keys=False))
+        self._log = open(self.workdir / "alertmanager.log", "wb")  # noqa: SIM115 - closed in stop()
+        self._proc = subprocess.Popen(
+            [binary("prometheus-alertmanager"), f"--config.file={cfg}", f"--storage.path={self.workdir / 'data'}",
+             f"--web.listen-address=127.0.0.1:{self.port}", "--cluster.listen-address=", "--log.level=warn"],
+            stdout=self._log, stderr=subprocess.STDOUT)
+        deadline = time.monotonic() + timeout_s
+        while time.monotonic() < deadline:
+            if self._proc.poll() is not None:
+                raise RuntimeError(f"alertmanager exited: {(self.workdir / 'alertmanager.log').read_text()[-2000:]}")
+            try:
+                with urllib.request.urlopen(f"{self.url}/-/ready", timeout=1) as r:
+                    if r.status == 200:
+                        return self
+            except OSError:
+                pass
+            time.sleep(0.2)
+        self.stop()
+        raise TimeoutError(f"alertmanager not ready after {timeout_s}s")
+
+    def stop(self) -> None:
+        if self._proc is not None and self._proc.poll() is None:
+            self._proc.terminate()
+            try:
+                self._proc.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                self._proc.kill()
+                self._proc.wait()
+        if self._proc is not None:
+            self._log.close()
+        self._proc = None
