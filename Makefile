@@ -15,3 +15,4 @@ bench:
 	python3 bench/telemetry.py
 	python3 bench/placement.py
 	python3 bench/recovery.py
+	python3 bench/alerts.py

@@ -1,0 +1,178 @@
+"""The alert intake under a flood, then one fault end to end, on the real operator (harness).
+
+1. 10,000 alerts (5,000 distinct, each sent twice, 20 per request as Alertmanager groups them) posted
+   within 10 s by a client with at most 16 requests in flight, retrying 5xx with backoff as Alertmanager
+   does. They name nodes heterojob does not run on, so each distinct alert is processed (and counted as
+   unmatched) once; duplicates are dropped at the door.
+2. A fatal XID injected into the simulated exporters -> Prometheus rule (1 s scrape and evaluation) ->
+   Alertmanager (1 s group_wait) -> /alerts -> the job's replacement pod exists: fault_to_new_pods_s.
+
+Last line: one JSON object. Targets (issue 6): every alert answered 2xx or retryable 5xx, every distinct
+alert processed exactly once, rss_mb <= 300, fault_to_new_pods_s <= 30.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import re
+import resource
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+import aiohttp
+import kubernetes
+import yaml
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from heterojob.alerts.rules import rules_file  # noqa: E402
+from heterojob.constants import GROUP, VERSION  # noqa: E402
+from heterojob.sim.exporters import ExporterFleet  # noqa: E402
+from heterojob.sim.harness import Emulator, OperatorRunner, seed  # noqa: E402
+from heterojob.sim.nodes import node  # noqa: E402
+from heterojob.sim.prometheus import AlertmanagerServer, PrometheusServer, free_port  # noqa: E402
+
+TOKEN = "bench-token"
+DISTINCT, COPIES, PER_REQUEST, IN_FLIGHT = 5000, 2, 20, 16
+
+
+def payload(batch: list[int]) -> dict[str, Any]:
+    alerts = [{"status": "firing", "labels": {"alertname": "HeteroJobGPUFatalXID", "Hostname": f"elsewhere-{i % 97}",
+                                               "UUID": f"GPU-{i:05d}"},
+               "annotations": {"summary": "bench"}, "startsAt": "2026-11-21T03:00:00Z",
+               "endsAt": "0001-01-01T00:00:00Z", "fingerprint": f"{i:016x}"} for i in batch]
+    return {"version": "4", "groupKey": "bench", "truncatedAlerts": 0, "status": "firing", "receiver": "heterojob",
+            "groupLabels": {}, "commonLabels": {}, "commonAnnotations": {}, "externalURL": "", "alerts": alerts}
+
+
+async def flood(url: str) -> dict[str, int]:
+    order = [i for _ in range(COPIES) for i in range(DISTINCT)]
+    batches = [order[k:k + PER_REQUEST] for k in range(0, len(order), PER_REQUEST)]
+    counts = {"accepted": 0, "retryable": 0, "other": 0}
+    limit = asyncio.Semaphore(IN_FLIGHT)
+    headers = {"Authorization": f"Bearer {TOKEN}"}
+    async with aiohttp.ClientSession() as session:
+        async def post(batch: list[int]) -> None:
+            delay = 0.05
+            async with limit:
+                while True:
+                    async with session.post(url, json=payload(batch), headers=headers) as r:
+                        await r.read()
+                        if 200 <= r.status < 300:
+                            counts["accepted"] += len(batch)
+                            return
+                        if r.status >= 500:
+                            counts["retryable"] += len(batch)
+                            await asyncio.sleep(delay)
+                            delay = min(delay * 2, 1.0)
+                            continue
+                        counts["other"] += len(batch)
+                        return
+        await asyncio.gather(*(post(b) for b in batches))
+    return counts
+
+
+def metric(text: str, name: str) -> float:
+    m = re.search(rf"^{re.escape(name)} ([0-9.e+]+)$", text, re.M)
+    return float(m.group(1)) if m else 0.0
+
+
+def fault_to_new_pods(emu: Emulator, work: Path) -> float:
+    api = emu.client()
+    nodes = [node("g0", "cn-east", "nvidia-h100", devices=4), node("g1", "cn-east", "nvidia-h100", devices=4)]
+    seed(api, nodes=nodes)
+    core, custom = kubernetes.client.CoreV1Api(api), kubernetes.client.CustomObjectsApi(api)
+    exporters = ExporterFleet(nodes, seed=3)
+    host, eport = exporters.serve()
+    port = free_port()
+    manager = AlertmanagerServer(f"http://127.0.0.1:{port}/alerts", TOKEN, workdir=work / "am").start()
+    rules = work / "rules.yaml"
+    rules.write_text(yaml.safe_dump(rules_file({"xid": "0s"})))
+    prom = PrometheusServer(exporters.targets(), f"{host}:{eport}", scrape_interval_s=1.0, workdir=work / "prom",
+                            rule_files=[str(rules)], alertmanager=f"127.0.0.1:{manager.port}").start()
+    try:
+        with OperatorRunner(emu.kubeconfig, alerts_port=port, alert_token=TOKEN):
+            custom.create_namespaced_custom_object(GROUP, VERSION, "team-a", "heterojobs", {
+                "apiVersion": f"{GROUP}/{VERSION}", "kind": "HeteroJob",
+                "metadata": {"name": "train", "namespace": "team-a"},
+                "spec": {"priority": "high", "replicas": {"min": 1},
+                         "devices": [{"deviceClass": "nvidia-h100", "perReplica": 4}],
+                         "template": {"spec": {"containers": [{"name": "main", "image": "x"}]}}}})
+            pod = wait(lambda: next(iter(core.list_namespaced_pod("team-a").items), None))
+            core.patch_namespaced_pod_status(pod.metadata.name, "team-a", {"status": {"phase": "Running"}})
+            wait(lambda: (custom.get_namespaced_custom_object(GROUP, VERSION, "team-a", "heterojobs", "train")
+                          .get("status") or {}).get("phase") == "Running")
+            where = pod.metadata.annotations["heterojob.io/node"]
+            exporters.bind({where: [("team-a", pod.metadata.name, 4)]})
+            time.sleep(3)  # a few scrapes of the healthy device first
+            started = time.monotonic()
+            exporters.inject("fatal-xid", where, 0, 79)
+            wait(lambda: [p for p in core.list_namespaced_pod("team-a").items
+                          if p.metadata.labels.get("heterojob.io/generation") == "2"], timeout=60, interval=0.05)
+            return time.monotonic() - started
+    finally:
+        prom.stop()
+        manager.stop()
+        exporters.stop()
+
+
+def wait(check: Any, timeout: float = 30.0, interval: float = 0.1) -> Any:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if result := check():
+            return result
+        time.sleep(interval)
+    raise TimeoutError(f"timed out waiting for {check}")
+
+
+def main() -> int:
+    with tempfile.TemporaryDirectory() as tmp, Emulator() as emu:
+        seed(emu.client())
+        port = free_port()
+        with OperatorRunner(emu.kubeconfig, alerts_port=port, alert_token=TOKEN):
+            wait(lambda: _up(port))
+            started = time.monotonic()
+            counts = asyncio.run(flood(f"http://127.0.0.1:{port}/alerts"))
+            flood_s = time.monotonic() - started
+            wait(lambda: metric(_get(port), "heterojob_alert_queue_length") == 0 and metric(
+                _get(port), "heterojob_alerts_unmatched_total") >= DISTINCT, timeout=60)
+            time.sleep(0.5)
+            text = _get(port)
+        emu.reset()
+        fault_s = fault_to_new_pods(emu, Path(tmp))
+    processed = metric(text, "heterojob_alerts_unmatched_total")
+    result = {
+        "alerts": DISTINCT * COPIES, "accepted": counts["accepted"], "retryable": counts["retryable"],
+        "refused": counts["other"], "distinct": DISTINCT, "processed_unique": int(processed),
+        "deduplicated": int(metric(text, "heterojob_alerts_deduplicated_total")), "flood_s": round(flood_s, 2),
+        "rss_mb": round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, 1),
+        "fault_to_new_pods_s": round(fault_s, 2),
+        "targets": {"flood_s": 10, "rss_mb": 300, "fault_to_new_pods_s": 30},
+    }
+    result["meets_targets"] = (counts["other"] == 0 and counts["accepted"] == DISTINCT * COPIES
+                               and processed == DISTINCT and flood_s <= 10 and result["rss_mb"] <= 300
+                               and fault_s <= 30)
+    print(json.dumps(result))
+    return 0 if result["meets_targets"] else 1
+
+
+def _get(port: int) -> str:
+    import urllib.request
+
+    with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=5) as r:
+        return r.read().decode()
+
+
+def _up(port: int) -> bool:
+    try:
+        return bool(_get(port))
+    except OSError:
+        return False
+
+
+if __name__ == "__main__":
+    sys.exit(main())
