@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import kubernetes
@@ -18,6 +18,37 @@ class Fleet:
     nodes: pd.DataFrame  # one row per node: name, region, class, devices, ready
     jobs: pd.DataFrame  # one row per job
     regions: pd.DataFrame  # name, city, latitude, longitude
+    classes: list[str] = field(default_factory=list)
+    quota_namespaces: list[str] = field(default_factory=list)
+    job_objects: list[dict[str, Any]] = field(default_factory=list)
+
+    def waiting(self, namespace: str) -> list[dict[str, Any]]:
+        """The namespace's jobs waiting for room, as the quota preview needs them."""
+        out = []
+        for obj in self.job_objects:
+            status, spec = obj.get("status") or {}, obj.get("spec") or {}
+            if obj["metadata"]["namespace"] != namespace or status.get("placement"):
+                continue
+            if status.get("phase") not in (None, "Pending", "Preempted"):
+                continue
+            replicas = spec.get("replicas") or {}
+            count = replicas.get("initial") or replicas.get("max") or replicas.get("min") or 1
+            out.append({"name": obj["metadata"]["name"], "replicas": count,
+                        "devices": [{"deviceClass": d.get("deviceClass"), "perReplica": d.get("perReplica", 1)}
+                                    for d in spec.get("devices") or []],
+                        "region": ((spec.get("regions") or {}).get("allowed") or ["*"])[0]})
+        return out
+
+    def held(self, namespace: str) -> dict[tuple[str, str], int]:
+        """(class, region) -> devices the namespace's placed jobs hold."""
+        out: dict[tuple[str, str], int] = {}
+        for obj in self.job_objects:
+            p = (obj.get("status") or {}).get("placement")
+            if obj["metadata"]["namespace"] != namespace or not p:
+                continue
+            key = (p.get("deviceClass", ""), p.get("region", ""))
+            out[key] = out.get(key, 0) + int(p.get("replicas", 0)) * int(p.get("perReplica", 0))
+        return out
 
 
 def client(kubeconfig: str | None) -> kubernetes.client.ApiClient:
@@ -39,7 +70,10 @@ def read_fleet(api: kubernetes.client.ApiClient) -> Fleet:
                       "devices": view.allocatable.get(cls.resource_name, 0) if cls else 0,
                       "ready": view.ready and view.schedulable})
     jobs = []
-    for obj in custom.list_cluster_custom_object(GROUP, VERSION, "heterojobs")["items"]:
+    job_objects = custom.list_cluster_custom_object(GROUP, VERSION, "heterojobs")["items"]
+    quota_namespaces = sorted({o["metadata"]["namespace"] for o in custom.list_cluster_custom_object(
+        GROUP, VERSION, "heteroquotas")["items"]})
+    for obj in job_objects:
         status: dict[str, Any] = obj.get("status") or {}
         placement = status.get("placement") or {}
         jobs.append({
@@ -56,4 +90,5 @@ def read_fleet(api: kubernetes.client.ApiClient) -> Fleet:
     return Fleet(pd.DataFrame(nodes, columns=["node", "region", "class", "devices", "ready"]),
                  pd.DataFrame(jobs, columns=["namespace", "name", "priority", "phase", "class", "region",
                                              "replicas", "restarts", "message", "created"]),
-                 pd.DataFrame(regions, columns=["region", "city", "latitude", "longitude"]))
+                 pd.DataFrame(regions, columns=["region", "city", "latitude", "longitude"]),
+                 classes=sorted(classes), quota_namespaces=quota_namespaces, job_objects=job_objects)

@@ -1,0 +1,101 @@
+"""The Quotas page (AppTest against the emulator): read-only for non-admins, valid edits applied with an
+audit record, invalid ones refused with their message, a concurrent change detected, a preview."""
+
+from __future__ import annotations
+
+import json
+from importlib.resources import files
+from typing import Any
+
+import pytest
+from streamlit.testing.v1 import AppTest
+
+from heterojob.constants import GROUP, VERSION
+from heterojob.sim.nodes import node
+from tests.conftest import Cluster
+
+PAGE = str(files("heterojob_console") / "pages" / "3_Quotas.py")
+EDITOR = "editor:team-a"
+
+
+def quota(cluster: Cluster, limits: list[dict[str, Any]]) -> None:
+    cluster.custom.create_namespaced_custom_object(GROUP, VERSION, "team-a", "heteroquotas", {
+        "apiVersion": f"{GROUP}/{VERSION}", "kind": "HeteroQuota",
+        "metadata": {"name": "team-a", "namespace": "team-a"}, "spec": {"limits": limits}})
+
+
+def stored(cluster: Cluster) -> dict[str, Any]:
+    return cluster.custom.get_namespaced_custom_object(GROUP, VERSION, "team-a", "heteroquotas", "team-a")
+
+
+@pytest.fixture
+def page(cluster: Cluster, emulator: Any, monkeypatch: pytest.MonkeyPatch) -> AppTest:
+    cluster.seed([node("h100-a", "cn-east", "nvidia-h100")])
+    quota(cluster, [{"deviceClass": "nvidia-h100", "region": "*", "devices": 8}])
+    cluster.create_job("big", {"replicas": {"min": 2}, "devices": [{"deviceClass": "nvidia-h100", "perReplica": 8}],
+                               "template": {"spec": {"containers": [{"name": "m", "image": "i"}]}}})
+    monkeypatch.setenv("HETEROJOB_KUBECONFIG", str(emulator.kubeconfig))
+    monkeypatch.setenv("HETEROJOB_CONSOLE_ADMINS", "local-admin")
+    return AppTest.from_file(PAGE, default_timeout=30)
+
+
+def edit(at: AppTest, **changes: Any) -> AppTest:
+    at.session_state[EDITOR] = {"edited_rows": {0: changes}, "added_rows": [], "deleted_rows": []}
+    return at.run()
+
+
+def test_a_non_admin_sees_the_limits_read_only(page: AppTest, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("HETEROJOB_CONSOLE_ADMINS", "alice@example.com")
+    at = page.run()
+    assert not at.exception
+    assert "read-only" in at.caption[0].value and "anonymous" in at.caption[0].value
+    assert list(at.dataframe[0].value["devices"]) == [8]  # limits shown as a plain table
+    assert not at.button  # nothing to apply
+
+
+def test_a_valid_edit_is_previewed_applied_and_audited(page: AppTest, cluster: Cluster) -> None:
+    at = edit(page.run(), devices=16)
+    assert not at.exception and not at.error
+    preview = at.dataframe[2].value
+    assert list(preview["job"]) == ["big"] and list(preview["now"]) == ["admitted"]
+    at.button("apply").click().run()
+    assert "Applied by local-admin." in at.success[0].value
+    obj = stored(cluster)
+    assert obj["spec"]["limits"] == [{"deviceClass": "nvidia-h100", "region": "*", "devices": 16}]
+    [record] = json.loads(obj["metadata"]["annotations"]["heterojob.io/audit"])
+    assert record["who"] == "local-admin" and record["old"][0]["devices"] == 8 and record["new"][0]["devices"] == 16
+
+
+def test_an_invalid_edit_is_refused_with_its_message(page: AppTest, cluster: Cluster) -> None:
+    at = edit(page.run(), devices=-3, deviceClass="nvidia-h200")
+    errors = [e.value for e in at.error]
+    assert any("row 1: device class 'nvidia-h200' is not known" in e for e in errors)
+    assert any("row 1: devices -3 must be a whole number >= 0" in e for e in errors)
+    assert not at.button and stored(cluster)["spec"]["limits"][0]["devices"] == 8
+
+
+def test_a_concurrent_change_is_detected_not_overwritten(page: AppTest, cluster: Cluster) -> None:
+    at = edit(page.run(), devices=16)
+    cluster.custom.patch_namespaced_custom_object(GROUP, VERSION, "team-a", "heteroquotas", "team-a", {
+        "spec": {"limits": [{"deviceClass": "nvidia-h100", "region": "*", "devices": 4}]}})  # someone else
+    at.button("apply").click().run()
+    assert "was changed by someone else" in at.warning[0].value
+    assert stored(cluster)["spec"]["limits"][0]["devices"] == 4  # theirs kept
+
+
+def test_validation_names_each_row_and_the_fix() -> None:
+    from heterojob_console.quotas import validate
+
+    rows = [{"deviceClass": "nvidia-h100", "region": "*", "devices": 16},
+            {"deviceClass": "nvidia-h100", "region": "mars", "devices": 2.5},
+            {"deviceClass": "", "region": "*", "devices": None},  # an empty row the editor added: skipped
+            {"deviceClass": "*", "region": "cn-east", "devices": "lots"}]
+    limits, problems = validate(rows, ["nvidia-h100"], ["cn-east"])
+    assert limits == [] and problems == [
+        "row 2: region 'mars' is not known; use one of *, cn-east",
+        "row 2: devices 2.5 must be a whole number >= 0",
+        "row 4: devices 'lots' must be a whole number >= 0"]
+    limits, problems = validate(rows[:1] + rows[2:3], ["nvidia-h100"], ["cn-east"])
+    assert problems == [] and limits == [{"deviceClass": "nvidia-h100", "region": "*", "devices": 16}]
+    _, problems = validate(rows[:1] * 2, ["nvidia-h100"], ["cn-east"])
+    assert "listed twice" in problems[0] or "two limits" in problems[0]
