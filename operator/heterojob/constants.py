@@ -17,6 +17,7 @@ ANNOTATION_NODE = "heterojob.io/node"
 ANNOTATION_CHECKPOINT_REQUEST = "heterojob.io/checkpoint-request"
 ANNOTATION_CHECKPOINT_ACK = "heterojob.io/checkpoint-ack"
 ANNOTATION_MIGRATE = "heterojob.io/migrate"  # on a HeteroJob: "<why>" asks for a migration now
+ANNOTATION_CHECKPOINT_NOW = "heterojob.io/checkpoint"  # on a HeteroJob: "<why>" asks for a checkpoint now
 
 # Well-known Kubernetes labels (see shared/reference/telemetry.md, section 5).
 LABEL_REGION = "topology.kubernetes.io/region"

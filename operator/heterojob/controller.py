@@ -21,7 +21,9 @@ from pydantic import ValidationError
 
 from heterojob.api.common import SpecError, check_object_name, parse_spec
 from heterojob.api.job import JOB_NAME_MAX, HeteroJobSpec, HeteroJobStatus, Phase, Priority
-from heterojob.constants import ANNOTATION_CHECKPOINT_REQUEST, ANNOTATION_MIGRATE, LABEL_HOSTNAME, LABEL_REGION
+from heterojob.constants import (
+    ANNOTATION_CHECKPOINT_NOW, ANNOTATION_CHECKPOINT_REQUEST, ANNOTATION_MIGRATE, LABEL_HOSTNAME,
+    LABEL_REGION)
 from heterojob.engine import lifecycle, migration, placement
 from heterojob.engine.fleet import Allocation, DeviceClass, Fleet, Limit, Node, RegionInfo, holdings, usage
 from heterojob.engine.lifecycle import Action, Decision, JobView
@@ -648,6 +650,11 @@ class Controller:
         meta = job["metadata"]
         key = _job_key(meta["namespace"], meta["name"])
         now = time.time()
+        asked = ((meta.get("annotations") or {}).get(ANNOTATION_CHECKPOINT_NOW) or "").strip()
+        if asked and not (status.checkpoint and status.checkpoint.pending):
+            await self.kube.annotate_job(meta["namespace"], meta["name"], {ANNOTATION_CHECKPOINT_NOW: None})
+            await self._ask_checkpoint(key, then=PERIODIC, by=None, reason=f"checkpoint requested: {asked}")
+            return
         symptoms = self._symptoms(job, spec, status, now)
         periodic_pending = bool(status.checkpoint and status.checkpoint.pending)
         if not symptoms:

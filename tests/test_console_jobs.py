@@ -1,0 +1,58 @@
+"""The Jobs page (AppTest against the operator on the harness): the table, a job's story, admin requests."""
+
+from __future__ import annotations
+
+from importlib.resources import files
+from typing import Any
+
+import pytest
+from streamlit.testing.v1 import AppTest
+
+from heterojob.sim.nodes import node
+from tests.conftest import Cluster, eventually
+
+PAGE = str(files("heterojob_console") / "pages" / "2_Jobs.py")
+
+
+@pytest.mark.harness
+def test_jobs_page_shows_the_story_and_admins_can_ask_for_a_checkpoint_and_a_move(
+        cluster: Cluster, operator: Any, emulator: Any, monkeypatch: pytest.MonkeyPatch) -> None:
+    cluster.seed([node("h100-a", "cn-east", "nvidia-h100"), node("h100-b", "cn-east", "nvidia-h100")])
+    cluster.create_job("train", {"priority": "high", "replicas": {"min": 1},
+                                 "checkpoint": {"timeoutSeconds": 1},
+                                 "devices": [{"deviceClass": "nvidia-h100", "perReplica": 8}],
+                                 "template": {"spec": {"containers": [{"name": "m", "image": "i"}]}}})
+    [pod] = eventually(lambda: cluster.pods("train"), what="pod")
+    cluster.set_pod_phase(pod.metadata.name, "Running")
+    eventually(lambda: (cluster.job("train").get("status") or {}).get("phase") == "Running", what="Running")
+    monkeypatch.setenv("HETEROJOB_KUBECONFIG", str(emulator.kubeconfig))
+    monkeypatch.setenv("HETEROJOB_CONSOLE_ADMINS", "local-admin")
+
+    at = AppTest.from_file(PAGE, default_timeout=30).run()
+    assert not at.exception
+    assert list(at.dataframe[0].value["name"]) == ["train"]
+    metrics = {m.label: m.value for m in at.metric}
+    assert metrics["Phase"] == "Running" and metrics["Placement"] == "cn-east/nvidia-h100"
+    assert "Admitted" in list(at.dataframe[-1].value["reason"])  # its Events
+
+    at.button("checkpoint").click().run()
+    assert at.success[0].value == "Checkpoint requested."
+    eventually(lambda: (cluster.core.read_namespaced_pod(pod.metadata.name, "team-a").metadata.annotations or {})
+               .get("heterojob.io/checkpoint-request"), what="the operator asked the pod for a checkpoint")
+
+    at.button("migrate").click().run()
+    eventually(lambda: ((cluster.job("train").get("status") or {}).get("placement") or {}).get("generation") == 2,
+               timeout=20, what="moved at the console's request")
+    at = AppTest.from_file(PAGE, default_timeout=30).run()
+    history = at.dataframe[1].value
+    assert "migrate" in list(history["what"]) and "console: local-admin" in " ".join(history["detail"])
+
+
+def test_non_admins_get_no_buttons(cluster: Cluster, emulator: Any, monkeypatch: pytest.MonkeyPatch) -> None:
+    cluster.seed([node("h100-a", "cn-east", "nvidia-h100")])
+    cluster.create_job("idle", {"devices": [{"deviceClass": "nvidia-h100"}],
+                                "template": {"spec": {"containers": [{"name": "m", "image": "i"}]}}})
+    monkeypatch.setenv("HETEROJOB_KUBECONFIG", str(emulator.kubeconfig))
+    monkeypatch.delenv("HETEROJOB_CONSOLE_ADMINS", raising=False)
+    at = AppTest.from_file(PAGE, default_timeout=30).run()
+    assert not at.exception and not at.button
