@@ -149,7 +149,8 @@ class Demo:
             _say(f"starting the console on http://127.0.0.1:{self.console_port}")
             self._spawn("console", [sys.executable, "-m", "heterojob", "console", "--port", str(self.console_port),
                                     "--kubeconfig", str(emulator.kubeconfig)],
-                        env={"HETEROJOB_CONSOLE_ADMINS": "local-admin"})
+                        env={"HETEROJOB_CONSOLE_ADMINS": "local-admin",
+                             **({"HETEROJOB_PROMETHEUS_URL": self._prometheus.url} if self._prometheus else {})})
 
             for path in sorted(EXAMPLES.glob("*.yaml")):
                 for doc in yaml.safe_load_all(path.read_text()):

@@ -1,0 +1,72 @@
+"""Devices for the console, through the operator's own telemetry modules (same adapters, same health)."""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+import kubernetes
+import pandas as pd
+from prometheus_api_client import PrometheusConnect
+
+from heterojob.constants import GROUP, VERSION
+from heterojob.controller import FleetSource
+from heterojob.monitor import Monitor, TelemetryConfig
+from heterojob.telemetry.adapters import NODE_LABELS
+
+HEAT_ROWS = 300  # beyond this many devices the heat map shows nodes (the average of their devices)
+HEAT_POINTS = 120  # columns of the heat map, whatever the time range
+
+
+def fleet_source(api: kubernetes.client.ApiClient) -> FleetSource:
+    core, custom = kubernetes.client.CoreV1Api(api), kubernetes.client.CustomObjectsApi(api)
+    objects: list[dict[str, Any]] = [
+        {**n, "kind": "Node"} for n in api.sanitize_for_serialization(core.list_node().items)]
+    for plural, kind in (("acceleratorclasses", "AcceleratorClass"), ("regions", "Region")):
+        objects += [{**o, "kind": kind} for o in custom.list_cluster_custom_object(GROUP, VERSION, plural)["items"]]
+    return FleetSource.from_objects(objects)
+
+
+def current(api: kubernetes.client.ApiClient, prometheus_url: str) -> tuple[pd.DataFrame, dict[str, str]]:
+    """(one row per device now, region -> why its telemetry is unavailable or degraded)."""
+    monitor = Monitor(None, fleet_source(api), dict, TelemetryConfig(prometheus_url=prometheus_url, timeout_s=5))
+    snapshot = monitor.collect(time.time())
+    rows = [{"device": d.device_id, "node": d.node, "region": d.region, "class": d.device_class,
+             "utilization": d.utilization, "temperature": d.temperature_c, "health": d.health.value,
+             "reason": d.reason, "pod": f"{d.namespace}/{d.pod}" if d.pod else ""}
+            for d in (snapshot.devices.values() if snapshot else [])]
+    problems = {name: r.message for name, r in (snapshot.regions.items() if snapshot else [])
+                if r.availability.value != "ok"}
+    columns = ["device", "node", "region", "class", "utilization", "temperature", "health", "reason", "pod"]
+    return pd.DataFrame(rows, columns=columns), problems
+
+
+def heat(prometheus_url: str, devices: pd.DataFrame, minutes: int, now: float | None = None) -> pd.DataFrame:
+    """Utilization over time: rows are devices (or nodes on a large fleet), columns times; % values."""
+    end = now or time.time()
+    step = max(1, int(minutes * 60 / HEAT_POINTS))
+    by_node = len(devices) > HEAT_ROWS
+    keys = ", ".join(NODE_LABELS)
+    queries = ([f"avg by ({keys}) (DCGM_FI_DEV_GPU_UTIL)", f"avg by ({keys}) (npu_chip_info_utilization)"]
+               if by_node else [f"max by (UUID, {keys}) (DCGM_FI_DEV_GPU_UTIL)",
+                                f"max by (id, {keys}) (npu_chip_info_utilization)"])
+    prom = PrometheusConnect(prometheus_url, timeout=10)
+    series: dict[str, dict[pd.Timestamp, float]] = {}
+    wanted_nodes = set(devices["node"])
+    for query in queries:
+        for s in prom.custom_query_range(query, start_time=_dt(end - minutes * 60), end_time=_dt(end),
+                                         step=f"{step}s"):
+            labels = s.get("metric") or {}
+            node = next((labels[k] for k in ("Hostname", "hostname", "node") if labels.get(k)), "")
+            if node not in wanted_nodes:
+                continue
+            name = node if by_node else (labels.get("UUID") or f"{node}/npu-{labels.get('id', '?')}")
+            series[name] = {pd.Timestamp(float(t), unit="s", tz="UTC"): float(v) for t, v in s.get("values", [])}
+    frame = pd.DataFrame(series).T.sort_index()
+    return frame.reindex(sorted(frame.columns), axis=1) if not frame.empty else frame
+
+
+def _dt(ts: float) -> Any:
+    from datetime import UTC, datetime
+
+    return datetime.fromtimestamp(ts, UTC)
