@@ -21,6 +21,26 @@ class Fleet:
     classes: list[str] = field(default_factory=list)
     quota_namespaces: list[str] = field(default_factory=list)
     job_objects: list[dict[str, Any]] = field(default_factory=list)
+    quota_used: int = 0  # devices, over every HeteroQuota's status.used
+    quota_limit: int = 0  # devices, over every HeteroQuota's limits
+
+    def allocated(self) -> pd.DataFrame:
+        """region -> devices held by placed jobs, and their devices-weighted average utilization."""
+        rows = []
+        for obj in self.job_objects:
+            status = obj.get("status") or {}
+            p = status.get("placement")
+            if not p or status.get("phase") in ("Succeeded", "Failed"):
+                continue
+            devices = int(p.get("replicas", 0)) * int(p.get("perReplica", 0))
+            util = (status.get("utilization") or {}).get("average")
+            rows.append({"region": p.get("region"), "allocated": devices,
+                         "util_x_devices": util * devices if util is not None else None,
+                         "measured": devices if util is not None else 0})
+        frame = pd.DataFrame(rows, columns=["region", "allocated", "util_x_devices", "measured"])
+        out = frame.groupby("region", as_index=False).sum(min_count=1)
+        out["utilization"] = out["util_x_devices"] / out["measured"].where(out["measured"] > 0)
+        return out[["region", "allocated", "utilization"]]
 
     def waiting(self, namespace: str) -> list[dict[str, Any]]:
         """The namespace's jobs waiting for room, as the quota preview needs them."""
@@ -71,8 +91,10 @@ def read_fleet(api: kubernetes.client.ApiClient) -> Fleet:
                       "ready": view.ready and view.schedulable})
     jobs = []
     job_objects = custom.list_cluster_custom_object(GROUP, VERSION, "heterojobs")["items"]
-    quota_namespaces = sorted({o["metadata"]["namespace"] for o in custom.list_cluster_custom_object(
-        GROUP, VERSION, "heteroquotas")["items"]})
+    quota_objects = custom.list_cluster_custom_object(GROUP, VERSION, "heteroquotas")["items"]
+    quota_namespaces = sorted({o["metadata"]["namespace"] for o in quota_objects})
+    quota_limit = sum(int(l.get("devices", 0)) for o in quota_objects for l in (o.get("spec") or {}).get("limits") or [])
+    quota_used = sum(int(u.get("devices", 0)) for o in quota_objects for u in (o.get("status") or {}).get("used") or [])
     for obj in job_objects:
         status: dict[str, Any] = obj.get("status") or {}
         placement = status.get("placement") or {}
@@ -91,4 +113,5 @@ def read_fleet(api: kubernetes.client.ApiClient) -> Fleet:
                  pd.DataFrame(jobs, columns=["namespace", "name", "priority", "phase", "class", "region",
                                              "replicas", "restarts", "message", "created"]),
                  pd.DataFrame(regions, columns=["region", "city", "latitude", "longitude"]),
-                 classes=sorted(classes), quota_namespaces=quota_namespaces, job_objects=job_objects)
+                 classes=sorted(classes), quota_namespaces=quota_namespaces, job_objects=job_objects,
+                 quota_used=quota_used, quota_limit=quota_limit)
