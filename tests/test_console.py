@@ -25,7 +25,7 @@ def test_overview_shows_kpis_map_and_jobs(cluster: Cluster, emulator: object, mo
     assert not at.exception
     metrics = {m.label: m.value for m in at.metric}
     assert metrics["Devices"] == "16" and metrics["Nodes ready"] == "2/2"
-    assert metrics["Allocated"] == "0%" and metrics["Quota in use"] == "no quotas"
+    assert metrics["Allocated"] == "0%" and metrics["Quota in use"] == "none"
     charts = [json.loads(c.proto.spec) for c in at.get("plotly_chart")]
     geo = charts[0]["data"][0]
     assert geo["type"] == "scattergeo" and sorted(geo["text"]) == ["cn-east", "cn-north", "eu-west"]
