@@ -16,3 +16,4 @@ bench:
 	python3 bench/placement.py
 	python3 bench/recovery.py
 	python3 bench/alerts.py
+	python3 bench/console.py

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -82,7 +83,7 @@ def read_fleet(api: kubernetes.client.ApiClient) -> Fleet:
         GROUP, VERSION, "acceleratorclasses")["items"] if (c := convert.device_class(o))}
     region_objs = custom.list_cluster_custom_object(GROUP, VERSION, "regions")["items"]
     nodes = []
-    for obj in api.sanitize_for_serialization(core.list_node().items):
+    for obj in json.loads(core.list_node(_preload_content=False).data).get("items", []):  # raw: fast
         view = convert.node_view(obj)
         cls = next((c for c in classes.values() if view.matches(c.node_selector)
                     and view.allocatable.get(c.resource_name, 0) > 0), None)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import time
 from typing import Any
 
@@ -14,14 +15,14 @@ from heterojob.controller import FleetSource
 from heterojob.monitor import Monitor, TelemetryConfig
 from heterojob.telemetry.adapters import NODE_LABELS
 
-HEAT_ROWS = 300  # beyond this many devices the heat map shows nodes (the average of their devices)
-HEAT_POINTS = 120  # columns of the heat map, whatever the time range
+HEAT_ROWS = 300  # beyond this many devices the heat map shows nodes; beyond this many nodes, region/class
+HEAT_POINTS = 60  # columns of the heat map, whatever the time range
 
 
 def fleet_source(api: kubernetes.client.ApiClient) -> FleetSource:
     core, custom = kubernetes.client.CoreV1Api(api), kubernetes.client.CustomObjectsApi(api)
-    objects: list[dict[str, Any]] = [
-        {**n, "kind": "Node"} for n in api.sanitize_for_serialization(core.list_node().items)]
+    listed = json.loads(core.list_node(_preload_content=False).data)  # raw: 10x faster than the models
+    objects: list[dict[str, Any]] = [{**n, "kind": "Node"} for n in listed.get("items", [])]
     for plural, kind in (("acceleratorclasses", "AcceleratorClass"), ("regions", "Region")):
         objects += [{**o, "kind": kind} for o in custom.list_cluster_custom_object(GROUP, VERSION, plural)["items"]]
     return FleetSource.from_objects(objects)
@@ -42,7 +43,7 @@ def current(api: kubernetes.client.ApiClient, prometheus_url: str) -> tuple[pd.D
 
 
 def heat(prometheus_url: str, devices: pd.DataFrame, minutes: int, now: float | None = None) -> pd.DataFrame:
-    """Utilization over time: rows are devices (or nodes on a large fleet), columns times; % values."""
+    """Utilization over time: rows are devices (nodes, then region/class, on larger fleets), columns times."""
     end = now or time.time()
     step = max(1, int(minutes * 60 / HEAT_POINTS))
     by_node = len(devices) > HEAT_ROWS
@@ -63,7 +64,14 @@ def heat(prometheus_url: str, devices: pd.DataFrame, minutes: int, now: float | 
             name = node if by_node else (labels.get("UUID") or f"{node}/npu-{labels.get('id', '?')}")
             series[name] = {pd.Timestamp(float(t), unit="s", tz="UTC"): float(v) for t, v in s.get("values", [])}
     frame = pd.DataFrame(series).T.sort_index()
-    return frame.reindex(sorted(frame.columns), axis=1) if not frame.empty else frame
+    if frame.empty:
+        return frame
+    frame = frame.reindex(sorted(frame.columns), axis=1)
+    if by_node and len(frame) > HEAT_ROWS:  # too many nodes to read: average them per region and class
+        group = devices.drop_duplicates("node").set_index("node")
+        keys = [f"{group.at[n, 'region']}/{group.at[n, 'class']}" if n in group.index else "?" for n in frame.index]
+        frame = frame.groupby(keys).mean()
+    return frame
 
 
 def _dt(ts: float) -> Any:

@@ -57,7 +57,8 @@ else:
     if heat.empty:
         st.info("No utilization series in this window yet.")
     else:
-        label = "node" if len(shown) > dev.HEAT_ROWS else "device"
+        label = "device" if len(shown) <= dev.HEAT_ROWS else (
+            "node" if shown["node"].nunique() <= dev.HEAT_ROWS else "region/class")
         fig = px.imshow(heat, aspect="auto", color_continuous_scale="Viridis", zmin=0, zmax=100,
                         labels={"x": "time", "y": label, "color": "util %"}, title=f"Utilization by {label}")
         st.plotly_chart(fig, width="stretch", key="heat")
