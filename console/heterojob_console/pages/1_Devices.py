@@ -18,13 +18,17 @@ if not url:
     st.stop()
 
 
+minutes = st.select_slider("Window", options=[15, 60, 360, 1440], value=60, key="minutes",
+                           format_func=lambda m: f"{m // 60} h" if m >= 60 else f"{m} min")
+
+
 @st.cache_data(ttl=10, show_spinner=False)
-def load(kubeconfig: str | None, prometheus: str):  # type: ignore[no-untyped-def]
-    return dev.current(client(kubeconfig), prometheus)
+def load(kubeconfig: str | None, prometheus: str, window: int):  # type: ignore[no-untyped-def]
+    return dev.current(client(kubeconfig), prometheus, window)
 
 
 try:
-    table, problems = load(os.environ.get("HETEROJOB_KUBECONFIG"), url)
+    table, problems, series = load(os.environ.get("HETEROJOB_KUBECONFIG"), url, minutes)
 except Exception as exc:  # noqa: BLE001 - shown as a page, never a traceback
     st.error(f"The Kubernetes API cannot be read: {exc}")
     st.stop()
@@ -47,21 +51,15 @@ k2.metric("Failed", int(health.get("failed", 0)))
 k3.metric("Degraded", int(health.get("degraded", 0)))
 k4.metric("Average utilization", f"{shown['utilization'].mean():.0f}%" if shown["utilization"].notna().any() else "-")
 
-minutes = st.select_slider("Window", options=[15, 60, 360, 1440], value=60, key="minutes",
-                           format_func=lambda m: f"{m // 60} h" if m >= 60 else f"{m} min")
-try:
-    heat = dev.heat(url, shown, minutes)
-except Exception as exc:  # noqa: BLE001 - Prometheus trouble is a message
-    st.warning(f"Prometheus cannot be read: {exc}")
+heat = dev.heat(series, shown)
+if heat.empty:
+    st.info("No utilization series in this window (or Prometheus could not answer the range query).")
 else:
-    if heat.empty:
-        st.info("No utilization series in this window yet.")
-    else:
-        label = "device" if len(shown) <= dev.HEAT_ROWS else (
-            "node" if shown["node"].nunique() <= dev.HEAT_ROWS else "region/class")
-        fig = px.imshow(heat, aspect="auto", color_continuous_scale="Viridis", zmin=0, zmax=100,
-                        labels={"x": "time", "y": label, "color": "util %"}, title=f"Utilization by {label}")
-        st.plotly_chart(fig, width="stretch", key="heat")
+    label = "device" if len(shown) <= dev.HEAT_ROWS else (
+        "node" if shown["node"].nunique() <= dev.HEAT_ROWS else "region/class")
+    fig = px.imshow(heat, aspect="auto", color_continuous_scale="Viridis", zmin=0, zmax=100,
+                    labels={"x": "time", "y": label, "color": "util %"}, title=f"Utilization by {label}")
+    st.plotly_chart(fig, width="stretch", key="heat")
 
 st.subheader("Unhealthy and degraded")
 bad = shown[shown["health"].isin(["failed", "degraded"])]
