@@ -67,7 +67,16 @@ def _console(args: argparse.Namespace) -> int:
 
 
 def _demo(args: argparse.Namespace) -> int:
-    from heterojob.sim.demo import Demo
+    from heterojob.sim.demo import Demo, inject
+
+    if args.action == "inject":
+        if not args.fault or not args.node:
+            raise SystemExit("usage: heterojob demo inject FAULT NODE [--device N] [--value V]")
+        try:
+            print(inject(args.fault, args.node, args.device, args.value, args.workdir))
+        except (OSError, ValueError) as exc:
+            raise SystemExit(f"heterojob demo inject: {exc}") from None
+        return 0
 
     return Demo(console_port=args.port, smoke=args.smoke, smoke_seconds=args.smoke_seconds,
                 workdir=args.workdir).run()
@@ -155,11 +164,19 @@ def parser() -> argparse.ArgumentParser:
     demo = sub.add_parser("demo", help="run everything on this machine: emulated cluster, fleet, operator, console",
                           description="Start an emulated Kubernetes API with a simulated multi-region fleet, "
                                       "the operator, a stand-in kubelet, a workload and the console. Ctrl-C stops it.")
+    demo.add_argument("action", nargs="?", choices=["run", "inject"], default="run",
+                      help="run (default) or inject a fault into a running demo")
+    demo.add_argument("fault", nargs="?", help="inject: fatal-xid, application-xid, overheat, npu-unhealthy, "
+                                                "npu-unknown, vanish, exporter-down, straggle")
+    demo.add_argument("node", nargs="?", help="inject: the node, e.g. cn-east-nvidia-h100-00")
+    demo.add_argument("--device", type=int, default=0, help="inject: device index on the node")
+    demo.add_argument("--value", type=float, default=None, help="inject: XID code, temperature or slow-down")
     demo.add_argument("--port", type=int, default=8501, help="console port")
     demo.add_argument("--smoke", action="store_true",
                       help="run headless for a while, then print one JSON line with what happened")
-    demo.add_argument("--smoke-seconds", type=float, default=30.0)
-    demo.add_argument("--workdir", type=Path, default=None, help="where the kubeconfig and logs go")
+    demo.add_argument("--smoke-seconds", type=float, default=60.0)
+    demo.add_argument("--workdir", type=Path, default=None,
+                      help="where the kubeconfig, logs and state go (default ~/.cache/heterojob/demo)")
     demo.set_defaults(func=_demo)
 
     gen = sub.add_parser("generate", help="regenerate crds/ and manifests/defaults/ from the code")

@@ -5,13 +5,15 @@ from __future__ import annotations
 import json
 import os
 import random
+import secrets
+import shutil
 import signal
 import socket
 import subprocess
 import sys
-import tempfile
 import threading
 import time
+import urllib.error
 import urllib.request
 from pathlib import Path
 from typing import Any
@@ -20,13 +22,16 @@ import kubernetes
 import yaml
 
 from heterojob.constants import API_VERSION, GROUP, VERSION
-from heterojob.sim.harness import Emulator, seed
+from heterojob.alerts.rules import rules_file
+from heterojob.sim.harness import Emulator, apply, seed
 from heterojob.sim.exporters import ExporterFleet
 from heterojob.sim.kubelet import Kubelet
-from heterojob.sim.prometheus import PrometheusServer
+from heterojob.sim.prometheus import AlertmanagerServer, PrometheusServer
 from heterojob.sim.nodes import node
 
 EXAMPLES = Path(__file__).resolve().parents[3] / "examples"
+DEFAULT_WORKDIR = Path.home() / ".cache" / "heterojob" / "demo"
+STATE = "demo.json"  # where `heterojob demo inject` finds the running demo
 NAMESPACES = ("team-a", "team-b", "team-c")
 
 # region -> (device class, node count)
@@ -44,6 +49,30 @@ MIX: list[tuple[int, list[str], int, int, str]] = [
     (2, ["nvidia-h100"], 4, 8, "urgent"),
     (3, ["cpu"], 1, 16, "low"),
 ]
+
+
+def quota(namespace: str) -> dict[str, Any]:
+    """Each team may hold 64 H100s anywhere and 160 devices of any class per region."""
+    return {"apiVersion": API_VERSION, "kind": "HeteroQuota", "metadata": {"name": namespace, "namespace": namespace},
+            "spec": {"limits": [{"deviceClass": "nvidia-h100", "region": "*", "devices": 64},
+                                {"deviceClass": "*", "region": "*", "devices": 160}]}}
+
+
+def inject(kind: str, node: str, device: int = 0, value: float | None = None, workdir: Path | None = None) -> str:
+    """Break something in the running demo (found through its state file); the answer for the user."""
+    state_file = Path(workdir or DEFAULT_WORKDIR) / STATE
+    if not state_file.exists():
+        raise FileNotFoundError(f"no running demo found ({state_file} is missing): start `heterojob demo` first")
+    url = json.loads(state_file.read_text())["exporters"]
+    body = json.dumps({"kind": kind, "node": node, "device": device, "value": value}).encode()
+    request = urllib.request.Request(f"{url}/faults", data=body, method="POST",
+                                     headers={"Content-Type": "application/json"})
+    try:
+        with urllib.request.urlopen(request, timeout=5) as r:
+            r.read()
+    except urllib.error.HTTPError as exc:
+        raise ValueError(exc.read().decode().strip()) from None
+    return f"injected {kind} on {node} device {device}"
 
 
 def fleet_nodes() -> list[dict[str, Any]]:
@@ -71,13 +100,16 @@ class Demo:
         self.console_port = _free_port() if smoke else console_port
         self.smoke = smoke
         self.smoke_seconds = smoke_seconds
-        self.workdir = Path(workdir or tempfile.mkdtemp(prefix="heterojob-demo-"))
+        self.workdir = Path(workdir or DEFAULT_WORKDIR)
         self.workdir.mkdir(parents=True, exist_ok=True)
         self.rng = random.Random(seed_value)
         self.submitted = 0
         self._procs: list[subprocess.Popen[bytes]] = []
         self._stop = threading.Event()
         self._prometheus: PrometheusServer | None = None
+        self._alertmanager: AlertmanagerServer | None = None
+        self.token = secrets.token_urlsafe(24)
+        self.exporters_url = ""
 
     def _spawn(self, name: str, cmd: list[str], env: dict[str, str] | None = None) -> subprocess.Popen[bytes]:
         log = open(self.workdir / f"{name}.log", "wb")  # noqa: SIM115 - closed with the process
@@ -112,6 +144,26 @@ class Demo:
             },
         }
 
+    def _telemetry(self, exporters: ExporterFleet, host: str, port: int) -> list[str]:
+        """Prometheus (with the shipped rules) and Alertmanager, when installed; the operator's flags."""
+        alerts_port = _free_port()
+        flags = ["--alerts-port", str(alerts_port)]
+        try:
+            self._alertmanager = AlertmanagerServer(f"http://127.0.0.1:{alerts_port}/alerts", self.token,
+                                                    workdir=self.workdir / "alertmanager").start()
+            rules = self.workdir / "rules.yaml"
+            rules.write_text(yaml.safe_dump(rules_file({"xid": "0s", "npu": "10s", "overheat": "30s"})))
+            shutil.rmtree(self.workdir / "prometheus", ignore_errors=True)  # a second start begins afresh
+            self._prometheus = PrometheusServer(
+                exporters.targets(), f"{host}:{port}", scrape_interval_s=5.0, workdir=self.workdir / "prometheus",
+                rule_files=[str(rules)], alertmanager=f"127.0.0.1:{self._alertmanager.port}").start()
+            _say(f"simulated exporters on {host}:{port}; Prometheus {self._prometheus.url} with the shipped rules; "
+                 f"Alertmanager {self._alertmanager.url} posting to the operator")
+            flags += ["--prometheus-url", self._prometheus.url, "--telemetry-interval", "5", "--telemetry-window", "30"]
+        except (FileNotFoundError, RuntimeError, TimeoutError) as exc:
+            _say(f"telemetry and alerts off ({exc}); scripts/install-deps installs Prometheus and Alertmanager")
+        return flags
+
     def _workload(self, api: kubernetes.client.ApiClient, interval: float) -> None:
         n = 0
         while not self._stop.wait(interval):
@@ -129,28 +181,28 @@ class Demo:
             _say(f"seeding {len(nodes)} nodes in {len(FLEET)} regions, default classes and regions")
             seed(api, namespaces=NAMESPACES, nodes=nodes)
 
+            apply(api, [quota(ns) for ns in NAMESPACES])
+
             exporters = ExporterFleet(nodes, seed=7)
             host, port = exporters.serve()
-            telemetry: list[str] = []
-            try:
-                prometheus = PrometheusServer(exporters.targets(), f"{host}:{port}", scrape_interval_s=5.0,
-                                              workdir=self.workdir / "prometheus").start()
-                self._prometheus = prometheus
-                telemetry = ["--prometheus-url", prometheus.url, "--telemetry-interval", "5",
-                             "--telemetry-window", "30"]
-                _say(f"simulated exporters on {host}:{port}, scraped by Prometheus at {prometheus.url}")
-            except (FileNotFoundError, RuntimeError, TimeoutError) as exc:
-                _say(f"telemetry off: {exc}")
+            self.exporters_url = f"http://{host}:{port}"
+            flags = self._telemetry(exporters, host, port)
 
             _say("starting the operator")
             self._spawn("operator", [sys.executable, "-m", "heterojob", "operator", "run", "--standalone",
-                                     "--kubeconfig", str(emulator.kubeconfig), *telemetry])
-            kubelet = Kubelet(api, on_bindings=exporters.bind).start()
-            _say(f"starting the console on http://127.0.0.1:{self.console_port}")
+                                     "--kubeconfig", str(emulator.kubeconfig), *flags],
+                        env={"HETEROJOB_ALERT_TOKEN": self.token})
+            kubelet = Kubelet(api, on_bindings=exporters.bind, answer_checkpoints=True).start()
+            _say(f"starting the console on http://127.0.0.1:{self.console_port} (admin mode: local-admin)")
             self._spawn("console", [sys.executable, "-m", "heterojob", "console", "--port", str(self.console_port),
                                     "--kubeconfig", str(emulator.kubeconfig)],
                         env={"HETEROJOB_CONSOLE_ADMINS": "local-admin",
                              **({"HETEROJOB_PROMETHEUS_URL": self._prometheus.url} if self._prometheus else {})})
+            state = {"kubeconfig": str(emulator.kubeconfig), "exporters": self.exporters_url,
+                     "console": f"http://127.0.0.1:{self.console_port}",
+                     "prometheus": self._prometheus.url if self._prometheus else None,
+                     "alertmanager": self._alertmanager.url if self._alertmanager else None}
+            (self.workdir / STATE).write_text(json.dumps(state, indent=2))
 
             for path in sorted(EXAMPLES.glob("*.yaml")):
                 for doc in yaml.safe_load_all(path.read_text()):
@@ -161,12 +213,13 @@ class Demo:
             if self.smoke:
                 return self._smoke(api)
             _say("ready.")
-            print(f"\n  console:     http://127.0.0.1:{self.console_port}\n"
-                  f"  kubectl:     KUBECONFIG={emulator.kubeconfig} kubectl get hj -A\n"
-                  f"  prometheus:  {self._prometheus.url if self._prometheus else '(not installed)'}\n"
-                  f"  a fault:     curl -X POST http://{host}:{port}/faults "
-                  f"-d '{{\"kind\": \"fatal-xid\", \"node\": \"cn-east-nvidia-h100-00\", \"device\": 0}}'\n"
-                  f"  logs:        {self.workdir}\n  stop:        Ctrl-C\n", flush=True)
+            print(f"\n  console:      http://127.0.0.1:{self.console_port}   (admin mode: local-admin)\n"
+                  f"  kubectl:      KUBECONFIG={emulator.kubeconfig} kubectl get hj -A\n"
+                  f"  prometheus:   {self._prometheus.url if self._prometheus else '(not installed)'}\n"
+                  f"  alertmanager: {self._alertmanager.url if self._alertmanager else '(not installed)'}\n"
+                  f"  break a GPU:  heterojob demo inject fatal-xid cn-east-nvidia-h100-00"
+                  + (f" --workdir {self.workdir}" if self.workdir != DEFAULT_WORKDIR else "") + "\n"
+                  f"  logs:         {self.workdir}\n  stop:         Ctrl-C\n", flush=True)
             signal.signal(signal.SIGTERM, lambda *_: (_ for _ in ()).throw(KeyboardInterrupt()))
             while True:
                 time.sleep(1)
@@ -177,8 +230,9 @@ class Demo:
             self._stop.set()
             if kubelet is not None:
                 kubelet.stop()
-            if self._prometheus is not None:
-                self._prometheus.stop()
+            for server in (self._prometheus, self._alertmanager):
+                if server is not None:
+                    server.stop()
             for proc in self._procs:
                 if proc.poll() is None:
                     os.killpg(proc.pid, signal.SIGTERM)
@@ -189,6 +243,16 @@ class Demo:
                     os.killpg(proc.pid, signal.SIGKILL)
             emulator.stop()
 
+    def _break_a_gpu(self, core: kubernetes.client.CoreV1Api) -> str | None:
+        """A fatal XID on the first GPU of a node where a job's pod runs (what the smoke run shows)."""
+        for pod in core.list_pod_for_all_namespaces(label_selector="heterojob.io/job").items:
+            node = pod.spec.node_name
+            limits = (pod.spec.containers[0].resources.limits or {}) if pod.spec.containers else {}
+            if pod.status.phase == "Running" and node and "nvidia.com/gpu" in limits:
+                _say(inject("fatal-xid", node, 0, 79, self.workdir))
+                return str(node)
+        return None
+
     def _console_status(self) -> int:
         try:
             with urllib.request.urlopen(f"http://127.0.0.1:{self.console_port}/", timeout=5) as resp:
@@ -198,9 +262,14 @@ class Demo:
 
     def _smoke(self, api: kubernetes.client.ApiClient) -> int:
         custom = kubernetes.client.CustomObjectsApi(api)
-        deadline = time.monotonic() + self.smoke_seconds
+        core = kubernetes.client.CoreV1Api(api)
+        started = time.monotonic()
+        deadline = started + self.smoke_seconds
+        broken = None
         while time.monotonic() < deadline:
             time.sleep(1.0)
+            if broken is None and time.monotonic() - started >= self.smoke_seconds / 3:
+                broken = self._break_a_gpu(core)
         jobs = custom.list_cluster_custom_object(GROUP, VERSION, "heterojobs")["items"]
         phases = [(j.get("status") or {}).get("phase") for j in jobs]
         measured = sum(1 for j in jobs if ((j.get("status") or {}).get("utilization") or {}).get("average"))

@@ -1,7 +1,9 @@
 """A stand-in kubelet for the emulated cluster: binds the operator's pods, runs them, finishes them.
 
 A pod runs for `HETEROJOB_SIM_DURATION` seconds (env of its first container; default 120) and then
-succeeds, or fails when `HETEROJOB_SIM_FAIL` is "1". Progress is not simulated here yet.
+succeeds, or fails when `HETEROJOB_SIM_FAIL` is "1". Its step is ten per second of running. With
+`answer_checkpoints`, it plays the SDK: a pod asked for a checkpoint acknowledges it a moment later
+(`<id>;<step>;$HETEROJOB_CHECKPOINT_DIR/<id>/`), unless `HETEROJOB_SIM_NO_SDK` is "1".
 """
 
 from __future__ import annotations
@@ -16,7 +18,7 @@ from typing import Any
 import kubernetes
 from kubernetes.client import ApiException
 
-from heterojob.constants import ANNOTATION_NODE, LABEL_JOB
+from heterojob.constants import ANNOTATION_CHECKPOINT_ACK, ANNOTATION_CHECKPOINT_REQUEST, ANNOTATION_NODE, LABEL_JOB
 
 log = logging.getLogger(__name__)
 
@@ -47,10 +49,14 @@ def _devices(pod: dict[str, Any]) -> int:
 
 class Kubelet:
     def __init__(self, api: kubernetes.client.ApiClient, start_delay: float = 1.0, interval: float = 0.5,
-                 on_bindings: Callable[[Bindings], None] | None = None) -> None:
+                 on_bindings: Callable[[Bindings], None] | None = None, answer_checkpoints: bool = False,
+                 checkpoint_delay: float = 1.0) -> None:
         """`on_bindings` hears, after every step, which running pods hold which node's devices."""
         self.core = kubernetes.client.CoreV1Api(api)
         self.on_bindings = on_bindings
+        self.answer_checkpoints = answer_checkpoints
+        self.checkpoint_delay = checkpoint_delay
+        self._asked: dict[str, float] = {}  # "<pod>/<request id>" -> when first seen
         self.start_delay = start_delay
         self.interval = interval
         self._stop = threading.Event()
@@ -103,6 +109,8 @@ class Kubelet:
                             "phase": "Running", "hostIP": "10.0.0.1", "podIP": "10.1.0.1"}})
                         self._started[key] = now
                 elif phase == "Running":
+                    if self.answer_checkpoints:
+                        self._answer(pod, now)
                     duration = float(_env(pod, "HETEROJOB_SIM_DURATION", "120"))
                     if now - self._started.setdefault(key, now) >= duration:
                         failed = _env(pod, "HETEROJOB_SIM_FAIL", "0") == "1"
@@ -111,3 +119,21 @@ class Kubelet:
             except ApiException as exc:
                 if exc.status != 404:
                     raise
+
+    def _answer(self, pod: dict[str, Any], now: float) -> None:
+        """Acknowledge a checkpoint request the way the SDK does, after `checkpoint_delay` seconds."""
+        meta = pod["metadata"]
+        annotations = meta.get("annotations") or {}
+        wanted = annotations.get(ANNOTATION_CHECKPOINT_REQUEST)
+        if not wanted or annotations.get(ANNOTATION_CHECKPOINT_ACK, "").startswith(f"{wanted};"):
+            return
+        if _env(pod, "HETEROJOB_SIM_NO_SDK", "0") == "1":
+            return
+        key = f"{meta['namespace']}/{meta['name']}/{wanted}"
+        if now - self._asked.setdefault(key, now) < self.checkpoint_delay:
+            return
+        step = int((now - self._started.get(f"{meta['namespace']}/{meta['name']}", now)) * 10)
+        where = _env(pod, "HETEROJOB_CHECKPOINT_DIR", f"s3://heterojob-demo/{meta['namespace']}")
+        self.core.patch_namespaced_pod(meta["name"], meta["namespace"], {"metadata": {"annotations": {
+            ANNOTATION_CHECKPOINT_ACK: f"{wanted};{step};{where.rstrip('/')}/{wanted}/"}}})
+        self._asked.pop(key, None)
