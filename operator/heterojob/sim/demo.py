@@ -226,6 +226,7 @@ class Demo:
         except KeyboardInterrupt:
             return 0
         finally:
+            signal.signal(signal.SIGINT, signal.SIG_IGN)  # a second Ctrl-C must not leave processes behind
             _say("stopping")
             self._stop.set()
             if kubelet is not None:
