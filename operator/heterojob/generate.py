@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import yaml
 
-from heterojob import defaults
+from heterojob import dashboard, defaults
 from heterojob.alerts import rules
 from heterojob.api import crds
 
@@ -29,6 +30,7 @@ def _alert_files() -> dict[str, str]:
         "manifests/alerts/prometheusrule.yaml": head + yaml.safe_dump(rules.prometheus_rule(), sort_keys=False),
         "manifests/alerts/alertmanager-receiver.yaml": head + "# merge into alertmanager.yml\n"
         + yaml.safe_dump(rules.alertmanager_receiver(), sort_keys=False),
+        "manifests/grafana/heterojob-dashboard.json": json.dumps(dashboard.dashboard(), indent=2) + "\n",
     }
 
 

@@ -1,0 +1,221 @@
+"""The deployment manifests: every file loads, built-in kinds validate offline against the Kubernetes
+schemas, our objects against our CRD schemas, each kustomize overlay renders, and the RBAC grants
+exactly the verbs the code uses (derived from the code, not listed by hand)."""
+
+from __future__ import annotations
+
+import ast
+import json
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import jsonschema
+import kubernetes_validate
+import pytest
+import yaml
+
+ROOT = Path(__file__).resolve().parents[1]
+K8S_VERSION = "1.31"
+CLUSTER_SCOPED = {"Namespace", "ClusterRole", "ClusterRoleBinding", "CustomResourceDefinition", "AcceleratorClass",
+                  "Region", "ClusterKopfPeering"}
+OURS = {"heterojob.io", "kopf.dev"}
+FOREIGN_CRDS = {"monitoring.coreos.com"}  # ServiceMonitor, PrometheusRule: checked for shape below
+
+
+def docs(path: Path) -> list[dict[str, Any]]:
+    return [d for d in yaml.safe_load_all(path.read_text()) if d]
+
+
+# --- a faithful-enough kustomize: resources (files or bases), namespace, labels -----------------------
+
+def render(directory: Path) -> list[dict[str, Any]]:
+    kustomization = yaml.safe_load((directory / "kustomization.yaml").read_text())
+    out: list[dict[str, Any]] = []
+    for entry in kustomization.get("resources", []):
+        target = (directory / entry).resolve()
+        assert target.is_relative_to(ROOT), f"{directory}: {entry} leaves the repository"
+        if target.is_dir():
+            assert (target / "kustomization.yaml").exists(), f"{entry}: a directory resource needs a kustomization"
+            out += render(target)
+        else:
+            assert target.is_relative_to(directory.resolve()), \
+                f"{directory}: {entry} is a file outside the kustomization root (kustomize refuses it)"
+            out += docs(target)
+    namespace = kustomization.get("namespace")
+    for obj in out:
+        if namespace and obj["kind"] not in CLUSTER_SCOPED:
+            obj["metadata"]["namespace"] = namespace
+        for subject in obj.get("subjects") or []:
+            if namespace and subject.get("kind") == "ServiceAccount":
+                subject["namespace"] = namespace
+        for group in kustomization.get("labels") or []:
+            obj["metadata"].setdefault("labels", {}).update(group.get("pairs") or {})
+    return out
+
+
+OVERLAYS = sorted(p for p in (ROOT / "manifests" / "overlays").iterdir() if p.is_dir())
+
+
+def crd_schemas() -> dict[tuple[str, str], dict[str, Any]]:
+    out = {}
+    for path in sorted((ROOT / "crds").glob("*.heterojob.io.yaml")) + [ROOT / "manifests/base/kopf-peering.yaml"]:
+        for crd in docs(path):
+            if crd["kind"] != "CustomResourceDefinition":
+                continue
+            version = crd["spec"]["versions"][0]
+            out[(f"{crd['spec']['group']}/{version['name']}", crd["spec"]["names"]["kind"])] = \
+                version["schema"]["openAPIV3Schema"]
+    return out
+
+
+def all_manifest_files() -> Iterator[Path]:
+    for path in sorted((ROOT / "manifests").rglob("*.yaml")) + sorted((ROOT / "crds").glob("*.yaml")):
+        if path.name in ("kustomization.yaml", "heterojob-rules.yaml", "alertmanager-receiver.yaml"):
+            continue
+        yield path
+
+
+@pytest.mark.parametrize("path", list(all_manifest_files()), ids=lambda p: str(p.relative_to(ROOT)))
+def test_every_manifest_is_valid(path: Path) -> None:
+    schemas = crd_schemas()
+    for obj in docs(path):
+        group = obj["apiVersion"].split("/")[0] if "/" in obj["apiVersion"] else ""
+        if group in OURS:
+            schema = schemas[(obj["apiVersion"], obj["kind"])]
+            # OpenAPI v3.0 is draft-4 JSON Schema (boolean exclusiveMinimum); x-kubernetes-* keys are ignored
+            jsonschema.Draft4Validator(schema).validate(obj)
+        elif group in FOREIGN_CRDS:
+            assert obj["spec"], f"{path}: {obj['kind']} without spec"
+        else:
+            kubernetes_validate.validate(obj, K8S_VERSION, strict=True)
+
+
+@pytest.mark.parametrize("overlay", OVERLAYS, ids=lambda p: p.name)
+def test_each_overlay_renders_without_duplicates(overlay: Path) -> None:
+    objects = render(overlay)
+    keys = [(o["kind"], o["metadata"].get("namespace"), o["metadata"]["name"]) for o in objects]
+    assert len(keys) == len(set(keys)), "duplicate objects"
+    kinds = {k for k, _, _ in keys}
+    assert {"CustomResourceDefinition", "Deployment", "ClusterRole", "NetworkPolicy", "AcceleratorClass"} <= kinds
+    for obj in objects:
+        if obj["kind"] not in CLUSTER_SCOPED:
+            assert obj["metadata"]["namespace"] == "heterojob-system", obj["metadata"]["name"]
+    if overlay.name == "prometheus-operator":
+        assert {"ServiceMonitor", "PrometheusRule"} <= kinds
+
+
+def test_pods_run_locked_down() -> None:
+    for obj in render(ROOT / "manifests" / "overlays" / "plain"):
+        if obj["kind"] != "Deployment":
+            continue
+        spec = obj["spec"]["template"]["spec"]
+        assert spec["securityContext"]["runAsNonRoot"] and spec["securityContext"]["seccompProfile"]["type"] == \
+            "RuntimeDefault"
+        for c in spec["containers"]:
+            sc = c["securityContext"]
+            assert sc["readOnlyRootFilesystem"] and not sc["allowPrivilegeEscalation"]
+            assert sc["capabilities"]["drop"] == ["ALL"] and "add" not in sc["capabilities"]
+            assert c["resources"]["requests"] and c["resources"]["limits"]
+            assert c["livenessProbe"] and c["readinessProbe"]
+    operator = next(o for o in render(ROOT / "manifests/base") if o["metadata"]["name"] == "heterojob-operator"
+                    and o["kind"] == "Deployment")
+    assert operator["spec"]["replicas"] == 2 and "--peering" in operator["spec"]["template"]["spec"]["containers"][0]["args"]
+
+
+# --- RBAC: what the code does -------------------------------------------------------------------------
+
+PLURALS = {"heterojobs", "heteroquotas", "acceleratorclasses", "regions"}
+CORE = {  # client method -> (resource, verb)
+    "list_namespaced_pod": ("pods", "list"), "create_namespaced_pod": ("pods", "create"),
+    "delete_namespaced_pod": ("pods", "delete"), "patch_namespaced_pod": ("pods", "patch"),
+    "create_namespaced_service": ("services", "create"), "create_namespaced_event": ("events", "create"),
+    "list_node": ("nodes", "list"), "list_namespaced_event": ("events", "list"),
+    "read_namespaced_pod": ("pods", "get"), "list_pod_for_all_namespaces": ("pods", "list"),
+}
+CUSTOM = {  # custom-object method -> (verb, subresource)
+    "get_namespaced_custom_object": ("get", ""), "list_cluster_custom_object": ("list", ""),
+    "list_namespaced_custom_object": ("list", ""), "patch_namespaced_custom_object": ("patch", ""),
+    "patch_namespaced_custom_object_status": ("patch", "/status"),
+    "create_namespaced_custom_object": ("create", ""),
+}
+# What Kopf itself needs beyond the handlers' list/watch: peering, CRD discovery, its own Events.
+KOPF = {("kopf.dev", "clusterkopfpeerings", v) for v in ("list", "watch", "patch")} | {
+    ("apiextensions.k8s.io", "customresourcedefinitions", v) for v in ("list", "watch")} | {("", "events", "create")}
+
+
+def used(files_: list[Path]) -> set[tuple[str, str, str]]:
+    """(apiGroup, resource, verb) for every Kubernetes client call (or reference) in these files."""
+    out: set[tuple[str, str, str]] = set()
+    for path in files_:
+        tree = ast.parse(path.read_text())
+        for func in [n for n in ast.walk(tree) if isinstance(n, ast.FunctionDef | ast.AsyncFunctionDef)] or [tree]:
+            names = {n.value for n in ast.walk(func) if isinstance(n, ast.Constant) and n.value in PLURALS}
+            for node in ast.walk(func):
+                if not isinstance(node, ast.Attribute):
+                    continue
+                if node.attr in CORE:
+                    resource, verb = CORE[node.attr]
+                    out.add(("", resource, verb))
+                elif node.attr in CUSTOM:
+                    verb, sub = CUSTOM[node.attr]
+                    assert names, f"{path.name}:{node.lineno}: {node.attr} with no plural in sight"
+                    out |= {("heterojob.io", f"{plural}{sub}", verb) for plural in names}
+    return out
+
+
+def watched(handlers: Path) -> set[tuple[str, str, str]]:
+    """list+watch for every resource a Kopf handler or index is registered on."""
+    out = set()
+    for node in ast.walk(ast.parse(handlers.read_text())):
+        if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr in ("event", "index"):
+            strings = [a.value for a in node.args if isinstance(a, ast.Constant) and isinstance(a.value, str)]
+            if strings:
+                plural = strings[-1]
+                group = "heterojob.io" if plural in PLURALS else ""
+                out |= {(group, plural, "list"), (group, plural, "watch")}
+    return out
+
+
+def granted(role: str) -> set[tuple[str, str, str]]:
+    out = set()
+    for obj in docs(ROOT / "manifests" / "base" / f"rbac-{role}.yaml"):
+        if obj["kind"] != "ClusterRole":
+            continue
+        for rule in obj["rules"]:
+            out |= {(g, r, v) for g in rule["apiGroups"] for r in rule["resources"] for v in rule["verbs"]}
+    return out
+
+
+def test_the_operator_role_grants_exactly_what_the_operator_uses() -> None:
+    pkg = ROOT / "operator" / "heterojob"
+    needed = used([pkg / "kube" / "api.py"]) | watched(pkg / "handlers.py") | KOPF
+    assert granted("operator") == needed, (
+        f"grants not used: {sorted(granted('operator') - needed)}; used, not granted: {sorted(needed - granted('operator'))}")
+
+
+def test_the_console_role_grants_exactly_what_the_console_uses() -> None:
+    console = ROOT / "console" / "heterojob_console"
+    needed = used(sorted(console.rglob("*.py")))
+    assert granted("console") == needed, (
+        f"grants not used: {sorted(granted('console') - needed)}; used, not granted: {sorted(needed - granted('console'))}")
+    assert not {v for _, r, v in needed if r.startswith("heterojobs")} - {"list", "patch"}  # reads, plus requests
+
+
+def test_no_role_reads_secrets_the_token_comes_from_the_kubelet() -> None:
+    """The alert token reaches the operator as an env var from the Secret `heterojob-alert-token` (the kubelet
+    reads it), so no ServiceAccount needs `get secrets` at all."""
+    for role in ("operator", "console"):
+        for obj in docs(ROOT / "manifests/base" / f"rbac-{role}.yaml"):
+            assert not any("secrets" in r["resources"] for r in obj.get("rules") or []), role
+    operator = next(o for o in docs(ROOT / "manifests/base/operator.yaml") if o["kind"] == "Deployment")
+    env = {e["name"]: e for e in operator["spec"]["template"]["spec"]["containers"][0]["env"]}
+    assert env["HETEROJOB_ALERT_TOKEN"]["valueFrom"]["secretKeyRef"]["name"] == "heterojob-alert-token"
+
+
+def test_the_grafana_dashboard_queries_metrics_that_exist() -> None:
+    board = json.loads((ROOT / "manifests/grafana/heterojob-dashboard.json").read_text())
+    text = " ".join(t["expr"] for p in board["panels"] for t in p["targets"])
+    for metric in ("heterojob_alerts_received_total", "heterojob_migrations_total", "heterojob_decision_seconds_bucket",
+                   "DCGM_FI_DEV_GPU_UTIL", "npu_chip_info_utilization"):
+        assert metric in text
