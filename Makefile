@@ -17,3 +17,4 @@ bench:
 	python3 bench/recovery.py
 	python3 bench/alerts.py
 	python3 bench/console.py
+	python3 bench/efficiency.py
