@@ -30,3 +30,17 @@ def test_failures_lose_at_most_one_checkpoint_interval_and_heterojob_beats_fifo(
     interval = config.checkpoint_s + config.save_s
     assert ours.max_lost_per_failure_s <= interval and static.max_lost_per_failure_s <= interval
     assert ours.avg_jct_h < static.avg_jct_h and ours.makespan_h <= static.makespan_h
+
+
+def test_the_cli_prints_both_policies_and_writes_the_html_report(tmp_path: Path) -> None:
+    import json
+    import subprocess
+    import sys
+
+    out = subprocess.run([sys.executable, "-m", "heterojob", "sim", "replay", "--limit", "40",
+                          "--html", str(tmp_path / "r.html")], capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0, out.stderr
+    result = json.loads(out.stdout.strip().splitlines()[-1])
+    assert set(result) == {"trace", "static", "heterojob"}
+    assert {"utilization", "avg_jct_h", "p99_jct_h", "makespan_h", "lost_device_h"} <= set(result["static"])
+    assert "Job completion time CDF" in (tmp_path / "r.html").read_text()

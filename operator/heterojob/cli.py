@@ -82,6 +82,12 @@ def _demo(args: argparse.Namespace) -> int:
                 workdir=args.workdir).run()
 
 
+def _sim(args: argparse.Namespace) -> int:
+    from heterojob.sim.replay import main as replay_main
+
+    return replay_main(args.rest)
+
+
 def _generate(args: argparse.Namespace) -> int:
     from heterojob import generate
 
@@ -179,6 +185,10 @@ def parser() -> argparse.ArgumentParser:
                       help="where the kubeconfig, logs and state go (default ~/.cache/heterojob/demo)")
     demo.set_defaults(func=_demo)
 
+    sim = sub.add_parser("sim", help="simulations: `heterojob sim replay --help` replays a job trace")
+    sim.add_argument("what", choices=["replay"])
+    sim.add_argument("rest", nargs=argparse.REMAINDER)
+    sim.set_defaults(func=_sim)
     gen = sub.add_parser("generate", help="regenerate crds/ and manifests/defaults/ from the code")
     gen.add_argument("--check", action="store_true", help="only report files that are out of date (exit 1)")
     gen.add_argument("--root", default=".", help="repository root")
