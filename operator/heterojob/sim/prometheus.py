@@ -55,32 +55,30 @@ def config(targets: Iterable[Mapping[str, str]], exporter: str, scrape_interval_
     return out
 
 
-class PrometheusServer:
-    """Start with `start()`, stop with `stop()`; `url` once started."""
+class _Daemon:
+    """A Debian binary on a loopback port: written config, log file, ready check on /-/ready, stop by PID."""
 
-    def __init__(self, targets: Iterable[Mapping[str, str]], exporter: str, *, scrape_interval_s: float = 1.0,
-                 workdir: Path | None = None, port: int | None = None, rule_files: Iterable[str] = (),
-                 alertmanager: str | None = None) -> None:
-        self.workdir = Path(workdir or tempfile.mkdtemp(prefix="heterojob-prometheus-"))
-        self.port = port or free_port()
-        self.url = f"http://127.0.0.1:{self.port}"
-        self.config = config(targets, exporter, scrape_interval_s, rule_files, alertmanager)
-        self._proc: subprocess.Popen[bytes] | None = None
+    name = ""  # the program, for messages and the log file
+    config_file = ""
+    workdir: Path
+    url: str
+    config: dict[str, Any]
+    _proc: subprocess.Popen[bytes] | None = None
 
-    def start(self, timeout_s: float = 30.0) -> PrometheusServer:
+    def command(self, config_path: Path) -> list[str]:
+        raise NotImplementedError
+
+    def start(self, timeout_s: float = 30.0) -> Any:
         self.workdir.mkdir(parents=True, exist_ok=True)
-        cfg = self.workdir / "prometheus.yml"
+        cfg = self.workdir / self.config_file
         cfg.write_text(yaml.safe_dump(self.config, sort_keys=False))
-        self._log = open(self.workdir / "prometheus.log", "wb")  # noqa: SIM115 - closed in stop()
-        self._proc = subprocess.Popen(
-            [binary(), f"--config.file={cfg}", f"--storage.tsdb.path={self.workdir / 'data'}",
-             f"--web.listen-address=127.0.0.1:{self.port}", "--web.enable-lifecycle",
-             "--storage.tsdb.retention.time=1h", "--log.level=warn"],
-            stdout=self._log, stderr=subprocess.STDOUT)
+        log_path = self.workdir / f"{self.name}.log"
+        self._log = open(log_path, "wb")  # noqa: SIM115 - closed in stop()
+        self._proc = subprocess.Popen(self.command(cfg), stdout=self._log, stderr=subprocess.STDOUT)
         deadline = time.monotonic() + timeout_s
         while time.monotonic() < deadline:
             if self._proc.poll() is not None:
-                raise RuntimeError(f"prometheus exited: {(self.workdir / 'prometheus.log').read_text()[-2000:]}")
+                raise RuntimeError(f"{self.name} exited: {log_path.read_text()[-2000:]}")
             try:
                 with urllib.request.urlopen(f"{self.url}/-/ready", timeout=1) as r:
                     if r.status == 200:
@@ -89,7 +87,7 @@ class PrometheusServer:
                 pass
             time.sleep(0.2)
         self.stop()
-        raise TimeoutError(f"prometheus not ready after {timeout_s}s")
+        raise TimeoutError(f"{self.name} not ready after {timeout_s}s")
 
     def stop(self) -> None:
         if self._proc is not None and self._proc.poll() is None:
@@ -103,14 +101,33 @@ class PrometheusServer:
             self._log.close()
         self._proc = None
 
-    def __enter__(self) -> PrometheusServer:
+    def __enter__(self) -> Any:
         return self.start()
 
     def __exit__(self, *_: Any) -> None:
         self.stop()
 
 
-class AlertmanagerServer:
+class PrometheusServer(_Daemon):
+    """Start with `start()`, stop with `stop()`; `url` once started."""
+
+    def __init__(self, targets: Iterable[Mapping[str, str]], exporter: str, *, scrape_interval_s: float = 1.0,
+                 workdir: Path | None = None, port: int | None = None, rule_files: Iterable[str] = (),
+                 alertmanager: str | None = None) -> None:
+        self.workdir = Path(workdir or tempfile.mkdtemp(prefix="heterojob-prometheus-"))
+        self.port = port or free_port()
+        self.url = f"http://127.0.0.1:{self.port}"
+        self.config = config(targets, exporter, scrape_interval_s, rule_files, alertmanager)
+
+    name, config_file = "prometheus", "prometheus.yml"
+
+    def command(self, config_path: Path) -> list[str]:
+        return [binary(), f"--config.file={config_path}", f"--storage.tsdb.path={self.workdir / 'data'}",
+                f"--web.listen-address=127.0.0.1:{self.port}", "--web.enable-lifecycle",
+                "--storage.tsdb.retention.time=1h", "--log.level=warn"]
+
+
+class AlertmanagerServer(_Daemon):
     """Debian's prometheus-alertmanager on a loopback port, posting to one webhook with a bearer token."""
 
     def __init__(self, webhook: str, token: str | None = None, *, workdir: Path | None = None,
@@ -126,39 +143,10 @@ class AlertmanagerServer:
                       "group_wait": group_wait, "group_interval": group_interval, "repeat_interval": repeat_interval},
             "receivers": [{"name": "heterojob", "webhook_configs": [hook]}],
         }
-        self._proc: subprocess.Popen[bytes] | None = None
 
-    def start(self, timeout_s: float = 30.0) -> AlertmanagerServer:
-        self.workdir.mkdir(parents=True, exist_ok=True)
-        cfg = self.workdir / "alertmanager.yml"
-        cfg.write_text(yaml.safe_dump(self.config, sort_keys=False))
-        self._log = open(self.workdir / "alertmanager.log", "wb")  # noqa: SIM115 - closed in stop()
-        self._proc = subprocess.Popen(
-            [binary("prometheus-alertmanager"), f"--config.file={cfg}", f"--storage.path={self.workdir / 'data'}",
-             f"--web.listen-address=127.0.0.1:{self.port}", "--cluster.listen-address=", "--log.level=warn"],
-            stdout=self._log, stderr=subprocess.STDOUT)
-        deadline = time.monotonic() + timeout_s
-        while time.monotonic() < deadline:
-            if self._proc.poll() is not None:
-                raise RuntimeError(f"alertmanager exited: {(self.workdir / 'alertmanager.log').read_text()[-2000:]}")
-            try:
-                with urllib.request.urlopen(f"{self.url}/-/ready", timeout=1) as r:
-                    if r.status == 200:
-                        return self
-            except OSError:
-                pass
-            time.sleep(0.2)
-        self.stop()
-        raise TimeoutError(f"alertmanager not ready after {timeout_s}s")
+    name, config_file = "alertmanager", "alertmanager.yml"
 
-    def stop(self) -> None:
-        if self._proc is not None and self._proc.poll() is None:
-            self._proc.terminate()
-            try:
-                self._proc.wait(timeout=10)
-            except subprocess.TimeoutExpired:
-                self._proc.kill()
-                self._proc.wait()
-        if self._proc is not None:
-            self._log.close()
-        self._proc = None
+    def command(self, config_path: Path) -> list[str]:
+        return [binary("prometheus-alertmanager"), f"--config.file={config_path}",
+                f"--storage.path={self.workdir / 'data'}", f"--web.listen-address=127.0.0.1:{self.port}",
+                "--cluster.listen-address=", "--log.level=warn"]
