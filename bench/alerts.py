@@ -25,16 +25,13 @@ from typing import Any
 
 import aiohttp
 import kubernetes
-import yaml
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from heterojob.alerts.rules import rules_file  # noqa: E402
 from heterojob.constants import GROUP, VERSION  # noqa: E402
-from heterojob.sim.exporters import ExporterFleet  # noqa: E402
 from heterojob.sim.harness import Emulator, OperatorRunner, seed  # noqa: E402
 from heterojob.sim.nodes import node  # noqa: E402
-from heterojob.sim.prometheus import AlertmanagerServer, PrometheusServer, free_port  # noqa: E402
+from heterojob.sim.prometheus import alerting_stack, free_port  # noqa: E402
 
 TOKEN = "bench-token"
 DISTINCT, COPIES, PER_REQUEST, IN_FLIGHT = 5000, 2, 20, 16
@@ -86,15 +83,8 @@ def fault_to_new_pods(emu: Emulator, work: Path) -> float:
     nodes = [node("g0", "cn-east", "nvidia-h100", devices=4), node("g1", "cn-east", "nvidia-h100", devices=4)]
     seed(api, nodes=nodes)
     core, custom = kubernetes.client.CoreV1Api(api), kubernetes.client.CustomObjectsApi(api)
-    exporters = ExporterFleet(nodes, seed=3)
-    host, eport = exporters.serve()
-    port = free_port()
-    manager = AlertmanagerServer(f"http://127.0.0.1:{port}/alerts", TOKEN, workdir=work / "am").start()
-    rules = work / "rules.yaml"
-    rules.write_text(yaml.safe_dump(rules_file({"xid": "0s"})))
-    prom = PrometheusServer(exporters.targets(), f"{host}:{eport}", scrape_interval_s=1.0, workdir=work / "prom",
-                            rule_files=[str(rules)], alertmanager=f"127.0.0.1:{manager.port}").start()
-    try:
+    with alerting_stack(nodes, TOKEN, work) as stack:
+        exporters, port = stack.exporters, stack.alerts_port
         with OperatorRunner(emu.kubeconfig, alerts_port=port, alert_token=TOKEN):
             custom.create_namespaced_custom_object(GROUP, VERSION, "team-a", "heterojobs", {
                 "apiVersion": f"{GROUP}/{VERSION}", "kind": "HeteroJob",
@@ -114,10 +104,6 @@ def fault_to_new_pods(emu: Emulator, work: Path) -> float:
             wait(lambda: [p for p in core.list_namespaced_pod("team-a").items
                           if p.metadata.labels.get("heterojob.io/generation") == "2"], timeout=60, interval=0.05)
             return time.monotonic() - started
-    finally:
-        prom.stop()
-        manager.stop()
-        exporters.stop()
 
 
 def wait(check: Any, timeout: float = 30.0, interval: float = 0.1) -> Any:

@@ -10,13 +10,10 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-import yaml
 
-from heterojob.alerts.rules import rules_file
-from heterojob.sim.exporters import ExporterFleet
 from heterojob.sim.harness import Emulator, OperatorRunner
 from heterojob.sim.nodes import node
-from heterojob.sim.prometheus import AlertmanagerServer, PrometheusServer, binary, free_port
+from heterojob.sim.prometheus import alerting_stack, binary
 from tests.conftest import Cluster, eventually
 
 pytestmark = [pytest.mark.e2e, pytest.mark.skipif(os.environ.get("HETEROJOB_SKIP_E2E") == "1",
@@ -36,15 +33,8 @@ def test_a_fatal_xid_alert_migrates_the_job_off_the_node(emulator: Emulator, clu
                                                          tmp_path: Path) -> None:
     nodes = [node("g0", "cn-east", "nvidia-h100", devices=4), node("g1", "cn-east", "nvidia-h100", devices=4)]
     cluster.seed(nodes)
-    exporters = ExporterFleet(nodes, seed=3)
-    host, eport = exporters.serve()
-    alerts_port = free_port()
-    manager = AlertmanagerServer(f"http://127.0.0.1:{alerts_port}/alerts", TOKEN, workdir=tmp_path / "am").start()
-    rules = tmp_path / "rules.yaml"
-    rules.write_text(yaml.safe_dump(rules_file({"xid": "0s"})))
-    prom = PrometheusServer(exporters.targets(), f"{host}:{eport}", scrape_interval_s=1.0, workdir=tmp_path / "prom",
-                            rule_files=[str(rules)], alertmanager=f"127.0.0.1:{manager.port}").start()
-    try:
+    with alerting_stack(nodes, TOKEN, tmp_path) as stack:
+        exporters, alerts_port = stack.exporters, stack.alerts_port
         with OperatorRunner(emulator.kubeconfig, alerts_port=alerts_port, alert_token=TOKEN) as operator:
             cluster.create_job("train", {
                 "priority": "high", "replicas": {"min": 1}, "checkpoint": {"timeoutSeconds": 60},
@@ -66,7 +56,3 @@ def test_a_fatal_xid_alert_migrates_the_job_off_the_node(emulator: Emulator, clu
             entry = next(h for h in s["history"] if h["action"] == "migrate")
             assert entry["reason"].startswith("alert: HeteroJobGPUFatalXID") and "fatal XID 79" in entry["reason"]
         assert "Traceback" not in operator.output
-    finally:
-        prom.stop()
-        manager.stop()
-        exporters.stop()

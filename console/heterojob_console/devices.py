@@ -37,11 +37,11 @@ def current(api: kubernetes.client.ApiClient, prometheus_url: str, minutes: int 
     """
     source = fleet_source(api)
     monitor = Monitor(None, source, dict, TelemetryConfig(prometheus_url=prometheus_url, timeout_s=5))
-    facts = monitor._node_facts()
+    facts = monitor.node_facts()
     by_node = sum(f.devices for f in facts.values()) > HEAT_ROWS
     with ThreadPoolExecutor(1) as pool:
         later = pool.submit(_heat_series, prometheus_url, minutes, by_node)
-        snapshot = monitor.collect(time.time())
+        snapshot = monitor.collect(time.time(), facts)
         try:
             series = later.result()
         except Exception:  # noqa: BLE001 - the table still shows; the page says the heat map is missing

@@ -21,7 +21,6 @@ from heterojob.kube import convert
 from heterojob.kube.api import Kube, load_client
 from heterojob.metrics import OperatorMetrics
 from heterojob.monitor import Monitor, TelemetryConfig
-from heterojob.telemetry.model import Health
 from heterojob.telemetry.snapshot import WatchedJob
 
 log = logging.getLogger("heterojob.operator")
@@ -70,16 +69,10 @@ def _sum_usage(index: Mapping[Any, Any]) -> dict[tuple[str, str], int]:
     return used
 
 
-def _unhealthy(runtime: Runtime) -> dict[str, str]:
-    """Nodes with a failed device in the last telemetry snapshot: no new work goes there."""
+def _unhealthy(runtime: Runtime) -> Mapping[str, str]:
+    """Nodes with a failed device in the last telemetry snapshot (computed once per cycle, not per placement)."""
     snapshot = runtime.monitor.snapshot if runtime.monitor else None
-    if snapshot is None:
-        return {}
-    out: dict[str, str] = {}
-    for device in snapshot.devices.values():
-        if device.health == Health.FAILED:
-            out.setdefault(device.node, f"{device.device_id}: {device.reason}")
-    return out
+    return snapshot.failed_nodes if snapshot is not None else {}
 
 
 async def _on_alert(runtime: Runtime, config: OperatorConfig, alert: Alert) -> None:
@@ -99,8 +92,7 @@ async def _on_alert(runtime: Runtime, config: OperatorConfig, alert: Alert) -> N
                  alert.name, alert.fingerprint)
         return
     snapshot = runtime.monitor.snapshot if runtime.monitor else None
-    device_nodes = {d.device_id: d.node for d in snapshot.devices.values()} if snapshot else {}
-    hits = alerts_mapping.jobs_for(alert.labels, ctl.placed, device_nodes)
+    hits = alerts_mapping.jobs_for(alert.labels, ctl.placed, snapshot.node_of if snapshot else {})
     if not hits or action == alerts_mapping.IGNORE:
         if not hits:
             runtime.metrics.alerts_unmatched.inc()

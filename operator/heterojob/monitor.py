@@ -82,7 +82,8 @@ class Monitor:
             self._readers[url] = PrometheusReader(url, timeout_s=self.config.timeout_s)
         return self._readers[url]
 
-    def _node_facts(self) -> dict[str, snap.NodeFacts]:
+    def node_facts(self) -> dict[str, snap.NodeFacts]:
+        """Region, class and device count of every Node, as the snapshot joins them."""
         fleet = Fleet(nodes=self.fleet.nodes(), classes=self.fleet.classes(), regions=self.fleet.regions())
         out = {}
         for name, node in fleet.nodes.items():
@@ -93,7 +94,7 @@ class Monitor:
 
     # --- one cycle -----------------------------------------------------------------------------------
 
-    def collect(self, at: float) -> snap.Snapshot | None:
+    def collect(self, at: float, facts: Mapping[str, snap.NodeFacts] | None = None) -> snap.Snapshot | None:
         """Query every source at instant `at` and build the snapshot (blocking; None when telemetry is off)."""
         sources = self.sources()
         if not sources:
@@ -111,7 +112,8 @@ class Monitor:
                 log.warning("telemetry from %s unavailable: %s", url, exc)
                 results.append(snap.SourceResult(url, regions, None, str(exc)))
         previous: Mapping[str, DeviceSample] = self.snapshot.devices if self.snapshot else {}
-        snapshot = snap.build(results, self._node_facts(), previous, self.config.policy)
+        snapshot = snap.build(results, facts if facts is not None else self.node_facts(), previous,
+                              self.config.policy)
         self.stats.queries = len(queries) * len(sources)
         self.stats.devices = len(snapshot.devices)
         return snapshot

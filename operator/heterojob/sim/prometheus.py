@@ -12,11 +12,16 @@ import subprocess
 import tempfile
 import time
 import urllib.request
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Iterator, Mapping, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import yaml
+
+if TYPE_CHECKING:
+    from heterojob.sim.exporters import ExporterFleet
 
 JOBS = {"dcgm": "dcgm-exporter", "npu-exporter": "npu-exporter"}
 
@@ -150,3 +155,40 @@ class AlertmanagerServer(_Daemon):
         return [binary("prometheus-alertmanager"), f"--config.file={config_path}",
                 f"--storage.path={self.workdir / 'data'}", f"--web.listen-address=127.0.0.1:{self.port}",
                 "--cluster.listen-address=", "--log.level=warn"]
+
+
+@dataclass
+class AlertingStack:
+    exporters: ExporterFleet
+    prometheus: PrometheusServer
+    alertmanager: AlertmanagerServer
+    alerts_port: int  # where the operator must serve /alerts
+
+
+@contextmanager
+def alerting_stack(nodes: Sequence[Mapping[str, Any]], token: str, workdir: Path, *, scrape_interval_s: float = 1.0,
+                   durations: Mapping[str, str] | None = None, seed: int = 3) -> Iterator[AlertingStack]:
+    """Simulated exporters -> Prometheus with the shipped rules -> Alertmanager -> http://127.0.0.1:<port>/alerts.
+
+    Start the operator with `alerts_port=stack.alerts_port` and the same token; everything stops on exit.
+    """
+    from heterojob.alerts.rules import rules_file
+    from heterojob.sim.exporters import ExporterFleet
+
+    exporters = ExporterFleet(nodes, seed=seed)
+    host, port = exporters.serve()
+    alerts_port = free_port()
+    manager = prometheus = None
+    try:
+        manager = AlertmanagerServer(f"http://127.0.0.1:{alerts_port}/alerts", token, workdir=workdir / "am").start()
+        rules = workdir / "rules.yaml"
+        rules.write_text(yaml.safe_dump(rules_file(dict(durations or {"xid": "0s"}))))
+        prometheus = PrometheusServer(exporters.targets(), f"{host}:{port}", scrape_interval_s=scrape_interval_s,
+                                      workdir=workdir / "prom", rule_files=[str(rules)],
+                                      alertmanager=f"127.0.0.1:{manager.port}").start()
+        yield AlertingStack(exporters, prometheus, manager, alerts_port)
+    finally:
+        for server in (prometheus, manager):
+            if server is not None:
+                server.stop()
+        exporters.stop()

@@ -342,6 +342,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--limit", type=int, default=None, help="replay only the first N jobs")
     parser.add_argument("--html", type=Path, default=None, help="write a plotly report here")
     args = parser.parse_args(argv)
+    for path in (args.trace, args.throughputs):
+        if not path.is_file():
+            parser.error(f"{path} is not a file (a Gavel-format trace and its isolated_throughputs.csv)")
     config = Config(nodes_per_class_region=args.nodes_per_class_region, arrival_scale=args.arrival_scale,
                     mtbf_h=args.mtbf_hours, checkpoint_s=args.checkpoint_seconds, seed=args.seed)
     jobs = [j for j in load_trace(args.trace, args.throughputs, seed=args.seed, limit=args.limit)

@@ -65,6 +65,9 @@ class Snapshot:
     regions: Mapping[str, RegionTelemetry]  # region -> availability of its telemetry
     exporters_down: frozenset[str] = frozenset()  # nodes whose exporter scrape fails (up == 0)
     by_pod: Mapping[tuple[str, str], tuple[DeviceSample, ...]] = field(default_factory=dict)
+    # node -> "<device>: <reason>" of a failed device on it (placement keeps new work off these nodes)
+    failed_nodes: Mapping[str, str] = field(default_factory=dict)
+    node_of: Mapping[str, str] = field(default_factory=dict)  # device id -> node (alerts name devices)
 
     def region(self, name: str) -> RegionTelemetry:
         return self.regions.get(name) or self.regions.get("*") or RegionTelemetry(
@@ -131,8 +134,11 @@ def build(sources: Sequence[SourceResult], nodes: Mapping[str, NodeFacts], previ
 
     counts: dict[str, dict[Health, int]] = defaultdict(lambda: defaultdict(int))
     by_pod: dict[tuple[str, str], list[DeviceSample]] = defaultdict(list)
+    failed: dict[str, str] = {}
     for sample in devices.values():
         counts[sample.region or "*"][sample.health] += 1
+        if sample.health == Health.FAILED:
+            failed.setdefault(sample.node, f"{sample.device_id}: {sample.reason}")
         if sample.namespace and sample.pod:
             by_pod[(sample.namespace, sample.pod)].append(sample)
     regions = {name: replace(r, devices=dict(counts.get(name, {}))) for name, r in regions.items()}
@@ -140,7 +146,8 @@ def build(sources: Sequence[SourceResult], nodes: Mapping[str, NodeFacts], previ
         if name not in regions and "*" in regions:
             regions[name] = replace(regions["*"], devices=dict(per_health))
     return Snapshot(devices=devices, regions=regions, exporters_down=frozenset(down),
-                    by_pod={k: tuple(sorted(v, key=lambda d: d.device_id)) for k, v in by_pod.items()})
+                    by_pod={k: tuple(sorted(v, key=lambda d: d.device_id)) for k, v in by_pod.items()},
+                    failed_nodes=failed, node_of={d: s.node for d, s in devices.items()})
 
 
 def _serves(source: SourceResult, facts: NodeFacts | None, others: frozenset[str]) -> bool:
