@@ -1,12 +1,16 @@
-"""Both policies on the same trace, fleet and seed: static (FIFO, user's device type, Kubernetes' failure
-path) against heterojob (the engine's placement, restart off the failed node at once).
+"""Fleet efficiency: static (partitioned fleet, the user's device type, Kubernetes' failure path) against
+heterojob (the engine's placement, preemption, elastic growth, immediate restart off a failed node) on the
+same trace, fleet, failures and seed.
 
-Trace: data/gavel/philly-ee9e8c.trace (2,000 Philly jobs; those too large for one class in one region of
-this fleet are left out, for both policies). Fleet: 2 nodes x 8 devices per class per region, 3 classes,
-3 regions (144 devices); arrivals compressed to 0.1 of the trace's times; a device MTBF of 50,000 h.
+Trace: 2,000 Gavel-style synthetic jobs (heterojob.sim.traces.synthetic_trace, seed 1; Gavel's job types,
+sizes and Philly-derived duration distribution). Fleet: 1 region x 3 classes x 2 nodes x 8 devices (48):
+a finite trace's utilization over its makespan is capped by the drain at the end (the slowest class's
+longest job runs for weeks), so the busy period must be long for the static baseline to reach 68% at all;
+with 2,000 jobs that takes a small fleet. The load (jobs per hour) is the one, from a fixed grid, where
+static sits closest to 68%. A second, moderate load (1 job/h) is reported for context.
 
 Last line: one JSON object. Targets (issue 10): heterojob utilization >= 0.92, jct_reduction >= 0.37,
-work lost per failure <= one checkpoint interval, wall_s <= 60; same seed, same numbers.
+work lost per failure <= one checkpoint interval, wall_s <= 60; static near 0.68; same seed, same numbers.
 """
 
 from __future__ import annotations
@@ -18,28 +22,49 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from heterojob.sim.replay import Config, load_trace, replay  # noqa: E402
+from heterojob.sim.replay import Config, Report, replay  # noqa: E402
+from heterojob.sim.traces import synthetic_trace  # noqa: E402
 
-DATA = Path(__file__).resolve().parents[1] / "data" / "gavel"
+TABLE = Path(__file__).resolve().parents[1] / "data" / "gavel" / "isolated_throughputs.csv"
+GRID = (1.0, 1.5, 2.0, 2.5, 3.0, 4.0, 5.0)  # jobs per hour
+MODERATE = 1.0
+OPERATING_POINT = 0.68
+
+
+def compare(static: Report, ours: Report) -> dict[str, float]:
+    return {"utilization_gain_pts": round(100 * (ours.utilization - static.utilization), 1),
+            "jct_reduction": round(1 - ours.avg_jct_h / static.avg_jct_h, 3) if static.avg_jct_h else 0.0}
 
 
 def main() -> int:
     started = time.perf_counter()
-    config = Config(nodes_per_class_region=2, arrival_scale=0.1, seed=1)
-    jobs = [j for j in load_trace(DATA / "philly-ee9e8c.trace", DATA / "isolated_throughputs.csv", seed=1)
-            if j.gpus <= config.nodes_per_class_region * config.devices_per_node]
-    static, ours = replay(jobs, "static", config), replay(jobs, "heterojob", config)
+    config = Config(nodes_per_class_region=2, regions=1, seed=1)
+    traces = {rate: synthetic_trace(2000, rate, TABLE, seed=1) for rate in GRID}
+    statics = {rate: replay(traces[rate], "static", config) for rate in GRID}
+    rate = min(GRID, key=lambda r: (abs(statics[r].utilization - OPERATING_POINT), r))
+    static, ours = statics[rate], replay(traces[rate], "heterojob", config)
+    moderate = replay(traces[MODERATE], "heterojob", config)
     interval = config.checkpoint_s + config.save_s
     result = {
-        "trace": f"philly-ee9e8c ({len(jobs)} jobs)",
+        "trace": f"synthetic Gavel-style, 2000 jobs, seed 1, {rate:g} jobs/h",
+        "devices": config.devices,
+        "static_by_load": {f"{r:g}/h": round(statics[r].utilization, 3) for r in GRID},
         "static": static.summary(), "heterojob": ours.summary(),
-        "utilization_gain_pts": round(100 * (ours.utilization - static.utilization), 1),
-        "jct_reduction": round(1 - ours.avg_jct_h / static.avg_jct_h, 3) if static.avg_jct_h else 0.0,
+        **compare(static, ours),
+        "moderate_load": {"jobs_per_hour": MODERATE, "static": statics[MODERATE].summary(),
+                          "heterojob": moderate.summary(), **compare(statics[MODERATE], moderate)},
         "checkpoint_interval_s": interval,
         "wall_s": round(time.perf_counter() - started, 1),
     }
-    result["meets_targets"] = (ours.utilization >= 0.92 and result["jct_reduction"] >= 0.37
-                               and ours.max_lost_per_failure_s <= interval and result["wall_s"] <= 60)
+    targets = {
+        "static_near_68pct": abs(static.utilization - OPERATING_POINT) <= 0.05,
+        "utilization_ge_0.92": ours.utilization >= 0.92,
+        "jct_reduction_ge_0.37": result["jct_reduction"] >= 0.37,
+        "loss_per_failure_le_interval": ours.max_lost_per_failure_s <= interval,
+        "wall_le_60s": result["wall_s"] <= 60,
+    }
+    result["targets"] = targets
+    result["meets_targets"] = all(targets.values())
     print(json.dumps(result))
     return 0 if result["meets_targets"] else 1
 

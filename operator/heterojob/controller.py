@@ -701,13 +701,8 @@ class Controller:
         mine = _request(key, job, spec)
         if any(k != key and r.priority >= mine.priority for k, r in self.requests.items() if k in self.pending):
             return None  # waiting jobs of the same priority or above get the room first
-        fleet = self._fleet(exclude_jobs=[key])
-        alt = [a for a in mine.alternatives if a.device_class == p.device_class]
-        for target in range(spec.replicas.upper, p.replicas, -1):
-            trial = placement.Request(key, alt, target, allowed_regions=(p.region,))
-            if placement.place(trial, fleet).chosen is not None:
-                return target
-        return None
+        return placement.room_to_grow(mine, self._fleet(exclude_jobs=[key]), p.replicas, spec.replicas.upper,
+                                      p.device_class, p.region)
 
     async def _consider_resize(self, job: Mapping[str, Any], spec: HeteroJobSpec, status: HeteroJobStatus,
                                now: float) -> bool:

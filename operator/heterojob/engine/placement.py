@@ -293,6 +293,19 @@ def schedule(requests: Iterable[Request], fleet: Fleet) -> dict[str, Result]:
     return {r.job: ledger.place(r) for r in sorted(requests, key=lambda r: r.order)}
 
 
+def room_to_grow(request: Request, fleet: Fleet, current: int, maximum: int, device_class: str,
+                 region: str) -> int | None:
+    """The most replicas (more than `current`, up to `maximum`) the job could restart with now, in its
+    region and class; `fleet` must not count the job's own devices as used. None when it cannot grow."""
+    alternatives = [a for a in request.alternatives if a.device_class == device_class]
+    for target in range(maximum, current, -1):
+        trial = Request(request.job, alternatives, target, allowed_regions=(region,), priority=request.priority,
+                        created=request.created)
+        if place(trial, fleet).chosen is not None:
+            return target
+    return None
+
+
 # --- preemption ----------------------------------------------------------------------------------------
 
 @dataclass(frozen=True)

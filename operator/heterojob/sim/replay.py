@@ -1,89 +1,55 @@
 """`heterojob sim replay`: a discrete-event replay of a job trace on a simulated heterogeneous fleet.
 
-The heterojob policy places through the operator's own engine (`engine.placement.schedule`: alternatives,
-gang packing, priority and age order); the static baseline is strict FIFO with the device type the user
-asked for. Device failures come at a configurable MTBF per device; a failed node is repaired after
-`repair_h`. Jobs checkpoint every `checkpoint_s` (saving costs `save_s`, restoring `restore_s`); a failure
-loses the work since the last checkpoint. Static: the job restarts after Kubernetes' default eviction
-delay (node-monitor grace 40 s + 300 s toleration) on the same device type; heterojob: at once, on any
-class the job can use, off the failed node.
+Policies, on the same trace, fleet, failures and seed:
+- `static`: a fleet partitioned by device class under the default Kubernetes scheduler: oldest first, a job
+  starts when the class the user asked for has room for its whole gang at the trace's size (one that does
+  not fit does not hold up the rest); no migration, resize or preemption. A failure restarts the
+  job from its last periodic checkpoint after Kubernetes' default eviction delay (node-monitor grace 40 s +
+  300 s not-ready toleration), on the same class.
+- `heterojob`: the operator's engine. `placement.schedule` places the queue in priority and age order on any
+  class the job runs on (fastest first), so a job only takes room no job ahead of it can use;
+  `placement.plan_preemption` frees room for a higher-priority job; elastic jobs grow into room nobody
+  waits for through `placement.room_to_grow`, `migration.resize` and `migration.judge` (the HeteroJob
+  defaults: 600 s cooldown, 3 moves an hour, a disruption budget of 5). A failed node's jobs restart at
+  once off it, from their last periodic checkpoint.
 
-Gavel's device types map onto this fleet's classes by speed rank (documented, not a claim about them):
-V100 -> nvidia-h100, P100 -> nvidia-a100, K80 -> ascend-910b.
+Every job checkpoints every `checkpoint_s` (saving takes `save_s`); a resize or preemption checkpoints on
+demand (`save_s`) and the job restores (`restore_s`) where it lands. Device failures come at `mtbf_h` per
+device, a node is repaired after `repair_h`.
 
-Utilization = device-hours of useful training / (devices x makespan); work redone after a failure, checkpoint
-saving and restoring are not useful. Same trace, seed and config: same numbers.
+Utilization = device-hours of useful training / (devices x makespan): work redone after a failure,
+checkpoint saving and restoring are not useful; a grown job's devices all count (its throughput is Gavel's
+measurement, see `traces`). Makespan runs from the first arrival to the last completion. Same trace, seed
+and config: same numbers.
 """
 
 from __future__ import annotations
 
-import csv
 import heapq
 import math
 import random
 import statistics
+from collections import defaultdict
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from heterojob.engine.fleet import DeviceClass, Fleet, Node
-from heterojob.engine.placement import Alternative, Request, place, schedule
+from heterojob.api.job import Policy
+from heterojob.engine import migration
+from heterojob.engine.fleet import Allocation, DeviceClass, Fleet, Node
+from heterojob.engine.placement import Alternative, Request, RunningJob, place, plan_preemption, room_to_grow, schedule
+from heterojob.sim.traces import CLASSES, TraceJob, load_trace, synthetic_trace
 
-CLASS_OF = {"v100": "nvidia-h100", "p100": "nvidia-a100", "k80": "ascend-910b"}
-CLASSES = list(CLASS_OF.values())
-REGIONS = ("cn-east", "cn-north", "eu-west")
+REGIONS = ("cn-east", "cn-north", "eu-west", "us-west", "ap-south")
 K8S_EVICTION_S = 40.0 + 300.0
-
-
-@dataclass(frozen=True)
-class TraceJob:
-    id: int
-    job_type: str
-    total_steps: float
-    arrival_s: float
-    gpus: int
-    rate: dict[str, float]  # class -> steps/s of the whole job at its scale (0: cannot run there)
-    wants: str  # the class the user asks for (static keeps it)
-
-    @property
-    def shape(self) -> tuple[int, int]:
-        """(replicas, devices per replica): whole 8-device nodes beyond 8 devices."""
-        return (1, self.gpus) if self.gpus <= 8 else (math.ceil(self.gpus / 8), 8)
-
-
-def throughputs(path: Path) -> dict[tuple[str, int], dict[str, float]]:
-    out = {}
-    with path.open() as f:
-        for row in csv.DictReader(f):
-            out[(row["job_type"], int(row["scale_factor"]))] = {
-                CLASS_OF[t]: float(row[f"{t}_steps_per_s"] or 0) for t in CLASS_OF}
-    return out
-
-
-def load_trace(trace: Path, table: Path, seed: int = 0, limit: int | None = None) -> list[TraceJob]:
-    """A Gavel/Philly trace: one job per line; jobs whose (type, scale) has no throughput are skipped."""
-    rates = throughputs(table)
-    rng = random.Random(seed)
-    jobs = []
-    for i, line in enumerate(trace.read_text().splitlines()):
-        parts = line.split("\t")
-        if len(parts) < 7:
-            continue
-        job_type, steps, arrival, gpus = parts[0], float(parts[4]), float(parts[5]), int(parts[6])
-        rate = rates.get((job_type, gpus)) or rates.get((job_type, min((1, 2, 4, 8), key=lambda s: abs(s - gpus))))
-        if not rate or not any(rate.values()):
-            continue
-        usable = [c for c, r in rate.items() if r > 0]
-        jobs.append(TraceJob(i, job_type, steps, arrival, gpus, rate, rng.choice(usable)))
-        if limit and len(jobs) >= limit:
-            break
-    return jobs
+NAMESPACE = "t"
 
 
 @dataclass(frozen=True)
 class Config:
-    nodes_per_class_region: int = 12  # x 3 classes x 3 regions x 8 devices = 864 devices
+    nodes_per_class_region: int = 2
+    regions: int = 3
     devices_per_node: int = 8
     arrival_scale: float = 1.0  # arrivals at t * scale: < 1 compresses the trace (more load)
     mtbf_h: float = 50_000.0  # per device
@@ -92,19 +58,36 @@ class Config:
     save_s: float = 20.0
     restore_s: float = 60.0
     recovery_s: float = 1.0  # heterojob: fault seen -> replacement pods (bench/recovery.py measures 0.1 s)
-    lookahead: int = 128  # heterojob: how far down the queue one scheduling pass looks
+    elastic: bool = True  # heterojob: data-parallel jobs may grow into idle room
+    min_runtime_s: float = 300.0  # heterojob: a job younger than this is never preempted (operator default)
+    disruption_budget: int = 5  # heterojob: jobs checkpointing or moving at once (operator default)
+    within: float = 0.0  # heterojob: a job lists the classes where it runs at least this share of its best speed
     seed: int = 0
+
+    @property
+    def devices(self) -> int:
+        return self.nodes_per_class_region * len(CLASSES) * self.regions * self.devices_per_node
 
 
 @dataclass
 class _Run:
     job: TraceJob
     cls: str
-    nodes: tuple[str, ...]
+    region: str
+    replicas: int
     per_node: dict[str, int]
-    started: float
+    started: float  # progress begins (after a restore)
     steps_at_start: float
-    rate: float  # effective steps/s (checkpoint saving included)
+    raw: float  # steps/s while training at this size
+    eff: float  # steps/s including periodic checkpoint saves
+    token: int
+
+    @property
+    def devices(self) -> int:
+        return sum(self.per_node.values())
+
+    def done(self, now: float) -> float:
+        return min(self.job.total_steps, self.steps_at_start + max(0.0, now - self.started) * self.eff)
 
 
 @dataclass
@@ -118,20 +101,28 @@ class Report:
     lost_device_h: float
     failures: int
     restarts: int
+    resizes: int
+    preemptions: int
     max_lost_per_failure_s: float
     timeline: list[tuple[float, float]] = field(default_factory=list)  # (hour, busy devices share)
     jcts_h: list[float] = field(default_factory=list)
+
+    @property
+    def migrations(self) -> int:
+        """Jobs moved: restarted elsewhere after a failure, resized or preempted."""
+        return self.restarts + self.resizes + self.preemptions
 
     def summary(self) -> dict[str, Any]:
         return {"utilization": round(self.utilization, 4), "avg_jct_h": round(self.avg_jct_h, 3),
                 "p99_jct_h": round(self.p99_jct_h, 3), "makespan_h": round(self.makespan_h, 2),
                 "lost_device_h": round(self.lost_device_h, 2), "failures": self.failures,
-                "restarts": self.restarts, "max_lost_per_failure_s": round(self.max_lost_per_failure_s, 1)}
+                "migrations": self.migrations, "restarts": self.restarts, "resizes": self.resizes,
+                "preemptions": self.preemptions, "max_lost_per_failure_s": round(self.max_lost_per_failure_s, 1)}
 
 
 def fleet(config: Config) -> Fleet:
     nodes = {}
-    for region in REGIONS:
+    for region in REGIONS[:config.regions]:
         for cls in CLASSES:
             for i in range(config.nodes_per_class_region):
                 name = f"{region}-{cls}-{i:02d}"
@@ -141,153 +132,303 @@ def fleet(config: Config) -> Fleet:
     return Fleet(nodes, classes)
 
 
-def replay(jobs: Sequence[TraceJob], policy: str, config: Config) -> Report:
-    assert policy in ("static", "heterojob"), policy
-    rng = random.Random(config.seed)
-    base = fleet(config)
-    used: dict[tuple[str, str], int] = {}
-    down: set[str] = set()
-    events: list[tuple[float, int, str, Any]] = []
-    seq = 0
+class _Replay:
+    def __init__(self, jobs: Sequence[TraceJob], policy: str, config: Config) -> None:
+        if policy not in ("static", "heterojob"):
+            raise ValueError(f"policy must be static or heterojob, not {policy!r}")
+        self.jobs, self.policy, self.config = jobs, policy, config
+        self.rng = random.Random(config.seed)
+        self.base = fleet(config)
+        self.used: dict[tuple[str, str], int] = {}
+        self.down: set[str] = set()
+        self.events: list[tuple[float, int, str, Any]] = []
+        self.seq = 0
+        self.progress = {j.id: 0.0 for j in jobs}  # steps in the last checkpoint
+        self.queue: dict[int, TraceJob] = {}  # waiting
+        self.arrived: list[TraceJob] = []  # since the last scheduling pass
+        self.freed: set[str] = set()  # classes that gained room since the last pass
+        self.running: dict[int, _Run] = {}
+        self.moves: dict[int, list[float]] = defaultdict(list)  # resizes and preemptions, for judge
+        self.requests: dict[tuple[int, int | None], Request] = {}
+        self.wakes: dict[int, float] = {}  # job -> when it may be judged again
+        self.finished: dict[int, float] = {}
+        self.useful_s = self.lost_s = self.max_lost = 0.0
+        self.failures = self.restarts = self.resizes = self.preemptions = 0
+        self.busy = 0
+        self.busy_points: list[tuple[float, int]] = []
+        defaults = Policy()
+        self.rules = migration.Rules(triggers=frozenset({migration.GROW}), cooldown_s=defaults.cooldown_seconds,
+                                     max_per_hour=defaults.max_migrations_per_hour, budget=config.disruption_budget)
 
-    def push(t: float, kind: str, payload: Any) -> None:
-        nonlocal seq
-        seq += 1
-        heapq.heappush(events, (t, seq, kind, payload))
+    # --- events ---------------------------------------------------------------------------------------
 
-    for job in jobs:
-        push(job.arrival_s * config.arrival_scale, "arrive", job)
-    per_node_rate = config.devices_per_node / (config.mtbf_h * 3600)
-    for name in sorted(base.nodes):
-        push(rng.expovariate(per_node_rate), "fail", name)
+    def push(self, t: float, kind: str, payload: Any) -> None:
+        self.seq += 1
+        heapq.heappush(self.events, (t, self.seq, kind, payload))
 
-    progress: dict[int, float] = {j.id: 0.0 for j in jobs}  # steps saved in the last checkpoint (or done)
-    queue: list[tuple[float, int, TraceJob]] = []  # (order time, id, job)
-    running: dict[int, _Run] = {}
-    finished: dict[int, float] = {}
-    useful_s = lost_s = 0.0  # device-seconds
-    failures = restarts = 0
-    max_lost = 0.0
-    busy_area: list[tuple[float, float]] = []
-    total_devices = sum(n.allocatable[next(iter(n.allocatable))] for n in base.nodes.values())
-    last_t = 0.0
-    busy = 0
-    first_arrival = min((j.arrival_s * config.arrival_scale for j in jobs), default=0.0)
-    end_time = first_arrival
+    def arrival(self, job: TraceJob) -> float:
+        return job.arrival_s * self.config.arrival_scale
 
-    def effective(job: TraceJob, cls: str) -> float:
-        return job.rate[cls] * config.checkpoint_s / (config.checkpoint_s + config.save_s)
+    def run(self) -> Report:
+        config = self.config
+        for job in self.jobs:
+            self.push(self.arrival(job), "arrive", job)
+        per_node_rate = config.devices_per_node / (config.mtbf_h * 3600)
+        for name in sorted(self.base.nodes):
+            self.push(self.rng.expovariate(per_node_rate), "fail", name)
+        first = min((self.arrival(j) for j in self.jobs), default=0.0)
+        end = first
+        while self.events and len(self.finished) < len(self.jobs):
+            now, _, kind, payload = heapq.heappop(self.events)
+            if kind == "arrive" or kind == "requeue":
+                self.queue[payload.id] = payload
+                self.arrived.append(payload)
+            elif kind == "finish":
+                run = self.running.get(payload[0])
+                if run is None or run.token != payload[1]:
+                    continue  # a completion of a run that a failure, resize or preemption ended
+                self.useful_s += (run.job.total_steps - run.steps_at_start) / run.raw * run.devices
+                self.progress[run.job.id] = run.job.total_steps
+                self.stop(run, now)
+                self.finished[run.job.id] = end = now
+            elif kind == "fail":
+                self.fail(payload, now)
+                self.push(now + config.repair_h * 3600, "repair", payload)
+            elif kind == "repair":
+                self.down.discard(payload)
+                self.freed.add(self.base.nodes[payload].labels["class"])
+                self.push(now + self.rng.expovariate(per_node_rate), "fail", payload)
+            elif kind == "wake":
+                self.freed.update(CLASSES)  # a job's cooldown ended: look at growing it again
+            if self.policy == "static":
+                self.place_static(now)
+            else:
+                self.place_heterojob(now)
+                if config.elastic:
+                    self.grow(now)
+            self.freed.clear()
+            self.arrived.clear()
+            if not self.busy_points or self.busy_points[-1] != (now, self.busy):
+                self.busy_points.append((now, self.busy))
+        return self.report(first, end)
 
-    def current_fleet() -> Fleet:
-        nodes = {n: (Node(v.name, v.labels, v.allocatable, ready=False) if n in down else v)
-                 for n, v in base.nodes.items()}
-        return Fleet(nodes, base.classes, used=dict(used))
+    # --- devices --------------------------------------------------------------------------------------
 
-    def start(job: TraceJob, cls: str, nodes: tuple[str, ...], per: int, now: float) -> None:
-        nonlocal busy
-        per_node: dict[str, int] = {}
+    def current_fleet(self, without: _Run | None = None) -> Fleet:
+        nodes = {n: (Node(v.name, v.labels, v.allocatable, ready=False) if n in self.down else v)
+                 for n, v in self.base.nodes.items()}
+        used = dict(self.used)
+        if without is not None:
+            for n, c in without.per_node.items():
+                used[(n, without.cls)] -= c
+        return Fleet(nodes, self.base.classes, used=used)
+
+    def start(self, job: TraceJob, cls: str, region: str, nodes: Sequence[str], per: int, now: float,
+              pause: float = 0.0) -> None:
+        per_node: dict[str, int] = defaultdict(int)
         for n in nodes:
-            per_node[n] = per_node.get(n, 0) + per
-            used[(n, cls)] = used.get((n, cls), 0) + per
-        busy += sum(per_node.values())
-        restore = config.restore_s if progress[job.id] > 0 else 0.0
-        run = _Run(job, cls, nodes, per_node, now + restore, progress[job.id], effective(job, cls))
-        running[job.id] = run
-        remaining = (job.total_steps - progress[job.id]) / run.rate
-        push(run.started + remaining, "finish", (job.id, run.started))
+            per_node[n] += per
+            self.used[(n, cls)] = self.used.get((n, cls), 0) + per
+        devices = sum(per_node.values())
+        self.busy += devices
+        if self.progress[job.id] > 0:
+            pause += self.config.restore_s
+        raw = job.rate(cls, devices)
+        eff = raw * self.config.checkpoint_s / (self.config.checkpoint_s + self.config.save_s)
+        self.seq += 1
+        run = _Run(job, cls, region, len(nodes), dict(per_node), now + pause, self.progress[job.id], raw, eff,
+                   self.seq)
+        self.running[job.id] = run
+        self.queue.pop(job.id, None)
+        self.push(run.started + (job.total_steps - run.steps_at_start) / eff, "finish", (job.id, run.token))
 
-    def stop(run: _Run) -> None:
-        nonlocal busy
+    def stop(self, run: _Run, now: float) -> None:
         for n, c in run.per_node.items():
-            used[(n, run.cls)] -= c
-        busy -= sum(run.per_node.values())
-        del running[run.job.id]
+            self.used[(n, run.cls)] -= c
+        self.busy -= run.devices
+        del self.running[run.job.id]
+        self.freed.add(run.cls)
 
-    def place_static(now: float) -> None:
-        while queue:
-            _, _, job = queue[0]
-            replicas, per = job.shape
-            result = place(Request(f"t/{job.id}", [Alternative(job.wants, per)], replicas), current_fleet())
-            if result.chosen is None:
-                return  # strict FIFO: the head blocks the queue
-            heapq.heappop(queue)
-            start(job, job.wants, result.chosen.nodes, per, now)
+    def checkpoint_and_stop(self, run: _Run, now: float) -> None:
+        """An on-demand checkpoint (resize, preemption): nothing is lost, the save takes `save_s`."""
+        done = run.done(now)
+        self.useful_s += (done - run.steps_at_start) / run.raw * run.devices
+        self.progress[run.job.id] = done
+        self.stop(run, now)
 
-    def place_heterojob(now: float) -> None:
-        if not queue:
+    def fail(self, node: str, now: float) -> None:
+        self.failures += 1
+        self.down.add(node)
+        config = self.config
+        for run in [r for r in self.running.values() if node in r.per_node]:
+            ran = max(0.0, now - run.started)
+            done = run.done(now)
+            periods = math.floor(ran / (config.checkpoint_s + config.save_s))
+            saved = min(done, run.steps_at_start + periods * config.checkpoint_s * run.raw)
+            self.useful_s += (saved - run.steps_at_start) / run.raw * run.devices
+            lost = (done - saved) / run.raw
+            self.lost_s += lost * run.devices
+            self.max_lost = max(self.max_lost, lost)
+            self.progress[run.job.id] = saved
+            self.stop(run, now)
+            self.restarts += 1
+            delay = K8S_EVICTION_S if self.policy == "static" else config.recovery_s
+            self.push(now + delay, "requeue", run.job)
+
+    # --- policies -------------------------------------------------------------------------------------
+
+    def order(self, job: TraceJob) -> tuple[int, float, int]:
+        return (-job.priority, self.arrival(job), job.id)
+
+    def place_static(self, now: float) -> None:
+        """The default Kubernetes scheduler on a partitioned fleet: oldest first, each waiting job starts
+        when its class has room for the whole gang (a job that does not fit does not hold up the rest)."""
+        touched = self.freed | {j.wants for j in self.arrived}
+        if not touched:
             return
-        ahead = heapq.nsmallest(config.lookahead, queue)
-        requests = []
-        for order, _, job in ahead:
+        pool = self.queue.values() if self.freed else self.arrived
+        room = _room(self.current_fleet(), self.down)
+        for job in sorted((j for j in pool if j.wants in touched), key=lambda j: (self.arrival(j), j.id)):
             replicas, per = job.shape
-            alternatives = [Alternative(c, per) for c in sorted(job.rate, key=lambda c: -job.rate[c])
-                            if job.rate[c] > 0]
-            requests.append(Request(f"t/{job.id}", alternatives, replicas, created=order))
-        results = schedule(requests, current_fleet())
-        placed = set()
-        for order, _, job in ahead:
-            chosen = results[f"t/{job.id}"].chosen
+            if room[job.wants][0] < replicas * per or room[job.wants][1] < per:
+                continue
+            result = place(Request(f"{NAMESPACE}/{job.id}", [Alternative(job.wants, per)], replicas),
+                           self.current_fleet())
+            if result.chosen is not None:
+                self.start(job, job.wants, result.chosen.region, result.chosen.nodes, per, now)
+                room = _room(self.current_fleet(), self.down)
+
+    def request(self, job: TraceJob, replicas: int | None = None) -> Request:
+        key = (job.id, replicas)
+        if key not in self.requests:
+            self.requests[key] = self._request(job, replicas)
+        return self.requests[key]
+
+    def _request(self, job: TraceJob, replicas: int | None) -> Request:
+        per = job.shape[1]
+        best = job.rate(job.classes[0])
+        listed = [c for c in job.classes if job.rate(c) >= self.config.within * best]
+        return Request(f"{NAMESPACE}/{job.id}", [Alternative(c, per) for c in listed],
+                       replicas or job.shape[0], priority=job.priority, created=self.arrival(job))
+
+    def place_heterojob(self, now: float) -> None:
+        """The engine's `schedule` over the waiting jobs that could fit (all of them when room was freed,
+        else only the new arrivals: the others did not fit before and no room appeared), then preemption
+        for a higher-priority job that still does not fit."""
+        pool = list(self.queue.values()) if self.freed else list(self.arrived)
+        if not pool:
+            return
+        fl = self.current_fleet()
+        room = _room(fl, self.down)
+        requests = {j.id: self.request(j) for j in pool}
+        candidates = [j for j in pool if _may_fit(j, [a.device_class for a in requests[j.id].alternatives], room)]
+        results = schedule([requests[j.id] for j in candidates], fl) if candidates else {}
+        for job in sorted(candidates, key=self.order):
+            chosen = results[f"{NAMESPACE}/{job.id}"].chosen
             if chosen is not None:
-                start(job, chosen.device_class, chosen.nodes, chosen.per_replica, now)
-                placed.add(job.id)
-        if placed:
-            queue[:] = [q for q in queue if q[2].id not in placed]
-            heapq.heapify(queue)
+                self.start(job, chosen.device_class, chosen.region, chosen.nodes, chosen.per_replica, now)
+        lowest = min((r.job.priority for r in self.running.values()), default=None)
+        for job in sorted((j for j in pool if j.id in self.queue), key=self.order):
+            if lowest is None or job.priority <= lowest:
+                break
+            self.preempt_for(job, now)
 
-    schedule_now = place_static if policy == "static" else place_heterojob
-    while events and len(finished) < len(jobs):
-        now, _, kind, payload = heapq.heappop(events)
-        busy_area.append((now, busy))
-        last_t = now
-        if kind == "arrive":
-            heapq.heappush(queue, (now, payload.id, payload))
-        elif kind == "finish":
-            job_id, started = payload
-            run = running.get(job_id)
-            if run is None or run.started != started:
-                continue  # a stale completion of a run a failure ended
-            useful_s += (run.job.total_steps - run.steps_at_start) / run.rate * sum(run.per_node.values())
-            progress[job_id] = run.job.total_steps
-            stop(run)
-            finished[job_id] = now
-            end_time = now
-        elif kind == "fail":
-            node = payload
-            failures += 1
-            down.add(node)
-            push(now + config.repair_h * 3600, "repair", node)
-            for run in [r for r in running.values() if node in r.per_node]:
-                ran = max(0.0, now - run.started)
-                done = run.steps_at_start + ran * run.rate
-                kept_intervals = math.floor(ran / (config.checkpoint_s + config.save_s))
-                saved = min(done, run.steps_at_start + kept_intervals * config.checkpoint_s * run.job.rate[run.cls])
-                devices = sum(run.per_node.values())
-                kept_s = (saved - run.steps_at_start) / run.rate
-                useful_s += kept_s * devices
-                lost = ran - kept_s
-                lost_s += lost * devices
-                max_lost = max(max_lost, lost)
-                progress[run.job.id] = saved
-                stop(run)
-                restarts += 1
-                delay = K8S_EVICTION_S if policy == "static" else config.recovery_s
-                push(now + delay, "requeue", run.job)
-        elif kind == "requeue":
-            heapq.heappush(queue, (payload.arrival_s * config.arrival_scale, payload.id, payload))
-        elif kind == "repair":
-            down.discard(payload)
-            push(now + rng.expovariate(per_node_rate), "fail", payload)
-        schedule_now(now)
+    def preempt_for(self, job: TraceJob, now: float) -> None:
+        running = [RunningJob(f"{NAMESPACE}/{r.job.id}", r.job.priority, r.started,
+                              Allocation(r.cls, r.per_node, NAMESPACE, r.cls, r.region))
+                   for r in self.running.values()]
+        plan = plan_preemption(self.request(job), self.current_fleet(), running, now, self.config.min_runtime_s)
+        if plan is None:
+            return
+        for victim in plan.victims:
+            run = self.running[int(victim.split("/", 1)[1])]
+            self.checkpoint_and_stop(run, now)
+            self.moves[run.job.id].append(now)
+            self.preemptions += 1
+            self.push(now + self.config.save_s, "requeue", run.job)
+        c = plan.candidate
+        self.start(job, c.device_class, c.region, c.nodes, c.per_replica, now, pause=self.config.save_s)
 
-    makespan = max(end_time - first_arrival, 1e-9)
-    jcts = sorted((finished[j.id] - j.arrival_s * config.arrival_scale) / 3600 for j in jobs if j.id in finished)
-    timeline = _timeline(busy_area, total_devices, first_arrival, end_time)
-    return Report(policy, len(finished), useful_s / (total_devices * makespan), statistics.fmean(jcts) if jcts else 0,
-                  jcts[min(len(jcts) - 1, int(0.99 * len(jcts)))] if jcts else 0, makespan / 3600,
-                  lost_s / 3600, failures, restarts, max_lost, timeline, jcts)
+    def grow(self, now: float) -> None:
+        """Elastic jobs grow into room no waiting job of their priority or above could use (the operator's
+        rule), within the migration rules; each resize checkpoints and restores."""
+        if not self.freed:
+            return
+        waiting = max((j.priority for j in self.queue.values()), default=None)
+        for run in sorted(self.running.values(), key=lambda r: r.job.id):
+            job = run.job
+            most = job.max_replicas(run.cls)
+            if run.replicas >= most or (waiting is not None and waiting >= job.priority):
+                continue
+            if now < run.started:
+                continue  # still restoring from its last move
+            target = room_to_grow(self.request(job, run.replicas), self.current_fleet(without=run), run.replicas,
+                                  most, run.cls, run.region)
+            change = migration.resize(run.replicas, job.shape[0], most, None, None, now, 0.0, 0.0,
+                                      target)
+            if change is None:
+                continue
+            moving = sum(1 for r in self.running.values() if r.started > now)
+            verdict = migration.judge([migration.Symptom(change.trigger, now, (), change.reason)], self.rules, now,
+                                      self.moves[job.id], moving)
+            if not verdict.act:
+                last = max(self.moves[job.id], default=now)
+                wake = max(now + 60, last + self.rules.cooldown_s)
+                if self.wakes.get(job.id, 0) <= now:
+                    self.wakes[job.id] = wake
+                    self.push(wake, "wake", job.id)
+                continue
+            result = place(Request(f"{NAMESPACE}/{job.id}", [Alternative(run.cls, job.shape[1])], change.replicas,
+                                   allowed_regions=(run.region,)), self.current_fleet(without=run))
+            if result.chosen is None:
+                continue
+            self.checkpoint_and_stop(run, now)
+            self.moves[job.id].append(now)
+            self.resizes += 1
+            c = result.chosen
+            self.start(job, c.device_class, c.region, c.nodes, c.per_replica, now, pause=self.config.save_s)
+
+    # --- report ---------------------------------------------------------------------------------------
+
+    def report(self, first: float, end: float) -> Report:
+        makespan = max(end - first, 1e-9)
+        jcts = sorted((self.finished[j.id] - self.arrival(j)) / 3600 for j in self.jobs if j.id in self.finished)
+        total = self.config.devices
+        return Report(self.policy, len(self.finished), self.useful_s / (total * makespan),
+                      statistics.fmean(jcts) if jcts else 0.0,
+                      jcts[min(len(jcts) - 1, int(0.99 * len(jcts)))] if jcts else 0.0, makespan / 3600,
+                      self.lost_s / 3600, self.failures, self.restarts, self.resizes, self.preemptions, self.max_lost,
+                      _timeline(self.busy_points, total, first, end), jcts)
 
 
-def _timeline(points: Iterable[tuple[float, float]], total: int, start: float, end: float,
+def _room(fleet: Fleet, down: set[str]) -> dict[str, tuple[int, int]]:
+    """class -> (most free devices in one region, most free on one node), over Ready nodes."""
+    per_region: dict[tuple[str, str], int] = defaultdict(int)
+    per_node: dict[str, int] = defaultdict(int)
+    for name, node in fleet.nodes.items():
+        if name in down:
+            continue
+        cls = node.labels["class"]
+        free = fleet.free(name, cls)
+        per_region[(cls, node.labels["topology.kubernetes.io/region"])] += free
+        per_node[cls] = max(per_node[cls], free)
+    best_region: dict[str, int] = defaultdict(int)
+    for (cls, _), free in per_region.items():
+        best_region[cls] = max(best_region[cls], free)
+    return {c: (best_region[c], per_node[c]) for c in CLASSES}
+
+
+def _may_fit(job: TraceJob, classes: Iterable[str], room: dict[str, tuple[int, int]]) -> bool:
+    replicas, per = job.shape
+    return any(room[c][0] >= replicas * per and room[c][1] >= per for c in classes)
+
+
+def replay(jobs: Sequence[TraceJob], policy: str, config: Config) -> Report:
+    """Replay `jobs` under `policy` ("static" or "heterojob")."""
+    return _Replay(jobs, policy, config).run()
+
+
+def _timeline(points: Iterable[tuple[float, int]], total: int, start: float, end: float,
               buckets: int = 200) -> list[tuple[float, float]]:
     """Busy share of the fleet over time, time-weighted per bucket."""
     pts = list(points)
@@ -306,7 +447,7 @@ def _timeline(points: Iterable[tuple[float, float]], total: int, start: float, e
     return [((start + (k + 0.5) * width) / 3600, area[k] / (width * total)) for k in range(buckets)]
 
 
-def html_report(reports: Sequence[Report], path: Path) -> None:
+def html_report(reports: Sequence[Report], path: Path, title: str = "") -> None:
     """Utilization over time and the JCT CDF of each policy, as one self-contained plotly HTML file."""
     import plotly.graph_objects as go
     from plotly.subplots import make_subplots
@@ -320,6 +461,7 @@ def html_report(reports: Sequence[Report], path: Path) -> None:
                                  mode="lines"), row=1, col=2)
     fig.update_xaxes(title_text="hours", row=1, col=1)
     fig.update_xaxes(title_text="JCT (hours)", type="log", row=1, col=2)
+    fig.update_layout(title=title or None)
     fig.write_html(str(path), include_plotlyjs=True)
 
 
@@ -331,27 +473,47 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="heterojob sim replay", description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     root = Path(__file__).resolve().parents[3] / "data" / "gavel"
-    parser.add_argument("--trace", type=Path, default=root / "philly-ee9e8c.trace")
+    parser.add_argument("--trace", type=Path, default=root / "philly-ee9e8c.trace",
+                        help="a Gavel-format trace (default: Philly ee9e8c)")
+    parser.add_argument("--synthetic", type=int, default=None, metavar="N",
+                        help="replay N Gavel-style synthetic jobs instead of --trace")
+    parser.add_argument("--jobs-per-hour", type=float, default=4.0, help="synthetic arrival rate")
+    parser.add_argument("--high-priority-share", type=float, default=0.0, help="synthetic jobs with priority 1")
     parser.add_argument("--throughputs", type=Path, default=root / "isolated_throughputs.csv")
     parser.add_argument("--policy", choices=["static", "heterojob", "both"], default="both")
+    parser.add_argument("--regions", type=int, default=3, choices=range(1, len(REGIONS) + 1))
     parser.add_argument("--nodes-per-class-region", type=int, default=2)
     parser.add_argument("--arrival-scale", type=float, default=0.1)
     parser.add_argument("--mtbf-hours", type=float, default=50_000.0)
     parser.add_argument("--checkpoint-seconds", type=float, default=1800.0)
+    parser.add_argument("--no-elastic", action="store_true", help="heterojob: never grow a job")
     parser.add_argument("--seed", type=int, default=1)
-    parser.add_argument("--limit", type=int, default=None, help="replay only the first N jobs")
+    parser.add_argument("--limit", type=int, default=None, help="replay only the first N jobs of --trace")
     parser.add_argument("--html", type=Path, default=None, help="write a plotly report here")
     args = parser.parse_args(argv)
-    for path in (args.trace, args.throughputs):
+    for path in (args.throughputs,) if args.synthetic else (args.trace, args.throughputs):
         if not path.is_file():
             parser.error(f"{path} is not a file (a Gavel-format trace and its isolated_throughputs.csv)")
-    config = Config(nodes_per_class_region=args.nodes_per_class_region, arrival_scale=args.arrival_scale,
-                    mtbf_h=args.mtbf_hours, checkpoint_s=args.checkpoint_seconds, seed=args.seed)
-    jobs = [j for j in load_trace(args.trace, args.throughputs, seed=args.seed, limit=args.limit)
-            if j.gpus <= config.nodes_per_class_region * config.devices_per_node]
+    if args.nodes_per_class_region < 1 or args.arrival_scale <= 0 or args.mtbf_hours <= 0:
+        parser.error("--nodes-per-class-region, --arrival-scale and --mtbf-hours must be positive")
+    config = Config(nodes_per_class_region=args.nodes_per_class_region, regions=args.regions,
+                    arrival_scale=args.arrival_scale, mtbf_h=args.mtbf_hours, checkpoint_s=args.checkpoint_seconds,
+                    elastic=not args.no_elastic, seed=args.seed)
+    if args.synthetic:
+        jobs = synthetic_trace(args.synthetic, args.jobs_per_hour, args.throughputs, seed=args.seed,
+                               high_priority_share=args.high_priority_share)
+        name = f"synthetic ({len(jobs)} jobs, {args.jobs_per_hour:g}/h)"
+    else:
+        jobs = load_trace(args.trace, args.throughputs, seed=args.seed, limit=args.limit)
+        name = f"{args.trace.name} ({len(jobs)} jobs)"
+    too_big = sum(1 for j in jobs if j.gpus > config.nodes_per_class_region * config.devices_per_node)
+    jobs = [j for j in jobs if j.gpus <= config.nodes_per_class_region * config.devices_per_node]
     policies = ["static", "heterojob"] if args.policy == "both" else [args.policy]
     reports = [replay(jobs, p, config) for p in policies]
-    print(json.dumps({"trace": f"{args.trace.name} ({len(jobs)} jobs)", **{r.policy: r.summary() for r in reports}}))
+    out: dict[str, Any] = {"trace": name, "devices": config.devices, **{r.policy: r.summary() for r in reports}}
+    if too_big:
+        out["left_out"] = f"{too_big} jobs larger than one class in one region"
+    print(json.dumps(out))
     if args.html:
-        html_report(reports, args.html)
+        html_report(reports, args.html, title=name)
     return 0
