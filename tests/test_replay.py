@@ -1,46 +1,120 @@
-"""The trace replay: deterministic, both policies finish every job, heterojob never loses more than a
-checkpoint interval per failure and beats strict FIFO on a loaded fleet."""
+"""The trace replay: deterministic, every job finishes, failures lose at most one checkpoint interval,
+heterojob's engine grows elastic jobs and preempts for priority, static does not hold a class behind a job
+that does not fit, and throughputs never credit growth with more than linear scaling."""
 
 from __future__ import annotations
 
+import json
+import subprocess
+import sys
 from pathlib import Path
 
-from heterojob.sim.replay import Config, load_trace, replay
+import pytest
+
+from heterojob.sim.replay import Config, replay
+from heterojob.sim.traces import TraceJob, load_trace, synthetic_trace, throughputs
 
 DATA = Path(__file__).resolve().parents[1] / "data" / "gavel"  # vendored, MIT (data/gavel/LICENSE)
+TABLE = DATA / "isolated_throughputs.csv"
+LM = "LM (batch size 20)"  # data-parallel: measured at 1, 2, 4 and 8 GPUs
 
 
-def jobs(limit: int = 120):  # type: ignore[no-untyped-def]
-    return load_trace(DATA / "philly-6214e9.trace", DATA / "isolated_throughputs.csv", seed=3, limit=limit)
+def job(id: int, gpus: int = 1, hours: float = 10.0, at_h: float = 0.0, wants: str = "nvidia-h100",
+        priority: int = 0, job_type: str = LM) -> TraceJob:
+    rates = throughputs(TABLE)[job_type]
+    return TraceJob(id, job_type, hours * 3600 * rates[gpus]["nvidia-h100"], at_h * 3600, gpus, rates, wants,
+                    priority)
 
 
 def test_same_seed_same_numbers_and_every_job_finishes() -> None:
-    trace = jobs()
+    trace = load_trace(DATA / "philly-6214e9.trace", TABLE, seed=3, limit=120)
     config = Config(nodes_per_class_region=2, arrival_scale=0.05, mtbf_h=2000, seed=9)
     a, b = replay(trace, "heterojob", config), replay(trace, "heterojob", config)
     assert a.summary() == b.summary() and a.jobs == len(trace)
     assert replay(trace, "static", config).jobs == len(trace)
+    assert synthetic_trace(50, 2, TABLE, seed=4) == synthetic_trace(50, 2, TABLE, seed=4)
 
 
-def test_failures_lose_at_most_one_checkpoint_interval_and_heterojob_beats_fifo() -> None:
-    trace = jobs()
-    config = Config(nodes_per_class_region=2, arrival_scale=0.05, mtbf_h=2000, seed=9)
+def test_failures_lose_at_most_one_checkpoint_interval_and_heterojob_beats_static() -> None:
+    trace = synthetic_trace(300, 1.0, TABLE, seed=2)
+    config = Config(nodes_per_class_region=2, regions=1, mtbf_h=500, seed=9)
     static, ours = replay(trace, "static", config), replay(trace, "heterojob", config)
-    assert ours.failures > 0 and ours.restarts > 0
+    assert ours.failures > 0 and ours.restarts > 0 and static.restarts > 0
     interval = config.checkpoint_s + config.save_s
-    assert ours.max_lost_per_failure_s <= interval and static.max_lost_per_failure_s <= interval
-    assert ours.avg_jct_h < static.avg_jct_h and ours.makespan_h <= static.makespan_h
+    assert 0 < ours.max_lost_per_failure_s <= interval and static.max_lost_per_failure_s <= interval
+    assert ours.lost_device_h > 0
+    assert ours.avg_jct_h < static.avg_jct_h and ours.utilization > static.utilization
+
+
+def test_an_elastic_job_grows_into_idle_room_within_the_migration_rules() -> None:
+    config = Config(nodes_per_class_region=1, regions=1, mtbf_h=1e9)
+    alone = [job(0, hours=20)]
+    fixed = replay(alone, "heterojob", Config(nodes_per_class_region=1, regions=1, mtbf_h=1e9, elastic=False))
+    grown = replay(alone, "heterojob", config)
+    assert fixed.resizes == 0 and grown.resizes >= 1
+    assert grown.avg_jct_h < fixed.avg_jct_h / 2  # LM scales well on the h100 class
+    # Nobody waits for the room: with a queue, the first job keeps its size.
+    # Two 8-GPU ResNet-50 gangs fill the h100 and a100 nodes and a third waits (it cannot run on ascend); a
+    # 1-GPU LM job then lands on the ascend node and must not grow while that gang waits, even though the
+    # gang cannot use the ascend room (the operator's rule: a waiting job of equal priority goes first).
+    r50 = "ResNet-50 (batch size 128)"
+    crowded = [job(i, gpus=8, hours=20, job_type=r50) for i in range(1, 4)] + [job(0, hours=20, at_h=0.01)]
+    report = replay(crowded, "heterojob", config)
+    assert report.resizes >= 1  # it grows once the gang has started (~20 h)
+    assert report.jct_h_by_job[0] > 28  # growing at once would have ended it near 21 h
+
+
+def test_a_higher_priority_job_preempts_through_a_checkpoint() -> None:
+    config = Config(nodes_per_class_region=1, regions=1, mtbf_h=1e9, elastic=False)
+    low = [job(i, gpus=8, hours=50, job_type="ResNet-18 (batch size 64)") for i in range(3)]
+    urgent = job(9, gpus=8, hours=1, at_h=2, priority=1, job_type="ResNet-18 (batch size 64)")
+    report = replay([*low, urgent], "heterojob", config)
+    assert report.preemptions == 1 and report.jobs == 4
+    assert report.jct_h_by_job[9] < 1.1  # one hour of work, a save and a restore: it did not wait for a 50 h job
+    static = replay([*low, urgent], "static", config)
+    assert static.preemptions == 0 and static.jct_h_by_job[9] > 40
+
+
+def test_static_does_not_hold_its_class_behind_a_gang_that_does_not_fit() -> None:
+    config = Config(nodes_per_class_region=1, regions=1, mtbf_h=1e9)
+    trace = [job(0, gpus=4, hours=10), job(1, gpus=8, hours=1, at_h=0.1), job(2, gpus=2, hours=1, at_h=0.2)]
+    report = replay(trace, "static", config)
+    assert min(report.jcts_h) == pytest.approx(1.0 * 2 / 2, rel=0.2)  # the 2-GPU job ran beside the 4-GPU one
+
+
+def test_growth_is_never_credited_with_better_than_linear_scaling() -> None:
+    rates = throughputs(TABLE)["ResNet-18 (batch size 16)"]  # Gavel measured 32 -> 100 steps/s from 1 -> 2 V100s
+    one = TraceJob(0, "r18", 1.0, 0.0, 1, rates, "nvidia-h100")
+    assert one.rate("nvidia-h100", 2) == pytest.approx(2 * one.rate("nvidia-h100"))
+    assert one.rate("nvidia-h100", 3) <= 3 * one.rate("nvidia-h100")
+    assert one.max_replicas("nvidia-h100") == 8
+    reco = TraceJob(1, "reco", 1.0, 0.0, 1, throughputs(TABLE)["Recommendation (batch size 512)"], "nvidia-a100")
+    assert reco.max_replicas("nvidia-a100") == 1  # measured at one scale only: not elastic
+
+
+def test_synthetic_trace_follows_gavels_recipe() -> None:
+    trace = synthetic_trace(2000, 4.0, TABLE, seed=7)
+    single = sum(1 for j in trace if j.gpus == 1) / len(trace)
+    assert 0.7 <= single <= 0.85  # 70% drawn, plus sizes a type was never measured at
+    hours = sorted(j.total_steps / j.rate("nvidia-h100") / 3600 for j in trace)
+    assert 0.5 <= hours[0] and hours[-1] <= 10_000 / 60 + 1e-6
+    span_h = trace[-1].arrival_s / 3600
+    assert 2000 / 4.0 * 0.9 <= span_h <= 2000 / 4.0 * 1.1
 
 
 def test_the_cli_prints_both_policies_and_writes_the_html_report(tmp_path: Path) -> None:
-    import json
-    import subprocess
-    import sys
-
     out = subprocess.run([sys.executable, "-m", "heterojob", "sim", "replay", "--limit", "40",
                           "--html", str(tmp_path / "r.html")], capture_output=True, text=True, timeout=120)
     assert out.returncode == 0, out.stderr
     result = json.loads(out.stdout.strip().splitlines()[-1])
-    assert set(result) == {"trace", "static", "heterojob"}
-    assert {"utilization", "avg_jct_h", "p99_jct_h", "makespan_h", "lost_device_h"} <= set(result["static"])
+    assert {"trace", "static", "heterojob"} <= set(result)
+    assert {"utilization", "avg_jct_h", "p99_jct_h", "makespan_h", "lost_device_h", "migrations"} <= set(
+        result["static"])
     assert "Job completion time CDF" in (tmp_path / "r.html").read_text()
+    synthetic = subprocess.run([sys.executable, "-m", "heterojob", "sim", "replay", "--synthetic", "30",
+                                "--policy", "heterojob"], capture_output=True, text=True, timeout=120)
+    assert synthetic.returncode == 0, synthetic.stderr
+    assert set(json.loads(synthetic.stdout)) >= {"trace", "heterojob"}
+    bad = subprocess.run([sys.executable, "-m", "heterojob", "sim", "replay", "--arrival-scale", "0"],
+                         capture_output=True, text=True, timeout=60)
+    assert bad.returncode == 2 and "--arrival-scale" in bad.stderr

@@ -105,7 +105,8 @@ class Report:
     preemptions: int
     max_lost_per_failure_s: float
     timeline: list[tuple[float, float]] = field(default_factory=list)  # (hour, busy devices share)
-    jcts_h: list[float] = field(default_factory=list)
+    jcts_h: list[float] = field(default_factory=list)  # sorted
+    jct_h_by_job: dict[int, float] = field(default_factory=dict)
 
     @property
     def migrations(self) -> int:
@@ -352,14 +353,14 @@ class _Replay:
     def grow(self, now: float) -> None:
         """Elastic jobs grow into room no waiting job of their priority or above could use (the operator's
         rule), within the migration rules; each resize checkpoints and restores."""
-        if not self.freed:
-            return
         waiting = max((j.priority for j in self.queue.values()), default=None)
-        for run in sorted(self.running.values(), key=lambda r: r.job.id):
+        growable = [r for r in self.running.values()
+                    if r.replicas < r.job.max_replicas(r.cls) and (waiting is None or r.job.priority > waiting)]
+        if not growable or not (self.freed or self.arrived):
+            return  # no room appeared and no job started since the last look
+        for run in sorted(growable, key=lambda r: r.job.id):
             job = run.job
             most = job.max_replicas(run.cls)
-            if run.replicas >= most or (waiting is not None and waiting >= job.priority):
-                continue
             if now < run.started:
                 continue  # still restoring from its last move
             target = room_to_grow(self.request(job, run.replicas), self.current_fleet(without=run), run.replicas,
@@ -392,13 +393,14 @@ class _Replay:
 
     def report(self, first: float, end: float) -> Report:
         makespan = max(end - first, 1e-9)
-        jcts = sorted((self.finished[j.id] - self.arrival(j)) / 3600 for j in self.jobs if j.id in self.finished)
+        by_job = {j.id: (self.finished[j.id] - self.arrival(j)) / 3600 for j in self.jobs if j.id in self.finished}
+        jcts = sorted(by_job.values())
         total = self.config.devices
         return Report(self.policy, len(self.finished), self.useful_s / (total * makespan),
                       statistics.fmean(jcts) if jcts else 0.0,
                       jcts[min(len(jcts) - 1, int(0.99 * len(jcts)))] if jcts else 0.0, makespan / 3600,
                       self.lost_s / 3600, self.failures, self.restarts, self.resizes, self.preemptions, self.max_lost,
-                      _timeline(self.busy_points, total, first, end), jcts)
+                      _timeline(self.busy_points, total, first, end), jcts, by_job)
 
 
 def _room(fleet: Fleet, down: set[str]) -> dict[str, tuple[int, int]]:

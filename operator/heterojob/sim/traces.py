@@ -47,14 +47,20 @@ class TraceJob:
     def max_replicas(self, cls: str) -> int:
         """Elastic on `cls` up to 8 devices (Gavel's measured range) when the type was measured at several
         scales (data-parallel) and runs faster there; otherwise the trace's own shape."""
+        return self._max_replicas.get(cls, self.shape[0])
+
+    @cached_property
+    def _max_replicas(self) -> dict[str, int]:
         replicas, per = self.shape
-        if len(self.rates) < 2 or replicas != 1:
-            return replicas
-        best = replicas
-        for r in range(2, max(self.rates) // per + 1):
-            if self.rate(cls, r * per) > self.rate(cls, best * per):
-                best = r
-        return best
+        out = {}
+        for cls in CLASSES:
+            best = replicas
+            if len(self.rates) > 1 and replicas == 1:
+                for r in range(2, max(self.rates) // per + 1):
+                    if self.rate(cls, r * per) > self.rate(cls, best * per):
+                        best = r
+            out[cls] = best
+        return out
 
     def rate(self, cls: str, devices: int | None = None) -> float:
         """Steps/s of the whole job on `devices` of `cls` (default: the trace's own scale); 0: cannot run."""
