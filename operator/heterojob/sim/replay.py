@@ -363,7 +363,8 @@ class _Replay:
             most = job.max_replicas(run.cls)
             if now < run.started:
                 continue  # still restoring from its last move
-            target = room_to_grow(self.request(job, run.replicas), self.current_fleet(without=run), run.replicas,
+            freed = self.current_fleet(without=run)
+            target = room_to_grow(self.request(job, run.replicas), freed, run.replicas,
                                   most, run.cls, run.region)
             change = migration.resize(run.replicas, job.shape[0], most, None, None, now, 0.0, 0.0,
                                       target)
@@ -380,7 +381,7 @@ class _Replay:
                     self.push(wake, "wake", job.id)
                 continue
             result = place(Request(f"{NAMESPACE}/{job.id}", [Alternative(run.cls, job.shape[1])], change.replicas,
-                                   allowed_regions=(run.region,)), self.current_fleet(without=run))
+                                   allowed_regions=(run.region,)), freed)
             if result.chosen is None:
                 continue
             self.checkpoint_and_stop(run, now)
