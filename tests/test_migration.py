@@ -201,6 +201,35 @@ def test_an_elastic_job_grows_into_free_room_and_shrinks_when_idle(cluster: Clus
     assert s["placement"]["replicas"] == 1
 
 
+
+@pytest.mark.harness
+def test_a_waiting_job_takes_back_the_room_lent_to_a_grown_job(cluster: Cluster, operator: Any) -> None:
+    cluster.seed([node(f"h100-{i}", "cn-east", "nvidia-h100") for i in range(2)])
+    cluster.create_job("elastic", {**spec(), "replicas": {"min": 1, "max": 2, "initial": 1},
+                                   "checkpoint": {"timeoutSeconds": 1}, "policy": {"cooldownSeconds": 0}})
+    [pod] = eventually(lambda: live_pods(cluster, "elastic", 1), what="one pod")
+    cluster.set_pod_phase(pod.metadata.name, "Running")
+    for p in eventually(lambda: (p := live_pods(cluster, "elastic", 2)) and len(p) == 2 and p, timeout=20,
+                        what="grown to both nodes"):
+        cluster.set_pod_phase(p.metadata.name, "Running")
+    eventually(lambda: status(cluster, "elastic").get("phase") == "Running", what="Running with 2")
+
+    # a job of the same priority arrives: the grown job checkpoints and goes back to its admitted size
+    cluster.create_job("second", {**spec(), "replicas": {"min": 1}})
+    eventually(lambda: any("reclaiming lent devices: shrinking team-a/elastic to 1 replica(s)" in (e.message or "")
+                           for e in cluster.events("second")), what="the reclaim explained to the waiting job")
+    shrunk = eventually(lambda: (p := live_pods(cluster, "elastic", 3)) and len(p) == 1 and p, timeout=20,
+                        what="the grown job back at one replica")
+    [second] = eventually(lambda: live_pods(cluster, "second", 1), timeout=20, what="the waiting job placed")
+    node_of = "heterojob.io/node"
+    assert shrunk[0].metadata.annotations[node_of] != second.metadata.annotations[node_of]
+    entry = status(cluster, "elastic")["history"][-1]
+    assert entry["action"] == "resize" and entry["reason"].startswith("reclaim: team-a/second (high) needs the room")
+    cluster.set_pod_phase(shrunk[0].metadata.name, "Running")
+    eventually(lambda: status(cluster, "elastic").get("phase") == "Running", what="Running with 1")
+    assert status(cluster, "elastic")["placement"]["replicas"] == 1  # no room left to grow into
+
+
 def test_resize_rules() -> None:
     from heterojob.engine.migration import GROW, LOW_UTILIZATION, resize
 

@@ -261,3 +261,39 @@ def test_a_schedule_never_exceeds_quota_or_capacity_nor_uses_an_unhealthy_node(
     held = holdings(allocations).get("ns-a", {})
     for limit in limits:
         assert sum(n for (c, r), n in held.items() if limit.covers(c, r)) <= limit.devices
+
+
+# --- reclaiming lent devices ----------------------------------------------------------------------------
+
+from heterojob.engine.placement import GrownJob, plan_reclaim  # noqa: E402
+
+
+def grown(job: str, priority: int, since: float, nodes: dict[str, int], base_replicas: int) -> GrownJob:
+    """An elastic job of 8-device replicas grown onto `nodes`; admitted with `base_replicas`."""
+    base = Request(job, [Alternative("nvidia-h100", 8)], base_replicas, allowed_regions=("cn-east",),
+                   priority=priority)
+    return GrownJob(job, priority, since, Allocation("nvidia.com/gpu", nodes, job.split("/")[0], "nvidia-h100",
+                                                    "cn-east"), base)
+
+
+def test_reclaim_shrinks_the_fewest_grown_jobs_back_to_their_admitted_size() -> None:
+    lenders = [grown("ns/old", 1, 100.0, {"a": 8, "b": 8}, 1), grown("ns/new", 1, 500.0, {"c": 8, "d": 8}, 1)]
+    f = fleet(*(gpu_node(n) for n in "abcd"), used=usage(g.allocation for g in lenders))
+    one = Request("ns/waiting", [Alternative("nvidia-h100", 8)], 1, priority=1)
+    plan = plan_reclaim(one, f, lenders)
+    assert plan is not None and plan.shrink == (("ns/new", 1),)  # the most recently grown gives back one node
+    assert "shrinking ns/new to 1 replica(s)" in plan.explain()
+    two = Request("ns/waiting", [Alternative("nvidia-h100", 8)], 2, priority=1)
+    plan = plan_reclaim(two, f, lenders)
+    assert plan is not None and sorted(plan.shrink) == [("ns/new", 1), ("ns/old", 1)]
+    three = Request("ns/waiting", [Alternative("nvidia-h100", 8)], 3, priority=1)
+    assert plan_reclaim(three, f, lenders) is None  # the admitted replicas are never taken
+
+
+def test_reclaim_is_for_jobs_of_the_lenders_priority_or_above_and_their_classes() -> None:
+    lender = [grown("ns/high", 2, 100.0, {"a": 8, "b": 8}, 1)]
+    f = fleet(gpu_node("a"), gpu_node("b"), used=usage(g.allocation for g in lender))
+    assert plan_reclaim(Request("ns/low", [Alternative("nvidia-h100", 8)], 1, priority=1), f, lender) is None
+    assert plan_reclaim(Request("ns/npu", [Alternative("ascend-910b", 8)], 1, priority=3), f, lender) is None
+    plan = plan_reclaim(Request("ns/peer", [Alternative("nvidia-h100", 8)], 1, priority=2), f, lender)
+    assert plan is not None and plan.shrink == (("ns/high", 1),) and len(plan.candidate.nodes) == 1

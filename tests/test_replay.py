@@ -64,6 +64,20 @@ def test_an_elastic_job_grows_into_idle_room_within_the_migration_rules() -> Non
     assert report.jct_h_by_job[0] > 28  # growing at once would have ended it near 21 h
 
 
+
+def test_a_waiting_job_takes_back_the_room_a_grown_job_borrowed() -> None:
+    config = Config(nodes_per_class_region=1, regions=1, mtbf_h=1e9)
+    r50 = "ResNet-50 (batch size 128)"  # runs out of memory on the ascend (K80) class
+    # the LM job grows over the h100 node, two gangs fill the a100 and ascend nodes; a 4-GPU ResNet-50
+    # job then needs the h100 room the LM job borrowed (its admitted single device is never taken)
+    trace = [job(0, hours=200), job(1, gpus=8, hours=100, at_h=0.01, job_type=r50),
+             job(2, gpus=8, hours=100, at_h=0.01, job_type="ResNet-18 (batch size 64)"),
+             job(3, gpus=4, hours=5, at_h=5, job_type=r50)]
+    report = replay(trace, "heterojob", config)
+    assert report.resizes >= 1 and report.reclaims == 1
+    assert report.jct_h_by_job[3] < 5 * 1.1  # it did not wait for the grown job to finish
+    assert report.jct_h_by_job[0] < 100  # still far sooner than 200 h at its admitted size
+
 def test_a_higher_priority_job_preempts_through_a_checkpoint() -> None:
     config = Config(nodes_per_class_region=1, regions=1, mtbf_h=1e9, elastic=False)
     low = [job(i, gpus=8, hours=50, job_type="ResNet-18 (batch size 64)") for i in range(3)]

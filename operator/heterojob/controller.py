@@ -113,7 +113,8 @@ class Controller:
         self.allocations: dict[str, Allocation] = {}
         self.requests: dict[str, placement.Request] = {}  # the queue: what each waiting job asks for
         self.running: dict[str, tuple[int, float]] = {}  # placed job -> (priority, placed since)
-        self.preempting: dict[str, str] = {}  # victim -> the job it makes room for
+        self.yielding: dict[str, str] = {}  # preempted or reclaimed job -> the job it makes room for
+        self.grown: dict[str, placement.GrownJob] = {}  # elastic jobs above their admitted size (lent room)
         self.pending: set[str] = set()
         self.known: set[str] = set()
         self._tasks: dict[str, asyncio.Task[None]] = {}
@@ -155,7 +156,8 @@ class Controller:
         self.pending.discard(key)
         self.requests.pop(key, None)
         self.running.pop(key, None)
-        self.preempting.pop(key, None)
+        self.yielding.pop(key, None)
+        self.grown.pop(key, None)
         self._disrupted.discard(key)
         self.placed.pop(key, None)
         self.alert_symptoms.pop(key, None)
@@ -218,7 +220,11 @@ class Controller:
         for job in await self.kube.list_jobs():
             meta = job.get("metadata") or {}
             key = _job_key(meta.get("namespace", ""), meta.get("name", ""))
-            self._sync_allocation(key, self._status(job), job)
+            try:
+                spec: HeteroJobSpec | None = parse_spec(HeteroJobSpec, job.get("spec"))
+            except SpecError:
+                spec = None
+            self._sync_allocation(key, self._status(job), job, spec)
 
     # --- one pass ----------------------------------------------------------------------------------
 
@@ -231,8 +237,10 @@ class Controller:
                         job["metadata"].get("namespace"), job["metadata"].get("name"), exc)
             return HeteroJobStatus()
 
-    def _sync_allocation(self, key: str, status: HeteroJobStatus, job: Mapping[str, Any]) -> None:
-        """The in-memory ledger follows the job's status: what it holds, since when, whom it yields to."""
+    def _sync_allocation(self, key: str, status: HeteroJobStatus, job: Mapping[str, Any],
+                         spec: HeteroJobSpec | None) -> None:
+        """The in-memory ledger follows the job's status: what it holds, since when, whom it yields to,
+        and the devices it holds beyond its admitted size (lent to it while nobody waited)."""
         p = status.placement
         if p is not None and not (status.phase and status.phase.terminal):
             classes = self.fleet_source.classes()
@@ -246,7 +254,16 @@ class Controller:
             self.running[key] = (_priority(job), since)
             ns, name = key.split("/", 1)
             self.placed[key] = Placed(ns, name, p.generation, tuple(p.nodes))
+            if spec is not None and p.replicas > spec.replicas.start:
+                mine = _request(key, job, spec)
+                base = placement.Request(key, [a for a in mine.alternatives if a.device_class == p.device_class],
+                                         spec.replicas.start, allowed_regions=(p.region,), priority=mine.priority,
+                                         created=mine.created)
+                self.grown[key] = placement.GrownJob(key, mine.priority, since, self.allocations[key], base)
+            else:
+                self.grown.pop(key, None)
         else:
+            self.grown.pop(key, None)
             self.allocations.pop(key, None)
             self.running.pop(key, None)
             self.placed.pop(key, None)
@@ -255,10 +272,10 @@ class Controller:
         else:
             self._disrupted.discard(key)
         pending = status.checkpoint.pending if status.checkpoint else None
-        if pending is not None and pending.then == "preempt" and pending.by:
-            self.preempting[key] = pending.by
+        if pending is not None and pending.then in ("preempt", "resize") and pending.by:
+            self.yielding[key] = pending.by
         else:
-            self.preempting.pop(key, None)
+            self.yielding.pop(key, None)
 
     async def reconcile(self, namespace: str, name: str) -> None:
         key = _job_key(namespace, name)
@@ -267,14 +284,13 @@ class Controller:
             self.forget(key)
             return
         status = self._status(job)
-        self._sync_allocation(key, status, job)
-
         spec: HeteroJobSpec | None = None
         problems = check_object_name(name, JOB_NAME_MAX)
         try:
             spec = parse_spec(HeteroJobSpec, job.get("spec"))
         except SpecError as exc:
             problems += exc.problems
+        self._sync_allocation(key, status, job, spec)
         spec_errors = "; ".join(str(p) for p in problems) if problems else None
 
         pods = [v for v in map(convert.pod_view, await self.kube.job_pods(namespace, name)) if v is not None]
@@ -403,12 +419,14 @@ class Controller:
             unhealthy=self.fleet_source.unhealthy(),
         )
 
-    def _plan(self, key: str, request: placement.Request) -> tuple[placement.Result, str, str,
-                                                                      placement.Preemption | None]:
-        """Under the placement lock: (result, reason, message, preemption to start) for one waiting job.
+    def _plan(self, key: str, request: placement.Request
+              ) -> tuple[placement.Result, str, str, placement.Preemption | placement.Reclaim | None]:
+        """Under the placement lock: (result, reason, message, preemption or reclaim to start) for one
+        waiting job.
 
         The queue is honoured: the jobs ahead (priority, then age) are placed first on a scratch ledger,
-        so this job only gets room none of them can use now.
+        so this job only gets room none of them can use now. A job that does not fit first takes back
+        room lent to grown elastic jobs of its priority or below, then preempts lower-priority jobs.
         """
         fleet = self._fleet(exclude_jobs=[key])
         ahead = sorted((r for k, r in self.requests.items()
@@ -425,18 +443,25 @@ class Controller:
                 self.poke(k)
             return alone, "Queued", (f"queued behind {len(first)} higher-priority or older job(s) that fit first: "
                                      f"{', '.join(first[:5])}{' ...' if len(first) > 5 else ''}"), None
-        in_flight = sorted(v for v, by in self.preempting.items() if by == key)
+        in_flight = sorted(v for v, by in self.yielding.items() if by == key)
         freed = self._fleet(exclude_jobs=[key, *in_flight]) if in_flight else fleet
         if in_flight and placement.place(request, freed).chosen is not None:
-            return alone, "Preempting", (f"waiting for {len(in_flight)} preempted job(s) to checkpoint and "
-                                         f"release their devices: {', '.join(in_flight)}"), None
+            why = "Reclaiming" if all(v in self.grown for v in in_flight) else "Preempting"
+            return alone, why, (f"waiting for {len(in_flight)} preempted or reclaimed job(s) to checkpoint and "
+                                f"release their devices: {', '.join(in_flight)}"), None
+        lenders = [g for k, g in self.grown.items() if k not in self.yielding and k not in self._disrupted]
+        reclaim = placement.plan_reclaim(request, freed, lenders) if lenders else None
+        if reclaim is not None:
+            for lender, _ in reclaim.shrink:
+                self.yielding[lender] = key
+            return alone, "Reclaiming", f"{reclaim.explain()}; waiting for their checkpoints", reclaim
         running = [placement.RunningJob(k, prio, since, self.allocations[k])
-                   for k, (prio, since) in self.running.items() if k in self.allocations and k not in self.preempting]
+                   for k, (prio, since) in self.running.items() if k in self.allocations and k not in self.yielding]
         plan = placement.plan_preemption(request, freed, running, time.time(), self.config.min_runtime_s)
         if plan is None:
             return alone, "NoRoom", alone.explain(), None
         for victim in plan.victims:
-            self.preempting[victim] = key
+            self.yielding[victim] = key
         return alone, "Preempting", f"{plan.explain()}; waiting for their checkpoints", plan
 
     async def _place(self, job: dict[str, Any], spec: HeteroJobSpec, status: HeteroJobStatus,
@@ -446,7 +471,7 @@ class Controller:
         request = _request(key, job, spec, status)
         self.requests[key] = request
         async with self._placement_lock:
-            result, reason, message, preemption = self._plan(key, request)
+            result, reason, message, disruption = self._plan(key, request)
             chosen = result.chosen if reason == "Placed" else None
             if chosen is not None:
                 self.allocations[key] = chosen.allocation(meta["namespace"])
@@ -458,13 +483,20 @@ class Controller:
                 await self._write(job, {
                     "phase": phase.value, "reason": reason, "message": message,
                     "conditions": _condition(conditions, "Admitted", "False", reason, message)})
-                self.kube.post_event(job, "Normal", "Preempting" if preemption else "Waiting", message)
+                self.kube.post_event(job, "Normal", reason if disruption else "Waiting", message)
             self.pending.add(key)
-            if preemption is not None:
-                self.metrics.preemptions.inc(len(preemption.victims))
-                for victim in preemption.victims:
+            if isinstance(disruption, placement.Preemption):
+                self.metrics.preemptions.inc(len(disruption.victims))
+                for victim in disruption.victims:
                     await self._ask_checkpoint(victim, then="preempt", by=key,
                                                reason=f"preempted by {key} ({spec.priority.value})")
+            elif isinstance(disruption, placement.Reclaim):
+                for lender, replicas in disruption.shrink:
+                    decisions.info("job=%s action=resize trigger=reclaim by=%s replicas=%d", lender, key, replicas)
+                    self.metrics.migrations.labels("resize", "reclaim").inc()
+                    await self._ask_checkpoint(lender, then="resize", by=key, replicas=replicas,
+                                               reason=f"reclaim: {key} ({spec.priority.value}) needs the room "
+                                                      f"lent to this job; back to {replicas} replica(s)")
             return
 
         self.pending.discard(key)
@@ -501,7 +533,7 @@ class Controller:
         namespace, name = key.split("/", 1)
         job = await self.kube.get_job(namespace, name)
         if job is None:
-            self.preempting.pop(key, None)
+            self.yielding.pop(key, None)
             return
         status = self._status(job)
         if status.checkpoint and status.checkpoint.pending and status.checkpoint.pending.then != PERIODIC:
@@ -597,7 +629,7 @@ class Controller:
         self.kube.post_event(job, "Warning", {"migrate": "Migrating", "resize": "Resizing"}.get(then, "Preempted"),
                              message)
         decisions.info("job=%s action=%s reason=%s %s", key, then, d.reason, d.message)
-        self.preempting.pop(key, None)
+        self.yielding.pop(key, None)
         self.running.pop(key, None)
         await self._release(key, [p.name for p in pods if not p.deleting], meta["namespace"])
         if pending.by:

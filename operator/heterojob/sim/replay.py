@@ -38,7 +38,9 @@ from typing import Any
 from heterojob.api.job import Policy
 from heterojob.engine import migration
 from heterojob.engine.fleet import Allocation, DeviceClass, Fleet, Node
-from heterojob.engine.placement import Alternative, Request, RunningJob, place, plan_preemption, room_to_grow, schedule
+from heterojob.engine.placement import (
+    Alternative, GrownJob, Request, RunningJob, place, plan_preemption, plan_reclaim, room_to_grow, schedule,
+)
 from heterojob.sim.traces import CLASSES, TraceJob, load_trace, synthetic_trace
 
 REGIONS = ("cn-east", "cn-north", "eu-west", "us-west", "ap-south")
@@ -103,6 +105,7 @@ class Report:
     restarts: int
     resizes: int
     preemptions: int
+    reclaims: int  # grown jobs shrunk back to their admitted size for a waiting job
     max_lost_per_failure_s: float
     timeline: list[tuple[float, float]] = field(default_factory=list)  # (hour, busy devices share)
     jcts_h: list[float] = field(default_factory=list)  # sorted
@@ -110,15 +113,15 @@ class Report:
 
     @property
     def migrations(self) -> int:
-        """Jobs moved: restarted elsewhere after a failure, resized or preempted."""
-        return self.restarts + self.resizes + self.preemptions
+        """Jobs moved: restarted elsewhere after a failure, resized (grown or reclaimed) or preempted."""
+        return self.restarts + self.resizes + self.reclaims + self.preemptions
 
     def summary(self) -> dict[str, Any]:
         return {"utilization": round(self.utilization, 4), "avg_jct_h": round(self.avg_jct_h, 3),
                 "p99_jct_h": round(self.p99_jct_h, 3), "makespan_h": round(self.makespan_h, 2),
                 "lost_device_h": round(self.lost_device_h, 2), "failures": self.failures,
                 "migrations": self.migrations, "restarts": self.restarts, "resizes": self.resizes,
-                "preemptions": self.preemptions, "max_lost_per_failure_s": round(self.max_lost_per_failure_s, 1)}
+                "reclaims": self.reclaims, "preemptions": self.preemptions, "max_lost_per_failure_s": round(self.max_lost_per_failure_s, 1)}
 
 
 def fleet(config: Config) -> Fleet:
@@ -154,7 +157,7 @@ class _Replay:
         self.wakes: dict[int, float] = {}  # job -> when it may be judged again
         self.finished: dict[int, float] = {}
         self.useful_s = self.lost_s = self.max_lost = 0.0
-        self.failures = self.restarts = self.resizes = self.preemptions = 0
+        self.failures = self.restarts = self.resizes = self.preemptions = self.reclaims = 0
         self.busy = 0
         self.busy_points: list[tuple[float, int]] = []
         defaults = Policy()
@@ -328,13 +331,41 @@ class _Replay:
             chosen = results[f"{NAMESPACE}/{job.id}"].chosen
             if chosen is not None:
                 self.start(job, chosen.device_class, chosen.region, chosen.nodes, chosen.per_replica, now)
-        lowest = min((r.job.priority for r in self.running.values()), default=None)
         for job in sorted((j for j in pool if j.id in self.queue), key=self.order):
-            if lowest is None or job.priority <= lowest:
-                break
-            self.preempt_for(job, now)
+            if not self.reclaim_for(job, now):
+                self.preempt_for(job, now)
+
+    def reclaim_for(self, job: TraceJob, now: float) -> bool:
+        """Grown jobs of the waiting job's priority or below shrink back to their admitted size for it."""
+        grown = [GrownJob(f"{NAMESPACE}/{r.job.id}", r.job.priority, r.started,
+                          Allocation(r.cls, r.per_node, NAMESPACE, r.cls, r.region),
+                          Request(f"{NAMESPACE}/{r.job.id}", [Alternative(r.cls, r.job.shape[1])], r.job.shape[0],
+                                  allowed_regions=(r.region,), priority=r.job.priority))
+                 for r in self.running.values() if r.replicas > r.job.shape[0] and r.job.priority <= job.priority]
+        if not grown:
+            return False
+        plan = plan_reclaim(self.request(job), self.current_fleet(), grown)
+        if plan is None:
+            return False
+        for name, replicas in plan.shrink:
+            run = self.running[int(name.split("/", 1)[1])]
+            self.checkpoint_and_stop(run, now)
+            self.moves[run.job.id].append(now)
+            self.reclaims += 1
+            result = place(Request(name, [Alternative(run.cls, run.job.shape[1])], replicas,
+                                   allowed_regions=(run.region,)), self.current_fleet())
+            assert result.chosen is not None, "a job fits back at its admitted size where it ran grown"
+            c = result.chosen
+            self.start(run.job, c.device_class, c.region, c.nodes, c.per_replica, now, pause=self.config.save_s)
+        chosen = place(self.request(job), self.current_fleet()).chosen
+        if chosen is not None:  # the plan's room, unless the shrunk jobs landed elsewhere than planned
+            self.start(job, chosen.device_class, chosen.region, chosen.nodes, chosen.per_replica, now,
+                       pause=self.config.save_s)
+        return True
 
     def preempt_for(self, job: TraceJob, now: float) -> None:
+        if all(r.job.priority >= job.priority for r in self.running.values()):
+            return
         running = [RunningJob(f"{NAMESPACE}/{r.job.id}", r.job.priority, r.started,
                               Allocation(r.cls, r.per_node, NAMESPACE, r.cls, r.region))
                    for r in self.running.values()]
@@ -400,7 +431,8 @@ class _Replay:
         return Report(self.policy, len(self.finished), self.useful_s / (total * makespan),
                       statistics.fmean(jcts) if jcts else 0.0,
                       jcts[min(len(jcts) - 1, int(0.99 * len(jcts)))] if jcts else 0.0, makespan / 3600,
-                      self.lost_s / 3600, self.failures, self.restarts, self.resizes, self.preemptions, self.max_lost,
+                      self.lost_s / 3600, self.failures, self.restarts, self.resizes, self.preemptions, self.reclaims,
+                      self.max_lost,
                       _timeline(self.busy_points, total, first, end), jcts, by_job)
 
 
