@@ -44,6 +44,9 @@ def test_failures_lose_at_most_one_checkpoint_interval_and_heterojob_beats_stati
     assert 0 < ours.max_lost_per_failure_s <= interval and static.max_lost_per_failure_s <= interval
     assert ours.lost_device_h > 0
     assert ours.avg_jct_h < static.avg_jct_h and ours.utilization > static.utilization
+    # the steady-state window (10th to 90th percentile arrival) leaves out warm-up and the long drain
+    assert static.utilization < static.steady_utilization <= 1 and ours.utilization < ours.steady_utilization <= 1
+    assert ours.steady_avg_jct_h < static.steady_avg_jct_h
 
 
 def test_an_elastic_job_grows_into_idle_room_within_the_migration_rules() -> None:

@@ -8,10 +8,11 @@ Policies, on the same trace, fleet, failures and seed:
   300 s not-ready toleration), on the same class.
 - `heterojob`: the operator's engine. `placement.schedule` places the queue in priority and age order on any
   class the job runs on (fastest first), so a job only takes room no job ahead of it can use;
-  `placement.plan_preemption` frees room for a higher-priority job; elastic jobs grow into room nobody
-  waits for through `placement.room_to_grow`, `migration.resize` and `migration.judge` (the HeteroJob
-  defaults: 600 s cooldown, 3 moves an hour, a disruption budget of 5). A failed node's jobs restart at
-  once off it, from their last periodic checkpoint.
+  `placement.plan_reclaim` shrinks grown jobs back to their admitted size for a waiting job of their
+  priority or above, `placement.plan_preemption` frees room for a higher-priority job; elastic jobs grow
+  into room nobody waits for through `placement.room_to_grow`, `migration.resize` and `migration.judge`
+  (the HeteroJob defaults: 600 s cooldown, 3 moves an hour, a disruption budget of 5). A failed node's
+  jobs restart at once off it, from their last periodic checkpoint.
 
 Every job checkpoints every `checkpoint_s` (saving takes `save_s`); a resize or preemption checkpoints on
 demand (`save_s`) and the job restores (`restore_s`) where it lands. Device failures come at `mtbf_h` per
@@ -19,8 +20,10 @@ device, a node is repaired after `repair_h`.
 
 Utilization = device-hours of useful training / (devices x makespan): work redone after a failure,
 checkpoint saving and restoring are not useful; a grown job's devices all count (its throughput is Gavel's
-measurement, see `traces`). Makespan runs from the first arrival to the last completion. Same trace, seed
-and config: same numbers.
+measurement, see `traces`). Makespan runs from the first arrival to the last completion. The steady state
+leaves out warm-up and drain: utilization between the 10th and 90th percentile arrival (each run's useful
+work spread evenly over it) and the JCT of the jobs arriving in that window. Same trace, seed and config:
+same numbers.
 """
 
 from __future__ import annotations
@@ -107,6 +110,10 @@ class Report:
     preemptions: int
     reclaims: int  # grown jobs shrunk back to their admitted size for a waiting job
     max_lost_per_failure_s: float
+    # steady state: jobs arriving between the 10th and 90th percentile arrival, utilization over that window
+    # (no warm-up, no drain: the regime a long-running cluster lives in)
+    steady_utilization: float = 0.0
+    steady_avg_jct_h: float = 0.0
     timeline: list[tuple[float, float]] = field(default_factory=list)  # (hour, busy devices share)
     jcts_h: list[float] = field(default_factory=list)  # sorted
     jct_h_by_job: dict[int, float] = field(default_factory=dict)
@@ -121,7 +128,10 @@ class Report:
                 "p99_jct_h": round(self.p99_jct_h, 3), "makespan_h": round(self.makespan_h, 2),
                 "lost_device_h": round(self.lost_device_h, 2), "failures": self.failures,
                 "migrations": self.migrations, "restarts": self.restarts, "resizes": self.resizes,
-                "reclaims": self.reclaims, "preemptions": self.preemptions, "max_lost_per_failure_s": round(self.max_lost_per_failure_s, 1)}
+                "reclaims": self.reclaims, "preemptions": self.preemptions,
+                "max_lost_per_failure_s": round(self.max_lost_per_failure_s, 1),
+                "steady_state": {"utilization": round(self.steady_utilization, 4),
+                                 "avg_jct_h": round(self.steady_avg_jct_h, 3)}}
 
 
 def fleet(config: Config) -> Fleet:
@@ -157,6 +167,7 @@ class _Replay:
         self.wakes: dict[int, float] = {}  # job -> when it may be judged again
         self.finished: dict[int, float] = {}
         self.useful_s = self.lost_s = self.max_lost = 0.0
+        self.useful: list[tuple[float, float, float]] = []  # (from, to, useful device-seconds), per run
         self.failures = self.restarts = self.resizes = self.preemptions = self.reclaims = 0
         self.busy = 0
         self.busy_points: list[tuple[float, int]] = []
@@ -191,7 +202,7 @@ class _Replay:
                 run = self.running.get(payload[0])
                 if run is None or run.token != payload[1]:
                     continue  # a completion of a run that a failure, resize or preemption ended
-                self.useful_s += (run.job.total_steps - run.steps_at_start) / run.raw * run.devices
+                self.credit(run, run.job.total_steps, now)
                 self.progress[run.job.id] = run.job.total_steps
                 self.stop(run, now)
                 self.finished[run.job.id] = end = now
@@ -246,6 +257,13 @@ class _Replay:
         self.queue.pop(job.id, None)
         self.push(run.started + (job.total_steps - run.steps_at_start) / eff, "finish", (job.id, run.token))
 
+    def credit(self, run: _Run, steps: float, now: float) -> None:
+        """Count the run's training up to `steps` as useful (spread evenly over the run, for windows)."""
+        useful = (steps - run.steps_at_start) / run.raw * run.devices
+        self.useful_s += useful
+        if useful > 0:
+            self.useful.append((min(run.started, now), now, useful))
+
     def stop(self, run: _Run, now: float) -> None:
         for n, c in run.per_node.items():
             self.used[(n, run.cls)] -= c
@@ -256,7 +274,7 @@ class _Replay:
     def checkpoint_and_stop(self, run: _Run, now: float) -> None:
         """An on-demand checkpoint (resize, preemption): nothing is lost, the save takes `save_s`."""
         done = run.done(now)
-        self.useful_s += (done - run.steps_at_start) / run.raw * run.devices
+        self.credit(run, done, now)
         self.progress[run.job.id] = done
         self.stop(run, now)
 
@@ -269,7 +287,7 @@ class _Replay:
             done = run.done(now)
             periods = math.floor(ran / (config.checkpoint_s + config.save_s))
             saved = min(done, run.steps_at_start + periods * config.checkpoint_s * run.raw)
-            self.useful_s += (saved - run.steps_at_start) / run.raw * run.devices
+            self.credit(run, saved, now)
             lost = (done - saved) / run.raw
             self.lost_s += lost * run.devices
             self.max_lost = max(self.max_lost, lost)
@@ -428,11 +446,16 @@ class _Replay:
         by_job = {j.id: (self.finished[j.id] - self.arrival(j)) / 3600 for j in self.jobs if j.id in self.finished}
         jcts = sorted(by_job.values())
         total = self.config.devices
+        arrivals = sorted(self.arrival(j) for j in self.jobs)
+        lo, hi = (arrivals[len(arrivals) // 10], arrivals[-1 - len(arrivals) // 10]) if arrivals else (0.0, 0.0)
+        steady = [by_job[j.id] for j in self.jobs if j.id in by_job and lo <= self.arrival(j) <= hi]
+        in_window = sum(u * max(0.0, min(t1, hi) - max(t0, lo)) / (t1 - t0) for t0, t1, u in self.useful if t1 > t0)
         return Report(self.policy, len(self.finished), self.useful_s / (total * makespan),
                       statistics.fmean(jcts) if jcts else 0.0,
                       jcts[min(len(jcts) - 1, int(0.99 * len(jcts)))] if jcts else 0.0, makespan / 3600,
                       self.lost_s / 3600, self.failures, self.restarts, self.resizes, self.preemptions, self.reclaims,
-                      self.max_lost,
+                      self.max_lost, in_window / (total * (hi - lo)) if hi > lo else 0.0,
+                      statistics.fmean(steady) if steady else 0.0,
                       _timeline(self.busy_points, total, first, end), jcts, by_job)
 
 
