@@ -355,26 +355,28 @@ class _Replay:
 
     def reclaim_for(self, job: TraceJob, now: float) -> bool:
         """Grown jobs of the waiting job's priority or below shrink back to their admitted size for it."""
-        grown = [GrownJob(f"{NAMESPACE}/{r.job.id}", r.job.priority, r.started,
-                          Allocation(r.cls, r.per_node, NAMESPACE, r.cls, r.region),
-                          Request(f"{NAMESPACE}/{r.job.id}", [Alternative(r.cls, r.job.shape[1])], r.job.shape[0],
-                                  allowed_regions=(r.region,), priority=r.job.priority))
-                 for r in self.running.values() if r.replicas > r.job.shape[0] and r.job.priority <= job.priority]
+        grown = {f"{NAMESPACE}/{r.job.id}": GrownJob(
+                    f"{NAMESPACE}/{r.job.id}", r.job.priority, r.started,
+                    Allocation(r.cls, r.per_node, NAMESPACE, r.cls, r.region),
+                    Request(f"{NAMESPACE}/{r.job.id}", [Alternative(r.cls, r.job.shape[1])], r.job.shape[0],
+                            allowed_regions=(r.region,), priority=r.job.priority))
+                 for r in self.running.values() if r.replicas > r.job.shape[0] and r.job.priority <= job.priority}
         if not grown:
             return False
-        plan = plan_reclaim(self.request(job), self.current_fleet(), grown)
+        plan = plan_reclaim(self.request(job), self.current_fleet(), grown.values())
         if plan is None:
             return False
-        for name, replicas in plan.shrink:
+        for name, _ in plan.shrink:
             run = self.running[int(name.split("/", 1)[1])]
             self.checkpoint_and_stop(run, now)
             self.moves[run.job.id].append(now)
             self.reclaims += 1
-            result = place(Request(name, [Alternative(run.cls, run.job.shape[1])], replicas,
-                                   allowed_regions=(run.region,)), self.current_fleet())
-            assert result.chosen is not None, "a job fits back at its admitted size where it ran grown"
-            c = result.chosen
-            self.start(run.job, c.device_class, c.region, c.nodes, c.per_replica, now, pause=self.config.save_s)
+            back = place(grown[name].base, self.current_fleet()).chosen
+            if back is None:  # not where the plan put it: it waits in the queue like a preempted job
+                self.push(now + self.config.save_s, "requeue", run.job)
+                continue
+            self.start(run.job, back.device_class, back.region, back.nodes, back.per_replica, now,
+                       pause=self.config.save_s)
         chosen = place(self.request(job), self.current_fleet()).chosen
         if chosen is not None:  # the plan's room, unless the shrunk jobs landed elsewhere than planned
             self.start(job, chosen.device_class, chosen.region, chosen.nodes, chosen.per_replica, now,
