@@ -114,6 +114,7 @@ class Report:
     # (no warm-up, no drain: the regime a long-running cluster lives in)
     steady_utilization: float = 0.0
     steady_avg_jct_h: float = 0.0
+    steady_window_h: tuple[float, float] = (0.0, 0.0)  # on the timeline's clock
     timeline: list[tuple[float, float]] = field(default_factory=list)  # (hour, busy devices share)
     jcts_h: list[float] = field(default_factory=list)  # sorted
     jct_h_by_job: dict[int, float] = field(default_factory=dict)
@@ -457,7 +458,7 @@ class _Replay:
                       jcts[min(len(jcts) - 1, int(0.99 * len(jcts)))] if jcts else 0.0, makespan / 3600,
                       self.lost_s / 3600, self.failures, self.restarts, self.resizes, self.preemptions, self.reclaims,
                       self.max_lost, in_window / (total * (hi - lo)) if hi > lo else 0.0,
-                      statistics.fmean(steady) if steady else 0.0,
+                      statistics.fmean(steady) if steady else 0.0, (lo / 3600, hi / 3600),
                       _timeline(self.busy_points, total, first, end), jcts, by_job)
 
 
@@ -519,6 +520,10 @@ def html_report(reports: Sequence[Report], path: Path, title: str = "") -> None:
         n = len(r.jcts_h)
         fig.add_trace(go.Scatter(x=r.jcts_h, y=[(i + 1) / n for i in range(n)], name=f"{r.policy} JCT",
                                  mode="lines"), row=1, col=2)
+    if reports and reports[0].steady_window_h[1] > reports[0].steady_window_h[0]:
+        lo, hi = reports[0].steady_window_h  # the same trace: the same arrivals for every policy
+        fig.add_vrect(x0=lo, x1=hi, fillcolor="grey", opacity=0.12, line_width=0, row=1, col=1,
+                      annotation_text="steady state", annotation_position="top left")
     fig.update_xaxes(title_text="hours", row=1, col=1)
     fig.update_xaxes(title_text="JCT (hours)", type="log", row=1, col=2)
     fig.update_layout(title=title or None)
