@@ -28,9 +28,9 @@ from streamlit.testing.v1 import AppTest
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from heterojob.constants import GROUP, VERSION  # noqa: E402
-from heterojob.sim.exporters import ExporterFleet  # noqa: E402
-from heterojob.sim.harness import Emulator, seed  # noqa: E402
-from heterojob.sim.prometheus import PrometheusServer, free_port  # noqa: E402
+from heterojob.sim.telemetry.exporters import ExporterFleet  # noqa: E402
+from heterojob.sim.cluster.harness import Emulator, seed  # noqa: E402
+from heterojob.sim.telemetry.prometheus import PrometheusServer, free_port  # noqa: E402
 
 _spec = importlib.util.spec_from_file_location("bench_telemetry", Path(__file__).with_name("telemetry.py"))
 assert _spec is not None and _spec.loader is not None

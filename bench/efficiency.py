@@ -2,7 +2,7 @@
 heterojob (the engine's placement, preemption, elastic growth, immediate restart off a failed node) on the
 same trace, fleet, failures and seed.
 
-Trace: 2,000 Gavel-style synthetic jobs (heterojob.sim.traces.synthetic_trace, seed 1; Gavel's job types,
+Trace: 2,000 Gavel-style synthetic jobs (heterojob.replay.traces.synthetic_trace, seed 1; Gavel's job types,
 sizes and Philly-derived duration distribution). Fleet: 1 region x 3 classes x 2 nodes x 8 devices (48):
 a finite trace's utilization over its makespan is capped by the drain at the end (the slowest class's
 longest job runs for weeks), so the busy period must be long for the static baseline to reach 68% at all;
@@ -28,8 +28,8 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from heterojob.sim.replay import Config, Report, replay  # noqa: E402
-from heterojob.sim.traces import TraceJob, synthetic_trace  # noqa: E402
+from heterojob.replay.replay import Config, Report, replay  # noqa: E402
+from heterojob.replay.traces import TraceJob, synthetic_trace  # noqa: E402
 
 TABLE = Path(__file__).resolve().parents[1] / "data" / "gavel" / "isolated_throughputs.csv"
 GRID = (0.75, 0.875, 1.0, 1.25, 1.5, 2.0, 2.5, 3.0, 4.0, 5.0)  # jobs per hour

@@ -30,8 +30,8 @@ from heterojob import defaults  # noqa: E402
 from heterojob.constants import GROUP, LABEL_JOB, VERSION  # noqa: E402
 from heterojob.controller import Controller, ControllerConfig, FleetSource  # noqa: E402
 from heterojob.kube.api import Kube, load_client  # noqa: E402
-from heterojob.sim.harness import Emulator, seed  # noqa: E402
-from heterojob.sim.nodes import node  # noqa: E402
+from heterojob.sim.cluster.harness import Emulator, seed  # noqa: E402
+from heterojob.sim.cluster.nodes import node  # noqa: E402
 from heterojob.telemetry.model import DeviceSample, Health  # noqa: E402
 from heterojob.telemetry.snapshot import Availability, RegionTelemetry, Snapshot  # noqa: E402
 

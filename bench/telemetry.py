@@ -29,9 +29,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from heterojob import defaults  # noqa: E402
 from heterojob.controller import FleetSource  # noqa: E402
 from heterojob.monitor import Monitor, TelemetryConfig  # noqa: E402
-from heterojob.sim.exporters import ExporterFleet  # noqa: E402
-from heterojob.sim.nodes import node  # noqa: E402
-from heterojob.sim.prometheus import PrometheusServer, free_port  # noqa: E402
+from heterojob.sim.telemetry.exporters import ExporterFleet  # noqa: E402
+from heterojob.sim.cluster.nodes import node  # noqa: E402
+from heterojob.sim.telemetry.prometheus import PrometheusServer, free_port  # noqa: E402
 from heterojob.telemetry.adapters import ADAPTERS  # noqa: E402
 from heterojob.telemetry.prometheus import PrometheusReader  # noqa: E402
 from heterojob.telemetry.snapshot import JobRef, WatchedJob  # noqa: E402

@@ -10,7 +10,7 @@ import kubernetes
 import pytest
 
 from heterojob.constants import GROUP, LABEL_JOB, VERSION
-from heterojob.sim.harness import Emulator, OperatorRunner, apply, seed
+from heterojob.sim.cluster.harness import Emulator, OperatorRunner, apply, seed
 
 
 @pytest.fixture(scope="session")

@@ -83,7 +83,7 @@ def _demo(args: argparse.Namespace) -> int:
 
 
 def _sim(args: argparse.Namespace) -> int:
-    from heterojob.sim.replay import main as replay_main
+    from heterojob.replay.replay import main as replay_main
 
     return replay_main(args.rest)
 
@@ -105,7 +105,7 @@ def _generate(args: argparse.Namespace) -> int:
 
 
 def _emulator(args: argparse.Namespace) -> int:
-    from heterojob.sim import apiserver
+    from heterojob.sim.cluster import apiserver
 
     argv = ["--host", args.host, "--port", str(args.port)]
     if args.kubeconfig:
@@ -157,7 +157,7 @@ def parser() -> argparse.ArgumentParser:
     tel.add_argument("--overheat-celsius", type=float, default=90.0)
     tel.add_argument("--fatal-xid", type=int, action="append", metavar="N", help="also treat XID N as fatal")
     tel.add_argument("--non-fatal-xid", type=int, action="append", metavar="N",
-                     help="do not treat XID N as fatal (default set: shared/reference/telemetry.md)")
+                     help="do not treat XID N as fatal (default set: docs/telemetry.md)")
     run.add_argument("-v", "--verbose", action="store_true", help="log every handler run")
     run.set_defaults(func=_operator_run)
 

@@ -19,7 +19,7 @@ ANNOTATION_CHECKPOINT_ACK = "heterojob.io/checkpoint-ack"
 ANNOTATION_MIGRATE = "heterojob.io/migrate"  # on a HeteroJob: "<why>" asks for a migration now
 ANNOTATION_CHECKPOINT_NOW = "heterojob.io/checkpoint"  # on a HeteroJob: "<why>" asks for a checkpoint now
 
-# Well-known Kubernetes labels (see shared/reference/telemetry.md, section 5).
+# Well-known Kubernetes labels (see docs/telemetry.md, section 5).
 LABEL_REGION = "topology.kubernetes.io/region"
 LABEL_ZONE = "topology.kubernetes.io/zone"
 LABEL_HOSTNAME = "kubernetes.io/hostname"

@@ -1,6 +1,6 @@
 """The embedded defaults: AcceleratorClasses and Regions of a typical fleet, and what nodes of each carry.
 
-Names, extended resources and node labels are the real ones (shared/reference/telemetry.md). These
+Names, extended resources and node labels are the real ones (docs/telemetry.md). These
 objects are rendered into `manifests/defaults/` by `heterojob generate`; a test fails when they drift.
 """
 

@@ -1,6 +1,6 @@
 """Which running jobs an alert is about, and what it asks for (pure).
 
-Labels are read the way exporters and rules spell them (shared/reference/telemetry.md): the pod
+Labels are read the way exporters and rules spell them (docs/telemetry.md): the pod
 (`namespace` + `pod` or `pod_name`), else the node (`Hostname`, `hostname`, `node`, `instance` host),
 else the device (`UUID`/`uuid`, resolved to its node through the telemetry snapshot). The action comes
 from the alert's `heterojob_action` annotation, else from the alertname table.

@@ -1,4 +1,4 @@
-"""Alertmanager's webhook payload (version 4; shared/reference/telemetry.md section 6), validated.
+"""Alertmanager's webhook payload (version 4; docs/telemetry.md section 6), validated.
 
 Unknown fields are accepted (newer Alertmanagers add `notification_reason`); what we rely on is checked
 and a problem names its field path, so a 400 tells the sender what to fix.

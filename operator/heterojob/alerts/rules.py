@@ -1,6 +1,6 @@
 """The alert rules heterojob ships, in one place: rendered to a plain Prometheus rules file and to a
 PrometheusRule (prometheus-operator) by `heterojob generate`. Metric and label names are the exporters'
-(shared/reference/telemetry.md). Each alert keeps the device, node and pod labels the receiver maps to
+(docs/telemetry.md). Each alert keeps the device, node and pod labels the receiver maps to
 jobs, and `heterojob_action` says what to do (the operator's --alert-action table can override it)."""
 
 from __future__ import annotations

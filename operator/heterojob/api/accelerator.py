@@ -19,7 +19,7 @@ class Vendor(StrEnum):
 
 
 class ExporterFamily(StrEnum):
-    """Which exporter reports this class's devices (shared/reference/telemetry.md)."""
+    """Which exporter reports this class's devices (docs/telemetry.md)."""
 
     DCGM = "dcgm"
     NPU_EXPORTER = "npu-exporter"

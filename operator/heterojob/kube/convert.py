@@ -20,7 +20,7 @@ from heterojob.telemetry.snapshot import JobRef, WatchedJob
 
 log = logging.getLogger(__name__)
 
-# Taints that keep new pods off a node unless tolerated (shared/reference/telemetry.md, section 5).
+# Taints that keep new pods off a node unless tolerated (docs/telemetry.md, section 5).
 _BLOCKING_EFFECTS = ("NoSchedule", "NoExecute")
 
 

@@ -1,1 +1,2 @@
-"""The simulated world: the API server emulator, a simulated fleet and a stand-in kubelet."""
+"""The simulated world: `cluster` (API emulator, nodes, kubelet, harness), `telemetry` (exporters,
+Prometheus wiring) and `demo` (the product demo that runs them with the operator and the console)."""

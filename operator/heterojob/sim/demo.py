@@ -23,11 +23,11 @@ import yaml
 
 from heterojob.constants import API_VERSION, GROUP, VERSION
 from heterojob.alerts.rules import rules_file
-from heterojob.sim.harness import Emulator, apply, seed
-from heterojob.sim.exporters import ExporterFleet
-from heterojob.sim.kubelet import Kubelet
-from heterojob.sim.prometheus import AlertmanagerServer, PrometheusServer
-from heterojob.sim.nodes import node
+from heterojob.sim.cluster.harness import Emulator, apply, seed
+from heterojob.sim.telemetry.exporters import ExporterFleet
+from heterojob.sim.cluster.kubelet import Kubelet
+from heterojob.sim.telemetry.prometheus import AlertmanagerServer, PrometheusServer
+from heterojob.sim.cluster.nodes import node
 
 EXAMPLES = Path(__file__).resolve().parents[3] / "examples"
 DEFAULT_WORKDIR = Path.home() / ".cache" / "heterojob" / "demo"

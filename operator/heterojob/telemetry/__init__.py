@@ -1,1 +1,1 @@
-"""Fleet telemetry: exporter adapters into one canonical device model (see shared/reference/telemetry.md)."""
+"""Fleet telemetry: exporter adapters into one canonical device model (see docs/telemetry.md)."""

@@ -4,7 +4,7 @@ An adapter asks a fixed set of fleet-wide queries whatever the number of jobs or
 windowed role (avg_over_time / min_over_time, so one noisy scrape does not trigger anything) and one
 for all its instant roles together (`{__name__=~"A|B"}`, split again by metric name). Results are
 Prometheus instant vectors: `[{"metric": {labels}, "value": [ts, "str"]}, ...]`. AMD, Cambricon and Hygon
-plug in as further `Adapter` subclasses (metric names in shared/reference/telemetry.md, section 3).
+plug in as further `Adapter` subclasses (metric names in docs/telemetry.md, section 3).
 """
 
 from __future__ import annotations

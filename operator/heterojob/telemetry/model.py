@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Any
 
-# shared/reference/telemetry.md, section 1 (NVSentinel mapping, k8s-device-plugin health.go).
+# docs/telemetry.md, section 1 (NVSentinel mapping, k8s-device-plugin health.go).
 DEFAULT_FATAL_XIDS: frozenset[int] = frozenset(
     {46, 48, 62, 64, 74, 79, 95, 110, 119, 120, 136, 140, 143, 144, 145, 146, 147, 148, 149, 150,
      155, 156, 158, 160})

@@ -9,8 +9,8 @@ import pytest
 
 from heterojob.constants import ANNOTATION_CHECKPOINT_ACK, ANNOTATION_CHECKPOINT_REQUEST, GROUP, VERSION
 from heterojob.controller import ControllerConfig
-from heterojob.sim.harness import Emulator, OperatorRunner
-from heterojob.sim.nodes import node
+from heterojob.sim.cluster.harness import Emulator, OperatorRunner
+from heterojob.sim.cluster.nodes import node
 from tests.conftest import Cluster, eventually
 
 pytestmark = pytest.mark.harness

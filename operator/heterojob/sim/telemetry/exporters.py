@@ -2,7 +2,7 @@
 
 One HTTP server stands in for every node's exporter: Prometheus scrapes `/nodes/<node>/metrics` once per
 node (a target per node, as with a DaemonSet), and each answer is rendered by prometheus_client in the
-real exporter's metric and label names (shared/reference/telemetry.md). A device bound to a pod reports
+real exporter's metric and label names (docs/telemetry.md). A device bound to a pod reports
 high utilization and that pod's labels; an idle one reports zero. Faults are injected over HTTP
 (`POST /faults`) or in process (`ExporterFleet.inject`):
 

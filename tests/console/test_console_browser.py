@@ -14,11 +14,11 @@ from typing import Any
 
 import pytest
 
-from heterojob.sim.nodes import node
-from heterojob.sim.prometheus import free_port
+from heterojob.sim.cluster.nodes import node
+from heterojob.sim.telemetry.prometheus import free_port
 from tests.conftest import Cluster
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 SHOT = ROOT / "build" / "screenshots" / "console-overview.png"
 pytestmark = pytest.mark.skipif(os.environ.get("HETEROJOB_SKIP_E2E") == "1", reason="HETEROJOB_SKIP_E2E=1")
 

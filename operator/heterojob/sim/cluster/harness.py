@@ -17,7 +17,7 @@ import urllib3
 
 
 class Emulator:
-    """`python -m heterojob.sim.apiserver` as a child process, with a kubeconfig pointing at it."""
+    """`python -m heterojob.sim.cluster.apiserver` as a child process, with a kubeconfig pointing at it."""
 
     def __init__(self, workdir: Path | None = None, crd_dir: Path | None = None) -> None:
         self.workdir = Path(workdir or tempfile.mkdtemp(prefix="heterojob-emulator-"))
@@ -27,7 +27,7 @@ class Emulator:
         self._proc: subprocess.Popen[str] | None = None
 
     def start(self, timeout: float = 30.0) -> Emulator:
-        cmd = [sys.executable, "-m", "heterojob.sim.apiserver", "--kubeconfig", str(self.kubeconfig)]
+        cmd = [sys.executable, "-m", "heterojob.sim.cluster.apiserver", "--kubeconfig", str(self.kubeconfig)]
         if self.crd_dir is not None:
             cmd += ["--crds", str(self.crd_dir)]
         self._proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=None, text=True,

@@ -10,7 +10,7 @@ from heterojob.constants import ANNOTATION_CHECKPOINT_ACK, ANNOTATION_CHECKPOINT
 from heterojob.engine.migration import (
     DEVICE_FAILED, MANUAL, OVERHEAT, STRAGGLER, Rules, Symptom, judge,
 )
-from heterojob.sim.nodes import node
+from heterojob.sim.cluster.nodes import node
 from tests.conftest import Cluster, eventually
 
 ALL = frozenset({DEVICE_FAILED, OVERHEAT, STRAGGLER, MANUAL})
@@ -112,7 +112,7 @@ def test_a_requested_migration_checkpoints_and_resumes_on_other_nodes(cluster: C
 
 @pytest.mark.harness
 def test_an_operator_restarted_mid_migration_completes_it_exactly_once(cluster: Cluster, emulator: Any) -> None:
-    from heterojob.sim.harness import OperatorRunner
+    from heterojob.sim.cluster.harness import OperatorRunner
 
     cluster.seed([node(f"h100-{i}", "cn-east", "nvidia-h100") for i in range(4)])
     with OperatorRunner(emulator.kubeconfig):

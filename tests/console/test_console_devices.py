@@ -11,9 +11,9 @@ from typing import Any
 import pytest
 from streamlit.testing.v1 import AppTest
 
-from heterojob.sim.exporters import ExporterFleet
-from heterojob.sim.nodes import node
-from heterojob.sim.prometheus import PrometheusServer
+from heterojob.sim.telemetry.exporters import ExporterFleet
+from heterojob.sim.cluster.nodes import node
+from heterojob.sim.telemetry.prometheus import PrometheusServer
 from tests.conftest import Cluster, eventually
 
 PAGE = str(files("heterojob_console") / "pages" / "1_Devices.py")

@@ -14,7 +14,7 @@ from heterojob.api.quota import HeteroQuotaSpec
 from heterojob.api.region import RegionSpec
 from heterojob.api import crds
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 TEMPLATE = {"spec": {"containers": [{"name": "main", "image": "train:1"}]}}
 
 

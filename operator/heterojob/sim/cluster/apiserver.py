@@ -1,7 +1,7 @@
 """A Kubernetes API server emulator for the test harness and the demo: kmock's KubernetesEmulator, repaired.
 
 kmock 0.8 (by Kopf's author) serves API discovery well but stores objects as plain JSON without the
-semantics that Kopf and the `kubernetes` client rely on (see shared/reference/kmock.md). This subclass
+semantics that Kopf and the `kubernetes` client rely on (see docs/emulator.md). This subclass
 keeps kmock's HTTP server, discovery and resource registry, and serves every resource request from its
 own store with these real API server semantics:
 
@@ -54,8 +54,8 @@ import kmock
 import yaml
 from typing_extensions import override
 
-from heterojob.sim import patching
-from heterojob.sim.selectors import Matcher, SelectorError, field_matcher, label_matcher
+from heterojob.sim.cluster import patching
+from heterojob.sim.cluster.selectors import Matcher, SelectorError, field_matcher, label_matcher
 
 log = logging.getLogger(__name__)
 
@@ -679,7 +679,7 @@ async def serve(host: str, port: int, kubeconfig_path: Path | None, crd_dir: Pat
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m heterojob.sim.apiserver",
+    parser = argparse.ArgumentParser(prog="python -m heterojob.sim.cluster.apiserver",
                                      description="Serve the Kubernetes API emulator on a loopback port.")
     parser.add_argument("--host", default="127.0.0.1")
     parser.add_argument("--port", type=int, default=0, help="0 picks a free port")

@@ -8,7 +8,7 @@ from typing import Any
 import pytest
 from streamlit.testing.v1 import AppTest
 
-from heterojob.sim.nodes import node
+from heterojob.sim.cluster.nodes import node
 from tests.conftest import Cluster, eventually
 
 PAGE = str(files("heterojob_console") / "pages" / "2_Jobs.py")

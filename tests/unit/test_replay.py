@@ -11,10 +11,10 @@ from pathlib import Path
 
 import pytest
 
-from heterojob.sim.replay import Config, replay
-from heterojob.sim.traces import TraceJob, load_trace, synthetic_trace, throughputs
+from heterojob.replay.replay import Config, replay
+from heterojob.replay.traces import TraceJob, load_trace, synthetic_trace, throughputs
 
-DATA = Path(__file__).resolve().parents[1] / "data" / "gavel"  # vendored, MIT (data/gavel/LICENSE)
+DATA = Path(__file__).resolve().parents[2] / "data" / "gavel"  # vendored, MIT (data/gavel/LICENSE)
 TABLE = DATA / "isolated_throughputs.csv"
 LM = "LM (batch size 20)"  # data-parallel: measured at 1, 2, 4 and 8 GPUs
 

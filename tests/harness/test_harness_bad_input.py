@@ -7,7 +7,7 @@ from typing import Any
 
 import pytest
 
-from heterojob.sim.nodes import node
+from heterojob.sim.cluster.nodes import node
 from tests.conftest import Cluster, eventually
 
 pytestmark = pytest.mark.harness

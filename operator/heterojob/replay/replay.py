@@ -44,7 +44,7 @@ from heterojob.engine.fleet import Allocation, DeviceClass, Fleet, Node
 from heterojob.engine.placement import (
     Alternative, GrownJob, Request, RunningJob, place, plan_preemption, plan_reclaim, room_to_grow, schedule,
 )
-from heterojob.sim.traces import CLASSES, TraceJob, load_trace, synthetic_trace
+from heterojob.replay.traces import CLASSES, TraceJob, load_trace, synthetic_trace
 
 REGIONS = ("cn-east", "cn-north", "eu-west", "us-west", "ap-south")
 K8S_EVICTION_S = 40.0 + 300.0

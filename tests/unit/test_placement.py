@@ -115,7 +115,7 @@ def test_placement_never_exceeds_capacity_or_uses_unusable_nodes(nodes: list[Nod
 
 def test_a_taint_keyed_by_the_class_resource_is_tolerated_and_any_other_blocks() -> None:
     from heterojob.kube.convert import node_view
-    from heterojob.sim.nodes import node as node_obj
+    from heterojob.sim.cluster.nodes import node as node_obj
 
     tainted = node_obj("gpu-1", "cn-east", "nvidia-h100")
     tainted["spec"]["taints"] = [{"key": "nvidia.com/gpu", "value": "present", "effect": "NoSchedule"}]

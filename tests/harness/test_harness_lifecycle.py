@@ -6,7 +6,7 @@ from typing import Any
 
 import pytest
 
-from heterojob.sim.nodes import node
+from heterojob.sim.cluster.nodes import node
 from tests.conftest import Cluster, eventually
 
 pytestmark = pytest.mark.harness
@@ -130,7 +130,7 @@ def test_deleting_a_job_removes_its_pods_and_service(cluster: Cluster, operator:
 
 
 def test_operator_restart_resumes_from_status_without_duplicating_pods(cluster: Cluster, emulator: Any) -> None:
-    from heterojob.sim.harness import OperatorRunner
+    from heterojob.sim.cluster.harness import OperatorRunner
 
     cluster.seed([node("h100-a", "cn-east", "nvidia-h100"), node("h100-b", "cn-east", "nvidia-h100")])
     with OperatorRunner(emulator.kubeconfig) as first:

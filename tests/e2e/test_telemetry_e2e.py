@@ -15,12 +15,12 @@ import pytest
 from heterojob import defaults
 from heterojob.controller import FleetSource
 from heterojob.monitor import Monitor, TelemetryConfig
-from heterojob.sim.exporters import ExporterFleet
-from heterojob.sim.nodes import node
-from heterojob.sim.prometheus import PrometheusServer
+from heterojob.sim.telemetry.exporters import ExporterFleet
+from heterojob.sim.cluster.nodes import node
+from heterojob.sim.telemetry.prometheus import PrometheusServer
 from heterojob.telemetry.model import Health
 from heterojob.telemetry.snapshot import Availability, JobRef, Snapshot, WatchedJob, job_telemetry
-from heterojob.sim.harness import Emulator, OperatorRunner
+from heterojob.sim.cluster.harness import Emulator, OperatorRunner
 from tests.conftest import Cluster, eventually
 
 # scripts/install-deps installs Prometheus; only an explicit opt-out skips (never a silent skip in CI)

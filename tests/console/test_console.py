@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 from streamlit.testing.v1 import AppTest
 
-from heterojob.sim.nodes import node
+from heterojob.sim.cluster.nodes import node
 from tests.conftest import Cluster
 
 HOME = str(files("heterojob_console") / "Home.py")
@@ -34,7 +34,7 @@ def test_overview_shows_kpis_map_and_jobs(cluster: Cluster, emulator: object, mo
 
 
 def test_unreachable_api_shows_a_page_not_a_traceback(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    from heterojob.sim.apiserver import kubeconfig
+    from heterojob.sim.cluster.apiserver import kubeconfig
     import yaml
 
     config = tmp_path / "kubeconfig"

@@ -11,9 +11,9 @@ from typing import Any
 
 import pytest
 
-from heterojob.sim.harness import Emulator, OperatorRunner
-from heterojob.sim.nodes import node
-from heterojob.sim.prometheus import alerting_stack, binary
+from heterojob.sim.cluster.harness import Emulator, OperatorRunner
+from heterojob.sim.cluster.nodes import node
+from heterojob.sim.telemetry.prometheus import alerting_stack, binary
 from tests.conftest import Cluster, eventually
 
 pytestmark = [pytest.mark.e2e, pytest.mark.skipif(os.environ.get("HETEROJOB_SKIP_E2E") == "1",
@@ -23,7 +23,7 @@ TOKEN = "e2e-token"
 
 def test_shipped_rules_pass_promtool() -> None:
     out = subprocess.run([binary("promtool"), "check", "rules", "manifests/alerts/heterojob-rules.yaml"],
-                         capture_output=True, text=True, cwd=Path(__file__).parents[1])
+                         capture_output=True, text=True, cwd=Path(__file__).parents[2])
     assert out.returncode == 0, out.stdout + out.stderr
     assert "SUCCESS: 6 rules found" in out.stdout
 

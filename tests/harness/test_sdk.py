@@ -13,10 +13,10 @@ import pytest
 
 from heterojob.constants import ANNOTATION_CHECKPOINT_ACK, ANNOTATION_MIGRATE
 from heterojob.sdk import Checkpointer, read_annotations
-from heterojob.sim.nodes import node
+from heterojob.sim.cluster.nodes import node
 from tests.conftest import Cluster, eventually
 
-spec_ = importlib.util.spec_from_file_location("train_numpy", Path(__file__).parents[1] / "examples" / "train_numpy.py")
+spec_ = importlib.util.spec_from_file_location("train_numpy", Path(__file__).parents[2] / "examples" / "train_numpy.py")
 assert spec_ is not None and spec_.loader is not None
 train_numpy = importlib.util.module_from_spec(spec_)
 spec_.loader.exec_module(train_numpy)

@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING, Any
 import yaml
 
 if TYPE_CHECKING:
-    from heterojob.sim.exporters import ExporterFleet
+    from heterojob.sim.telemetry.exporters import ExporterFleet
 
 JOBS = {"dcgm": "dcgm-exporter", "npu-exporter": "npu-exporter"}
 
@@ -173,7 +173,7 @@ def alerting_stack(nodes: Sequence[Mapping[str, Any]], token: str, workdir: Path
     Start the operator with `alerts_port=stack.alerts_port` and the same token; everything stops on exit.
     """
     from heterojob.alerts.rules import rules_file
-    from heterojob.sim.exporters import ExporterFleet
+    from heterojob.sim.telemetry.exporters import ExporterFleet
 
     exporters = ExporterFleet(nodes, seed=seed)
     host, port = exporters.serve()

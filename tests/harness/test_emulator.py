@@ -6,8 +6,8 @@ import kubernetes
 import pytest
 from kubernetes.client import ApiException
 
-from heterojob.sim.patching import strategic_merge_patch
-from heterojob.sim.selectors import SelectorError, label_matcher
+from heterojob.sim.cluster.patching import strategic_merge_patch
+from heterojob.sim.cluster.selectors import SelectorError, label_matcher
 from tests.conftest import Cluster
 
 

@@ -11,7 +11,7 @@ import pytest
 from streamlit.testing.v1 import AppTest
 
 from heterojob.constants import GROUP, VERSION
-from heterojob.sim.nodes import node
+from heterojob.sim.cluster.nodes import node
 from tests.conftest import Cluster
 
 PAGE = str(files("heterojob_console") / "pages" / "3_Quotas.py")

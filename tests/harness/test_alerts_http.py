@@ -141,15 +141,15 @@ def test_the_mapping_of_labels_to_jobs_and_actions() -> None:
 import pytest  # noqa: E402
 import requests  # noqa: E402
 
-from heterojob.sim.nodes import node  # noqa: E402
-from heterojob.sim.prometheus import free_port  # noqa: E402
+from heterojob.sim.cluster.nodes import node  # noqa: E402
+from heterojob.sim.telemetry.prometheus import free_port  # noqa: E402
 from tests.conftest import Cluster, eventually  # noqa: E402
 
 
 @pytest.mark.harness
 def test_an_alert_naming_a_node_migrates_its_job_and_unknown_targets_are_counted(
         cluster: Cluster, emulator: Any) -> None:
-    from heterojob.sim.harness import OperatorRunner
+    from heterojob.sim.cluster.harness import OperatorRunner
 
     cluster.seed([node("h100-a", "cn-east", "nvidia-h100"), node("h100-b", "cn-east", "nvidia-h100")])
     port = free_port()
