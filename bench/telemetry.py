@@ -28,7 +28,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from heterojob import defaults  # noqa: E402
 from heterojob.controller import FleetSource  # noqa: E402
-from heterojob.monitor import Monitor, TelemetryConfig  # noqa: E402
+from heterojob.controller.monitor import Monitor, TelemetryConfig  # noqa: E402
 from heterojob.sim.telemetry.exporters import ExporterFleet  # noqa: E402
 from heterojob.sim.cluster.nodes import node  # noqa: E402
 from heterojob.sim.telemetry.prometheus import PrometheusServer, free_port  # noqa: E402

@@ -13,7 +13,7 @@ from prometheus_api_client import PrometheusConnect
 
 from heterojob.constants import GROUP, VERSION
 from heterojob.controller import FleetSource
-from heterojob.monitor import Monitor, TelemetryConfig
+from heterojob.controller.monitor import Monitor, TelemetryConfig
 from heterojob.telemetry.adapters import NODE_LABELS
 
 HEAT_ROWS = 300  # beyond this many devices the heat map shows nodes; beyond this many nodes, region/class

@@ -15,7 +15,7 @@ def _operator_run(args: argparse.Namespace) -> int:
     import kopf
 
     from heterojob.handlers import OperatorConfig, make_registry
-    from heterojob.monitor import TelemetryConfig
+    from heterojob.controller.monitor import TelemetryConfig
     from heterojob.telemetry.model import DEFAULT_FATAL_XIDS, HealthPolicy
 
     kopf.configure(verbose=args.verbose, debug=False, log_format=kopf.LogFormat.PLAIN)

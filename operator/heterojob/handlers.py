@@ -20,7 +20,7 @@ from heterojob.engine.fleet import DeviceClass, Node, RegionInfo
 from heterojob.kube import convert
 from heterojob.kube.api import Kube, load_client
 from heterojob.metrics import OperatorMetrics
-from heterojob.monitor import Monitor, TelemetryConfig
+from heterojob.controller.monitor import Monitor, TelemetryConfig
 from heterojob.telemetry.snapshot import WatchedJob
 
 log = logging.getLogger("heterojob.operator")

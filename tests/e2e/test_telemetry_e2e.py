@@ -14,7 +14,7 @@ import pytest
 
 from heterojob import defaults
 from heterojob.controller import FleetSource
-from heterojob.monitor import Monitor, TelemetryConfig
+from heterojob.controller.monitor import Monitor, TelemetryConfig
 from heterojob.sim.telemetry.exporters import ExporterFleet
 from heterojob.sim.cluster.nodes import node
 from heterojob.sim.telemetry.prometheus import PrometheusServer

@@ -6,12 +6,11 @@ Policies, on the same trace, fleet, failures and seed:
   not fit does not hold up the rest); no migration, resize or preemption. A failure restarts the
   job from its last periodic checkpoint after Kubernetes' default eviction delay (node-monitor grace 40 s +
   300 s not-ready toleration), on the same class.
-- `heterojob`: the operator's engine. `placement.schedule` places the queue in priority and age order on any
-  class the job runs on (fastest first), so a job only takes room no job ahead of it can use;
-  `placement.plan_reclaim` shrinks grown jobs back to their admitted size for a waiting job of their
-  priority or above, `placement.plan_preemption` frees room for a higher-priority job; elastic jobs grow
-  into room nobody waits for through `placement.room_to_grow`, `migration.resize` and `migration.judge`
-  (the HeteroJob defaults: 600 s cooldown, 3 moves an hour, a disruption budget of 5). A failed node's
+- `heterojob`: the operator's own planner, with no policy of the replay's: `engine.admission.plan_queue`
+  places the queue in priority and age order on any class the job runs on, takes lent room back from grown
+  jobs and preempts lower-priority ones exactly as the operator's admission step does; elastic jobs grow
+  as far as `engine.admission.growth` lends room, through `migration.resize` and `migration.judge` (the
+  HeteroJob defaults: 600 s cooldown, 3 moves an hour, a disruption budget of 5). A failed node's
   jobs restart at once off it, from their last periodic checkpoint.
 
 Every job checkpoints every `checkpoint_s` (saving takes `save_s`); a resize or preemption checkpoints on
@@ -41,9 +40,9 @@ from typing import Any
 from heterojob.api.job import Policy
 from heterojob.engine import migration
 from heterojob.engine.fleet import Allocation, DeviceClass, Fleet, Node
-from heterojob.engine.placement import (
-    Alternative, GrownJob, Request, RunningJob, place, plan_preemption, plan_reclaim, room_to_grow, schedule,
-)
+from heterojob.engine import admission as planner
+from heterojob.engine.admission import Disruption, DisruptionKind, Holder, Outcome
+from heterojob.engine.placement import Alternative, Request, place
 from heterojob.replay.traces import CLASSES, TraceJob, load_trace, synthetic_trace
 
 REGIONS = ("cn-east", "cn-north", "eu-west", "us-west", "ap-south")
@@ -172,6 +171,7 @@ class _Replay:
         self.failures = self.restarts = self.resizes = self.preemptions = self.reclaims = 0
         self.busy = 0
         self.busy_points: list[tuple[float, int]] = []
+        self.settings = planner.Settings(min_runtime_s=config.min_runtime_s)
         defaults = Policy()
         self.rules = migration.Rules(triggers=frozenset({migration.GROW}), cooldown_s=defaults.cooldown_seconds,
                                      max_per_hour=defaults.max_migrations_per_hour, budget=config.disruption_budget)
@@ -335,91 +335,74 @@ class _Replay:
                        replicas or job.shape[0], priority=job.priority, created=self.arrival(job))
 
     def place_heterojob(self, now: float) -> None:
-        """The engine's `schedule` over the waiting jobs that could fit (all of them when room was freed,
-        else only the new arrivals: the others did not fit before and no room appeared), then preemption
-        for a higher-priority job that still does not fit."""
+        """The operator's planner (`engine.admission.plan_queue`) over the waiting jobs (all of them when room
+        was freed, else only the new arrivals: the others did not fit before and nothing changed), applied
+        at once: placements start, victims and lenders checkpoint (`save_s`) and the job starts where the
+        plan put it."""
         pool = list(self.queue.values()) if self.freed else list(self.arrived)
         if not pool:
             return
-        fl = self.current_fleet()
-        room = _room(fl, self.down)
-        requests = {j.id: self.request(j) for j in pool}
-        candidates = [j for j in pool if _may_fit(j, [a.device_class for a in requests[j.id].alternatives], room)]
-        results = schedule([requests[j.id] for j in candidates], fl) if candidates else {}
-        for job in sorted(candidates, key=self.order):
-            chosen = results[f"{NAMESPACE}/{job.id}"].chosen
-            if chosen is not None:
-                self.start(job, chosen.device_class, chosen.region, chosen.nodes, chosen.per_replica, now)
-        for job in sorted((j for j in pool if j.id in self.queue), key=self.order):
-            if not self.reclaim_for(job, now):
-                self.preempt_for(job, now)
+        by_key = {f"{NAMESPACE}/{j.id}": j for j in pool}
+        plan = planner.plan_queue([self.request(j) for j in pool], self.holders(now), self.current_fleet(), now,
+                                  self.settings)
+        for admission in sorted(plan.admissions.values(), key=lambda a: self.order(by_key[a.job])):
+            job, c = by_key[admission.job], admission.candidate
+            if admission.outcome == Outcome.PLACED:
+                assert c is not None
+                self.start(job, c.device_class, c.region, c.nodes, c.per_replica, now)
+            elif admission.disruptions:
+                for d in admission.disruptions:
+                    self.disturb(d, now)
+                chosen = place(self.request(job), self.current_fleet()).chosen
+                if chosen is not None:  # where the plan put it, unless a shrunk job landed elsewhere
+                    self.start(job, chosen.device_class, chosen.region, chosen.nodes, chosen.per_replica, now,
+                               pause=self.config.save_s)
 
-    def reclaim_for(self, job: TraceJob, now: float) -> bool:
-        """Grown jobs of the waiting job's priority or below shrink back to their admitted size for it."""
-        grown = {f"{NAMESPACE}/{r.job.id}": GrownJob(
-                    f"{NAMESPACE}/{r.job.id}", r.job.priority, r.started,
-                    Allocation(r.cls, r.per_node, NAMESPACE, r.cls, r.region),
-                    Request(f"{NAMESPACE}/{r.job.id}", [Alternative(r.cls, r.job.shape[1])], r.job.shape[0],
-                            allowed_regions=(r.region,), priority=r.job.priority))
-                 for r in self.running.values() if r.replicas > r.job.shape[0] and r.job.priority <= job.priority}
-        if not grown:
-            return False
-        plan = plan_reclaim(self.request(job), self.current_fleet(), grown.values())
-        if plan is None:
-            return False
-        for name, _ in plan.shrink:
-            run = self.running[int(name.split("/", 1)[1])]
-            self.checkpoint_and_stop(run, now)
-            self.moves[run.job.id].append(now)
-            self.reclaims += 1
-            back = place(grown[name].base, self.current_fleet()).chosen
-            if back is None:  # not where the plan put it: it waits in the queue like a preempted job
-                self.push(now + self.config.save_s, "requeue", run.job)
-                continue
-            self.start(run.job, back.device_class, back.region, back.nodes, back.per_replica, now,
-                       pause=self.config.save_s)
-        chosen = place(self.request(job), self.current_fleet()).chosen
-        if chosen is not None:  # the plan's room, unless the shrunk jobs landed elsewhere than planned
-            self.start(job, chosen.device_class, chosen.region, chosen.nodes, chosen.per_replica, now,
-                       pause=self.config.save_s)
-        return True
+    def holders(self, now: float) -> list[Holder]:
+        """Running jobs as the planner sees them; a grown one carries its trace size as its base."""
+        out = []
+        for r in self.running.values():
+            key = f"{NAMESPACE}/{r.job.id}"
+            base = Request(key, [Alternative(r.cls, r.job.shape[1])], r.job.shape[0], allowed_regions=(r.region,),
+                           priority=r.job.priority) if r.replicas > r.job.shape[0] else None
+            out.append(Holder(key, r.job.priority, r.started, Allocation(r.cls, r.per_node, NAMESPACE, r.cls,
+                                                                         r.region), base, None, r.started > now))
+        return out
 
-    def preempt_for(self, job: TraceJob, now: float) -> None:
-        if all(r.job.priority >= job.priority for r in self.running.values()):
-            return
-        running = [RunningJob(f"{NAMESPACE}/{r.job.id}", r.job.priority, r.started,
-                              Allocation(r.cls, r.per_node, NAMESPACE, r.cls, r.region))
-                   for r in self.running.values()]
-        plan = plan_preemption(self.request(job), self.current_fleet(), running, now, self.config.min_runtime_s)
-        if plan is None:
-            return
-        for victim in plan.victims:
-            run = self.running[int(victim.split("/", 1)[1])]
-            self.checkpoint_and_stop(run, now)
-            self.moves[run.job.id].append(now)
+    def disturb(self, d: Disruption, now: float) -> None:
+        """A victim checkpoints and requeues; a lender checkpoints and restarts at its admitted size."""
+        run = self.running[int(d.job.split("/", 1)[1])]
+        self.checkpoint_and_stop(run, now)
+        self.moves[run.job.id].append(now)
+        if d.kind == DisruptionKind.PREEMPT:
             self.preemptions += 1
             self.push(now + self.config.save_s, "requeue", run.job)
-        c = plan.candidate
-        self.start(job, c.device_class, c.region, c.nodes, c.per_replica, now, pause=self.config.save_s)
+            return
+        self.reclaims += 1
+        base = Request(d.job, [Alternative(run.cls, run.job.shape[1])], run.job.shape[0],
+                       allowed_regions=(run.region,), priority=run.job.priority)
+        back = place(base, self.current_fleet()).chosen
+        if back is None:  # not where the plan put it: it waits in the queue like a preempted job
+            self.push(now + self.config.save_s, "requeue", run.job)
+            return
+        self.start(run.job, back.device_class, back.region, back.nodes, back.per_replica, now,
+                   pause=self.config.save_s)
 
     def grow(self, now: float) -> None:
-        """Elastic jobs grow into room no waiting job of their priority or above could use (the operator's
-        rule), within the migration rules; each resize checkpoints and restores."""
-        waiting = max((j.priority for j in self.queue.values()), default=None)
-        growable = [r for r in self.running.values()
-                    if r.replicas < r.job.max_replicas(r.cls) and (waiting is None or r.job.priority > waiting)]
-        if not growable or not (self.freed or self.arrived):
+        """Elastic jobs grow as far as the planner lends room (`engine.admission.growth`: never while a job
+        of their priority or above waits), within the migration rules; each resize checkpoints and restores."""
+        if not (self.freed or self.arrived):
             return  # no room appeared and no job started since the last look
-        for run in sorted(growable, key=lambda r: r.job.id):
+        top = planner.top_priority(self.request(j) for j in self.queue.values())
+        for run in sorted(self.running.values(), key=lambda r: r.job.id):
             job = run.job
             most = job.max_replicas(run.cls)
-            if now < run.started:
-                continue  # still restoring from its last move
+            if run.replicas >= most or now < run.started:
+                continue  # at its largest, or still restoring from its last move
             freed = self.current_fleet(without=run)
-            target = room_to_grow(self.request(job, run.replicas), freed, run.replicas,
-                                  most, run.cls, run.region)
-            change = migration.resize(run.replicas, job.shape[0], most, None, None, now, 0.0, 0.0,
-                                      target)
+            target = planner.growth(self.request(job, run.replicas), top, freed, run.replicas, most, run.cls,
+                                    run.region)
+            change = migration.resize(run.replicas, job.shape[0], most, None, None, now, 0.0, 0.0, target)
             if change is None:
                 continue
             moving = sum(1 for r in self.running.values() if r.started > now)
@@ -477,11 +460,6 @@ def _room(fleet: Fleet, down: set[str]) -> dict[str, tuple[int, int]]:
     for (cls, _), free in per_region.items():
         best_region[cls] = max(best_region[cls], free)
     return {c: (best_region[c], per_node[c]) for c in CLASSES}
-
-
-def _may_fit(job: TraceJob, classes: Iterable[str], room: dict[str, tuple[int, int]]) -> bool:
-    replicas, per = job.shape
-    return any(room[c][0] >= replicas * per and room[c][1] >= per for c in classes)
 
 
 def replay(jobs: Sequence[TraceJob], policy: str, config: Config) -> Report:

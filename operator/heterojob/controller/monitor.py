@@ -14,7 +14,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from heterojob.controller import FleetSource
+from heterojob.state.views import FleetSource
 from heterojob.engine.fleet import Fleet
 from heterojob.kube.api import Conflict, Kube, now_iso
 from heterojob.telemetry import snapshot as snap

@@ -1,0 +1,120 @@
+"""Admission: ask the planner about one waiting job and apply its answer.
+
+Under one lock, the plan (`engine.admission.plan_one`) is computed on the cache and its bookkeeping
+applied at once (the placement held, the victims marked as yielding), so the next job's plan sees it.
+Then, outside the lock: a placed job gets its status (Admitted, placement, generation) and its pods; a
+job that waits gets its reason and message (written only when they changed) and, when the plan says so,
+the jobs ahead that fit first are woken and victims or lenders are asked to checkpoint.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import Callable
+from typing import Any
+
+from heterojob.api.job import HeteroJobSpec, HeteroJobStatus, Phase
+from heterojob.controller.checkpoints import Checkpoints
+from heterojob.controller.decisionlog import decided
+from heterojob.controller.pods import Pods
+from heterojob.controller.status import StatusPatch, StatusWriter, read_status
+from heterojob.engine import admission as planner
+from heterojob.engine.admission import DisruptionKind, Outcome
+from heterojob.engine.fleet import Fleet
+from heterojob.kube.api import Kube, now_iso
+from heterojob.metrics import OperatorMetrics
+from heterojob.state.cache import Cache
+from heterojob.state.requests import MOVING, request_for
+
+WAITING_PHASES = (Phase.PENDING, Phase.PREEMPTED)
+
+
+class Admission:
+    def __init__(self, kube: Kube, writer: StatusWriter, cache: Cache, pods: Pods, checkpoints: Checkpoints,
+                 fleet: Callable[[], Fleet], settings: planner.Settings, metrics: OperatorMetrics,
+                 poke: Callable[[str], None], forget: Callable[[str], None]) -> None:
+        self.kube = kube
+        self.writer = writer
+        self.cache = cache
+        self.pods = pods
+        self.checkpoints = checkpoints
+        self.fleet = fleet  # every job's holdings counted as used
+        self.settings = settings
+        self.metrics = metrics
+        self.poke = poke
+        self.forget = forget  # the job vanished under us
+        self._lock = asyncio.Lock()
+
+    async def place(self, job: dict[str, Any], spec: HeteroJobSpec, status: HeteroJobStatus) -> None:
+        meta = job["metadata"]
+        key = f"{meta['namespace']}/{meta['name']}"
+        request = request_for(key, job, spec, status)
+        self.cache.wait(key, request)
+        async with self._lock:
+            now = time.time()
+            plan = planner.plan_one(request, self.cache.waiting(), self.cache.holders(), self.fleet(), now,
+                                    self.settings)
+            if plan.outcome == Outcome.PLACED:
+                assert plan.candidate is not None
+                self.cache.hold(key, plan.candidate.allocation(meta["namespace"]), request.priority, now)
+            for d in plan.disruptions:
+                self.cache.yield_to(d.job, key)
+        decided(key, "place", plan.message, result=plan.outcome.value)
+        if plan.outcome != Outcome.PLACED:
+            await self._wait(job, spec, status, plan)
+            return
+        await self._admit(job, spec, status, plan)
+
+    async def _wait(self, job: dict[str, Any], spec: HeteroJobSpec, status: HeteroJobStatus,
+                    plan: planner.Admission) -> None:
+        if status.message != plan.message or status.phase not in WAITING_PHASES:
+            phase = status.phase if status.phase in (Phase.PREEMPTED, *MOVING) else Phase.PENDING
+            patch = StatusPatch(status).phase(phase, plan.outcome.value, plan.message)
+            patch.condition("Admitted", "False", plan.outcome.value, plan.message)
+            await self.writer.write(job, patch)
+            self.kube.post_event(job, "Normal", plan.outcome.value if plan.disruptions else "Waiting", plan.message)
+        for key in plan.wake:
+            self.poke(key)
+        for d in plan.disruptions:
+            if d.kind == DisruptionKind.PREEMPT:
+                self.metrics.preemptions.inc()
+                await self.checkpoints.ask(d.job, then="preempt", by=d.by, reason=d.explain(spec.priority.value))
+            else:
+                decided(d.job, "resize", trigger="reclaim", by=d.by, replicas=d.replicas)
+                self.metrics.migrations.labels("resize", "reclaim").inc()
+                await self.checkpoints.ask(d.job, then="resize", by=d.by, replicas=d.replicas,
+                                           reason=d.explain(spec.priority.value))
+
+    async def _admit(self, job: dict[str, Any], spec: HeteroJobSpec, status: HeteroJobStatus,
+                     plan: planner.Admission) -> None:
+        meta = job["metadata"]
+        key = f"{meta['namespace']}/{meta['name']}"
+        chosen = plan.candidate
+        assert chosen is not None
+        generation = max(_last_generation(job), 0) + 1
+        placed = {
+            "region": chosen.region, "deviceClass": chosen.device_class, "replicas": len(chosen.nodes),
+            "perReplica": chosen.per_replica, "nodes": list(chosen.nodes), "generation": generation,
+            "since": now_iso(),
+        }
+        patch = StatusPatch(status).phase(Phase.ADMITTED, "Placed", plan.message).set(
+            placement=placed, lastGeneration=generation, startTime=status.start_time or now_iso())
+        patch.condition("Admitted", "True", "Placed", plan.message)
+        if status.phase in MOVING:
+            patch.finish_move(f"{chosen.region}/{chosen.device_class} x{len(chosen.nodes)} "
+                              f"(generation {generation})").set(migration=None)
+        if not await self.writer.write(job, patch):
+            self.forget(key)
+            return
+        self.kube.post_event(job, "Normal", "Admitted", plan.message)
+        status = read_status({**job, "status": {**(job.get("status") or {}), "placement": placed}})
+        await self.pods.create(job, spec, status, tuple(range(len(chosen.nodes))))
+
+
+def _last_generation(job: dict[str, Any]) -> int:
+    status = job.get("status") or {}
+    try:
+        return int(status.get("lastGeneration") or (status.get("placement") or {}).get("generation") or 0)
+    except (TypeError, ValueError, AttributeError):
+        return 0

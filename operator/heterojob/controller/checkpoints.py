@@ -1,0 +1,129 @@
+"""The checkpoint protocol's actuation: ask (step 1), annotate pods (via the pass), finish (step 3).
+
+`ask` records `status.checkpoint.pending` (id, reason, deadline, what follows) before anything else; the
+job's own passes then annotate its pods and, through `engine.lifecycle`, see every ack or the deadline.
+`finish` records the checkpoint (or the progress lost) and goes on: a periodic checkpoint leaves the job
+Running; a migration or resize writes Migrating/Resizing; a preemption writes Preempted. The new state
+is written before the old gang is deleted, so a restarted operator goes on from there, exactly once.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Sequence
+from typing import Any
+
+from heterojob.api.common import SpecError, parse_spec
+from heterojob.api.job import HeteroJobSpec, HeteroJobStatus, Phase
+from heterojob.controller.decisionlog import decided
+from heterojob.controller.pods import Pods
+from heterojob.controller.status import StatusPatch, StatusWriter, read_status, where
+from heterojob.engine.lifecycle import Action, Decision, PodView
+from heterojob.kube.api import Kube, now_iso
+from heterojob.state.cache import Cache
+from heterojob.state.times import iso, timestamp
+
+PERIODIC = "continue"  # what follows a periodic checkpoint: the job goes on where it is
+THEN_PHASE = {"migrate": Phase.MIGRATING, "resize": Phase.RESIZING}
+
+
+class Checkpoints:
+    def __init__(self, kube: Kube, writer: StatusWriter, cache: Cache, pods: Pods,
+                 poke: Callable[[str], None]) -> None:
+        self.kube = kube
+        self.writer = writer
+        self.cache = cache
+        self.pods = pods
+        self.poke = poke
+
+    async def ask(self, key: str, then: str, by: str | None, reason: str, exclude: Sequence[str] = (),
+                  urgent: bool = False, replicas: int | None = None) -> bool:
+        """Record a pending checkpoint in the job's status (step 1); its own passes annotate the pods.
+
+        One at a time: the first one asked goes on (a periodic one gives way). `urgent`: the job may be
+        dead already (failed device); go on from the last checkpoint at once. False when nothing was asked.
+        """
+        namespace, name = key.split("/", 1)
+        job = await self.kube.get_job(namespace, name)
+        if job is None:
+            self.cache.stop_yielding(key)
+            return False
+        status = read_status(job)
+        if status.checkpoint and status.checkpoint.pending and status.checkpoint.pending.then != PERIODIC:
+            return False
+        try:
+            timeout = parse_spec(HeteroJobSpec, job.get("spec")).checkpoint.timeout_seconds
+        except SpecError:
+            timeout = 120
+        now = time.time()
+        generation = status.placement.generation if status.placement else 0
+        pending = {"id": f"g{generation}-{int(now)}", "reason": reason, "requestedAt": now_iso(),
+                   "deadline": iso(now if urgent else now + timeout), "then": then, "by": by,
+                   "exclude": sorted(exclude), "replicas": replicas}
+        last = status.checkpoint.last.model_dump(by_alias=True, exclude_none=True) \
+            if status.checkpoint and status.checkpoint.last else None
+        message = (f"{reason}: restoring from the last checkpoint" if urgent else
+                   f"{reason}: checkpoint {pending['id']} requested, deadline in {timeout}s")
+        patch = StatusPatch(status).set(checkpoint={"pending": pending, "last": last})
+        patch.condition("Checkpointing", "True", then.capitalize(), message)
+        if then != PERIODIC:  # a periodic checkpoint leaves the job Running: it is not a disruption
+            patch.phase(Phase.CHECKPOINTING, then.capitalize() + "Requested", message)
+        await self.writer.write(job, patch)
+        if then != PERIODIC:
+            self.kube.post_event(job, "Normal", "CheckpointRequested", message)
+        decided(key, "request-checkpoint", then=then, reason=reason)
+        self.poke(key)
+        return True
+
+    async def finish(self, job: dict[str, Any], status: HeteroJobStatus, d: Decision, pods: Sequence[PodView]
+                     ) -> None:
+        """Step 3: record the checkpoint (or what was lost) and go on with what it was asked for."""
+        meta = job["metadata"]
+        key = f"{meta['namespace']}/{meta['name']}"
+        assert status.checkpoint is not None and status.checkpoint.pending is not None
+        pending = status.checkpoint.pending
+        last = status.checkpoint.last.model_dump(by_alias=True, exclude_none=True) \
+            if status.checkpoint.last else None
+        now = time.time()
+        lost_s: float | None = 0.0
+        if d.action == Action.CHECKPOINT_DONE:
+            last = {"id": pending.id, "step": d.step, "uri": d.uri, "time": now_iso()}
+        else:
+            since = timestamp(last.get("time")) if last else None
+            since = since or (timestamp(status.placement.since) if status.placement else None)
+            lost_s = round(now - since, 1) if since else None
+        then = pending.then
+        patch = StatusPatch(status).set(checkpoint={"pending": None, "last": last})
+        patch.condition("Checkpointing", "False", d.reason, d.message)
+        if then == PERIODIC:
+            await self.writer.write(job, patch)
+            if d.action != Action.CHECKPOINT_DONE:
+                self.kube.post_event(job, "Warning", "CheckpointMissed", d.message)
+            self.poke(key)
+            return
+        requested = timestamp(pending.requested_at) or now
+        patch.history(then, f"{pending.reason}; {d.message}", where(status),
+                      durationSeconds=round(now - requested, 1),
+                      progressLostSteps=0 if d.action == Action.CHECKPOINT_DONE else None,
+                      progressLostSeconds=lost_s)
+        resume = f"resumes from {last['uri']}" if last and last.get("uri") else "restarts from scratch"
+        patch.set(placement=None)
+        if then in THEN_PHASE:
+            phase = THEN_PHASE[then]
+            message = f"{pending.reason}; {d.message}; placing again, {resume}"
+            patch.phase(phase, phase.value, message).set(
+                migration={"exclude": list(pending.exclude), "reason": pending.reason, "replicas": pending.replicas})
+            patch.condition("Ready", "False", phase.value, message)
+        else:
+            message = f"{pending.reason}; {d.message}; requeued, {resume} when room frees"
+            patch.phase(Phase.PREEMPTED, "Preempted", message).condition("Ready", "False", "Preempted", message)
+        if not await self.writer.write(job, patch):
+            return
+        self.kube.post_event(job, "Warning", {"migrate": "Migrating", "resize": "Resizing"}.get(then, "Preempted"),
+                             message)
+        decided(key, then, d.message, reason=d.reason)
+        self.cache.stop_yielding(key)
+        await self.pods.release(key, [p.name for p in pods if not p.deleting])
+        if pending.by:
+            self.poke(pending.by)
+        self.poke(key)

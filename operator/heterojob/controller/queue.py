@@ -1,0 +1,132 @@
+"""The work queue: one reconcile pass per job at a time, coalesced pokes, backoff, timers and resync.
+
+`poke(key)` asks for a pass soon; a poke during a pass runs exactly one more pass after it. A pass that
+raises is retried with jittered exponential backoff; one job's trouble never stops the others.
+`wake_at` keeps one timer per job (checkpoint deadlines, holding times); `start_resync` looks at every
+known job again each interval whatever the events said, and runs the periodic tasks it is given.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import random
+import time
+from collections.abc import Awaitable, Callable, Iterable
+
+log = logging.getLogger("heterojob.controller")
+
+Pass = Callable[[str], Awaitable[None]]
+
+
+class WorkQueue:
+    """Owns the per-job tasks, the dirty set, the retry counters and the timers."""
+
+    def __init__(self, run: Pass, max_retry_delay: float = 60.0,
+                 on_pass: Callable[[], object] | None = None) -> None:
+        self._run = run
+        self._max_retry_delay = max_retry_delay
+        self._on_pass = on_pass  # a context manager factory timing each pass (metrics), or None
+        self.known: set[str] = set()  # jobs the resync looks at
+        self._tasks: dict[str, asyncio.Task[None]] = {}
+        self._dirty: set[str] = set()
+        self._failures: dict[str, int] = {}
+        self._timers: dict[str, asyncio.TimerHandle] = {}
+        self._group_timer: asyncio.TimerHandle | None = None
+        self._loops: list[asyncio.Task[None]] = []
+
+    def poke(self, key: str) -> None:
+        """Reconcile `key` soon; a pass already running for it runs once more afterwards."""
+        self.known.add(key)
+        if key in self._tasks:
+            self._dirty.add(key)
+            return
+        self._tasks[key] = asyncio.get_running_loop().create_task(self._work(key), name=f"reconcile {key}")
+
+    def poke_all(self, keys: Callable[[], Iterable[str]], delay: float = 0.0) -> None:
+        """Poke every key `keys()` names after `delay` (coalesced: one pending call at a time)."""
+        if self._group_timer is not None:
+            return
+
+        def fire() -> None:
+            self._group_timer = None
+            for key in sorted(keys()):
+                self.poke(key)
+
+        self._group_timer = asyncio.get_running_loop().call_later(delay, fire)
+
+    def forget(self, key: str) -> None:
+        self.known.discard(key)
+        timer = self._timers.pop(key, None)
+        if timer is not None:
+            timer.cancel()
+
+    def settle(self, key: str) -> None:
+        """A finished job: no more resyncs (its own events still reach it)."""
+        self.known.discard(key)
+
+    def wake_at(self, key: str, when: float) -> None:
+        """Look at `key` again at `when` (unix seconds): one timer per job, the newest wins."""
+        old = self._timers.pop(key, None)
+        if old is not None:
+            old.cancel()
+        self._timers[key] = asyncio.get_running_loop().call_later(max(0.0, when - time.time()) + 0.05,
+                                                                   self.poke, key)
+
+    async def _work(self, key: str) -> None:
+        try:
+            while True:
+                self._dirty.discard(key)
+                try:
+                    if self._on_pass is not None:
+                        with self._on_pass():  # type: ignore[attr-defined]
+                            await self._run(key)
+                    else:
+                        await self._run(key)
+                    self._failures.pop(key, None)
+                except asyncio.CancelledError:
+                    raise
+                except Exception:  # noqa: BLE001 - one job's trouble must not stop the others
+                    failures = self._failures[key] = self._failures.get(key, 0) + 1
+                    delay = min(self._max_retry_delay, 0.2 * 2 ** failures) * (0.5 + random.random() / 2)
+                    log.exception("reconcile of %s failed (attempt %d); retrying in %.1fs", key, failures, delay)
+                    asyncio.get_running_loop().call_later(delay, self.poke, key)
+                    break
+                if key not in self._dirty:
+                    break
+        finally:
+            self._tasks.pop(key, None)
+
+    def start_resync(self, interval: float, periodic: Iterable[tuple[str, float, Callable[[], Awaitable[None]]]] = ()
+                     ) -> None:
+        """Every known job is looked at again each `interval`; each (name, seconds, task) runs that often."""
+        async def resync() -> None:
+            while True:
+                await asyncio.sleep(interval)
+                for key in sorted(self.known):
+                    self.poke(key)
+
+        async def every(name: str, seconds: float, task: Callable[[], Awaitable[None]]) -> None:
+            while True:
+                await asyncio.sleep(seconds)
+                try:
+                    await task()
+                except Exception as exc:  # noqa: BLE001 - retried next time
+                    log.warning("%s failed: %s", name, exc)
+
+        loop = asyncio.get_running_loop()
+        self._loops.append(loop.create_task(resync(), name="resync"))
+        for name, seconds, task in periodic:
+            self._loops.append(loop.create_task(every(name, seconds, task), name=name))
+
+    async def stop(self) -> None:
+        for task in self._loops:
+            task.cancel()
+        for timer in self._timers.values():
+            timer.cancel()
+        if self._group_timer is not None:
+            self._group_timer.cancel()
+        tasks = [*self._tasks.values(), *self._loops]
+        for task in tasks:
+            task.cancel()
+        await asyncio.gather(*tasks, return_exceptions=True)

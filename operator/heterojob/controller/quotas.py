@@ -1,0 +1,33 @@
+"""HeteroQuota status: `status.used` (what each namespace holds under the quota's limits) kept current.
+
+Run every second by the work queue's periodic tasks; a quota's status is written only when it changed.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any
+
+from heterojob.engine.fleet import Limit, holdings
+from heterojob.kube.api import Kube
+from heterojob.state.cache import Cache
+
+
+class QuotaStatus:
+    def __init__(self, kube: Kube, cache: Cache,
+                 quotas: Callable[[], Mapping[tuple[str, str], tuple[Sequence[Limit], str | None]]]) -> None:
+        self.kube = kube
+        self.cache = cache
+        self.quotas = quotas
+        self._written: dict[tuple[str, str], dict[str, Any]] = {}
+
+    async def sync(self) -> None:
+        held = holdings(self.cache.allocations().values())
+        for (namespace, name), (limits, error) in sorted(self.quotas().items()):
+            mine = held.get(namespace, {})
+            used = [{"deviceClass": c, "region": r, "devices": n} for (c, r), n in sorted(mine.items())
+                    if n and any(lim.covers(c, r) for lim in limits)]
+            status = {"used": used, "message": f"invalid spec: {error}" if error else None}
+            if self._written.get((namespace, name)) != status:
+                await self.kube.patch_quota_status(namespace, name, status)
+                self._written[(namespace, name)] = status

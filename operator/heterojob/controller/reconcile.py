@@ -1,0 +1,229 @@
+"""The reconcile pass, and the `Controller` that wires the steps together.
+
+A pass reads the job and its pods fresh from the API, syncs the cache from the status, asks
+`engine.lifecycle.decide` what comes next and dispatches to the step that acts: admission (place),
+pods (create, clean up), checkpoints (ask, finish), disruption (migrate, resize, periodic checkpoint).
+Every step writes status through `controller.status` before it touches pods, so a pass is level-triggered
+and idempotent and a restarted operator re-derives the same next step.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from heterojob.alerts.mapping import Placed
+from heterojob.api.common import SpecError, check_object_name, parse_spec
+from heterojob.api.job import JOB_NAME_MAX, HeteroJobSpec, HeteroJobStatus, Phase
+from heterojob.constants import ANNOTATION_CHECKPOINT_REQUEST
+from heterojob.controller.admission import Admission
+from heterojob.controller.alerts import AlertSymptoms
+from heterojob.controller.checkpoints import PERIODIC, Checkpoints
+from heterojob.controller.decisionlog import decided
+from heterojob.controller.disruption import Disruption
+from heterojob.controller.pods import Pods
+from heterojob.controller.queue import WorkQueue
+from heterojob.controller.quotas import QuotaStatus
+from heterojob.controller.status import StatusPatch, StatusWriter, read_status, where
+from heterojob.engine import admission as planner
+from heterojob.engine import lifecycle
+from heterojob.engine.fleet import Fleet
+from heterojob.engine.lifecycle import Action, Decision, JobView
+from heterojob.kube import convert
+from heterojob.kube.api import Kube, now_iso
+from heterojob.metrics import OperatorMetrics
+from heterojob.state.cache import Cache
+from heterojob.state.times import timestamp
+from heterojob.state.views import FleetSource
+
+
+@dataclass(frozen=True)
+class ControllerConfig:
+    min_runtime_s: float = 300.0  # a job that has run less than this is never preempted (no thrashing)
+    disruption_budget: int = 5  # at most this many jobs checkpointing or migrating at once, cluster-wide
+    advisory: bool = False  # decide and record migrations, touch nothing
+    max_retry_delay: float = 60.0
+    queue_lookahead: int = 256  # how many jobs ahead in the queue a placement makes room for
+
+
+class Controller:
+    """Owns the job cache and the work queue, and wires the pipeline's steps (each in its own module)."""
+
+    def __init__(self, kube: Kube, fleet: FleetSource, config: ControllerConfig | None = None,
+                 metrics: OperatorMetrics | None = None) -> None:
+        self.kube = kube
+        self.fleet_source = fleet
+        self.config = config or ControllerConfig()
+        self.metrics = metrics or OperatorMetrics()
+        self.cache = Cache()
+        self.queue = WorkQueue(self.reconcile_key, self.config.max_retry_delay, self.metrics.decision_seconds.time)
+        self.writer = StatusWriter(kube)
+        self.pods = Pods(kube, self.writer, self.cache, self.fleet, self.poke, self.poke_pending)
+        self.checkpoints = Checkpoints(kube, self.writer, self.cache, self.pods, self.poke)
+        self.alerts = AlertSymptoms(self.poke, lambda key, reason: self.checkpoints.ask(
+            key, then=PERIODIC, by=None, reason=reason))
+        settings = planner.Settings(min_runtime_s=self.config.min_runtime_s, lookahead=self.config.queue_lookahead)
+        self.admission = Admission(kube, self.writer, self.cache, self.pods, self.checkpoints, self.fleet, settings,
+                                   self.metrics, self.poke, self.forget)
+        self.disruption = Disruption(kube, self.writer, self.cache, self.checkpoints, self.alerts, fleet.nodes,
+                                     fleet.telemetry, self.fleet, self.queue.wake_at, self.metrics,
+                                     self.config.disruption_budget, self.config.advisory)
+        self.quotas = QuotaStatus(kube, self.cache, fleet.quota_objects)
+
+    # --- the queue and the cache --------------------------------------------------------------------------
+
+    @property
+    def placed(self) -> Mapping[str, Placed]:
+        """Running jobs' placements, for mapping alerts to jobs."""
+        return self.cache.placed()
+
+    def fleet(self, exclude: Iterable[str] = ()) -> Fleet:
+        return self.cache.fleet(self.fleet_source, exclude)
+
+    def poke(self, key: str) -> None:
+        self.queue.poke(key)
+
+    def poke_pending(self, delay: float = 0.0) -> None:
+        """Capacity may have freed: give every waiting job another look (coalesced)."""
+        self.queue.poke_all(lambda: [r.job for r in self.cache.waiting()], delay)
+
+    def forget(self, key: str) -> None:
+        self.queue.forget(key)
+        self.alerts.forget(key)
+        self.disruption.forget(key)
+        if self.cache.forget(key):
+            self.poke_pending()
+
+    def start_resync(self, interval: float) -> None:
+        self.queue.start_resync(interval, [("HeteroQuota status write", 1.0, self.quotas.sync)])
+
+    async def sync_quotas(self) -> None:
+        await self.quotas.sync()
+
+    async def stop(self) -> None:
+        await self.queue.stop()
+
+    async def alert(self, key: str, fingerprint: str, firing: bool, action: str, nodes: tuple[str, ...],
+                    message: str) -> None:
+        await self.alerts.alert(key, fingerprint, firing, action, nodes, message)
+
+    async def load(self) -> None:
+        """Rebuild the cache from every job's status (at start, before any placement)."""
+        now = time.time()
+        for job in await self.kube.list_jobs():
+            meta = job.get("metadata") or {}
+            key = f"{meta.get('namespace', '')}/{meta.get('name', '')}"
+            try:
+                spec: HeteroJobSpec | None = parse_spec(HeteroJobSpec, job.get("spec"))
+            except SpecError:
+                spec = None
+            self.cache.sync(key, job, read_status(job), spec, self.fleet_source.classes(), now)
+
+    # --- one pass ---------------------------------------------------------------------------------------
+
+    async def reconcile_key(self, key: str) -> None:
+        await self.reconcile(*key.split("/", 1))
+
+    async def reconcile(self, namespace: str, name: str) -> None:
+        key = f"{namespace}/{name}"
+        job = await self.kube.get_job(namespace, name)
+        if job is None or (job.get("metadata") or {}).get("deletionTimestamp"):
+            self.forget(key)
+            return
+        status = read_status(job)
+        spec: HeteroJobSpec | None = None
+        problems = check_object_name(name, JOB_NAME_MAX)
+        try:
+            spec = parse_spec(HeteroJobSpec, job.get("spec"))
+        except SpecError as exc:
+            problems += exc.problems
+        now = time.time()
+        self.cache.sync(key, job, status, spec, self.fleet_source.classes(), now)
+        spec_errors = "; ".join(str(p) for p in problems) if problems else None
+
+        pods = [v for v in map(convert.pod_view, await self.kube.job_pods(namespace, name)) if v is not None]
+        pending = status.checkpoint.pending if status.checkpoint else None
+        view = JobView(
+            phase=status.phase, reason=status.reason,
+            generation=status.placement.generation if status.placement else None,
+            replicas=status.placement.replicas if status.placement else None,
+            restarts=status.restarts,
+            backoff_limit=spec.backoff_limit if spec else 0,
+            pods=tuple(pods), spec_errors=spec_errors,
+            checkpoint=lifecycle.PendingCheckpoint(pending.id, timestamp(pending.deadline) or 0.0, pending.then)
+            if pending is not None else None,
+            now=now,
+        )
+        decision = lifecycle.decide(view)
+        if decision.action == Action.NONE and status.phase is not None and status.phase.terminal:
+            self.queue.settle(key)
+        if decision.action != Action.NONE:
+            decided(key, decision.action.value, decision.message, reason=decision.reason)
+        await self._act(job, spec, status, decision, pods)
+
+    async def _act(self, job: dict[str, Any], spec: HeteroJobSpec | None, status: HeteroJobStatus,
+                   d: Decision, pods: list[lifecycle.PodView]) -> None:
+        meta = job["metadata"]
+        ns, name = meta["namespace"], meta["name"]
+        key = f"{ns}/{name}"
+        pending = status.checkpoint.pending if status.checkpoint else None
+
+        if d.action == Action.NONE:
+            if pending is not None:
+                self.queue.wake_at(key, timestamp(pending.deadline) or time.time())
+            if status.phase == Phase.RUNNING and spec is not None and (pending is None or pending.then == PERIODIC):
+                await self.disruption.consider(job, spec, status, time.time())  # a fault outranks a periodic one
+            return
+        if d.action == Action.REQUEST_CHECKPOINT:
+            assert pending is not None
+            await self._annotate_checkpoint(ns, d.pods, pending.id)
+            self.queue.wake_at(key, timestamp(pending.deadline) or time.time())
+            return
+        if d.action in (Action.CHECKPOINT_DONE, Action.CHECKPOINT_TIMEOUT):
+            await self.checkpoints.finish(job, status, d, pods)
+            return
+        patch = StatusPatch(status)
+        if d.action == Action.REJECT:
+            patch.phase(Phase.FAILED, d.reason, d.message).set(placement=None)
+            await self.writer.write(job, patch.condition("SpecValid", "False", d.reason, d.message))
+            self.kube.post_event(job, "Warning", d.reason, d.message)
+            await self.pods.release(key, [p.name for p in pods if not p.deleting])
+            return
+        if d.action == Action.REVALIDATED:
+            patch.phase(Phase.PENDING, None, d.message).condition("SpecValid", "True", d.reason, d.message)
+            await self.writer.write(job, patch)
+            self.poke(key)
+            return
+        assert spec is not None
+        if d.action == Action.PLACE:
+            await self.admission.place(job, spec, status)
+        elif d.action == Action.CREATE_PODS:
+            await self.pods.create(job, spec, status, d.ranks)
+        elif d.action == Action.CLEANUP:
+            await self.pods.delete(ns, d.pods)
+        elif d.action == Action.RUNNING:
+            patch.phase(Phase.RUNNING, d.reason, d.message).condition("Ready", "True", d.reason, d.message)
+            await self.writer.write(job, patch)
+            self.kube.post_event(job, "Normal", "Running", d.message)
+        elif d.action == Action.RESTART:
+            patch.phase(Phase.PENDING, d.reason, d.message).set(placement=None, restarts=status.restarts + 1)
+            patch.history("restart", d.message, where(status)).condition("Ready", "False", d.reason, d.message)
+            await self.writer.write(job, patch)
+            self.kube.post_event(job, "Warning", "Restarting", d.message)
+            await self.pods.release(key, d.pods)
+            self.poke(key)
+        elif d.action in (Action.FAIL, Action.SUCCEED):
+            failed = d.action == Action.FAIL
+            patch.phase(Phase.FAILED if failed else Phase.SUCCEEDED, d.reason, d.message)
+            patch.set(completionTime=now_iso()).condition("Ready", "False", d.reason, d.message)
+            await self.writer.write(job, patch)
+            self.kube.post_event(job, "Warning" if failed else "Normal", d.reason, d.message)
+            await self.pods.release(key, list(d.pods) if failed else [])
+
+    async def _annotate_checkpoint(self, namespace: str, pods: Iterable[str], checkpoint: str) -> None:
+        """Step 1 of the protocol on the pods: each rank sees the request it must answer."""
+        await asyncio.gather(*(self.kube.annotate_pod(namespace, p, {ANNOTATION_CHECKPOINT_REQUEST: checkpoint})
+                               for p in pods))

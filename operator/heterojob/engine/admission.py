@@ -1,0 +1,217 @@
+"""The planner: the waiting queue, the jobs holding devices and the fleet in; a plan out. Pure.
+
+One home for admission policy, called by the operator (`controller.admission`), the trace replay
+(`replay.replay`), the console's previews and the benchmarks. It returns what should happen and never
+acts: which waiting job is placed where, which waits behind whom (and why, in the words the user reads),
+which running jobs are asked to give up room (preempted, or lent room reclaimed) and for whom, and which
+jobs to look at again now. Steps of `plan_queue`, in order:
+
+1. Sort the queue: priority (urgent > high > medium > low), then age, then name.
+2. Place it in that order on a scratch ledger (`placement.schedule`): each placement takes its room
+   before the next job is tried, so no job takes room a job ahead of it can use now.
+3. A job that did not fit but would fit alone is QUEUED behind the jobs ahead that took the room.
+4. A job whose earlier victims are still checkpointing WAITS for them (nothing new is disturbed).
+5. Otherwise it takes back room lent to grown elastic jobs of its priority or below (RECLAIMING), or
+   else preempts strictly lower-priority jobs that have run long enough (PREEMPTING), or gets NO_ROOM.
+   Each planned disruption frees its room for this job on the scratch ledger, so two waiting jobs never
+   pick the same victim and later jobs do not count on that room.
+
+`growth` says how far an elastic job may grow: never while a job of its priority or above waits.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+from enum import StrEnum
+
+from heterojob.engine import preemption
+from heterojob.engine.fleet import Allocation, Fleet
+from heterojob.engine.placement import Candidate, Ledger, Request, place, room_to_grow, schedule
+
+
+class Outcome(StrEnum):
+    """What the plan says of one waiting job; the value is the reason written to its status."""
+
+    PLACED = "Placed"
+    QUEUED = "Queued"  # fits alone, but jobs ahead of it take the room first
+    PREEMPTING = "Preempting"  # lower-priority jobs are (or were just) asked to checkpoint and leave
+    RECLAIMING = "Reclaiming"  # grown elastic jobs are (or were just) asked to shrink back
+    NO_ROOM = "NoRoom"
+
+
+class DisruptionKind(StrEnum):
+    PREEMPT = "preempt"  # the job checkpoints, releases everything and requeues
+    RECLAIM = "reclaim"  # the job checkpoints and restarts at its admitted size
+
+
+@dataclass(frozen=True)
+class Holder:
+    """A job that holds devices now, as the planner needs it."""
+
+    job: str
+    priority: int
+    since: float  # when its current placement started (unix seconds)
+    allocation: Allocation
+    base: Request | None = None  # its admitted size when it grew beyond it (the rest is lent room)
+    yielding_to: str | None = None  # already asked to give its room to this waiting job
+    disrupted: bool = False  # checkpointing, migrating or resizing now
+
+
+@dataclass(frozen=True)
+class Disruption:
+    job: str  # who gives up room
+    kind: DisruptionKind
+    by: str  # the waiting job it makes room for
+    replicas: int | None  # RECLAIM: the size it goes back to
+
+    def explain(self, priority: str) -> str:
+        """Why, for the disturbed job's status and history; `priority` names the waiting job's priority."""
+        if self.kind == DisruptionKind.PREEMPT:
+            return f"preempted by {self.by} ({priority})"
+        return f"reclaim: {self.by} ({priority}) needs the room lent to this job; back to {self.replicas} replica(s)"
+
+
+@dataclass(frozen=True)
+class Admission:
+    """The plan for one waiting job."""
+
+    job: str
+    outcome: Outcome
+    message: str
+    candidate: Candidate | None = None  # PLACED: where; PREEMPTING/RECLAIMING: where it will go
+    disruptions: tuple[Disruption, ...] = ()  # new ones only: jobs already yielding are not asked again
+    wake: tuple[str, ...] = ()  # QUEUED: the jobs ahead that fit first (look at them now)
+
+
+@dataclass(frozen=True)
+class Settings:
+    min_runtime_s: float = 300.0  # a job that has run less than this is never preempted (no thrashing)
+    lookahead: int = 256  # how many jobs ahead in the queue a single job's plan makes room for
+
+
+@dataclass
+class Plan:
+    admissions: dict[str, Admission] = field(default_factory=dict)
+
+    def __getitem__(self, job: str) -> Admission:
+        return self.admissions[job]
+
+    @property
+    def placed(self) -> list[Admission]:
+        return [a for a in self.admissions.values() if a.outcome == Outcome.PLACED]
+
+    @property
+    def disruptions(self) -> list[Disruption]:
+        return [d for a in self.admissions.values() for d in a.disruptions]
+
+
+def plan_queue(queue: Iterable[Request], holders: Iterable[Holder], fleet: Fleet, now: float,
+               settings: Settings = Settings()) -> Plan:
+    """Plan every waiting job of `queue` (steps in the module docstring); `fleet` counts every holder's
+    devices as used."""
+    holders = list(holders)
+    ordered = sorted(queue, key=lambda r: r.order)
+    ledger = Ledger(fleet)
+    results = schedule(ordered, ledger.fleet)
+    plan = Plan()
+    for request in ordered:  # step 2's placements take their room on the scratch ledger
+        chosen = results[request.job].chosen
+        if chosen is not None:
+            ledger.take(chosen.allocation(request.namespace))
+            plan.admissions[request.job] = Admission(request.job, Outcome.PLACED, results[request.job].explain(),
+                                                     chosen)
+    taken: set[str] = set()  # holders a job earlier in this plan already disturbs
+    for i, request in enumerate(ordered):
+        if request.job in plan.admissions:
+            continue
+        alone = place(request, fleet)
+        if alone.chosen is not None:  # step 3
+            first = [r.job for r in ordered[:i] if plan.admissions.get(r.job, _NONE).outcome == Outcome.PLACED]
+            plan.admissions[request.job] = Admission(
+                request.job, Outcome.QUEUED,
+                f"queued behind {len(first)} higher-priority or older job(s) that fit first: "
+                f"{', '.join(first[:5])}{' ...' if len(first) > 5 else ''}", alone.chosen, wake=tuple(first))
+            continue
+        plan.admissions[request.job] = admission = _disrupt(request, holders, ledger, taken, now, settings,
+                                                            alone.explain())
+        if admission.candidate is not None and admission.outcome != Outcome.NO_ROOM:
+            ledger.take(admission.candidate.allocation(request.namespace))
+    return plan
+
+
+_NONE = Admission("", Outcome.NO_ROOM, "")
+
+
+def _disrupt(request: Request, holders: Sequence[Holder], ledger: Ledger, taken: set[str], now: float,
+             settings: Settings, no_room: str) -> Admission:
+    """Steps 4 and 5 for one job that does not fit, on `ledger` (left with the disturbed jobs' room freed)."""
+    in_flight = sorted(h for h in holders if h.yielding_to == request.job and h.job not in taken)
+    if in_flight:  # step 4
+        scratch = Ledger(ledger.fleet)
+        for h in in_flight:
+            scratch.take(h.allocation, -1)
+        fits = place(request, scratch.fleet, scratch.index).chosen
+        if fits is not None:
+            for h in in_flight:
+                ledger.take(h.allocation, -1)
+                taken.add(h.job)
+            outcome = Outcome.RECLAIMING if all(h.base is not None for h in in_flight) else Outcome.PREEMPTING
+            names = ", ".join(h.job for h in in_flight)
+            return Admission(request.job, outcome,
+                             f"waiting for {len(in_flight)} preempted or reclaimed job(s) to checkpoint and "
+                             f"release their devices: {names}", fits)
+    free = [h for h in holders if h.job not in taken and h.yielding_to is None]
+    lenders = [preemption.GrownJob(h.job, h.priority, h.since, h.allocation, h.base)
+               for h in free if h.base is not None and not h.disrupted]
+    reclaim = preemption.plan_reclaim(request, ledger.fleet, lenders) if lenders else None
+    if reclaim is not None:
+        back = {h.job: h for h in free}
+        for lender, _ in reclaim.shrink:
+            ledger.take(back[lender].allocation, -1)
+            taken.add(lender)
+        for lender, _ in reclaim.shrink:  # the lender keeps its admitted size where it is
+            base = back[lender].base
+            assert base is not None
+            kept = place(base, ledger.fleet, ledger.index).chosen
+            if kept is not None:
+                ledger.take(kept.allocation(base.namespace))
+        return Admission(request.job, Outcome.RECLAIMING, f"{reclaim.explain()}; waiting for their checkpoints",
+                         reclaim.candidate, tuple(
+                             Disruption(j, DisruptionKind.RECLAIM, request.job, n) for j, n in reclaim.shrink))
+    running = [preemption.RunningJob(h.job, h.priority, h.since, h.allocation) for h in free]
+    found = preemption.plan_preemption(request, ledger.fleet, running, now, settings.min_runtime_s)
+    if found is None:
+        return Admission(request.job, Outcome.NO_ROOM, no_room)
+    lost = {h.job: h for h in free}
+    for victim in found.victims:
+        ledger.take(lost[victim].allocation, -1)
+        taken.add(victim)
+    victims = tuple(Disruption(v, DisruptionKind.PREEMPT, request.job, None) for v in found.victims)
+    return Admission(request.job, Outcome.PREEMPTING, f"{found.explain()}; waiting for their checkpoints",
+                     found.candidate, victims)
+
+
+def plan_one(request: Request, queue: Iterable[Request], holders: Iterable[Holder], fleet: Fleet, now: float,
+             settings: Settings = Settings()) -> Admission:
+    """The plan for one waiting job: the jobs ahead of it in `queue` (at most `settings.lookahead`) are
+    planned first, so it neither takes their room nor the victims they would preempt; the caller acts on
+    this job's part only (the jobs ahead act on theirs in their own passes)."""
+    ahead = sorted((r for r in queue if r.job != request.job and r.order < request.order),
+                   key=lambda r: r.order)[:settings.lookahead]
+    return plan_queue([*ahead, request], holders, fleet, now, settings)[request.job]
+
+
+def growth(request: Request, top_waiting: int | None, fleet_without_it: Fleet, current: int, maximum: int,
+           device_class: str, region: str) -> int | None:
+    """The most replicas (above `current`, up to `maximum`) an elastic job may restart with now, in its
+    class and region, or None. Room is only lent while no job of its priority or above waits: `top_waiting`
+    is the highest priority among the other waiting jobs (None: nobody waits)."""
+    if current >= maximum or (top_waiting is not None and top_waiting >= request.priority):
+        return None
+    return room_to_grow(request, fleet_without_it, current, maximum, device_class, region)
+
+
+def top_priority(waiting: Iterable[Request], besides: str = "") -> int | None:
+    """The highest priority among `waiting` (but `besides`), the argument `growth` takes."""
+    return max((r.priority for r in waiting if r.job != besides), default=None)

@@ -1,0 +1,148 @@
+"""Disruption planning: which running jobs give up room for a waiting one (plan only; acting is elsewhere).
+
+`plan_preemption` finds the fewest, lowest-priority running jobs whose devices would let a job fit;
+`plan_reclaim` the fewest grown elastic jobs that, shrunk back to the size they were admitted with, would
+(growth only borrows room nobody waited for). Both disturb jobs on a scratch `Ledger` until the job fits,
+then spare every one it fits without. Called by `engine.admission`, never by actuators directly.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+
+from heterojob.engine.fleet import Allocation, Fleet
+from heterojob.engine.placement import Candidate, Ledger, Request, place
+
+
+@dataclass(frozen=True)
+class RunningJob:
+    job: str
+    priority: int
+    since: float  # when its current placement started (unix seconds)
+    allocation: Allocation
+
+
+@dataclass(frozen=True)
+class Preemption:
+    victims: tuple[str, ...]
+    candidate: Candidate
+
+    def explain(self) -> str:
+        c = self.candidate
+        return (f"preempting {len(self.victims)} lower-priority job(s) ({', '.join(self.victims)}) "
+                f"for {c.region}/{c.device_class}")
+
+
+def plan_preemption(request: Request, fleet: Fleet, running: Iterable[RunningJob], now: float,
+                    min_runtime_s: float) -> Preemption | None:
+    """The fewest, lowest-priority running jobs whose devices would let `request` fit, or None.
+
+    Only jobs of strictly lower priority that have run at least `min_runtime_s` are considered. Victims
+    are added lowest priority first (then youngest: least progress lost) until the job fits, then any
+    victim the job fits without is spared again, most important first.
+    """
+    classes = {a.device_class for a in request.alternatives}
+    pool = sorted((r for r in running if r.priority < request.priority and now - r.since >= min_runtime_s
+                   and r.allocation.device_class in classes),
+                  key=lambda r: (r.priority, -r.since, r.job))
+    found = _fewest(request, Ledger(fleet), [_Disturbable(r.job, r.priority, r.since, r.allocation) for r in pool])
+    return Preemption(found[0], found[1]) if found else None
+
+
+# --- reclaiming lent devices --------------------------------------------------------------------------
+
+@dataclass(frozen=True)
+class GrownJob:
+    """A running elastic job above the size it was admitted with: the devices beyond it are lent."""
+
+    job: str
+    priority: int
+    since: float  # when its current (grown) placement started
+    allocation: Allocation
+    base: Request  # the job at its admitted size, in its class and region
+
+
+@dataclass(frozen=True)
+class Reclaim:
+    shrink: tuple[tuple[str, int], ...]  # (job, replicas to go back to)
+    candidate: Candidate
+
+    def explain(self) -> str:
+        c = self.candidate
+        jobs = ", ".join(f"{j} to {n} replica(s)" for j, n in self.shrink)
+        return f"reclaiming lent devices: shrinking {jobs} for {c.region}/{c.device_class}"
+
+
+def plan_reclaim(request: Request, fleet: Fleet, grown: Iterable[GrownJob]) -> Reclaim | None:
+    """The fewest grown jobs that, back at their admitted size, would let `request` fit, or None.
+
+    A job grows only into room no waiting job of its priority or above could use, so that room is lent:
+    a waiting job of the same priority or above takes it back. Grown jobs are shrunk lowest priority
+    first, then the most recently grown; each goes back to its base size in its own class and region.
+    """
+    classes = {a.device_class for a in request.alternatives}
+    pool = sorted((g for g in grown if g.priority <= request.priority and g.allocation.device_class in classes),
+                  key=lambda g: (g.priority, -g.since, g.job))
+    found = _fewest(request, Ledger(fleet),
+                    [_Disturbable(g.job, g.priority, g.since, g.allocation, g.base) for g in pool])
+    if found is None:
+        return None
+    replicas = {g.job: g.base.replicas for g in pool}
+    return Reclaim(tuple((j, replicas[j]) for j in found[0]), found[1])
+
+
+@dataclass(frozen=True)
+class _Disturbable:
+    job: str
+    priority: int
+    since: float
+    allocation: Allocation
+    base: Request | None = None  # shrink to this size (reclaim); None: stop the job (preemption)
+
+
+def _fewest(request: Request, ledger: Ledger, pool: Sequence[_Disturbable]
+            ) -> tuple[tuple[str, ...], Candidate] | None:
+    """Disturb jobs of `pool` in order until `request` fits (each gives up its allocation and, with a
+    base request, is placed again at that size), then spare any it fits without, most important first."""
+    smaller: dict[str, Allocation | None] = {}
+
+    def disturb(item: _Disturbable) -> bool:
+        ledger.take(item.allocation, -1)
+        if item.base is None:
+            smaller[item.job] = None
+            return True
+        result = ledger.place(item.base).chosen
+        if result is None:  # cannot go back to its base size in its class and region: leave it be
+            ledger.take(item.allocation, +1)
+            return False
+        smaller[item.job] = result.allocation(item.base.namespace)
+        return True
+
+    def spare(item: _Disturbable) -> None:
+        shrunk = smaller.pop(item.job)
+        if shrunk is not None:
+            ledger.take(shrunk, -1)
+        ledger.take(item.allocation, +1)
+
+    chosen: list[_Disturbable] = []
+    fits: Candidate | None = None
+    for item in pool:
+        if not disturb(item):
+            continue
+        chosen.append(item)
+        fits = place(request, ledger.fleet, ledger.index).chosen
+        if fits is not None:
+            break
+    if fits is None:
+        return None
+    for item in sorted(chosen, key=lambda i: (-i.priority, i.since)):
+        spare(item)
+        spared = place(request, ledger.fleet, ledger.index).chosen
+        if spared is not None:
+            chosen.remove(item)
+            fits = spared
+        else:
+            disturb(item)
+    final = place(request, ledger.fleet, ledger.index).chosen
+    return tuple(i.job for i in chosen), final or fits

@@ -1,0 +1,137 @@
+"""The job cache: what every HeteroJob holds, waits for and yields, rebuilt from the jobs' statuses.
+
+The snapshot layer between the API and the planner (Kueue's cache). The controller syncs an entry from a
+job's status on every pass and records its own decisions (a placement taken, devices released, a job
+asked to yield) at once, so the next plan sees them before the status write comes back. Because each
+entry follows the status, a restarted operator rebuilds the same cache by syncing every job.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+
+from heterojob.alerts.mapping import Placed
+from heterojob.api.job import HeteroJobSpec, HeteroJobStatus, Phase
+from heterojob.engine.admission import Holder
+from heterojob.engine.fleet import Allocation, DeviceClass, Fleet, holdings, usage
+from heterojob.engine.placement import Request
+from heterojob.state.requests import base_request, request_for
+from heterojob.state.times import timestamp
+from heterojob.state.views import FleetSource
+
+WAITING = (None, Phase.PENDING, Phase.PREEMPTED, Phase.MIGRATING, Phase.RESIZING)
+DISRUPTED = (Phase.CHECKPOINTING, Phase.MIGRATING, Phase.RESIZING)
+YIELDS = ("preempt", "resize")  # what follows a checkpoint asked for on behalf of another job
+
+
+@dataclass
+class Entry:
+    """One job as the cache knows it."""
+
+    priority: int = 0
+    allocation: Allocation | None = None  # devices it holds
+    since: float = 0.0  # when its current placement started
+    placed: Placed | None = None  # where it runs, for mapping alerts to it
+    base: Request | None = None  # its admitted size, when it grew beyond it
+    request: Request | None = None  # what it waits for, when it waits
+    yielding_to: str | None = None  # the waiting job it gives room to
+    disrupted: bool = False  # checkpointing, migrating or resizing
+
+
+@dataclass
+class Cache:
+    entries: dict[str, Entry] = field(default_factory=dict)
+
+    def entry(self, key: str) -> Entry:
+        return self.entries.setdefault(key, Entry())
+
+    # --- following the status -------------------------------------------------------------------------
+
+    def sync(self, key: str, job: Mapping[str, object], status: HeteroJobStatus, spec: HeteroJobSpec | None,
+             classes: Mapping[str, DeviceClass], now: float) -> None:
+        """The entry follows the job's status: what it holds, since when, whom it yields to, and the devices
+        it holds beyond its admitted size (lent to it while nobody waited)."""
+        e = self.entry(key)
+        namespace, name = key.split("/", 1)
+        e.priority = spec.priority.rank if spec is not None else e.priority
+        p = status.placement
+        if p is not None and not (status.phase and status.phase.terminal):
+            cls = classes.get(p.device_class)
+            per_node: dict[str, int] = {}
+            for node in p.nodes:
+                per_node[node] = per_node.get(node, 0) + p.per_replica
+            e.allocation = Allocation(cls.resource_name if cls else p.device_class, per_node, namespace,
+                                      p.device_class, p.region)
+            e.since = timestamp(p.since) or timestamp(status.start_time) or now
+            e.placed = Placed(namespace, name, p.generation, tuple(p.nodes))
+            e.base = None
+            if spec is not None and p.replicas > spec.replicas.start:
+                e.base = base_request(request_for(key, job, spec), p.device_class, p.region, spec.replicas.start)
+        else:
+            e.allocation, e.placed, e.base = None, None, None
+        e.disrupted = status.phase in DISRUPTED
+        pending = status.checkpoint.pending if status.checkpoint else None
+        e.yielding_to = pending.by if pending is not None and pending.then in YIELDS and pending.by else None
+        waiting = status.phase in WAITING and p is None and spec is not None
+        e.request = request_for(key, job, spec, status) if waiting and spec is not None else None
+
+    def forget(self, key: str) -> bool:
+        """Drop a deleted job; True when it held devices (room freed)."""
+        e = self.entries.pop(key, None)
+        return e is not None and e.allocation is not None
+
+    # --- the controller's own decisions -------------------------------------------------------------------
+
+    def wait(self, key: str, request: Request) -> None:
+        self.entry(key).request = request
+
+    def hold(self, key: str, allocation: Allocation, priority: int, since: float) -> None:
+        """A placement was decided: the job holds its room from now on and waits no more."""
+        e = self.entry(key)
+        e.allocation, e.priority, e.since, e.request = allocation, priority, since, None
+
+    def release(self, key: str) -> bool:
+        """The job gave its devices back; True when it held any (room freed)."""
+        e = self.entries.get(key)
+        if e is None or e.allocation is None:
+            return False
+        e.allocation, e.placed, e.base = None, None, None
+        return True
+
+    def yield_to(self, key: str, by: str) -> None:
+        self.entry(key).yielding_to = by
+
+    def stop_yielding(self, key: str) -> None:
+        if key in self.entries:
+            self.entries[key].yielding_to = None
+
+    def disrupt(self, key: str, on: bool = True) -> None:
+        self.entry(key).disrupted = on
+
+    # --- what the planner and the other steps read --------------------------------------------------------
+
+    def waiting(self) -> list[Request]:
+        return [e.request for e in self.entries.values() if e.request is not None]
+
+    def holders(self) -> list[Holder]:
+        return [Holder(k, e.priority, e.since, e.allocation, e.base, e.yielding_to, e.disrupted)
+                for k, e in self.entries.items() if e.allocation is not None]
+
+    def allocations(self) -> dict[str, Allocation]:
+        return {k: e.allocation for k, e in self.entries.items() if e.allocation is not None}
+
+    def placed(self) -> dict[str, Placed]:
+        return {k: e.placed for k, e in self.entries.items() if e.placed is not None}
+
+    def disrupted(self) -> int:
+        """How many jobs are checkpointing, migrating or resizing now (the disruption budget's count)."""
+        return sum(1 for e in self.entries.values() if e.disrupted)
+
+    def fleet(self, source: FleetSource, exclude: Iterable[str] = ()) -> Fleet:
+        """The fleet with every job's holdings counted as used, except `exclude`'s."""
+        excluded = set(exclude)
+        allocations = [a for k, a in self.allocations().items() if k not in excluded]
+        return Fleet(nodes=source.nodes(), classes=source.classes(), regions=source.regions(),
+                     used=usage(allocations, source.foreign_usage()), quotas=source.quotas(),
+                     held=holdings(allocations), unhealthy=source.unhealthy())

@@ -1,0 +1,134 @@
+"""The planner (`engine.admission`) on plain data: placement, queueing, preemption, reclaim and growth,
+the same calls the operator, the replay and the console make, without KopfRunner."""
+
+from __future__ import annotations
+
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from heterojob.engine import admission as planner
+from heterojob.engine.admission import DisruptionKind, Holder, Outcome, Settings
+from heterojob.engine.fleet import Allocation, Fleet, usage
+from heterojob.engine.placement import Alternative, Request
+from tests.unit.test_placement import CLASSES, gpu_node
+
+NOW = 10_000.0
+
+
+def req(job: str, replicas: int = 1, priority: int = 1, created: float = 0.0) -> Request:
+    return Request(f"ns/{job}", [Alternative("nvidia-h100", 8)], replicas, priority=priority, created=created)
+
+
+def holder(job: str, nodes: dict[str, int], priority: int = 1, since: float = 0.0, base: int | None = None,
+           **kw: object) -> Holder:
+    b = Request(f"ns/{job}", [Alternative("nvidia-h100", 8)], base, allowed_regions=("cn-east",),
+                priority=priority) if base is not None else None
+    return Holder(f"ns/{job}", priority, since, Allocation("nvidia.com/gpu", nodes, "ns", "nvidia-h100", "cn-east"),
+                  b, **kw)  # type: ignore[arg-type]
+
+
+def fleet_with(nodes: str, holders: list[Holder]) -> Fleet:
+    return Fleet({n: gpu_node(n) for n in nodes}, CLASSES, used=usage(h.allocation for h in holders))
+
+
+def test_the_queue_is_placed_in_priority_then_age_order_and_the_rest_queue_behind() -> None:
+    f = fleet_with("a", [])
+    plan = planner.plan_queue([req("young", created=5.0), req("old", created=1.0), req("low", priority=0)], [], f,
+                              NOW)
+    assert plan["ns/old"].outcome == Outcome.PLACED and plan["ns/old"].candidate.nodes == ("a",)
+    assert plan["ns/young"].outcome == Outcome.QUEUED and plan["ns/young"].wake == ("ns/old",)
+    assert "queued behind 1 higher-priority or older job(s) that fit first: ns/old" in plan["ns/young"].message
+    assert plan["ns/low"].outcome == Outcome.QUEUED
+
+
+def test_a_preemption_plan_names_its_victims_and_reserves_the_room() -> None:
+    running = [holder("low", {"a": 8}, priority=0), holder("medium", {"b": 8}, priority=1)]
+    f = fleet_with("ab", running)
+    plan = planner.plan_queue([req("urgent", priority=3), req("high", priority=2)], running, f, NOW)
+    urgent, high = plan["ns/urgent"], plan["ns/high"]
+    assert urgent.outcome == Outcome.PREEMPTING and [d.job for d in urgent.disruptions] == ["ns/low"]
+    assert urgent.disruptions[0].kind == DisruptionKind.PREEMPT and urgent.disruptions[0].by == "ns/urgent"
+    # the next job does not count on the room the first one takes: it picks another victim
+    assert high.outcome == Outcome.PREEMPTING and [d.job for d in high.disruptions] == ["ns/medium"]
+    assert "preempted by ns/urgent (urgent)" == urgent.disruptions[0].explain("urgent")
+
+
+def test_no_victim_is_young_equal_or_already_yielding() -> None:
+    running = [holder("young", {"a": 8}, priority=0, since=NOW - 10), holder("peer", {"b": 8}, priority=2)]
+    f = fleet_with("ab", running)
+    plan = planner.plan_queue([req("high", priority=2)], running, f, NOW, Settings(min_runtime_s=60))
+    assert plan["ns/high"].outcome == Outcome.NO_ROOM and not plan.disruptions
+    assert "room for 0 of 1 replicas" in plan["ns/high"].message
+
+
+def test_a_job_whose_victims_are_still_checkpointing_waits_without_asking_again() -> None:
+    running = [holder("low", {"a": 8}, priority=0, yielding_to="ns/urgent", disrupted=True)]
+    plan = planner.plan_queue([req("urgent", priority=3)], running, fleet_with("a", running), NOW)
+    assert plan["ns/urgent"].outcome == Outcome.PREEMPTING and plan["ns/urgent"].disruptions == ()
+    assert "waiting for 1 preempted or reclaimed job(s)" in plan["ns/urgent"].message
+
+
+def test_lent_room_is_reclaimed_before_anything_is_preempted() -> None:
+    running = [holder("grown", {"a": 8, "b": 8}, priority=1, base=1), holder("low", {"c": 8}, priority=0)]
+    plan = planner.plan_queue([req("peer", priority=1)], running, fleet_with("abc", running), NOW)
+    peer = plan["ns/peer"]
+    assert peer.outcome == Outcome.RECLAIMING
+    assert [(d.job, d.kind, d.replicas) for d in peer.disruptions] == [("ns/grown", DisruptionKind.RECLAIM, 1)]
+    assert peer.disruptions[0].explain("medium").startswith("reclaim: ns/peer (medium) needs the room lent")
+
+
+def test_a_job_moving_right_now_lends_nothing_but_can_still_be_preempted() -> None:
+    running = [holder("grown", {"a": 8, "b": 8}, priority=0, base=1, disrupted=True)]
+    plan = planner.plan_queue([req("high", priority=2)], running, fleet_with("ab", running), NOW)
+    assert plan["ns/high"].outcome == Outcome.PREEMPTING
+
+
+def test_plan_one_respects_the_queue_for_room_and_for_victims() -> None:
+    running = [holder("low", {"a": 8}, priority=0)]
+    queue = [req("first", priority=3, created=1.0), req("second", priority=3, created=2.0)]
+    # with one free node, the older job takes it and the younger one waits for it rather than preempting
+    second = planner.plan_one(queue[1], queue, running, fleet_with("ab", running), NOW)
+    assert second.outcome == Outcome.QUEUED and second.wake == ("ns/first",) and not second.disruptions
+    # with none, the older job claims the only victim first: the younger one gets no room
+    second = planner.plan_one(queue[1], queue, running, fleet_with("a", running), NOW)
+    assert second.outcome == Outcome.NO_ROOM and not second.disruptions
+    first = planner.plan_one(queue[0], queue, running, fleet_with("a", running), NOW)
+    assert first.outcome == Outcome.PREEMPTING and [d.job for d in first.disruptions] == ["ns/low"]
+
+
+def test_growth_only_into_room_nobody_of_its_priority_or_above_waits_for() -> None:
+    running = [holder("elastic", {"a": 8}, priority=1)]
+    f = fleet_with("abc", [])  # the job's own devices are not counted: the fleet without it
+    me = req("elastic", priority=1)
+    assert planner.growth(me, None, f, current=1, maximum=4, device_class="nvidia-h100", region="cn-east") == 3
+    assert planner.growth(me, 1, f, 1, 4, "nvidia-h100", "cn-east") is None  # a peer waits
+    assert planner.growth(me, 0, f, 1, 2, "nvidia-h100", "cn-east") == 2  # only lower priority waits
+    assert planner.growth(me, None, f, 4, 4, "nvidia-h100", "cn-east") is None
+    assert planner.top_priority([req("elastic", priority=3), req("x", priority=0)], besides="ns/elastic") == 0
+    assert running  # the holder shape the operator passes for the same job
+
+
+@settings(max_examples=200, deadline=None)
+@given(jobs=st.lists(st.tuples(st.integers(1, 3), st.integers(0, 3)), min_size=1, max_size=8),
+       held=st.lists(st.tuples(st.sampled_from("abcd"), st.integers(0, 3), st.booleans()), max_size=4,
+                     unique_by=lambda h: h[0]))
+def test_a_plan_never_overcommits_and_never_disturbs_a_job_twice(jobs: list[tuple[int, int]],
+                                                                   held: list[tuple[str, int, bool]]) -> None:
+    """Placements plus planned destinations fit in what is free once the disturbed jobs have left (a
+    reclaimed job keeps its admitted size), and no job is disturbed twice."""
+    running = [holder(f"h{n}", {n: 8}, priority=p, base=1 if grown else None) for n, p, grown in held]
+    f = fleet_with("abcd", running)
+    plan = planner.plan_queue([req(f"j{i}", replicas, prio, float(i)) for i, (replicas, prio) in enumerate(jobs)],
+                              running, f, NOW)
+    disturbed = {d.job: d for d in plan.disruptions}
+    assert len(disturbed) == len(plan.disruptions)
+    taken: dict[str, int] = {}
+    for a in plan.admissions.values():
+        if a.outcome != Outcome.QUEUED and a.candidate is not None:
+            for node, n in a.candidate.per_node.items():
+                taken[node] = taken.get(node, 0) + n
+    stays = {n: 8 for h in running if h.job not in disturbed for n in h.allocation.per_node}
+    for node, n in taken.items():
+        assert n + stays.get(node, 0) <= 8, (node, plan.admissions)
+    kept = sum(8 * (d.replicas or 0) for d in disturbed.values() if d.kind == DisruptionKind.RECLAIM)
+    assert sum(taken.values()) + sum(stays.values()) + kept <= 32
