@@ -28,7 +28,8 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from heterojob.replay.replay import Config, Report, replay  # noqa: E402
+from heterojob.replay.replay import Config, replay
+from heterojob.replay.report import Report  # noqa: E402
 from heterojob.replay.traces import TraceJob, synthetic_trace  # noqa: E402
 
 TABLE = Path(__file__).resolve().parents[1] / "data" / "gavel" / "isolated_throughputs.csv"

@@ -83,7 +83,7 @@ def _demo(args: argparse.Namespace) -> int:
 
 
 def _sim(args: argparse.Namespace) -> int:
-    from heterojob.replay.replay import main as replay_main
+    from heterojob.replay.cli import main as replay_main
 
     return replay_main(args.rest)
 

@@ -27,7 +27,9 @@ from enum import StrEnum
 
 from heterojob.engine import preemption
 from heterojob.engine.fleet import Allocation, Fleet
-from heterojob.engine.placement import Candidate, Ledger, Request, place, room_to_grow, schedule
+from heterojob.engine.placement import (
+    Candidate, FleetIndex, Ledger, Request, Result, place, room_to_grow, schedule,
+)
 
 
 class Outcome(StrEnum):
@@ -122,16 +124,24 @@ def plan_queue(queue: Iterable[Request], holders: Iterable[Holder], fleet: Fleet
             plan.admissions[request.job] = Admission(request.job, Outcome.PLACED, results[request.job].explain(),
                                                      chosen)
     taken: set[str] = set()  # holders a job earlier in this plan already disturbs
-    for i, request in enumerate(ordered):
+    index = FleetIndex(fleet)  # nodes per class and region, shared by every "would it fit alone" check
+    alone_by_shape: dict[tuple[object, ...], Result] = {}  # the fleet does not change: equal shapes alike
+    placed: list[str] = []  # jobs placed so far, in queue order
+    for request in ordered:
         if request.job in plan.admissions:
+            placed.append(request.job)
             continue
-        alone = place(request, fleet)
+        if request.shape not in alone_by_shape:
+            alone_by_shape[request.shape] = place(request, fleet, index)
+        alone = alone_by_shape[request.shape]
         if alone.chosen is not None:  # step 3
-            first = [r.job for r in ordered[:i] if plan.admissions.get(r.job, _NONE).outcome == Outcome.PLACED]
             plan.admissions[request.job] = Admission(
                 request.job, Outcome.QUEUED,
-                f"queued behind {len(first)} higher-priority or older job(s) that fit first: "
-                f"{', '.join(first[:5])}{' ...' if len(first) > 5 else ''}", alone.chosen, wake=tuple(first))
+                f"queued behind {len(placed)} higher-priority or older job(s) that fit first: "
+                f"{', '.join(placed[:5])}{' ...' if len(placed) > 5 else ''}", alone.chosen, wake=tuple(placed))
+            continue
+        if not _may_disrupt(request, holders, taken):
+            plan.admissions[request.job] = Admission(request.job, Outcome.NO_ROOM, alone.explain())
             continue
         plan.admissions[request.job] = admission = _disrupt(request, holders, ledger, taken, now, settings,
                                                             alone.explain())
@@ -140,7 +150,11 @@ def plan_queue(queue: Iterable[Request], holders: Iterable[Holder], fleet: Fleet
     return plan
 
 
-_NONE = Admission("", Outcome.NO_ROOM, "")
+def _may_disrupt(request: Request, holders: Sequence[Holder], taken: set[str]) -> bool:
+    """Whether steps 4-5 could find anything for `request`: a holder yielding to it, a lender of its
+    priority or below, or a running job of lower priority (a cheap test before the full search)."""
+    return any(h.job not in taken and (h.yielding_to == request.job or h.yielding_to is None and (
+        h.priority < request.priority or h.base is not None and h.priority <= request.priority)) for h in holders)
 
 
 def _disrupt(request: Request, holders: Sequence[Holder], ledger: Ledger, taken: set[str], now: float,

@@ -19,6 +19,7 @@ from __future__ import annotations
 from collections import defaultdict
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
+from functools import cached_property
 
 from packaging.specifiers import InvalidSpecifier, SpecifierSet
 from packaging.version import InvalidVersion, Version
@@ -51,6 +52,12 @@ class Request:
     @property
     def order(self) -> tuple[int, float, str]:
         return (-self.priority, self.created, self.job)
+
+    @cached_property
+    def shape(self) -> tuple[object, ...]:
+        """Everything placement looks at but the scorers: equal shapes fit, or not, alike."""
+        return (tuple((a.device_class, a.per_replica, tuple(sorted(a.requires.items()))) for a in self.alternatives),
+                self.replicas, tuple(self.allowed_regions), self.exclude_nodes, self.namespace)
 
 
 @dataclass(frozen=True)
@@ -265,7 +272,11 @@ def _score(index: int, n_alts: int, cls: DeviceClass, region: str, request: Requ
 # --- a queue -------------------------------------------------------------------------------------------
 
 class Ledger:
-    """A mutable copy of what is used and held, to place several jobs one after another."""
+    """A mutable copy of what is used and held, to place several jobs one after another.
+
+    While room is only taken, a request that did not fit never fits later: a later request of the same
+    shape gets the first one's result at once (given-back room forgets these).
+    """
 
     def __init__(self, fleet: Fleet) -> None:
         self.used: dict[tuple[str, str], int] = dict(fleet.used)
@@ -273,6 +284,7 @@ class Ledger:
         self.fleet = Fleet(nodes=fleet.nodes, classes=fleet.classes, regions=fleet.regions, used=self.used,
                            quotas=fleet.quotas, held=self.held, unhealthy=fleet.unhealthy)
         self.index = FleetIndex(self.fleet)
+        self._failed: dict[tuple[object, ...], Result] = {}
 
     def take(self, allocation: Allocation, sign: int = 1) -> None:
         for node, n in allocation.per_node.items():
@@ -280,11 +292,18 @@ class Ledger:
         mine = self.held.setdefault(allocation.namespace, {})
         key = (allocation.device_class, allocation.region)
         mine[key] = mine.get(key, 0) + sign * allocation.devices
+        if sign < 0:
+            self._failed.clear()
 
     def place(self, request: Request) -> Result:
+        shape = request.shape
+        if shape in self._failed:
+            return self._failed[shape]
         result = place(request, self.fleet, self.index)
         if result.chosen is not None:
             self.take(result.chosen.allocation(request.namespace))
+        else:
+            self._failed[shape] = result
         return result
 
 

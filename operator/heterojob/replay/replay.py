@@ -32,18 +32,18 @@ import math
 import random
 import statistics
 from collections import defaultdict
-from collections.abc import Iterable, Sequence
-from dataclasses import dataclass, field
-from pathlib import Path
+from collections.abc import Sequence
+from dataclasses import dataclass
 from typing import Any
 
 from heterojob.api.job import Policy
 from heterojob.engine import migration
-from heterojob.engine.fleet import Allocation, DeviceClass, Fleet, Node
 from heterojob.engine import admission as planner
+from heterojob.engine.fleet import Allocation, DeviceClass, Fleet, Node
 from heterojob.engine.admission import Disruption, DisruptionKind, Holder, Outcome
 from heterojob.engine.placement import Alternative, Request, place
-from heterojob.replay.traces import CLASSES, TraceJob, load_trace, synthetic_trace
+from heterojob.replay.report import Report, timeline
+from heterojob.replay.traces import CLASSES, TraceJob
 
 REGIONS = ("cn-east", "cn-north", "eu-west", "us-west", "ap-south")
 K8S_EVICTION_S = 40.0 + 300.0
@@ -92,46 +92,6 @@ class _Run:
 
     def done(self, now: float) -> float:
         return min(self.job.total_steps, self.steps_at_start + max(0.0, now - self.started) * self.eff)
-
-
-@dataclass
-class Report:
-    policy: str
-    jobs: int
-    utilization: float
-    avg_jct_h: float
-    p99_jct_h: float
-    makespan_h: float
-    lost_device_h: float
-    failures: int
-    restarts: int
-    resizes: int
-    preemptions: int
-    reclaims: int  # grown jobs shrunk back to their admitted size for a waiting job
-    max_lost_per_failure_s: float
-    # steady state: jobs arriving between the 10th and 90th percentile arrival, utilization over that window
-    # (no warm-up, no drain: the regime a long-running cluster lives in)
-    steady_utilization: float = 0.0
-    steady_avg_jct_h: float = 0.0
-    steady_window_h: tuple[float, float] = (0.0, 0.0)  # on the timeline's clock
-    timeline: list[tuple[float, float]] = field(default_factory=list)  # (hour, busy devices share)
-    jcts_h: list[float] = field(default_factory=list)  # sorted
-    jct_h_by_job: dict[int, float] = field(default_factory=dict)
-
-    @property
-    def migrations(self) -> int:
-        """Jobs moved: restarted elsewhere after a failure, resized (grown or reclaimed) or preempted."""
-        return self.restarts + self.resizes + self.reclaims + self.preemptions
-
-    def summary(self) -> dict[str, Any]:
-        return {"utilization": round(self.utilization, 4), "avg_jct_h": round(self.avg_jct_h, 3),
-                "p99_jct_h": round(self.p99_jct_h, 3), "makespan_h": round(self.makespan_h, 2),
-                "lost_device_h": round(self.lost_device_h, 2), "failures": self.failures,
-                "migrations": self.migrations, "restarts": self.restarts, "resizes": self.resizes,
-                "reclaims": self.reclaims, "preemptions": self.preemptions,
-                "max_lost_per_failure_s": round(self.max_lost_per_failure_s, 1),
-                "steady_state": {"utilization": round(self.steady_utilization, 4),
-                                 "avg_jct_h": round(self.steady_avg_jct_h, 3)}}
 
 
 def fleet(config: Config) -> Fleet:
@@ -442,7 +402,7 @@ class _Replay:
                       self.lost_s / 3600, self.failures, self.restarts, self.resizes, self.preemptions, self.reclaims,
                       self.max_lost, in_window / (total * (hi - lo)) if hi > lo else 0.0,
                       statistics.fmean(steady) if steady else 0.0, (lo / 3600, hi / 3600),
-                      _timeline(self.busy_points, total, first, end), jcts, by_job)
+                      timeline(self.busy_points, total, first, end), jcts, by_job)
 
 
 def _room(fleet: Fleet, down: set[str]) -> dict[str, tuple[int, int]]:
@@ -465,105 +425,3 @@ def _room(fleet: Fleet, down: set[str]) -> dict[str, tuple[int, int]]:
 def replay(jobs: Sequence[TraceJob], policy: str, config: Config) -> Report:
     """Replay `jobs` under `policy` ("static" or "heterojob")."""
     return _Replay(jobs, policy, config).run()
-
-
-def _timeline(points: Iterable[tuple[float, int]], total: int, start: float, end: float,
-              buckets: int = 200) -> list[tuple[float, float]]:
-    """Busy share of the fleet over time, time-weighted per bucket."""
-    pts = list(points)
-    if not pts or end <= start:
-        return []
-    width = (end - start) / buckets
-    area = [0.0] * buckets
-    for (t0, b), (t1, _) in zip(pts, pts[1:], strict=False):
-        t0, t1 = max(t0, start), min(t1, end)
-        if t1 <= t0 or not b:
-            continue
-        for k in range(min(buckets - 1, int((t0 - start) / width)), min(buckets - 1, int((t1 - start) / width)) + 1):
-            overlap = min(t1, start + (k + 1) * width) - max(t0, start + k * width)
-            if overlap > 0:
-                area[k] += b * overlap
-    return [((start + (k + 0.5) * width) / 3600, area[k] / (width * total)) for k in range(buckets)]
-
-
-def html_report(reports: Sequence[Report], path: Path, title: str = "") -> None:
-    """Utilization over time and the JCT CDF of each policy, as one self-contained plotly HTML file."""
-    import plotly.graph_objects as go
-    from plotly.subplots import make_subplots
-
-    fig = make_subplots(rows=1, cols=2, subplot_titles=("Busy share of the fleet", "Job completion time CDF"))
-    for r in reports:
-        fig.add_trace(go.Scatter(x=[t for t, _ in r.timeline], y=[u for _, u in r.timeline], name=f"{r.policy} busy",
-                                 mode="lines"), row=1, col=1)
-        n = len(r.jcts_h)
-        fig.add_trace(go.Scatter(x=r.jcts_h, y=[(i + 1) / n for i in range(n)], name=f"{r.policy} JCT",
-                                 mode="lines"), row=1, col=2)
-    if reports and reports[0].steady_window_h[1] > reports[0].steady_window_h[0]:
-        lo, hi = reports[0].steady_window_h  # the same trace: the same arrivals for every policy
-        fig.add_vrect(x0=lo, x1=hi, fillcolor="grey", opacity=0.12, line_width=0, row=1, col=1,
-                      annotation_text="steady state", annotation_position="top left")
-    fig.update_xaxes(title_text="hours", row=1, col=1)
-    fig.update_xaxes(title_text="JCT (hours)", type="log", row=1, col=2)
-    fig.update_layout(title=title or None)
-    fig.write_html(str(path), include_plotlyjs=True)
-
-
-def main(argv: Sequence[str] | None = None) -> int:
-    """`heterojob sim replay`: replay a trace under one or both policies; JSON on stdout, HTML optionally."""
-    import argparse
-    import json
-
-    parser = argparse.ArgumentParser(prog="heterojob sim replay", description=__doc__,
-                                     formatter_class=argparse.RawDescriptionHelpFormatter)
-    root = Path(__file__).resolve().parents[3] / "data" / "gavel"
-    parser.add_argument("--trace", type=Path, default=root / "philly-ee9e8c.trace",
-                        help="a Gavel-format trace (default: Philly ee9e8c)")
-    parser.add_argument("--synthetic", type=int, default=None, metavar="N",
-                        help="replay N Gavel-style synthetic jobs instead of --trace")
-    parser.add_argument("--jobs-per-hour", type=float, default=4.0, help="synthetic arrival rate")
-    parser.add_argument("--high-priority-share", type=float, default=0.0, help="synthetic jobs with priority 1")
-    parser.add_argument("--throughputs", type=Path, default=root / "isolated_throughputs.csv")
-    parser.add_argument("--policy", choices=["static", "heterojob", "both"], default="both")
-    parser.add_argument("--regions", type=int, default=3, choices=range(1, len(REGIONS) + 1))
-    parser.add_argument("--nodes-per-class-region", type=int, default=2)
-    parser.add_argument("--arrival-scale", type=float, default=None,
-                        help="multiply arrival times (< 1: more load); default 0.1 for --trace, 1 for --synthetic")
-    parser.add_argument("--mtbf-hours", type=float, default=50_000.0)
-    parser.add_argument("--checkpoint-seconds", type=float, default=1800.0)
-    parser.add_argument("--no-elastic", action="store_true", help="heterojob: never grow a job")
-    parser.add_argument("--alternatives-within", type=float, default=0.0, metavar="SHARE",
-                        help="heterojob: a job lists only the classes where it runs at least SHARE of its best speed")
-    parser.add_argument("--seed", type=int, default=1)
-    parser.add_argument("--limit", type=int, default=None, help="replay only the first N jobs of --trace")
-    parser.add_argument("--html", type=Path, default=None, help="write a plotly report here")
-    args = parser.parse_args(argv)
-    for path in (args.throughputs,) if args.synthetic else (args.trace, args.throughputs):
-        if not path.is_file():
-            parser.error(f"{path} is not a file (a Gavel-format trace and its isolated_throughputs.csv)")
-    if args.arrival_scale is None:
-        args.arrival_scale = 1.0 if args.synthetic else 0.1
-    if args.nodes_per_class_region < 1 or args.arrival_scale <= 0 or args.mtbf_hours <= 0:
-        parser.error("--nodes-per-class-region, --arrival-scale and --mtbf-hours must be positive")
-    if not 0 <= args.alternatives_within <= 1:
-        parser.error("--alternatives-within is a share of the best speed, from 0 to 1")
-    config = Config(nodes_per_class_region=args.nodes_per_class_region, regions=args.regions,
-                    arrival_scale=args.arrival_scale, mtbf_h=args.mtbf_hours, checkpoint_s=args.checkpoint_seconds,
-                    elastic=not args.no_elastic, within=args.alternatives_within, seed=args.seed)
-    if args.synthetic:
-        jobs = synthetic_trace(args.synthetic, args.jobs_per_hour, args.throughputs, seed=args.seed,
-                               high_priority_share=args.high_priority_share)
-        name = f"synthetic ({len(jobs)} jobs, {args.jobs_per_hour:g}/h)"
-    else:
-        jobs = load_trace(args.trace, args.throughputs, seed=args.seed, limit=args.limit)
-        name = f"{args.trace.name} ({len(jobs)} jobs)"
-    too_big = sum(1 for j in jobs if j.gpus > config.nodes_per_class_region * config.devices_per_node)
-    jobs = [j for j in jobs if j.gpus <= config.nodes_per_class_region * config.devices_per_node]
-    policies = ["static", "heterojob"] if args.policy == "both" else [args.policy]
-    reports = [replay(jobs, p, config) for p in policies]
-    out: dict[str, Any] = {"trace": name, "devices": config.devices, **{r.policy: r.summary() for r in reports}}
-    if too_big:
-        out["left_out"] = f"{too_big} jobs larger than one class in one region"
-    print(json.dumps(out))
-    if args.html:
-        html_report(reports, args.html, title=name)
-    return 0

@@ -1,0 +1,72 @@
+"""`heterojob sim replay`: replay a trace under one or both policies; JSON on stdout, HTML optionally."""
+
+from __future__ import annotations
+
+import argparse
+import json
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from heterojob.replay.replay import REGIONS, Config, replay
+from heterojob.replay.replay import __doc__ as REPLAY_DOC
+from heterojob.replay.report import html_report
+from heterojob.replay.traces import load_trace, synthetic_trace
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """`heterojob sim replay`: replay a trace under one or both policies; JSON on stdout, HTML optionally."""
+    parser = argparse.ArgumentParser(prog="heterojob sim replay", description=REPLAY_DOC,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    root = Path(__file__).resolve().parents[3] / "data" / "gavel"
+    parser.add_argument("--trace", type=Path, default=root / "philly-ee9e8c.trace",
+                        help="a Gavel-format trace (default: Philly ee9e8c)")
+    parser.add_argument("--synthetic", type=int, default=None, metavar="N",
+                        help="replay N Gavel-style synthetic jobs instead of --trace")
+    parser.add_argument("--jobs-per-hour", type=float, default=4.0, help="synthetic arrival rate")
+    parser.add_argument("--high-priority-share", type=float, default=0.0, help="synthetic jobs with priority 1")
+    parser.add_argument("--throughputs", type=Path, default=root / "isolated_throughputs.csv")
+    parser.add_argument("--policy", choices=["static", "heterojob", "both"], default="both")
+    parser.add_argument("--regions", type=int, default=3, choices=range(1, len(REGIONS) + 1))
+    parser.add_argument("--nodes-per-class-region", type=int, default=2)
+    parser.add_argument("--arrival-scale", type=float, default=None,
+                        help="multiply arrival times (< 1: more load); default 0.1 for --trace, 1 for --synthetic")
+    parser.add_argument("--mtbf-hours", type=float, default=50_000.0)
+    parser.add_argument("--checkpoint-seconds", type=float, default=1800.0)
+    parser.add_argument("--no-elastic", action="store_true", help="heterojob: never grow a job")
+    parser.add_argument("--alternatives-within", type=float, default=0.0, metavar="SHARE",
+                        help="heterojob: a job lists only the classes where it runs at least SHARE of its best speed")
+    parser.add_argument("--seed", type=int, default=1)
+    parser.add_argument("--limit", type=int, default=None, help="replay only the first N jobs of --trace")
+    parser.add_argument("--html", type=Path, default=None, help="write a plotly report here")
+    args = parser.parse_args(argv)
+    for path in (args.throughputs,) if args.synthetic else (args.trace, args.throughputs):
+        if not path.is_file():
+            parser.error(f"{path} is not a file (a Gavel-format trace and its isolated_throughputs.csv)")
+    if args.arrival_scale is None:
+        args.arrival_scale = 1.0 if args.synthetic else 0.1
+    if args.nodes_per_class_region < 1 or args.arrival_scale <= 0 or args.mtbf_hours <= 0:
+        parser.error("--nodes-per-class-region, --arrival-scale and --mtbf-hours must be positive")
+    if not 0 <= args.alternatives_within <= 1:
+        parser.error("--alternatives-within is a share of the best speed, from 0 to 1")
+    config = Config(nodes_per_class_region=args.nodes_per_class_region, regions=args.regions,
+                    arrival_scale=args.arrival_scale, mtbf_h=args.mtbf_hours, checkpoint_s=args.checkpoint_seconds,
+                    elastic=not args.no_elastic, within=args.alternatives_within, seed=args.seed)
+    if args.synthetic:
+        jobs = synthetic_trace(args.synthetic, args.jobs_per_hour, args.throughputs, seed=args.seed,
+                               high_priority_share=args.high_priority_share)
+        name = f"synthetic ({len(jobs)} jobs, {args.jobs_per_hour:g}/h)"
+    else:
+        jobs = load_trace(args.trace, args.throughputs, seed=args.seed, limit=args.limit)
+        name = f"{args.trace.name} ({len(jobs)} jobs)"
+    too_big = sum(1 for j in jobs if j.gpus > config.nodes_per_class_region * config.devices_per_node)
+    jobs = [j for j in jobs if j.gpus <= config.nodes_per_class_region * config.devices_per_node]
+    policies = ["static", "heterojob"] if args.policy == "both" else [args.policy]
+    reports = [replay(jobs, p, config) for p in policies]
+    out: dict[str, Any] = {"trace": name, "devices": config.devices, **{r.policy: r.summary() for r in reports}}
+    if too_big:
+        out["left_out"] = f"{too_big} jobs larger than one class in one region"
+    print(json.dumps(out))
+    if args.html:
+        html_report(reports, args.html, title=name)
+    return 0

@@ -1,0 +1,89 @@
+"""The replay's report: utilization, JCT, makespan, losses and moves per policy; JSON and a plotly page."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+
+@dataclass
+class Report:
+    policy: str
+    jobs: int
+    utilization: float
+    avg_jct_h: float
+    p99_jct_h: float
+    makespan_h: float
+    lost_device_h: float
+    failures: int
+    restarts: int
+    resizes: int
+    preemptions: int
+    reclaims: int  # grown jobs shrunk back to their admitted size for a waiting job
+    max_lost_per_failure_s: float
+    # steady state: jobs arriving between the 10th and 90th percentile arrival, utilization over that window
+    # (no warm-up, no drain: the regime a long-running cluster lives in)
+    steady_utilization: float = 0.0
+    steady_avg_jct_h: float = 0.0
+    steady_window_h: tuple[float, float] = (0.0, 0.0)  # on the timeline's clock
+    timeline: list[tuple[float, float]] = field(default_factory=list)  # (hour, busy devices share)
+    jcts_h: list[float] = field(default_factory=list)  # sorted
+    jct_h_by_job: dict[int, float] = field(default_factory=dict)
+
+    @property
+    def migrations(self) -> int:
+        """Jobs moved: restarted elsewhere after a failure, resized (grown or reclaimed) or preempted."""
+        return self.restarts + self.resizes + self.reclaims + self.preemptions
+
+    def summary(self) -> dict[str, Any]:
+        return {"utilization": round(self.utilization, 4), "avg_jct_h": round(self.avg_jct_h, 3),
+                "p99_jct_h": round(self.p99_jct_h, 3), "makespan_h": round(self.makespan_h, 2),
+                "lost_device_h": round(self.lost_device_h, 2), "failures": self.failures,
+                "migrations": self.migrations, "restarts": self.restarts, "resizes": self.resizes,
+                "reclaims": self.reclaims, "preemptions": self.preemptions,
+                "max_lost_per_failure_s": round(self.max_lost_per_failure_s, 1),
+                "steady_state": {"utilization": round(self.steady_utilization, 4),
+                                 "avg_jct_h": round(self.steady_avg_jct_h, 3)}}
+
+
+def timeline(points: Iterable[tuple[float, int]], total: int, start: float, end: float,
+              buckets: int = 200) -> list[tuple[float, float]]:
+    """Busy share of the fleet over time, time-weighted per bucket."""
+    pts = list(points)
+    if not pts or end <= start:
+        return []
+    width = (end - start) / buckets
+    area = [0.0] * buckets
+    for (t0, b), (t1, _) in zip(pts, pts[1:], strict=False):
+        t0, t1 = max(t0, start), min(t1, end)
+        if t1 <= t0 or not b:
+            continue
+        for k in range(min(buckets - 1, int((t0 - start) / width)), min(buckets - 1, int((t1 - start) / width)) + 1):
+            overlap = min(t1, start + (k + 1) * width) - max(t0, start + k * width)
+            if overlap > 0:
+                area[k] += b * overlap
+    return [((start + (k + 0.5) * width) / 3600, area[k] / (width * total)) for k in range(buckets)]
+
+
+def html_report(reports: Sequence[Report], path: Path, title: str = "") -> None:
+    """Utilization over time and the JCT CDF of each policy, as one self-contained plotly HTML file."""
+    import plotly.graph_objects as go
+    from plotly.subplots import make_subplots
+
+    fig = make_subplots(rows=1, cols=2, subplot_titles=("Busy share of the fleet", "Job completion time CDF"))
+    for r in reports:
+        fig.add_trace(go.Scatter(x=[t for t, _ in r.timeline], y=[u for _, u in r.timeline], name=f"{r.policy} busy",
+                                 mode="lines"), row=1, col=1)
+        n = len(r.jcts_h)
+        fig.add_trace(go.Scatter(x=r.jcts_h, y=[(i + 1) / n for i in range(n)], name=f"{r.policy} JCT",
+                                 mode="lines"), row=1, col=2)
+    if reports and reports[0].steady_window_h[1] > reports[0].steady_window_h[0]:
+        lo, hi = reports[0].steady_window_h  # the same trace: the same arrivals for every policy
+        fig.add_vrect(x0=lo, x1=hi, fillcolor="grey", opacity=0.12, line_width=0, row=1, col=1,
+                      annotation_text="steady state", annotation_position="top left")
+    fig.update_xaxes(title_text="hours", row=1, col=1)
+    fig.update_xaxes(title_text="JCT (hours)", type="log", row=1, col=2)
+    fig.update_layout(title=title or None)
+    fig.write_html(str(path), include_plotlyjs=True)
