@@ -204,6 +204,11 @@ def register(registry: kopf.OperatorRegistry, config: OperatorConfig) -> None:
         ctl.poke(f"{namespace}/{labels[LABEL_JOB]}")
 
     @kopf.on.event("nodes", registry=registry)
+    async def node_event(name: str, memo: kopf.Memo, **kwargs: Any) -> None:
+        ctl = await controller(memo, kwargs)
+        ctl.node_changed(name)  # a NotReady node reaches its jobs now, not at the next resync
+        ctl.poke_pending(delay=0.2)
+
     @kopf.on.event(GROUP, VERSION, "acceleratorclasses", registry=registry)
     @kopf.on.event(GROUP, VERSION, "regions", registry=registry)
     @kopf.on.event(GROUP, VERSION, "heteroquotas", registry=registry)

@@ -1,4 +1,4 @@
-"""Migration: the pure judge, and the operator moving jobs (harness)."""
+"""Migration: the operator moving jobs (harness). The pure judge is in tests/unit/test_migration.py."""
 
 from __future__ import annotations
 
@@ -7,47 +7,8 @@ from typing import Any
 import pytest
 
 from heterojob.constants import ANNOTATION_CHECKPOINT_ACK, ANNOTATION_CHECKPOINT_REQUEST, ANNOTATION_MIGRATE
-from heterojob.engine.migration import (
-    DEVICE_FAILED, MANUAL, OVERHEAT, STRAGGLER, Rules, Symptom, judge,
-)
 from heterojob.sim.cluster.nodes import node
 from tests.conftest import Cluster, eventually
-
-ALL = frozenset({DEVICE_FAILED, OVERHEAT, STRAGGLER, MANUAL})
-RULES = Rules(triggers=ALL, overheat_for_s=120, straggler_for_s=300, cooldown_s=600, max_per_hour=3, budget=2)
-
-
-def test_a_failed_device_acts_at_once_and_urgently() -> None:
-    v = judge([Symptom(DEVICE_FAILED, 1000.0, ("n1",), "fatal XID 79", urgent=True)], RULES, 1000.0, [], 0)
-    assert v.act and v.symptom is not None and v.symptom.urgent
-
-
-def test_overheat_must_persist_before_anything_happens() -> None:
-    hot = Symptom(OVERHEAT, 1000.0, ("n1",), "overheat 95°C")
-    held = judge([hot], RULES, 1060.0, [], 0)
-    assert not held.act and held.reason == "holding: overheat for 60s of 120s"
-    assert judge([hot], RULES, 1120.0, [], 0).act
-
-
-def test_cooldown_hourly_cap_budget_and_advisory_block() -> None:
-    failed = [Symptom(DEVICE_FAILED, 5000.0, ("n1",), "fatal XID 79", urgent=True)]
-    v = judge(failed, RULES, 5000.0, [4800.0], 0)
-    assert not v.act and v.reason == "cooldown: 400s left after the last move"
-    v = judge(failed, RULES, 5000.0, [1500.0, 2200.0, 3000.0], 0)
-    assert not v.act and "3 moves in the last hour" in v.reason
-    v = judge(failed, RULES, 5000.0, [], 2)
-    assert not v.act and v.reason == "disruption budget: 2 of 2 jobs already moving"
-    advisory = Rules(triggers=ALL, advisory=True)
-    v = judge(failed, advisory, 5000.0, [], 0)
-    assert not v.act and v.reason.startswith("advisory mode: would migrate")
-
-
-def test_disabled_triggers_are_ignored_and_urgent_symptoms_go_first() -> None:
-    only_failed = Rules(triggers=frozenset({DEVICE_FAILED}))
-    assert not judge([Symptom(STRAGGLER, 0.0, ("n1",), "slow")], only_failed, 9999.0, [], 0).act
-    v = judge([Symptom(STRAGGLER, 0.0, ("n1",), "slow"), Symptom(DEVICE_FAILED, 9000.0, ("n2",), "xid", True)],
-              RULES, 9999.0, [], 0)
-    assert v.symptom is not None and v.symptom.trigger == DEVICE_FAILED
 
 
 # --- harness ------------------------------------------------------------------------------------------

@@ -5,7 +5,7 @@ from __future__ import annotations
 from enum import StrEnum
 from typing import Annotated, Any
 
-from pydantic import Field, field_validator, model_validator
+from pydantic import Field, PrivateAttr, field_validator, model_validator
 
 from heterojob.api.common import DNS_LABEL, JOB_NAME_MAX, Model, PrinterColumn, ResourceDef, StatusModel
 
@@ -265,6 +265,8 @@ class HeteroJobStatus(StatusModel):
     checkpoint: CheckpointStatus | None = None
     migration: MigrationState | None = None
     history: list[HistoryEntry] = Field(default_factory=list)
+    # fields the operator had to drop as unreadable when it read this status (rewritten, cleaned)
+    _repaired: list[str] = PrivateAttr(default_factory=list)
 
 
 HeteroJob = ResourceDef(

@@ -27,9 +27,6 @@ from heterojob.metrics import OperatorMetrics
 from heterojob.state.cache import Cache
 from heterojob.state.requests import MOVING, request_for
 
-WAITING_PHASES = (Phase.PENDING, Phase.PREEMPTED)
-
-
 class Admission:
     def __init__(self, kube: Kube, writer: StatusWriter, cache: Cache, pods: Pods, checkpoints: Checkpoints,
                  fleet: Callable[[], Fleet], settings: planner.Settings, metrics: OperatorMetrics,
@@ -68,8 +65,8 @@ class Admission:
 
     async def _wait(self, job: dict[str, Any], spec: HeteroJobSpec, status: HeteroJobStatus,
                     plan: planner.Admission) -> None:
-        if status.message != plan.message or status.phase not in WAITING_PHASES:
-            phase = status.phase if status.phase in (Phase.PREEMPTED, *MOVING) else Phase.PENDING
+        phase = status.phase if status.phase in (Phase.PREEMPTED, *MOVING) else Phase.PENDING
+        if (status.phase, status.reason, status.message) != (phase, plan.outcome.value, plan.message):
             patch = StatusPatch(status).phase(phase, plan.outcome.value, plan.message)
             patch.condition("Admitted", "False", plan.outcome.value, plan.message)
             await self.writer.write(job, patch)

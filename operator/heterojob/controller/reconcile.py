@@ -90,6 +90,12 @@ class Controller:
         """Capacity may have freed: give every waiting job another look (coalesced)."""
         self.queue.poke_all(lambda: [r.job for r in self.cache.waiting()], delay)
 
+    def node_changed(self, node: str) -> None:
+        """A Node changed (Ready, cordon, taints): every job placed on it gets a pass now."""
+        for key, placed in self.cache.placed().items():
+            if node in placed.nodes:
+                self.poke(key)
+
     def forget(self, key: str) -> None:
         self.queue.forget(key)
         self.alerts.forget(key)

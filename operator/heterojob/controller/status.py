@@ -24,14 +24,51 @@ REASON_MAX = 512
 
 
 def read_status(job: Mapping[str, Any]) -> HeteroJobStatus:
-    """The job's status, or an empty one when it is unreadable (status is untrusted input)."""
-    try:
-        return HeteroJobStatus.model_validate(job.get("status") or {})
-    except ValidationError as exc:
-        meta = job.get("metadata") or {}
-        log.warning("unreadable status of %s/%s, treating it as new: %s", meta.get("namespace"), meta.get("name"),
-                    exc)
+    """The job's status as far as it is readable (status is untrusted input: anyone with write access to
+    the status subresource can put anything there). An unreadable field is dropped and an unreadable list
+    entry (a history entry, a condition) is left out, so one bad value never erases the rest; what was
+    dropped is remembered (`_repaired`) and rewritten, cleaned, with the next status write."""
+    raw = job.get("status")
+    meta = job.get("metadata") or {}
+    if raw is None:
         return HeteroJobStatus()
+    try:
+        return HeteroJobStatus.model_validate(raw)
+    except ValidationError:
+        pass
+    cleaned: dict[str, Any] = {}
+    repaired: list[str] = []
+    for name, value in (raw.items() if isinstance(raw, Mapping) else ()):
+        field = _FIELDS.get(name)
+        if field is None:
+            continue  # a field this version does not know: dropped from the model, not rewritten
+        if isinstance(value, list) and name in _LISTS:
+            kept = [item for item in value if _valid({name: [item]})]
+            cleaned[name] = kept
+            if len(kept) != len(value):
+                repaired.append(name)
+        elif _valid({name: value}):
+            cleaned[name] = value
+        else:
+            repaired.append(name)
+    status = HeteroJobStatus.model_validate(cleaned)
+    status._repaired = sorted(set(repaired))
+    if repaired or not isinstance(raw, Mapping):
+        log.warning("status of %s/%s: unreadable %s dropped", meta.get("namespace"), meta.get("name"),
+                    ", ".join(repaired) or "status")
+    return status
+
+
+_FIELDS = {(f.alias or n): n for n, f in HeteroJobStatus.model_fields.items()}
+_LISTS = {"conditions", "history"}
+
+
+def _valid(fragment: dict[str, Any]) -> bool:
+    try:
+        HeteroJobStatus.model_validate(fragment)
+        return True
+    except ValidationError:
+        return False
 
 
 def where(status: HeteroJobStatus) -> str | None:
@@ -88,6 +125,12 @@ class StatusPatch:
 
     def body(self, observed_generation: int | None) -> dict[str, Any]:
         out = dict(self.fields)
+        for name in self.status._repaired:  # write back what reading had to leave out
+            if name not in out:
+                value = getattr(self.status, _FIELDS[name])
+                out[name] = [v.model_dump(by_alias=True, exclude_none=True) for v in value] \
+                    if isinstance(value, list) else value.model_dump(by_alias=True, exclude_none=True) \
+                    if hasattr(value, "model_dump") else value
         if self._conditions is not None:
             out["conditions"] = self._conditions
         if self._history is not None:
@@ -100,7 +143,10 @@ class StatusPatch:
 
 
 class StatusWriter:
-    """Applies patches to HeteroJob status (the only writer of phase, placement, checkpoint and history)."""
+    """Applies patches to HeteroJob status (the only writer of phase, placement, checkpoint and history).
+
+    A patch that changes nothing the job's status already says is not sent: passes are level-triggered
+    and run often, and a write per pass is load on the API server and noise for every watcher."""
 
     def __init__(self, kube: Kube) -> None:
         self.kube = kube
@@ -109,4 +155,8 @@ class StatusWriter:
         """Apply `patch`; False when the job is gone."""
         meta = job["metadata"]
         body = patch.body(meta.get("generation"))
+        current = job.get("status") if isinstance(job.get("status"), Mapping) else {}
+        changed = {k: v for k, v in body.items() if current.get(k) != v}
+        if not changed:
+            return True
         return await self.kube.patch_job_status(meta["namespace"], meta["name"], body) is not None

@@ -3,6 +3,8 @@
 Pure: symptoms carry when they began (a status condition's lastTransitionTime, so a restart keeps the
 clock); `now` is an argument. Hysteresis comes from holding times (overheat and stragglers must persist),
 then per-job cooldown, a per-hour cap, a cluster-wide disruption budget, and advisory mode, in that order.
+An involuntary move (`urgent`: a failed device, a NotReady node, an alert naming a dead device) is never
+held by cooldown, cap or budget: the job may be dead already, and holding it only strands it there.
 """
 
 from __future__ import annotations
@@ -53,7 +55,8 @@ def judge(symptoms: Iterable[Symptom], rules: Rules, now: float, disruptions: Se
     """The most urgent symptom that has held long enough, and whether the safety rules let it act.
 
     `disruptions` are the times of this job's earlier migrations and resizes (from status.history);
-    `disrupted_now` how many jobs are being checkpointed, migrated or resized in the cluster right now.
+    `disrupted_now` how many jobs hold devices while they checkpoint for a move right now (a job that has
+    given its devices back and waits for room uses none of the budget).
     """
     ripe: list[Symptom] = []
     waiting: list[str] = []
@@ -68,6 +71,10 @@ def judge(symptoms: Iterable[Symptom], rules: Rules, now: float, disruptions: Se
     if not ripe:
         return Verdict(False, None, ("holding: " + "; ".join(waiting)) if waiting else "healthy")
     symptom = sorted(ripe, key=lambda s: (not s.urgent, s.since))[0]
+    if symptom.urgent:
+        if rules.advisory:
+            return Verdict(False, symptom, f"advisory mode: would migrate ({symptom.message})")
+        return Verdict(True, symptom, symptom.message)
     last = max(disruptions, default=None)
     if last is not None and now - last < rules.cooldown_s:
         return Verdict(False, symptom, f"cooldown: {rules.cooldown_s - (now - last):.0f}s left after the last move")

@@ -19,6 +19,7 @@ from heterojob.constants import API_VERSION, GROUP, LABEL_JOB, VERSION
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")
+EVENTS_REMEMBERED = 4096  # Events that a repeat bumps instead of creating another (oldest forgotten first)
 
 
 def now_iso() -> str:
@@ -50,6 +51,7 @@ class Kube:
         self.custom = kubernetes.client.CustomObjectsApi(client)
         self._pool = ThreadPoolExecutor(max_workers=workers, thread_name_prefix="heterojob-api")
         self._background: set[asyncio.Task[Any]] = set()
+        self._events: dict[tuple[Any, ...], tuple[str, int]] = {}  # (object, type, reason, message) -> Event
 
     async def call(self, fn: Callable[..., T], *args: Any, **kwargs: Any) -> T:
         loop = asyncio.get_running_loop()
@@ -149,25 +151,48 @@ class Kube:
     # --- Events --------------------------------------------------------------------------------------
 
     def post_event(self, job: Mapping[str, Any], type_: str, reason: str, message: str) -> None:
-        """A Kubernetes Event on the job, posted in the background: a failed post never blocks a decision."""
+        """A Kubernetes Event on the job, posted in the background: a failed post never blocks a decision.
+
+        Aggregated as the kubelet and client-go's recorder do: the same type, reason and message on the
+        same object bumps the existing Event's `count` and `lastTimestamp` instead of creating another.
+        """
         meta = job["metadata"]
         now = now_iso()
-        body = {
-            "apiVersion": "v1", "kind": "Event",
-            "metadata": {"name": f"{meta['name']}.{uuid.uuid4().hex[:12]}", "namespace": meta["namespace"]},
-            "involvedObject": {"apiVersion": API_VERSION, "kind": "HeteroJob", "name": meta["name"],
-                               "namespace": meta["namespace"], "uid": meta.get("uid")},
-            "reason": reason, "message": message[:1024], "type": type_,
-            "source": {"component": "heterojob"}, "reportingComponent": "heterojob",
-            "firstTimestamp": now, "lastTimestamp": now, "count": 1,
-        }
+        key = (meta["namespace"], meta["name"], meta.get("uid"), type_, reason, message[:1024])
+        seen = self._events.pop(key, None)
 
         async def post() -> None:
             try:
+                if seen is not None:
+                    name, count = seen
+                    try:
+                        await self.call(self.core.patch_namespaced_event, name, meta["namespace"],
+                                        {"count": count + 1, "lastTimestamp": now}, _preload_content=False)
+                        self._remember(key, (name, count + 1))
+                        return
+                    except ApiException as exc:
+                        if exc.status != 404:
+                            raise
+                name = f"{meta['name']}.{uuid.uuid4().hex[:12]}"
+                body = {
+                    "apiVersion": "v1", "kind": "Event",
+                    "metadata": {"name": name, "namespace": meta["namespace"]},
+                    "involvedObject": {"apiVersion": API_VERSION, "kind": "HeteroJob", "name": meta["name"],
+                                       "namespace": meta["namespace"], "uid": meta.get("uid")},
+                    "reason": reason, "message": message[:1024], "type": type_,
+                    "source": {"component": "heterojob"}, "reportingComponent": "heterojob",
+                    "firstTimestamp": now, "lastTimestamp": now, "count": 1,
+                }
                 await self.call(self.core.create_namespaced_event, meta["namespace"], body, _preload_content=False)
+                self._remember(key, (name, 1))
             except Exception as exc:  # noqa: BLE001 - an Event is best effort
                 log.warning("could not post event %s on %s/%s: %s", reason, meta["namespace"], meta["name"], exc)
 
         task = asyncio.get_running_loop().create_task(post())
         self._background.add(task)
         task.add_done_callback(self._background.discard)
+
+    def _remember(self, key: tuple[Any, ...], value: tuple[str, int]) -> None:
+        self._events[key] = value
+        while len(self._events) > EVENTS_REMEMBERED:
+            self._events.pop(next(iter(self._events)))

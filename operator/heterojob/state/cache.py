@@ -21,7 +21,7 @@ from heterojob.state.times import timestamp
 from heterojob.state.views import FleetSource
 
 WAITING = (None, Phase.PENDING, Phase.PREEMPTED, Phase.MIGRATING, Phase.RESIZING)
-DISRUPTED = (Phase.CHECKPOINTING, Phase.MIGRATING, Phase.RESIZING)
+DISRUPTED = (Phase.CHECKPOINTING, Phase.MIGRATING, Phase.RESIZING)  # moving: lends nothing
 YIELDS = ("preempt", "resize")  # what follows a checkpoint asked for on behalf of another job
 
 
@@ -125,8 +125,9 @@ class Cache:
         return {k: e.placed for k, e in self.entries.items() if e.placed is not None}
 
     def disrupted(self) -> int:
-        """How many jobs are checkpointing, migrating or resizing now (the disruption budget's count)."""
-        return sum(1 for e in self.entries.values() if e.disrupted)
+        """The disruption budget's count: jobs that still hold devices while they move. A job that gave
+        its devices back and waits for room disrupts nobody else and does not count."""
+        return sum(1 for e in self.entries.values() if e.disrupted and e.allocation is not None)
 
     def fleet(self, source: FleetSource, exclude: Iterable[str] = ()) -> Fleet:
         """The fleet with every job's holdings counted as used, except `exclude`'s."""
