@@ -220,3 +220,68 @@ def test_a_job_without_the_sdk_still_migrates_at_the_deadline(cluster: Cluster, 
     entry = status(cluster, "plain")["history"][-1]
     assert entry["action"] == "migrate" and "by the deadline" in entry["reason"]
     assert entry["progressLostSeconds"] >= 0 and entry["durationSeconds"] >= 1
+
+
+def annotate(cluster: Cluster, name: str, value: str | None) -> None:
+    cluster.custom.patch_namespaced_custom_object("heterojob.io", "v1alpha1", "team-a", "heterojobs", name,
+                                                  {"metadata": {"annotations": {ANNOTATION_MIGRATE: value}}})
+
+
+def run(cluster: Cluster, name: str, replicas: int, generation: int = 1) -> list[Any]:
+    pods = eventually(lambda: (p := live_pods(cluster, name, generation)) and len(p) == replicas and p,
+                      what=f"{name}: {replicas} pods of generation {generation}")
+    for pod in pods:
+        cluster.set_pod_phase(pod.metadata.name, "Running")
+    eventually(lambda: status(cluster, name).get("phase") == "Running", what=f"{name} Running")
+    return pods
+
+
+@pytest.mark.harness
+def test_a_manual_move_with_nowhere_to_go_is_held_and_the_job_runs_on(cluster: Cluster, operator: Any) -> None:
+    """Make before break: with the fleet full, "Migrate now" touches nothing until a destination frees."""
+    cluster.seed([node(f"h100-{i}", "cn-east", "nvidia-h100") for i in range(2)])
+    cluster.create_job("mover", spec(replicas={"min": 1}))
+    cluster.create_job("other", spec(replicas={"min": 1}, priority="medium"))
+    pods = run(cluster, "mover", 1)
+    run(cluster, "other", 1)
+    annotate(cluster, "mover", "drain")
+    eventually(lambda: any(e.reason == "MigrationHeld" and "no destination" in (e.message or "")
+                           for e in cluster.events("mover")), what="the move held for want of a destination")
+    s = status(cluster, "mover")
+    assert s["phase"] == "Running" and s["placement"]["generation"] == 1
+    assert next(c for c in s["conditions"] if c["type"] == "MoveHeld")["status"] == "True"
+    assert [p.metadata.name for p in live_pods(cluster, "mover", 1)] == [p.metadata.name for p in pods]
+    assert status(cluster, "other")["phase"] == "Running"  # nobody was disturbed for a voluntary move
+    # room appears: the request, still standing, is served; the annotation goes only once it is
+    cluster.seed([node("h100-2", "cn-east", "nvidia-h100")])
+    asked = eventually(lambda: (p := live_pods(cluster, "mover", 1)) and all(
+        (x.metadata.annotations or {}).get(ANNOTATION_CHECKPOINT_REQUEST) for x in p) and p, what="checkpoint asked")
+    reserved = status(cluster, "mover")["migration"]["reserved"]
+    assert reserved["nodes"] == ["h100-2"]  # reserved before the checkpoint was asked for
+    ckpt = asked[0].metadata.annotations[ANNOTATION_CHECKPOINT_REQUEST]
+    cluster.core.patch_namespaced_pod(asked[0].metadata.name, "team-a", {"metadata": {"annotations": {
+        ANNOTATION_CHECKPOINT_ACK: f"{ckpt};7;s3://ckpt/mover/{ckpt}/"}}})
+    new = run(cluster, "mover", 1, generation=2)
+    assert new[0].metadata.annotations["heterojob.io/node"] == "h100-2"
+    s = status(cluster, "mover")
+    assert s["handled"]["migrate"] == "drain" and "migration" not in s
+    assert ANNOTATION_MIGRATE not in (cluster.job("mover")["metadata"].get("annotations") or {})
+
+
+@pytest.mark.harness
+def test_a_pending_manual_move_is_cancelled_by_removing_its_annotation(cluster: Cluster, operator: Any) -> None:
+    cluster.seed([node(f"h100-{i}", "cn-east", "nvidia-h100") for i in range(2)])
+    cluster.create_job("mover", spec(replicas={"min": 1}, checkpoint={"timeoutSeconds": 300}))
+    pods = run(cluster, "mover", 1)
+    annotate(cluster, "mover", "try")
+    eventually(lambda: status(cluster, "mover").get("phase") == "Checkpointing", what="Checkpointing")
+    assert status(cluster, "mover")["migration"]["reserved"]["nodes"] == ["h100-1"]
+    annotate(cluster, "mover", None)
+    eventually(lambda: status(cluster, "mover").get("phase") == "Running", what="Running again")
+    s = status(cluster, "mover")
+    assert s["reason"] == "MoveCancelled" and s["placement"]["generation"] == 1 and "migration" not in s
+    assert [p.metadata.name for p in live_pods(cluster, "mover", 1)] == [p.metadata.name for p in pods]
+    eventually(lambda: any(e.reason == "MoveCancelled" for e in cluster.events("mover")), what="an Event")
+    # the reservation is gone: another job can have h100-1
+    cluster.create_job("next", spec(replicas={"min": 1}))
+    run(cluster, "next", 1)

@@ -132,3 +132,46 @@ def test_a_plan_never_overcommits_and_never_disturbs_a_job_twice(jobs: list[tupl
         assert n + stays.get(node, 0) <= 8, (node, plan.admissions)
     kept = sum(8 * (d.replicas or 0) for d in disturbed.values() if d.kind == DisruptionKind.RECLAIM)
     assert sum(taken.values()) + sum(stays.values()) + kept <= 32
+
+
+# --- make before break (a voluntary move reserves its destination first) -----------------------------------
+
+def test_a_voluntary_move_into_a_full_fleet_is_held_and_disturbs_nobody() -> None:
+    running = [holder("mover", {"a": 8}, priority=3), holder("low", {"b": 8}, priority=0)]
+    leaving = Request("ns/mover", [Alternative("nvidia-h100", 8)], 1, priority=3, exclude_nodes=frozenset({"a"}))
+    f_without_mover = fleet_with("ab", running[1:])
+    move = planner.plan_move(leaving, [], running, f_without_mover, NOW)
+    assert move.outcome == Outcome.NO_ROOM and move.candidate is None and not move.disruptions
+    assert move.message.startswith("no destination:")
+
+
+def test_a_voluntary_move_gets_a_destination_no_job_ahead_of_it_needs() -> None:
+    running = [holder("mover", {"a": 8}, priority=1)]
+    leaving = Request("ns/mover", [Alternative("nvidia-h100", 8)], 1, priority=1, exclude_nodes=frozenset({"a"}))
+    assert planner.plan_move(leaving, [], running, fleet_with("abc", []), NOW).candidate.nodes in (("b",), ("c",))
+    ahead = [req("older", priority=1, created=-1.0), req("urgent", priority=3), req("high", priority=2)]
+    move = planner.plan_move(leaving, ahead, running, fleet_with("abc", []), NOW)
+    assert move.outcome == Outcome.NO_ROOM  # the three waiting jobs ahead of it take a, b and c
+    assert not move.disruptions
+
+
+def test_reserved_room_is_kept_from_others_and_used_by_its_owner() -> None:
+    # "mover" is checkpointing on a with b reserved; a waiting job cannot take b
+    mover = holder("mover", {"a": 8}, priority=1, disrupted=True,
+                   reserved=Allocation("nvidia.com/gpu", {"b": 8}, "ns", "nvidia-h100", "cn-east"))
+    f = Fleet({n: gpu_node(n) for n in "ab"}, CLASSES, used=usage(mover.footprint))
+    other = planner.plan_queue([req("other", priority=1)], [mover], f, NOW)["ns/other"]
+    assert other.outcome == Outcome.NO_ROOM and "room for 0 of 1" in other.message
+    # after its checkpoint it waits with only the reservation, and lands there even behind a bigger job
+    parked = holder("mover", {"b": 8}, priority=1, waiting=True)
+    f = fleet_with("ab", [parked])
+    plan = planner.plan_queue([req("mover", priority=1, created=5.0), req("urgent", priority=3)], [parked], f, NOW)
+    assert plan["ns/mover"].outcome == Outcome.PLACED and plan["ns/mover"].candidate.nodes == ("b",)
+    assert plan["ns/urgent"].outcome == Outcome.PLACED and plan["ns/urgent"].candidate.nodes == ("a",)
+    assert "reserved for it" in plan["ns/mover"].message
+
+
+def test_a_parked_job_is_neither_lender_nor_victim() -> None:
+    parked = holder("parked", {"a": 8}, priority=0, base=1, waiting=True)
+    plan = planner.plan_queue([req("urgent", priority=3)], [parked], fleet_with("a", [parked]), NOW)
+    assert plan["ns/urgent"].outcome == Outcome.NO_ROOM and not plan.disruptions

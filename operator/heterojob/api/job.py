@@ -217,12 +217,25 @@ class PendingCheckpoint(StatusModel):
     replicas: int | None = Field(None, description="the replicas to restart with (resize)")
 
 
+class Reservation(StatusModel):
+    """Room held for a moving job: its destination (a voluntary move reserves it before the checkpoint is
+    asked for) or the healthy part of its old placement (an involuntary move keeps it while re-placed)."""
+
+    region: str
+    device_class: str
+    per_replica: int
+    nodes: list[str] = Field(description="one per rank, or the healthy nodes of the old placement")
+
+
 class MigrationState(StatusModel):
-    """A migration between the old gang's deletion and the new placement (survives a restart)."""
+    """A move from its checkpoint request to the new placement (survives a restart)."""
 
     exclude: list[str] = Field(default_factory=list)
     reason: str = ""
     replicas: int | None = None
+    trigger: str | None = Field(None, description="what asked for the move (manual, deviceFailed, grow, ...)")
+    request: str | None = Field(None, description="the heterojob.io/migrate annotation value that asked for it")
+    reserved: Reservation | None = None
 
 
 class CheckpointStatus(StatusModel):
@@ -265,6 +278,9 @@ class HeteroJobStatus(StatusModel):
     checkpoint: CheckpointStatus | None = None
     migration: MigrationState | None = None
     history: list[HistoryEntry] = Field(default_factory=list)
+    handled: dict[str, str] = Field(default_factory=dict, description=(
+        "request annotations already acted on, by kind (migrate, checkpoint): a request is never lost or "
+        "acted on twice across an operator restart"))
     # fields the operator had to drop as unreadable when it read this status (rewritten, cleaned)
     _repaired: list[str] = PrivateAttr(default_factory=list)
 

@@ -25,7 +25,9 @@ from heterojob.engine.fleet import Fleet
 from heterojob.kube.api import Kube, now_iso
 from heterojob.metrics import OperatorMetrics
 from heterojob.state.cache import Cache
-from heterojob.state.requests import MOVING, request_for
+from heterojob.constants import ANNOTATION_MIGRATE
+from heterojob.controller.disruption import MIGRATE
+from heterojob.state.requests import MOVING, request_for, reservation
 
 class Admission:
     def __init__(self, kube: Kube, writer: StatusWriter, cache: Cache, pods: Pods, checkpoints: Checkpoints,
@@ -80,8 +82,16 @@ class Admission:
             else:
                 decided(d.job, "resize", trigger="reclaim", by=d.by, replicas=d.replicas)
                 self.metrics.migrations.labels("resize", "reclaim").inc()
-                await self.checkpoints.ask(d.job, then="resize", by=d.by, replicas=d.replicas,
-                                           reason=d.explain(spec.priority.value))
+                keep = d.keep
+                reserved = reservation(keep.region, keep.device_class, keep.per_replica, keep.nodes) if keep else None
+                if await self.checkpoints.ask(d.job, then="resize", by=d.by, replicas=d.replicas,
+                                              reason=d.explain(spec.priority.value), migration={
+                                                  "exclude": [], "reason": d.explain(spec.priority.value),
+                                                  "replicas": d.replicas, "trigger": "reclaim",
+                                                  "reserved": reserved}) and keep is not None:
+                    namespace = d.job.split("/", 1)[0]
+                    self.cache.reserve(d.job, keep.allocation(namespace))
+                    self.cache.disrupt(d.job)
 
     async def _admit(self, job: dict[str, Any], spec: HeteroJobSpec, status: HeteroJobStatus,
                      plan: planner.Admission) -> None:
@@ -98,13 +108,18 @@ class Admission:
         patch = StatusPatch(status).phase(Phase.ADMITTED, "Placed", plan.message).set(
             placement=placed, lastGeneration=generation, startTime=status.start_time or now_iso())
         patch.condition("Admitted", "True", "Placed", plan.message)
+        request = status.migration.request if status.migration is not None else None
         if status.phase in MOVING:
             patch.finish_move(f"{chosen.region}/{chosen.device_class} x{len(chosen.nodes)} "
                               f"(generation {generation})").set(migration=None)
+            if request:  # the manual request is served: said in status before its annotation goes
+                patch.set(handled={**status.handled, MIGRATE: request})
         if not await self.writer.write(job, patch):
             self.forget(key)
             return
         self.kube.post_event(job, "Normal", "Admitted", plan.message)
+        if request and ((meta.get("annotations") or {}).get(ANNOTATION_MIGRATE) or "").strip() == request:
+            await self.kube.annotate_job(meta["namespace"], meta["name"], {ANNOTATION_MIGRATE: None})
         status = read_status({**job, "status": {**(job.get("status") or {}), "placement": placed}})
         await self.pods.create(job, spec, status, tuple(range(len(chosen.nodes))))
 

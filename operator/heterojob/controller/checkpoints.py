@@ -29,19 +29,24 @@ THEN_PHASE = {"migrate": Phase.MIGRATING, "resize": Phase.RESIZING}
 
 class Checkpoints:
     def __init__(self, kube: Kube, writer: StatusWriter, cache: Cache, pods: Pods,
-                 poke: Callable[[str], None]) -> None:
+                 poke: Callable[[str], None], room_freed: Callable[[], None]) -> None:
         self.kube = kube
         self.writer = writer
         self.cache = cache
         self.pods = pods
         self.poke = poke
+        self.room_freed = room_freed
 
     async def ask(self, key: str, then: str, by: str | None, reason: str, exclude: Sequence[str] = (),
-                  urgent: bool = False, replicas: int | None = None) -> bool:
+                  urgent: bool = False, replicas: int | None = None, migration: dict[str, Any] | None = None,
+                  handled: dict[str, str] | None = None) -> bool:
         """Record a pending checkpoint in the job's status (step 1); its own passes annotate the pods.
 
         One at a time: the first one asked goes on (a periodic one gives way). `urgent`: the job may be
-        dead already (failed device); go on from the last checkpoint at once. False when nothing was asked.
+        dead already (failed device); go on from the last checkpoint at once. `migration` (the move's
+        state, with the room reserved for it) and `handled` (the request annotation this consumes) are
+        written in the same patch: intent is in the status before any trigger is let go. False when
+        nothing was asked.
         """
         namespace, name = key.split("/", 1)
         job = await self.kube.get_job(namespace, name)
@@ -65,15 +70,39 @@ class Checkpoints:
         message = (f"{reason}: restoring from the last checkpoint" if urgent else
                    f"{reason}: checkpoint {pending['id']} requested, deadline in {timeout}s")
         patch = StatusPatch(status).set(checkpoint={"pending": pending, "last": last})
+        if migration is not None:
+            patch.set(migration=migration)
+        if handled:
+            patch.set(handled={**status.handled, **handled})
         patch.condition("Checkpointing", "True", then.capitalize(), message)
         if then != PERIODIC:  # a periodic checkpoint leaves the job Running: it is not a disruption
             patch.phase(Phase.CHECKPOINTING, then.capitalize() + "Requested", message)
-        await self.writer.write(job, patch)
+        if not await self.writer.write(job, patch):
+            return False
         if then != PERIODIC:
             self.kube.post_event(job, "Normal", "CheckpointRequested", message)
         decided(key, "request-checkpoint", then=then, reason=reason)
         self.poke(key)
         return True
+
+    async def cancel(self, job: dict[str, Any], status: HeteroJobStatus, why: str) -> None:
+        """Call off a move still at its checkpoint (its pods run on): the reservation ends, the job runs on."""
+        meta = job["metadata"]
+        key = f"{meta['namespace']}/{meta['name']}"
+        message = f"move cancelled: {why}; the job runs on where it is"
+        last = status.checkpoint.last.model_dump(by_alias=True, exclude_none=True) \
+            if status.checkpoint and status.checkpoint.last else None
+        patch = StatusPatch(status).phase(Phase.RUNNING, "MoveCancelled", message)
+        patch.set(checkpoint={"pending": None, "last": last}, migration=None)
+        patch.condition("Checkpointing", "False", "Cancelled", message)
+        if not await self.writer.write(job, patch):
+            return
+        self.kube.post_event(job, "Normal", "MoveCancelled", message)
+        decided(key, "cancel-move", message)
+        self.cache.disrupt(key, False)
+        if self.cache.unreserve(key):
+            self.room_freed()
+        self.poke(key)
 
     async def finish(self, job: dict[str, Any], status: HeteroJobStatus, d: Decision, pods: Sequence[PodView]
                      ) -> None:
@@ -111,12 +140,14 @@ class Checkpoints:
         if then in THEN_PHASE:
             phase = THEN_PHASE[then]
             message = f"{pending.reason}; {d.message}; placing again, {resume}"
-            patch.phase(phase, phase.value, message).set(
-                migration={"exclude": list(pending.exclude), "reason": pending.reason, "replicas": pending.replicas})
+            move = status.migration.model_dump(by_alias=True, exclude_none=True) if status.migration else {}
+            move.update({"exclude": list(pending.exclude), "reason": pending.reason, "replicas": pending.replicas})
+            patch.phase(phase, phase.value, message).set(migration=move)
             patch.condition("Ready", "False", phase.value, message)
         else:
             message = f"{pending.reason}; {d.message}; requeued, {resume} when room frees"
             patch.phase(Phase.PREEMPTED, "Preempted", message).condition("Ready", "False", "Preempted", message)
+            patch.set(migration=None)
         if not await self.writer.write(job, patch):
             return
         self.kube.post_event(job, "Warning", {"migrate": "Migrating", "resize": "Resizing"}.get(then, "Preempted"),

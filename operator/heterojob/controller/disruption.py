@@ -12,7 +12,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
-from heterojob.api.job import HeteroJobSpec, HeteroJobStatus
+from heterojob.api.job import HeteroJobSpec, HeteroJobStatus, Phase
 from heterojob.constants import ANNOTATION_CHECKPOINT_NOW, ANNOTATION_MIGRATE
 from heterojob.controller.alerts import AlertSymptoms
 from heterojob.controller.checkpoints import PERIODIC, Checkpoints
@@ -20,11 +20,11 @@ from heterojob.controller.decisionlog import decided
 from heterojob.controller.status import StatusPatch, StatusWriter
 from heterojob.engine import admission as planner
 from heterojob.engine import migration
-from heterojob.engine.fleet import Fleet, Node
+from heterojob.engine.fleet import Allocation, DeviceClass, Fleet, Node
 from heterojob.kube.api import Kube
 from heterojob.metrics import OperatorMetrics
 from heterojob.state.cache import Cache
-from heterojob.state.requests import request_for
+from heterojob.state.requests import move_request, request_for, reservation
 from heterojob.state.times import timestamp
 from heterojob.telemetry.model import Health
 from heterojob.telemetry.snapshot import JobRef, Snapshot, StragglerPolicy, job_telemetry
@@ -35,7 +35,8 @@ class Disruption:
                  alerts: AlertSymptoms, nodes: Callable[[], Mapping[str, Node]],
                  telemetry: Callable[[], Snapshot | None], fleet: Callable[[Iterable[str]], Fleet],
                  wake_at: Callable[[str, float], None], metrics: OperatorMetrics, budget: int,
-                 advisory: bool) -> None:
+                 advisory: bool, settings: planner.Settings, classes: Callable[[], Mapping[str, DeviceClass]]
+                 ) -> None:
         self.kube = kube
         self.writer = writer
         self.cache = cache
@@ -48,48 +49,117 @@ class Disruption:
         self.metrics = metrics
         self.budget = budget
         self.advisory = advisory
+        self.settings = settings
+        self.classes = classes
         self._held: dict[str, str] = {}  # job -> why its move waits (to post the Event once)
 
     def forget(self, key: str) -> None:
         self._held.pop(key, None)
 
+    def held(self) -> list[str]:
+        """Jobs whose move waits (for room, the cooldown, the budget): room that frees may let them go."""
+        return list(self._held)
+
     async def consider(self, job: Mapping[str, Any], spec: HeteroJobSpec, status: HeteroJobStatus,
                        now: float) -> None:
         meta = job["metadata"]
         key = f"{meta['namespace']}/{meta['name']}"
-        asked = ((meta.get("annotations") or {}).get(ANNOTATION_CHECKPOINT_NOW) or "").strip()
-        if asked and not (status.checkpoint and status.checkpoint.pending):
-            await self.kube.annotate_job(meta["namespace"], meta["name"], {ANNOTATION_CHECKPOINT_NOW: None})
-            await self.checkpoints.ask(key, then=PERIODIC, by=None, reason=f"checkpoint requested: {asked}")
+        annotations = meta.get("annotations") or {}
+        for kind, name in ((CHECKPOINT, ANNOTATION_CHECKPOINT_NOW), (MIGRATE, ANNOTATION_MIGRATE)):
+            value = (annotations.get(name) or "").strip()
+            if value and value == status.handled.get(kind):  # acted on; the annotation outlived a restart
+                await self.kube.annotate_job(meta["namespace"], meta["name"], {name: None})
+        asked = (annotations.get(ANNOTATION_CHECKPOINT_NOW) or "").strip()
+        if asked and asked != status.handled.get(CHECKPOINT) and not (status.checkpoint and status.checkpoint.pending):
+            # intent first (status says which request it serves), then the annotation goes
+            if await self.checkpoints.ask(key, then=PERIODIC, by=None, reason=f"checkpoint requested: {asked}",
+                                          handled={CHECKPOINT: asked}):
+                await self.kube.annotate_job(meta["namespace"], meta["name"], {ANNOTATION_CHECKPOINT_NOW: None})
             return
         symptoms = self.symptoms(job, spec, status, now)
         periodic_pending = bool(status.checkpoint and status.checkpoint.pending)
         if not symptoms:
+            await self._clear_hold(job, status)
             if not periodic_pending and not await self._resize(job, spec, status, now):
                 await self._periodic(key, spec, status, now)
             return
         rules = self._rules(spec)
         verdict = migration.judge(symptoms, rules, now, _moves(status), self.cache.disrupted())
         if not verdict.act:
-            if verdict.symptom is not None and self._held.get(key) != verdict.reason:
-                self._held[key] = verdict.reason
-                decided(key, "hold-migration", reason=verdict.reason)
-                self.kube.post_event(job, "Normal", "MigrationHeld", verdict.reason)
+            if verdict.symptom is not None:
+                await self._hold(job, status, verdict.reason)
             hold = [s for s in symptoms if s.trigger in migration.HOLD]
             if hold:  # look again when the oldest holding symptom ripens
                 self.wake_at(key, min(s.since for s in hold) + max(rules.overheat_for_s, 1.0))
             return
         symptom = verdict.symptom
         assert symptom is not None
-        self._held.pop(key, None)
-        self.cache.disrupt(key)
+        p = status.placement
+        assert p is not None
+        move = {"exclude": sorted(symptom.nodes), "reason": f"{symptom.trigger}: {symptom.message}",
+                "replicas": p.replicas, "trigger": symptom.trigger}
+        if symptom.trigger == migration.MANUAL:
+            move["request"] = (annotations.get(ANNOTATION_MIGRATE) or "").strip()
+        if symptom.urgent:  # the job may be dead: go now, keeping the healthy part of its room while re-placed
+            healthy = [n for n in p.nodes if n not in symptom.nodes]
+            reserved = reservation(p.region, p.device_class, p.per_replica, healthy) if healthy else None
+        else:  # make before break: the destination is reserved before the checkpoint is asked for
+            request = move_request(key, job, spec, p.region, p.device_class, symptom.nodes, p.replicas)
+            dest = planner.plan_move(request, self.cache.waiting(), self.cache.holders(), self.fleet([key]), now,
+                                     self.settings)
+            if dest.candidate is None:
+                await self._hold(job, status, dest.message)
+                return
+            c = dest.candidate
+            reserved = reservation(c.region, c.device_class, c.per_replica, c.nodes)
+        await self._clear_hold(job, status)
         decided(key, "migrate", symptom.message, trigger=symptom.trigger)
         self.metrics.migrations.labels("migrate", symptom.trigger).inc()
-        if symptom.trigger == migration.MANUAL:
-            await self.kube.annotate_job(meta["namespace"], meta["name"], {ANNOTATION_MIGRATE: None})
-        await self.checkpoints.ask(key, then="migrate", by=None, reason=f"{symptom.trigger}: {symptom.message}",
-                                   exclude=symptom.nodes, urgent=symptom.urgent,
-                                   replicas=status.placement.replicas if status.placement else None)
+        if await self.checkpoints.ask(key, then="migrate", by=None, reason=move["reason"], exclude=symptom.nodes,
+                                      urgent=symptom.urgent, replicas=p.replicas,
+                                      migration={**move, "reserved": reserved}):
+            self._reserve(key, reserved)
+
+    def cancelled(self, job: Mapping[str, Any], status: HeteroJobStatus) -> str | None:
+        """Why a manual move still at its checkpoint is called off (its annotation was removed), or None."""
+        pending = status.checkpoint.pending if status.checkpoint else None
+        move = status.migration
+        if (status.phase != Phase.CHECKPOINTING or pending is None or pending.then != "migrate" or move is None
+                or move.trigger != migration.MANUAL or not move.request):
+            return None
+        now = ((job["metadata"].get("annotations") or {}).get(ANNOTATION_MIGRATE) or "").strip()
+        return None if now == move.request else f"the {ANNOTATION_MIGRATE} annotation was removed"
+
+    def _reserve(self, key: str, reserved: dict[str, Any] | None) -> None:
+        """The cache holds the reservation at once, so the next plan sees it before the status comes back."""
+        if reserved is None:
+            return
+        classes = self.classes()
+        cls = classes.get(reserved["deviceClass"])
+        per_node: dict[str, int] = {}
+        for node in reserved["nodes"]:
+            per_node[node] = per_node.get(node, 0) + reserved["perReplica"]
+        self.cache.reserve(key, Allocation(cls.resource_name if cls else reserved["deviceClass"], per_node,
+                                           key.split("/", 1)[0], reserved["deviceClass"], reserved["region"]))
+        self.cache.disrupt(key)
+
+    async def _hold(self, job: Mapping[str, Any], status: HeteroJobStatus, reason: str) -> None:
+        """The move waits: the job runs on; said once (Event, condition MoveHeld) until the reason changes."""
+        meta = job["metadata"]
+        key = f"{meta['namespace']}/{meta['name']}"
+        if self._held.get(key) == reason:
+            return
+        self._held[key] = reason
+        decided(key, "hold-migration", reason=reason)
+        self.kube.post_event(job, "Normal", "MigrationHeld", reason)
+        await self.writer.write(job, StatusPatch(status).condition("MoveHeld", "True", "Held", reason))
+
+    async def _clear_hold(self, job: Mapping[str, Any], status: HeteroJobStatus) -> None:
+        meta = job["metadata"]
+        self._held.pop(f"{meta['namespace']}/{meta['name']}", None)
+        if any(c.type == "MoveHeld" and c.status == "True" for c in status.conditions):
+            await self.writer.write(job, StatusPatch(status).condition("MoveHeld", "False", "Released",
+                                                                       "no move is waiting"))
 
     def symptoms(self, job: Mapping[str, Any], spec: HeteroJobSpec, status: HeteroJobStatus,
                  now: float) -> list[migration.Symptom]:
@@ -105,7 +175,7 @@ class Disruption:
             out.append(migration.Symptom(migration.NODE_NOT_READY, now, tuple(down),
                                          f"node(s) {', '.join(down)} not Ready", urgent=True))
         manual = ((meta.get("annotations") or {}).get(ANNOTATION_MIGRATE) or "").strip()
-        if manual:
+        if manual and manual != status.handled.get(MIGRATE):
             out.append(migration.Symptom(migration.MANUAL, now, tuple(sorted(set(p.nodes))),
                                          f"migration requested: {manual}"))
         out.extend(self.alerts.about(key, tuple(p.nodes)))  # still about where the job runs
@@ -171,6 +241,7 @@ class Disruption:
                 self.wake_at(key, low_since + spec.policy.low_utilization_for_seconds)
             return False
         symptom = migration.Symptom(change.trigger, low_since or now, (), change.reason)
+        assert p is not None
         verdict = migration.judge([symptom], self._rules(spec, extra=[migration.GROW]), now, _moves(status),
                                   self.cache.disrupted())
         if not verdict.act:
@@ -178,11 +249,25 @@ class Disruption:
                 self._held[key] = verdict.reason
                 decided(key, "hold-resize", reason=verdict.reason)
             return False
-        self.cache.disrupt(key)
+        p = status.placement
+        request = move_request(key, job, spec, p.region, p.device_class, (), change.replicas)
+        dest = planner.plan_move(request, self.cache.waiting(), self.cache.holders(), self.fleet([key]), now,
+                                 self.settings)
+        if dest.candidate is None:  # make before break: no room for the new size, the job runs on as it is
+            if self._held.get(key) != dest.message:
+                self._held[key] = dest.message
+                decided(key, "hold-resize", reason=dest.message)
+            return False
+        c = dest.candidate
+        reserved = reservation(c.region, c.device_class, c.per_replica, c.nodes)
         decided(key, "resize", change.reason, trigger=change.trigger)
         self.metrics.migrations.labels("resize", change.trigger).inc()
-        await self.checkpoints.ask(key, then="resize", by=None, reason=f"{change.trigger}: {change.reason}",
-                                   replicas=change.replicas)
+        if await self.checkpoints.ask(key, then="resize", by=None, reason=f"{change.trigger}: {change.reason}",
+                                      replicas=change.replicas,
+                                      migration={"exclude": [], "reason": f"{change.trigger}: {change.reason}",
+                                                 "replicas": change.replicas, "trigger": change.trigger,
+                                                 "reserved": reserved}):
+            self._reserve(key, reserved)
         return True
 
     async def _periodic(self, key: str, spec: HeteroJobSpec, status: HeteroJobStatus, now: float) -> None:
@@ -196,6 +281,9 @@ class Disruption:
             await self.checkpoints.ask(key, then=PERIODIC, by=None, reason=f"periodic checkpoint (every {interval}s)")
         else:
             self.wake_at(key, since + interval)
+
+
+MIGRATE, CHECKPOINT = "migrate", "checkpoint"  # kinds of request annotations (status.handled keys)
 
 
 def _moves(status: HeteroJobStatus) -> list[float]:

@@ -62,7 +62,7 @@ class Controller:
         self.queue = WorkQueue(self.reconcile_key, self.config.max_retry_delay, self.metrics.decision_seconds.time)
         self.writer = StatusWriter(kube)
         self.pods = Pods(kube, self.writer, self.cache, self.fleet, self.poke, self.poke_pending)
-        self.checkpoints = Checkpoints(kube, self.writer, self.cache, self.pods, self.poke)
+        self.checkpoints = Checkpoints(kube, self.writer, self.cache, self.pods, self.poke, self.poke_pending)
         self.alerts = AlertSymptoms(self.poke, lambda key, reason: self.checkpoints.ask(
             key, then=PERIODIC, by=None, reason=reason))
         settings = planner.Settings(min_runtime_s=self.config.min_runtime_s, lookahead=self.config.queue_lookahead)
@@ -70,7 +70,7 @@ class Controller:
                                    self.metrics, self.poke, self.forget)
         self.disruption = Disruption(kube, self.writer, self.cache, self.checkpoints, self.alerts, fleet.nodes,
                                      fleet.telemetry, self.fleet, self.queue.wake_at, self.metrics,
-                                     self.config.disruption_budget, self.config.advisory)
+                                     self.config.disruption_budget, self.config.advisory, settings, fleet.classes)
         self.quotas = QuotaStatus(kube, self.cache, fleet.quota_objects)
 
     # --- the queue and the cache --------------------------------------------------------------------------
@@ -87,8 +87,8 @@ class Controller:
         self.queue.poke(key)
 
     def poke_pending(self, delay: float = 0.0) -> None:
-        """Capacity may have freed: give every waiting job another look (coalesced)."""
-        self.queue.poke_all(lambda: [r.job for r in self.cache.waiting()], delay)
+        """Capacity may have freed: give every waiting job and every held move another look (coalesced)."""
+        self.queue.poke_all(lambda: [*(r.job for r in self.cache.waiting()), *self.disruption.held()], delay)
 
     def node_changed(self, node: str) -> None:
         """A Node changed (Ready, cordon, taints): every job placed on it gets a pass now."""
@@ -163,6 +163,10 @@ class Controller:
             if pending is not None else None,
             now=now,
         )
+        why = self.disruption.cancelled(job, status)
+        if why is not None:
+            await self.checkpoints.cancel(job, status, why)
+            return
         decision = lifecycle.decide(view)
         if decision.action == Action.NONE and status.phase is not None and status.phase.terminal:
             self.queue.settle(key)

@@ -22,7 +22,7 @@ jobs to look at again now. Steps of `plan_queue`, in order:
 from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from enum import StrEnum
 
 from heterojob.engine import preemption
@@ -58,6 +58,12 @@ class Holder:
     base: Request | None = None  # its admitted size when it grew beyond it (the rest is lent room)
     yielding_to: str | None = None  # already asked to give its room to this waiting job
     disrupted: bool = False  # checkpointing, migrating or resizing now
+    reserved: Allocation | None = None  # room also held for its move (its destination)
+    waiting: bool = False  # it waits in the queue: `allocation` is room reserved for itself, not devices
+
+    @property
+    def footprint(self) -> list[Allocation]:
+        return [a for a in (self.allocation, self.reserved) if a is not None]
 
 
 @dataclass(frozen=True)
@@ -66,6 +72,7 @@ class Disruption:
     kind: DisruptionKind
     by: str  # the waiting job it makes room for
     replicas: int | None  # RECLAIM: the size it goes back to
+    keep: Candidate | None = None  # RECLAIM: where it stays at that size (reserved before it checkpoints)
 
     def explain(self, priority: str) -> str:
         """Why, for the disturbed job's status and history; `priority` names the waiting job's priority."""
@@ -114,10 +121,20 @@ def plan_queue(queue: Iterable[Request], holders: Iterable[Holder], fleet: Fleet
     devices as used."""
     holders = list(holders)
     ordered = sorted(queue, key=lambda r: r.order)
+    own = {h.job: h for h in holders if h.waiting}
     ledger = Ledger(fleet)
-    results = schedule(ordered, ledger.fleet)
     plan = Plan()
-    for request in ordered:  # step 2's placements take their room on the scratch ledger
+    for request in ordered:  # step 0: a moving job lands on the room it reserved, when that still fits it
+        if request.job in own:
+            ledger.take(own[request.job].allocation, -1)
+            pinned = place(_pinned(request, own[request.job].allocation, fleet), ledger.fleet, ledger.index).chosen
+            if pinned is not None:
+                ledger.take(pinned.allocation(request.namespace))
+                plan.admissions[request.job] = Admission(
+                    request.job, Outcome.PLACED, f"placed on the room reserved for it: {_where(pinned)}", pinned)
+    rest = [r for r in ordered if r.job not in plan.admissions]
+    results = schedule(rest, ledger.fleet)
+    for request in rest:  # step 2's placements take their room on the scratch ledger
         chosen = results[request.job].chosen
         if chosen is not None:
             ledger.take(chosen.allocation(request.namespace))
@@ -131,9 +148,14 @@ def plan_queue(queue: Iterable[Request], holders: Iterable[Holder], fleet: Fleet
         if request.job in plan.admissions:
             placed.append(request.job)
             continue
-        if request.shape not in alone_by_shape:
-            alone_by_shape[request.shape] = place(request, fleet, index)
-        alone = alone_by_shape[request.shape]
+        if request.job in own:  # its own reservation is room it may use
+            mine = Ledger(fleet)
+            mine.take(own[request.job].allocation, -1)
+            alone = place(request, mine.fleet, mine.index)
+        else:
+            if request.shape not in alone_by_shape:
+                alone_by_shape[request.shape] = place(request, fleet, index)
+            alone = alone_by_shape[request.shape]
         if alone.chosen is not None:  # step 3
             plan.admissions[request.job] = Admission(
                 request.job, Outcome.QUEUED,
@@ -150,10 +172,21 @@ def plan_queue(queue: Iterable[Request], holders: Iterable[Holder], fleet: Fleet
     return plan
 
 
+def _pinned(request: Request, room: Allocation, fleet: Fleet) -> Request:
+    """`request` allowed only on the nodes of `room`, in its class and region."""
+    return replace(request, alternatives=[a for a in request.alternatives if a.device_class == room.device_class],
+                   allowed_regions=(room.region,),
+                   exclude_nodes=request.exclude_nodes | (frozenset(fleet.nodes) - frozenset(room.per_node)))
+
+
+def _where(c: Candidate) -> str:
+    return f"{c.region}/{c.device_class}: {len(c.nodes)} replicas on {len(set(c.nodes))} node(s)"
+
+
 def _may_disrupt(request: Request, holders: Sequence[Holder], taken: set[str]) -> bool:
     """Whether steps 4-5 could find anything for `request`: a holder yielding to it, a lender of its
     priority or below, or a running job of lower priority (a cheap test before the full search)."""
-    return any(h.job not in taken and (h.yielding_to == request.job or h.yielding_to is None and (
+    return any(h.job not in taken and (h.yielding_to == request.job or h.yielding_to is None and not h.waiting and (
         h.priority < request.priority or h.base is not None and h.priority <= request.priority)) for h in holders)
 
 
@@ -164,18 +197,20 @@ def _disrupt(request: Request, holders: Sequence[Holder], ledger: Ledger, taken:
     if in_flight:  # step 4
         scratch = Ledger(ledger.fleet)
         for h in in_flight:
-            scratch.take(h.allocation, -1)
+            for a in h.footprint:
+                scratch.take(a, -1)
         fits = place(request, scratch.fleet, scratch.index).chosen
         if fits is not None:
             for h in in_flight:
-                ledger.take(h.allocation, -1)
+                for a in h.footprint:
+                    ledger.take(a, -1)
                 taken.add(h.job)
             outcome = Outcome.RECLAIMING if all(h.base is not None for h in in_flight) else Outcome.PREEMPTING
             names = ", ".join(h.job for h in in_flight)
             return Admission(request.job, outcome,
                              f"waiting for {len(in_flight)} preempted or reclaimed job(s) to checkpoint and "
                              f"release their devices: {names}", fits)
-    free = [h for h in holders if h.job not in taken and h.yielding_to is None]
+    free = [h for h in holders if h.job not in taken and h.yielding_to is None and not h.waiting]
     lenders = [preemption.GrownJob(h.job, h.priority, h.since, h.allocation, h.base)
                for h in free if h.base is not None and not h.disrupted]
     reclaim = preemption.plan_reclaim(request, ledger.fleet, lenders) if lenders else None
@@ -184,22 +219,24 @@ def _disrupt(request: Request, holders: Sequence[Holder], ledger: Ledger, taken:
         for lender, _ in reclaim.shrink:
             ledger.take(back[lender].allocation, -1)
             taken.add(lender)
+        kept: dict[str, Candidate | None] = {}
         for lender, _ in reclaim.shrink:  # the lender keeps its admitted size where it is
             base = back[lender].base
             assert base is not None
-            kept = place(base, ledger.fleet, ledger.index).chosen
-            if kept is not None:
-                ledger.take(kept.allocation(base.namespace))
+            kept[lender] = place(base, ledger.fleet, ledger.index).chosen
+            if kept[lender] is not None:
+                ledger.take(kept[lender].allocation(base.namespace))
         return Admission(request.job, Outcome.RECLAIMING, f"{reclaim.explain()}; waiting for their checkpoints",
                          reclaim.candidate, tuple(
-                             Disruption(j, DisruptionKind.RECLAIM, request.job, n) for j, n in reclaim.shrink))
+                             Disruption(j, DisruptionKind.RECLAIM, request.job, n, kept[j]) for j, n in reclaim.shrink))
     running = [preemption.RunningJob(h.job, h.priority, h.since, h.allocation) for h in free]
     found = preemption.plan_preemption(request, ledger.fleet, running, now, settings.min_runtime_s)
     if found is None:
         return Admission(request.job, Outcome.NO_ROOM, no_room)
     lost = {h.job: h for h in free}
     for victim in found.victims:
-        ledger.take(lost[victim].allocation, -1)
+        for a in lost[victim].footprint:
+            ledger.take(a, -1)
         taken.add(victim)
     victims = tuple(Disruption(v, DisruptionKind.PREEMPT, request.job, None) for v in found.victims)
     return Admission(request.job, Outcome.PREEMPTING, f"{found.explain()}; waiting for their checkpoints",
@@ -214,6 +251,21 @@ def plan_one(request: Request, queue: Iterable[Request], holders: Iterable[Holde
     ahead = sorted((r for r in queue if r.job != request.job and r.order < request.order),
                    key=lambda r: r.order)[:settings.lookahead]
     return plan_queue([*ahead, request], holders, fleet, now, settings)[request.job]
+
+
+def plan_move(request: Request, queue: Iterable[Request], holders: Iterable[Holder], fleet_without_it: Fleet,
+              now: float, settings: Settings = Settings()) -> Admission:
+    """Where a running job would land if it moved now (make before break): PLACED with the destination to
+    reserve before its checkpoint is asked for, or why there is none. A voluntary move takes no room a job
+    ahead of it in the queue could use and disturbs nobody. `fleet_without_it` must not count the job's
+    own devices (it gives them up when it moves); `request` says which nodes it leaves."""
+    others = [h for h in holders if h.job != request.job]
+    admission = plan_one(request, [r for r in queue if r.job != request.job], others, fleet_without_it, now, settings)
+    if admission.outcome == Outcome.PLACED:
+        return admission
+    why = admission.message if admission.outcome in (Outcome.QUEUED, Outcome.NO_ROOM) else \
+        place(request, fleet_without_it).explain()
+    return Admission(request.job, Outcome.NO_ROOM, f"no destination: {why}")
 
 
 def growth(request: Request, top_waiting: int | None, fleet_without_it: Fleet, current: int, maximum: int,

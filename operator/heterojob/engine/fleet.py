@@ -57,6 +57,11 @@ class Allocation:
         return sum(self.per_node.values())
 
 
+def same_room(a: Allocation, b: Allocation) -> bool:
+    """Both are devices of one resource, class and region (a job's placement and its destination)."""
+    return (a.resource, a.device_class, a.region, a.namespace) == (b.resource, b.device_class, b.region, b.namespace)
+
+
 @dataclass(frozen=True)
 class Limit:
     """One HeteroQuota limit: devices of `device_class` in `region` ('*' matches any)."""

@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from heterojob.alerts.mapping import Placed
 from heterojob.api.job import HeteroJobSpec, HeteroJobStatus, Phase
 from heterojob.engine.admission import Holder
-from heterojob.engine.fleet import Allocation, DeviceClass, Fleet, holdings, usage
+from heterojob.engine.fleet import Allocation, DeviceClass, Fleet, holdings, same_room, usage
 from heterojob.engine.placement import Request
 from heterojob.state.requests import base_request, request_for
 from heterojob.state.times import timestamp
@@ -37,6 +37,17 @@ class Entry:
     request: Request | None = None  # what it waits for, when it waits
     yielding_to: str | None = None  # the waiting job it gives room to
     disrupted: bool = False  # checkpointing, migrating or resizing
+    reserved: Allocation | None = None  # room held for its move (destination, or healthy old nodes)
+
+    def footprint(self) -> list[Allocation]:
+        """What it keeps from others now: its devices and its reservation. Where both are on one node of
+        one class, the larger counts (the old pod is gone before the new one starts)."""
+        held = [a for a in (self.allocation, self.reserved) if a is not None]
+        if len(held) == 2 and same_room(held[0], held[1]):
+            a, r = held
+            per_node = {n: max(a.per_node.get(n, 0), r.per_node.get(n, 0)) for n in {*a.per_node, *r.per_node}}
+            return [Allocation(a.resource, per_node, a.namespace, a.device_class, a.region)]
+        return held
 
 
 @dataclass
@@ -70,6 +81,15 @@ class Cache:
                 e.base = base_request(request_for(key, job, spec), p.device_class, p.region, spec.replicas.start)
         else:
             e.allocation, e.placed, e.base = None, None, None
+        reserved = status.migration.reserved if status.migration is not None else None
+        e.reserved = None
+        if reserved is not None and status.phase in DISRUPTED:
+            cls = classes.get(reserved.device_class)
+            per_node = {}
+            for node in reserved.nodes:
+                per_node[node] = per_node.get(node, 0) + reserved.per_replica
+            e.reserved = Allocation(cls.resource_name if cls else reserved.device_class, per_node, namespace,
+                                    reserved.device_class, reserved.region)
         e.disrupted = status.phase in DISRUPTED
         pending = status.checkpoint.pending if status.checkpoint else None
         e.yielding_to = pending.by if pending is not None and pending.then in YIELDS and pending.by else None
@@ -79,7 +99,7 @@ class Cache:
     def forget(self, key: str) -> bool:
         """Drop a deleted job; True when it held devices (room freed)."""
         e = self.entries.pop(key, None)
-        return e is not None and e.allocation is not None
+        return e is not None and bool(e.footprint())
 
     # --- the controller's own decisions -------------------------------------------------------------------
 
@@ -87,9 +107,13 @@ class Cache:
         self.entry(key).request = request
 
     def hold(self, key: str, allocation: Allocation, priority: int, since: float) -> None:
-        """A placement was decided: the job holds its room from now on and waits no more."""
+        """A placement was decided: the job holds its room from now on, waits no more, reserves nothing."""
         e = self.entry(key)
-        e.allocation, e.priority, e.since, e.request = allocation, priority, since, None
+        e.allocation, e.priority, e.since, e.request, e.reserved = allocation, priority, since, None, None
+
+    def reserve(self, key: str, allocation: Allocation | None) -> None:
+        """Room held for the job's move from now on (None: the reservation ends)."""
+        self.entry(key).reserved = allocation
 
     def release(self, key: str) -> bool:
         """The job gave its devices back; True when it held any (room freed)."""
@@ -97,6 +121,14 @@ class Cache:
         if e is None or e.allocation is None:
             return False
         e.allocation, e.placed, e.base = None, None, None
+        return True
+
+    def unreserve(self, key: str) -> bool:
+        """The job's move reservation ended; True when it held one (room freed)."""
+        e = self.entries.get(key)
+        if e is None or e.reserved is None:
+            return False
+        e.reserved = None
         return True
 
     def yield_to(self, key: str, by: str) -> None:
@@ -115,10 +147,20 @@ class Cache:
         return [e.request for e in self.entries.values() if e.request is not None]
 
     def holders(self) -> list[Holder]:
-        return [Holder(k, e.priority, e.since, e.allocation, e.base, e.yielding_to, e.disrupted)
-                for k, e in self.entries.items() if e.allocation is not None]
+        """Every job that keeps room from others: its devices, plus its reservation while it moves; a job
+        that waits with only a reservation holds that (the planner gives it back to the job itself)."""
+        out = []
+        for k, e in self.entries.items():
+            if e.allocation is not None:
+                out.append(Holder(k, e.priority, e.since, e.allocation, e.base, e.yielding_to, e.disrupted,
+                                  reserved=e.reserved))
+            elif e.reserved is not None:
+                out.append(Holder(k, e.priority, e.since, e.reserved, None, e.yielding_to, e.disrupted,
+                                  waiting=e.request is not None))
+        return out
 
     def allocations(self) -> dict[str, Allocation]:
+        """What each job's pods hold (quota status reports this)."""
         return {k: e.allocation for k, e in self.entries.items() if e.allocation is not None}
 
     def placed(self) -> dict[str, Placed]:
@@ -130,9 +172,9 @@ class Cache:
         return sum(1 for e in self.entries.values() if e.disrupted and e.allocation is not None)
 
     def fleet(self, source: FleetSource, exclude: Iterable[str] = ()) -> Fleet:
-        """The fleet with every job's holdings counted as used, except `exclude`'s."""
+        """The fleet with every job's devices and reservations counted as used, except `exclude`'s."""
         excluded = set(exclude)
-        allocations = [a for k, a in self.allocations().items() if k not in excluded]
+        allocations = [a for k, e in self.entries.items() if k not in excluded for a in e.footprint()]
         return Fleet(nodes=source.nodes(), classes=source.classes(), regions=source.regions(),
                      used=usage(allocations, source.foreign_usage()), quotas=source.quotas(),
                      held=holdings(allocations), unhealthy=source.unhealthy())

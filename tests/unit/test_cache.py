@@ -1,0 +1,78 @@
+"""The job cache (`state.cache`) rebuilt from statuses: holdings, reservations, the queue, the budget."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from heterojob.api.job import HeteroJobSpec, HeteroJobStatus
+from heterojob.engine.fleet import DeviceClass
+from heterojob.state.cache import Cache
+
+CLASSES = {"nvidia-h100": DeviceClass("nvidia-h100", "nvidia.com/gpu")}
+SPEC = HeteroJobSpec.model_validate({
+    "priority": "high", "replicas": {"min": 1, "max": 4, "initial": 1},
+    "devices": [{"deviceClass": "nvidia-h100", "perReplica": 8}],
+    "template": {"spec": {"containers": [{"name": "main", "image": "x"}]}}})
+
+
+def job(name: str, **status: Any) -> tuple[str, dict[str, Any], HeteroJobStatus]:
+    obj = {"metadata": {"name": name, "namespace": "ns", "creationTimestamp": "2026-01-01T00:00:00Z"},
+           "spec": SPEC.model_dump(by_alias=True), "status": status}
+    return f"ns/{name}", obj, HeteroJobStatus.model_validate(status)
+
+
+def placement(*nodes: str, generation: int = 1) -> dict[str, Any]:
+    return {"region": "cn-east", "deviceClass": "nvidia-h100", "replicas": len(nodes), "perReplica": 8,
+            "nodes": list(nodes), "generation": generation, "since": "2026-01-01T00:10:00Z"}
+
+
+def sync(cache: Cache, name: str, **status: Any) -> str:
+    key, obj, st = job(name, **status)
+    cache.sync(key, obj, st, SPEC, CLASSES, now=0.0)
+    return key
+
+
+def test_rebuilt_from_statuses_what_each_job_holds_and_what_it_waits_for() -> None:
+    cache = Cache()
+    sync(cache, "running", phase="Running", placement=placement("a"))
+    sync(cache, "grown", phase="Running", placement=placement("b", "c"))
+    sync(cache, "waiting", phase="Pending")
+    sync(cache, "done", phase="Succeeded", placement=placement("d"))
+    assert set(cache.allocations()) == {"ns/running", "ns/grown"}
+    assert [r.job for r in cache.waiting()] == ["ns/waiting"]
+    grown = next(h for h in cache.holders() if h.job == "ns/grown")
+    assert grown.base is not None and grown.base.replicas == 1  # admitted with 1, grew to 2: the rest is lent
+    assert next(h for h in cache.holders() if h.job == "ns/running").base is None
+    assert cache.placed()["ns/running"].nodes == ("a",)
+
+
+def test_the_budget_counts_only_jobs_still_holding_devices_while_they_move() -> None:
+    cache = Cache()
+    sync(cache, "checkpointing", phase="Checkpointing", placement=placement("a"),
+         checkpoint={"pending": {"id": "g1-1", "reason": "manual", "requestedAt": "x", "deadline": "x",
+                                 "then": "migrate"}})
+    for i in range(5):  # parked: gave their devices back, wait for room
+        sync(cache, f"parked{i}", phase="Migrating", migration={"exclude": ["z"], "reason": "deviceFailed"})
+    assert cache.disrupted() == 1
+
+
+def test_a_reservation_is_held_from_the_status_and_its_owner_waits_on_it() -> None:
+    cache = Cache()
+    reserved = {"region": "cn-east", "deviceClass": "nvidia-h100", "perReplica": 8, "nodes": ["b"]}
+    sync(cache, "mover", phase="Checkpointing", placement=placement("a"),
+         migration={"exclude": ["a"], "reason": "manual", "reserved": reserved})
+    (h,) = cache.holders()
+    assert h.allocation.per_node == {"a": 8} and h.reserved.per_node == {"b": 8} and not h.waiting
+    sync(cache, "mover", phase="Migrating", migration={"exclude": ["a"], "reason": "manual", "reserved": reserved})
+    (h,) = cache.holders()
+    assert h.waiting and h.allocation.per_node == {"b": 8}
+    assert cache.forget("ns/mover")  # its reservation was room: others get another look
+
+
+def test_yielding_and_own_decisions_are_seen_before_the_status_comes_back() -> None:
+    cache = Cache()
+    key = sync(cache, "victim", phase="Running", placement=placement("a"))
+    cache.yield_to(key, "ns/urgent")
+    assert cache.holders()[0].yielding_to == "ns/urgent"
+    assert cache.release(key) and not cache.release(key)
+    assert cache.holders() == []
