@@ -22,7 +22,8 @@ own store with these real API server semantics:
 
 Still different from a real API server (tests must not rely on these):
 - no schema validation of objects (CRD OpenAPI schemas are not enforced) and no admission webhooks;
-- no server-side apply (415), no `$patch` directives in strategic merge patches;
+- server-side apply without field ownership (no managedFields, no conflicts); no `$patch` directives in
+  strategic merge patches; request bodies in protobuf are refused (415);
 - foreground deletion behaves like background; pods are deleted at once (no kubelet grace period);
 - no authentication or RBAC; no bookmarks; list pagination (`limit`/`continue`) is ignored;
 - field selectors work on any dotted field path (a real server allows only a few per resource).
@@ -347,6 +348,11 @@ class ApiServerEmulator(kmock.KubernetesEmulator):
             return self._json(view(payload) if view is not None else payload)
         dry_run = self._dry_run(query)
         strict = self._field_validation(query)
+        if "protobuf" in raw.headers.get("Content-Type", "") or body[:4] == b"k8s\x00":
+            raise ApiError(415, "UnsupportedMediaType", "the body of the request was in an unknown format - accepted "
+                           "media types include: application/json, application/yaml, application/json-patch+json, "
+                           "application/merge-patch+json, application/apply-patch+yaml (the emulator decodes no "
+                           "protobuf)")
         data = self._decode(body) if body else None
         if view is not None and isinstance(data, dict) and method in ("POST", "PUT", "PATCH"):
             data = events.to_core(data)
@@ -636,9 +642,9 @@ class ApiServerEmulator(kmock.KubernetesEmulator):
 
     def _patch(self, route: Route, kind: Kind, data: Any, content_type: str, dry_run: bool = False,
                strict: str = "Warn") -> dict[str, Any]:
-        old = self._get(route, kind)
         if content_type == patching.APPLY_PATCH:
-            raise ApiError(415, "UnsupportedMediaType", "server-side apply is not supported by the emulator")
+            return self._server_side_apply(route, kind, data, dry_run, strict)
+        old = self._get(route, kind)
         try:
             if content_type == patching.JSON_PATCH:
                 new = patching.json_patch(old, data)
@@ -658,6 +664,27 @@ class ApiServerEmulator(kmock.KubernetesEmulator):
         if wanted_rv and wanted_rv != old["metadata"]["resourceVersion"]:
             raise self._conflict(kind, old)
         return self._commit(kind, old, copy.deepcopy(new), route.subresource, dry_run, strict)
+
+    def _server_side_apply(self, route: Route, kind: Kind, data: Any, dry_run: bool, strict: str
+                           ) -> dict[str, Any]:
+        """Server-side apply, simplified: create when missing, else the applied fields merged over the object
+        (lists replaced). Field ownership, managedFields and apply conflicts are not modelled."""
+        if not isinstance(data, dict):
+            raise ApiError(400, "BadRequest", "the apply configuration must be an object")
+        if route.name is not None and (data.get("metadata") or {}).get("name") not in (None, route.name):
+            raise ApiError(400, "BadRequest", "the name of the object does not match the name of the URL")
+        try:
+            old = self._get(route, kind)
+        except ApiError as exc:
+            if exc.code != 404 or route.subresource is not None:
+                raise
+            create_route = Route(route.group, route.version, route.plural, route.namespace, None, None)
+            body = copy.deepcopy(data)
+            body.setdefault("metadata", {})["name"] = route.name
+            return self._create(create_route, kind, body, dry_run=dry_run, strict=strict)
+        applied = {k: v for k, v in data.items() if k not in ("apiVersion", "kind")}
+        return self._commit(kind, old, copy.deepcopy(patching.merge_patch(old, applied)), route.subresource,
+                            dry_run, strict)
 
     def _replace(self, route: Route, kind: Kind, data: Any, dry_run: bool = False, strict: str = "Warn"
                  ) -> dict[str, Any]:

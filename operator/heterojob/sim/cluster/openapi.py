@@ -25,7 +25,8 @@ import yaml
 
 from heterojob.sim.cluster.errors import ApiError
 
-PROTOBUF = "application/com.github.proto-openapi.spec.v2@v1.0+protobuf"
+PROTOBUF = "application/com.github.proto-openapi.spec.v2@v1.0+protobuf"  # what clients ask for
+PROTOBUF_TYPE = "application/com.github.proto-openapi.spec.v2.v1.0+protobuf"  # what the server answers
 OBJECT_META = "io.k8s.apimachinery.pkg.apis.meta.v1.ObjectMeta"
 _META_FIELDS = {
     "name": {"type": "string", "description": "Name must be unique within a namespace."},
@@ -286,7 +287,7 @@ def serve(emulator: Any, parts: list[str], accept: str) -> tuple[bytes, str]:
     if parts == ["v2"]:
         doc = v2_document(emulator)
         if "protobuf" in accept.split(",")[0]:
-            return v2_protobuf(doc), PROTOBUF
+            return v2_protobuf(doc), PROTOBUF_TYPE
         return json.dumps(doc).encode(), "application/json"
     if parts == ["v3"]:
         return json.dumps(v3_index(emulator)).encode(), "application/json"
