@@ -70,11 +70,20 @@ def _demo(args: argparse.Namespace) -> int:
     from heterojob.sim.demo import Demo, inject
 
     if args.action == "inject":
-        if not args.fault or not args.node:
-            raise SystemExit("usage: heterojob demo inject FAULT NODE [--device N] [--value V]")
+        from heterojob.sim.demo import DemoNotRunning, follow, pick_target
+
+        if not args.fault:
+            raise SystemExit("usage: heterojob demo inject FAULT [NODE] [--device N] [--value V]")
         try:
-            print(inject(args.fault, args.node, args.device, args.value, args.workdir))
-        except (OSError, ValueError) as exc:
+            job = None
+            node = args.node
+            if not node:
+                node, job, pod = pick_target(args.fault, args.workdir)
+                print(f"{args.fault} on {node} device {args.device}: it hosts job {job} (pod {pod})")
+            print(inject(args.fault, node, args.device, args.value, args.workdir))
+            if job is not None:
+                follow(job, args.workdir)
+        except (DemoNotRunning, OSError, ValueError) as exc:
             raise SystemExit(f"heterojob demo inject: {exc}") from None
         return 0
 
@@ -174,7 +183,8 @@ def parser() -> argparse.ArgumentParser:
                       help="run (default) or inject a fault into a running demo")
     demo.add_argument("fault", nargs="?", help="inject: fatal-xid, application-xid, overheat, npu-unhealthy, "
                                                 "npu-unknown, vanish, exporter-down, straggle")
-    demo.add_argument("node", nargs="?", help="inject: the node, e.g. cn-east-nvidia-h100-00")
+    demo.add_argument("node", nargs="?", help="inject: the node, e.g. cn-east-nvidia-h100-00; without one, a node "
+                                               "that hosts a running job (the job's next steps are printed)")
     demo.add_argument("--device", type=int, default=0, help="inject: device index on the node")
     demo.add_argument("--value", type=float, default=None, help="inject: XID code, temperature or slow-down")
     demo.add_argument("--port", type=int, default=8501, help="console port")
