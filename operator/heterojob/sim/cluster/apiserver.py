@@ -17,11 +17,21 @@ own store with these real API server semantics:
 - watches: `labelSelector`, `fieldSelector`, `timeoutSeconds`, resume from a `resourceVersion` (410
   `Expired` when it is older than the bounded event history), ADDED/DELETED when an object enters or
   leaves a selector.
-- a CustomResourceDefinition created through the API registers its resource for discovery.
+- a CustomResourceDefinition created (or updated) through the API registers its resource for discovery, and
+  its `openAPIV3Schema` is enforced from then on (`schema.py`: pruning of undeclared fields, defaults, types,
+  enums, bounds, patterns, required; the status subresource too); ObjectMeta and pods are validated as
+  kube-apiserver v1.32 does (`builtin.py`; pod specs are immutable, `pods/binding` sets the node); 422
+  `Invalid` with kube's wording; 413 over 3 MiB; `dryRun=All`; `fieldValidation` (Warn: a `Warning` header;
+  Strict: 400); PodSecurity, ResourceQuota and ServiceAccount admission (`admission.py`).
+- what kubectl reads: `meta.k8s.io/v1` Tables (`tables.py`), `/openapi/v2` (protobuf or JSON) and `/openapi/v3`
+  (`openapi.py`), `events.k8s.io/v1` as a view of core Events (`events.py`), discovery listing subresources
+  as a real server does (`discovery.py`); `pods/log` answers 400 (the pods run no containers); no metrics API.
 - bounded memory: one version per object, a bounded event history and request log.
 
 Still different from a real API server (tests must not rely on these):
-- no schema validation of objects (CRD OpenAPI schemas are not enforced) and no admission webhooks;
+- no admission webhooks, no CEL (`x-kubernetes-validations`), no ratcheting; built-in kinds other than pods,
+  services and namespaces get only ObjectMeta checks, and undeclared fields of built-in kinds are kept;
+- OpenAPI has no schemas for built-in kinds (`kubectl explain pod` is not served);
 - server-side apply without field ownership (no managedFields, no conflicts); no `$patch` directives in
   strategic merge patches; request bodies in protobuf are refused (415);
 - foreground deletion behaves like background; pods are deleted at once (no kubelet grace period);
