@@ -76,11 +76,12 @@ def _demo(args: argparse.Namespace) -> int:
             raise SystemExit("usage: heterojob demo inject FAULT [NODE] [--device N] [--value V]")
         try:
             job = None
-            node = args.node
+            node, device = args.node, args.device if args.device is not None else 0
             if not node:
-                node, job, pod = pick_target(args.fault, args.workdir)
-                print(f"{args.fault} on {node} device {args.device}: it hosts job {job} (pod {pod})")
-            print(inject(args.fault, node, args.device, args.value, args.workdir))
+                node, picked, job, pod = pick_target(args.fault, args.workdir)
+                device = picked if args.device is None else args.device
+                print(f"{args.fault} on {node} device {device}: it is under job {job} (pod {pod})")
+            print(inject(args.fault, node, device, args.value, args.workdir))
             if job is not None:
                 follow(job, args.workdir)
         except (DemoNotRunning, OSError, ValueError) as exc:
@@ -185,7 +186,8 @@ def parser() -> argparse.ArgumentParser:
                                                 "npu-unknown, vanish, exporter-down, straggle")
     demo.add_argument("node", nargs="?", help="inject: the node, e.g. cn-east-nvidia-h100-00; without one, a node "
                                                "that hosts a running job (the job's next steps are printed)")
-    demo.add_argument("--device", type=int, default=0, help="inject: device index on the node")
+    demo.add_argument("--device", type=int, default=None,
+                      help="inject: device index on the node (default 0, or the picked job's first device)")
     demo.add_argument("--value", type=float, default=None, help="inject: XID code, temperature or slow-down")
     demo.add_argument("--port", type=int, default=8501, help="console port")
     demo.add_argument("--smoke", action="store_true",

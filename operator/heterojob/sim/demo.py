@@ -97,22 +97,37 @@ def _demo_down(url: str, exc: Exception, workdir: Path | None) -> DemoNotRunning
 FAULT_RESOURCES = {"npu-unhealthy": "huawei.com/", "npu-unknown": "huawei.com/"}
 
 
-def pick_target(kind: str, workdir: Path | None = None) -> tuple[str, str, str]:
-    """A node and a running job on it that the fault can hit: (node, namespace/job, pod)."""
+def pick_target(kind: str, workdir: Path | None = None) -> tuple[str, int, str, str]:
+    """A device under a running job that the fault can hit: (node, device index, namespace/job, pod).
+
+    The simulated exporters hand each node's devices to its running pods in the order the API lists them
+    (as the stand-in kubelet reports them), so the pod's first device index is the count before it."""
     state = demo_state(workdir)
     api = kubernetes.config.new_client_from_config(config_file=state["kubeconfig"])
     core = kubernetes.client.CoreV1Api(api)
     try:
-        pods = core.list_pod_for_all_namespaces(label_selector="heterojob.io/job", _request_timeout=5).items
+        pods = core.list_pod_for_all_namespaces(_request_timeout=5).items
     except Exception as exc:  # noqa: BLE001 - any failure to reach the emulator means the demo is down
         raise _demo_down(str(api.configuration.host), exc, workdir) from None
     wanted = FAULT_RESOURCES.get(kind, "nvidia.com/")
-    for pod in sorted(pods, key=lambda p: (not p.metadata.name.startswith(SHOWCASE_PREFIX), p.metadata.name)):
+    taken: dict[str, int] = {}
+    candidates: list[tuple[bool, str, str, int, str, str]] = []
+    for pod in pods:
         limits = (pod.spec.containers[0].resources.limits or {}) if pod.spec.containers else {}
-        if pod.status.phase == "Running" and pod.spec.node_name and any(k.startswith(wanted) for k in limits):
-            job = (pod.metadata.labels or {}).get("heterojob.io/job", "?")
-            return str(pod.spec.node_name), f"{pod.metadata.namespace}/{job}", str(pod.metadata.name)
-    raise DemoNotRunning(f"no running job holds a {wanted.rstrip('/')} device yet: wait a little, or name a node")
+        devices = sum(int(v) for k, v in limits.items() if "/" in k and str(v).isdigit())
+        node = pod.spec.node_name
+        if pod.status.phase != "Running" or not node or not devices:
+            continue
+        first = taken.get(node, 0)
+        taken[node] = first + devices
+        job = (pod.metadata.labels or {}).get("heterojob.io/job")
+        if job and any(k.startswith(wanted) for k in limits):
+            candidates.append((not pod.metadata.name.startswith(SHOWCASE_PREFIX), pod.metadata.name, str(node),
+                               first, f"{pod.metadata.namespace}/{job}", str(pod.metadata.name)))
+    if not candidates:
+        raise DemoNotRunning(f"no running job holds a {wanted.rstrip('/')} device yet: wait a little, or name a node")
+    _, _, node, device, job, name = min(candidates)
+    return node, device, job, name
 
 
 def follow(job: str, workdir: Path | None = None, seconds: float = 60.0) -> list[str]:
@@ -142,6 +157,9 @@ def follow(job: str, workdir: Path | None = None, seconds: float = 60.0) -> list
                   f"(generation {gen})", flush=True)
             break
         time.sleep(1.0)
+    else:
+        print(f"  {job} is still {seen[-1] if seen else 'unknown'} after {seconds:.0f} s; "
+              "`kubectl get hj -A` follows it", flush=True)
     return seen
 
 
