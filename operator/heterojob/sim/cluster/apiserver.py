@@ -33,7 +33,8 @@ Still different from a real API server (tests must not rely on these):
   services and namespaces get only ObjectMeta checks, and undeclared fields of built-in kinds are kept;
 - OpenAPI has no schemas for built-in kinds (`kubectl explain pod` is not served);
 - server-side apply without field ownership (no managedFields, no conflicts); no `$patch` directives in
-  strategic merge patches; request bodies in protobuf are refused (415);
+  strategic merge patches; protobuf request bodies only for Namespace, ConfigMap, Secret, ServiceAccount and
+  ResourceQuota (the rest: 415);
 - foreground deletion behaves like background; pods are deleted at once (no kubelet grace period);
 - no authentication or RBAC; no bookmarks; list pagination (`limit`/`continue`) is ignored;
 - field selectors work on any dotted field path (a real server allows only a few per resource).
@@ -65,7 +66,8 @@ import kmock
 import yaml
 from typing_extensions import override
 
-from heterojob.sim.cluster import admission, builtin, discovery, events, openapi, patching, schema, tables
+from heterojob.sim.cluster import (admission, builtin, discovery, events, openapi, patching, protobuf, schema,
+                                   tables)
 from heterojob.sim.cluster.errors import ApiError, invalid_object
 from heterojob.sim.cluster.selectors import Matcher, SelectorError, field_matcher, label_matcher
 
@@ -165,6 +167,7 @@ class ApiServerEmulator(kmock.KubernetesEmulator):
     _rv: int = attrs.field(default=1, init=False)
     _crd_versions: dict[tuple[str, str, str], dict[str, Any]] = attrs.field(factory=dict, init=False)
     _schemas: dict[tuple[str, str, str], dict[str, Any]] = attrs.field(factory=dict, init=False)
+    _validators: dict[tuple[str, str, str], Any] = attrs.field(factory=dict, init=False)
     _warnings: list[str] = attrs.field(factory=list, init=False)
     max_body_bytes: int = 3 * 1024 * 1024  # kube-apiserver's MaxRequestBodyBytes default
     request_log: collections.deque[tuple[str, str, int, float]] = attrs.field(factory=collections.deque, init=False)
@@ -213,8 +216,10 @@ class ApiServerEmulator(kmock.KubernetesEmulator):
             found = schema.version_schema(crd, version["name"])
             if found is None:
                 self._schemas.pop(key, None)
+                self._validators.pop(key, None)
             else:
                 self._schemas[key] = found
+                self._validators[key] = schema.compile_schema(found)
 
     def load_builtins(self) -> None:
         """kmock's bundled built-in resources, less the metrics API (nothing here serves metrics)."""
@@ -358,11 +363,15 @@ class ApiServerEmulator(kmock.KubernetesEmulator):
             return self._json(view(payload) if view is not None else payload)
         dry_run = self._dry_run(query)
         strict = self._field_validation(query)
-        if "protobuf" in raw.headers.get("Content-Type", "") or body[:4] == b"k8s\x00":
+        if "protobuf" in raw.headers.get("Content-Type", "") or body[:4] == protobuf.MAGIC:
+            decoded = protobuf.decode(body)
+            if decoded is not None:
+                body = json.dumps(decoded).encode()
+        if body[:4] == protobuf.MAGIC:
             raise ApiError(415, "UnsupportedMediaType", "the body of the request was in an unknown format - accepted "
                            "media types include: application/json, application/yaml, application/json-patch+json, "
-                           "application/merge-patch+json, application/apply-patch+yaml (the emulator decodes no "
-                           "protobuf)")
+                           "application/merge-patch+json, application/apply-patch+yaml (the emulator decodes "
+                           "protobuf only for Namespace, ConfigMap, Secret, ServiceAccount and ResourceQuota)")
         data = self._decode(body) if body else None
         if view is not None and isinstance(data, dict) and method in ("POST", "PUT", "PATCH"):
             data = events.to_core(data)
@@ -432,7 +441,7 @@ class ApiServerEmulator(kmock.KubernetesEmulator):
                                + ", ".join(f'unknown field "{u}"' for u in unknown))
             if strict == "Warn":
                 self._warnings.extend(f'unknown field "{u}"' for u in unknown)
-            found += schema.validate(obj, crd_schema)
+            found += schema.validate(obj, crd_schema, self._validators.get((kind.group, kind.version, kind.plural)))
         elif not kind.group or kind.group.endswith(".k8s.io") or "." not in kind.group:
             if kind.key == ("", "pods") and old is None:
                 builtin.default_pod(obj)

@@ -118,14 +118,20 @@ def _translate(error: ValidationError) -> list[FieldError]:
     return [errors.invalid(where, value, error.message)]
 
 
-def validate(obj: Mapping[str, Any], schema: Mapping[str, Any]) -> list[FieldError]:
-    """Field errors of `obj` against a CRD's `openAPIV3Schema` (root metadata is checked elsewhere)."""
+def compile_schema(schema: Mapping[str, Any]) -> Any:
+    """A validator for a CRD's `openAPIV3Schema` (root metadata is checked as ObjectMeta, elsewhere)."""
     root = dict(schema)
     props = dict(root.get("properties") or {})
-    props.pop("metadata", None)  # ObjectMeta is validated as ObjectMeta, not by the CRD's schema
+    props.pop("metadata", None)
     root["properties"] = props
+    return StructuralValidator(root)
+
+
+def validate(obj: Mapping[str, Any], schema: Mapping[str, Any], validator: Any = None) -> list[FieldError]:
+    """Field errors of `obj` against a CRD's `openAPIV3Schema` (pass `compile_schema`'s result to reuse it)."""
+    validator = validator or compile_schema(schema)
     found: list[FieldError] = []
-    for error in sorted(StructuralValidator(root).iter_errors(obj), key=lambda e: list(map(str, e.absolute_path))):
+    for error in sorted(validator.iter_errors(obj), key=lambda e: list(map(str, e.absolute_path))):
         found.extend(_translate(error))
     return found
 
