@@ -57,7 +57,9 @@ def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Emulator
              "job.yaml": JOB, "bad.yaml": BAD_JOB, "pod.yaml": POD, "bad-pod.yaml": BAD_POD, "node.yaml": NODE,
              "event.yaml": EVENT,
              "job-low.yaml": {**JOB, "spec": {**JOB["spec"], "priority": "low"}},
-             "job-unknown.yaml": {**JOB, "spec": {**JOB["spec"], "colour": "blue"}}}
+             "job-unknown.yaml": {**JOB, "spec": {**JOB["spec"], "colour": "blue"}},
+             "pod-unknown.yaml": {**POD, "metadata": {"name": "typo", "namespace": "conf"},
+                                  "spec": {**POD["spec"], "containerz": []}}}
     for name, obj in files.items():
         (work / name).write_text(yaml.safe_dump(obj))
     with Emulator(workdir=work) as emulator:
@@ -123,6 +125,8 @@ COMMANDS: list[tuple[str, list[str], int, list[str], list[str]]] = [
      [r"heterojob.heterojob.io/train serverside-applied"], []),
     ("bad pod refused", ["apply", "-f", "bad-pod.yaml"], 1,
      [r'spec.containers\[0\].name: Invalid value: "Main_Container!": a lowercase RFC 1123 label'], []),
+    ("unknown pod field refused", ["apply", "-f", "pod-unknown.yaml"], 1, [r'unknown field \\?"(spec\.)?containerz'], []),
+    ("explain a built-in", ["explain", "pod.spec.restartPolicy"], 0, [r"restartPolicy\s+<string>", r"Always"], []),
     ("apply pod, node, event", ["apply", "-f", "pod.yaml", "-f", "node.yaml", "-f", "event.yaml"], 0,
      [r"pod/worker-0 created", r"node/gpu-node-0 created", r"event/train.1 created"], []),
     ("create namespace", ["create", "namespace", "extra"], 0, [r"namespace/extra created"], []),
@@ -133,7 +137,7 @@ COMMANDS: list[tuple[str, list[str], int, list[str], list[str]]] = [
     ("run", ["run", "probe", "-n", "extra", "--image=busybox:1.36", "--restart=Never"], 0, [r"pod/probe created"], []),
     ("cordon", ["cordon", "gpu-node-0"], 0, [r"node/gpu-node-0 cordoned"], []),
     ("get pods -A", ["get", "pods", "-A"], 0, [r"NAMESPACE\s+NAME\s+READY\s+STATUS\s+RESTARTS\s+AGE",
-                                               r"conf\s+worker-0\s+0/1\s+Pending"], []),
+                                               r"conf\s+worker-0\s+0/1\s+Pending", r"extra\s+probe\s"], []),
     ("get pods -o wide", ["get", "pods", "-n", "conf", "-o", "wide"], 0, [r"IP\s+NODE"], []),
     ("get nodes", ["get", "nodes", "-L", "region"], 0, [r"NAME\s+STATUS\s+ROLES\s+AGE\s+VERSION\s+REGION",
                                                         r"gpu-node-0\s+\S+,SchedulingDisabled\s+<none>.*cn-east"], []),

@@ -169,6 +169,8 @@ class ApiServerEmulator(kmock.KubernetesEmulator):
     _schemas: dict[tuple[str, str, str], dict[str, Any]] = attrs.field(factory=dict, init=False)
     _validators: dict[tuple[str, str, str], Any] = attrs.field(factory=dict, init=False)
     _warnings: list[str] = attrs.field(factory=list, init=False)
+    registry_generation: int = attrs.field(default=0, init=False)  # bumped when what is served changes
+    openapi_cache: dict[Any, tuple[bytes, str]] = attrs.field(factory=dict, init=False)
     max_body_bytes: int = 3 * 1024 * 1024  # kube-apiserver's MaxRequestBodyBytes default
     request_log: collections.deque[tuple[str, str, int, float]] = attrs.field(factory=collections.deque, init=False)
 
@@ -185,6 +187,7 @@ class ApiServerEmulator(kmock.KubernetesEmulator):
             kind=kind, singular=singular, namespaced=namespaced, verbs=ALL_VERBS,
             shortnames=set(short_names), categories=set(categories), subresources=set(subresources))
         self._kinds.pop((group, version, plural), None)
+        self.registry_generation += 1
 
     def _kind(self, route: Route) -> Kind | None:
         key = (route.group, route.version, route.plural)
@@ -214,6 +217,7 @@ class ApiServerEmulator(kmock.KubernetesEmulator):
             self._crd_versions[key] = {**copy.deepcopy(version), "names": copy.deepcopy(names),
                                        "scope": spec.get("scope"), "group": spec.get("group", "")}
             found = schema.version_schema(crd, version["name"])
+            self.registry_generation += 1
             if found is None:
                 self._schemas.pop(key, None)
                 self._validators.pop(key, None)
@@ -227,6 +231,7 @@ class ApiServerEmulator(kmock.KubernetesEmulator):
         for res in list(self.resources):
             if res.group == "metrics.k8s.io":
                 del self.resources[res]
+        self.registry_generation += 1
 
     # --- state, for tests ------------------------------------------------------------
 
@@ -314,7 +319,12 @@ class ApiServerEmulator(kmock.KubernetesEmulator):
             return None
         parts = [p for p in path.split("/") if p]
         if parts[:1] == ["openapi"]:
-            body, content_type = openapi.serve(self, parts[1:], raw.headers.get("Accept", ""))
+            key = (self.registry_generation, path, "protobuf" in raw.headers.get("Accept", "").split(",")[0])
+            if key not in self.openapi_cache:
+                if len(self.openapi_cache) > 64 or any(k[0] != key[0] for k in self.openapi_cache):
+                    self.openapi_cache.clear()
+                self.openapi_cache[key] = openapi.serve(self, parts[1:], raw.headers.get("Accept", ""))
+            body, content_type = self.openapi_cache[key]
             return aiohttp.web.Response(body=body, status=200, headers={"Content-Type": content_type})
         if parts == ["api", "v1"] or (len(parts) == 3 and parts[0] == "apis"):
             group, version = ("", "v1") if parts[0] == "api" else (parts[1], parts[2])
@@ -434,7 +444,7 @@ class ApiServerEmulator(kmock.KubernetesEmulator):
         found = builtin.validate_metadata(meta, name_rule=builtin.name_rule(kind.key))
         crd_schema = self._schemas.get((kind.group, kind.version, kind.plural))
         if crd_schema is not None:
-            unknown = schema.prune_and_default(obj, crd_schema)
+            unknown = schema.prune_and_default(obj, crd_schema, builtin.resolver() or schema.no_refs)
             if unknown and strict == "Strict":
                 raise ApiError(400, "BadRequest", f'{kind.kind} in version "{kind.version}" cannot be handled as a '
                                f"{kind.kind}: strict decoding error: "
@@ -443,6 +453,16 @@ class ApiServerEmulator(kmock.KubernetesEmulator):
                 self._warnings.extend(f'unknown field "{u}"' for u in unknown)
             found += schema.validate(obj, crd_schema, self._validators.get((kind.group, kind.version, kind.plural)))
         elif not kind.group or kind.group.endswith(".k8s.io") or "." not in kind.group:
+            resolve = builtin.resolver()
+            definition = builtin.definition_of(kind.group, kind.version, kind.kind) if resolve else None
+            if resolve is not None and definition is not None:
+                unknown = schema.prune_and_default(obj, definition, resolve, defaults=False)
+                if unknown and strict == "Strict":
+                    raise ApiError(400, "BadRequest", f'{kind.kind} in version "{kind.version}" cannot be handled as '
+                                   f"a {kind.kind}: strict decoding error: "
+                                   + ", ".join(f'unknown field "{u}"' for u in unknown))
+                if strict == "Warn":
+                    self._warnings.extend(f'unknown field "{u}"' for u in unknown)
             if kind.key == ("", "pods") and old is None:
                 builtin.default_pod(obj)
             found += builtin.validate(kind.key, obj, kind.kind, kind.api_version)

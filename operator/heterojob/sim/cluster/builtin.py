@@ -10,7 +10,7 @@ RFC 1123 label must consist of ...`).
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from decimal import Decimal, InvalidOperation
 from typing import Any
 
@@ -317,3 +317,32 @@ def name_rule(kind_key: tuple[str, str]) -> str:
     if kind_key in (("", "services"),):
         return "dns1035"
     return "subdomain"
+
+
+def resolver() -> Callable[[Mapping[str, Any]], Mapping[str, Any]] | None:
+    """Follows `$ref`s into Kubernetes' own definitions (None without them; see openapi.builtin_definitions)."""
+    from heterojob.sim.cluster.openapi import OBJECT_META, builtin_definitions
+
+    defs = builtin_definitions()
+    if not defs:
+        return None
+
+    def resolve(schema: Mapping[str, Any]) -> Mapping[str, Any]:
+        seen = 0
+        while isinstance(schema.get("$ref"), str) and seen < 16:
+            ref = schema["$ref"]
+            name = OBJECT_META if ref == "ObjectMeta" else ref.rsplit("/", 1)[-1]
+            schema = defs.get(name, {})
+            seen += 1
+        return schema
+    return resolve
+
+
+def definition_of(group: str, version: str, kind: str) -> Mapping[str, Any] | None:
+    from heterojob.sim.cluster.openapi import builtin_definitions
+
+    for d in builtin_definitions().values():
+        for gvk in d.get("x-kubernetes-group-version-kind") or []:
+            if (gvk.get("group", ""), gvk.get("version"), gvk.get("kind")) == (group, version, kind):
+                return d
+    return None

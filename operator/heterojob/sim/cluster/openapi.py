@@ -9,12 +9,15 @@
   gnostic's openapi_v2.Document, what kubectl 1.20's validation, explain and dry-run check download) or JSON.
   As the real server does for v2, `nullable`, `anyOf`/`oneOf`/`allOf`/`not` and int-or-string types are dropped,
   and a `x-kubernetes-preserve-unknown-fields` node keeps no type or properties, so kubectl accepts anything there.
-Built-in kinds have paths (for the verifiers) but no schemas: `kubectl explain pod` is not served.
+Built-in kinds get their schemas from the Kubernetes v1.32 definitions bundled with the `kubernetes-validate`
+package when it is installed (a test extra; `scripts/install-deps` installs it), so `kubectl explain pod` works;
+without it they have paths (for the verifiers) but no schemas.
 """
 
 from __future__ import annotations
 
 import copy
+import functools
 import hashlib
 import json
 import struct
@@ -56,6 +59,103 @@ _META_FIELDS = {
 }
 OBJECT_META_SCHEMA = {"type": "object", "description": "ObjectMeta is metadata that all persisted resources must "
                       "have, which includes all objects users must create.", "properties": _META_FIELDS}
+
+
+BUILTIN_VERSION = "v1.32.0"
+_REF = "#/$defs/"
+
+
+@functools.cache
+def builtin_definitions() -> dict[str, dict[str, Any]]:
+    """Kubernetes' own definitions (OpenAPI names -> schema, refs as `#/$defs/<name>`); {} when not installed."""
+    try:
+        import kubernetes_validate  # type: ignore[import-untyped]
+    except ImportError:
+        return {}
+    from pathlib import Path
+
+    path = Path(kubernetes_validate.__file__).parent / "kubernetes-json-schema" / f"{BUILTIN_VERSION}-local" \
+        / "_definitions.json"
+    if not path.exists():
+        return {}
+    defs = {name: _from_json_schema(d) for name, d in json.loads(path.read_text())["$defs"].items()}
+    for d in defs.values():  # kubernetes-validate pins apiVersion and kind; the published schemas do not
+        for key in ("apiVersion", "kind"):
+            (d.get("properties") or {}).get(key, {}).pop("enum", None)
+    return defs
+
+
+def _from_json_schema(node: Any) -> Any:
+    """kubernetes-validate's JSON-schema spelling back to OpenAPI's: `["string", "null"]` -> `string`,
+    int-or-string and quantity `oneOf`s -> untyped with `x-kubernetes-int-or-string` / format `quantity`."""
+    if not isinstance(node, dict):
+        return node
+    out: dict[str, Any] = {}
+    for key, value in node.items():
+        if key == "properties" and isinstance(value, dict):
+            out[key] = {name: _from_json_schema(sub) for name, sub in value.items()}
+        elif key in ("items", "additionalProperties") and isinstance(value, dict):
+            out[key] = _from_json_schema(value)
+        elif key in ("oneOf", "anyOf", "type") or key == "allOf" and isinstance(value, list):
+            continue
+        else:
+            out[key] = copy.deepcopy(value)
+    types = node.get("type")
+    types = [t for t in ([types] if isinstance(types, str) else types or []) if t != "null"]
+    if len(types) == 1:
+        out["type"] = types[0]
+    alternatives = node.get("oneOf") if isinstance(node.get("oneOf"), list) else []
+    kinds = {t for alt in alternatives if isinstance(alt, dict)
+             for t in ([alt.get("type")] if isinstance(alt.get("type"), str) else alt.get("type") or [])
+             if t != "null"}
+    if kinds == {"string", "integer"}:
+        out["x-kubernetes-int-or-string"] = True
+    elif kinds == {"string", "number"}:
+        out["format"] = "quantity"
+    return out
+
+
+def _refs(node: Any, found: set[str]) -> None:
+    if isinstance(node, dict):
+        ref = node.get("$ref")
+        if isinstance(ref, str) and ref.startswith(_REF):
+            found.add(ref[len(_REF):])
+        for v in node.values():
+            _refs(v, found)
+    elif isinstance(node, list):
+        for v in node:
+            _refs(v, found)
+
+
+def _closure(names: set[str], defs: Mapping[str, Any]) -> set[str]:
+    todo, seen = list(names), set()
+    while todo:
+        name = todo.pop()
+        if name in seen or name not in defs:
+            continue
+        seen.add(name)
+        more: set[str] = set()
+        _refs(defs[name], more)
+        todo.extend(more - seen)
+    return seen
+
+
+def _rebase(node: Any, prefix: str) -> Any:
+    if isinstance(node, dict):
+        return {k: (prefix + v[len(_REF):] if k == "$ref" and isinstance(v, str) and v.startswith(_REF)
+                    else _rebase(v, prefix)) for k, v in node.items()}
+    if isinstance(node, list):
+        return [_rebase(v, prefix) for v in node]
+    return node
+
+
+def _builtin_schemas(gvks: set[tuple[str, str, str]], prefix: str) -> dict[str, Any]:
+    """The built-in definitions for these kinds and everything they refer to, refs rebased onto `prefix`."""
+    defs = builtin_definitions()
+    roots = {name for name, d in defs.items()
+             for gvk in d.get("x-kubernetes-group-version-kind") or []
+             if (gvk.get("group", ""), gvk.get("version", ""), gvk.get("kind", "")) in gvks}
+    return {name: _rebase(defs[name], prefix) for name in _closure(roots, defs)}
 
 
 def _definition_name(group: str, version: str, kind: str) -> str:
@@ -130,6 +230,12 @@ def v3_group(emulator: Any, group: str, version: str) -> dict[str, Any]:
             "x-kubernetes-group-version-kind": {"group": g, "kind": kind, "version": v}}}
     if not paths:
         raise ApiError(404, "NotFound", "the server could not find the requested resource")
+    gvks = {(g, v, info.kind or plural.capitalize()) for g, v, plural, info in _resources(emulator)
+            if (g, v) == (group, version) and emulator.schema_of(g, v, plural) is None}
+    builtin = _builtin_schemas(gvks, "#/components/schemas/")
+    if schemas:  # custom resources refer to the real ObjectMeta when the definitions are there
+        builtin |= _builtin_schemas_named({OBJECT_META}, "#/components/schemas/")
+    schemas = {**schemas, **builtin}
     return {"openapi": "3.0.0", "info": {"title": "Kubernetes", "version": "v1.32.0"}, "paths": paths,
             "components": {"schemas": schemas}}
 
@@ -155,8 +261,15 @@ def _v2_schema(node: Any) -> Any:
     return out
 
 
+def _builtin_schemas_named(names: set[str], prefix: str) -> dict[str, Any]:
+    defs = builtin_definitions()
+    return {name: _rebase(defs[name], prefix) for name in _closure(names, defs)}
+
+
 def v2_document(emulator: Any) -> dict[str, Any]:
-    definitions: dict[str, Any] = {OBJECT_META: OBJECT_META_SCHEMA}
+    builtin = {name: _v2_schema(d) for name, d in _builtin_schemas_named(set(builtin_definitions()),
+                                                                         "#/definitions/").items()}
+    definitions: dict[str, Any] = {OBJECT_META: OBJECT_META_SCHEMA, **builtin}
     paths: dict[str, Any] = {}
     for g, v, plural, info in _resources(emulator):
         kind = info.kind or plural.capitalize()

@@ -12,7 +12,7 @@ as k8s.io/apiextensions-apiserver's `kubeOpenAPIResultToFieldErrors` words kube-
 from __future__ import annotations
 
 import copy
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from typing import Any
 
 import jsonschema
@@ -136,38 +136,56 @@ def validate(obj: Mapping[str, Any], schema: Mapping[str, Any], validator: Any =
     return found
 
 
-def prune_and_default(obj: dict[str, Any], schema: Mapping[str, Any]) -> list[str]:
-    """Drop undeclared fields and fill defaults in place; the dropped field paths (for warnings/Strict)."""
+Resolver = Callable[[Mapping[str, Any]], Mapping[str, Any]]
+
+
+def no_refs(schema: Mapping[str, Any]) -> Mapping[str, Any]:
+    return schema
+
+
+def prune_and_default(obj: dict[str, Any], schema: Mapping[str, Any], resolve: Resolver = no_refs,
+                      defaults: bool = True) -> list[str]:
+    """Drop undeclared fields and fill defaults in place; the dropped field paths (for warnings/Strict).
+
+    `resolve` follows `$ref`s (built-in kinds' schemas have them; a CRD's structural schema has none). An
+    object schema with neither properties nor additionalProperties keeps what it holds (RawExtension-like)."""
     unknown: list[str] = []
-    _walk(obj, schema, "", unknown, root=True)
+    _walk(obj, schema, "", unknown, resolve, defaults, root=True)
     return unknown
 
 
-def _walk(value: Any, schema: Mapping[str, Any], where: str, unknown: list[str], root: bool = False) -> None:
+def _walk(value: Any, schema: Mapping[str, Any], where: str, unknown: list[str], resolve: Resolver,
+          defaults: bool, root: bool = False) -> None:
+    schema = resolve(schema)
     if isinstance(value, dict):
         props = schema.get("properties")
         extra = schema.get("additionalProperties")
-        preserve = bool(schema.get("x-kubernetes-preserve-unknown-fields"))
+        preserve = bool(schema.get("x-kubernetes-preserve-unknown-fields")) or (props is None and extra is None)
         embedded = bool(schema.get("x-kubernetes-embedded-resource"))
         for key in list(value):
-            if (root or embedded) and key in ("apiVersion", "kind", "metadata"):
+            if (root or embedded) and key in ("apiVersion", "kind"):
+                continue
+            if (root or embedded) and key == "metadata":
+                meta = resolve({"$ref": "ObjectMeta"})
+                if meta.get("properties") and isinstance(value[key], dict):  # ObjectMeta's fields, when known
+                    _walk(value[key], meta, "metadata", unknown, resolve, False)
                 continue
             if props is not None and key in props:
-                _walk(value[key], props[key], _child(where, key), unknown)
+                _walk(value[key], props[key], _child(where, key), unknown, resolve, defaults)
             elif isinstance(extra, dict):
-                _walk(value[key], extra, _child(where, key), unknown)
+                _walk(value[key], extra, _child(where, key), unknown, resolve, defaults)
             elif not preserve and extra is not True:
                 unknown.append(_child(where, key))
                 del value[key]
-        for key, sub in (props or {}).items():
+        for key, sub in (props or {}).items() if defaults else ():
             if "default" not in sub:
                 continue
             if key not in value or (value[key] is None and not sub.get("nullable")):
                 value[key] = copy.deepcopy(sub["default"])
-                _walk(value[key], sub, _child(where, key), unknown)
+                _walk(value[key], sub, _child(where, key), unknown, resolve, defaults)
     elif isinstance(value, list) and isinstance(schema.get("items"), dict):
         for i, item in enumerate(value):
-            _walk(item, schema["items"], f"{where}[{i}]", unknown)
+            _walk(item, schema["items"], f"{where}[{i}]", unknown, resolve, defaults)
 
 
 def version_schema(crd: Mapping[str, Any], version: str) -> dict[str, Any] | None:
