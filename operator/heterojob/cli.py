@@ -189,7 +189,7 @@ def parser() -> argparse.ArgumentParser:
     demo.add_argument("--device", type=int, default=None,
                       help="inject: device index on the node (default 0, or the picked job's first device)")
     demo.add_argument("--value", type=float, default=None, help="inject: XID code, temperature or slow-down")
-    demo.add_argument("--port", type=int, default=8501, help="console port")
+    demo.add_argument("--port", type=int, default=8501, help="console port (0: any free port)")
     demo.add_argument("--smoke", action="store_true",
                       help="run headless for a while, then print one JSON line with what happened")
     demo.add_argument("--smoke-seconds", type=float, default=60.0)

@@ -205,7 +205,7 @@ def _say(msg: str) -> None:
 class Demo:
     def __init__(self, console_port: int = 8501, smoke: bool = False, smoke_seconds: float = 30.0,
                  workdir: Path | None = None, seed_value: int = 7) -> None:
-        self.console_port = _free_port() if smoke else console_port
+        self.console_port = _free_port() if smoke or not console_port else console_port
         self.smoke = smoke
         self.smoke_seconds = smoke_seconds
         self.workdir = Path(workdir or DEFAULT_WORKDIR)
@@ -358,14 +358,14 @@ class Demo:
             (self.workdir / STATE).unlink(missing_ok=True)  # `inject` now says no demo is running
 
     def _break_a_gpu(self, core: kubernetes.client.CoreV1Api) -> str | None:
-        """A fatal XID on the first GPU of a node where a job's pod runs (what the smoke run shows)."""
-        for pod in core.list_pod_for_all_namespaces(label_selector="heterojob.io/job").items:
-            node = pod.spec.node_name
-            limits = (pod.spec.containers[0].resources.limits or {}) if pod.spec.containers else {}
-            if pod.status.phase == "Running" and node and "nvidia.com/gpu" in limits:
-                _say(inject("fatal-xid", node, 0, 79, self.workdir))
-                return str(node)
-        return None
+        """A fatal XID on a GPU under a running job (what the smoke run shows); None while no job holds one."""
+        try:
+            node, device, job, pod = pick_target("fatal-xid", self.workdir)
+        except DemoNotRunning:
+            return None
+        _say(f"breaking GPU {device} of {node}, under job {job} (pod {pod})")
+        _say(inject("fatal-xid", node, device, 79, self.workdir))
+        return node
 
     def _console_status(self) -> int:
         try:

@@ -30,8 +30,10 @@ own store with these real API server semantics:
 
 Still different from a real API server (tests must not rely on these):
 - no admission webhooks, no CEL (`x-kubernetes-validations`), no ratcheting; built-in kinds other than pods,
-  services and namespaces get only ObjectMeta checks, and undeclared fields of built-in kinds are kept;
-- OpenAPI has no schemas for built-in kinds (`kubectl explain pod` is not served);
+  services and namespaces get only ObjectMeta checks; undeclared fields of built-in kinds are pruned (and
+  OpenAPI has their schemas) only when the `kubernetes-validate` package is installed (it carries the v1.32
+  definitions); no defaulting of built-in kinds beyond a pod's common fields;
+- deleting a CRD does not unregister its resource;
 - server-side apply without field ownership (no managedFields, no conflicts); no `$patch` directives in
   strategic merge patches; protobuf request bodies only for Namespace, ConfigMap, Secret, ServiceAccount and
   ResourceQuota (the rest: 415);
