@@ -70,11 +70,21 @@ def _demo(args: argparse.Namespace) -> int:
     from heterojob.sim.demo import Demo, inject
 
     if args.action == "inject":
-        if not args.fault or not args.node:
-            raise SystemExit("usage: heterojob demo inject FAULT NODE [--device N] [--value V]")
+        from heterojob.sim.demo import DemoNotRunning, follow, pick_target
+
+        if not args.fault:
+            raise SystemExit("usage: heterojob demo inject FAULT [NODE] [--device N] [--value V]")
         try:
-            print(inject(args.fault, args.node, args.device, args.value, args.workdir))
-        except (OSError, ValueError) as exc:
+            job = None
+            node, device = args.node, args.device if args.device is not None else 0
+            if not node:
+                node, picked, job, pod = pick_target(args.fault, args.workdir)
+                device = picked if args.device is None else args.device
+                print(f"{args.fault} on {node} device {device}: it is under job {job} (pod {pod})")
+            print(inject(args.fault, node, device, args.value, args.workdir))
+            if job is not None:
+                follow(job, args.workdir)
+        except (DemoNotRunning, OSError, ValueError) as exc:
             raise SystemExit(f"heterojob demo inject: {exc}") from None
         return 0
 
@@ -174,10 +184,12 @@ def parser() -> argparse.ArgumentParser:
                       help="run (default) or inject a fault into a running demo")
     demo.add_argument("fault", nargs="?", help="inject: fatal-xid, application-xid, overheat, npu-unhealthy, "
                                                 "npu-unknown, vanish, exporter-down, straggle")
-    demo.add_argument("node", nargs="?", help="inject: the node, e.g. cn-east-nvidia-h100-00")
-    demo.add_argument("--device", type=int, default=0, help="inject: device index on the node")
+    demo.add_argument("node", nargs="?", help="inject: the node, e.g. cn-east-nvidia-h100-00; without one, a node "
+                                               "that hosts a running job (the job's next steps are printed)")
+    demo.add_argument("--device", type=int, default=None,
+                      help="inject: device index on the node (default 0, or the picked job's first device)")
     demo.add_argument("--value", type=float, default=None, help="inject: XID code, temperature or slow-down")
-    demo.add_argument("--port", type=int, default=8501, help="console port")
+    demo.add_argument("--port", type=int, default=8501, help="console port (0: any free port)")
     demo.add_argument("--smoke", action="store_true",
                       help="run headless for a while, then print one JSON line with what happened")
     demo.add_argument("--smoke-seconds", type=float, default=60.0)

@@ -65,18 +65,23 @@ def test_json_patch_test_failure_is_422(cluster: Cluster) -> None:
 
 def test_status_subresource_splits_spec_and_status_and_bumps_generation(cluster: Cluster) -> None:
     cluster.seed([])
-    job = cluster.create_job("j", {"x": 1})
+    spec = {"replicas": {"min": 1}, "devices": [{"deviceClass": "cpu", "perReplica": 1}],
+            "template": {"spec": {"containers": [{"name": "main", "image": "x"}]}}, "backoffLimit": 1}
+    job = cluster.create_job("j", spec)
     assert "status" not in job and job["metadata"]["generation"] == 1
     after = cluster.custom.patch_namespaced_custom_object_status(
-        "heterojob.io", "v1alpha1", "team-a", "heterojobs", "j", {"status": {"phase": "Running"}, "spec": {"x": 2}})
-    assert after["status"] == {"phase": "Running"} and after["spec"] == {"x": 1}
+        "heterojob.io", "v1alpha1", "team-a", "heterojobs", "j",
+        {"status": {"phase": "Running"}, "spec": {"backoffLimit": 2}})
+    assert after["status"]["phase"] == "Running" and after["spec"]["backoffLimit"] == 1
+    assert after["status"]["restarts"] == 0  # the schema's defaults apply to status too
     assert after["metadata"]["generation"] == 1
     after = cluster.custom.patch_namespaced_custom_object(
-        "heterojob.io", "v1alpha1", "team-a", "heterojobs", "j", {"status": {"phase": "X"}, "spec": {"x": 2}})
-    assert after["status"] == {"phase": "Running"} and after["metadata"]["generation"] == 2
+        "heterojob.io", "v1alpha1", "team-a", "heterojobs", "j",
+        {"status": {"phase": "Failed"}, "spec": {"backoffLimit": 2}})
+    assert after["status"]["phase"] == "Running" and after["metadata"]["generation"] == 2
     # A no-op write changes nothing, not even the resourceVersion.
     again = cluster.custom.patch_namespaced_custom_object(
-        "heterojob.io", "v1alpha1", "team-a", "heterojobs", "j", {"spec": {"x": 2}})
+        "heterojob.io", "v1alpha1", "team-a", "heterojobs", "j", {"spec": {"backoffLimit": 2}})
     assert again["metadata"]["resourceVersion"] == after["metadata"]["resourceVersion"]
 
 
@@ -124,3 +129,97 @@ def test_strategic_merge_merges_containers_by_name_and_finalizers_as_a_set() -> 
                                              "metadata": {"finalizers": ["y", "x"]}})
     assert patched["spec"]["containers"] == [{"name": "a", "image": "1"}, {"name": "b", "image": "2"}]
     assert patched["metadata"]["finalizers"] == ["x", "y"]
+
+
+# --- what a real API server (v1.32) refuses: the list, with the real status codes and wording ------
+
+def _job(**spec: object) -> dict:
+    base = {"priority": "high", "replicas": {"min": 1}, "devices": [{"deviceClass": "nvidia-h100", "perReplica": 8}],
+            "template": {"spec": {"containers": [{"name": "main", "image": "x"}]}}}
+    return {"apiVersion": "heterojob.io/v1alpha1", "kind": "HeteroJob",
+            "metadata": {"name": "j", "namespace": "team-a"}, "spec": {**base, **spec}}
+
+
+def _refused(call, *args: object, **kwargs: object) -> tuple[int, dict]:
+    import json
+
+    with pytest.raises(ApiException) as err:
+        call(*args, **kwargs)
+    return err.value.status, json.loads(err.value.body)
+
+
+def test_crd_schema_refusals_use_the_real_servers_codes_and_messages(cluster: Cluster) -> None:
+    cluster.seed([])
+    custom = kubernetes.client.CustomObjectsApi(cluster.api)
+    create = custom.create_namespaced_custom_object
+    code, body = _refused(create, "heterojob.io", "v1alpha1", "team-a", "heterojobs",
+                          _job(priority="critical", replicas={"min": 0}))
+    assert code == 422 and body["reason"] == "Invalid"
+    assert body["message"] == (
+        'HeteroJob.heterojob.io "j" is invalid: [spec.priority: Unsupported value: "critical": supported values: '
+        '"urgent", "high", "medium", "low", spec.replicas.min: Invalid value: 0: spec.replicas.min in body should '
+        "be greater than or equal to 1]")
+    assert {c["field"] for c in body["details"]["causes"]} == {"spec.priority", "spec.replicas.min"}
+    # unknown fields: pruned (default Warn: a Warning header), refused with fieldValidation=Strict
+    created = create("heterojob.io", "v1alpha1", "team-a", "heterojobs", _job(colour="blue"))
+    assert "colour" not in created["spec"] and created["spec"]["backoffLimit"] == 3  # pruned and defaulted
+    code, body = _refused(create, "heterojob.io", "v1alpha1", "team-a", "heterojobs",
+                          {**_job(colour="blue"), "metadata": {"name": "k", "namespace": "team-a"}},
+                          field_validation="Strict")
+    assert code == 400 and 'strict decoding error: unknown field "spec.colour"' in body["message"]
+    # the status subresource is validated too
+    code, body = _refused(custom.patch_namespaced_custom_object_status, "heterojob.io", "v1alpha1", "team-a",
+                          "heterojobs", "j", {"status": "garbage"})
+    assert code == 422 and 'status: Invalid value: "string": status in body must be of type object: "string"' \
+        in body["message"]
+    # server-side dry run: validated, answered, not stored
+    dry = create("heterojob.io", "v1alpha1", "team-a", "heterojobs",
+                 {**_job(), "metadata": {"name": "dry", "namespace": "team-a"}}, dry_run="All")
+    assert dry["metadata"]["name"] == "dry"
+    assert _refused(custom.get_namespaced_custom_object, "heterojob.io", "v1alpha1", "team-a", "heterojobs",
+                    "dry")[0] == 404
+
+
+def test_pod_validation_and_body_limit(cluster: Cluster) -> None:
+    cluster.seed([])
+    pod = {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "p"},
+           "spec": {"containers": [{"name": "Main_Container!", "image": "x"}]}}
+    code, body = _refused(cluster.core.create_namespaced_pod, "team-a", pod)
+    assert code == 422 and body["message"].startswith(
+        'Pod "p" is invalid: spec.containers[0].name: Invalid value: "Main_Container!": a lowercase RFC 1123 '
+        "label must consist of lower case alphanumeric characters or '-'")
+    pod["spec"]["containers"] = [{"name": "main", "image": "x", "resources": {"limits": {"memory": "abc"}}}]
+    code, body = _refused(cluster.core.create_namespaced_pod, "team-a", pod)
+    assert code == 400 and body["message"] == (
+        'Pod in version "v1" cannot be handled as a Pod: quantities must match the regular expression '
+        "'^([+-]?[0-9.]+)([eEinumkKMGTP]*[-+]?[0-9]*)$'")
+    code, body = _refused(cluster.core.create_namespaced_pod, "team-a",
+                          {"metadata": {"name": "q"}, "spec": {"containers": []}})
+    assert code == 422 and "spec.containers: Required value" in body["message"]
+    big = {"metadata": {"name": "big"}, "data": {"blob": "x" * (10 * 1024 * 1024)}}
+    code, body = _refused(cluster.core.create_namespaced_config_map, "team-a", big)
+    assert code == 413 and body["message"] == "Request entity too large: limit is 3145728"
+
+
+def test_admission_refusals_switched_on_like_a_cluster(cluster: Cluster) -> None:
+    cluster.seed([])
+    pod = {"metadata": {"name": "p"}, "spec": {"containers": [{"name": "main", "image": "x",
+                                                              "resources": {"limits": {"nvidia.com/gpu": "8"}}}]}}
+    cluster.core.create_namespaced_pod("team-a", pod)  # nothing switched on: admitted
+    cluster.core.create_namespaced_resource_quota("team-a", {"metadata": {"name": "gpus"},
+                                                             "spec": {"hard": {"requests.nvidia.com/gpu": "8"}}})
+    code, body = _refused(cluster.core.create_namespaced_pod, "team-a", {**pod, "metadata": {"name": "p2"}})
+    assert code == 403 and body["message"] == (
+        'pods "p2" is forbidden: exceeded quota: gpus, requested: requests.nvidia.com/gpu=8, '
+        "used: requests.nvidia.com/gpu=8, limited: requests.nvidia.com/gpu=8")
+    cluster.core.patch_namespace("team-a", {"metadata": {"labels": {"pod-security.kubernetes.io/enforce":
+                                                                    "restricted"}}})
+    code, body = _refused(cluster.core.create_namespaced_pod, "team-a", {**pod, "metadata": {"name": "p3"}})
+    assert code == 403 and 'violates PodSecurity "restricted:latest": allowPrivilegeEscalation != false' \
+        in body["message"]
+    cluster.core.patch_namespace("team-a", {"metadata": {"labels": {"pod-security.kubernetes.io/enforce": None}}})
+    cluster.core.delete_namespaced_resource_quota("gpus", "team-a")
+    code, body = _refused(cluster.core.create_namespaced_pod, "team-a",
+                          {**pod, "metadata": {"name": "p4"}, "spec": {**pod["spec"], "serviceAccountName": "trainer"}})
+    assert code == 403 and body["message"].endswith(
+        'error looking up service account team-a/trainer: serviceaccount "trainer" not found')

@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 import copy
+import json
 from typing import Any
 
 import pytest
+from kubernetes.client import ApiException
 
 from heterojob.sim.cluster.nodes import node
 from tests.conftest import Cluster, eventually
@@ -68,15 +70,42 @@ MALFORMED: list[tuple[str, dict[str, Any], str]] = [
 ]
 
 
+def _create_or_refusal(cluster: Cluster, name: str, spec: Any) -> str | None:
+    """Create the job as `kubectl apply` would (fieldValidation=Strict); the API server's refusal, if any."""
+    body = {"apiVersion": "heterojob.io/v1alpha1", "kind": "HeteroJob",
+            "metadata": {"name": name, "namespace": "team-a"}, "spec": spec}
+    try:
+        cluster.custom.create_namespaced_custom_object("heterojob.io", "v1alpha1", "team-a", "heterojobs", body,
+                                                       field_validation="Strict")
+    except ApiException as exc:
+        if exc.status not in (400, 422):
+            raise
+        return str(json.loads(exc.body)["message"])
+    return None
+
+
 def test_malformed_jobs_fail_with_the_field_named_and_others_keep_running(cluster: Cluster, operator: Any) -> None:
+    """What the CRD's schema can say, the API server refuses (naming the field, as a real one does); the rest
+    reaches the operator, which fails the job naming the field."""
     cluster.seed([node("h100-a", "cn-east", "nvidia-h100")])
-    for name, spec, _ in MALFORMED:
-        cluster.create_job(name, spec)
+    reached: list[tuple[str, str]] = []
+    for name, spec, field in MALFORMED:
+        refusal = _create_or_refusal(cluster, name, spec)
+        if refusal is None:
+            reached.append((name, field))
+        else:
+            assert field in refusal, (name, refusal)
+    # the schema catches types, enums, bounds, patterns, required fields and unknown fields ...
+    assert {"bad-priority", "bad-min-zero", "bad-per-replica-string", "bad-unknown-field",
+            "bad-devices-missing"}.isdisjoint(n for n, _ in reached)
+    # ... and cross-field rules reach the operator
+    assert {"bad-min-over-max", "bad-class-twice", "bad-preferred-not-allowed", "bad.dotted.name"} <= {
+        n for n, _ in reached}
     cluster.create_job("good", GOOD)
     # A job naming a class nobody defined waits (the class may be created later) and says why.
     cluster.create_job("unknown-class", variant(devices__0__deviceClass="nvidia-h200"))
 
-    for name, _, field in MALFORMED:
+    for name, field in reached:
         status = eventually(lambda n=name: cluster.job(n).get("status", {}).get("phase") == "Failed"
                             and cluster.job(n)["status"], what=f"{name} Failed")
         assert field in status["message"], (name, status["message"])
@@ -92,8 +121,8 @@ def test_malformed_jobs_fail_with_the_field_named_and_others_keep_running(cluste
 
 def test_fixing_a_rejected_spec_admits_the_job(cluster: Cluster, operator: Any) -> None:
     cluster.seed([node("h100-a", "cn-east", "nvidia-h100")])
-    cluster.create_job("fixme", variant(replicas__min=0))
+    cluster.create_job("fixme", variant(replicas={"min": 4, "max": 2}))  # valid to the schema, not to the operator
     eventually(lambda: cluster.job("fixme").get("status", {}).get("phase") == "Failed", what="Failed")
     cluster.custom.patch_namespaced_custom_object("heterojob.io", "v1alpha1", "team-a", "heterojobs", "fixme",
-                                                  {"spec": {"replicas": {"min": 1}}})
+                                                  {"spec": {"replicas": {"min": 1, "max": 2}}})
     eventually(lambda: cluster.pods("fixme"), what="admitted after the fix")

@@ -6,6 +6,7 @@ from collections.abc import Iterator
 from typing import Any
 
 import pytest
+from kubernetes.client import ApiException
 
 from heterojob.constants import ANNOTATION_CHECKPOINT_ACK, ANNOTATION_CHECKPOINT_REQUEST, GROUP, VERSION
 from heterojob.controller import ControllerConfig
@@ -170,6 +171,11 @@ def test_equal_priority_never_preempts_and_young_jobs_are_spared(fleet: Cluster,
 def test_an_invalid_quota_blocks_its_namespace_and_says_why(fleet: Cluster, operator: Any) -> None:
     body = {"apiVersion": f"{GROUP}/{VERSION}", "kind": "HeteroQuota", "metadata": {"name": "typo", "namespace": "team-a"},
             "spec": {"limits": [{"deviceClass": "nvidia-h100", "devices": -3}]}}
+    with pytest.raises(ApiException) as refused:  # what the CRD's schema can say, the API server refuses
+        fleet.custom.create_namespaced_custom_object(GROUP, VERSION, "team-a", "heteroquotas", body)
+    assert refused.value.status == 422 and "spec.limits[0].devices: Invalid value: -3" in refused.value.body
+    # what it cannot (two limits for one class and region) reaches the operator, which blocks the namespace
+    body["spec"] = {"limits": [{"deviceClass": "nvidia-h100", "devices": 4}, {"deviceClass": "nvidia-h100", "devices": 8}]}
     fleet.custom.create_namespaced_custom_object(GROUP, VERSION, "team-a", "heteroquotas", body)
 
     def message() -> str | None:
@@ -177,7 +183,7 @@ def test_an_invalid_quota_blocks_its_namespace_and_says_why(fleet: Cluster, oper
         return (q.get("status") or {}).get("message")
 
     text = eventually(message, what="the quota's status.message")
-    assert "invalid spec" in text and "spec.limits[0].devices" in text
+    assert "invalid spec" in text and "spec.limits" in text and "keep one" in text
     fleet.create_job("blocked", spec("nvidia-h100", replicas=1))
     eventually(lambda: "typo (invalid spec, fix it)" in (status(fleet, "blocked").get("message") or ""),
                what="the job names the broken quota")

@@ -51,19 +51,121 @@ MIX: list[tuple[int, list[str], int, int, str]] = [
 ]
 
 
+SHOWCASE_PREFIX = "showcase-"  # the demo's copies of examples/ jobs: applying examples/ never overwrites them
+FOREVER = str(10 * 365 * 24 * 3600)  # a showcase job's simulated run time: it runs until the demo stops
+
+
 def quota(namespace: str) -> dict[str, Any]:
     """Each team may hold 64 H100s anywhere and 160 devices of any class per region."""
-    return {"apiVersion": API_VERSION, "kind": "HeteroQuota", "metadata": {"name": namespace, "namespace": namespace},
+    return {"apiVersion": API_VERSION, "kind": "HeteroQuota",
+            "metadata": {"name": f"demo-{namespace}", "namespace": namespace},
             "spec": {"limits": [{"deviceClass": "nvidia-h100", "region": "*", "devices": 64},
                                 {"deviceClass": "*", "region": "*", "devices": 160}]}}
 
 
-def inject(kind: str, node: str, device: int = 0, value: float | None = None, workdir: Path | None = None) -> str:
-    """Break something in the running demo (found through its state file); the answer for the user."""
+def showcase(doc: dict[str, Any]) -> dict[str, Any]:
+    """An examples/ job as the demo seeds it: renamed, and simulated to run until the demo stops."""
+    job = json.loads(json.dumps(doc))
+    job["metadata"]["name"] = SHOWCASE_PREFIX + job["metadata"]["name"]
+    for container in ((job["spec"].get("template") or {}).get("spec") or {}).get("containers") or []:
+        env = [e for e in container.get("env") or [] if e.get("name") != "HETEROJOB_SIM_DURATION"]
+        container["env"] = env + [{"name": "HETEROJOB_SIM_DURATION", "value": FOREVER}]
+    return job
+
+
+class DemoNotRunning(RuntimeError):
+    """No demo answers: the message says how to start one."""
+
+
+def demo_state(workdir: Path | None = None) -> dict[str, Any]:
     state_file = Path(workdir or DEFAULT_WORKDIR) / STATE
     if not state_file.exists():
-        raise FileNotFoundError(f"no running demo found ({state_file} is missing): start `heterojob demo` first")
-    url = json.loads(state_file.read_text())["exporters"]
+        raise DemoNotRunning(f"no running demo found ({state_file} is missing): start `heterojob demo` first"
+                             + (f" (with --workdir {workdir})" if workdir else ""))
+    try:
+        return dict(json.loads(state_file.read_text()))
+    except ValueError:
+        raise DemoNotRunning(f"{state_file} is not a demo state file: start `heterojob demo` again") from None
+
+
+def _demo_down(url: str, exc: Exception, workdir: Path | None) -> DemoNotRunning:
+    reason = getattr(exc, "reason", exc)
+    return DemoNotRunning(f"no demo is answering at {url} ({reason}); it has stopped: start `heterojob demo` "
+                          f"first (the state file in {Path(workdir or DEFAULT_WORKDIR)} is left from an earlier run)")
+
+
+FAULT_RESOURCES = {"npu-unhealthy": "huawei.com/", "npu-unknown": "huawei.com/"}
+
+
+def pick_target(kind: str, workdir: Path | None = None) -> tuple[str, int, str, str]:
+    """A device under a running job that the fault can hit: (node, device index, namespace/job, pod).
+
+    The simulated exporters hand each node's devices to its running pods in the order the API lists them
+    (as the stand-in kubelet reports them), so the pod's first device index is the count before it."""
+    state = demo_state(workdir)
+    api = kubernetes.config.new_client_from_config(config_file=state["kubeconfig"])
+    core = kubernetes.client.CoreV1Api(api)
+    try:
+        pods = core.list_pod_for_all_namespaces(_request_timeout=5).items
+    except Exception as exc:  # noqa: BLE001 - any failure to reach the emulator means the demo is down
+        raise _demo_down(str(api.configuration.host), exc, workdir) from None
+    wanted = FAULT_RESOURCES.get(kind, "nvidia.com/")
+    taken: dict[str, int] = {}
+    candidates: list[tuple[bool, str, str, int, str, str]] = []
+    for pod in pods:
+        limits = (pod.spec.containers[0].resources.limits or {}) if pod.spec.containers else {}
+        devices = sum(int(v) for k, v in limits.items() if "/" in k and str(v).isdigit())
+        node = pod.spec.node_name
+        if pod.status.phase != "Running" or not node or not devices:
+            continue
+        first = taken.get(node, 0)
+        taken[node] = first + devices
+        job = (pod.metadata.labels or {}).get("heterojob.io/job")
+        if job and any(k.startswith(wanted) for k in limits):
+            candidates.append((not pod.metadata.name.startswith(SHOWCASE_PREFIX), pod.metadata.name, str(node),
+                               first, f"{pod.metadata.namespace}/{job}", str(pod.metadata.name)))
+    if not candidates:
+        raise DemoNotRunning(f"no running job holds a {wanted.rstrip('/')} device yet: wait a little, or name a node")
+    _, _, node, device, job, name = min(candidates)
+    return node, device, job, name
+
+
+def follow(job: str, workdir: Path | None = None, seconds: float = 60.0) -> list[str]:
+    """What the job does after a fault: its phase changes, until it runs again on a new generation."""
+    state = demo_state(workdir)
+    api = kubernetes.config.new_client_from_config(config_file=state["kubeconfig"])
+    custom = kubernetes.client.CustomObjectsApi(api)
+    namespace, name = job.split("/", 1)
+    seen: list[str] = []
+    start_gen = None
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline:
+        try:
+            obj = custom.get_namespaced_custom_object(GROUP, VERSION, namespace, "heterojobs", name)
+        except kubernetes.client.ApiException:
+            break
+        status = obj.get("status") or {}
+        placement = status.get("placement") or {}
+        gen = placement.get("generation")
+        start_gen = gen if start_gen is None else start_gen
+        line = f"{status.get('phase')}: {status.get('message') or ''}".strip()
+        if not seen or seen[-1] != line:
+            seen.append(line)
+            print(f"  {job} {line}", flush=True)
+        if status.get("phase") == "Running" and gen is not None and start_gen is not None and gen != start_gen:
+            print(f"  {job} runs again on {placement.get('region')}/{placement.get('deviceClass')} "
+                  f"(generation {gen})", flush=True)
+            break
+        time.sleep(1.0)
+    else:
+        print(f"  {job} is still {seen[-1] if seen else 'unknown'} after {seconds:.0f} s; "
+              "`kubectl get hj -A` follows it", flush=True)
+    return seen
+
+
+def inject(kind: str, node: str, device: int = 0, value: float | None = None, workdir: Path | None = None) -> str:
+    """Break something in the running demo (found through its state file); the answer for the user."""
+    url = demo_state(workdir)["exporters"]
     body = json.dumps({"kind": kind, "node": node, "device": device, "value": value}).encode()
     request = urllib.request.Request(f"{url}/faults", data=body, method="POST",
                                      headers={"Content-Type": "application/json"})
@@ -72,6 +174,8 @@ def inject(kind: str, node: str, device: int = 0, value: float | None = None, wo
             r.read()
     except urllib.error.HTTPError as exc:
         raise ValueError(exc.read().decode().strip()) from None
+    except (urllib.error.URLError, OSError) as exc:
+        raise _demo_down(url, exc, workdir) from None
     return f"injected {kind} on {node} device {device}"
 
 
@@ -90,6 +194,10 @@ def _free_port() -> int:
         return int(s.getsockname()[1])
 
 
+def _interrupt(signum: int, frame: Any) -> None:
+    raise KeyboardInterrupt
+
+
 def _say(msg: str) -> None:
     print(f"[demo] {msg}", file=sys.stderr, flush=True)
 
@@ -97,7 +205,7 @@ def _say(msg: str) -> None:
 class Demo:
     def __init__(self, console_port: int = 8501, smoke: bool = False, smoke_seconds: float = 30.0,
                  workdir: Path | None = None, seed_value: int = 7) -> None:
-        self.console_port = _free_port() if smoke else console_port
+        self.console_port = _free_port() if smoke or not console_port else console_port
         self.smoke = smoke
         self.smoke_seconds = smoke_seconds
         self.workdir = Path(workdir or DEFAULT_WORKDIR)
@@ -173,6 +281,10 @@ class Demo:
     def run(self) -> int:
         emulator = Emulator(workdir=self.workdir)
         kubelet: Kubelet | None = None
+        # Both stop everything, whatever the shell: a background job of a non-interactive shell starts with
+        # SIGINT ignored, and Python then never raises KeyboardInterrupt for it.
+        for sig in (signal.SIGINT, signal.SIGTERM):
+            signal.signal(sig, _interrupt)
         try:
             _say("starting the Kubernetes API emulator")
             emulator.start()
@@ -207,7 +319,7 @@ class Demo:
             for path in sorted(EXAMPLES.glob("*.yaml")):
                 for doc in yaml.safe_load_all(path.read_text()):
                     if doc and doc.get("kind") == "HeteroJob":
-                        self._submit(api, doc)
+                        self._submit(api, showcase(doc))
             threading.Thread(target=self._workload, args=(api, 3.0 if self.smoke else 8.0), daemon=True).start()
 
             if self.smoke:
@@ -217,16 +329,16 @@ class Demo:
                   f"  kubectl:      KUBECONFIG={emulator.kubeconfig} kubectl get hj -A\n"
                   f"  prometheus:   {self._prometheus.url if self._prometheus else '(not installed)'}\n"
                   f"  alertmanager: {self._alertmanager.url if self._alertmanager else '(not installed)'}\n"
-                  f"  break a GPU:  heterojob demo inject fatal-xid cn-east-nvidia-h100-00"
+                  f"  break a GPU:  heterojob demo inject fatal-xid"
                   + (f" --workdir {self.workdir}" if self.workdir != DEFAULT_WORKDIR else "") + "\n"
                   f"  logs:         {self.workdir}\n  stop:         Ctrl-C\n", flush=True)
-            signal.signal(signal.SIGTERM, lambda *_: (_ for _ in ()).throw(KeyboardInterrupt()))
             while True:
                 time.sleep(1)
         except KeyboardInterrupt:
             return 0
         finally:
             signal.signal(signal.SIGINT, signal.SIG_IGN)  # a second Ctrl-C must not leave processes behind
+            signal.signal(signal.SIGTERM, signal.SIG_IGN)
             _say("stopping")
             self._stop.set()
             if kubelet is not None:
@@ -243,16 +355,17 @@ class Demo:
                 except subprocess.TimeoutExpired:
                     os.killpg(proc.pid, signal.SIGKILL)
             emulator.stop()
+            (self.workdir / STATE).unlink(missing_ok=True)  # `inject` now says no demo is running
 
     def _break_a_gpu(self, core: kubernetes.client.CoreV1Api) -> str | None:
-        """A fatal XID on the first GPU of a node where a job's pod runs (what the smoke run shows)."""
-        for pod in core.list_pod_for_all_namespaces(label_selector="heterojob.io/job").items:
-            node = pod.spec.node_name
-            limits = (pod.spec.containers[0].resources.limits or {}) if pod.spec.containers else {}
-            if pod.status.phase == "Running" and node and "nvidia.com/gpu" in limits:
-                _say(inject("fatal-xid", node, 0, 79, self.workdir))
-                return str(node)
-        return None
+        """A fatal XID on a GPU under a running job (what the smoke run shows); None while no job holds one."""
+        try:
+            node, device, job, pod = pick_target("fatal-xid", self.workdir)
+        except DemoNotRunning:
+            return None
+        _say(f"breaking GPU {device} of {node}, under job {job} (pod {pod})")
+        _say(inject("fatal-xid", node, device, 79, self.workdir))
+        return node
 
     def _console_status(self) -> int:
         try:

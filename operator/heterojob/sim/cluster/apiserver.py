@@ -17,12 +17,26 @@ own store with these real API server semantics:
 - watches: `labelSelector`, `fieldSelector`, `timeoutSeconds`, resume from a `resourceVersion` (410
   `Expired` when it is older than the bounded event history), ADDED/DELETED when an object enters or
   leaves a selector.
-- a CustomResourceDefinition created through the API registers its resource for discovery.
+- a CustomResourceDefinition created (or updated) through the API registers its resource for discovery, and
+  its `openAPIV3Schema` is enforced from then on (`schema.py`: pruning of undeclared fields, defaults, types,
+  enums, bounds, patterns, required; the status subresource too); ObjectMeta and pods are validated as
+  kube-apiserver v1.32 does (`builtin.py`; pod specs are immutable, `pods/binding` sets the node); 422
+  `Invalid` with kube's wording; 413 over 3 MiB; `dryRun=All`; `fieldValidation` (Warn: a `Warning` header;
+  Strict: 400); PodSecurity, ResourceQuota and ServiceAccount admission (`admission.py`).
+- what kubectl reads: `meta.k8s.io/v1` Tables (`tables.py`), `/openapi/v2` (protobuf or JSON) and `/openapi/v3`
+  (`openapi.py`), `events.k8s.io/v1` as a view of core Events (`events.py`), discovery listing subresources
+  as a real server does (`discovery.py`); `pods/log` answers 400 (the pods run no containers); no metrics API.
 - bounded memory: one version per object, a bounded event history and request log.
 
 Still different from a real API server (tests must not rely on these):
-- no schema validation of objects (CRD OpenAPI schemas are not enforced) and no admission webhooks;
-- no server-side apply (415), no `$patch` directives in strategic merge patches;
+- no admission webhooks, no CEL (`x-kubernetes-validations`), no ratcheting; built-in kinds other than pods,
+  services and namespaces get only ObjectMeta checks; undeclared fields of built-in kinds are pruned (and
+  OpenAPI has their schemas) only when the `kubernetes-validate` package is installed (it carries the v1.32
+  definitions); no defaulting of built-in kinds beyond a pod's common fields;
+- deleting a CRD does not unregister its resource;
+- server-side apply without field ownership (no managedFields, no conflicts); no `$patch` directives in
+  strategic merge patches; protobuf request bodies only for Namespace, ConfigMap, Secret, ServiceAccount and
+  ResourceQuota (the rest: 415);
 - foreground deletion behaves like background; pods are deleted at once (no kubelet grace period);
 - no authentication or RBAC; no bookmarks; list pagination (`limit`/`continue`) is ignored;
 - field selectors work on any dotted field path (a real server allows only a few per resource).
@@ -43,7 +57,7 @@ import sys
 import time
 import traceback
 import uuid
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -54,7 +68,9 @@ import kmock
 import yaml
 from typing_extensions import override
 
-from heterojob.sim.cluster import patching
+from heterojob.sim.cluster import (admission, builtin, discovery, events, openapi, patching, protobuf, schema,
+                                   tables)
+from heterojob.sim.cluster.errors import ApiError, invalid_object
 from heterojob.sim.cluster.selectors import Matcher, SelectorError, field_matcher, label_matcher
 
 log = logging.getLogger(__name__)
@@ -65,16 +81,6 @@ ALL_VERBS = {"get", "list", "watch", "create", "update", "patch", "delete", "del
 
 def _now() -> str:
     return datetime.datetime.now(tz=datetime.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
-
-
-class ApiError(Exception):
-    def __init__(self, code: int, reason: str, message: str, details: Mapping[str, Any] | None = None) -> None:
-        super().__init__(message)
-        self.code, self.reason, self.message, self.details = code, reason, message, dict(details or {})
-
-    def status(self) -> dict[str, Any]:
-        return {"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Failure",
-                "message": self.message, "reason": self.reason, "details": self.details, "code": self.code}
 
 
 @dataclass(frozen=True)
@@ -129,6 +135,18 @@ class Watcher:
     namespace: str | None
     matches: Matcher
     queue: asyncio.Queue[bytes | None] = field(default_factory=asyncio.Queue)
+    table: Callable[[dict[str, Any], bool], dict[str, Any]] | None = None  # object, with headers -> Table
+    convert: Callable[[Any], Any] | None = None  # the events.k8s.io view
+    headers_sent: bool = False
+
+    def line(self, etype: str, obj: dict[str, Any]) -> bytes:
+        shown: Any = obj
+        if self.table is not None and etype != "ERROR":
+            shown = self.table(obj, not self.headers_sent)
+            self.headers_sent = True
+        if self.convert is not None:
+            shown = self.convert(shown)
+        return json.dumps({"type": etype, "object": shown}).encode() + b"\n"
 
 
 Key = tuple[str | None, str]  # (namespace, name)
@@ -149,6 +167,13 @@ class ApiServerEmulator(kmock.KubernetesEmulator):
     _watchers: dict[tuple[str, str], set[Watcher]] = attrs.field(
         factory=lambda: collections.defaultdict(set), init=False)
     _rv: int = attrs.field(default=1, init=False)
+    _crd_versions: dict[tuple[str, str, str], dict[str, Any]] = attrs.field(factory=dict, init=False)
+    _schemas: dict[tuple[str, str, str], dict[str, Any]] = attrs.field(factory=dict, init=False)
+    _validators: dict[tuple[str, str, str], Any] = attrs.field(factory=dict, init=False)
+    _warnings: list[str] = attrs.field(factory=list, init=False)
+    registry_generation: int = attrs.field(default=0, init=False)  # bumped when what is served changes
+    openapi_cache: dict[Any, tuple[bytes, str]] = attrs.field(factory=dict, init=False)
+    max_body_bytes: int = 3 * 1024 * 1024  # kube-apiserver's MaxRequestBodyBytes default
     request_log: collections.deque[tuple[str, str, int, float]] = attrs.field(factory=collections.deque, init=False)
 
     def __attrs_post_init__(self) -> None:
@@ -164,6 +189,7 @@ class ApiServerEmulator(kmock.KubernetesEmulator):
             kind=kind, singular=singular, namespaced=namespaced, verbs=ALL_VERBS,
             shortnames=set(short_names), categories=set(categories), subresources=set(subresources))
         self._kinds.pop((group, version, plural), None)
+        self.registry_generation += 1
 
     def _kind(self, route: Route) -> Kind | None:
         key = (route.group, route.version, route.plural)
@@ -189,6 +215,25 @@ class ApiServerEmulator(kmock.KubernetesEmulator):
                 singular=names.get("singular", ""), namespaced=spec.get("scope") == "Namespaced",
                 short_names=tuple(names.get("shortNames") or ()), categories=tuple(names.get("categories") or ()),
                 subresources=tuple((version.get("subresources") or {}).keys()))
+            key = (spec.get("group", ""), version["name"], names["plural"])
+            self._crd_versions[key] = {**copy.deepcopy(version), "names": copy.deepcopy(names),
+                                       "scope": spec.get("scope"), "group": spec.get("group", "")}
+            found = schema.version_schema(crd, version["name"])
+            self.registry_generation += 1
+            if found is None:
+                self._schemas.pop(key, None)
+                self._validators.pop(key, None)
+            else:
+                self._schemas[key] = found
+                self._validators[key] = schema.compile_schema(found)
+
+    def load_builtins(self) -> None:
+        """kmock's bundled built-in resources, less the metrics API (nothing here serves metrics)."""
+        self.resources.load_bundled()
+        for res in list(self.resources):
+            if res.group == "metrics.k8s.io":
+                del self.resources[res]
+        self.registry_generation += 1
 
     # --- state, for tests ------------------------------------------------------------
 
@@ -211,9 +256,13 @@ class ApiServerEmulator(kmock.KubernetesEmulator):
         path = raw_request.path
         route = parse_route(path)
         kind = self._kind(route) if route is not None else None
+        self._warnings = []
         try:
-            if path.rstrip("/") == "/version":
-                response: aiohttp.web.StreamResponse = aiohttp.web.json_response(
+            served = self._serve_meta(raw_request, path)
+            if served is not None:
+                response: aiohttp.web.StreamResponse = served
+            elif path.rstrip("/") == "/version":
+                response = aiohttp.web.json_response(
                     await self._serve_server_version(None))  # type: ignore[arg-type]
             elif path.startswith("/_emulator/"):
                 response = await self._serve_admin(raw_request)
@@ -226,11 +275,16 @@ class ApiServerEmulator(kmock.KubernetesEmulator):
                 response = await self._serve(raw_request, route, kind)
         except ApiError as exc:
             response = aiohttp.web.json_response(exc.status(), status=exc.code)
+        except aiohttp.web.HTTPRequestEntityTooLarge:
+            response = self._too_large()
         except Exception as exc:  # a bug here must not look like a network failure to the client
             log.exception("emulator failure on %s %s", raw_request.method, path)
             response = aiohttp.web.json_response(
                 ApiError(500, "InternalError", f"{type(exc).__name__}: {exc}",
                          {"traceback": traceback.format_exc()}).status(), status=500)
+        for warning in dict.fromkeys(self._warnings):
+            if not response.prepared:
+                response.headers.add("Warning", '299 - ' + json.dumps(warning))
         self.request_log.append((raw_request.method, raw_request.path_qs, response.status,
                                  time.perf_counter() - started))
         return response
@@ -243,32 +297,215 @@ class ApiServerEmulator(kmock.KubernetesEmulator):
             return aiohttp.web.json_response([list(r) for r in self.request_log])
         raise ApiError(404, "NotFound", f"no emulator endpoint {raw_request.path}")
 
+    def _too_large(self) -> aiohttp.web.Response:
+        return self._json(ApiError(413, "RequestEntityTooLarge",
+                                   f"Request entity too large: limit is {self.max_body_bytes}").status(), 413)
+
+    async def _read_body(self, raw: aiohttp.web.BaseRequest) -> bytes:
+        if (raw.content_length or 0) > self.max_body_bytes:
+            raise ApiError(413, "RequestEntityTooLarge", f"Request entity too large: limit is {self.max_body_bytes}")
+        chunks, size = [], 0
+        while chunk := await raw.content.read(1 << 16):
+            size += len(chunk)
+            chunks.append(chunk)
+            if size > self.max_body_bytes:
+                while await raw.content.read(1 << 16):
+                    pass  # drain, so the client reads the answer instead of a reset connection
+                raise ApiError(413, "RequestEntityTooLarge",
+                               f"Request entity too large: limit is {self.max_body_bytes}")
+        return b"".join(chunks)
+
+    def _serve_meta(self, raw: aiohttp.web.BaseRequest, path: str) -> aiohttp.web.StreamResponse | None:
+        """Discovery lists, OpenAPI and the aggregated-discovery refusal, answered here rather than by kmock."""
+        if raw.method != "GET":
+            return None
+        parts = [p for p in path.split("/") if p]
+        if parts[:1] == ["openapi"]:
+            key = (self.registry_generation, path, "protobuf" in raw.headers.get("Accept", "").split(",")[0])
+            if key not in self.openapi_cache:
+                if len(self.openapi_cache) > 64 or any(k[0] != key[0] for k in self.openapi_cache):
+                    self.openapi_cache.clear()
+                self.openapi_cache[key] = openapi.serve(self, parts[1:], raw.headers.get("Accept", ""))
+            body, content_type = self.openapi_cache[key]
+            return aiohttp.web.Response(body=body, status=200, headers={"Content-Type": content_type})
+        if parts == ["api", "v1"] or (len(parts) == 3 and parts[0] == "apis"):
+            group, version = ("", "v1") if parts[0] == "api" else (parts[1], parts[2])
+            listed = discovery.resource_list(self.resources, group, version)
+            if listed is None:
+                raise ApiError(404, "NotFound", "the server could not find the requested resource")
+            return self._json(listed)
+        return None
+
+    def schema_of(self, group: str, version: str, plural: str) -> dict[str, Any] | None:
+        return self._schemas.get((group, version, plural))
+
+    def crd_version(self, group: str, version: str, plural: str) -> dict[str, Any] | None:
+        return self._crd_versions.get((group, version, plural))
+
     async def _serve(self, raw: aiohttp.web.BaseRequest, route: Route, kind: Kind) -> aiohttp.web.StreamResponse:
         if kind.namespaced is False and route.namespace is not None:
             raise ApiError(404, "NotFound", f"{kind.plural} is not namespaced")
         method, query = raw.method, raw.query
+        sub = route.subresource
+        if sub not in (None, "status") and not (kind.key == ("", "pods") and sub in ("binding", "log")):
+            raise ApiError(404, "NotFound", f"the server could not find the requested resource ({raw.path}): "
+                           f"the emulator does not serve the {sub} subresource")
+        if sub == "status" and not kind.status_subresource:
+            raise ApiError(404, "NotFound", "the server could not find the requested resource")
+        table = tables.wanted(raw.headers.get("Accept", ""))
+        view: Callable[[Any], Any] | None = None
+        if kind.key == events.GROUP_KEY:  # one store, two shapes: served from the core v1 Events
+            view, kind = events.convert_payload, Kind("", "v1", "events", "Event", True, False)
         if method == "GET" and query.get("watch") in ("true", "1"):
-            return await self._watch(raw, route, kind)
-        body = await raw.read()
+            return await self._watch(raw, route, kind, table, view)
+        if sub == "log":
+            self._get(route, kind)
+            raise ApiError(400, "BadRequest", f'pod "{route.name}" has no logs: the heterojob API emulator runs '
+                           "no containers (its pods are simulated; see the operator's and the stand-in kubelet's "
+                           "own logs, e.g. in the demo's log directory)")
+        body = await self._read_body(raw)
         if method == "GET":
             if route.name is None:
-                return self._json(self._list(route, kind, query))
-            return self._json(self._get(route, kind))
+                listed = self._list(route, kind, query)
+                payload = self._table(kind, listed["items"], query, listed["metadata"]) if table else listed
+            else:
+                got = self._get(route, kind)
+                payload = self._table(kind, [got], query, {"resourceVersion": got["metadata"]["resourceVersion"]}
+                                      ) if table else got
+            return self._json(view(payload) if view is not None else payload)
+        dry_run = self._dry_run(query)
+        strict = self._field_validation(query)
+        if "protobuf" in raw.headers.get("Content-Type", "") or body[:4] == protobuf.MAGIC:
+            decoded = protobuf.decode(body)
+            if decoded is not None:
+                body = json.dumps(decoded).encode()
+        if body[:4] == protobuf.MAGIC:
+            raise ApiError(415, "UnsupportedMediaType", "the body of the request was in an unknown format - accepted "
+                           "media types include: application/json, application/yaml, application/json-patch+json, "
+                           "application/merge-patch+json, application/apply-patch+yaml (the emulator decodes "
+                           "protobuf only for Namespace, ConfigMap, Secret, ServiceAccount and ResourceQuota)")
         data = self._decode(body) if body else None
+        if view is not None and isinstance(data, dict) and method in ("POST", "PUT", "PATCH"):
+            data = events.to_core(data)
+            if method == "PATCH":
+                data.pop("apiVersion"), data.pop("kind")
+        payload, status = self._write(raw, route, kind, data, dry_run, strict, query)
+        return self._json(view(payload) if view is not None else payload, status)
+
+    def _write(self, raw: aiohttp.web.BaseRequest, route: Route, kind: Kind, data: Any, dry_run: bool,
+               strict: str, query: Mapping[str, str]) -> tuple[Any, int]:
+        method, sub = raw.method, route.subresource
+        if method == "POST" and sub == "binding":
+            return self._bind(route, kind, data, dry_run), 201
         if method == "POST" and route.name is None:
-            return self._json(self._create(route, kind, data, dry_run="dryRun" in query), 201)
+            return self._create(route, kind, data, dry_run=dry_run, strict=strict), 201
         if method == "PATCH" and route.name is not None:
             content_type = raw.headers.get("Content-Type", "").split(";")[0].strip()
-            return self._json(self._patch(route, kind, data, content_type))
+            return self._patch(route, kind, data, content_type, dry_run, strict), 200
         if method == "PUT" and route.name is not None:
-            return self._json(self._replace(route, kind, data))
+            return self._replace(route, kind, data, dry_run, strict), 200
         if method == "DELETE":
             options = data if isinstance(data, dict) else {}
             policy = options.get("propagationPolicy") or query.get("propagationPolicy") or "Background"
+            dry_run = dry_run or "All" in (options.get("dryRun") or [])
             if route.name is None:
-                return self._json(self._delete_collection(route, kind, query, policy))
-            return self._json(self._delete(route, kind, options.get("preconditions") or {}, policy))
+                return self._delete_collection(route, kind, query, policy, dry_run), 200
+            return self._delete(route, kind, options.get("preconditions") or {}, policy, dry_run), 200
         raise ApiError(405, "MethodNotAllowed", f"{method} is not supported on {raw.path}")
+
+    @staticmethod
+    def _dry_run(query: Mapping[str, str]) -> bool:
+        values = query.getall("dryRun", []) if hasattr(query, "getall") else [query.get("dryRun")]
+        values = [v for v in values if v is not None]
+        for value in values:
+            if value != "All":
+                raise ApiError(400, "BadRequest", f"Invalid dry run value: {value}")  # only "All" exists
+        return bool(values)
+
+    @staticmethod
+    def _field_validation(query: Mapping[str, str]) -> str:
+        value = query.get("fieldValidation") or "Warn"  # the default since v1.27 (v1.32: Warn)
+        if value not in ("Ignore", "Warn", "Strict"):
+            raise ApiError(400, "BadRequest", f"fieldValidation parameter unsupported: {value}")
+        return value
+
+    def _table(self, kind: Kind, items: list[dict[str, Any]], query: Mapping[str, str], meta: Mapping[str, Any],
+               no_headers: bool = False) -> dict[str, Any]:
+        version = self.crd_version(kind.group, kind.version, kind.plural)
+        columns = (version or {}).get("additionalPrinterColumns") if version is not None else None
+        return tables.table(kind.key, items, columns, query.get("includeObject") or "Metadata", dict(meta),
+                            is_crd=version is not None, no_headers=no_headers)
+
+    # --- enforcement ----------------------------------------------------------------------------------
+
+    def _enforce(self, kind: Kind, obj: dict[str, Any], old: dict[str, Any] | None, subresource: str | None,
+                 strict: str = "Warn") -> None:
+        """Prune/default/validate `obj` (in place) as the real server does on create and update; raise 422/400."""
+        meta = obj.get("metadata") or {}
+        name = meta.get("name") or meta.get("generateName") or ""
+        found = builtin.validate_metadata(meta, name_rule=builtin.name_rule(kind.key))
+        crd_schema = self._schemas.get((kind.group, kind.version, kind.plural))
+        if crd_schema is not None:
+            unknown = schema.prune_and_default(obj, crd_schema, builtin.resolver() or schema.no_refs)
+            if unknown and strict == "Strict":
+                raise ApiError(400, "BadRequest", f'{kind.kind} in version "{kind.version}" cannot be handled as a '
+                               f"{kind.kind}: strict decoding error: "
+                               + ", ".join(f'unknown field "{u}"' for u in unknown))
+            if strict == "Warn":
+                self._warnings.extend(f'unknown field "{u}"' for u in unknown)
+            found += schema.validate(obj, crd_schema, self._validators.get((kind.group, kind.version, kind.plural)))
+        elif not kind.group or kind.group.endswith(".k8s.io") or "." not in kind.group:
+            resolve = builtin.resolver()
+            definition = builtin.definition_of(kind.group, kind.version, kind.kind) if resolve else None
+            if resolve is not None and definition is not None:
+                unknown = schema.prune_and_default(obj, definition, resolve, defaults=False)
+                if unknown and strict == "Strict":
+                    raise ApiError(400, "BadRequest", f'{kind.kind} in version "{kind.version}" cannot be handled as '
+                                   f"a {kind.kind}: strict decoding error: "
+                                   + ", ".join(f'unknown field "{u}"' for u in unknown))
+                if strict == "Warn":
+                    self._warnings.extend(f'unknown field "{u}"' for u in unknown)
+            if kind.key == ("", "pods") and old is None:
+                builtin.default_pod(obj)
+            found += builtin.validate(kind.key, obj, kind.kind, kind.api_version)
+            if kind.key == ("", "pods") and old is not None and subresource is None:
+                found += builtin.validate_pod_update(old, obj)
+        if found:
+            raise invalid_object(kind.kind, kind.group, name, found)
+
+    def _admit(self, kind: Kind, obj: dict[str, Any]) -> None:
+        """Admission on create: PodSecurity, ResourceQuota and ServiceAccount for pods (see admission.py)."""
+        if kind.key != ("", "pods"):
+            return
+        namespace = obj["metadata"].get("namespace") or ""
+        name = obj["metadata"].get("name") or ""
+        ns = self._store[("", "namespaces")].get((None, namespace))
+        accounts = [n for (ns_, n) in self._store[("", "serviceaccounts")] if ns_ == namespace]
+        quotas = [q for (ns_, _), q in self._store[("", "resourcequotas")].items() if ns_ == namespace]
+        pods = [p for (ns_, _), p in self._store[("", "pods")].items() if ns_ == namespace]
+        for why in (admission.pod_security(obj, ns), admission.service_account(obj, namespace, accounts),
+                    admission.resource_quota(obj, quotas, pods) if quotas else None):
+            if why:
+                raise ApiError(403, "Forbidden", f'pods "{name}" is forbidden: {why}',
+                               {"name": name, "kind": "pods"})
+
+    def _bind(self, route: Route, kind: Kind, data: Any, dry_run: bool) -> dict[str, Any]:
+        """POST pods/{name}/binding: the scheduler's way to set `spec.nodeName` (once)."""
+        old = self._get(route, kind)
+        target = (data or {}).get("target") if isinstance(data, dict) else None
+        if not isinstance(target, dict) or not target.get("name"):
+            raise invalid_object("Binding", "", route.name or "", [builtin.errors.required("target.name")])
+        if (old.get("spec") or {}).get("nodeName"):
+            raise ApiError(409, "Conflict", f'Operation cannot be fulfilled on pods/binding "{route.name}": pod '
+                           f'{route.name} is already assigned to node "{old["spec"]["nodeName"]}"',
+                           {"name": route.name, "kind": "pods/binding"})
+        if not dry_run:
+            new = copy.deepcopy(old)
+            new["spec"]["nodeName"] = target["name"]
+            new.setdefault("status", {}).setdefault("conditions", []).append(
+                {"type": "PodScheduled", "status": "True", "lastTransitionTime": _now()})
+            self._commit(kind, old, new, "binding")
+        return {"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Success", "code": 201}
 
     @staticmethod
     def _decode(body: bytes) -> Any:
@@ -345,7 +582,7 @@ class ApiServerEmulator(kmock.KubernetesEmulator):
         if not (was or now):
             return None
         etype = "MODIFIED" if was and now else "ADDED" if now else "DELETED"
-        return json.dumps({"type": etype, "object": new}).encode() + b"\n"
+        return watcher.line(etype, new)
 
     def _check_namespace(self, kind: Kind, namespace: str | None) -> None:
         if not kind.namespaced:
@@ -360,7 +597,8 @@ class ApiServerEmulator(kmock.KubernetesEmulator):
         if ns["metadata"].get("deletionTimestamp"):
             raise ApiError(403, "Forbidden", f"namespace {namespace} is being terminated")
 
-    def _create(self, route: Route, kind: Kind, data: Any, dry_run: bool = False) -> dict[str, Any]:
+    def _create(self, route: Route, kind: Kind, data: Any, dry_run: bool = False, strict: str = "Warn"
+                ) -> dict[str, Any]:
         if not isinstance(data, dict):
             raise ApiError(400, "BadRequest", "the request body must be a JSON object")
         obj = copy.deepcopy(data)
@@ -382,19 +620,17 @@ class ApiServerEmulator(kmock.KubernetesEmulator):
                     meta["name"] = candidate
                     break
         name = meta["name"]
-        if len(name) > 253 or not SUBDOMAIN.match(name):
-            raise ApiError(422, "Invalid", f'{kind.kind} "{name}" is invalid: metadata.name: Invalid value: '
-                           f'"{name}": a lowercase RFC 1123 subdomain must consist of lower case alphanumeric '
-                           "characters, '-' or '.', and must start and end with an alphanumeric character")
+        obj["apiVersion"], obj["kind"] = kind.api_version, kind.kind
+        if kind.status_subresource and kind.group:
+            obj.pop("status", None)  # CRs with a status subresource drop status on create
+        self._enforce(kind, obj, None, None, strict)
         self._check_namespace(kind, meta.get("namespace"))
         if (meta.get("namespace"), name) in self._store[kind.key]:
             raise ApiError(409, "AlreadyExists", f'{kind.plural} "{name}" already exists',
                            {"name": name, "kind": kind.plural})
-        obj["apiVersion"], obj["kind"] = kind.api_version, kind.kind
-        if kind.status_subresource and kind.group:
-            obj.pop("status", None)  # CRs with a status subresource drop status on create
         if kind.key == ("", "pods"):
-            obj["status"] = {"phase": "Pending", **({"qosClass": "BestEffort"})}
+            self._admit(kind, obj)
+            obj["status"] = {"phase": "Pending", "qosClass": builtin.qos_class(obj)}
         meta.pop("deletionTimestamp", None)
         meta.update(uid=str(uuid.uuid4()), creationTimestamp=_now(), generation=1)
         if dry_run:
@@ -406,8 +642,8 @@ class ApiServerEmulator(kmock.KubernetesEmulator):
             self._register_crd(obj)
         return obj
 
-    def _commit(self, kind: Kind, old: dict[str, Any], new: dict[str, Any], subresource: str | None
-                ) -> dict[str, Any]:
+    def _commit(self, kind: Kind, old: dict[str, Any], new: dict[str, Any], subresource: str | None,
+                dry_run: bool = False, strict: str = "Warn") -> dict[str, Any]:
         """Apply the status-subresource split, bump versions, store, notify; finalize if released."""
         if kind.status_subresource:
             if subresource == "status":
@@ -426,6 +662,10 @@ class ApiServerEmulator(kmock.KubernetesEmulator):
         new["apiVersion"], new["kind"] = kind.api_version, kind.kind
         meta["resourceVersion"] = old["metadata"]["resourceVersion"]
         meta["generation"] = old["metadata"].get("generation", 1)
+        if subresource != "binding":
+            self._enforce(kind, new, old, subresource, strict)
+        if dry_run:
+            return new
         if new == old:
             return old  # a no-op write changes nothing, not even the resourceVersion
         if _spec_of(new) != _spec_of(old):
@@ -437,12 +677,15 @@ class ApiServerEmulator(kmock.KubernetesEmulator):
             return new
         self._store[kind.key][key] = new
         self._emit(kind, old, new)
+        if kind.key == ("apiextensions.k8s.io", "customresourcedefinitions"):
+            self._register_crd(new)
         return new
 
-    def _patch(self, route: Route, kind: Kind, data: Any, content_type: str) -> dict[str, Any]:
-        old = self._get(route, kind)
+    def _patch(self, route: Route, kind: Kind, data: Any, content_type: str, dry_run: bool = False,
+               strict: str = "Warn") -> dict[str, Any]:
         if content_type == patching.APPLY_PATCH:
-            raise ApiError(415, "UnsupportedMediaType", "server-side apply is not supported by the emulator")
+            return self._server_side_apply(route, kind, data, dry_run, strict)
+        old = self._get(route, kind)
         try:
             if content_type == patching.JSON_PATCH:
                 new = patching.json_patch(old, data)
@@ -461,9 +704,31 @@ class ApiServerEmulator(kmock.KubernetesEmulator):
         wanted_rv = ((data or {}).get("metadata") or {}).get("resourceVersion") if isinstance(data, dict) else None
         if wanted_rv and wanted_rv != old["metadata"]["resourceVersion"]:
             raise self._conflict(kind, old)
-        return self._commit(kind, old, copy.deepcopy(new), route.subresource)
+        return self._commit(kind, old, copy.deepcopy(new), route.subresource, dry_run, strict)
 
-    def _replace(self, route: Route, kind: Kind, data: Any) -> dict[str, Any]:
+    def _server_side_apply(self, route: Route, kind: Kind, data: Any, dry_run: bool, strict: str
+                           ) -> dict[str, Any]:
+        """Server-side apply, simplified: create when missing, else the applied fields merged over the object
+        (lists replaced). Field ownership, managedFields and apply conflicts are not modelled."""
+        if not isinstance(data, dict):
+            raise ApiError(400, "BadRequest", "the apply configuration must be an object")
+        if route.name is not None and (data.get("metadata") or {}).get("name") not in (None, route.name):
+            raise ApiError(400, "BadRequest", "the name of the object does not match the name of the URL")
+        try:
+            old = self._get(route, kind)
+        except ApiError as exc:
+            if exc.code != 404 or route.subresource is not None:
+                raise
+            create_route = Route(route.group, route.version, route.plural, route.namespace, None, None)
+            body = copy.deepcopy(data)
+            body.setdefault("metadata", {})["name"] = route.name
+            return self._create(create_route, kind, body, dry_run=dry_run, strict=strict)
+        applied = {k: v for k, v in data.items() if k not in ("apiVersion", "kind")}
+        return self._commit(kind, old, copy.deepcopy(patching.merge_patch(old, applied)), route.subresource,
+                            dry_run, strict)
+
+    def _replace(self, route: Route, kind: Kind, data: Any, dry_run: bool = False, strict: str = "Warn"
+                 ) -> dict[str, Any]:
         old = self._get(route, kind)
         if not isinstance(data, dict):
             raise ApiError(400, "BadRequest", "the request body must be a JSON object")
@@ -475,7 +740,7 @@ class ApiServerEmulator(kmock.KubernetesEmulator):
             raise self._conflict(kind, old)
         if (data.get("metadata") or {}).get("name") not in (None, route.name):
             raise ApiError(400, "BadRequest", "the name of the object does not match the name of the URL")
-        return self._commit(kind, old, copy.deepcopy(data), route.subresource)
+        return self._commit(kind, old, copy.deepcopy(data), route.subresource, dry_run, strict)
 
     @staticmethod
     def _conflict(kind: Kind, old: dict[str, Any]) -> ApiError:
@@ -484,12 +749,15 @@ class ApiServerEmulator(kmock.KubernetesEmulator):
                         "has been modified; please apply your changes to the latest version and try again",
                         {"name": name, "kind": kind.plural})
 
-    def _delete(self, route: Route, kind: Kind, preconditions: Mapping[str, Any], policy: str) -> dict[str, Any]:
+    def _delete(self, route: Route, kind: Kind, preconditions: Mapping[str, Any], policy: str,
+                dry_run: bool = False) -> dict[str, Any]:
         old = self._get(route, kind)
         if preconditions.get("uid") and preconditions["uid"] != old["metadata"]["uid"]:
             raise self._conflict(kind, old)
         if preconditions.get("resourceVersion") and preconditions["resourceVersion"] != old["metadata"]["resourceVersion"]:
             raise self._conflict(kind, old)
+        if dry_run:
+            return old
         return self._delete_object(kind, old, policy)
 
     def _delete_object(self, kind: Kind, old: dict[str, Any], policy: str) -> dict[str, Any]:
@@ -529,7 +797,7 @@ class ApiServerEmulator(kmock.KubernetesEmulator):
         if not watcher.matches(old):
             return None
         final = {**old, "metadata": {**old["metadata"], "resourceVersion": str(rv)}}
-        return json.dumps({"type": "DELETED", "object": final}).encode() + b"\n"
+        return watcher.line("DELETED", final)
 
     def _kind_by_key(self, key: tuple[str, str]) -> Kind | None:
         for kind in self._kinds.values():
@@ -569,16 +837,17 @@ class ApiServerEmulator(kmock.KubernetesEmulator):
                 if okey[0] == namespace and okey in objects:
                     self._delete_object(kind, obj, "Background")
 
-    def _delete_collection(self, route: Route, kind: Kind, query: Mapping[str, str], policy: str
-                           ) -> dict[str, Any]:
+    def _delete_collection(self, route: Route, kind: Kind, query: Mapping[str, str], policy: str,
+                           dry_run: bool = False) -> dict[str, Any]:
         listed = self._list(route, kind, query)
-        for obj in listed["items"]:
+        for obj in [] if dry_run else listed["items"]:
             self._delete_object(kind, obj, policy)
         return listed
 
     # --- watches ----------------------------------------------------------------------------------
 
-    async def _watch(self, raw: aiohttp.web.BaseRequest, route: Route, kind: Kind) -> aiohttp.web.StreamResponse:
+    async def _watch(self, raw: aiohttp.web.BaseRequest, route: Route, kind: Kind, table: bool = False,
+                     view: Callable[[Any], Any] | None = None) -> aiohttp.web.StreamResponse:
         query = raw.query
         matches = self._matcher(query)
         if route.name is not None:  # the deprecated single-object watch
@@ -588,13 +857,17 @@ class ApiServerEmulator(kmock.KubernetesEmulator):
         timeout = float(query.get("timeoutSeconds") or 1800)
         since = query.get("resourceVersion") or ""
 
-        watcher = Watcher(kind, namespace, matches)
+        watcher = Watcher(kind, namespace, matches, convert=view)
+        if table:
+            watcher.table = lambda obj, headers: self._table(
+                kind, [obj], query, {"resourceVersion": obj["metadata"].get("resourceVersion", "")},
+                no_headers=not headers)
         initial: list[bytes] = []
         # Everything between here and registration runs without awaiting: no change can slip in.
         if since in ("", "0") or not since.isdigit():
             for obj in self._store[kind.key].values():
                 if (namespace is None or obj["metadata"].get("namespace") == namespace) and matches(obj):
-                    initial.append(json.dumps({"type": "ADDED", "object": obj}).encode() + b"\n")
+                    initial.append(watcher.line("ADDED", obj))
         else:
             history = self._history.get(kind.key) or collections.deque()
             oldest = history[0][0] if history else self._rv + 1
@@ -661,7 +934,7 @@ def kubeconfig(server: str) -> dict[str, Any]:
 async def serve(host: str, port: int, kubeconfig_path: Path | None, crd_dir: Path | None,
                 ready: asyncio.Event | None = None, stop: asyncio.Event | None = None) -> None:
     emulator = ApiServerEmulator()
-    emulator.resources.load_bundled()
+    emulator.load_builtins()
     for path in sorted(crd_dir.glob("*.yaml")) if crd_dir else ():
         for doc in yaml.safe_load_all(path.read_text()):
             if doc and doc.get("kind") == "CustomResourceDefinition":

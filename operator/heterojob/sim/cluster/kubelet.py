@@ -103,10 +103,19 @@ class Kubelet:
                     if now - first_seen >= self.start_delay:
                         node = (meta.get("annotations") or {}).get(ANNOTATION_NODE)
                         if node and not (pod.get("spec") or {}).get("nodeName"):
-                            self.core.patch_namespaced_pod(meta["name"], meta["namespace"],
-                                                           {"spec": {"nodeName": node}})
+                            # a pod's spec is immutable: the scheduler binds it (pods/{name}/binding)
+                            self.core.create_namespaced_pod_binding(
+                                meta["name"], meta["namespace"],
+                                {"apiVersion": "v1", "kind": "Binding", "metadata": {"name": meta["name"]},
+                                 "target": {"apiVersion": "v1", "kind": "Node", "name": node}},
+                                _preload_content=False)
+                        containers = (pod.get("spec") or {}).get("containers") or []
                         self.core.patch_namespaced_pod_status(meta["name"], meta["namespace"], {"status": {
-                            "phase": "Running", "hostIP": "10.0.0.1", "podIP": "10.1.0.1"}})
+                            "phase": "Running", "hostIP": "10.0.0.1", "podIP": "10.1.0.1",
+                            "containerStatuses": [{"name": c.get("name"), "ready": True, "restartCount": 0,
+                                                   "image": c.get("image"), "imageID": "", "started": True,
+                                                   "state": {"running": {"startedAt": _now_iso()}}}
+                                                  for c in containers]}})
                         self._started[key] = now
                 elif phase == "Running":
                     if self.answer_checkpoints:
@@ -137,3 +146,8 @@ class Kubelet:
         self.core.patch_namespaced_pod(meta["name"], meta["namespace"], {"metadata": {"annotations": {
             ANNOTATION_CHECKPOINT_ACK: f"{wanted};{step};{where.rstrip('/')}/{wanted}/"}}})
         self._asked.pop(key, None)
+
+
+def _now_iso() -> str:
+    import datetime
+    return datetime.datetime.now(tz=datetime.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")

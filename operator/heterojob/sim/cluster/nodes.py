@@ -33,5 +33,11 @@ def node(name: str, region: str, device_class: str, *, zone: str | None = None, 
             "allocatable": allocatable,
             "conditions": [{"type": "Ready", "status": "True" if ready else "False",
                             "reason": "KubeletReady" if ready else "KubeletNotReady"}],
+            "addresses": [{"type": "Hostname", "address": name}],
+            # what `kubectl get nodes` shows (VERSION; OS-IMAGE etc. with -o wide); a simulated kubelet
+            "nodeInfo": {"kubeletVersion": "v1.32.0-sim", "kubeProxyVersion": "", "osImage": "simulated",
+                         "kernelVersion": "simulated", "containerRuntimeVersion": "simulated",
+                         "operatingSystem": "linux", "architecture": "amd64", "machineID": name,
+                         "systemUUID": name, "bootID": name},
         },
     }

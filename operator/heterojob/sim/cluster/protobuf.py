@@ -1,0 +1,131 @@
+"""Decoding the Kubernetes protobuf bodies kubectl >= 1.2x sends from its typed clients.
+
+`kubectl create namespace|configmap|secret|serviceaccount|quota` (v1.32) post `application/vnd.kubernetes.protobuf`:
+the 4-byte magic `k8s\\0`, then a `runtime.Unknown` (typeMeta = 1 {apiVersion = 1, kind = 2}, raw = 2) whose
+`raw` is the kind's generated message (k8s.io/api/core/v1/generated.proto). Only the kinds and fields below are
+decoded (ObjectMeta: name, generateName, namespace, labels, annotations, finalizers); anything else is None and
+the server answers 415 as it does for a format it cannot read.
+"""
+
+from __future__ import annotations
+
+import base64
+from typing import Any
+
+MAGIC = b"k8s\x00"
+Fields = dict[int, list[Any]]
+
+
+def _varint(data: bytes, i: int) -> tuple[int, int]:
+    shift = value = 0
+    while True:
+        b = data[i]
+        i += 1
+        value |= (b & 0x7F) << shift
+        if not b & 0x80:
+            return value, i
+        shift += 7
+
+
+def fields(data: bytes) -> Fields:
+    """A message's fields by number: varints as int, length-delimited as bytes (fixed widths skipped)."""
+    out: Fields = {}
+    i = 0
+    while i < len(data):
+        key, i = _varint(data, i)
+        num, wire = key >> 3, key & 7
+        if wire == 0:
+            value, i = _varint(data, i)
+        elif wire == 2:
+            size, i = _varint(data, i)
+            value, i = data[i:i + size], i + size
+        elif wire == 1:
+            value, i = data[i:i + 8], i + 8
+        elif wire == 5:
+            value, i = data[i:i + 4], i + 4
+        else:
+            raise ValueError(f"unsupported wire type {wire}")
+        out.setdefault(num, []).append(value)
+    return out
+
+
+def _str(f: Fields, num: int) -> str | None:
+    return f[num][-1].decode() if num in f else None
+
+
+def _map(f: Fields, num: int, as_bytes: bool = False) -> dict[str, Any] | None:
+    if num not in f:
+        return None
+    out = {}
+    for entry in f[num]:
+        kv = fields(entry)
+        key = kv.get(1, [b""])[-1].decode()
+        value = kv.get(2, [b""])[-1]
+        out[key] = base64.b64encode(value).decode() if as_bytes else value.decode()
+    return out
+
+
+def _meta(data: bytes) -> dict[str, Any]:
+    f = fields(data)
+    meta: dict[str, Any] = {}
+    for num, key in ((1, "name"), (2, "generateName"), (3, "namespace")):
+        if (value := _str(f, num)) is not None:
+            meta[key] = value
+    for num, key in ((11, "labels"), (12, "annotations")):
+        if (value := _map(f, num)) is not None:
+            meta[key] = value
+    if 14 in f:
+        meta["finalizers"] = [v.decode() for v in f[14]]
+    return meta
+
+
+def _quantity_map(f: Fields, num: int) -> dict[str, str] | None:
+    if num not in f:
+        return None
+    out = {}
+    for entry in f[num]:
+        kv = fields(entry)
+        out[kv.get(1, [b""])[-1].decode()] = _str(fields(kv.get(2, [b""])[-1]), 1) or "0"
+    return out
+
+
+def decode(body: bytes) -> dict[str, Any] | None:
+    """The JSON-shaped object of a protobuf request body, or None for kinds/fields not decoded here."""
+    if not body.startswith(MAGIC):
+        return None
+    try:
+        unknown = fields(body[len(MAGIC):])
+        type_meta = fields(unknown.get(1, [b""])[-1])
+        api_version, kind = _str(type_meta, 1) or "", _str(type_meta, 2) or ""
+        raw = fields(unknown.get(2, [b""])[-1])
+        obj: dict[str, Any] = {"apiVersion": api_version, "kind": kind, "metadata": _meta(raw.get(1, [b""])[-1])}
+        if (api_version, kind) == ("v1", "Namespace"):
+            spec = fields(raw.get(2, [b""])[-1])
+            if 1 in spec:
+                obj["spec"] = {"finalizers": [v.decode() for v in spec[1]]}
+        elif (api_version, kind) == ("v1", "ConfigMap"):
+            for num, key, as_bytes in ((2, "data", False), (3, "binaryData", True)):
+                if (value := _map(raw, num, as_bytes)) is not None:
+                    obj[key] = value
+            if 4 in raw:
+                obj["immutable"] = bool(raw[4][-1])
+        elif (api_version, kind) == ("v1", "Secret"):
+            for num, key, as_bytes in ((2, "data", True), (4, "stringData", False)):
+                if (value := _map(raw, num, as_bytes)) is not None:
+                    obj[key] = value
+            if (kind_type := _str(raw, 3)) is not None:
+                obj["type"] = kind_type
+            if 5 in raw:
+                obj["immutable"] = bool(raw[5][-1])
+        elif (api_version, kind) == ("v1", "ServiceAccount"):
+            if 4 in raw:
+                obj["automountServiceAccountToken"] = bool(raw[4][-1])
+        elif (api_version, kind) == ("v1", "ResourceQuota"):
+            spec = fields(raw.get(2, [b""])[-1])
+            obj["spec"] = {k: v for k, v in (("hard", _quantity_map(spec, 1)),
+                                             ("scopes", [s.decode() for s in spec.get(2, [])] or None)) if v}
+        else:
+            return None
+        return obj
+    except (ValueError, IndexError, UnicodeDecodeError):
+        return None
