@@ -24,7 +24,7 @@ from heterojob.api.job import JOB_NAME_MAX, HeteroJobSpec, HeteroJobStatus, Phas
 from heterojob.constants import (
     ANNOTATION_CHECKPOINT_NOW, ANNOTATION_CHECKPOINT_REQUEST, ANNOTATION_MIGRATE, LABEL_HOSTNAME,
     LABEL_REGION)
-from heterojob.engine import lifecycle, migration, placement
+from heterojob.engine import lifecycle, migration, placement, quota_usage, validation
 from heterojob.engine.fleet import Allocation, DeviceClass, Fleet, Limit, Node, RegionInfo, holdings, usage
 from heterojob.engine.lifecycle import Action, Decision, JobView
 from heterojob.kube import convert, manifests
@@ -285,9 +285,10 @@ class Controller:
             return
         status = self._status(job)
         spec: HeteroJobSpec | None = None
-        problems = check_object_name(name, JOB_NAME_MAX)
+        problems: list[Any] = check_object_name(name, JOB_NAME_MAX)
         try:
             spec = parse_spec(HeteroJobSpec, job.get("spec"))
+            problems += self._fleet_problems(spec)
         except SpecError as exc:
             problems += exc.problems
         self._sync_allocation(key, status, job, spec)
@@ -317,6 +318,12 @@ class Controller:
             self.pending.discard(key)
             self.requests.pop(key, None)
         await self._act(job, spec, status, decision, pods)
+
+    def _fleet_problems(self, spec: HeteroJobSpec) -> list[validation.Problem]:
+        """What this spec asks that the fleet can never give (engine.validation)."""
+        return validation.job_problems(
+            [(a.device_class, a.per_replica) for a in spec.devices], spec.regions.allowed, spec.regions.preferred,
+            self.fleet_source.classes(), set(self.fleet_source.regions()), self.fleet_source.nodes().values())
 
     # --- actuation ---------------------------------------------------------------------------------
 
@@ -815,7 +822,13 @@ class Controller:
             mine = held.get(namespace, {})
             used = [{"deviceClass": c, "region": r, "devices": n} for (c, r), n in sorted(mine.items())
                     if n and any(lim.covers(c, r) for lim in limits)]
-            status = {"used": used, "message": f"invalid spec: {error}" if error else None}
+            problems = [] if error else validation.quota_problems(
+                [(lim.device_class, lim.region) for lim in limits], set(self.fleet_source.classes()),
+                set(self.fleet_source.regions()))
+            if problems:
+                error = "; ".join(map(str, problems))
+            status = {"used": used, "summary": "invalid spec" if error else quota_usage.summary(limits, mine),
+                      "message": f"invalid spec: {error}" if error else None}
             if self._quota_written.get((namespace, name)) != status:
                 await self.kube.patch_quota_status(namespace, name, status)
                 self._quota_written[(namespace, name)] = status
