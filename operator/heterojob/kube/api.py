@@ -6,6 +6,7 @@ import asyncio
 import datetime
 import functools
 import json
+import re
 import logging
 import uuid
 from collections.abc import Callable, Mapping
@@ -19,6 +20,8 @@ from heterojob.constants import API_VERSION, GROUP, LABEL_JOB, VERSION
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")
+_LABEL_VALUE = re.compile(r"^(?=.{0,63}$)(([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9])?$")  # a valid label value
+
 
 
 def now_iso() -> str:
@@ -96,6 +99,8 @@ class Kube:
     # --- pods and services ---------------------------------------------------------------------------
 
     async def job_pods(self, namespace: str, job: str) -> list[dict[str, Any]]:
+        if not _LABEL_VALUE.match(job):
+            return []  # no pod can carry it as a label value, and the API server refuses the selector (400)
         listed = await self.call(self.core.list_namespaced_pod, namespace, label_selector=f"{LABEL_JOB}={job}",
                                  _preload_content=False)
         return json.loads(listed.data).get("items", [])
