@@ -288,7 +288,8 @@ class Controller:
         problems: list[Any] = check_object_name(name, JOB_NAME_MAX)
         try:
             spec = parse_spec(HeteroJobSpec, job.get("spec"))
-            problems += self._fleet_problems(spec)
+            if status.placement is None:  # never a running job: a node losing a device must not fail it
+                problems += self._fleet_problems(spec)
         except SpecError as exc:
             problems += exc.problems
         self._sync_allocation(key, status, job, spec)

@@ -104,3 +104,22 @@ def test_fixing_a_rejected_spec_admits_the_job(cluster: Cluster, operator: Any) 
     cluster.custom.patch_namespaced_custom_object("heterojob.io", "v1alpha1", "team-a", "heterojobs", "fixme",
                                                   {"spec": {"replicas": {"min": 1}}})
     eventually(lambda: cluster.pods("fixme"), what="admitted after the fix")
+
+
+def test_a_running_job_is_never_rejected_when_its_node_shrinks(cluster: Cluster, operator: Any) -> None:
+    """The fleet checks (perReplica beyond any node) apply before placement only: a device plugin lowering
+    allocatable (a GPU gone bad) must not fail a job that already runs."""
+    cluster.seed([node("h100-a", "cn-east", "nvidia-h100")])
+    cluster.create_job("runs", variant(devices__0__perReplica=8))
+    pods = eventually(lambda: cluster.pods("runs"), what="placed")
+    cluster.set_pod_phase(pods[0].metadata.name, "Running")
+    eventually(lambda: cluster.job("runs").get("status", {}).get("phase") == "Running", what="Running")
+    cluster.core.patch_node_status("h100-a", {"status": {"allocatable": {"nvidia.com/gpu": "7"}}})
+    cluster.custom.patch_namespaced_custom_object("heterojob.io", "v1alpha1", "team-a", "heterojobs", "runs",
+                                                  {"metadata": {"labels": {"touched": "yes"}}})  # reconciled again
+    cluster.create_job("later", variant(devices__0__perReplica=8))  # not placed yet: rejected, with the fix
+    status = eventually(lambda: cluster.job("later").get("status", {}).get("phase") == "Failed"
+                        and cluster.job("later")["status"], what="later rejected")
+    assert "spec.devices[0].perReplica: 8 is more than any node of class nvidia-h100 holds (7 devices)" \
+        in status["message"]
+    assert cluster.job("runs")["status"]["phase"] == "Running"

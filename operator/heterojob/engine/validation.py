@@ -6,6 +6,8 @@ the fix instead of leaving it Pending forever. Checked: a replica's devices abov
 a device class or above what any node of its class holds (a replica runs on one node); regions that do
 not exist in `regions.allowed`/`preferred`; HeteroQuota limits naming unknown classes or regions.
 An unknown device class in a job is not an error here: it may be created later, and placement says so.
+Only jobs not placed yet are checked (a node that loses a device must never fail a running job); a job
+rejected here is checked again when the job changes (a fixed spec: lifecycle's SpecFixed, back to Pending).
 """
 
 from __future__ import annotations

@@ -6,8 +6,8 @@ import asyncio
 import datetime
 import functools
 import json
-import re
 import logging
+import re
 import uuid
 from collections.abc import Callable, Mapping
 from concurrent.futures import ThreadPoolExecutor
@@ -21,7 +21,6 @@ from heterojob.constants import API_VERSION, GROUP, LABEL_JOB, VERSION
 log = logging.getLogger(__name__)
 T = TypeVar("T")
 _LABEL_VALUE = re.compile(r"^(?=.{0,63}$)(([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9])?$")  # a valid label value
-
 
 
 def now_iso() -> str:
