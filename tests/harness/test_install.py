@@ -84,14 +84,12 @@ def test_the_readme_install_works_in_one_pass(fresh: kubernetes.client.ApiClient
     with pytest.raises(kubernetes.dynamic.exceptions.ResourceNotFoundError):  # fresh: no heterojob kinds yet
         kubernetes.dynamic.DynamicClient(api).resources.get(api_version="heterojob.io/v1alpha1", kind="Region")
     steps = readme_install_steps()
-    assert [s[1] for s in steps][:5] == ["create", "-n", "apply", "wait", "apply"], steps
+    assert [s[1] for s in steps][:5] == ["apply", "-n", "apply", "wait", "apply"], steps
     done = []
     for args in steps:
         if "examples/" in " ".join(args) or "prometheus-operator" in " ".join(args) or args[1] == "get":
             continue  # the examples need the team's namespace; the ServiceMonitor needs the Prometheus Operator
-        if args[1:3] == ["create", "namespace"]:
-            objects = [{"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": args[3]}}]
-        elif args[1:4] == ["-n", "heterojob-system", "create"]:
+        if args[1:4] == ["-n", "heterojob-system", "create"]:
             objects = [{"apiVersion": "v1", "kind": "Secret", "metadata": {"name": args[6],
                         "namespace": "heterojob-system"}, "stringData": {"token": "x"}}]
         elif args[1] == "wait":
