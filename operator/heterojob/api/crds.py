@@ -92,7 +92,10 @@ def object_schema(res: ResourceDef) -> dict[str, Any]:
         "properties": {
             "apiVersion": {"type": "string", "description": API_VERSION_DOC},
             "kind": {"type": "string", "description": KIND_DOC},
-            "metadata": {"type": "object", "description": "Standard object metadata: name, namespace, labels, ..."},
+            # nothing but the type: the API server rejects any other keyword here, a description included
+            # (apiextensions-apiserver schema/validation.go: "must not specify anything other than name and
+            # generateName, but metadata is implicitly specified"); kubectl explain shows ObjectMeta's own
+            "metadata": {"type": "object"},
             "spec": spec,
             "status": status,
         },
