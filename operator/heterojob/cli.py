@@ -64,7 +64,8 @@ def _operator_run(args: argparse.Namespace) -> int:
     identity = os.environ.get("POD_NAME") or f"{socket.gethostname()}-{os.getpid()}"
     lease = LeaseConfig(namespace=namespace, name=name, identity=identity, duration_s=args.lease_duration,
                         renew_deadline_s=min(10.0, args.lease_duration * 2 / 3),
-                        renew_s=max(0.5, args.lease_duration / 7.5), retry_s=max(0.5, args.lease_duration / 7.5))
+                        renew_s=max(0.5, args.lease_duration / 7.5), retry_s=max(0.5, args.lease_duration / 7.5),
+                        pod=os.environ.get("POD_NAME") if os.environ.get("POD_NAMESPACE") == namespace else None)
     elector = LeaderElector(load_client(args.kubeconfig), lease)
 
     async def start(stop_flag: asyncio.Event, ready_flag: asyncio.Event) -> None:

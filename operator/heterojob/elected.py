@@ -9,7 +9,10 @@ replicas never act together, and a standby takes over within the Lease duration 
 Health (`--liveness http://HOST:PORT/healthz`): `/healthz` answers from the same event loop as the
 operator, so a frozen loop fails the probe by timing out; it also answers 503 when the replica has not
 reached the API server for 3 Lease durations, or leads but Kopf is not ready 60 s after it started, or
-Kopf's task has ended. `/readyz` answers 200 only on the leader, so the Service sends alerts to it alone.
+Kopf's task has ended. Every healthy replica is Ready (a leader-only readiness would deadlock a rolling
+update: the new pods could never become available while an old one holds the Lease); traffic reaches the
+leader because each replica labels its own pod `heterojob.io/role=leader|standby` and the Service selects
+`leader`. `/readyz` answers 200 only on the leader with Kopf ready (for people and tests).
 """
 
 from __future__ import annotations
@@ -85,6 +88,7 @@ async def run(elector: LeaderElector, start_operator: Callable[[asyncio.Event, a
     try:
         log.info("standing by for Lease %s/%s as %s", elector.config.namespace, elector.config.name,
                  elector.config.identity)
+        await asyncio.to_thread(elector.label_role, "standby")
         acquire = loop.create_task(elector.acquire())
         stop_wait = loop.create_task(stopping.wait())
         await asyncio.wait([acquire, stop_wait], return_when=asyncio.FIRST_COMPLETED)
@@ -94,6 +98,7 @@ async def run(elector: LeaderElector, start_operator: Callable[[asyncio.Event, a
         stop_wait.cancel()
         health.started_leading = time.monotonic()
         log.info("leading: starting the operator")
+        await asyncio.to_thread(elector.label_role, "leader")
         stop_flag = asyncio.Event()
         # Kopf installs its own SIGINT/SIGTERM handlers (they end its task); ours must not swallow them
         for sig in (signal.SIGINT, signal.SIGTERM):
@@ -112,6 +117,7 @@ async def run(elector: LeaderElector, start_operator: Callable[[asyncio.Event, a
             return 1
         holding.cancel()
         exc = health.kopf_task.exception()
+        await asyncio.to_thread(elector.label_role, "standby")
         await asyncio.to_thread(elector.release)
         if exc is not None:
             log.error("the operator stopped: %s: %s", type(exc).__name__, exc)

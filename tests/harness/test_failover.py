@@ -65,6 +65,9 @@ class Replica:
 def replicas(emulator: Emulator, cluster: Cluster, tmp_path: Path) -> Iterator[list[Replica]]:
     cluster.seed([node("h100-a", "cn-east", "nvidia-h100"), node("h100-b", "cn-east", "nvidia-h100")])
     apply(cluster.api, [{"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": LEASE_NS}}])
+    # the replicas' own pods, which they label with their role (the Service selects role=leader)
+    apply(cluster.api, [{"apiVersion": "v1", "kind": "Pod", "metadata": {"name": f"op-{i}", "namespace": LEASE_NS},
+                         "spec": {"containers": [{"name": "operator", "image": "heterojob"}]}} for i in range(2)])
     started = [Replica(emulator.kubeconfig, f"op-{i}", tmp_path / f"op-{i}.log") for i in range(2)]
     try:
         yield started
@@ -80,6 +83,10 @@ def holder(api: kubernetes.client.ApiClient) -> str | None:
         return None
 
 
+def role(cluster: Cluster, pod: str) -> str | None:
+    return (cluster.core.read_namespaced_pod(pod, LEASE_NS).metadata.labels or {}).get("heterojob.io/role")
+
+
 def placed(cluster: Cluster, name: str) -> Any:
     return (cluster.job(name).get("status") or {}).get("placement")
 
@@ -89,7 +96,10 @@ def test_the_standby_takes_over_within_30s_of_the_leaders_death(cluster: Cluster
     leader = by_name[eventually(lambda: holder(cluster.api), timeout=30, what="a Lease holder")]
     standby = next(r for r in replicas if r is not leader)
     eventually(lambda: leader.probe("/readyz") == 200, timeout=30, what="the leader ready")
-    assert standby.probe("/readyz") == 503 and standby.probe("/healthz") == 200  # standing by, healthy
+    eventually(lambda: standby.probe("/healthz") == 200, timeout=30, what="the standby up and healthy")
+    assert standby.probe("/readyz") == 503  # standing by: not the one that acts
+    eventually(lambda: role(cluster, leader.name) == "leader" and role(cluster, standby.name) == "standby",
+               what="the pods labelled with their roles")
 
     cluster.create_job("before", job_spec(replicas=1))
     eventually(lambda: placed(cluster, "before"), timeout=20, what="the first job placed by the leader")
@@ -103,6 +113,7 @@ def test_the_standby_takes_over_within_30s_of_the_leaders_death(cluster: Cluster
     took = time.monotonic() - died
     assert holder(cluster.api) == standby.name and took < 30, took
     assert standby.probe("/readyz") == 200
+    eventually(lambda: role(cluster, standby.name) == "leader", what="the new leader's pod labelled")
     text = standby.log.read_text()
     assert "Traceback" not in text and "succeeded." not in text  # readable logs: no tracebacks, no Kopf chatter
 

@@ -122,9 +122,13 @@ def test_pods_run_locked_down() -> None:
                     and o["kind"] == "Deployment")
     container = operator["spec"]["template"]["spec"]["containers"][0]
     assert operator["spec"]["replicas"] == 2 and "--leader-elect" in container["args"]
-    # the standby is alive but not ready: the Service sends alerts (and scrapes) to the leader only
-    assert container["readinessProbe"]["httpGet"]["path"] == "/readyz"
+    # every healthy replica is Ready (rolling updates proceed); the Service selects the pod the leader labels
+    assert container["readinessProbe"]["httpGet"]["path"] == "/healthz"
     assert container["livenessProbe"]["httpGet"]["path"] == "/healthz"
+    assert {e["name"] for e in container["env"]} >= {"POD_NAME", "POD_NAMESPACE"}
+    service = next(o for o in render(ROOT / "manifests/base") if o["kind"] == "Service"
+                   and o["metadata"]["name"] == "heterojob-operator")
+    assert service["spec"]["selector"] == {"app.kubernetes.io/name": "heterojob-operator", "heterojob.io/role": "leader"}
 
 
 # --- RBAC: what the code does -------------------------------------------------------------------------

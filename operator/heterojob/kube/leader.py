@@ -17,6 +17,7 @@ from dataclasses import dataclass
 import kubernetes
 from kubernetes.client.rest import ApiException
 
+from heterojob.constants import LABEL_ROLE
 from heterojob.engine.leadership import LeaseRecord, Move, next_move
 
 log = logging.getLogger("heterojob.leader")
@@ -31,6 +32,7 @@ class LeaseConfig:
     renew_s: float = 2.0  # the holder renews this often
     renew_deadline_s: float = 10.0  # the holder steps down when it could not renew for this long
     retry_s: float = 2.0  # a standby looks at the Lease this often
+    pod: str | None = None  # this replica's own pod (in `namespace`): labelled with its role, if given
 
 
 def _now_micro() -> str:
@@ -40,6 +42,7 @@ def _now_micro() -> str:
 class LeaderElector:
     def __init__(self, api: kubernetes.client.ApiClient, config: LeaseConfig) -> None:
         self.api = kubernetes.client.CoordinationV1Api(api)
+        self.core = kubernetes.client.CoreV1Api(api)
         self.config = config
         self.is_leader = False
         self.last_contact = time.monotonic()  # the last time the API server answered us (for liveness)
@@ -129,6 +132,20 @@ class LeaderElector:
             if time.monotonic() - last_ok >= self.config.renew_deadline_s:
                 self.is_leader = False
                 return f"could not renew the Lease for {self.config.renew_deadline_s:.0f}s"
+
+    def label_role(self, role: str) -> None:
+        """Label this replica's pod `heterojob.io/role=<role>` (blocking; best effort): the Service selects
+        `leader`, so alerts and scrapes reach the replica that acts while every replica stays Ready (a
+        leader-only readiness would deadlock a rolling update). A restarted container relabels its pod
+        `standby` before it does anything else."""
+        if not self.config.pod:
+            return
+        try:
+            self.core.patch_namespaced_pod(self.config.pod, self.config.namespace,
+                                           {"metadata": {"labels": {LABEL_ROLE: role}}})
+        except Exception as exc:  # noqa: BLE001 - the Lease decides who acts; the label only routes traffic
+            log.warning("could not label pod %s/%s %s=%s: %s", self.config.namespace, self.config.pod, LABEL_ROLE,
+                        role, _short(exc))
 
     def release(self) -> None:
         """Give the Lease up (blocking), so a standby need not wait for it to expire."""
