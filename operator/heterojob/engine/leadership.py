@@ -19,6 +19,7 @@ class LeaseRecord:
     renew_time: str | None
     resource_version: str | None
     transitions: int = 0
+    acquire_time: str | None = None  # kept as is by renewals
 
     @property
     def fingerprint(self) -> tuple[str | None, str | None, str | None]:

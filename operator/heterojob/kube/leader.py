@@ -21,6 +21,7 @@ from heterojob.constants import LABEL_ROLE
 from heterojob.engine.leadership import LeaseRecord, Move, next_move
 
 log = logging.getLogger("heterojob.leader")
+TIMEOUT = (3.0, 5.0)  # connect, read: a call never outlives the renew deadline
 
 
 @dataclass(frozen=True)
@@ -36,7 +37,12 @@ class LeaseConfig:
 
 
 def _now_micro() -> str:
-    return datetime.datetime.now(tz=datetime.UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+    return _micro(datetime.datetime.now(tz=datetime.UTC))
+
+
+def _micro(when: datetime.datetime) -> str:
+    """MicroTime as the API writes it (Lease times are MicroTime)."""
+    return when.astimezone(datetime.UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
 
 
 class LeaderElector:
@@ -51,7 +57,7 @@ class LeaderElector:
 
     def _read(self) -> LeaseRecord | None:
         try:
-            lease = self.api.read_namespaced_lease(self.config.name, self.config.namespace)
+            lease = self.api.read_namespaced_lease(self.config.name, self.config.namespace, _request_timeout=TIMEOUT)
         except ApiException as exc:
             if exc.status == 404:
                 return None
@@ -59,7 +65,8 @@ class LeaderElector:
         spec = lease.spec
         return LeaseRecord(spec.holder_identity, float(spec.lease_duration_seconds or self.config.duration_s),
                            spec.renew_time.isoformat() if spec.renew_time else None,
-                           lease.metadata.resource_version, int(spec.lease_transitions or 0))
+                           lease.metadata.resource_version, int(spec.lease_transitions or 0),
+                           _micro(spec.acquire_time) if spec.acquire_time else None)
 
     def _body(self, record: LeaseRecord | None, taking: bool) -> dict[str, object]:
         now = _now_micro()
@@ -68,6 +75,9 @@ class LeaderElector:
         if taking or record is None:
             spec["acquireTime"] = now
             spec["leaseTransitions"] = (record.transitions + 1) if record is not None else 0
+        else:  # a renewal: the same holder since acquireTime
+            spec["acquireTime"] = record.acquire_time or now
+            spec["leaseTransitions"] = record.transitions
         meta: dict[str, object] = {"name": self.config.name, "namespace": self.config.namespace}
         if record is not None and record.resource_version:
             meta["resourceVersion"] = record.resource_version  # optimistic concurrency: 409 if it moved
@@ -85,14 +95,12 @@ class LeaderElector:
             return False
         try:
             if move == Move.CREATE:
-                self.api.create_namespaced_lease(self.config.namespace, self._body(None, True))
+                self.api.create_namespaced_lease(self.config.namespace, self._body(None, True), _request_timeout=TIMEOUT)
             else:
                 assert record is not None
-                # renewing keeps acquireTime and transitions: merge them from what we read
                 body = self._body(record, move == Move.TAKE)
-                if move == Move.RENEW:
-                    body["spec"]["leaseTransitions"] = record.transitions  # type: ignore[index]
-                self.api.replace_namespaced_lease(self.config.name, self.config.namespace, body)
+                self.api.replace_namespaced_lease(self.config.name, self.config.namespace, body,
+                                                 _request_timeout=TIMEOUT)
         except ApiException as exc:
             if exc.status in (409, 422):
                 return False  # another replica wrote first
@@ -142,7 +150,7 @@ class LeaderElector:
             return
         try:
             self.core.patch_namespaced_pod(self.config.pod, self.config.namespace,
-                                           {"metadata": {"labels": {LABEL_ROLE: role}}})
+                                           {"metadata": {"labels": {LABEL_ROLE: role}}}, _request_timeout=TIMEOUT)
         except Exception as exc:  # noqa: BLE001 - the Lease decides who acts; the label only routes traffic
             log.warning("could not label pod %s/%s %s=%s: %s", self.config.namespace, self.config.pod, LABEL_ROLE,
                         role, _short(exc))
@@ -159,7 +167,7 @@ class LeaderElector:
             body = self._body(record, False)
             body["spec"] = {"holderIdentity": None, "leaseDurationSeconds": 1, "renewTime": _now_micro(),
                             "leaseTransitions": record.transitions}
-            self.api.replace_namespaced_lease(self.config.name, self.config.namespace, body)
+            self.api.replace_namespaced_lease(self.config.name, self.config.namespace, body, _request_timeout=TIMEOUT)
             log.info("leader election: released Lease %s/%s", self.config.namespace, self.config.name)
         except Exception as exc:  # noqa: BLE001 - it expires anyway
             log.warning("leader election: could not release the Lease (it expires in %.0fs): %s",
