@@ -14,4 +14,4 @@ USER 10001:10001
 ENV PYTHONUNBUFFERED=1 HOME=/tmp
 EXPOSE 8080 8081 8501
 ENTRYPOINT ["heterojob"]
-CMD ["operator", "run", "--peering", "heterojob", "--liveness", "http://0.0.0.0:8081/healthz", "--alerts-port", "8080"]
+CMD ["operator", "run", "--leader-elect", "heterojob-operator", "--liveness", "http://0.0.0.0:8081/healthz", "--alerts-port", "8080"]

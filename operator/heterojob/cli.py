@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import argparse
-import logging
 import os
 import subprocess
 import sys
@@ -14,12 +13,13 @@ import heterojob
 def _operator_run(args: argparse.Namespace) -> int:
     import kopf
 
+    from heterojob import logs
     from heterojob.handlers import OperatorConfig, make_registry
     from heterojob.controller.monitor import TelemetryConfig
     from heterojob.telemetry.model import DEFAULT_FATAL_XIDS, HealthPolicy
 
     kopf.configure(verbose=args.verbose, debug=False, log_format=kopf.LogFormat.PLAIN)
-    logging.getLogger("heterojob").setLevel(logging.INFO)
+    logs.configure(args.verbose)
     fatal = (DEFAULT_FATAL_XIDS | frozenset(args.fatal_xid or ())) - frozenset(args.non_fatal_xid or ())
     telemetry = TelemetryConfig(
         prometheus_url=args.prometheus_url, interval_s=args.telemetry_interval, window_s=args.telemetry_window,
@@ -40,18 +40,38 @@ def _operator_run(args: argparse.Namespace) -> int:
         token = Path(args.alert_token_file).read_text().strip()
     config = OperatorConfig(kubeconfig=args.kubeconfig, resync_seconds=args.resync_seconds, telemetry=telemetry,
                             alerts_port=args.alerts_port, alert_token=token, alert_actions=table,
+                            alerts_tls_dir=args.alerts_tls_dir,
                             controller=ControllerConfig(min_runtime_s=args.preemption_min_runtime,
                                                         disruption_budget=args.disruption_budget,
                                                         advisory=args.advisory))
-    kopf.run(
-        registry=make_registry(config),
-        standalone=args.standalone,
-        peering_name=args.peering,
-        clusterwide=not args.namespace,
-        namespaces=args.namespace or (),
-        liveness_endpoint=args.liveness,
-    )
-    return 0
+    registry = make_registry(config)
+    namespaces = args.namespace or ()
+    if not args.leader_elect:
+        kopf.run(registry=registry, standalone=True, clusterwide=not namespaces, namespaces=namespaces,
+                 liveness_endpoint=args.liveness)
+        return 0
+
+    import asyncio
+    import socket
+
+    from heterojob import elected
+    from heterojob.kube.api import load_client
+    from heterojob.kube.leader import LeaderElector, LeaseConfig
+
+    namespace, _, name = args.leader_elect.rpartition("/")
+    namespace = namespace or os.environ.get("POD_NAMESPACE") or "heterojob-system"
+    identity = os.environ.get("POD_NAME") or f"{socket.gethostname()}-{os.getpid()}"
+    lease = LeaseConfig(namespace=namespace, name=name, identity=identity, duration_s=args.lease_duration,
+                        renew_deadline_s=min(10.0, args.lease_duration * 2 / 3),
+                        renew_s=max(0.5, args.lease_duration / 7.5), retry_s=max(0.5, args.lease_duration / 7.5),
+                        pod=os.environ.get("POD_NAME") if os.environ.get("POD_NAMESPACE") == namespace else None)
+    elector = LeaderElector(load_client(args.kubeconfig), lease)
+
+    async def start(stop_flag: asyncio.Event, ready_flag: asyncio.Event) -> None:
+        await kopf.operator(registry=registry, standalone=True, clusterwide=not namespaces, namespaces=namespaces,
+                            stop_flag=stop_flag, ready_flag=ready_flag)
+
+    return elected.main(elector, start, args.liveness)
 
 
 def _console(args: argparse.Namespace) -> int:
@@ -141,9 +161,15 @@ def parser() -> argparse.ArgumentParser:
     run.add_argument("-n", "--namespace", action="append",
                      help="serve only this namespace (repeatable); default: all namespaces")
     mode = run.add_mutually_exclusive_group()
-    mode.add_argument("--standalone", action="store_true", help="no peering: the only operator instance")
-    mode.add_argument("--peering", default=None, help="KopfPeering name, for several replicas with one active")
-    run.add_argument("--liveness", default=None, help="serve a health endpoint, e.g. http://0.0.0.0:8080/healthz")
+    mode.add_argument("--standalone", action="store_true", help="the only operator instance (the default)")
+    mode.add_argument("--leader-elect", metavar="[NAMESPACE/]LEASE", default=None,
+                      help="several replicas, one active: act only while holding this coordination.k8s.io Lease "
+                           "(namespace default $POD_NAMESPACE); see docs/operations.md")
+    run.add_argument("--lease-duration", type=float, default=15.0, metavar="S",
+                     help="a standby takes over this long after the leader's last renewal (default 15)")
+    run.add_argument("--liveness", default=None,
+                     help="serve a health endpoint, e.g. http://0.0.0.0:8081/healthz (with --leader-elect also "
+                          "/readyz: 200 on the leader only)")
     run.add_argument("--resync-seconds", type=float, default=30.0, help="look at every job again this often")
     run.add_argument("--preemption-min-runtime", type=float, default=300.0, metavar="S",
                      help="a job that has run less than this is never preempted (default 300)")
@@ -157,6 +183,9 @@ def parser() -> argparse.ArgumentParser:
     al.add_argument("--alert-token-file", help="file holding the bearer token (else $HETEROJOB_ALERT_TOKEN)")
     al.add_argument("--alert-action", action="append", metavar="ALERTNAME=ACTION",
                     help="map an alertname to migrate, migrate-now, checkpoint or ignore")
+    al.add_argument("--alerts-tls-dir", metavar="DIR",
+                    help="serve HTTPS with DIR/tls.crt and DIR/tls.key (a mounted kubernetes.io/tls Secret) "
+                         "when they exist")
     tel = run.add_argument_group("telemetry")
     tel.add_argument("--prometheus-url", default=os.environ.get("HETEROJOB_PROMETHEUS_URL"),
                      help="Prometheus for every region without spec.prometheusURL ($HETEROJOB_PROMETHEUS_URL)")
@@ -168,7 +197,8 @@ def parser() -> argparse.ArgumentParser:
     tel.add_argument("--fatal-xid", type=int, action="append", metavar="N", help="also treat XID N as fatal")
     tel.add_argument("--non-fatal-xid", type=int, action="append", metavar="N",
                      help="do not treat XID N as fatal (default set: docs/telemetry.md)")
-    run.add_argument("-v", "--verbose", action="store_true", help="log every handler run")
+    run.add_argument("-v", "--verbose", action="store_true",
+                     help="log every handler run, urllib3 retries and full tracebacks")
     run.set_defaults(func=_operator_run)
 
     con = sub.add_parser("console", help="serve the Streamlit console")

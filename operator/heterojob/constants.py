@@ -10,6 +10,7 @@ LABEL_GENERATION = "heterojob.io/generation"
 LABEL_RANK = "heterojob.io/rank"
 LABEL_DEVICE_CLASS = "heterojob.io/device-class"
 LABEL_MANAGED_BY = "app.kubernetes.io/managed-by"
+LABEL_ROLE = "heterojob.io/role"  # on the operator's own pods: leader or standby (the Service selects the leader)
 MANAGED_BY = "heterojob"
 
 # Annotations: where a pod was placed (before the kubelet binds it), and the checkpoint protocol.

@@ -4,8 +4,10 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import ssl
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 import kopf
@@ -37,6 +39,7 @@ class OperatorConfig:
     alerts_host: str = "0.0.0.0"
     alert_token: str | None = None  # the bearer token Alertmanager sends; None accepts any request
     alert_actions: Mapping[str, str] = field(default_factory=lambda: dict(alerts_mapping.DEFAULT_TABLE))
+    alerts_tls_dir: str | None = None  # tls.crt + tls.key here (a kubernetes.io/tls Secret): serve HTTPS
 
 
 @dataclass
@@ -48,6 +51,20 @@ class Runtime:
     receiver: AlertReceiver | None = None
     alerts_port: int | None = None  # where the receiver listens (the real port when asked for 0)
     lock: asyncio.Lock = field(default_factory=asyncio.Lock)
+
+
+def tls_context(directory: str | None) -> ssl.SSLContext | None:
+    """A server TLS context from DIR/tls.crt and DIR/tls.key (a mounted kubernetes.io/tls Secret), or None
+    when they are not there. A certificate that does not load is an error, never a silent fallback."""
+    if not directory:
+        return None
+    cert, key = Path(directory) / "tls.crt", Path(directory) / "tls.key"
+    if not (cert.is_file() and key.is_file()):
+        return None
+    context = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
+    context.minimum_version = ssl.TLSVersion.TLSv1_2
+    context.load_cert_chain(str(cert), str(key))
+    return context
 
 
 def _index_values(index: Mapping[Any, Any]) -> dict[Any, Any]:
@@ -134,8 +151,13 @@ def register(registry: kopf.OperatorRegistry, config: OperatorConfig) -> None:
                 log.warning("the alert receiver accepts requests without a token: set HETEROJOB_ALERT_TOKEN")
             runtime.receiver = AlertReceiver(lambda alert: _on_alert(runtime, config, alert), config.alert_token,
                                              runtime.metrics)
-            runtime.alerts_port = await runtime.receiver.start(config.alerts_host, config.alerts_port)
-            log.info("alert receiver on %s:%d (/alerts, /metrics)", config.alerts_host, runtime.alerts_port)
+            tls = tls_context(config.alerts_tls_dir)
+            if config.alerts_tls_dir and tls is None:
+                log.warning("no tls.crt/tls.key in %s: the alert receiver serves plain HTTP", config.alerts_tls_dir)
+            runtime.alerts_port = await runtime.receiver.start(config.alerts_host, config.alerts_port,
+                                                               ssl_context=tls)
+            log.info("alert receiver on %s://%s:%d (/alerts, /metrics)", "https" if tls else "http",
+                     config.alerts_host, runtime.alerts_port)
 
     @kopf.index("nodes", id="hj_nodes", registry=registry)
     def hj_nodes(name: str, body: kopf.Body, **_: Any) -> dict[str, Node]:

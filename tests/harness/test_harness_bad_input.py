@@ -67,6 +67,13 @@ MALFORMED: list[tuple[str, dict[str, Any], str]] = [
     ("bad-spec-not-object", ["not", "an", "object"], "spec"),  # type: ignore[list-item]
     ("bad.dotted.name", GOOD, "metadata.name"),
     ("bad-name-" + "x" * 50, GOOD, "metadata.name"),
+    # 64-253 characters: a valid object name but not a label value; answered before any pod selector is built
+    ("bad-name-" + "y" * 120, GOOD, "metadata.name"),
+    # what can never run on this fleet (engine.validation): rejected, not Pending forever
+    ("bad-per-replica-over-node", variant(devices__0__perReplica=100), "spec.devices[0].perReplica"),
+    ("bad-per-replica-over-cap", variant(devices__0__perReplica=65), "spec.devices[0].perReplica"),
+    ("bad-requires-banana", variant(devices__0__requires={"cuda": "banana"}), "spec.devices[0].requires.cuda"),
+    ("bad-region-unknown", variant(regions={"allowed": ["mars-1"]}), "spec.regions.allowed[0]"),
 ]
 
 
@@ -126,3 +133,22 @@ def test_fixing_a_rejected_spec_admits_the_job(cluster: Cluster, operator: Any) 
     cluster.custom.patch_namespaced_custom_object("heterojob.io", "v1alpha1", "team-a", "heterojobs", "fixme",
                                                   {"spec": {"replicas": {"min": 1, "max": 2}}})
     eventually(lambda: cluster.pods("fixme"), what="admitted after the fix")
+
+
+def test_a_running_job_is_never_rejected_when_its_node_shrinks(cluster: Cluster, operator: Any) -> None:
+    """The fleet checks (perReplica beyond any node) apply before placement only: a device plugin lowering
+    allocatable (a GPU gone bad) must not fail a job that already runs."""
+    cluster.seed([node("h100-a", "cn-east", "nvidia-h100")])
+    cluster.create_job("runs", variant(devices__0__perReplica=8))
+    pods = eventually(lambda: cluster.pods("runs"), what="placed")
+    cluster.set_pod_phase(pods[0].metadata.name, "Running")
+    eventually(lambda: cluster.job("runs").get("status", {}).get("phase") == "Running", what="Running")
+    cluster.core.patch_node_status("h100-a", {"status": {"allocatable": {"nvidia.com/gpu": "7"}}})
+    cluster.custom.patch_namespaced_custom_object("heterojob.io", "v1alpha1", "team-a", "heterojobs", "runs",
+                                                  {"metadata": {"labels": {"touched": "yes"}}})  # reconciled again
+    cluster.create_job("later", variant(devices__0__perReplica=8))  # not placed yet: rejected, with the fix
+    status = eventually(lambda: cluster.job("later").get("status", {}).get("phase") == "Failed"
+                        and cluster.job("later")["status"], what="later rejected")
+    assert "spec.devices[0].perReplica: 8 is more than any node of class nvidia-h100 holds (7 devices)" \
+        in status["message"]
+    assert cluster.job("runs")["status"]["phase"] == "Running"

@@ -79,6 +79,23 @@ def test_full_h100_quota_falls_back_to_ascend_with_the_cann_image(fleet: Cluster
 
     assert eventually(used, what="quota status.used") == [
         {"deviceClass": "nvidia-h100", "region": "cn-east", "devices": 16}]
+    q = fleet.custom.get_namespaced_custom_object(GROUP, VERSION, "team-a", "heteroquotas", "gpus")
+    assert q["status"]["summary"] == "nvidia-h100/*: 16/16"  # the Used/Limit column of `kubectl get hq`
+
+
+def test_a_quota_naming_unknown_classes_or_regions_says_which_field(fleet: Cluster, operator: Any) -> None:
+    quota(fleet, "typo", [{"deviceClass": "nvidia-h100", "region": "cn-east", "devices": 8},
+                          {"deviceClass": "nvidia-h1000", "devices": 4},
+                          {"deviceClass": "*", "region": "cn-esat", "devices": 4}])
+    fleet.create_job("nudge", spec("nvidia-h100", replicas=1))  # the controller starts on the first job event
+
+    def message() -> str | None:
+        q = fleet.custom.get_namespaced_custom_object(GROUP, VERSION, "team-a", "heteroquotas", "typo")
+        return (q.get("status") or {}).get("message")
+
+    text = eventually(message, what="the quota's message")
+    assert "spec.limits[1].deviceClass: unknown AcceleratorClass 'nvidia-h1000'" in text
+    assert "spec.limits[2].region: unknown Region 'cn-esat'" in text and "spec.limits[0]" not in text
 
 
 def test_raising_a_quota_admits_the_waiting_job(fleet: Cluster, operator: Any) -> None:

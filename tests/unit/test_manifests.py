@@ -59,7 +59,7 @@ OVERLAYS = sorted(p for p in (ROOT / "manifests" / "overlays").iterdir() if p.is
 
 def crd_schemas() -> dict[tuple[str, str], dict[str, Any]]:
     out = {}
-    for path in sorted((ROOT / "crds").glob("*.heterojob.io.yaml")) + [ROOT / "manifests/base/kopf-peering.yaml"]:
+    for path in sorted((ROOT / "crds").glob("*.heterojob.io.yaml")):
         for crd in docs(path):
             if crd["kind"] != "CustomResourceDefinition":
                 continue
@@ -97,7 +97,7 @@ def test_each_overlay_renders_without_duplicates(overlay: Path) -> None:
     keys = [(o["kind"], o["metadata"].get("namespace"), o["metadata"]["name"]) for o in objects]
     assert len(keys) == len(set(keys)), "duplicate objects"
     kinds = {k for k, _, _ in keys}
-    assert {"CustomResourceDefinition", "Deployment", "ClusterRole", "NetworkPolicy", "AcceleratorClass"} <= kinds
+    assert {"Deployment", "ClusterRole", "Role", "NetworkPolicy", "AcceleratorClass"} <= kinds
     for obj in objects:
         if obj["kind"] not in CLUSTER_SCOPED:
             assert obj["metadata"]["namespace"] == "heterojob-system", obj["metadata"]["name"]
@@ -120,7 +120,15 @@ def test_pods_run_locked_down() -> None:
             assert c["livenessProbe"] and c["readinessProbe"]
     operator = next(o for o in render(ROOT / "manifests/base") if o["metadata"]["name"] == "heterojob-operator"
                     and o["kind"] == "Deployment")
-    assert operator["spec"]["replicas"] == 2 and "--peering" in operator["spec"]["template"]["spec"]["containers"][0]["args"]
+    container = operator["spec"]["template"]["spec"]["containers"][0]
+    assert operator["spec"]["replicas"] == 2 and "--leader-elect" in container["args"]
+    # every healthy replica is Ready (rolling updates proceed); the Service selects the pod the leader labels
+    assert container["readinessProbe"]["httpGet"]["path"] == "/healthz"
+    assert container["livenessProbe"]["httpGet"]["path"] == "/healthz"
+    assert {e["name"] for e in container["env"]} >= {"POD_NAME", "POD_NAMESPACE"}
+    service = next(o for o in render(ROOT / "manifests/base") if o["kind"] == "Service"
+                   and o["metadata"]["name"] == "heterojob-operator")
+    assert service["spec"]["selector"] == {"app.kubernetes.io/name": "heterojob-operator", "heterojob.io/role": "leader"}
 
 
 # --- RBAC: what the code does -------------------------------------------------------------------------
@@ -140,9 +148,9 @@ CUSTOM = {  # custom-object method -> (verb, subresource)
     "patch_namespaced_custom_object_status": ("patch", "/status"),
     "create_namespaced_custom_object": ("create", ""),
 }
-# What Kopf itself needs beyond the handlers' list/watch: peering, CRD discovery, its own Events.
-KOPF = {("kopf.dev", "clusterkopfpeerings", v) for v in ("list", "watch", "patch")} | {
-    ("apiextensions.k8s.io", "customresourcedefinitions", v) for v in ("list", "watch")} | {("", "events", "create")}
+# What Kopf itself needs beyond the handlers' list/watch (standalone, no peering): CRD discovery, its Events.
+KOPF = {("apiextensions.k8s.io", "customresourcedefinitions", v) for v in ("list", "watch")} | {("", "events", "create")}
+LEASES = {"read_namespaced_lease": "get", "create_namespaced_lease": "create", "replace_namespaced_lease": "update"}
 
 
 def used(files_: list[Path]) -> set[tuple[str, str, str]]:
@@ -158,6 +166,8 @@ def used(files_: list[Path]) -> set[tuple[str, str, str]]:
                 if node.attr in CORE:
                     resource, verb = CORE[node.attr]
                     out.add(("", resource, verb))
+                elif node.attr in LEASES:
+                    out.add(("coordination.k8s.io", "leases", LEASES[node.attr]))
                 elif node.attr in CUSTOM:
                     verb, sub = CUSTOM[node.attr]
                     assert names, f"{path.name}:{node.lineno}: {node.attr} with no plural in sight"
@@ -181,7 +191,7 @@ def watched(handlers: Path) -> set[tuple[str, str, str]]:
 def granted(role: str) -> set[tuple[str, str, str]]:
     out = set()
     for obj in docs(ROOT / "manifests" / "base" / f"rbac-{role}.yaml"):
-        if obj["kind"] != "ClusterRole":
+        if obj["kind"] not in ("ClusterRole", "Role"):
             continue
         for rule in obj["rules"]:
             out |= {(g, r, v) for g in rule["apiGroups"] for r in rule["resources"] for v in rule["verbs"]}
@@ -190,7 +200,10 @@ def granted(role: str) -> set[tuple[str, str, str]]:
 
 def test_the_operator_role_grants_exactly_what_the_operator_uses() -> None:
     pkg = ROOT / "operator" / "heterojob"
-    needed = used([pkg / "kube" / "api.py"]) | watched(pkg / "handlers.py") | KOPF
+    needed = used([pkg / "kube" / "api.py", pkg / "kube" / "leader.py"]) | watched(pkg / "handlers.py") | KOPF
+    if "blockOwnerDeletion" in (pkg / "kube" / "manifests.py").read_text():
+        # OwnerReferencesPermissionEnforcement: setting blockOwnerDeletion needs update on the owner's finalizers
+        needed.add(("heterojob.io", "heterojobs/finalizers", "update"))
     assert granted("operator") == needed, (
         f"grants not used: {sorted(granted('operator') - needed)}; used, not granted: {sorted(needed - granted('operator'))}")
 
@@ -220,3 +233,70 @@ def test_the_grafana_dashboard_queries_metrics_that_exist() -> None:
     for metric in ("heterojob_alerts_received_total", "heterojob_migrations_total", "heterojob_decision_seconds_bucket",
                    "DCGM_FI_DEV_GPU_UTIL", "npu_chip_info_utilization"):
         assert metric in text
+
+
+def test_leases_are_granted_in_the_operators_namespace_only() -> None:
+    roles = {o["kind"]: o for o in docs(ROOT / "manifests/base/rbac-operator.yaml")}
+    assert any("leases" in r["resources"] for r in roles["Role"]["rules"])
+    assert not any("leases" in r["resources"] for r in roles["ClusterRole"]["rules"])
+    assert roles["RoleBinding"]["roleRef"]["name"] == roles["Role"]["metadata"]["name"]
+
+
+def test_no_env_value_is_empty_so_apply_is_idempotent() -> None:
+    """The API server drops `value: ""`, so every `kubectl apply` would report the Deployment `configured`."""
+    for obj in render(ROOT / "manifests" / "overlays" / "plain"):
+        if obj["kind"] == "Deployment":
+            for c in obj["spec"]["template"]["spec"]["containers"]:
+                for env in c.get("env") or []:
+                    assert env.get("value") != "", f"{obj['metadata']['name']}: {env['name']} has an empty value"
+
+
+def test_crds_directory_applies_with_dash_f_and_dash_k() -> None:
+    """`kubectl apply -f crds/` reads every .yaml/.yml/.json in the directory as objects, so the
+    kustomization there must be `Kustomization` (no extension; kustomize accepts that name)."""
+    directory = ROOT / "crds"
+    read_by_kubectl = [p for p in directory.iterdir() if p.suffix in (".yaml", ".yml", ".json")]
+    assert read_by_kubectl and all(d["kind"] == "CustomResourceDefinition" for p in read_by_kubectl for d in docs(p))
+    assert not (directory / "kustomization.yaml").exists() and not (directory / "kustomization.yml").exists()
+    listed = yaml.safe_load((directory / "Kustomization").read_text())["resources"]
+    assert sorted(listed) == sorted(p.name for p in read_by_kubectl)
+
+
+def test_no_overlay_mixes_crds_with_their_objects() -> None:
+    """One pass on a fresh cluster: a kustomization that creates a CRD and objects of it fails the first time
+    (`resource mapping not found ... ensure CRDs are installed first`)."""
+    for overlay in OVERLAYS:
+        kinds = {o["kind"] for o in render(overlay)}
+        assert "CustomResourceDefinition" not in kinds, overlay.name
+
+
+def test_crd_names_read_well_in_kubectl() -> None:
+    """`kubectl get heterojob NAME` fails (`you must specify only one resource`) if a category equals a
+    resource name; every kind gets printer columns and every field a description (kubectl explain)."""
+    crds_ = [d for p in sorted((ROOT / "crds").glob("*.yaml")) for d in docs(p)]
+    names = {n for c in crds_ for n in (c["spec"]["names"]["plural"], c["spec"]["names"]["singular"],
+                                         c["spec"]["names"]["kind"].lower(), *c["spec"]["names"]["shortNames"])}
+    for crd in crds_:
+        assert not set(crd["spec"]["names"]["categories"]) & names, crd["metadata"]["name"]
+        version = crd["spec"]["versions"][0]
+        assert [c for c in version["additionalPrinterColumns"] if c["name"] != "Age"], crd["metadata"]["name"]
+        missing: list[str] = []
+
+        root = version["schema"]["openAPIV3Schema"]
+        # the API server's structural-schema rule: root metadata carries nothing but its type
+        assert root["properties"]["metadata"] == {"type": "object"}
+
+        def walk(schema: dict[str, Any], path: str) -> None:
+            for name, sub in (schema.get("properties") or {}).items():
+                if schema is root and name == "metadata":
+                    continue
+                if not sub.get("description"):
+                    missing.append(f"{path}.{name}")
+                walk(sub, f"{path}.{name}")
+            if isinstance(schema.get("items"), dict):
+                walk(schema["items"], f"{path}[]")
+
+        walk(version["schema"]["openAPIV3Schema"], crd["spec"]["names"]["kind"])
+        assert not missing, missing
+    quota = next(c for c in crds_ if c["spec"]["names"]["kind"] == "HeteroQuota")
+    assert ".status.summary" in [c["jsonPath"] for c in quota["spec"]["versions"][0]["additionalPrinterColumns"]]

@@ -1,7 +1,7 @@
 """Which running jobs an alert is about, and what it asks for (pure).
 
-Labels are read the way exporters and rules spell them (docs/telemetry.md): the pod
-(`namespace` + `pod` or `pod_name`), else the node (`Hostname`, `hostname`, `node`, `instance` host),
+Labels are read the way exporters and rules spell them (docs/telemetry.md): the workload pod
+(`exported_namespace` + `exported_pod`, else `namespace` + `pod` or `pod_name`) when it is one of ours, else the node (`Hostname`, `hostname`, `node`, `instance` host),
 else the device (`UUID`/`uuid`, resolved to its node through the telemetry snapshot). The action comes
 from the alert's `heterojob_action` annotation, else from the alertname table.
 """
@@ -66,18 +66,31 @@ def node_of(labels: Mapping[str, str]) -> str:
     return instance.rsplit(":", 1)[0] if instance else ""
 
 
+def _workload_pod(labels: Mapping[str, str]) -> tuple[str, str]:
+    """The workload pod an alert names: `exported_namespace`/`exported_pod` first (scraped through a
+    ServiceMonitor with honorLabels false, `namespace`/`pod` are the exporter's own: docs/telemetry.md)."""
+    namespace = labels.get("exported_namespace") or ""
+    pod = labels.get("exported_pod") or labels.get("exported_pod_name") or ""
+    if namespace and pod:
+        return namespace, pod
+    return (labels.get("namespace") or labels.get("pod_namespace") or "",
+            labels.get("pod") or labels.get("pod_name") or "")
+
+
 def jobs_for(labels: Mapping[str, str], running: Mapping[str, Placed],
              device_nodes: Mapping[str, str] | None = None) -> list[Hit]:
-    """The running jobs an alert names, each with the nodes concerned; [] when it names none of ours."""
-    namespace = labels.get("namespace") or labels.get("pod_namespace") or ""
-    pod = labels.get("pod") or labels.get("pod_name") or ""
-    if namespace and pod:
-        m = _POD.match(pod)
-        if m is None:
-            return []
-        job = running.get(f"{namespace}/{m['job']}")
+    """The running jobs an alert names, each with the nodes concerned; [] when it names none of ours.
+
+    A pod that is not one of ours (e.g. the exporter's own pod, `gpu-operator/nvidia-dcgm-exporter-x7k2p`)
+    does not end the search: the alert falls back to its node, then its device. A pod that is ours but of
+    an older placement generation is about a gang that is gone: it names nothing.
+    """
+    namespace, pod = _workload_pod(labels)
+    m = _POD.match(pod) if namespace and pod else None
+    if m is not None and f"{namespace}/{m['job']}" in running:
+        job = running[f"{namespace}/{m['job']}"]
         rank = int(m["rank"])
-        if job is None or job.generation != int(m["generation"]) or rank >= len(job.nodes):
+        if job.generation != int(m["generation"]) or rank >= len(job.nodes):
             return []
         return [Hit(job.key, (node_of(labels) or job.nodes[rank],))]
     node = node_of(labels)

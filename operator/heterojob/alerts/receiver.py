@@ -1,10 +1,21 @@
 """`POST /alerts` in Alertmanager's webhook format, `GET /metrics`, `GET /healthz` (aiohttp, in the operator).
 
-Answers fast and works later: a request is checked (bearer token in constant time, size, JSON, schema),
-its new alerts go on a bounded queue, and a worker hands them on. Codes follow what Alertmanager does
-with them: 2xx delivered; 5xx retried with backoff (queue full, not ready); any other code is dropped, so
-4xx only for requests that can never succeed (401 token, 400 malformed, 413 too large).
-De-duplication by (fingerprint, startsAt, status) over a bounded memory of recent alerts.
+Answers fast and works later: a request is checked (bearer token in constant time, before a byte of the
+body is read), its body read as a stream under a size cap (a gzip/deflate body is inflated here, in
+bounded steps, with the cap applying to the inflated size; aiohttp's own inflation is off, so a
+compression bomb costs at most the cap), decoded (any undecodable body: 400), validated, and its new
+alerts go on a bounded queue for a worker. Codes follow what Alertmanager does with them: 2xx delivered;
+5xx retried with backoff (queue full); any other code is dropped, so 4xx only for requests that can
+never succeed (401 token, 400 undecodable or malformed, 413 too large, 415 unknown encoding); a refused
+request's connection is closed instead of its body being drained. Every 4xx is counted in
+`heterojob_alerts_rejected_total{code}`.
+
+Ordering follows Alertmanager's timestamps, not arrival: one alert (fingerprint) fires in episodes, each
+with its own `startsAt`; once an episode is resolved, a late `firing` of that episode (or anything of an
+older episode) is stale and ignored, so it can never re-arm a symptom. Re-sends of what we already have
+are de-duplicated. Memory of episodes is bounded.
+
+TLS: `start(..., ssl_context=...)` serves HTTPS (the operator loads a certificate mounted from a Secret).
 """
 
 from __future__ import annotations
@@ -13,8 +24,12 @@ import asyncio
 import hmac
 import json
 import logging
+import ssl
+import zlib
 from collections import OrderedDict
 from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+from datetime import datetime
 
 from aiohttp import web
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
@@ -24,7 +39,96 @@ from heterojob.metrics import OperatorMetrics
 
 log = logging.getLogger("heterojob.alerts")
 
-MAX_BODY = 1 << 20  # 1 MiB: Alertmanager's largest groups are far below; truncatedAlerts says if it cut
+MAX_BODY = 1 << 20  # 1 MiB (inflated): Alertmanager's largest groups are far below; truncatedAlerts says if it cut
+_ENCODINGS = {"": None, "identity": None, "gzip": 47, "x-gzip": 47, "deflate": 47}  # zlib wbits: gzip or zlib
+
+
+class Refused(Exception):
+    def __init__(self, code: int, text: str) -> None:
+        super().__init__(text)
+        self.code, self.text = code, text
+
+
+@dataclass(frozen=True)
+class Episode:
+    starts_at: datetime
+    resolved: bool
+
+
+class Verdict:
+    NEW = "new"
+    DUPLICATE = "duplicate"
+    STALE = "stale"
+
+
+def order(episodes: OrderedDict[str, Episode], alert: Alert, remember: int) -> str:
+    """Place one alert among what we know of its fingerprint (Alertmanager's startsAt, then firing < resolved)."""
+    resolved = alert.status == "resolved"
+    prev = episodes.get(alert.fingerprint)
+    if prev is not None:
+        if alert.starts_at < prev.starts_at:
+            return Verdict.STALE  # an older episode: a newer one has begun since
+        if alert.starts_at == prev.starts_at:
+            if prev.resolved:
+                return Verdict.DUPLICATE if resolved else Verdict.STALE  # a firing after its own resolved
+            if not resolved:
+                return Verdict.DUPLICATE
+    episodes[alert.fingerprint] = Episode(alert.starts_at, resolved)
+    episodes.move_to_end(alert.fingerprint)
+    while len(episodes) > remember:
+        episodes.popitem(last=False)
+    return Verdict.NEW
+
+
+async def read_capped(request: web.Request, cap: int) -> bytes:
+    """The body, inflated if gzip/deflate, refusing (413) as soon as it would exceed `cap` bytes."""
+    encoding = request.headers.get("Content-Encoding", "").strip().lower()
+    if encoding not in _ENCODINGS:
+        raise Refused(415, f"Content-Encoding {encoding!r} is not supported (send identity, gzip or deflate)")
+    wbits = _ENCODINGS[encoding]
+    if request.content_length is not None and request.content_length > cap:
+        raise Refused(413, f"body over {cap} bytes; lower max_alerts in the receiver")
+    inflate = zlib.decompressobj(wbits) if wbits is not None else None
+    out = bytearray()
+    received = 0
+    async for chunk in request.content.iter_any():
+        received += len(chunk)
+        if received > cap:
+            raise Refused(413, f"body over {cap} bytes; lower max_alerts in the receiver")
+        if inflate is None:
+            out += chunk
+            continue
+        try:
+            data = inflate.decompress(chunk, cap - len(out) + 1)  # never more than the cap allows, per step
+        except zlib.error as exc:
+            raise Refused(400, f"the {encoding} body cannot be inflated: {exc}") from None
+        out += data
+        if len(out) > cap or inflate.unconsumed_tail:
+            raise Refused(413, f"inflated body over {cap} bytes; lower max_alerts in the receiver")
+    if inflate is not None:
+        if not inflate.eof:
+            raise Refused(400, f"the {encoding} body is truncated")
+        out += inflate.flush()
+        if len(out) > cap:
+            raise Refused(413, f"inflated body over {cap} bytes; lower max_alerts in the receiver")
+    elif len(out) > cap:
+        raise Refused(413, f"body over {cap} bytes; lower max_alerts in the receiver")
+    return bytes(out)
+
+
+def decode(body: bytes) -> object:
+    """JSON, or Refused(400) for anything undecodable: bad UTF-8, numbers past Python's digit limit,
+    nesting past the recursion limit, NaN/Infinity."""
+    def no_constants(name: str) -> object:
+        raise ValueError(f"{name} is not JSON")
+    try:
+        return json.loads(body.decode("utf-8"), parse_constant=no_constants)
+    except UnicodeDecodeError as exc:
+        raise Refused(400, f"not UTF-8: {exc.reason} at byte {exc.start}") from None
+    except RecursionError:
+        raise Refused(400, "not JSON we accept: nested too deeply") from None
+    except ValueError as exc:  # JSONDecodeError, int digit limit, NaN
+        raise Refused(400, f"not JSON: {str(exc)[:200]}") from None
 
 
 class AlertReceiver:
@@ -33,8 +137,9 @@ class AlertReceiver:
         self.handle = handle
         self._token = token.encode() if token else None
         self.metrics = metrics
+        self.max_body = max_body
         self.queue: asyncio.Queue[Alert] = asyncio.Queue(maxsize=queue_size)
-        self._seen: OrderedDict[tuple[str, str, str], None] = OrderedDict()
+        self._episodes: OrderedDict[str, Episode] = OrderedDict()
         self._remember = remember
         self.app = web.Application(client_max_size=max_body)
         self.app.add_routes([web.post("/alerts", self._alerts), web.get("/metrics", self._metrics),
@@ -42,6 +147,7 @@ class AlertReceiver:
         self._runner: web.AppRunner | None = None
         self._workers: list[asyncio.Task[None]] = []
         self.processed = 0
+        self.tls = False
 
     def _authorized(self, request: web.Request) -> bool:
         if self._token is None:
@@ -49,21 +155,21 @@ class AlertReceiver:
         scheme, _, given = request.headers.get("Authorization", "").partition(" ")
         return scheme.lower() == "bearer" and hmac.compare_digest(given.strip().encode(), self._token)
 
-    def _refuse(self, code: int, text: str) -> web.Response:
+    def _refuse(self, code: int, text: str, close: bool = False) -> web.Response:
         self.metrics.alerts_rejected.labels(str(code)).inc()
-        return web.json_response({"error": text}, status=code)
+        response = web.json_response({"error": text}, status=code)
+        if close:
+            response.force_close()  # do not drain (or inflate) what the sender still has to send
+        return response
 
     async def _alerts(self, request: web.Request) -> web.Response:
         if not self._authorized(request):
-            return self._refuse(401, "missing or wrong bearer token (http_config.authorization in the receiver)")
+            return self._refuse(401, "missing or wrong bearer token (http_config.authorization in the receiver)",
+                                close=True)
         try:
-            body = await request.read()
-        except web.HTTPRequestEntityTooLarge:
-            return self._refuse(413, f"body over {self.app._client_max_size} bytes; lower max_alerts in the receiver")
-        try:
-            note = parse(json.loads(body))
-        except json.JSONDecodeError as exc:
-            return self._refuse(400, f"not JSON: {exc}")
+            note = parse(decode(await read_capped(request, self.max_body)))
+        except Refused as exc:
+            return self._refuse(exc.code, exc.text, close=exc.code != 400)
         except PayloadError as exc:
             return self._refuse(400, str(exc))
         if note.truncated_alerts:
@@ -71,18 +177,17 @@ class AlertReceiver:
         accepted = 0
         for alert in note.alerts:
             self.metrics.alerts_received.labels(alert.status).inc()
-            key = (*alert.key, alert.status)
-            if key in self._seen:
-                self.metrics.alerts_deduplicated.inc()
-                continue
-            try:
-                self.queue.put_nowait(alert)
-            except asyncio.QueueFull:
+            if self.queue.full():
                 # the rest will come again: Alertmanager retries a 5xx, and what was queued is de-duplicated
                 return self._refuse(503, "busy: alert queue full, retry later")
-            self._seen[key] = None
-            if len(self._seen) > self._remember:
-                self._seen.popitem(last=False)
+            verdict = order(self._episodes, alert, self._remember)
+            if verdict != Verdict.NEW:
+                self.metrics.alerts_deduplicated.inc()
+                if verdict == Verdict.STALE:
+                    log.info("alert %s (%s) %s, startsAt %s: stale (a newer state is known), ignored",
+                             alert.name, alert.fingerprint, alert.status, alert.starts_at.isoformat())
+                continue
+            self.queue.put_nowait(alert)
             accepted += 1
         self.metrics.alert_queue.set(self.queue.qsize())
         return web.json_response({"accepted": accepted, "alerts": len(note.alerts)})
@@ -107,10 +212,14 @@ class AlertReceiver:
                 self.queue.task_done()
                 self.metrics.alert_queue.set(self.queue.qsize())
 
-    async def start(self, host: str = "0.0.0.0", port: int = 8080, workers: int = 4) -> int:
-        self._runner = web.AppRunner(self.app, access_log=None)
+    async def start(self, host: str = "0.0.0.0", port: int = 8080, workers: int = 4,
+                    ssl_context: ssl.SSLContext | None = None) -> int:
+        # auto_decompress off: bodies are inflated by read_capped under the cap, never by the parser;
+        # lingering_time 0: a body left unread (a refused request) closes the connection instead of being drained
+        self._runner = web.AppRunner(self.app, access_log=None, auto_decompress=False, lingering_time=0)
         await self._runner.setup()
-        site = web.TCPSite(self._runner, host, port)
+        self.tls = ssl_context is not None
+        site = web.TCPSite(self._runner, host, port, ssl_context=ssl_context)
         await site.start()
         self._workers = [asyncio.get_running_loop().create_task(self._work(), name=f"alerts-{i}")
                          for i in range(workers)]

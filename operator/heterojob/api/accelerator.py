@@ -10,6 +10,8 @@ from heterojob.api.common import Model, PrinterColumn, ResourceDef, StatusModel
 
 
 class Vendor(StrEnum):
+    """Who makes the device: nvidia, huawei, amd, cambricon, hygon or cpu."""
+
     NVIDIA = "nvidia"
     HUAWEI = "huawei"
     AMD = "amd"
@@ -30,28 +32,34 @@ class ExporterFamily(StrEnum):
 
 
 class SoftwareStack(Model):
+    """Software versions the class's nodes run (jobs' `requires` are compared with these)."""
+
     driver: str | None = Field(None, description="driver version, e.g. 550.54.15")
     cuda: str | None = Field(None, description="CUDA runtime version, e.g. 12.4")
     cann: str | None = Field(None, description="CANN version, e.g. 8.0.RC3")
 
 
 class AcceleratorClassSpec(Model):
-    vendor: Vendor
+    """How to find this class's devices and what they run."""
+
+    vendor: Vendor = Field(description="nvidia, huawei, amd, cambricon, hygon or cpu")
     resource_name: str = Field(
         min_length=1, max_length=253, pattern=r"^([a-z0-9.-]+/)?[A-Za-z0-9][-A-Za-z0-9_.]*$",
         description="extended resource, e.g. nvidia.com/gpu or huawei.com/Ascend910; 'cpu' counts cores",
     )
     node_selector: dict[str, str] = Field(default_factory=dict, description="labels a node of this class carries")
-    exporter: ExporterFamily = ExporterFamily.NONE
+    exporter: ExporterFamily = Field(ExporterFamily.NONE, description="the exporter reporting this class's devices")
     throughput: float = Field(1.0, gt=0, le=1000, description="relative training throughput (H100 = 1.0)")
-    memory_gib: float | None = Field(None, gt=0, le=4096, alias="memoryGiB")
-    software: SoftwareStack = Field(default_factory=SoftwareStack)
-    display_name: str | None = None
+    memory_gib: float | None = Field(None, gt=0, le=4096, alias="memoryGiB", description="device memory, GiB")
+    software: SoftwareStack = Field(default_factory=SoftwareStack, description="driver, CUDA and CANN versions")
+    display_name: str | None = Field(None, description="name shown in the console, e.g. NVIDIA H100 80GB")
 
 
 class AcceleratorClassStatus(StatusModel):
-    devices: int | None = None
-    nodes: int | None = None
+    """What the fleet has of this class."""
+
+    devices: int | None = Field(None, description="devices of this class")
+    nodes: int | None = Field(None, description="nodes of this class")
 
 
 AcceleratorClass = ResourceDef(

@@ -26,6 +26,7 @@ class Model(BaseModel):
         extra="forbid",
         frozen=True,
         use_enum_values=False,
+        use_attribute_docstrings=True,  # a docstring under a field is its CRD description (kubectl explain)
     )
 
     def to_wire(self) -> dict[str, Any]:

@@ -73,18 +73,28 @@ def structural(schema: dict[str, Any], defs: dict[str, Any] | None = None) -> di
     return out
 
 
+# as Kubernetes' own types describe them (kubectl explain pod.apiVersion)
+API_VERSION_DOC = ("APIVersion defines the versioned schema of this representation of an object: "
+                   f"{GROUP}/{VERSION}")
+KIND_DOC = "Kind is a string value representing the REST resource this object represents."
+CATEGORY = "heterojob-all"  # `kubectl get heterojob-all`; distinct from every kind's names
+
+
 def object_schema(res: ResourceDef) -> dict[str, Any]:
     spec = structural(res.spec.model_json_schema(by_alias=True, mode="validation"))
     status = structural(res.status.model_json_schema(by_alias=True, mode="serialization"))
-    spec.pop("description", None)
-    status.pop("description", None)
+    spec.pop("title", None)
+    status.pop("title", None)
     return {
         "type": "object",
         "description": res.description,
         "required": ["spec"],
         "properties": {
-            "apiVersion": {"type": "string"},
-            "kind": {"type": "string"},
+            "apiVersion": {"type": "string", "description": API_VERSION_DOC},
+            "kind": {"type": "string", "description": KIND_DOC},
+            # nothing but the type: the API server rejects any other keyword here, a description included
+            # (apiextensions-apiserver schema/validation.go: "must not specify anything other than name and
+            # generateName, but metadata is implicitly specified"); kubectl explain shows ObjectMeta's own
             "metadata": {"type": "object"},
             "spec": spec,
             "status": status,
@@ -113,7 +123,7 @@ def crd(res: ResourceDef) -> dict[str, Any]:
                 "plural": res.plural,
                 "singular": res.singular,
                 "shortNames": list(res.short_names),
-                "categories": ["heterojob"],
+                "categories": [CATEGORY],
             },
             "versions": [{
                 "name": VERSION,
@@ -127,7 +137,7 @@ def crd(res: ResourceDef) -> dict[str, Any]:
     }
 
 
-HEADER = "# Generated from heterojob.api by `heterojob crds --write`. Do not edit by hand.\n"
+HEADER = "# Generated from heterojob.api by `heterojob generate`. Do not edit by hand.\n"
 
 
 def render(res: ResourceDef) -> str:

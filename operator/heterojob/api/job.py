@@ -7,6 +7,7 @@ from typing import Annotated, Any
 
 from pydantic import Field, PrivateAttr, field_validator, model_validator
 
+from heterojob.engine.versions import parse_requirement
 from heterojob.api.common import DNS_LABEL, JOB_NAME_MAX, Model, PrinterColumn, ResourceDef, StatusModel
 
 MAX_REPLICAS = 1024
@@ -18,6 +19,8 @@ RegionName = Annotated[str, Field(pattern=DNS_LABEL, max_length=63, description=
 
 
 class Priority(StrEnum):
+    """Queue order and who may preempt whom: urgent > high > medium > low."""
+
     URGENT = "urgent"
     HIGH = "high"
     MEDIUM = "medium"
@@ -69,36 +72,52 @@ class Replicas(Model):
 
 
 class EnvVar(Model):
-    name: str = Field(min_length=1, max_length=253, pattern=r"^[-._a-zA-Z][-._a-zA-Z0-9]*$")
-    value: str = ""
+    """An environment variable of the main container."""
+
+    name: str = Field(min_length=1, max_length=253, pattern=r"^[-._a-zA-Z][-._a-zA-Z0-9]*$",
+                      description="variable name")
+    value: str = Field("", description="its value")
 
 
 class TemplateOverride(Model):
     """What changes in the replica's main container on one device class (e.g. a CUDA or CANN image)."""
 
-    image: str | None = Field(None, min_length=1)
-    command: list[str] | None = None
-    args: list[str] | None = None
-    env: list[EnvVar] | None = None
+    image: str | None = Field(None, min_length=1, description="container image on this class")
+    command: list[str] | None = Field(None, description="replaces the container's command")
+    args: list[str] | None = Field(None, description="replaces the container's args")
+    env: list[EnvVar] | None = Field(None, description="added to (or replacing) the container's env")
 
 
 class SoftwareRequirements(Model):
-    """Version ranges (PEP 440 specifiers, e.g. '>=12.1') the class's software stack must meet."""
+    """Version ranges the class's software stack must meet: PEP 440 specifiers such as '>=12.1';
+    CANN's release candidates are understood ('>=8.0.RC1': 8.0.RC1 < 8.0.RC3 < 8.0.0 < 8.1.RC1)."""
 
-    driver: str | None = None
-    cuda: str | None = None
-    cann: str | None = None
+    driver: str | None = Field(None, max_length=200, description="driver version range, e.g. '>=550'")
+    cuda: str | None = Field(None, max_length=200, description="CUDA version range, e.g. '>=12.1'")
+    cann: str | None = Field(None, max_length=200, description="CANN version range, e.g. '>=8.0.RC1'")
+
+    @field_validator("driver", "cuda", "cann")
+    @classmethod
+    def _is_a_range(cls, value: str | None) -> str | None:
+        if value is not None:
+            parse_requirement(value)  # RequirementError is a ValueError: pydantic reports it on the field
+        return value
 
 
 class DeviceAlternative(Model):
+    """One kind of accelerator the job can run on, with how many per replica and what software it needs."""
+
     device_class: ClassName = Field(description="name of an AcceleratorClass")
     per_replica: int = Field(1, ge=1, le=MAX_CPU_PER_REPLICA, description="devices (or CPU cores) per replica")
-    requires: SoftwareRequirements | None = None
-    overrides: TemplateOverride | None = None
+    requires: SoftwareRequirements | None = Field(None, description="software version ranges the class must meet")
+    overrides: TemplateOverride | None = Field(None, description="container changes on this class")
 
 
 class Regions(Model):
-    preferred: list[RegionName] = Field(default_factory=list, max_length=64)
+    """Where the job may run and where it would rather run."""
+
+    preferred: list[RegionName] = Field(default_factory=list, max_length=64,
+                                        description="regions tried first, within allowed")
     allowed: list[RegionName] = Field(default_factory=list, max_length=64, description="empty means any region")
 
     @model_validator(mode="after")
@@ -111,12 +130,16 @@ class Regions(Model):
 
 
 class Checkpoint(Model):
+    """How the job saves its progress (asked before a migration, resize or preemption)."""
+
     interval_seconds: int = Field(0, ge=0, le=7 * 24 * 3600, description="periodic checkpoints; 0 turns them off")
     timeout_seconds: int = Field(120, ge=1, le=24 * 3600, description="how long to wait for every rank's ack")
     storage: str | None = Field(None, min_length=1, description="URI prefix where checkpoints are written")
 
 
 class Trigger(StrEnum):
+    """A reason to migrate or resize a job."""
+
     DEVICE_FAILED = "deviceFailed"
     NODE_NOT_READY = "nodeNotReady"
     OVERHEAT = "overheat"
@@ -127,31 +150,35 @@ class Trigger(StrEnum):
 
 
 class Policy(Model):
+    """When heterojob may migrate or resize the job, and how often."""
+
     triggers: list[Trigger] = Field(
         default_factory=lambda: [Trigger.DEVICE_FAILED, Trigger.NODE_NOT_READY, Trigger.OVERHEAT,
                                  Trigger.ALERT, Trigger.MANUAL],
         description="what may migrate or resize the job",
     )
-    overheat_celsius: float = Field(90.0, ge=40, le=130)
-    overheat_for_seconds: int = Field(120, ge=0, le=86400)
+    overheat_celsius: float = Field(90.0, ge=40, le=130, description="a device this hot is overheating, °C")
+    overheat_for_seconds: int = Field(120, ge=0, le=86400, description="for this long before the job moves")
     straggler_ratio: float = Field(0.5, gt=0, lt=1, description="a replica below this share of its peers' median")
-    straggler_for_seconds: int = Field(300, ge=0, le=86400)
-    low_utilization_percent: float = Field(10.0, ge=0, le=100)
-    low_utilization_for_seconds: int = Field(1800, ge=0, le=7 * 86400)
-    cooldown_seconds: int = Field(600, ge=0, le=86400)
-    max_migrations_per_hour: int = Field(3, ge=0, le=60)
-    allow_cross_region: bool = False
-    allow_cross_class: bool = True
+    straggler_for_seconds: int = Field(300, ge=0, le=86400, description="for this long before it counts")
+    low_utilization_percent: float = Field(10.0, ge=0, le=100, description="below this average the job may shrink")
+    low_utilization_for_seconds: int = Field(1800, ge=0, le=7 * 86400, description="for this long")
+    cooldown_seconds: int = Field(600, ge=0, le=86400, description="no new migration this soon after the last")
+    max_migrations_per_hour: int = Field(3, ge=0, le=60, description="at most this many migrations an hour")
+    allow_cross_region: bool = Field(False, description="a migration may move the job to another region")
+    allow_cross_class: bool = Field(True, description="a migration may move it to another device class")
 
 
 class HeteroJobSpec(Model):
-    priority: Priority = Priority.MEDIUM
-    replicas: Replicas = Field(default_factory=Replicas)
+    """What the job runs, on which accelerators and where, and how it may be moved."""
+
+    priority: Priority = Field(Priority.MEDIUM, description="urgent, high, medium (default) or low")
+    replicas: Replicas = Field(default_factory=Replicas, description="how many replicas (a gang: all or none)")
     devices: list[DeviceAlternative] = Field(min_length=1, max_length=8, description="alternatives, preferred first")
     template: dict[str, Any] = Field(description="pod template of one replica (metadata and spec)")
-    regions: Regions = Field(default_factory=Regions)
-    checkpoint: Checkpoint = Field(default_factory=Checkpoint)
-    policy: Policy = Field(default_factory=Policy)
+    regions: Regions = Field(default_factory=Regions, description="where the job may and would rather run")
+    checkpoint: Checkpoint = Field(default_factory=Checkpoint, description="how the job saves its progress")
+    policy: Policy = Field(default_factory=Policy, description="when it may be migrated or resized")
     backoff_limit: int = Field(3, ge=0, le=100, description="gang restarts after a replica fails, then Failed")
 
     @field_validator("devices")
@@ -182,35 +209,43 @@ class HeteroJobSpec(Model):
 # --- status ---------------------------------------------------------------------------------------
 
 class Placement(StatusModel):
-    region: str
-    device_class: str
-    replicas: int
-    per_replica: int
-    nodes: list[str]
-    generation: int = 1
+    """Where the job runs now."""
+
+    region: str = Field(description="the Region")
+    device_class: str = Field(description="the AcceleratorClass")
+    replicas: int = Field(description="replicas placed")
+    per_replica: int = Field(description="devices per replica")
+    nodes: list[str] = Field(description="the node of each replica, by rank")
+    generation: int = Field(1, description="placement generation; it names the pods (<job>-g<generation>-<rank>)")
     since: str | None = Field(None, description="when this placement was made")
 
 
 class Condition(StatusModel):
-    type: str
-    status: str  # "True", "False", "Unknown"
-    reason: str = ""
-    message: str = ""
-    last_transition_time: str | None = None
+    """A Kubernetes-style condition."""
+
+    type: str = Field(description="e.g. Admitted, Running, Checkpointed")
+    status: str = Field(description="True, False or Unknown")
+    reason: str = Field("", description="a CamelCase reason")
+    message: str = Field("", description="what happened, for people")
+    last_transition_time: str | None = Field(None, description="when status last changed")
 
 
 class CheckpointRef(StatusModel):
-    id: str
-    step: int | None = None
-    uri: str | None = None
-    time: str | None = None
+    """A checkpoint every rank acknowledged."""
+
+    id: str = Field(description="checkpoint id")
+    step: int | None = Field(None, description="training step it holds")
+    uri: str | None = Field(None, description="where it was written")
+    time: str | None = Field(None, description="when it completed")
 
 
 class PendingCheckpoint(StatusModel):
-    id: str
-    reason: str
-    requested_at: str
-    deadline: str
+    """A checkpoint asked for and not yet acknowledged by every rank."""
+
+    id: str = Field(description="checkpoint id the ranks acknowledge")
+    reason: str = Field(description="why it was asked for")
+    requested_at: str = Field(description="when it was asked for")
+    deadline: str = Field(description="when heterojob stops waiting for it")
     then: str = Field("preempt", description="what follows the checkpoint: preempt, migrate, resize or continue")
     by: str | None = Field(None, description="the job that preempts this one (namespace/name)")
     exclude: list[str] = Field(default_factory=list, description="nodes the next placement avoids (migrate)")
@@ -221,63 +256,70 @@ class Reservation(StatusModel):
     """Room held for a moving job: its destination (a voluntary move reserves it before the checkpoint is
     asked for) or the healthy part of its old placement (an involuntary move keeps it while re-placed)."""
 
-    region: str
-    device_class: str
-    per_replica: int
+    region: str = Field(description="the region of the reserved nodes")
+    device_class: str = Field(description="the device class of the reserved devices")
+    per_replica: int = Field(description="devices per replica")
     nodes: list[str] = Field(description="one per rank, or the healthy nodes of the old placement")
 
 
 class MigrationState(StatusModel):
     """A move from its checkpoint request to the new placement (survives a restart)."""
 
-    exclude: list[str] = Field(default_factory=list)
-    reason: str = ""
-    replicas: int | None = None
+    exclude: list[str] = Field(default_factory=list, description="nodes the new placement avoids")
+    reason: str = Field("", description="why the job migrates")
+    replicas: int | None = Field(None, description="replicas to restart with")
     trigger: str | None = Field(None, description="what asked for the move (manual, deviceFailed, grow, ...)")
     request: str | None = Field(None, description="the heterojob.io/migrate annotation value that asked for it")
-    reserved: Reservation | None = None
+    reserved: Reservation | None = Field(None, description="room held for the move")
 
 
 class CheckpointStatus(StatusModel):
-    pending: PendingCheckpoint | None = None
-    last: CheckpointRef | None = None
+    """Checkpoints: the one in progress and the last completed."""
+
+    pending: PendingCheckpoint | None = Field(None, description="the checkpoint in progress")
+    last: CheckpointRef | None = Field(None, description="the last completed checkpoint")
 
 
 class Utilization(StatusModel):
     """Device utilization over the monitoring window, % (from the exporters through Prometheus)."""
 
-    average: float | None = None
+    average: float | None = Field(None, description="average over all ranks, %")
     per_replica: list[float | None] = Field(default_factory=list, description="by rank; null: no data")
     stragglers: list[int] = Field(default_factory=list, description="ranks far below their peers")
     time: str | None = Field(None, description="when these figures were measured")
 
 
 class HistoryEntry(StatusModel):
-    time: str
-    action: str
-    reason: str
-    from_: str | None = Field(None, alias="from")
-    to: str | None = None
-    duration_seconds: float | None = None
-    progress_lost_steps: int | None = None
+    """One placement, migration, resize, preemption or restart of the job."""
+
+    time: str = Field(description="when it happened")
+    action: str = Field(description="placed, migrated, resized, preempted, restarted, ...")
+    reason: str = Field(description="why")
+    from_: str | None = Field(None, alias="from", description="where the job was (region/class)")
+    to: str | None = Field(None, description="where it went (region/class)")
+    duration_seconds: float | None = Field(None, description="how long the move took")
+    progress_lost_steps: int | None = Field(None, description="training steps since the last checkpoint")
     progress_lost_seconds: float | None = Field(None, description="training time since the last checkpoint")
 
 
 class HeteroJobStatus(StatusModel):
-    phase: Phase | None = None
-    message: str | None = None
-    reason: str | None = None
-    placement: Placement | None = None
-    conditions: list[Condition] = Field(default_factory=list)
-    restarts: int = 0
+    """What heterojob did with the job (written by the operator only)."""
+
+    phase: Phase | None = Field(None, description="Pending, Admitted, Running, Checkpointing, Migrating, Resizing, "
+                                                  "Preempted, Succeeded or Failed")
+    message: str | None = Field(None, description="why the job is in this phase, for people")
+    reason: str | None = Field(None, description="why, as a CamelCase reason")
+    placement: Placement | None = Field(None, description="where the job runs now")
+    conditions: list[Condition] = Field(default_factory=list, description="Kubernetes-style conditions")
+    restarts: int = Field(0, description="gang restarts after a failed replica")
     last_generation: int = Field(0, description="the newest placement generation ever used")
-    observed_generation: int | None = None
-    start_time: str | None = None
-    completion_time: str | None = None
-    utilization: Utilization | None = None
-    checkpoint: CheckpointStatus | None = None
-    migration: MigrationState | None = None
-    history: list[HistoryEntry] = Field(default_factory=list)
+    observed_generation: int | None = Field(None, description="the metadata.generation this status is about")
+    start_time: str | None = Field(None, description="when the job first ran")
+    completion_time: str | None = Field(None, description="when it succeeded or failed")
+    utilization: Utilization | None = Field(None, description="device utilization from telemetry")
+    checkpoint: CheckpointStatus | None = Field(None, description="checkpoint in progress and last completed")
+    migration: MigrationState | None = Field(None, description="a move in progress")
+    history: list[HistoryEntry] = Field(default_factory=list, description="placements and moves, newest last")
     handled: dict[str, str] = Field(default_factory=dict, description=(
         "request annotations already acted on, by kind (migrate, checkpoint): a request is never lost or "
         "acted on twice across an operator restart"))

@@ -11,13 +11,18 @@ _NAME_OR_WILDCARD = rf"^(\*|{DNS_LABEL[1:-1]})$"
 
 
 class QuotaLimit(Model):
+    """At most `devices` devices of a class in a region, summed over the namespace's jobs."""
+
     device_class: str = Field(pattern=_NAME_OR_WILDCARD, max_length=63, description="an AcceleratorClass or '*'")
     region: str = Field(WILDCARD, pattern=_NAME_OR_WILDCARD, max_length=63, description="a Region or '*'")
-    devices: int = Field(ge=0, le=1_000_000)
+    devices: int = Field(ge=0, le=1_000_000, description="the most devices (CPU classes: cores) at once")
 
 
 class HeteroQuotaSpec(Model):
-    limits: list[QuotaLimit] = Field(default_factory=list, max_length=256)
+    """Device limits of the namespace; every limit that covers a placement must have room for it."""
+
+    limits: list[QuotaLimit] = Field(default_factory=list, max_length=256,
+                                     description="limits per class and region ('*' for any)")
 
     @field_validator("limits")
     @classmethod
@@ -32,14 +37,19 @@ class HeteroQuotaSpec(Model):
 
 
 class QuotaUse(StatusModel):
-    device_class: str
-    region: str
-    devices: int
+    """Devices of one class in one region the namespace holds."""
+
+    device_class: str = Field(description="the AcceleratorClass")
+    region: str = Field(description="the Region")
+    devices: int = Field(description="devices held")
 
 
 class HeteroQuotaStatus(StatusModel):
-    used: list[QuotaUse] = Field(default_factory=list)
-    message: str | None = None
+    """What the namespace holds under the limits (written by the operator)."""
+
+    used: list[QuotaUse] = Field(default_factory=list, description="devices the namespace holds, per class and region")
+    summary: str | None = Field(None, description="used/limit per limit, e.g. 'nvidia-h100/*: 8/16'")
+    message: str | None = Field(None, description="why the spec is invalid, naming the field and the fix")
 
 
 HeteroQuota = ResourceDef(
@@ -52,7 +62,8 @@ HeteroQuota = ResourceDef(
     short_names=("hq",),
     description="Device limits of a namespace per accelerator class and region ('*' for any).",
     printer_columns=(
-        PrinterColumn("Limits", "string", ".spec.limits[*].devices", priority=1),
+        PrinterColumn("Used/Limit", "string", ".status.summary", "devices used/limit, per class/region limit"),
+        PrinterColumn("Message", "string", ".status.message", priority=1),
         PrinterColumn("Age", "date", ".metadata.creationTimestamp"),
     ),
 )

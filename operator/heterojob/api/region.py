@@ -8,29 +8,38 @@ from heterojob.api.common import DNS_LABEL, Model, PrinterColumn, ResourceDef, S
 
 
 class Location(Model):
-    city: str = Field(min_length=1, max_length=100)
-    latitude: float = Field(ge=-90, le=90)
-    longitude: float = Field(ge=-180, le=180)
+    """Where the region is on the map."""
+
+    city: str = Field(min_length=1, max_length=100, description="a city near the data centre")
+    latitude: float = Field(ge=-90, le=90, description="degrees north")
+    longitude: float = Field(ge=-180, le=180, description="degrees east")
 
 
 class RegionLink(Model):
-    region: str = Field(pattern=DNS_LABEL, max_length=63)
-    bandwidth_gbps: float = Field(gt=0, le=100000)
-    latency_ms: float = Field(ge=0, le=10000)
+    """The network between this region and another."""
+
+    region: str = Field(pattern=DNS_LABEL, max_length=63, description="the other Region")
+    bandwidth_gbps: float = Field(gt=0, le=100000, description="bandwidth, Gbit/s")
+    latency_ms: float = Field(ge=0, le=10000, description="round-trip latency, ms")
 
 
 class RegionSpec(Model):
-    display_name: str | None = Field(None, max_length=100)
-    location: Location
+    """Where the region is, which nodes belong to it and where its telemetry is."""
+
+    display_name: str | None = Field(None, max_length=100, description="name shown in the console")
+    location: Location = Field(description="where it is on the map")
     node_selector: dict[str, str] | None = Field(
         None, description="labels of this region's nodes; defaults to topology.kubernetes.io/region=<name>")
-    prometheus_url: AnyHttpUrl | None = Field(None, alias="prometheusURL")
-    links: list[RegionLink] = Field(default_factory=list, max_length=64)
+    prometheus_url: AnyHttpUrl | None = Field(None, alias="prometheusURL",
+                                              description="this region's Prometheus; default: the operator's")
+    links: list[RegionLink] = Field(default_factory=list, max_length=64, description="links to other regions")
 
 
 class RegionStatus(StatusModel):
-    nodes: int | None = None
-    devices: int | None = None
+    """What the fleet has in this region."""
+
+    nodes: int | None = Field(None, description="nodes in the region")
+    devices: int | None = Field(None, description="accelerators in the region")
 
 
 Region = ResourceDef(

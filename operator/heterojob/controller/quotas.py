@@ -8,6 +8,7 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
+from heterojob.engine import quota_usage, validation
 from heterojob.engine.fleet import Limit, holdings
 from heterojob.kube.api import Kube
 from heterojob.state.cache import Cache
@@ -15,10 +16,13 @@ from heterojob.state.cache import Cache
 
 class QuotaStatus:
     def __init__(self, kube: Kube, cache: Cache,
-                 quotas: Callable[[], Mapping[tuple[str, str], tuple[Sequence[Limit], str | None]]]) -> None:
+                 quotas: Callable[[], Mapping[tuple[str, str], tuple[Sequence[Limit], str | None]]],
+                 classes: Callable[[], Mapping[str, object]], regions: Callable[[], Mapping[str, object]]) -> None:
         self.kube = kube
         self.cache = cache
         self.quotas = quotas
+        self.classes = classes  # a limit naming an unknown class or region is reported on the quota
+        self.regions = regions
         self._written: dict[tuple[str, str], dict[str, Any]] = {}
 
     async def sync(self) -> None:
@@ -27,7 +31,12 @@ class QuotaStatus:
             mine = held.get(namespace, {})
             used = [{"deviceClass": c, "region": r, "devices": n} for (c, r), n in sorted(mine.items())
                     if n and any(lim.covers(c, r) for lim in limits)]
-            status = {"used": used, "message": f"invalid spec: {error}" if error else None}
+            problems = [] if error else validation.quota_problems(
+                [(lim.device_class, lim.region) for lim in limits], set(self.classes()), set(self.regions()))
+            if problems:
+                error = "; ".join(map(str, problems))
+            status = {"used": used, "summary": "invalid spec" if error else quota_usage.summary(limits, mine),
+                      "message": f"invalid spec: {error}" if error else None}
             if self._written.get((namespace, name)) != status:
                 await self.kube.patch_quota_status(namespace, name, status)
                 self._written[(namespace, name)] = status

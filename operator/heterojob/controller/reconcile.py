@@ -29,7 +29,7 @@ from heterojob.controller.queue import WorkQueue
 from heterojob.controller.quotas import QuotaStatus
 from heterojob.controller.status import StatusPatch, StatusWriter, read_status, where
 from heterojob.engine import admission as planner
-from heterojob.engine import lifecycle
+from heterojob.engine import lifecycle, validation
 from heterojob.engine.fleet import Fleet
 from heterojob.engine.lifecycle import Action, Decision, JobView
 from heterojob.kube import convert
@@ -71,7 +71,7 @@ class Controller:
         self.disruption = Disruption(kube, self.writer, self.cache, self.checkpoints, self.alerts, fleet.nodes,
                                      fleet.telemetry, self.fleet, self.queue.wake_at, self.metrics,
                                      self.config.disruption_budget, self.config.advisory, settings, fleet.classes)
-        self.quotas = QuotaStatus(kube, self.cache, fleet.quota_objects)
+        self.quotas = QuotaStatus(kube, self.cache, fleet.quota_objects, fleet.classes, fleet.regions)
 
     # --- the queue and the cache --------------------------------------------------------------------------
 
@@ -141,9 +141,11 @@ class Controller:
             return
         status = read_status(job)
         spec: HeteroJobSpec | None = None
-        problems = check_object_name(name, JOB_NAME_MAX)
+        problems: list[Any] = check_object_name(name, JOB_NAME_MAX)
         try:
             spec = parse_spec(HeteroJobSpec, job.get("spec"))
+            if status.placement is None:  # never a running job: a node losing a device must not fail it
+                problems += self._fleet_problems(spec)
         except SpecError as exc:
             problems += exc.problems
         now = time.time()
@@ -173,6 +175,12 @@ class Controller:
         if decision.action != Action.NONE:
             decided(key, decision.action.value, decision.message, reason=decision.reason)
         await self._act(job, spec, status, decision, pods)
+
+    def _fleet_problems(self, spec: HeteroJobSpec) -> list[validation.Problem]:
+        """What this spec asks that the fleet can never give (engine.validation)."""
+        return validation.job_problems(
+            [(a.device_class, a.per_replica) for a in spec.devices], spec.regions.allowed, spec.regions.preferred,
+            self.fleet_source.classes(), set(self.fleet_source.regions()), self.fleet_source.nodes().values())
 
     async def _act(self, job: dict[str, Any], spec: HeteroJobSpec | None, status: HeteroJobStatus,
                    d: Decision, pods: list[lifecycle.PodView]) -> None:

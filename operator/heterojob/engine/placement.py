@@ -21,9 +21,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from functools import cached_property
 
-from packaging.specifiers import InvalidSpecifier, SpecifierSet
-from packaging.version import InvalidVersion, Version
-
+from heterojob.engine import versions
 from heterojob.engine.fleet import Allocation, DeviceClass, Fleet, Node, quota_room
 
 
@@ -109,17 +107,11 @@ class Result:
 # --- filters -------------------------------------------------------------------------------------------
 
 def software_mismatch(cls: DeviceClass, requires: Mapping[str, str]) -> str | None:
-    """Why the class's software stack does not meet `requires` (PEP 440 specifiers), or None."""
+    """Why the class's software stack does not meet `requires` (engine.versions: PEP 440 and CANN's RCs)."""
     for name, spec in sorted(requires.items()):
-        have = cls.software.get(name)
-        if have is None:
-            return f"needs {name} {spec}, the class declares no {name} version"
-        try:
-            ok = SpecifierSet(spec).contains(Version(have), prereleases=True)
-        except (InvalidSpecifier, InvalidVersion):
-            return f"cannot compare {name} {have!r} with {spec!r}"
-        if not ok:
-            return f"{name} {have} does not satisfy {spec}"
+        mismatch = versions.check(name, cls.software.get(name), spec)
+        if mismatch is not None:
+            return str(mismatch)
     return None
 
 

@@ -7,6 +7,7 @@ import datetime
 import functools
 import json
 import logging
+import re
 import uuid
 from collections.abc import Callable, Mapping
 from concurrent.futures import ThreadPoolExecutor
@@ -20,6 +21,7 @@ from heterojob.constants import API_VERSION, GROUP, LABEL_JOB, VERSION
 log = logging.getLogger(__name__)
 T = TypeVar("T")
 EVENTS_REMEMBERED = 4096  # Events that a repeat bumps instead of creating another (oldest forgotten first)
+_LABEL_VALUE = re.compile(r"^(?=.{0,63}$)(([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9])?$")  # a valid label value
 
 
 def now_iso() -> str:
@@ -98,6 +100,8 @@ class Kube:
     # --- pods and services ---------------------------------------------------------------------------
 
     async def job_pods(self, namespace: str, job: str) -> list[dict[str, Any]]:
+        if not _LABEL_VALUE.match(job):
+            return []  # no pod can carry it as a label value, and the API server refuses the selector (400)
         listed = await self.call(self.core.list_namespaced_pod, namespace, label_selector=f"{LABEL_JOB}={job}",
                                  _preload_content=False)
         return json.loads(listed.data).get("items", [])

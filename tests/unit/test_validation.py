@@ -1,0 +1,49 @@
+"""What a spec asks that the fleet can never give (engine.validation), the quota summary, leader moves."""
+
+from __future__ import annotations
+
+from heterojob.engine.fleet import DeviceClass, Limit, Node
+from heterojob.engine.leadership import LeaseRecord, Move, next_move
+from heterojob.engine.quota_usage import summary
+from heterojob.engine.validation import job_problems, quota_problems
+
+H100 = DeviceClass("nvidia-h100", "nvidia.com/gpu", {"gpu": "h100"})
+CPU = DeviceClass("cpu", "cpu", {"cpu-only": "true"})
+NODES = [Node("g1", {"gpu": "h100"}, {"nvidia.com/gpu": 8}), Node("c1", {"cpu-only": "true"}, {"cpu": 96})]
+CLASSES = {"nvidia-h100": H100, "cpu": CPU}
+
+
+def test_per_replica_beyond_any_node_or_the_cap_names_the_field_and_the_fix() -> None:
+    assert job_problems([("nvidia-h100", 8), ("cpu", 96)], [], [], CLASSES, {"cn-east"}, NODES) == []
+    [p] = job_problems([("nvidia-h100", 16)], [], [], CLASSES, {"cn-east"}, NODES)
+    assert p.path == "spec.devices[0].perReplica" and "(8 devices)" in p.message and "use at most 8" in p.message
+    [p] = job_problems([("cpu", 8), ("nvidia-h100", 65)], [], [], CLASSES, {"cn-east"}, NODES)
+    assert p.path == "spec.devices[1].perReplica" and "cap of 64" in p.message
+    assert job_problems([("cpu", 200)], [], [], CLASSES, set(), NODES)[0].message.startswith("200 is more")
+    # no node of the class known (yet), or an unknown class: not a spec error, placement says why it waits
+    assert job_problems([("nvidia-h100", 16), ("nvidia-h200", 99)], [], [], CLASSES, set(), []) == []
+
+
+def test_unknown_regions_are_named() -> None:
+    problems = job_problems([("nvidia-h100", 1)], ["cn-east", "mars-1"], ["mars-1"], CLASSES, {"cn-east"}, NODES)
+    assert [p.path for p in problems] == ["spec.regions.allowed[1]", "spec.regions.preferred[0]"]
+    assert "known regions: cn-east" in problems[0].message
+
+
+def test_quota_problems_and_summary() -> None:
+    problems = quota_problems([("nvidia-h100", "*"), ("h1000", "cn-east"), ("*", "mars")], {"nvidia-h100"},
+                              {"cn-east"})
+    assert [p.path for p in problems] == ["spec.limits[1].deviceClass", "spec.limits[2].region"]
+    limits = [Limit("nvidia-h100", "*", 16), Limit("*", "cn-east", 20)]
+    held = {("nvidia-h100", "cn-east"): 8, ("cpu", "cn-east"): 4, ("nvidia-h100", "eu-west"): 2}
+    assert summary(limits, held) == "nvidia-h100/*: 10/16, */cn-east: 12/20"
+    assert summary([], {}) == "no limits"
+
+
+def test_leader_moves_judge_expiry_on_the_local_clock() -> None:
+    assert next_move(None, "a", 0, 0) == Move.CREATE
+    held = LeaseRecord("b", 15, "2026-01-01T00:00:00Z", "7")
+    assert next_move(held, "a", unchanged_since=100, now=110) == Move.WAIT
+    assert next_move(held, "a", unchanged_since=100, now=115) == Move.TAKE  # unchanged for a whole duration
+    assert next_move(held, "b", unchanged_since=100, now=999) == Move.RENEW
+    assert next_move(LeaseRecord(None, 1, None, "8"), "a", 0, 0) == Move.TAKE  # released
