@@ -8,7 +8,8 @@ from typing import Annotated, Any
 from pydantic import Field, PrivateAttr, field_validator, model_validator
 
 from heterojob.engine.versions import parse_requirement
-from heterojob.api.common import DNS_LABEL, JOB_NAME_MAX, Model, PrinterColumn, ResourceDef, StatusModel
+from heterojob.api.template import problems as template_problems
+from heterojob.api.common import DNS_LABEL, JOB_NAME_MAX, Model, NestedProblems, PrinterColumn, ResourceDef, StatusModel
 
 MAX_REPLICAS = 1024
 MAX_DEVICES_PER_REPLICA = 64  # beyond any single node built today; CPU classes count cores
@@ -193,16 +194,10 @@ class HeteroJobSpec(Model):
 
     @field_validator("template")
     @classmethod
-    def _template_has_container(cls, template: dict[str, Any]) -> dict[str, Any]:
-        spec = template.get("spec")
-        if not isinstance(spec, dict):
-            raise ValueError("template.spec must be a pod spec object with at least one container")
-        containers = spec.get("containers")
-        if not isinstance(containers, list) or not containers:
-            raise ValueError("template.spec.containers must list at least one container")
-        for i, c in enumerate(containers):
-            if not isinstance(c, dict) or not c.get("name") or not c.get("image"):
-                raise ValueError(f"template.spec.containers[{i}] needs a name and an image")
+    def _template_shape(cls, template: dict[str, Any]) -> dict[str, Any]:
+        found = template_problems(template)
+        if found:
+            raise NestedProblems(found)
         return template
 
 
@@ -273,6 +268,14 @@ class MigrationState(StatusModel):
     reserved: Reservation | None = Field(None, description="room held for the move")
 
 
+class Backoff(StatusModel):
+    """Pod creation refused for a reason that may pass (a ResourceQuota, API server load): wait, then retry."""
+
+    attempts: int = Field(0, description="refusals in a row")
+    until: str | None = Field(None, description="no new placement before this time")
+    reason: str = Field("", description="the API server's answer")
+
+
 class CheckpointStatus(StatusModel):
     """Checkpoints: the one in progress and the last completed."""
 
@@ -320,6 +323,7 @@ class HeteroJobStatus(StatusModel):
     checkpoint: CheckpointStatus | None = Field(None, description="checkpoint in progress and last completed")
     migration: MigrationState | None = Field(None, description="a move in progress")
     history: list[HistoryEntry] = Field(default_factory=list, description="placements and moves, newest last")
+    backoff: Backoff | None = Field(None, description="waiting after a transient pod creation refusal")
     handled: dict[str, str] = Field(default_factory=dict, description=(
         "request annotations already acted on, by kind (migrate, checkpoint): a request is never lost or "
         "acted on twice across an operator restart"))

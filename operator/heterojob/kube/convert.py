@@ -16,6 +16,7 @@ from heterojob.api.region import RegionSpec
 from heterojob.constants import ANNOTATION_CHECKPOINT_ACK, ANNOTATION_CHECKPOINT_REQUEST, ANNOTATION_NODE, LABEL_GENERATION, LABEL_JOB, LABEL_RANK, LABEL_REGION
 from heterojob.engine.fleet import DeviceClass, Limit, Node, RegionInfo
 from heterojob.engine.lifecycle import PodView
+from heterojob.state.times import timestamp
 from heterojob.telemetry.snapshot import JobRef, WatchedJob
 
 log = logging.getLogger(__name__)
@@ -104,6 +105,12 @@ def pod_view(obj: Mapping[str, Any]) -> PodView | None:
             reason = f"container {cs.get('name')} exited with code {term['exitCode']}" + (
                 f" ({term['reason']})" if term.get("reason") else "")
             break
+    unschedulable, since = "", 0.0
+    for c in status.get("conditions") or []:
+        if isinstance(c, dict) and c.get("type") == "PodScheduled" and c.get("status") == "False" \
+                and c.get("reason") == "Unschedulable":
+            unschedulable = str(c.get("message") or "the scheduler found no node for it")
+            since = timestamp(c.get("lastTransitionTime")) or 0.0
     return PodView(
         name=meta.get("name", ""),
         rank=rank,
@@ -114,6 +121,8 @@ def pod_view(obj: Mapping[str, Any]) -> PodView | None:
         reason=reason,
         checkpoint_request=str((meta.get("annotations") or {}).get(ANNOTATION_CHECKPOINT_REQUEST, "")),
         checkpoint_ack=str((meta.get("annotations") or {}).get(ANNOTATION_CHECKPOINT_ACK, "")),
+        unschedulable=unschedulable,
+        unschedulable_since=since,
     )
 
 
