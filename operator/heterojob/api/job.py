@@ -12,6 +12,7 @@ from heterojob.api.template import problems as template_problems
 from heterojob.api.common import DNS_LABEL, JOB_NAME_MAX, Model, NestedProblems, PrinterColumn, ResourceDef, StatusModel
 
 MAX_REPLICAS = 1024
+ALERTS_MAX = 32  # firing alert symptoms kept per job
 MAX_DEVICES_PER_REPLICA = 64  # beyond any single node built today; CPU classes count cores
 MAX_CPU_PER_REPLICA = 512
 
@@ -268,6 +269,16 @@ class MigrationState(StatusModel):
     reserved: Reservation | None = Field(None, description="room held for the move")
 
 
+class AlertSymptom(StatusModel):
+    """A firing Alertmanager alert that names where the job runs (kept until it resolves)."""
+
+    fingerprint: str = Field(description="Alertmanager's fingerprint of the alert")
+    since: str = Field(description="when heterojob heard it")
+    nodes: list[str] = Field(default_factory=list, description="the nodes it names")
+    message: str = Field("", description="alert name and summary")
+    urgent: bool = Field(False, description="the device is dead: move from the last checkpoint at once")
+
+
 class Backoff(StatusModel):
     """Pod creation refused for a reason that may pass (a ResourceQuota, API server load): wait, then retry."""
 
@@ -324,6 +335,8 @@ class HeteroJobStatus(StatusModel):
     migration: MigrationState | None = Field(None, description="a move in progress")
     history: list[HistoryEntry] = Field(default_factory=list, description="placements and moves, newest last")
     backoff: Backoff | None = Field(None, description="waiting after a transient pod creation refusal")
+    alerts: list[AlertSymptom] = Field(default_factory=list, max_length=ALERTS_MAX, description=(
+        "firing alerts about this job's devices, kept in status so that an operator restart loses none"))
     handled: dict[str, str] = Field(default_factory=dict, description=(
         "request annotations already acted on, by kind (migrate, checkpoint): a request is never lost or "
         "acted on twice across an operator restart"))

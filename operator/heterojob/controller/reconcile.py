@@ -63,12 +63,12 @@ class Controller:
         self.writer = StatusWriter(kube)
         self.pods = Pods(kube, self.writer, self.cache, self.fleet, self.poke, self.poke_pending)
         self.checkpoints = Checkpoints(kube, self.writer, self.cache, self.pods, self.poke, self.poke_pending)
-        self.alerts = AlertSymptoms(self.poke, lambda key, reason: self.checkpoints.ask(
+        self.alerts = AlertSymptoms(kube, self.writer, self.poke, lambda key, reason: self.checkpoints.ask(
             key, then=PERIODIC, by=None, reason=reason))
         settings = planner.Settings(min_runtime_s=self.config.min_runtime_s, lookahead=self.config.queue_lookahead)
         self.admission = Admission(kube, self.writer, self.cache, self.pods, self.checkpoints, self.fleet, settings,
                                    self.metrics, self.poke, self.forget)
-        self.disruption = Disruption(kube, self.writer, self.cache, self.checkpoints, self.alerts, fleet.nodes,
+        self.disruption = Disruption(kube, self.writer, self.cache, self.checkpoints, fleet.nodes,
                                      fleet.telemetry, self.fleet, self.queue.wake_at, self.metrics,
                                      self.config.disruption_budget, self.config.advisory, settings, fleet.classes)
         self.quotas = QuotaStatus(kube, self.cache, fleet.quota_objects, fleet.classes, fleet.regions)
@@ -98,7 +98,6 @@ class Controller:
 
     def forget(self, key: str) -> None:
         self.queue.forget(key)
-        self.alerts.forget(key)
         self.disruption.forget(key)
         if self.cache.forget(key):
             self.poke_pending()
