@@ -97,3 +97,15 @@ def test_a_rank_the_scheduler_cannot_place_moves_the_gang_elsewhere(cluster: Clu
     assert moved[0].metadata.annotations["heterojob.io/node"] != first
     entry = next(h for h in status(cluster, "train")["history"] if h["action"] == "reschedule")
     assert "Insufficient memory" in entry["reason"] and entry["from"].startswith("cn-east/nvidia-h100 x1")
+
+
+@pytest.mark.harness
+def test_a_pod_the_server_finds_invalid_fails_the_job_without_a_partial_gang(cluster: Cluster, operator: Any
+                                                                            ) -> None:
+    """422 Invalid for what only the API server checks (here an environment variable's name)."""
+    cluster.seed([node(f"h100-{i}", "cn-east", "nvidia-h100") for i in range(2)])
+    cluster.create_job("train", spec(2, container={"env": [{"name": "NOT A NAME", "value": "1"}]}))
+    eventually(lambda: status(cluster, "train").get("phase") == "Failed", what="Failed")
+    s = status(cluster, "train")
+    assert s["reason"] == "PodRejected" and "Invalid value" in s["message"], s["message"]
+    assert not live(cluster, "train")
