@@ -62,7 +62,10 @@ def _console(args: argparse.Namespace) -> int:
     if args.kubeconfig:
         env["HETEROJOB_KUBECONFIG"] = args.kubeconfig
     cmd = [sys.executable, "-m", "streamlit", "run", str(app), "--server.port", str(args.port),
-           "--server.address", args.address, "--server.headless", "true", "--browser.gatherUsageStats", "false"]
+           "--server.address", args.address, "--server.headless", "true", "--browser.gatherUsageStats", "false",
+           # an operator's console, not a developer's: no Deploy button, no rerun/settings menu, no source watch
+           "--client.toolbarMode", "minimal", "--server.runOnSave", "false", "--server.fileWatcherType", "none",
+           "--client.showErrorDetails", "none"]
     return subprocess.call(cmd, env=env)
 
 
