@@ -53,10 +53,10 @@ def capacity(nodes: pd.DataFrame) -> Capacity:
     acc = nodes[nodes["kind"] == "accelerator"]
     cpu = nodes[nodes["kind"] == "cpu"]
     return Capacity(
-        accelerators=int(acc["capacity"].sum()), accelerators_held=int(acc["held"].clip(upper=acc["capacity"]).sum()),
+        accelerators=int(acc["capacity"].sum()), accelerators_held=int(acc["held"].sum()),
         gpus=int(acc.loc[acc["resource"] == "nvidia.com/gpu", "capacity"].sum()),
         npus=int(acc.loc[acc["resource"] != "nvidia.com/gpu", "capacity"].sum()),
-        cpu_cores=int(cpu["capacity"].sum()), cpu_held=int(cpu["held"].clip(upper=cpu["capacity"]).sum()),
+        cpu_cores=int(cpu["capacity"].sum()), cpu_held=int(cpu["held"].sum()),
         nodes=len(nodes), nodes_ready=int((nodes["ready"] & nodes["schedulable"]).sum()))
 
 
@@ -80,7 +80,7 @@ def health(devices: pd.DataFrame, accelerators: int) -> Health:
 
 def by_region(nodes: pd.DataFrame, regions: pd.DataFrame) -> pd.DataFrame:
     """region -> accelerators, held, allocated %, cpu cores; every Region on the map, even empty ones."""
-    acc = nodes[nodes["kind"] == "accelerator"].assign(held=lambda f: f["held"].clip(upper=f["capacity"]))
+    acc = nodes[nodes["kind"] == "accelerator"]
     per = acc.groupby("region").agg(accelerators=("capacity", "sum"), held=("held", "sum"))
     mix = acc.groupby(["region", "class"])["capacity"].sum().reset_index()
     mix_text = mix.groupby("region").apply(lambda g: ", ".join(f"{c} {n}" for c, n in zip(g["class"], g["capacity"])),

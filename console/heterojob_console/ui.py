@@ -56,7 +56,7 @@ def telemetry() -> tuple[pd.DataFrame, dict[str, str], datetime] | None:
     return _telemetry(kubeconfig(), url, int(datetime.now(UTC).timestamp() // REFRESH_S))
 
 
-@st.cache_resource(ttl=30, show_spinner=False, max_entries=16)
+@st.cache_resource(ttl=15, show_spinner=False, max_entries=16)
 def heat_series(url: str, minutes: int, nodes: tuple[str, ...] | None, tick: int) -> pd.DataFrame:
     return dev.heat_series(url, minutes, list(nodes) if nodes is not None else None)
 

@@ -29,7 +29,8 @@ def test_overview_counts_accelerators_and_cpu_apart_and_maps_every_region(
                   node("cpu-a", "cn-east", "cpu")])
     for body in (pod("p1", "h100-a", "nvidia.com/gpu", 4), pod("p2", "npu-a", "huawei.com/Ascend910", 8),
                  pod("done", "npu-a", "huawei.com/Ascend910", 8, phase="Succeeded"), pod("c", "cpu-a", "cpu", 16)):
-        cluster.core.create_namespaced_pod("team-a", body)
+        cluster.core.create_namespaced_pod("team-a", body)  # the API server drops status on create:
+        cluster.core.patch_namespaced_pod_status(body["metadata"]["name"], "team-a", {"status": body["status"]})
     cluster.create_job("train", {"devices": [{"deviceClass": "nvidia-h100"}],
                                  "template": {"spec": {"containers": [{"name": "m", "image": "i"}]}}})
     monkeypatch.setenv("HETEROJOB_KUBECONFIG", str(emulator.kubeconfig))  # type: ignore[attr-defined]

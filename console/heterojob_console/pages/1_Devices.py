@@ -65,7 +65,7 @@ def live() -> None:
     k[5].metric("Unknown", health.unknown, help=kpis.HELP["unknown"])
 
     level = "device" if node else "node" if region else "region/class"
-    series = ui.heat_series(url, minutes, (node,) if node else None, int(datetime.now(UTC).timestamp() // 30))
+    series = ui.heat_series(url, minutes, (node,) if node else None, int(datetime.now(UTC).timestamp() // 15))
     heat = dev.heat(series, cluster.nodes, level, region)
     st.subheader(f"Utilization by {level}" + (f" in {node or region}" if region else ""))
     if heat.empty:
