@@ -71,13 +71,17 @@ def fleet_map(regions: pd.DataFrame, links: pd.DataFrame, moves: pd.DataFrame, h
     return fig
 
 
-def heat_map(frame: pd.DataFrame, label: str) -> go.Figure:
-    """Utilization heat map; the height follows the rows, so hundreds stay readable (the page scrolls)."""
+def heat_map(frame: pd.DataFrame, label: str, minutes: int | None = None) -> go.Figure:
+    """Utilization heat map; the height follows the rows, so hundreds stay readable (the page scrolls).
+    The time axis spans the whole window, however few samples there are yet."""
     height = max(260, min(22 * len(frame) + 120, 6000))
     fig = px.imshow(frame, aspect="auto", color_continuous_scale="Viridis", zmin=0, zmax=100,
                     labels={"x": "time", "y": label, "color": "util %"})
     fig.update_layout(height=height, margin={"l": 0, "r": 0, "t": 20, "b": 0})
     fig.update_yaxes(dtick=1 if len(frame) <= 200 else None)
+    if minutes and len(frame.columns):
+        end = pd.Timestamp(frame.columns.max())
+        fig.update_xaxes(range=[end - pd.Timedelta(minutes=minutes), end + pd.Timedelta(seconds=30)])
     return fig
 
 

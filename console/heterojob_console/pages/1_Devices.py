@@ -71,7 +71,7 @@ def live() -> None:
     if heat.empty:
         st.info("No utilization series in this window (or Prometheus could not answer the range query).")
     else:
-        st.plotly_chart(figures.heat_map(heat, level), width="stretch", key="heat")
+        st.plotly_chart(figures.heat_map(heat, level, minutes), width="stretch", key="heat")
 
     st.subheader("Failed and degraded")
     bad = shown[shown["health"].isin(["failed", "degraded"])].assign(history=lambda f: f["device"].map(link))
