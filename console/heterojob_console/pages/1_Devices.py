@@ -43,7 +43,8 @@ def link(device: str) -> str:
 def live() -> None:
     cluster = ui.cluster()
     measured = ui.telemetry()
-    assert measured is not None
+    if measured is None:
+        return
     table, problems, at = measured
     for name, why in sorted(problems.items()):
         st.warning(f"Telemetry {'for ' + name if name != '*' else ''} unavailable or degraded: {why}")

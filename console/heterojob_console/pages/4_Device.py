@@ -19,7 +19,8 @@ try:
 except Exception as exc:  # noqa: BLE001 - shown as a page, never a traceback
     ui.fail(exc)
     raise
-assert measured is not None
+if measured is None:
+    st.stop()
 table = measured[0]
 devices = sorted(table["device"])
 wanted = st.query_params.get("device")
