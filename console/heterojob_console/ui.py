@@ -15,7 +15,8 @@ import streamlit as st
 from heterojob_console import devices as dev
 from heterojob_console.data import Cluster, client, read_cluster
 
-REFRESH_S = 5  # live fragments rerun this often; the loaders cache for as long
+REFRESH_S = 5  # live fragments rerun this often; the poller reads the API as often
+TELEMETRY_S = 15  # ... and Prometheus this often: a common scrape interval, no fresher data exists
 
 
 def setup(title: str) -> None:
@@ -66,7 +67,8 @@ class Poller:
                     self._error = exc
                     self._fresh.notify_all()
                 cluster = None
-            if cluster is not None and self.url:
+            due = self._telemetry is None or (datetime.now(UTC) - self._telemetry[2]).total_seconds() >= TELEMETRY_S
+            if cluster is not None and self.url and due:
                 try:
                     table, problems = dev.current(cluster, self.url)
                     with self._lock:

@@ -69,8 +69,8 @@ def test_devices_page_drills_down_and_names_the_failed_devices_pod_and_job(
         device.query_params["device"] = failed
         device.run()
         assert not device.exception
-        shown = {m.label: m.value for m in device.metric}
-        assert shown["Health"] == "failed" and shown["Job"] == "team-a/train"
+        line = device.markdown[-1].value
+        assert "**health** failed (fatal XID 79)" in line and "**job** team-a/train" in line
         titles = [json.loads(c.proto.spec)["layout"]["title"]["text"] for c in device.get("plotly_chart")]
         assert {"Utilization", "Temperature", "Power", "Last XID / NPU health"} <= set(titles)
     finally:

@@ -3,6 +3,7 @@ from Prometheus range queries; where it is and which pod and job hold it."""
 
 from __future__ import annotations
 
+import pandas as pd
 import streamlit as st
 
 from heterojob_console import devices as dev
@@ -27,15 +28,14 @@ wanted = st.query_params.get("device")
 if not devices:
     st.info("No device reports now.")
     st.stop()
-device = st.selectbox("Device", devices, index=devices.index(wanted) if wanted in devices else 0, key="device")
+failed = sorted(table.loc[table["health"] == "failed", "device"])
+first = wanted if wanted in devices else (failed or devices)[0]
+device = st.selectbox("Device", devices, index=devices.index(first), key="device")
 st.query_params["device"] = device
 row = table[table["device"] == device].iloc[0]
-c = st.columns(5)
-c[0].metric("Node", row["node"])
-c[1].metric("Region · class", f"{row['region']} · {row['class']}")
-c[2].metric("Health", row["health"], help=row["reason"] or None)
-c[3].metric("Pod", row["pod"] or "-")
-c[4].metric("Job", row["job"] or "-")
+st.markdown(f"**health** {row['health']}" + (f" ({row['reason']})" if row["reason"] else "")
+            + f" · **node** {row['node']} · **region** {row['region']} · **class** {row['class']}"
+            + f" · **pod** {row['pod'] or '-'} · **job** {row['job'] or '-'}")
 minutes = st.select_slider("Window", options=[15, 60, 360, 1440], value=60, key="minutes",
                            format_func=lambda m: f"{m // 60} h" if m >= 60 else f"{m} min")
 
@@ -50,7 +50,9 @@ def charts() -> None:
             if frame is None or frame.empty:
                 st.caption(f"{title}: no samples in this window")
             else:
-                st.plotly_chart(figures.series(frame, title, unit), width="stretch", key=f"h{i}")
+                fig = figures.series(frame, title, unit)
+                fig.update_xaxes(range=[frame["time"].max() - pd.Timedelta(minutes=minutes), frame["time"].max()])
+                st.plotly_chart(fig, width="stretch", key=f"h{i}")
 
 
 charts()
