@@ -30,15 +30,22 @@ def fleet_map(regions: pd.DataFrame, links: pd.DataFrame, moves: pd.DataFrame, h
                                 showlegend=False, uid="basemap"))
     where = regions.set_index("region")
     top = float(links["bandwidth_gbps"].max()) if not links.empty else 1.0
-    for link in links.itertuples():
-        if link.a not in where.index or link.b not in where.index:
-            continue
-        a, b = where.loc[link.a], where.loc[link.b]
+    for i, (bandwidth, group) in enumerate(links.groupby("bandwidth_gbps")):  # one trace per line width
+        lon: list[float | None] = []
+        lat: list[float | None] = []
+        text: list[str | None] = []
+        for link in group.itertuples():
+            if link.a not in where.index or link.b not in where.index:
+                continue
+            a, b = where.loc[link.a], where.loc[link.b]
+            label = f"{link.a} ↔ {link.b}: {link.bandwidth_gbps:g} Gbit/s, {link.latency_ms:g} ms"
+            lon += [a.longitude, (a.longitude + b.longitude) / 2, b.longitude, None]
+            lat += [a.latitude, (a.latitude + b.latitude) / 2, b.latitude, None]
+            text += [label, label, label, None]
         fig.add_trace(go.Scattergeo(
-            lon=[a.longitude, b.longitude], lat=[a.latitude, b.latitude], mode="lines",
-            line={"color": "#5b7c99", "width": 1 + 5 * float(link.bandwidth_gbps or 0) / top}, opacity=0.6,
-            hoverinfo="text", text=f"{link.a} ↔ {link.b}: {link.bandwidth_gbps:g} Gbit/s, {link.latency_ms:g} ms",
-            name="links", legendgroup="links", showlegend=link.Index == links.index[0]))
+            lon=lon, lat=lat, mode="lines", line={"color": "#5b7c99", "width": 1 + 5 * float(bandwidth) / top},
+            opacity=0.6, hoverinfo="text", text=text, name=f"links ({bandwidth:g} Gbit/s)", legendgroup="links",
+            showlegend=True))
     if not moves.empty:
         counted = moves.groupby(["from", "to"]).agg(n=("job", "size"), jobs=("job", lambda j: ", ".join(j[:5])))
         for (a_name, b_name), row in counted.iterrows():
@@ -99,6 +106,6 @@ def gantt(segments: pd.DataFrame, moves: pd.DataFrame) -> go.Figure:
 
 
 def series(frame: pd.DataFrame, title: str, unit: str) -> go.Figure:
-    fig = px.line(frame, x="time", y="value", labels={"value": unit or title}, title=title)
+    fig = px.line(frame, x="time", y="value", labels={"value": unit or title}, title=title, markers=len(frame) < 40)
     fig.update_layout(height=220, margin={"l": 0, "r": 0, "t": 40, "b": 0})
     return fig

@@ -48,7 +48,8 @@ def test_overview_counts_accelerators_and_cpu_apart_and_maps_every_region(
     regions = next(t for t in traces if t.get("name") == "regions")
     assert sorted(regions["text"]) == sorted(r["location"]["city"] for r in REGIONS.values()) and len(REGIONS) == 11  # every Region on the map, with or without nodes
     assert charts[0]["layout"]["geo"]["visible"] is False  # plotly fetches no topojson
-    assert sum(1 for t in traces if t.get("legendgroup") == "links") >= 10
+    links = [t for t in traces if t.get("legendgroup") == "links"]  # one trace per bandwidth, a gap per link
+    assert sum(t["lon"].count(None) for t in links) == 15 and {t["name"] for t in links} >= {"links (800 Gbit/s)"}
 
 
 def test_unreachable_api_shows_a_page_not_a_traceback(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
