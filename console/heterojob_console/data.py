@@ -171,7 +171,7 @@ def read_cluster(api: kubernetes.client.ApiClient) -> Cluster:
         regions=pd.DataFrame(regions, columns=["region", "city", "name", "latitude", "longitude"]),
         links=pd.DataFrame(links, columns=["a", "b", "bandwidth_gbps", "latency_ms"]), classes=classes,
         objects={"HeteroJob": job_objs, "HeteroQuota": quota_objs, "AcceleratorClass": class_objs,
-                 "Region": region_objs, "Node": node_objs},
+                 "Region": region_objs, "Node": node_objs, "Pod": pod_objs},
         pods_by_node=pods_by_node)
 
 

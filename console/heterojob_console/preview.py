@@ -76,7 +76,11 @@ def fleet(cluster: Cluster, exclude: Sequence[str] = (), quota: Mapping[str, lis
     regions = {o["metadata"]["name"]: r for o in cluster.objects.get("Region", [])
                if (r := convert.region_info(o)) is not None}
     nodes = {o["metadata"]["name"]: convert.node_view(o) for o in cluster.objects.get("Node", [])}
-    return Fleet(nodes=nodes, classes=cluster.classes, regions=regions, used=usage(held.values()),
+    foreign: dict[tuple[str, str], int] = {}  # what pods heterojob does not manage hold, as the operator counts it
+    for pod in cluster.objects.get("Pod", []):
+        for key, n in convert.pod_usage(pod).items():
+            foreign[key] = foreign.get(key, 0) + n
+    return Fleet(nodes=nodes, classes=cluster.classes, regions=regions, used=usage(held.values(), foreign),
                  quotas=dict(quota) if quota is not None else quotas(cluster), held=holdings(held.values()))
 
 

@@ -113,7 +113,10 @@ def test_every_page_renders_in_chromium(cluster: Cluster, emulator: Any, tmp_pat
             page.screenshot(path=str(SHOTS / "console-quotas.png"), full_page=True)
 
             page.goto(f"{url}/Device", wait_until="domcontentloaded", timeout=60_000)  # the failed GPU first
-            page.wait_for_selector("text=fatal XID 79", timeout=60_000)
+            try:
+                page.wait_for_selector("text=fatal XID 79", timeout=60_000)
+            finally:
+                page.screenshot(path=str(SHOTS / "console-device.png"), full_page=True)
             page.wait_for_selector(".js-plotly-plot", timeout=60_000)
             page.wait_for_timeout(1000)
             page.screenshot(path=str(SHOTS / "console-device.png"), full_page=True)
