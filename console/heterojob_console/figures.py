@@ -74,7 +74,7 @@ def fleet_map(regions: pd.DataFrame, links: pd.DataFrame, moves: pd.DataFrame, h
     fig.update_geos(visible=False, bgcolor=SEA, projection_type="mercator",
                     lonaxis_range=list(lon_range), lataxis_range=list(lat_range))
     fig.update_layout(height=height, margin={"l": 0, "r": 0, "t": 30, "b": 0},
-                      legend={"orientation": "h", "y": 1.04, "x": 0}, paper_bgcolor="white")
+                      legend={"orientation": "h", "y": -0.01, "yanchor": "top", "x": 0}, paper_bgcolor="white")
     return fig
 
 
