@@ -19,12 +19,12 @@ from typing import Any
 import kubernetes
 import pandas as pd
 
+from heterojob.api.job import Priority
 from heterojob.constants import GROUP, LABEL_JOB, VERSION
 from heterojob.kube import convert
 from heterojob.kube.api import load_client
 from heterojob.engine.fleet import DeviceClass
 
-PRIORITY_RANK = {"urgent": 3, "high": 2, "medium": 1, "low": 0}
 WAITING = (None, "", "Pending", "Preempted")
 DONE = ("Succeeded", "Failed")
 NODE_COLUMNS = ["node", "region", "class", "kind", "resource", "capacity", "held", "ready", "schedulable", "reason"]
@@ -184,7 +184,10 @@ def _queue(job_objs: list[dict[str, Any]]) -> dict[str, int]:
         if status.get("placement") or status.get("phase") not in WAITING:
             continue
         meta = o["metadata"]
-        prio = PRIORITY_RANK.get((o.get("spec") or {}).get("priority", "medium"), 1)
+        try:
+            prio = Priority((o.get("spec") or {}).get("priority", "medium")).rank
+        except ValueError:
+            prio = Priority.MEDIUM.rank
         waiting.append((-prio, meta.get("creationTimestamp") or "", f"{meta['namespace']}/{meta['name']}"))
     return {key: i for i, (_, _, key) in enumerate(sorted(waiting), start=1)}
 

@@ -25,7 +25,6 @@ HELP = {
     "nodes": "Nodes Ready and schedulable (not cordoned) / all Nodes.",
     "jobs_running": "HeteroJobs in phase Running (kubectl get hj -A).",
     "jobs_waiting": "HeteroJobs waiting for room (no placement; phase Pending, Preempted or new).",
-    "quota": "Devices held under HeteroQuotas (status.used) / the sum of their limits.",
 }
 
 
