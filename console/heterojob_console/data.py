@@ -25,7 +25,7 @@ from heterojob.kube import convert
 from heterojob.kube.api import load_client
 from heterojob.engine.fleet import DeviceClass
 
-WAITING = (None, "", "Pending", "Preempted")
+WAITING = (None, "", "Pending", "Preempted", "Migrating", "Resizing")  # ... and no placement: in the queue
 DONE = ("Succeeded", "Failed")
 NODE_COLUMNS = ["node", "region", "class", "kind", "resource", "capacity", "held", "ready", "schedulable", "reason"]
 JOB_COLUMNS = ["namespace", "name", "priority", "phase", "class", "region", "replicas", "devices", "utilization",

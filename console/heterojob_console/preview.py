@@ -92,7 +92,7 @@ def waiting_requests(cluster: Cluster) -> dict[str, placement.Request]:
             continue
         spec = _spec(obj)
         if spec is not None:
-            out[_key(obj)] = _request(_key(obj), obj, spec)
+            out[_key(obj)] = _request(_key(obj), obj, spec, _status(obj))
     return out
 
 
