@@ -24,7 +24,8 @@ HELP = {
     "unknown": "Accelerators the Nodes declare but no exporter reports (no telemetry is not a fault).",
     "nodes": "Nodes Ready and schedulable (not cordoned) / all Nodes.",
     "jobs_running": "HeteroJobs in phase Running (kubectl get hj -A).",
-    "jobs_waiting": "HeteroJobs waiting for room (no placement; phase Pending, Preempted or new).",
+    "jobs_waiting": "HeteroJobs waiting for room: no placement, phase new, Pending, Preempted, or Migrating/Resizing "
+                    "between two placements.",
 }
 
 
