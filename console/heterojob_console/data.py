@@ -83,11 +83,10 @@ def read_cluster(api: kubernetes.client.ApiClient) -> Cluster:
     core, custom = kubernetes.client.CoreV1Api(api), kubernetes.client.CustomObjectsApi(api)
     at = datetime.now(UTC)
 
-    def listed(plural: str) -> list[dict[str, Any]]:
-        return list(custom.list_cluster_custom_object(GROUP, VERSION, plural)["items"])
-
-    class_objs, region_objs = listed("acceleratorclasses"), listed("regions")
-    job_objs, quota_objs = listed("heterojobs"), listed("heteroquotas")
+    class_objs = custom.list_cluster_custom_object(GROUP, VERSION, "acceleratorclasses")["items"]
+    region_objs = custom.list_cluster_custom_object(GROUP, VERSION, "regions")["items"]
+    job_objs = custom.list_cluster_custom_object(GROUP, VERSION, "heterojobs")["items"]
+    quota_objs = custom.list_cluster_custom_object(GROUP, VERSION, "heteroquotas")["items"]
     classes = {o["metadata"]["name"]: c for o in class_objs if (c := convert.device_class(o))}
     regions_info = {o["metadata"]["name"]: r for o in region_objs if (r := convert.region_info(o))}
     node_objs = _raw(core.list_node)
