@@ -38,28 +38,50 @@ def fleet_source(cluster: Cluster) -> FleetSource:
     return FleetSource.from_objects(objects)
 
 
-def current(cluster: Cluster, prometheus_url: str) -> tuple[pd.DataFrame, dict[str, str]]:
-    """(one row per reporting device now, region -> why its telemetry is unavailable or degraded).
+class Reader:
+    """The devices now, through one operator Monitor kept across reads: like the operator, it carries a
+    device's last sample over a read where its Prometheus does not answer (missing telemetry is not a
+    fault), and says which regions' telemetry is unavailable."""
 
-    A device's pod comes from the exporter's pod mapping; when the exporter has none (a GPU that fell off
-    the bus stops reporting its pod), from the pods holding accelerators on its node."""
-    monitor = Monitor(None, fleet_source(cluster), dict, TelemetryConfig(prometheus_url=prometheus_url, timeout_s=5))
-    snapshot = monitor.collect(time.time(), monitor.node_facts())
-    holders = {node: [p for p in pods if p["held"] != "0"] for node, pods in cluster.pods_by_node.items()}
-    job_of_pod = {p["pod"]: p["job"] for pods in holders.values() for p in pods}
-    rows = []
-    for d in snapshot.devices.values() if snapshot else []:
-        pod = f"{d.namespace}/{d.pod}" if d.pod else ""
-        if not pod and holders.get(d.node):
-            pod = ", ".join(p["pod"] for p in holders[d.node])
-        job = job_of_pod.get(pod, "") or ", ".join(sorted({p["job"] for p in holders.get(d.node, []) if p["job"]}))
-        rows.append({"device": d.device_id, "node": d.node, "region": d.region, "class": d.device_class,
-                     "utilization": d.utilization, "memory_used_mib": d.memory_used_mib,
-                     "temperature": d.temperature_c, "power": d.power_w, "health": d.health.value,
-                     "reason": d.reason, "pod": pod, "job": job})
-    problems = {name: r.message for name, r in (snapshot.regions.items() if snapshot else [])
-                if r.availability.value != "ok"}
-    return pd.DataFrame(rows, columns=COLUMNS), problems
+    def __init__(self, prometheus_url: str, timeout_s: float = 10.0) -> None:
+        self.url = prometheus_url
+        self.timeout_s = timeout_s
+        self.monitor: Monitor | None = None
+
+    def current(self, cluster: Cluster) -> tuple[pd.DataFrame, dict[str, str]]:
+        """(one row per reporting device, region -> why its telemetry is unavailable or degraded).
+
+        A device's pod comes from the exporter's pod mapping; when the exporter has none (a GPU that fell
+        off the bus stops reporting its pod), from the pods holding accelerators on its node."""
+        source = fleet_source(cluster)
+        if self.monitor is None:
+            self.monitor = Monitor(None, source, dict, TelemetryConfig(prometheus_url=self.url,
+                                                                       timeout_s=self.timeout_s))
+        self.monitor.fleet = source
+        snapshot = self.monitor.collect(time.time(), self.monitor.node_facts())
+        if snapshot is not None:
+            self.monitor.snapshot = snapshot
+        holders = {node: [p for p in pods if p["held"] != "0"] for node, pods in cluster.pods_by_node.items()}
+        job_of_pod = {p["pod"]: p["job"] for pods in holders.values() for p in pods}
+        rows = []
+        for d in snapshot.devices.values() if snapshot else []:
+            pod = f"{d.namespace}/{d.pod}" if d.pod else ""
+            if not pod and holders.get(d.node):
+                pod = ", ".join(p["pod"] for p in holders[d.node])
+            job = job_of_pod.get(pod, "") or ", ".join(sorted({p["job"] for p in holders.get(d.node, [])
+                                                                if p["job"]}))
+            rows.append({"device": d.device_id, "node": d.node, "region": d.region, "class": d.device_class,
+                         "utilization": d.utilization, "memory_used_mib": d.memory_used_mib,
+                         "temperature": d.temperature_c, "power": d.power_w, "health": d.health.value,
+                         "reason": d.reason, "pod": pod, "job": job})
+        problems = {name: r.message for name, r in (snapshot.regions.items() if snapshot else [])
+                    if r.availability.value != "ok"}
+        return pd.DataFrame(rows, columns=COLUMNS), problems
+
+
+def current(cluster: Cluster, prometheus_url: str) -> tuple[pd.DataFrame, dict[str, str]]:
+    """One read with a fresh Reader (nothing carried over)."""
+    return Reader(prometheus_url).current(cluster)
 
 
 def _node_matcher(nodes: list[str]) -> list[str]:

@@ -53,6 +53,7 @@ class Poller:
         self._telemetry_error: Exception | None = None
         self._asked = time.monotonic()
         self._thread: threading.Thread | None = None
+        self._reader = dev.Reader(url) if url else None
 
     def _loop(self) -> None:
         while time.monotonic() - self._asked < self.IDLE_S:
@@ -68,9 +69,9 @@ class Poller:
                     self._fresh.notify_all()
                 cluster = None
             due = self._telemetry is None or (datetime.now(UTC) - self._telemetry[2]).total_seconds() >= TELEMETRY_S
-            if cluster is not None and self.url and due:
+            if cluster is not None and self._reader is not None and due:
                 try:
-                    table, problems = dev.current(cluster, self.url)
+                    table, problems = self._reader.current(cluster)
                     with self._lock:
                         self._telemetry, self._telemetry_error = (table, problems, datetime.now(UTC)), None
                         self._fresh.notify_all()
