@@ -144,7 +144,8 @@ def migration_target(cluster: Cluster, namespace: str, name: str) -> Move | None
     """Where the planner would put a running job asked to move now, or None when it is not placed.
 
     The request is the one the operator builds for a migrating job: it avoids the nodes it leaves and
-    stays in its region and class unless spec.policy allows crossing; the job's own devices are free."""
+    stays in its region and class unless spec.policy allows crossing; the job's own devices are free, and
+    the waiting jobs ahead of it in the queue are placed first."""
     obj = cluster.job(namespace, name)
     spec = _spec(obj) if obj else None
     status = _status(obj) if obj else HeteroJobStatus()
@@ -158,5 +159,6 @@ def migration_target(cluster: Cluster, namespace: str, name: str) -> Move | None
         "phase": Phase.MIGRATING, "history": [*status.history, entry],
         "migration": MigrationState(exclude=sorted(set(p.nodes)), replicas=p.replicas)})
     request = _request(_key(obj), obj, spec, moving)
-    return Move(origin, placement.place(request, fleet(cluster, exclude=[_key(obj)])))
+    ahead = [r for r in waiting_requests(cluster).values() if r.order < request.order]  # as the operator's queue
+    return Move(origin, placement.schedule([*ahead, request], fleet(cluster, exclude=[_key(obj)]))[request.job])
 
