@@ -75,14 +75,15 @@ def _operator_run(args: argparse.Namespace) -> int:
 
 
 def _console(args: argparse.Namespace) -> int:
-    from importlib.resources import files
-
-    app = files("heterojob_console") / "Home.py"
     env = dict(os.environ)
     if args.kubeconfig:
         env["HETEROJOB_KUBECONFIG"] = args.kubeconfig
-    cmd = [sys.executable, "-m", "streamlit", "run", str(app), "--server.port", str(args.port),
-           "--server.address", args.address, "--server.headless", "true", "--browser.gatherUsageStats", "false"]
+    # `streamlit run heterojob_console/Home.py`, with the console's modules loaded before the server starts
+    cmd = [sys.executable, "-m", "heterojob_console.serve", "--server.port", str(args.port),
+           "--server.address", args.address, "--server.headless", "true", "--browser.gatherUsageStats", "false",
+           # an operator's console, not a developer's: no Deploy button, no rerun/settings menu, no source watch
+           "--client.toolbarMode", "minimal", "--server.runOnSave", "false", "--server.fileWatcherType", "none",
+           "--client.showErrorDetails", "none"]
     return subprocess.call(cmd, env=env)
 
 

@@ -34,11 +34,20 @@ DEFAULT_WORKDIR = Path.home() / ".cache" / "heterojob" / "demo"
 STATE = "demo.json"  # where `heterojob demo inject` finds the running demo
 NAMESPACES = ("team-a", "team-b", "team-c")
 
-# region -> (device class, node count)
+# region -> (device class, node count): eleven sites, 42 nodes (304 accelerators, 256 CPU cores), light
+# enough for CI. The eastern cities run NVIDIA, the western hubs mostly Ascend, some mix both.
 FLEET: dict[str, list[tuple[str, int]]] = {
-    "cn-east": [("nvidia-h100", 8), ("nvidia-a100", 4), ("cpu", 4)],
-    "cn-north": [("ascend-910b", 10), ("nvidia-a100", 4), ("cpu", 2)],
-    "eu-west": [("nvidia-h100", 6), ("nvidia-a100", 4), ("cpu", 2)],
+    "cn-north": [("nvidia-h100", 4), ("nvidia-a100", 2), ("cpu", 2)],
+    "cn-east": [("nvidia-h100", 4), ("nvidia-a100", 2), ("cpu", 2)],
+    "cn-zhangjiakou": [("nvidia-a100", 2), ("ascend-910b", 2)],
+    "cn-hohhot": [("ascend-910b", 3)],
+    "cn-wuhu": [("nvidia-h100", 2), ("ascend-910b", 1)],
+    "cn-shaoguan": [("nvidia-a100", 2), ("ascend-910b", 2)],
+    "cn-chengdu": [("ascend-910b", 3)],
+    "cn-chongqing": [("nvidia-a100", 2)],
+    "cn-guiyang": [("ascend-910b", 3)],
+    "cn-qingyang": [("ascend-910b", 2)],
+    "cn-zhongwei": [("nvidia-h100", 2)],
 }
 
 # A realistic mix: (weight, device alternatives, replicas, per replica, priority)
