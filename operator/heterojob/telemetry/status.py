@@ -40,6 +40,11 @@ def conditions(current: Sequence[Mapping[str, Any]], t: JobTelemetry, now: str) 
         message = "; ".join(f"rank {rank}: {d.device_id} on {d.node}: {d.reason}" for rank, d in t.unhealthy)
         out = set_condition(out, DEVICES_HEALTHY, "False", "DeviceFailed" if failed else "DeviceDegraded",
                             message, now)
+    elif t.unknown:  # no fault seen, but not every device says it is healthy: that is not "healthy"
+        reasons = sorted({d.reason or "no health signal" for _, d in t.unknown})
+        out = set_condition(out, DEVICES_HEALTHY, "Unknown", "HealthUnknown",
+                            f"{len(t.unknown)} of {t.seen} devices: health unknown ({'; '.join(reasons[:3])}); "
+                            "no action is taken on missing data", now)
     else:
         out = set_condition(out, DEVICES_HEALTHY, "True", "Healthy", f"{t.seen} devices healthy", now)
     if t.stragglers:
