@@ -94,7 +94,13 @@ def classify_gpu(xid: float | None, temperature: float | None, policy: HealthPol
         fatal = [c for c in recent if c in policy.fatal_xids]
         if fatal:
             return Health.FAILED, f"fatal XID {fatal[-1]} (DCGM_EXP_XID_ERRORS_COUNT)", f"XID {fatal[-1]}"
-        code = recent[-1] if recent else 0
+        if not recent:
+            last_error = f"XID {code}" if code else ""
+            if temperature is not None and temperature >= policy.overheat_celsius:
+                return Health.DEGRADED, f"overheat {temperature:.0f}°C >= {policy.overheat_celsius:.0f}°C", last_error
+            return Health.HEALTHY, (f"no XID in DCGM_EXP_XID_ERRORS_COUNT's window (last XID {code})" if code
+                                    else ""), last_error
+        code = recent[-1]
     elif code and code in policy.fatal_xids:
         if xid_age_s is None or xid_age_s < policy.xid_hold_s:
             return Health.FAILED, f"fatal XID {code}", f"XID {code}"

@@ -68,6 +68,7 @@ class Snapshot:
     # node -> "<device>: <reason>" of a failed device on it (placement keeps new work off these nodes)
     failed_nodes: Mapping[str, str] = field(default_factory=dict)
     node_of: Mapping[str, str] = field(default_factory=dict)  # device id -> node (alerts name devices)
+    reports: Mapping[str, ParseReport] = field(default_factory=dict)  # source name -> what its answers lacked
 
     def region(self, name: str) -> RegionTelemetry:
         return self.regions.get(name) or self.regions.get("*") or RegionTelemetry(
@@ -105,6 +106,7 @@ def build(sources: Sequence[SourceResult], nodes: Mapping[str, NodeFacts], previ
 
     devices: dict[str, DeviceSample] = {}
     regions: dict[str, RegionTelemetry] = {}
+    reports: dict[str, ParseReport] = {}
     down: set[str] = set()
     for source in sources:
         if source.results is None:
@@ -112,7 +114,7 @@ def build(sources: Sequence[SourceResult], nodes: Mapping[str, NodeFacts], previ
                 regions[region] = RegionTelemetry(Availability.UNAVAILABLE, f"{source.name}: {source.error}")
             continue
         others = frozenset().union(*(o.regions for o in sources if o is not source)) - {"*"}
-        report = ParseReport()
+        report = reports[source.name] = ParseReport()
         found: list[DeviceSample] = []
         # with a Node list, a host label counts only when it names a Node; without one, labels alone decide
         ctx = Context(is_node=nodes.__contains__ if nodes else None,
@@ -157,7 +159,7 @@ def build(sources: Sequence[SourceResult], nodes: Mapping[str, NodeFacts], previ
             regions[name] = replace(regions["*"], devices=dict(per_health))
     return Snapshot(devices=devices, regions=regions, exporters_down=frozenset(down),
                     by_pod={k: tuple(sorted(v, key=lambda d: d.device_id)) for k, v in by_pod.items()},
-                    failed_nodes=failed, node_of={d: s.node for d, s in devices.items()})
+                    failed_nodes=failed, node_of={d: s.node for d, s in devices.items()}, reports=reports)
 
 
 def _serves(source: SourceResult, facts: NodeFacts | None, others: frozenset[str]) -> bool:
