@@ -285,3 +285,14 @@ def test_an_exporter_down_makes_device_health_unknown_not_healthy() -> None:
     third = build([SourceResult("p", frozenset({"*"}), {"up": [s(0, node="g0")]})], facts, second.devices, POLICY)
     conds = {c["type"]: c for c in status.conditions([], job_telemetry(job, third), "2026-11-22T20:02:00Z")}
     assert conds["DevicesHealthy"]["status"] == "Unknown"
+
+
+def test_npu_exporter_behind_a_service_monitor_keeps_its_pod_name_and_exported_namespace() -> None:
+    exporter = {"namespace": "npu-exporter", "pod": "npu-exporter-7kq2x", "node": "n0"}
+    res = {"npu-exporter:util": [s(90, id="0", exported_namespace="team-b", pod_name="npu-g1-0", **exporter),
+                                 s(0, id="1", **exporter)],
+           "up": [s(1, **exporter)]}
+    snap = build([SourceResult("p", frozenset({"*"}), res)], {"n0": NodeFacts("cn-north", "ascend-910b", 2)}, {},
+                 POLICY)
+    assert (snap.devices["n0/npu-0"].namespace, snap.devices["n0/npu-0"].pod) == ("team-b", "npu-g1-0")
+    assert snap.devices["n0/npu-1"].pod is None

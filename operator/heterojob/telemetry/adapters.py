@@ -94,12 +94,14 @@ def workload_of(labels: Mapping[str, str], exporter_pods: frozenset[tuple[str, s
     """
     if labels.get("exported_pod"):
         namespace, pod = labels.get("exported_namespace") or "", labels["exported_pod"]
+    elif labels.get("pod_name"):  # npu-exporter; dcgm-exporter --use-old-namespace (no collision with `pod`)
+        namespace, pod = _first(labels, "exported_namespace", "pod_namespace", "namespace"), labels["pod_name"]
     elif labels.get("pod"):
         namespace, pod = labels.get("namespace") or "", labels["pod"]
         if (namespace, pod) in exporter_pods:
             return None, None
     else:
-        namespace, pod = _first(labels, "pod_namespace", "namespace"), labels.get("pod_name") or ""
+        return None, None
     if not pod or pod == SHARED_POD or namespace == SHARED_POD:
         return None, None
     return namespace or None, pod
