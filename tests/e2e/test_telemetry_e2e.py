@@ -87,7 +87,7 @@ def test_snapshot_matches_what_the_exporters_emit_faults_included(fleet: tuple[E
 
     s = eventually(settled, timeout=30, interval=0.5, what="16 devices with the injected faults")
     d = by_place(s)
-    assert m.stats.queries == 8  # 2 + instant for DCGM, 3 + instant for Ascend, and `up`
+    assert m.stats.queries == 10  # DCGM: identity, temp, grouped, seen; Ascend: + health; and `up`
     assert d[("g0", "1")].reason == "fatal XID 79"
     assert d[("g1", "0")].health == Health.HEALTHY and d[("g1", "0")].reason == "application XID 13 (no action)"
     assert d[("g1", "2")].reason.startswith("overheat 96°C")

@@ -24,7 +24,7 @@ import yaml
 from heterojob.constants import API_VERSION, GROUP, VERSION
 from heterojob.alerts.rules import rules_file
 from heterojob.sim.cluster.harness import Emulator, apply, seed
-from heterojob.sim.telemetry.exporters import ExporterFleet
+from heterojob.sim.telemetry.exporters import ExporterFleet, realistic_mix
 from heterojob.sim.cluster.kubelet import Kubelet
 from heterojob.sim.telemetry.prometheus import AlertmanagerServer, PrometheusServer
 from heterojob.sim.cluster.nodes import node
@@ -183,7 +183,7 @@ class Demo:
 
             apply(api, [quota(ns) for ns in NAMESPACES])
 
-            exporters = ExporterFleet(nodes, seed=7)
+            exporters = ExporterFleet(nodes, seed=7, profiles=realistic_mix(nodes))  # as deployments vary
             host, port = exporters.serve()
             self.exporters_url = f"http://{host}:{port}"
             flags = self._telemetry(exporters, host, port)
