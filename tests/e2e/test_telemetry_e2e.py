@@ -481,3 +481,53 @@ def test_the_snapshot_command_prints_what_heterojob_sees(recorded: tuple[Recorde
     assert main(["telemetry", "snapshot", "--prometheus-url", prom.url]) == 0
     table = capsys.readouterr().out
     assert "npu-node-h/npu-1" in table and "unknown" in table
+
+
+# --- the simulated exporters in the demo's realistic mix, with pod churn -----------------------------------
+
+from heterojob.sim.telemetry.exporters import ExporterProfile, realistic_mix  # noqa: E402
+
+MIX_NODES = [node(f"mg{i}", "cn-east", "nvidia-h100", devices=2) for i in range(4)] + \
+            [node(f"mn{i}", "cn-north", "ascend-910b", devices=2) for i in range(4)] + \
+            [node("mig0", "cn-east", "nvidia-a100", devices=4)]
+
+
+def test_the_realistic_mix_reads_cleanly_and_pod_churn_raises_no_false_degraded() -> None:
+    profiles = {**realistic_mix(MIX_NODES), "mig0": ExporterProfile("3.3.9-3.6.1", mig=2, service_monitor=True)}
+    exporters = ExporterFleet(MIX_NODES, seed=3, profiles=profiles)
+    host, port = exporters.serve()
+    prom = PrometheusServer(exporters.targets(), f"{host}:{port}", scrape_interval_s=1.0).start()
+    try:
+        source = FleetSource.from_objects([*MIX_NODES, *defaults.all_objects()])
+        m = Monitor(None, source, lambda: {}, TelemetryConfig(prometheus_url=prom.url, window_s=6, timeout_s=3))
+
+        def bind(generation: int) -> None:
+            exporters.bind({n["metadata"]["name"]: [("team-a", f"j{i}-g{generation}-0", 4)]
+                            for i, n in enumerate(MIX_NODES)})
+
+        bind(1)
+
+        def placed(generation: int) -> Snapshot | None:
+            s = collect(m)
+            pods = {d.pod for d in s.devices.values()}
+            return s if len(s.devices) == 20 and pods == {f"j{i}-g{generation}-0" for i in range(9)} else None
+
+        s = eventually(lambda: placed(1), timeout=30, interval=0.5, what="every device on its generation-1 pod")
+        assert all(r.availability == Availability.OK for r in s.regions.values()), s.regions
+        assert {d.node for d in s.devices.values()} == {n["metadata"]["name"] for n in MIX_NODES}
+        assert len([d for d in s.devices.values() if "/mig-" in d.device_id]) == 4
+        assert all(d.health == Health.HEALTHY for d in s.devices.values()), [
+            (d.device_id, d.reason) for d in s.devices.values() if d.health != Health.HEALTHY]
+        # pod churn: every device changes hands; within the window both pods have samples
+        bind(2)
+        degraded = []
+        deadline = time.monotonic() + 12
+        while time.monotonic() < deadline:
+            s = collect(m)
+            degraded += [r.message for r in s.regions.values() if r.availability != Availability.OK]
+            time.sleep(0.5)
+        assert degraded == []  # not "N duplicate series"
+        assert placed(2) is not None
+    finally:
+        prom.stop()
+        exporters.stop()
