@@ -531,3 +531,43 @@ def test_the_realistic_mix_reads_cleanly_and_pod_churn_raises_no_false_degraded(
     finally:
         prom.stop()
         exporters.stop()
+
+
+def test_the_shipped_scrape_configs_relabel_the_node_in_a_real_prometheus(
+        recorded: tuple[RecordedExporters, PrometheusServer]) -> None:
+    """manifests/telemetry/prometheus-scrape-configs.yaml's relabel_configs, run by a real Prometheus on targets
+    that carry the meta labels Kubernetes service discovery would give (Debian's Prometheus has no kubernetes_sd):
+    a dcgm-exporter whose Hostname is its own pod name and an npu-exporter with no host label are placed."""
+    import yaml
+
+    exporters, _ = recorded
+    shipped = yaml.safe_load((FIXTURES.parents[2] / "manifests" / "telemetry" / "prometheus-scrape-configs.yaml")
+                             .read_text())["scrape_configs"]
+    host, port = exporters.server.server_address[:2]
+    meta = {"dcgm-exporter": ("node-a", "nvidia-dcgm-exporter", "9400", "gpu-operator"),
+            "npu-exporter": ("npu-node-h", "npu-exporter", "8082", "npu-exporter")}
+    jobs = []
+    for job in shipped:
+        node_name, app, container_port, _ = meta[job["job_name"]]
+        static = {"targets": [f"{host}:{port}"],
+                  "labels": {"__metrics_path__": f"/{node_name}/metrics", "__meta_kubernetes_pod_node_name": node_name,
+                             "__meta_kubernetes_pod_label_app": app,
+                             "__meta_kubernetes_pod_container_port_number": container_port}}
+        # a decoy on another node that the keep rules must drop
+        decoy = {"targets": [f"{host}:{port}"], "labels": {**static["labels"], "__meta_kubernetes_pod_label_app": "other",
+                                                            "__metrics_path__": "/gpu-node-b/metrics"}}
+        jobs.append({**{k: v for k, v in job.items() if k != "kubernetes_sd_configs"},
+                     "static_configs": [static, decoy]})
+    prom = PrometheusServer([], "unused:0", scrape_interval_s=1.0)
+    prom.config = {"global": {"scrape_interval": "1s", "evaluation_interval": "1s", "scrape_timeout": "1s"},
+                   "scrape_configs": [{**j, "scrape_interval": "1s", "scrape_timeout": "1s"} for j in jobs]}
+    prom.start()
+    try:
+        m = recorded_monitor(prom.url)
+        s = eventually(lambda: (s := collect(m)) and len(s.devices) == 7 and s, timeout=30, interval=0.5,
+                       what="node-a's 3 GPUs and npu-node-h's 4 chips")
+        assert {d.node for d in s.devices.values()} == {"node-a", "npu-node-h"}
+        assert s.devices["GPU-1f2e3d4c-0a0b-4c5d-8e9f-000000000a00"].pod == "sm-train-g1-0"
+        assert s.region("cn-east").availability == Availability.OK
+    finally:
+        prom.stop()
