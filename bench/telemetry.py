@@ -99,8 +99,8 @@ def naive_queries(watched: dict[str, WatchedJob]) -> dict[str, str]:
         adapter = ADAPTERS["npu-exporter" if job.device_class.startswith("ascend") else "dcgm"]
         pod_label = "pod_name" if adapter.family == "npu-exporter" else "pod"
         selector = f'{{namespace="{ref.namespace}",{pod_label}=~"{ref.name}-g{ref.generation}-[0-9]+"}}'
-        for role, (metric, fn) in adapter.metrics.items():
-            out[f"{key}:{role}"] = f"{fn}({metric}{selector}[{WINDOW_S}s])" if fn else f"{metric}{selector}"
+        for role, r in adapter.roles.items():
+            out[f"{key}:{role}"] = r.expr(selector, WINDOW_S)
     return out
 
 
