@@ -58,8 +58,9 @@ def test_mig_instances_are_devices_with_engine_activity_as_utilization() -> None
 
 def test_the_identity_query_falls_back_to_engine_activity_and_keeps_instances_apart() -> None:
     q = DcgmAdapter().queries(60)
-    assert "DCGM_FI_DEV_GPU_UTIL[60s]" in q["util"] and "100 * avg_over_time(DCGM_FI_PROF_GR_ENGINE_ACTIVE[60s])" \
-        in q["util"] and " or " in q["util"]
+    assert "DCGM_FI_DEV_GPU_UTIL[60s]" in q["util"] and " or " in q["util"]
+    # the profiling field only for MIG instances (whole GPUs all have GPU_UTIL): not twice the fleet's cost
+    assert '100 * avg_over_time(DCGM_FI_PROF_GR_ENGINE_ACTIVE{GPU_I_ID!=""}[60s])' in q["util"]
     assert all("GPU_I_ID" in q[name] for name in ("util", "temp", "instant", "seen"))
 
 

@@ -267,10 +267,17 @@ class Demo:
         started = time.monotonic()
         deadline = started + self.smoke_seconds
         broken = None
+        degraded: set[str] = set()  # TelemetryDegraded messages seen on any job (the demo has no partial data)
+        last_look = 0.0
         while time.monotonic() < deadline:
             time.sleep(1.0)
             if broken is None and time.monotonic() - started >= self.smoke_seconds / 3:
                 broken = self._break_a_gpu(core)
+            if time.monotonic() - last_look >= 5:
+                last_look = time.monotonic()
+                for j in custom.list_cluster_custom_object(GROUP, VERSION, "heterojobs")["items"]:
+                    degraded |= {c.get("message", "") for c in (j.get("status") or {}).get("conditions") or []
+                                 if c.get("type") == "TelemetryDegraded" and c.get("status") == "True"}
         jobs = custom.list_cluster_custom_object(GROUP, VERSION, "heterojobs")["items"]
         phases = [(j.get("status") or {}).get("phase") for j in jobs]
         measured = sum(1 for j in jobs if ((j.get("status") or {}).get("utilization") or {}).get("average"))
@@ -284,5 +291,5 @@ class Demo:
             time.sleep(1)
         print(json.dumps({"jobs_submitted": self.submitted, "jobs_running": phases.count("Running"),
                           "jobs_with_utilization": measured, "migrations": migrations,
-                          "console_status": status}), flush=True)
+                          "console_status": status, "telemetry_degraded": sorted(degraded)}), flush=True)
         return 0

@@ -66,9 +66,9 @@ LOCATION_LABELS = (*NODE_LABELS, *HOST_LABELS, "instance")
 
 
 def _first(labels: Mapping[str, str], *names: str) -> str:
+    get = labels.get
     for name in names:
-        value = labels.get(name)
-        if value:
+        if value := get(name):
             return value
     return ""
 
@@ -76,8 +76,8 @@ def _first(labels: Mapping[str, str], *names: str) -> str:
 def node_of_series(labels: Mapping[str, str], is_node: Callable[[str], bool] | None = None) -> str:
     """The node of a series: a relabelled node label first; then the exporter's Hostname, or the scrape
     target's host, only when it names a known Node (without a Node list: taken as is)."""
-    node = _first(labels, *NODE_LABELS)
-    if node:
+    get = labels.get
+    if node := get("node") or get("kubernetes_node") or get("node_name"):
         return node
     for candidate in (_first(labels, *HOST_LABELS), labels.get("instance", "").rsplit(":", 1)[0]):
         if candidate and (is_node is None or is_node(candidate)):
@@ -117,9 +117,10 @@ class Role:
     fn: str = ""  # "" for the grouped query; else a function over the window, e.g. "avg_over_time"
     param: str = ""  # a leading argument of `fn`, e.g. "0.5" for quantile_over_time
     scale: float = 1.0  # DCGM_FI_PROF_* are ratios: x100 to a percent
+    selector: str = ""  # a label matcher the fleet-wide query keeps (never one naming a job or device)
 
     def expr(self, selector: str, window_s: int) -> str:
-        inner = f"{self.metric}{selector}"
+        inner = f"{self.metric}{selector or self.selector}"
         if not self.fn:
             return inner
         args = f"{self.param}, " if self.param else ""
@@ -166,7 +167,8 @@ class Adapter:
             out[INSTANT] = " or ".join(
                 f'label_replace(max by ({by}) ({self.grouped_fn}({m}[{window_s}s])), "{ROLE_LABEL}", "{m}", "", "")'
                 for m in grouped)
-        seen = " or ".join(f"timestamp({r.metric})" for r in (self.roles[self.identity], *self.identity_alternatives))
+        seen = " or ".join(f"timestamp({r.metric}{r.selector})"
+                           for r in (self.roles[self.identity], *self.identity_alternatives))
         by = dict.fromkeys((*self.key_labels, "instance", *POD_LABELS))
         out[SEEN] = f"max by ({', '.join(by)}) ({seen})"
         return out
@@ -200,73 +202,92 @@ class Adapter:
               where: Callable[[str], Where] | None = None, ctx: Context = Context()) -> list[DeviceSample]:
         report = report if report is not None else ParseReport()
         results = self.split(results)
-        newest: dict[tuple[str, Any], float] = {}
-        for series in results.pop(SEEN, None) or ():
-            labels = series.get("metric") or {}
-            device = self.device_id(labels, ctx)
-            ts = number((series.get("value") or [None, None])[1])
-            if device is not None and ts is not None:
-                key = (device, _origin(labels, ctx))
-                newest[key] = max(ts, newest.get(key, ts))
+        seen = results.pop(SEEN, None) or ()
         candidates: dict[str, list[Mapping[str, Any]]] = {}
         values: dict[str, dict[str, Any]] = {}
-        located: dict[str, Mapping[str, str]] = {}  # a series of the device that names its node
-        observed: dict[str, float] = {}
+        some_labels: dict[str, Mapping[str, str]] = {}  # a series of each device, for its node when no identity
         unresolved: dict[str, str] = {}
+        at: float | None = None  # every query of a cycle is evaluated at the same instant
+        device_id, clean, identity = self.device_id, self.clean, self.identity
         for role, vector in results.items():
+            is_identity, is_count = role == identity, role == "xid_count"
             for series in vector or ():
                 labels = series.get("metric") or {}
-                device = self.device_id(labels, ctx)
+                device = device_id(labels, ctx)
                 if device is None:
                     if (host := _unplaced(labels, ctx)) and _first(labels, "UUID", "uuid", "id"):
                         unresolved.setdefault(host, role)
                     else:
                         report.missing_labels += 1
                     continue
-                ts, raw = (series.get("value") or [None, None])[:2]
+                if is_identity:
+                    candidates.setdefault(device, []).append(series)
+                    continue
+                pair = series.get("value") or (None, None)
+                if at is None:
+                    at = number(pair[0])
+                raw = pair[1]
                 value = number(raw)
                 if value is None and raw is not None:
                     report.bad_values += 1
-                value, uncollected = self.clean(role, value, labels)
+                value, uncollected = clean(role, value, labels)
                 report.uncollected += uncollected
-                if (at := number(ts)) is not None:
-                    observed[device] = at
-                if node_of_series(labels, ctx.is_node):
-                    located.setdefault(device, labels)
-                if role == self.identity:
-                    candidates.setdefault(device, []).append(series)
-                    continue
-                mine = values.setdefault(device, {})
-                if role == "xid_count":
+                mine = values.get(device)
+                if mine is None:
+                    mine = values[device] = {}
+                    some_labels[device] = labels
+                if is_count:
                     code = int(number(labels.get("xid")) or 0)
                     mine.setdefault("xid_counts", {})[code] = value
                 elif mine.get(role) is None:
                     mine[role] = value
+        newest = self._seen(seen, ctx) if any(len(c) > 1 for c in candidates.values()) else {}
         labels_of: dict[str, Mapping[str, str]] = {}
         for device, series_list in candidates.items():
-            chosen = self._newest(device, series_list, newest, ctx, report)
-            labels_of[device] = chosen.get("metric") or {}
-            value = number((chosen.get("value") or [None, None])[1])
-            values.setdefault(device, {})[self.identity] = self.clean(self.identity, value, labels_of[device])[0]
+            chosen = series_list[0] if len(series_list) == 1 else self._newest(device, series_list, newest, ctx,
+                                                                                 report)
+            labels = labels_of[device] = chosen.get("metric") or {}
+            pair = chosen.get("value") or (None, None)
+            if at is None:
+                at = number(pair[0])
+            value = number(pair[1])
+            if value is None and pair[1] is not None:
+                report.bad_values += 1
+            value, uncollected = clean(identity, value, labels)
+            report.uncollected += uncollected
+            values.setdefault(device, {})[identity] = value
         out = []
         locate = where or (lambda _node: (None, None))
         for device in sorted(values):
-            labels = labels_of.get(device) or located.get(device) or {}
-            node = node_of_series(labels, ctx.is_node) or node_of_series(located.get(device, {}), ctx.is_node)
+            labels = labels_of.get(device) or some_labels.get(device) or {}
+            node = node_of_series(labels, ctx.is_node) or node_of_series(some_labels.get(device, {}), ctx.is_node)
             if not node:
                 if host := _unplaced(labels, ctx):
                     unresolved.setdefault(host, device)
                 else:
                     report.missing_labels += 1  # no node label in any of its series: cannot place it
                 continue
-            sample = self.sample(device, node, labels, values[device], policy, locate(node), ctx)
-            out.append(_with_time(sample, observed.get(device)))
+            mine = values[device]
+            mine["at"] = at
+            out.append(self.sample(device, node, labels, mine, policy, locate(node), ctx))
         if unresolved:
             report.unresolved_nodes += len(unresolved)
             hosts = ", ".join(sorted(unresolved)[:3])
             report.notes.append(f"host label(s) {hosts} name no Node: relabel __meta_kubernetes_pod_node_name "
                                 f"to `node` (manifests/telemetry)")
         return out
+
+    def _seen(self, seen: Vector, ctx: Context) -> dict[tuple[str, Any], float]:
+        """(device, origin) -> its newest sample time, from the `seen` query."""
+        newest: dict[tuple[str, Any], float] = {}
+        for series in seen:
+            labels = series.get("metric") or {}
+            device = self.device_id(labels, ctx)
+            ts = number((series.get("value") or [None, None])[1])
+            if device is not None and ts is not None:
+                key = (device, _origin(labels, ctx))
+                newest[key] = max(ts, newest.get(key, ts))
+        return newest
 
     @staticmethod
     def _newest(device: str, series_list: list[Mapping[str, Any]], newest: Mapping[tuple[str, Any], float],
@@ -302,12 +323,6 @@ def _unplaced(labels: Mapping[str, str], ctx: Context) -> str:
     return _first(labels, *HOST_LABELS) or labels.get("instance", "")
 
 
-def _with_time(sample: DeviceSample, at: float | None) -> DeviceSample:
-    from dataclasses import replace
-
-    return replace(sample, observed_at=at) if at is not None else sample
-
-
 class DcgmAdapter(Adapter):
     """NVIDIA dcgm-exporter 2.x-4.x. `Hostname` became `hostname` after 4.5.3-4.8.2: both are read; `UUID` is
     `uuid` with --use-old-namespace. A MIG instance is a device of its own (`<UUID>/mig-<GPU_I_ID>`):
@@ -327,13 +342,17 @@ class DcgmAdapter(Adapter):
         "xid": Role("DCGM_FI_DEV_XID_ERRORS"),  # the code of the last XID, not a count
         "xid_count": Role("DCGM_EXP_XID_ERRORS_COUNT"),  # per `xid` over window_size_in_ms, when enabled
     }
-    identity_alternatives = (Role("DCGM_FI_PROF_GR_ENGINE_ACTIVE", "avg_over_time", scale=100),)
+    # only for MIG instances: every whole GPU has DCGM_FI_DEV_GPU_UTIL (default counters), and evaluating the
+    # profiling field for the whole fleet would double the identity query's cost
+    identity_alternatives = (Role("DCGM_FI_PROF_GR_ENGINE_ACTIVE", "avg_over_time", scale=100,
+                                  selector='{GPU_I_ID!=""}'),)
 
     def device_id(self, labels: Mapping[str, str], ctx: Context = Context()) -> str | None:
-        uuid = _first(labels, "UUID", "uuid")
+        get = labels.get
+        uuid = get("UUID") or get("uuid")
         if not uuid:
             return None
-        instance = labels.get("GPU_I_ID")
+        instance = get("GPU_I_ID")
         return f"{uuid}/mig-{instance}" if instance else uuid
 
     def clean(self, role: str, value: float | None, labels: Mapping[str, str]) -> tuple[float | None, bool]:
@@ -359,6 +378,7 @@ class DcgmAdapter(Adapter):
             temperature_c=values.get("temp"), power_w=values.get("power"),
             health=health, reason=reason, last_error=error, namespace=namespace, pod=pod,
             region=where[0], device_class=where[1], xid=int(xid) if xid is not None else None, xid_counts=counts,
+            observed_at=values.get("at"),
         )
 
 
@@ -405,6 +425,7 @@ class AscendAdapter(Adapter):
             memory_total_mib=values.get("hbm_total"), temperature_c=values.get("temp"),
             power_w=values.get("power"), health=health, reason=reason, last_error=error,
             namespace=namespace, pod=pod, region=where[0], device_class=where[1], shared=shared(labels),
+            observed_at=values.get("at"),
         )
 
 
