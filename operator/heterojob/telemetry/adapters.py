@@ -56,13 +56,16 @@ INSTANT = "instant"  # the query name under which an adapter's grouped roles com
 SEEN = "seen"  # newest sample time per device and pod
 ROLE_LABEL = "heterojob_metric"  # names the metric in a grouped query whose function dropped __name__
 # Set by relabelling from __meta_kubernetes_pod_node_name (manifests/telemetry): trusted first.
-NODE_LABELS = ("node", "kubernetes_node", "node_name")
+RELABELLED_NODE_LABELS = ("node", "kubernetes_node", "node_name")
 # dcgm-exporter's own host label: the Node's name only when the exporter's NODE_NAME is set.
 HOST_LABELS = ("Hostname", "hostname")
 # The workload's pod. With honorLabels: false the exporter's pod/namespace arrive as exported_*, and
 # pod/namespace name the exporter itself; dcgm-exporter --use-old-namespace says pod_name/pod_namespace.
 POD_LABELS = ("exported_namespace", "exported_pod", "namespace", "pod", "pod_namespace", "pod_name")
-LOCATION_LABELS = (*NODE_LABELS, *HOST_LABELS, "instance")
+LOCATION_LABELS = (*RELABELLED_NODE_LABELS, *HOST_LABELS, "instance")
+# Every label that can say where a series comes from (kept for readers grouping by location, e.g. the console;
+# which one wins is `node_of_series`'s business).
+NODE_LABELS = ("Hostname", "hostname", "node", "kubernetes_node", "node_name", "instance")
 
 
 def _first(labels: Mapping[str, str], *names: str) -> str:
@@ -318,7 +321,7 @@ def _origin(labels: Mapping[str, str], ctx: Context) -> tuple[Any, ...]:
 
 def _unplaced(labels: Mapping[str, str], ctx: Context) -> str:
     """The host label that failed to name a Node (for the message), or "" when there is none."""
-    if ctx.is_node is None or _first(labels, *NODE_LABELS):
+    if ctx.is_node is None or _first(labels, *RELABELLED_NODE_LABELS):
         return ""
     return _first(labels, *HOST_LABELS) or labels.get("instance", "")
 
