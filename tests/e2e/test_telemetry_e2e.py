@@ -571,3 +571,27 @@ def test_the_shipped_scrape_configs_relabel_the_node_in_a_real_prometheus(
         assert s.region("cn-east").availability == Availability.OK
     finally:
         prom.stop()
+
+
+@pytest.mark.harness
+def test_the_snapshot_command_joins_the_cluster_nodes_with_a_kubeconfig(
+        recorded: tuple[RecordedExporters, PrometheusServer], emulator: Emulator, cluster: Cluster,
+        capsys: pytest.CaptureFixture[str]) -> None:
+    """With --kubeconfig the rows carry each Node's region and class, and a host label must name a Node."""
+    import json
+
+    from heterojob.cli import main
+
+    _, prom = recorded
+    cluster.seed([n for n in RECORDED_NODES if n["metadata"]["name"] != "gpu-node-b"])  # one Node missing
+    eventually(lambda: len(collect(recorded_monitor(prom.url)).devices) == 26, timeout=30, interval=0.5,
+               what="all devices")
+    assert main(["telemetry", "snapshot", "--prometheus-url", prom.url, "--kubeconfig", str(emulator.kubeconfig),
+                 "--json", "--window", "4"]) == 0
+    captured = capsys.readouterr()
+    rows = {r["device"]: r for r in json.loads(captured.out)}
+    assert (rows["npu-node-h/npu-0"]["region"], rows["npu-node-h/npu-0"]["class"]) == ("cn-north", "ascend-910b")
+    assert rows["GPU-1f2e3d4c-0a0b-4c5d-8e9f-000000000a00"]["class"] == "nvidia-h100"
+    # gpu-node-b is scraped without a node label and is no Node here: its Hostname places nothing
+    assert not [d for d in rows if d.startswith("GPU-7c1d5e2a")]
+    assert "host label(s) gpu-node-b name no Node" in captured.err
