@@ -37,9 +37,9 @@ def test_queries_are_fleet_wide_and_windowed() -> None:
     assert "exported_pod" in queries["util"] and "pod_name" in queries["util"]  # what maps a device to a pod
     keys = "UUID, uuid, GPU_I_ID"
     assert queries["temp"] == f"max by ({keys}) (min_over_time(DCGM_FI_DEV_GPU_TEMP[60s]))"
-    assert queries["instant"] == (f'max by (__name__, {keys}, xid) '
-        '({__name__=~"DCGM_FI_DEV_FB_USED|DCGM_FI_DEV_FB_FREE|DCGM_FI_DEV_FB_RESERVED|DCGM_FI_DEV_POWER_USAGE|'
-        'DCGM_FI_DEV_XID_ERRORS|DCGM_EXP_XID_ERRORS_COUNT"})')
+    assert queries["instant"].startswith(f'max by (__name__, {keys}, xid) '
+        '({__name__=~"DCGM_FI_DEV_FB_USED|DCGM_FI_DEV_POWER_USAGE|DCGM_FI_DEV_XID_ERRORS|DCGM_EXP_XID_ERRORS_COUNT"})'
+        ' or label_replace(sum by (UUID, uuid, GPU_I_ID) ')
     assert AscendAdapter().queries(30)["health"] == (
         "max by (id, node, kubernetes_node, node_name, Hostname, hostname, instance) "
         "(max_over_time(npu_chip_info_health_status[30s]))")
@@ -52,7 +52,7 @@ def test_the_instant_query_is_split_back_by_metric_name() -> None:
     labels = gpu("GPU-a")
     results = {"util": [series("50", **labels)],
                "instant": [series("1000", __name__="DCGM_FI_DEV_FB_USED", **labels),
-                           series("79000", __name__="DCGM_FI_DEV_FB_FREE", **labels),
+                           series("80000", heterojob_metric="fb_total", **labels),
                            series("48", __name__="DCGM_FI_DEV_XID_ERRORS", **labels),
                            series("1", __name__="SOMETHING_ELSE", **labels)]}
     [sample] = DcgmAdapter().parse(results, POLICY)
@@ -62,7 +62,7 @@ def test_the_instant_query_is_split_back_by_metric_name() -> None:
 
 def test_xid_79_is_fatal_but_xid_13_is_an_application_error() -> None:
     results = dcgm({
-        "GPU-aaa": {"util": "97", "fb_used": "70000", "fb_free": "11559", "temp": "61", "power": "650", "xid": "79"},
+        "GPU-aaa": {"util": "97", "fb_used": "70000", "fb_total": "81559", "temp": "61", "power": "650", "xid": "79"},
         "GPU-bbb": {"util": "95", "temp": "60", "xid": "13"},
         "GPU-ccc": {"util": "90", "temp": "59", "xid": "0"},
     })

@@ -42,9 +42,9 @@ def test_mig_instances_are_devices_with_engine_activity_as_utilization() -> None
                  s(43.31, **mig("2", "2g.20gb", namespace="team-c", pod="mig-job-g1-1")),
                  s(0, **mig("3", "1g.10gb"))],
         "temp": [s(47, UUID="GPU-3e9a", GPU_I_ID=g) for g in "123"],
-        "instant": [s(v, __name__=n, UUID="GPU-3e9a", GPU_I_ID=g) for g in "123"
-                    for n, v in (("DCGM_FI_DEV_FB_USED", 27800), ("DCGM_FI_DEV_FB_FREE", 12800),
-                                 ("DCGM_FI_DEV_XID_ERRORS", 0))],
+        "instant": [*(s(v, __name__=n, UUID="GPU-3e9a", GPU_I_ID=g) for g in "123"
+                      for n, v in (("DCGM_FI_DEV_FB_USED", 27800), ("DCGM_FI_DEV_XID_ERRORS", 0))),
+                    *(s(40600, heterojob_metric="fb_total", UUID="GPU-3e9a", GPU_I_ID=g) for g in "123")],
     }
     report = ParseReport()
     d = by_id(DcgmAdapter().parse(results, POLICY, report))
@@ -221,11 +221,14 @@ def test_the_xid_count_decides_when_enabled() -> None:
 # --- also: FB_RESERVED, shared NPUs, pod changed within the window, exporter down -------------------------
 
 def test_memory_total_includes_the_reserved_framebuffer() -> None:
+    # Prometheus sums used + free + reserved per device (one series, not three); the e2e test checks the figure
+    q = DcgmAdapter().queries(60)["instant"]
+    assert ('sum by (UUID, uuid, GPU_I_ID) ({__name__=~"DCGM_FI_DEV_FB_USED|DCGM_FI_DEV_FB_FREE|'
+            'DCGM_FI_DEV_FB_RESERVED"}) and on (UUID, uuid, GPU_I_ID) DCGM_FI_DEV_FB_FREE') in q
     labels = {"UUID": "GPU-a", "gpu": "0", "Hostname": "g0"}
     res = {"util": [s(97, **labels)],
-           "instant": [s(v, __name__=n, UUID="GPU-a") for n, v in (("DCGM_FI_DEV_FB_USED", 69087),
-                                                                      ("DCGM_FI_DEV_FB_FREE", 11545),
-                                                                      ("DCGM_FI_DEV_FB_RESERVED", 527))]}
+           "instant": [s(69087, __name__="DCGM_FI_DEV_FB_USED", UUID="GPU-a"),
+                       s(81159, heterojob_metric="fb_total", UUID="GPU-a")]}
     [d] = DcgmAdapter().parse(res, POLICY)
     assert d.memory_total_mib == 81159 and d.memory_used_mib == 69087
 

@@ -118,7 +118,8 @@ def shared(labels: Mapping[str, str]) -> bool:
 class Role:
     metric: str
     fn: str = ""  # "" for the grouped query; else a function over the window, e.g. "avg_over_time"
-    param: str = ""  # a leading argument of `fn`, e.g. "0.5" for quantile_over_time
+    param: str = ""  # a leading argument of `fn`, e.g. "0.5" for quantile_over_time; without `fn`, the PromQL
+    # of a figure Prometheus computes per device (`metric` then only names it)
     scale: float = 1.0  # DCGM_FI_PROF_* are ratios: x100 to a percent
     selector: str = ""  # a label matcher the fleet-wide query keeps (never one naming a job or device)
 
@@ -161,10 +162,12 @@ class Adapter:
                                         for alt in (r, *self.identity_alternatives))
             else:
                 out[role] = f"max by ({keys}) ({r.expr('', window_s)})"
-        grouped = [r.metric for r in self.roles.values() if not r.fn]
+        grouped = [r.metric for r in self.roles.values() if not r.fn and not r.param]
         if grouped and not self.grouped_fn:
             by = ", ".join(("__name__", *self.key_labels, *self.group_labels))
             out[INSTANT] = f'max by ({by}) ({{__name__=~"{"|".join(grouped)}"}})'
+            out[INSTANT] += "".join(f' or label_replace({r.param}, "{ROLE_LABEL}", "{r.metric}", "", "")'
+                                    for r in self.roles.values() if not r.fn and r.param)
         elif grouped:  # functions drop __name__: each metric is marked with a label of its own instead
             by = ", ".join((*self.key_labels, *self.group_labels))
             out[INSTANT] = " or ".join(
@@ -180,7 +183,7 @@ class Adapter:
         """Results by query name -> results by role (the grouped query is split by metric name)."""
         out: dict[str, list[Mapping[str, Any]]] = {role: list(v or ()) for role, v in results.items()
                                                    if role != INSTANT}
-        role_of = {r.metric: role for role, r in self.roles.items() if not r.fn}
+        role_of = {r.metric: role for role, r in self.roles.items() if not r.fn}  # metric (or figure) name -> role
         for series in results.get(INSTANT) or ():
             labels = series.get("metric") or {}
             role = role_of.get(labels.get("__name__") or labels.get(ROLE_LABEL) or "")
@@ -339,8 +342,10 @@ class DcgmAdapter(Adapter):
         "util": Role("DCGM_FI_DEV_GPU_UTIL", "avg_over_time"),
         "temp": Role("DCGM_FI_DEV_GPU_TEMP", "min_over_time"),  # held for the window: hysteresis on overheat
         "fb_used": Role("DCGM_FI_DEV_FB_USED"),
-        "fb_free": Role("DCGM_FI_DEV_FB_FREE"),
-        "fb_reserved": Role("DCGM_FI_DEV_FB_RESERVED"),
+        # used + free + reserved (reserved when present), summed by Prometheus: one series per device, not three
+        "fb_total": Role("fb_total", param='sum by (UUID, uuid, GPU_I_ID) '
+                         '({__name__=~"DCGM_FI_DEV_FB_USED|DCGM_FI_DEV_FB_FREE|DCGM_FI_DEV_FB_RESERVED"}) '
+                         'and on (UUID, uuid, GPU_I_ID) DCGM_FI_DEV_FB_FREE'),
         "power": Role("DCGM_FI_DEV_POWER_USAGE"),
         "xid": Role("DCGM_FI_DEV_XID_ERRORS"),  # the code of the last XID, not a count
         "xid_count": Role("DCGM_EXP_XID_ERRORS_COUNT"),  # per `xid` over window_size_in_ms, when enabled
@@ -365,7 +370,7 @@ class DcgmAdapter(Adapter):
 
     def sample(self, device_id: str, node: str, labels: Mapping[str, str], values: Mapping[str, Any],
                policy: HealthPolicy, where: Where = (None, None), ctx: Context = Context()) -> DeviceSample:
-        used, free, reserved = values.get("fb_used"), values.get("fb_free"), values.get("fb_reserved")
+        used, total = values.get("fb_used"), values.get("fb_total")
         counts = tuple(sorted((values.get("xid_counts") or {}).items()))
         xid = values.get("xid")
         health, reason, error = classify_gpu(xid, values.get("temp"), policy, None, counts)
@@ -377,7 +382,7 @@ class DcgmAdapter(Adapter):
             device_id=device_id, node=node, family=self.family, model=model,
             index=labels.get("gpu", "") + (f"/{labels['GPU_I_ID']}" if labels.get("GPU_I_ID") else ""),
             utilization=values.get("util"), memory_used_mib=used,
-            memory_total_mib=(used + free + (reserved or 0)) if used is not None and free is not None else None,
+            memory_total_mib=total if used is not None else None,
             temperature_c=values.get("temp"), power_w=values.get("power"),
             health=health, reason=reason, last_error=error, namespace=namespace, pod=pod,
             region=where[0], device_class=where[1], xid=int(xid) if xid is not None else None, xid_counts=counts,
