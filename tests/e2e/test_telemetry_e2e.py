@@ -554,8 +554,9 @@ def test_the_shipped_scrape_configs_relabel_the_node_in_a_real_prometheus(
                              "__meta_kubernetes_pod_label_app": app,
                              "__meta_kubernetes_pod_container_port_number": container_port}}
         # a decoy on another node that the keep rules must drop
-        decoy = {"targets": [f"{host}:{port}"], "labels": {**static["labels"], "__meta_kubernetes_pod_label_app": "other",
-                                                            "__metrics_path__": "/gpu-node-b/metrics"}}
+        decoy = {"targets": [f"{host}:{port}"],
+                 "labels": {**static["labels"], "__meta_kubernetes_pod_label_app": "other",
+                            "__metrics_path__": "/gpu-node-b/metrics"}}
         jobs.append({**{k: v for k, v in job.items() if k != "kubernetes_sd_configs"},
                      "static_configs": [static, decoy]})
     prom = PrometheusServer([], "unused:0", scrape_interval_s=1.0)

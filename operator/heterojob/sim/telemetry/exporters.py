@@ -111,7 +111,8 @@ class SimNode:
     @property
     def exporter_pod(self) -> str:
         """The name of this node's exporter pod (a DaemonSet pod: a stable suffix per node)."""
-        suffix = "".join("bcdfghjklmnpqrstvwxz2456789"[b % 27] for b in uuid.uuid5(uuid.NAMESPACE_DNS, self.name).bytes[:5])
+        digest = uuid.uuid5(uuid.NAMESPACE_DNS, self.name).bytes[:5]
+        suffix = "".join("bcdfghjklmnpqrstvwxz2456789"[b % 27] for b in digest)
         return f"nvidia-dcgm-exporter-{suffix}" if self.family == "dcgm" else f"npu-exporter-{suffix}"
 
 
