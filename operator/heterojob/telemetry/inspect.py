@@ -70,7 +70,9 @@ def take(options: Options, facts: Mapping[str, NodeFacts]) -> Snapshot:
     """Query once and build the snapshot; TelemetryError when Prometheus could not be read."""
     reader = PrometheusReader(options.prometheus_url, timeout_s=options.timeout_s)
     try:
-        answered = reader.query(queries(options.window_s), at=time.time())
+        at = time.time()
+        reader.query({"up": "up"}, at=at)  # one error for an unreachable Prometheus, not one per query
+        answered = reader.query(queries(options.window_s), at=at)
     finally:
         reader.close()
     return build([SourceResult(options.prometheus_url, frozenset({"*"}), answered)], facts, {}, HealthPolicy())
@@ -130,8 +132,11 @@ def run(options: Options, out: TextIO | None = None, err: TextIO | None = None) 
     try:
         snapshot = take(options, facts)
     except TelemetryError as exc:
-        print(f"heterojob telemetry snapshot: Prometheus at {options.prometheus_url} could not be read: {exc}",
-              file=err)
+        why = str(exc)
+        if why.startswith("cannot reach Prometheus"):  # the connection itself failed: the details are noise
+            why = "cannot reach Prometheus: connection failed"
+        print(f"heterojob telemetry snapshot: Prometheus at {options.prometheus_url} could not be read ({why}); "
+              "check --prometheus-url and that Prometheus is up (GET /-/ready)", file=err)
         return 2
     rows = [row(d) for _, d in sorted(snapshot.devices.items())]
     if options.as_json:
