@@ -280,10 +280,13 @@ def test_an_exporter_down_makes_device_health_unknown_not_healthy() -> None:
     down = {**healthy, "up": [s(0, node="g0")]}
     second = build([SourceResult("p", frozenset({"*"}), down)], facts, first.devices, POLICY)
     t = job_telemetry(job, second)
-    conds = {c["type"]: c for c in status.conditions([], t, "2026-11-22T20:01:00Z")}
+    conds = {c["type"]: c for c in status.conditions(list(conds.values()), t, "2026-11-22T20:01:00Z")}
     assert conds["DevicesHealthy"]["status"] == "Unknown" and conds["DevicesHealthy"]["reason"] == "HealthUnknown"
     assert "exporter down" in conds["DevicesHealthy"]["message"]
-    assert conds["TelemetryDegraded"]["status"] == "True" and "exporter not reporting on g0" in t.message
+    assert "exporter not reporting on g0" in t.message
+    assert conds["TelemetryDegraded"]["status"] == "Unknown"  # settling: pods start and stop one by one
+    later = {c["type"]: c for c in status.conditions(list(conds.values()), t, "2026-11-22T20:01:30Z")}
+    assert later["TelemetryDegraded"]["status"] == "True" and later["TelemetryDegraded"]["reason"] == "PartialData"
     assert t.unhealthy == ()  # missing telemetry is never a fault
     # and once the window has emptied, the vanished devices of a silent node are still unknown
     third = build([SourceResult("p", frozenset({"*"}), {"up": [s(0, node="g0")]})], facts, second.devices, POLICY)
@@ -300,3 +303,25 @@ def test_npu_exporter_behind_a_service_monitor_keeps_its_pod_name_and_exported_n
                  POLICY)
     assert (snap.devices["n0/npu-0"].namespace, snap.devices["n0/npu-0"].pod) == ("team-b", "npu-g1-0")
     assert snap.devices["n0/npu-1"].pod is None
+
+
+def test_partial_data_settles_before_telemetry_degraded_and_a_passing_gap_never_raises_it() -> None:
+    job = JobRef("team-a", "train", "cn-east", generation=1, replicas=2, per_replica=1)
+    facts = {n: NodeFacts("cn-east", "nvidia-h100", 1) for n in ("g0", "g1")}
+
+    def cycle_(ranks: tuple[int, ...]) -> Any:
+        res = {"dcgm:util": [s(90, UUID=f"GPU-{r}", gpu="0", Hostname=f"g{r}", namespace="team-a",
+                               pod=f"train-g1-{r}") for r in ranks], "up": []}
+        return job_telemetry(job, build([SourceResult("p", frozenset({"*"}), res)], facts, {}, POLICY))
+
+    conds: list[dict[str, Any]] = []
+    # rank 1's pod started a moment later: one cycle of partial data, then whole
+    for at, ranks in (("20:00:00", (0,)), ("20:00:15", (0, 1)), ("20:00:30", (0, 1))):
+        conds = status.conditions(conds, cycle_(ranks), f"2026-11-22T{at}Z")
+        degraded = {c["type"]: c for c in conds}["TelemetryDegraded"]
+        assert degraded["status"] != "True", (at, degraded)
+    # a replica that keeps reporting nothing is degraded once it has lasted SETTLE_S
+    for at in ("20:01:00", "20:01:15", "20:01:31"):
+        conds = status.conditions(conds, cycle_((0,)), f"2026-11-22T{at}Z")
+    degraded = {c["type"]: c for c in conds}["TelemetryDegraded"]
+    assert degraded["status"] == "True" and "1 of 2 devices reported" in degraded["message"]
