@@ -135,6 +135,13 @@ def _generate(args: argparse.Namespace) -> int:
     return 0
 
 
+def _telemetry(args: argparse.Namespace) -> int:
+    from heterojob.telemetry.inspect import Options, run
+
+    return run(Options(prometheus_url=args.prometheus_url, kubeconfig=args.kubeconfig, as_json=args.json,
+                       window_s=args.window, timeout_s=args.timeout))
+
+
 def _emulator(args: argparse.Namespace) -> int:
     from heterojob.sim.cluster import apiserver
 
@@ -236,6 +243,22 @@ def parser() -> argparse.ArgumentParser:
     gen.add_argument("--check", action="store_true", help="only report files that are out of date (exit 1)")
     gen.add_argument("--root", default=".", help="repository root")
     gen.set_defaults(func=_generate)
+
+    tel = sub.add_parser("telemetry", help="see what heterojob sees in Prometheus")
+    tel_sub = tel.add_subparsers(dest="telemetry_command", required=True, metavar="ACTION")
+    snap = tel_sub.add_parser(
+        "snapshot", help="one row per device: node, region, class, utilization, memory, health, pod",
+        description="Query Prometheus once as the operator does and print every device it reads, with the "
+                    "parse report. Exits 2 when Prometheus cannot be read.")
+    snap.add_argument("--prometheus-url", default=os.environ.get("HETEROJOB_PROMETHEUS_URL"),
+                      required=not os.environ.get("HETEROJOB_PROMETHEUS_URL"),
+                      help="e.g. http://prometheus-k8s.monitoring.svc:9090")
+    snap.add_argument("--kubeconfig", help="join devices with the cluster's Nodes (region, class); without it, "
+                                           "nodes come from the series' labels only")
+    snap.add_argument("--json", action="store_true", help="a JSON list of device objects (the report on stderr)")
+    snap.add_argument("--window", type=int, default=60, metavar="S", help="avg/min/max_over_time window (60)")
+    snap.add_argument("--timeout", type=float, default=10.0, metavar="S", help="per query (10)")
+    snap.set_defaults(func=_telemetry)
 
     emu = sub.add_parser("emulator", help="serve the Kubernetes API emulator alone (for development)")
     emu.add_argument("--host", default="127.0.0.1")

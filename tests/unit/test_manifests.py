@@ -71,7 +71,8 @@ def crd_schemas() -> dict[tuple[str, str], dict[str, Any]]:
 
 def all_manifest_files() -> Iterator[Path]:
     for path in sorted((ROOT / "manifests").rglob("*.yaml")) + sorted((ROOT / "crds").glob("*.yaml")):
-        if path.name in ("kustomization.yaml", "heterojob-rules.yaml", "alertmanager-receiver.yaml"):
+        if path.name in ("kustomization.yaml", "heterojob-rules.yaml", "alertmanager-receiver.yaml",
+                         "prometheus-scrape-configs.yaml"):  # Prometheus config, not Kubernetes objects
             continue
         yield path
 

@@ -24,7 +24,7 @@ import yaml
 from heterojob.constants import API_VERSION, GROUP, VERSION
 from heterojob.alerts.rules import rules_file
 from heterojob.sim.cluster.harness import Emulator, apply, seed
-from heterojob.sim.telemetry.exporters import ExporterFleet
+from heterojob.sim.telemetry.exporters import ExporterFleet, realistic_mix
 from heterojob.sim.cluster.kubelet import Kubelet
 from heterojob.sim.telemetry.prometheus import AlertmanagerServer, PrometheusServer
 from heterojob.sim.cluster.nodes import node
@@ -304,7 +304,7 @@ class Demo:
 
             apply(api, [quota(ns) for ns in NAMESPACES])
 
-            exporters = ExporterFleet(nodes, seed=7)
+            exporters = ExporterFleet(nodes, seed=7, profiles=realistic_mix(nodes))  # as deployments vary
             host, port = exporters.serve()
             self.exporters_url = f"http://{host}:{port}"
             flags = self._telemetry(exporters, host, port)
@@ -389,10 +389,17 @@ class Demo:
         started = time.monotonic()
         deadline = started + self.smoke_seconds
         broken = None
+        degraded: set[str] = set()  # TelemetryDegraded messages seen on any job (the demo has no partial data)
+        last_look = 0.0
         while time.monotonic() < deadline:
             time.sleep(1.0)
             if broken is None and time.monotonic() - started >= self.smoke_seconds / 3:
                 broken = self._break_a_gpu(core)
+            if time.monotonic() - last_look >= 5:
+                last_look = time.monotonic()
+                for j in custom.list_cluster_custom_object(GROUP, VERSION, "heterojobs")["items"]:
+                    degraded |= {c.get("message", "") for c in (j.get("status") or {}).get("conditions") or []
+                                 if c.get("type") == "TelemetryDegraded" and c.get("status") == "True"}
         jobs = custom.list_cluster_custom_object(GROUP, VERSION, "heterojobs")["items"]
         phases = [(j.get("status") or {}).get("phase") for j in jobs]
         measured = sum(1 for j in jobs if ((j.get("status") or {}).get("utilization") or {}).get("average"))
@@ -406,5 +413,5 @@ class Demo:
             time.sleep(1)
         print(json.dumps({"jobs_submitted": self.submitted, "jobs_running": phases.count("Running"),
                           "jobs_with_utilization": measured, "migrations": migrations,
-                          "console_status": status}), flush=True)
+                          "console_status": status, "telemetry_degraded": sorted(degraded)}), flush=True)
         return 0
