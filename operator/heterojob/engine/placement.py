@@ -187,6 +187,7 @@ class FleetIndex:
         self._unfit: dict[str, dict[str, int]] = {}
         # (class, needs) -> (region -> nodes that pass, region -> reason -> nodes that fail)
         self._soft: dict[tuple[object, ...], tuple[dict[str, list[str]], dict[str, dict[str, int]]]] = {}
+        self._capacity: dict[str, dict[str, int]] = {}
 
     def nodes(self, cls: DeviceClass) -> dict[str, list[str]]:
         if cls.name not in self._by_class:
@@ -231,6 +232,14 @@ class FleetIndex:
                 ok[region] = passing
             self._soft[key] = (ok, failed)
         return self._soft[key]
+
+    def capacity(self, cls: DeviceClass) -> dict[str, int]:
+        """node -> its allocatable devices of the class's resource, for the class's usable nodes (cached)."""
+        if cls.name not in self._capacity:
+            nodes, resource = self.fleet.nodes, cls.resource_name
+            self._capacity[cls.name] = {n: nodes[n].allocatable.get(resource, 0)
+                                        for names in self.nodes(cls).values() for n in names}
+        return self._capacity[cls.name]
 
     def unfit(self, cls: DeviceClass, region: str) -> int:
         self.nodes(cls)
@@ -296,6 +305,7 @@ def place(request: Request, fleet: Fleet, index: FleetIndex | None = None) -> Re
                 result.rejections.append(Rejection(cls.name, f"software: {software_summary(merged)}"))
             continue
         need = request.replicas * alt.per_replica
+        capacity, used, resource = index.capacity(cls), fleet.used, cls.resource_name
         for region in regions:
             label = f"{region}/{cls.name}"
             if request.allowed_regions and region not in request.allowed_regions:
@@ -306,13 +316,13 @@ def place(request: Request, fleet: Fleet, index: FleetIndex | None = None) -> Re
                 result.rejections.append(Rejection(label, over))
                 continue
             names = [n for n in by_region.get(region, ()) if n not in request.exclude_nodes]
-            free = {n: fleet.free(n, cls.resource_name) for n in names}
+            free = {n: max(0, capacity[n] - used.get((n, resource), 0)) for n in names}
             nodes = pack(free, request.replicas, alt.per_replica)
             if nodes is None:
                 result.rejections.append(Rejection(label, _no_room(free, request, alt, index.unfit(cls, region),
                                                                    soft_failed.get(region, {}))))
                 continue
-            score = _score(i, len(request.alternatives), cls, region, request, fleet, free, nodes, alt.per_replica)
+            score = _score(i, len(request.alternatives), cls, region, request, capacity, free, nodes, alt.per_replica)
             feasible.append(Candidate(region, i, cls.name, cls.resource_name, alt.per_replica, nodes, score))
     if feasible:
         result.chosen = max(feasible, key=lambda c: (c.score, -c.alternative_index, c.region))
@@ -338,7 +348,7 @@ def _no_room(free: Mapping[str, int], request: Request, alt: Alternative, unfit:
 W_PREFERENCE, W_PREFERRED_REGION, W_THROUGHPUT, W_PACKING, W_BALANCE = 100.0, 50.0, 10.0, 5.0, 3.0
 
 
-def _score(index: int, n_alts: int, cls: DeviceClass, region: str, request: Request, fleet: Fleet,
+def _score(index: int, n_alts: int, cls: DeviceClass, region: str, request: Request, capacity: Mapping[str, int],
            free: Mapping[str, int], nodes: tuple[str, ...], per_replica: int) -> float:
     preference = W_PREFERENCE * (n_alts - index)
     preferred = 0.0
@@ -348,11 +358,11 @@ def _score(index: int, n_alts: int, cls: DeviceClass, region: str, request: Requ
     throughput = W_THROUGHPUT * min(cls.throughput, 1.0)
     # packing: how full the chosen nodes are afterwards (fills partly used nodes, keeps empty ones whole)
     chosen = set(nodes)
-    capacity = sum(fleet.nodes[n].allocatable.get(cls.resource_name, 0) for n in chosen) or 1
+    chosen_capacity = sum(capacity[n] for n in chosen) or 1
     left = sum(free[n] for n in chosen) - len(nodes) * per_replica
-    packing = W_PACKING * (1 - left / capacity)
+    packing = W_PACKING * (1 - left / chosen_capacity)
     # balance: prefer the region with the larger share of this class still free afterwards
-    region_capacity = sum(fleet.nodes[n].allocatable.get(cls.resource_name, 0) for n in free) or 1
+    region_capacity = sum(capacity[n] for n in free) or 1
     balance = W_BALANCE * (sum(free.values()) - len(nodes) * per_replica) / region_capacity
     return preference + preferred + throughput + packing + balance
 
