@@ -77,6 +77,9 @@ def test_a_new_gpu_model_is_proposed_within_one_resync_and_classes_show_their_so
         assert proposal["name"] == "nvidia-b200" and proposal["nodes"] == 1 and proposal["devices"] == 8
         assert proposal["software"]["cuda"]["newest"] == "12.8"
         assert "nodeSelector:\n    nvidia.com/gpu.product: NVIDIA-B200" in found["yaml"]
+        events = eventually(lambda: [e for e in cluster.core.list_namespaced_event("team-a").items
+                                     if e.reason == "ClassProposed"], what="the ClassProposed Event")
+        assert events[0].involved_object.kind == "ConfigMap" and "proposed nvidia-b200" in events[0].message
         # proposing is not creating: the admin did not enable it
         with pytest.raises(Exception, match="Not Found|404"):
             acc(cluster, "nvidia-b200")

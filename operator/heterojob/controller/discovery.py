@@ -99,11 +99,8 @@ class Discovery:
                     self._created.add(proposal.name)
             data = self.report(proposals, observed)
             if data != self._report:
-                for proposal in proposals:
-                    if self._report is None or proposal.name not in self._report.get("proposed.yaml", ""):
-                        log.info("device model %s on %d node(s) has no AcceleratorClass: proposed %s (ConfigMap "
-                                 "%s/%s)", proposal.spec.get("displayName"), len(proposal.nodes), proposal.name,
-                                 self.config.namespace, self.config.report)
+                new = [p for p in proposals
+                       if self._report is None or f"name: {p.name}\n" not in self._report.get("proposed.yaml", "")]
                 try:
                     await self.kube.write_config_map(self.config.namespace, self.config.report, data,
                                                      {"app.kubernetes.io/managed-by": "heterojob"})
@@ -112,6 +109,13 @@ class Discovery:
                         raise
                     log.warning("no discovery report: namespace %s does not exist (set --discovery-namespace)",
                                 self.config.namespace)
+                    new = []
+                report = {"metadata": {"name": self.config.report, "namespace": self.config.namespace}}
+                for proposal in new:
+                    message = (f"device model {proposal.spec.get('displayName')} on {len(proposal.nodes)} node(s) "
+                               f"has no AcceleratorClass: proposed {proposal.name} (proposed.yaml)")
+                    log.info("%s in ConfigMap %s/%s", message, self.config.namespace, self.config.report)
+                    self.kube.post_event(report, "Normal", "ClassProposed", message, ("v1", "ConfigMap"))
                 self._report = data
 
     def report(self, proposals: list[discovery.Proposal], observed: Mapping[str, discovery.Observed]

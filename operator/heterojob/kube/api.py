@@ -193,7 +193,8 @@ class Kube:
 
     # --- Events --------------------------------------------------------------------------------------
 
-    def post_event(self, job: Mapping[str, Any], type_: str, reason: str, message: str) -> None:
+    def post_event(self, job: Mapping[str, Any], type_: str, reason: str, message: str,
+                   involved: tuple[str, str] = (API_VERSION, "HeteroJob")) -> None:
         """A Kubernetes Event on the job, posted in the background: a failed post never blocks a decision.
 
         Aggregated as the kubelet and client-go's recorder do: the same type, reason and message on the
@@ -220,7 +221,7 @@ class Kube:
                 body = {
                     "apiVersion": "v1", "kind": "Event",
                     "metadata": {"name": name, "namespace": meta["namespace"]},
-                    "involvedObject": {"apiVersion": API_VERSION, "kind": "HeteroJob", "name": meta["name"],
+                    "involvedObject": {"apiVersion": involved[0], "kind": involved[1], "name": meta["name"],
                                        "namespace": meta["namespace"], "uid": meta.get("uid")},
                     "reason": reason, "message": message[:1024], "type": type_,
                     "source": {"component": "heterojob"}, "reportingComponent": "heterojob",
