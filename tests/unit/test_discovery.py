@@ -184,3 +184,19 @@ def test_spec_accepts_node_labels_and_refuses_bad_keys() -> None:
     spec["devices"][0]["requires"]["nodeLabels"] = {"bad key!": "true"}
     with pytest.raises(SpecError, match="nodeLabels"):
         parse_spec(HeteroJobSpec, spec)
+
+
+def test_the_planners_request_carries_versions_and_node_labels_apart() -> None:
+    from heterojob.api.common import parse_spec
+    from heterojob.api.job import HeteroJobSpec
+    from heterojob.state.requests import request_for
+    spec = parse_spec(HeteroJobSpec, {
+        "devices": [{"deviceClass": "nvidia-h100", "perReplica": 8,
+                     "requires": {"driver": ">=550", "nodeLabels": {"feature.node.kubernetes.io/rdma.available": "true"}}},
+                    {"deviceClass": "ascend-910b", "perReplica": 8}],
+        "template": {"spec": {"containers": [{"name": "main", "image": "x"}]}}})
+    req = request_for("ns/j", {"metadata": {"name": "j", "namespace": "ns"}}, spec)
+    gpu, npu = req.alternatives
+    assert gpu.requires == {"driver": ">=550"}
+    assert gpu.node_labels == {"feature.node.kubernetes.io/rdma.available": "true"}
+    assert (npu.requires, npu.node_labels) == ({}, {})
