@@ -26,6 +26,7 @@ def _operator_run(args: argparse.Namespace) -> int:
         timeout_s=args.prometheus_timeout,
         policy=HealthPolicy(fatal_xids=frozenset(fatal), overheat_celsius=args.overheat_celsius))
     from heterojob.controller import ControllerConfig
+    from heterojob.controller.discovery import DiscoveryConfig
 
     from heterojob.alerts.mapping import ACTIONS, DEFAULT_TABLE
 
@@ -41,6 +42,9 @@ def _operator_run(args: argparse.Namespace) -> int:
     config = OperatorConfig(kubeconfig=args.kubeconfig, resync_seconds=args.resync_seconds, telemetry=telemetry,
                             alerts_port=args.alerts_port, alert_token=token, alert_actions=table,
                             alerts_tls_dir=args.alerts_tls_dir,
+                            discovery=DiscoveryConfig(
+                                namespace=args.discovery_namespace or os.environ.get("POD_NAMESPACE")
+                                or "heterojob-system", create_classes=args.create_discovered_classes),
                             controller=ControllerConfig(min_runtime_s=args.preemption_min_runtime,
                                                         disruption_budget=args.disruption_budget,
                                                         advisory=args.advisory))
@@ -183,6 +187,11 @@ def parser() -> argparse.ArgumentParser:
                      help="a job that has run less than this is never preempted (default 300)")
     run.add_argument("--disruption-budget", type=int, default=5, metavar="N",
                      help="at most N jobs checkpointing, migrating or resizing at once (default 5)")
+    run.add_argument("--create-discovered-classes", action="store_true",
+                     help="create an AcceleratorClass for every device model no class covers (default: only "
+                          "propose it in the ConfigMap heterojob-discovery)")
+    run.add_argument("--discovery-namespace", default=None, metavar="NS",
+                     help="namespace of the discovery report ConfigMap (default $POD_NAMESPACE, else heterojob-system)")
     run.add_argument("--advisory", action="store_true",
                      help="decide migrations and resizes, record them (Events, decision log), touch nothing")
     al = run.add_argument_group("alerts")

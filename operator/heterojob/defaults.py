@@ -100,6 +100,31 @@ NODE_PROFILES: dict[str, dict[str, Any]] = {
     },
 }
 
+# Node Feature Discovery labels the GPU nodes carry: a Mellanox (PCI vendor 15b3) InfiniBand HCA with the RDMA
+# modules loaded (node-feature-discovery source/custom/static_features.go; pci-<class>_<vendor> default naming)
+NFD_RDMA_LABELS: dict[str, str] = {
+    "feature.node.kubernetes.io/rdma.capable": "true", "feature.node.kubernetes.io/rdma.available": "true",
+    "feature.node.kubernetes.io/pci-0207_15b3.present": "true",
+}
+NODE_EXTRA_LABELS: dict[str, dict[str, str]] = {
+    "nvidia-h100": {**NFD_RDMA_LABELS, "nvidia.com/mig.capable": "true", "nvidia.com/gpu.compute.major": "9",
+                    "nvidia.com/gpu.compute.minor": "0"},
+    "nvidia-a100": {**NFD_RDMA_LABELS, "nvidia.com/mig.capable": "true", "nvidia.com/gpu.compute.major": "8",
+                    "nvidia.com/gpu.compute.minor": "0"},
+    # mind-cluster's new keys (dual-written with the old ones), the server type, and heterojob's CANN label
+    "ascend-910b": {"huawei.com/npu.chip.name": "910B3", "huawei.com/npu.chip.memory": "64G",
+                    "servertype": "Ascend910B-20", "huawei.com/npu.server.type": "Ascend910B-20"},
+}
+
+# name -> software stacks its nodes run (the first is the class's declared one): a fleet mid-upgrade, so a
+# class mixes driver versions; `sim.cluster.nodes.node(..., stack=i)` picks stack i (modulo)
+NODE_SOFTWARE: dict[str, list[dict[str, str]]] = {
+    "nvidia-h100": [{"driver": "550.54.15", "cuda": "12.4"}, {"driver": "550.107.02", "cuda": "12.4"},
+                    {"driver": "560.35.03", "cuda": "12.6"}, {"driver": "535.183.06", "cuda": "12.2"}],
+    "nvidia-a100": [{"driver": "535.161.08", "cuda": "12.2"}, {"driver": "550.54.15", "cuda": "12.4"}],
+    "ascend-910b": [{"driver": "24.1.rc2", "cann": "8.0.RC3"}, {"driver": "24.1.0", "cann": "8.0.0"}],
+}
+
 
 def accelerator_class(name: str) -> dict[str, Any]:
     return {"apiVersion": API_VERSION, "kind": "AcceleratorClass", "metadata": {"name": name},

@@ -16,6 +16,10 @@ ALERTS_MAX = 32  # firing alert symptoms kept per job
 MAX_DEVICES_PER_REPLICA = 64  # beyond any single node built today; CPU classes count cores
 MAX_CPU_PER_REPLICA = 512
 
+LabelKey = Annotated[str, Field(max_length=316, pattern=r"^([a-z0-9]([-a-z0-9.]*[a-z0-9])?/)?[A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?$",
+                                 description="a node label key")]
+LabelValue = Annotated[str, Field(max_length=63, pattern=r"^(([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9])?$",
+                                  description="a node label value")]
 ClassName = Annotated[str, Field(pattern=DNS_LABEL, max_length=63, description="an AcceleratorClass name")]
 RegionName = Annotated[str, Field(pattern=DNS_LABEL, max_length=63, description="a Region name")]
 
@@ -97,6 +101,10 @@ class SoftwareRequirements(Model):
     driver: str | None = Field(None, max_length=200, description="driver version range, e.g. '>=550'")
     cuda: str | None = Field(None, max_length=200, description="CUDA version range, e.g. '>=12.1'")
     cann: str | None = Field(None, max_length=200, description="CANN version range, e.g. '>=8.0.RC1'")
+    node_labels: dict[LabelKey, LabelValue] | None = Field(
+        None, max_length=16,
+        description="labels every node used must carry, e.g. {'feature.node.kubernetes.io/rdma.available': "
+                    "'true'} for RDMA (Node Feature Discovery); exact values")
 
     @field_validator("driver", "cuda", "cann")
     @classmethod
@@ -104,6 +112,10 @@ class SoftwareRequirements(Model):
         if value is not None:
             parse_requirement(value)  # RequirementError is a ValueError: pydantic reports it on the field
         return value
+
+    def versions(self) -> dict[str, str]:
+        """software -> range, for the placement filter (only those set)."""
+        return {k: v for k, v in (("driver", self.driver), ("cuda", self.cuda), ("cann", self.cann)) if v}
 
 
 class DeviceAlternative(Model):

@@ -14,6 +14,7 @@ from heterojob.api.common import SpecError, parse_spec
 from heterojob.api.quota import HeteroQuotaSpec
 from heterojob.api.region import RegionSpec
 from heterojob.constants import ANNOTATION_CHECKPOINT_ACK, ANNOTATION_CHECKPOINT_REQUEST, ANNOTATION_NODE, LABEL_GENERATION, LABEL_JOB, LABEL_RANK, LABEL_REGION
+from heterojob.engine.discovery import node_software
 from heterojob.engine.fleet import DeviceClass, Limit, Node, RegionInfo
 from heterojob.engine.lifecycle import PodView
 from heterojob.state.times import timestamp
@@ -51,14 +52,16 @@ def node_view(obj: Mapping[str, Any]) -> Node:
         if taint.get("effect") in _BLOCKING_EFFECTS:
             taints.add(str(taint.get("key", "")))
             reasons.append(f"taint {taint.get('key')}:{taint.get('effect')}")
+    labels = {str(k): str(v) for k, v in (meta.get("labels") or {}).items()}
     return Node(
         name=meta.get("name", ""),
-        labels=dict(meta.get("labels") or {}),
+        labels=labels,
         allocatable=allocatable,
         ready=ready,
         schedulable=schedulable,
         taints=frozenset(taints),
         reason=", ".join(reasons),
+        software=node_software(labels),
     )
 
 

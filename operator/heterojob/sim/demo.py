@@ -193,7 +193,7 @@ def fleet_nodes() -> list[dict[str, Any]]:
     for region, groups in FLEET.items():
         for cls, count in groups:
             for i in range(count):
-                nodes.append(node(f"{region}-{cls}-{i:02d}", region, cls))
+                nodes.append(node(f"{region}-{cls}-{i:02d}", region, cls, stack=i))  # mixed drivers
     return nodes
 
 

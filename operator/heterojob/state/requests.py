@@ -57,8 +57,8 @@ def _request(key: str, job: Mapping[str, Any], spec: HeteroJobSpec, alternatives
     return Request(
         job=key,
         alternatives=[Alternative(
-            a.device_class, a.per_replica,
-            {k: v for k, v in (a.requires.model_dump() if a.requires else {}).items() if v})
+            a.device_class, a.per_replica, a.requires.versions() if a.requires else {},
+            dict(a.requires.node_labels or {}) if a.requires else {})
             for a in alternatives],
         replicas=replicas,
         allowed_regions=allowed,
