@@ -12,16 +12,27 @@ from heterojob.telemetry.model import DEFAULT_FATAL_XIDS
 GROUP = "heterojob.devices"
 
 
+XID_FRESH = "10m"  # DCGM_FI_DEV_XID_ERRORS keeps its last value until the exporter restarts (docs/telemetry.md)
+
+
 def fatal_xid_expr() -> str:
-    """The last XID is one of the fatal set (application XIDs such as 13 are not: they are the job's bug)."""
-    return " or ".join(f"DCGM_FI_DEV_XID_ERRORS == {code}" for code in sorted(DEFAULT_FATAL_XIDS))
+    """The last XID is one of the fatal set (application XIDs such as 13 are not: they are the job's bug) and
+    was not already fatal XID_FRESH ago. The gauge is sticky (it keeps the last XID until the exporter
+    restarts), so without that the alert would never resolve once the GPU was reset and kept running. Since
+    dcgm-exporter 3.3.6 a new XID is a new series (its err_code/err_msg labels), so "changed" is "absent or
+    not fatal then", not `changes()`."""
+    def fatal(offset: str = "") -> str:
+        return " or ".join(f"DCGM_FI_DEV_XID_ERRORS{offset} == {code}" for code in sorted(DEFAULT_FATAL_XIDS))
+    return f"({fatal()}) unless ({fatal(f' offset {XID_FRESH}')})"
 
 
 def rules(durations: dict[str, str] | None = None) -> list[dict[str, Any]]:
     """Alerting rules; `durations` overrides their `for:` (the end-to-end test runs in seconds)."""
     d = {"xid": "0s", "npu": "30s", "overheat": "2m", "vanished": "2m", "exporter": "5m", "idle": "30m",
          **(durations or {})}
-    node = "{{ $labels.Hostname }}{{ $labels.hostname }}{{ $labels.node }}"
+    # the relabelled node first, then the exporter's Hostname/hostname (not concatenated: "g0g0")
+    node = ("{{ with $labels.node }}{{ . }}{{ else }}{{ with $labels.Hostname }}{{ . }}{{ else }}"
+            "{{ $labels.hostname }}{{ end }}{{ end }}")
     return [
         {"alert": "HeteroJobGPUFatalXID", "expr": fatal_xid_expr(), "for": d["xid"],
          "labels": {"severity": "critical"},
