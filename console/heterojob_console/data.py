@@ -21,13 +21,15 @@ import pandas as pd
 
 from heterojob.api.job import Priority
 from heterojob.constants import GROUP, LABEL_JOB, VERSION
+from heterojob.engine import discovery
+from heterojob.engine.fleet import DeviceClass
 from heterojob.kube import convert
 from heterojob.kube.api import load_client
-from heterojob.engine.fleet import DeviceClass
 
 WAITING = (None, "", "Pending", "Preempted", "Migrating", "Resizing")  # ... and no placement: in the queue
 DONE = ("Succeeded", "Failed")
-NODE_COLUMNS = ["node", "region", "class", "kind", "resource", "capacity", "held", "ready", "schedulable", "reason"]
+NODE_COLUMNS = ["node", "region", "class", "kind", "resource", "capacity", "held", "ready", "schedulable", "reason",
+                "software", "network"]
 JOB_COLUMNS = ["namespace", "name", "priority", "phase", "class", "region", "replicas", "devices", "utilization",
                "generation", "migrations", "queue", "migrate_requested", "message", "created"]
 
@@ -125,7 +127,10 @@ def read_cluster(api: kubernetes.client.ApiClient) -> Cluster:
                       "resource": cls.resource_name if cls else "",
                       "capacity": view.allocatable.get(cls.resource_name, 0) if cls else 0,
                       "held": held.get(name, 0), "ready": view.ready, "schedulable": view.schedulable,
-                      "reason": view.reason})
+                      "reason": view.reason,
+                      # what placement checks a job's `requires` against, from the node's own labels
+                      "software": ", ".join(f"{k} {v}" for k, v in sorted(view.software.items())),
+                      "network": ", ".join(discovery.network_features(view.labels))})
 
     queue = _queue(job_objs)
     jobs = []

@@ -85,5 +85,12 @@ def live() -> None:
                      key="node-devices", column_config={"history": st.column_config.LinkColumn(
                          "history", display_text="open")})
 
+    st.subheader("Software stack per node")
+    st.caption("Driver, CUDA and CANN versions and network features each node publishes (GPU Feature "
+               "Discovery, the Ascend device plugin, Node Feature Discovery): a job's `requires` is checked "
+               "against these, node by node.")
+    st.dataframe(nodes[["node", "region", "class", "software", "network", "ready"]], hide_index=True,
+                 width="stretch", key="software")
+
 
 live()
