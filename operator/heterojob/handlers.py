@@ -90,9 +90,12 @@ def _sum_usage(index: Mapping[Any, Any]) -> dict[tuple[str, str], int]:
 
 
 def _unhealthy(runtime: Runtime) -> Mapping[str, str]:
-    """Nodes with a failed device in the last telemetry snapshot (computed once per cycle, not per placement)."""
+    """Nodes with a failed device in the last telemetry snapshot (computed once per cycle, not per placement)
+    or named by a firing alert about a dead device."""
     snapshot = runtime.monitor.snapshot if runtime.monitor else None
-    return snapshot.failed_nodes if snapshot is not None else {}
+    failed = snapshot.failed_nodes if snapshot is not None else {}
+    alerted = runtime.controller.alerts.unhealthy() if runtime.controller is not None else {}
+    return {**alerted, **failed} if alerted else failed
 
 
 async def _on_alert(runtime: Runtime, config: OperatorConfig, alert: Alert) -> None:
@@ -111,6 +114,10 @@ async def _on_alert(runtime: Runtime, config: OperatorConfig, alert: Alert) -> N
         log.info("alert %s (%s): no heterojob_action annotation and not in the alert table; ignored",
                  alert.name, alert.fingerprint)
         return
+    summary = alert.annotations.get("summary") or alert.annotations.get("description") or ""
+    message = f"{alert.name}" + (f": {summary}" if summary else "")
+    ctl.alerts.node_alert(alert.fingerprint, alert.status == "firing", action, alerts_mapping.node_of(alert.labels),
+                          message)
     snapshot = runtime.monitor.snapshot if runtime.monitor else None
     hits = alerts_mapping.jobs_for(alert.labels, ctl.placed, snapshot.node_of if snapshot else {})
     if not hits or action == alerts_mapping.IGNORE:
@@ -118,8 +125,6 @@ async def _on_alert(runtime: Runtime, config: OperatorConfig, alert: Alert) -> N
             runtime.metrics.alerts_unmatched.inc()
             log.info("alert %s (%s) names no job heterojob runs: %s", alert.name, alert.fingerprint, alert.labels)
         return
-    summary = alert.annotations.get("summary") or alert.annotations.get("description") or ""
-    message = f"{alert.name}" + (f": {summary}" if summary else "")
     for hit in hits:
         await ctl.alert(hit.job, alert.fingerprint, alert.status == "firing", action, hit.nodes, message)
     runtime.metrics.alerts_acted.labels(action).inc()

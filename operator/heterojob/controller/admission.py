@@ -29,6 +29,9 @@ from heterojob.constants import ANNOTATION_MIGRATE
 from heterojob.controller.disruption import MIGRATE
 from heterojob.state.requests import MOVING, request_for, reservation
 
+MESSAGE_REFRESH_S = 30.0  # a waiting job's message (same outcome, new figures) is rewritten at most this often
+
+
 class Admission:
     def __init__(self, kube: Kube, writer: StatusWriter, cache: Cache, pods: Pods, checkpoints: Checkpoints,
                  fleet: Callable[[], Fleet], settings: planner.Settings, metrics: OperatorMetrics,
@@ -43,7 +46,8 @@ class Admission:
         self.metrics = metrics
         self.poke = poke
         self.forget = forget  # the job vanished under us
-        self._lock = asyncio.Lock()
+        self.lock = asyncio.Lock()  # placements and move reservations are planned under it
+        self._noted: dict[str, float] = {}  # job -> when its waiting message was last written
 
     async def place(self, job: dict[str, Any], spec: HeteroJobSpec, status: HeteroJobStatus,
                     seen_generation: int = 0) -> None:
@@ -53,7 +57,7 @@ class Admission:
         key = f"{meta['namespace']}/{meta['name']}"
         request = request_for(key, job, spec, status)
         self.cache.wait(key, request)
-        async with self._lock:
+        async with self.lock:
             now = time.time()
             plan = planner.plan_one(request, self.cache.waiting(), self.cache.holders(), self.fleet(), now,
                                     self.settings)
@@ -71,11 +75,21 @@ class Admission:
     async def _wait(self, job: dict[str, Any], spec: HeteroJobSpec, status: HeteroJobStatus,
                     plan: planner.Admission) -> None:
         phase = status.phase if status.phase in (Phase.PREEMPTED, *MOVING) else Phase.PENDING
-        if (status.phase, status.reason, status.message) != (phase, plan.outcome.value, plan.message):
+        meta = job["metadata"]
+        key = f"{meta['namespace']}/{meta['name']}"
+        changed = (status.phase, status.reason) != (phase, plan.outcome.value)
+        now = time.monotonic()
+        # the message carries live figures (free devices): while the outcome holds, refresh it now and then,
+        # not on every pass (each write wakes every watcher of the job)
+        if changed or plan.disruptions or (status.message != plan.message
+                                           and now - self._noted.get(key, 0.0) >= MESSAGE_REFRESH_S):
+            self._noted[key] = now
             patch = StatusPatch(status).phase(phase, plan.outcome.value, plan.message)
             patch.condition("Admitted", "False", plan.outcome.value, plan.message)
             await self.writer.write(job, patch)
-            self.kube.post_event(job, "Normal", plan.outcome.value if plan.disruptions else "Waiting", plan.message)
+            if changed or plan.disruptions:
+                self.kube.post_event(job, "Normal", plan.outcome.value if plan.disruptions else "Waiting",
+                                     plan.message)
         for key in plan.wake:
             self.poke(key)
         for d in plan.disruptions:

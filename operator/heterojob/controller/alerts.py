@@ -25,6 +25,19 @@ class AlertSymptoms:
         self.writer = writer
         self.poke = poke
         self.checkpoint = checkpoint  # (job, reason): ask for a checkpoint the job goes on from
+        self._dead: dict[str, tuple[str, str]] = {}  # fingerprint -> (node, why) of a firing migrate-now alert
+
+    def node_alert(self, fingerprint: str, firing: bool, action: str, node: str, message: str) -> None:
+        """A firing alert that says a node's device is dead keeps new work off that node until it resolves
+        (whether or not a job runs there now); kept in memory: Alertmanager repeats firing alerts."""
+        if firing and action == mapping.MIGRATE_NOW and node:
+            self._dead[fingerprint] = (node, message)
+        else:
+            self._dead.pop(fingerprint, None)
+
+    def unhealthy(self) -> dict[str, str]:
+        """node -> why placement must avoid it (a firing alert names a dead device there)."""
+        return {node: f"alert: {why}" for node, why in self._dead.values()}
 
     async def alert(self, key: str, fingerprint: str, firing: bool, action: str, nodes: tuple[str, ...],
                     message: str) -> None:

@@ -9,6 +9,8 @@ lends room); else the periodic checkpoint. A held move is announced once (Event 
 
 from __future__ import annotations
 
+import asyncio
+import time
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
@@ -35,8 +37,8 @@ class Disruption:
                  nodes: Callable[[], Mapping[str, Node]],
                  telemetry: Callable[[], Snapshot | None], fleet: Callable[[Iterable[str]], Fleet],
                  wake_at: Callable[[str, float], None], metrics: OperatorMetrics, budget: int,
-                 advisory: bool, settings: planner.Settings, classes: Callable[[], Mapping[str, DeviceClass]]
-                 ) -> None:
+                 advisory: bool, settings: planner.Settings, classes: Callable[[], Mapping[str, DeviceClass]],
+                 lock: asyncio.Lock) -> None:
         self.kube = kube
         self.writer = writer
         self.cache = cache
@@ -50,10 +52,13 @@ class Disruption:
         self.advisory = advisory
         self.settings = settings
         self.classes = classes
+        self.lock = lock  # admission's: a destination is planned and reserved under the lock placements take
         self._held: dict[str, str] = {}  # job -> why its move waits (to post the Event once)
+        self._held_at: dict[str, float] = {}  # job -> when that was last said
 
     def forget(self, key: str) -> None:
         self._held.pop(key, None)
+        self._held_at.pop(key, None)
 
     def held(self) -> list[str]:
         """Jobs whose move waits (for room, the cooldown, the budget): room that frees may let them go."""
@@ -102,22 +107,25 @@ class Disruption:
         if symptom.urgent:  # the job may be dead: go now, keeping the healthy part of its room while re-placed
             healthy = [n for n in p.nodes if n not in symptom.nodes]
             reserved = reservation(p.region, p.device_class, p.per_replica, healthy) if healthy else None
+            self._reserve(key, reserved)
         else:  # make before break: the destination is reserved before the checkpoint is asked for
             request = move_request(key, job, spec, p.region, p.device_class, symptom.nodes, p.replicas)
-            dest = planner.plan_move(request, self.cache.waiting(), self.cache.holders(), self.fleet([key]), now,
-                                     self.settings)
-            if dest.candidate is None:
+            async with self.lock:  # planned and reserved at once: no placement can take it in between
+                dest = planner.plan_move(request, self.cache.waiting(), self.cache.holders(), self.fleet([key]),
+                                         now, self.settings)
+                c = dest.candidate
+                reserved = reservation(c.region, c.device_class, c.per_replica, c.nodes) if c else None
+                self._reserve(key, reserved)
+            if reserved is None:
                 await self._hold(job, status, dest.message)
                 return
-            c = dest.candidate
-            reserved = reservation(c.region, c.device_class, c.per_replica, c.nodes)
         await self._clear_hold(job, status)
         decided(key, "migrate", symptom.message, trigger=symptom.trigger)
         self.metrics.migrations.labels("migrate", symptom.trigger).inc()
-        if await self.checkpoints.ask(key, then="migrate", by=None, reason=move["reason"], exclude=symptom.nodes,
-                                      urgent=symptom.urgent, replicas=p.replicas,
-                                      migration={**move, "reserved": reserved}):
-            self._reserve(key, reserved)
+        if not await self.checkpoints.ask(key, then="migrate", by=None, reason=move["reason"],
+                                          exclude=symptom.nodes, urgent=symptom.urgent, replicas=p.replicas,
+                                          migration={**move, "reserved": reserved}):
+            self._unreserve(key)  # nothing was asked (another checkpoint goes on): the room goes back
 
     def cancelled(self, job: Mapping[str, Any], status: HeteroJobStatus) -> str | None:
         """Why a manual move still at its checkpoint is called off (its annotation was removed), or None."""
@@ -142,13 +150,21 @@ class Disruption:
                                            key.split("/", 1)[0], reserved["deviceClass"], reserved["region"]))
         self.cache.disrupt(key)
 
+    def _unreserve(self, key: str) -> None:
+        self.cache.unreserve(key)
+        self.cache.disrupt(key, False)
+
     async def _hold(self, job: Mapping[str, Any], status: HeteroJobStatus, reason: str) -> None:
         """The move waits: the job runs on; said once (Event, condition MoveHeld) until the reason changes."""
         meta = job["metadata"]
         key = f"{meta['namespace']}/{meta['name']}"
         if self._held.get(key) == reason:
             return
-        self._held[key] = reason
+        held = any(c.type == "MoveHeld" and c.status == "True" for c in status.conditions)
+        now = time.monotonic()
+        if held and now - self._held_at.get(key, 0.0) < HOLD_REFRESH_S:
+            return  # still held, for a reason that flips with the fleet: said again now and then only
+        self._held[key], self._held_at[key] = reason, now
         decided(key, "hold-migration", reason=reason)
         self.kube.post_event(job, "Normal", "MigrationHeld", reason)
         await self.writer.write(job, StatusPatch(status).condition("MoveHeld", "True", "Held", reason))
@@ -249,23 +265,26 @@ class Disruption:
             return False
         p = status.placement
         request = move_request(key, job, spec, p.region, p.device_class, (), change.replicas)
-        dest = planner.plan_move(request, self.cache.waiting(), self.cache.holders(), self.fleet([key]), now,
-                                 self.settings)
-        if dest.candidate is None:  # make before break: no room for the new size, the job runs on as it is
+        async with self.lock:  # planned and reserved at once: no placement can take it in between
+            dest = planner.plan_move(request, self.cache.waiting(), self.cache.holders(), self.fleet([key]), now,
+                                     self.settings)
+            c = dest.candidate
+            reserved = reservation(c.region, c.device_class, c.per_replica, c.nodes) if c else None
+            self._reserve(key, reserved)
+        if reserved is None:  # make before break: no room for the new size, the job runs on as it is
             if self._held.get(key) != dest.message:
                 self._held[key] = dest.message
                 decided(key, "hold-resize", reason=dest.message)
             return False
-        c = dest.candidate
-        reserved = reservation(c.region, c.device_class, c.per_replica, c.nodes)
         decided(key, "resize", change.reason, trigger=change.trigger)
         self.metrics.migrations.labels("resize", change.trigger).inc()
-        if await self.checkpoints.ask(key, then="resize", by=None, reason=f"{change.trigger}: {change.reason}",
-                                      replicas=change.replicas,
-                                      migration={"exclude": [], "reason": f"{change.trigger}: {change.reason}",
-                                                 "replicas": change.replicas, "trigger": change.trigger,
-                                                 "reserved": reserved}):
-            self._reserve(key, reserved)
+        if not await self.checkpoints.ask(key, then="resize", by=None, reason=f"{change.trigger}: {change.reason}",
+                                          replicas=change.replicas,
+                                          migration={"exclude": [], "reason": f"{change.trigger}: {change.reason}",
+                                                     "replicas": change.replicas, "trigger": change.trigger,
+                                                     "reserved": reserved}):
+            self._unreserve(key)
+            return False
         return True
 
     async def _periodic(self, key: str, spec: HeteroJobSpec, status: HeteroJobStatus, now: float) -> None:
@@ -281,6 +300,7 @@ class Disruption:
             self.wake_at(key, since + interval)
 
 
+HOLD_REFRESH_S = 30.0  # a held move's changed reason is said again at most this often
 MIGRATE, CHECKPOINT = "migrate", "checkpoint"  # kinds of request annotations (status.handled keys)
 
 

@@ -193,7 +193,8 @@ def _may_disrupt(request: Request, holders: Sequence[Holder], taken: set[str]) -
 def _disrupt(request: Request, holders: Sequence[Holder], ledger: Ledger, taken: set[str], now: float,
              settings: Settings, no_room: str) -> Admission:
     """Steps 4 and 5 for one job that does not fit, on `ledger` (left with the disturbed jobs' room freed)."""
-    in_flight = sorted(h for h in holders if h.yielding_to == request.job and h.job not in taken)
+    in_flight = sorted((h for h in holders if h.yielding_to == request.job and h.job not in taken),
+                       key=lambda h: h.job)
     if in_flight:  # step 4
         scratch = Ledger(ledger.fleet)
         for h in in_flight:
