@@ -5,7 +5,8 @@ Set-up: the API emulator in its own process; the real operator as a separate pro
 restarted; the stand-in kubelet in this process (it binds and runs pods and answers checkpoint requests
 like the SDK, except on jobs that run "without the SDK"). 15 nodes (6 H100, 4 A100 in cn-east; 5 Ascend
 910B in cn-north, 8 devices each) are filled to 90%+ with gangs of 1-4 replicas, three priorities, some
-elastic, some with a second device class, then a few larger jobs wait in the queue.
+elastic, some with a second device class, then a few larger jobs wait in the queue; where the operator's
+own placement leaves holes, low-priority one-replica jobs the size of the hole are added.
 
 Then `--events` random events from a seeded RNG (`--seed`), one every 0.15-0.65 s:
 - migrate: `heterojob.io/migrate: chaos-<n>` on a Running job; cancel: the bench removes one it set;
@@ -14,8 +15,9 @@ Then `--events` random events from a seeded RNG (`--seed`), one every 0.15-0.65 
   the job left (plus 2-6 s) or after 31 s;
 - notready: a node's Ready condition goes False with the node-lifecycle taint; back the same way;
 - kill: `kill -9` of the operator, restarted after 0-1.5 s;
-- refuse: for 2-6 s, pod creation is refused in namespace chaos-b: a ResourceQuota `pods: 0` (transient,
-  403 exceeded quota) or, one time in four, PodSecurity `restricted` on the namespace (permanent, 403).
+- refuse: for 2-6 s, pod creation is refused in namespace chaos-b: a ResourceQuota `pods` at the live pod
+  count or one more (transient, 403 exceeded quota; with one more, a gang gets a replica created and the
+  next refused) or, one time in four, PodSecurity `restricted` on the namespace (permanent, 403).
 At most 3 node faults at once; one refusal window at a time.
 
 Invariants, checked from API state only (a poll of jobs, pods every 0.5 s and a watch on HeteroJobs):
@@ -32,8 +34,10 @@ Invariants, checked from API state only (a poll of jobs, pods every 0.5 s and a 
   operator uptime (counted once per job and episode).
 - lost_requests: a migrate annotation the bench set that, at the end, was not served (status.handled.migrate
   equals it, or the placement generation rose after it), not cancelled by the bench, not in progress
-  (status.migration.request equals it) and not still set with a MoveHeld/MigrationHeld condition; a job
-  that ended (Failed/Succeeded) is not counted.
+  (status.migration.request equals it) and not still set while held (a True MoveHeld/MigrationHeld
+  condition) or while the job is not Running (it is moving or waiting for room for another reason: the
+  request is read when it runs again); a job that ended (Failed/Succeeded) is not counted. Before judging,
+  the bench waits (up to 30 s) until no Running job has an unanswered request.
 - ledger_mismatches: a node whose live pods hold more devices than it has, for 2 s; at the end, after
   settling, a job whose live pods do not sit on status.placement.nodes by rank, live pods of another
   generation than its placement, or live pods of a job that has no placement or has ended.
@@ -596,6 +600,9 @@ class Chaos:
         fault = Fault("xid", n, time.monotonic(), target_job=target, fingerprint=f"{self.rng.getrandbits(64):016x}",
                       starts_at=now_iso(), linger=self.rng.uniform(2, 6), pod=pod)
         with self.lock:
+            for p in on:  # the other GPUs' users: not named, not timed, not newcomers
+                if job_key_of(p) != target:
+                    fault.pods[pod_key(p)] = -2.0
             self.faults.append(fault)
             self.check(time.monotonic())
         self.touch(self.jobs_on(n))
@@ -618,9 +625,14 @@ class Chaos:
             return False
         kind = "podsecurity" if self.rng.random() < 0.25 else "quota"
         if kind == "quota":
+            # room for 0 or 1 more pod: a gang of two or more gets some replicas created and one refused
+            with self.lock:
+                there = sum(1 for p in self.pods if live(p) and p["metadata"]["namespace"] == REFUSING_NS)
+            hard = there + self.rng.choice([0, 1])
             core.create_namespaced_resource_quota(REFUSING_NS, {"apiVersion": "v1", "kind": "ResourceQuota",
                                                                 "metadata": {"name": "chaos"},
-                                                                "spec": {"hard": {"pods": "0"}}})
+                                                                "spec": {"hard": {"pods": str(hard)}}})
+            kind = f"quota(pods={hard})"
         else:
             core.patch_namespace(REFUSING_NS, {"metadata": {"labels": {"pod-security.kubernetes.io/enforce":
                                                                        "restricted"}}})
@@ -634,7 +646,7 @@ class Chaos:
     def end_refusal(self, core: Any) -> None:
         assert self.refusal is not None
         kind = self.refusal[0]
-        if kind == "quota":
+        if kind.startswith("quota"):
             core.delete_namespaced_resource_quota("chaos", REFUSING_NS)
         else:
             core.patch_namespace(REFUSING_NS, {"metadata": {"labels": {"pod-security.kubernetes.io/enforce": None}}})
@@ -689,17 +701,8 @@ class Chaos:
                 custom.create_namespaced_custom_object(GROUP, VERSION, ns, "heterojobs", {
                     "apiVersion": f"{GROUP}/{VERSION}", "kind": "HeteroJob",
                     "metadata": {"name": name, "namespace": ns}, "spec": spec})
-            total = PER_NODE * sum(c for _, c in POOLS.values())
-            allocation = 0.0
-            deadline = time.monotonic() + 60
-            while time.monotonic() < deadline:
-                allocation = self.allocation(total)
-                if allocation >= 0.9:
-                    time.sleep(2)
-                    allocation = max(allocation, self.allocation(total))
-                    break
-                time.sleep(0.5)
-            self.note(f"fleet at {allocation:.2f} with {len(plan)} jobs")
+            allocation, fillers = self.fill(custom)
+            self.note(f"fleet at {allocation:.2f} with {len(plan)} jobs and {fillers} fillers")
             events = 0
             n = 0
             weights = {"migrate": 30, "cancel": 10, "xid": 12, "notready": 12, "kill": 5, "refuse": 10}
@@ -736,6 +739,43 @@ class Chaos:
             self.emu.stop()
         return result
 
+    def fill(self, custom: Any, limit_s: float = 60.0) -> tuple[float, int]:
+        """Wait for the planned jobs to run; where the operator's placement left holes, add low-priority
+        one-replica jobs the size of the hole. Returns the allocation reached and the fillers added."""
+        total = PER_NODE * sum(c for _, c in POOLS.values())
+        deadline = time.monotonic() + limit_s
+        last, stable_since, fillers = -1.0, time.monotonic(), 0
+        classes = {n["metadata"]["name"]: cls for cls in POOLS for n in fleet_nodes()
+                   if n["metadata"]["name"].startswith(cls.split("-")[-1])}
+        while time.monotonic() < deadline:
+            allocation = self.allocation(total)
+            if allocation >= 0.9:
+                time.sleep(2)
+                return max(allocation, self.allocation(total)), fillers
+            if allocation != last:
+                last, stable_since = allocation, time.monotonic()
+            elif time.monotonic() - stable_since > 4 and fillers < 12:
+                with self.lock:
+                    used: dict[str, int] = {}
+                    for p in self.pods:
+                        if live(p) and pod_node(p):
+                            used[pod_node(p)] = used.get(pod_node(p), 0) + pod_devices(p)
+                planned = sum(used.values())
+                for name, cls in sorted(classes.items(), key=lambda nc: used.get(nc[0], 0), reverse=True):
+                    free = PER_NODE - used.get(name, 0)
+                    if free >= 2 and fillers < 12 and planned < 0.93 * total:
+                        planned += free
+                        ns, job, spec = job_spec(self.rng, 90 + fillers, cls, 1, free, priority="low")
+                        spec["replicas"] = {"min": 1}
+                        spec["devices"] = spec["devices"][:1]
+                        custom.create_namespaced_custom_object(GROUP, VERSION, NAMESPACES[0], "heterojobs", {
+                            "apiVersion": f"{GROUP}/{VERSION}", "kind": "HeteroJob",
+                            "metadata": {"name": job, "namespace": NAMESPACES[0]}, "spec": spec})
+                        fillers += 1
+                stable_since = time.monotonic()
+            time.sleep(0.5)
+        return self.allocation(total), fillers
+
     def allocation(self, total: int) -> float:
         with self.lock:
             held = sum(pod_devices(p) for p in self.pods
@@ -755,7 +795,16 @@ class Chaos:
                     return False
                 if s.get("phase") == "Running" and len(pods) != int(placement.get("replicas") or 0):
                     return False
+                asked = ((job.get("metadata") or {}).get("annotations") or {}).get(ANNOTATION_MIGRATE)
+                if s.get("phase") == "Running" and asked and asked != (s.get("handled") or {}).get("migrate") \
+                        and not self.held(s):
+                    return False  # give the operator time to serve or hold it
         return True
+
+    @staticmethod
+    def held(s: dict[str, Any]) -> bool:
+        return any(c.get("status") == "True" and ({"MoveHeld", "MigrationHeld"} & {c.get("type"), c.get("reason")})
+                   for c in s.get("conditions") or [] if isinstance(c, dict))
 
     def settle(self, quiet_s: float = 4.0, limit_s: float = 30.0) -> bool:
         deadline = time.monotonic() + limit_s
@@ -814,10 +863,9 @@ class Chaos:
             served = (s.get("handled") or {}).get("migrate") == r.value or gen_now > r.generation
             moving = ((s.get("migration") or {}).get("request")) == r.value
             annotation = ((job.get("metadata") or {}).get("annotations") or {}).get(ANNOTATION_MIGRATE)
-            held = annotation == r.value and any(
-                c.get("status") == "True" and ("MoveHeld" in (c.get("type"), c.get("reason"))
-                                               or "MigrationHeld" in (c.get("type"), c.get("reason")))
-                for c in s.get("conditions") or [] if isinstance(c, dict))
+            # still asked: held with a condition, or the job is not running (moving, waiting for room),
+            # so the request is read when it runs again
+            held = annotation == r.value and (self.held(s) or s.get("phase") != "Running")
             if not (served or moving or held):
                 self.violations["lost_requests"].append(
                     f"{r.job}: migrate {r.value} (set at {r.t - self.t0:.1f}s on g{r.generation}) neither served, "
