@@ -14,7 +14,8 @@ Then `--events` random events from a seeded RNG (`--seed`), one every 0.15-0.65 
   /alerts naming a node, the GPU and the workload pod on it (as dcgm-exporter labels it); resolved when
   the job left (plus 2-6 s) or after 31 s;
 - notready: a node's Ready condition goes False with the node-lifecycle taint; back the same way;
-- kill: `kill -9` of the operator, restarted after 0-1.5 s;
+- kill: `kill -9` of the operator, restarted after 0-1.5 s (not within 10 s of its last start: a kill
+  measures recovery, not starvation);
 - refuse: for 2-6 s, pod creation is refused in namespace chaos-b: a ResourceQuota `pods` at the live pod
   count or one more (transient, 403 exceeded quota; with one more, a gang gets a replica created and the
   next refused) or, one time in four, PodSecurity `restricted` on the namespace (permanent, 403).
@@ -22,7 +23,8 @@ At most 3 node faults at once; one refusal window at a time.
 
 Invariants, checked from API state only (a poll of jobs, pods every 0.5 s and a watch on HeteroJobs):
 - stranded: a job that had its whole gang Running, then had no live pod at all for more than 20 s of
-  operator uptime, with no involuntary cause since it last had its whole gang: no node fault (NotReady or
+  operator uptime (or for more than 5 s while its status said NoRoom / "no room": it gave up its devices
+  with nowhere to go), with no involuntary cause since it last had its whole gang: no node fault (NotReady or
   XID) on a node it ran on, was reserved or placed on, no refusal window in its namespace, not preempted
   or reclaimed (phase Preempted, or a `preempt`/`reclaim` history entry), not terminal. It lost its
   devices to a voluntary move (manual, resize, ...) and sat without room: make before break was broken.
@@ -46,7 +48,9 @@ Invariants, checked from API state only (a poll of jobs, pods every 0.5 s and a 
   restart) from 3 s before that window to its end.
 Also: events (bench-initiated events, recoveries not counted), wall_s, and for reading: allocation at the
 start, events by kind, operator restarts and tracebacks in its log, jobs Failed, pods placed on an XID node
-while the alert fired. Details of every violation go to stderr. Last line: one JSON object; exit 1 when an
+while the alert fired. Details of every violation go to stderr; the
+bench's event journal (journal.txt) and the operator's output (operator.log), both stamped with the bench's
+clock, go to --workdir. Last line: one JSON object; exit 1 when an
 invariant fails. `k8s_default_left_s` is the baseline: what Kubernetes alone leaves pods on a NotReady node
 (40 s node-monitor grace + 300 s default not-ready toleration).
 """
@@ -91,6 +95,7 @@ SHAPES = {"nvidia-h100": [(1, 2), (1, 4), (1, 8), (2, 4), (2, 8), (3, 8)],
 FILL = 0.92
 MAX_FAULTS = 3
 STRAND_GRACE_S = 20.0
+NOROOM_GRACE_S = 5.0
 PARTIAL_GRACE_S = 10.0
 OVERCOMMIT_GRACE_S = 2.0
 LEFT_TARGET_S = 30.0
@@ -173,6 +178,7 @@ class OperatorProcess:
         """`source`: run the operator package found there (a checkout's operator/ directory) instead."""
         self.kubeconfig, self.log_path, self.alerts_port, self.source = kubeconfig, log_path, alerts_port, source
         self.proc: subprocess.Popen[bytes] | None = None
+        self.t0 = time.monotonic()
         self.started_at = 0.0
         self.restarts = 0
 
@@ -180,13 +186,21 @@ class OperatorProcess:
         cmd = [sys.executable, "-m", "heterojob", "operator", "run", "--standalone", "--kubeconfig",
                str(self.kubeconfig), "--resync-seconds", "2", "--preemption-min-runtime", "20",
                "--disruption-budget", "3", "--alerts-port", str(self.alerts_port)]
-        log = self.log_path.open("ab")
         env = {**os.environ, "HETEROJOB_ALERT_TOKEN": TOKEN, "PYTHONUNBUFFERED": "1"}
         if self.source is not None:
             env["PYTHONPATH"] = os.pathsep.join([str(self.source), env.get("PYTHONPATH", "")])
-        self.proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, env=env)
-        log.close()
+        self.proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, env=env)
         self.started_at = time.monotonic()
+        threading.Thread(target=self._copy_log, args=(self.proc,), daemon=True).start()
+
+    def _copy_log(self, proc: subprocess.Popen[bytes]) -> None:
+        """The operator's output into the log, each line stamped with the bench's clock (as in the journal)."""
+        assert proc.stdout is not None
+        with self.log_path.open("ab") as log:
+            log.write(f"[{time.monotonic() - self.t0:7.1f}s] --- operator pid {proc.pid} started\n".encode())
+            for line in proc.stdout:
+                log.write(f"[{time.monotonic() - self.t0:7.1f}s] ".encode() + line)
+                log.flush()
 
     def kill9(self) -> None:
         if self.proc is not None and self.proc.poll() is None:
@@ -242,6 +256,7 @@ class Track:
     had_full: bool = False
     involuntary: bool = False
     gap_start: float | None = None  # op clock
+    noroom_since: float | None = None  # op clock
     stranded: bool = False
     partial_since: float | None = None
     partial_counted: bool = False
@@ -479,15 +494,22 @@ class Chaos:
                     or "reclaim" in last_action or (refusing and key.startswith(REFUSING_NS + "/"))):
                 tr.involuntary = True
             if tr.had_full and not pods and not tr.involuntary:
+                noroom = s.get("reason") == "NoRoom" or "no room" in str(s.get("message") or "")
                 if tr.gap_start is None:
                     tr.gap_start = self.op_clock
-                elif self.op_clock - tr.gap_start > STRAND_GRACE_S and not tr.stranded:
+                if noroom and tr.noroom_since is None:
+                    tr.noroom_since = self.op_clock
+                if not noroom:
+                    tr.noroom_since = None
+                gap = self.op_clock - tr.gap_start
+                waiting = self.op_clock - tr.noroom_since if tr.noroom_since is not None else 0.0
+                if (gap > STRAND_GRACE_S or waiting > NOROOM_GRACE_S) and not tr.stranded:
                     tr.stranded = True
                     self.violations["stranded"].append(
-                        f"{key}: no pods for {self.op_clock - tr.gap_start:.0f}s of operator uptime after a voluntary "
-                        f"move; API: {self.status_brief(key)}; bench events: {self.history(key)}")
+                        f"{key}: no pods for {gap:.0f}s of operator uptime ({waiting:.0f}s of them saying no room) "
+                        f"after a voluntary move; API: {self.status_brief(key)}; bench events: {self.history(key)}")
             elif pods:
-                tr.gap_start = None
+                tr.gap_start = tr.noroom_since = None
             # partial gangs
             short = phase in ("Running", "Admitted") and placement and len(mine) < int(placement.get("replicas") or 0)
             if short:
@@ -611,6 +633,8 @@ class Chaos:
         return True
 
     def ev_kill(self, operator: OperatorProcess) -> bool:
+        if time.monotonic() - operator.started_at < WARMUP_S + 2:
+            return False  # a kill measures recovery, not starvation: let the last start get going first
         operator.kill9()
         self.note("operator kill -9")
         time.sleep(self.rng.uniform(0, 1.5))
@@ -685,6 +709,7 @@ class Chaos:
         seed(api, namespaces=NAMESPACES, nodes=fleet_nodes())
         operator = OperatorProcess(self.emu.kubeconfig, self.workdir / "operator.log", free_port(),
                                    self.operator_source)
+        operator.t0 = self.t0
         kubelet = Kubelet(self.emu.client(), start_delay=0.3, interval=0.4, answer_checkpoints=True,
                           checkpoint_delay=0.5)
         threads = [threading.Thread(target=self.observe_loop, args=(core, custom, operator), daemon=True),
@@ -705,7 +730,7 @@ class Chaos:
             self.note(f"fleet at {allocation:.2f} with {len(plan)} jobs and {fillers} fillers")
             events = 0
             n = 0
-            weights = {"migrate": 30, "cancel": 10, "xid": 12, "notready": 12, "kill": 5, "refuse": 10}
+            weights = {"migrate": 30, "cancel": 10, "xid": 12, "notready": 12, "kill": 4, "refuse": 10}
             while events < self.n_events:
                 self.timers(core, operator)
                 n += 1
@@ -732,6 +757,7 @@ class Chaos:
             with self.lock:
                 self.final_checks()
             result = self.result(allocation, settled, operator)
+            (self.workdir / "journal.txt").write_text("".join(f"[{t:7.1f}s] {w}\n" for t, w in self.journal))
         finally:
             self._stop.set()
             kubelet.stop()
