@@ -481,15 +481,16 @@ class Chaos:
             history = s.get("history") or []
             last_action = str((history[-1] or {}).get("action", "")) if history and isinstance(history[-1], dict) else ""
             # stranded
-            reserved = (((s.get("migration") or {}).get("reserved")) or {}).get("nodes") or []
-            if faulty & ({pod_node(p) for p in pods} | set(placement.get("nodes") or []) | set(reserved)):
-                tr.involuntary = True
             if phase in ("Failed", "Succeeded"):
                 tr.involuntary, tr.gap_start = True, None
             full = (phase == "Running" and placement and len(mine) == int(placement.get("replicas") or 0)
                     and all((p.get("status") or {}).get("phase") == "Running" for p in mine))
             if full:
                 tr.had_full, tr.involuntary, tr.gap_start = True, False, None
+            # after `full`: a fault on its nodes marks it even while its pods still run there
+            reserved = (((s.get("migration") or {}).get("reserved")) or {}).get("nodes") or []
+            if faulty & ({pod_node(p) for p in pods} | set(placement.get("nodes") or []) | set(reserved)):
+                tr.involuntary = True
             if (phase == "Preempted" or "reempt" in str(s.get("reason") or "") or "preempt" in last_action
                     or "reclaim" in last_action or (refusing and key.startswith(REFUSING_NS + "/"))):
                 tr.involuntary = True
