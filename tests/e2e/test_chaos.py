@@ -27,9 +27,9 @@ def test_twenty_chaos_events_break_no_invariant(tmp_path: Path) -> None:
     assert KEYS <= set(result), result
     violations = [line for line in out.stderr.splitlines() if line.startswith("VIOLATION")]
     assert result["events"] == 20, result
-    assert {k: result[k] for k in ("stranded", "partial_gangs", "lost_requests", "ledger_mismatches", "hot_loops")} \
-        == dict.fromkeys(("stranded", "partial_gangs", "lost_requests", "ledger_mismatches", "hot_loops"), 0), \
-        violations
-    assert result["left_on_failed_device_s_max"] <= 30, violations
+    counts = {k: result[k] for k in ("stranded", "partial_gangs", "lost_requests", "ledger_mismatches", "hot_loops")}
+    if any(counts.values()) or result["left_on_failed_device_s_max"] > 30:
+        pytest.fail(f"{counts}, left_on_failed_device_s_max={result['left_on_failed_device_s_max']}:\n"
+                    + "\n".join(violations), pytrace=False)
     assert result["allocation_start"] >= 0.9, result
     assert out.returncode == 0, out.stderr[-3000:]
