@@ -34,8 +34,9 @@ Invariants, checked from API state only (a poll of jobs, pods every 0.5 s and a 
 - partial_gangs: a job saying Running/Admitted whose live pods of its placement generation are fewer than
   `status.placement.replicas`, or any job with live pods of two generations, for more than 10 s of
   operator uptime (counted once per job and episode).
-- lost_requests: a migrate annotation the bench set that, at the end, was not served (status.handled.migrate
-  equals it, or the placement generation rose after it), not cancelled by the bench, not in progress
+- lost_requests: a migrate annotation the bench set that was never seen served (status.handled.migrate
+  equal to it, or the placement generation above the one it was set on, at any poll), not cancelled by the
+  bench, not in progress at the end
   (status.migration.request equals it) and not still set while held (a True MoveHeld/MigrationHeld
   condition) or while the job is not Running (it is moving or waiting for room for another reason: the
   request is read when it runs again); a job that ended (Failed/Succeeded) is not counted. Before judging,
@@ -249,6 +250,7 @@ class Request:
     t: float
     generation: int
     cancelled: bool = False
+    served: bool = False  # seen served at some poll (a later request may overwrite status.handled)
 
 
 @dataclass
@@ -470,6 +472,11 @@ class Chaos:
             else:
                 self.overcommit_since.pop(n, None)
         refusing = self.refusal is not None or t - self.refusal_ended < 5.0
+        for r in self.requests:
+            if not r.served:
+                s = (self.jobs.get(r.job) or {}).get("status") or {}
+                r.served = (s.get("handled") or {}).get("migrate") == r.value or \
+                    int(((s.get("placement") or {}).get("generation")) or 0) > r.generation
         for key, job in self.jobs.items():
             s = job.get("status") or {}
             tr = self.tracks.setdefault(key, Track())
@@ -563,7 +570,7 @@ class Chaos:
 
     def _open(self, r: Request) -> bool:
         s = (self.jobs.get(r.job) or {}).get("status") or {}
-        return (s.get("handled") or {}).get("migrate") != r.value
+        return not r.served and (s.get("handled") or {}).get("migrate") != r.value
 
     def ev_cancel(self, custom: Any) -> bool:
         with self.lock:
@@ -887,7 +894,7 @@ class Chaos:
             if s.get("phase") in ("Failed", "Succeeded"):
                 continue
             gen_now = int(((s.get("placement") or {}).get("generation")) or 0)
-            served = (s.get("handled") or {}).get("migrate") == r.value or gen_now > r.generation
+            served = r.served or (s.get("handled") or {}).get("migrate") == r.value or gen_now > r.generation
             moving = ((s.get("migration") or {}).get("request")) == r.value
             annotation = ((job.get("metadata") or {}).get("annotations") or {}).get(ANNOTATION_MIGRATE)
             # still asked: held with a condition, or the job is not running (moving, waiting for room),
@@ -926,7 +933,7 @@ class Chaos:
         out = {"served": 0, "waiting": 0, "in_progress": 0}
         for r in self.requests:
             s = (self.jobs.get(r.job) or {}).get("status") or {}
-            if (s.get("handled") or {}).get("migrate") == r.value or \
+            if r.served or (s.get("handled") or {}).get("migrate") == r.value or \
                     int(((s.get("placement") or {}).get("generation")) or 0) > r.generation:
                 out["served"] += 1
             elif ((s.get("migration") or {}).get("request")) == r.value:
