@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import json
 import multiprocessing
+import re
 import resource
 import statistics
 import sys
@@ -99,8 +100,13 @@ def naive_queries(watched: dict[str, WatchedJob]) -> dict[str, str]:
         adapter = ADAPTERS["npu-exporter" if job.device_class.startswith("ascend") else "dcgm"]
         pod_label = "pod_name" if adapter.family == "npu-exporter" else "pod"
         selector = f'{{namespace="{ref.namespace}",{pod_label}=~"{ref.name}-g{ref.generation}-[0-9]+"}}'
-        for role, (metric, fn) in adapter.metrics.items():
-            out[f"{key}:{role}"] = f"{fn}({metric}{selector}[{WINDOW_S}s])" if fn else f"{metric}{selector}"
+        for role, r in adapter.roles.items():
+            if not r.fn and r.param:  # a figure Prometheus computes: ask each metric it reads, once
+                read = {m for _, (m, _) in adapter.metrics.items()}
+                for metric in sorted(set(re.findall(r"DCGM_FI_DEV_\w+|npu_\w+", r.param)) - read):
+                    out[f"{key}:{role}:{metric}"] = f"{metric}{selector}"
+                continue
+            out[f"{key}:{role}"] = r.expr(selector, WINDOW_S)
     return out
 
 

@@ -1,64 +1,79 @@
-"""Overview: the fleet across regions, and the jobs on it."""
+"""Overview: the fleet's capacity, allocation, utilization and health across its regions, on a map; live."""
 
 from __future__ import annotations
 
-import os
+from datetime import UTC, datetime, timedelta
 
 import plotly.express as px
 import streamlit as st
 
-from heterojob_console.data import client, read_fleet
+from heterojob_console import figures, kpis, ui
+from heterojob_console.data import moves
 
-st.set_page_config(page_title="heterojob", layout="wide")
+ui.setup("Overview")
 st.title("heterojob fleet")
 
 
-@st.cache_data(ttl=5, show_spinner=False)
-def load(kubeconfig: str | None):  # type: ignore[no-untyped-def]
-    """Cached per cluster: the kubeconfig is part of the key."""
-    return read_fleet(client(kubeconfig))
+@st.fragment(run_every=ui.REFRESH_S)
+def overview() -> None:
+    try:
+        cluster = ui.cluster()
+    except Exception as exc:  # noqa: BLE001 - shown to the user as a page, never a traceback
+        ui.fail(exc)
+        return
+    cap = kpis.capacity(cluster.nodes)
+    measured = ui.telemetry()
+    jobs = cluster.jobs
+    waiting = int(jobs["queue"].notna().sum())
+    ui.as_of(cluster.at, "telemetry: " + (f"{measured[2]:%H:%M:%S} UTC" if measured else "off (no Prometheus)"))
+
+    row = st.columns(5)
+    row[0].metric("Accelerators", cap.accelerators, help=kpis.HELP["accelerators"]
+                  + f" Now: {cap.gpus} GPUs, {cap.npus} NPUs.")
+    row[1].metric("Accelerators allocated", kpis.pct(cap.allocated_pct), help=kpis.HELP["allocated"]
+                  + f" Now: {cap.accelerators_held} of {cap.accelerators}.")
+    row[2].metric("CPU cores allocated", kpis.pct(cap.cpu_pct),
+                  help=kpis.HELP["cpu"] + f" Now: {cap.cpu_held} of {cap.cpu_cores}.")
+    row[3].metric("Jobs running", int((jobs["phase"] == "Running").sum()), help=kpis.HELP["jobs_running"])
+    row[4].metric("Jobs waiting", waiting, help=kpis.HELP["jobs_waiting"])
+    row = st.columns(5)
+    if measured is not None:
+        health = kpis.health(measured[0], cap.accelerators)
+        row[0].metric("Accelerator utilization", kpis.pct(health.utilization), help=kpis.HELP["utilization"]
+                      + f" Now: over {health.reporting} reporting accelerators.")
+        row[1].metric("Failed", health.failed, help=kpis.HELP["failed"])
+        row[2].metric("Degraded", health.degraded, help=kpis.HELP["degraded"])
+        row[3].metric("Unknown", health.unknown, help=kpis.HELP["unknown"])
+        for region, why in sorted(measured[1].items()):
+            st.warning(f"Telemetry {'for ' + region if region != '*' else ''} unavailable or degraded: {why}")
+    else:
+        row[0].metric("Accelerator utilization", "-", help=kpis.HELP["utilization"] + " No Prometheus configured.")
+        for i, label in enumerate(("Failed", "Degraded", "Unknown"), start=1):
+            row[i].metric(label, "-", help=kpis.HELP[label.lower()] + " No Prometheus configured.")
+    row[4].metric("Nodes ready", f"{cap.nodes_ready}/{cap.nodes}", help=kpis.HELP["nodes"])
+
+    regions = kpis.by_region(cluster.nodes, cluster.regions)
+    located = regions.dropna(subset=["latitude", "longitude"])
+    recent = moves(cluster, cluster.at - timedelta(hours=1))
+    left, right = st.columns([3, 2])
+    with left:
+        st.plotly_chart(figures.fleet_map(located, cluster.links, recent), width="stretch", key="map",
+                        config={"displaylogo": False, "scrollZoom": False})
+        st.caption(f"{len(located)} regions · size: accelerators · colour: allocated · lines: links (width: "
+                   f"bandwidth) · red arcs: {len(recent)} cross-region move(s) in the last hour")
+    with right:
+        table = regions[["region", "city", "accelerators", "held", "allocated_pct", "cpu_cores", "mix"]]
+        st.dataframe(table, hide_index=True, width="stretch", key="regions", height=420, column_config={
+            "allocated_pct": st.column_config.ProgressColumn("allocated", format="%d%%", min_value=0, max_value=100,
+                                                             help=kpis.HELP["allocated"]),
+            "accelerators": st.column_config.NumberColumn(help=kpis.HELP["accelerators"]),
+            "held": st.column_config.NumberColumn("held by pods"),
+            "cpu_cores": st.column_config.NumberColumn("CPU cores")})
+        phases = jobs.groupby("phase", as_index=False).size().rename(columns={"size": "jobs"})
+        fig = px.bar(phases, x="phase", y="jobs", title="Jobs by phase", height=240)
+        fig.update_layout(margin={"l": 0, "r": 0, "t": 40, "b": 0})
+        st.plotly_chart(fig, width="stretch", key="phases")
 
 
-try:
-    fleet = load(os.environ.get("HETEROJOB_KUBECONFIG"))
-except Exception as exc:  # noqa: BLE001 - shown to the user as a page, never a traceback
-    st.error(f"The Kubernetes API cannot be read: {exc}")
-    st.info("Check the kubeconfig (HETEROJOB_KUBECONFIG or ~/.kube/config) and that the API server answers.")
-    st.stop()
-
-nodes, jobs, regions = fleet.nodes, fleet.jobs, fleet.regions
-allocated = fleet.allocated()
-total = int(nodes["devices"].sum())
-held = int(allocated["allocated"].sum())
-measured = allocated.dropna(subset=["utilization"])
-c1, c2, c3, c4, c5, c6 = st.columns(6)
-c1.metric("Devices", total)
-c2.metric("Nodes ready", f"{int(nodes['ready'].sum())}/{len(nodes)}")
-c3.metric("Allocated", f"{100 * held / total:.0f}%" if total else "-")
-c4.metric("Average utilization", f"{(measured['utilization'] * measured['allocated']).sum() / measured['allocated'].sum():.0f}%"
-          if not measured.empty and measured["allocated"].sum() else "-")
-c5.metric("Jobs running", int((jobs["phase"] == "Running").sum()))
-c6.metric("Quota in use", f"{fleet.quota_used}/{fleet.quota_limit}" if fleet.quota_limit else "none")
-
-by_region = nodes.groupby("region", as_index=False)["devices"].sum()
-geo = regions.merge(by_region, on="region", how="left").merge(allocated, on="region", how="left")
-geo = geo.fillna({"devices": 0, "allocated": 0})
-geo["allocated %"] = (100 * geo["allocated"].astype(float) / geo["devices"].where(geo["devices"] > 0)).fillna(0).round(0)
-if not geo.empty:
-    fig = px.scatter_geo(geo, lat="latitude", lon="longitude", size="devices", color="allocated %",
-                         range_color=(0, 100), color_continuous_scale="RdYlGn_r", hover_name="city",
-                         hover_data={"devices": True, "allocated": True, "utilization": ":.0f"},
-                         text="region", projection="natural earth", title="Regions (size: devices; colour: allocated)")
-    # The coastlines are a topojson plotly.js fetches from its CDN, which a cluster without internet (and
-    # this demo) cannot reach: draw a graticule instead, so the map shows either way.
-    fig.update_geos(visible=False, showframe=True, lataxis_showgrid=True, lonaxis_showgrid=True,
-                    lataxis_dtick=30, lonaxis_dtick=30)
-    fig.update_traces(textposition="top center")
-    st.plotly_chart(fig, width="stretch", key="map")
-phases = jobs.groupby("phase", as_index=False).size().rename(columns={"size": "jobs"})
-st.plotly_chart(px.bar(phases, x="phase", y="jobs", title="Jobs by phase"), width="stretch", key="phases")
-per_class = nodes.groupby(["region", "class"], as_index=False)["devices"].sum()
-st.plotly_chart(px.bar(per_class, x="region", y="devices", color="class", title="Devices per region"),
-                width="stretch", key="bars")
-st.subheader("Jobs")
-st.dataframe(jobs, hide_index=True, width="stretch", key="jobs")
+overview()
+st.caption(f"page opened {datetime.now(UTC):%H:%M:%S} UTC")

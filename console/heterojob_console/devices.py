@@ -1,69 +1,107 @@
-"""Devices for the console, through the operator's own telemetry modules (same adapters, same health)."""
+"""Devices for the console, through the operator's own telemetry modules (same adapters, same health):
+the current table, the utilization heat map at three levels (region/class, node, device) and one device's
+history, all from Prometheus."""
 
 from __future__ import annotations
 
-import json
 import time
-from concurrent.futures import ThreadPoolExecutor
+from datetime import UTC, datetime
 from typing import Any
 
-import kubernetes
 import pandas as pd
 from prometheus_api_client import PrometheusConnect
 
-from heterojob.constants import GROUP, VERSION
 from heterojob.controller import FleetSource
 from heterojob.controller.monitor import Monitor, TelemetryConfig
 from heterojob.telemetry.adapters import NODE_LABELS
 
-HEAT_ROWS = 300  # beyond this many devices the heat map shows nodes; beyond this many nodes, region/class
+from heterojob_console.data import Cluster
+
 HEAT_POINTS = 60  # columns of the heat map, whatever the time range
+COLUMNS = ["device", "node", "region", "class", "utilization", "memory_used_mib", "temperature", "power",
+           "health", "reason", "pod", "job"]
+UTIL = {"dcgm": "DCGM_FI_DEV_GPU_UTIL", "npu": "npu_chip_info_utilization"}
+# one device's history: (title, unit, GPU query, NPU query); {sel} is the device's label matcher
+HISTORY = [
+    ("Utilization", "%", "DCGM_FI_DEV_GPU_UTIL{sel}", "npu_chip_info_utilization{sel}"),
+    ("Memory used", "MiB", "DCGM_FI_DEV_FB_USED{sel}", "npu_chip_info_hbm_used_memory{sel}"),
+    ("Temperature", "°C", "DCGM_FI_DEV_GPU_TEMP{sel}", "npu_chip_info_temperature{sel}"),
+    ("Power", "W", "DCGM_FI_DEV_POWER_USAGE{sel}", "npu_chip_info_power{sel}"),
+    ("Last XID / NPU health", "", "DCGM_FI_DEV_XID_ERRORS{sel}", "npu_chip_info_health_status{sel}"),
+]
 
 
-def fleet_source(api: kubernetes.client.ApiClient) -> FleetSource:
-    core, custom = kubernetes.client.CoreV1Api(api), kubernetes.client.CustomObjectsApi(api)
-    listed = json.loads(core.list_node(_preload_content=False).data)  # raw: 10x faster than the models
-    objects: list[dict[str, Any]] = [{**n, "kind": "Node"} for n in listed.get("items", [])]
-    for plural, kind in (("acceleratorclasses", "AcceleratorClass"), ("regions", "Region")):
-        objects += [{**o, "kind": kind} for o in custom.list_cluster_custom_object(GROUP, VERSION, plural)["items"]]
+def fleet_source(cluster: Cluster) -> FleetSource:
+    objects: list[dict[str, Any]] = [{**n, "kind": "Node"} for n in cluster.objects.get("Node", [])]
+    for kind in ("AcceleratorClass", "Region"):
+        objects += [{**o, "kind": kind} for o in cluster.objects.get(kind, [])]
     return FleetSource.from_objects(objects)
 
 
-def current(api: kubernetes.client.ApiClient, prometheus_url: str, minutes: int = 60
-            ) -> tuple[pd.DataFrame, dict[str, str], pd.DataFrame]:
-    """(one row per device now, region -> why its telemetry is unavailable or degraded, the heat map).
+class Reader:
+    """The devices now, through one operator Monitor kept across reads: like the operator, it carries a
+    device's last sample over a read where its Prometheus does not answer (missing telemetry is not a
+    fault), and says which regions' telemetry is unavailable."""
 
-    The heat map's range query runs while the snapshot's queries do: the page waits for the slower one.
-    """
-    source = fleet_source(api)
-    monitor = Monitor(None, source, dict, TelemetryConfig(prometheus_url=prometheus_url, timeout_s=5))
-    facts = monitor.node_facts()
-    by_node = sum(f.devices for f in facts.values()) > HEAT_ROWS
-    with ThreadPoolExecutor(1) as pool:
-        later = pool.submit(_heat_series, prometheus_url, minutes, by_node)
-        snapshot = monitor.collect(time.time(), facts)
-        try:
-            series = later.result()
-        except Exception:  # noqa: BLE001 - the table still shows; the page says the heat map is missing
-            series = None
-    rows = [{"device": d.device_id, "node": d.node, "region": d.region, "class": d.device_class,
-             "utilization": d.utilization, "temperature": d.temperature_c, "health": d.health.value,
-             "reason": d.reason, "pod": f"{d.namespace}/{d.pod}" if d.pod else ""}
-            for d in (snapshot.devices.values() if snapshot else [])]
-    problems = {name: r.message for name, r in (snapshot.regions.items() if snapshot else [])
-                if r.availability.value != "ok"}
-    columns = ["device", "node", "region", "class", "utilization", "temperature", "health", "reason", "pod"]
-    return pd.DataFrame(rows, columns=columns), problems, series if series is not None else pd.DataFrame()
+    def __init__(self, prometheus_url: str, timeout_s: float = 10.0) -> None:
+        self.url = prometheus_url
+        self.timeout_s = timeout_s
+        self.monitor: Monitor | None = None
+
+    def current(self, cluster: Cluster) -> tuple[pd.DataFrame, dict[str, str]]:
+        """(one row per reporting device, region -> why its telemetry is unavailable or degraded).
+
+        A device's pod comes from the exporter's pod mapping; when the exporter has none (a GPU that fell
+        off the bus stops reporting its pod), from the pods holding accelerators on its node."""
+        source = fleet_source(cluster)
+        if self.monitor is None:
+            self.monitor = Monitor(None, source, dict, TelemetryConfig(prometheus_url=self.url,
+                                                                       timeout_s=self.timeout_s))
+        self.monitor.fleet = source
+        snapshot = self.monitor.collect(time.time(), self.monitor.node_facts())
+        if snapshot is not None:
+            self.monitor.snapshot = snapshot
+        holders = {node: [p for p in pods if p["held"] != "0"] for node, pods in cluster.pods_by_node.items()}
+        job_of_pod = {p["pod"]: p["job"] for pods in holders.values() for p in pods}
+        rows = []
+        for d in snapshot.devices.values() if snapshot else []:
+            pod = f"{d.namespace}/{d.pod}" if d.pod else ""
+            if not pod and holders.get(d.node):
+                pod = ", ".join(p["pod"] for p in holders[d.node])
+            job = job_of_pod.get(pod, "") or ", ".join(sorted({p["job"] for p in holders.get(d.node, [])
+                                                                if p["job"]}))
+            rows.append({"device": d.device_id, "node": d.node, "region": d.region, "class": d.device_class,
+                         "utilization": d.utilization, "memory_used_mib": d.memory_used_mib,
+                         "temperature": d.temperature_c, "power": d.power_w, "health": d.health.value,
+                         "reason": d.reason, "pod": pod, "job": job})
+        problems = {name: r.message for name, r in (snapshot.regions.items() if snapshot else [])
+                    if r.availability.value != "ok"}
+        return pd.DataFrame(rows, columns=COLUMNS), problems
 
 
-def _heat_series(prometheus_url: str, minutes: int, by_node: bool, now: float | None = None) -> pd.DataFrame:
-    """Every device's (or node's) utilization over the window; a `node` column says where each row is."""
+def current(cluster: Cluster, prometheus_url: str) -> tuple[pd.DataFrame, dict[str, str]]:
+    """One read with a fresh Reader (nothing carried over)."""
+    return Reader(prometheus_url).current(cluster)
+
+
+def _node_matcher(nodes: list[str]) -> list[str]:
+    alt = "|".join(nodes)
+    return [f'{{{label}=~"{alt}"}}' for label in NODE_LABELS[:3]]
+
+
+def heat_series(prometheus_url: str, minutes: int, nodes: list[str] | None = None,
+                now: float | None = None) -> pd.DataFrame:
+    """Utilization over the window, one row per node (all nodes), or per device of `nodes`.
+
+    Rows are indexed by node (or device id); a `node` column says where each row is."""
     end = now or time.time()
     step = max(1, int(minutes * 60 / HEAT_POINTS))
     keys = ", ".join(NODE_LABELS)
-    queries = ([f"avg by ({keys}) (DCGM_FI_DEV_GPU_UTIL)", f"avg by ({keys}) (npu_chip_info_utilization)"]
-               if by_node else [f"max by (UUID, {keys}) (DCGM_FI_DEV_GPU_UTIL)",
-                                f"max by (id, {keys}) (npu_chip_info_utilization)"])
+    if nodes is None:
+        queries = [f"avg by ({keys}) ({m})" for m in UTIL.values()]
+    else:
+        queries = [f"max by (UUID, {keys}) ({' or '.join(UTIL['dcgm'] + s for s in _node_matcher(nodes))})",
+                   f"max by (id, {keys}) ({' or '.join(UTIL['npu'] + s for s in _node_matcher(nodes))})"]
     prom = PrometheusConnect(prometheus_url, timeout=10)
     series: dict[str, dict[pd.Timestamp, float]] = {}
     where: dict[str, str] = {}
@@ -71,35 +109,55 @@ def _heat_series(prometheus_url: str, minutes: int, by_node: bool, now: float | 
         for s in prom.custom_query_range(query, start_time=_dt(end - minutes * 60), end_time=_dt(end),
                                          step=f"{step}s"):
             labels = s.get("metric") or {}
-            node = next((labels[k] for k in ("Hostname", "hostname", "node") if labels.get(k)), "")
-            name = node if by_node else (labels.get("UUID") or f"{node}/npu-{labels.get('id', '?')}")
+            node = next((labels[k] for k in NODE_LABELS if labels.get(k)), "")
+            name = node if nodes is None else (labels.get("UUID") or f"{node}/npu-{labels.get('id', '?')}")
             series[name] = {pd.Timestamp(float(t), unit="s", tz="UTC"): float(v) for t, v in s.get("values", [])}
             where[name] = node
-    frame = pd.DataFrame(series).T.sort_index()
+    frame = pd.DataFrame(series).T
     if frame.empty:
         return frame
-    frame = frame.reindex(sorted(frame.columns), axis=1)
+    frame = frame.reindex(sorted(frame.columns), axis=1).sort_index()
     frame.insert(0, "node", [where[n] for n in frame.index])
     return frame
 
 
-def heat(series: pd.DataFrame, devices: pd.DataFrame) -> pd.DataFrame:
-    """The heat map of the devices shown: rows are devices, nodes, or region/class on large fleets."""
+def heat(series: pd.DataFrame, nodes: pd.DataFrame, level: str, region: str | None = None) -> pd.DataFrame:
+    """The heat map's rows at `level`: "region/class" (the fleet), "node" (one region) or "device"."""
     if series.empty:
         return series
-    per_node = bool((series.index == series["node"]).all())  # fetched per node: a large fleet
-    frame = series[series["node"].isin(set(devices["node"]))].drop(columns="node")
-    if not per_node:
-        frame = frame[frame.index.isin(set(devices["device"]))]
-    by_node = per_node
-    if by_node and len(frame) > HEAT_ROWS:  # too many nodes to read: average them per region and class
-        group = devices.drop_duplicates("node").set_index("node")
-        keys = [f"{group.at[n, 'region']}/{group.at[n, 'class']}" if n in group.index else "?" for n in frame.index]
-        frame = frame.groupby(keys).mean()
-    return frame
+    where = nodes.set_index("node")
+    frame = series.drop(columns="node")
+    if level == "region/class":
+        known = series["node"].isin(where.index)
+        keys = [f"{where.at[n, 'region']} · {where.at[n, 'class']}" for n in series.loc[known, "node"]]
+        return frame[known.to_numpy()].groupby(keys).mean().sort_index()
+    if level == "node":
+        mine = series["node"].isin(set(where.index[where["region"] == region]) if region else set(where.index))
+        return frame[mine.to_numpy()].sort_index()
+    return frame.sort_index()
 
 
-def _dt(ts: float) -> Any:
-    from datetime import UTC, datetime
+def history(prometheus_url: str, device: str, minutes: int, now: float | None = None) -> dict[str, pd.DataFrame]:
+    """title -> (time, value) of one device over the window: utilization, memory, temperature, power, XID."""
+    end = now or time.time()
+    step = max(1, int(minutes * 60 / 240))
+    if "/npu-" in device:
+        node, chip = device.split("/npu-", 1)
+        sels = [f'{{{label}="{node}",id="{chip}"}}' for label in NODE_LABELS[:3]]
+        pick = 3
+    else:
+        sels, pick = [f'{{UUID="{device}"}}'], 2
+    prom = PrometheusConnect(prometheus_url, timeout=10)
+    out: dict[str, pd.DataFrame] = {}
+    for entry in HISTORY:
+        title, query = entry[0], " or ".join(entry[pick].format(sel=s) for s in sels)
+        rows = [(pd.Timestamp(float(t), unit="s", tz="UTC"), float(v))
+                for s in prom.custom_query_range(f"max({query})", start_time=_dt(end - minutes * 60),
+                                                 end_time=_dt(end), step=f"{step}s")
+                for t, v in s.get("values", [])]
+        out[title] = pd.DataFrame(rows, columns=["time", "value"])
+    return out
 
+
+def _dt(ts: float) -> datetime:
     return datetime.fromtimestamp(ts, UTC)

@@ -19,7 +19,6 @@ from kubernetes.client import ApiException
 from heterojob.api.common import SpecError, parse_spec
 from heterojob.api.quota import HeteroQuotaSpec
 from heterojob.constants import GROUP, VERSION
-from heterojob.engine.fleet import Limit, quota_room
 
 AUDIT = "heterojob.io/audit"  # annotation: the last AUDIT_KEEP edits, JSON
 AUDIT_KEEP = 20
@@ -85,32 +84,50 @@ def validate(rows: Sequence[Mapping[str, Any]], classes: Iterable[str], regions:
     return (limits if not problems else []), problems
 
 
-@dataclass(frozen=True)
-class Effect:
-    job: str
-    wants: str  # e.g. "16 x nvidia-h100 in any region"
-    before: str  # why it waits now ("" = quota has room)
-    after: str
+def used_beside_limits(limits: Sequence[Mapping[str, Any]], used: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
+    """One row per limit: its devices, what the namespace's jobs hold under it (the status.used entries the
+    limit covers; '*' matches any class or region), what is free."""
+    rows = []
+    for lim in limits:
+        cls, region = lim["deviceClass"], lim.get("region", "*")
+        n = sum(int(u.get("devices", 0)) for u in used
+                if cls in ("*", u.get("deviceClass")) and region in ("*", u.get("region")))
+        rows.append({"deviceClass": lim["deviceClass"], "region": lim.get("region", "*"), "limit": int(lim["devices"]),
+                     "used": n, "free": int(lim["devices"]) - n})
+    return rows
 
 
-def preview(namespace: str, old: Sequence[Mapping[str, Any]], new: Sequence[Mapping[str, Any]],
-            waiting: Sequence[Mapping[str, Any]], held: Mapping[tuple[str, str], int]) -> list[Effect]:
-    """Waiting jobs whose quota verdict the change flips (admitted now, or blocked now)."""
-    def limits(rows: Sequence[Mapping[str, Any]]) -> list[Limit]:
-        return [Limit(r["deviceClass"], r.get("region", "*"), int(r["devices"]), namespace) for r in rows]
+def below_use(limits: Sequence[Mapping[str, Any]], used: Sequence[Mapping[str, Any]]) -> list[str]:
+    """Warnings for limits set below what the namespace already holds under them."""
+    return [f"{r['deviceClass']} in {'any region' if r['region'] == '*' else r['region']}: limit {r['limit']} is "
+            f"below the {r['used']} devices held now; running jobs keep them, nothing new is admitted until use "
+            f"falls under the limit" for r in used_beside_limits(limits, used) if r["used"] > r["limit"]]
 
-    before, after = limits(old), limits(new)
+
+def describe(limits: Sequence[Mapping[str, Any]]) -> dict[tuple[str, str], int]:
+    return {(str(r["deviceClass"]), str(r.get("region", "*"))): int(r["devices"]) for r in limits}
+
+
+def changes(old: Sequence[Mapping[str, Any]], new: Sequence[Mapping[str, Any]]) -> list[str]:
+    """What an edit changes, one line per limit: 'nvidia-h100 in *: 32 -> 64', '+ ...', '- ...'."""
+    a, b = describe(old), describe(new)
     out = []
-    for job in waiting:
-        for alt in job.get("devices") or []:
-            need = int(alt["perReplica"]) * int(job["replicas"])
-            region = job.get("region") or "*"
-            a = quota_room(before, held, alt["deviceClass"], region, need) or ""
-            b = quota_room(after, held, alt["deviceClass"], region, need) or ""
-            if bool(a) != bool(b):
-                out.append(Effect(job["name"], f"{need} x {alt['deviceClass']}", a, b))
-                break
+    for key in sorted(set(a) | set(b)):
+        label = f"{key[0]} in {key[1]}"
+        if key not in a:
+            out.append(f"+ {label}: {b[key]}")
+        elif key not in b:
+            out.append(f"- {label} (was {a[key]})")
+        elif a[key] != b[key]:
+            out.append(f"{label}: {a[key]} → {b[key]}")
     return out
+
+
+def audit_rows(audit: Sequence[Mapping[str, Any]]) -> list[dict[str, str]]:
+    """The audit annotation as a person reads it: newest first, one line per changed limit."""
+    return [{"when": str(a.get("when", "")), "who": str(a.get("who", "")),
+             "change": "; ".join(changes(a.get("old") or [], a.get("new") or [])) or "no change"}
+            for a in reversed(list(audit))]
 
 
 class Conflict(Exception):
@@ -119,11 +136,17 @@ class Conflict(Exception):
 
 def apply(api: kubernetes.client.ApiClient, quota: Quota, limits: list[dict[str, Any]], who: str,
           now: datetime | None = None) -> str:
-    """Write `limits` if the object is still at `quota.resource_version`; the new resourceVersion."""
+    """Write `limits` if nobody changed the limits since `quota` was read; the new resourceVersion.
+
+    A conflict is a change of spec.limits only: the operator writes status.used (and so the
+    resourceVersion) all the time, which must not fail an admin's edit. The write itself is guarded by
+    the resourceVersion just read, so a change between that read and the write is caught too."""
     custom = kubernetes.client.CustomObjectsApi(api)
     when = (now or datetime.now(UTC)).strftime("%Y-%m-%dT%H:%M:%SZ")
     audit = (quota.audit + [{"who": who, "when": when, "old": quota.limits, "new": limits}])[-AUDIT_KEEP:]
     annotations = {AUDIT: json.dumps(audit, separators=(",", ":"))}
+    stale = Conflict(f"HeteroQuota {quota.namespace}/{quota.name}: its limits were changed by someone else since "
+                     f"you opened it; reload to see their change, then edit again")
     try:
         if quota.resource_version is None:
             body = {"apiVersion": f"{GROUP}/{VERSION}", "kind": "HeteroQuota",
@@ -131,13 +154,17 @@ def apply(api: kubernetes.client.ApiClient, quota: Quota, limits: list[dict[str,
                     "spec": {"limits": limits}}
             obj = custom.create_namespaced_custom_object(GROUP, VERSION, quota.namespace, "heteroquotas", body)
         else:
-            patch = {"metadata": {"resourceVersion": quota.resource_version, "annotations": annotations},
+            fresh = read(api, quota.namespace)
+            if fresh.resource_version is None or fresh.name != quota.name or fresh.limits != quota.limits:
+                raise stale
+            audit = (fresh.audit + [{"who": who, "when": when, "old": fresh.limits, "new": limits}])[-AUDIT_KEEP:]
+            patch = {"metadata": {"resourceVersion": fresh.resource_version,
+                                  "annotations": {AUDIT: json.dumps(audit, separators=(",", ":"))}},
                      "spec": {"limits": limits}}
             obj = custom.patch_namespaced_custom_object(GROUP, VERSION, quota.namespace, "heteroquotas",
                                                         quota.name, patch)
     except ApiException as exc:
         if exc.status == 409:
-            raise Conflict(f"HeteroQuota {quota.namespace}/{quota.name} was changed by someone else since you "
-                           f"opened it; reload to see their change, then edit again") from None
+            raise stale from None
         raise
     return str(obj["metadata"]["resourceVersion"])

@@ -26,6 +26,7 @@ def _operator_run(args: argparse.Namespace) -> int:
         timeout_s=args.prometheus_timeout,
         policy=HealthPolicy(fatal_xids=frozenset(fatal), overheat_celsius=args.overheat_celsius))
     from heterojob.controller import ControllerConfig
+    from heterojob.controller.discovery import DiscoveryConfig
 
     from heterojob.alerts.mapping import ACTIONS, DEFAULT_TABLE
 
@@ -41,6 +42,9 @@ def _operator_run(args: argparse.Namespace) -> int:
     config = OperatorConfig(kubeconfig=args.kubeconfig, resync_seconds=args.resync_seconds, telemetry=telemetry,
                             alerts_port=args.alerts_port, alert_token=token, alert_actions=table,
                             alerts_tls_dir=args.alerts_tls_dir,
+                            discovery=DiscoveryConfig(
+                                namespace=args.discovery_namespace or os.environ.get("POD_NAMESPACE")
+                                or "heterojob-system", create_classes=args.create_discovered_classes),
                             controller=ControllerConfig(min_runtime_s=args.preemption_min_runtime,
                                                         disruption_budget=args.disruption_budget,
                                                         advisory=args.advisory))
@@ -75,14 +79,15 @@ def _operator_run(args: argparse.Namespace) -> int:
 
 
 def _console(args: argparse.Namespace) -> int:
-    from importlib.resources import files
-
-    app = files("heterojob_console") / "Home.py"
     env = dict(os.environ)
     if args.kubeconfig:
         env["HETEROJOB_KUBECONFIG"] = args.kubeconfig
-    cmd = [sys.executable, "-m", "streamlit", "run", str(app), "--server.port", str(args.port),
-           "--server.address", args.address, "--server.headless", "true", "--browser.gatherUsageStats", "false"]
+    # `streamlit run heterojob_console/Home.py`, with the console's modules loaded before the server starts
+    cmd = [sys.executable, "-m", "heterojob_console.serve", "--server.port", str(args.port),
+           "--server.address", args.address, "--server.headless", "true", "--browser.gatherUsageStats", "false",
+           # an operator's console, not a developer's: no Deploy button, no rerun/settings menu, no source watch
+           "--client.toolbarMode", "minimal", "--server.runOnSave", "false", "--server.fileWatcherType", "none",
+           "--client.showErrorDetails", "none"]
     return subprocess.call(cmd, env=env)
 
 
@@ -134,6 +139,13 @@ def _generate(args: argparse.Namespace) -> int:
     return 0
 
 
+def _telemetry(args: argparse.Namespace) -> int:
+    from heterojob.telemetry.inspect import Options, run
+
+    return run(Options(prometheus_url=args.prometheus_url, kubeconfig=args.kubeconfig, as_json=args.json,
+                       window_s=args.window, timeout_s=args.timeout))
+
+
 def _emulator(args: argparse.Namespace) -> int:
     from heterojob.sim.cluster import apiserver
 
@@ -175,6 +187,11 @@ def parser() -> argparse.ArgumentParser:
                      help="a job that has run less than this is never preempted (default 300)")
     run.add_argument("--disruption-budget", type=int, default=5, metavar="N",
                      help="at most N jobs checkpointing, migrating or resizing at once (default 5)")
+    run.add_argument("--create-discovered-classes", action="store_true",
+                     help="create an AcceleratorClass for every device model no class covers (default: only "
+                          "propose it in the ConfigMap heterojob-discovery)")
+    run.add_argument("--discovery-namespace", default=None, metavar="NS",
+                     help="namespace of the discovery report ConfigMap (default $POD_NAMESPACE, else heterojob-system)")
     run.add_argument("--advisory", action="store_true",
                      help="decide migrations and resizes, record them (Events, decision log), touch nothing")
     al = run.add_argument_group("alerts")
@@ -235,6 +252,22 @@ def parser() -> argparse.ArgumentParser:
     gen.add_argument("--check", action="store_true", help="only report files that are out of date (exit 1)")
     gen.add_argument("--root", default=".", help="repository root")
     gen.set_defaults(func=_generate)
+
+    tel = sub.add_parser("telemetry", help="see what heterojob sees in Prometheus")
+    tel_sub = tel.add_subparsers(dest="telemetry_command", required=True, metavar="ACTION")
+    snap = tel_sub.add_parser(
+        "snapshot", help="one row per device: node, region, class, utilization, memory, health, pod",
+        description="Query Prometheus once as the operator does and print every device it reads, with the "
+                    "parse report. Exits 2 when Prometheus cannot be read.")
+    snap.add_argument("--prometheus-url", default=os.environ.get("HETEROJOB_PROMETHEUS_URL"),
+                      required=not os.environ.get("HETEROJOB_PROMETHEUS_URL"),
+                      help="e.g. http://prometheus-k8s.monitoring.svc:9090")
+    snap.add_argument("--kubeconfig", help="join devices with the cluster's Nodes (region, class); without it, "
+                                           "nodes come from the series' labels only")
+    snap.add_argument("--json", action="store_true", help="a JSON list of device objects (the report on stderr)")
+    snap.add_argument("--window", type=int, default=60, metavar="S", help="avg/min/max_over_time window (60)")
+    snap.add_argument("--timeout", type=float, default=10.0, metavar="S", help="per query (10)")
+    snap.set_defaults(func=_telemetry)
 
     emu = sub.add_parser("emulator", help="serve the Kubernetes API emulator alone (for development)")
     emu.add_argument("--host", default="127.0.0.1")

@@ -18,6 +18,7 @@ from heterojob.alerts.payload import Alert
 from heterojob.alerts.receiver import AlertReceiver
 from heterojob.constants import GROUP, LABEL_JOB, VERSION
 from heterojob.controller import Controller, ControllerConfig, FleetSource
+from heterojob.controller.discovery import Discovery, DiscoveryConfig
 from heterojob.engine.fleet import DeviceClass, Node, RegionInfo
 from heterojob.kube import convert
 from heterojob.kube.api import Kube, load_client
@@ -40,6 +41,7 @@ class OperatorConfig:
     alert_token: str | None = None  # the bearer token Alertmanager sends; None accepts any request
     alert_actions: Mapping[str, str] = field(default_factory=lambda: dict(alerts_mapping.DEFAULT_TABLE))
     alerts_tls_dir: str | None = None  # tls.crt + tls.key here (a kubernetes.io/tls Secret): serve HTTPS
+    discovery: DiscoveryConfig = field(default_factory=DiscoveryConfig)
 
 
 @dataclass
@@ -47,6 +49,7 @@ class Runtime:
     kube: Kube
     controller: Controller | None = None
     monitor: Monitor | None = None
+    discovery: Discovery | None = None
     metrics: OperatorMetrics = field(default_factory=OperatorMetrics)
     receiver: AlertReceiver | None = None
     alerts_port: int | None = None  # where the receiver listens (the real port when asked for 0)
@@ -208,6 +211,8 @@ def register(registry: kopf.OperatorRegistry, config: OperatorConfig) -> None:
             runtime.monitor = Monitor(runtime.kube, source, lambda: _index_values(running), config.telemetry,
                                       on_symptoms=lambda keys: [ctl.poke(k) for k in keys])
             runtime.monitor.start()
+            runtime.discovery = Discovery(runtime.kube, source.nodes, source.classes, config.discovery)
+            runtime.discovery.start(config.resync_seconds)
             return ctl
 
     @kopf.on.event(GROUP, VERSION, "heterojobs", registry=registry)
@@ -229,7 +234,9 @@ def register(registry: kopf.OperatorRegistry, config: OperatorConfig) -> None:
     async def node_event(name: str, memo: kopf.Memo, **kwargs: Any) -> None:
         ctl = await controller(memo, kwargs)
         ctl.node_changed(name)  # a NotReady node reaches its jobs now, not at the next resync
-        ctl.poke_pending(delay=0.2)
+        ctl.poke_pending(delay=0.2)  # new labels (an upgraded driver) may let a waiting job in
+        if memo.runtime.discovery is not None:
+            memo.runtime.discovery.poke()
 
     @kopf.on.event(GROUP, VERSION, "acceleratorclasses", registry=registry)
     @kopf.on.event(GROUP, VERSION, "regions", registry=registry)
@@ -237,6 +244,8 @@ def register(registry: kopf.OperatorRegistry, config: OperatorConfig) -> None:
     async def fleet_event(memo: kopf.Memo, **kwargs: Any) -> None:
         ctl = await controller(memo, kwargs)
         ctl.poke_pending(delay=0.2)
+        if memo.runtime.discovery is not None:
+            memo.runtime.discovery.poke()
 
     @kopf.on.cleanup(registry=registry)
     async def cleanup(memo: kopf.Memo, **_: Any) -> None:
@@ -245,6 +254,8 @@ def register(registry: kopf.OperatorRegistry, config: OperatorConfig) -> None:
             await runtime.receiver.stop()
         if runtime.monitor is not None:
             await runtime.monitor.stop()
+        if runtime.discovery is not None:
+            await runtime.discovery.stop()
         if runtime.controller is not None:
             await runtime.controller.stop()
         runtime.kube.close()

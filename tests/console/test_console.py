@@ -9,28 +9,47 @@ from pathlib import Path
 import pytest
 from streamlit.testing.v1 import AppTest
 
+from heterojob.defaults import REGIONS
 from heterojob.sim.cluster.nodes import node
 from tests.conftest import Cluster
 
 HOME = str(files("heterojob_console") / "Home.py")
 
 
-def test_overview_shows_kpis_map_and_jobs(cluster: Cluster, emulator: object, monkeypatch: pytest.MonkeyPatch
-                                          ) -> None:
-    cluster.seed([node("h100-a", "cn-east", "nvidia-h100"), node("npu-a", "cn-north", "ascend-910b")])
+def pod(name: str, node_name: str, resource: str, count: int, phase: str = "Running") -> dict[str, object]:
+    return {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": name, "namespace": "team-a"},
+            "spec": {"nodeName": node_name, "containers": [{"name": "m", "image": "i",
+                                                             "resources": {"limits": {resource: str(count)}}}]},
+            "status": {"phase": phase}}
+
+
+def test_overview_counts_accelerators_and_cpu_apart_and_maps_every_region(
+        cluster: Cluster, emulator: object, monkeypatch: pytest.MonkeyPatch) -> None:
+    cluster.seed([node("h100-a", "cn-east", "nvidia-h100"), node("npu-a", "cn-north", "ascend-910b"),
+                  node("cpu-a", "cn-east", "cpu")])
+    for body in (pod("p1", "h100-a", "nvidia.com/gpu", 4), pod("p2", "npu-a", "huawei.com/Ascend910", 8),
+                 pod("done", "npu-a", "huawei.com/Ascend910", 8, phase="Succeeded"), pod("c", "cpu-a", "cpu", 16)):
+        cluster.core.create_namespaced_pod("team-a", body)  # the API server drops status on create:
+        cluster.core.patch_namespaced_pod_status(body["metadata"]["name"], "team-a", {"status": body["status"]})
     cluster.create_job("train", {"devices": [{"deviceClass": "nvidia-h100"}],
                                  "template": {"spec": {"containers": [{"name": "m", "image": "i"}]}}})
     monkeypatch.setenv("HETEROJOB_KUBECONFIG", str(emulator.kubeconfig))  # type: ignore[attr-defined]
+    monkeypatch.delenv("HETEROJOB_PROMETHEUS_URL", raising=False)
     at = AppTest.from_file(HOME, default_timeout=30).run()
     assert not at.exception
     metrics = {m.label: m.value for m in at.metric}
-    assert metrics["Devices"] == "16" and metrics["Nodes ready"] == "2/2"
-    assert metrics["Allocated"] == "0%" and metrics["Quota in use"] == "none"
+    assert metrics["Accelerators"] == "16"  # 8 GPUs + 8 NPUs; the 64 CPU cores are not devices
+    assert metrics["Accelerators allocated"] == "75%"  # 4 + 8 held of 16; the finished pod holds nothing
+    assert metrics["CPU cores allocated"] == "25%" and metrics["Nodes ready"] == "3/3"
+    assert metrics["Jobs waiting"] == "1" and metrics["Accelerator utilization"] == "-"
     charts = [json.loads(c.proto.spec) for c in at.get("plotly_chart")]
-    geo = charts[0]["data"][0]
-    assert geo["type"] == "scattergeo" and sorted(geo["text"]) == ["cn-east", "cn-north", "eu-west"]
-    assert "allocated %=" in geo["hovertemplate"]  # each region says how much of it is allocated
-    assert list(at.dataframe[0].value["name"]) == ["train"]
+    traces = charts[0]["data"]
+    assert traces[0]["name"] == "basemap" and len(traces[0]["lon"]) > 500  # outlines drawn from shipped data
+    regions = next(t for t in traces if t.get("name") == "regions")
+    assert sorted(regions["text"]) == sorted(r["location"]["city"] for r in REGIONS.values()) and len(REGIONS) == 11  # every Region on the map, with or without nodes
+    assert charts[0]["layout"]["geo"]["visible"] is False  # plotly fetches no topojson
+    links = [t for t in traces if t.get("legendgroup") == "links"]  # one trace per bandwidth, a gap per link
+    assert sum(t["lon"].count(None) for t in links) == 15 and {t["name"] for t in links} >= {"links (800 Gbit/s)"}
 
 
 def test_unreachable_api_shows_a_page_not_a_traceback(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:

@@ -1,6 +1,7 @@
-"""What a person sees: the console served by `streamlit run` (heterojob console) against the harness,
-opened in Debian's headless Chromium through Playwright; the overview must show the map and the KPIs.
-The screenshot goes to build/screenshots/console-overview.png (README's picture is a copy in docs/)."""
+"""What a person sees: the console served by `streamlit run` (heterojob console) against the harness with
+the demo's eleven-region fleet and a real Prometheus, opened in Debian's headless Chromium through
+Playwright. Every page is screenshotted to build/screenshots/console-<page>.png; the Overview must draw
+the Natural Earth basemap (with no request leaving 127.0.0.1), the eleven regions and the KPIs."""
 
 from __future__ import annotations
 
@@ -14,50 +15,117 @@ from typing import Any
 
 import pytest
 
-from heterojob.sim.cluster.nodes import node
-from heterojob.sim.telemetry.prometheus import free_port
-from tests.conftest import Cluster
+from heterojob.constants import GROUP, VERSION
+from heterojob.defaults import REGIONS
+from heterojob.sim.demo import fleet_nodes
+from heterojob.sim.telemetry.exporters import ExporterFleet
+from heterojob.sim.telemetry.prometheus import PrometheusServer, free_port
+from tests.conftest import Cluster, eventually
 
 ROOT = Path(__file__).resolve().parents[2]
-SHOT = ROOT / "build" / "screenshots" / "console-overview.png"
-pytestmark = pytest.mark.skipif(os.environ.get("HETEROJOB_SKIP_E2E") == "1", reason="HETEROJOB_SKIP_E2E=1")
+SHOTS = ROOT / "build" / "screenshots"
+CHROMIUM = "/usr/bin/chromium"
+pytestmark = [pytest.mark.e2e, pytest.mark.skipif(os.environ.get("HETEROJOB_SKIP_E2E") == "1" or
+                                                  not Path(CHROMIUM).exists(), reason="needs chromium, Prometheus")]
 
 
-def test_overview_renders_the_map_and_kpis_in_chromium(cluster: Cluster, emulator: Any) -> None:
-    from playwright.sync_api import sync_playwright
-
-    cluster.seed([node("h100-a", "cn-east", "nvidia-h100"), node("npu-a", "cn-north", "ascend-910b"),
-                  node("h100-b", "eu-west", "nvidia-h100")])
+def serve(kubeconfig: Path, prometheus: str) -> tuple[subprocess.Popen[bytes], str]:
     port = free_port()
     server = subprocess.Popen([sys.executable, "-m", "heterojob", "console", "--port", str(port),
-                               "--kubeconfig", str(emulator.kubeconfig)],
+                               "--kubeconfig", str(kubeconfig)],
+                              env={**os.environ, "HETEROJOB_PROMETHEUS_URL": prometheus,
+                                   "HETEROJOB_CONSOLE_ADMINS": "local-admin"},
                               stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
+    url = f"http://127.0.0.1:{port}"
+
+    def healthy() -> bool:
+        try:
+            with urllib.request.urlopen(f"{url}/_stcore/health", timeout=2) as r:
+                return r.status == 200
+        except OSError:
+            return False
+
+    eventually(healthy, timeout=60, interval=0.3, what="the console answering")
+    return server, url
+
+
+def test_every_page_renders_in_chromium(cluster: Cluster, emulator: Any, tmp_path: Path) -> None:
+    from playwright.sync_api import sync_playwright
+
+    nodes = fleet_nodes()
+    cluster.seed(nodes)
+    cluster.create_job("train", {"devices": [{"deviceClass": "nvidia-h100", "perReplica": 8}],
+                                 "template": {"spec": {"containers": [{"name": "m", "image": "i"}]}}})
+    cluster.custom.patch_namespaced_custom_object_status(GROUP, VERSION, "team-a", "heterojobs", "train", {
+        "status": {"phase": "Running", "placement": {"region": "cn-east", "deviceClass": "nvidia-h100", "replicas": 1,
+                                                     "perReplica": 8, "nodes": ["cn-east-nvidia-h100-00"]},
+                   "history": [{"time": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(time.time() - 600)),
+                                "action": "migrate", "reason": "fatal XID 79",
+                                "from": "cn-north/nvidia-h100 x1 (generation 1)",
+                                "to": "cn-east/nvidia-h100 x1 (generation 2)"}]}})
+    exporters = ExporterFleet(nodes, seed=11)
+    host, port = exporters.serve()
+    exporters.inject("fatal-xid", "cn-east-nvidia-h100-01", 0, 79)
+    prom = PrometheusServer(exporters.targets(), f"{host}:{port}", scrape_interval_s=1.0, workdir=tmp_path).start()
+    server, url = serve(emulator.kubeconfig, prom.url)
+    outside: list[str] = []
     try:
-        deadline = time.monotonic() + 60
-        while time.monotonic() < deadline:
-            try:
-                with urllib.request.urlopen(f"http://127.0.0.1:{port}/_stcore/health", timeout=2) as r:
-                    if r.status == 200:
-                        break
-            except OSError:
-                time.sleep(0.3)
         with sync_playwright() as p:
-            browser = p.chromium.launch(executable_path="/usr/bin/chromium", args=[
+            browser = p.chromium.launch(executable_path=CHROMIUM, args=[
                 "--no-sandbox", "--disable-gpu", "--disable-background-networking", "--disable-component-update",
                 "--disable-sync", "--no-first-run"])
-            page = browser.new_page(viewport={"width": 1400, "height": 1000})
-            page.goto(f"http://127.0.0.1:{port}/", wait_until="domcontentloaded", timeout=60_000)
-            page.wait_for_selector('[data-testid="stMetric"]', timeout=60_000)
-            page.wait_for_selector(".js-plotly-plot .scattergeo", state="attached", timeout=60_000)
-            labels = page.locator('[data-testid="stMetricLabel"]').all_inner_texts()
-            values = page.locator('[data-testid="stMetricValue"]').all_inner_texts()
-            page.wait_for_timeout(1000)  # let plotly finish drawing the map
-            SHOT.parent.mkdir(parents=True, exist_ok=True)
-            page.screenshot(path=str(SHOT), full_page=True)
+            page = browser.new_page(viewport={"width": 1500, "height": 1100})
+            page.on("request", lambda r: None if r.url.startswith(("http://127.0.0.1", "data:", "blob:"))
+                    else outside.append(r.url))
+            SHOTS.mkdir(parents=True, exist_ok=True)
+
+            page.goto(f"{url}/", wait_until="domcontentloaded", timeout=60_000)
+            page.wait_for_selector(".js-plotly-plot g.trace.scattergeo text", timeout=60_000)
+            page.wait_for_function("document.querySelectorAll('[data-testid=stMetricValue]').length >= 10",
+                                   timeout=60_000)
+            page.wait_for_timeout(1500)  # telemetry tiles fill on the next refresh if Prometheus was late
+            page.screenshot(path=str(SHOTS / "console-overview.png"), full_page=True)
+            cities = page.locator(".js-plotly-plot g.trace.scattergeo text").all_text_contents()
+            assert set(cities) == {r["location"]["city"] for r in REGIONS.values()} and len(set(cities)) == 11
+            land = page.locator(".js-plotly-plot g.trace.scattergeo path.js-line").first.get_attribute("d") or ""
+            assert len(land) > 2000  # the Natural Earth outlines were drawn, not an empty graticule
+            kpis = dict(zip(page.locator('[data-testid="stMetricLabel"]').all_inner_texts(),
+                            page.locator('[data-testid="stMetricValue"]').all_inner_texts(), strict=False))
+            kpis = {k.strip(): v for k, v in kpis.items()}
+            assert kpis["Accelerators"] == "304" and kpis["Nodes ready"] == "42/42" and kpis["Jobs running"] == "1"
+            assert page.locator("[data-testid='stAppDeployButton']").count() == 0  # no developer chrome
+
+            page.goto(f"{url}/Devices", wait_until="domcontentloaded", timeout=60_000)
+            page.wait_for_selector(".js-plotly-plot .heatmaplayer", state="attached", timeout=60_000)
+            page.wait_for_selector("[data-testid='stDataFrame']", timeout=60_000)
+            page.screenshot(path=str(SHOTS / "console-devices.png"), full_page=True)
+
+            page.goto(f"{url}/Jobs", wait_until="domcontentloaded", timeout=60_000)
+            frame = page.wait_for_selector("[data-testid='stDataFrame']", timeout=60_000)
+            box = frame.bounding_box()
+            assert box is not None
+            page.mouse.click(box["x"] + 12, box["y"] + 35 + 17)  # the first row's selection cell
+            page.wait_for_selector(".js-plotly-plot .barlayer", state="attached", timeout=30_000)  # its timeline
+            page.screenshot(path=str(SHOTS / "console-jobs.png"), full_page=True)
+
+            page.goto(f"{url}/Quotas", wait_until="domcontentloaded", timeout=60_000)
+            page.wait_for_selector("text=Audit", timeout=60_000)
+            page.screenshot(path=str(SHOTS / "console-quotas.png"), full_page=True)
+
+            page.goto(f"{url}/Device", wait_until="domcontentloaded", timeout=60_000)  # the failed GPU first
+            try:
+                page.wait_for_selector("text=fatal XID 79", timeout=60_000)
+            finally:
+                page.screenshot(path=str(SHOTS / "console-device.png"), full_page=True)
+            page.wait_for_selector(".js-plotly-plot", timeout=60_000)
+            page.wait_for_timeout(1000)
+            page.screenshot(path=str(SHOTS / "console-device.png"), full_page=True)
             browser.close()
-        kpis = dict(zip([label.strip() for label in labels], values, strict=False))
-        assert kpis["Devices"] == "24" and kpis["Nodes ready"] == "3/3"
-        assert SHOT.stat().st_size > 30_000  # a rendered page, not a blank one (6-8 KB)
+        assert not outside, f"requests left 127.0.0.1: {outside[:5]}"
+        for name in ("overview", "devices", "jobs", "quotas", "device"):
+            assert (SHOTS / f"console-{name}.png").stat().st_size > 30_000, name  # a rendered page, not blank
     finally:
         os.killpg(server.pid, 15)
         server.wait(timeout=10)
+        prom.stop()
+        exporters.stop()

@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+import streamlit as st
 from streamlit.testing.v1 import AppTest
 
 from heterojob.sim.telemetry.exporters import ExporterFleet
@@ -17,17 +18,24 @@ from heterojob.sim.telemetry.prometheus import PrometheusServer
 from tests.conftest import Cluster, eventually
 
 PAGE = str(files("heterojob_console") / "pages" / "1_Devices.py")
+DEVICE = str(files("heterojob_console") / "pages" / "4_Device.py")
 pytestmark = [pytest.mark.e2e, pytest.mark.skipif(os.environ.get("HETEROJOB_SKIP_E2E") == "1",
                                                   reason="HETEROJOB_SKIP_E2E=1")]
 
 
-def test_devices_page_shows_heat_and_the_failed_device(cluster: Cluster, emulator: Any, tmp_path: Path,
-                                                       monkeypatch: pytest.MonkeyPatch) -> None:
+def test_devices_page_drills_down_and_names_the_failed_devices_pod_and_job(
+        cluster: Cluster, emulator: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     nodes = [node("g0", "cn-east", "nvidia-h100", devices=4), node("n0", "cn-north", "ascend-910b", devices=4)]
     cluster.seed(nodes)
+    cluster.core.create_namespaced_pod("team-a", {
+        "apiVersion": "v1", "kind": "Pod",
+        "metadata": {"name": "train-g1-0", "namespace": "team-a", "labels": {"heterojob.io/job": "train"}},
+        "spec": {"nodeName": "g0", "containers": [{"name": "m", "image": "i",
+                                                   "resources": {"limits": {"nvidia.com/gpu": "4"}}}]},
+        "status": {"phase": "Running"}})
     exporters = ExporterFleet(nodes, seed=5)
     host, port = exporters.serve()
-    exporters.bind({"g0": [("team-a", "train-g1-0", 2)]})
+    exporters.bind({"g0": [("team-a", "train-g1-0", 4)]})
     exporters.inject("fatal-xid", "g0", 3, 79)
     prom = PrometheusServer(exporters.targets(), f"{host}:{port}", scrape_interval_s=1.0, workdir=tmp_path).start()
     try:
@@ -35,17 +43,36 @@ def test_devices_page_shows_heat_and_the_failed_device(cluster: Cluster, emulato
         monkeypatch.setenv("HETEROJOB_PROMETHEUS_URL", prom.url)
 
         def rendered() -> AppTest | None:
+            st.cache_resource.clear()
             at = AppTest.from_file(PAGE, default_timeout=30).run()
             metrics = {m.label: m.value for m in at.metric}
-            return at if metrics.get("Devices") == "8" and metrics.get("Failed") == "1" and at.get("plotly_chart") \
+            return at if metrics.get("Reporting") == "8" and metrics.get("Failed") == "1" and at.get("plotly_chart") \
                 else None
 
-        at = eventually(rendered, timeout=40, interval=1.0, what="8 devices, 1 failed, a heat map")
+        at = eventually(rendered, timeout=40, interval=1.0, what="8 devices reporting, 1 failed, a heat map")
         assert not at.exception
+        metrics = {m.label: m.value for m in at.metric}
+        assert metrics["Accelerators"] == "8" and metrics["Unknown"] == "0"
         heat = json.loads(at.get("plotly_chart")[0].proto.spec)["data"][0]
-        assert heat["type"] == "heatmap" and len(heat["y"]) == 8
+        assert heat["type"] == "heatmap" and sorted(heat["y"]) == ["cn-east · nvidia-h100", "cn-north · ascend-910b"]
         bad = at.dataframe[0].value
         assert list(bad["reason"]) == ["fatal XID 79"] and list(bad["node"]) == ["g0"]
+        assert list(bad["pod"]) == ["team-a/train-g1-0"] and list(bad["job"]) == ["team-a/train"]
+
+        at.selectbox("region").select("cn-east").run()
+        assert json.loads(at.get("plotly_chart")[0].proto.spec)["data"][0]["y"] == ["g0"]
+        at.selectbox("node").select("g0").run()
+        assert len(json.loads(at.get("plotly_chart")[0].proto.spec)["data"][0]["y"]) == 4  # its devices
+        failed = bad["device"].iloc[0]
+
+        device = AppTest.from_file(DEVICE, default_timeout=30)
+        device.query_params["device"] = failed
+        device.run()
+        assert not device.exception
+        line = device.markdown[-1].value
+        assert "**health** failed (fatal XID 79)" in line and "**job** team-a/train" in line
+        titles = [json.loads(c.proto.spec)["layout"]["title"]["text"] for c in device.get("plotly_chart")]
+        assert {"Utilization", "Temperature", "Power", "Last XID / NPU health"} <= set(titles)
     finally:
         prom.stop()
         exporters.stop()

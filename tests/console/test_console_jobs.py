@@ -6,7 +6,10 @@ from importlib.resources import files
 from typing import Any
 
 import pytest
+import streamlit as st
 from streamlit.testing.v1 import AppTest
+
+from heterojob.constants import GROUP, VERSION
 
 from heterojob.sim.cluster.nodes import node
 from tests.conftest import Cluster, eventually
@@ -30,7 +33,10 @@ def test_jobs_page_shows_the_story_and_admins_can_ask_for_a_checkpoint_and_a_mov
 
     at = AppTest.from_file(PAGE, default_timeout=30).run()
     assert not at.exception
-    assert list(at.dataframe[0].value["name"]) == ["train"]
+    table = at.dataframe[0].value
+    assert list(table["name"]) == ["train"] and list(table["generation"]) == [1] and list(table["migrations"]) == [0]
+    at.session_state["selected-job"] = "team-a/train"  # what clicking its row does
+    at.run()
     metrics = {m.label: m.value for m in at.metric}
     assert metrics["Phase"] == "Running" and metrics["Placement"] == "cn-east/nvidia-h100"
     assert "Admitted" in list(at.dataframe[-1].value["reason"])  # its Events
@@ -40,12 +46,41 @@ def test_jobs_page_shows_the_story_and_admins_can_ask_for_a_checkpoint_and_a_mov
     eventually(lambda: (cluster.core.read_namespaced_pod(pod.metadata.name, "team-a").metadata.annotations or {})
                .get("heterojob.io/checkpoint-request"), what="the operator asked the pod for a checkpoint")
 
-    at.button("migrate").click().run()
+    at.button("migrate").click().run()  # the dialog: where the planner would put it, before confirming
+    markdown = " ".join(m.value for m in at.markdown)
+    assert "**From** `cn-east/nvidia-h100 x1" in markdown and "**To** `cn-east/nvidia-h100 x1 on h100-b`" in markdown
+    at.button("confirm-migrate").click().run()
     eventually(lambda: ((cluster.job("train").get("status") or {}).get("placement") or {}).get("generation") == 2,
                timeout=20, what="moved at the console's request")
-    at = AppTest.from_file(PAGE, default_timeout=30).run()
+    st.cache_resource.clear()
+    at = AppTest.from_file(PAGE, default_timeout=30)
+    at.session_state["selected-job"] = "team-a/train"
+    at.run()
     history = at.dataframe[1].value
     assert "migrate" in list(history["what"]) and "console: local-admin" in " ".join(history["detail"])
+    assert list(at.dataframe[0].value["migrations"]) == [1]
+    assert at.get("plotly_chart")  # the timeline
+
+
+@pytest.mark.harness
+def test_a_pending_migration_request_can_be_cancelled(cluster: Cluster, emulator: Any,
+                                                       monkeypatch: pytest.MonkeyPatch) -> None:
+    cluster.seed([node("h100-a", "cn-east", "nvidia-h100")])
+    cluster.create_job("train", {"devices": [{"deviceClass": "nvidia-h100", "perReplica": 8}],
+                                 "template": {"spec": {"containers": [{"name": "m", "image": "i"}]}}})
+    cluster.custom.patch_namespaced_custom_object_status(GROUP, VERSION, "team-a", "heterojobs", "train", {
+        "status": {"phase": "Running", "placement": {"region": "cn-east", "deviceClass": "nvidia-h100", "replicas": 1,
+                                                     "perReplica": 8, "nodes": ["h100-a"], "generation": 1}}})
+    cluster.custom.patch_namespaced_custom_object(GROUP, VERSION, "team-a", "heterojobs", "train", {
+        "metadata": {"annotations": {"heterojob.io/migrate": "console: someone"}}})  # not acted on (no operator)
+    monkeypatch.setenv("HETEROJOB_KUBECONFIG", str(emulator.kubeconfig))
+    monkeypatch.setenv("HETEROJOB_CONSOLE_ADMINS", "local-admin")
+    at = AppTest.from_file(PAGE, default_timeout=30)
+    at.session_state["selected-job"] = "team-a/train"
+    at.run()
+    assert "A migration is requested (console: someone)" in at.info[0].value
+    at.button("cancel-migrate").click().run()
+    assert "heterojob.io/migrate" not in (cluster.job("train")["metadata"].get("annotations") or {})
 
 
 def test_non_admins_get_no_buttons(cluster: Cluster, emulator: Any, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -54,5 +89,7 @@ def test_non_admins_get_no_buttons(cluster: Cluster, emulator: Any, monkeypatch:
                                 "template": {"spec": {"containers": [{"name": "m", "image": "i"}]}}})
     monkeypatch.setenv("HETEROJOB_KUBECONFIG", str(emulator.kubeconfig))
     monkeypatch.delenv("HETEROJOB_CONSOLE_ADMINS", raising=False)
-    at = AppTest.from_file(PAGE, default_timeout=30).run()
+    at = AppTest.from_file(PAGE, default_timeout=30)
+    at.session_state["selected-job"] = "team-a/idle"
+    at.run()
     assert not at.exception and not at.button

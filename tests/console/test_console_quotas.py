@@ -30,7 +30,7 @@ def stored(cluster: Cluster) -> dict[str, Any]:
 
 @pytest.fixture
 def page(cluster: Cluster, emulator: Any, monkeypatch: pytest.MonkeyPatch) -> AppTest:
-    cluster.seed([node("h100-a", "cn-east", "nvidia-h100")])
+    cluster.seed([node("h100-a", "cn-east", "nvidia-h100"), node("h100-b", "cn-east", "nvidia-h100")])
     quota(cluster, [{"deviceClass": "nvidia-h100", "region": "*", "devices": 8}])
     cluster.create_job("big", {"replicas": {"min": 2}, "devices": [{"deviceClass": "nvidia-h100", "perReplica": 8}],
                                "template": {"spec": {"containers": [{"name": "m", "image": "i"}]}}})
@@ -44,26 +44,39 @@ def edit(at: AppTest, **changes: Any) -> AppTest:
     return at.run()
 
 
-def test_a_non_admin_sees_the_limits_read_only(page: AppTest, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_a_non_admin_sees_limits_beside_use_read_only(page: AppTest, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("HETEROJOB_CONSOLE_ADMINS", "alice@example.com")
     at = page.run()
     assert not at.exception
     assert "read-only" in at.caption[0].value and "anonymous" in at.caption[0].value
-    assert list(at.dataframe[0].value["devices"]) == [8]  # limits shown as a plain table
-    assert not at.button  # nothing to apply
+    rows = at.dataframe[0].value
+    assert list(rows["limit"]) == [8] and list(rows["used"]) == [0]  # the limit beside its use
+    assert not at.button and not at.get("data_editor")  # nothing to edit or apply
 
 
-def test_a_valid_edit_is_previewed_applied_and_audited(page: AppTest, cluster: Cluster) -> None:
+def test_a_valid_edit_is_previewed_confirmed_applied_and_audited(page: AppTest, cluster: Cluster) -> None:
     at = edit(page.run(), devices=16)
     assert not at.exception and not at.error
-    preview = at.dataframe[2].value
-    assert list(preview["job"]) == ["big"] and list(preview["now"]) == ["admitted"]
+    preview = at.dataframe[2].value  # 0: limits and use, 1: the editor
+    assert list(preview["job"]) == ["team-a/big"] and list(preview["change"]) == ["admitted"]
+    assert "quota 0/8 used" in preview["now"][0] and "placed on cn-east/nvidia-h100" in preview["after the edit"][0]
+    assert at.button("apply").disabled  # not before the admin confirms
+    at.checkbox("confirm").check().run()
     at.button("apply").click().run()
     assert "Applied by local-admin." in at.success[0].value
     obj = stored(cluster)
     assert obj["spec"]["limits"] == [{"deviceClass": "nvidia-h100", "region": "*", "devices": 16}]
     [record] = json.loads(obj["metadata"]["annotations"]["heterojob.io/audit"])
     assert record["who"] == "local-admin" and record["old"][0]["devices"] == 8 and record["new"][0]["devices"] == 16
+    at = page.run()
+    assert at.dataframe[-1].value["change"][0] == "nvidia-h100 in *: 8 → 16"  # readable, not a dict
+
+
+def test_a_limit_below_current_use_is_warned(page: AppTest, cluster: Cluster) -> None:
+    cluster.custom.patch_namespaced_custom_object_status(GROUP, VERSION, "team-a", "heteroquotas", "team-a", {
+        "status": {"used": [{"deviceClass": "nvidia-h100", "region": "cn-east", "devices": 8}]}})
+    at = edit(page.run(), devices=4)
+    assert any("limit 4 is below the 8 devices held now" in w.value for w in at.warning)
 
 
 def test_an_invalid_edit_is_refused_with_its_message(page: AppTest, cluster: Cluster) -> None:
@@ -74,13 +87,43 @@ def test_an_invalid_edit_is_refused_with_its_message(page: AppTest, cluster: Clu
     assert not at.button and stored(cluster)["spec"]["limits"][0]["devices"] == 8
 
 
-def test_a_concurrent_change_is_detected_not_overwritten(page: AppTest, cluster: Cluster) -> None:
+def test_a_concurrent_change_of_the_limits_is_detected_not_overwritten(page: AppTest, cluster: Cluster) -> None:
     at = edit(page.run(), devices=16)
     cluster.custom.patch_namespaced_custom_object(GROUP, VERSION, "team-a", "heteroquotas", "team-a", {
         "spec": {"limits": [{"deviceClass": "nvidia-h100", "region": "*", "devices": 4}]}})  # someone else
+    at.checkbox("confirm").check().run()
     at.button("apply").click().run()
-    assert "was changed by someone else" in at.warning[0].value
+    assert "changed by someone else" in at.warning[0].value
     assert stored(cluster)["spec"]["limits"][0]["devices"] == 4  # theirs kept
+
+
+def test_the_operators_status_write_does_not_fail_an_edit(page: AppTest, cluster: Cluster) -> None:
+    at = edit(page.run(), devices=16)
+    before = stored(cluster)["metadata"]["resourceVersion"]
+    cluster.custom.patch_namespaced_custom_object_status(GROUP, VERSION, "team-a", "heteroquotas", "team-a", {
+        "status": {"used": [{"deviceClass": "nvidia-h100", "region": "cn-east", "devices": 0}]}})
+    assert stored(cluster)["metadata"]["resourceVersion"] != before  # the object did change ...
+    at.checkbox("confirm").check().run()
+    at.button("apply").click().run()
+    assert "Applied by local-admin." in at.success[0].value  # ... but not its limits
+    assert stored(cluster)["spec"]["limits"][0]["devices"] == 16
+
+
+def test_preview_of_a_job_without_allowed_regions_asks_the_planner(cluster: Cluster, emulator: Any,
+                                                                    monkeypatch: pytest.MonkeyPatch) -> None:
+    """A job that lists no regions may run in any region, each checked against its own limits: it is not
+    a job for region '*', which a limit for one region would never cover."""
+    cluster.seed([node("h100-a", "cn-east", "nvidia-h100"), node("h100-b", "cn-east", "nvidia-h100")])
+    quota(cluster, [{"deviceClass": "*", "region": "cn-east", "devices": 8}])
+    cluster.create_job("wide", {"replicas": {"min": 2}, "devices": [{"deviceClass": "nvidia-h100", "perReplica": 8}],
+                                "template": {"spec": {"containers": [{"name": "m", "image": "i"}]}}})
+    monkeypatch.setenv("HETEROJOB_KUBECONFIG", str(emulator.kubeconfig))
+    monkeypatch.setenv("HETEROJOB_CONSOLE_ADMINS", "local-admin")
+    at = edit(AppTest.from_file(PAGE, default_timeout=30).run(), devices=64)
+    assert not at.exception
+    preview = at.dataframe[2].value  # 0: limits and use, 1: the editor
+    assert list(preview["job"]) == ["team-a/wide"] and list(preview["change"]) == ["admitted"]
+    assert "cn-east/nvidia-h100: quota 0/8 used" in preview["now"][0]
 
 
 def test_validation_names_each_row_and_the_fix() -> None:

@@ -87,7 +87,7 @@ def test_snapshot_matches_what_the_exporters_emit_faults_included(fleet: tuple[E
 
     s = eventually(settled, timeout=30, interval=0.5, what="16 devices with the injected faults")
     d = by_place(s)
-    assert m.stats.queries == 8  # 2 + instant for DCGM, 3 + instant for Ascend, and `up`
+    assert m.stats.queries == 10  # DCGM: identity, temp, grouped, seen; Ascend: + health; and `up`
     assert d[("g0", "1")].reason == "fatal XID 79"
     assert d[("g1", "0")].health == Health.HEALTHY and d[("g1", "0")].reason == "application XID 13 (no action)"
     assert d[("g1", "2")].reason.startswith("overheat 96°C")
@@ -311,3 +311,288 @@ def test_overheat_must_persist_before_the_job_moves(
         assert s["history"][-1]["reason"].startswith("overheat:")
         exporters.clear()
     assert "Traceback" not in operator.output
+
+
+# --- recorded shapes of real exporters (tests/fixtures/exporters), served to the real Prometheus ------------
+
+import re  # noqa: E402
+import threading  # noqa: E402
+import time  # noqa: E402
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer  # noqa: E402
+from pathlib import Path  # noqa: E402
+
+from heterojob.telemetry.adapters import ParseReport  # noqa: E402
+from heterojob.telemetry.model import HealthPolicy  # noqa: E402
+
+FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "exporters"
+STAMPED = re.compile(r"^([^#].*\}|[^#{ ]+) (\S+) (\d{12,})$")  # a sample with an explicit ms timestamp
+EXPORTER_POD = {"pod": "nvidia-dcgm-exporter-cmhft", "namespace": "gpu-operator", "container": "nvidia-dcgm-exporter",
+                "endpoint": "gpu-metrics", "service": "nvidia-dcgm-exporter"}
+# node -> (fixture, family, target labels as the shipped relabelling gives them, relabelled node label?)
+RECORDED = {
+    "node-a": ("dcgm-2.4.6-2.6.10-servicemonitor.prom", "dcgm", EXPORTER_POD, True),
+    "gpu-node-b": ("dcgm-3.3.9-3.6.1-nodename-xid.prom", "dcgm", {}, False),  # plain static config: Hostname only
+    "gpu-node-c": ("dcgm-3.3.5-3.4.1-mig.prom", "dcgm", {}, True),
+    "gpu-node-d": ("dcgm-4.5.3-4.8.2-head-hostname-xidcount.prom", "dcgm", {}, True),
+    "gpu-node-e": ("dcgm-2.3.2-2.6.3-old-namespace.prom", "dcgm", {}, True),
+    "npu-node-f": ("npu-exporter-20210330-V2.0.1.prom", "npu-exporter", {}, True),
+    "npu-node-g": ("npu-exporter-v5.0.0-RC3.prom", "npu-exporter", {}, True),
+    "npu-node-h": ("npu-exporter-v6.0.0-mindcluster.prom", "npu-exporter", {}, True),
+}
+RECORDED_NODES = [node(n, "cn-east" if f == "dcgm" else "cn-north", "nvidia-h100" if f == "dcgm" else "ascend-910b",
+                       devices=4) for n, (_, f, _, _) in RECORDED.items()]
+
+
+class RecordedExporters:
+    """Serves each fixture as its node's /metrics; npu-exporter's explicit timestamps become the scrape time.
+    `drop[node]` removes the sample lines containing that text (a chip that stopped reporting)."""
+
+    def __init__(self) -> None:
+        self.drop: dict[str, str] = {}
+        bodies = {n: (FIXTURES / f).read_text() for n, (f, _, _, _) in RECORDED.items()}
+        owner = self
+
+        class Handler(BaseHTTPRequestHandler):
+            def log_message(self, *_: Any) -> None:
+                pass
+
+            def do_GET(self) -> None:  # noqa: N802
+                name = self.path.strip("/").split("/")[0]
+                if name not in bodies:
+                    self.send_response(404)
+                    self.end_headers()
+                    return
+                now_ms = str(int(time.time() * 1000))
+                lines = []
+                for line in bodies[name].splitlines():
+                    if owner.drop.get(name) and not line.startswith("#") and owner.drop[name] in line:
+                        continue
+                    lines.append(STAMPED.sub(lambda m: f"{m.group(1)} {m.group(2)} {now_ms}", line))
+                body = ("\n".join(lines) + "\n").encode()
+                self.send_response(200)
+                self.send_header("Content-Type", "text/plain; version=0.0.4; charset=utf-8")
+                self.send_header("Content-Length", str(len(body)))
+                self.end_headers()
+                self.wfile.write(body)
+
+        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.server.daemon_threads = True
+        threading.Thread(target=self.server.serve_forever, daemon=True).start()
+
+    def targets(self) -> list[dict[str, Any]]:
+        host, port = self.server.server_address[:2]
+        return [{"node": n, "family": fam, "region": "", "path": f"/{n}/metrics", "labels": labels,
+                 "relabel_node": relabel, "address": f"{host}:{port}"}
+                for n, (_, fam, labels, relabel) in RECORDED.items()]
+
+    def stop(self) -> None:
+        self.server.shutdown()
+        self.server.server_close()
+
+
+@pytest.fixture(scope="module")
+def recorded() -> Iterator[tuple[RecordedExporters, PrometheusServer]]:
+    exporters = RecordedExporters()
+    prom = PrometheusServer(exporters.targets(), "unused:0", scrape_interval_s=1.0).start()
+    yield exporters, prom
+    prom.stop()
+    exporters.stop()
+
+
+def recorded_monitor(url: str, window_s: int = 4) -> Monitor:
+    source = FleetSource.from_objects([*RECORDED_NODES, *defaults.all_objects()])
+    return Monitor(None, source, lambda: {}, TelemetryConfig(prometheus_url=url, window_s=window_s, timeout_s=3,
+                                                             policy=HealthPolicy()))
+
+
+def test_recorded_exporter_shapes_through_a_real_prometheus(recorded: tuple[RecordedExporters, PrometheusServer]
+                                                            ) -> None:
+    _, prom = recorded
+    m = recorded_monitor(prom.url)
+    s = eventually(lambda: (s := collect(m)) and len(s.devices) == 26 and s, timeout=30, interval=0.5,
+                   what="26 devices from eight recorded exporters")
+    d = s.devices
+    # every device is placed on its Node, so region and class join (case 2), whatever its host label said
+    assert {x.node for x in d.values()} == set(RECORDED)
+    assert all(x.region in ("cn-east", "cn-north") for x in d.values())
+    # case 3: ServiceMonitor honorLabels false: exported_pod is the workload, `pod` the exporter
+    a0 = d["GPU-1f2e3d4c-0a0b-4c5d-8e9f-000000000a00"]
+    assert (a0.node, a0.namespace, a0.pod) == ("node-a", "team-a", "sm-train-g1-0")
+    assert d["GPU-1f2e3d4c-0a0b-4c5d-8e9f-000000000a02"].pod is None  # idle: not the exporter's own pod
+    # Hostname names the Node (NODE_NAME set); XID 79 with err_code/err_msg labels; FB_RESERVED in the total
+    b1 = d["GPU-7c1d5e2a-93b4-4f6e-a1c2-00000000b001"]
+    assert b1.node == "gpu-node-b" and b1.health == Health.FAILED and b1.reason == "fatal XID 79"
+    assert b1.memory_total_mib == 69087 + 11545 + 527
+    assert s.failed_nodes.keys() == {"gpu-node-b"}
+    # case 1: MIG instances, utilization from the graphics engine
+    mig = {k: v for k, v in d.items() if "/mig-" in k}
+    assert sorted(mig) == [f"GPU-3e9a0c44-2b1f-4d8e-9a67-00000000c000/mig-{i}" for i in (1, 2, 3)]
+    assert mig["GPU-3e9a0c44-2b1f-4d8e-9a67-00000000c000/mig-1"].utilization == pytest.approx(81.24)
+    assert mig["GPU-3e9a0c44-2b1f-4d8e-9a67-00000000c000/mig-2"].pod == "mig-job-g1-1"
+    # case 6 with the count enabled: the sticky 79 is old news
+    d2 = d["GPU-a51c0f9e-6d21-4b0a-8c3e-00000000d002"]
+    assert d2.node == "gpu-node-d" and d2.health == Health.HEALTHY and d2.last_error == "XID 79"
+    assert d["GPU-0d4f7a10-8c2e-4b39-b1aa-00000000e000"].pod == "old-ns-g1-0"
+    # case 5: -1 and 4294967295 are not readings
+    assert d["npu-node-f/npu-2"].utilization is None and d["npu-node-f/npu-0"].utilization == 93
+    assert d["npu-node-g/npu-3"].utilization is None
+    # 2023 npu-exporter: the pod comes from container_npu_utilization
+    assert (d["npu-node-g/npu-1"].namespace, d["npu-node-g/npu-1"].pod) == ("team-f", "npu23-g1-0")
+    # 2024: health -1 is unknown; a chip shared by pods belongs to none
+    assert d["npu-node-h/npu-1"].health == Health.UNKNOWN and d["npu-node-h/npu-0"].health == Health.HEALTHY
+    assert d["npu-node-h/npu-2"].pod is None and d["npu-node-h/npu-2"].shared
+    assert s.region("cn-east").availability == Availability.OK, s.region("cn-east").message
+    assert m.stats.queries <= 12
+
+
+def test_a_chip_that_stops_reporting_vanishes_within_the_window(
+        recorded: tuple[RecordedExporters, PrometheusServer]) -> None:
+    """Case 4: npu-exporter's timestamps mean no staleness markers; the window, not 5 minutes, decides."""
+    exporters, prom = recorded
+    m = recorded_monitor(prom.url, window_s=3)
+    eventually(lambda: "npu-node-h/npu-3" in collect(m).devices, timeout=30, interval=0.5, what="chip 3")
+    exporters.drop["npu-node-h"] = 'id="3"'
+    try:
+        s = eventually(lambda: (s := collect(m)).devices["npu-node-h/npu-3"].health == Health.FAILED and s,
+                       timeout=20, interval=0.5, what="chip 3 vanished")
+        assert "vanished" in s.devices["npu-node-h/npu-3"].reason
+    finally:
+        exporters.drop.clear()
+
+
+def test_the_snapshot_command_prints_what_heterojob_sees(recorded: tuple[RecordedExporters, PrometheusServer],
+                                                         capsys: pytest.CaptureFixture[str]) -> None:
+    import json
+
+    from heterojob.cli import main
+
+    _, prom = recorded
+    eventually(lambda: len(collect(recorded_monitor(prom.url)).devices) == 26, timeout=30, interval=0.5,
+               what="all devices")
+    assert main(["telemetry", "snapshot", "--prometheus-url", prom.url, "--json", "--window", "4"]) == 0
+    captured = capsys.readouterr()
+    rows = {r["device"]: r for r in json.loads(captured.out)}
+    # without a kubeconfig, nodes come from labels only: the relabelled node, else Hostname as is
+    assert rows["GPU-7c1d5e2a-93b4-4f6e-a1c2-00000000b001"]["node"] == "gpu-node-b"
+    assert rows["GPU-7c1d5e2a-93b4-4f6e-a1c2-00000000b001"]["health"] == "failed"
+    assert {"device", "node", "region", "class", "utilization", "memory_used_mib", "memory_total_mib",
+            "temperature_c", "power_w", "health", "reason", "namespace", "pod"} <= set(rows["npu-node-h/npu-0"])
+    assert "region *: telemetry" in captured.err  # the parse report, on stderr with --json
+    assert main(["telemetry", "snapshot", "--prometheus-url", prom.url]) == 0
+    table = capsys.readouterr().out
+    assert "npu-node-h/npu-1" in table and "unknown" in table
+
+
+# --- the simulated exporters in the demo's realistic mix, with pod churn -----------------------------------
+
+from heterojob.sim.telemetry.exporters import ExporterProfile, realistic_mix  # noqa: E402
+
+MIX_NODES = [node(f"mg{i}", "cn-east", "nvidia-h100", devices=2) for i in range(4)] + \
+            [node(f"mn{i}", "cn-north", "ascend-910b", devices=2) for i in range(4)] + \
+            [node("mig0", "cn-east", "nvidia-a100", devices=4)]
+
+
+def test_the_realistic_mix_reads_cleanly_and_pod_churn_raises_no_false_degraded() -> None:
+    profiles = {**realistic_mix(MIX_NODES), "mig0": ExporterProfile("3.3.9-3.6.1", mig=2, service_monitor=True)}
+    exporters = ExporterFleet(MIX_NODES, seed=3, profiles=profiles)
+    host, port = exporters.serve()
+    prom = PrometheusServer(exporters.targets(), f"{host}:{port}", scrape_interval_s=1.0).start()
+    try:
+        source = FleetSource.from_objects([*MIX_NODES, *defaults.all_objects()])
+        m = Monitor(None, source, lambda: {}, TelemetryConfig(prometheus_url=prom.url, window_s=6, timeout_s=3))
+
+        def bind(generation: int) -> None:
+            exporters.bind({n["metadata"]["name"]: [("team-a", f"j{i}-g{generation}-0", 4)]
+                            for i, n in enumerate(MIX_NODES)})
+
+        bind(1)
+
+        def placed(generation: int) -> Snapshot | None:
+            s = collect(m)
+            pods = {d.pod for d in s.devices.values()}
+            return s if len(s.devices) == 20 and pods == {f"j{i}-g{generation}-0" for i in range(9)} else None
+
+        s = eventually(lambda: placed(1), timeout=30, interval=0.5, what="every device on its generation-1 pod")
+        assert all(r.availability == Availability.OK for r in s.regions.values()), s.regions
+        assert {d.node for d in s.devices.values()} == {n["metadata"]["name"] for n in MIX_NODES}
+        assert len([d for d in s.devices.values() if "/mig-" in d.device_id]) == 4
+        assert all(d.health == Health.HEALTHY for d in s.devices.values()), [
+            (d.device_id, d.reason) for d in s.devices.values() if d.health != Health.HEALTHY]
+        # pod churn: every device changes hands; within the window both pods have samples
+        bind(2)
+        degraded = []
+        deadline = time.monotonic() + 12
+        while time.monotonic() < deadline:
+            s = collect(m)
+            degraded += [r.message for r in s.regions.values() if r.availability != Availability.OK]
+            time.sleep(0.5)
+        assert degraded == []  # not "N duplicate series"
+        assert placed(2) is not None
+    finally:
+        prom.stop()
+        exporters.stop()
+
+
+def test_the_shipped_scrape_configs_relabel_the_node_in_a_real_prometheus(
+        recorded: tuple[RecordedExporters, PrometheusServer]) -> None:
+    """manifests/telemetry/prometheus-scrape-configs.yaml's relabel_configs, run by a real Prometheus on targets
+    that carry the meta labels Kubernetes service discovery would give (Debian's Prometheus has no kubernetes_sd):
+    a dcgm-exporter whose Hostname is its own pod name and an npu-exporter with no host label are placed."""
+    import yaml
+
+    exporters, _ = recorded
+    shipped = yaml.safe_load((FIXTURES.parents[2] / "manifests" / "telemetry" / "prometheus-scrape-configs.yaml")
+                             .read_text())["scrape_configs"]
+    host, port = exporters.server.server_address[:2]
+    meta = {"dcgm-exporter": ("node-a", "nvidia-dcgm-exporter", "9400", "gpu-operator"),
+            "npu-exporter": ("npu-node-h", "npu-exporter", "8082", "npu-exporter")}
+    jobs = []
+    for job in shipped:
+        node_name, app, container_port, _ = meta[job["job_name"]]
+        static = {"targets": [f"{host}:{port}"],
+                  "labels": {"__metrics_path__": f"/{node_name}/metrics", "__meta_kubernetes_pod_node_name": node_name,
+                             "__meta_kubernetes_pod_label_app": app,
+                             "__meta_kubernetes_pod_container_port_number": container_port}}
+        # a decoy on another node that the keep rules must drop
+        decoy = {"targets": [f"{host}:{port}"],
+                 "labels": {**static["labels"], "__meta_kubernetes_pod_label_app": "other",
+                            "__metrics_path__": "/gpu-node-b/metrics"}}
+        jobs.append({**{k: v for k, v in job.items() if k != "kubernetes_sd_configs"},
+                     "static_configs": [static, decoy]})
+    prom = PrometheusServer([], "unused:0", scrape_interval_s=1.0)
+    prom.config = {"global": {"scrape_interval": "1s", "evaluation_interval": "1s", "scrape_timeout": "1s"},
+                   "scrape_configs": [{**j, "scrape_interval": "1s", "scrape_timeout": "1s"} for j in jobs]}
+    prom.start()
+    try:
+        m = recorded_monitor(prom.url)
+        s = eventually(lambda: (s := collect(m)) and len(s.devices) == 7 and s, timeout=30, interval=0.5,
+                       what="node-a's 3 GPUs and npu-node-h's 4 chips")
+        assert {d.node for d in s.devices.values()} == {"node-a", "npu-node-h"}
+        assert s.devices["GPU-1f2e3d4c-0a0b-4c5d-8e9f-000000000a00"].pod == "sm-train-g1-0"
+        assert s.region("cn-east").availability == Availability.OK
+    finally:
+        prom.stop()
+
+
+@pytest.mark.harness
+def test_the_snapshot_command_joins_the_cluster_nodes_with_a_kubeconfig(
+        recorded: tuple[RecordedExporters, PrometheusServer], emulator: Emulator, cluster: Cluster,
+        capsys: pytest.CaptureFixture[str]) -> None:
+    """With --kubeconfig the rows carry each Node's region and class, and a host label must name a Node."""
+    import json
+
+    from heterojob.cli import main
+
+    _, prom = recorded
+    cluster.seed([n for n in RECORDED_NODES if n["metadata"]["name"] != "gpu-node-b"])  # one Node missing
+    eventually(lambda: len(collect(recorded_monitor(prom.url)).devices) == 26, timeout=30, interval=0.5,
+               what="all devices")
+    assert main(["telemetry", "snapshot", "--prometheus-url", prom.url, "--kubeconfig", str(emulator.kubeconfig),
+                 "--json", "--window", "4"]) == 0
+    captured = capsys.readouterr()
+    rows = {r["device"]: r for r in json.loads(captured.out)}
+    assert (rows["npu-node-h/npu-0"]["region"], rows["npu-node-h/npu-0"]["class"]) == ("cn-north", "ascend-910b")
+    assert rows["GPU-1f2e3d4c-0a0b-4c5d-8e9f-000000000a00"]["class"] == "nvidia-h100"
+    # gpu-node-b is scraped without a node label and is no Node here: its Hostname places nothing
+    assert not [d for d in rows if d.startswith("GPU-7c1d5e2a")]
+    assert "host label(s) gpu-node-b name no Node" in captured.err

@@ -71,7 +71,8 @@ def crd_schemas() -> dict[tuple[str, str], dict[str, Any]]:
 
 def all_manifest_files() -> Iterator[Path]:
     for path in sorted((ROOT / "manifests").rglob("*.yaml")) + sorted((ROOT / "crds").glob("*.yaml")):
-        if path.name in ("kustomization.yaml", "heterojob-rules.yaml", "alertmanager-receiver.yaml"):
+        if path.name in ("kustomization.yaml", "heterojob-rules.yaml", "alertmanager-receiver.yaml",
+                         "prometheus-scrape-configs.yaml"):  # Prometheus config, not Kubernetes objects
             continue
         yield path
 
@@ -141,12 +142,14 @@ CORE = {  # client method -> (resource, verb)
     "patch_namespaced_event": ("events", "patch"),
     "list_node": ("nodes", "list"), "list_namespaced_event": ("events", "list"),
     "read_namespaced_pod": ("pods", "get"), "list_pod_for_all_namespaces": ("pods", "list"),
+    "create_namespaced_config_map": ("configmaps", "create"), "patch_namespaced_config_map": ("configmaps", "patch"),
 }
 CUSTOM = {  # custom-object method -> (verb, subresource)
     "get_namespaced_custom_object": ("get", ""), "list_cluster_custom_object": ("list", ""),
     "list_namespaced_custom_object": ("list", ""), "patch_namespaced_custom_object": ("patch", ""),
     "patch_namespaced_custom_object_status": ("patch", "/status"),
-    "create_namespaced_custom_object": ("create", ""),
+    "create_namespaced_custom_object": ("create", ""), "create_cluster_custom_object": ("create", ""),
+    "patch_cluster_custom_object_status": ("patch", "/status"),
 }
 # What Kopf itself needs beyond the handlers' list/watch (standalone, no peering): CRD discovery, its Events.
 KOPF = {("apiextensions.k8s.io", "customresourcedefinitions", v) for v in ("list", "watch")} | {("", "events", "create")}

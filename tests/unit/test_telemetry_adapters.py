@@ -32,24 +32,27 @@ def dcgm(results_for: dict[str, dict[str, Any]]) -> dict[str, list[dict[str, Any
 
 def test_queries_are_fleet_wide_and_windowed() -> None:
     queries = DcgmAdapter().queries(60)
-    assert queries["util"].endswith(" (avg_over_time(DCGM_FI_DEV_GPU_UTIL[60s]))")
-    assert "namespace, pod" in queries["util"]  # the identity query keeps what maps a device to a pod
-    keys = "UUID, uuid"
+    assert queries["util"].startswith("max by (UUID, uuid, GPU_I_ID, ")
+    assert " (avg_over_time(DCGM_FI_DEV_GPU_UTIL[60s])) or " in queries["util"]
+    assert "exported_pod" in queries["util"] and "pod_name" in queries["util"]  # what maps a device to a pod
+    keys = "UUID, uuid, GPU_I_ID"
     assert queries["temp"] == f"max by ({keys}) (min_over_time(DCGM_FI_DEV_GPU_TEMP[60s]))"
-    assert queries["instant"] == (f'max by (__name__, {keys}) '
-        '({__name__=~"DCGM_FI_DEV_FB_USED|DCGM_FI_DEV_FB_FREE|DCGM_FI_DEV_POWER_USAGE|DCGM_FI_DEV_XID_ERRORS"})')
+    assert queries["instant"].startswith(f'max by (__name__, {keys}, xid) '
+        '({__name__=~"DCGM_FI_DEV_FB_USED|DCGM_FI_DEV_POWER_USAGE|DCGM_FI_DEV_XID_ERRORS|DCGM_EXP_XID_ERRORS_COUNT"})'
+        ' or label_replace(sum by (UUID, uuid, GPU_I_ID) ')
     assert AscendAdapter().queries(30)["health"] == (
-        "max by (id, Hostname, hostname, node, kubernetes_node, node_name, instance) "
-        "(min_over_time(npu_chip_info_health_status[30s]))")
+        "max by (id, node, kubernetes_node, node_name, Hostname, hostname, instance) "
+        "(max_over_time(npu_chip_info_health_status[30s]))")
     # never a per-job or per-device selector: the only matcher is on the metric name
-    assert all("=\"" not in q.replace('__name__=~"', "") for q in queries.values())
+    assert all("=\"" not in q.replace('__name__=~"', "").replace('"heterojob_metric", "', "").replace('!=""', "")
+               for a in (DcgmAdapter(), AscendAdapter()) for q in a.queries(60).values())
 
 
 def test_the_instant_query_is_split_back_by_metric_name() -> None:
     labels = gpu("GPU-a")
     results = {"util": [series("50", **labels)],
                "instant": [series("1000", __name__="DCGM_FI_DEV_FB_USED", **labels),
-                           series("79000", __name__="DCGM_FI_DEV_FB_FREE", **labels),
+                           series("80000", heterojob_metric="fb_total", **labels),
                            series("48", __name__="DCGM_FI_DEV_XID_ERRORS", **labels),
                            series("1", __name__="SOMETHING_ELSE", **labels)]}
     [sample] = DcgmAdapter().parse(results, POLICY)
@@ -59,7 +62,7 @@ def test_the_instant_query_is_split_back_by_metric_name() -> None:
 
 def test_xid_79_is_fatal_but_xid_13_is_an_application_error() -> None:
     results = dcgm({
-        "GPU-aaa": {"util": "97", "fb_used": "70000", "fb_free": "11559", "temp": "61", "power": "650", "xid": "79"},
+        "GPU-aaa": {"util": "97", "fb_used": "70000", "fb_total": "81559", "temp": "61", "power": "650", "xid": "79"},
         "GPU-bbb": {"util": "95", "temp": "60", "xid": "13"},
         "GPU-ccc": {"util": "90", "temp": "59", "xid": "0"},
     })

@@ -1,66 +1,89 @@
-"""Devices: utilization over time and what is unhealthy, from Prometheus through the operator's adapters."""
+"""Devices: health and utilization of every accelerator, from Prometheus through the operator's adapters;
+a heat map by region and class that drills down to a region's nodes and a node's devices; live."""
 
 from __future__ import annotations
 
-import os
+from datetime import UTC, datetime
+from urllib.parse import quote
 
-import plotly.express as px
 import streamlit as st
 
 from heterojob_console import devices as dev
-from heterojob_console.data import client
+from heterojob_console import figures, kpis, ui
 
-st.set_page_config(page_title="heterojob · devices", layout="wide")
+ui.setup("Devices")
 st.title("Devices")
-url = os.environ.get("HETEROJOB_PROMETHEUS_URL")
+url = ui.prometheus()
 if not url:
     st.warning("No Prometheus configured: set HETEROJOB_PROMETHEUS_URL (the demo sets it).")
     st.stop()
 
-
-minutes = st.select_slider("Window", options=[15, 60, 360, 1440], value=60, key="minutes",
+try:
+    first = ui.cluster()
+except Exception as exc:  # noqa: BLE001 - shown as a page, never a traceback
+    ui.fail(exc)
+    raise
+accel = first.nodes[first.nodes["kind"] == "accelerator"]
+c1, c2, c3 = st.columns([2, 2, 1])
+region = c1.selectbox("Region (drill down)", ["all regions", *sorted(accel["region"].unique())], key="region")
+region = None if region == "all regions" else region
+in_region = accel[accel["region"] == region] if region else accel
+node = c2.selectbox("Node (drill down)", ["all nodes", *sorted(in_region["node"])], key="node",
+                    disabled=region is None)
+node = None if node in (None, "all nodes") else node
+minutes = c3.select_slider("Window", options=[15, 60, 360, 1440], value=60, key="minutes",
                            format_func=lambda m: f"{m // 60} h" if m >= 60 else f"{m} min")
 
 
-@st.cache_data(ttl=10, show_spinner=False)
-def load(kubeconfig: str | None, prometheus: str, window: int):  # type: ignore[no-untyped-def]
-    return dev.current(client(kubeconfig), prometheus, window)
+def link(device: str) -> str:
+    return f"Device?device={quote(device, safe='')}"
 
 
-try:
-    table, problems, series = load(os.environ.get("HETEROJOB_KUBECONFIG"), url, minutes)
-except Exception as exc:  # noqa: BLE001 - shown as a page, never a traceback
-    st.error(f"The Kubernetes API cannot be read: {exc}")
-    st.stop()
-for region, why in sorted(problems.items()):
-    st.warning(f"Telemetry {'for ' + region if region != '*' else ''} unavailable or degraded: {why}")
+@st.fragment(run_every=ui.REFRESH_S)
+def live() -> None:
+    cluster = ui.cluster()
+    measured = ui.telemetry()
+    if measured is None:
+        return
+    table, problems, at = measured
+    for name, why in sorted(problems.items()):
+        st.warning(f"Telemetry {'for ' + name if name != '*' else ''} unavailable or degraded: {why}")
+    nodes = cluster.nodes[cluster.nodes["kind"] == "accelerator"]
+    if region:
+        nodes = nodes[nodes["region"] == region]
+    if node:
+        nodes = nodes[nodes["node"] == node]
+    shown = table[table["node"].isin(set(nodes["node"]))]
+    cap = kpis.capacity(nodes)
+    health = kpis.health(shown, cap.accelerators)
+    ui.as_of(cluster.at, f"telemetry {at:%H:%M:%S} UTC")
+    k = st.columns(6)
+    k[0].metric("Accelerators", cap.accelerators, help=kpis.HELP["accelerators"])
+    k[1].metric("Reporting", health.reporting, help=kpis.HELP["reporting"])
+    k[2].metric("Accelerator utilization", kpis.pct(health.utilization), help=kpis.HELP["utilization"])
+    k[3].metric("Failed", health.failed, help=kpis.HELP["failed"])
+    k[4].metric("Degraded", health.degraded, help=kpis.HELP["degraded"])
+    k[5].metric("Unknown", health.unknown, help=kpis.HELP["unknown"])
 
-c1, c2, c3 = st.columns(3)
-regions = c1.multiselect("Region", sorted(table["region"].dropna().unique()), key="regions")
-classes = c2.multiselect("Class", sorted(table["class"].dropna().unique()), key="classes")
-nodes = c3.multiselect("Node", sorted(table["node"].unique()), key="nodes")
-shown = table
-for column, chosen in (("region", regions), ("class", classes), ("node", nodes)):
-    if chosen:
-        shown = shown[shown[column].isin(chosen)]
+    level = "device" if node else "node" if region else "region/class"
+    series = ui.heat_series(url, minutes, (node,) if node else None, int(datetime.now(UTC).timestamp() // 15))
+    heat = dev.heat(series, cluster.nodes, level, region)
+    st.subheader(f"Utilization by {level}" + (f" in {node or region}" if region else ""))
+    if heat.empty:
+        st.info("No utilization series in this window (or Prometheus could not answer the range query).")
+    else:
+        st.plotly_chart(figures.heat_map(heat, level, minutes), width="stretch", key="heat")
 
-health = shown.groupby("health").size()
-k1, k2, k3, k4 = st.columns(4)
-k1.metric("Devices", len(shown))
-k2.metric("Failed", int(health.get("failed", 0)))
-k3.metric("Degraded", int(health.get("degraded", 0)))
-k4.metric("Average utilization", f"{shown['utilization'].mean():.0f}%" if shown["utilization"].notna().any() else "-")
+    st.subheader("Failed and degraded")
+    bad = shown[shown["health"].isin(["failed", "degraded"])].assign(history=lambda f: f["device"].map(link))
+    st.dataframe(bad[["device", "node", "region", "class", "health", "reason", "pod", "job", "history"]],
+                 hide_index=True, width="stretch", key="unhealthy", column_config={
+                     "history": st.column_config.LinkColumn("history", display_text="open")})
+    if node:
+        st.subheader(f"Devices of {node}")
+        st.dataframe(shown.assign(history=lambda f: f["device"].map(link)), hide_index=True, width="stretch",
+                     key="node-devices", column_config={"history": st.column_config.LinkColumn(
+                         "history", display_text="open")})
 
-heat = dev.heat(series, shown)
-if heat.empty:
-    st.info("No utilization series in this window (or Prometheus could not answer the range query).")
-else:
-    label = "device" if len(shown) <= dev.HEAT_ROWS else (
-        "node" if shown["node"].nunique() <= dev.HEAT_ROWS else "region/class")
-    fig = px.imshow(heat, aspect="auto", color_continuous_scale="Viridis", zmin=0, zmax=100,
-                    labels={"x": "time", "y": label, "color": "util %"}, title=f"Utilization by {label}")
-    st.plotly_chart(fig, width="stretch", key="heat")
 
-st.subheader("Unhealthy and degraded")
-bad = shown[shown["health"].isin(["failed", "degraded"])]
-st.dataframe(bad, hide_index=True, width="stretch", key="unhealthy")
+live()

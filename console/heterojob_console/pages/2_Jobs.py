@@ -1,63 +1,142 @@
-"""Jobs: every HeteroJob with its phase, placement, priority and utilization; one job's story."""
+"""Jobs: every HeteroJob with its phase, placement, utilization, generation, migrations and queue position
+(live); click a row for its timeline, history and Events; admins checkpoint, migrate (after seeing where
+the planner would put it) or cancel a pending migration request."""
 
 from __future__ import annotations
 
-import os
-
-import plotly.express as px
 import streamlit as st
 
+from heterojob_console import figures, kpis, preview, ui
 from heterojob_console import jobs as story
 from heterojob_console.auth import identity, is_admin
-from heterojob_console.data import client, read_fleet
+from heterojob_console.data import client
 
-st.set_page_config(page_title="heterojob · jobs", layout="wide")
+ui.setup("Jobs")
 st.title("Jobs")
-try:
-    api = client(os.environ.get("HETEROJOB_KUBECONFIG"))
-    fleet = read_fleet(api)
-except Exception as exc:  # noqa: BLE001 - shown as a page, never a traceback
-    st.error(f"The Kubernetes API cannot be read: {exc}")
-    st.stop()
+SELECTED = "selected-job"
+COLUMNS = {
+    "phase": st.column_config.TextColumn("phase"),
+    "utilization": st.column_config.ProgressColumn("utilization", format="%.0f%%", min_value=0, max_value=100,
+                                                   help="status.utilization.average: " + kpis.HELP["utilization"]),
+    "devices": st.column_config.NumberColumn("devices", help="accelerators (or CPU cores) its placement holds"),
+    "generation": st.column_config.NumberColumn("generation", help="placement generation: +1 on every move"),
+    "migrations": st.column_config.NumberColumn("migrations", help="migrate entries in status.history"),
+    "queue": st.column_config.NumberColumn("queue", help="position among the waiting jobs, in the operator's "
+                                                         "order: priority, then age"),
+    "created": st.column_config.DatetimeColumn("created", format="YYYY-MM-DD HH:mm:ss"),
+}
 
-table = fleet.jobs
-phases = sorted(table["phase"].unique())
-chosen = st.multiselect("Phase", phases, default=phases, key="phases")
-shown = table[table["phase"].isin(chosen)]
-st.dataframe(shown, hide_index=True, width="stretch", key="table")
-if shown.empty:
-    st.info("No jobs.")
-    st.stop()
 
-names = [f"{r.namespace}/{r.name}" for r in shown.itertuples()]
-pick = st.selectbox("Job", names, key="job")
-namespace, name = pick.split("/", 1)
-obj = next(o for o in fleet.job_objects if o["metadata"]["namespace"] == namespace and o["metadata"]["name"] == name)
+@st.fragment(run_every=ui.REFRESH_S)
+def table() -> None:
+    try:
+        cluster = ui.cluster()
+    except Exception as exc:  # noqa: BLE001 - shown as a page, never a traceback
+        ui.fail(exc)
+        return
+    jobs = cluster.jobs
+    ui.as_of(cluster.at)
+    k = st.columns(4)
+    k[0].metric("Jobs running", int((jobs["phase"] == "Running").sum()), help=kpis.HELP["jobs_running"])
+    k[1].metric("Jobs waiting", int(jobs["queue"].notna().sum()), help=kpis.HELP["jobs_waiting"])
+    k[2].metric("Moving", int(jobs["phase"].isin(["Checkpointing", "Migrating", "Resizing"]).sum()),
+                help="Jobs checkpointing, migrating or resizing now.")
+    util = jobs["utilization"].dropna()
+    k[3].metric("Job utilization", kpis.pct(float(util.mean()) if len(util) else None),
+                help="The mean of the running jobs' status.utilization.average (each job's exporter-measured "
+                     "average over its reporting devices).")
+    phases = sorted(jobs["phase"].unique())
+    chosen = st.multiselect("Phase", phases, default=phases, key="phases")
+    shown = jobs[jobs["phase"].isin(chosen)].sort_values(["queue", "namespace", "name"], na_position="first")
+    shown = shown.reset_index(drop=True)
+    event = st.dataframe(shown.drop(columns=["migrate_requested"]), hide_index=True, width="stretch", key="table",
+                         height=min(420, 38 + 35 * max(len(shown), 1)), column_config=COLUMNS,
+                         on_select="rerun", selection_mode="single-row")
+    rows = event.selection.rows if event is not None else []
+    pick = f"{shown.at[rows[0], 'namespace']}/{shown.at[rows[0], 'name']}" if rows and rows[0] < len(shown) else None
+    if pick and pick != st.session_state.get(SELECTED):
+        st.session_state[SELECTED] = pick
+        st.rerun(scope="app")  # the job's details are outside this fragment
+    if not pick and not st.session_state.get(SELECTED):
+        st.caption("Click a row to see that job.")
+
+
+MIGRATING = "migrating"  # the job whose migration dialog is open (it survives reruns until answered)
+
+
+def _close() -> None:
+    st.session_state.pop(MIGRATING, None)
+
+
+@st.dialog("Migrate this job?", on_dismiss=_close)
+def migrate(namespace: str, name: str, who: str) -> None:
+    api = client(ui.kubeconfig())
+    move = preview.migration_target(ui.cluster(), namespace, name)
+    if move is None:
+        st.warning("The job holds no placement now; there is nothing to move.")
+        return
+    st.markdown(f"**From** `{move.origin}`")
+    if move.target:
+        st.markdown(f"**To** `{move.target}` (the planner's answer now; the operator decides again after the "
+                    f"checkpoint, so it can differ if the fleet changes meanwhile)")
+    else:
+        st.error(f"The planner finds no other place now ({move.why}). The operator would keep the job running "
+                 f"where it is and hold the move (MigrationHeld) until room frees.")
+    a, b = st.columns(2)
+    if a.button("Confirm migration", type="primary", key="confirm-migrate"):
+        _close()
+        story.request(api, namespace, name, "migrate", who)
+        st.session_state["flash"] = "Migration requested (after a checkpoint)."
+        st.rerun()
+    if b.button("Cancel", key="cancel-dialog"):
+        _close()
+        st.rerun()
+
+
+table()
+key = st.session_state.get(SELECTED)
+cluster = ui.cluster()
+obj = cluster.job(*key.split("/", 1)) if key else None
+if obj is None:
+    st.stop()
+namespace, name = key.split("/", 1)
+api = client(ui.kubeconfig())
 status = obj.get("status") or {}
-c1, c2, c3, c4 = st.columns(4)
-c1.metric("Phase", status.get("phase") or "New")
 placement = status.get("placement") or {}
-c2.metric("Placement", f"{placement.get('region', '-')}/{placement.get('deviceClass', '-')}")
-c3.metric("Replicas", placement.get("replicas", 0))
+st.subheader(key)
+c = st.columns([1, 2, 1, 1, 1])
+c[0].metric("Phase", status.get("phase") or "New")
+c[1].metric("Placement", f"{placement.get('region', '-')}/{placement.get('deviceClass', '-')}")
+c[2].metric("Replicas", placement.get("replicas", 0))
+c[3].metric("Generation", placement.get("generation") or status.get("lastGeneration") or "-")
 util = (status.get("utilization") or {}).get("average")
-c4.metric("Utilization", f"{util:.0f}%" if util is not None else "-")
+c[4].metric("Utilization", f"{util:.0f}%" if util is not None else "-", help=kpis.HELP["utilization"])
 if status.get("message"):
     st.caption(status["message"])
-
-events = story.timeline(obj)
-if not events.empty:
-    fig = px.scatter(events, x="time", y="what", hover_data=["detail"], title="Timeline")
-    st.plotly_chart(fig, width="stretch", key="timeline")
-    st.dataframe(events, hide_index=True, width="stretch", key="history")
-st.subheader("Events")
-st.dataframe(story.events(api, namespace, name), hide_index=True, width="stretch", key="events")
+if flash := st.session_state.pop("flash", None):
+    st.success(flash)
 
 who = identity()
+requested = ((obj["metadata"].get("annotations") or {}).get("heterojob.io/migrate") or "").strip()
 if is_admin(who) and status.get("phase") == "Running":
-    a, b = st.columns(2)
+    a, b, _ = st.columns([1, 1, 3])
     if a.button("Request a checkpoint", key="checkpoint"):
         story.request(api, namespace, name, "checkpoint", who)
         st.success("Checkpoint requested.")
-    if b.button("Migrate now", key="migrate"):
-        story.request(api, namespace, name, "migrate", who)
-        st.success("Migration requested (after a checkpoint).")
+    if requested:
+        st.info(f"A migration is requested ({requested}) and not yet acted on.")
+        if b.button("Cancel the migration request", key="cancel-migrate"):
+            story.cancel_migration(api, namespace, name)
+            st.success("Migration request withdrawn.")
+    elif b.button("Migrate…", key="migrate"):
+        st.session_state[MIGRATING] = key
+    if st.session_state.get(MIGRATING) == key:
+        migrate(namespace, name, who)
+
+bars, points = story.segments(obj, cluster.at)
+if not bars.empty:
+    st.plotly_chart(figures.gantt(bars, points), width="stretch", key="timeline")
+st.subheader("History")
+st.dataframe(story.timeline(obj), hide_index=True, width="stretch", key="history")
+st.subheader("Events")
+st.dataframe(story.events(api, namespace, name), hide_index=True, width="stretch", key="events")

@@ -55,11 +55,28 @@ class AcceleratorClassSpec(Model):
     display_name: str | None = Field(None, description="name shown in the console, e.g. NVIDIA H100 80GB")
 
 
+class VersionRange(StatusModel):
+    """The oldest and newest version of one piece of software across the class's nodes."""
+
+    oldest: str = Field(description="oldest version a node of the class publishes")
+    newest: str = Field(description="newest version a node of the class publishes")
+    nodes: int = Field(description="nodes that publish a version")
+
+
+class ObservedSoftware(StatusModel):
+    """Software versions read from the class's nodes' labels (GPU Feature Discovery, the Ascend device plugin)."""
+
+    driver: VersionRange | None = Field(None, description="driver versions on its nodes")
+    cuda: VersionRange | None = Field(None, description="CUDA runtime versions on its nodes")
+    cann: VersionRange | None = Field(None, description="CANN versions on its nodes (label heterojob.io/cann.version)")
+
+
 class AcceleratorClassStatus(StatusModel):
-    """What the fleet has of this class."""
+    """What the fleet has of this class (written by the operator's discovery step)."""
 
     devices: int | None = Field(None, description="devices of this class")
     nodes: int | None = Field(None, description="nodes of this class")
+    software: ObservedSoftware | None = Field(None, description="observed software range across its nodes")
 
 
 AcceleratorClass = ResourceDef(

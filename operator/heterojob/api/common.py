@@ -48,6 +48,15 @@ class FieldProblem:
         return f"{self.path}: {self.message}"
 
 
+class NestedProblems(ValueError):
+    """Raised by a field validator that finds several problems below its field: (sub-path, message) each,
+    so every problem keeps its own path (`spec.template.spec.containers[0].env: ...`)."""
+
+    def __init__(self, problems: list[tuple[str, str]]) -> None:
+        super().__init__("; ".join(f"{p}: {m}" for p, m in problems))
+        self.problems = problems
+
+
 @dataclass
 class SpecError(Exception):
     """Every problem of one object, each with the field path and what would be accepted."""
@@ -132,6 +141,10 @@ def parse_spec(model: type[M], data: Any, prefix: str = "spec") -> M:
         problems = []
         for err in exc.errors():
             loc = tuple(err["loc"])
+            nested = (err.get("ctx") or {}).get("error")
+            if isinstance(nested, NestedProblems):
+                problems += [FieldProblem(_path(prefix, loc) + sub, message) for sub, message in nested.problems]
+                continue
             problems.append(FieldProblem(_path(prefix, loc), _message(err, model, loc)))
         raise SpecError(problems) from None
 

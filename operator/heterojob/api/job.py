@@ -8,12 +8,18 @@ from typing import Annotated, Any
 from pydantic import Field, PrivateAttr, field_validator, model_validator
 
 from heterojob.engine.versions import parse_requirement
-from heterojob.api.common import DNS_LABEL, JOB_NAME_MAX, Model, PrinterColumn, ResourceDef, StatusModel
+from heterojob.api.template import problems as template_problems
+from heterojob.api.common import DNS_LABEL, JOB_NAME_MAX, Model, NestedProblems, PrinterColumn, ResourceDef, StatusModel
 
 MAX_REPLICAS = 1024
+ALERTS_MAX = 32  # firing alert symptoms kept per job
 MAX_DEVICES_PER_REPLICA = 64  # beyond any single node built today; CPU classes count cores
 MAX_CPU_PER_REPLICA = 512
 
+LabelKey = Annotated[str, Field(max_length=316, pattern=r"^([a-z0-9]([-a-z0-9.]*[a-z0-9])?/)?[A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?$",
+                                 description="a node label key")]
+LabelValue = Annotated[str, Field(max_length=63, pattern=r"^(([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9])?$",
+                                  description="a node label value")]
 ClassName = Annotated[str, Field(pattern=DNS_LABEL, max_length=63, description="an AcceleratorClass name")]
 RegionName = Annotated[str, Field(pattern=DNS_LABEL, max_length=63, description="a Region name")]
 
@@ -95,6 +101,10 @@ class SoftwareRequirements(Model):
     driver: str | None = Field(None, max_length=200, description="driver version range, e.g. '>=550'")
     cuda: str | None = Field(None, max_length=200, description="CUDA version range, e.g. '>=12.1'")
     cann: str | None = Field(None, max_length=200, description="CANN version range, e.g. '>=8.0.RC1'")
+    node_labels: dict[LabelKey, LabelValue] | None = Field(
+        None, max_length=16,
+        description="labels every node used must carry, e.g. {'feature.node.kubernetes.io/rdma.available': "
+                    "'true'} for RDMA (Node Feature Discovery); exact values")
 
     @field_validator("driver", "cuda", "cann")
     @classmethod
@@ -102,6 +112,10 @@ class SoftwareRequirements(Model):
         if value is not None:
             parse_requirement(value)  # RequirementError is a ValueError: pydantic reports it on the field
         return value
+
+    def versions(self) -> dict[str, str]:
+        """software -> range, for the placement filter (only those set)."""
+        return {k: v for k, v in (("driver", self.driver), ("cuda", self.cuda), ("cann", self.cann)) if v}
 
 
 class DeviceAlternative(Model):
@@ -193,16 +207,10 @@ class HeteroJobSpec(Model):
 
     @field_validator("template")
     @classmethod
-    def _template_has_container(cls, template: dict[str, Any]) -> dict[str, Any]:
-        spec = template.get("spec")
-        if not isinstance(spec, dict):
-            raise ValueError("template.spec must be a pod spec object with at least one container")
-        containers = spec.get("containers")
-        if not isinstance(containers, list) or not containers:
-            raise ValueError("template.spec.containers must list at least one container")
-        for i, c in enumerate(containers):
-            if not isinstance(c, dict) or not c.get("name") or not c.get("image"):
-                raise ValueError(f"template.spec.containers[{i}] needs a name and an image")
+    def _template_shape(cls, template: dict[str, Any]) -> dict[str, Any]:
+        found = template_problems(template)
+        if found:
+            raise NestedProblems(found)
         return template
 
 
@@ -273,6 +281,24 @@ class MigrationState(StatusModel):
     reserved: Reservation | None = Field(None, description="room held for the move")
 
 
+class AlertSymptom(StatusModel):
+    """A firing Alertmanager alert that names where the job runs (kept until it resolves)."""
+
+    fingerprint: str = Field(description="Alertmanager's fingerprint of the alert")
+    since: str = Field(description="when heterojob heard it")
+    nodes: list[str] = Field(default_factory=list, description="the nodes it names")
+    message: str = Field("", description="alert name and summary")
+    urgent: bool = Field(False, description="the device is dead: move from the last checkpoint at once")
+
+
+class Backoff(StatusModel):
+    """Pod creation refused for a reason that may pass (a ResourceQuota, API server load): wait, then retry."""
+
+    attempts: int = Field(0, description="refusals in a row")
+    until: str | None = Field(None, description="no new placement before this time")
+    reason: str = Field("", description="the API server's answer")
+
+
 class CheckpointStatus(StatusModel):
     """Checkpoints: the one in progress and the last completed."""
 
@@ -320,6 +346,9 @@ class HeteroJobStatus(StatusModel):
     checkpoint: CheckpointStatus | None = Field(None, description="checkpoint in progress and last completed")
     migration: MigrationState | None = Field(None, description="a move in progress")
     history: list[HistoryEntry] = Field(default_factory=list, description="placements and moves, newest last")
+    backoff: Backoff | None = Field(None, description="waiting after a transient pod creation refusal")
+    alerts: list[AlertSymptom] = Field(default_factory=list, max_length=ALERTS_MAX, description=(
+        "firing alerts about this job's devices, kept in status so that an operator restart loses none"))
     handled: dict[str, str] = Field(default_factory=dict, description=(
         "request annotations already acted on, by kind (migrate, checkpoint): a request is never lost or "
         "acted on twice across an operator restart"))

@@ -45,7 +45,10 @@ class Admission:
         self.forget = forget  # the job vanished under us
         self._lock = asyncio.Lock()
 
-    async def place(self, job: dict[str, Any], spec: HeteroJobSpec, status: HeteroJobStatus) -> None:
+    async def place(self, job: dict[str, Any], spec: HeteroJobSpec, status: HeteroJobStatus,
+                    seen_generation: int = 0) -> None:
+        """Plan and apply one waiting job; `seen_generation` is the newest generation its pods carry (a
+        new placement's generation is above it even when the status was lost)."""
         meta = job["metadata"]
         key = f"{meta['namespace']}/{meta['name']}"
         request = request_for(key, job, spec, status)
@@ -63,7 +66,7 @@ class Admission:
         if plan.outcome != Outcome.PLACED:
             await self._wait(job, spec, status, plan)
             return
-        await self._admit(job, spec, status, plan)
+        await self._admit(job, spec, status, plan, seen_generation)
 
     async def _wait(self, job: dict[str, Any], spec: HeteroJobSpec, status: HeteroJobStatus,
                     plan: planner.Admission) -> None:
@@ -94,12 +97,12 @@ class Admission:
                     self.cache.disrupt(d.job)
 
     async def _admit(self, job: dict[str, Any], spec: HeteroJobSpec, status: HeteroJobStatus,
-                     plan: planner.Admission) -> None:
+                     plan: planner.Admission, seen_generation: int) -> None:
         meta = job["metadata"]
         key = f"{meta['namespace']}/{meta['name']}"
         chosen = plan.candidate
         assert chosen is not None
-        generation = max(_last_generation(job), 0) + 1
+        generation = max(_last_generation(job), seen_generation, 0) + 1
         placed = {
             "region": chosen.region, "deviceClass": chosen.device_class, "replicas": len(chosen.nodes),
             "perReplica": chosen.per_replica, "nodes": list(chosen.nodes), "generation": generation,

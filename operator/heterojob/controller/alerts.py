@@ -1,43 +1,58 @@
 """Alert symptoms: what firing Alertmanager alerts say about each job, until they resolve.
 
-The alert receiver maps an alert to jobs (`alerts.mapping`); this store turns firing alerts into
-migration symptoms that `disruption` weighs like any other, and forgets them when they resolve or the
-job goes away. Kept in memory: a restarted operator hears still-firing alerts again on Alertmanager's
-repeat interval.
+The alert receiver maps an alert to jobs (`alerts.mapping`); this step records a firing alert in the
+job's status (`status.alerts`, so an operator restart loses none) and pokes the job, whose disruption step
+weighs it like any other symptom; a resolved alert is removed. An alert asking only for a checkpoint asks
+for one (recorded in status by the checkpoint protocol itself).
 """
 
 from __future__ import annotations
 
-import time
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Sequence
 
 from heterojob.alerts import mapping
+from heterojob.api.job import ALERTS_MAX, HeteroJobStatus
+from heterojob.controller.status import StatusPatch, StatusWriter, read_status
 from heterojob.engine import migration
+from heterojob.kube.api import Kube, now_iso
+from heterojob.state.times import timestamp
 
 
 class AlertSymptoms:
-    def __init__(self, poke: Callable[[str], None], checkpoint: Callable[[str, str], Awaitable[object]]) -> None:
+    def __init__(self, kube: Kube, writer: StatusWriter, poke: Callable[[str], None],
+                 checkpoint: Callable[[str, str], Awaitable[object]]) -> None:
+        self.kube = kube
+        self.writer = writer
         self.poke = poke
         self.checkpoint = checkpoint  # (job, reason): ask for a checkpoint the job goes on from
-        self._by_job: dict[str, dict[str, migration.Symptom]] = {}  # job -> fingerprint -> symptom
 
     async def alert(self, key: str, fingerprint: str, firing: bool, action: str, nodes: tuple[str, ...],
                     message: str) -> None:
-        """An alert about `key` (already mapped): firing ones become symptoms, resolved ones clear them."""
-        mine = self._by_job.setdefault(key, {})
-        if not firing:
-            mine.pop(fingerprint, None)
-            return
-        if action == mapping.CHECKPOINT:
+        """An alert about `key` (already mapped): a firing one is recorded, a resolved one removed."""
+        if firing and action == mapping.CHECKPOINT:
             await self.checkpoint(key, f"alert: {message}")
             return
-        mine[fingerprint] = migration.Symptom(migration.ALERT, time.time(), nodes, message,
-                                              urgent=action == mapping.MIGRATE_NOW)
+        namespace, name = key.split("/", 1)
+        job = await self.kube.get_job(namespace, name)
+        if job is None:
+            return
+        status = read_status(job)
+        kept = [a.model_dump(by_alias=True, exclude_none=True) for a in status.alerts
+                if a.fingerprint != fingerprint]
+        if firing:
+            kept.append({"fingerprint": fingerprint, "since": now_iso(), "nodes": sorted(nodes),
+                         "message": message[:512], "urgent": action == mapping.MIGRATE_NOW})
+        if len(kept) == len(status.alerts) and not firing:
+            return  # a resolved alert we never kept
+        await self.writer.write(job, StatusPatch(status).set(alerts=kept[-ALERTS_MAX:]))
         self.poke(key)
 
-    def about(self, key: str, nodes: tuple[str, ...]) -> list[migration.Symptom]:
-        """The job's alert symptoms that still name a node it runs on."""
-        return [s for s in self._by_job.get(key, {}).values() if set(s.nodes) & set(nodes)]
 
-    def forget(self, key: str) -> None:
-        self._by_job.pop(key, None)
+def symptoms(status: HeteroJobStatus, nodes: Sequence[str], now: float) -> list[migration.Symptom]:
+    """The job's firing alerts that still name a node it runs on, as migration symptoms."""
+    out = []
+    for a in status.alerts:
+        if set(a.nodes) & set(nodes):
+            out.append(migration.Symptom(migration.ALERT, timestamp(a.since) or now, tuple(a.nodes), a.message,
+                                         urgent=a.urgent))
+    return out

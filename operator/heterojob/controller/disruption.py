@@ -14,7 +14,7 @@ from typing import Any
 
 from heterojob.api.job import HeteroJobSpec, HeteroJobStatus, Phase
 from heterojob.constants import ANNOTATION_CHECKPOINT_NOW, ANNOTATION_MIGRATE
-from heterojob.controller.alerts import AlertSymptoms
+from heterojob.controller.alerts import symptoms as alert_symptoms
 from heterojob.controller.checkpoints import PERIODIC, Checkpoints
 from heterojob.controller.decisionlog import decided
 from heterojob.controller.status import StatusPatch, StatusWriter
@@ -32,7 +32,7 @@ from heterojob.telemetry.snapshot import JobRef, Snapshot, StragglerPolicy, job_
 
 class Disruption:
     def __init__(self, kube: Kube, writer: StatusWriter, cache: Cache, checkpoints: Checkpoints,
-                 alerts: AlertSymptoms, nodes: Callable[[], Mapping[str, Node]],
+                 nodes: Callable[[], Mapping[str, Node]],
                  telemetry: Callable[[], Snapshot | None], fleet: Callable[[Iterable[str]], Fleet],
                  wake_at: Callable[[str, float], None], metrics: OperatorMetrics, budget: int,
                  advisory: bool, settings: planner.Settings, classes: Callable[[], Mapping[str, DeviceClass]]
@@ -41,7 +41,6 @@ class Disruption:
         self.writer = writer
         self.cache = cache
         self.checkpoints = checkpoints
-        self.alerts = alerts
         self.nodes = nodes
         self.telemetry = telemetry
         self.fleet = fleet  # the fleet without the named jobs' holdings
@@ -166,7 +165,6 @@ class Disruption:
         p = status.placement
         assert p is not None
         meta = job["metadata"]
-        key = f"{meta['namespace']}/{meta['name']}"
         since = {c.type: timestamp(c.last_transition_time) or now for c in status.conditions}
         out: list[migration.Symptom] = []
         nodes = self.nodes()
@@ -178,7 +176,7 @@ class Disruption:
         if manual and manual != status.handled.get(MIGRATE):
             out.append(migration.Symptom(migration.MANUAL, now, tuple(sorted(set(p.nodes))),
                                          f"migration requested: {manual}"))
-        out.extend(self.alerts.about(key, tuple(p.nodes)))  # still about where the job runs
+        out.extend(alert_symptoms(status, p.nodes, now))  # firing alerts still about where the job runs
         snapshot = self.telemetry()
         if snapshot is not None:
             ref = JobRef(meta["namespace"], meta["name"], p.region, p.generation, p.replicas, p.per_replica)

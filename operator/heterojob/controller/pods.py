@@ -7,17 +7,55 @@ idempotent by name, so a pass that runs again after a crash creates only what is
 from __future__ import annotations
 
 import asyncio
+import json
+import time
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from typing import Any
+
+from kubernetes.client import ApiException
 
 from heterojob.api.job import HeteroJobSpec, HeteroJobStatus, Phase
 from heterojob.constants import LABEL_HOSTNAME, LABEL_REGION
 from heterojob.controller.decisionlog import decided
 from heterojob.controller.status import StatusPatch, StatusWriter
 from heterojob.engine.fleet import Fleet, RegionInfo
-from heterojob.kube import manifests
+from heterojob.kube import convert, manifests
 from heterojob.kube.api import Kube
 from heterojob.state.cache import Cache
+from heterojob.state.times import iso
+
+
+BACKOFF_FIRST_S = 10.0
+BACKOFF_MAX_S = 600.0
+
+
+@dataclass(frozen=True)
+class Refusal:
+    permanent: bool
+    message: str
+
+
+def refusal(error: BaseException) -> Refusal:
+    """What an API server's refusal of a create means (Kubernetes v1.32 answers): 400 and 422 are invalid
+    objects; 403 is permanent for PodSecurity and a missing service account, transient for a ResourceQuota;
+    conflicts, throttling, server errors and timeouts pass."""
+    if isinstance(error, ApiException):
+        message = _api_message(error)
+        if error.status in (400, 422):
+            return Refusal(True, message)
+        if error.status == 403:
+            quota = "exceeded quota" in message or "failed quota" in message
+            return Refusal(not quota, message)
+        return Refusal(False, message or f"HTTP {error.status}")
+    return Refusal(False, f"{type(error).__name__}: {error}")
+
+
+def _api_message(error: ApiException) -> str:
+    try:
+        return str(json.loads(error.body or "{}").get("message") or error.reason or "")
+    except (ValueError, AttributeError):
+        return str(error.reason or error.body or "")
 
 
 class Pods:
@@ -57,7 +95,49 @@ class Pods:
                 job, spec, cls=cls, region=region, alternative_index=alt_index, node=node,
                 node_hostname=hostname, rank=rank, world_size=p.replicas, generation=p.generation,
                 per_replica=p.per_replica, resume_from=resume))
-        await asyncio.gather(*(self.kube.create(o) for o in objs))
+        results = await asyncio.gather(*(self.kube.create(o) for o in objs), return_exceptions=True)
+        refused = [(o, r) for o, r in zip(objs, results, strict=True) if isinstance(r, BaseException)]
+        if not refused:
+            if status.backoff is not None:
+                await self.writer.write(job, StatusPatch(status).set(backoff=None).condition(
+                    "PodsCreated", "True", "Created", f"{p.replicas} pods created"))
+            return
+        for _, error in refused:
+            if isinstance(error, asyncio.CancelledError):
+                raise error
+        await self._refused(job, status, refused)
+
+    async def _refused(self, job: dict[str, Any], status: HeteroJobStatus,
+                       refused: Sequence[tuple[dict[str, Any], BaseException]]) -> None:
+        """A gang is all or nothing: any refused pod or Service takes the whole placement back. A refusal
+        that will not pass (invalid, PodSecurity, a missing service account) fails the job with the API
+        server's words; one that may (a ResourceQuota, conflicts, overload) waits and retries, backing off."""
+        meta = job["metadata"]
+        key = f"{meta['namespace']}/{meta['name']}"
+        obj, error = refused[0]
+        verdict = refusal(error)
+        what = f"{obj['kind']} {obj['metadata']['name']}"
+        mine = [p.name for p in map(convert.pod_view, await self.kube.job_pods(meta["namespace"], meta["name"]))
+                if p is not None and status.placement and p.generation == status.placement.generation]
+        await self.release(key, mine)
+        patch = StatusPatch(status).set(placement=None)
+        if verdict.permanent:
+            message = f"the API server refused {what}: {verdict.message}"
+            patch.phase(Phase.FAILED, "PodRejected", message).set(backoff=None)
+            patch.condition("PodsCreated", "False", "Rejected", message)
+            await self.writer.write(job, patch)
+            self.kube.post_event(job, "Warning", "PodRejected", message)
+            decided(key, "fail", message, reason="PodRejected")
+            return
+        attempts = (status.backoff.attempts if status.backoff else 0) + 1
+        delay = min(BACKOFF_MAX_S, BACKOFF_FIRST_S * 2 ** (attempts - 1))
+        message = f"the API server refused {what}: {verdict.message}; placing again in {delay:.0f}s"
+        patch.phase(Phase.PENDING, "PodsRefused", message).set(
+            backoff={"attempts": attempts, "until": iso(time.time() + delay), "reason": verdict.message})
+        patch.condition("PodsCreated", "False", "Refused", message)
+        await self.writer.write(job, patch)
+        self.kube.post_event(job, "Warning", "PodsRefused", f"the API server refused {what}: {verdict.message}")
+        decided(key, "back-off", message, attempts=attempts)
 
     async def delete(self, namespace: str, pods: Sequence[str]) -> None:
         await asyncio.gather(*(self.kube.delete_pod(namespace, p) for p in pods))

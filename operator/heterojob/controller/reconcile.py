@@ -63,12 +63,12 @@ class Controller:
         self.writer = StatusWriter(kube)
         self.pods = Pods(kube, self.writer, self.cache, self.fleet, self.poke, self.poke_pending)
         self.checkpoints = Checkpoints(kube, self.writer, self.cache, self.pods, self.poke, self.poke_pending)
-        self.alerts = AlertSymptoms(self.poke, lambda key, reason: self.checkpoints.ask(
+        self.alerts = AlertSymptoms(kube, self.writer, self.poke, lambda key, reason: self.checkpoints.ask(
             key, then=PERIODIC, by=None, reason=reason))
         settings = planner.Settings(min_runtime_s=self.config.min_runtime_s, lookahead=self.config.queue_lookahead)
         self.admission = Admission(kube, self.writer, self.cache, self.pods, self.checkpoints, self.fleet, settings,
                                    self.metrics, self.poke, self.forget)
-        self.disruption = Disruption(kube, self.writer, self.cache, self.checkpoints, self.alerts, fleet.nodes,
+        self.disruption = Disruption(kube, self.writer, self.cache, self.checkpoints, fleet.nodes,
                                      fleet.telemetry, self.fleet, self.queue.wake_at, self.metrics,
                                      self.config.disruption_budget, self.config.advisory, settings, fleet.classes)
         self.quotas = QuotaStatus(kube, self.cache, fleet.quota_objects, fleet.classes, fleet.regions)
@@ -98,7 +98,6 @@ class Controller:
 
     def forget(self, key: str) -> None:
         self.queue.forget(key)
-        self.alerts.forget(key)
         self.disruption.forget(key)
         if self.cache.forget(key):
             self.poke_pending()
@@ -149,10 +148,11 @@ class Controller:
         except SpecError as exc:
             problems += exc.problems
         now = time.time()
-        self.cache.sync(key, job, status, spec, self.fleet_source.classes(), now)
         spec_errors = "; ".join(str(p) for p in problems) if problems else None
-
         pods = [v for v in map(convert.pod_view, await self.kube.job_pods(namespace, name)) if v is not None]
+        if await self._repair(job, status, pods):
+            return
+        self.cache.sync(key, job, status, spec, self.fleet_source.classes(), now)
         pending = status.checkpoint.pending if status.checkpoint else None
         view = JobView(
             phase=status.phase, reason=status.reason,
@@ -176,6 +176,29 @@ class Controller:
             decided(key, decision.action.value, decision.message, reason=decision.reason)
         await self._act(job, spec, status, decision, pods)
 
+    async def _repair(self, job: dict[str, Any], status: HeteroJobStatus, pods: list[lifecycle.PodView]) -> bool:
+        """Status is untrusted: a finished phase while the placement's pods still run (someone wrote it) is
+        repaired from the pods, before the cache would give their devices away. True when it wrote."""
+        p = status.placement
+        if p is None or not (status.phase and status.phase.terminal):
+            return False
+        alive = [v for v in pods if v.generation == p.generation and not v.deleting
+                 and v.phase in ("Pending", "Running")]
+        if not alive:
+            return False
+        meta = job["metadata"]
+        key = f"{meta['namespace']}/{meta['name']}"
+        phase = Phase.RUNNING if len(alive) == p.replicas and all(v.phase == "Running" for v in alive) \
+            else Phase.ADMITTED
+        message = (f"status said {status.phase.value} while {len(alive)} pod(s) of generation {p.generation} "
+                   f"still run: repaired from the pods")
+        await self.writer.write(job, StatusPatch(status).phase(phase, "StatusRepaired", message).set(
+            completionTime=None))
+        self.kube.post_event(job, "Warning", "StatusRepaired", message)
+        decided(key, "repair", message)
+        self.poke(key)
+        return True
+
     def _fleet_problems(self, spec: HeteroJobSpec) -> list[validation.Problem]:
         """What this spec asks that the fleet can never give (engine.validation)."""
         return validation.job_problems(
@@ -192,6 +215,9 @@ class Controller:
         if d.action == Action.NONE:
             if pending is not None:
                 self.queue.wake_at(key, timestamp(pending.deadline) or time.time())
+            stuck = [v.unschedulable_since for v in pods if v.unschedulable and v.phase == "Pending"]
+            if stuck:  # look again when the first unschedulable rank has waited long enough
+                self.queue.wake_at(key, min(stuck) + lifecycle.JobView.unschedulable_after_s)
             if status.phase == Phase.RUNNING and spec is not None and (pending is None or pending.then == PERIODIC):
                 await self.disruption.consider(job, spec, status, time.time())  # a fault outranks a periodic one
             return
@@ -217,7 +243,11 @@ class Controller:
             return
         assert spec is not None
         if d.action == Action.PLACE:
-            await self.admission.place(job, spec, status)
+            until = timestamp(status.backoff.until) if status.backoff else None
+            if until is not None and until > time.time():  # pods were refused for a passing reason: wait
+                self.queue.wake_at(key, until)
+                return
+            await self.admission.place(job, spec, status, max((v.generation for v in pods), default=0))
         elif d.action == Action.CREATE_PODS:
             await self.pods.create(job, spec, status, d.ranks)
         elif d.action == Action.CLEANUP:
@@ -231,6 +261,18 @@ class Controller:
             patch.history("restart", d.message, where(status)).condition("Ready", "False", d.reason, d.message)
             await self.writer.write(job, patch)
             self.kube.post_event(job, "Warning", "Restarting", d.message)
+            await self.pods.release(key, d.pods)
+            self.poke(key)
+        elif d.action == Action.UNSCHEDULABLE:  # nothing ran: no checkpoint, the gang goes elsewhere
+            p = status.placement
+            assert p is not None
+            message = f"{d.message}; placing the gang elsewhere"
+            patch.phase(Phase.MIGRATING, d.reason, message).set(placement=None, migration={
+                "exclude": list(d.nodes), "reason": f"unschedulable: {d.message}", "replicas": p.replicas,
+                "trigger": "unschedulable"})
+            patch.history("reschedule", d.message, where(status)).condition("Ready", "False", d.reason, message)
+            await self.writer.write(job, patch)
+            self.kube.post_event(job, "Warning", d.reason, d.message)
             await self.pods.release(key, d.pods)
             self.poke(key)
         elif d.action in (Action.FAIL, Action.SUCCEED):

@@ -16,6 +16,7 @@ from pydantic import ValidationError
 from heterojob.api.job import HeteroJobStatus, Phase
 from heterojob.kube.api import Kube, now_iso
 from heterojob.kube.conditions import set_condition
+from heterojob.state.requests import MOVES
 
 log = logging.getLogger("heterojob.controller")
 
@@ -116,10 +117,10 @@ class StatusPatch:
     def finish_move(self, to: str) -> StatusPatch:
         """Record where the last migration or resize landed, when that entry is still open."""
         last = self.status.history[-1] if self.status.history else None
-        if self._history is None and not (last and last.action in ("migrate", "resize") and not last.to):
+        if self._history is None and not (last and last.action in MOVES and not last.to):
             return self
         history = self.history_entries()
-        if history and history[-1].get("action") in ("migrate", "resize") and not history[-1].get("to"):
+        if history and history[-1].get("action") in MOVES and not history[-1].get("to"):
             history[-1]["to"] = to
         return self
 

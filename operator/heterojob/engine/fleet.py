@@ -16,6 +16,9 @@ class Node:
     schedulable: bool = True  # not cordoned
     taints: frozenset[str] = frozenset()  # keys of its NoSchedule/NoExecute taints
     reason: str = ""  # why it is not Ready, cordoned or tainted
+    # driver / cuda / cann versions its own labels publish (engine.discovery.node_software); a version it
+    # does not publish is taken from its AcceleratorClass's `software`
+    software: Mapping[str, str] = field(default_factory=dict)
 
     @property
     def region(self) -> str | None:

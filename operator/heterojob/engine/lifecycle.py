@@ -24,6 +24,8 @@ class PodView:
     reason: str = ""
     checkpoint_request: str = ""  # the heterojob.io/checkpoint-request annotation it carries
     checkpoint_ack: str = ""  # the SDK's answer, "<id>;<step>;<uri>"
+    unschedulable: str = ""  # the scheduler's message while PodScheduled is False (Unschedulable)
+    unschedulable_since: float = 0.0  # unix seconds
 
 
 @dataclass(frozen=True)
@@ -49,6 +51,7 @@ class JobView:
     spec_errors: str | None = None  # every problem of an invalid spec, or None
     checkpoint: PendingCheckpoint | None = None
     now: float = 0.0  # unix seconds: time is an argument, never read here
+    unschedulable_after_s: float = 60.0  # a pod the scheduler cannot place this long: place the gang elsewhere
 
 
 class Action(StrEnum):
@@ -65,6 +68,7 @@ class Action(StrEnum):
     REQUEST_CHECKPOINT = "request-checkpoint"  # annotate these pods with the pending checkpoint's id
     CHECKPOINT_DONE = "checkpoint-done"  # every rank saved: go on with what follows
     CHECKPOINT_TIMEOUT = "checkpoint-timeout"  # not every rank saved in time (or one is gone): go on anyway
+    UNSCHEDULABLE = "unschedulable"  # the scheduler cannot place a rank where planned: place the gang elsewhere
 
 
 @dataclass(frozen=True)
@@ -74,6 +78,7 @@ class Decision:
     message: str = ""
     ranks: tuple[int, ...] = ()  # CREATE_PODS: which ranks
     pods: tuple[str, ...] = ()  # CLEANUP / RESTART: which pods to delete; REQUEST_CHECKPOINT: to annotate
+    nodes: tuple[str, ...] = ()  # UNSCHEDULABLE: the nodes to avoid
     step: int | None = None  # CHECKPOINT_DONE: the step every rank saved
     uri: str | None = None  # CHECKPOINT_DONE: where
 
@@ -107,6 +112,16 @@ def decide(job: JobView) -> Decision:
         first = failed[0]
         why = f"replica {first.rank} ({first.name}) failed" + (f": {first.reason}" if first.reason else "")
         return _restart_or_fail(job, why, current)
+
+    stuck = sorted((p for p in by_rank.values() if p.phase == "Pending" and p.unschedulable
+                    and job.now - p.unschedulable_since >= job.unschedulable_after_s), key=lambda p: p.rank)
+    if stuck:
+        first = stuck[0]
+        return Decision(Action.UNSCHEDULABLE, "Unschedulable",
+                        f"rank {first.rank} ({first.name}) could not be scheduled on {first.node} for "
+                        f"{job.now - first.unschedulable_since:.0f}s: {first.unschedulable}",
+                        pods=tuple(p.name for p in current if not p.deleting),
+                        nodes=tuple(sorted({p.node for p in stuck if p.node})))
 
     missing = tuple(r for r in range(job.replicas) if r not in by_rank)
     if missing:

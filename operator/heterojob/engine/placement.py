@@ -1,9 +1,11 @@
 """Gang placement: choose a device class, a region and a node per replica, or explain why none fits.
 
 Shaped like the Kubernetes scheduler framework. Candidates are (alternative x region). Filters, in
-order: the class exists; its software stack meets the alternative's requirements; the region is
-allowed; the namespace's HeteroQuota has room; there is room for the whole gang on Ready, schedulable,
-untainted, healthy nodes with each replica on one node. Survivors are scored: preference order first,
+order: the class exists; its nodes' software (each node's own driver/CUDA/CANN labels, else the class's
+declared stack) meets the alternative's `requires` and the node carries its required labels (per node:
+a node that fails is not used, and the message counts it); the region is allowed; the namespace's
+HeteroQuota has room; there is room for the whole gang on Ready, schedulable, untainted, healthy nodes
+with each replica on one node. Survivors are scored: preference order first,
 then preferred regions, the class's throughput, packing (fuller nodes first) and region balance.
 Every rejected candidate keeps the reason a user reads in the job's message, e.g.
 `cn-east/nvidia-h100: quota 16/16 used (nvidia-h100 in any region; needs 16)`.
@@ -19,7 +21,7 @@ from __future__ import annotations
 from collections import defaultdict
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from functools import cached_property
+from functools import cached_property, lru_cache
 
 from heterojob.engine import versions
 from heterojob.engine.fleet import Allocation, DeviceClass, Fleet, Node, quota_room
@@ -30,6 +32,12 @@ class Alternative:
     device_class: str
     per_replica: int
     requires: Mapping[str, str] = field(default_factory=dict)  # software -> PEP 440 specifier
+    node_labels: Mapping[str, str] = field(default_factory=dict)  # labels every node must carry (e.g. RDMA)
+
+    @property
+    def needs(self) -> tuple[tuple[tuple[str, str], ...], tuple[tuple[str, str], ...]]:
+        """What the per-node software filter checks, as a hashable key."""
+        return tuple(sorted(self.requires.items())), tuple(sorted(self.node_labels.items()))
 
 
 @dataclass(frozen=True)
@@ -54,7 +62,7 @@ class Request:
     @cached_property
     def shape(self) -> tuple[object, ...]:
         """Everything placement looks at but the scorers: equal shapes fit, or not, alike."""
-        return (tuple((a.device_class, a.per_replica, tuple(sorted(a.requires.items()))) for a in self.alternatives),
+        return (tuple((a.device_class, a.per_replica, a.needs) for a in self.alternatives),
                 self.replicas, tuple(self.allowed_regions), self.exclude_nodes, self.namespace)
 
 
@@ -115,6 +123,46 @@ def software_mismatch(cls: DeviceClass, requires: Mapping[str, str]) -> str | No
     return None
 
 
+@lru_cache(maxsize=4096)
+def _version_check(name: str, have: str | None, wanted: str, own: bool) -> str | None:
+    """One node's version against one requirement, short (cached: a fleet has few distinct versions)."""
+    mismatch = versions.check(name, have, wanted)
+    if mismatch is None:
+        return None
+    if have is None:
+        return f"no {name} version (no node label, none declared by the class)"
+    if mismatch.why.startswith(":"):
+        return str(mismatch)
+    return f"{name} {have} does not satisfy {wanted}" + ("" if own else " (the class's declared version)")
+
+
+def node_software_mismatch(node: Node, cls: DeviceClass, requires: Mapping[str, str],
+                           node_labels: Mapping[str, str] = {}) -> str | None:  # noqa: B006 - read only
+    """Why this node's software (its own labels first, else the class's stack) or labels miss the needs."""
+    for name, spec in sorted(requires.items()):
+        own = node.software.get(name)
+        why = _version_check(name, own or cls.software.get(name), spec, own is not None)
+        if why is not None:
+            return why
+    for key, value in sorted(node_labels.items()):
+        have = node.labels.get(key)
+        if have != value:
+            return f"label {key}={value} missing" if have is None else f"label {key} is {have!r}, not {value!r}"
+    return None
+
+
+def software_summary(failures: Mapping[str, int], limit: int = 2) -> str:
+    """`2 node(s) fail the software check: cuda 12.2 does not satisfy >=12.4` (the commonest reasons)."""
+    total = sum(failures.values())
+    ranked = sorted(failures.items(), key=lambda kv: (-kv[1], kv[0]))
+    if len(ranked) == 1:
+        reasons = ranked[0][0]
+    else:
+        reasons = "; ".join(f"{why} ({n})" for why, n in ranked[:limit]) + (
+            f"; and {len(ranked) - limit} more reason(s)" if len(ranked) > limit else "")
+    return f"{total} node(s) fail the software check: {reasons}"
+
+
 def node_unfit(node: Node, cls: DeviceClass, unhealthy: Mapping[str, str]) -> str | None:
     """Why a node cannot take this class's replicas now, or None. Pods tolerate only the class's own taint."""
     if not node.matches(cls.node_selector) or node.allocatable.get(cls.resource_name, 0) <= 0:
@@ -137,6 +185,9 @@ class FleetIndex:
         self.fleet = fleet
         self._by_class: dict[str, dict[str, list[str]]] = {}
         self._unfit: dict[str, dict[str, int]] = {}
+        # (class, needs) -> (region -> nodes that pass, region -> reason -> nodes that fail)
+        self._soft: dict[tuple[object, ...], tuple[dict[str, list[str]], dict[str, dict[str, int]]]] = {}
+        self._capacity: dict[str, dict[str, int]] = {}
 
     def nodes(self, cls: DeviceClass) -> dict[str, list[str]]:
         if cls.name not in self._by_class:
@@ -156,6 +207,39 @@ class FleetIndex:
             self._by_class[cls.name] = dict(by_region)
             self._unfit[cls.name] = dict(unfit)
         return self._by_class[cls.name]
+
+    def software(self, cls: DeviceClass, alt: Alternative
+                 ) -> tuple[dict[str, list[str]], dict[str, dict[str, int]]]:
+        """The class's usable nodes per region that also meet `alt`'s software and label needs, and per
+        region why the others do not (reason -> nodes). Cached per (class, needs) for the fleet view."""
+        by_region = self.nodes(cls)
+        if not alt.requires and not alt.node_labels:
+            return by_region, {}
+        key = (cls.name, alt.needs)
+        if key not in self._soft:
+            ok: dict[str, list[str]] = {}
+            failed: dict[str, dict[str, int]] = {}
+            nodes = self.fleet.nodes
+            for region, names in by_region.items():
+                passing = []
+                for name in names:
+                    why = node_software_mismatch(nodes[name], cls, alt.requires, alt.node_labels)
+                    if why is None:
+                        passing.append(name)
+                    else:
+                        reasons = failed.setdefault(region, {})
+                        reasons[why] = reasons.get(why, 0) + 1
+                ok[region] = passing
+            self._soft[key] = (ok, failed)
+        return self._soft[key]
+
+    def capacity(self, cls: DeviceClass) -> dict[str, int]:
+        """node -> its allocatable devices of the class's resource, for the class's usable nodes (cached)."""
+        if cls.name not in self._capacity:
+            nodes, resource = self.fleet.nodes, cls.resource_name
+            self._capacity[cls.name] = {n: nodes[n].allocatable.get(resource, 0)
+                                        for names in self.nodes(cls).values() for n in names}
+        return self._capacity[cls.name]
 
     def unfit(self, cls: DeviceClass, region: str) -> int:
         self.nodes(cls)
@@ -198,16 +282,30 @@ def place(request: Request, fleet: Fleet, index: FleetIndex | None = None) -> Re
             known = ", ".join(sorted(fleet.classes)) or "none"
             result.rejections.append(Rejection(alt.device_class, f"unknown AcceleratorClass (known: {known})"))
             continue
-        mismatch = software_mismatch(cls, alt.requires)
-        if mismatch is not None:
-            result.rejections.append(Rejection(cls.name, f"software: {mismatch}"))
-            continue
         regions = index.regions(cls)
         if not regions:
-            result.rejections.append(Rejection(cls.name, "no node of this class in any region"))
+            mismatch = software_mismatch(cls, alt.requires)
+            reason = f"software: {mismatch}" if mismatch else "no node of this class in any region"
+            result.rejections.append(Rejection(cls.name, reason))
             continue
-        by_region = index.nodes(cls)
+        by_region, soft_failed = index.software(cls, alt)
+        if soft_failed and not any(by_region.values()):
+            # every usable node of the class fails: one rejection, in the class's words when no node
+            # publishes its own version of what failed
+            mismatch = software_mismatch(cls, alt.requires)
+            own = any(name in index.fleet.nodes[n].software for n in _class_nodes(index, cls)
+                      for name in alt.requires)
+            if mismatch is not None and not own and not alt.node_labels:
+                result.rejections.append(Rejection(cls.name, f"software: {mismatch}"))
+            else:
+                merged: dict[str, int] = {}
+                for reasons in soft_failed.values():
+                    for why, n in reasons.items():
+                        merged[why] = merged.get(why, 0) + n
+                result.rejections.append(Rejection(cls.name, f"software: {software_summary(merged)}"))
+            continue
         need = request.replicas * alt.per_replica
+        capacity, used, resource = index.capacity(cls), fleet.used, cls.resource_name
         for region in regions:
             label = f"{region}/{cls.name}"
             if request.allowed_regions and region not in request.allowed_regions:
@@ -218,31 +316,39 @@ def place(request: Request, fleet: Fleet, index: FleetIndex | None = None) -> Re
                 result.rejections.append(Rejection(label, over))
                 continue
             names = [n for n in by_region.get(region, ()) if n not in request.exclude_nodes]
-            free = {n: fleet.free(n, cls.resource_name) for n in names}
+            free = {n: max(0, capacity[n] - used.get((n, resource), 0)) for n in names}
             nodes = pack(free, request.replicas, alt.per_replica)
             if nodes is None:
-                result.rejections.append(Rejection(label, _no_room(free, request, alt, index.unfit(cls, region))))
+                result.rejections.append(Rejection(label, _no_room(free, request, alt, index.unfit(cls, region),
+                                                                   soft_failed.get(region, {}))))
                 continue
-            score = _score(i, len(request.alternatives), cls, region, request, fleet, free, nodes, alt.per_replica)
+            score = _score(i, len(request.alternatives), cls, region, request, capacity, free, nodes, alt.per_replica)
             feasible.append(Candidate(region, i, cls.name, cls.resource_name, alt.per_replica, nodes, score))
     if feasible:
         result.chosen = max(feasible, key=lambda c: (c.score, -c.alternative_index, c.region))
     return result
 
 
-def _no_room(free: Mapping[str, int], request: Request, alt: Alternative, unfit: int) -> str:
+def _class_nodes(index: FleetIndex, cls: DeviceClass) -> Iterable[str]:
+    for names in index.nodes(cls).values():
+        yield from names
+
+
+def _no_room(free: Mapping[str, int], request: Request, alt: Alternative, unfit: int,
+             soft_failed: Mapping[str, int]) -> str:
     fit = sum(f // alt.per_replica for f in free.values())
     total = sum(free.values())
     text = (f"room for {fit} of {request.replicas} replicas ({total} free on "
             f"{sum(1 for f in free.values() if f)} node(s), {alt.per_replica} per replica)")
-    return text + (f"; {unfit} node(s) not Ready, cordoned, tainted or unhealthy" if unfit else "")
+    text += f"; {unfit} node(s) not Ready, cordoned, tainted or unhealthy" if unfit else ""
+    return text + (f"; {software_summary(soft_failed)}" if soft_failed else "")
 
 
 # weights: a step in preference order outweighs everything else together
 W_PREFERENCE, W_PREFERRED_REGION, W_THROUGHPUT, W_PACKING, W_BALANCE = 100.0, 50.0, 10.0, 5.0, 3.0
 
 
-def _score(index: int, n_alts: int, cls: DeviceClass, region: str, request: Request, fleet: Fleet,
+def _score(index: int, n_alts: int, cls: DeviceClass, region: str, request: Request, capacity: Mapping[str, int],
            free: Mapping[str, int], nodes: tuple[str, ...], per_replica: int) -> float:
     preference = W_PREFERENCE * (n_alts - index)
     preferred = 0.0
@@ -252,11 +358,11 @@ def _score(index: int, n_alts: int, cls: DeviceClass, region: str, request: Requ
     throughput = W_THROUGHPUT * min(cls.throughput, 1.0)
     # packing: how full the chosen nodes are afterwards (fills partly used nodes, keeps empty ones whole)
     chosen = set(nodes)
-    capacity = sum(fleet.nodes[n].allocatable.get(cls.resource_name, 0) for n in chosen) or 1
+    chosen_capacity = sum(capacity[n] for n in chosen) or 1
     left = sum(free[n] for n in chosen) - len(nodes) * per_replica
-    packing = W_PACKING * (1 - left / capacity)
+    packing = W_PACKING * (1 - left / chosen_capacity)
     # balance: prefer the region with the larger share of this class still free afterwards
-    region_capacity = sum(fleet.nodes[n].allocatable.get(cls.resource_name, 0) for n in free) or 1
+    region_capacity = sum(capacity[n] for n in free) or 1
     balance = W_BALANCE * (sum(free.values()) - len(nodes) * per_replica) / region_capacity
     return preference + preferred + throughput + packing + balance
 

@@ -145,6 +145,45 @@ class Kube:
             if exc.status != 404:
                 raise
 
+    # --- AcceleratorClasses and the discovery report ----------------------------------------------------
+
+    async def patch_class_status(self, name: str, status: Mapping[str, Any]) -> None:
+        """Merge-patch an AcceleratorClass's status (a class that is gone is skipped)."""
+        try:
+            await self.call(self.custom.patch_cluster_custom_object_status, GROUP, VERSION, "acceleratorclasses",
+                            name, {"status": dict(status)})
+        except ApiException as exc:
+            if exc.status != 404:
+                raise
+
+    async def create_class(self, obj: Mapping[str, Any]) -> bool:
+        """Create an AcceleratorClass; False when one of that name exists already."""
+        try:
+            await self.call(self.custom.create_cluster_custom_object, GROUP, VERSION, "acceleratorclasses", dict(obj))
+            return True
+        except ApiException as exc:
+            if exc.status == 409:
+                return False
+            raise
+
+    async def write_config_map(self, namespace: str, name: str, data: Mapping[str, str],
+                               labels: Mapping[str, str] | None = None) -> None:
+        """Create or update (merge-patch `data`) a ConfigMap, e.g. the discovery report."""
+        body = {"apiVersion": "v1", "kind": "ConfigMap",
+                "metadata": {"name": name, "namespace": namespace, "labels": dict(labels or {})}, "data": dict(data)}
+        try:
+            await self.call(self.core.patch_namespaced_config_map, name, namespace, {"data": dict(data)},
+                            _preload_content=False)
+            return
+        except ApiException as exc:
+            if exc.status != 404:
+                raise
+        try:
+            await self.call(self.core.create_namespaced_config_map, namespace, body, _preload_content=False)
+        except ApiException as exc:
+            if exc.status != 409:  # created meanwhile: the next sync patches it
+                raise
+
     async def delete_pod(self, namespace: str, name: str) -> None:
         try:
             await self.call(self.core.delete_namespaced_pod, name, namespace, _preload_content=False)
@@ -154,7 +193,8 @@ class Kube:
 
     # --- Events --------------------------------------------------------------------------------------
 
-    def post_event(self, job: Mapping[str, Any], type_: str, reason: str, message: str) -> None:
+    def post_event(self, job: Mapping[str, Any], type_: str, reason: str, message: str,
+                   involved: tuple[str, str] = (API_VERSION, "HeteroJob")) -> None:
         """A Kubernetes Event on the job, posted in the background: a failed post never blocks a decision.
 
         Aggregated as the kubelet and client-go's recorder do: the same type, reason and message on the
@@ -181,7 +221,7 @@ class Kube:
                 body = {
                     "apiVersion": "v1", "kind": "Event",
                     "metadata": {"name": name, "namespace": meta["namespace"]},
-                    "involvedObject": {"apiVersion": API_VERSION, "kind": "HeteroJob", "name": meta["name"],
+                    "involvedObject": {"apiVersion": involved[0], "kind": involved[1], "name": meta["name"],
                                        "namespace": meta["namespace"], "uid": meta.get("uid")},
                     "reason": reason, "message": message[:1024], "type": type_,
                     "source": {"component": "heterojob"}, "reportingComponent": "heterojob",

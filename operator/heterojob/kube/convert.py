@@ -14,8 +14,10 @@ from heterojob.api.common import SpecError, parse_spec
 from heterojob.api.quota import HeteroQuotaSpec
 from heterojob.api.region import RegionSpec
 from heterojob.constants import ANNOTATION_CHECKPOINT_ACK, ANNOTATION_CHECKPOINT_REQUEST, ANNOTATION_NODE, LABEL_GENERATION, LABEL_JOB, LABEL_RANK, LABEL_REGION
+from heterojob.engine.discovery import node_software
 from heterojob.engine.fleet import DeviceClass, Limit, Node, RegionInfo
 from heterojob.engine.lifecycle import PodView
+from heterojob.state.times import timestamp
 from heterojob.telemetry.snapshot import JobRef, WatchedJob
 
 log = logging.getLogger(__name__)
@@ -50,14 +52,16 @@ def node_view(obj: Mapping[str, Any]) -> Node:
         if taint.get("effect") in _BLOCKING_EFFECTS:
             taints.add(str(taint.get("key", "")))
             reasons.append(f"taint {taint.get('key')}:{taint.get('effect')}")
+    labels = {str(k): str(v) for k, v in (meta.get("labels") or {}).items()}
     return Node(
         name=meta.get("name", ""),
-        labels=dict(meta.get("labels") or {}),
+        labels=labels,
         allocatable=allocatable,
         ready=ready,
         schedulable=schedulable,
         taints=frozenset(taints),
         reason=", ".join(reasons),
+        software=node_software(labels),
     )
 
 
@@ -104,6 +108,12 @@ def pod_view(obj: Mapping[str, Any]) -> PodView | None:
             reason = f"container {cs.get('name')} exited with code {term['exitCode']}" + (
                 f" ({term['reason']})" if term.get("reason") else "")
             break
+    unschedulable, since = "", 0.0
+    for c in status.get("conditions") or []:
+        if isinstance(c, dict) and c.get("type") == "PodScheduled" and c.get("status") == "False" \
+                and c.get("reason") == "Unschedulable":
+            unschedulable = str(c.get("message") or "the scheduler found no node for it")
+            since = timestamp(c.get("lastTransitionTime")) or 0.0
     return PodView(
         name=meta.get("name", ""),
         rank=rank,
@@ -114,6 +124,8 @@ def pod_view(obj: Mapping[str, Any]) -> PodView | None:
         reason=reason,
         checkpoint_request=str((meta.get("annotations") or {}).get(ANNOTATION_CHECKPOINT_REQUEST, "")),
         checkpoint_ack=str((meta.get("annotations") or {}).get(ANNOTATION_CHECKPOINT_ACK, "")),
+        unschedulable=unschedulable,
+        unschedulable_since=since,
     )
 
 

@@ -24,7 +24,7 @@ import yaml
 from heterojob.constants import API_VERSION, GROUP, VERSION
 from heterojob.alerts.rules import rules_file
 from heterojob.sim.cluster.harness import Emulator, apply, seed
-from heterojob.sim.telemetry.exporters import ExporterFleet
+from heterojob.sim.telemetry.exporters import ExporterFleet, realistic_mix
 from heterojob.sim.cluster.kubelet import Kubelet
 from heterojob.sim.telemetry.prometheus import AlertmanagerServer, PrometheusServer
 from heterojob.sim.cluster.nodes import node
@@ -34,11 +34,20 @@ DEFAULT_WORKDIR = Path.home() / ".cache" / "heterojob" / "demo"
 STATE = "demo.json"  # where `heterojob demo inject` finds the running demo
 NAMESPACES = ("team-a", "team-b", "team-c")
 
-# region -> (device class, node count)
+# region -> (device class, node count): eleven sites, 42 nodes (304 accelerators, 256 CPU cores), light
+# enough for CI. The eastern cities run NVIDIA, the western hubs mostly Ascend, some mix both.
 FLEET: dict[str, list[tuple[str, int]]] = {
-    "cn-east": [("nvidia-h100", 8), ("nvidia-a100", 4), ("cpu", 4)],
-    "cn-north": [("ascend-910b", 10), ("nvidia-a100", 4), ("cpu", 2)],
-    "eu-west": [("nvidia-h100", 6), ("nvidia-a100", 4), ("cpu", 2)],
+    "cn-north": [("nvidia-h100", 4), ("nvidia-a100", 2), ("cpu", 2)],
+    "cn-east": [("nvidia-h100", 4), ("nvidia-a100", 2), ("cpu", 2)],
+    "cn-zhangjiakou": [("nvidia-a100", 2), ("ascend-910b", 2)],
+    "cn-hohhot": [("ascend-910b", 3)],
+    "cn-wuhu": [("nvidia-h100", 2), ("ascend-910b", 1)],
+    "cn-shaoguan": [("nvidia-a100", 2), ("ascend-910b", 2)],
+    "cn-chengdu": [("ascend-910b", 3)],
+    "cn-chongqing": [("nvidia-a100", 2)],
+    "cn-guiyang": [("ascend-910b", 3)],
+    "cn-qingyang": [("ascend-910b", 2)],
+    "cn-zhongwei": [("nvidia-h100", 2)],
 }
 
 # A realistic mix: (weight, device alternatives, replicas, per replica, priority)
@@ -184,7 +193,7 @@ def fleet_nodes() -> list[dict[str, Any]]:
     for region, groups in FLEET.items():
         for cls, count in groups:
             for i in range(count):
-                nodes.append(node(f"{region}-{cls}-{i:02d}", region, cls))
+                nodes.append(node(f"{region}-{cls}-{i:02d}", region, cls, stack=i))  # mixed drivers
     return nodes
 
 
@@ -295,7 +304,7 @@ class Demo:
 
             apply(api, [quota(ns) for ns in NAMESPACES])
 
-            exporters = ExporterFleet(nodes, seed=7)
+            exporters = ExporterFleet(nodes, seed=7, profiles=realistic_mix(nodes))  # as deployments vary
             host, port = exporters.serve()
             self.exporters_url = f"http://{host}:{port}"
             flags = self._telemetry(exporters, host, port)
@@ -380,10 +389,17 @@ class Demo:
         started = time.monotonic()
         deadline = started + self.smoke_seconds
         broken = None
+        degraded: set[str] = set()  # TelemetryDegraded messages seen on any job (the demo has no partial data)
+        last_look = 0.0
         while time.monotonic() < deadline:
             time.sleep(1.0)
             if broken is None and time.monotonic() - started >= self.smoke_seconds / 3:
                 broken = self._break_a_gpu(core)
+            if time.monotonic() - last_look >= 5:
+                last_look = time.monotonic()
+                for j in custom.list_cluster_custom_object(GROUP, VERSION, "heterojobs")["items"]:
+                    degraded |= {c.get("message", "") for c in (j.get("status") or {}).get("conditions") or []
+                                 if c.get("type") == "TelemetryDegraded" and c.get("status") == "True"}
         jobs = custom.list_cluster_custom_object(GROUP, VERSION, "heterojobs")["items"]
         phases = [(j.get("status") or {}).get("phase") for j in jobs]
         measured = sum(1 for j in jobs if ((j.get("status") or {}).get("utilization") or {}).get("average"))
@@ -397,5 +413,5 @@ class Demo:
             time.sleep(1)
         print(json.dumps({"jobs_submitted": self.submitted, "jobs_running": phases.count("Running"),
                           "jobs_with_utilization": measured, "migrations": migrations,
-                          "console_status": status}), flush=True)
+                          "console_status": status, "telemetry_degraded": sorted(degraded)}), flush=True)
         return 0

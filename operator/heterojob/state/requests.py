@@ -10,6 +10,7 @@ from heterojob.engine.placement import Alternative, Request
 from heterojob.state.times import timestamp
 
 MOVING = (Phase.MIGRATING, Phase.RESIZING)  # placed again after a checkpoint, avoiding the nodes it left
+MOVES = ("migrate", "resize", "reschedule")  # history actions that open a move (closed by the next placement)
 
 
 def priority_of(job: Mapping[str, Any]) -> int:
@@ -31,7 +32,7 @@ def request_for(key: str, job: Mapping[str, Any], spec: HeteroJobSpec, status: H
     origin = ""
     if moving.reserved is not None:
         origin = f"{moving.reserved.region}/{moving.reserved.device_class}"
-    elif status.history and status.history[-1].action in ("migrate", "resize"):
+    elif status.history and status.history[-1].action in MOVES:
         origin = (status.history[-1].from_ or "").split(" ")[0]
     region, _, cls = origin.partition("/")
     return move_request(key, job, spec, region, cls, moving.exclude, moving.replicas or spec.replicas.start)
@@ -56,8 +57,8 @@ def _request(key: str, job: Mapping[str, Any], spec: HeteroJobSpec, alternatives
     return Request(
         job=key,
         alternatives=[Alternative(
-            a.device_class, a.per_replica,
-            {k: v for k, v in (a.requires.model_dump() if a.requires else {}).items() if v})
+            a.device_class, a.per_replica, a.requires.versions() if a.requires else {},
+            dict(a.requires.node_labels or {}) if a.requires else {})
             for a in alternatives],
         replicas=replicas,
         allowed_regions=allowed,

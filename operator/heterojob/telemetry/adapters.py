@@ -1,10 +1,16 @@
 """One adapter per exporter family: the fleet-wide PromQL it needs, and how its results become samples.
 
-An adapter asks a fixed set of fleet-wide queries whatever the number of jobs or devices: one per
-windowed role (avg_over_time / min_over_time, so one noisy scrape does not trigger anything) and one
-for all its instant roles together (`{__name__=~"A|B"}`, split again by metric name). Results are
-Prometheus instant vectors: `[{"metric": {labels}, "value": [ts, "str"]}, ...]`. AMD, Cambricon and Hygon
-plug in as further `Adapter` subclasses (metric names in docs/telemetry.md, section 3).
+An adapter asks a fixed set of fleet-wide queries whatever the number of jobs or devices (docs/telemetry.md,
+"How heterojob reads the exporters"):
+- the identity query: every label that places a device (node, pod, model), with its windowed utilization;
+- one per other windowed role (min/max_over_time, so one noisy scrape does not trigger anything);
+- one for the remaining roles together (`{__name__=~"A|B"}`, split again by metric name), instant where the
+  exporter lets Prometheus mark vanished series stale, `last_over_time` over the window where it stamps its
+  own timestamps (npu-exporter: no staleness markers, an instant query would see a gone chip for 5 minutes);
+- `seen`: the newest sample time per device and pod, to tell the current pod from the one that held the
+  device earlier in the window (two series, one per pod, are not a data problem: the newest wins).
+Results are Prometheus instant vectors: `[{"metric": {labels}, "value": [ts, "str"]}, ...]`. AMD, Cambricon
+and Hygon plug in as further `Adapter` subclasses (metric names in docs/telemetry.md, section 3).
 """
 
 from __future__ import annotations
@@ -13,7 +19,9 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
-from heterojob.telemetry.model import DeviceSample, HealthPolicy, classify_gpu, classify_npu, number
+from heterojob.telemetry.model import (
+    ASCEND_SENTINELS, SHARED_POD, DeviceSample, HealthPolicy, classify_gpu, classify_npu, number,
+)
 
 Vector = Sequence[Mapping[str, Any]]
 Where = tuple[str | None, str | None]  # (region, device class) of a node
@@ -26,179 +34,406 @@ class ParseReport:
     missing_labels: int = 0
     duplicates: int = 0
     bad_values: int = 0
+    unresolved_nodes: int = 0  # a host label that names no Node and no relabelled node label
+    uncollected: int = 0  # the exporter's own "not collected" values (-1, 4294967295): missing, not wrong
+    pod_changes: int = 0  # devices whose pod changed within the window (the newest pod kept)
     notes: list[str] = field(default_factory=list)
 
     @property
     def degraded(self) -> bool:
-        return bool(self.missing_labels or self.duplicates or self.bad_values)
+        return bool(self.missing_labels or self.duplicates or self.bad_values or self.unresolved_nodes)
 
 
-INSTANT = "instant"  # the query name under which an adapter's instant roles come back together
+@dataclass(frozen=True)
+class Context:
+    """What the parse needs beyond the answers: which nodes exist and which pods are the exporters."""
+
+    is_node: Callable[[str], bool] | None = None  # None: no Node list (labels only, e.g. the CLI)
+    exporter_pods: frozenset[tuple[str, str]] = frozenset()  # (namespace, pod) of scrape targets (`up`)
+
+
+INSTANT = "instant"  # the query name under which an adapter's grouped roles come back together
+SEEN = "seen"  # newest sample time per device and pod
+ROLE_LABEL = "heterojob_metric"  # names the metric in a grouped query whose function dropped __name__
+# Set by relabelling from __meta_kubernetes_pod_node_name (manifests/telemetry): trusted first.
+RELABELLED_NODE_LABELS = ("node", "kubernetes_node", "node_name")
+# dcgm-exporter's own host label: the Node's name only when the exporter's NODE_NAME is set.
+HOST_LABELS = ("Hostname", "hostname")
+# The workload's pod. With honorLabels: false the exporter's pod/namespace arrive as exported_*, and
+# pod/namespace name the exporter itself; dcgm-exporter --use-old-namespace says pod_name/pod_namespace.
+POD_LABELS = ("exported_namespace", "exported_pod", "namespace", "pod", "pod_namespace", "pod_name")
+LOCATION_LABELS = (*RELABELLED_NODE_LABELS, *HOST_LABELS, "instance")
+# Every label that can say where a series comes from (kept for readers grouping by location, e.g. the console;
+# which one wins is `node_of_series`'s business).
 NODE_LABELS = ("Hostname", "hostname", "node", "kubernetes_node", "node_name", "instance")
 
 
-class Adapter:
-    family: ClassVar[str]
-    # role -> (metric, window function or "" for the instant value)
-    metrics: ClassVar[dict[str, tuple[str, str]]]
-    # The role whose answer keeps every label (node, model, pod, namespace); the others keep only
-    # `key_labels`, enough to name the device: on a large fleet this cuts what Prometheus encodes
-    # and we decode by four fifths.
-    identity: ClassVar[str] = "util"
-    key_labels: ClassVar[tuple[str, ...]]
-    identity_labels: ClassVar[tuple[str, ...]]  # what `sample` reads: the rest is dropped by Prometheus
-
-    def queries(self, window_s: int) -> dict[str, str]:
-        """Query name -> PromQL: one per windowed role, plus one for every instant role."""
-        out = {}
-        instant = []
-        keys = ", ".join(self.key_labels)
-        for role, (metric, fn) in self.metrics.items():
-            if not fn:
-                instant.append(metric)
-            elif role == self.identity:
-                out[role] = f"max by ({', '.join(self.identity_labels)}) ({fn}({metric}[{window_s}s]))"
-            else:
-                out[role] = f"max by ({keys}) ({fn}({metric}[{window_s}s]))"
-        if instant:
-            out[INSTANT] = f'max by (__name__, {keys}) ({{__name__=~"{"|".join(instant)}"}})'
-        return out
-
-    def split(self, results: Mapping[str, Vector]) -> dict[str, Vector]:
-        """Results by query name -> results by role (the instant query is split by metric name)."""
-        out: dict[str, list[Mapping[str, Any]]] = {role: list(v or ()) for role, v in results.items()
-                                                   if role != INSTANT}
-        role_of = {metric: role for role, (metric, fn) in self.metrics.items() if not fn}
-        for series in results.get(INSTANT) or ():
-            role = role_of.get((series.get("metric") or {}).get("__name__", ""))
-            if role is not None:
-                out.setdefault(role, []).append(series)
-        return out
-
-    def device_id(self, labels: Mapping[str, str]) -> str | None:
-        """The device a series is about, or None when its labels do not say."""
-        raise NotImplementedError
-
-    def sample(self, device_id: str, node: str, labels: Mapping[str, str], values: Mapping[str, float | None],
-               policy: HealthPolicy, where: Where = (None, None)) -> DeviceSample:
-        """The canonical sample; `where` is (region, device class) joined from the Node."""
-        raise NotImplementedError
-
-    def parse(self, results: Mapping[str, Vector], policy: HealthPolicy, report: ParseReport | None = None,
-              where: Callable[[str], Where] | None = None) -> list[DeviceSample]:
-        report = report if report is not None else ParseReport()
-        results = self.split(results)
-        labels_of: dict[str, Mapping[str, str]] = {}
-        node_of: dict[str, str] = {}
-        values: dict[str, dict[str, float | None]] = {}
-        ordered = sorted(results.items(), key=lambda item: item[0] != self.identity)  # full labels first
-        for role, vector in ordered:
-            seen: set[str] = set()
-            for series in vector or ():
-                labels = series.get("metric") or {}
-                device = self.device_id(labels)
-                if device is None:
-                    report.missing_labels += 1
-                    continue
-                if device in seen:
-                    report.duplicates += 1
-                    continue
-                seen.add(device)
-                raw = (series.get("value") or [None, None])[1]
-                value = number(raw)
-                if value is None and raw is not None:
-                    report.bad_values += 1
-                labels_of.setdefault(device, labels)
-                if device not in node_of and (node := node_of_series(labels)):
-                    node_of[device] = node
-                values.setdefault(device, {})[role] = value
-        nameless = [d for d in values if d not in node_of]
-        report.missing_labels += len(nameless)  # no node label in any of its series: cannot place it
-        locate = where or (lambda _node: (None, None))
-        return [self.sample(d, node_of[d], labels_of[d], values[d], policy, locate(node_of[d]))
-                for d in sorted(values) if d in node_of]
-
-
 def _first(labels: Mapping[str, str], *names: str) -> str:
+    get = labels.get
     for name in names:
-        value = labels.get(name)
-        if value:
+        if value := get(name):
             return value
     return ""
 
 
-def node_of_series(labels: Mapping[str, str]) -> str:
-    """The node of a series: an explicit label, else the scrape target's host."""
-    node = _first(labels, "Hostname", "hostname", "node", "kubernetes_node", "node_name")
-    if not node and labels.get("instance"):
-        node = labels["instance"].rsplit(":", 1)[0]
-    return node
+def node_of_series(labels: Mapping[str, str], is_node: Callable[[str], bool] | None = None) -> str:
+    """The node of a series: a relabelled node label first; then the exporter's Hostname, or the scrape
+    target's host, only when it names a known Node (without a Node list: taken as is)."""
+    get = labels.get
+    if node := get("node") or get("kubernetes_node") or get("node_name"):
+        return node
+    for candidate in (_first(labels, *HOST_LABELS), labels.get("instance", "").rsplit(":", 1)[0]):
+        if candidate and (is_node is None or is_node(candidate)):
+            return candidate
+    return ""
+
+
+def workload_of(labels: Mapping[str, str], exporter_pods: frozenset[tuple[str, str]] = frozenset()
+                ) -> tuple[str | None, str | None]:
+    """(namespace, pod) of the workload a series is about, or (None, None).
+
+    `exported_*` first (honorLabels: false); `pod`/`namespace` unless they name a scrape target (the exporter);
+    npu-exporter's not_displayed_for_multi_pod is no pod at all.
+    """
+    if labels.get("exported_pod"):
+        namespace, pod = labels.get("exported_namespace") or "", labels["exported_pod"]
+    elif labels.get("pod_name"):  # npu-exporter; dcgm-exporter --use-old-namespace (no collision with `pod`)
+        namespace, pod = _first(labels, "exported_namespace", "pod_namespace", "namespace"), labels["pod_name"]
+    elif labels.get("pod"):
+        namespace, pod = labels.get("namespace") or "", labels["pod"]
+        if (namespace, pod) in exporter_pods:
+            return None, None
+    else:
+        return None, None
+    if not pod or pod == SHARED_POD or namespace == SHARED_POD:
+        return None, None
+    return namespace or None, pod
+
+
+def shared(labels: Mapping[str, str]) -> bool:
+    return SHARED_POD in (labels.get("pod_name"), labels.get("pod"), labels.get("exported_pod"))
+
+
+@dataclass(frozen=True)
+class Role:
+    metric: str
+    fn: str = ""  # "" for the grouped query; else a function over the window, e.g. "avg_over_time"
+    param: str = ""  # a leading argument of `fn`, e.g. "0.5" for quantile_over_time; without `fn`, the PromQL
+    # of a figure Prometheus computes per device (`metric` then only names it)
+    scale: float = 1.0  # DCGM_FI_PROF_* are ratios: x100 to a percent
+    selector: str = ""  # a label matcher the fleet-wide query keeps (never one naming a job or device)
+
+    def expr(self, selector: str, window_s: int) -> str:
+        inner = f"{self.metric}{selector or self.selector}"
+        if not self.fn:
+            return inner
+        args = f"{self.param}, " if self.param else ""
+        out = f"{self.fn}({args}{inner}[{window_s}s])"
+        return f"{self.scale:g} * {out}" if self.scale != 1 else out
+
+
+class Adapter:
+    family: ClassVar[str]
+    # role -> Role; the identity role may have alternatives (the first metric a device has wins)
+    roles: ClassVar[dict[str, Role]]
+    identity: ClassVar[str] = "util"
+    identity_alternatives: ClassVar[tuple[Role, ...]] = ()
+    key_labels: ClassVar[tuple[str, ...]]  # enough to name the device
+    identity_labels: ClassVar[tuple[str, ...]]  # what `sample` reads: the rest is dropped by Prometheus
+    group_labels: ClassVar[tuple[str, ...]] = ()  # extra labels the grouped query keeps (e.g. `xid`)
+    grouped_fn: ClassVar[str] = ""  # "" instant; "last_over_time" for exporters that stamp timestamps
+
+    metrics: ClassVar[dict[str, tuple[str, str]]]  # role -> (metric, function): what is read, for listings
+
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        super().__init_subclass__(**kwargs)
+        cls.metrics = {role: (r.metric, r.fn) for role, r in cls.roles.items()}
+
+    def queries(self, window_s: int) -> dict[str, str]:
+        """Query name -> PromQL: identity, one per other windowed role, the grouped roles, and `seen`."""
+        out = {}
+        keys = ", ".join(self.key_labels)
+        ident = ", ".join(self.identity_labels)
+        for role, r in self.roles.items():
+            if not r.fn:
+                continue
+            if role == self.identity:
+                out[role] = " or ".join(f"max by ({ident}) ({alt.expr('', window_s)})"
+                                        for alt in (r, *self.identity_alternatives))
+            else:
+                out[role] = f"max by ({keys}) ({r.expr('', window_s)})"
+        grouped = [r.metric for r in self.roles.values() if not r.fn and not r.param]
+        if grouped and not self.grouped_fn:
+            by = ", ".join(("__name__", *self.key_labels, *self.group_labels))
+            out[INSTANT] = f'max by ({by}) ({{__name__=~"{"|".join(grouped)}"}})'
+            out[INSTANT] += "".join(f' or label_replace({r.param}, "{ROLE_LABEL}", "{r.metric}", "", "")'
+                                    for r in self.roles.values() if not r.fn and r.param)
+        elif grouped:  # functions drop __name__: each metric is marked with a label of its own instead
+            by = ", ".join((*self.key_labels, *self.group_labels))
+            out[INSTANT] = " or ".join(
+                f'label_replace(max by ({by}) ({self.grouped_fn}({m}[{window_s}s])), "{ROLE_LABEL}", "{m}", "", "")'
+                for m in grouped)
+        seen = " or ".join(f"timestamp({r.metric}{r.selector})"
+                           for r in (self.roles[self.identity], *self.identity_alternatives))
+        by = dict.fromkeys((*self.key_labels, "instance", *POD_LABELS))
+        out[SEEN] = f"max by ({', '.join(by)}) ({seen})"
+        return out
+
+    def split(self, results: Mapping[str, Vector]) -> dict[str, Vector]:
+        """Results by query name -> results by role (the grouped query is split by metric name)."""
+        out: dict[str, list[Mapping[str, Any]]] = {role: list(v or ()) for role, v in results.items()
+                                                   if role != INSTANT}
+        role_of = {r.metric: role for role, r in self.roles.items() if not r.fn}  # metric (or figure) name -> role
+        for series in results.get(INSTANT) or ():
+            labels = series.get("metric") or {}
+            role = role_of.get(labels.get("__name__") or labels.get(ROLE_LABEL) or "")
+            if role is not None:
+                out.setdefault(role, []).append(series)
+        return out
+
+    def device_id(self, labels: Mapping[str, str], ctx: Context = Context()) -> str | None:
+        """The device a series is about, or None when its labels do not say."""
+        raise NotImplementedError
+
+    def clean(self, role: str, value: float | None, labels: Mapping[str, str]) -> tuple[float | None, bool]:
+        """(value, uncollected): the exporter's "not collected" markers become None."""
+        return value, False
+
+    def sample(self, device_id: str, node: str, labels: Mapping[str, str], values: Mapping[str, Any],
+               policy: HealthPolicy, where: Where = (None, None), ctx: Context = Context()) -> DeviceSample:
+        """The canonical sample; `where` is (region, device class) joined from the Node."""
+        raise NotImplementedError
+
+    def parse(self, results: Mapping[str, Vector], policy: HealthPolicy, report: ParseReport | None = None,
+              where: Callable[[str], Where] | None = None, ctx: Context = Context()) -> list[DeviceSample]:
+        report = report if report is not None else ParseReport()
+        results = self.split(results)
+        seen = results.pop(SEEN, None) or ()
+        candidates: dict[str, list[Mapping[str, Any]]] = {}
+        values: dict[str, dict[str, Any]] = {}
+        some_labels: dict[str, Mapping[str, str]] = {}  # a series of each device, for its node when no identity
+        unresolved: dict[str, str] = {}
+        at: float | None = None  # every query of a cycle is evaluated at the same instant
+        device_id, clean, identity = self.device_id, self.clean, self.identity
+        for role, vector in results.items():
+            is_identity, is_count = role == identity, role == "xid_count"
+            for series in vector or ():
+                labels = series.get("metric") or {}
+                device = device_id(labels, ctx)
+                if device is None:
+                    if (host := _unplaced(labels, ctx)) and _first(labels, "UUID", "uuid", "id"):
+                        unresolved.setdefault(host, role)
+                    else:
+                        report.missing_labels += 1
+                    continue
+                if is_identity:
+                    candidates.setdefault(device, []).append(series)
+                    continue
+                pair = series.get("value") or (None, None)
+                if at is None:
+                    at = number(pair[0])
+                raw = pair[1]
+                value = number(raw)
+                if value is None and raw is not None:
+                    report.bad_values += 1
+                value, uncollected = clean(role, value, labels)
+                report.uncollected += uncollected
+                mine = values.get(device)
+                if mine is None:
+                    mine = values[device] = {}
+                    some_labels[device] = labels
+                if is_count:
+                    code = int(number(labels.get("xid")) or 0)
+                    mine.setdefault("xid_counts", {})[code] = value
+                elif mine.get(role) is None:
+                    mine[role] = value
+        newest = self._seen(seen, ctx) if any(len(c) > 1 for c in candidates.values()) else {}
+        labels_of: dict[str, Mapping[str, str]] = {}
+        for device, series_list in candidates.items():
+            chosen = series_list[0] if len(series_list) == 1 else self._newest(device, series_list, newest, ctx,
+                                                                                 report)
+            labels = labels_of[device] = chosen.get("metric") or {}
+            pair = chosen.get("value") or (None, None)
+            if at is None:
+                at = number(pair[0])
+            value = number(pair[1])
+            if value is None and pair[1] is not None:
+                report.bad_values += 1
+            value, uncollected = clean(identity, value, labels)
+            report.uncollected += uncollected
+            values.setdefault(device, {})[identity] = value
+        out = []
+        locate = where or (lambda _node: (None, None))
+        for device in sorted(values):
+            labels = labels_of.get(device) or some_labels.get(device) or {}
+            node = node_of_series(labels, ctx.is_node) or node_of_series(some_labels.get(device, {}), ctx.is_node)
+            if not node:
+                if host := _unplaced(labels, ctx):
+                    unresolved.setdefault(host, device)
+                else:
+                    report.missing_labels += 1  # no node label in any of its series: cannot place it
+                continue
+            mine = values[device]
+            mine["at"] = at
+            out.append(self.sample(device, node, labels, mine, policy, locate(node), ctx))
+        if unresolved:
+            report.unresolved_nodes += len(unresolved)
+            hosts = ", ".join(sorted(unresolved)[:3])
+            report.notes.append(f"host label(s) {hosts} name no Node: relabel __meta_kubernetes_pod_node_name "
+                                f"to `node` (manifests/telemetry)")
+        return out
+
+    def _seen(self, seen: Vector, ctx: Context) -> dict[tuple[str, Any], float]:
+        """(device, origin) -> its newest sample time, from the `seen` query."""
+        newest: dict[tuple[str, Any], float] = {}
+        for series in seen:
+            labels = series.get("metric") or {}
+            device = self.device_id(labels, ctx)
+            ts = number((series.get("value") or [None, None])[1])
+            if device is not None and ts is not None:
+                key = (device, _origin(labels, ctx))
+                newest[key] = max(ts, newest.get(key, ts))
+        return newest
+
+    @staticmethod
+    def _newest(device: str, series_list: list[Mapping[str, Any]], newest: Mapping[tuple[str, Any], float],
+                ctx: Context, report: ParseReport) -> Mapping[str, Any]:
+        """One identity series per device: the one sampled most recently (its pod and exporter are the
+        current ones); among equals, one naming a workload. Equals that disagree are duplicates."""
+        if len(series_list) == 1:
+            return series_list[0]
+
+        def rank(series: Mapping[str, Any]) -> tuple[float, bool]:
+            labels = series.get("metric") or {}
+            return newest.get((device, _origin(labels, ctx)), float("-inf")), \
+                workload_of(labels, ctx.exporter_pods) != (None, None)
+
+        ranked = sorted(series_list, key=rank, reverse=True)
+        pods = {workload_of(s.get("metric") or {}, ctx.exporter_pods) for s in series_list} - {(None, None)}
+        if rank(ranked[0]) == rank(ranked[1]):
+            report.duplicates += 1  # two series at once that nothing orders: two exporters for one device?
+        elif len(pods) > 1:
+            report.pod_changes += 1
+        return ranked[0]
+
+
+def _origin(labels: Mapping[str, str], ctx: Context) -> tuple[Any, ...]:
+    """Which pod a series is about and which exporter reported it: what changes when a device changes hands."""
+    return workload_of(labels, ctx.exporter_pods), labels.get("instance", "")
+
+
+def _unplaced(labels: Mapping[str, str], ctx: Context) -> str:
+    """The host label that failed to name a Node (for the message), or "" when there is none."""
+    if ctx.is_node is None or _first(labels, *RELABELLED_NODE_LABELS):
+        return ""
+    return _first(labels, *HOST_LABELS) or labels.get("instance", "")
 
 
 class DcgmAdapter(Adapter):
-    """NVIDIA dcgm-exporter. `Hostname` became `hostname` after 4.5.3-4.8.2: both are read."""
+    """NVIDIA dcgm-exporter 2.x-4.x. `Hostname` became `hostname` after 4.5.3-4.8.2: both are read; `UUID` is
+    `uuid` with --use-old-namespace. A MIG instance is a device of its own (`<UUID>/mig-<GPU_I_ID>`):
+    it has no DCGM_FI_DEV_GPU_UTIL, so its utilization is DCGM_FI_PROF_GR_ENGINE_ACTIVE x 100."""
 
     family = "dcgm"
-    key_labels = ("UUID", "uuid")  # dcgm-exporter always sets one of them
-    identity_labels = (*key_labels, "gpu", "modelName", *NODE_LABELS, "namespace", "pod", "pod_namespace",
-                       "pod_name")
-    metrics = {
-        "util": ("DCGM_FI_DEV_GPU_UTIL", "avg_over_time"),
-        "temp": ("DCGM_FI_DEV_GPU_TEMP", "min_over_time"),  # held for the window: hysteresis on overheat
-        "fb_used": ("DCGM_FI_DEV_FB_USED", ""),
-        "fb_free": ("DCGM_FI_DEV_FB_FREE", ""),
-        "power": ("DCGM_FI_DEV_POWER_USAGE", ""),
-        "xid": ("DCGM_FI_DEV_XID_ERRORS", ""),  # the code of the last XID, not a count
+    key_labels = ("UUID", "uuid", "GPU_I_ID")
+    identity_labels = (*key_labels, "GPU_I_PROFILE", "gpu", "modelName", *LOCATION_LABELS, *POD_LABELS)
+    group_labels = ("xid",)
+    roles = {
+        "util": Role("DCGM_FI_DEV_GPU_UTIL", "avg_over_time"),
+        "temp": Role("DCGM_FI_DEV_GPU_TEMP", "min_over_time"),  # held for the window: hysteresis on overheat
+        "fb_used": Role("DCGM_FI_DEV_FB_USED"),
+        # used + free + reserved (reserved when present), summed by Prometheus: one series per device, not three
+        "fb_total": Role("fb_total", param='sum by (UUID, uuid, GPU_I_ID) '
+                         '({__name__=~"DCGM_FI_DEV_FB_USED|DCGM_FI_DEV_FB_FREE|DCGM_FI_DEV_FB_RESERVED"}) '
+                         'and on (UUID, uuid, GPU_I_ID) DCGM_FI_DEV_FB_FREE'),
+        "power": Role("DCGM_FI_DEV_POWER_USAGE"),
+        "xid": Role("DCGM_FI_DEV_XID_ERRORS"),  # the code of the last XID, not a count
+        "xid_count": Role("DCGM_EXP_XID_ERRORS_COUNT"),  # per `xid` over window_size_in_ms, when enabled
     }
+    # only for MIG instances: every whole GPU has DCGM_FI_DEV_GPU_UTIL (default counters), and evaluating the
+    # profiling field for the whole fleet would double the identity query's cost
+    identity_alternatives = (Role("DCGM_FI_PROF_GR_ENGINE_ACTIVE", "avg_over_time", scale=100,
+                                  selector='{GPU_I_ID!=""}'),)
 
-    def device_id(self, labels: Mapping[str, str]) -> str | None:
-        return _first(labels, "UUID", "uuid") or None
+    def device_id(self, labels: Mapping[str, str], ctx: Context = Context()) -> str | None:
+        get = labels.get
+        uuid = get("UUID") or get("uuid")
+        if not uuid:
+            return None
+        instance = get("GPU_I_ID")
+        return f"{uuid}/mig-{instance}" if instance else uuid
 
-    def sample(self, device_id: str, node: str, labels: Mapping[str, str], values: Mapping[str, float | None],
-               policy: HealthPolicy, where: Where = (None, None)) -> DeviceSample:
-        used, free = values.get("fb_used"), values.get("fb_free")
-        health, reason, error = classify_gpu(values.get("xid"), values.get("temp"), policy)
+    def clean(self, role: str, value: float | None, labels: Mapping[str, str]) -> tuple[float | None, bool]:
+        if role == "util" and value is not None and not 0 <= value <= 100:
+            return None, True
+        return value, False
+
+    def sample(self, device_id: str, node: str, labels: Mapping[str, str], values: Mapping[str, Any],
+               policy: HealthPolicy, where: Where = (None, None), ctx: Context = Context()) -> DeviceSample:
+        used, total = values.get("fb_used"), values.get("fb_total")
+        counts = tuple(sorted((values.get("xid_counts") or {}).items()))
+        xid = values.get("xid")
+        health, reason, error = classify_gpu(xid, values.get("temp"), policy, None, counts)
+        model = labels.get("modelName", "")
+        if labels.get("GPU_I_PROFILE"):
+            model = f"{model} MIG {labels['GPU_I_PROFILE']}".strip()
+        namespace, pod = workload_of(labels, ctx.exporter_pods)
         return DeviceSample(
-            device_id=device_id, node=node, family=self.family, model=labels.get("modelName", ""),
-            index=labels.get("gpu", ""), utilization=values.get("util"), memory_used_mib=used,
-            memory_total_mib=(used + free) if used is not None and free is not None else None,
+            device_id=device_id, node=node, family=self.family, model=model,
+            index=labels.get("gpu", "") + (f"/{labels['GPU_I_ID']}" if labels.get("GPU_I_ID") else ""),
+            utilization=values.get("util"), memory_used_mib=used,
+            memory_total_mib=total if used is not None else None,
             temperature_c=values.get("temp"), power_w=values.get("power"),
-            health=health, reason=reason, last_error=error,
-            namespace=_first(labels, "namespace", "pod_namespace") or None,
-            pod=_first(labels, "pod", "pod_name") or None, region=where[0], device_class=where[1],
+            health=health, reason=reason, last_error=error, namespace=namespace, pod=pod,
+            region=where[0], device_class=where[1], xid=int(xid) if xid is not None else None, xid_counts=counts,
+            observed_at=values.get("at"),
         )
 
 
 class AscendAdapter(Adapter):
-    """Huawei Ascend npu-exporter. Health 1 healthy, 0 unhealthy, anything else (2147483647) unknown."""
+    """Huawei Ascend npu-exporter, 2021 to 2026 label sets. Every sample carries the exporter's own timestamp
+    (no staleness markers), so every role is read over the window. -1, 2147483647 and 4294967295 are the
+    exporter's "not collected" values. Utilization is the window's median: a -1 inside it does not drag
+    the figure down. Health is the window's max: 0 only when the chip said unhealthy in every sample."""
 
     family = "npu-exporter"
-    key_labels = ("id", *NODE_LABELS)  # chip ids repeat on every node
-    identity_labels = (*key_labels, "model_name", "namespace", "pod_name")
-    metrics = {
-        "util": ("npu_chip_info_utilization", "avg_over_time"),
-        "temp": ("npu_chip_info_temperature", "min_over_time"),
-        "health": ("npu_chip_info_health_status", "min_over_time"),  # one 0 in the window: unhealthy
-        "hbm_used": ("npu_chip_info_hbm_used_memory", ""),
-        "hbm_total": ("npu_chip_info_hbm_total_memory", ""),
-        "power": ("npu_chip_info_power", ""),
+    key_labels = ("id", *LOCATION_LABELS)  # chip ids repeat on every node
+    identity_labels = (*key_labels, "model_name", *POD_LABELS)
+    grouped_fn = "last_over_time"
+    roles = {
+        "util": Role("npu_chip_info_utilization", "quantile_over_time", "0.5"),
+        "temp": Role("npu_chip_info_temperature", "min_over_time"),
+        "health": Role("npu_chip_info_health_status", "max_over_time"),
+        "hbm_used": Role("npu_chip_info_hbm_used_memory"),
+        "hbm_total": Role("npu_chip_info_hbm_total_memory"),
+        "power": Role("npu_chip_info_power"),
     }
+    # 2023-era exporters put the pod only on container_npu_utilization (same value, pod labels)
+    identity_alternatives = (Role("container_npu_utilization", "quantile_over_time", "0.5"),)
 
-    def device_id(self, labels: Mapping[str, str]) -> str | None:
-        node = node_of_series(labels)
+    def device_id(self, labels: Mapping[str, str], ctx: Context = Context()) -> str | None:
+        node = node_of_series(labels, ctx.is_node)
         chip = labels.get("id")
         return f"{node}/npu-{chip}" if node and chip else None
 
-    def sample(self, device_id: str, node: str, labels: Mapping[str, str], values: Mapping[str, float | None],
-               policy: HealthPolicy, where: Where = (None, None)) -> DeviceSample:
+    def clean(self, role: str, value: float | None, labels: Mapping[str, str]) -> tuple[float | None, bool]:
+        if value is None or role == "health":
+            return value, False
+        if value in ASCEND_SENTINELS or value < 0 or value >= 2147483647 or (role == "util" and value > 100):
+            return None, True
+        return value, False
+
+    def sample(self, device_id: str, node: str, labels: Mapping[str, str], values: Mapping[str, Any],
+               policy: HealthPolicy, where: Where = (None, None), ctx: Context = Context()) -> DeviceSample:
         health, reason, error = classify_npu(values.get("health"), values.get("temp"), policy)
+        namespace, pod = workload_of(labels, ctx.exporter_pods)
         return DeviceSample(
             device_id=device_id, node=node, family=self.family, model=labels.get("model_name", ""),
             index=labels.get("id", ""), utilization=values.get("util"), memory_used_mib=values.get("hbm_used"),
             memory_total_mib=values.get("hbm_total"), temperature_c=values.get("temp"),
             power_w=values.get("power"), health=health, reason=reason, last_error=error,
-            namespace=labels.get("namespace") or None, pod=labels.get("pod_name") or None,
-            region=where[0], device_class=where[1],
+            namespace=namespace, pod=pod, region=where[0], device_class=where[1], shared=shared(labels),
+            observed_at=values.get("at"),
         )
 
 

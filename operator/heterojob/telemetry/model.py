@@ -7,7 +7,7 @@ a number becomes None, and a device with no health signal at all is UNKNOWN, not
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from enum import StrEnum
 from typing import Any
 
@@ -26,10 +26,21 @@ class Health(StrEnum):
     UNKNOWN = "unknown"
 
 
+# npu-exporter's "not collected" values (docs/telemetry.md): -1 (RetError), 2147483647 (MaxInt32, unknown
+# health since 2025), 4294967295 (MaxUint32, UnRetError). None of them is a reading.
+ASCEND_SENTINELS: frozenset[float] = frozenset({-1.0, 2147483647.0, 4294967295.0})
+# npu-exporter >= 2024 puts this in namespace/pod_name/container_name when one chip serves several pods.
+SHARED_POD = "not_displayed_for_multi_pod"
+
+
 @dataclass(frozen=True)
 class HealthPolicy:
     fatal_xids: frozenset[int] = DEFAULT_FATAL_XIDS
     overheat_celsius: float = 90.0
+    # DCGM_FI_DEV_XID_ERRORS keeps the last XID until the exporter restarts: a fatal XID fails the GPU for
+    # this long after heterojob first saw it, then (no newer XID) the GPU counts as recovered. Not used
+    # when DCGM_EXP_XID_ERRORS_COUNT is enabled: that metric forgets by itself.
+    xid_hold_s: float = 600.0
 
 
 @dataclass(frozen=True)
@@ -52,6 +63,11 @@ class DeviceSample:
     region: str | None = None  # joined from the Node
     device_class: str | None = None  # joined from the Node
     notes: tuple[str, ...] = field(default=())
+    xid: int | None = None  # DCGM_FI_DEV_XID_ERRORS: the code of the last XID (0 none)
+    xid_since: float | None = None  # when heterojob first saw this XID value (unix s)
+    xid_counts: tuple[tuple[int, float], ...] = ()  # DCGM_EXP_XID_ERRORS_COUNT (xid, count) when enabled
+    observed_at: float | None = None  # the query's evaluation time (unix s)
+    shared: bool = False  # one chip serving several pods (npu-exporter not_displayed_for_multi_pod)
 
 
 def number(value: Any) -> float | None:
@@ -63,11 +79,35 @@ def number(value: Any) -> float | None:
     return out if math.isfinite(out) else None
 
 
-def classify_gpu(xid: float | None, temperature: float | None, policy: HealthPolicy) -> tuple[Health, str, str]:
-    """(health, reason, last_error) of an NVIDIA GPU from its last XID and temperature."""
+def classify_gpu(xid: float | None, temperature: float | None, policy: HealthPolicy,
+                 xid_age_s: float | None = None, xid_counts: tuple[tuple[int, float], ...] = ()
+                 ) -> tuple[Health, str, str]:
+    """(health, reason, last_error) of an NVIDIA GPU from its last XID and temperature.
+
+    `xid_age_s`: how long the same last XID has been seen; past `policy.xid_hold_s` a fatal one is taken
+    as recovered (the exporter never clears it). `xid_counts`: DCGM_EXP_XID_ERRORS_COUNT per XID over its
+    window; when given it decides instead of the sticky last value.
+    """
     code = int(xid) if xid is not None else None
-    if code and code in policy.fatal_xids:
-        return Health.FAILED, f"fatal XID {code}", f"XID {code}"
+    if xid_counts:
+        recent = sorted(c for c, n in xid_counts if n and n > 0)
+        fatal = [c for c in recent if c in policy.fatal_xids]
+        if fatal:
+            return Health.FAILED, f"fatal XID {fatal[-1]} (DCGM_EXP_XID_ERRORS_COUNT)", f"XID {fatal[-1]}"
+        if not recent:
+            last_error = f"XID {code}" if code else ""
+            if temperature is not None and temperature >= policy.overheat_celsius:
+                return Health.DEGRADED, f"overheat {temperature:.0f}°C >= {policy.overheat_celsius:.0f}°C", last_error
+            return Health.HEALTHY, (f"no XID in DCGM_EXP_XID_ERRORS_COUNT's window (last XID {code})" if code
+                                    else ""), last_error
+        code = recent[-1]
+    elif code and code in policy.fatal_xids:
+        if xid_age_s is None or xid_age_s < policy.xid_hold_s:
+            return Health.FAILED, f"fatal XID {code}", f"XID {code}"
+        last_error = f"XID {code}"
+        if temperature is not None and temperature >= policy.overheat_celsius:
+            return Health.DEGRADED, f"overheat {temperature:.0f}°C >= {policy.overheat_celsius:.0f}°C", last_error
+        return (Health.HEALTHY, f"recovered: last XID {code} is {xid_age_s:.0f}s old, no newer XID", last_error)
     last_error = f"XID {code}" if code else ""
     if temperature is not None and temperature >= policy.overheat_celsius:
         return Health.DEGRADED, f"overheat {temperature:.0f}°C >= {policy.overheat_celsius:.0f}°C", last_error
@@ -81,7 +121,10 @@ def classify_gpu(xid: float | None, temperature: float | None, policy: HealthPol
 
 def classify_npu(status: float | None, temperature: float | None, policy: HealthPolicy
                  ) -> tuple[Health, str, str]:
-    """(health, reason, last_error) of an Ascend NPU from npu_chip_info_health_status and temperature."""
+    """(health, reason, last_error) of an Ascend NPU from npu_chip_info_health_status and temperature.
+
+    `status` is the window's max_over_time: 0 only when the chip said unhealthy in every sample of the
+    window, so the single 0 older exporters emit on a failed query is not a fault."""
     if status is not None and int(status) == ASCEND_UNHEALTHY:
         return Health.FAILED, "NPU health status 0 (unhealthy)", "npu unhealthy"
     if temperature is not None and temperature >= policy.overheat_celsius:
@@ -90,6 +133,23 @@ def classify_npu(status: float | None, temperature: float | None, policy: Health
         shown = "absent" if status is None else f"{int(status)}"
         return Health.UNKNOWN, f"NPU health status {shown} (unknown)", ""
     return Health.HEALTHY, "", ""
+
+
+def settle_xid(sample: DeviceSample, before: DeviceSample | None, policy: HealthPolicy) -> DeviceSample:
+    """A GPU sample with its last XID dated by the previous snapshot, health classified again with that age.
+
+    The exporter repeats the last XID until it restarts, so the age is how long heterojob has seen this same
+    value (from the first cycle that saw it; after an operator restart the clock starts again). A changed
+    value is a new XID, and its own age starts now.
+    """
+    if sample.family != "dcgm" or not sample.xid or sample.xid_counts:
+        return sample
+    since = sample.observed_at
+    if before is not None and before.xid == sample.xid and before.xid_since is not None:
+        since = before.xid_since
+    age = sample.observed_at - since if sample.observed_at is not None and since is not None else None
+    health, reason, error = classify_gpu(sample.xid, sample.temperature_c, policy, age)
+    return replace(sample, xid_since=since, health=health, reason=reason, last_error=error)
 
 
 def vanished(previous: dict[str, DeviceSample], current: list[DeviceSample]) -> list[DeviceSample]:

@@ -14,8 +14,8 @@ from dataclasses import dataclass, field, replace
 from enum import StrEnum
 from typing import Any
 
-from heterojob.telemetry.adapters import ADAPTERS, Adapter, ParseReport, Vector, node_of_series
-from heterojob.telemetry.model import DeviceSample, Health, HealthPolicy, number, vanished
+from heterojob.telemetry.adapters import ADAPTERS, Adapter, Context, ParseReport, Vector, node_of_series
+from heterojob.telemetry.model import DeviceSample, Health, HealthPolicy, number, settle_xid, vanished
 
 UP = "up"
 
@@ -68,20 +68,27 @@ class Snapshot:
     # node -> "<device>: <reason>" of a failed device on it (placement keeps new work off these nodes)
     failed_nodes: Mapping[str, str] = field(default_factory=dict)
     node_of: Mapping[str, str] = field(default_factory=dict)  # device id -> node (alerts name devices)
+    reports: Mapping[str, ParseReport] = field(default_factory=dict)  # source name -> what its answers lacked
 
     def region(self, name: str) -> RegionTelemetry:
         return self.regions.get(name) or self.regions.get("*") or RegionTelemetry(
             Availability.UNAVAILABLE, "no Prometheus serves this region")
 
 
-def _exporters_down(up: Vector) -> frozenset[str]:
+def _exporters_down(up: Vector, ctx: Context = Context()) -> frozenset[str]:
     down = set()
     for series in up or ():
-        node = node_of_series(series.get("metric") or {})
+        node = node_of_series(series.get("metric") or {}, ctx.is_node)
         value = number((series.get("value") or [None, None])[1])
         if node and value == 0:
             down.add(node)
     return frozenset(down)
+
+
+def _exporter_pods(up: Vector) -> frozenset[tuple[str, str]]:
+    """(namespace, pod) of every scrape target: on a device series these name the exporter, not a workload."""
+    return frozenset((labels.get("namespace") or "", labels["pod"]) for series in up or ()
+                     if (labels := series.get("metric") or {}).get("pod"))
 
 
 def build(sources: Sequence[SourceResult], nodes: Mapping[str, NodeFacts], previous: Mapping[str, DeviceSample],
@@ -99,6 +106,7 @@ def build(sources: Sequence[SourceResult], nodes: Mapping[str, NodeFacts], previ
 
     devices: dict[str, DeviceSample] = {}
     regions: dict[str, RegionTelemetry] = {}
+    reports: dict[str, ParseReport] = {}
     down: set[str] = set()
     for source in sources:
         if source.results is None:
@@ -106,13 +114,17 @@ def build(sources: Sequence[SourceResult], nodes: Mapping[str, NodeFacts], previ
                 regions[region] = RegionTelemetry(Availability.UNAVAILABLE, f"{source.name}: {source.error}")
             continue
         others = frozenset().union(*(o.regions for o in sources if o is not source)) - {"*"}
-        report = ParseReport()
+        report = reports[source.name] = ParseReport()
         found: list[DeviceSample] = []
+        # with a Node list, a host label counts only when it names a Node; without one, labels alone decide
+        ctx = Context(is_node=nodes.__contains__ if nodes else None,
+                      exporter_pods=_exporter_pods(source.results.get(UP) or ()))
         for adapter in adapters:
             prefix = f"{adapter.family}:"
             mine = {k[len(prefix):]: v for k, v in source.results.items() if k.startswith(prefix)}
-            found += adapter.parse(mine, policy, report, where)
-        source_down = _exporters_down(source.results.get(UP) or ())
+            found += [settle_xid(d, previous.get(d.device_id), policy)
+                      for d in adapter.parse(mine, policy, report, where, ctx)]
+        source_down = _exporters_down(source.results.get(UP) or (), ctx)
         down |= source_down
         served = {d.device_id: d for d in found if _serves(source, nodes.get(d.node), others)}
         # a device is remembered while its Node exists; one missing while its exporter answers vanished
@@ -139,7 +151,7 @@ def build(sources: Sequence[SourceResult], nodes: Mapping[str, NodeFacts], previ
         counts[sample.region or "*"][sample.health] += 1
         if sample.health == Health.FAILED:
             failed.setdefault(sample.node, f"{sample.device_id}: {sample.reason}")
-        if sample.namespace and sample.pod:
+        if sample.namespace and sample.pod and not sample.shared:
             by_pod[(sample.namespace, sample.pod)].append(sample)
     regions = {name: replace(r, devices=dict(counts.get(name, {}))) for name, r in regions.items()}
     for name, per_health in counts.items():
@@ -147,7 +159,7 @@ def build(sources: Sequence[SourceResult], nodes: Mapping[str, NodeFacts], previ
             regions[name] = replace(regions["*"], devices=dict(per_health))
     return Snapshot(devices=devices, regions=regions, exporters_down=frozenset(down),
                     by_pod={k: tuple(sorted(v, key=lambda d: d.device_id)) for k, v in by_pod.items()},
-                    failed_nodes=failed, node_of={d: s.node for d, s in devices.items()})
+                    failed_nodes=failed, node_of={d: s.node for d, s in devices.items()}, reports=reports)
 
 
 def _serves(source: SourceResult, facts: NodeFacts | None, others: frozenset[str]) -> bool:
@@ -165,6 +177,8 @@ def _describe(report: ParseReport) -> str:
         parts.append(f"{report.duplicates} duplicate series")
     if report.bad_values:
         parts.append(f"{report.bad_values} values that are not numbers")
+    if report.unresolved_nodes:
+        parts += report.notes[:1] or [f"{report.unresolved_nodes} host labels that name no Node"]
     return "; ".join(parts)
 
 
@@ -213,6 +227,7 @@ class JobTelemetry:
     unhealthy: tuple[tuple[int, DeviceSample], ...] = ()  # (rank, device) failed or degraded
     seen: int = 0  # devices reported for the job's pods
     expected: int = 0
+    unknown: tuple[tuple[int, DeviceSample], ...] = ()  # (rank, device) whose health nothing tells
 
 
 def job_telemetry(job: JobRef, snapshot: Snapshot, stragglers: StragglerPolicy = StragglerPolicy()
@@ -223,26 +238,32 @@ def job_telemetry(job: JobRef, snapshot: Snapshot, stragglers: StragglerPolicy =
         return JobTelemetry(Availability.UNAVAILABLE, region.message or "telemetry unavailable", expected=expected)
     per_replica: list[float | None] = []
     unhealthy: list[tuple[int, DeviceSample]] = []
+    unknown: list[tuple[int, DeviceSample]] = []
+    silent: list[DeviceSample] = []  # exporter down or not reporting: their figures are not current
     seen = 0
     for rank in range(job.replicas):
         devices = snapshot.by_pod.get((job.namespace, job.pod(rank)), ())
         seen += len(devices)
-        utils = [d.utilization for d in devices if d.utilization is not None]
+        silent += [d for d in devices if d.node in snapshot.exporters_down or d.reason == "exporter not reporting"]
+        utils = [d.utilization for d in devices if d.utilization is not None and d.node not in snapshot.exporters_down]
         per_replica.append(round(statistics.fmean(utils), 1) if utils else None)
         unhealthy += [(rank, d) for d in devices if d.health in (Health.FAILED, Health.DEGRADED)]
+        unknown += [(rank, d) for d in devices if d.health == Health.UNKNOWN]
     known = [u for u in per_replica if u is not None]
     average = round(statistics.fmean(known), 1) if known else None
     slow, why = _stragglers(per_replica, stragglers)
     if seen == 0:
         availability, message = Availability.UNAVAILABLE, "no exporter reports a device of this job's pods yet"
-    elif seen < expected or region.availability == Availability.DEGRADED:
+    elif seen < expected or silent or region.availability == Availability.DEGRADED:
         availability = Availability.DEGRADED
+        nodes = sorted({d.node for d in silent})
         message = "; ".join(m for m in (
-            f"{seen} of {expected} devices reported" if seen < expected else "", region.message) if m)
+            f"{seen} of {expected} devices reported" if seen < expected else "",
+            f"exporter not reporting on {', '.join(nodes)}" if nodes else "", region.message) if m)
     else:
         availability, message = Availability.OK, f"{seen} devices reported"
     return JobTelemetry(availability, message, average, tuple(per_replica), slow, why, tuple(unhealthy),
-                        seen, expected)
+                        seen, expected, tuple(unknown))
 
 
 def _stragglers(per_replica: Sequence[float | None], policy: StragglerPolicy) -> tuple[tuple[int, ...], str]:

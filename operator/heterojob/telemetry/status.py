@@ -1,12 +1,16 @@
 """What a job's telemetry writes into its status: utilization and four conditions.
 
 Pure (time is an argument). A write happens only when something a person would notice changed:
-a condition, a straggler, or a utilization figure by at least `UTIL_STEP` points.
+a condition, a straggler, or a utilization figure by at least `UTIL_STEP` points. Partial data becomes
+`TelemetryDegraded True` only once it has lasted `SETTLE_S`: a gang's pods start and stop one by one, and the
+exporters report a pod from their next scrape, so a job's first and last cycles are often partial. Until
+then the condition is `Unknown` (`Settling`), never a false `True`.
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from datetime import datetime
 from typing import Any
 
 from heterojob.kube.conditions import same, set_condition
@@ -14,13 +18,24 @@ from heterojob.telemetry.model import Health
 from heterojob.telemetry.snapshot import Availability, JobTelemetry
 
 UTIL_STEP = 1.0
+SETTLE_S = 30.0
 TELEMETRY_UNAVAILABLE = "TelemetryUnavailable"
 TELEMETRY_DEGRADED = "TelemetryDegraded"
 DEVICES_HEALTHY = "DevicesHealthy"
 STRAGGLER = "Straggler"
 
 
-def conditions(current: Sequence[Mapping[str, Any]], t: JobTelemetry, now: str) -> list[dict[str, Any]]:
+def _seconds(since: Any, now: str) -> float:
+    """Seconds from the ISO time `since` to `now`; unreadable times count as long ago (no endless settling)."""
+    try:
+        return (datetime.fromisoformat(now.replace("Z", "+00:00"))
+                - datetime.fromisoformat(str(since).replace("Z", "+00:00"))).total_seconds()
+    except ValueError:
+        return float("inf")
+
+
+def conditions(current: Sequence[Mapping[str, Any]], t: JobTelemetry, now: str, settle_s: float = SETTLE_S
+               ) -> list[dict[str, Any]]:
     out = [dict(c) for c in current]
     unavailable = t.availability == Availability.UNAVAILABLE
     if unavailable:
@@ -30,7 +45,13 @@ def conditions(current: Sequence[Mapping[str, Any]], t: JobTelemetry, now: str) 
     else:
         out = set_condition(out, TELEMETRY_UNAVAILABLE, "False", "Reporting", t.message, now)
     if t.availability == Availability.DEGRADED:
-        out = set_condition(out, TELEMETRY_DEGRADED, "True", "PartialData", t.message, now)
+        before = next((c for c in current if c.get("type") == TELEMETRY_DEGRADED), None) or {}
+        if before.get("status") == "True" or (
+                before.get("status") == "Unknown" and _seconds(before.get("lastTransitionTime"), now) >= settle_s):
+            out = set_condition(out, TELEMETRY_DEGRADED, "True", "PartialData", t.message, now)
+        else:
+            out = set_condition(out, TELEMETRY_DEGRADED, "Unknown", "Settling",
+                                f"{t.message} (for less than {settle_s:.0f}s: pods starting or stopping?)", now)
     else:
         out = set_condition(out, TELEMETRY_DEGRADED, "False", "Reporting" if not unavailable else "NoData", "", now)
     if unavailable:
@@ -40,6 +61,11 @@ def conditions(current: Sequence[Mapping[str, Any]], t: JobTelemetry, now: str) 
         message = "; ".join(f"rank {rank}: {d.device_id} on {d.node}: {d.reason}" for rank, d in t.unhealthy)
         out = set_condition(out, DEVICES_HEALTHY, "False", "DeviceFailed" if failed else "DeviceDegraded",
                             message, now)
+    elif t.unknown:  # no fault seen, but not every device says it is healthy: that is not "healthy"
+        reasons = sorted({d.reason or "no health signal" for _, d in t.unknown})
+        out = set_condition(out, DEVICES_HEALTHY, "Unknown", "HealthUnknown",
+                            f"{len(t.unknown)} of {t.seen} devices: health unknown ({'; '.join(reasons[:3])}); "
+                            "no action is taken on missing data", now)
     else:
         out = set_condition(out, DEVICES_HEALTHY, "True", "Healthy", f"{t.seen} devices healthy", now)
     if t.stragglers:

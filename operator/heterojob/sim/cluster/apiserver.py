@@ -3,7 +3,10 @@
 kmock 0.8 (by Kopf's author) serves API discovery well but stores objects as plain JSON without the
 semantics that Kopf and the `kubernetes` client rely on (see docs/emulator.md). This subclass
 keeps kmock's HTTP server, discovery and resource registry, and serves every resource request from its
-own store with these real API server semantics:
+own store with these real API server semantics (the one module of the package over ~500 lines, on
+purpose: it is the request flow of every verb -- read, check, admit, store, notify watchers -- in one
+place; what each step consults lives beside it: schema.py, builtin.py, admission.py, tables.py, openapi.py,
+discovery.py, events.py, patching.py, selectors.py):
 
 - `resourceVersion` (one global counter), `uid`, `creationTimestamp`, `generation` (bumped on spec
   changes), `metadata.namespace` from the URL; 201 on create; 409 `AlreadyExists` and 409 `Conflict` on

@@ -120,7 +120,7 @@ def validate_metadata(meta: Mapping[str, Any], *, name_rule: str = "subdomain") 
     for key, value in labels.items():
         found.extend(_qualified_key(key, "metadata.labels"))
         if not isinstance(value, str):
-            found.append(errors.invalid(f"metadata.labels", value, "must be a string"))
+            found.append(errors.invalid("metadata.labels", value, "must be a string"))
         elif len(value) > 63:
             found.append(errors.invalid("metadata.labels", value, "must be no more than 63 characters"))
         elif not _LABEL_VALUE.match(value):

@@ -2,11 +2,19 @@
 
 One HTTP server stands in for every node's exporter: Prometheus scrapes `/nodes/<node>/metrics` once per
 node (a target per node, as with a DaemonSet), and each answer is rendered by prometheus_client in the
-real exporter's metric and label names (docs/telemetry.md). A device bound to a pod reports
-high utilization and that pod's labels; an idle one reports zero. Faults are injected over HTTP
-(`POST /faults`) or in process (`ExporterFleet.inject`):
+shape a real exporter version emits (an `ExporterProfile` per node; the versions, their label sets and
+values are those of tests/fixtures/exporters and docs/telemetry.md): dcgm-exporter 2.x/3.x/4.x/HEAD with
+`Hostname` or `hostname` (the Node's name, or the exporter pod's when NODE_NAME is unset), with or without
+--use-old-namespace, MIG instances, XID err_code labels, DCGM_EXP_XID_ERRORS_COUNT; npu-exporter 2021 to 2026
+label sets with explicit timestamps and their "not collected" values. `targets()` says how each node is
+scraped (relabelled `node` label or not, ServiceMonitor target labels). `realistic_mix` is the demo's blend.
 
-  fatal-xid [code=79]   application-xid [code=13]   overheat [celsius=95]   npu-unhealthy   npu-unknown
+A device bound to a pod reports high utilization and that pod's labels; an idle one reports zero. Faults are
+injected over HTTP (`POST /faults`) or in process (`ExporterFleet.inject`):
+
+  fatal-xid [code=79] (sticky: the exporter repeats the last XID until it restarts, i.e. `clear`)
+  application-xid [code=13]   overheat [celsius=95]   npu-unhealthy   npu-unknown
+  uncollected (the exporter cannot read the device: -1 / 4294967295 on npu-exporter, no series on DCGM)
   vanish (the device's series disappear)   exporter-down (the node's scrape answers 503)
   straggle [factor=0.2] (utilization scaled down)
 """
@@ -16,6 +24,7 @@ from __future__ import annotations
 import json
 import random
 import threading
+import time
 import uuid
 from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
@@ -30,10 +39,27 @@ from prometheus_client.registry import Collector
 
 from heterojob.defaults import ACCELERATOR_CLASSES
 
-ASCEND_UNKNOWN = 2147483647  # what npu-exporter emits for an unknown health status
-DCGM_LABELS = ("gpu", "UUID", "pci_bus_id", "device", "modelName", "DCGM_FI_DRIVER_VERSION",
-               "container", "namespace", "pod")
-NPU_LABELS = ("id", "model_name", "vdie_id", "pcie_bus_info", "namespace", "pod_name", "container_name")
+ASCEND_UNKNOWN = 2147483647  # what npu-exporter (2025+) emits for an unknown health status
+XID_WINDOW_MS = 300000  # dcgm-exporter's default --xid-count-window-size
+SHARED_POD = "not_displayed_for_multi_pod"
+DCGM_VERSIONS = ("2.4.6-2.6.10", "3.3.9-3.6.1", "4.5.3-4.8.2", "head")
+NPU_VERSIONS = ("2021", "2023", "2024", "2026")
+XID_TEXT = {0: "No Error", 13: "Graphics Engine Exception", 31: "GPU memory page fault", 43: "GPU stopped processing",
+            48: "Double Bit ECC Error", 79: "GPU has fallen off the bus"}
+
+
+@dataclass(frozen=True)
+class ExporterProfile:
+    """How one node's exporter is built and scraped (what differs between real deployments)."""
+
+    version: str = ""  # one of DCGM_VERSIONS / NPU_VERSIONS; "" = the newest of the family
+    node_name_set: bool = True  # dcgm: NODE_NAME set (Helm chart), so Hostname is the Node; else the pod's name
+    old_namespace: bool = False  # dcgm --use-old-namespace: uuid, pod_name/pod_namespace/container_name
+    mig: int = 0  # dcgm: GPU instances per GPU (0 = MIG off); each allocatable device is one instance
+    xid_count: bool = False  # dcgm: DCGM_EXP_XID_ERRORS_COUNT enabled (custom counters CSV)
+    timestamps: bool = True  # npu-exporter stamps every sample (no staleness markers in Prometheus)
+    service_monitor: bool = False  # scraped with honorLabels: false and the exporter pod's target labels
+    relabel_node: bool = True  # the scrape config relabels __meta_kubernetes_pod_node_name into `node`
 
 
 class Fault(StrEnum):
@@ -42,6 +68,7 @@ class Fault(StrEnum):
     OVERHEAT = "overheat"
     NPU_UNHEALTHY = "npu-unhealthy"
     NPU_UNKNOWN = "npu-unknown"
+    UNCOLLECTED = "uncollected"
     VANISH = "vanish"
     EXPORTER_DOWN = "exporter-down"
     STRAGGLE = "straggle"
@@ -55,10 +82,13 @@ class SimDevice:
     namespace: str = ""
     pod: str = ""
     xid: int = 0
+    xid_at: float = 0.0  # when the last XID happened (for DCGM_EXP_XID_ERRORS_COUNT)
     celsius: float | None = None  # forced temperature (overheat)
     npu_health: int = 1
     vanished: bool = False
+    uncollected: bool = False
     factor: float = 1.0  # utilization multiplier (straggle)
+    shared: bool = False  # npu: one chip soft-split between pods
 
 
 @dataclass
@@ -69,9 +99,21 @@ class SimNode:
     family: str  # dcgm | npu-exporter
     model: str
     driver: str
-    hostname_label: str = "Hostname"  # dcgm-exporter <= 4.5.3-4.8.2; "hostname" after
+    profile: ExporterProfile = field(default_factory=ExporterProfile)
     devices: list[SimDevice] = field(default_factory=list)
     down: bool = False
+
+    @property
+    def hostname_label(self) -> str:
+        """dcgm-exporter's `Hostname`, renamed `hostname` after tag 4.5.3-4.8.2."""
+        return "hostname" if self.profile.version == "head" else "Hostname"
+
+    @property
+    def exporter_pod(self) -> str:
+        """The name of this node's exporter pod (a DaemonSet pod: a stable suffix per node)."""
+        digest = uuid.uuid5(uuid.NAMESPACE_DNS, self.name).bytes[:5]
+        suffix = "".join("bcdfghjklmnpqrstvwxz2456789"[b % 27] for b in digest)
+        return f"nvidia-dcgm-exporter-{suffix}" if self.family == "dcgm" else f"npu-exporter-{suffix}"
 
 
 def _exporter_family(device_class: str) -> str:
@@ -90,14 +132,17 @@ class _NodeCollector(Collector):
 class ExporterFleet:
     """Every node's exporter of a simulated fleet: build it from Node objects, serve it, inject faults."""
 
-    def __init__(self, nodes: Iterable[Mapping[str, Any]], *, seed: int = 0, busy_utilization: float = 92.0) -> None:
+    def __init__(self, nodes: Iterable[Mapping[str, Any]], *, seed: int = 0, busy_utilization: float = 92.0,
+                 profiles: Mapping[str, ExporterProfile] | None = None) -> None:
+        """`profiles`: node name -> how its exporter looks (default: the newest versions, NODE_NAME set,
+        relabelled node, no ServiceMonitor; dcgm nodes alternate 4.5.3-4.8.2 `Hostname` and HEAD `hostname`)."""
         self.lock = threading.RLock()
         self.nodes: dict[str, SimNode] = {}
         self._rng = random.Random(seed)
         self.busy = busy_utilization
         self._registries: dict[str, CollectorRegistry] = {}
         for i, obj in enumerate(nodes):
-            node = _sim_node(obj, i, self._rng)
+            node = _sim_node(obj, i, self._rng, (profiles or {}).get(str((obj.get("metadata") or {}).get("name"))))
             if node is not None:
                 self.nodes[node.name] = node
                 registry = CollectorRegistry(auto_describe=False)
@@ -132,17 +177,19 @@ class ExporterFleet:
                 return
             d = sim.devices[device or 0]
             if fault == Fault.FATAL_XID:
-                d.xid = int(value or 79)
+                d.xid, d.xid_at = int(value or 79), time.time()
             elif fault == Fault.APPLICATION_XID:
-                d.xid = int(value or 13)
+                d.xid, d.xid_at = int(value or 13), time.time()
             elif fault == Fault.OVERHEAT:
                 d.celsius = float(value or 95.0)
             elif fault == Fault.NPU_UNHEALTHY:
                 d.npu_health = 0
             elif fault == Fault.NPU_UNKNOWN:
-                d.npu_health = ASCEND_UNKNOWN
+                d.npu_health = _npu_unknown(sim.profile.version)
             elif fault == Fault.VANISH:
                 d.vanished = True
+            elif fault == Fault.UNCOLLECTED:
+                d.uncollected = True
             elif fault == Fault.STRAGGLE:
                 d.factor = float(value if value is not None else 0.2)
 
@@ -153,6 +200,7 @@ class ExporterFleet:
                 sim.down = False
                 for d in sim.devices:
                     d.xid, d.celsius, d.npu_health, d.vanished, d.factor = 0, None, 1, False, 1.0
+                    d.uncollected = False
 
     # --- values --------------------------------------------------------------------------------------
 
@@ -166,56 +214,103 @@ class ExporterFleet:
         return d.celsius if d.celsius is not None else round(38 + util * 0.3, 1)
 
     def _dcgm(self, node: SimNode) -> Iterator[Metric]:
-        labels = [*DCGM_LABELS, node.hostname_label]
+        p = node.profile
+        v3 = p.version != DCGM_VERSIONS[0]  # 3.x and later: pci_bus_id, driver label, XID err_code, PROF fields
+        host = node.name if p.node_name_set else node.exporter_pod
+        gpu_labels = ["gpu", "uuid" if p.old_namespace else "UUID", *(["pci_bus_id"] if v3 else []), "device",
+                      "modelName", *(["GPU_I_PROFILE", "GPU_I_ID"] if p.mig else []), node.hostname_label,
+                      *(["DCGM_FI_DRIVER_VERSION"] if v3 else [])]
+        pod_labels = ["container_name", "pod_namespace", "pod_name"] if p.old_namespace else \
+            ["container", "namespace", "pod"]
+        labels = [*gpu_labels, *pod_labels]
+
+        def fam(name: str, text: str, extra: tuple[str, ...] = ()) -> GaugeMetricFamily:
+            return GaugeMetricFamily(name, text, labels=[*labels, *extra])
+
         fams = {
-            "util": GaugeMetricFamily("DCGM_FI_DEV_GPU_UTIL", "GPU utilization (in %).", labels=labels),
-            "mem": GaugeMetricFamily("DCGM_FI_DEV_MEM_COPY_UTIL", "Memory utilization (in %).", labels=labels),
-            "used": GaugeMetricFamily("DCGM_FI_DEV_FB_USED", "Framebuffer memory used (in MiB).", labels=labels),
-            "free": GaugeMetricFamily("DCGM_FI_DEV_FB_FREE", "Framebuffer memory free (in MiB).", labels=labels),
-            "temp": GaugeMetricFamily("DCGM_FI_DEV_GPU_TEMP", "GPU temperature (in C).", labels=labels),
-            "power": GaugeMetricFamily("DCGM_FI_DEV_POWER_USAGE", "Power draw (in W).", labels=labels),
-            "xid": GaugeMetricFamily("DCGM_FI_DEV_XID_ERRORS", "Value of the last XID error encountered.",
-                                     labels=labels),
+            "util": fam("DCGM_FI_DEV_GPU_UTIL", "GPU utilization (in %)."),
+            "mem": fam("DCGM_FI_DEV_MEM_COPY_UTIL", "Memory utilization (in %)."),
+            "used": fam("DCGM_FI_DEV_FB_USED", "Framebuffer memory used (in MiB)."),
+            "free": fam("DCGM_FI_DEV_FB_FREE", "Framebuffer memory free (in MiB)."),
+            "reserved": fam("DCGM_FI_DEV_FB_RESERVED", "Framebuffer memory reserved (in MiB)."),
+            "temp": fam("DCGM_FI_DEV_GPU_TEMP", "GPU temperature (in C)."),
+            "power": fam("DCGM_FI_DEV_POWER_USAGE", "Power draw (in W)."),
+            "xid": fam("DCGM_FI_DEV_XID_ERRORS", "Value of the last XID error encountered.",
+                       ("err_code", "err_msg") if v3 else ()),
+            "gract": fam("DCGM_FI_PROF_GR_ENGINE_ACTIVE", "Ratio of time the graphics engine is active."),
+            "count": fam("DCGM_EXP_XID_ERRORS_COUNT",
+                         "Count of XID Errors within user-specified time window (see xid-count-window-size param).",
+                         ("window_size_in_ms", "xid")),
         }
+        per_gpu = max(1, p.mig)
+        reserved = 527.0 if v3 else 0.0
         for d in node.devices:
             if d.vanished:
                 continue
             util = self._utilization(d)
-            used = round(d.memory_mib * 0.85) if d.pod else 0
-            values = [str(d.index), d.uuid, f"00000000:{0x18 + d.index:02X}:00.0", f"nvidia{d.index}", node.model,
-                      node.driver, "trainer" if d.pod else "", d.namespace, d.pod, node.name]
-            fams["util"].add_metric(values, round(util))
-            fams["mem"].add_metric(values, round(util * 0.4))
+            gpu, instance = divmod(d.index, per_gpu)
+            memory = d.memory_mib / per_gpu if p.mig else d.memory_mib - reserved
+            used = round(memory * 0.85) if d.pod else 0
+            values = [str(gpu), d.uuid, *([f"00000000:{0x18 + gpu:02X}:00.0"] if v3 else []), f"nvidia{gpu}",
+                      node.model, *([f"{per_gpu}g.{int(memory // 1024)}gb", str(instance + 1)] if p.mig else []),
+                      host, *([node.driver] if v3 else []), "trainer" if d.pod else "", d.namespace, d.pod]
+            if not d.uncollected:
+                if not p.mig:  # MIG instances have no DCGM_FI_DEV_GPU_UTIL / MEM_COPY_UTIL
+                    fams["util"].add_metric(values, round(util))
+                    fams["mem"].add_metric(values, round(util * 0.4))
+                if v3 or p.mig:
+                    fams["gract"].add_metric(values, round(util / 100, 6))
             fams["used"].add_metric(values, used)
-            fams["free"].add_metric(values, d.memory_mib - used)
+            fams["free"].add_metric(values, memory - used)
+            if v3 and not p.mig:
+                fams["reserved"].add_metric(values, reserved)
             fams["temp"].add_metric(values, self._temperature(d, util))
             fams["power"].add_metric(values, round(70 + util * 6.3, 1))
-            fams["xid"].add_metric(values, d.xid)
-        yield from fams.values()
+            code = XID_TEXT.get(d.xid, "Unknown Error")
+            fams["xid"].add_metric([*values, *((str(d.xid), code) if v3 else ())], d.xid)
+            if p.xid_count and d.xid:
+                recent = 1 if time.time() - d.xid_at < XID_WINDOW_MS / 1000 else 0
+                fams["count"].add_metric([*values, str(XID_WINDOW_MS), str(d.xid)], recent)
+        yield from (f for f in fams.values() if f.samples)
 
     def _npu(self, node: SimNode) -> Iterator[Metric]:
-        labels = list(NPU_LABELS)
+        version = node.profile.version or NPU_VERSIONS[-1]
+        stamp = time.time() if node.profile.timestamps else None
+        chip = {"2021": ["id"], "2023": ["id", "model_name", "vdie_id", "pcie_bus_info"]}.get(
+            version, ["id", "model_name", "vdie_id", "pcie_bus_info", "namespace", "pod_name", "container_name"])
+        container = ["id", "model_name", "vdie_id", "pcie_bus_info", "namespace", "pod_name", "container_name"]
+        failed = -1 if version in ("2021", "2024", "2026") else 4294967295  # a utilization that could not be read
         fams = {
-            "util": GaugeMetricFamily("npu_chip_info_utilization", "the ai core utilization", labels=labels),
-            "used": GaugeMetricFamily("npu_chip_info_hbm_used_memory", "the npu hbm used memory", labels=labels),
-            "total": GaugeMetricFamily("npu_chip_info_hbm_total_memory", "the npu hbm total memory", labels=labels),
-            "health": GaugeMetricFamily("npu_chip_info_health_status", "the npu health status", labels=labels),
-            "temp": GaugeMetricFamily("npu_chip_info_temperature", "the npu temperature", labels=labels),
-            "power": GaugeMetricFamily("npu_chip_info_power", "the npu power", labels=labels),
+            "util": GaugeMetricFamily("npu_chip_info_utilization", "the ai core utilization", labels=chip),
+            "used": GaugeMetricFamily("npu_chip_info_hbm_used_memory", "the npu hbm used memory", labels=chip),
+            "total": GaugeMetricFamily("npu_chip_info_hbm_total_memory", "the npu hbm total memory", labels=chip),
+            "health": GaugeMetricFamily("npu_chip_info_health_status", "the npu health status", labels=chip),
+            "temp": GaugeMetricFamily("npu_chip_info_temperature", "the npu temperature", labels=chip),
+            "power": GaugeMetricFamily("npu_chip_info_power", "the npu power", labels=chip),
+            "ctr": GaugeMetricFamily("container_npu_utilization",
+                                     "the npu ai core utilization in container, unit is '%'", labels=container),
         }
         for d in node.devices:
             if d.vanished:
                 continue
             util = self._utilization(d)
-            values = [str(d.index), node.model, "0", f"0000:{0xc1 + d.index:02x}:00.0", d.namespace, d.pod,
-                      "trainer" if d.pod else ""]
-            fams["util"].add_metric(values, round(util))
-            fams["used"].add_metric(values, round(d.memory_mib * 0.8) if d.pod else 0)
-            fams["total"].add_metric(values, d.memory_mib)
-            fams["health"].add_metric(values, d.npu_health)
-            fams["temp"].add_metric(values, self._temperature(d, util))
-            fams["power"].add_metric(values, round(90 + util * 2.9, 1))
-        yield from fams.values()
+            namespace, pod = (SHARED_POD, SHARED_POD) if d.shared and version == "2026" else (d.namespace, d.pod)
+            ident = [str(d.index), node.model, f"{d.uuid[4:40]}", f"0000:{0xc1 + d.index:02x}:00.0"]
+            workload = [namespace, pod, ("trainer" if pod != SHARED_POD else SHARED_POD) if pod else ""]
+            values = [*ident, *workload][:len(chip)]
+
+            def add(key: str, value: float, labels: list[str] = values) -> None:
+                fams[key].add_metric(labels, value, timestamp=stamp)
+
+            add("util", failed if d.uncollected else round(util))
+            add("used", round(d.memory_mib * 0.8) if d.pod else 0)
+            add("total", d.memory_mib)
+            add("health", d.npu_health)
+            add("temp", -1 if d.uncollected else self._temperature(d, util))
+            add("power", round(90 + util * 2.9, 1))
+            if version == "2023" and d.pod:  # the 2023 exporters map pods only here
+                add("ctr", failed if d.uncollected else round(util), [*ident, *workload])
+        yield from (f for f in fams.values() if f.samples)
         nums = GaugeMetricFamily("machine_npu_nums", "Amount of npu installed on the machine.")
         nums.add_metric([], len(node.devices))
         yield nums
@@ -298,10 +393,20 @@ class ExporterFleet:
             self._server.shutdown()
             self._server.server_close()
 
-    def targets(self) -> list[dict[str, str]]:
-        """One scrape target per node: what a Prometheus config needs."""
-        return [{"node": n.name, "family": n.family, "region": n.region, "path": f"/nodes/{n.name}/metrics"}
-                for n in self.nodes.values()]
+    def targets(self) -> list[dict[str, Any]]:
+        """One scrape target per node: what a Prometheus config needs (sim/telemetry/prometheus.config): the
+        relabelled `node` label or none, and a ServiceMonitor's target labels naming the exporter pod."""
+        out: list[dict[str, Any]] = []
+        for n in self.nodes.values():
+            target: dict[str, Any] = {"node": n.name, "family": n.family, "region": n.region,
+                                      "path": f"/nodes/{n.name}/metrics", "relabel_node": n.profile.relabel_node}
+            if n.profile.service_monitor:
+                namespace = "gpu-operator" if n.family == "dcgm" else "npu-exporter"
+                container = "nvidia-dcgm-exporter" if n.family == "dcgm" else "npu-exporter"
+                target["labels"] = {"namespace": namespace, "pod": n.exporter_pod, "container": container,
+                                    "service": container, "endpoint": "metrics"}
+            out.append(target)
+        return out
 
     def faults(self) -> list[dict[str, Any]]:
         out: list[dict[str, Any]] = []
@@ -312,12 +417,42 @@ class ExporterFleet:
                 for d in n.devices:
                     active = {Fault.FATAL_XID: bool(d.xid), Fault.OVERHEAT: d.celsius is not None,
                               Fault.NPU_UNHEALTHY: d.npu_health != 1, Fault.VANISH: d.vanished,
-                              Fault.STRAGGLE: d.factor != 1.0}
+                              Fault.UNCOLLECTED: d.uncollected, Fault.STRAGGLE: d.factor != 1.0}
                     out += [{"node": n.name, "device": d.index, "kind": k.value} for k, on in active.items() if on]
         return out
 
 
-def _sim_node(obj: Mapping[str, Any], i: int, rng: random.Random) -> SimNode | None:
+def _npu_unknown(version: str) -> int:
+    """What npu-exporter says for a health it could not read: 0 before 2024, -1 in 2024, 2147483647 after."""
+    return {"2021": 0, "2023": 0, "2024": -1}.get(version, ASCEND_UNKNOWN)
+
+
+def realistic_mix(nodes: Iterable[Mapping[str, Any]]) -> dict[str, ExporterProfile]:
+    """The demo's blend of deployments, as a fleet that grew over the years looks (deterministic per node).
+
+    dcgm-exporter: 2.x without NODE_NAME behind a ServiceMonitor (Hostname is the exporter pod, pods arrive
+    as exported_pod), 3.x from the Helm chart scraped without relabelling (Hostname only), 4.x with
+    --use-old-namespace, HEAD (`hostname`) with DCGM_EXP_XID_ERRORS_COUNT. npu-exporter 2023/2024/2026, all
+    with timestamps, some behind a ServiceMonitor. MIG stays off: the demo's jobs ask whole GPUs.
+    """
+    out = {}
+    for i, obj in enumerate(nodes):
+        name = str(obj["metadata"]["name"])
+        k = i % 4
+        if any(cls.get("exporter") == "dcgm" and all(obj["metadata"].get("labels", {}).get(a) == b
+                                                      for a, b in (cls.get("nodeSelector") or {}).items())
+               for cls in ACCELERATOR_CLASSES.values()):
+            out[name] = (ExporterProfile(DCGM_VERSIONS[0], node_name_set=False, service_monitor=True),
+                         ExporterProfile(DCGM_VERSIONS[1], relabel_node=False),
+                         ExporterProfile(DCGM_VERSIONS[2], old_namespace=True),
+                         ExporterProfile("head", xid_count=True, node_name_set=False))[k]
+        else:  # no 2021 exporter: it maps no pods at all, so jobs there would have no telemetry (tests cover it)
+            out[name] = ExporterProfile(("2023", "2024", "2026", "2026")[k], service_monitor=k % 2 == 1)
+    return out
+
+
+def _sim_node(obj: Mapping[str, Any], i: int, rng: random.Random, profile: ExporterProfile | None = None
+              ) -> SimNode | None:
     meta = obj.get("metadata") or {}
     labels = meta.get("labels") or {}
     allocatable = (obj.get("status") or {}).get("allocatable") or {}
@@ -333,7 +468,10 @@ def _sim_node(obj: Mapping[str, Any], i: int, rng: random.Random) -> SimNode | N
             name=meta["name"], region=labels.get("topology.kubernetes.io/region", ""), device_class=name,
             family=family, model=cls["displayName"] if family == "dcgm" else f"Ascend{chip}",
             driver=str((cls.get("software") or {}).get("driver", "")),
-            hostname_label="Hostname" if i % 2 == 0 else "hostname")
-        node.devices = [SimDevice(k, f"GPU-{uuid.UUID(int=rng.getrandbits(128))}", memory) for k in range(count)]
+            profile=profile or ExporterProfile(
+                ("4.5.3-4.8.2" if i % 2 == 0 else "head") if family == "dcgm" else NPU_VERSIONS[-1]))
+        per_gpu = max(1, node.profile.mig)
+        parents = [f"GPU-{uuid.UUID(int=rng.getrandbits(128))}" for _ in range(-(-count // per_gpu))]
+        node.devices = [SimDevice(k, parents[k // per_gpu], memory) for k in range(count)]
         return node
     return None

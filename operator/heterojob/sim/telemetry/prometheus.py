@@ -44,9 +44,14 @@ def config(targets: Iterable[Mapping[str, str]], exporter: str, scrape_interval_
     """A Prometheus config scraping every simulated node at `exporter` (host:port)."""
     groups: dict[str, list[dict[str, Any]]] = {}
     for t in targets:
+        # `node` is what relabelling __meta_kubernetes_pod_node_name gives (manifests/telemetry); a target
+        # with `relabel_node: False` has none (a plain static config). `labels` are further target labels, e.g.
+        # the exporter's own pod/namespace as a ServiceMonitor attaches them (honorLabels: false).
+        labels = {"region": t.get("region", ""), "__metrics_path__": t["path"], **(t.get("labels") or {})}
+        if t.get("relabel_node", True):
+            labels["node"] = t["node"]
         groups.setdefault(JOBS.get(t["family"], t["family"]), []).append(
-            {"targets": [exporter], "labels": {"node": t["node"], "region": t.get("region", ""),
-                                               "__metrics_path__": t["path"]}})
+            {"targets": [t.get("address") or exporter], "labels": labels})
     interval = f"{int(scrape_interval_s * 1000)}ms"
     out: dict[str, Any] = {
         "global": {"scrape_interval": interval, "evaluation_interval": interval,

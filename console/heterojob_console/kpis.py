@@ -1,0 +1,96 @@
+"""The console's one vocabulary: every headline figure, computed in one place from the same objects.
+
+Pages only format what these functions return; each figure's definition is its tooltip (`HELP`), so a
+number means the same on the Overview, the Devices and the Jobs page, and what kubectl would give.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import pandas as pd
+
+HELP = {
+    "accelerators": "GPUs and NPUs: the sum over Nodes of status.allocatable of their AcceleratorClass's "
+                    "resource (nvidia.com/gpu, huawei.com/Ascend910). CPU cores are counted apart.",
+    "allocated": "Accelerators held by pods / accelerators: what the scheduled, non-terminated pods request "
+                 "of each node's class resource (kubectl describe node: Allocated resources).",
+    "cpu": "CPU cores of the cpu-class nodes held by pods / their allocatable cores.",
+    "utilization": "What the exporters measure (DCGM_FI_DEV_GPU_UTIL, npu_chip_info_utilization), averaged "
+                   "over the accelerators that report now; devices without data are left out, never taken as 0.",
+    "reporting": "Accelerators with a current sample in Prometheus / accelerators the Nodes declare.",
+    "failed": "Accelerators whose exporter reports a fault (fatal XID, NPU health unhealthy).",
+    "degraded": "Accelerators that work but need attention (over the temperature limit, non-fatal errors).",
+    "unknown": "Accelerators the Nodes declare but no exporter reports (no telemetry is not a fault).",
+    "nodes": "Nodes Ready and schedulable (not cordoned) / all Nodes.",
+    "jobs_running": "HeteroJobs in phase Running (kubectl get hj -A).",
+    "jobs_waiting": "HeteroJobs waiting for room: no placement, phase new, Pending, Preempted, or Migrating/Resizing "
+                    "between two placements.",
+}
+
+
+@dataclass(frozen=True)
+class Capacity:
+    accelerators: int
+    accelerators_held: int
+    gpus: int
+    npus: int
+    cpu_cores: int
+    cpu_held: int
+    nodes: int
+    nodes_ready: int
+
+    @property
+    def allocated_pct(self) -> float | None:
+        return 100 * self.accelerators_held / self.accelerators if self.accelerators else None
+
+    @property
+    def cpu_pct(self) -> float | None:
+        return 100 * self.cpu_held / self.cpu_cores if self.cpu_cores else None
+
+
+def capacity(nodes: pd.DataFrame) -> Capacity:
+    acc = nodes[nodes["kind"] == "accelerator"]
+    cpu = nodes[nodes["kind"] == "cpu"]
+    return Capacity(
+        accelerators=int(acc["capacity"].sum()), accelerators_held=int(acc["held"].sum()),
+        gpus=int(acc.loc[acc["resource"] == "nvidia.com/gpu", "capacity"].sum()),
+        npus=int(acc.loc[acc["resource"] != "nvidia.com/gpu", "capacity"].sum()),
+        cpu_cores=int(cpu["capacity"].sum()), cpu_held=int(cpu["held"].sum()),
+        nodes=len(nodes), nodes_ready=int((nodes["ready"] & nodes["schedulable"]).sum()))
+
+
+@dataclass(frozen=True)
+class Health:
+    reporting: int
+    utilization: float | None  # mean over reporting devices
+    failed: int
+    degraded: int
+    unknown: int  # declared, not reporting
+
+
+def health(devices: pd.DataFrame, accelerators: int) -> Health:
+    """From the telemetry table (one row per reporting device, `utilization`, `health`)."""
+    util = devices["utilization"].dropna() if not devices.empty else pd.Series(dtype=float)
+    counts = devices["health"].value_counts() if not devices.empty else pd.Series(dtype=int)
+    return Health(reporting=len(devices), utilization=float(util.mean()) if len(util) else None,
+                  failed=int(counts.get("failed", 0)), degraded=int(counts.get("degraded", 0)),
+                  unknown=max(0, accelerators - len(devices)) + int(counts.get("unknown", 0)))
+
+
+def by_region(nodes: pd.DataFrame, regions: pd.DataFrame) -> pd.DataFrame:
+    """region -> accelerators, held, allocated %, cpu cores; every Region on the map, even empty ones."""
+    acc = nodes[nodes["kind"] == "accelerator"]
+    per = acc.groupby("region").agg(accelerators=("capacity", "sum"), held=("held", "sum"))
+    mix = acc.groupby(["region", "class"])["capacity"].sum().reset_index()
+    mix_text = mix.groupby("region").apply(lambda g: ", ".join(f"{c} {n}" for c, n in zip(g["class"], g["capacity"])),
+                                           include_groups=False).rename("mix")
+    cpu = nodes[nodes["kind"] == "cpu"].groupby("region")["capacity"].sum().rename("cpu_cores")
+    out = regions.set_index("region").join(per, how="outer").join(mix_text).join(cpu)
+    out = out.fillna({"accelerators": 0, "held": 0, "cpu_cores": 0, "mix": ""})
+    out["allocated_pct"] = (100 * out["held"] / out["accelerators"].where(out["accelerators"] > 0)).round(0)
+    return out.reset_index().rename(columns={"index": "region"})
+
+
+def pct(value: float | None) -> str:
+    return "-" if value is None else f"{value:.0f}%"

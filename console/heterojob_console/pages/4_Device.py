@@ -1,0 +1,58 @@
+"""One device over time: utilization, memory, temperature, power and its last XID (GPU) or health (NPU),
+from Prometheus range queries; where it is and which pod and job hold it."""
+
+from __future__ import annotations
+
+import pandas as pd
+import streamlit as st
+
+from heterojob_console import devices as dev
+from heterojob_console import figures, ui
+
+ui.setup("Device")
+st.title("Device")
+url = ui.prometheus()
+if not url:
+    st.warning("No Prometheus configured: set HETEROJOB_PROMETHEUS_URL (the demo sets it).")
+    st.stop()
+try:
+    measured = ui.telemetry()
+except Exception as exc:  # noqa: BLE001 - shown as a page, never a traceback
+    ui.fail(exc)
+    raise
+if measured is None:
+    st.stop()
+table = measured[0]
+devices = sorted(table["device"])
+wanted = st.query_params.get("device")
+if not devices:
+    st.info("No device reports now.")
+    st.stop()
+failed = sorted(table.loc[table["health"] == "failed", "device"])
+first = wanted if wanted in devices else (failed or devices)[0]
+device = st.selectbox("Device", devices, index=devices.index(first), key="device")
+st.query_params["device"] = device
+row = table[table["device"] == device].iloc[0]
+st.markdown(f"**health** {row['health']}" + (f" ({row['reason']})" if row["reason"] else "")
+            + f" · **node** {row['node']} · **region** {row['region']} · **class** {row['class']}"
+            + f" · **pod** {row['pod'] or '-'} · **job** {row['job'] or '-'}")
+minutes = st.select_slider("Window", options=[15, 60, 360, 1440], value=60, key="minutes",
+                           format_func=lambda m: f"{m // 60} h" if m >= 60 else f"{m} min")
+
+
+@st.fragment(run_every=ui.REFRESH_S * 2)
+def charts() -> None:
+    history = dev.history(url, device, minutes)
+    cols = st.columns(2)
+    for i, (title, unit, *_) in enumerate(dev.HISTORY):
+        frame = history.get(title)
+        with cols[i % 2]:
+            if frame is None or frame.empty:
+                st.caption(f"{title}: no samples in this window")
+            else:
+                fig = figures.series(frame, title, unit)
+                fig.update_xaxes(range=[frame["time"].max() - pd.Timedelta(minutes=minutes), frame["time"].max()])
+                st.plotly_chart(fig, width="stretch", key=f"h{i}")
+
+
+charts()

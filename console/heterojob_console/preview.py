@@ -1,0 +1,130 @@
+"""Every question the console asks the operator's planner, in one module: the console keeps no copy of
+placement or quota policy. The jobs are read into the operator's own cache (`state.cache.Cache`, synced
+from each job's spec and status as the operator does), the fleet into its views (`state.views.FleetSource`
+from the same objects the operator watches), and the questions go to the planner the operator calls:
+`engine.admission.plan_queue` for "what would this quota edit admit?" (placements, queueing, reclaim and
+preemption as the operator would plan them) and `engine.admission.plan_move` for "where would this job
+go?" (make before break: the destination the operator would reserve, or why there is none).
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from heterojob.api.common import SpecError, parse_spec
+from heterojob.api.job import HeteroJobSpec
+from heterojob.controller.status import read_status, where
+from heterojob.engine import admission as planner
+from heterojob.engine.admission import Outcome
+from heterojob.engine.fleet import Limit
+from heterojob.kube import convert
+from heterojob.state.cache import Cache
+from heterojob.state.requests import move_request
+from heterojob.state.views import FleetSource
+
+from heterojob_console.data import Cluster
+
+
+def _spec(obj: Mapping[str, Any]) -> HeteroJobSpec | None:
+    try:
+        return parse_spec(HeteroJobSpec, obj.get("spec"))
+    except SpecError:
+        return None
+
+
+def _key(obj: Mapping[str, Any]) -> str:
+    return f"{obj['metadata']['namespace']}/{obj['metadata']['name']}"
+
+
+def cache(cluster: Cluster, now: float) -> Cache:
+    """The operator's job cache, rebuilt from the jobs as it rebuilds it at start."""
+    out = Cache()
+    for obj in cluster.job_objects:
+        out.sync(_key(obj), obj, read_status(obj), _spec(obj), cluster.classes, now)
+    return out
+
+
+def source(cluster: Cluster, replace: tuple[str, str, list[Limit]] | None = None) -> FleetSource:
+    """The fleet views from the cluster's objects; `replace` = (namespace, quota, limits) edits one quota."""
+    nodes = {o["metadata"]["name"]: convert.node_view(o) for o in cluster.objects.get("Node", [])}
+    regions = {o["metadata"]["name"]: r for o in cluster.objects.get("Region", [])
+               if (r := convert.region_info(o)) is not None}
+    quotas = {(o["metadata"]["namespace"], o["metadata"]["name"]): convert.quota_limits(o)
+              for o in cluster.objects.get("HeteroQuota", [])}
+    if replace is not None:
+        quotas[replace[:2]] = (replace[2], None)
+    foreign: dict[tuple[str, str], int] = {}  # what pods heterojob does not manage hold, as the operator counts it
+    for pod in cluster.objects.get("Pod", []):
+        for k, n in convert.pod_usage(pod).items():
+            foreign[k] = foreign.get(k, 0) + n
+    return FleetSource(nodes=lambda: nodes, classes=lambda: cluster.classes, regions=lambda: regions,
+                       foreign_usage=lambda: foreign, quota_objects=lambda: quotas)
+
+
+@dataclass(frozen=True)
+class Effect:
+    job: str
+    before: str  # the planner's answer with the current limits
+    after: str  # ... with the edited ones
+    change: str  # "admitted", "blocked", "blocker changed"
+
+
+ADMITTING = (Outcome.PLACED, Outcome.PREEMPTING, Outcome.RECLAIMING)  # gets the room (at once, or soon)
+
+
+def quota_change(cluster: Cluster, namespace: str, quota: str, limits: Sequence[Mapping[str, Any]]
+                 ) -> list[Effect]:
+    """The waiting jobs of `namespace` whose planner answer the edited limits change: the whole queue is
+    planned, in the operator's order, with the current and with the edited limits."""
+    now = time.time()
+    jobs = cache(cluster, now)
+    edited = [Limit(str(r["deviceClass"]), str(r.get("region") or "*"), int(r["devices"]), quota) for r in limits]
+    before = planner.plan_queue(jobs.waiting(), jobs.holders(), jobs.fleet(source(cluster)), now)
+    after = planner.plan_queue(jobs.waiting(), jobs.holders(),
+                               jobs.fleet(source(cluster, (namespace, quota, edited))), now)
+    out = []
+    for key in sorted(before.admissions, key=lambda k: before[k].job):
+        if not key.startswith(f"{namespace}/"):
+            continue
+        a, b = before[key], after[key]
+        if (a.outcome, a.message) == (b.outcome, b.message):
+            continue
+        change = ("admitted" if b.outcome in ADMITTING and a.outcome not in ADMITTING else
+                  "blocked" if a.outcome in ADMITTING and b.outcome not in ADMITTING else "blocker changed")
+        out.append(Effect(key, a.message, b.message, change))
+    return out
+
+
+@dataclass(frozen=True)
+class Move:
+    origin: str
+    plan: planner.Admission
+
+    @property
+    def target(self) -> str | None:
+        c = self.plan.candidate
+        return f"{c.region}/{c.device_class} x{len(c.nodes)} on {', '.join(sorted(set(c.nodes)))}" if c else None
+
+    @property
+    def why(self) -> str:
+        return self.plan.message
+
+
+def migration_target(cluster: Cluster, namespace: str, name: str) -> Move | None:
+    """Where the operator would move a running job asked to move now (the destination it would reserve
+    before asking for the checkpoint), or None when the job holds no placement."""
+    obj = cluster.job(namespace, name)
+    spec = _spec(obj) if obj else None
+    status = read_status(obj) if obj else None
+    p = status.placement if status else None
+    if obj is None or spec is None or status is None or p is None:
+        return None
+    now = time.time()
+    jobs = cache(cluster, now)
+    key = _key(obj)
+    request = move_request(key, obj, spec, p.region, p.device_class, p.nodes, p.replicas)
+    return Move(where(status) or "", planner.plan_move(request, jobs.waiting(), jobs.holders(),
+                                                       jobs.fleet(source(cluster), exclude=[key]), now))

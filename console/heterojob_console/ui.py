@@ -1,0 +1,147 @@
+"""What every page shares: page setup, the poller that keeps one snapshot of the cluster and of the
+devices' telemetry fresh for every page and session (shared, not copied: pages only read it), and the
+"data as of" line."""
+
+from __future__ import annotations
+
+import os
+import threading
+import time
+from datetime import UTC, datetime
+
+import pandas as pd
+import streamlit as st
+
+from heterojob_console import devices as dev
+from heterojob_console.data import Cluster, client, read_cluster
+
+REFRESH_S = 5  # live fragments rerun this often; the poller reads the API as often
+TELEMETRY_S = 15  # ... and Prometheus this often: a common scrape interval, no fresher data exists
+
+
+def setup(title: str) -> None:
+    st.set_page_config(page_title=f"heterojob · {title}" if title != "Overview" else "heterojob", layout="wide")
+    # the developer chrome (Deploy, rerun/settings menu) is off through client.toolbarMode=minimal (the
+    # `heterojob console` command sets it); the running-man status widget goes too
+    st.markdown("<style>[data-testid='stStatusWidget'],[data-testid='stDeployButton']{display:none}</style>",
+                unsafe_allow_html=True)
+
+
+def kubeconfig() -> str | None:
+    return os.environ.get("HETEROJOB_KUBECONFIG")
+
+
+def prometheus() -> str | None:
+    return os.environ.get("HETEROJOB_PROMETHEUS_URL")
+
+
+class Poller:
+    """Reads the cluster (and the devices' telemetry) every REFRESH_S in the background while someone looks,
+    so a page shows the latest snapshot at once instead of waiting for the API and Prometheus. Pages see
+    the same snapshot until the next one is complete. Idle for IDLE_S, it stops; the next page waits for
+    a fresh read."""
+
+    IDLE_S = 30.0
+
+    def __init__(self, config: str | None, url: str | None) -> None:
+        self.config, self.url = config, url
+        self._lock = threading.Lock()
+        self._fresh = threading.Condition(self._lock)
+        self._cluster: Cluster | None = None
+        self._telemetry: tuple[pd.DataFrame, dict[str, str], datetime] | None = None
+        self._error: Exception | None = None
+        self._telemetry_error: Exception | None = None
+        self._asked = time.monotonic()
+        self._thread: threading.Thread | None = None
+        self._reader = dev.Reader(url) if url else None
+
+    def _loop(self) -> None:
+        while time.monotonic() - self._asked < self.IDLE_S:
+            started = time.monotonic()
+            try:
+                cluster = read_cluster(client(self.config))
+                with self._lock:
+                    self._cluster, self._error = cluster, None
+                    self._fresh.notify_all()
+            except Exception as exc:  # noqa: BLE001 - shown by the page that asks
+                with self._lock:
+                    self._error = exc
+                    self._fresh.notify_all()
+                cluster = None
+            due = self._telemetry is None or (datetime.now(UTC) - self._telemetry[2]).total_seconds() >= TELEMETRY_S
+            if cluster is not None and self._reader is not None and due:
+                try:
+                    table, problems = self._reader.current(cluster)
+                    with self._lock:
+                        self._telemetry, self._telemetry_error = (table, problems, datetime.now(UTC)), None
+                        self._fresh.notify_all()
+                except Exception as exc:  # noqa: BLE001 - shown by the page that asks
+                    with self._lock:
+                        self._telemetry_error = exc
+                        self._fresh.notify_all()
+            time.sleep(max(0.0, REFRESH_S - (time.monotonic() - started)))
+        with self._lock:
+            self._thread = None
+
+    def _ask(self) -> None:
+        self._asked = time.monotonic()
+        if self._thread is None:
+            if self._cluster is not None and (datetime.now(UTC) - self._cluster.at).total_seconds() > 2 * REFRESH_S:
+                self._cluster, self._telemetry = None, None  # too old to show while the next read runs
+            self._thread = threading.Thread(target=self._loop, name="heterojob-console-poller", daemon=True)
+            self._thread.start()
+
+    def cluster(self, timeout: float = 60.0) -> Cluster:
+        with self._lock:
+            self._ask()
+            self._fresh.wait_for(lambda: self._cluster is not None or self._error is not None, timeout)
+            if self._cluster is None:
+                raise self._error or TimeoutError("the Kubernetes API did not answer")
+            return self._cluster
+
+    def telemetry(self, timeout: float = 60.0) -> tuple[pd.DataFrame, dict[str, str], datetime]:
+        with self._lock:
+            self._ask()
+            self._fresh.wait_for(lambda: self._telemetry is not None or self._telemetry_error is not None
+                                 or (self._error is not None and self._cluster is None), timeout)
+            if self._telemetry is None:
+                raise self._telemetry_error or self._error or TimeoutError("Prometheus did not answer")
+            return self._telemetry
+
+
+@st.cache_resource(show_spinner=False, max_entries=4)
+def poller(config: str | None, url: str | None) -> Poller:
+    return Poller(config, url)
+
+
+def cluster() -> Cluster:
+    """The cluster as last read (at most about REFRESH_S old)."""
+    return poller(kubeconfig(), prometheus()).cluster()
+
+
+def telemetry() -> tuple[pd.DataFrame, dict[str, str], datetime] | None:
+    """(devices now, region -> telemetry problem, when measured), or None without Prometheus."""
+    if not prometheus():
+        return None
+    try:
+        return poller(kubeconfig(), prometheus()).telemetry()
+    except Exception as exc:  # noqa: BLE001 - the API figures still show
+        st.warning(f"Telemetry unavailable: Prometheus at {prometheus()} did not answer ({exc}).")
+        return None
+
+
+@st.cache_resource(ttl=15, show_spinner=False, max_entries=16)
+def heat_series(url: str, minutes: int, nodes: tuple[str, ...] | None, tick: int) -> pd.DataFrame:
+    return dev.heat_series(url, minutes, list(nodes) if nodes is not None else None)
+
+
+def as_of(at: datetime, extra: str = "") -> None:
+    age = (datetime.now(UTC) - at).total_seconds()
+    st.caption(f"data as of {at.astimezone(UTC):%H:%M:%S} UTC ({age:.0f} s ago; refreshes every {REFRESH_S} s)"
+               + (f" · {extra}" if extra else ""))
+
+
+def fail(exc: Exception) -> None:
+    st.error(f"The Kubernetes API cannot be read: {exc}")
+    st.info("Check the kubeconfig (HETEROJOB_KUBECONFIG or ~/.kube/config) and that the API server answers.")
+    st.stop()

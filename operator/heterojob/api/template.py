@@ -1,0 +1,103 @@
+"""The shape of `spec.template`, checked when the spec is parsed, before any pod is built.
+
+The operator builds each replica's pod from the template (`kube.manifests.pod`); a value of the wrong
+type there (`metadata: "junk"`, labels as a list, `env: "A=1"`, `tolerations: "all"`) must be a clear
+error with its field path, not a crash at pod creation. This checks, with a JSON schema (jsonschema),
+the parts the operator reads or merges into, plus the names and quantities a real API server refuses
+(Kubernetes v1.32: DNS-1123 container names, resource quantities), and refuses the fields that fight the
+placement: `nodeName` and `affinity.nodeAffinity` (heterojob chooses the nodes; use `spec.devices` and
+`spec.regions`). Everything else in the pod spec is passed through for the API server to judge.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from jsonschema import Draft202012Validator
+
+DNS1123_LABEL = r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$"
+QUANTITY = r"^[+-]?([0-9]+(\.[0-9]*)?|\.[0-9]+)(([KMGTPE]i)|[numkMGTPE]|[eE][+-]?[0-9]+)?$"  # k8s resource.Quantity
+
+_STRING_MAP = {"type": "object", "additionalProperties": {"type": "string"}}
+_QUANTITIES = {"type": "object", "additionalProperties": {
+    "anyOf": [{"type": "string", "pattern": QUANTITY}, {"type": "integer", "minimum": 0}]}}
+_LIST_OF_OBJECTS = {"type": "array", "items": {"type": "object"}}
+_CONTAINER = {
+    "type": "object",
+    "required": ["name", "image"],
+    "properties": {
+        "name": {"type": "string", "maxLength": 63, "pattern": DNS1123_LABEL},
+        "image": {"type": "string", "minLength": 1},
+        "command": {"type": "array", "items": {"type": "string"}},
+        "args": {"type": "array", "items": {"type": "string"}},
+        "env": {"type": "array", "items": {
+            "type": "object", "required": ["name"],
+            "properties": {"name": {"type": "string", "minLength": 1}, "value": {"type": "string"}}}},
+        "resources": {"type": "object", "properties": {"limits": _QUANTITIES, "requests": _QUANTITIES}},
+        "volumeMounts": _LIST_OF_OBJECTS,
+        "ports": _LIST_OF_OBJECTS,
+    },
+}
+SCHEMA: dict[str, Any] = {
+    "type": "object",
+    "required": ["spec"],
+    "properties": {
+        "metadata": {"type": "object", "properties": {"labels": _STRING_MAP, "annotations": _STRING_MAP}},
+        "spec": {
+            "type": "object",
+            "required": ["containers"],
+            "properties": {
+                "containers": {"type": "array", "minItems": 1, "items": _CONTAINER},
+                "initContainers": {"type": "array", "items": _CONTAINER},
+                "nodeSelector": _STRING_MAP,
+                "tolerations": _LIST_OF_OBJECTS,
+                "volumes": {"type": "array", "items": {"type": "object", "required": ["name"]}},
+                "affinity": {"type": "object", "properties": {"nodeAffinity": {"not": {}}}},
+                "serviceAccountName": {"type": "string"},
+                "nodeName": {"not": {}},
+            },
+        },
+    },
+}
+_VALIDATOR = Draft202012Validator(SCHEMA)
+
+_FIXES = {
+    "nodeName": "remove it: heterojob places each replica (choose with spec.devices and spec.regions)",
+    "nodeAffinity": "remove it: heterojob places each replica (choose with spec.devices and spec.regions)",
+}
+
+
+def problems(template: Any) -> list[tuple[str, str]]:
+    """Every shape problem of a pod template: (path below the template, e.g. `.spec.containers[0].env`,
+    what is wrong and what would do), or []."""
+    out = []
+    for error in sorted(_VALIDATOR.iter_errors(template), key=lambda e: list(map(str, e.absolute_path))):
+        path = "".join(f"[{p}]" if isinstance(p, int) else f".{p}" for p in error.absolute_path)
+        out.append((path, _describe(error)))
+    return out
+
+
+def _describe(error: Any) -> str:
+    if error.validator == "not":
+        field = str(error.absolute_path[-1]) if error.absolute_path else ""
+        return f"not allowed; {_FIXES.get(field, 'remove it')}"
+    if error.validator == "type":
+        return f"must be {_article(error.validator_value)}, not {_kind(error.instance)} {error.instance!r:.60}"
+    if error.validator == "pattern" and error.validator_value == DNS1123_LABEL:
+        return (f"invalid name {error.instance!r}: lower-case letters, digits and '-', starting and ending with a "
+                "letter or digit (RFC 1123 label)")
+    if error.validator == "anyOf":
+        return f"invalid quantity {error.instance!r}: e.g. '8', '500m', '64Gi'"
+    if error.validator == "required":
+        return error.message.replace("'", "")
+    return error.message
+
+
+def _kind(value: Any) -> str:
+    return {"str": "a string", "list": "a list", "dict": "an object", "int": "a number", "float": "a number",
+            "bool": "a boolean", "NoneType": "null"}.get(type(value).__name__, type(value).__name__)
+
+
+def _article(kind: Any) -> str:
+    names = {"object": "an object (a mapping)", "array": "a list", "string": "a string", "integer": "an integer"}
+    return names.get(kind, str(kind))

@@ -1,0 +1,111 @@
+"""A gang is all or nothing when the API server refuses pods (issue 18, rule 5), and bad templates are
+refused before any pod is built. The emulator refuses like a real v1.32 API server (sim/cluster/admission.py)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from heterojob.sim.cluster.nodes import node
+from tests.conftest import Cluster, eventually
+
+
+def spec(replicas: int = 2, **extra: Any) -> dict[str, Any]:
+    container = {"name": "main", "image": "train:cuda12", **extra.pop("container", {})}
+    return {"priority": "high", "replicas": {"min": replicas},
+            "devices": [{"deviceClass": "nvidia-h100", "perReplica": 8}],
+            "template": {"spec": {"containers": [container], **extra.pop("pod", {})}}, **extra}
+
+
+def status(cluster: Cluster, name: str) -> dict[str, Any]:
+    return cluster.job(name).get("status") or {}
+
+
+def live(cluster: Cluster, name: str) -> list[Any]:
+    return [p for p in cluster.pods(name) if not p.metadata.deletion_timestamp]
+
+
+@pytest.mark.harness
+def test_a_pod_refused_by_pod_security_fails_the_job_with_the_servers_words(cluster: Cluster, operator: Any
+                                                                            ) -> None:
+    cluster.seed([node(f"h100-{i}", "cn-east", "nvidia-h100") for i in range(2)])
+    cluster.core.patch_namespace("team-a", {"metadata": {"labels": {"pod-security.kubernetes.io/enforce":
+                                                                    "restricted"}}})
+    cluster.create_job("train", spec())
+    eventually(lambda: status(cluster, "train").get("phase") == "Failed", what="Failed")
+    s = status(cluster, "train")
+    assert s["reason"] == "PodRejected" and "violates PodSecurity" in s["message"] and "placement" not in s
+    assert not live(cluster, "train")
+    eventually(lambda: any(e.reason == "PodRejected" for e in cluster.events("train")), what="an Event")
+    # the devices came back: a job the namespace allows runs there
+    cluster.core.patch_namespace("team-a", {"metadata": {"labels": {"pod-security.kubernetes.io/enforce": None}}})
+    cluster.create_job("next", spec())
+    eventually(lambda: len(live(cluster, "next")) == 2, what="the next job's pods")
+
+
+@pytest.mark.harness
+def test_a_missing_service_account_fails_the_job(cluster: Cluster, operator: Any) -> None:
+    cluster.seed([node("h100-0", "cn-east", "nvidia-h100")])
+    cluster.create_job("train", spec(1, pod={"serviceAccountName": "trainer"}))
+    eventually(lambda: status(cluster, "train").get("phase") == "Failed", what="Failed")
+    assert 'serviceaccount "trainer" not found' in status(cluster, "train")["message"]
+
+
+@pytest.mark.harness
+def test_a_quota_refusing_one_rank_takes_the_whole_gang_back_and_retries(cluster: Cluster, operator: Any) -> None:
+    cluster.seed([node(f"h100-{i}", "cn-east", "nvidia-h100") for i in range(2)])
+    cluster.core.create_namespaced_resource_quota("team-a", {
+        "metadata": {"name": "pods"}, "spec": {"hard": {"pods": "1"}}})
+    cluster.create_job("train", spec())
+    eventually(lambda: status(cluster, "train").get("reason") == "PodsRefused", what="PodsRefused")
+    s = status(cluster, "train")
+    assert s["phase"] == "Pending" and "exceeded quota" in s["message"] and s["backoff"]["attempts"] >= 1
+    eventually(lambda: not live(cluster, "train"), what="no rank left holding devices")
+    assert next(c for c in s["conditions"] if c["type"] == "PodsCreated")["status"] == "False"
+    cluster.core.delete_namespaced_resource_quota("pods", "team-a")
+    eventually(lambda: len(live(cluster, "train")) == 2, timeout=40, what="the gang created after the backoff")
+    assert "backoff" not in status(cluster, "train")
+
+
+@pytest.mark.harness
+def test_a_template_of_the_wrong_shape_fails_with_field_paths(cluster: Cluster, operator: Any) -> None:
+    cluster.seed([node("h100-0", "cn-east", "nvidia-h100")])
+    cluster.create_job("bad", spec(1, container={"env": "A=1"}, pod={"tolerations": "all", "nodeName": "h100-0"}))
+    eventually(lambda: status(cluster, "bad").get("phase") == "Failed", what="Failed")
+    message = status(cluster, "bad")["message"]
+    assert "spec.template.spec.containers[0].env: must be a list" in message
+    assert "spec.template.spec.tolerations: must be a list" in message
+    assert "spec.template.spec.nodeName: not allowed" in message
+    assert not live(cluster, "bad")
+
+
+@pytest.mark.harness
+def test_a_rank_the_scheduler_cannot_place_moves_the_gang_elsewhere(cluster: Cluster, operator: Any) -> None:
+    """Rule 6: PodScheduled False (Unschedulable) past the bound: the placement is released and the gang
+    placed again avoiding that node, with the scheduler's message in the history."""
+    cluster.seed([node(f"h100-{i}", "cn-east", "nvidia-h100") for i in range(2)])
+    cluster.create_job("train", spec(1))
+    (pod,) = eventually(lambda: live(cluster, "train"), what="a pod")
+    first = pod.metadata.annotations["heterojob.io/node"]
+    message = "0/2 nodes are available: 1 Insufficient memory, 1 node(s) didn't match Pod's node affinity."
+    cluster.core.patch_namespaced_pod_status(pod.metadata.name, "team-a", {"status": {"phase": "Pending",
+        "conditions": [{"type": "PodScheduled", "status": "False", "reason": "Unschedulable", "message": message,
+                        "lastTransitionTime": "2026-01-01T00:00:00Z"}]}})
+    moved = eventually(lambda: [p for p in live(cluster, "train") if p.metadata.labels["heterojob.io/generation"]
+                                == "2"], what="generation 2")
+    assert moved[0].metadata.annotations["heterojob.io/node"] != first
+    entry = next(h for h in status(cluster, "train")["history"] if h["action"] == "reschedule")
+    assert "Insufficient memory" in entry["reason"] and entry["from"].startswith("cn-east/nvidia-h100 x1")
+
+
+@pytest.mark.harness
+def test_a_pod_the_server_finds_invalid_fails_the_job_without_a_partial_gang(cluster: Cluster, operator: Any
+                                                                            ) -> None:
+    """422 Invalid for what only the API server checks (here an environment variable's name)."""
+    cluster.seed([node(f"h100-{i}", "cn-east", "nvidia-h100") for i in range(2)])
+    cluster.create_job("train", spec(2, container={"env": [{"name": "NOT A NAME", "value": "1"}]}))
+    eventually(lambda: status(cluster, "train").get("phase") == "Failed", what="Failed")
+    s = status(cluster, "train")
+    assert s["reason"] == "PodRejected" and "Invalid value" in s["message"], s["message"]
+    assert not live(cluster, "train")
