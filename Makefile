@@ -18,3 +18,4 @@ bench:
 	python3 bench/alerts.py
 	python3 bench/console.py
 	python3 bench/efficiency.py
+	python3 bench/chaos.py
