@@ -50,13 +50,16 @@ class QueueSettings:
     def levels(self) -> int:
         return len(self.thresholds_device_h) + 1 if self.policy == QueuePolicy.MLFQ else 1
 
+    @property
+    def thresholds_s(self) -> tuple[float, ...]:
+        return tuple(t * 3600 for t in self.thresholds_device_h)
+
 
 def level(attained_device_s: float, settings: QueueSettings) -> int:
     """The feedback queue a job with this attained service (since its last promotion) sits in; 0 is first."""
     if settings.policy == QueuePolicy.FIFO:
         return 0
-    hours = attained_device_s / 3600
-    return sum(1 for t in settings.thresholds_device_h if hours >= t)
+    return sum(1 for t in settings.thresholds_device_h if attained_device_s >= t * 3600)
 
 
 def starved(waiting_since: float, now: float, settings: QueueSettings) -> bool:
@@ -95,7 +98,12 @@ def on_start(service: Service, now: float, settings: QueueSettings) -> Service:
     return service
 
 
+def running_rank(priority: int, attained_device_s: float, settings: QueueSettings) -> int:
+    """A running job's effective priority: its level from attained service (it is not waiting)."""
+    return effective_priority(priority, level(attained_device_s, settings), settings)
+
+
 def rank(priority: int, service: Service, now: float, settings: QueueSettings) -> int:
-    """The job's effective priority now: its level from attained service, level 0 once starved."""
+    """A waiting job's effective priority now: its level from attained service, level 0 once starved."""
     lvl = 0 if starved(service.waiting_since, now, settings) else level(service.attained_device_s, settings)
     return effective_priority(priority, lvl, settings)

@@ -52,6 +52,7 @@ from typing import Any
 
 from heterojob.api.job import Policy
 from heterojob.engine import completion, migration, queueing
+from heterojob.engine import policy as engine_policy
 from heterojob.engine import admission as planner
 from heterojob.engine.admission import Disruption, DisruptionKind, Holder, Outcome
 from heterojob.engine.fleet import Allocation, DeviceClass, Fleet, Node
@@ -170,6 +171,9 @@ class _Replay:
         self.work_s: dict[int, float] = defaultdict(float)  # reference seconds trained (estimated speeds)
         self.residual = completion.Residual()
         self.rels: dict[int, tuple[int, dict[str, float]]] = {}
+        self.holder_of: dict[int, Holder] = {}  # per run token
+        self.facts: dict[str, engine_policy.Facts] = {}  # what each job's status tells the operator
+        self.knowledge = engine_policy.Knowledge(self.facts, self.residual)
         self.cost = completion.MoveCost(config.save_s, config.restore_s)
         self.pending = set(range(*config.window)) if config.window else None
         self.by_position = {j.id: i for i, j in enumerate(jobs)}
@@ -254,6 +258,7 @@ class _Replay:
     def enqueue(self, job: TraceJob, now: float) -> None:
         old = self.service.get(job.id)
         self.service[job.id] = queueing.Service(old.attained_device_s if old else 0.0, now)
+        self.refresh(job)
         self.queue[job.id] = job
         self.arrived.append(job)
         self.keys[job.id] = k = self.key(job, now)
@@ -315,6 +320,7 @@ class _Replay:
         if self.policy == "heterojob":
             self.service[job.id] = queueing.on_start(self.service[job.id], now, self.config.queue)
         self.measured[job.id][cls] = job.rate(cls)  # the SDK reports steps/s once it trains there
+        self.refresh(job)
         self.push(run.started + (job.total_steps - run.steps_at_start) / eff, "finish", (job.id, run.token))
 
     def credit(self, run: _Run, steps: float, now: float) -> None:
@@ -333,11 +339,13 @@ class _Replay:
             svc = self.service.get(run.job.id, queueing.Service())
             self.service[run.job.id] = queueing.Service(svc.attained_device_s + trained * run.devices,
                                                         svc.waiting_since)
+            self.refresh(run.job)
 
     def stop(self, run: _Run, now: float) -> None:
         for n, c in run.per_node.items():
             self.used[(n, run.cls)] -= c
         self.busy -= run.devices
+        self.holder_of.pop(run.token, None)
         self.device_s[run.job.id] += run.devices * (now - run.held)
         del self.running[run.job.id]
         self.freed.add(run.cls)
@@ -380,8 +388,10 @@ class _Replay:
             cached = self.rels[job.id] = (len(measured), completion.speeds(DECLARED, measured, job.classes))
         return cached[1]
 
-    def remaining(self, job: TraceJob) -> float:
-        return self.residual.remaining(self.work_s[job.id])
+    def refresh(self, job: TraceJob) -> None:
+        """The job's facts as its status would carry them (attained service, speeds, work done)."""
+        self.facts[f"{NAMESPACE}/{job.id}"] = engine_policy.Facts(self.service.get(job.id, queueing.Service()),
+                                                           self.rel(job), self.work_s[job.id])
 
     # --- static and kueue -----------------------------------------------------------------------------
 
@@ -452,66 +462,28 @@ class _Replay:
         return out
 
     def place_heterojob(self, now: float) -> None:
-        """The queue policy orders, the completion-time estimates choose each job's classes, the planner
-        (`engine.admission.plan_queue`) places, preempts and reclaims; applied at once: placements start,
-        victims and lenders checkpoint (`save_s`) and the job starts where the plan put it. Then upgrade
-        moves (`engine.completion.plan_upgrades`) onto room no waiting job is waiting for."""
-        if not (self.freed or self.arrived or self.promoted) or not self.queue:
+        """The operator's policy and planner (`engine.admission.plan_with_policy`: queue order, class choice
+        by expected completion, then `plan_queue`), applied at once: placements start, victims and lenders
+        checkpoint (`save_s`) and the job starts where the plan put it. Then the upgrade moves
+        `engine.policy.upgrades` proposes, each onto room found before the job is stopped."""
+        if not (self.freed or self.arrived or self.promoted):
             return
         pool = self.candidates()
         if not pool:
+            if self.freed and self.config.upgrades:
+                self.upgrade(now, frozenset())
             return
-        free = self.free_by_class()
-        room = any(free.values())
-        if not room:  # nothing free: only a displacement can change anything
+        fleet = self.current_fleet()
+        if not any(_room(fleet, self.down)[c][0] for c in CLASSES):  # nothing free: only displacement helps
             top = max(self.rank(j, now) for j in pool)
             if not any(self.holder_rank(r, now) < top and now - r.started >= self.config.min_runtime_s
                        for r in self.running.values()):
                 return
-        capacity = {c: sum(n.allocatable[c] for n in self.base.nodes.values() if n.labels["class"] == c)
-                    for c in CLASSES}
-        busy: dict[str, list[tuple[int, completion.Busy]]] = defaultdict(list)
-        holders = []
-        for r in self.running.values():
-            rank = self.holder_rank(r, now)
-            settled = now - r.started >= self.config.min_runtime_s
-            rel = self.rel(r.job)
-            left = self.residual.remaining(self.work_s[r.job.id] + max(0.0, now - r.started) * rel.get(r.cls, 0))
-            ends = max(0.0, r.started - now) + left / max(rel.get(r.cls, 0.0), 1e-9)
-            busy[r.cls].append((rank if settled else 1 << 30, completion.Busy(r.devices, ends)))
-            key = f"{NAMESPACE}/{r.job.id}"
-            base = Request(key, [Alternative(r.cls, self.shape(r.job)[1])], self.shape(r.job)[0],
-                           allowed_regions=(r.region,), priority=rank) if r.replicas > self.shape(r.job)[0] else None
-            holders.append(Holder(key, rank, r.started, Allocation(r.cls, r.per_node, NAMESPACE, r.cls, r.region),
-                                  base, None, r.started > now))
-        ahead: dict[str, float] = defaultdict(float)
-        requests, by_key, waiting_for = [], {}, set()
-        for job in pool:
-            rank = self.rank(job, now)
-            rel = self.rel(job)
-            need = job.gpus
-            left = self.remaining(job)
-            waits = {c: completion.expected_wait(need, free[c], capacity[c],
-                                                 [b for rk, b in busy[c] if rk >= rank], ahead[c])
-                     for c in rel if rel[c] > 0}
-            choice = completion.choose(left, rel, waits)
-            if not choice.classes:
-                continue
-            first = choice.classes[0]
-            if waits[first] == 0:
-                free[first] -= need
-            else:
-                ahead[first] += need * left / rel[first]
-                waiting_for.add(first)
-            per = self.shape(job)[1]
-            req = Request(f"{NAMESPACE}/{job.id}", [Alternative(c, per) for c in choice.classes], self.shape(job)[0],
-                          priority=rank, created=self.arrival(job))
-            requests.append(req)
-            by_key[req.job] = job
-        lowest = min((h.priority for h in holders if now - h.since >= self.config.min_runtime_s), default=None)
-        if not requests or not room and (lowest is None or max(r.priority for r in requests) <= lowest):
-            return  # no room and nobody to displace: nothing can change this pass
-        plan = planner.plan_queue(requests, holders, self.current_fleet(), now, self.settings)
+        by_key = {f"{NAMESPACE}/{j.id}": j for j in pool}
+        holders = self.holders()
+        plan, prepared = planner.plan_with_policy([self.request(j) for j in pool], holders, fleet, now,
+                                                  self.knowledge, self.config.queue, self.settings)
+        requests = {r.job: r for r in prepared.queue}
         for admission in sorted(plan.admissions.values(), key=lambda a: self.keys[by_key[a.job].id]):
             job, c = by_key[admission.job], admission.candidate
             if admission.outcome == Outcome.PLACED:
@@ -520,38 +492,41 @@ class _Replay:
             elif admission.disruptions:
                 for d in admission.disruptions:
                     self.disturb(d, now)
-                request = next(r for r in requests if r.job == admission.job)
-                chosen = place(request, self.current_fleet()).chosen
+                chosen = place(requests[admission.job], self.current_fleet()).chosen
                 if chosen is not None:  # where the plan put it, unless a shrunk job landed elsewhere
                     self.start(job, chosen.device_class, chosen.region, chosen.nodes, chosen.per_replica, now,
                                pause=self.config.save_s)
         if self.config.upgrades:
-            self.upgrade(now, waiting_for)
+            self.upgrade(now, prepared.waiting_for)
+
+    def holders(self) -> list[Holder]:
+        """Running jobs as the planner sees them; a grown one carries its trace size as its base."""
+        out = []
+        for r in self.running.values():
+            h = self.holder_of.get(r.token)
+            if h is None:
+                key = f"{NAMESPACE}/{r.job.id}"
+                replicas, per = self.shape(r.job)
+                base = Request(key, [Alternative(r.cls, per)], replicas, allowed_regions=(r.region,),
+                               priority=r.job.priority) if r.replicas > replicas else None
+                h = self.holder_of[r.token] = Holder(key, r.job.priority, r.started, Allocation(
+                    r.cls, r.per_node, NAMESPACE, r.cls, r.region), base, None, False)
+            out.append(h)
+        return out
 
     def holder_rank(self, run: _Run, now: float) -> int:
         svc = self.service.get(run.job.id, queueing.Service())
         attained = svc.attained_device_s + max(0.0, now - run.started) * run.devices
-        return queueing.effective_priority(run.job.priority, queueing.level(attained, self.config.queue),
-                                           self.config.queue)
+        return queueing.running_rank(run.job.priority, attained, self.config.queue)
 
-    def upgrade(self, now: float, waiting_for: set[str]) -> None:
-        """Move running jobs up onto faster room no waiting job is waiting for, when the move pays."""
-        free = {c: n for c, n in self.free_by_class().items() if c not in waiting_for and n > 0}
-        if not free:
-            return
-        movers = []
-        for r in self.running.values():
-            rel = self.rel(r.job)
-            if not any(rel.get(c, 0) > rel.get(r.cls, 0) for c in free):
-                continue
-            settled = now - r.started >= self.config.min_runtime_s and r.replicas == self.shape(r.job)[0]
-            left = self.residual.remaining(self.work_s[r.job.id] + max(0.0, now - r.started) * rel.get(r.cls, 0))
-            movers.append(completion.Mover(str(r.job.id), r.cls, r.devices, left, rel, settled))
-        for u in completion.plan_upgrades(movers, free, self.cost):
-            run = self.running[int(u.job)]
+    def upgrade(self, now: float, waiting_for: frozenset[str]) -> None:
+        """Move running jobs up onto faster room no waiting job chose to wait for, when the move pays."""
+        allowed = {f"{NAMESPACE}/{r.job.id}": r.job.classes for r in self.running.values()}
+        for u in engine_policy.upgrades(self.holders(), self.current_fleet(), now, self.knowledge, waiting_for, self.cost,
+                                 self.config.min_runtime_s, allowed):
+            run = self.running[int(u.job.split("/", 1)[1])]
             replicas, per = self.shape(run.job)
-            chosen = place(Request(f"{NAMESPACE}/{run.job.id}", [Alternative(u.to_class, per)], replicas),
-                           self.current_fleet()).chosen
+            chosen = place(Request(u.job, [Alternative(u.to_class, per)], replicas), self.current_fleet()).chosen
             if chosen is None:
                 continue  # the devices are free but not in one region or node: no room held, no move
             self.checkpoint_and_stop(run, now)  # make-before-break: the room was found before
