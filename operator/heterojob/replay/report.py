@@ -22,8 +22,9 @@ class Window:
 
     @property
     def sustained(self) -> bool:
-        """The rate is sustained when the backlog did not grow by more than a fifth over the window."""
-        return self.in_system_end <= 1.2 * max(self.in_system_start, 1)
+        """The rate is sustained when the jobs in the system did not grow by more than a fifth over the
+        window (counts under 10 are taken as 10: at light load a handful of jobs is noise, not a backlog)."""
+        return self.in_system_end <= 1.2 * max(self.in_system_start, 10)
 
     def summary(self) -> dict[str, Any]:
         return {"avg_jct_h": round(self.avg_jct_h, 3), "jobs_done": self.jobs_done,
