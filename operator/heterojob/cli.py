@@ -42,7 +42,7 @@ def _operator_run(args: argparse.Namespace) -> int:
                             alerts_port=args.alerts_port, alert_token=token, alert_actions=table,
                             controller=ControllerConfig(min_runtime_s=args.preemption_min_runtime,
                                                         disruption_budget=args.disruption_budget,
-                                                        advisory=args.advisory))
+                                                        advisory=args.advisory, queue_policy=args.queue_policy))
     kopf.run(
         registry=make_registry(config),
         standalone=args.standalone,
@@ -139,6 +139,9 @@ def parser() -> argparse.ArgumentParser:
                      help="a job that has run less than this is never preempted (default 300)")
     run.add_argument("--disruption-budget", type=int, default=5, metavar="N",
                      help="at most N jobs checkpointing, migrating or resizing at once (default 5)")
+    run.add_argument("--queue-policy", choices=["fifo", "mlfq"], default="fifo",
+                     help="order within a priority level: fifo (oldest first), or mlfq (least attained service "
+                          "first with a starvation bound, classes chosen by expected completion); see README")
     run.add_argument("--advisory", action="store_true",
                      help="decide migrations and resizes, record them (Events, decision log), touch nothing")
     al = run.add_argument_group("alerts")

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import pytest
 
-from heterojob.engine import admission, completion, queueing
+from heterojob.engine import admission, completion, policy, queueing
 from heterojob.engine.fleet import Allocation, DeviceClass, Fleet, Node
 from heterojob.engine.placement import Alternative, Request
 
@@ -134,3 +134,26 @@ def test_upgrades_take_their_room_before_the_next_one_largest_saving_first() -> 
     movers = [completion.Mover("small", "slow", 2, 2 * H, rel), completion.Mover("big", "slow", 2, 8 * H, rel)]
     assert [m.job for m in completion.plan_upgrades(movers, {"fast": 3}, COST)] == ["big"]
     assert [m.job for m in completion.plan_upgrades(movers, {"fast": 4}, COST)] == ["big", "small"]
+
+
+def test_the_operators_plan_declines_a_slow_class_when_the_fast_one_frees_sooner() -> None:
+    nodes = {"f": Node("f", {"topology.kubernetes.io/region": "r", "c": "fast"}, {"fast": 4}),
+             "s": Node("s", {"topology.kubernetes.io/region": "r", "c": "slow"}, {"slow": 4})}
+    classes = {"fast": DeviceClass("fast", "fast", {"c": "fast"}, throughput=1.0),
+               "slow": DeviceClass("slow", "slow", {"c": "slow"}, throughput=0.25)}
+    fleet = Fleet(nodes, classes, used={("f", "fast"): 4})
+    now = 10 * H
+    running = admission.Holder("ns/r", 0, now - 600, Allocation("fast", {"f": 4}, "ns", "fast", "r"))
+    waiting = Request("ns/w", [Alternative("fast", 4), Alternative("slow", 4)], 1, created=now)
+    known = policy.Knowledge({"ns/r": policy.Facts(rel={"fast": 1.0}),
+                              "ns/w": policy.Facts(rel=completion.speeds({"fast": 1.0, "slow": 0.25}, {},
+                                                                         ["fast", "slow"]))},
+                             displace_by_level=False)
+    # without the policy it starts at once on the slow class; with it, 4x slower for ~1 h of expected work
+    # loses to waiting ~1 h for the fast one (the running job is expected to run as long again, 1 h at least)
+    plain = admission.plan_one(waiting, [waiting], [running], fleet, now)
+    assert plain.outcome == admission.Outcome.PLACED and plain.candidate.device_class == "slow"
+    chosen = admission.plan_one(waiting, [waiting], [running], fleet, now, policy=(known, MLFQ))
+    assert chosen.outcome == admission.Outcome.NO_ROOM and "slow" not in chosen.message
+    # the running job of the same priority is not displaced while attained service is not known across runs
+    assert not chosen.disruptions

@@ -216,10 +216,21 @@ def _disrupt(request: Request, holders: Sequence[Holder], ledger: Ledger, taken:
 
 
 def plan_one(request: Request, queue: Iterable[Request], holders: Iterable[Holder], fleet: Fleet, now: float,
-             settings: Settings = Settings()) -> Admission:
+             settings: Settings = Settings(), policy: tuple[Knowledge, QueueSettings] | None = None) -> Admission:
     """The plan for one waiting job: the jobs ahead of it in `queue` (at most `settings.lookahead`) are
     planned first, so it neither takes their room nor the victims they would preempt; the caller acts on
-    this job's part only (the jobs ahead act on theirs in their own passes)."""
+    this job's part only (the jobs ahead act on theirs in their own passes). With `policy` (what is known
+    of the jobs, the queue settings), the order and classes come from `plan_with_policy`."""
+    if policy is not None:
+        from heterojob.engine import policy as heterogeneity
+
+        knowledge, queue_settings = policy
+        queue = list(queue)
+        prepared = heterogeneity.prepare([*(r for r in queue if r.job != request.job), request], holders, fleet,
+                                         now, knowledge, queue_settings, settings.min_runtime_s)
+        mine = next(r for r in prepared.queue if r.job == request.job)
+        ahead = [r for r in prepared.queue if r.job != request.job and r.order < mine.order][:settings.lookahead]
+        return plan_queue([*ahead, mine], prepared.holders, fleet, now, settings)[request.job]
     ahead = sorted((r for r in queue if r.job != request.job and r.order < request.order),
                    key=lambda r: r.order)[:settings.lookahead]
     return plan_queue([*ahead, request], holders, fleet, now, settings)[request.job]

@@ -45,6 +45,10 @@ class Facts:
 class Knowledge:
     facts: Mapping[str, Facts]
     residual: completion.Residual = field(default_factory=completion.Residual)
+    # whether running jobs' attained service is known across runs: then a job of an earlier level may
+    # displace one of a later level; without it (a restarted run would count from zero and the two would
+    # take turns) running jobs keep the first level of their priority and only the queue is ordered
+    displace_by_level: bool = True
 
     def of(self, job: str) -> Facts:
         return self.facts.get(job, Facts())
@@ -84,6 +88,8 @@ _CLASS_MEMO: dict[tuple[object, ...], DeviceClass | None] = {}
 
 
 def running_rank(holder: Holder, now: float, knowledge: Knowledge, settings: queueing.QueueSettings) -> int:
+    if not knowledge.displace_by_level:
+        return queueing.effective_priority(holder.priority, 0, settings)
     facts = knowledge.facts.get(holder.job) or _NONE
     attained = facts.service.attained_device_s + max(0.0, now - holder.since) * holder.allocation.devices
     return queueing.running_rank(holder.priority, attained, settings)
