@@ -177,3 +177,15 @@ def test_the_cli_prints_both_policies_and_writes_the_html_report(tmp_path: Path)
     bad = subprocess.run([sys.executable, "-m", "heterojob", "sim", "replay", "--arrival-scale", "0"],
                          capture_output=True, text=True, timeout=60)
     assert bad.returncode == 2 and "--arrival-scale" in bad.stderr
+
+
+def test_gavels_window_measures_jct_useful_work_and_whether_the_rate_is_sustained() -> None:
+    base = dict(nodes_per_class_region=1, regions=1, devices_per_node=8, mtbf_h=1e9, window=(200, 300))
+    light = replay(synthetic_trace(400, 0.1, TABLE, seed=5), "static", Config(**base)).window
+    heavy = replay(synthetic_trace(400, 20.0, TABLE, seed=5), "static", Config(**base)).window
+    assert light is not None and heavy is not None
+    assert light.jobs_done == heavy.jobs_done == 100  # the run goes on until the window's jobs are done
+    assert light.sustained and not heavy.sustained and heavy.in_system_end > 1.2 * heavy.in_system_start
+    assert heavy.avg_jct_h > light.avg_jct_h
+    # useful work is the busy time scaled by each job's speed there against its fastest class
+    assert 0 < light.useful_share < light.busy_share < heavy.busy_share <= 1

@@ -66,7 +66,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     config = Config(nodes_per_class_region=args.nodes_per_class_region, regions=args.regions,
                     arrival_scale=args.arrival_scale, mtbf_h=args.mtbf_hours, checkpoint_s=args.checkpoint_seconds,
                     elastic=not args.no_elastic, within=args.alternatives_within, seed=args.seed,
-                    queue=QueueSettings(policy=QueuePolicy(args.queue_policy), starvation_s=args.starvation_hours * 3600),
+                    queue=QueueSettings(policy=QueuePolicy(args.queue_policy),
+                                        starvation_s=args.starvation_hours * 3600),
                     upgrades=not args.no_upgrades)
     if args.synthetic:
         jobs = synthetic_trace(args.synthetic, args.jobs_per_hour, args.throughputs, seed=args.seed,

@@ -522,8 +522,8 @@ class _Replay:
     def upgrade(self, now: float, waiting_for: frozenset[str]) -> None:
         """Move running jobs up onto faster room no waiting job chose to wait for, when the move pays."""
         allowed = {f"{NAMESPACE}/{r.job.id}": r.job.classes for r in self.running.values()}
-        for u in engine_policy.upgrades(self.holders(), self.current_fleet(), now, self.knowledge, waiting_for, self.cost,
-                                 self.config.min_runtime_s, allowed):
+        for u in engine_policy.upgrades(self.holders(), self.current_fleet(), now, self.knowledge, waiting_for,
+                                        self.cost, self.config.min_runtime_s, allowed):
             run = self.running[int(u.job.split("/", 1)[1])]
             replicas, per = self.shape(run.job)
             chosen = place(Request(u.job, [Alternative(u.to_class, per)], replicas), self.current_fleet()).chosen
