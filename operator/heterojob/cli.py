@@ -47,7 +47,7 @@ def _operator_run(args: argparse.Namespace) -> int:
                                 or "heterojob-system", create_classes=args.create_discovered_classes),
                             controller=ControllerConfig(min_runtime_s=args.preemption_min_runtime,
                                                         disruption_budget=args.disruption_budget,
-                                                        advisory=args.advisory))
+                                                        advisory=args.advisory, queue_policy=args.queue_policy))
     registry = make_registry(config)
     namespaces = args.namespace or ()
     if not args.leader_elect:
@@ -192,6 +192,9 @@ def parser() -> argparse.ArgumentParser:
                           "propose it in the ConfigMap heterojob-discovery)")
     run.add_argument("--discovery-namespace", default=None, metavar="NS",
                      help="namespace of the discovery report ConfigMap (default $POD_NAMESPACE, else heterojob-system)")
+    run.add_argument("--queue-policy", choices=["fifo", "mlfq"], default="fifo",
+                     help="order within a priority level: fifo (oldest first), or mlfq (least attained service "
+                          "first with a starvation bound, classes chosen by expected completion); see README")
     run.add_argument("--advisory", action="store_true",
                      help="decide migrations and resizes, record them (Events, decision log), touch nothing")
     al = run.add_argument_group("alerts")

@@ -11,12 +11,14 @@ from pathlib import Path
 
 import pytest
 
+from heterojob.engine.queueing import QueuePolicy, QueueSettings
 from heterojob.replay.replay import Config, replay
 from heterojob.replay.traces import TraceJob, load_trace, synthetic_trace, throughputs
 
 DATA = Path(__file__).resolve().parents[2] / "data" / "gavel"  # vendored, MIT (data/gavel/LICENSE)
 TABLE = DATA / "isolated_throughputs.csv"
 LM = "LM (batch size 20)"  # data-parallel: measured at 1, 2, 4 and 8 GPUs
+FIFO = QueueSettings(policy=QueuePolicy.FIFO)  # for the tests of other rules than the queue order
 
 
 def job(id: int, gpus: int = 1, hours: float = 10.0, at_h: float = 0.0, wants: str = "nvidia-h100",
@@ -61,15 +63,17 @@ def test_an_elastic_job_grows_into_idle_room_within_the_migration_rules() -> Non
     # 1-GPU LM job then lands on the ascend node and must not grow while that gang waits, even though the
     # gang cannot use the ascend room (the operator's rule: a waiting job of equal priority goes first).
     r50 = "ResNet-50 (batch size 128)"
+    # (FIFO and no upgrade moves: under MLFQ the new job would preempt a gang that has run for an hour)
     crowded = [job(i, gpus=8, hours=20, job_type=r50) for i in range(1, 4)] + [job(0, hours=20, at_h=0.01)]
-    report = replay(crowded, "heterojob", config)
+    report = replay(crowded, "heterojob", Config(nodes_per_class_region=1, regions=1, mtbf_h=1e9, queue=FIFO,
+                                                 upgrades=False))
     assert report.resizes >= 1  # it grows once the gang has started (~20 h)
     assert report.jct_h_by_job[0] > 28  # growing at once would have ended it near 21 h
 
 
 
 def test_a_waiting_job_takes_back_the_room_a_grown_job_borrowed() -> None:
-    config = Config(nodes_per_class_region=1, regions=1, mtbf_h=1e9)
+    config = Config(nodes_per_class_region=1, regions=1, mtbf_h=1e9, queue=FIFO, upgrades=False)
     r50 = "ResNet-50 (batch size 128)"  # runs out of memory on the ascend (K80) class
     # the LM job grows over the h100 node, two gangs fill the a100 and ascend nodes; a 4-GPU ResNet-50
     # job then needs the h100 room the LM job borrowed (its admitted single device is never taken)
@@ -82,7 +86,7 @@ def test_a_waiting_job_takes_back_the_room_a_grown_job_borrowed() -> None:
     assert report.jct_h_by_job[0] < 100  # still far sooner than 200 h at its admitted size
 
 def test_a_higher_priority_job_preempts_through_a_checkpoint() -> None:
-    config = Config(nodes_per_class_region=1, regions=1, mtbf_h=1e9, elastic=False)
+    config = Config(nodes_per_class_region=1, regions=1, mtbf_h=1e9, elastic=False, queue=FIFO)
     low = [job(i, gpus=8, hours=50, job_type="ResNet-18 (batch size 64)") for i in range(3)]
     urgent = job(9, gpus=8, hours=1, at_h=2, priority=1, job_type="ResNet-18 (batch size 64)")
     report = replay([*low, urgent], "heterojob", config)
@@ -90,6 +94,43 @@ def test_a_higher_priority_job_preempts_through_a_checkpoint() -> None:
     assert report.jct_h_by_job[9] < 1.1  # one hour of work, a save and a restore: it did not wait for a 50 h job
     static = replay([*low, urgent], "static", config)
     assert static.preemptions == 0 and static.jct_h_by_job[9] > 40
+
+
+def test_mlfq_lets_a_short_job_pass_a_long_one_and_fifo_does_not() -> None:
+    # 200 h gangs hold the h100 and a100 nodes; a 1 h 8-GPU job arrives later (ResNet-50 cannot run on ascend)
+    r50 = "ResNet-50 (batch size 128)"
+    trace = [job(0, gpus=8, hours=200, job_type=r50), job(2, gpus=8, hours=200, job_type=r50),
+             job(1, gpus=8, hours=1, at_h=1, job_type=r50)]
+    base = dict(nodes_per_class_region=1, regions=1, mtbf_h=1e9, elastic=False)
+    mlfq = replay(trace, "heterojob", Config(**base))
+    fifo = replay(trace, "heterojob", Config(**base, queue=FIFO))
+    assert mlfq.preemptions >= 1 and mlfq.jct_h_by_job[1] < 2  # past the long job through its checkpoint
+    assert fifo.preemptions == 0 and fifo.jct_h_by_job[1] > 100  # behind the long jobs
+    # the long jobs lose about the short one's hour (and a save and restore)
+    assert mlfq.jct_h_by_job[0] + mlfq.jct_h_by_job[2] < fifo.jct_h_by_job[0] + fifo.jct_h_by_job[2] + 2
+
+
+def test_kueue_falls_back_to_the_next_flavor_in_the_users_order_and_static_does_not() -> None:
+    config = Config(nodes_per_class_region=1, regions=1, mtbf_h=1e9)
+    trace = [job(0, gpus=8, hours=10), job(1, gpus=8, hours=10, at_h=0.1)]  # both ask for h100
+    static, kueue = replay(trace, "static", config), replay(trace, "kueue", config)
+    assert static.jct_h_by_job[1] > 19  # waits for the first to finish on h100
+    # starts at once on the next flavor (a100, before ascend), however slow the job is there (0.23x at 8 GPUs)
+    on_a100 = trace[1].total_steps / trace[1].rate("nvidia-a100") * (1800 + 20) / 1800 / 3600
+    assert kueue.jct_h_by_job[1] == pytest.approx(on_a100, rel=0.01)
+    assert kueue.preemptions == kueue.resizes == kueue.upgrades == 0
+
+
+def test_heterojob_moves_a_job_up_when_a_faster_class_frees() -> None:
+    # a 5 h job and a 100 h job of the same type; the second starts on a slower class, then moves up once
+    # the first ends (its expected remaining work is long: nothing is known yet, so "as long as it ran")
+    config = Config(nodes_per_class_region=1, regions=1, mtbf_h=1e9, elastic=False)
+    trace = [job(0, gpus=8, hours=5), job(1, gpus=8, hours=100, at_h=0.01)]
+    moved = replay(trace, "heterojob", config)
+    stays = replay(trace, "heterojob", Config(nodes_per_class_region=1, regions=1, mtbf_h=1e9, elastic=False,
+                                              upgrades=False))
+    assert moved.upgrades == 1 and stays.upgrades == 0
+    assert moved.jct_h_by_job[1] < stays.jct_h_by_job[1]
 
 
 def test_static_does_not_hold_its_class_behind_a_gang_that_does_not_fit() -> None:
@@ -136,3 +177,15 @@ def test_the_cli_prints_both_policies_and_writes_the_html_report(tmp_path: Path)
     bad = subprocess.run([sys.executable, "-m", "heterojob", "sim", "replay", "--arrival-scale", "0"],
                          capture_output=True, text=True, timeout=60)
     assert bad.returncode == 2 and "--arrival-scale" in bad.stderr
+
+
+def test_gavels_window_measures_jct_useful_work_and_whether_the_rate_is_sustained() -> None:
+    base = dict(nodes_per_class_region=1, regions=1, devices_per_node=8, mtbf_h=1e9, window=(200, 300))
+    light = replay(synthetic_trace(400, 0.1, TABLE, seed=5), "static", Config(**base)).window
+    heavy = replay(synthetic_trace(400, 20.0, TABLE, seed=5), "static", Config(**base)).window
+    assert light is not None and heavy is not None
+    assert light.jobs_done == heavy.jobs_done == 100  # the run goes on until the window's jobs are done
+    assert light.sustained and not heavy.sustained and heavy.in_system_end > 1.2 * heavy.in_system_start
+    assert heavy.avg_jct_h > light.avg_jct_h
+    # useful work is the busy time scaled by each job's speed there against its fastest class
+    assert 0 < light.useful_share < light.busy_share < heavy.busy_share <= 1

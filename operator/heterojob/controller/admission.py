@@ -21,7 +21,11 @@ from heterojob.controller.pods import Pods
 from heterojob.controller.status import StatusPatch, StatusWriter, read_status
 from heterojob.engine import admission as planner
 from heterojob.engine.admission import DisruptionKind, Outcome
+from heterojob.engine.completion import speeds
 from heterojob.engine.fleet import Fleet
+from heterojob.engine.placement import Request
+from heterojob.engine.policy import Facts, Knowledge
+from heterojob.engine.queueing import QueueSettings
 from heterojob.kube.api import Kube, now_iso
 from heterojob.metrics import OperatorMetrics
 from heterojob.state.cache import Cache
@@ -35,7 +39,8 @@ MESSAGE_REFRESH_S = 30.0  # a waiting job's message (same outcome, new figures) 
 class Admission:
     def __init__(self, kube: Kube, writer: StatusWriter, cache: Cache, pods: Pods, checkpoints: Checkpoints,
                  fleet: Callable[[], Fleet], settings: planner.Settings, metrics: OperatorMetrics,
-                 poke: Callable[[str], None], forget: Callable[[str], None]) -> None:
+                 poke: Callable[[str], None], forget: Callable[[str], None],
+                 queue: QueueSettings | None = None) -> None:
         self.kube = kube
         self.writer = writer
         self.cache = cache
@@ -48,6 +53,7 @@ class Admission:
         self.forget = forget  # the job vanished under us
         self.lock = asyncio.Lock()  # placements and move reservations are planned under it
         self._noted: dict[str, float] = {}  # job -> when its waiting message was last written
+        self.queue = queue  # --queue-policy mlfq: engine.policy orders the queue and picks classes
 
     async def place(self, job: dict[str, Any], spec: HeteroJobSpec, status: HeteroJobStatus,
                     seen_generation: int = 0) -> None:
@@ -59,8 +65,9 @@ class Admission:
         self.cache.wait(key, request)
         async with self.lock:
             now = time.time()
-            plan = planner.plan_one(request, self.cache.waiting(), self.cache.holders(), self.fleet(), now,
-                                    self.settings)
+            fleet, waiting, holders = self.fleet(), self.cache.waiting(), self.cache.holders()
+            policy = (knowledge(fleet, waiting, holders), self.queue) if self.queue is not None else None
+            plan = planner.plan_one(request, waiting, holders, fleet, now, self.settings, policy)
             if plan.outcome == Outcome.PLACED:
                 assert plan.candidate is not None
                 self.cache.hold(key, plan.candidate.allocation(meta["namespace"]), request.priority, now)
@@ -147,3 +154,15 @@ def _last_generation(job: dict[str, Any]) -> int:
         return int(status.get("lastGeneration") or (status.get("placement") or {}).get("generation") or 0)
     except (TypeError, ValueError, AttributeError):
         return 0
+
+
+def knowledge(fleet: Fleet, waiting: list[Request], holders: list[planner.Holder]) -> Knowledge:
+    """What the operator knows for `engine.policy`: each job's relative speed per class from the classes'
+    declared throughput. Attained service is not kept across a job's runs yet, so running jobs are never
+    displaced by level (`Knowledge.displace_by_level`) and no completed-work history is kept (a job is
+    expected to run as long again as it has)."""
+    declared = {name: cls.throughput for name, cls in fleet.classes.items()}
+    facts = {r.job: Facts(rel=speeds(declared, {}, [a.device_class for a in r.alternatives])) for r in waiting}
+    for h in holders:
+        facts.setdefault(h.job, Facts(rel=speeds(declared, {}, [h.allocation.device_class])))
+    return Knowledge(facts, displace_by_level=False)

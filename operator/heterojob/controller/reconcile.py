@@ -32,6 +32,7 @@ from heterojob.engine import admission as planner
 from heterojob.engine import lifecycle, validation
 from heterojob.engine.fleet import Fleet
 from heterojob.engine.lifecycle import Action, Decision, JobView
+from heterojob.engine.queueing import QueuePolicy, QueueSettings
 from heterojob.kube import convert
 from heterojob.kube.api import Kube, now_iso
 from heterojob.metrics import OperatorMetrics
@@ -47,6 +48,7 @@ class ControllerConfig:
     advisory: bool = False  # decide and record migrations, touch nothing
     max_retry_delay: float = 60.0
     queue_lookahead: int = 256  # how many jobs ahead in the queue a placement makes room for
+    queue_policy: str = "fifo"  # "mlfq": engine.policy orders the queue (attained service) and picks classes
 
 
 class Controller:
@@ -66,8 +68,10 @@ class Controller:
         self.alerts = AlertSymptoms(kube, self.writer, self.poke, lambda key, reason: self.checkpoints.ask(
             key, then=PERIODIC, by=None, reason=reason))
         settings = planner.Settings(min_runtime_s=self.config.min_runtime_s, lookahead=self.config.queue_lookahead)
+        policy = QueuePolicy(self.config.queue_policy)
+        queue = QueueSettings(policy=policy) if policy != QueuePolicy.FIFO else None
         self.admission = Admission(kube, self.writer, self.cache, self.pods, self.checkpoints, self.fleet, settings,
-                                   self.metrics, self.poke, self.forget)
+                                   self.metrics, self.poke, self.forget, queue)
         self.disruption = Disruption(kube, self.writer, self.cache, self.checkpoints, fleet.nodes,
                                      fleet.telemetry, self.fleet, self.queue.wake_at, self.metrics,
                                      self.config.disruption_budget, self.config.advisory, settings, fleet.classes,

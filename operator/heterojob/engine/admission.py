@@ -17,6 +17,10 @@ jobs to look at again now. Steps of `plan_queue`, in order:
    pick the same victim and later jobs do not count on that room.
 
 `growth` says how far an elastic job may grow: never while a job of its priority or above waits.
+
+`plan_with_policy` runs the heterogeneity-aware policy first (`engine.policy.prepare`: the queue order of
+`engine.queueing` folded into priorities, and each job's classes narrowed and ordered by expected
+completion, `engine.completion`), then `plan_queue` on what it returns.
 """
 
 from __future__ import annotations
@@ -24,12 +28,17 @@ from __future__ import annotations
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field, replace
 from enum import StrEnum
+from typing import TYPE_CHECKING
 
 from heterojob.engine import preemption
 from heterojob.engine.fleet import Allocation, Fleet
 from heterojob.engine.placement import (
     Candidate, FleetIndex, Ledger, Request, Result, place, room_to_grow, schedule,
 )
+
+if TYPE_CHECKING:
+    from heterojob.engine.policy import Knowledge, Prepared
+    from heterojob.engine.queueing import QueueSettings
 
 
 class Outcome(StrEnum):
@@ -245,10 +254,21 @@ def _disrupt(request: Request, holders: Sequence[Holder], ledger: Ledger, taken:
 
 
 def plan_one(request: Request, queue: Iterable[Request], holders: Iterable[Holder], fleet: Fleet, now: float,
-             settings: Settings = Settings()) -> Admission:
+             settings: Settings = Settings(), policy: tuple[Knowledge, QueueSettings] | None = None) -> Admission:
     """The plan for one waiting job: the jobs ahead of it in `queue` (at most `settings.lookahead`) are
     planned first, so it neither takes their room nor the victims they would preempt; the caller acts on
-    this job's part only (the jobs ahead act on theirs in their own passes)."""
+    this job's part only (the jobs ahead act on theirs in their own passes). With `policy` (what is known
+    of the jobs, the queue settings), the order and classes come from `plan_with_policy`."""
+    if policy is not None:
+        from heterojob.engine import policy as heterogeneity
+
+        knowledge, queue_settings = policy
+        queue = list(queue)
+        prepared = heterogeneity.prepare([*(r for r in queue if r.job != request.job), request], holders, fleet,
+                                         now, knowledge, queue_settings, settings.min_runtime_s)
+        mine = next(r for r in prepared.queue if r.job == request.job)
+        ahead = [r for r in prepared.queue if r.job != request.job and r.order < mine.order][:settings.lookahead]
+        return plan_queue([*ahead, mine], prepared.holders, fleet, now, settings)[request.job]
     ahead = sorted((r for r in queue if r.job != request.job and r.order < request.order),
                    key=lambda r: r.order)[:settings.lookahead]
     return plan_queue([*ahead, request], holders, fleet, now, settings)[request.job]
@@ -282,3 +302,15 @@ def growth(request: Request, top_waiting: int | None, fleet_without_it: Fleet, c
 def top_priority(waiting: Iterable[Request], besides: str = "") -> int | None:
     """The highest priority among `waiting` (but `besides`), the argument `growth` takes."""
     return max((r.priority for r in waiting if r.job != besides), default=None)
+
+
+# --- the heterogeneity-aware policy (engine.policy) in front of the plan ----------------------------------
+
+def plan_with_policy(queue: Iterable[Request], holders: Iterable[Holder], fleet: Fleet, now: float,
+                     knowledge: Knowledge, queue_settings: QueueSettings, settings: Settings = Settings(),
+                     ) -> tuple[Plan, Prepared]:
+    """`engine.policy.prepare` (queue order, class choice by expected completion), then `plan_queue`."""
+    from heterojob.engine import policy
+
+    prepared = policy.prepare(queue, holders, fleet, now, knowledge, queue_settings, settings.min_runtime_s)
+    return plan_queue(prepared.queue, prepared.holders, fleet, now, settings), prepared

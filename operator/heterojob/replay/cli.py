@@ -1,4 +1,4 @@
-"""`heterojob sim replay`: replay a trace under one or both policies; JSON on stdout, HTML optionally."""
+"""`heterojob sim replay`: replay a trace under one or all policies; JSON on stdout, HTML optionally."""
 
 from __future__ import annotations
 
@@ -8,14 +8,15 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from heterojob.replay.replay import REGIONS, Config, replay
+from heterojob.engine.queueing import QueuePolicy, QueueSettings
+from heterojob.replay.replay import POLICIES, REGIONS, Config, replay
 from heterojob.replay.replay import __doc__ as REPLAY_DOC
 from heterojob.replay.report import html_report
 from heterojob.replay.traces import load_trace, synthetic_trace
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    """`heterojob sim replay`: replay a trace under one or both policies; JSON on stdout, HTML optionally."""
+    """`heterojob sim replay`: replay a trace under one or all policies; JSON on stdout, HTML optionally."""
     parser = argparse.ArgumentParser(prog="heterojob sim replay", description=REPLAY_DOC,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     root = Path(__file__).resolve().parents[3] / "data" / "gavel"
@@ -26,7 +27,16 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--jobs-per-hour", type=float, default=4.0, help="synthetic arrival rate")
     parser.add_argument("--high-priority-share", type=float, default=0.0, help="synthetic jobs with priority 1")
     parser.add_argument("--throughputs", type=Path, default=root / "isolated_throughputs.csv")
-    parser.add_argument("--policy", choices=["static", "heterojob", "both"], default="both")
+    parser.add_argument("--policy", choices=[*POLICIES, "all", "both"], default="all",
+                        help="one policy, all three, or both (static and heterojob)")
+    parser.add_argument("--queue-policy", choices=[q.value for q in QueuePolicy], default=QueuePolicy.MLFQ.value,
+                        help="heterojob's order within a priority level: mlfq (least attained service, "
+                             "starvation bound) or fifo")
+    parser.add_argument("--starvation-hours", type=float, default=24.0,
+                        help="mlfq: a job waiting this long is promoted to the first level")
+    parser.add_argument("--no-upgrades", action="store_true", help="heterojob: never move a running job up")
+    parser.add_argument("--fastest-share", type=float, default=None, metavar="SHARE",
+                        help="synthetic: this share of users ask for the fastest class (default: by throughput)")
     parser.add_argument("--regions", type=int, default=3, choices=range(1, len(REGIONS) + 1))
     parser.add_argument("--nodes-per-class-region", type=int, default=2)
     parser.add_argument("--arrival-scale", type=float, default=None,
@@ -49,19 +59,26 @@ def main(argv: Sequence[str] | None = None) -> int:
         parser.error("--nodes-per-class-region, --arrival-scale and --mtbf-hours must be positive")
     if not 0 <= args.alternatives_within <= 1:
         parser.error("--alternatives-within is a share of the best speed, from 0 to 1")
+    if args.starvation_hours <= 0:
+        parser.error("--starvation-hours must be positive")
+    if args.fastest_share is not None and not 0 <= args.fastest_share <= 1:
+        parser.error("--fastest-share is a share of the users, from 0 to 1")
     config = Config(nodes_per_class_region=args.nodes_per_class_region, regions=args.regions,
                     arrival_scale=args.arrival_scale, mtbf_h=args.mtbf_hours, checkpoint_s=args.checkpoint_seconds,
-                    elastic=not args.no_elastic, within=args.alternatives_within, seed=args.seed)
+                    elastic=not args.no_elastic, within=args.alternatives_within, seed=args.seed,
+                    queue=QueueSettings(policy=QueuePolicy(args.queue_policy),
+                                        starvation_s=args.starvation_hours * 3600),
+                    upgrades=not args.no_upgrades)
     if args.synthetic:
         jobs = synthetic_trace(args.synthetic, args.jobs_per_hour, args.throughputs, seed=args.seed,
-                               high_priority_share=args.high_priority_share)
+                               high_priority_share=args.high_priority_share, fastest_share=args.fastest_share)
         name = f"synthetic ({len(jobs)} jobs, {args.jobs_per_hour:g}/h)"
     else:
         jobs = load_trace(args.trace, args.throughputs, seed=args.seed, limit=args.limit)
         name = f"{args.trace.name} ({len(jobs)} jobs)"
     too_big = sum(1 for j in jobs if j.gpus > config.nodes_per_class_region * config.devices_per_node)
     jobs = [j for j in jobs if j.gpus <= config.nodes_per_class_region * config.devices_per_node]
-    policies = ["static", "heterojob"] if args.policy == "both" else [args.policy]
+    policies = {"both": ["static", "heterojob"], "all": list(POLICIES)}.get(args.policy, [args.policy])
     reports = [replay(jobs, p, config) for p in policies]
     out: dict[str, Any] = {"trace": name, "devices": config.devices, **{r.policy: r.summary() for r in reports}}
     if too_big:

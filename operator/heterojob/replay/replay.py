@@ -6,12 +6,22 @@ Policies, on the same trace, fleet, failures and seed:
   not fit does not hold up the rest); no migration, resize or preemption. A failure restarts the
   job from its last periodic checkpoint after Kubernetes' default eviction delay (node-monitor grace 40 s +
   300 s not-ready toleration), on the same class.
-- `heterojob`: the operator's own planner, with no policy of the replay's: `engine.admission.plan_queue`
-  places the queue in priority and age order on any class the job runs on, takes lent room back from grown
-  jobs and preempts lower-priority ones exactly as the operator's admission step does; elastic jobs grow
-  as far as `engine.admission.growth` lends room, through `migration.resize` and `migration.judge` (the
+- `kueue`: what a user would otherwise run, Kueue with flavor fallback: one ClusterQueue whose flavors are
+  the classes in the user's order (the class asked for, then the others by declared throughput), FIFO
+  (BestEffortFIFO: a job that does not fit does not block the rest), the first flavor with room; no
+  migration, resize or preemption; failures take Kubernetes' path like `static`.
+- `heterojob`: the operator's own policy modules and planner, with no policy of the replay's: the queue
+  order (`engine.queueing`: `--queue-policy mlfq` or `fifo`) and the completion-time estimates
+  (`engine.completion`: which classes a job takes now, from declared throughput and the job's measured
+  speed, and upgrade moves that pay) feed `engine.admission.plan_queue`, which places, takes lent room
+  back from grown jobs and preempts exactly as the operator's admission step does; elastic jobs grow as
+  far as `engine.admission.growth` lends room, through `migration.resize` and `migration.judge` (the
   HeteroJob defaults: 600 s cooldown, 3 moves an hour, a disruption budget of 5). A failed node's
-  jobs restart at once off it, from their last periodic checkpoint.
+  jobs restart at once off it, from their last periodic checkpoint. The policy never reads a job's total
+  steps or its speed on a class it has not run on.
+
+Each scheduling pass costs at most a bounded number of queued jobs (`lookahead` in queue order, plus the
+first that fit free room), not every queued job against every running one.
 
 Every job checkpoints every `checkpoint_s` (saving takes `save_s`); a resize or preemption checkpoints on
 demand (`save_s`) and the job restores (`restore_s`) where it lands. Device failures come at `mtbf_h` per
@@ -21,33 +31,42 @@ Utilization = device-hours of useful training / (devices x makespan): work redon
 checkpoint saving and restoring are not useful; a grown job's devices all count (its throughput is Gavel's
 measurement, see `traces`). Makespan runs from the first arrival to the last completion. The steady state
 leaves out warm-up and drain: utilization between the 10th and 90th percentile arrival (each run's useful
-work spread evenly over it) and the JCT of the jobs arriving in that window. Same trace, seed and config:
-same numbers.
+work spread evenly over it) and the JCT of the jobs arriving in that window. With `window=(a, b)`
+(Gavel's method: jobs a..b-1 of the trace), the run stops once those jobs are done and the report adds
+their average JCT, the busy share and the useful share over their arrival span (useful: device-hours x
+the job's speed on that class / its speed on its fastest class), their device-hours per job, and the jobs
+in the system when the window opens and closes. Same trace, seed and config: same numbers.
 """
 
 from __future__ import annotations
 
+import bisect
 import heapq
 import math
 import random
 import statistics
 from collections import defaultdict
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from heterojob.api.job import Policy
-from heterojob.engine import migration
+from heterojob.engine import completion, migration, queueing
+from heterojob.engine import policy as engine_policy
 from heterojob.engine import admission as planner
-from heterojob.engine.fleet import Allocation, DeviceClass, Fleet, Node
 from heterojob.engine.admission import Disruption, DisruptionKind, Holder, Outcome
+from heterojob.engine.fleet import Allocation, DeviceClass, Fleet, Node
 from heterojob.engine.placement import Alternative, Request, place
-from heterojob.replay.report import Report, timeline
+from heterojob.replay.report import Report, Window, timeline
 from heterojob.replay.traces import CLASSES, TraceJob
 
 REGIONS = ("cn-east", "cn-north", "eu-west", "us-west", "ap-south")
 K8S_EVICTION_S = 40.0 + 300.0
 NAMESPACE = "t"
+POLICIES = ("static", "kueue", "heterojob")
+# AcceleratorClass spec.throughput of the fleet's classes (relative to the fastest): round figures near
+# the mean speed of Gavel's job types on V100, P100 and K80, as a vendor's sheet would give them
+DECLARED = {"nvidia-h100": 1.0, "nvidia-a100": 0.8, "ascend-910b": 0.3}
 
 
 @dataclass(frozen=True)
@@ -66,6 +85,10 @@ class Config:
     min_runtime_s: float = 300.0  # heterojob: a job younger than this is never preempted (operator default)
     disruption_budget: int = 5  # heterojob: jobs checkpointing or moving at once (operator default)
     within: float = 0.0  # heterojob: a job lists the classes where it runs at least this share of its best speed
+    queue: queueing.QueueSettings = field(default_factory=queueing.QueueSettings)  # heterojob's queue order
+    upgrades: bool = True  # heterojob: move running jobs up onto faster free room when it pays
+    lookahead: int = 16  # queued jobs a pass plans in order (besides the first that fit free room)
+    window: tuple[int, int] | None = None  # Gavel's measurement window: trace positions [a, b)
     seed: int = 0
 
     @property
@@ -80,6 +103,7 @@ class _Run:
     region: str
     replicas: int
     per_node: dict[str, int]
+    held: float  # devices taken
     started: float  # progress begins (after a restore)
     steps_at_start: float
     raw: float  # steps/s while training at this size
@@ -102,25 +126,29 @@ def fleet(config: Config) -> Fleet:
                 name = f"{region}-{cls}-{i:02d}"
                 nodes[name] = Node(name, {"class": cls, "topology.kubernetes.io/region": region},
                                    {cls: config.devices_per_node})
-    classes = {c: DeviceClass(c, c, {"class": c}) for c in CLASSES}
+    classes = {c: DeviceClass(c, c, {"class": c}, throughput=DECLARED[c]) for c in CLASSES}
     return Fleet(nodes, classes)
 
 
 class _Replay:
     def __init__(self, jobs: Sequence[TraceJob], policy: str, config: Config) -> None:
-        if policy not in ("static", "heterojob"):
-            raise ValueError(f"policy must be static or heterojob, not {policy!r}")
+        if policy not in POLICIES:
+            raise ValueError(f"policy must be one of {', '.join(POLICIES)}, not {policy!r}")
         self.jobs, self.policy, self.config = jobs, policy, config
         self.rng = random.Random(config.seed)
         self.base = fleet(config)
         self.used: dict[tuple[str, str], int] = {}
         self.down: set[str] = set()
+        self.nodes_view: dict[str, Node] = dict(self.base.nodes)
         self.events: list[tuple[float, int, str, Any]] = []
         self.seq = 0
         self.progress = {j.id: 0.0 for j in jobs}  # steps in the last checkpoint
         self.queue: dict[int, TraceJob] = {}  # waiting
+        self.order_list: list[tuple[Any, ...]] = []  # the waiting jobs' keys, in queue order
+        self.keys: dict[int, tuple[Any, ...]] = {}
         self.arrived: list[TraceJob] = []  # since the last scheduling pass
         self.freed: set[str] = set()  # classes that gained room since the last pass
+        self.promoted = False
         self.running: dict[int, _Run] = {}
         self.moves: dict[int, list[float]] = defaultdict(list)  # resizes and preemptions, for judge
         self.requests: dict[tuple[int, int | None], Request] = {}
@@ -128,13 +156,27 @@ class _Replay:
         self.finished: dict[int, float] = {}
         self.useful_s = self.lost_s = self.max_lost = 0.0
         self.useful: list[tuple[float, float, float]] = []  # (from, to, useful device-seconds), per run
-        self.failures = self.restarts = self.resizes = self.preemptions = self.reclaims = 0
+        self.segments: list[tuple[float, float, float]] = []  # (from, to, device-s x speed share), per run
+        self.device_s: dict[int, float] = defaultdict(float)  # devices held x seconds, per job
+        self.failures = self.restarts = self.resizes = self.preemptions = self.reclaims = self.upgrades = 0
         self.busy = 0
         self.busy_points: list[tuple[float, int]] = []
         self.settings = planner.Settings(min_runtime_s=config.min_runtime_s)
         defaults = Policy()
         self.rules = migration.Rules(triggers=frozenset({migration.GROW}), cooldown_s=defaults.cooldown_seconds,
                                      max_per_hour=defaults.max_migrations_per_hour, budget=config.disruption_budget)
+        # what the operator knows of each job: attained service, when it last waited, measured speeds, work
+        self.service: dict[int, queueing.Service] = {}
+        self.measured: dict[int, dict[str, float]] = defaultdict(dict)
+        self.work_s: dict[int, float] = defaultdict(float)  # reference seconds trained (estimated speeds)
+        self.residual = completion.Residual()
+        self.rels: dict[int, tuple[int, dict[str, float]]] = {}
+        self.holder_of: dict[int, Holder] = {}  # per run token
+        self.facts: dict[str, engine_policy.Facts] = {}  # what each job's status tells the operator
+        self.knowledge = engine_policy.Knowledge(self.facts, self.residual)
+        self.cost = completion.MoveCost(config.save_s, config.restore_s)
+        self.pending = set(range(*config.window)) if config.window else None
+        self.by_position = {j.id: i for i, j in enumerate(jobs)}
 
     # --- events ---------------------------------------------------------------------------------------
 
@@ -145,6 +187,11 @@ class _Replay:
     def arrival(self, job: TraceJob) -> float:
         return job.arrival_s * self.config.arrival_scale
 
+    def shape(self, job: TraceJob) -> tuple[int, int]:
+        """(replicas, devices per replica): one replica up to a node's devices, whole nodes beyond."""
+        per_node = self.config.devices_per_node
+        return (1, job.gpus) if job.gpus <= per_node else (math.ceil(job.gpus / per_node), per_node)
+
     def run(self) -> Report:
         config = self.config
         for job in self.jobs:
@@ -154,11 +201,10 @@ class _Replay:
             self.push(self.rng.expovariate(per_node_rate), "fail", name)
         first = min((self.arrival(j) for j in self.jobs), default=0.0)
         end = first
-        while self.events and len(self.finished) < len(self.jobs):
+        while self.events and len(self.finished) < len(self.jobs) and self.pending != set():
             now, _, kind, payload = heapq.heappop(self.events)
             if kind == "arrive" or kind == "requeue":
-                self.queue[payload.id] = payload
-                self.arrived.append(payload)
+                self.enqueue(payload, now)
             elif kind == "finish":
                 run = self.running.get(payload[0])
                 if run is None or run.token != payload[1]:
@@ -167,37 +213,92 @@ class _Replay:
                 self.progress[run.job.id] = run.job.total_steps
                 self.stop(run, now)
                 self.finished[run.job.id] = end = now
+                self.residual.add(self.work_s[run.job.id])
+                if self.pending is not None:
+                    self.pending.discard(self.by_position[run.job.id])
             elif kind == "fail":
                 self.fail(payload, now)
                 self.push(now + config.repair_h * 3600, "repair", payload)
             elif kind == "repair":
                 self.down.discard(payload)
+                self.nodes_view[payload] = self.base.nodes[payload]
                 self.freed.add(self.base.nodes[payload].labels["class"])
                 self.push(now + self.rng.expovariate(per_node_rate), "fail", payload)
             elif kind == "wake":
                 self.freed.update(CLASSES)  # a job's cooldown ended: look at growing it again
-            if self.policy == "static":
-                self.place_static(now)
-            else:
+            elif kind == "promote":
+                job_id, since = payload
+                if job_id in self.queue and self.service[job_id].waiting_since == since:
+                    self.reorder(self.queue[job_id], now)
+                    self.promoted = True
+            if self.policy == "heterojob":
                 self.place_heterojob(now)
                 if config.elastic:
                     self.grow(now)
+            else:
+                self.place_fifo(now)
             self.freed.clear()
             self.arrived.clear()
+            self.promoted = False
             if not self.busy_points or self.busy_points[-1] != (now, self.busy):
                 self.busy_points.append((now, self.busy))
         return self.report(first, end)
 
+    # --- the queue ------------------------------------------------------------------------------------
+
+    def key(self, job: TraceJob, now: float) -> tuple[Any, ...]:
+        if self.policy != "heterojob":
+            return (-job.priority, self.arrival(job), job.id)
+        return (-self.rank(job, now), self.arrival(job), job.id)
+
+    def rank(self, job: TraceJob, now: float) -> int:
+        return queueing.rank(job.priority, self.service.get(job.id, queueing.Service(0.0, now)), now,
+                             self.config.queue)
+
+    def enqueue(self, job: TraceJob, now: float) -> None:
+        old = self.service.get(job.id)
+        self.service[job.id] = queueing.Service(old.attained_device_s if old else 0.0, now)
+        self.refresh(job)
+        self.queue[job.id] = job
+        self.arrived.append(job)
+        self.keys[job.id] = k = self.key(job, now)
+        bisect.insort(self.order_list, k)
+        if self.policy == "heterojob":
+            at = queueing.promotion_time(now, self.config.queue)
+            if at is not None:
+                self.push(at, "promote", (job.id, now))
+
+    def dequeue(self, job: TraceJob) -> None:
+        self.queue.pop(job.id, None)
+        k = self.keys.pop(job.id, None)
+        if k is not None:
+            i = bisect.bisect_left(self.order_list, k)
+            if i < len(self.order_list) and self.order_list[i] == k:
+                del self.order_list[i]
+
+    def reorder(self, job: TraceJob, now: float) -> None:
+        self.dequeue(job)
+        self.queue[job.id] = job
+        self.keys[job.id] = k = self.key(job, now)
+        bisect.insort(self.order_list, k)
+
     # --- devices --------------------------------------------------------------------------------------
 
     def current_fleet(self, without: _Run | None = None) -> Fleet:
-        nodes = {n: (Node(v.name, v.labels, v.allocatable, ready=False) if n in self.down else v)
-                 for n, v in self.base.nodes.items()}
         used = dict(self.used)
         if without is not None:
             for n, c in without.per_node.items():
                 used[(n, without.cls)] -= c
-        return Fleet(nodes, self.base.classes, used=used)
+        return Fleet(self.nodes_view, self.base.classes, used=used)
+
+    def free_by_class(self) -> dict[str, int]:
+        out = dict.fromkeys(CLASSES, 0)
+        for name, node in self.base.nodes.items():
+            if name in self.down:
+                continue
+            cls = node.labels["class"]
+            out[cls] += node.allocatable[cls] - self.used.get((name, cls), 0)
+        return out
 
     def start(self, job: TraceJob, cls: str, region: str, nodes: Sequence[str], per: int, now: float,
               pause: float = 0.0) -> None:
@@ -212,23 +313,40 @@ class _Replay:
         raw = job.rate(cls, devices)
         eff = raw * self.config.checkpoint_s / (self.config.checkpoint_s + self.config.save_s)
         self.seq += 1
-        run = _Run(job, cls, region, len(nodes), dict(per_node), now + pause, self.progress[job.id], raw, eff,
+        run = _Run(job, cls, region, len(nodes), dict(per_node), now, now + pause, self.progress[job.id], raw, eff,
                    self.seq)
         self.running[job.id] = run
-        self.queue.pop(job.id, None)
+        self.dequeue(job)
+        if self.policy == "heterojob":
+            self.service[job.id] = queueing.on_start(self.service[job.id], now, self.config.queue)
+        self.measured[job.id][cls] = job.rate(cls)  # the SDK reports steps/s once it trains there
+        self.refresh(job)
         self.push(run.started + (job.total_steps - run.steps_at_start) / eff, "finish", (job.id, run.token))
 
     def credit(self, run: _Run, steps: float, now: float) -> None:
         """Count the run's training up to `steps` as useful (spread evenly over the run, for windows)."""
-        useful = (steps - run.steps_at_start) / run.raw * run.devices
+        trained = (steps - run.steps_at_start) / run.raw
+        useful = trained * run.devices
         self.useful_s += useful
         if useful > 0:
             self.useful.append((min(run.started, now), now, useful))
+            best = max(run.job.rate(c) for c in CLASSES)  # the report's yardstick, never the policy's
+            share = run.job.rate(run.cls) / best if best > 0 else 0.0
+            self.segments.append((min(run.started, now), now, useful * share))
+        if trained > 0:
+            rel = self.rel(run.job)
+            self.work_s[run.job.id] += trained * rel.get(run.cls, 0.0)
+            svc = self.service.get(run.job.id, queueing.Service())
+            self.service[run.job.id] = queueing.Service(svc.attained_device_s + trained * run.devices,
+                                                        svc.waiting_since)
+            self.refresh(run.job)
 
     def stop(self, run: _Run, now: float) -> None:
         for n, c in run.per_node.items():
             self.used[(n, run.cls)] -= c
         self.busy -= run.devices
+        self.holder_of.pop(run.token, None)
+        self.device_s[run.job.id] += run.devices * (now - run.held)
         del self.running[run.job.id]
         self.freed.add(run.cls)
 
@@ -242,6 +360,8 @@ class _Replay:
     def fail(self, node: str, now: float) -> None:
         self.failures += 1
         self.down.add(node)
+        v = self.base.nodes[node]
+        self.nodes_view[node] = Node(v.name, v.labels, v.allocatable, ready=False)
         config = self.config
         for run in [r for r in self.running.values() if node in r.per_node]:
             ran = max(0.0, now - run.started)
@@ -255,31 +375,56 @@ class _Replay:
             self.progress[run.job.id] = saved
             self.stop(run, now)
             self.restarts += 1
-            delay = K8S_EVICTION_S if self.policy == "static" else config.recovery_s
+            delay = config.recovery_s if self.policy == "heterojob" else K8S_EVICTION_S
             self.push(now + delay, "requeue", run.job)
 
-    # --- policies -------------------------------------------------------------------------------------
+    # --- what the operator knows ----------------------------------------------------------------------
 
-    def order(self, job: TraceJob) -> tuple[int, float, int]:
-        return (-job.priority, self.arrival(job), job.id)
+    def rel(self, job: TraceJob) -> dict[str, float]:
+        """Relative speed per class the job runs on: measured where it ran, declared elsewhere."""
+        measured = self.measured.get(job.id, {})
+        cached = self.rels.get(job.id)
+        if cached is None or cached[0] != len(measured):
+            cached = self.rels[job.id] = (len(measured), completion.speeds(DECLARED, measured, job.classes))
+        return cached[1]
 
-    def place_static(self, now: float) -> None:
-        """The default Kubernetes scheduler on a partitioned fleet: oldest first, each waiting job starts
-        when its class has room for the whole gang (a job that does not fit does not hold up the rest)."""
-        touched = self.freed | {j.wants for j in self.arrived}
-        if not touched:
+    def refresh(self, job: TraceJob) -> None:
+        """The job's facts as its status would carry them (attained service, speeds, work done)."""
+        self.facts[f"{NAMESPACE}/{job.id}"] = engine_policy.Facts(self.service.get(job.id, queueing.Service()),
+                                                           self.rel(job), self.work_s[job.id])
+
+    # --- static and kueue -----------------------------------------------------------------------------
+
+    def flavors(self, job: TraceJob) -> list[str]:
+        if self.policy == "static":
+            return [job.wants]
+        rest = sorted((c for c in job.classes if c != job.wants), key=lambda c: (-DECLARED[c], c))
+        return [job.wants, *rest]
+
+    def place_fifo(self, now: float) -> None:
+        """static and kueue: oldest first, each waiting job starts on the first class in its list with room
+        for the whole gang (a job that does not fit does not hold up the rest). A pass looks at the queue
+        only as far as some class still has free devices."""
+        if not (self.freed or self.arrived):
             return
-        pool = self.queue.values() if self.freed else self.arrived
+        pool = [self.keys[j.id] for j in self.arrived if j.id in self.keys] if not self.freed else None
         room = _room(self.current_fleet(), self.down)
-        for job in sorted((j for j in pool if j.wants in touched), key=lambda j: (self.arrival(j), j.id)):
-            replicas, per = job.shape
-            if room[job.wants][0] < replicas * per or room[job.wants][1] < per:
+        for k in (sorted(pool) if pool is not None else list(self.order_list)):
+            if not any(room[c][0] for c in CLASSES):
+                break
+            job = self.queue[k[2]]
+            replicas, per = self.shape(job)
+            flavors = [c for c in self.flavors(job) if room[c][0] >= replicas * per and room[c][1] >= per]
+            if not flavors:
                 continue
-            result = place(Request(f"{NAMESPACE}/{job.id}", [Alternative(job.wants, per)], replicas),
+            result = place(Request(f"{NAMESPACE}/{job.id}", [Alternative(c, per) for c in flavors], replicas),
                            self.current_fleet())
             if result.chosen is not None:
-                self.start(job, job.wants, result.chosen.region, result.chosen.nodes, per, now)
+                c = result.chosen
+                self.start(job, c.device_class, c.region, c.nodes, per, now)
                 room = _room(self.current_fleet(), self.down)
+
+    # --- heterojob ------------------------------------------------------------------------------------
 
     def request(self, job: TraceJob, replicas: int | None = None) -> Request:
         key = (job.id, replicas)
@@ -288,24 +433,58 @@ class _Replay:
         return self.requests[key]
 
     def _request(self, job: TraceJob, replicas: int | None) -> Request:
-        per = job.shape[1]
-        best = job.rate(job.classes[0])
-        listed = [c for c in job.classes if job.rate(c) >= self.config.within * best]
+        per = self.shape(job)[1]
+        rel = self.rel(job)
+        listed = [c for c in sorted(rel, key=lambda c: (-rel[c], c)) if rel[c] >= self.config.within]
         return Request(f"{NAMESPACE}/{job.id}", [Alternative(c, per) for c in listed],
-                       replicas or job.shape[0], priority=job.priority, created=self.arrival(job))
+                       replicas or self.shape(job)[0], priority=job.priority, created=self.arrival(job))
+
+    def candidates(self) -> list[TraceJob]:
+        """The queue a pass plans: the first `lookahead` jobs in order, then the first that fit free room;
+        when no room was freed and nobody was promoted, only the new arrivals (the rest did not fit before
+        and nothing changed for them)."""
+        if not (self.freed or self.promoted):
+            return [j for j in self.arrived if j.id in self.queue]
+        out: list[TraceJob] = []
+        room = _room(self.current_fleet(), self.down)
+        extra = 0
+        for i, k in enumerate(self.order_list):
+            job = self.queue[k[2]]
+            if i < self.config.lookahead:
+                out.append(job)
+                continue
+            if extra >= self.config.lookahead or not any(room[c][0] for c in CLASSES):
+                break
+            replicas, per = self.shape(job)
+            if any(room[c][0] >= replicas * per and room[c][1] >= per for c in job.classes):
+                out.append(job)
+                extra += 1
+        return out
 
     def place_heterojob(self, now: float) -> None:
-        """The operator's planner (`engine.admission.plan_queue`) over the waiting jobs (all of them when room
-        was freed, else only the new arrivals: the others did not fit before and nothing changed), applied
-        at once: placements start, victims and lenders checkpoint (`save_s`) and the job starts where the
-        plan put it."""
-        pool = list(self.queue.values()) if self.freed else list(self.arrived)
-        if not pool:
+        """The operator's policy and planner (`engine.admission.plan_with_policy`: queue order, class choice
+        by expected completion, then `plan_queue`), applied at once: placements start, victims and lenders
+        checkpoint (`save_s`) and the job starts where the plan put it. Then the upgrade moves
+        `engine.policy.upgrades` proposes, each onto room found before the job is stopped."""
+        if not (self.freed or self.arrived or self.promoted):
             return
+        pool = self.candidates()
+        if not pool:
+            if self.freed and self.config.upgrades:
+                self.upgrade(now, frozenset())
+            return
+        fleet = self.current_fleet()
+        if not any(_room(fleet, self.down)[c][0] for c in CLASSES):  # nothing free: only displacement helps
+            top = max(self.rank(j, now) for j in pool)
+            if not any(self.holder_rank(r, now) < top and now - r.started >= self.config.min_runtime_s
+                       for r in self.running.values()):
+                return
         by_key = {f"{NAMESPACE}/{j.id}": j for j in pool}
-        plan = planner.plan_queue([self.request(j) for j in pool], self.holders(now), self.current_fleet(), now,
-                                  self.settings)
-        for admission in sorted(plan.admissions.values(), key=lambda a: self.order(by_key[a.job])):
+        holders = self.holders()
+        plan, prepared = planner.plan_with_policy([self.request(j) for j in pool], holders, fleet, now,
+                                                  self.knowledge, self.config.queue, self.settings)
+        requests = {r.job: r for r in prepared.queue}
+        for admission in sorted(plan.admissions.values(), key=lambda a: self.keys[by_key[a.job].id]):
             job, c = by_key[admission.job], admission.candidate
             if admission.outcome == Outcome.PLACED:
                 assert c is not None
@@ -313,21 +492,47 @@ class _Replay:
             elif admission.disruptions:
                 for d in admission.disruptions:
                     self.disturb(d, now)
-                chosen = place(self.request(job), self.current_fleet()).chosen
+                chosen = place(requests[admission.job], self.current_fleet()).chosen
                 if chosen is not None:  # where the plan put it, unless a shrunk job landed elsewhere
                     self.start(job, chosen.device_class, chosen.region, chosen.nodes, chosen.per_replica, now,
                                pause=self.config.save_s)
+        if self.config.upgrades:
+            self.upgrade(now, prepared.waiting_for)
 
-    def holders(self, now: float) -> list[Holder]:
+    def holders(self) -> list[Holder]:
         """Running jobs as the planner sees them; a grown one carries its trace size as its base."""
         out = []
         for r in self.running.values():
-            key = f"{NAMESPACE}/{r.job.id}"
-            base = Request(key, [Alternative(r.cls, r.job.shape[1])], r.job.shape[0], allowed_regions=(r.region,),
-                           priority=r.job.priority) if r.replicas > r.job.shape[0] else None
-            out.append(Holder(key, r.job.priority, r.started, Allocation(r.cls, r.per_node, NAMESPACE, r.cls,
-                                                                         r.region), base, None, r.started > now))
+            h = self.holder_of.get(r.token)
+            if h is None:
+                key = f"{NAMESPACE}/{r.job.id}"
+                replicas, per = self.shape(r.job)
+                base = Request(key, [Alternative(r.cls, per)], replicas, allowed_regions=(r.region,),
+                               priority=r.job.priority) if r.replicas > replicas else None
+                h = self.holder_of[r.token] = Holder(key, r.job.priority, r.started, Allocation(
+                    r.cls, r.per_node, NAMESPACE, r.cls, r.region), base, None, False)
+            out.append(h)
         return out
+
+    def holder_rank(self, run: _Run, now: float) -> int:
+        svc = self.service.get(run.job.id, queueing.Service())
+        attained = svc.attained_device_s + max(0.0, now - run.started) * run.devices
+        return queueing.running_rank(run.job.priority, attained, self.config.queue)
+
+    def upgrade(self, now: float, waiting_for: frozenset[str]) -> None:
+        """Move running jobs up onto faster room no waiting job chose to wait for, when the move pays."""
+        allowed = {f"{NAMESPACE}/{r.job.id}": r.job.classes for r in self.running.values()}
+        for u in engine_policy.upgrades(self.holders(), self.current_fleet(), now, self.knowledge, waiting_for,
+                                        self.cost, self.config.min_runtime_s, allowed):
+            run = self.running[int(u.job.split("/", 1)[1])]
+            replicas, per = self.shape(run.job)
+            chosen = place(Request(u.job, [Alternative(u.to_class, per)], replicas), self.current_fleet()).chosen
+            if chosen is None:
+                continue  # the devices are free but not in one region or node: no room held, no move
+            self.checkpoint_and_stop(run, now)  # make-before-break: the room was found before
+            self.moves[run.job.id].append(now)
+            self.upgrades += 1
+            self.start(run.job, chosen.device_class, chosen.region, chosen.nodes, per, now, pause=self.config.save_s)
 
     def disturb(self, d: Disruption, now: float) -> None:
         """A victim checkpoints and requeues; a lender checkpoints and restarts at its admitted size."""
@@ -339,8 +544,9 @@ class _Replay:
             self.push(now + self.config.save_s, "requeue", run.job)
             return
         self.reclaims += 1
-        base = Request(d.job, [Alternative(run.cls, run.job.shape[1])], run.job.shape[0],
-                       allowed_regions=(run.region,), priority=run.job.priority)
+        replicas, per = self.shape(run.job)
+        base = Request(d.job, [Alternative(run.cls, per)], replicas, allowed_regions=(run.region,),
+                       priority=run.job.priority)
         back = place(base, self.current_fleet()).chosen
         if back is None:  # not where the plan put it: it waits in the queue like a preempted job
             self.push(now + self.config.save_s, "requeue", run.job)
@@ -356,13 +562,15 @@ class _Replay:
         top = planner.top_priority(self.request(j) for j in self.queue.values())
         for run in sorted(self.running.values(), key=lambda r: r.job.id):
             job = run.job
-            most = job.max_replicas(run.cls)
+            most = job.max_replicas(run.cls) if self.shape(job)[0] == 1 and job.gpus <= 8 else self.shape(job)[0]
             if run.replicas >= most or now < run.started:
                 continue  # at its largest, or still restoring from its last move
+            if top is not None and top >= job.priority:
+                continue  # `growth` lends nothing while a job of its priority or above waits
             freed = self.current_fleet(without=run)
             target = planner.growth(self.request(job, run.replicas), top, freed, run.replicas, most, run.cls,
                                     run.region)
-            change = migration.resize(run.replicas, job.shape[0], most, None, None, now, 0.0, 0.0, target)
+            change = migration.resize(run.replicas, self.shape(job)[0], most, None, None, now, 0.0, 0.0, target)
             if change is None:
                 continue
             moving = sum(1 for r in self.running.values() if r.started > now)
@@ -375,8 +583,8 @@ class _Replay:
                     self.wakes[job.id] = wake
                     self.push(wake, "wake", job.id)
                 continue
-            result = place(Request(f"{NAMESPACE}/{job.id}", [Alternative(run.cls, job.shape[1])], change.replicas,
-                                   allowed_regions=(run.region,)), freed)
+            result = place(Request(f"{NAMESPACE}/{job.id}", [Alternative(run.cls, self.shape(job)[1])],
+                                   change.replicas, allowed_regions=(run.region,)), freed)
             if result.chosen is None:
                 continue
             self.checkpoint_and_stop(run, now)
@@ -396,13 +604,35 @@ class _Replay:
         lo, hi = (arrivals[len(arrivals) // 10], arrivals[-1 - len(arrivals) // 10]) if arrivals else (0.0, 0.0)
         steady = [by_job[j.id] for j in self.jobs if j.id in by_job and lo <= self.arrival(j) <= hi]
         in_window = sum(u * max(0.0, min(t1, hi) - max(t0, lo)) / (t1 - t0) for t0, t1, u in self.useful if t1 > t0)
-        return Report(self.policy, len(self.finished), self.useful_s / (total * makespan),
-                      statistics.fmean(jcts) if jcts else 0.0,
-                      jcts[min(len(jcts) - 1, int(0.99 * len(jcts)))] if jcts else 0.0, makespan / 3600,
-                      self.lost_s / 3600, self.failures, self.restarts, self.resizes, self.preemptions, self.reclaims,
-                      self.max_lost, in_window / (total * (hi - lo)) if hi > lo else 0.0,
-                      statistics.fmean(steady) if steady else 0.0, (lo / 3600, hi / 3600),
-                      timeline(self.busy_points, total, first, end), jcts, by_job)
+        report = Report(self.policy, len(self.finished), self.useful_s / (total * makespan),
+                        statistics.fmean(jcts) if jcts else 0.0,
+                        jcts[min(len(jcts) - 1, int(0.99 * len(jcts)))] if jcts else 0.0, makespan / 3600,
+                        self.lost_s / 3600, self.failures, self.restarts, self.resizes, self.preemptions,
+                        self.reclaims, self.max_lost, in_window / (total * (hi - lo)) if hi > lo else 0.0,
+                        statistics.fmean(steady) if steady else 0.0, (lo / 3600, hi / 3600),
+                        timeline(self.busy_points, total, first, end), jcts, by_job, upgrades=self.upgrades)
+        if self.config.window:
+            report.window = self.window_report(*self.config.window)
+        return report
+
+    def window_report(self, a: int, b: int) -> Window:
+        inside = self.jobs[a:b]
+        t0, t1 = self.arrival(inside[0]), self.arrival(inside[-1])
+        span = max(t1 - t0, 1e-9)
+        busy = sum(max(0.0, min(t, t1) - max(s, t0)) * b_ for (s, b_), (t, _) in
+                   zip(self.busy_points, self.busy_points[1:], strict=False))
+        useful = sum(u * max(0.0, min(e, t1) - max(s, t0)) / (e - s) for s, e, u in self.segments if e > s)
+        ends = sorted(self.finished.values())
+        starts = sorted(self.arrival(j) for j in self.jobs)
+
+        def in_system(t: float) -> int:
+            return bisect.bisect_right(starts, t) - bisect.bisect_right(ends, t)
+
+        done = [j for j in inside if j.id in self.finished]
+        return Window(statistics.fmean((self.finished[j.id] - self.arrival(j)) / 3600 for j in done) if done else 0.0,
+                      len(done), busy / (self.config.devices * span), useful / (self.config.devices * span),
+                      statistics.fmean(self.device_s[j.id] / 3600 for j in done) if done else 0.0,
+                      in_system(t0), in_system(t1))
 
 
 def _room(fleet: Fleet, down: set[str]) -> dict[str, tuple[int, int]]:
@@ -423,5 +653,6 @@ def _room(fleet: Fleet, down: set[str]) -> dict[str, tuple[int, int]]:
 
 
 def replay(jobs: Sequence[TraceJob], policy: str, config: Config) -> Report:
-    """Replay `jobs` under `policy` ("static" or "heterojob")."""
+    """Replay `jobs` under `policy` ("static", "kueue" or "heterojob")."""
     return _Replay(jobs, policy, config).run()
+

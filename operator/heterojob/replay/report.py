@@ -9,6 +9,31 @@ from typing import Any
 
 
 @dataclass
+class Window:
+    """Gavel's measurement: the jobs of a window of trace positions, over their arrival span."""
+
+    avg_jct_h: float
+    jobs_done: int
+    busy_share: float  # device-seconds held / (devices x span)
+    useful_share: float  # device-seconds trained x (speed on that class / speed on its fastest class), same base
+    device_h_per_job: float  # devices held (restores and saves included) per window job
+    in_system_start: int  # jobs arrived and not finished when the window's first job arrives
+    in_system_end: int  # ... when its last job arrives
+
+    @property
+    def sustained(self) -> bool:
+        """The rate is sustained when the jobs in the system did not grow by more than a fifth over the
+        window (counts under 10 are taken as 10: at light load a handful of jobs is noise, not a backlog)."""
+        return self.in_system_end <= 1.2 * max(self.in_system_start, 10)
+
+    def summary(self) -> dict[str, Any]:
+        return {"avg_jct_h": round(self.avg_jct_h, 3), "jobs_done": self.jobs_done,
+                "busy_share": round(self.busy_share, 4), "useful_share": round(self.useful_share, 4),
+                "device_h_per_job": round(self.device_h_per_job, 3), "in_system_start": self.in_system_start,
+                "in_system_end": self.in_system_end, "sustained": self.sustained}
+
+
+@dataclass
 class Report:
     policy: str
     jobs: int
@@ -31,21 +56,24 @@ class Report:
     timeline: list[tuple[float, float]] = field(default_factory=list)  # (hour, busy devices share)
     jcts_h: list[float] = field(default_factory=list)  # sorted
     jct_h_by_job: dict[int, float] = field(default_factory=dict)
+    upgrades: int = 0  # running jobs moved up to a faster class through a checkpoint
+    window: Window | None = None
 
     @property
     def migrations(self) -> int:
         """Jobs moved: restarted elsewhere after a failure, resized (grown or reclaimed) or preempted."""
-        return self.restarts + self.resizes + self.reclaims + self.preemptions
+        return self.restarts + self.resizes + self.reclaims + self.preemptions + self.upgrades
 
     def summary(self) -> dict[str, Any]:
         return {"utilization": round(self.utilization, 4), "avg_jct_h": round(self.avg_jct_h, 3),
                 "p99_jct_h": round(self.p99_jct_h, 3), "makespan_h": round(self.makespan_h, 2),
                 "lost_device_h": round(self.lost_device_h, 2), "failures": self.failures,
                 "migrations": self.migrations, "restarts": self.restarts, "resizes": self.resizes,
-                "reclaims": self.reclaims, "preemptions": self.preemptions,
+                "reclaims": self.reclaims, "preemptions": self.preemptions, "upgrades": self.upgrades,
                 "max_lost_per_failure_s": round(self.max_lost_per_failure_s, 1),
                 "steady_state": {"utilization": round(self.steady_utilization, 4),
-                                 "avg_jct_h": round(self.steady_avg_jct_h, 3)}}
+                                 "avg_jct_h": round(self.steady_avg_jct_h, 3)},
+                **({"window": self.window.summary()} if self.window else {})}
 
 
 def timeline(points: Iterable[tuple[float, int]], total: int, start: float, end: float,

@@ -130,11 +130,13 @@ def load_trace(trace: Path, table: Path, seed: int = 0, limit: int | None = None
     return jobs
 
 
-def synthetic_trace(n: int, jobs_per_hour: float, table: Path, seed: int = 0, high_priority_share: float = 0.0
-                    ) -> list[TraceJob]:
+def synthetic_trace(n: int, jobs_per_hour: float, table: Path, seed: int = 0, high_priority_share: float = 0.0,
+                    fastest_share: float | None = None) -> list[TraceJob]:
     """Gavel's generator (scheduler/utils.py, OSDI'20): job type uniform; 70% 1 GPU, 10% 2, 15% 4, 5% 8;
     duration 10^U(1.5, 3) minutes (80%) or 10^U(3, 4) minutes (20%) on V100; Poisson arrivals.
-    `high_priority_share` of the jobs get priority 1 (the rest 0), to exercise preemption."""
+    `high_priority_share` of the jobs get priority 1 (the rest 0), to exercise preemption.
+    The class a user asks for is drawn in proportion to throughput; with `fastest_share`, that share of the
+    users ask for the fleet's fastest class (`REFERENCE`) when the job runs there (a real fleet's skew)."""
     by_type = throughputs(table)
     types = sorted(by_type)
     rng = random.Random(seed)
@@ -151,6 +153,8 @@ def synthetic_trace(n: int, jobs_per_hour: float, table: Path, seed: int = 0, hi
         rates = by_type[job_type]
         steps = 60 * minutes * rates[gpus][REFERENCE]
         wants = _wants(rng, rates, gpus)
+        if fastest_share is not None and rng.random() < fastest_share and rates[gpus].get(REFERENCE, 0) > 0:
+            wants = REFERENCE
         if steps <= 0 or wants is None:
             continue
         jobs.append(TraceJob(len(jobs), job_type, steps, now, gpus, rates, wants, priority))

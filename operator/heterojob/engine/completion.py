@@ -1,0 +1,191 @@
+"""Completion-time estimates: which classes a waiting job should take now, and when a move up pays. Pure.
+
+Step of the pipeline: between the queue order (`engine.queueing`) and the planner (`engine.admission`):
+it narrows and orders each waiting job's device alternatives by expected completion, and after the plan
+it proposes upgrade moves onto room nobody waiting takes.
+
+Only what the operator can know is used:
+- a class's speed for a job is the job's own measured steps/s there (the SDK reports it, status.speed);
+  on a class it has not run on, a measured speed scaled by the classes' declared throughput
+  (AcceleratorClass spec.throughput); with no measurement at all, the declared throughput;
+- a job's remaining work is not known (the operator never sees total steps): `Residual` expects it from
+  the work of jobs already completed, given the work this one has done (mean residual life of the
+  empirical distribution); with too few completions, a job is expected to run as long again as it has
+  (at least `prior_s`);
+- a class's expected wait is when the running jobs there that this one cannot displace end (their
+  expected remaining work) and the queue ahead of it has been served at the class's capacity.
+
+Work is measured in seconds on the job's fastest class ("reference seconds"): a job at relative speed r
+on a class does r reference seconds of work per second.
+"""
+
+from __future__ import annotations
+
+import bisect
+import itertools
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+
+
+def speeds(declared: Mapping[str, float], measured: Mapping[str, float], classes: Iterable[str]
+           ) -> dict[str, float]:
+    """Relative speed (1.0 on its fastest) of one job on each of `classes`: measured where it ran, else a
+    measured speed scaled by declared throughput, else declared throughput alone."""
+    classes = list(classes)
+    est: dict[str, float] = {}
+    known = {c: v for c, v in measured.items() if v > 0 and declared.get(c, 0) > 0}
+    for c in classes:
+        if c in known:
+            est[c] = known[c]
+        elif known:  # the mean of every measured class's prediction
+            est[c] = sum(v * declared.get(c, 0.0) / declared[k] for k, v in known.items()) / len(known)
+        else:
+            est[c] = declared.get(c, 0.0)
+    best = max(est.values(), default=0.0)
+    return {c: v / best for c, v in est.items()} if best > 0 else {c: 0.0 for c in classes}
+
+
+class Residual:
+    """Expected remaining work of a job given the work it has done, from completed jobs' total work."""
+
+    def __init__(self, completed: Iterable[float] = (), prior_s: float = 3600.0, min_samples: int = 20) -> None:
+        self.prior_s, self.min_samples = prior_s, min_samples
+        self._work: list[float] = sorted(completed)
+        self._suffix: list[float] | None = None
+
+    def add(self, work_s: float) -> None:
+        bisect.insort(self._work, work_s)
+        self._suffix = None
+
+    def __len__(self) -> int:
+        return len(self._work)
+
+    def remaining(self, done_s: float) -> float:
+        """E[W - done | W > done] over completed jobs' work W; without enough history, max(done, prior)."""
+        if len(self._work) < self.min_samples:
+            return max(done_s, self.prior_s)
+        if self._suffix is None:
+            self._suffix = list(itertools.accumulate(reversed(self._work)))[::-1]
+        i = bisect.bisect_right(self._work, done_s)
+        if i >= len(self._work):
+            return max(done_s, self.prior_s)  # longer than any completed job: as long again
+        return self._suffix[i] / (len(self._work) - i) - done_s
+
+
+@dataclass(frozen=True)
+class Busy:
+    """A running job on a class, as the wait estimate needs it."""
+
+    devices: int
+    ends_in_s: float  # its expected remaining wall time
+
+
+def expected_wait(need: int, free: int, capacity: int, running: Sequence[Busy], ahead_device_s: float) -> float:
+    """Seconds until `need` devices of a class are likely free for this job: 0 when they are free now; else
+    when enough running jobs (those it cannot displace) have ended, plus the queue ahead's device-seconds
+    served at the class's capacity."""
+    if capacity <= 0 or need > capacity:
+        return float("inf")
+    base = 0.0
+    if free < need:
+        have = free
+        for busy in sorted(running, key=lambda b: b.ends_in_s):
+            have += busy.devices
+            if have >= need:
+                base = busy.ends_in_s
+                break
+        # never reached: the rest is held by jobs it may displace (the planner preempts them)
+    return base + ahead_device_s / capacity
+
+
+@dataclass(frozen=True)
+class Choice:
+    """A waiting job's classes worth taking now, best expected completion first, and the estimates."""
+
+    classes: tuple[str, ...]
+    completion_s: Mapping[str, float]  # expected seconds to completion per class (wait + run)
+    declined: tuple[str, ...]  # classes it could start on now but is better off waiting for a faster one
+
+
+def choose(remaining_s: float, rel: Mapping[str, float], wait_s: Mapping[str, float]) -> Choice:
+    """Rank the classes by expected completion (wait + remaining work / relative speed). A class where the
+    job could start now is kept only when starting there completes sooner than waiting for a faster one;
+    the class with the best expected completion is always kept (the job waits there if it must)."""
+    completion = {c: wait_s[c] + (remaining_s / rel[c] if rel[c] > 0 else float("inf"))
+                  for c in rel if c in wait_s}
+    if not completion:
+        return Choice((), {}, ())
+    best = min(completion, key=lambda c: (completion[c], -rel[c], c))
+    keep = sorted((c for c in completion if c == best or (wait_s[c] == 0 and completion[c] <= completion[best])),
+                  key=lambda c: (completion[c], -rel[c], c))
+    declined = tuple(sorted(c for c in completion if wait_s[c] == 0 and c not in keep))
+    return Choice(tuple(keep), completion, declined)
+
+
+@dataclass(frozen=True)
+class MoveCost:
+    """What moving a running job costs, in seconds of its wall time."""
+
+    save_s: float = 20.0  # the on-demand checkpoint
+    restore_s: float = 60.0  # loading it where it lands
+    risk: float = 0.5  # extra share of the cost for what can go wrong (a failed restore, a requeue)
+
+    @property
+    def seconds(self) -> float:
+        return (self.save_s + self.restore_s) * (1 + self.risk)
+
+
+def upgrade_saving(remaining_s: float, rel_from: float, rel_to: float, cost: MoveCost) -> float:
+    """Seconds a move from a class at relative speed `rel_from` to one at `rel_to` saves (negative: it
+    does not pay): remaining work there minus remaining work here minus the move's cost."""
+    if rel_to <= rel_from or rel_from <= 0:
+        return -cost.seconds
+    return remaining_s / rel_from - remaining_s / rel_to - cost.seconds
+
+
+@dataclass(frozen=True)
+class Upgrade:
+    job: str
+    to_class: str
+    saving_s: float
+
+
+@dataclass(frozen=True)
+class Mover:
+    """A running job that might move up: its class, gang size and expected remaining work."""
+
+    job: str
+    device_class: str
+    devices: int
+    remaining_s: float
+    rel: Mapping[str, float]  # relative speed per class it may run on
+    settled: bool = True  # not restoring or checkpointing now, and past its minimum time in place
+
+
+def plan_upgrades(movers: Iterable[Mover], free: Mapping[str, int], cost: MoveCost, min_saving_s: float = 0.0
+                  ) -> list[Upgrade]:
+    """Moves up onto free devices (room no waiting job takes): largest saving first, each taking its room
+    on the target class before the next is considered (make-before-break: the room is held before the
+    old placement is released). A move is proposed only when it saves more than its cost and `min_saving_s`."""
+    left = dict(free)
+    movers = list(movers)
+    size = {m.job: m.devices for m in movers}
+    options = []
+    for m in movers:
+        if not m.settled:
+            continue
+        here = m.rel.get(m.device_class, 0.0)
+        for cls, r in m.rel.items():
+            if cls == m.device_class or left.get(cls, 0) < m.devices:
+                continue
+            saving = upgrade_saving(m.remaining_s, here, r, cost)
+            if saving > min_saving_s:
+                options.append(Upgrade(m.job, cls, saving))
+    out, moved = [], set()
+    for u in sorted(options, key=lambda u: (-u.saving_s, u.job, u.to_class)):
+        if u.job in moved or left.get(u.to_class, 0) < size[u.job]:
+            continue
+        left[u.to_class] -= size[u.job]
+        moved.add(u.job)
+        out.append(u)
+    return out

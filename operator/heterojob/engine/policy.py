@@ -1,0 +1,181 @@
+"""The heterogeneity-aware policy before and after a plan: queue order, class choice, upgrade moves. Pure.
+
+Step of the pipeline: `prepare` turns the waiting queue and the running jobs into what the planner
+(`engine.admission.plan_queue`) reads, and `upgrades` proposes moves after the plan has been applied.
+`engine.admission.plan_with_policy` chains `prepare` and `plan_queue`; the trace replay and the operator
+call it the same way.
+
+`prepare`, in queue order:
+1. Each job's effective priority comes from the queue policy (`engine.queueing`: priority, then the MLFQ
+   level of its attained service, level 0 once starved), for waiting and running jobs alike, so the
+   planner orders by it and preempts a job of a later level for one of an earlier level.
+2. Each waiting job's device alternatives are narrowed to the classes worth taking now and ordered by
+   expected completion (`engine.completion.choose`): a slower class is declined when waiting for a faster
+   one is expected to finish sooner. A class's expected wait counts the running jobs there that this job
+   cannot displace (their expected remaining work) and the jobs ahead of it in this pass that chose to
+   wait there, so jobs spread over classes (and, through the planner's scorers, regions) by expected wait.
+   The planner honours the order (a step in preference order outweighs every other score).
+
+What it reads is what the operator knows (`Facts`, from the job's status): attained service, the job's
+relative speed per class (measured steps/s where it ran, declared AcceleratorClass throughput elsewhere:
+`completion.speeds`), the work it has done; plus the completed jobs' work (`completion.Residual`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field, replace
+
+from heterojob.engine import completion, queueing
+from heterojob.engine.admission import Holder
+from heterojob.engine.fleet import DeviceClass, Fleet
+from heterojob.engine.placement import Request
+
+
+@dataclass(frozen=True)
+class Facts:
+    """What the operator knows of one job."""
+
+    service: queueing.Service = queueing.Service()  # attained service before its current run; last wait
+    rel: Mapping[str, float] = field(default_factory=dict)  # relative speed per class (1.0: its fastest)
+    work_s: float = 0.0  # reference seconds trained before its current run
+
+
+@dataclass
+class Knowledge:
+    facts: Mapping[str, Facts]
+    residual: completion.Residual = field(default_factory=completion.Residual)
+    # whether running jobs' attained service is known across runs: then a job of an earlier level may
+    # displace one of a later level; without it (a restarted run would count from zero and the two would
+    # take turns) running jobs keep the first level of their priority and only the queue is ordered
+    displace_by_level: bool = True
+
+    def of(self, job: str) -> Facts:
+        return self.facts.get(job, Facts())
+
+
+@dataclass(frozen=True)
+class Prepared:
+    queue: list[Request]  # effective priorities, alternatives narrowed and ordered
+    holders: list[Holder]  # effective priorities
+    waiting_for: frozenset[str]  # classes some job in this pass chose to wait for
+    choices: Mapping[str, completion.Choice]
+
+
+def devices_by_class(fleet: Fleet) -> tuple[dict[str, int], dict[str, int]]:
+    """(free, capacity) devices per class over Ready, schedulable nodes."""
+    free: dict[str, int] = dict.fromkeys(fleet.classes, 0)
+    capacity: dict[str, int] = dict.fromkeys(fleet.classes, 0)
+    signature = tuple((c.name, c.resource_name, tuple(sorted(c.node_selector.items())))
+                      for c in fleet.classes.values())
+    for node in fleet.nodes.values():
+        if not node.ready or not node.schedulable:
+            continue
+        key = (signature, node.name, tuple(node.labels.items()), tuple(node.allocatable.items()))
+        if key not in _CLASS_MEMO:  # a node's class only depends on the classes, its labels and resources
+            if len(_CLASS_MEMO) > 100_000:
+                _CLASS_MEMO.clear()
+            _CLASS_MEMO[key] = fleet.class_of(node)
+        cls = _CLASS_MEMO[key]
+        if cls is None:
+            continue
+        capacity[cls.name] += node.allocatable.get(cls.resource_name, 0)
+        free[cls.name] += fleet.free(node.name, cls.resource_name)
+    return free, capacity
+
+
+_CLASS_MEMO: dict[tuple[object, ...], DeviceClass | None] = {}
+
+
+def running_rank(holder: Holder, now: float, knowledge: Knowledge, settings: queueing.QueueSettings) -> int:
+    if not knowledge.displace_by_level:
+        return queueing.effective_priority(holder.priority, 0, settings)
+    facts = knowledge.facts.get(holder.job) or _NONE
+    attained = facts.service.attained_device_s + max(0.0, now - holder.since) * holder.allocation.devices
+    return queueing.running_rank(holder.priority, attained, settings)
+
+
+def remaining_s(holder: Holder, now: float, knowledge: Knowledge) -> float:
+    """A running job's expected remaining wall seconds where it is."""
+    facts = knowledge.facts.get(holder.job) or _NONE
+    r = facts.rel.get(holder.allocation.device_class, 0.0)
+    done = facts.work_s + max(0.0, now - holder.since) * r
+    return max(0.0, holder.since - now) + knowledge.residual.remaining(done) / max(r, 1e-9)
+
+
+_NONE = Facts()
+
+
+def prepare(queue: Iterable[Request], holders: Iterable[Holder], fleet: Fleet, now: float, knowledge: Knowledge,
+            settings: queueing.QueueSettings, min_runtime_s: float) -> Prepared:
+    """Steps 1 and 2 of the module docstring; `queue` in any order."""
+    free, capacity = devices_by_class(fleet)
+    ranked_holders, settled = [], []
+    for h in holders:
+        rank = running_rank(h, now, knowledge, settings)
+        ranked_holders.append(Holder(h.job, rank, h.since, h.allocation, h.base, h.yielding_to, h.disrupted))
+        settled.append(now - h.since >= min_runtime_s and not h.disrupted)
+    busy_cache: dict[str, list[tuple[int, completion.Busy]]] = {}
+
+    def busy(cls: str) -> list[tuple[int, completion.Busy]]:
+        """Running jobs of a class with the rank a waiting job must beat to displace them (computed only
+        for classes some job cannot start on now)."""
+        if cls not in busy_cache:
+            busy_cache[cls] = [(h.priority if ok else 1 << 30,
+                                completion.Busy(h.allocation.devices, remaining_s(h, now, knowledge)))
+                               for h, ok in zip(ranked_holders, settled, strict=True)
+                               if h.allocation.device_class == cls]
+        return busy_cache[cls]
+
+    ranked = [(queueing.rank(r.priority, knowledge.of(r.job).service, now, settings), r) for r in queue]
+    ranked.sort(key=lambda x: (-x[0], x[1].created, x[1].job))
+    ahead: dict[str, float] = dict.fromkeys(capacity, 0.0)
+    out, choices, waiting_for = [], {}, set()
+    for rank, request in ranked:
+        facts = knowledge.of(request.job)
+        left = knowledge.residual.remaining(facts.work_s)
+        need = {a.device_class: a.per_replica * request.replicas for a in request.alternatives}
+        rel = {c: facts.rel.get(c, 0.0) for c in need if c in capacity}
+        waits = {c: completion.expected_wait(need[c], free[c], capacity[c], [] if free[c] >= need[c] else
+                                             [b for rk, b in busy(c) if rk >= rank], ahead[c])
+                 for c in rel if rel[c] > 0}
+        choice = completion.choose(left, rel, waits)
+        choices[request.job] = choice
+        if not choice.classes:  # no speed known for any class: as the user listed them
+            out.append(replace(request, priority=rank))
+            continue
+        first = choice.classes[0]
+        if waits[first] == 0:
+            free[first] -= need[first]
+        else:
+            ahead[first] += need[first] * left / rel[first]
+            waiting_for.add(first)
+        by_class = {a.device_class: a for a in request.alternatives}
+        out.append(replace(request, priority=rank, alternatives=[by_class[c] for c in choice.classes]))
+    return Prepared(out, ranked_holders, frozenset(waiting_for), choices)
+
+
+def upgrades(holders: Iterable[Holder], fleet: Fleet, now: float, knowledge: Knowledge,
+             waiting_for: Iterable[str], cost: completion.MoveCost, min_runtime_s: float,
+             allowed: Mapping[str, Sequence[str]] | None = None) -> list[completion.Upgrade]:
+    """Moves up onto free devices of classes no waiting job chose to wait for, when the move pays
+    (`completion.plan_upgrades`); a job moves only after `min_runtime_s` in place and never while disrupted.
+    `allowed`: job -> classes it may run on (default: those with a known speed)."""
+    free, _ = devices_by_class(fleet)
+    free = {c: n for c, n in free.items() if c not in set(waiting_for) and n > 0}
+    if not free:
+        return []
+    movers = []
+    for h in holders:
+        facts = knowledge.of(h.job)
+        here = h.allocation.device_class
+        classes = allowed.get(h.job, ()) if allowed is not None else facts.rel
+        rel = {c: facts.rel.get(c, 0.0) for c in classes}
+        rel[here] = facts.rel.get(here, 0.0)
+        if not any(rel.get(c, 0.0) > rel[here] for c in free):
+            continue
+        settled = now - h.since >= min_runtime_s and not h.disrupted and h.base is None
+        movers.append(completion.Mover(h.job, here, h.allocation.devices, remaining_s(h, now, knowledge) * rel[here],
+                                       rel, settled))
+    return completion.plan_upgrades(movers, free, cost)
+

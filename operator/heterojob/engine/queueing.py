@@ -1,0 +1,109 @@
+"""Queue order within a priority level: FIFO, or a multi-level feedback queue on attained service. Pure.
+
+Step of the pipeline: before planning (`engine.admission.plan_queue` places in `Request.order`), the queue
+policy says which waiting job comes first and which running job a waiting one may displace.
+
+- `fifo`: within a priority level, oldest first; a running job is never displaced for one of its level
+  (Kubernetes' and Kueue's default order).
+- `mlfq` (default): Tiresias' discretized two-dimensional least-attained-service (Gu et al., NSDI'19).
+  A job's attained service is devices x seconds it has trained; `thresholds_device_h` cut it into levels
+  (level 0: less than the first threshold). Within a priority level, a lower level comes first, then age,
+  so a new job is not stuck behind days-long ones; a waiting job of a lower level may preempt a running
+  job of a higher level through its checkpoint (the planner's preemption path, with its minimum run time
+  against thrashing). Starvation bound: a job that has waited `starvation_s` since it last ran (or since it
+  arrived) is promoted to level 0 and its attained service counts again from zero (Tiresias' promotion),
+  so no job waits longer than that bound plus one pass behind jobs of its own priority.
+
+Jobs' durations are never known in advance: the levels use only what has happened.
+
+The planner compares one integer priority; `effective_priority` folds (priority, level) into it so the
+planner's order and its preemption rule (strictly lower priority only) enact the policy unchanged.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from enum import StrEnum
+
+
+class QueuePolicy(StrEnum):
+    FIFO = "fifo"
+    MLFQ = "mlfq"
+
+
+@dataclass(frozen=True)
+class QueueSettings:
+    policy: QueuePolicy = QueuePolicy.MLFQ
+    # level boundaries in attained device-hours: 0-1 (level 0), 1-10 (level 1), 10+ (level 2)
+    thresholds_device_h: Sequence[float] = field(default=(1.0, 10.0))
+    starvation_s: float = 24 * 3600.0  # longest wait (since last run or arrival) before promotion to level 0
+
+    def __post_init__(self) -> None:
+        t = list(self.thresholds_device_h)
+        if any(x <= 0 for x in t) or t != sorted(t):
+            raise ValueError(f"thresholds_device_h must be positive and increasing, not {t}")
+        if self.starvation_s <= 0:
+            raise ValueError(f"starvation_s must be positive, not {self.starvation_s}")
+
+    @property
+    def levels(self) -> int:
+        return len(self.thresholds_device_h) + 1 if self.policy == QueuePolicy.MLFQ else 1
+
+    @property
+    def thresholds_s(self) -> tuple[float, ...]:
+        return tuple(t * 3600 for t in self.thresholds_device_h)
+
+
+def level(attained_device_s: float, settings: QueueSettings) -> int:
+    """The feedback queue a job with this attained service (since its last promotion) sits in; 0 is first."""
+    if settings.policy == QueuePolicy.FIFO:
+        return 0
+    return sum(1 for t in settings.thresholds_device_h if attained_device_s >= t * 3600)
+
+
+def starved(waiting_since: float, now: float, settings: QueueSettings) -> bool:
+    """Whether a job waiting since `waiting_since` (its last stop, or arrival) has hit the starvation bound."""
+    return settings.policy == QueuePolicy.MLFQ and now - waiting_since >= settings.starvation_s
+
+
+def promotion_time(waiting_since: float, settings: QueueSettings) -> float | None:
+    """When a waiting job will be promoted (for a timer), or None under FIFO."""
+    return waiting_since + settings.starvation_s if settings.policy == QueuePolicy.MLFQ else None
+
+
+def effective_priority(priority: int, job_level: int, settings: QueueSettings) -> int:
+    """One integer the planner orders and preempts by: priority first, then a lower level higher."""
+    return priority * settings.levels + (settings.levels - 1 - min(job_level, settings.levels - 1))
+
+
+def split(effective: int, settings: QueueSettings) -> tuple[int, int]:
+    """(priority, level) back from `effective_priority`."""
+    priority, rest = divmod(effective, settings.levels)
+    return priority, settings.levels - 1 - rest
+
+
+@dataclass(frozen=True)
+class Service:
+    """What the queue policy knows of one job: attained service and when it last stopped waiting."""
+
+    attained_device_s: float = 0.0  # devices x seconds trained since the last promotion
+    waiting_since: float = 0.0  # arrival, or when it last stopped running
+
+
+def on_start(service: Service, now: float, settings: QueueSettings) -> Service:
+    """A job starts running: a starved one's attained service counts again from zero (its promotion holds)."""
+    if starved(service.waiting_since, now, settings):
+        return Service(0.0, service.waiting_since)
+    return service
+
+
+def running_rank(priority: int, attained_device_s: float, settings: QueueSettings) -> int:
+    """A running job's effective priority: its level from attained service (it is not waiting)."""
+    return effective_priority(priority, level(attained_device_s, settings), settings)
+
+
+def rank(priority: int, service: Service, now: float, settings: QueueSettings) -> int:
+    """A waiting job's effective priority now: its level from attained service, level 0 once starved."""
+    lvl = 0 if starved(service.waiting_since, now, settings) else level(service.attained_device_s, settings)
+    return effective_priority(priority, lvl, settings)

@@ -1,0 +1,159 @@
+"""The scheduling rules on plain data: queue order (MLFQ / least attained service with a starvation bound,
+FIFO), completion-time class choice (a slower class is declined when waiting for a faster one is
+shorter), upgrade moves (taken only when they pay), and the planner enacting the order."""
+
+from __future__ import annotations
+
+import pytest
+
+from heterojob.engine import admission, completion, policy, queueing
+from heterojob.engine.fleet import Allocation, DeviceClass, Fleet, Node
+from heterojob.engine.placement import Alternative, Request
+
+H = 3600.0
+MLFQ = queueing.QueueSettings()  # levels at 1 and 10 device-hours, starvation bound 24 h
+FIFO = queueing.QueueSettings(policy=queueing.QueuePolicy.FIFO)
+
+
+# --- queue order ------------------------------------------------------------------------------------------
+
+def test_least_attained_service_goes_first_within_a_priority_level() -> None:
+    new = queueing.rank(0, queueing.Service(0.0, 100.0), 200.0, MLFQ)
+    long = queueing.rank(0, queueing.Service(50 * H, 0.0), 200.0, MLFQ)  # older, but 50 device-hours in
+    assert new > long
+    assert queueing.level(0.5 * H, MLFQ) == 0 and queueing.level(2 * H, MLFQ) == 1 and queueing.level(10 * H, MLFQ) == 2
+    # priority still comes first: a long low-priority job never outranks a new job of a higher priority,
+    # and a long high-priority job still outranks a new low-priority one
+    assert queueing.rank(1, queueing.Service(500 * H, 0.0), 1.0, MLFQ) > queueing.rank(0, queueing.Service(), 1.0, MLFQ)
+    assert queueing.split(queueing.effective_priority(2, 1, MLFQ), MLFQ) == (2, 1)
+
+
+def test_fifo_ignores_attained_service() -> None:
+    assert queueing.rank(0, queueing.Service(0.0, 0.0), 1.0, FIFO) == queueing.rank(0, queueing.Service(99 * H), 1.0,
+                                                                                    FIFO)
+    assert queueing.promotion_time(5.0, FIFO) is None
+
+
+def test_starvation_bound_promotes_a_long_waiting_job_to_the_first_level() -> None:
+    waited_from = 1000.0
+    svc = queueing.Service(80 * H, waited_from)
+    just_before = waited_from + MLFQ.starvation_s - 1
+    at_bound = queueing.promotion_time(waited_from, MLFQ)
+    assert at_bound == waited_from + MLFQ.starvation_s
+    newcomer = queueing.rank(0, queueing.Service(0.0, just_before), just_before, MLFQ)
+    assert queueing.rank(0, svc, just_before, MLFQ) < newcomer  # still behind short jobs before the bound
+    assert queueing.rank(0, svc, at_bound, MLFQ) == queueing.effective_priority(0, 0, MLFQ)  # level 0 at it
+    # once it runs, its attained service counts from zero, so it is not demoted again at once
+    assert queueing.on_start(svc, at_bound, MLFQ).attained_device_s == 0.0
+    assert queueing.on_start(svc, just_before, MLFQ).attained_device_s == 80 * H
+    with pytest.raises(ValueError, match="thresholds_device_h"):
+        queueing.QueueSettings(thresholds_device_h=(10.0, 1.0))
+
+
+def test_the_planner_preempts_a_long_running_job_for_a_new_one_under_mlfq_only() -> None:
+    nodes = {"n1": Node("n1", {"topology.kubernetes.io/region": "r"}, {"gpu": 1})}
+    fleet = Fleet(nodes, {"g": DeviceClass("g", "gpu")}, used={("n1", "gpu"): 1})
+    now = 100 * H
+    for settings, preempts in ((MLFQ, True), (FIFO, False)):
+        running = admission.Holder("ns/long", queueing.running_rank(0, 40 * H, settings), 0.0,
+                                   Allocation("gpu", {"n1": 1}, "ns", "g", "r"))
+        new = Request("ns/new", [Alternative("g", 1)], 1, priority=queueing.rank(0, queueing.Service(0.0, now), now,
+                                                                                  settings), created=now)
+        plan = admission.plan_queue([new], [running], fleet, now)
+        assert (plan["ns/new"].outcome == admission.Outcome.PREEMPTING) is preempts
+
+
+# --- completion-time choice -------------------------------------------------------------------------------
+
+DECLARED = {"fast": 1.0, "slow": 0.25}
+
+
+def test_speeds_come_from_declared_throughput_then_the_jobs_own_measurement() -> None:
+    assert completion.speeds(DECLARED, {}, ["fast", "slow"]) == {"fast": 1.0, "slow": 0.25}
+    # measured 2 steps/s on slow: fast is predicted at 8 by the declared ratio
+    assert completion.speeds(DECLARED, {"slow": 2.0}, ["fast", "slow"]) == {"fast": 1.0, "slow": 0.25}
+    # measured on both: this job is only 2x faster on fast than on slow, whatever the sheet says
+    assert completion.speeds(DECLARED, {"slow": 4.0, "fast": 8.0}, ["fast", "slow"]) == {"fast": 1.0, "slow": 0.5}
+
+
+def test_slow_class_declined_when_the_wait_for_the_fast_one_is_shorter() -> None:
+    rel = {"fast": 1.0, "slow": 0.25}
+    # 10 h of work: 40 h on slow now, or 2 h wait + 10 h on fast
+    choice = completion.choose(10 * H, rel, {"fast": 2 * H, "slow": 0.0})
+    assert choice.classes == ("fast",) and choice.declined == ("slow",)
+    assert choice.completion_s["fast"] == 12 * H and choice.completion_s["slow"] == 40 * H
+    # a 50 h wait is worse than 40 h on slow now: start on slow (the busy fast class is not listed)
+    choice = completion.choose(10 * H, rel, {"fast": 50 * H, "slow": 0.0})
+    assert choice.classes == ("slow",) and choice.declined == ()
+    # both free: the fast one only (should the fast room go to a job ahead, this one waits for it)
+    both = completion.choose(10 * H, rel, {"fast": 0.0, "slow": 0.0})
+    assert both.classes == ("fast",) and both.declined == ("slow",)
+
+
+def test_expected_wait_counts_running_ends_and_the_queue_ahead() -> None:
+    running = [completion.Busy(2, 5 * H), completion.Busy(2, 1 * H)]
+    assert completion.expected_wait(2, 2, 8, running, 0.0) == 0.0  # free now
+    assert completion.expected_wait(3, 1, 8, running, 0.0) == 1 * H  # the first end frees enough
+    assert completion.expected_wait(4, 1, 8, running, 0.0) == 5 * H
+    assert completion.expected_wait(3, 1, 8, running, 16 * H) == 3 * H  # + 16 device-hours ahead on 8 devices
+    assert completion.expected_wait(9, 8, 8, running, 0.0) == float("inf")  # never fits
+
+
+def test_residual_work_comes_from_completed_jobs_not_from_the_job() -> None:
+    r = completion.Residual(prior_s=H, min_samples=3)
+    assert r.remaining(0.0) == H and r.remaining(5 * H) == 5 * H  # no history: as long again
+    for w in (1 * H, 2 * H, 9 * H):
+        r.add(w)
+    assert r.remaining(0.0) == pytest.approx(4 * H)  # mean of 1, 2, 9
+    assert r.remaining(3 * H) == pytest.approx(6 * H)  # only the 9 h job ran longer than 3 h
+    assert r.remaining(20 * H) == 20 * H
+
+
+# --- upgrade moves ----------------------------------------------------------------------------------------
+
+COST = completion.MoveCost(save_s=20, restore_s=60, risk=0.5)  # 120 s
+
+
+def test_upgrade_move_taken_only_when_it_pays() -> None:
+    rel = {"fast": 1.0, "slow": 0.5}
+    assert completion.upgrade_saving(H, 0.5, 1.0, COST) == pytest.approx(2 * H - H - 120)
+    near_done = completion.Mover("a", "slow", 1, 60.0, rel)  # 2 min left on slow: saves 1 min, costs 2
+    long = completion.Mover("b", "slow", 1, 5 * H, rel)
+    assert completion.plan_upgrades([near_done], {"fast": 4}, COST) == []
+    moves = completion.plan_upgrades([near_done, long], {"fast": 4}, COST)
+    assert [(m.job, m.to_class) for m in moves] == [("b", "fast")]
+    # never down, never without room, never while restoring or checkpointing
+    assert completion.plan_upgrades([completion.Mover("c", "fast", 1, 9 * H, rel)], {"slow": 4}, COST) == []
+    assert completion.plan_upgrades([completion.Mover("d", "slow", 4, 9 * H, rel)], {"fast": 3}, COST) == []
+    assert completion.plan_upgrades([completion.Mover("e", "slow", 1, 9 * H, rel, settled=False)], {"fast": 3},
+                                    COST) == []
+
+
+def test_upgrades_take_their_room_before_the_next_one_largest_saving_first() -> None:
+    rel = {"fast": 1.0, "slow": 0.5}
+    movers = [completion.Mover("small", "slow", 2, 2 * H, rel), completion.Mover("big", "slow", 2, 8 * H, rel)]
+    assert [m.job for m in completion.plan_upgrades(movers, {"fast": 3}, COST)] == ["big"]
+    assert [m.job for m in completion.plan_upgrades(movers, {"fast": 4}, COST)] == ["big", "small"]
+
+
+def test_the_operators_plan_declines_a_slow_class_when_the_fast_one_frees_sooner() -> None:
+    nodes = {"f": Node("f", {"topology.kubernetes.io/region": "r", "c": "fast"}, {"fast": 4}),
+             "s": Node("s", {"topology.kubernetes.io/region": "r", "c": "slow"}, {"slow": 4})}
+    classes = {"fast": DeviceClass("fast", "fast", {"c": "fast"}, throughput=1.0),
+               "slow": DeviceClass("slow", "slow", {"c": "slow"}, throughput=0.25)}
+    fleet = Fleet(nodes, classes, used={("f", "fast"): 4})
+    now = 10 * H
+    running = admission.Holder("ns/r", 0, now - 600, Allocation("fast", {"f": 4}, "ns", "fast", "r"))
+    waiting = Request("ns/w", [Alternative("fast", 4), Alternative("slow", 4)], 1, created=now)
+    known = policy.Knowledge({"ns/r": policy.Facts(rel={"fast": 1.0}),
+                              "ns/w": policy.Facts(rel=completion.speeds({"fast": 1.0, "slow": 0.25}, {},
+                                                                         ["fast", "slow"]))},
+                             displace_by_level=False)
+    # without the policy it starts at once on the slow class; with it, 4x slower for ~1 h of expected work
+    # loses to waiting ~1 h for the fast one (the running job is expected to run as long again, 1 h at least)
+    plain = admission.plan_one(waiting, [waiting], [running], fleet, now)
+    assert plain.outcome == admission.Outcome.PLACED and plain.candidate.device_class == "slow"
+    chosen = admission.plan_one(waiting, [waiting], [running], fleet, now, policy=(known, MLFQ))
+    assert chosen.outcome == admission.Outcome.NO_ROOM and "slow" not in chosen.message
+    # the running job of the same priority is not displaced while attained service is not known across runs
+    assert not chosen.disruptions
