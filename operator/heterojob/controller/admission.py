@@ -132,6 +132,9 @@ class Admission:
         patch = StatusPatch(status).phase(Phase.ADMITTED, "Placed", plan.message).set(
             placement=placed, lastGeneration=generation, startTime=status.start_time or now_iso())
         patch.condition("Admitted", "True", "Placed", plan.message)
+        if status.alerts:  # alerts about nodes it leaves were acted on: a lost resolve must not move it again
+            patch.set(alerts=[a.model_dump(by_alias=True, exclude_none=True) for a in status.alerts
+                              if set(a.nodes) & set(chosen.nodes)])
         request = status.migration.request if status.migration is not None else None
         if status.phase in MOVING:
             patch.finish_move(f"{chosen.region}/{chosen.device_class} x{len(chosen.nodes)} "
