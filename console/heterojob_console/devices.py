@@ -13,7 +13,7 @@ from prometheus_api_client import PrometheusConnect
 
 from heterojob.controller import FleetSource
 from heterojob.controller.monitor import Monitor, TelemetryConfig
-from heterojob.telemetry.adapters import NODE_LABELS
+from heterojob.telemetry.adapters import NODE_LABELS, node_of_series
 
 from heterojob_console.data import Cluster
 
@@ -109,7 +109,7 @@ def heat_series(prometheus_url: str, minutes: int, nodes: list[str] | None = Non
         for s in prom.custom_query_range(query, start_time=_dt(end - minutes * 60), end_time=_dt(end),
                                          step=f"{step}s"):
             labels = s.get("metric") or {}
-            node = next((labels[k] for k in NODE_LABELS if labels.get(k)), "")
+            node = node_of_series(labels)  # the operator's rule: a relabelled node label before Hostname
             name = node if nodes is None else (labels.get("UUID") or f"{node}/npu-{labels.get('id', '?')}")
             series[name] = {pd.Timestamp(float(t), unit="s", tz="UTC"): float(v) for t, v in s.get("values", [])}
             where[name] = node
