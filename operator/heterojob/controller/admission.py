@@ -55,6 +55,9 @@ class Admission:
         self._noted: dict[str, float] = {}  # job -> when its waiting message was last written
         self.queue = queue  # --queue-policy mlfq: engine.policy orders the queue and picks classes
 
+    def forget(self, key: str) -> None:
+        self._noted.pop(key, None)
+
     async def place(self, job: dict[str, Any], spec: HeteroJobSpec, status: HeteroJobStatus,
                     seen_generation: int = 0) -> None:
         """Plan and apply one waiting job; `seen_generation` is the newest generation its pods carry (a
