@@ -55,7 +55,8 @@ class Admission:
         self._noted: dict[str, float] = {}  # job -> when its waiting message was last written
         self.queue = queue  # --queue-policy mlfq: engine.policy orders the queue and picks classes
 
-    def forget(self, key: str) -> None:
+    def drop(self, key: str) -> None:
+        """A deleted job: nothing kept about it."""
         self._noted.pop(key, None)
 
     async def place(self, job: dict[str, Any], spec: HeteroJobSpec, status: HeteroJobStatus,

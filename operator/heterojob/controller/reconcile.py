@@ -103,7 +103,7 @@ class Controller:
 
     def forget(self, key: str) -> None:
         self.queue.forget(key)
-        self.admission.forget(key)
+        self.admission.drop(key)
         self.disruption.forget(key)
         if self.cache.forget(key):
             self.poke_pending()
