@@ -11,11 +11,14 @@ its port stays open and nothing answers, so the manager sees request timeouts, n
 from __future__ import annotations
 
 import base64
+import subprocess
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import kubernetes
 import pytest
+import yaml
 
 from heterojob.constants import ANNOTATION_CHECKPOINT_ACK, ANNOTATION_CHECKPOINT_REQUEST, GROUP, LABEL_JOB, VERSION
 from heterojob.kube.members import MembersConfig
@@ -23,6 +26,7 @@ from heterojob.sim.cluster.harness import Emulator, OperatorRunner, apply
 from heterojob.sim.cluster.nodes import node
 from tests.conftest import Cluster, eventually
 
+ROOT = Path(__file__).resolve().parents[2]
 MEMBERS = ("m-east", "m-west", "m-north")
 FAST = MembersConfig(poll_seconds=0.5, loss_timeout_s=4.0, request_timeout_s=1.0, secret_refresh_s=2.0,
                      contact_write_s=5.0)
@@ -66,16 +70,21 @@ def secret(name: str, data: dict[str, str]) -> dict[str, Any]:
 
 
 def join(cluster: Cluster, members: dict[str, Emulator], regions: tuple[str, ...] = MEMBERS) -> dict[str, Member]:
-    """Each member: the job namespace and two 8-GPU nodes; in the manager: its Secret and Region."""
-    cluster.seed([], namespaces=("team-a", "heterojob-members"))
+    """README's "Join a member cluster": the manager's and each member's manifests; each member has two
+    8-GPU nodes; in the manager, a Secret with the member's kubeconfig and a Region naming it."""
+    cluster.seed([])
+    apply(cluster.api, manifest("manager.yaml"))
     out = {}
     for name in regions:
         member = out[name] = Member(members[name])
-        apply(member.api, [{"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "team-a"}},
-                           *(node(f"{name}-h100-{i}", name, "nvidia-h100") for i in range(2))])
+        apply(member.api, [*manifest("member.yaml"), *(node(f"{name}-h100-{i}", name, "nvidia-h100") for i in range(2))])
         apply(cluster.api, [secret(f"{name}-kubeconfig", {"kubeconfig": members[name].kubeconfig.read_text()}),
                             region(name, f"{name}-kubeconfig")])
     return out
+
+
+def manifest(name: str) -> list[dict[str, Any]]:
+    return [d for d in yaml.safe_load_all((ROOT / "manifests" / "multicluster" / name).read_text()) if d]
 
 
 def spec(preferred: list[str], allowed: list[str] | None = None, **extra: Any) -> dict[str, Any]:
@@ -107,6 +116,10 @@ def test_a_job_runs_in_its_member_and_moves_when_the_member_is_lost_without_runn
         assert all(not p.metadata.owner_references for p in pods)  # no HeteroJob in the member to own them
         assert m["m-east"].core.read_namespaced_service("far", "team-a").spec.cluster_ip == "None"
         assert status(cluster, "far")["placement"]["region"] == "m-east"
+        seen = subprocess.run(["kubectl", "--kubeconfig", str(members["m-east"].kubeconfig), "get", "pods", "-n",
+                               "team-a", "-l", f"{LABEL_JOB}=far", "-o", "name"], capture_output=True, text=True,
+                              timeout=60, check=True).stdout.split()
+        assert seen == ["pod/far-g1-0", "pod/far-g1-1"]  # kubectl against the member sees the job's pods
         assert eventually(lambda: condition(cluster, "m-east").get("status") == "True", what="m-east reachable")
 
         # status mirroring: the member's pods running make the job Running in the manager
