@@ -218,6 +218,11 @@ def register(registry: kopf.OperatorRegistry, config: OperatorConfig) -> None:
                 regions=lambda: _index_values(regions), foreign_usage=lambda: _sum_usage(pods),
                 quota_objects=lambda: _index_values(quotas), unhealthy=lambda: _unhealthy(runtime),
                 telemetry=lambda: runtime.monitor.snapshot if runtime.monitor else None)
+            if member_refs:  # every member tried once before the first placement (bounded: one call's timeout)
+                try:
+                    await asyncio.wait_for(members.poll(), config.members.request_timeout_s)
+                except TimeoutError:
+                    pass
             ctl = Controller(runtime.kube, source, config.controller, runtime.metrics, members)
             await ctl.load()
             ctl.start_resync(config.resync_seconds)

@@ -119,6 +119,7 @@ def test_a_job_runs_in_its_member_and_moves_when_the_member_is_lost_without_runn
         seen = subprocess.run(["kubectl", "--kubeconfig", str(members["m-east"].kubeconfig), "get", "pods", "-n",
                                "team-a", "-l", f"{LABEL_JOB}=far", "-o", "name"], capture_output=True, text=True,
                               timeout=60, check=True).stdout.split()
+        seen.sort()
         assert seen == ["pod/far-g1-0", "pod/far-g1-1"]  # kubectl against the member sees the job's pods
         assert eventually(lambda: condition(cluster, "m-east").get("status") == "True", what="m-east reachable")
 
@@ -197,4 +198,65 @@ def test_a_members_missing_or_wrong_kubeconfig_is_a_clear_condition_and_others_w
         assert condition(cluster, "m-west")["status"] == "True"
         regions = cluster.custom.list_cluster_custom_object(GROUP, VERSION, "regions")
     assert "s3cr3t" not in runner.output and "s3cr3t" not in str(regions)
+    assert "Traceback" not in runner.output
+
+
+@pytest.mark.harness
+def test_a_restarted_manager_keeps_the_job_in_its_member_and_a_short_blip_moves_nothing(
+        cluster: Cluster, emulator: Emulator, members: dict[str, Emulator]) -> None:
+    m = join(cluster, members)
+    with OperatorRunner(emulator.kubeconfig, members=FAST):
+        cluster.create_job("stay", spec(["m-north"], ["m-north"]))
+        pods = eventually(lambda: (p := m["m-north"].pods("stay")) and len(p) == 2 and p, what="2 pods in m-north")
+        for pod in pods:
+            m["m-north"].core.patch_namespaced_pod_status(pod.metadata.name, "team-a", {"status": {"phase": "Running"}})
+        eventually(lambda: status(cluster, "stay").get("phase") == "Running", what="Running")
+    # the manager is gone; the member freezes for less than the loss timeout while a new manager starts
+    members["m-north"].pause()
+    try:
+        with OperatorRunner(emulator.kubeconfig, members=FAST) as again:
+            eventually(lambda: condition(cluster, "m-north").get("status") == "False", what="m-north unreachable")
+            members["m-north"].resume()
+            eventually(lambda: condition(cluster, "m-north").get("status") == "True", what="m-north back")
+            pods = m["m-north"].pods("stay")
+            for pod in pods:  # the job looks again and carries on where it was
+                m["m-north"].core.patch_namespaced_pod(pod.metadata.name, "team-a",
+                                                       {"metadata": {"labels": {"poke": "1"}}})
+            eventually(lambda: status(cluster, "stay").get("phase") == "Running", what="still Running")
+            s = status(cluster, "stay")
+            assert s["placement"] == {**s["placement"], "region": "m-north", "generation": 1}
+            assert [p.metadata.name for p in m["m-north"].pods("stay")] == ["stay-g1-0", "stay-g1-1"]
+            assert not m["m-east"].pods("stay") and not m["m-west"].pods("stay") and not cluster.pods("stay")
+            assert not any(h["action"] == "migrate" for h in s.get("history") or [])
+    finally:
+        members["m-north"].resume()
+    assert "Traceback" not in again.output
+
+
+@pytest.mark.harness
+def test_a_job_pinned_to_its_region_waits_for_its_lost_member_and_resumes_there_once(
+        cluster: Cluster, emulator: Emulator, members: dict[str, Emulator]) -> None:
+    m = join(cluster, members)
+    with OperatorRunner(emulator.kubeconfig, members=FAST) as runner:
+        cluster.create_job("pinned", {**spec(["m-west"], ["m-west", "m-east"]), "policy": {"allowCrossRegion": False}})
+        pods = eventually(lambda: (p := m["m-west"].pods("pinned")) and len(p) == 2 and p, what="2 pods in m-west")
+        for pod in pods:
+            m["m-west"].core.patch_namespaced_pod_status(pod.metadata.name, "team-a", {"status": {"phase": "Running"}})
+        eventually(lambda: status(cluster, "pinned").get("phase") == "Running", what="Running")
+        members["m-west"].pause()
+        try:
+            eventually(lambda: any(e.reason == "MemberLost" for e in cluster.events("pinned")), timeout=30,
+                       what="lost")
+            eventually(lambda: "m-east/nvidia-h100: region not in spec.regions.allowed" in (
+                status(cluster, "pinned").get("message") or ""), what="waiting for its region")
+            assert "placement" not in status(cluster, "pinned")
+            assert not m["m-east"].pods("pinned") and not m["m-north"].pods("pinned")  # its policy keeps it home
+        finally:
+            members["m-west"].resume()
+        # back: the old gang is removed and the job starts again there, once
+        new = eventually(lambda: (p := m["m-west"].pods("pinned")) and [x.metadata.name for x in p] == [
+            "pinned-g2-0", "pinned-g2-1"] and p, timeout=30, what="generation 2 alone in m-west")
+        assert status(cluster, "pinned")["placement"]["region"] == "m-west"
+        assert not m["m-east"].pods("pinned") and not m["m-north"].pods("pinned")
+        assert len(new) == 2
     assert "Traceback" not in runner.output

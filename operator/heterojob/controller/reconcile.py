@@ -233,7 +233,7 @@ class Controller:
         last = resume.model_dump(by_alias=True, exclude_none=True) if resume else None
         patch = StatusPatch(status).phase(Phase.MIGRATING, "MemberLost", message).set(
             placement=None, checkpoint={"pending": None, "last": last} if status.checkpoint else None,
-            migration={"exclude": list(p.nodes), "reason": message, "replicas": p.replicas,
+            migration={"exclude": [], "reason": message, "replicas": p.replicas,  # its nodes are not at fault
                        "trigger": "memberLost"})
         patch.history("migrate", message, where(status)).condition("Ready", "False", "MemberLost", message)
         if not await self.writer.write(job, patch):
