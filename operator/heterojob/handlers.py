@@ -214,7 +214,8 @@ def register(registry: kopf.OperatorRegistry, config: OperatorConfig) -> None:
                               region_of=region_of,
                               on_fleet=lambda: runtime.controller.poke_pending(0.2) if runtime.controller else None)
             source = FleetSource(
-                nodes=lambda: {**members.nodes(), **_index_values(nodes)}, classes=lambda: _index_values(classes),
+                nodes=lambda: members.fleet_nodes(_index_values(nodes), _index_values(regions)),
+                classes=lambda: _index_values(classes),
                 regions=lambda: _index_values(regions), foreign_usage=lambda: _sum_usage(pods),
                 quota_objects=lambda: _index_values(quotas), unhealthy=lambda: _unhealthy(runtime),
                 telemetry=lambda: runtime.monitor.snapshot if runtime.monitor else None)

@@ -115,7 +115,7 @@ def test_a_job_runs_in_its_member_and_moves_when_the_member_is_lost_without_runn
         assert not cluster.pods("far") and not m["m-west"].pods("far") and not m["m-north"].pods("far")
         assert all(not p.metadata.owner_references for p in pods)  # no HeteroJob in the member to own them
         assert m["m-east"].core.read_namespaced_service("far", "team-a").spec.cluster_ip == "None"
-        assert status(cluster, "far")["placement"]["region"] == "m-east"
+        assert status(cluster, "far")["placement"]["cluster"] == "m-east"  # recorded before any pod was made
         seen = subprocess.run(["kubectl", "--kubeconfig", str(members["m-east"].kubeconfig), "get", "pods", "-n",
                                "team-a", "-l", f"{LABEL_JOB}=far", "-o", "name"], capture_output=True, text=True,
                               timeout=60, check=True).stdout.split()

@@ -8,10 +8,11 @@ import ast
 from pathlib import Path
 from typing import Any
 
+import pytest
 import yaml
 
-from heterojob.engine.fleet import Node
-from heterojob.kube.members import Member, MemberRef, Members, MembersConfig, member_ref
+from heterojob.engine.fleet import Node, RegionInfo
+from heterojob.kube.members import Member, MemberRef, Members, MembersConfig, MemberUnavailable, member_ref
 
 ROOT = Path(__file__).resolve().parents[2]
 PKG = ROOT / "operator" / "heterojob"
@@ -58,7 +59,8 @@ def test_a_member_is_lost_only_after_its_timeout_without_an_answer() -> None:
     member.reachable = False
     assert pool.lost_at("m-east") == clock.now + 500 and not pool.lost("m-east", clock.now + 499)
     assert pool.lost("m-east", clock.now + 500)
-    assert not pool.lost("cn-east", clock.now + 10_000) and pool.reachable("cn-east")  # a local region
+    # a placement recorded in a cluster no Region names any more cannot be reached: lost at once
+    assert pool.lost("m-gone", clock.now) and not pool.reachable("m-gone") and "any more" in pool.problem("m-gone")
 
 
 def test_a_regions_own_loss_timeout_wins() -> None:
@@ -81,18 +83,32 @@ def test_an_unreachable_members_nodes_take_no_new_work_and_names_never_collide()
     assert pool.nodes() == {"gpu-0": gpu}  # the second node of that name is ignored (and logged), not merged
 
 
-def test_kube_for_routes_a_member_region_and_refuses_one_without_a_client() -> None:
+def test_the_planner_sees_a_member_regions_nodes_only_in_that_member() -> None:
+    clock = Clock()
+    pool = members(clock)
+    label = "topology.kubernetes.io/region"
+    regions = {r: RegionInfo(r, {label: r}) for r in ("m-east", "cn-east")}
+    local = {"here-0": Node("here-0", {label: "cn-east"}, {}), "stray-0": Node("stray-0", {label: "m-east"}, {})}
+    assert set(pool.fleet_nodes(local, regions)) == {"here-0"}  # not contacted yet; a local m-east node: out
+    member = pool.members["m-east"]
+    member.reachable = True
+    member.nodes = {"east-0": Node("east-0", {label: "m-east"}, {}), "odd-0": Node("odd-0", {label: "cn-east"}, {})}
+    seen = pool.fleet_nodes(local, regions)
+    assert set(seen) == {"here-0", "east-0"}  # a local node labelled m-east and a member node labelled cn-east: out
+    pool.members.clear()
+    assert pool.fleet_nodes(local, regions) is local  # one cluster: unchanged
+
+
+def test_placements_go_to_the_member_of_their_region_and_never_fall_back_to_the_managers_cluster() -> None:
     clock = Clock()
     pool = members(clock)
     local = object()
     pool.local = local  # type: ignore[assignment]
-    assert pool.kube_for(None) is local and pool.kube_for("cn-east") is local
-    try:
-        pool.kube_for("m-east")
-    except Exception as exc:  # noqa: BLE001
-        assert type(exc).__name__ == "MemberUnavailable" and "not contacted yet" in str(exc)
-    else:
-        raise AssertionError("a member without a client must not fall back to the manager's cluster")
+    assert pool.cluster_of("m-east") == "m-east" and pool.cluster_of("cn-east") is None
+    assert pool.kube_for(None) is local
+    for cluster, words in (("m-east", "not contacted yet"), ("m-gone", "no Region names member cluster m-gone")):
+        with pytest.raises(MemberUnavailable, match=words):
+            pool.kube_for(cluster)
 
 
 # --- RBAC, from the code ------------------------------------------------------------------------------

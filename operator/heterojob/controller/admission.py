@@ -108,6 +108,9 @@ class Admission:
             "perReplica": chosen.per_replica, "nodes": list(chosen.nodes), "generation": generation,
             "since": now_iso(),
         }
+        cluster = self.pods.cluster_for(chosen.region)  # a member cluster's region: recorded before any pod
+        if cluster is not None:
+            placed["cluster"] = cluster
         patch = StatusPatch(status).phase(Phase.ADMITTED, "Placed", plan.message).set(
             placement=placed, lastGeneration=generation, startTime=status.start_time or now_iso())
         patch.condition("Admitted", "True", "Placed", plan.message)

@@ -22,6 +22,7 @@ from heterojob.controller.status import StatusPatch, StatusWriter
 from heterojob.engine.fleet import Fleet, RegionInfo
 from heterojob.kube import convert, manifests
 from heterojob.kube.api import Kube
+from heterojob.kube.members import Members
 from heterojob.state.cache import Cache
 from heterojob.state.times import iso
 
@@ -61,26 +62,33 @@ def _api_message(error: ApiException) -> str:
 class Pods:
     def __init__(self, kube: Kube, writer: StatusWriter, cache: Cache, fleet: Callable[[], Fleet],
                  poke: Callable[[str], None], room_freed: Callable[[], None],
-                 route: Callable[[str | None], Kube] | None = None) -> None:
+                 members: Members | None = None) -> None:
         self.kube = kube
-        # region -> the Kube holding its pods (kube.members: a member cluster's); None: all in `kube`
-        self.route = route or (lambda region: kube)
-        self._where: dict[str, str | None] = {}  # job key -> the region whose cluster its pods were listed in
+        self.members = members  # member clusters (kube/members.py); None: every pod in `kube`'s cluster
+        self._where: dict[str, str | None] = {}  # job key -> the cluster its pods were last listed or made in
         self.writer = writer
         self.cache = cache
         self.fleet = fleet
         self.poke = poke
         self.room_freed = room_freed  # waiting jobs get another look
 
+    def route(self, cluster: str | None) -> Kube:
+        """The `Kube` of a placement's `cluster` (None: the operator's own)."""
+        return self.members.kube_for(cluster) if self.members is not None else self.kube
+
+    def cluster_for(self, region: str) -> str | None:
+        """The member cluster a new placement in `region` goes to; None: the operator's own cluster."""
+        return self.members.cluster_of(region) if self.members is not None else None
+
     def kube_of(self, key: str | None) -> Kube:
         """The `Kube` holding the job's pods, as of its last listing or creation."""
         return self.route(self._where.get(key)) if key is not None else self.kube
 
-    async def list(self, namespace: str, name: str, region: str | None) -> list[dict[str, Any]]:
-        """The job's pods in the cluster that serves `region` (remembered for the pass's deletes)."""
+    async def list(self, namespace: str, name: str, cluster: str | None) -> list[dict[str, Any]]:
+        """The job's pods in its placement's `cluster` (remembered for the pass's deletes and annotations)."""
         key = f"{namespace}/{name}"
-        self._where[key] = region
-        return await self.route(region).job_pods(namespace, name)
+        self._where[key] = cluster
+        return await self.route(cluster).job_pods(namespace, name)
 
     def forget(self, key: str) -> None:
         self._where.pop(key, None)
@@ -112,8 +120,8 @@ class Pods:
                 job, spec, cls=cls, region=region, alternative_index=alt_index, node=node,
                 node_hostname=hostname, rank=rank, world_size=p.replicas, generation=p.generation,
                 per_replica=p.per_replica, resume_from=resume))
-        kube = self.route(p.region)
-        self._where[key] = p.region
+        kube = self.route(p.cluster)
+        self._where[key] = p.cluster
         if kube is not self.kube:  # a member cluster: the HeteroJob is not there for an owner to point at
             for obj in objs:
                 obj["metadata"].pop("ownerReferences", None)

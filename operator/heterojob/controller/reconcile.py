@@ -63,8 +63,7 @@ class Controller:
         self.cache = Cache()
         self.queue = WorkQueue(self.reconcile_key, self.config.max_retry_delay, self.metrics.decision_seconds.time)
         self.writer = StatusWriter(kube)
-        self.pods = Pods(kube, self.writer, self.cache, self.fleet, self.poke, self.poke_pending,
-                         members.kube_for if members is not None else None)
+        self.pods = Pods(kube, self.writer, self.cache, self.fleet, self.poke, self.poke_pending, members)
         self.checkpoints = Checkpoints(kube, self.writer, self.cache, self.pods, self.poke, self.poke_pending)
         self.alerts = AlertSymptoms(kube, self.writer, self.poke, lambda key, reason: self.checkpoints.ask(
             key, then=PERIODIC, by=None, reason=reason))
@@ -153,14 +152,14 @@ class Controller:
             problems += exc.problems
         now = time.time()
         spec_errors = "; ".join(str(p) for p in problems) if problems else None
-        region = status.placement.region if status.placement else None
-        if self.members is not None and self.members.is_member(region) and not self.members.reachable(region):
+        cluster = status.placement.cluster if status.placement else None
+        if cluster is not None and self.members is not None and not self.members.reachable(cluster):
             await self._member_away(job, status, now)
             return
         try:
-            listed = await self.pods.list(namespace, name, region)
+            listed = await self.pods.list(namespace, name, cluster)
         except Exception:
-            if self.members is None or not self.members.is_member(region):
+            if cluster is None or self.members is None:
                 raise
             self.queue.wake_at(key, now + self.members.config.poll_seconds * 2)  # it went away meanwhile
             return
@@ -218,17 +217,17 @@ class Controller:
         """The job's member cluster does not answer. Before its loss timeout nothing is done (a slow member
         is not a fault); after it, the job is lost there and placed again from its last checkpoint: an
         involuntary move. Its pods there are not waited for: `kube.members` removes them when it returns."""
-        assert self.members is not None and status.placement is not None
+        assert self.members is not None and status.placement is not None and status.placement.cluster is not None
         meta = job["metadata"]
         key = f"{meta['namespace']}/{meta['name']}"
         p = status.placement
-        if not self.members.lost(p.region, now):
-            self.queue.wake_at(key, self.members.lost_at(p.region))
+        if not self.members.lost(p.cluster, now):
+            self.queue.wake_at(key, self.members.lost_at(p.cluster))
             return
         if status.phase is not None and status.phase.terminal:
             return  # it finished there: nothing to move
         resume = status.checkpoint.last if status.checkpoint else None
-        message = (f"the member cluster of region {p.region} is lost ({self.members.problem(p.region)}); "
+        message = (f"the member cluster of region {p.cluster} is lost ({self.members.problem(p.cluster)}); "
                    f"placing the job again from " + (f"checkpoint {resume.id}" if resume else "the start"))
         last = resume.model_dump(by_alias=True, exclude_none=True) if resume else None
         patch = StatusPatch(status).phase(Phase.MIGRATING, "MemberLost", message).set(

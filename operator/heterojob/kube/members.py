@@ -30,7 +30,7 @@ from kubernetes.client import ApiException
 from heterojob.api.common import SpecError, parse_spec
 from heterojob.api.region import RegionSpec
 from heterojob.constants import GROUP, LABEL_JOB, VERSION
-from heterojob.engine.fleet import Node
+from heterojob.engine.fleet import Node, RegionInfo
 from heterojob.kube import convert
 from heterojob.kube.api import Kube, now_iso
 from heterojob.kube.conditions import same, set_condition
@@ -76,6 +76,10 @@ def member_ref(obj: Mapping[str, Any]) -> MemberRef | None:
     ref = spec.cluster.secret_ref
     timeout = spec.cluster.loss_timeout_seconds
     return MemberRef(name, ref.namespace, ref.name, ref.key, float(timeout) if timeout else None)
+
+
+def _matches(node: Node, selector: Mapping[str, str]) -> bool:
+    return all(node.labels.get(k) == v for k, v in selector.items())
 
 
 class MemberUnavailable(Exception):
@@ -137,43 +141,68 @@ class Members:
         self.members: dict[str, Member] = {}
         self._task: asyncio.Task[None] | None = None
         self._collisions: set[str] = set()
+        self._owner: dict[str, str] = {}  # member node -> its member region (as of the last nodes())
 
     # --- what the controller asks ----------------------------------------------------------------------
 
-    def is_member(self, region: str | None) -> bool:
-        return region is not None and region in self.members
+    # A placement records its cluster (`status.placement.cluster`, the member Region's name) when it is
+    # made, so a Region that gains or loses `spec.cluster` later never sends a job's pods somewhere else.
 
-    def kube_for(self, region: str | None) -> Kube:
-        """The `Kube` that holds `region`'s pods: the member's, or the manager's own for a local region."""
-        member = self.members.get(region) if region is not None else None
-        if member is None:
+    def cluster_of(self, region: str) -> str | None:
+        """The member cluster a new placement in `region` goes to; None: the manager's own cluster."""
+        return region if region in self.members else None
+
+    def kube_for(self, cluster: str | None) -> Kube:
+        """The `Kube` of a placement's cluster: the manager's own for None, else the member's."""
+        if cluster is None:
             return self.local
+        member = self.members.get(cluster)
+        if member is None:
+            raise MemberUnavailable(f"no Region names member cluster {cluster} any more")
         if member.kube is None:
-            raise MemberUnavailable(f"region {region}: {member.problem[1]}")
+            raise MemberUnavailable(f"region {cluster}: {member.problem[1]}")
         return member.kube
 
-    def reachable(self, region: str) -> bool:
-        member = self.members.get(region)
-        return member is None or member.reachable
+    def reachable(self, cluster: str) -> bool:
+        member = self.members.get(cluster)
+        return member is not None and member.reachable
 
-    def lost_at(self, region: str) -> float:
-        """When `region`'s member counts as lost if it does not answer before."""
-        member = self.members[region]
+    def lost_at(self, cluster: str) -> float:
+        """When `cluster` counts as lost if it does not answer before (at once when no Region names it)."""
+        member = self.members.get(cluster)
+        if member is None:
+            return 0.0
         timeout = member.ref.loss_timeout_s or self.config.loss_timeout_s
         return (member.last_ok if member.last_ok is not None else member.since) + timeout
 
-    def lost(self, region: str | None, now: float) -> bool:
-        member = self.members.get(region) if region is not None else None
-        return member is not None and not member.reachable and now >= self.lost_at(member.ref.region)
+    def lost(self, cluster: str, now: float) -> bool:
+        member = self.members.get(cluster)
+        return member is None or (not member.reachable and now >= self.lost_at(cluster))
 
-    def problem(self, region: str) -> str:
-        member = self.members.get(region)
-        return member.problem[1] if member is not None else ""
+    def problem(self, cluster: str) -> str:
+        member = self.members.get(cluster)
+        return member.problem[1] if member is not None else "no Region names it any more"
+
+    def fleet_nodes(self, local: Mapping[str, Node], regions: Mapping[str, RegionInfo]) -> Mapping[str, Node]:
+        """The nodes the planner sees: the manager's own, except those a member Region's selector matches
+        (that region's pods go to its member), and each member's nodes that its Region's selector matches
+        (a member node labelled for another region would send pods to the wrong cluster)."""
+        if not self.members:
+            return local  # one cluster: exactly what it was
+        member_regions = [regions[r] for r in self.members if r in regions]
+        out = {name: node for name, node in local.items()
+               if not any(_matches(node, r.node_selector) for r in member_regions)}
+        for name, node in self.nodes().items():
+            info = regions.get(self._owner.get(name, ""))
+            if info is not None and _matches(node, info.node_selector) and name not in out:
+                out[name] = node
+        return out
 
     def nodes(self) -> dict[str, Node]:
         """Every member's nodes (as last listed); an unreachable member's are not ready, so nothing new
         lands there while the devices its jobs hold stay counted."""
         out: dict[str, Node] = {}
+        self._owner = {}
         for region, member in self.members.items():
             for name, node in member.nodes.items():
                 if name in out:
@@ -184,6 +213,7 @@ class Members:
                     continue
                 out[name] = node if member.reachable else dataclasses.replace(
                     node, ready=False, reason=f"member cluster of region {region} unreachable")
+                self._owner[name] = region
         return out
 
     # --- the poll loop ---------------------------------------------------------------------------------
@@ -355,7 +385,7 @@ class Members:
             job = await self.local.get_job(namespace, name)
             placement = ((job or {}).get("status") or {}).get("placement") or {}
             if job is not None and not (job.get("metadata") or {}).get("deletionTimestamp") \
-                    and placement.get("region") == region:
+                    and placement.get("cluster") == region:
                 continue
             where = f"placed in {placement['region']}" if placement.get("region") else \
                 "not placed" if job is not None else "gone"
