@@ -26,6 +26,7 @@ def _operator_run(args: argparse.Namespace) -> int:
         timeout_s=args.prometheus_timeout,
         policy=HealthPolicy(fatal_xids=frozenset(fatal), overheat_celsius=args.overheat_celsius))
     from heterojob.controller import ControllerConfig
+    from heterojob.kube.members import MembersConfig
 
     from heterojob.alerts.mapping import ACTIONS, DEFAULT_TABLE
 
@@ -41,6 +42,9 @@ def _operator_run(args: argparse.Namespace) -> int:
     config = OperatorConfig(kubeconfig=args.kubeconfig, resync_seconds=args.resync_seconds, telemetry=telemetry,
                             alerts_port=args.alerts_port, alert_token=token, alert_actions=table,
                             alerts_tls_dir=args.alerts_tls_dir,
+                            members=MembersConfig(poll_seconds=args.member_poll_seconds,
+                                                  loss_timeout_s=args.member_loss_timeout,
+                                                  request_timeout_s=args.member_request_timeout),
                             controller=ControllerConfig(min_runtime_s=args.preemption_min_runtime,
                                                         disruption_budget=args.disruption_budget,
                                                         advisory=args.advisory))
@@ -177,6 +181,14 @@ def parser() -> argparse.ArgumentParser:
                      help="at most N jobs checkpointing, migrating or resizing at once (default 5)")
     run.add_argument("--advisory", action="store_true",
                      help="decide migrations and resizes, record them (Events, decision log), touch nothing")
+    mc = run.add_argument_group("member clusters (docs/multicluster.md)")
+    mc.add_argument("--member-poll-seconds", type=float, default=2.0, metavar="S",
+                    help="list each member's nodes, pods and Services this often (default 2)")
+    mc.add_argument("--member-loss-timeout", type=float, default=900.0, metavar="S",
+                    help="a member that does not answer this long is lost and its jobs placed again "
+                         "(default 900; a Region's spec.cluster.lossTimeoutSeconds wins)")
+    mc.add_argument("--member-request-timeout", type=float, default=10.0, metavar="S",
+                    help="one call to a member; no answer by then counts as unreachable (default 10)")
     al = run.add_argument_group("alerts")
     al.add_argument("--alerts-port", type=int, default=None, metavar="PORT",
                     help="serve POST /alerts (Alertmanager webhook) and GET /metrics on this port")
