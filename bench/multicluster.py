@@ -142,7 +142,8 @@ def single_cluster(members: int, nodes_each: int, jobs: int) -> dict[str, Any]:
         return result
 
 
-def multi_cluster(members: int, nodes_each: int, jobs: int, loss_timeout: float) -> dict[str, Any]:
+def multi_cluster(members: int, nodes_each: int, jobs: int, loss_timeout: float, log_path: str | None = None
+                  ) -> dict[str, Any]:
     names = [f"m-{i:02d}" for i in range(members)]
     emulators = {n: Emulator() for n in names}
     manager = Emulator()
@@ -169,7 +170,7 @@ def multi_cluster(members: int, nodes_each: int, jobs: int, loss_timeout: float)
             watches[name].cond = cond
             watches[name].start()
         config = MembersConfig(poll_seconds=1.0, loss_timeout_s=loss_timeout, request_timeout_s=2.0)
-        with OperatorRunner(manager.kubeconfig, members=config):
+        with OperatorRunner(manager.kubeconfig, members=config) as runner:
             time.sleep(2.0)
             placed = burst(api, [f"far-{i}" for i in range(jobs)], list(watches.values()), cond,
                            timeout=jobs * 2.0 + 60)
@@ -211,8 +212,11 @@ def multi_cluster(members: int, nodes_each: int, jobs: int, loss_timeout: float)
                                  if sum(1 for w in others if w.live.get(j)) + (j in left) > 1)
             for w in others:
                 w.stop()
+        if log_path:
+            Path(log_path).write_text(runner.output)
         return {**placed, "lost_member_jobs": len(moved), "recovered_all": recovered,
-                "member_loss_recovery_p95_s": p95(recovery), "leftovers_after_return": len(left),
+                "member_loss_recovery_p95_s": p95(recovery),
+                "member_loss_recovery_min_s": round(min(recovery), 3) if recovery else None, "leftovers_after_return": len(left),
                 "duplicates": duplicates}
     finally:
         for emu in [*emulators.values(), manager]:
@@ -226,13 +230,14 @@ def main() -> int:
     parser.add_argument("--jobs", type=int, default=1000)
     parser.add_argument("--devices", type=int, default=10_000, help="in all, across the members")
     parser.add_argument("--loss-timeout", type=float, default=10.0, help="the members' loss timeout, s")
+    parser.add_argument("--operator-log", help="write the manager operator's log here")
     args = parser.parse_args()
     nodes_each = max(1, args.devices // PER_NODE // args.members)
     if (args.members - 1) * nodes_each < args.jobs:
         raise SystemExit("not enough room to re-place a lost member's jobs: raise --devices or lower --jobs")
     started = time.perf_counter()
     single = single_cluster(args.members, nodes_each, args.jobs)
-    multi = multi_cluster(args.members, nodes_each, args.jobs, args.loss_timeout)
+    multi = multi_cluster(args.members, nodes_each, args.jobs, args.loss_timeout, args.operator_log)
     meets = bool(
         multi["all_placed"] and single["all_placed"] and multi["recovered_all"]
         and multi["jobs_per_s"] * 2 >= single["jobs_per_s"]
