@@ -87,15 +87,24 @@ class MemberUnavailable(Exception):
 
 
 class MemberKube(Kube):
-    """A `Kube` whose every call to the member carries a timeout."""
+    """A `Kube` whose every call to the member carries a timeout, and fails at once while the member is
+    known not to answer (calls queued behind a partition would otherwise wait their turn to time out)."""
 
     def __init__(self, client: kubernetes.client.ApiClient, timeout: float, workers: int = 8) -> None:
         super().__init__(client, workers=workers)
         self.timeout = timeout
+        self.answering = True  # set by `Members` after each poll; its own probes go through regardless
 
     async def call(self, fn: Callable[..., T], *args: Any, **kwargs: Any) -> T:
         kwargs.setdefault("_request_timeout", self.timeout)
-        return await super().call(fn, *args, **kwargs)
+        probe = kwargs.pop("_probe", False)
+
+        def guarded(*a: Any, **kw: Any) -> T:
+            if not (probe or self.answering):
+                raise MemberUnavailable("the member cluster does not answer")
+            return fn(*a, **kw)
+
+        return await super().call(guarded, *args, **kwargs)
 
 
 @dataclass
@@ -271,6 +280,8 @@ class Members:
             member.reachable = True
             member.last_ok = self.clock()
             member.problem = ("Reachable", f"{len(member.nodes)} nodes, {len(member.pods)} heterojob pods")
+        if member.kube is not None:
+            member.kube.answering = member.reachable
         if member.reachable != was:
             log.info("member region %s %s: %s", member.ref.region, "reachable" if member.reachable else
                      "unreachable", member.problem[1])
@@ -314,6 +325,7 @@ class Members:
             config = kubernetes.client.Configuration()
             kubernetes.config.load_kube_config_from_dict(config_dict, client_configuration=config)
             config.retries = 0  # one attempt per call: the next poll is the retry, and a timeout means what it says
+            config.connection_pool_maxsize = 16  # the client's 8 workers and the poll, without discarding
         except Exception as exc:  # noqa: BLE001 - never echo the content: the type and the loader's words
             why = str(exc).splitlines()[0][:200] if isinstance(exc, kubernetes.config.ConfigException) else \
                 type(exc).__name__
@@ -327,11 +339,11 @@ class Members:
         kube = member.kube
         assert kube is not None
         try:
-            nodes = await kube.call(kube.core.list_node, _preload_content=False)
+            nodes = await kube.call(kube.core.list_node, _preload_content=False, _probe=True)
             pods = await kube.call(kube.core.list_pod_for_all_namespaces, label_selector=LABEL_JOB,
-                                   _preload_content=False)
+                                   _preload_content=False, _probe=True)
             services = await kube.call(kube.core.list_service_for_all_namespaces, label_selector=LABEL_JOB,
-                                       _preload_content=False)
+                                       _preload_content=False, _probe=True)
         except ApiException as exc:
             if exc.status == 401:
                 raise Problem("CredentialsRejected", f"the member's API server refused the credentials in "
@@ -342,6 +354,7 @@ class Members:
             raise Problem("Unreachable", f"the member's API server answered HTTP {exc.status}") from None
         except Exception as exc:  # noqa: BLE001 - connection refused, timeout, TLS
             raise Problem("Unreachable", f"the member's API server did not answer: {type(exc).__name__}") from None
+        kube.answering = True  # it answered: the controller's calls (and the deletes below) go through again
         listed = {n.name: n for n in map(convert.node_view, json.loads(nodes.data).get("items", []))}
         if listed != member.nodes:
             member.nodes = listed
