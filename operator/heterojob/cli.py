@@ -27,6 +27,7 @@ def _operator_run(args: argparse.Namespace) -> int:
         policy=HealthPolicy(fatal_xids=frozenset(fatal), overheat_celsius=args.overheat_celsius))
     from heterojob.controller import ControllerConfig
     from heterojob.controller.discovery import DiscoveryConfig
+    from heterojob.kube.members import MembersConfig
 
     from heterojob.alerts.mapping import ACTIONS, DEFAULT_TABLE
 
@@ -45,6 +46,9 @@ def _operator_run(args: argparse.Namespace) -> int:
                             discovery=DiscoveryConfig(
                                 namespace=args.discovery_namespace or os.environ.get("POD_NAMESPACE")
                                 or "heterojob-system", create_classes=args.create_discovered_classes),
+                            members=MembersConfig(poll_seconds=args.member_poll_seconds,
+                                                  loss_timeout_s=args.member_loss_timeout,
+                                                  request_timeout_s=args.member_request_timeout),
                             controller=ControllerConfig(min_runtime_s=args.preemption_min_runtime,
                                                         disruption_budget=args.disruption_budget,
                                                         advisory=args.advisory, queue_policy=args.queue_policy))
@@ -197,6 +201,14 @@ def parser() -> argparse.ArgumentParser:
                           "first with a starvation bound, classes chosen by expected completion); see README")
     run.add_argument("--advisory", action="store_true",
                      help="decide migrations and resizes, record them (Events, decision log), touch nothing")
+    mc = run.add_argument_group("member clusters (docs/multicluster.md)")
+    mc.add_argument("--member-poll-seconds", type=float, default=2.0, metavar="S",
+                    help="list each member's nodes, pods and Services this often (default 2)")
+    mc.add_argument("--member-loss-timeout", type=float, default=900.0, metavar="S",
+                    help="a member that does not answer this long is lost and its jobs placed again "
+                         "(default 900; a Region's spec.cluster.lossTimeoutSeconds wins)")
+    mc.add_argument("--member-request-timeout", type=float, default=10.0, metavar="S",
+                    help="one call to a member; no answer by then counts as unreachable (default 10)")
     al = run.add_argument_group("alerts")
     al.add_argument("--alerts-port", type=int, default=None, metavar="PORT",
                     help="serve POST /alerts (Alertmanager webhook) and GET /metrics on this port")

@@ -22,6 +22,7 @@ from heterojob.controller.discovery import Discovery, DiscoveryConfig
 from heterojob.engine.fleet import DeviceClass, Node, RegionInfo
 from heterojob.kube import convert
 from heterojob.kube.api import Kube, load_client
+from heterojob.kube.members import Members, MembersConfig, member_ref
 from heterojob.metrics import OperatorMetrics
 from heterojob.controller.monitor import Monitor, TelemetryConfig
 from heterojob.telemetry.snapshot import WatchedJob
@@ -42,6 +43,7 @@ class OperatorConfig:
     alert_actions: Mapping[str, str] = field(default_factory=lambda: dict(alerts_mapping.DEFAULT_TABLE))
     alerts_tls_dir: str | None = None  # tls.crt + tls.key here (a kubernetes.io/tls Secret): serve HTTPS
     discovery: DiscoveryConfig = field(default_factory=DiscoveryConfig)
+    members: MembersConfig = field(default_factory=MembersConfig)  # member clusters (docs/multicluster.md)
 
 
 @dataclass
@@ -50,6 +52,7 @@ class Runtime:
     controller: Controller | None = None
     monitor: Monitor | None = None
     discovery: Discovery | None = None
+    members: Members | None = None
     metrics: OperatorMetrics = field(default_factory=OperatorMetrics)
     receiver: AlertReceiver | None = None
     alerts_port: int | None = None  # where the receiver listens (the real port when asked for 0)
@@ -181,6 +184,11 @@ def register(registry: kopf.OperatorRegistry, config: OperatorConfig) -> None:
         region = convert.region_info(body)
         return {name: region} if region else None
 
+    @kopf.index(GROUP, VERSION, "regions", id="hj_members", registry=registry)
+    def hj_members(name: str, body: kopf.Body, **_: Any) -> dict[str, Any] | None:
+        ref = member_ref(body)
+        return {name: ref} if ref else None
+
     @kopf.index("pods", id="hj_foreign_pods", registry=registry)
     def hj_foreign_pods(namespace: str, name: str, body: kopf.Body, **_: Any) -> dict[Any, Any] | None:
         used = convert.pod_usage(body)
@@ -203,15 +211,33 @@ def register(registry: kopf.OperatorRegistry, config: OperatorConfig) -> None:
                 return runtime.controller
             nodes, classes, regions, pods, quotas = (kwargs["hj_nodes"], kwargs["hj_classes"], kwargs["hj_regions"],
                                                      kwargs["hj_foreign_pods"], kwargs["hj_quotas"])
+            member_refs = kwargs["hj_members"]
+
+            def region_of(key: str) -> str | None:
+                entry = runtime.controller.cache.entries.get(key) if runtime.controller else None
+                return entry.allocation.region if entry is not None and entry.allocation is not None else None
+
+            members = Members(runtime.kube, lambda: _index_values(member_refs), config.members,
+                              on_pods=lambda keys: [runtime.controller.poke(k) for k in keys if runtime.controller],
+                              region_of=region_of,
+                              on_fleet=lambda: runtime.controller.poke_pending(0.2) if runtime.controller else None)
             source = FleetSource(
-                nodes=lambda: _index_values(nodes), classes=lambda: _index_values(classes),
+                nodes=lambda: members.fleet_nodes(_index_values(nodes), _index_values(regions)),
+                classes=lambda: _index_values(classes),
                 regions=lambda: _index_values(regions), foreign_usage=lambda: _sum_usage(pods),
                 quota_objects=lambda: _index_values(quotas), unhealthy=lambda: _unhealthy(runtime),
                 telemetry=lambda: runtime.monitor.snapshot if runtime.monitor else None)
-            ctl = Controller(runtime.kube, source, config.controller, runtime.metrics)
+            if member_refs:  # every member tried once before the first placement (bounded: one call's timeout)
+                try:
+                    await asyncio.wait_for(members.poll(), config.members.request_timeout_s)
+                except TimeoutError:
+                    pass
+            ctl = Controller(runtime.kube, source, config.controller, runtime.metrics, members)
             await ctl.load()
             ctl.start_resync(config.resync_seconds)
             runtime.controller = ctl
+            runtime.members = members
+            members.start()
             running = kwargs["hj_running"]
             runtime.monitor = Monitor(runtime.kube, source, lambda: _index_values(running), config.telemetry,
                                       on_symptoms=lambda keys: [ctl.poke(k) for k in keys])
@@ -263,6 +289,8 @@ def register(registry: kopf.OperatorRegistry, config: OperatorConfig) -> None:
             await runtime.discovery.stop()
         if runtime.controller is not None:
             await runtime.controller.stop()
+        if runtime.members is not None:
+            await runtime.members.stop()
         runtime.kube.close()
 
 

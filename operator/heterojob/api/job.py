@@ -226,6 +226,8 @@ class Placement(StatusModel):
     nodes: list[str] = Field(description="the node of each replica, by rank")
     generation: int = Field(1, description="placement generation; it names the pods (<job>-g<generation>-<rank>)")
     since: str | None = Field(None, description="when this placement was made")
+    cluster: str | None = Field(None, description="the member cluster holding its pods (named by its Region); "
+                                                  "unset: the operator's own cluster")
 
 
 class Condition(StatusModel):

@@ -23,6 +23,26 @@ class RegionLink(Model):
     latency_ms: float = Field(ge=0, le=10000, description="round-trip latency, ms")
 
 
+class SecretKeyRef(Model):
+    """A key of a Secret in the manager cluster."""
+
+    namespace: str = Field("heterojob-members", pattern=DNS_LABEL, max_length=63,
+                           description="the Secret's namespace (the operator may read Secrets only in "
+                                       "heterojob-members)")
+    name: str = Field(pattern=r"^[a-z0-9]([-a-z0-9.]*[a-z0-9])?$", max_length=253, description="the Secret")
+    key: str = Field("kubeconfig", pattern=r"^[-._a-zA-Z0-9]+$", max_length=253,
+                     description="the key holding the kubeconfig")
+
+
+class MemberCluster(Model):
+    """The member cluster that runs this region's pods (docs/multicluster.md)."""
+
+    secret_ref: SecretKeyRef = Field(description="the Secret holding the member's kubeconfig")
+    loss_timeout_seconds: int | None = Field(
+        None, ge=10, le=86400,
+        description="unreachable this long: its jobs are re-placed elsewhere; default: the operator's")
+
+
 class RegionSpec(Model):
     """Where the region is, which nodes belong to it and where its telemetry is."""
 
@@ -33,6 +53,18 @@ class RegionSpec(Model):
     prometheus_url: AnyHttpUrl | None = Field(None, alias="prometheusURL",
                                               description="this region's Prometheus; default: the operator's")
     links: list[RegionLink] = Field(default_factory=list, max_length=64, description="links to other regions")
+    cluster: MemberCluster | None = Field(
+        None, description="a member cluster runs this region's pods; unset: the operator's own cluster")
+
+
+class RegionCondition(StatusModel):
+    """A Kubernetes-style condition."""
+
+    type: str = Field(description="MemberReachable")
+    status: str = Field(description="True, False or Unknown")
+    reason: str = Field("", description="a CamelCase reason (Reachable, SecretNotFound, Unreachable, ...)")
+    message: str = Field("", description="what is wrong and how to fix it; never the kubeconfig")
+    last_transition_time: str | None = Field(None, description="when status last changed")
 
 
 class RegionStatus(StatusModel):
@@ -40,6 +72,9 @@ class RegionStatus(StatusModel):
 
     nodes: int | None = Field(None, description="nodes in the region")
     devices: int | None = Field(None, description="accelerators in the region")
+    conditions: list[RegionCondition] = Field(default_factory=list,
+                                              description="MemberReachable for a member cluster's region")
+    last_contact: str | None = Field(None, description="when the member cluster last answered")
 
 
 Region = ResourceDef(
@@ -50,9 +85,11 @@ Region = ResourceDef(
     spec=RegionSpec,
     status=RegionStatus,
     short_names=("hjr",),
-    description="A region of the fleet: location for the map, node selector, optional Prometheus, links.",
+    description="A region of the fleet: location for the map, node selector, optional Prometheus, links, "
+                "optional member cluster.",
     printer_columns=(
         PrinterColumn("City", "string", ".spec.location.city"),
+        PrinterColumn("Member Contact", "date", ".status.lastContact", priority=1),
         PrinterColumn("Latitude", "number", ".spec.location.latitude", priority=1),
         PrinterColumn("Longitude", "number", ".spec.location.longitude", priority=1),
         PrinterColumn("Age", "date", ".metadata.creationTimestamp"),

@@ -33,7 +33,7 @@ from heterojob.constants import ANNOTATION_MIGRATE
 from heterojob.controller.disruption import MIGRATE
 from heterojob.state.requests import MOVING, request_for, reservation
 
-MESSAGE_REFRESH_S = 30.0  # a waiting job's message (same outcome, new figures) is rewritten at most this often
+MESSAGE_REFRESH_S = 5.0  # a waiting job's message (same outcome, new figures) is rewritten at most this often
 
 
 class Admission:
@@ -133,6 +133,9 @@ class Admission:
             "perReplica": chosen.per_replica, "nodes": list(chosen.nodes), "generation": generation,
             "since": now_iso(),
         }
+        cluster = self.pods.cluster_for(chosen.region)  # a member cluster's region: recorded before any pod
+        if cluster is not None:
+            placed["cluster"] = cluster
         patch = StatusPatch(status).phase(Phase.ADMITTED, "Placed", plan.message).set(
             placement=placed, lastGeneration=generation, startTime=status.start_time or now_iso())
         patch.condition("Admitted", "True", "Placed", plan.message)

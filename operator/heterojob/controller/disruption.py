@@ -300,7 +300,7 @@ class Disruption:
             self.wake_at(key, since + interval)
 
 
-HOLD_REFRESH_S = 30.0  # a held move's changed reason is said again at most this often
+HOLD_REFRESH_S = 5.0  # a held move's changed reason is said again at most this often
 MIGRATE, CHECKPOINT = "migrate", "checkpoint"  # kinds of request annotations (status.handled keys)
 
 

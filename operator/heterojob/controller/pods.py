@@ -22,6 +22,7 @@ from heterojob.controller.status import StatusPatch, StatusWriter
 from heterojob.engine.fleet import Fleet, RegionInfo
 from heterojob.kube import convert, manifests
 from heterojob.kube.api import Kube
+from heterojob.kube.members import Members
 from heterojob.state.cache import Cache
 from heterojob.state.times import iso
 
@@ -60,13 +61,37 @@ def _api_message(error: ApiException) -> str:
 
 class Pods:
     def __init__(self, kube: Kube, writer: StatusWriter, cache: Cache, fleet: Callable[[], Fleet],
-                 poke: Callable[[str], None], room_freed: Callable[[], None]) -> None:
+                 poke: Callable[[str], None], room_freed: Callable[[], None],
+                 members: Members | None = None) -> None:
         self.kube = kube
+        self.members = members  # member clusters (kube/members.py); None: every pod in `kube`'s cluster
+        self._where: dict[str, str | None] = {}  # job key -> the cluster its pods were last listed or made in
         self.writer = writer
         self.cache = cache
         self.fleet = fleet
         self.poke = poke
         self.room_freed = room_freed  # waiting jobs get another look
+
+    def route(self, cluster: str | None) -> Kube:
+        """The `Kube` of a placement's `cluster` (None: the operator's own)."""
+        return self.members.kube_for(cluster) if self.members is not None else self.kube
+
+    def cluster_for(self, region: str) -> str | None:
+        """The member cluster a new placement in `region` goes to; None: the operator's own cluster."""
+        return self.members.cluster_of(region) if self.members is not None else None
+
+    def kube_of(self, key: str | None) -> Kube:
+        """The `Kube` holding the job's pods, as of its last listing or creation."""
+        return self.route(self._where.get(key)) if key is not None else self.kube
+
+    async def list(self, namespace: str, name: str, cluster: str | None) -> list[dict[str, Any]]:
+        """The job's pods in its placement's `cluster` (remembered for the pass's deletes and annotations)."""
+        key = f"{namespace}/{name}"
+        self._where[key] = cluster
+        return await self.route(cluster).job_pods(namespace, name)
+
+    def forget(self, key: str) -> None:
+        self._where.pop(key, None)
 
     async def create(self, job: dict[str, Any], spec: HeteroJobSpec, status: HeteroJobStatus,
                      ranks: Sequence[int], fleet: Fleet | None = None) -> None:
@@ -95,7 +120,12 @@ class Pods:
                 job, spec, cls=cls, region=region, alternative_index=alt_index, node=node,
                 node_hostname=hostname, rank=rank, world_size=p.replicas, generation=p.generation,
                 per_replica=p.per_replica, resume_from=resume))
-        results = await asyncio.gather(*(self.kube.create(o) for o in objs), return_exceptions=True)
+        kube = self.route(p.cluster)
+        self._where[key] = p.cluster
+        if kube is not self.kube:  # a member cluster: the HeteroJob is not there for an owner to point at
+            for obj in objs:
+                obj["metadata"].pop("ownerReferences", None)
+        results = await asyncio.gather(*(kube.create(o) for o in objs), return_exceptions=True)
         refused = [(o, r) for o, r in zip(objs, results, strict=True) if isinstance(r, BaseException)]
         if not refused:
             if status.backoff is not None:
@@ -117,7 +147,7 @@ class Pods:
         obj, error = refused[0]
         verdict = refusal(error)
         what = f"{obj['kind']} {obj['metadata']['name']}"
-        mine = [p.name for p in map(convert.pod_view, await self.kube.job_pods(meta["namespace"], meta["name"]))
+        mine = [p.name for p in map(convert.pod_view, await self.kube_of(key).job_pods(meta["namespace"], meta["name"]))
                 if p is not None and status.placement and p.generation == status.placement.generation]
         await self.release(key, mine)
         patch = StatusPatch(status).set(placement=None)
@@ -139,11 +169,12 @@ class Pods:
         self.kube.post_event(job, "Warning", "PodsRefused", f"the API server refused {what}: {verdict.message}")
         decided(key, "back-off", message, attempts=attempts)
 
-    async def delete(self, namespace: str, pods: Sequence[str]) -> None:
-        await asyncio.gather(*(self.kube.delete_pod(namespace, p) for p in pods))
+    async def delete(self, namespace: str, pods: Sequence[str], key: str | None = None) -> None:
+        kube = self.kube_of(key)
+        await asyncio.gather(*(kube.delete_pod(namespace, p) for p in pods))
 
     async def release(self, key: str, pods: Sequence[str]) -> None:
         """Delete `pods` and give the job's devices back to the cache (waiting jobs get another look)."""
-        await self.delete(key.split("/", 1)[0], pods)
+        await self.delete(key.split("/", 1)[0], pods, key)
         if self.cache.release(key):
             self.room_freed()

@@ -35,6 +35,7 @@ from heterojob.engine.lifecycle import Action, Decision, JobView
 from heterojob.engine.queueing import QueuePolicy, QueueSettings
 from heterojob.kube import convert
 from heterojob.kube.api import Kube, now_iso
+from heterojob.kube.members import Members
 from heterojob.metrics import OperatorMetrics
 from heterojob.state.cache import Cache
 from heterojob.state.times import timestamp
@@ -55,15 +56,16 @@ class Controller:
     """Owns the job cache and the work queue, and wires the pipeline's steps (each in its own module)."""
 
     def __init__(self, kube: Kube, fleet: FleetSource, config: ControllerConfig | None = None,
-                 metrics: OperatorMetrics | None = None) -> None:
+                 metrics: OperatorMetrics | None = None, members: Members | None = None) -> None:
         self.kube = kube
+        self.members = members  # member clusters (docs/multicluster.md); None: one cluster
         self.fleet_source = fleet
         self.config = config or ControllerConfig()
         self.metrics = metrics or OperatorMetrics()
         self.cache = Cache()
         self.queue = WorkQueue(self.reconcile_key, self.config.max_retry_delay, self.metrics.decision_seconds.time)
         self.writer = StatusWriter(kube)
-        self.pods = Pods(kube, self.writer, self.cache, self.fleet, self.poke, self.poke_pending)
+        self.pods = Pods(kube, self.writer, self.cache, self.fleet, self.poke, self.poke_pending, members)
         self.checkpoints = Checkpoints(kube, self.writer, self.cache, self.pods, self.poke, self.poke_pending)
         self.alerts = AlertSymptoms(kube, self.writer, self.poke, lambda key, reason: self.checkpoints.ask(
             key, then=PERIODIC, by=None, reason=reason))
@@ -104,6 +106,7 @@ class Controller:
     def forget(self, key: str) -> None:
         self.queue.forget(key)
         self.admission.drop(key)
+        self.pods.forget(key)
         self.disruption.forget(key)
         if self.cache.forget(key):
             self.poke_pending()
@@ -155,7 +158,18 @@ class Controller:
             problems += exc.problems
         now = time.time()
         spec_errors = "; ".join(str(p) for p in problems) if problems else None
-        pods = [v for v in map(convert.pod_view, await self.kube.job_pods(namespace, name)) if v is not None]
+        cluster = status.placement.cluster if status.placement else None
+        if cluster is not None and self.members is not None and not self.members.reachable(cluster):
+            await self._member_away(job, status, now)
+            return
+        try:
+            listed = await self.pods.list(namespace, name, cluster)
+        except Exception:
+            if cluster is None or self.members is None:
+                raise
+            self.queue.wake_at(key, now + self.members.config.poll_seconds * 2)  # it went away meanwhile
+            return
+        pods = [v for v in map(convert.pod_view, listed) if v is not None]
         if await self._repair(job, status, pods):
             return
         self.cache.sync(key, job, status, spec, self.fleet_source.classes(), now)
@@ -205,6 +219,36 @@ class Controller:
         self.poke(key)
         return True
 
+    async def _member_away(self, job: dict[str, Any], status: HeteroJobStatus, now: float) -> None:
+        """The job's member cluster does not answer. Before its loss timeout nothing is done (a slow member
+        is not a fault); after it, the job is lost there and placed again from its last checkpoint: an
+        involuntary move. Its pods there are not waited for: `kube.members` removes them when it returns."""
+        assert self.members is not None and status.placement is not None and status.placement.cluster is not None
+        meta = job["metadata"]
+        key = f"{meta['namespace']}/{meta['name']}"
+        p = status.placement
+        if not self.members.lost(p.cluster, now):
+            self.queue.wake_at(key, self.members.lost_at(p.cluster))
+            return
+        if status.phase is not None and status.phase.terminal:
+            return  # it finished there: nothing to move
+        resume = status.checkpoint.last if status.checkpoint else None
+        message = (f"the member cluster of region {p.cluster} is lost ({self.members.problem(p.cluster)}); "
+                   f"placing the job again from " + (f"checkpoint {resume.id}" if resume else "the start"))
+        last = resume.model_dump(by_alias=True, exclude_none=True) if resume else None
+        patch = StatusPatch(status).phase(Phase.MIGRATING, "MemberLost", message).set(
+            placement=None, checkpoint={"pending": None, "last": last} if status.checkpoint else None,
+            migration={"exclude": [], "reason": message, "replicas": p.replicas,  # its nodes are not at fault
+                       "trigger": "memberLost"})
+        patch.history("migrate", message, where(status)).condition("Ready", "False", "MemberLost", message)
+        if not await self.writer.write(job, patch):
+            return
+        self.kube.post_event(job, "Warning", "MemberLost", message)
+        decided(key, "member-lost", message, reason="MemberLost")
+        if self.cache.release(key):
+            self.poke_pending()
+        self.poke(key)
+
     def _fleet_problems(self, spec: HeteroJobSpec) -> list[validation.Problem]:
         """What this spec asks that the fleet can never give (engine.validation)."""
         return validation.job_problems(
@@ -229,7 +273,7 @@ class Controller:
             return
         if d.action == Action.REQUEST_CHECKPOINT:
             assert pending is not None
-            await self._annotate_checkpoint(ns, d.pods, pending.id)
+            await self._annotate_checkpoint(ns, d.pods, pending.id, name)
             self.queue.wake_at(key, timestamp(pending.deadline) or time.time())
             return
         if d.action in (Action.CHECKPOINT_DONE, Action.CHECKPOINT_TIMEOUT):
@@ -257,7 +301,7 @@ class Controller:
         elif d.action == Action.CREATE_PODS:
             await self.pods.create(job, spec, status, d.ranks)
         elif d.action == Action.CLEANUP:
-            await self.pods.delete(ns, d.pods)
+            await self.pods.delete(ns, d.pods, key)
         elif d.action == Action.RUNNING:
             patch.phase(Phase.RUNNING, d.reason, d.message).condition("Ready", "True", d.reason, d.message)
             await self.writer.write(job, patch)
@@ -289,7 +333,8 @@ class Controller:
             self.kube.post_event(job, "Warning" if failed else "Normal", d.reason, d.message)
             await self.pods.release(key, list(d.pods) if failed else [])
 
-    async def _annotate_checkpoint(self, namespace: str, pods: Iterable[str], checkpoint: str) -> None:
+    async def _annotate_checkpoint(self, namespace: str, pods: Iterable[str], checkpoint: str, job: str) -> None:
         """Step 1 of the protocol on the pods: each rank sees the request it must answer."""
-        await asyncio.gather(*(self.kube.annotate_pod(namespace, p, {ANNOTATION_CHECKPOINT_REQUEST: checkpoint})
+        kube = self.pods.kube_of(f"{namespace}/{job}")
+        await asyncio.gather(*(kube.annotate_pod(namespace, p, {ANNOTATION_CHECKPOINT_REQUEST: checkpoint})
                                for p in pods))

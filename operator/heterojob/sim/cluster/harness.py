@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import signal
 import subprocess
 import sys
 import tempfile
@@ -53,6 +54,15 @@ class Emulator:
                 self._proc.kill()
                 self._proc.wait()
         self._proc = None
+
+    def pause(self) -> None:
+        """Freeze the process (SIGSTOP): its port stays open and nothing answers, as across a partition."""
+        assert self._proc is not None
+        self._proc.send_signal(signal.SIGSTOP)
+
+    def resume(self) -> None:
+        assert self._proc is not None
+        self._proc.send_signal(signal.SIGCONT)
 
     def reset(self) -> None:
         urllib3.request("POST", f"{self.url}/_emulator/reset")
