@@ -3,6 +3,8 @@ from Prometheus range queries; where it is and which pod and job hold it."""
 
 from __future__ import annotations
 
+import time
+
 import pandas as pd
 import streamlit as st
 
@@ -25,9 +27,10 @@ if measured is None:
 table = measured[0]
 devices = sorted(table["device"])
 wanted = st.query_params.get("device")
-if not devices:
-    st.info("No device reports now.")
-    st.stop()
+if not devices:  # none yet (Prometheus has not scraped, or the exporters are down): look again shortly
+    st.info(f"No device reports now; looking again in {ui.REFRESH_S} s.")
+    time.sleep(ui.REFRESH_S)
+    st.rerun()
 failed = sorted(table.loc[table["health"] == "failed", "device"])
 first = wanted if wanted in devices else (failed or devices)[0]
 device = st.selectbox("Device", devices, index=devices.index(first), key="device")
