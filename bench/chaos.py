@@ -81,7 +81,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from heterojob.constants import (ANNOTATION_MIGRATE, ANNOTATION_NODE, GROUP, LABEL_GENERATION,  # noqa: E402
                                  LABEL_JOB, LABEL_RANK, VERSION)
 from heterojob.sim.cluster.harness import Emulator, seed  # noqa: E402
-from heterojob.sim.cluster.kubelet import Kubelet  # noqa: E402
+from heterojob.sim.cluster.kubelet import Kubelet, pod_devices  # noqa: E402
 from heterojob.sim.cluster.nodes import node  # noqa: E402
 from heterojob.sim.telemetry.prometheus import free_port  # noqa: E402
 
@@ -278,18 +278,6 @@ def live(pod: dict[str, Any]) -> bool:
 
 def pod_node(pod: dict[str, Any]) -> str:
     return (pod.get("spec") or {}).get("nodeName") or (pod["metadata"].get("annotations") or {}).get(ANNOTATION_NODE, "")
-
-
-def pod_devices(pod: dict[str, Any]) -> int:
-    total = 0
-    for c in (pod.get("spec") or {}).get("containers") or []:
-        for name, value in (((c.get("resources") or {}).get("limits")) or {}).items():
-            if "/" in name:
-                try:
-                    total += int(str(value))
-                except ValueError:
-                    pass
-    return total
 
 
 def job_key_of(pod: dict[str, Any]) -> str:

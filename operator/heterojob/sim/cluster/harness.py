@@ -15,6 +15,7 @@ from typing import Any
 import kubernetes
 import urllib3
 
+from heterojob.sim import process
 
 
 class Emulator:
@@ -46,13 +47,7 @@ class Emulator:
         raise RuntimeError("the API emulator did not start; see its output above")
 
     def stop(self) -> None:
-        if self._proc is not None and self._proc.poll() is None:
-            self._proc.terminate()
-            try:
-                self._proc.wait(timeout=10)
-            except subprocess.TimeoutExpired:
-                self._proc.kill()
-                self._proc.wait()
+        process.stop(self._proc)
         self._proc = None
 
     def pause(self) -> None:

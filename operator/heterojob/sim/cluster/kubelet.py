@@ -34,7 +34,7 @@ def _env(pod: dict[str, Any], name: str, default: str) -> str:
 Bindings = dict[str, list[tuple[str, str, int]]]  # node -> [(namespace, pod, devices)]
 
 
-def _devices(pod: dict[str, Any]) -> int:
+def pod_devices(pod: dict[str, Any]) -> int:
     """Extended-resource devices (nvidia.com/gpu, huawei.com/Ascend910, ...) the pod's containers hold."""
     total = 0
     for c in (pod.get("spec") or {}).get("containers") or []:
@@ -86,9 +86,9 @@ class Kubelet:
             bindings: Bindings = {}
             for pod in items:
                 meta, spec = pod["metadata"], pod.get("spec") or {}
-                if (pod.get("status") or {}).get("phase") == "Running" and spec.get("nodeName") and _devices(pod):
+                if (pod.get("status") or {}).get("phase") == "Running" and spec.get("nodeName") and pod_devices(pod):
                     bindings.setdefault(spec["nodeName"], []).append(
-                        (meta["namespace"], meta["name"], _devices(pod)))
+                        (meta["namespace"], meta["name"], pod_devices(pod)))
             self.on_bindings(bindings)
         for pod in items:
             meta, status = pod["metadata"], pod.get("status") or {}

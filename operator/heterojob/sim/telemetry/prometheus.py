@@ -20,6 +20,8 @@ from typing import TYPE_CHECKING, Any
 
 import yaml
 
+from heterojob.sim import process
+
 if TYPE_CHECKING:
     from heterojob.sim.telemetry.exporters import ExporterFleet
 
@@ -100,13 +102,7 @@ class _Daemon:
         raise TimeoutError(f"{self.name} not ready after {timeout_s}s")
 
     def stop(self) -> None:
-        if self._proc is not None and self._proc.poll() is None:
-            self._proc.terminate()
-            try:
-                self._proc.wait(timeout=10)
-            except subprocess.TimeoutExpired:
-                self._proc.kill()
-                self._proc.wait()
+        process.stop(self._proc)
         if self._proc is not None:
             self._log.close()
         self._proc = None
