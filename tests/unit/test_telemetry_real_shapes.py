@@ -61,7 +61,8 @@ def test_the_identity_query_falls_back_to_engine_activity_and_keeps_instances_ap
     assert "DCGM_FI_DEV_GPU_UTIL[60s]" in q["util"] and " or " in q["util"]
     # the profiling field only for MIG instances (whole GPUs all have GPU_UTIL): not twice the fleet's cost
     assert '100 * avg_over_time(DCGM_FI_PROF_GR_ENGINE_ACTIVE{GPU_I_ID!=""}[60s])' in q["util"]
-    assert all("GPU_I_ID" in q[name] for name in ("util", "temp", "instant", "seen"))
+    assert all("GPU_I_ID" in q[name] for name in ("util", "temp", "instant"))
+    assert "GPU_I_ID" in DcgmAdapter().seen_query()
 
 
 # --- 2. the node: a relabelled label first, Hostname only when it names a Node ---------------------------

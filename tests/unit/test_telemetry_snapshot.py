@@ -44,9 +44,10 @@ def one(res: dict[str, Any], previous: dict[str, Any] | None = None, regions: fr
     return build([SourceResult("http://prom", regions, res)], NODES, previous or {}, POLICY)
 
 
-def test_the_cycle_asks_ten_queries_whatever_the_fleet() -> None:
+def test_the_cycle_asks_eight_queries_whatever_the_fleet() -> None:
     q = queries(60)
-    assert len(q) == 10 and q["up"] == "up"  # bench/telemetry.py holds it to <= 12
+    # bench/telemetry.py holds it to <= 12: 8, and 10 in a cycle with pod changes (`seen`, one per family)
+    assert len(q) == 8 and q["up"] == "up"
     # 0 only when held for the whole window: older npu-exporters emit a lone 0 on a failed query
     assert q["npu-exporter:health"].endswith("(max_over_time(npu_chip_info_health_status[60s]))")
 
@@ -155,3 +156,32 @@ def test_unavailable_telemetry_keeps_last_figures_and_says_so() -> None:
     assert conds["TelemetryUnavailable"]["reason"] == "PrometheusUnavailable"
     assert "no action is taken" in conds["TelemetryUnavailable"]["message"]
     assert conds["DevicesHealthy"]["status"] == "Unknown"
+
+
+# --- the second round: `seen` only for the scrape targets of doubled devices --------------------------------
+
+def test_seen_is_asked_only_for_the_targets_whose_devices_changed_pods() -> None:
+    from collections.abc import Mapping
+
+    from heterojob.telemetry.snapshot import followups, gather
+
+    def series(uuid: str, pod: str, instance: str) -> dict[str, Any]:
+        return {"metric": {"UUID": uuid, "Hostname": "g0", "namespace": "t", "pod": pod, "instance": instance},
+                "value": [0, "50"]}
+
+    calm = {"dcgm:util": [series("GPU-a", "a", "10.0.0.1:9400"), series("GPU-b", "b", "10.0.0.2:9400")]}
+    assert followups(calm) == {}
+    churn = {"dcgm:util": [*calm["dcgm:util"], series("GPU-a", "c", "10.0.0.1:9400")]}
+    more = followups(churn)
+    assert list(more) == ["dcgm:seen"]
+    assert 'instance=~"10\\\\.0\\\\.0\\\\.1:9400"' in more["dcgm:seen"] and "10.0.0.2" not in more["dcgm:seen"]
+
+    asked: list[list[str]] = []
+
+    def ask(q: Mapping[str, str]) -> dict[str, Any]:
+        asked.append(sorted(q))
+        return {name: (churn.get(name) or []) for name in q}
+
+    answered, n = gather(ask, 60)
+    assert n == len(asked[0]) + 1 and asked[1] == ["dcgm:seen"] and "dcgm:seen" in answered
+    assert not any(name.endswith(":seen") for name in asked[0])

@@ -1,7 +1,8 @@
 """The monitoring cycle: query every Prometheus once, build the fleet snapshot, write jobs' telemetry.
 
-The cost of a cycle is a fixed set of queries per Prometheus (never one per job or device), one
-snapshot build linear in devices, and a status write only for jobs whose figures or conditions changed.
+The cost of a cycle is a fixed set of queries per Prometheus (never one per job or device; plus a second
+round, `seen`, only for scrape targets whose devices changed pods within the window), one snapshot build
+linear in devices, and a status write only for jobs whose figures or conditions changed.
 The snapshot is kept for the rest of the operator (health-driven decisions read `Monitor.snapshot`).
 """
 
@@ -102,11 +103,13 @@ class Monitor:
                 log.warning("telemetry is off: no --prometheus-url and no Region with spec.prometheusURL")
                 self._said_off = True
             return None
-        queries = snap.queries(self.config.window_s)
         results = []
+        asked = 0
         for url, regions in sources.items():
+            reader = self._reader(url)
             try:
-                answered = self._reader(url).query(queries, at=at)
+                answered, n = snap.gather(lambda q: reader.query(q, at=at), self.config.window_s)
+                asked += n
                 results.append(snap.SourceResult(url, regions, answered))
             except TelemetryError as exc:
                 log.warning("telemetry from %s unavailable: %s", url, exc)
@@ -114,7 +117,7 @@ class Monitor:
         previous: Mapping[str, DeviceSample] = self.snapshot.devices if self.snapshot else {}
         snapshot = snap.build(results, facts if facts is not None else self.node_facts(), previous,
                               self.config.policy)
-        self.stats.queries = len(queries) * len(sources)
+        self.stats.queries = asked
         self.stats.devices = len(snapshot.devices)
         return snapshot
 

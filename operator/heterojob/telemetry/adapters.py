@@ -7,15 +7,17 @@ An adapter asks a fixed set of fleet-wide queries whatever the number of jobs or
 - one for the remaining roles together (`{__name__=~"A|B"}`, split again by metric name), instant where the
   exporter lets Prometheus mark vanished series stale, `last_over_time` over the window where it stamps its
   own timestamps (npu-exporter: no staleness markers, an instant query would see a gone chip for 5 minutes);
-- `seen`: the newest sample time per device and pod, to tell the current pod from the one that held the
-  device earlier in the window (two series, one per pod, are not a data problem: the newest wins).
+- `seen`, asked only in a second round and only for the scrape targets of devices the identity answer
+  holds twice: the newest sample time per device and pod, to tell the current pod from the one that held
+  the device earlier in the window (two series, one per pod, are not a data problem: the newest wins).
 Results are Prometheus instant vectors: `[{"metric": {labels}, "value": [ts, "str"]}, ...]`. AMD, Cambricon
 and Hygon plug in as further `Adapter` subclasses (metric names in docs/telemetry.md, section 3).
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping, Sequence
+import re
+from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
@@ -150,7 +152,8 @@ class Adapter:
         cls.metrics = {role: (r.metric, r.fn) for role, r in cls.roles.items()}
 
     def queries(self, window_s: int) -> dict[str, str]:
-        """Query name -> PromQL: identity, one per other windowed role, the grouped roles, and `seen`."""
+        """Query name -> PromQL: identity, one per other windowed role and the grouped roles (`seen` is asked
+        apart, by `seen_query`, only when needed)."""
         out = {}
         keys = ", ".join(self.key_labels)
         ident = ", ".join(self.identity_labels)
@@ -173,11 +176,25 @@ class Adapter:
             out[INSTANT] = " or ".join(
                 f'label_replace(max by ({by}) ({self.grouped_fn}({m}[{window_s}s])), "{ROLE_LABEL}", "{m}", "", "")'
                 for m in grouped)
-        seen = " or ".join(f"timestamp({r.metric}{r.selector})"
+        return out
+
+    def seen_query(self, instances: Collection[str] = ()) -> str:
+        """The newest sample time of each identity series (by device, scrape target and pod), of the scrape
+        targets `instances` (all when empty)."""
+        only = f'instance=~"{_alternatives(instances)}"' if instances else ""
+        seen = " or ".join(f"timestamp({r.metric}{_matchers(r.selector, only)})"
                            for r in (self.roles[self.identity], *self.identity_alternatives))
         by = dict.fromkeys((*self.key_labels, "instance", *POD_LABELS))
-        out[SEEN] = f"max by ({', '.join(by)}) ({seen})"
-        return out
+        return f"max by ({', '.join(by)}) ({seen})"
+
+    def doubled(self, identity: Vector, ctx: Context = Context()) -> set[str]:
+        """Scrape targets (`instance`) of the devices the identity answer holds more than once."""
+        by_device: dict[str, list[Mapping[str, str]]] = {}
+        for series in identity or ():
+            labels = series.get("metric") or {}
+            if (device := self.device_id(labels, ctx)) is not None:
+                by_device.setdefault(device, []).append(labels)
+        return {labels.get("instance", "") for found in by_device.values() if len(found) > 1 for labels in found}
 
     def split(self, results: Mapping[str, Vector]) -> dict[str, Vector]:
         """Results by query name -> results by role (the grouped query is split by metric name)."""
@@ -315,6 +332,18 @@ class Adapter:
         elif len(pods) > 1:
             report.pod_changes += 1
         return ranked[0]
+
+
+def _matchers(selector: str, extra: str) -> str:
+    """`{a="x"}` + `b=~"y"` -> `{a="x", b=~"y"}`."""
+    inner = [m for m in (selector.strip().strip("{}").strip(), extra) if m]
+    return "{" + ", ".join(inner) + "}" if inner else ""
+
+
+def _alternatives(values: Collection[str]) -> str:
+    """A PromQL regex matching exactly these label values (RE2 syntax, escaped for a double-quoted string)."""
+    regex = "|".join(re.escape(v) for v in sorted(values))
+    return regex.replace("\\", "\\\\").replace('"', '\\"')
 
 
 def _origin(labels: Mapping[str, str], ctx: Context) -> tuple[Any, ...]:

@@ -18,7 +18,7 @@ from typing import Any, TextIO
 
 from heterojob.telemetry.model import DeviceSample, HealthPolicy
 from heterojob.telemetry.prometheus import PrometheusReader, TelemetryError
-from heterojob.telemetry.snapshot import NodeFacts, Snapshot, SourceResult, build, queries
+from heterojob.telemetry.snapshot import NodeFacts, Snapshot, SourceResult, build, gather
 
 FIELDS = ("device", "node", "region", "class", "model", "utilization", "memory_used_mib", "memory_total_mib",
           "temperature_c", "power_w", "health", "reason", "namespace", "pod")
@@ -72,7 +72,7 @@ def take(options: Options, facts: Mapping[str, NodeFacts]) -> Snapshot:
     try:
         at = time.time()
         reader.query({"up": "up"}, at=at)  # one error for an unreachable Prometheus, not one per query
-        answered = reader.query(queries(options.window_s), at=at)
+        answered, _ = gather(lambda q: reader.query(q, at=at), options.window_s)
     finally:
         reader.close()
     return build([SourceResult(options.prometheus_url, frozenset({"*"}), answered)], facts, {}, HealthPolicy())

@@ -9,12 +9,12 @@ from __future__ import annotations
 
 import statistics
 from collections import defaultdict
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from enum import StrEnum
 from typing import Any
 
-from heterojob.telemetry.adapters import ADAPTERS, Adapter, Context, ParseReport, Vector, node_of_series
+from heterojob.telemetry.adapters import ADAPTERS, SEEN, Adapter, Context, ParseReport, Vector, node_of_series
 from heterojob.telemetry.model import DeviceSample, Health, HealthPolicy, number, settle_xid, vanished
 
 UP = "up"
@@ -44,6 +44,35 @@ def queries(window_s: int, adapters: Iterable[Adapter] = ADAPTERS.values()) -> d
     out = {f"{a.family}:{name}": q for a in adapters for name, q in a.queries(window_s).items()}
     out[UP] = UP
     return out
+
+
+# past this many scrape targets with a doubled device, `seen` is asked for all of them (a regex that long costs
+# Prometheus more than the plain query)
+SEEN_TARGETS_MAX = 256
+
+
+def followups(results: Mapping[str, Vector], adapters: Iterable[Adapter] = ADAPTERS.values()) -> dict[str, str]:
+    """The second round of a cycle: for each family whose identity answer holds a device twice (its pod
+    changed within the window, or two exporters report it), `seen` for those devices' scrape targets only."""
+    out = {}
+    for a in adapters:
+        targets = a.doubled(results.get(f"{a.family}:{a.identity}") or ())
+        if targets:
+            out[f"{a.family}:{SEEN}"] = a.seen_query(targets if len(targets) <= SEEN_TARGETS_MAX else ())
+    return out
+
+
+def gather(ask: Callable[[Mapping[str, str]], Mapping[str, Vector]], window_s: int,
+           adapters: Iterable[Adapter] = ADAPTERS.values()) -> tuple[dict[str, Vector], int]:
+    """One source's answers for a cycle, through `ask` (query name -> PromQL, all at one instant), and how
+    many queries that took: the fixed set, then `followups` when the first answers need them."""
+    adapters = list(adapters)
+    first = queries(window_s, adapters)
+    answered = dict(ask(first))
+    more = followups(answered, adapters)
+    if more:
+        answered.update(ask(more))
+    return answered, len(first) + len(more)
 
 
 class Availability(StrEnum):
