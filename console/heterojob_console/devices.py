@@ -13,7 +13,7 @@ from prometheus_api_client import PrometheusConnect
 
 from heterojob.controller import FleetSource
 from heterojob.controller.monitor import Monitor, TelemetryConfig
-from heterojob.telemetry.adapters import NODE_LABELS, node_of_series
+from heterojob.telemetry.adapters import HOST_LABELS, NODE_LABELS, RELABELLED_NODE_LABELS, node_of_series
 
 from heterojob_console.data import Cluster
 
@@ -21,6 +21,7 @@ HEAT_POINTS = 60  # columns of the heat map, whatever the time range
 COLUMNS = ["device", "node", "region", "class", "utilization", "memory_used_mib", "temperature", "power",
            "health", "reason", "pod", "job"]
 UTIL = {"dcgm": "DCGM_FI_DEV_GPU_UTIL", "npu": "npu_chip_info_utilization"}
+MIG_UTILIZATION = "100 * DCGM_FI_PROF_GR_ENGINE_ACTIVE{sel}"
 # one device's history: (title, unit, GPU query, NPU query); {sel} is the device's label matcher
 HISTORY = [
     ("Utilization", "%", "DCGM_FI_DEV_GPU_UTIL{sel}", "npu_chip_info_utilization{sel}"),
@@ -84,9 +85,23 @@ def current(cluster: Cluster, prometheus_url: str) -> tuple[pd.DataFrame, dict[s
     return Reader(prometheus_url).current(cluster)
 
 
+# the labels that can name a device's node, in the operator's order (a relabelled label before Hostname)
+NODE_MATCH_LABELS = (*RELABELLED_NODE_LABELS, *HOST_LABELS)
+
+
 def _node_matcher(nodes: list[str]) -> list[str]:
     alt = "|".join(nodes)
-    return [f'{{{label}=~"{alt}"}}' for label in NODE_LABELS[:3]]
+    return [f'{{{label}=~"{alt}"}}' for label in NODE_MATCH_LABELS]
+
+
+def device_matchers(device: str) -> tuple[list[str], bool]:
+    """(label matchers, is a MIG instance) for one device id as the adapters name it: `<UUID>` (UUID or, with
+    --use-old-namespace, uuid), `<UUID>/mig-<GPU_I_ID>`, `<node>/npu-<id>`."""
+    if "/npu-" in device:
+        node, chip = device.split("/npu-", 1)
+        return [f'{{{label}="{node}",id="{chip}"}}' for label in NODE_MATCH_LABELS], False
+    uuid, _, instance = device.partition("/mig-")
+    return [f'{{{label}="{uuid}",GPU_I_ID="{instance}"}}' for label in ("UUID", "uuid")], bool(instance)
 
 
 def heat_series(prometheus_url: str, minutes: int, nodes: list[str] | None = None,
@@ -141,16 +156,15 @@ def history(prometheus_url: str, device: str, minutes: int, now: float | None = 
     """title -> (time, value) of one device over the window: utilization, memory, temperature, power, XID."""
     end = now or time.time()
     step = max(1, int(minutes * 60 / 240))
-    if "/npu-" in device:
-        node, chip = device.split("/npu-", 1)
-        sels = [f'{{{label}="{node}",id="{chip}"}}' for label in NODE_LABELS[:3]]
-        pick = 3
-    else:
-        sels, pick = [f'{{UUID="{device}"}}'], 2
+    sels, mig = device_matchers(device)
+    pick = 3 if "/npu-" in device else 2
     prom = PrometheusConnect(prometheus_url, timeout=10)
     out: dict[str, pd.DataFrame] = {}
     for entry in HISTORY:
-        title, query = entry[0], " or ".join(entry[pick].format(sel=s) for s in sels)
+        title = entry[0]
+        # a MIG instance has no GPU_UTIL: its utilization is the engine activity (a ratio), as the operator reads it
+        pattern = MIG_UTILIZATION if mig and title == "Utilization" else entry[pick]
+        query = " or ".join(pattern.format(sel=s) for s in sels)
         rows = [(pd.Timestamp(float(t), unit="s", tz="UTC"), float(v))
                 for s in prom.custom_query_range(f"max({query})", start_time=_dt(end - minutes * 60),
                                                  end_time=_dt(end), step=f"{step}s")

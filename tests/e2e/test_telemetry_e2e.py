@@ -445,6 +445,25 @@ def test_recorded_exporter_shapes_through_a_real_prometheus(recorded: tuple[Reco
     assert m.stats.queries <= 12
 
 
+def test_the_console_finds_every_recorded_device_history(recorded: tuple[RecordedExporters, PrometheusServer]
+                                                         ) -> None:
+    """The console's device page (Prometheus range queries) names devices as the adapters do: a MIG instance
+    (engine activity), `uuid` of --use-old-namespace, NPUs by a relabelled `node` or by Hostname."""
+    from heterojob_console.devices import history
+
+    _, prom = recorded
+    s = eventually(lambda: (s := collect(recorded_monitor(prom.url))) and len(s.devices) == 26 and s, timeout=30,
+                   interval=0.5, what="26 devices from eight recorded exporters")
+    time.sleep(2)  # a few points in the range
+    for device, sample in s.devices.items():
+        charts = history(prom.url, device, 5)
+        if sample.utilization is not None:
+            values = charts["Utilization"]["value"]
+            assert len(values) and values.iloc[-1] == pytest.approx(sample.utilization, abs=25), device
+        if sample.memory_used_mib is not None:
+            assert len(charts["Memory used"]), device
+
+
 def test_a_chip_that_stops_reporting_vanishes_within_the_window(
         recorded: tuple[RecordedExporters, PrometheusServer]) -> None:
     """Case 4: npu-exporter's timestamps mean no staleness markers; the window, not 5 minutes, decides."""
