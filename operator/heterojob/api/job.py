@@ -313,6 +313,9 @@ class MigrationState(StatusModel):
     trigger: str | None = Field(None, description="what asked for the move (manual, deviceFailed, grow, ...)")
     request: str | None = Field(None, description="the heterojob.io/migrate annotation value that asked for it")
     reserved: Reservation | None = Field(None, description="room held for the move")
+    involuntary: bool | None = Field(None, description=(
+        "the job had to leave (a dead device, a NotReady node, a lost member): placed again wherever it fits, "
+        "the cheapest checkpoint transfer first"))
 
 
 class AlertSymptom(StatusModel):
