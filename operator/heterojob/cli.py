@@ -11,6 +11,7 @@ from pathlib import Path
 import heterojob
 from heterojob.engine import transfer
 
+
 def _operator_run(args: argparse.Namespace) -> int:
     import kopf
 
