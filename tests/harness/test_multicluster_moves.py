@@ -212,3 +212,32 @@ def test_a_job_that_fits_one_member_by_preempting_preempts_in_that_member_only(
                 assert s["phase"] == "Running" and s["placement"]["cluster"] == where[j], (j, s)
         assert all(not m[name].pods("big") for name in MEMBERS if name != target)
     assert "Traceback" not in runner.output
+
+
+@pytest.mark.harness
+def test_a_lost_members_job_lands_where_its_checkpoint_travels_fastest(
+        cluster: Cluster, emulator: Emulator, members: dict[str, Emulator]) -> None:
+    m = join(cluster, members)
+    with OperatorRunner(emulator.kubeconfig, members=FAST) as runner:
+        cluster.create_job("lost", spec(["m-east"]))
+        eventually(lambda: len(m["m-east"].pods("lost")) == 2, what="2 pods in m-east")
+        run(m["m-east"], "lost")
+        eventually(lambda: status(cluster, "lost").get("phase") == "Running", what="Running")
+        uri = checkpointed(cluster, m["m-east"], "lost", TB)["uri"]
+        members["m-east"].pause()  # lost after FAST's 4 s: an involuntary move, never held for its cost
+        try:
+            # m-west and m-north both have room and score alike (m-west wins that tie without links);
+            # the checkpoint crosses to m-north at 100 Gbit/s, to m-west at 1 Gbit/s
+            new = eventually(lambda: (p := m["m-north"].pods("lost")) and len(p) == 2 and p, timeout=30,
+                             what="2 pods in m-north")
+            assert not m["m-west"].pods("lost")
+            assert {e.name: e.value for e in new[0].spec.containers[0].env}["HETEROJOB_RESUME_FROM"] == uri
+            s = status(cluster, "lost")
+            assert s["placement"]["cluster"] == "m-north"
+            assert any(e.reason == "Admitted" and "the cheapest transfer that fits: m-north" in e.message
+                       for e in cluster.events("lost"))
+        finally:
+            members["m-east"].resume()
+        eventually(lambda: not m["m-east"].pods("lost"), timeout=20, what="leftovers removed from m-east")
+        assert len(m["m-north"].pods("lost")) == 2
+    assert "Traceback" not in runner.output
