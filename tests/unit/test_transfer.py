@@ -161,6 +161,18 @@ def test_an_involuntary_move_lands_where_the_transfer_is_cheapest_among_those_th
     assert planner.plan_relocation(job(), [], [], crowded, NOW, move=move).candidate.region == "c"
 
 
+def test_an_involuntary_move_keeps_to_its_region_when_its_reserved_healthy_room_and_a_spare_node_fit() -> None:
+    r = regions(("a", "b", 100, 5))
+    kept = planner.Allocation("nvidia.com/gpu", {"a1": 8}, "ns", "nvidia-h100", "a")  # the healthy rank's node
+    mine = planner.Holder("ns/mover", 1, 0.0, kept, waiting=True)
+    f = Fleet({n: gpu_node(n, reg) for n, reg in {"a1": "a", "a2": "a", "a3": "a", "b1": "b", "b2": "b"}.items()},
+              CLASSES, r, used=usage([kept]))
+    dead = Request("ns/mover", [Alternative("nvidia-h100", 8)], 2, exclude_nodes=frozenset({"a2"}), priority=1)
+    plan = planner.plan_relocation(dead, [dead], [mine], f, NOW, move=Move("a", Size(10**12, SizeSource.HINT),
+                                                                            voluntary=False))
+    assert plan.outcome == Outcome.PLACED and plan.candidate.region == "a" and "a2" not in plan.candidate.nodes
+
+
 def test_an_involuntary_move_that_fits_nowhere_plans_as_before_and_may_preempt() -> None:
     r = regions(("a", "b", 1, 80))
     running = [planner.Holder("ns/low", 0, 0.0, planner.Allocation("nvidia.com/gpu", {"b1": 8, "b2": 8}, "ns",

@@ -329,10 +329,13 @@ def plan_relocation(request: Request, queue: Iterable[Request], holders: Iterabl
     holders = list(holders)
     groups = transfer.tiers(move, _regions(request, fleet), fleet.regions)
     if len(groups) > 1:
-        index = FleetIndex(fleet)
+        mine = Ledger(fleet)  # room reserved for the job itself (the healthy part of its old room) is its own
+        for h in holders:
+            if h.job == request.job and h.waiting:
+                mine.take(h.allocation, -1)
         for tier in groups:
             narrowed = replace(request, allowed_regions=tier)
-            if move.origin not in tier and place(narrowed, fleet, index).chosen is None:
+            if place(narrowed, mine.fleet, mine.index).chosen is None:
                 continue  # nothing fits there even alone: no plan needed
             admission = plan_one(narrowed, queue, holders, fleet, now, settings)
             if admission.outcome == Outcome.PLACED:
