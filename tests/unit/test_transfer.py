@@ -254,3 +254,13 @@ def test_status_figures_that_do_not_read_are_dropped_not_the_checkpoint() -> Non
     status = HeteroJobStatus.model_validate({"checkpoint": {"last": {"id": "c1", "uri": "s3://c/",
                                                                      "sizeBytes": 2**70}}})
     assert status.checkpoint.last.uri == "s3://c/" and status.checkpoint.last.size_bytes is None
+
+
+def test_the_operator_flags_give_the_default_link_and_storage_speed_or_a_clear_exit() -> None:
+    from heterojob.cli import _transfer_settings, parser
+
+    args = parser().parse_args(["operator", "run", "--default-link", "1/80", "--storage-gbps", "16"])
+    assert _transfer_settings(args) == transfer.Settings(default_link=Link(1.0, 80.0, assumed=True), storage_gbps=16.0)
+    assert _transfer_settings(parser().parse_args(["operator", "run"])) == transfer.Settings()
+    with pytest.raises(SystemExit, match="expected GBPS/MS with GBPS > 0"):
+        _transfer_settings(parser().parse_args(["operator", "run", "--default-link", "fast"]))

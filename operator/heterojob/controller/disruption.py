@@ -4,7 +4,9 @@ Called by the reconcile pass for a Running job with no disruptive checkpoint pen
 checkpoint asked for by annotation; symptoms (NotReady node, manual request, firing alerts, failed or
 overheating devices and stragglers from the monitor's snapshot) judged against the job's policy and the
 disruption budget; with no symptom, an elastic job's shrink or growth (growth as far as the planner
-lends room); else the periodic checkpoint. A held move is announced once (Event MigrationHeld).
+lends room); else the periodic checkpoint. A held move is announced once (Event MigrationHeld). A voluntary
+move goes to another region only where its checkpoint's transfer pays (`engine.transfer`, through
+`plan_move`); an urgent one is marked involuntary, so its placement prefers the cheapest transfer.
 """
 
 from __future__ import annotations
