@@ -35,10 +35,12 @@ def _path(uri: str) -> Path:
     return Path(parsed.path)
 
 
-def save(uri: str, w: np.ndarray, step: int) -> None:
+def save(uri: str, w: np.ndarray, step: int) -> int:
+    """Write the state under `uri`; the bytes written (the SDK reports them with its ack)."""
     path = _path(uri)
     path.mkdir(parents=True, exist_ok=True)
     np.savez(path / "state.npz", w=w, step=step)
+    return (path / "state.npz").stat().st_size
 
 
 def load(uri: str) -> tuple[np.ndarray, int]:

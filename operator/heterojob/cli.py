@@ -9,6 +9,8 @@ import sys
 from pathlib import Path
 
 import heterojob
+from heterojob.engine import transfer
+
 
 def _operator_run(args: argparse.Namespace) -> int:
     import kopf
@@ -51,7 +53,8 @@ def _operator_run(args: argparse.Namespace) -> int:
                                                   request_timeout_s=args.member_request_timeout),
                             controller=ControllerConfig(min_runtime_s=args.preemption_min_runtime,
                                                         disruption_budget=args.disruption_budget,
-                                                        advisory=args.advisory, queue_policy=args.queue_policy))
+                                                        advisory=args.advisory, queue_policy=args.queue_policy,
+                                                        transfer=_transfer_settings(args)))
     registry = make_registry(config)
     namespaces = args.namespace or ()
     if not args.leader_elect:
@@ -209,6 +212,12 @@ def parser() -> argparse.ArgumentParser:
                          "(default 900; a Region's spec.cluster.lossTimeoutSeconds wins)")
     mc.add_argument("--member-request-timeout", type=float, default=10.0, metavar="S",
                     help="one call to a member; no answer by then counts as unreachable (default 10)")
+    mc.add_argument("--default-link", default=None, metavar="GBPS/MS",
+                    help="the link assumed between two regions no Region links, e.g. 1/80 (1 Gbit/s, 80 ms): "
+                         "without it a voluntary move between them is refused (NoLink) and an involuntary "
+                         "one goes there only when no linked region fits")
+    mc.add_argument("--storage-gbps", type=float, default=8.0, metavar="GBPS",
+                    help="checkpoint save/restore throughput assumed before a save time is measured (default 8)")
     al = run.add_argument_group("alerts")
     al.add_argument("--alerts-port", type=int, default=None, metavar="PORT",
                     help="serve POST /alerts (Alertmanager webhook) and GET /metrics on this port")
@@ -295,3 +304,20 @@ def parser() -> argparse.ArgumentParser:
 def main(argv: list[str] | None = None) -> int:
     args = parser().parse_args(argv)
     return int(args.func(args) or 0)
+
+
+def _transfer_settings(args: argparse.Namespace) -> transfer.Settings:
+    """--default-link GBPS/MS and --storage-gbps as `engine.transfer.Settings` (a bad value: a clear exit)."""
+    link = None
+    if args.default_link:
+        try:
+            gbps, ms = (float(x) for x in args.default_link.split("/"))
+            if not (gbps > 0 and ms >= 0):
+                raise ValueError
+        except ValueError:
+            raise SystemExit(f"--default-link {args.default_link!r}: expected GBPS/MS with GBPS > 0 and MS >= 0, "
+                             "e.g. 1/80") from None
+        link = transfer.Link(gbps, ms, assumed=True)
+    if not args.storage_gbps > 0:
+        raise SystemExit(f"--storage-gbps {args.storage_gbps}: must be > 0")
+    return transfer.Settings(default_link=link, storage_gbps=args.storage_gbps)

@@ -26,3 +26,4 @@ LABEL_ZONE = "topology.kubernetes.io/zone"
 LABEL_HOSTNAME = "kubernetes.io/hostname"
 
 MASTER_PORT = 29500
+CHECKPOINT_SIZE_MAX = 1 << 62  # bytes (4 EiB): a larger checkpoint size is not believed

@@ -12,11 +12,17 @@
 in the downward-API annotations file the operator mounts at /etc/heterojob/annotations, falling back to
 the pod's own annotations through the API. On a new request it calls `save(uri)` with
 `$HETEROJOB_CHECKPOINT_DIR/<id>/` (spec.checkpoint.storage + the job's name) and answers with the pod annotation
-`heterojob.io/checkpoint-ack: "<id>;<step>;<uri>"` (the pod's service account may patch its own pod).
+`heterojob.io/checkpoint-ack: "<id>;<step>;<uri>;size=<bytes>"` (the pod's service account may patch its own
+pod). `save` may return the number of bytes this rank wrote (0 when it writes nothing, e.g. every rank but
+0 in plain data parallelism): the operator sums the ranks' sizes into `status.checkpoint.last.sizeBytes`,
+and weighs that against the links between regions before moving the job (docs/multicluster.md). When
+`save` returns None the ack carries no size and ends at the URI, as earlier SDKs wrote it (the operator
+reads both forms); the planner then assumes spec.checkpoint.sizeHint, else devices x device memory.
 """
 
 from __future__ import annotations
 
+import logging
 import os
 import re
 import time
@@ -24,7 +30,9 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from heterojob.constants import ANNOTATION_CHECKPOINT_ACK, ANNOTATION_CHECKPOINT_REQUEST
+from heterojob.constants import ANNOTATION_CHECKPOINT_ACK, ANNOTATION_CHECKPOINT_REQUEST, CHECKPOINT_SIZE_MAX
+
+log = logging.getLogger("heterojob.sdk")
 
 _LINE = re.compile(r'^([^=]+)="(.*)"$')
 
@@ -82,8 +90,9 @@ class Checkpointer:
                 wanted = None
         return wanted if wanted and wanted not in self._answered else None
 
-    def maybe_checkpoint(self, step: int, save: Callable[[str], None]) -> str | None:
-        """At a step boundary: save and acknowledge if a checkpoint is asked for; the URI saved, or None."""
+    def maybe_checkpoint(self, step: int, save: Callable[[str], int | None]) -> str | None:
+        """At a step boundary: save and acknowledge if a checkpoint is asked for; the URI saved, or None.
+        `save(uri)` may return the bytes this rank wrote (reported with the ack)."""
         now = self._clock()
         if now - self._last_poll < self.poll_s:
             return None
@@ -92,8 +101,21 @@ class Checkpointer:
         if wanted is None:
             return None
         uri = f"{self.directory}/{wanted}/"
-        save(uri)
+        size = _size(save(uri))
+        ack = f"{wanted};{step};{uri}" + (f";size={size}" if size is not None else "")
         self._core().patch_namespaced_pod(self.pod, self.namespace, {"metadata": {"annotations": {
-            ANNOTATION_CHECKPOINT_ACK: f"{wanted};{step};{uri}"}}})
+            ANNOTATION_CHECKPOINT_ACK: ack}}})
         self._answered.add(wanted)
         return uri
+
+
+def _size(value: object) -> int | None:
+    """What `save` returned, as bytes for the ack; anything but a whole number of bytes is left out (logged):
+    the checkpoint still counts, only its size is unknown."""
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, int) or not 0 <= value <= CHECKPOINT_SIZE_MAX:
+        log.warning("heterojob: save() returned %r, not a number of bytes >= 0; the ack carries no size",
+                    value if not isinstance(value, str) else value[:32])
+        return None
+    return value

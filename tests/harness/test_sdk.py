@@ -71,6 +71,9 @@ def test_training_migrated_mid_run_ends_where_an_uninterrupted_run_ends(cluster:
     ack = eventually(lambda: (cluster.job("fit")["status"].get("checkpoint") or {}).get("last"), what="last")
     saved_step = ack["step"]
     assert 0 < saved_step < STEPS and stopped_at >= saved_step
+    # the SDK reported the bytes save() wrote; the operator carried them into status (one rank: that figure)
+    assert ack["sizeBytes"] == (Path(ack["uri"].removeprefix("file://")) / "state.npz").stat().st_size > 0
+    assert ack["saveSeconds"] >= 0
 
     resumed = checkpointer(cluster, new[0], tmp_path)
     assert resumed.resume_from == ack["uri"]

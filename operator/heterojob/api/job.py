@@ -7,14 +7,16 @@ from typing import Annotated, Any
 
 from pydantic import Field, PrivateAttr, field_validator, model_validator
 
+from heterojob.constants import CHECKPOINT_SIZE_MAX
 from heterojob.engine.versions import parse_requirement
-from heterojob.api.template import problems as template_problems
+from heterojob.api.template import QUANTITY, problems as template_problems
 from heterojob.api.common import DNS_LABEL, JOB_NAME_MAX, Model, NestedProblems, PrinterColumn, ResourceDef, StatusModel
 
 MAX_REPLICAS = 1024
 ALERTS_MAX = 32  # firing alert symptoms kept per job
 MAX_DEVICES_PER_REPLICA = 64  # beyond any single node built today; CPU classes count cores
 MAX_CPU_PER_REPLICA = 512
+SIZE_MAX = CHECKPOINT_SIZE_MAX
 
 LabelKey = Annotated[str, Field(max_length=316, pattern=r"^([a-z0-9]([-a-z0-9.]*[a-z0-9])?/)?[A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?$",
                                  description="a node label key")]
@@ -149,6 +151,21 @@ class Checkpoint(Model):
     interval_seconds: int = Field(0, ge=0, le=7 * 24 * 3600, description="periodic checkpoints; 0 turns them off")
     timeout_seconds: int = Field(120, ge=1, le=24 * 3600, description="how long to wait for every rank's ack")
     storage: str | None = Field(None, min_length=1, description="URI prefix where checkpoints are written")
+    size_hint: str | None = Field(
+        None, max_length=64, pattern=QUANTITY,
+        description="expected size of one whole checkpoint (a quantity, e.g. '40Gi'), used until the SDK reports "
+                    "one; without either, the planner assumes devices x device memory")
+
+    @field_validator("size_hint")
+    @classmethod
+    def _a_size(cls, value: str | None) -> str | None:
+        if value is not None and quantity_bytes(value) is None:
+            raise ValueError(f"sizeHint {value!r} is not a whole number of bytes >= 0 (e.g. '40Gi', '500M')")
+        return value
+
+    @property
+    def size_hint_bytes(self) -> int | None:
+        return quantity_bytes(self.size_hint) if self.size_hint is not None else None
 
 
 class Trigger(StrEnum):
@@ -247,6 +264,21 @@ class CheckpointRef(StatusModel):
     step: int | None = Field(None, description="training step it holds")
     uri: str | None = Field(None, description="where it was written")
     time: str | None = Field(None, description="when it completed")
+    size_bytes: int | None = Field(None, ge=0, le=SIZE_MAX, description=(
+        "its size in bytes, summed over the ranks' acks (absent when a rank did not report one)"))
+    save_seconds: float | None = Field(None, ge=0, le=7 * 86400, description=(
+        "from the request to the last rank's ack (the planner's save and restore time for a move)"))
+
+    @field_validator("size_bytes", "save_seconds", mode="wrap")
+    @classmethod
+    def _untrusted(cls, value: Any, handler: Any) -> Any:
+        """Status is untrusted: a figure that does not read is dropped (None), never the checkpoint's URI."""
+        if isinstance(value, bool):
+            return None
+        try:
+            return handler(value)
+        except ValueError:
+            return None
 
 
 class PendingCheckpoint(StatusModel):
@@ -281,6 +313,9 @@ class MigrationState(StatusModel):
     trigger: str | None = Field(None, description="what asked for the move (manual, deviceFailed, grow, ...)")
     request: str | None = Field(None, description="the heterojob.io/migrate annotation value that asked for it")
     reserved: Reservation | None = Field(None, description="room held for the move")
+    involuntary: bool | None = Field(None, description=(
+        "the job had to leave (a dead device, a NotReady node, a lost member): placed again wherever it fits, "
+        "the cheapest checkpoint transfer first"))
 
 
 class AlertSymptom(StatusModel):
@@ -379,3 +414,18 @@ HeteroJob = ResourceDef(
 )
 
 __all__ = ["HeteroJob", "HeteroJobSpec", "HeteroJobStatus", "JOB_NAME_MAX", "Phase", "Priority"]
+
+
+def quantity_bytes(value: str) -> int | None:
+    """A Kubernetes quantity ('40Gi', '1.5T', '500M') as whole bytes, or None when it is not one (or < 0)."""
+    from decimal import Decimal
+
+    from kubernetes.utils.quantity import parse_quantity
+
+    try:
+        parsed = parse_quantity(value)
+    except (ValueError, TypeError, ArithmeticError):
+        return None
+    if parsed < 0 or parsed > SIZE_MAX:
+        return None
+    return int(parsed.to_integral_value()) if isinstance(parsed, Decimal) else int(parsed)

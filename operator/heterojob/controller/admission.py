@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import Any
 
 from heterojob.api.job import HeteroJobSpec, HeteroJobStatus, Phase
@@ -22,7 +22,8 @@ from heterojob.controller.status import StatusPatch, StatusWriter, read_status
 from heterojob.engine import admission as planner
 from heterojob.engine.admission import DisruptionKind, Outcome
 from heterojob.engine.completion import speeds
-from heterojob.engine.fleet import Fleet
+from heterojob.engine import transfer
+from heterojob.engine.fleet import DeviceClass, Fleet
 from heterojob.engine.placement import Request
 from heterojob.engine.policy import Facts, Knowledge
 from heterojob.engine.queueing import QueueSettings
@@ -31,7 +32,7 @@ from heterojob.metrics import OperatorMetrics
 from heterojob.state.cache import Cache
 from heterojob.constants import ANNOTATION_MIGRATE
 from heterojob.controller.disruption import MIGRATE
-from heterojob.state.requests import MOVING, request_for, reservation
+from heterojob.state.requests import MOVING, origin_of, request_for, reservation, transfer_move
 
 MESSAGE_REFRESH_S = 5.0  # a waiting job's message (same outcome, new figures) is rewritten at most this often
 
@@ -40,7 +41,8 @@ class Admission:
     def __init__(self, kube: Kube, writer: StatusWriter, cache: Cache, pods: Pods, checkpoints: Checkpoints,
                  fleet: Callable[[], Fleet], settings: planner.Settings, metrics: OperatorMetrics,
                  poke: Callable[[str], None], forget: Callable[[str], None],
-                 queue: QueueSettings | None = None) -> None:
+                 queue: QueueSettings | None = None, classes: Callable[[], Mapping[str, DeviceClass]] = dict,
+                 transfer_settings: transfer.Settings = transfer.Settings()) -> None:
         self.kube = kube
         self.writer = writer
         self.cache = cache
@@ -54,6 +56,8 @@ class Admission:
         self.lock = asyncio.Lock()  # placements and move reservations are planned under it
         self._noted: dict[str, float] = {}  # job -> when its waiting message was last written
         self.queue = queue  # --queue-policy mlfq: engine.policy orders the queue and picks classes
+        self.classes = classes  # AcceleratorClasses (device memory, for a checkpoint size estimate)
+        self.transfer = transfer_settings  # what a move between regions is assumed to cost (engine.transfer)
 
     def drop(self, key: str) -> None:
         """A deleted job: nothing kept about it."""
@@ -71,7 +75,11 @@ class Admission:
             now = time.time()
             fleet, waiting, holders = self.fleet(), self.cache.waiting(), self.cache.holders()
             policy = (knowledge(fleet, waiting, holders), self.queue) if self.queue is not None else None
-            plan = planner.plan_one(request, waiting, holders, fleet, now, self.settings, policy)
+            move = self._involuntary(spec, status, request, now)
+            if move is not None:  # it had to leave: the cheapest transfer among the regions that fit
+                plan = planner.plan_relocation(request, waiting, holders, fleet, now, self.settings, move)
+            else:
+                plan = planner.plan_one(request, waiting, holders, fleet, now, self.settings, policy)
             if plan.outcome == Outcome.PLACED:
                 assert plan.candidate is not None
                 self.cache.hold(key, plan.candidate.allocation(meta["namespace"]), request.priority, now)
@@ -82,6 +90,18 @@ class Admission:
             await self._wait(job, spec, status, plan)
             return
         await self._admit(job, spec, status, plan, seen_generation)
+
+    def _involuntary(self, spec: HeteroJobSpec, status: HeteroJobStatus, request: Request, now: float
+                     ) -> transfer.Move | None:
+        """What an involuntary move out of its region weighs (None: not such a move, or it stays in its region)."""
+        moving = status.migration
+        if status.phase not in MOVING or moving is None or not moving.involuntary:
+            return None
+        region, cls = origin_of(status)
+        if not region or request.allowed_regions == (region,):
+            return None
+        return transfer_move(spec, status, region, cls, request.replicas, self.classes(), now, self.transfer,
+                             voluntary=False)
 
     async def _wait(self, job: dict[str, Any], spec: HeteroJobSpec, status: HeteroJobStatus,
                     plan: planner.Admission) -> None:

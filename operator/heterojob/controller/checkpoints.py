@@ -9,6 +9,7 @@ is written before the old gang is deleted, so a restarted operator goes on from 
 
 from __future__ import annotations
 
+import logging
 import time
 from collections.abc import Callable, Sequence
 from typing import Any
@@ -22,6 +23,8 @@ from heterojob.engine.lifecycle import Action, Decision, PodView
 from heterojob.kube.api import Kube, now_iso
 from heterojob.state.cache import Cache
 from heterojob.state.times import iso, timestamp
+
+log = logging.getLogger("heterojob.controller")
 
 PERIODIC = "continue"  # what follows a periodic checkpoint: the job goes on where it is
 THEN_PHASE = {"migrate": Phase.MIGRATING, "resize": Phase.RESIZING}
@@ -116,7 +119,12 @@ class Checkpoints:
         now = time.time()
         lost_s: float | None = 0.0
         if d.action == Action.CHECKPOINT_DONE:
-            last = {"id": pending.id, "step": d.step, "uri": d.uri, "time": now_iso()}
+            requested_at = timestamp(pending.requested_at)
+            last = {"id": pending.id, "step": d.step, "uri": d.uri, "time": now_iso(), "sizeBytes": d.size_bytes,
+                    "saveSeconds": round(max(0.0, now - requested_at), 1) if requested_at else None}
+            last = {k: v for k, v in last.items() if v is not None}
+            for note in d.notes:  # a size the SDK sent that does not read: the checkpoint counts, the size not
+                log.warning("job %s checkpoint %s: %s", key, pending.id, note)
         else:
             since = timestamp(last.get("time")) if last else None
             since = since or (timestamp(status.placement.since) if status.placement else None)

@@ -4,7 +4,9 @@ Called by the reconcile pass for a Running job with no disruptive checkpoint pen
 checkpoint asked for by annotation; symptoms (NotReady node, manual request, firing alerts, failed or
 overheating devices and stragglers from the monitor's snapshot) judged against the job's policy and the
 disruption budget; with no symptom, an elastic job's shrink or growth (growth as far as the planner
-lends room); else the periodic checkpoint. A held move is announced once (Event MigrationHeld).
+lends room); else the periodic checkpoint. A held move is announced once (Event MigrationHeld). A voluntary
+move goes to another region only where its checkpoint's transfer pays (`engine.transfer`, through
+`plan_move`); an urgent one is marked involuntary, so its placement prefers the cheapest transfer.
 """
 
 from __future__ import annotations
@@ -21,12 +23,12 @@ from heterojob.controller.checkpoints import PERIODIC, Checkpoints
 from heterojob.controller.decisionlog import decided
 from heterojob.controller.status import StatusPatch, StatusWriter
 from heterojob.engine import admission as planner
-from heterojob.engine import migration
+from heterojob.engine import migration, transfer
 from heterojob.engine.fleet import Allocation, DeviceClass, Fleet, Node
 from heterojob.kube.api import Kube
 from heterojob.metrics import OperatorMetrics
 from heterojob.state.cache import Cache
-from heterojob.state.requests import move_request, request_for, reservation
+from heterojob.state.requests import move_request, request_for, reservation, transfer_move
 from heterojob.state.times import timestamp
 from heterojob.telemetry.model import Health
 from heterojob.telemetry.snapshot import JobRef, Snapshot, StragglerPolicy, job_telemetry
@@ -38,7 +40,7 @@ class Disruption:
                  telemetry: Callable[[], Snapshot | None], fleet: Callable[[Iterable[str]], Fleet],
                  wake_at: Callable[[str, float], None], metrics: OperatorMetrics, budget: int,
                  advisory: bool, settings: planner.Settings, classes: Callable[[], Mapping[str, DeviceClass]],
-                 lock: asyncio.Lock) -> None:
+                 lock: asyncio.Lock, transfer_settings: transfer.Settings = transfer.Settings()) -> None:
         self.kube = kube
         self.writer = writer
         self.cache = cache
@@ -53,6 +55,7 @@ class Disruption:
         self.settings = settings
         self.classes = classes
         self.lock = lock  # admission's: a destination is planned and reserved under the lock placements take
+        self.transfer = transfer_settings  # what a move between regions is assumed to cost (engine.transfer)
         self._held: dict[str, str] = {}  # job -> why its move waits (to post the Event once)
         self._held_at: dict[str, float] = {}  # job -> when that was last said
 
@@ -105,20 +108,24 @@ class Disruption:
         if symptom.trigger == migration.MANUAL:
             move["request"] = (annotations.get(ANNOTATION_MIGRATE) or "").strip()
         if symptom.urgent:  # the job may be dead: go now, keeping the healthy part of its room while re-placed
+            move["involuntary"] = True
             healthy = [n for n in p.nodes if n not in symptom.nodes]
             reserved = reservation(p.region, p.device_class, p.per_replica, healthy) if healthy else None
             self._reserve(key, reserved)
         else:  # make before break: the destination is reserved before the checkpoint is asked for
             request = move_request(key, job, spec, p.region, p.device_class, symptom.nodes, p.replicas)
+            weigh = transfer_move(spec, status, p.region, p.device_class, p.replicas, self.classes(), now,
+                                  self.transfer, symptom.trigger)
             async with self.lock:  # planned and reserved at once: no placement can take it in between
                 dest = planner.plan_move(request, self.cache.waiting(), self.cache.holders(), self.fleet([key]),
-                                         now, self.settings)
+                                         now, self.settings, weigh)
                 c = dest.candidate
                 reserved = reservation(c.region, c.device_class, c.per_replica, c.nodes) if c else None
                 self._reserve(key, reserved)
             if reserved is None:
-                await self._hold(job, status, dest.message)
+                await self._hold(job, status, dest.message, dest.reason or "Held")
                 return
+            move["reason"] = f"{move['reason']}; {dest.message}" if c and c.region != p.region else move["reason"]
         await self._clear_hold(job, status)
         decided(key, "migrate", symptom.message, trigger=symptom.trigger)
         self.metrics.migrations.labels("migrate", symptom.trigger).inc()
@@ -154,8 +161,10 @@ class Disruption:
         self.cache.unreserve(key)
         self.cache.disrupt(key, False)
 
-    async def _hold(self, job: Mapping[str, Any], status: HeteroJobStatus, reason: str) -> None:
-        """The move waits: the job runs on; said once (Event, condition MoveHeld) until the reason changes."""
+    async def _hold(self, job: Mapping[str, Any], status: HeteroJobStatus, reason: str, named: str = "Held"
+                    ) -> None:
+        """The move waits: the job runs on; said once (Event, condition MoveHeld with the `named` reason, e.g.
+        TransferExceedsSaving) until the reason changes."""
         meta = job["metadata"]
         key = f"{meta['namespace']}/{meta['name']}"
         if self._held.get(key) == reason:
@@ -165,9 +174,9 @@ class Disruption:
         if held and now - self._held_at.get(key, 0.0) < HOLD_REFRESH_S:
             return  # still held, for a reason that flips with the fleet: said again now and then only
         self._held[key], self._held_at[key] = reason, now
-        decided(key, "hold-migration", reason=reason)
-        self.kube.post_event(job, "Normal", "MigrationHeld", reason)
-        await self.writer.write(job, StatusPatch(status).condition("MoveHeld", "True", "Held", reason))
+        decided(key, "hold-migration", reason=reason, held=named)
+        self.kube.post_event(job, "Normal", "MigrationHeld", f"{named}: {reason}" if named != "Held" else reason)
+        await self.writer.write(job, StatusPatch(status).condition("MoveHeld", "True", named, reason))
 
     async def _clear_hold(self, job: Mapping[str, Any], status: HeteroJobStatus) -> None:
         meta = job["metadata"]

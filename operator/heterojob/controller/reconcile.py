@@ -12,7 +12,7 @@ from __future__ import annotations
 import asyncio
 import time
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from heterojob.alerts.mapping import Placed
@@ -29,7 +29,7 @@ from heterojob.controller.queue import WorkQueue
 from heterojob.controller.quotas import QuotaStatus
 from heterojob.controller.status import StatusPatch, StatusWriter, read_status, where
 from heterojob.engine import admission as planner
-from heterojob.engine import lifecycle, validation
+from heterojob.engine import lifecycle, transfer, validation
 from heterojob.engine.fleet import Fleet
 from heterojob.engine.lifecycle import Action, Decision, JobView
 from heterojob.engine.queueing import QueuePolicy, QueueSettings
@@ -50,6 +50,7 @@ class ControllerConfig:
     max_retry_delay: float = 60.0
     queue_lookahead: int = 256  # how many jobs ahead in the queue a placement makes room for
     queue_policy: str = "fifo"  # "mlfq": engine.policy orders the queue (attained service) and picks classes
+    transfer: transfer.Settings = field(default_factory=transfer.Settings)  # moves between regions (links)
 
 
 class Controller:
@@ -73,11 +74,11 @@ class Controller:
         policy = QueuePolicy(self.config.queue_policy)
         queue = QueueSettings(policy=policy) if policy != QueuePolicy.FIFO else None
         self.admission = Admission(kube, self.writer, self.cache, self.pods, self.checkpoints, self.fleet, settings,
-                                   self.metrics, self.poke, self.forget, queue)
+                                   self.metrics, self.poke, self.forget, queue, fleet.classes, self.config.transfer)
         self.disruption = Disruption(kube, self.writer, self.cache, self.checkpoints, fleet.nodes,
                                      fleet.telemetry, self.fleet, self.queue.wake_at, self.metrics,
                                      self.config.disruption_budget, self.config.advisory, settings, fleet.classes,
-                                     self.admission.lock)
+                                     self.admission.lock, self.config.transfer)
         self.quotas = QuotaStatus(kube, self.cache, fleet.quota_objects, fleet.classes, fleet.regions)
 
     # --- the queue and the cache --------------------------------------------------------------------------
@@ -239,7 +240,7 @@ class Controller:
         patch = StatusPatch(status).phase(Phase.MIGRATING, "MemberLost", message).set(
             placement=None, checkpoint={"pending": None, "last": last} if status.checkpoint else None,
             migration={"exclude": [], "reason": message, "replicas": p.replicas,  # its nodes are not at fault
-                       "trigger": "memberLost"})
+                       "trigger": "memberLost", "involuntary": True})
         patch.history("migrate", message, where(status)).condition("Ready", "False", "MemberLost", message)
         if not await self.writer.write(job, patch):
             return
@@ -319,7 +320,7 @@ class Controller:
             message = f"{d.message}; placing the gang elsewhere"
             patch.phase(Phase.MIGRATING, d.reason, message).set(placement=None, migration={
                 "exclude": list(d.nodes), "reason": f"unschedulable: {d.message}", "replicas": p.replicas,
-                "trigger": "unschedulable"})
+                "trigger": "unschedulable", "involuntary": True})
             patch.history("reschedule", d.message, where(status)).condition("Ready", "False", d.reason, message)
             await self.writer.write(job, patch)
             self.kube.post_event(job, "Warning", d.reason, d.message)

@@ -6,6 +6,8 @@ from collections import defaultdict
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 
+from heterojob.engine.transfer import Link
+
 
 @dataclass(frozen=True)
 class Node:
@@ -36,6 +38,7 @@ class DeviceClass:
     throughput: float = 1.0
     software: Mapping[str, str] = field(default_factory=dict)
     exporter: str = "none"  # the exporter family reporting its devices (dcgm, npu-exporter, ...)
+    memory_gib: float | None = None  # device memory (AcceleratorClass spec.memoryGiB), if declared
 
 
 @dataclass(frozen=True)
@@ -43,6 +46,7 @@ class RegionInfo:
     name: str
     node_selector: Mapping[str, str]
     prometheus_url: str | None = None  # its own Prometheus; None: the operator's default
+    links: Mapping[str, Link] = field(default_factory=dict)  # the other region -> the link it declares
 
 
 @dataclass(frozen=True)

@@ -11,6 +11,7 @@ from dataclasses import dataclass, field
 from enum import StrEnum
 
 from heterojob.api.job import Phase
+from heterojob.constants import CHECKPOINT_SIZE_MAX
 
 
 @dataclass(frozen=True)
@@ -23,7 +24,7 @@ class PodView:
     deleting: bool = False
     reason: str = ""
     checkpoint_request: str = ""  # the heterojob.io/checkpoint-request annotation it carries
-    checkpoint_ack: str = ""  # the SDK's answer, "<id>;<step>;<uri>"
+    checkpoint_ack: str = ""  # the SDK's answer, "<id>;<step>;<uri>[;size=<bytes>]"
     unschedulable: str = ""  # the scheduler's message while PodScheduled is False (Unschedulable)
     unschedulable_since: float = 0.0  # unix seconds
 
@@ -81,6 +82,8 @@ class Decision:
     nodes: tuple[str, ...] = ()  # UNSCHEDULABLE: the nodes to avoid
     step: int | None = None  # CHECKPOINT_DONE: the step every rank saved
     uri: str | None = None  # CHECKPOINT_DONE: where
+    size_bytes: int | None = None  # CHECKPOINT_DONE: the bytes every rank wrote, summed (None: a rank did not say)
+    notes: tuple[str, ...] = ()  # CHECKPOINT_DONE: acks whose size was ignored, and why (for the log)
 
 
 REASON_INVALID_SPEC = "InvalidSpec"
@@ -149,15 +152,40 @@ def _restart_or_fail(job: JobView, why: str, current: Sequence[PodView]) -> Deci
                     f"{why}; restarting the gang ({job.restarts + 1}/{job.backoff_limit})", pods=pods)
 
 
-def parse_ack(value: str, wanted: str) -> tuple[int, str] | None:
-    """(step, uri) of an ack "<id>;<step>;<uri>" for checkpoint `wanted`, or None (other id, malformed)."""
+SIZE_FIELD = ";size="  # the optional last field of an ack: the bytes this rank wrote
+SIZE_MAX = CHECKPOINT_SIZE_MAX
+
+
+@dataclass(frozen=True)
+class Ack:
+    """One rank's answer: "<id>;<step>;<uri>" (any SDK) or "<id>;<step>;<uri>;size=<bytes>" (this SDK)."""
+
+    step: int
+    uri: str
+    size_bytes: int | None = None  # the bytes this rank wrote; None: not said, or not readable
+    problem: str = ""  # why a size that was given is ignored
+
+
+def parse_ack(value: str, wanted: str) -> Ack | None:
+    """The ack of checkpoint `wanted`, or None (another id, malformed). The URI may hold ';' itself; a size
+    that does not read as whole bytes is ignored (`problem` says why), never the ack."""
     parts = value.split(";", 2)
     if len(parts) != 3 or parts[0] != wanted or not parts[2]:
         return None
     try:
-        return int(parts[1]), parts[2]
+        step = int(parts[1])
     except ValueError:
         return None
+    uri, sep, size = parts[2].rpartition(SIZE_FIELD)
+    if not sep or not uri:
+        return Ack(step, parts[2])
+    try:
+        n = int(size)
+    except ValueError:
+        return Ack(step, uri, None, f"size {size[:32]!r} is not a whole number of bytes; ignored")
+    if not 0 <= n <= SIZE_MAX:
+        return Ack(step, uri, None, f"size {n} is out of range; ignored")
+    return Ack(step, uri, n)
 
 
 def _checkpointing(job: JobView, pending: PendingCheckpoint, by_rank: dict[int, PodView]) -> Decision:
@@ -171,10 +199,15 @@ def _checkpointing(job: JobView, pending: PendingCheckpoint, by_rank: dict[int, 
         return Decision(Action.REQUEST_CHECKPOINT, "CheckpointRequested", pods=unasked)
     acks = {r: parse_ack(p.checkpoint_ack, pending.id) for r, p in alive.items()}
     if len(alive) == replicas and all(a is not None for a in acks.values()):
-        step = min(a[0] for a in acks.values() if a)
-        uri = (acks.get(0) or next(a for a in acks.values() if a))[1]
+        done = {r: a for r, a in acks.items() if a is not None}
+        step = min(a.step for a in done.values())
+        uri = (done.get(0) or next(iter(done.values()))).uri
+        sizes = [a.size_bytes for a in done.values()]
+        notes = tuple(f"rank {r}: {a.problem}" for r, a in sorted(done.items()) if a.problem)
         return Decision(Action.CHECKPOINT_DONE, "CheckpointSaved",
-                        f"checkpoint {pending.id} saved by all {replicas} replicas at step {step}", step=step, uri=uri)
+                        f"checkpoint {pending.id} saved by all {replicas} replicas at step {step}", step=step, uri=uri,
+                        size_bytes=sum(n for n in sizes if n is not None) if all(n is not None for n in sizes)
+                        else None, notes=notes)
     if len(alive) < replicas:
         lost = sorted(set(range(replicas)) - set(alive))
         return Decision(Action.CHECKPOINT_TIMEOUT, "ReplicaLost",

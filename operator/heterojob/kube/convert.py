@@ -16,6 +16,7 @@ from heterojob.api.region import RegionSpec
 from heterojob.constants import ANNOTATION_CHECKPOINT_ACK, ANNOTATION_CHECKPOINT_REQUEST, ANNOTATION_NODE, LABEL_GENERATION, LABEL_JOB, LABEL_RANK, LABEL_REGION
 from heterojob.engine.discovery import node_software
 from heterojob.engine.fleet import DeviceClass, Limit, Node, RegionInfo
+from heterojob.engine.transfer import Link
 from heterojob.engine.lifecycle import PodView
 from heterojob.state.times import timestamp
 from heterojob.telemetry.snapshot import JobRef, WatchedJob
@@ -75,7 +76,7 @@ def device_class(obj: Mapping[str, Any]) -> DeviceClass | None:
         return None
     software = {k: v for k, v in spec.software.model_dump().items() if v}
     return DeviceClass(name, spec.resource_name, dict(spec.node_selector), spec.throughput, software,
-                       exporter=spec.exporter.value)
+                       exporter=spec.exporter.value, memory_gib=spec.memory_gib)
 
 
 def region_info(obj: Mapping[str, Any]) -> RegionInfo | None:
@@ -86,7 +87,8 @@ def region_info(obj: Mapping[str, Any]) -> RegionInfo | None:
         log.warning("Region %s is ignored: %s", name, exc)
         return None
     return RegionInfo(name, dict(spec.node_selector) if spec.node_selector else {LABEL_REGION: name},
-                      prometheus_url=str(spec.prometheus_url).rstrip("/") if spec.prometheus_url else None)
+                      prometheus_url=str(spec.prometheus_url).rstrip("/") if spec.prometheus_url else None,
+                      links={link.region: Link(link.bandwidth_gbps, link.latency_ms) for link in spec.links})
 
 
 def pod_terminal(obj: Mapping[str, Any]) -> bool:

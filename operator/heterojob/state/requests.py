@@ -6,6 +6,8 @@ from collections.abc import Iterable, Mapping
 from typing import Any
 
 from heterojob.api.job import DeviceAlternative, HeteroJobSpec, HeteroJobStatus, Phase, Priority
+from heterojob.engine import transfer
+from heterojob.engine.fleet import DeviceClass
 from heterojob.engine.placement import Alternative, Request
 from heterojob.state.times import timestamp
 
@@ -29,13 +31,40 @@ def request_for(key: str, job: Mapping[str, Any], spec: HeteroJobSpec, status: H
     if moving is None:
         return _request(key, job, spec, spec.devices, tuple(spec.regions.allowed), frozenset(), spec.replicas.start)
     assert status is not None
+    region, cls = origin_of(status)
+    return move_request(key, job, spec, region, cls, moving.exclude, moving.replicas or spec.replicas.start)
+
+
+def origin_of(status: HeteroJobStatus) -> tuple[str, str]:
+    """(region, class) a moving job left: its reservation's, else the open move's history entry's ('', '')."""
+    moving = status.migration
     origin = ""
-    if moving.reserved is not None:
+    if moving is not None and moving.reserved is not None:
         origin = f"{moving.reserved.region}/{moving.reserved.device_class}"
     elif status.history and status.history[-1].action in MOVES:
         origin = (status.history[-1].from_ or "").split(" ")[0]
     region, _, cls = origin.partition("/")
-    return move_request(key, job, spec, region, cls, moving.exclude, moving.replicas or spec.replicas.start)
+    return region, cls
+
+
+def transfer_move(spec: HeteroJobSpec, status: HeteroJobStatus, origin: str, device_class: str, replicas: int,
+                  classes: Mapping[str, DeviceClass], now: float, settings: transfer.Settings,
+                  trigger: str | None = None, voluntary: bool = True) -> transfer.Move:
+    """What `engine.transfer` weighs for this job's move out of `origin`: its checkpoint's size (reported,
+    hinted or estimated), the last save time, and what a voluntary move of this `trigger` saves."""
+    last = status.checkpoint.last if status.checkpoint else None
+    per_replica = next((a.per_replica for a in spec.devices if a.device_class == device_class),
+                       spec.devices[0].per_replica)
+    cls = classes.get(device_class)
+    size = transfer.checkpoint_size(last.size_bytes if last else None, spec.checkpoint.size_hint_bytes,
+                                    replicas * per_replica, cls.memory_gib if cls else None, settings.default_memory_gib)
+    saves: float | None = None
+    if voluntary and trigger is not None:
+        slow = transfer.slowdown(trigger, spec.policy.straggler_ratio)
+        started = timestamp(status.start_time)
+        if slow is not None:
+            saves = transfer.saving(transfer.horizon(now - started if started else 0.0, settings), slow)
+    return transfer.Move(origin, size, last.save_seconds if last else None, saves, voluntary, settings)
 
 
 def move_request(key: str, job: Mapping[str, Any], spec: HeteroJobSpec, region: str, device_class: str,

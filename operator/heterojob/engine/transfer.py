@@ -1,0 +1,219 @@
+"""What moving a checkpointed job to another region costs, and whether a move pays. Pure.
+
+Step of the pipeline: consulted by the planner's move paths in `engine.admission`: `plan_move` (a
+voluntary move: only destinations whose cost the move is expected to repay) and `plan_relocation` (an
+involuntary one: the cheapest transfer among the destinations that fit). Time, sizes and links are
+arguments; nothing here reads a clock or the API.
+
+The model (docs/multicluster.md, "What a move costs", with a worked example):
+- the checkpoint's size: what the SDK reported with its acks (`status.checkpoint.last.sizeBytes`), else
+  the job's `spec.checkpoint.sizeHint`, else an upper bound: the job's devices x their memory (the
+  AcceleratorClass `memoryGiB`, `DEFAULT_MEMORY_GIB` when the class does not say);
+- transfer = size / the link's bandwidth + its latency, over the Region `links` between the two regions
+  (declared on either Region; the origin's own declaration first); no link: the move is refused (`NoLink`)
+  unless the operator names a default link (`Settings.default_link`); within a region nothing crosses;
+- save and restore: the last checkpoint's measured save time (`status.checkpoint.last.saveSeconds`),
+  else size / `Settings.storage_gbps`; restoring is assumed to take as long as saving;
+- what a voluntary move saves: the share of the job's remaining time its symptom costs (`slowdown`), the
+  remaining time expected to be as long again as the job has run, at least `Settings.horizon_prior_s`
+  (the rule `engine.completion.Residual` applies without history). A move across regions is made only
+  when it saves more than save + transfer + restore; a move within the region is not weighed (nothing
+  crosses a link, and one-cluster behaviour stays as it was). A manual move is the user's call: not
+  weighed, but still refused without a link.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from enum import StrEnum
+from typing import Protocol
+
+from heterojob.engine import migration
+
+GIB = 1 << 30
+DEFAULT_MEMORY_GIB = 80.0  # a device's memory when its class does not declare it (an H100's)
+
+
+class SizeSource(StrEnum):
+    REPORTED = "reported"  # summed from every rank's ack
+    HINT = "hint"  # spec.checkpoint.sizeHint
+    ESTIMATE = "estimate"  # devices x device memory: an upper bound
+
+
+@dataclass(frozen=True)
+class Size:
+    bytes: int
+    source: SizeSource
+
+    def describe(self) -> str:
+        said = {SizeSource.REPORTED: "reported by the SDK", SizeSource.HINT: "spec.checkpoint.sizeHint",
+                SizeSource.ESTIMATE: "estimated: devices x device memory"}[self.source]
+        return f"{self.bytes / GIB:.1f} GiB ({said})"
+
+
+def checkpoint_size(reported: int | None, hint: int | None, devices: int, memory_gib: float | None,
+                    default_memory_gib: float = DEFAULT_MEMORY_GIB) -> Size:
+    """The size the planner assumes for a job's checkpoint: reported, else hinted, else estimated."""
+    if reported is not None and reported >= 0:
+        return Size(int(reported), SizeSource.REPORTED)
+    if hint is not None and hint >= 0:
+        return Size(int(hint), SizeSource.HINT)
+    per_device = memory_gib if memory_gib and memory_gib > 0 else default_memory_gib
+    return Size(int(max(devices, 1) * per_device * GIB), SizeSource.ESTIMATE)
+
+
+@dataclass(frozen=True)
+class Link:
+    """The network between two regions, as a Region's `links` entry declares it."""
+
+    bandwidth_gbps: float
+    latency_ms: float
+    assumed: bool = False  # the operator's default link, not one a Region declares
+
+    def seconds(self, size_bytes: int) -> float:
+        return size_bytes * 8 / (self.bandwidth_gbps * 1e9) + self.latency_ms / 1000
+
+
+class HasLinks(Protocol):
+    """What is read of a Region: its declared links, by the other region's name (`engine.fleet.RegionInfo`)."""
+
+    @property
+    def links(self) -> Mapping[str, Link]: ...
+
+
+@dataclass(frozen=True)
+class Settings:
+    default_link: Link | None = None  # for region pairs no Region links; None: such moves are refused
+    storage_gbps: float = 8.0  # save/restore throughput when no save time was measured (1 GB/s)
+    horizon_prior_s: float = 3600.0  # a job is expected to run at least this much longer
+    default_memory_gib: float = DEFAULT_MEMORY_GIB
+
+
+def link_between(regions: Mapping[str, HasLinks], a: str, b: str, settings: Settings = Settings()) -> Link | None:
+    """The link from `a` to `b`: declared by `a`, else by `b`, else the default (None: none)."""
+    for here, there in ((a, b), (b, a)):
+        info = regions.get(here)
+        link = info.links.get(there) if info is not None else None
+        if link is not None:
+            return link
+    return settings.default_link
+
+
+class Reason(StrEnum):
+    """Why a destination may, or may not, be moved to."""
+
+    SAME_REGION = "SameRegion"  # nothing crosses a link: not weighed
+    PAYS = "TransferPays"  # it saves more than it costs
+    REQUESTED = "MoveRequested"  # a manual move: the user's call
+    INVOLUNTARY = "Involuntary"  # the job must leave: made whatever it costs (the cheapest first)
+    NO_LINK = "NoLink"  # no Region declares a link between the two regions, and no default is set
+    NOT_WORTH = "TransferExceedsSaving"  # it costs more than it is expected to save
+
+
+OK = (Reason.SAME_REGION, Reason.PAYS, Reason.REQUESTED, Reason.INVOLUNTARY)
+
+
+@dataclass(frozen=True)
+class Cost:
+    size: Size
+    link: Link | None  # None: within the region
+    transfer_s: float
+    save_s: float
+    restore_s: float
+
+    @property
+    def total_s(self) -> float:
+        return self.save_s + self.transfer_s + self.restore_s
+
+    def describe(self) -> str:
+        if self.link is None:
+            return f"no transfer (same region); save {self.save_s:.0f}s + restore {self.restore_s:.0f}s"
+        over = (f"{self.link.bandwidth_gbps:g} Gbit/s, {self.link.latency_ms:g} ms"
+                + (" (the default link)" if self.link.assumed else ""))
+        return (f"{self.size.describe()} over {over}: transfer {self.transfer_s:.0f}s + save {self.save_s:.0f}s "
+                f"+ restore {self.restore_s:.0f}s = {self.total_s:.0f}s")
+
+
+def cost(size: Size, link: Link | None, save_s: float | None, settings: Settings = Settings()) -> Cost:
+    """Save + transfer + restore for a checkpoint of `size` over `link` (None: within the region)."""
+    save = save_s if save_s is not None and save_s >= 0 else size.bytes * 8 / (settings.storage_gbps * 1e9)
+    return Cost(size, link, link.seconds(size.bytes) if link is not None else 0.0, save, save)
+
+
+@dataclass(frozen=True)
+class Move:
+    """What is known of one job's move, for weighing its destinations."""
+
+    origin: str  # the region it leaves
+    size: Size
+    save_s: float | None = None  # its last checkpoint's measured save time
+    saves_s: float | None = None  # what the move is expected to save (None: not weighed, e.g. manual)
+    voluntary: bool = True
+    settings: Settings = field(default_factory=Settings)
+
+
+@dataclass(frozen=True)
+class Verdict:
+    region: str
+    reason: Reason
+    cost: Cost | None
+    message: str
+
+    @property
+    def ok(self) -> bool:
+        return self.reason in OK
+
+
+def judge(move: Move, region: str, regions: Mapping[str, HasLinks]) -> Verdict:
+    """Whether `move` may go to `region`, and what it costs."""
+    if region == move.origin:
+        return Verdict(region, Reason.SAME_REGION, cost(move.size, None, move.save_s, move.settings),
+                       f"{region}: same region, nothing to transfer")
+    link = link_between(regions, move.origin, region, move.settings)
+    if link is None:
+        return Verdict(region, Reason.NO_LINK, None,
+                       f"{region}: no link from {move.origin} (no Region lists one; no default link is set)")
+    c = cost(move.size, link, move.save_s, move.settings)
+    if not move.voluntary:
+        return Verdict(region, Reason.INVOLUNTARY, c, f"{region}: {c.describe()}")
+    if move.saves_s is None:
+        return Verdict(region, Reason.REQUESTED, c, f"{region}: {c.describe()}")
+    if c.total_s >= move.saves_s:
+        return Verdict(region, Reason.NOT_WORTH, c,
+                       f"{region}: {c.describe()}, more than the ~{move.saves_s:.0f}s the move would save")
+    return Verdict(region, Reason.PAYS, c, f"{region}: {c.describe()}, less than the ~{move.saves_s:.0f}s it saves")
+
+
+def tiers(move: Move, candidates: Iterable[str], regions: Mapping[str, HasLinks]) -> list[tuple[str, ...]]:
+    """`candidates` grouped by what moving there costs, cheapest first (the origin, then by transfer time);
+    regions with no link come last, together."""
+    by_cost: dict[float, list[str]] = {}
+    for r in sorted(set(candidates)):
+        v = judge(move, r, regions)
+        key = math.inf if v.cost is None else round(v.cost.transfer_s, 3)
+        by_cost.setdefault(key, []).append(r)
+    return [tuple(by_cost[k]) for k in sorted(by_cost)]
+
+
+def horizon(ran_s: float, settings: Settings = Settings()) -> float:
+    """A job's expected remaining time: as long again as it has run, at least `horizon_prior_s`."""
+    return max(ran_s, settings.horizon_prior_s)
+
+
+def saving(horizon_s: float, slowdown: float) -> float:
+    """Seconds a move saves when the symptom it leaves costs `slowdown` (0..1) of the job's pace."""
+    return horizon_s * min(max(slowdown, 0.0), 1.0)
+
+
+def slowdown(trigger: str, straggler_ratio: float) -> float | None:
+    """The share of the job's pace its symptom costs, or None when the move is not weighed.
+
+    A straggler runs below `straggler_ratio` of its peers (the job's spec.policy.stragglerRatio), and a
+    gang goes at its slowest rank's pace: the move saves at least 1 - ratio of the time left. An overheating
+    device (throttled clocks) or a device an alert warns about is assumed to cost as much: the job's own
+    threshold for a rank slow enough to matter. A manual move is the user's call (None)."""
+    if trigger in (migration.STRAGGLER, migration.OVERHEAT, migration.ALERT):
+        return 1.0 - straggler_ratio
+    return None
