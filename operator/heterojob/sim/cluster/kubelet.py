@@ -23,6 +23,9 @@ from heterojob.constants import ANNOTATION_CHECKPOINT_ACK, ANNOTATION_CHECKPOINT
 log = logging.getLogger(__name__)
 
 
+SIM_RANK_CHECKPOINT_BYTES = 6 * 2**30  # one rank's shard of a mid-sized model with optimizer state
+
+
 def _env(pod: dict[str, Any], name: str, default: str) -> str:
     containers = (pod.get("spec") or {}).get("containers") or [{}]
     for e in containers[0].get("env") or []:
@@ -143,8 +146,13 @@ class Kubelet:
             return
         step = int((now - self._started.get(f"{meta['namespace']}/{meta['name']}", now)) * 10)
         where = _env(pod, "HETEROJOB_CHECKPOINT_DIR", f"s3://heterojob-demo/{meta['namespace']}")
+        ack = f"{wanted};{step};{where.rstrip('/')}/{wanted}/"
+        # this SDK reports the bytes each rank wrote; HETEROJOB_SIM_CHECKPOINT_BYTES="" plays an older SDK
+        size = _env(pod, "HETEROJOB_SIM_CHECKPOINT_BYTES", str(SIM_RANK_CHECKPOINT_BYTES))
+        if size:
+            ack += f";size={size}"
         self.core.patch_namespaced_pod(meta["name"], meta["namespace"], {"metadata": {"annotations": {
-            ANNOTATION_CHECKPOINT_ACK: f"{wanted};{step};{where.rstrip('/')}/{wanted}/"}}})
+            ANNOTATION_CHECKPOINT_ACK: ack}}})
         self._asked.pop(key, None)
 
 
