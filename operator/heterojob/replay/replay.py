@@ -145,6 +145,9 @@ class _Replay:
         self.progress = {j.id: 0.0 for j in jobs}  # steps in the last checkpoint
         self.queue: dict[int, TraceJob] = {}  # waiting
         self.order_list: list[tuple[Any, ...]] = []  # the waiting jobs' keys, in queue order
+        # the same keys grouped by what decides whether a job could start on the free room (`fit_key`)
+        self.by_fit: dict[tuple[tuple[str, ...], int, int], list[tuple[Any, ...]]] = defaultdict(list)
+        self.fit_keys: dict[int, tuple[tuple[str, ...], int, int]] = {}
         self.keys: dict[int, tuple[Any, ...]] = {}
         self.arrived: list[TraceJob] = []  # since the last scheduling pass
         self.freed: set[str] = set()  # classes that gained room since the last pass
@@ -263,6 +266,7 @@ class _Replay:
         self.arrived.append(job)
         self.keys[job.id] = k = self.key(job, now)
         bisect.insort(self.order_list, k)
+        bisect.insort(self.by_fit[self.fit_key(job)], k)
         if self.policy == "heterojob":
             at = queueing.promotion_time(now, self.config.queue)
             if at is not None:
@@ -272,15 +276,26 @@ class _Replay:
         self.queue.pop(job.id, None)
         k = self.keys.pop(job.id, None)
         if k is not None:
-            i = bisect.bisect_left(self.order_list, k)
-            if i < len(self.order_list) and self.order_list[i] == k:
-                del self.order_list[i]
+            for keys in (self.order_list, self.by_fit[self.fit_key(job)]):
+                i = bisect.bisect_left(keys, k)
+                if i < len(keys) and keys[i] == k:
+                    del keys[i]
 
     def reorder(self, job: TraceJob, now: float) -> None:
         self.dequeue(job)
         self.queue[job.id] = job
         self.keys[job.id] = k = self.key(job, now)
         bisect.insort(self.order_list, k)
+        bisect.insort(self.by_fit[self.fit_key(job)], k)
+
+    def fit_key(self, job: TraceJob) -> tuple[tuple[str, ...], int, int]:
+        """(classes it may start on, replicas, devices per replica): what `_fits` and a pass's placement
+        read of a waiting job, so jobs with equal keys fit, or do not, alike."""
+        key = self.fit_keys.get(job.id)
+        if key is None:
+            classes = job.classes if self.policy == "heterojob" else tuple(self.flavors(job))
+            key = self.fit_keys[job.id] = (classes, *self.shape(job))
+        return key
 
     # --- devices --------------------------------------------------------------------------------------
 
@@ -404,25 +419,50 @@ class _Replay:
     def place_fifo(self, now: float) -> None:
         """static and kueue: oldest first, each waiting job starts on the first class in its list with room
         for the whole gang (a job that does not fit does not hold up the rest). A pass looks at the queue
-        only as far as some class still has free devices."""
+        only as far as some class still has free devices.
+
+        The queue is walked per `fit_key` group, not job by job: the next job in queue order among the
+        groups that could fit the free room. Room only shrinks during a pass, so a group that does not fit,
+        or whose placement failed, stays out for the rest of the pass (its later jobs would fail alike); a
+        pass costs (groups x jobs started), not the queue's length."""
         if not (self.freed or self.arrived):
             return
-        pool = [self.keys[j.id] for j in self.arrived if j.id in self.keys] if not self.freed else None
+        groups: dict[tuple[tuple[str, ...], int, int], list[tuple[Any, ...]]]
+        if self.freed:
+            groups = self.by_fit
+        else:  # nothing freed: only the new arrivals can start
+            groups = defaultdict(list)
+            for k in sorted(self.keys[j.id] for j in self.arrived if j.id in self.keys):
+                groups[self.fit_key(self.queue[k[2]])].append(k)
         room = _room(self.current_fleet(), self.down)
-        for k in (sorted(pool) if pool is not None else list(self.order_list)):
-            if not any(room[c][0] for c in CLASSES):
-                break
+        at = dict.fromkeys(groups, 0)
+        out: set[tuple[tuple[str, ...], int, int]] = set()
+        while True:
+            best = None
+            for g, keys in groups.items():
+                if g in out:
+                    continue
+                if at[g] >= len(keys) or not _fits(room, g):
+                    out.add(g)
+                elif best is None or keys[at[g]] < groups[best][at[best]]:
+                    best = g
+            if best is None:
+                return
+            keys = groups[best]
+            k = keys[at[best]]
             job = self.queue[k[2]]
-            replicas, per = self.shape(job)
-            flavors = [c for c in self.flavors(job) if room[c][0] >= replicas * per and room[c][1] >= per]
-            if not flavors:
-                continue
+            classes, replicas, per = best
+            flavors = [c for c in classes if room[c][0] >= replicas * per and room[c][1] >= per]
             result = place(Request(f"{NAMESPACE}/{job.id}", [Alternative(c, per) for c in flavors], replicas),
                            self.current_fleet())
-            if result.chosen is not None:
-                c = result.chosen
-                self.start(job, c.device_class, c.region, c.nodes, per, now)
-                room = _room(self.current_fleet(), self.down)
+            if result.chosen is None:
+                out.add(best)
+                continue
+            c = result.chosen
+            self.start(job, c.device_class, c.region, c.nodes, per, now)  # leaves self.by_fit's lists
+            if at[best] < len(keys) and keys[at[best]] == k:
+                at[best] += 1  # a list of this pass's own
+            room = _room(self.current_fleet(), self.down)
 
     # --- heterojob ------------------------------------------------------------------------------------
 
@@ -445,21 +485,17 @@ class _Replay:
         and nothing changed for them)."""
         if not (self.freed or self.promoted):
             return [j for j in self.arrived if j.id in self.queue]
-        out: list[TraceJob] = []
-        room = _room(self.current_fleet(), self.down)
-        extra = 0
-        for i, k in enumerate(self.order_list):
-            job = self.queue[k[2]]
-            if i < self.config.lookahead:
-                out.append(job)
-                continue
-            if extra >= self.config.lookahead or not any(room[c][0] for c in CLASSES):
-                break
-            replicas, per = self.shape(job)
-            if any(room[c][0] >= replicas * per and room[c][1] >= per for c in job.classes):
-                out.append(job)
-                extra += 1
-        return out
+        n = self.config.lookahead
+        head = self.order_list[:n]
+        if len(self.order_list) > n:  # the first `n` beyond the head that fit, from each fitting group
+            room = _room(self.current_fleet(), self.down)
+            extra: list[tuple[Any, ...]] = []
+            for g, keys in self.by_fit.items():
+                if keys and _fits(room, g):
+                    i = bisect.bisect_right(keys, head[-1]) if head else 0
+                    extra.extend(keys[i:i + n])
+            head += sorted(extra)[:n]
+        return [self.queue[k[2]] for k in head]
 
     def place_heterojob(self, now: float) -> None:
         """The operator's policy and planner (`engine.admission.plan_with_policy`: queue order, class choice
@@ -633,6 +669,12 @@ class _Replay:
                       len(done), busy / (self.config.devices * span), useful / (self.config.devices * span),
                       statistics.fmean(self.device_s[j.id] / 3600 for j in done) if done else 0.0,
                       in_system(t0), in_system(t1))
+
+
+def _fits(room: dict[str, tuple[int, int]], key: tuple[tuple[str, ...], int, int]) -> bool:
+    """Whether `_room` leaves a class of `key` (classes, replicas, devices per replica) room enough."""
+    classes, replicas, per = key
+    return any(room[c][0] >= replicas * per and room[c][1] >= per for c in classes)
 
 
 def _room(fleet: Fleet, down: set[str]) -> dict[str, tuple[int, int]]:
