@@ -138,6 +138,8 @@ class _Replay:
         self.rng = random.Random(config.seed)
         self.base = fleet(config)
         self.used: dict[tuple[str, str], int] = {}
+        self.version = 0  # bumped whenever devices are taken or given back or a node fails or is repaired
+        self.seen: dict[str, tuple[int, Any]] = {}  # what `current_fleet` and `room` computed, at which version
         self.down: set[str] = set()
         self.nodes_view: dict[str, Node] = dict(self.base.nodes)
         self.events: list[tuple[float, int, str, Any]] = []
@@ -148,6 +150,7 @@ class _Replay:
         # the same keys grouped by what decides whether a job could start on the free room (`fit_key`)
         self.by_fit: dict[tuple[tuple[str, ...], int, int], list[tuple[Any, ...]]] = defaultdict(list)
         self.fit_keys: dict[int, tuple[tuple[str, ...], int, int]] = {}
+        self.priorities: dict[int, int] = defaultdict(int)  # priority -> waiting jobs of it
         self.keys: dict[int, tuple[Any, ...]] = {}
         self.arrived: list[TraceJob] = []  # since the last scheduling pass
         self.freed: set[str] = set()  # classes that gained room since the last pass
@@ -225,6 +228,7 @@ class _Replay:
             elif kind == "repair":
                 self.down.discard(payload)
                 self.nodes_view[payload] = self.base.nodes[payload]
+                self.version += 1
                 self.freed.add(self.base.nodes[payload].labels["class"])
                 self.push(now + self.rng.expovariate(per_node_rate), "fail", payload)
             elif kind == "wake":
@@ -262,7 +266,9 @@ class _Replay:
         old = self.service.get(job.id)
         self.service[job.id] = queueing.Service(old.attained_device_s if old else 0.0, now)
         self.refresh(job)
+        self.dequeue(job)
         self.queue[job.id] = job
+        self.priorities[job.priority] += 1
         self.arrived.append(job)
         self.keys[job.id] = k = self.key(job, now)
         bisect.insort(self.order_list, k)
@@ -273,7 +279,8 @@ class _Replay:
                 self.push(at, "promote", (job.id, now))
 
     def dequeue(self, job: TraceJob) -> None:
-        self.queue.pop(job.id, None)
+        if self.queue.pop(job.id, None) is not None:
+            self.priorities[job.priority] -= 1
         k = self.keys.pop(job.id, None)
         if k is not None:
             for keys in (self.order_list, self.by_fit[self.fit_key(job)]):
@@ -284,6 +291,7 @@ class _Replay:
     def reorder(self, job: TraceJob, now: float) -> None:
         self.dequeue(job)
         self.queue[job.id] = job
+        self.priorities[job.priority] += 1
         self.keys[job.id] = k = self.key(job, now)
         bisect.insort(self.order_list, k)
         bisect.insort(self.by_fit[self.fit_key(job)], k)
@@ -300,11 +308,25 @@ class _Replay:
     # --- devices --------------------------------------------------------------------------------------
 
     def current_fleet(self, without: _Run | None = None) -> Fleet:
+        """The fleet now (a snapshot of what is used; the same object until something changes), or as it
+        would be without `without`'s devices."""
+        if without is None:
+            return self._memo("fleet", lambda: Fleet(self.nodes_view, self.base.classes, used=dict(self.used)))
         used = dict(self.used)
-        if without is not None:
-            for n, c in without.per_node.items():
-                used[(n, without.cls)] -= c
+        for n, c in without.per_node.items():
+            used[(n, without.cls)] -= c
         return Fleet(self.nodes_view, self.base.classes, used=used)
+
+    def room(self) -> dict[str, tuple[int, int]]:
+        """`_room` of the fleet now."""
+        return self._memo("room", lambda: _room(self.current_fleet(), self.down))
+
+    def _memo(self, what: str, compute: Any) -> Any:
+        at, value = self.seen.get(what, (-1, None))
+        if at != self.version:
+            value = compute()
+            self.seen[what] = (self.version, value)
+        return value
 
     def free_by_class(self) -> dict[str, int]:
         out = dict.fromkeys(CLASSES, 0)
@@ -321,6 +343,7 @@ class _Replay:
         for n in nodes:
             per_node[n] += per
             self.used[(n, cls)] = self.used.get((n, cls), 0) + per
+        self.version += 1
         devices = sum(per_node.values())
         self.busy += devices
         if self.progress[job.id] > 0:
@@ -359,6 +382,7 @@ class _Replay:
     def stop(self, run: _Run, now: float) -> None:
         for n, c in run.per_node.items():
             self.used[(n, run.cls)] -= c
+        self.version += 1
         self.busy -= run.devices
         self.holder_of.pop(run.token, None)
         self.device_s[run.job.id] += run.devices * (now - run.held)
@@ -377,6 +401,7 @@ class _Replay:
         self.down.add(node)
         v = self.base.nodes[node]
         self.nodes_view[node] = Node(v.name, v.labels, v.allocatable, ready=False)
+        self.version += 1
         config = self.config
         for run in [r for r in self.running.values() if node in r.per_node]:
             ran = max(0.0, now - run.started)
@@ -434,7 +459,7 @@ class _Replay:
             groups = defaultdict(list)
             for k in sorted(self.keys[j.id] for j in self.arrived if j.id in self.keys):
                 groups[self.fit_key(self.queue[k[2]])].append(k)
-        room = _room(self.current_fleet(), self.down)
+        room = self.room()
         at = dict.fromkeys(groups, 0)
         out: set[tuple[tuple[str, ...], int, int]] = set()
         while True:
@@ -462,7 +487,7 @@ class _Replay:
             self.start(job, c.device_class, c.region, c.nodes, per, now)  # leaves self.by_fit's lists
             if at[best] < len(keys) and keys[at[best]] == k:
                 at[best] += 1  # a list of this pass's own
-            room = _room(self.current_fleet(), self.down)
+            room = self.room()
 
     # --- heterojob ------------------------------------------------------------------------------------
 
@@ -488,7 +513,7 @@ class _Replay:
         n = self.config.lookahead
         head = self.order_list[:n]
         if len(self.order_list) > n:  # the first `n` beyond the head that fit, from each fitting group
-            room = _room(self.current_fleet(), self.down)
+            room = self.room()
             extra: list[tuple[Any, ...]] = []
             for g, keys in self.by_fit.items():
                 if keys and _fits(room, g):
@@ -510,7 +535,7 @@ class _Replay:
                 self.upgrade(now, frozenset())
             return
         fleet = self.current_fleet()
-        if not any(_room(fleet, self.down)[c][0] for c in CLASSES):  # nothing free: only displacement helps
+        if not any(self.room()[c][0] for c in CLASSES):  # nothing free: only displacement helps
             top = max(self.rank(j, now) for j in pool)
             if not any(self.holder_rank(r, now) < top and now - r.started >= self.config.min_runtime_s
                        for r in self.running.values()):
@@ -595,7 +620,7 @@ class _Replay:
         of their priority or above waits), within the migration rules; each resize checkpoints and restores."""
         if not (self.freed or self.arrived):
             return  # no room appeared and no job started since the last look
-        top = planner.top_priority(self.request(j) for j in self.queue.values())
+        top = max((p for p, n in self.priorities.items() if n), default=None)  # planner.top_priority, kept up
         for run in sorted(self.running.values(), key=lambda r: r.job.id):
             job = run.job
             most = job.max_replicas(run.cls) if self.shape(job)[0] == 1 and job.gpus <= 8 else self.shape(job)[0]

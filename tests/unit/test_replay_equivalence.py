@@ -1,0 +1,161 @@
+"""The replay's and planner's shortcuts decide exactly what the brute-force scans decide.
+
+The replay walks its queue per fit group (`_Replay.fit_key`) instead of job by job, keeps the highest waiting
+priority and the free room up to date instead of recomputing them, and `placement.FleetIndex` shares its
+per-class node tables between indexes of one fleet view. The oracle here is the code those replaced: a
+replay that rescans every waiting job in queue order on every pass, recomputes the room and the fleet
+each time it looks, and builds every index from scratch. Both run the same overloaded traces (queues far
+longer than a pass plans, failures, two priorities, every policy) and must start the same jobs at the
+same times on the same nodes, with the same report.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from heterojob.engine import admission as planner
+from heterojob.engine import placement
+from heterojob.engine.fleet import Fleet
+from heterojob.engine.placement import Alternative, Request, place
+from heterojob.replay import replay as replay_module
+from heterojob.replay.replay import CLASSES, NAMESPACE, POLICIES, Config, _Replay, _room
+from heterojob.replay.traces import TraceJob, synthetic_trace
+
+TABLE = Path(__file__).resolve().parents[2] / "data" / "gavel" / "isolated_throughputs.csv"
+
+Start = tuple[float, int, str, str, tuple[str, ...], int, float]
+
+
+class _Recording(_Replay):
+    def __init__(self, jobs: Sequence[TraceJob], policy: str, config: Config) -> None:
+        super().__init__(jobs, policy, config)
+        self.log: list[Start] = []
+        self.longest = 0  # the longest queue a start saw
+
+    def start(self, job: TraceJob, cls: str, region: str, nodes: Sequence[str], per: int, now: float,
+              pause: float = 0.0) -> None:
+        self.log.append((now, job.id, cls, region, tuple(nodes), per, pause))
+        self.longest = max(self.longest, len(self.queue))
+        super().start(job, cls, region, nodes, per, now, pause)
+
+
+class _BruteForce(_Recording):
+    """The scans the replay had before its shortcuts: every waiting job, in queue order, every pass."""
+
+    def current_fleet(self, without: Any = None) -> Fleet:
+        used = dict(self.used)
+        if without is not None:
+            for n, c in without.per_node.items():
+                used[(n, without.cls)] -= c
+        return Fleet(self.nodes_view, self.base.classes, used=used)
+
+    def room(self) -> dict[str, tuple[int, int]]:
+        return _room(self.current_fleet(), self.down)
+
+    def place_fifo(self, now: float) -> None:
+        if not (self.freed or self.arrived):
+            return
+        pool = [self.keys[j.id] for j in self.arrived if j.id in self.keys] if not self.freed else None
+        room = self.room()
+        for k in (sorted(pool) if pool is not None else list(self.order_list)):
+            if not any(room[c][0] for c in CLASSES):
+                break
+            job = self.queue[k[2]]
+            replicas, per = self.shape(job)
+            flavors = [c for c in self.flavors(job) if room[c][0] >= replicas * per and room[c][1] >= per]
+            if not flavors:
+                continue
+            result = place(Request(f"{NAMESPACE}/{job.id}", [Alternative(c, per) for c in flavors], replicas),
+                           self.current_fleet())
+            if result.chosen is not None:
+                c = result.chosen
+                self.start(job, c.device_class, c.region, c.nodes, per, now)
+                room = self.room()
+
+    def candidates(self) -> list[TraceJob]:
+        if not (self.freed or self.promoted):
+            return [j for j in self.arrived if j.id in self.queue]
+        out: list[TraceJob] = []
+        room = self.room()
+        extra = 0
+        for i, k in enumerate(self.order_list):
+            job = self.queue[k[2]]
+            if i < self.config.lookahead:
+                out.append(job)
+                continue
+            if extra >= self.config.lookahead or not any(room[c][0] for c in CLASSES):
+                break
+            replicas, per = self.shape(job)
+            if any(room[c][0] >= replicas * per and room[c][1] >= per for c in job.classes):
+                out.append(job)
+                extra += 1
+        return out
+
+    def grow(self, now: float) -> None:
+        top = planner.top_priority(self.request(j) for j in self.queue.values())
+        kept = max((p for p, n in self.priorities.items() if n), default=None)
+        assert top == kept, (top, kept)  # the count kept up to date is the scan's answer
+        super().grow(now)
+
+
+def _runs(jobs: list[TraceJob], policy: str, config: Config, monkeypatch: pytest.MonkeyPatch
+          ) -> tuple[_Recording, _Recording]:
+    fast = _Recording(jobs, policy, config)
+    fast_report = fast.run()
+    with monkeypatch.context() as m:  # every index built from scratch, as before the shared views
+        m.setattr(placement, "_view", placement._View)
+        slow = _BruteForce(jobs, policy, config)
+        slow_report = slow.run()
+    assert fast_report.summary() == slow_report.summary()
+    assert fast_report.jct_h_by_job == slow_report.jct_h_by_job
+    return fast, slow
+
+
+@pytest.mark.parametrize("policy", POLICIES)
+def test_the_grouped_queue_scans_start_what_the_full_rescan_starts(policy: str,
+                                                                    monkeypatch: pytest.MonkeyPatch) -> None:
+    # 16 devices per class, 4 jobs/h: far past every policy's knee, so the queue outgrows a pass's lookahead
+    jobs = synthetic_trace(260, 4, TABLE, seed=7, high_priority_share=0.15, fastest_share=0.7)
+    config = Config(nodes_per_class_region=2, regions=2, devices_per_node=4, mtbf_h=3000, lookahead=4, seed=3)
+    fast, slow = _runs(jobs, policy, config, monkeypatch)
+    assert fast.log == slow.log
+    assert len(fast.log) >= len(jobs)
+    assert fast.longest > 8 * config.lookahead  # the scans had far more to look at than a pass plans
+    assert fast.restarts > 0  # failures happened, so room also came back through repairs
+
+
+def test_the_oracle_tells_a_different_scan_apart(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A shortcut that skipped one group of the queue would be caught: the logs then differ."""
+    jobs = synthetic_trace(200, 3, TABLE, seed=7, fastest_share=0.7)
+    config = Config(nodes_per_class_region=2, regions=2, devices_per_node=4, mtbf_h=1e9, lookahead=4)
+
+    class Skipping(_Recording):
+        def fit_key(self, job: TraceJob) -> tuple[tuple[str, ...], int, int]:
+            classes, replicas, per = super().fit_key(job)
+            return (classes[:1], replicas, per) if job.gpus == 2 else (classes, replicas, per)
+
+    wrong = Skipping(jobs, "kueue", config)
+    wrong.run()
+    with monkeypatch.context() as m:
+        m.setattr(placement, "_view", placement._View)
+        slow = _BruteForce(jobs, "kueue", config)
+        slow.run()
+    assert wrong.log != slow.log
+
+
+def test_fleet_indexes_of_one_view_share_their_tables_and_a_changed_node_gets_its_own() -> None:
+    fleet = replay_module.fleet(Config(nodes_per_class_region=1, regions=1))
+    cls = fleet.classes["nvidia-h100"]
+    a, b = placement.FleetIndex(fleet), placement.FleetIndex(Fleet(fleet.nodes, fleet.classes, used={("x", "y"): 1}))
+    assert a.nodes(cls) is b.nodes(cls)  # `used` is not part of the view
+    name = next(n for n in fleet.nodes if "h100" in n)
+    down = dict(fleet.nodes)
+    down[name] = replay_module.Node(name, fleet.nodes[name].labels, fleet.nodes[name].allocatable, ready=False)
+    c = placement.FleetIndex(Fleet(down, fleet.classes))
+    assert c.nodes(cls) == {} and c.unfit(cls, "cn-east") == 1 and a.unfit(cls, "cn-east") == 0
+    unhealthy = placement.FleetIndex(Fleet(fleet.nodes, fleet.classes, unhealthy={name: "xid 79"}))
+    assert unhealthy.nodes(cls) == {} and a.nodes(cls) == {"cn-east": [name]}
