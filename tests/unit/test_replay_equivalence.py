@@ -11,19 +11,27 @@ same times on the same nodes, with the same report.
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
+from heterojob.engine import admission, placement, preemption
 from heterojob.engine import admission as planner
-from heterojob.engine import placement
-from heterojob.engine.fleet import Fleet
+from heterojob.engine.admission import Holder, Outcome
+from heterojob.engine.fleet import Allocation, Fleet, usage
 from heterojob.engine.placement import Alternative, Request, place
 from heterojob.replay import replay as replay_module
 from heterojob.replay.replay import CLASSES, NAMESPACE, POLICIES, Config, _Replay, _room
 from heterojob.replay.traces import TraceJob, synthetic_trace
+from tests.unit.test_placement import CLASSES as PLACEMENT_CLASSES
+from tests.unit.test_placement import gpu_node
+
+NOW = 10_000.0
 
 TABLE = Path(__file__).resolve().parents[2] / "data" / "gavel" / "isolated_throughputs.csv"
 
@@ -108,6 +116,7 @@ def _runs(jobs: list[TraceJob], policy: str, config: Config, monkeypatch: pytest
     fast_report = fast.run()
     with monkeypatch.context() as m:  # every index built from scratch, as before the shared views
         m.setattr(placement, "_view", placement._View)
+        m.setattr(admission, "_Pool", _ScanPool)
         slow = _BruteForce(jobs, policy, config)
         slow_report = slow.run()
     assert fast_report.summary() == slow_report.summary()
@@ -159,3 +168,107 @@ def test_fleet_indexes_of_one_view_share_their_tables_and_a_changed_node_gets_it
     assert c.nodes(cls) == {} and c.unfit(cls, "cn-east") == 1 and a.unfit(cls, "cn-east") == 0
     unhealthy = placement.FleetIndex(Fleet(fleet.nodes, fleet.classes, unhealthy={name: "xid 79"}))
     assert unhealthy.nodes(cls) == {} and a.nodes(cls) == {"cn-east": [name]}
+
+
+# --- the planner's per-pass index of who may be disturbed (admission._Pool) ---------------------------------
+
+class _ScanPool(admission._Pool):
+    """The oracle: every question answered by rescanning every holder, nothing remembered."""
+
+    def __init__(self, holders: Sequence[Holder]) -> None:
+        super().__init__(holders)
+        self.holders = list(holders)
+
+    def may_disrupt(self, request: Request, taken: set[str]) -> bool:
+        return admission._may_disrupt(request, self.holders, taken)
+
+    def cannot_preempt(self, request: Request, ledger: Any) -> bool:
+        return False
+
+
+def _holders(spec: list[tuple[int, int, int, bool, int, bool]]) -> list[Holder]:
+    out = []
+    for i, (node, devices, priority, grown, yielding, waiting) in enumerate(spec):
+        job = f"ns/h{i}"
+        base = Request(job, [Alternative("nvidia-h100", 2)], 1, allowed_regions=("cn-east",),
+                       priority=priority) if grown else None
+        out.append(Holder(job, priority, since=0.0 if i % 3 else NOW - 60,
+                          allocation=Allocation("nvidia.com/gpu", {"abcdef"[node]: devices}, "ns", "nvidia-h100",
+                                                "cn-east"),
+                          base=base, yielding_to=f"ns/j{yielding}" if yielding >= 0 else None,
+                          disrupted=yielding >= 0, waiting=waiting and yielding < 0 and not grown))
+    return out
+
+
+def _both(queue: list[Request], holders: list[Holder], monkeypatch: pytest.MonkeyPatch) -> tuple[Any, Any]:
+    fleet = Fleet({n: gpu_node(n) for n in "abcdef"}, PLACEMENT_CLASSES,
+                  used=usage(h.allocation for h in holders))
+    fast = admission.plan_queue(queue, holders, fleet, NOW)
+    with monkeypatch.context() as m:
+        m.setattr(admission, "_Pool", _ScanPool)
+        slow = admission.plan_queue(queue, holders, fleet, NOW)
+    return fast, slow
+
+
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(held=st.lists(st.tuples(st.integers(0, 5), st.sampled_from([2, 4, 8]), st.integers(0, 3), st.booleans(),
+                               st.integers(-1, 3), st.booleans()), max_size=10),
+       jobs=st.lists(st.tuples(st.integers(1, 3), st.sampled_from([2, 4, 8]), st.integers(0, 3)), min_size=1,
+                     max_size=10))
+def test_the_planners_pool_index_plans_what_rescanning_every_holder_plans(
+        held: list[tuple[int, int, int, bool, int, bool]], jobs: list[tuple[int, int, int]],
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    holders = _holders(held)
+    # no node over its 8 devices
+    per: dict[str, int] = {}
+    for h in holders:
+        for n, d in h.allocation.per_node.items():
+            per[n] = per.get(n, 0) + d
+    if any(v > 8 for v in per.values()):
+        return
+    queue = [Request(f"ns/j{i}", [Alternative("nvidia-h100", d)], r, priority=p, created=float(i))
+             for i, (r, d, p) in enumerate(jobs)]
+    fast, slow = _both(queue, holders, monkeypatch)
+    assert fast.admissions == slow.admissions
+
+
+def test_a_shape_no_preemption_can_make_room_for_is_not_searched_again_at_or_below_its_priority(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    # six nodes full of priority-1 jobs (two still young); eight identical 3 x 8-device jobs of priority 2:
+    # four old victims would do, but a 3 x 8 gang needs three whole nodes of victims
+    holders = [Holder(f"ns/h{i}", 1, 0.0 if i < 4 else NOW - 60,
+                      Allocation("nvidia.com/gpu", {n: 8}, "ns", "nvidia-h100", "cn-east"))
+               for i, n in enumerate("abcdef")]
+    queue = [Request(f"ns/j{i}", [Alternative("nvidia-h100", 8)], 3, priority=2 - (i % 2), created=float(i))
+             for i in range(8)]
+    searched: list[str] = []
+    real = preemption.plan_preemption
+
+    def spy(request: Request, *args: Any) -> Any:
+        searched.append(request.job)
+        return real(request, *args)
+
+    monkeypatch.setattr(preemption, "plan_preemption", spy)
+    fast, slow = _both(queue, holders, monkeypatch)
+    assert fast.admissions == slow.admissions
+    assert [fast[f"ns/j{i}"].outcome for i in range(3)] == [Outcome.PREEMPTING, Outcome.NO_ROOM, Outcome.NO_ROOM]
+    assert [d.job for d in fast["ns/j0"].disruptions] == ["ns/h0", "ns/h1", "ns/h2"]
+    # priority 2 jobs search for victims (priority 1 ones have none of lower priority): j0 finds three, j2
+    # finds the one old victim left too few; with the index j4 and j6 are not searched again
+    assert searched == ["ns/j0", "ns/j2", "ns/j0", "ns/j2", "ns/j4", "ns/j6"]
+
+
+def test_what_no_preemption_could_do_is_forgotten_once_room_is_given_back() -> None:
+    fleet = Fleet({n: gpu_node(n) for n in "ab"}, PLACEMENT_CLASSES, used={("a", "nvidia.com/gpu"): 8})
+    ledger = placement.Ledger(fleet)
+    pool = admission._Pool([])
+    job = Request("ns/x", [Alternative("nvidia-h100", 8)], 2, priority=2)
+    pool.preempt_failed(job, ledger)
+    assert pool.cannot_preempt(job, ledger)
+    assert pool.cannot_preempt(dataclasses.replace(job, job="ns/y", priority=1), ledger)  # fewer victims still
+    assert not pool.cannot_preempt(dataclasses.replace(job, priority=3), ledger)  # more victims: search
+    assert not pool.cannot_preempt(dataclasses.replace(job, replicas=1), ledger)  # another shape: search
+    ledger.take(Allocation("nvidia.com/gpu", {"a": 8}, "ns", "nvidia-h100", "cn-east"))
+    assert pool.cannot_preempt(job, ledger)  # room taken: still none
+    ledger.take(Allocation("nvidia.com/gpu", {"a": 8}, "ns", "nvidia-h100", "cn-east"), -1)
+    assert not pool.cannot_preempt(job, ledger)  # room given back: search again

@@ -150,6 +150,7 @@ def plan_queue(queue: Iterable[Request], holders: Iterable[Holder], fleet: Fleet
             plan.admissions[request.job] = Admission(request.job, Outcome.PLACED, results[request.job].explain(),
                                                      chosen)
     taken: set[str] = set()  # holders a job earlier in this plan already disturbs
+    pool = _Pool(holders)  # who may be disturbed, indexed once for the whole pass
     index = FleetIndex(fleet)  # nodes per class and region, shared by every "would it fit alone" check
     alone_by_shape: dict[tuple[object, ...], Result] = {}  # the fleet does not change: equal shapes alike
     placed: list[str] = []  # jobs placed so far, in queue order
@@ -171,11 +172,11 @@ def plan_queue(queue: Iterable[Request], holders: Iterable[Holder], fleet: Fleet
                 f"queued behind {len(placed)} higher-priority or older job(s) that fit first: "
                 f"{', '.join(placed[:5])}{' ...' if len(placed) > 5 else ''}", alone.chosen, wake=tuple(placed))
             continue
-        if not _may_disrupt(request, holders, taken):
+        if not pool.may_disrupt(request, taken):
             plan.admissions[request.job] = Admission(request.job, Outcome.NO_ROOM, alone.explain())
             continue
         plan.admissions[request.job] = admission = _disrupt(request, holders, ledger, taken, now, settings,
-                                                            alone.explain())
+                                                            alone.explain(), pool)
         if admission.candidate is not None and admission.outcome != Outcome.NO_ROOM:
             ledger.take(admission.candidate.allocation(request.namespace))
     return plan
@@ -194,13 +195,61 @@ def _where(c: Candidate) -> str:
 
 def _may_disrupt(request: Request, holders: Sequence[Holder], taken: set[str]) -> bool:
     """Whether steps 4-5 could find anything for `request`: a holder yielding to it, a lender of its
-    priority or below, or a running job of lower priority (a cheap test before the full search)."""
+    priority or below, or a running job of lower priority (a cheap test before the full search; `_Pool`
+    answers the same per pass without rescanning the holders)."""
     return any(h.job not in taken and (h.yielding_to == request.job or h.yielding_to is None and not h.waiting and (
         h.priority < request.priority or h.base is not None and h.priority <= request.priority)) for h in holders)
 
 
+class _Pool:
+    """The holders one pass may disturb, sorted once: those yielding to each waiting job, and the others
+    (then the lenders among them) lowest priority first, so `may_disrupt` looks at the few holders already
+    `taken` and one more instead of every holder. Also remembers, per request shape, the highest priority
+    for which no preemption could make room while no room has been given back on the pass's ledger: room
+    only shrinks and the candidate victims of a job of that shape and priority or below are a subset, so
+    it cannot make room either."""
+
+    def __init__(self, holders: Sequence[Holder]) -> None:
+        self.yielding: dict[str, list[str]] = {}
+        self.lowest: list[tuple[int, str]] = []
+        self.lenders: list[tuple[int, str]] = []
+        for h in holders:
+            if h.yielding_to is not None:
+                self.yielding.setdefault(h.yielding_to, []).append(h.job)
+            elif not h.waiting:
+                self.lowest.append((h.priority, h.job))
+                if h.base is not None:
+                    self.lenders.append((h.priority, h.job))
+        self.lowest.sort()
+        self.lenders.sort()
+        self.hopeless: dict[tuple[object, ...], tuple[int, int]] = {}  # shape -> (priority, ledger.given_back)
+
+    def may_disrupt(self, request: Request, taken: set[str]) -> bool:
+        """`_may_disrupt`, from the sorted lists."""
+        if any(j not in taken for j in self.yielding.get(request.job, ())):
+            return True
+        for priority, job in self.lowest:
+            if job not in taken:
+                if priority < request.priority:
+                    return True
+                break
+        for priority, job in self.lenders:
+            if job not in taken:
+                return priority <= request.priority
+        return False
+
+    def cannot_preempt(self, request: Request, ledger: Ledger) -> bool:
+        known = self.hopeless.get(request.shape)
+        return known is not None and known[1] == ledger.given_back and request.priority <= known[0]
+
+    def preempt_failed(self, request: Request, ledger: Ledger) -> None:
+        known = self.hopeless.get(request.shape)
+        if known is None or known[1] != ledger.given_back or known[0] < request.priority:
+            self.hopeless[request.shape] = (request.priority, ledger.given_back)
+
+
 def _disrupt(request: Request, holders: Sequence[Holder], ledger: Ledger, taken: set[str], now: float,
-             settings: Settings, no_room: str) -> Admission:
+             settings: Settings, no_room: str, pool: _Pool | None = None) -> Admission:
     """Steps 4 and 5 for one job that does not fit, on `ledger` (left with the disturbed jobs' room freed)."""
     in_flight = sorted((h for h in holders if h.yielding_to == request.job and h.job not in taken),
                        key=lambda h: h.job)
@@ -239,9 +288,13 @@ def _disrupt(request: Request, holders: Sequence[Holder], ledger: Ledger, taken:
         return Admission(request.job, Outcome.RECLAIMING, f"{reclaim.explain()}; waiting for their checkpoints",
                          reclaim.candidate, tuple(
                              Disruption(j, DisruptionKind.RECLAIM, request.job, n, kept[j]) for j, n in reclaim.shrink))
+    if pool is not None and pool.cannot_preempt(request, ledger):
+        return Admission(request.job, Outcome.NO_ROOM, no_room)
     running = [preemption.RunningJob(h.job, h.priority, h.since, h.allocation) for h in free]
     found = preemption.plan_preemption(request, ledger.fleet, running, now, settings.min_runtime_s)
     if found is None:
+        if pool is not None:
+            pool.preempt_failed(request, ledger)
         return Admission(request.job, Outcome.NO_ROOM, no_room)
     lost = {h.job: h for h in free}
     for victim in found.victims:

@@ -423,6 +423,7 @@ class Ledger:
                            quotas=fleet.quotas, held=self.held, unhealthy=fleet.unhealthy)
         self.index = FleetIndex(self.fleet)
         self._failed: dict[tuple[object, ...], Result] = {}
+        self.given_back = 0  # how many times room was given back (what failed to fit before may fit now)
 
     def take(self, allocation: Allocation, sign: int = 1) -> None:
         for node, n in allocation.per_node.items():
@@ -432,6 +433,7 @@ class Ledger:
         mine[key] = mine.get(key, 0) + sign * allocation.devices
         if sign < 0:
             self._failed.clear()
+            self.given_back += 1
 
     def place(self, request: Request) -> Result:
         shape = request.shape

@@ -582,6 +582,9 @@ class _Replay:
 
     def upgrade(self, now: float, waiting_for: frozenset[str]) -> None:
         """Move running jobs up onto faster room no waiting job chose to wait for, when the move pays."""
+        room = self.room()
+        if not any(room[c][0] for c in CLASSES if c not in waiting_for):
+            return  # `upgrades` proposes moves onto free devices only, and none are free
         allowed = {f"{NAMESPACE}/{r.job.id}": r.job.classes for r in self.running.values()}
         for u in engine_policy.upgrades(self.holders(), self.current_fleet(), now, self.knowledge, waiting_for,
                                         self.cost, self.config.min_runtime_s, allowed):
