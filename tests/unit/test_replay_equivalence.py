@@ -182,6 +182,10 @@ class _ScanPool(admission._Pool):
     def may_disrupt(self, request: Request, taken: set[str]) -> bool:
         return admission._may_disrupt(request, self.holders, taken)
 
+    def victims(self, request: Request, taken: set[str]) -> list[preemption.RunningJob]:
+        return [preemption.RunningJob(h.job, h.priority, h.since, h.allocation) for h in self.holders
+                if h.job not in taken and h.yielding_to is None and not h.waiting]
+
     def cannot_preempt(self, request: Request, ledger: Any) -> bool:
         return False
 

@@ -25,6 +25,7 @@ completion, `engine.completion`), then `plan_queue` on what it returns.
 
 from __future__ import annotations
 
+import bisect
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field, replace
 from enum import StrEnum
@@ -213,15 +214,24 @@ class _Pool:
         self.yielding: dict[str, list[str]] = {}
         self.lowest: list[tuple[int, str]] = []
         self.lenders: list[tuple[int, str]] = []
+        self.free: dict[str, Holder] = {}  # neither yielding nor waiting: may be asked to give room
+        self.grown: list[preemption.GrownJob] = []  # ... and lend room (not moving right now)
+        self.running: list[preemption.RunningJob] = []  # ... all of them, lowest priority first
         for h in holders:
             if h.yielding_to is not None:
                 self.yielding.setdefault(h.yielding_to, []).append(h.job)
             elif not h.waiting:
                 self.lowest.append((h.priority, h.job))
+                self.free[h.job] = h
+                self.running.append(preemption.RunningJob(h.job, h.priority, h.since, h.allocation))
                 if h.base is not None:
                     self.lenders.append((h.priority, h.job))
+                    if not h.disrupted:
+                        self.grown.append(preemption.GrownJob(h.job, h.priority, h.since, h.allocation, h.base))
         self.lowest.sort()
         self.lenders.sort()
+        self.running.sort(key=lambda r: r.priority)
+        self.priorities = [r.priority for r in self.running]
         self.hopeless: dict[tuple[object, ...], tuple[int, int]] = {}  # shape -> (priority, ledger.given_back)
 
     def may_disrupt(self, request: Request, taken: set[str]) -> bool:
@@ -238,6 +248,12 @@ class _Pool:
                 return priority <= request.priority
         return False
 
+    def victims(self, request: Request, taken: set[str]) -> list[preemption.RunningJob]:
+        """The free holders of lower priority than `request` not yet taken (in no particular order:
+        `plan_preemption` orders them)."""
+        below = bisect.bisect_left(self.priorities, request.priority)
+        return [r for r in self.running[:below] if r.job not in taken]
+
     def cannot_preempt(self, request: Request, ledger: Ledger) -> bool:
         known = self.hopeless.get(request.shape)
         return known is not None and known[1] == ledger.given_back and request.priority <= known[0]
@@ -249,7 +265,7 @@ class _Pool:
 
 
 def _disrupt(request: Request, holders: Sequence[Holder], ledger: Ledger, taken: set[str], now: float,
-             settings: Settings, no_room: str, pool: _Pool | None = None) -> Admission:
+             settings: Settings, no_room: str, pool: _Pool) -> Admission:
     """Steps 4 and 5 for one job that does not fit, on `ledger` (left with the disturbed jobs' room freed)."""
     in_flight = sorted((h for h in holders if h.yielding_to == request.job and h.job not in taken),
                        key=lambda h: h.job)
@@ -269,12 +285,10 @@ def _disrupt(request: Request, holders: Sequence[Holder], ledger: Ledger, taken:
             return Admission(request.job, outcome,
                              f"waiting for {len(in_flight)} preempted or reclaimed job(s) to checkpoint and "
                              f"release their devices: {names}", fits)
-    free = [h for h in holders if h.job not in taken and h.yielding_to is None and not h.waiting]
-    lenders = [preemption.GrownJob(h.job, h.priority, h.since, h.allocation, h.base)
-               for h in free if h.base is not None and not h.disrupted]
+    lenders = [g for g in pool.grown if g.job not in taken]
     reclaim = preemption.plan_reclaim(request, ledger.fleet, lenders) if lenders else None
     if reclaim is not None:
-        back = {h.job: h for h in free}
+        back = pool.free
         for lender, _ in reclaim.shrink:
             ledger.take(back[lender].allocation, -1)
             taken.add(lender)
@@ -288,15 +302,14 @@ def _disrupt(request: Request, holders: Sequence[Holder], ledger: Ledger, taken:
         return Admission(request.job, Outcome.RECLAIMING, f"{reclaim.explain()}; waiting for their checkpoints",
                          reclaim.candidate, tuple(
                              Disruption(j, DisruptionKind.RECLAIM, request.job, n, kept[j]) for j, n in reclaim.shrink))
-    if pool is not None and pool.cannot_preempt(request, ledger):
+    if pool.cannot_preempt(request, ledger):
         return Admission(request.job, Outcome.NO_ROOM, no_room)
-    running = [preemption.RunningJob(h.job, h.priority, h.since, h.allocation) for h in free]
-    found = preemption.plan_preemption(request, ledger.fleet, running, now, settings.min_runtime_s)
+    found = preemption.plan_preemption(request, ledger.fleet, pool.victims(request, taken), now,
+                                       settings.min_runtime_s)
     if found is None:
-        if pool is not None:
-            pool.preempt_failed(request, ledger)
+        pool.preempt_failed(request, ledger)
         return Admission(request.job, Outcome.NO_ROOM, no_room)
-    lost = {h.job: h for h in free}
+    lost = pool.free
     for victim in found.victims:
         for a in lost[victim].footprint:
             ledger.take(a, -1)
