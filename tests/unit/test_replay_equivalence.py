@@ -117,6 +117,7 @@ def _runs(jobs: list[TraceJob], policy: str, config: Config, monkeypatch: pytest
     with monkeypatch.context() as m:  # every index built from scratch, as before the shared views
         m.setattr(placement, "_view", placement._View)
         m.setattr(admission, "_Pool", _ScanPool)
+        m.setattr(placement.Ledger, "may_fit", lambda self, request: True)  # place every job, as before
         slow = _BruteForce(jobs, policy, config)
         slow_report = slow.run()
     assert fast_report.summary() == slow_report.summary()
@@ -210,6 +211,7 @@ def _both(queue: list[Request], holders: list[Holder], monkeypatch: pytest.Monke
     fast = admission.plan_queue(queue, holders, fleet, NOW)
     with monkeypatch.context() as m:
         m.setattr(admission, "_Pool", _ScanPool)
+        m.setattr(placement.Ledger, "may_fit", lambda self, request: True)
         slow = admission.plan_queue(queue, holders, fleet, NOW)
     return fast, slow
 
@@ -276,3 +278,23 @@ def test_what_no_preemption_could_do_is_forgotten_once_room_is_given_back() -> N
     assert pool.cannot_preempt(job, ledger)  # room taken: still none
     ledger.take(Allocation("nvidia.com/gpu", {"a": 8}, "ns", "nvidia-h100", "cn-east"), -1)
     assert not pool.cannot_preempt(job, ledger)  # room given back: search again
+
+
+@settings(max_examples=300, deadline=None)
+@given(used=st.lists(st.integers(0, 8), min_size=4, max_size=4), down=st.integers(-1, 3),
+       replicas=st.integers(1, 4), per=st.sampled_from([1, 2, 4, 8]), region=st.sampled_from(["", "cn-east"]),
+       npu=st.booleans())
+def test_a_ledger_says_may_not_fit_only_when_placement_finds_no_room(used: list[int], down: int, replicas: int,
+                                                                     per: int, region: str, npu: bool) -> None:
+    nodes = {n: gpu_node(n, region="cn-east" if i < 2 else "cn-west", ready=i != down)
+             for i, n in enumerate("abcd")}
+    fleet = Fleet(nodes, PLACEMENT_CLASSES, used={(n, "nvidia.com/gpu"): u for n, u in zip("abcd", used)})
+    alternatives = [Alternative("nvidia-h100", per)] + ([Alternative("ascend-910b", per)] if npu else [])
+    request = Request("ns/x", alternatives, replicas, allowed_regions=(region,) if region else ())
+    ledger = placement.Ledger(fleet)
+    fits = place(request, ledger.fleet, ledger.index).chosen is not None
+    assert ledger.may_fit(request) or not fits
+    if not region and down < 0 and not npu:  # the whole class in one region would do: the test is exact
+        west = sum(max(0, 8 - u) // per for u in used[2:])
+        east = sum(max(0, 8 - u) // per for u in used[:2])
+        assert fits == (max(east, west) >= replicas)

@@ -34,7 +34,7 @@ from typing import TYPE_CHECKING
 from heterojob.engine import preemption
 from heterojob.engine.fleet import Allocation, Fleet
 from heterojob.engine.placement import (
-    Candidate, FleetIndex, Ledger, Request, Result, place, room_to_grow, schedule,
+    Candidate, FleetIndex, Ledger, Request, Result, place, room_to_grow,
 )
 
 if TYPE_CHECKING:
@@ -142,14 +142,12 @@ def plan_queue(queue: Iterable[Request], holders: Iterable[Holder], fleet: Fleet
                 ledger.take(pinned.allocation(request.namespace))
                 plan.admissions[request.job] = Admission(
                     request.job, Outcome.PLACED, f"placed on the room reserved for it: {_where(pinned)}", pinned)
-    rest = [r for r in ordered if r.job not in plan.admissions]
-    results = schedule(rest, ledger.fleet)
-    for request in rest:  # step 2's placements take their room on the scratch ledger
-        chosen = results[request.job].chosen
-        if chosen is not None:
-            ledger.take(chosen.allocation(request.namespace))
-            plan.admissions[request.job] = Admission(request.job, Outcome.PLACED, results[request.job].explain(),
-                                                     chosen)
+    for request in [r for r in ordered if r.job not in plan.admissions]:  # step 2, `schedule` on the ledger
+        if not ledger.may_fit(request):
+            continue  # only what fits is kept of this step (a waiting job's message comes from step 3 or 5)
+        result = ledger.place(request)  # a placement takes its room before the next job is tried
+        if result.chosen is not None:
+            plan.admissions[request.job] = Admission(request.job, Outcome.PLACED, result.explain(), result.chosen)
     taken: set[str] = set()  # holders a job earlier in this plan already disturbs
     pool = _Pool(holders)  # who may be disturbed, indexed once for the whole pass
     index = FleetIndex(fleet)  # nodes per class and region, shared by every "would it fit alone" check

@@ -435,6 +435,24 @@ class Ledger:
             self._failed.clear()
             self.given_back += 1
 
+    def may_fit(self, request: Request) -> bool:
+        """False only when `place` cannot fit `request` now: no alternative's class has, over its usable
+        nodes, one node with room for a replica and room for the whole gang in all (what `place` checks per
+        region and node, before quota and software, which only refuse more). Cheap: no messages."""
+        for alt in request.alternatives:
+            cls = self.fleet.classes.get(alt.device_class)
+            if cls is None:
+                continue
+            used, resource, total, one = self.used, cls.resource_name, 0, False
+            for node, capacity in self.index.capacity(cls).items():
+                free = capacity - used.get((node, resource), 0)
+                if free > 0:
+                    total += free
+                    one = one or free >= alt.per_replica
+            if one and total >= request.replicas * alt.per_replica:
+                return True
+        return False
+
     def place(self, request: Request) -> Result:
         shape = request.shape
         if shape in self._failed:
