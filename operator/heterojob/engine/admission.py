@@ -16,6 +16,11 @@ jobs to look at again now. Steps of `plan_queue`, in order:
    Each planned disruption frees its room for this job on the scratch ledger, so two waiting jobs never
    pick the same victim and later jobs do not count on that room.
 
+A pass indexes the holders once (`_Pool`: who yields to whom, the others lowest priority first), so
+steps 4-5 cost per waiting job what it may disturb, not every holder; and it remembers which request shapes
+no preemption could make room for until room is given back. Its cost grows with the queue it is given and
+the holders, not with their product.
+
 `growth` says how far an elastic job may grow: never while a job of its priority or above waits.
 
 `plan_with_policy` runs the heterogeneity-aware policy first (`engine.policy.prepare`: the queue order of
