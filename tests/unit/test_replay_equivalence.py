@@ -2,11 +2,14 @@
 
 The replay walks its queue per fit group (`_Replay.fit_key`) instead of job by job, keeps the highest waiting
 priority and the free room up to date instead of recomputing them, and `placement.FleetIndex` shares its
-per-class node tables between indexes of one fleet view. The oracle here is the code those replaced: a
-replay that rescans every waiting job in queue order on every pass, recomputes the room and the fleet
-each time it looks, and builds every index from scratch. Both run the same overloaded traces (queues far
-longer than a pass plans, failures, two priorities, every policy) and must start the same jobs at the
-same times on the same nodes, with the same report.
+per-class node tables between indexes of one fleet view; the planner (`admission.plan_queue`) indexes the
+holders once per pass (`_Pool`), skips preemption searches a pass already found hopeless, and skips
+placements `Ledger.may_fit` rules out. The oracle is the code those replaced: a replay that rescans every
+waiting job in queue order on every pass, recomputes the room and the fleet each time it looks, builds
+every index from scratch, asks every holder every question and places every job. Both run the same
+overloaded traces (queues far longer than a pass plans, failures, two priorities, every policy) and must
+start the same jobs at the same times on the same nodes, with the same report; random plain-data plans
+must come out equal, admission by admission.
 """
 
 from __future__ import annotations
