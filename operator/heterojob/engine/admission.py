@@ -16,6 +16,11 @@ jobs to look at again now. Steps of `plan_queue`, in order:
    Each planned disruption frees its room for this job on the scratch ledger, so two waiting jobs never
    pick the same victim and later jobs do not count on that room.
 
+A pass indexes the holders once (`_Pool`: who yields to whom, the others lowest priority first), so
+steps 4-5 cost per waiting job what it may disturb, not every holder; and it remembers which request shapes
+no preemption could make room for until room is given back. Its cost grows with the queue it is given and
+the holders, not with their product.
+
 `growth` says how far an elastic job may grow: never while a job of its priority or above waits.
 
 `plan_with_policy` runs the heterogeneity-aware policy first (`engine.policy.prepare`: the queue order of
@@ -25,6 +30,7 @@ completion, `engine.completion`), then `plan_queue` on what it returns.
 
 from __future__ import annotations
 
+import bisect
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field, replace
 from enum import StrEnum
@@ -33,7 +39,7 @@ from typing import TYPE_CHECKING
 from heterojob.engine import preemption, transfer
 from heterojob.engine.fleet import Allocation, Fleet
 from heterojob.engine.placement import (
-    Candidate, FleetIndex, Ledger, Request, Result, place, room_to_grow, schedule,
+    Candidate, FleetIndex, Ledger, Request, Result, place, room_to_grow,
 )
 
 if TYPE_CHECKING:
@@ -142,15 +148,14 @@ def plan_queue(queue: Iterable[Request], holders: Iterable[Holder], fleet: Fleet
                 ledger.take(pinned.allocation(request.namespace))
                 plan.admissions[request.job] = Admission(
                     request.job, Outcome.PLACED, f"placed on the room reserved for it: {_where(pinned)}", pinned)
-    rest = [r for r in ordered if r.job not in plan.admissions]
-    results = schedule(rest, ledger.fleet)
-    for request in rest:  # step 2's placements take their room on the scratch ledger
-        chosen = results[request.job].chosen
-        if chosen is not None:
-            ledger.take(chosen.allocation(request.namespace))
-            plan.admissions[request.job] = Admission(request.job, Outcome.PLACED, results[request.job].explain(),
-                                                     chosen)
+    for request in [r for r in ordered if r.job not in plan.admissions]:  # step 2, `schedule` on the ledger
+        if not ledger.may_fit(request):
+            continue  # only what fits is kept of this step (a waiting job's message comes from step 3 or 5)
+        result = ledger.place(request)  # a placement takes its room before the next job is tried
+        if result.chosen is not None:
+            plan.admissions[request.job] = Admission(request.job, Outcome.PLACED, result.explain(), result.chosen)
     taken: set[str] = set()  # holders a job earlier in this plan already disturbs
+    pool = _Pool(holders)  # who may be disturbed, indexed once for the whole pass
     index = FleetIndex(fleet)  # nodes per class and region, shared by every "would it fit alone" check
     alone_by_shape: dict[tuple[object, ...], Result] = {}  # the fleet does not change: equal shapes alike
     placed: list[str] = []  # jobs placed so far, in queue order
@@ -172,11 +177,11 @@ def plan_queue(queue: Iterable[Request], holders: Iterable[Holder], fleet: Fleet
                 f"queued behind {len(placed)} higher-priority or older job(s) that fit first: "
                 f"{', '.join(placed[:5])}{' ...' if len(placed) > 5 else ''}", alone.chosen, wake=tuple(placed))
             continue
-        if not _may_disrupt(request, holders, taken):
+        if not pool.may_disrupt(request, taken):
             plan.admissions[request.job] = Admission(request.job, Outcome.NO_ROOM, alone.explain())
             continue
         plan.admissions[request.job] = admission = _disrupt(request, holders, ledger, taken, now, settings,
-                                                            alone.explain())
+                                                            alone.explain(), pool)
         if admission.candidate is not None and admission.outcome != Outcome.NO_ROOM:
             ledger.take(admission.candidate.allocation(request.namespace))
     return plan
@@ -195,13 +200,76 @@ def _where(c: Candidate) -> str:
 
 def _may_disrupt(request: Request, holders: Sequence[Holder], taken: set[str]) -> bool:
     """Whether steps 4-5 could find anything for `request`: a holder yielding to it, a lender of its
-    priority or below, or a running job of lower priority (a cheap test before the full search)."""
+    priority or below, or a running job of lower priority (a cheap test before the full search; `_Pool`
+    answers the same per pass without rescanning the holders)."""
     return any(h.job not in taken and (h.yielding_to == request.job or h.yielding_to is None and not h.waiting and (
         h.priority < request.priority or h.base is not None and h.priority <= request.priority)) for h in holders)
 
 
+class _Pool:
+    """The holders one pass may disturb, sorted once: those yielding to each waiting job, and the others
+    (then the lenders among them) lowest priority first, so `may_disrupt` looks at the few holders already
+    `taken` and one more instead of every holder. Also remembers, per request shape, the highest priority
+    for which no preemption could make room while no room has been given back on the pass's ledger: room
+    only shrinks and the candidate victims of a job of that shape and priority or below are a subset, so
+    it cannot make room either."""
+
+    def __init__(self, holders: Sequence[Holder]) -> None:
+        self.yielding: dict[str, list[str]] = {}
+        self.lowest: list[tuple[int, str]] = []
+        self.lenders: list[tuple[int, str]] = []
+        self.free: dict[str, Holder] = {}  # neither yielding nor waiting: may be asked to give room
+        self.grown: list[preemption.GrownJob] = []  # ... and lend room (not moving right now)
+        self.running: list[preemption.RunningJob] = []  # ... all of them, lowest priority first
+        for h in holders:
+            if h.yielding_to is not None:
+                self.yielding.setdefault(h.yielding_to, []).append(h.job)
+            elif not h.waiting:
+                self.lowest.append((h.priority, h.job))
+                self.free[h.job] = h
+                self.running.append(preemption.RunningJob(h.job, h.priority, h.since, h.allocation))
+                if h.base is not None:
+                    self.lenders.append((h.priority, h.job))
+                    if not h.disrupted:
+                        self.grown.append(preemption.GrownJob(h.job, h.priority, h.since, h.allocation, h.base))
+        self.lowest.sort()
+        self.lenders.sort()
+        self.running.sort(key=lambda r: r.priority)
+        self.priorities = [r.priority for r in self.running]
+        self.hopeless: dict[tuple[object, ...], tuple[int, int]] = {}  # shape -> (priority, ledger.given_back)
+
+    def may_disrupt(self, request: Request, taken: set[str]) -> bool:
+        """`_may_disrupt`, from the sorted lists."""
+        if any(j not in taken for j in self.yielding.get(request.job, ())):
+            return True
+        for priority, job in self.lowest:
+            if job not in taken:
+                if priority < request.priority:
+                    return True
+                break
+        for priority, job in self.lenders:
+            if job not in taken:
+                return priority <= request.priority
+        return False
+
+    def victims(self, request: Request, taken: set[str]) -> list[preemption.RunningJob]:
+        """The free holders of lower priority than `request` not yet taken (in no particular order:
+        `plan_preemption` orders them)."""
+        below = bisect.bisect_left(self.priorities, request.priority)
+        return [r for r in self.running[:below] if r.job not in taken]
+
+    def cannot_preempt(self, request: Request, ledger: Ledger) -> bool:
+        known = self.hopeless.get(request.shape)
+        return known is not None and known[1] == ledger.given_back and request.priority <= known[0]
+
+    def preempt_failed(self, request: Request, ledger: Ledger) -> None:
+        known = self.hopeless.get(request.shape)
+        if known is None or known[1] != ledger.given_back or known[0] < request.priority:
+            self.hopeless[request.shape] = (request.priority, ledger.given_back)
+
+
 def _disrupt(request: Request, holders: Sequence[Holder], ledger: Ledger, taken: set[str], now: float,
-             settings: Settings, no_room: str) -> Admission:
+             settings: Settings, no_room: str, pool: _Pool) -> Admission:
     """Steps 4 and 5 for one job that does not fit, on `ledger` (left with the disturbed jobs' room freed)."""
     in_flight = sorted((h for h in holders if h.yielding_to == request.job and h.job not in taken),
                        key=lambda h: h.job)
@@ -221,12 +289,10 @@ def _disrupt(request: Request, holders: Sequence[Holder], ledger: Ledger, taken:
             return Admission(request.job, outcome,
                              f"waiting for {len(in_flight)} preempted or reclaimed job(s) to checkpoint and "
                              f"release their devices: {names}", fits)
-    free = [h for h in holders if h.job not in taken and h.yielding_to is None and not h.waiting]
-    lenders = [preemption.GrownJob(h.job, h.priority, h.since, h.allocation, h.base)
-               for h in free if h.base is not None and not h.disrupted]
+    lenders = [g for g in pool.grown if g.job not in taken]
     reclaim = preemption.plan_reclaim(request, ledger.fleet, lenders) if lenders else None
     if reclaim is not None:
-        back = {h.job: h for h in free}
+        back = pool.free
         for lender, _ in reclaim.shrink:
             ledger.take(back[lender].allocation, -1)
             taken.add(lender)
@@ -240,11 +306,14 @@ def _disrupt(request: Request, holders: Sequence[Holder], ledger: Ledger, taken:
         return Admission(request.job, Outcome.RECLAIMING, f"{reclaim.explain()}; waiting for their checkpoints",
                          reclaim.candidate, tuple(
                              Disruption(j, DisruptionKind.RECLAIM, request.job, n, kept[j]) for j, n in reclaim.shrink))
-    running = [preemption.RunningJob(h.job, h.priority, h.since, h.allocation) for h in free]
-    found = preemption.plan_preemption(request, ledger.fleet, running, now, settings.min_runtime_s)
-    if found is None:
+    if pool.cannot_preempt(request, ledger):
         return Admission(request.job, Outcome.NO_ROOM, no_room)
-    lost = {h.job: h for h in free}
+    found = preemption.plan_preemption(request, ledger.fleet, pool.victims(request, taken), now,
+                                       settings.min_runtime_s)
+    if found is None:
+        pool.preempt_failed(request, ledger)
+        return Admission(request.job, Outcome.NO_ROOM, no_room)
+    lost = pool.free
     for victim in found.victims:
         for a in lost[victim].footprint:
             ledger.take(a, -1)

@@ -178,19 +178,54 @@ def node_unfit(node: Node, cls: DeviceClass, unhealthy: Mapping[str, str]) -> st
     return None
 
 
+class _View:
+    """What a FleetIndex reads of a fleet but `used`: its nodes, classes, regions and unhealthy nodes. Holds
+    the objects it was computed from, so while it is memoised their ids name them and nothing else."""
+
+    def __init__(self, fleet: Fleet) -> None:
+        self.objects = (tuple(fleet.nodes.values()), tuple(fleet.classes.values()), tuple(fleet.regions.values()))
+        self.by_class: dict[str, dict[str, list[str]]] = {}
+        self.unfit: dict[str, dict[str, int]] = {}
+        # (class, needs) -> (region -> nodes that pass, region -> reason -> nodes that fail)
+        self.soft: dict[tuple[object, ...], tuple[dict[str, list[str]], dict[str, dict[str, int]]]] = {}
+        self.capacity: dict[str, dict[str, int]] = {}
+        self.regions: dict[str, list[str]] = {}
+
+
+_VIEWS: dict[tuple[object, ...], _View] = {}  # fleet views seen lately (a planner builds many indexes per pass)
+_VIEWS_KEPT = 64
+
+
+def _view(fleet: Fleet) -> _View:
+    key = (tuple((name, id(node)) for name, node in fleet.nodes.items()),
+           tuple((name, id(cls)) for name, cls in fleet.classes.items()),
+           tuple((name, id(region)) for name, region in fleet.regions.items()),
+           tuple(sorted(fleet.unhealthy.items())))
+    view = _VIEWS.get(key)
+    if view is None:
+        if len(_VIEWS) >= _VIEWS_KEPT:
+            del _VIEWS[next(iter(_VIEWS))]
+        view = _VIEWS[key] = _View(fleet)
+    return view
+
+
 class FleetIndex:
-    """Per class, per region: the nodes that may take its replicas (computed once per fleet view)."""
+    """Per class, per region: the nodes that may take its replicas (computed once per fleet view: indexes
+    of fleets with the same nodes, classes, regions and unhealthy nodes, whatever is used, share it)."""
 
     def __init__(self, fleet: Fleet) -> None:
         self.fleet = fleet
-        self._by_class: dict[str, dict[str, list[str]]] = {}
-        self._unfit: dict[str, dict[str, int]] = {}
-        # (class, needs) -> (region -> nodes that pass, region -> reason -> nodes that fail)
-        self._soft: dict[tuple[object, ...], tuple[dict[str, list[str]], dict[str, dict[str, int]]]] = {}
-        self._capacity: dict[str, dict[str, int]] = {}
+        self._shared: _View | None = None
+
+    @property
+    def _v(self) -> _View:
+        if self._shared is None:
+            self._shared = _view(self.fleet)
+        return self._shared
 
     def nodes(self, cls: DeviceClass) -> dict[str, list[str]]:
-        if cls.name not in self._by_class:
+        v = self._v
+        if cls.name not in v.by_class:
             by_region: dict[str, list[str]] = defaultdict(list)
             unfit: dict[str, int] = defaultdict(int)
             for node in self.fleet.nodes.values():
@@ -204,9 +239,9 @@ class FleetIndex:
                     by_region[region].append(node.name)
                 else:
                     unfit[region] += 1
-            self._by_class[cls.name] = dict(by_region)
-            self._unfit[cls.name] = dict(unfit)
-        return self._by_class[cls.name]
+            v.by_class[cls.name] = dict(by_region)
+            v.unfit[cls.name] = dict(unfit)
+        return v.by_class[cls.name]
 
     def software(self, cls: DeviceClass, alt: Alternative
                  ) -> tuple[dict[str, list[str]], dict[str, dict[str, int]]]:
@@ -216,7 +251,8 @@ class FleetIndex:
         if not alt.requires and not alt.node_labels:
             return by_region, {}
         key = (cls.name, alt.needs)
-        if key not in self._soft:
+        soft = self._v.soft
+        if key not in soft:
             ok: dict[str, list[str]] = {}
             failed: dict[str, dict[str, int]] = {}
             nodes = self.fleet.nodes
@@ -230,24 +266,28 @@ class FleetIndex:
                         reasons = failed.setdefault(region, {})
                         reasons[why] = reasons.get(why, 0) + 1
                 ok[region] = passing
-            self._soft[key] = (ok, failed)
-        return self._soft[key]
+            soft[key] = (ok, failed)
+        return soft[key]
 
     def capacity(self, cls: DeviceClass) -> dict[str, int]:
         """node -> its allocatable devices of the class's resource, for the class's usable nodes (cached)."""
-        if cls.name not in self._capacity:
+        capacity = self._v.capacity
+        if cls.name not in capacity:
             nodes, resource = self.fleet.nodes, cls.resource_name
-            self._capacity[cls.name] = {n: nodes[n].allocatable.get(resource, 0)
-                                        for names in self.nodes(cls).values() for n in names}
-        return self._capacity[cls.name]
+            capacity[cls.name] = {n: nodes[n].allocatable.get(resource, 0)
+                                  for names in self.nodes(cls).values() for n in names}
+        return capacity[cls.name]
 
     def unfit(self, cls: DeviceClass, region: str) -> int:
         self.nodes(cls)
-        return self._unfit[cls.name].get(region, 0)
+        return self._v.unfit[cls.name].get(region, 0)
 
     def regions(self, cls: DeviceClass) -> list[str]:
-        self.nodes(cls)
-        return sorted(set(self._by_class[cls.name]) | set(self._unfit[cls.name]))
+        v = self._v
+        if cls.name not in v.regions:
+            self.nodes(cls)
+            v.regions[cls.name] = sorted(set(v.by_class[cls.name]) | set(v.unfit[cls.name]))
+        return v.regions[cls.name]
 
 
 def pack(free: Mapping[str, int], replicas: int, per_replica: int) -> tuple[str, ...] | None:
@@ -383,6 +423,7 @@ class Ledger:
                            quotas=fleet.quotas, held=self.held, unhealthy=fleet.unhealthy)
         self.index = FleetIndex(self.fleet)
         self._failed: dict[tuple[object, ...], Result] = {}
+        self.given_back = 0  # how many times room was given back (what failed to fit before may fit now)
 
     def take(self, allocation: Allocation, sign: int = 1) -> None:
         for node, n in allocation.per_node.items():
@@ -392,6 +433,25 @@ class Ledger:
         mine[key] = mine.get(key, 0) + sign * allocation.devices
         if sign < 0:
             self._failed.clear()
+            self.given_back += 1
+
+    def may_fit(self, request: Request) -> bool:
+        """False only when `place` cannot fit `request` now: no alternative's class has, over its usable
+        nodes, one node with room for a replica and room for the whole gang in all (what `place` checks per
+        region and node, before quota and software, which only refuse more). Cheap: no messages."""
+        for alt in request.alternatives:
+            cls = self.fleet.classes.get(alt.device_class)
+            if cls is None:
+                continue
+            used, resource, total, one = self.used, cls.resource_name, 0, False
+            for node, capacity in self.index.capacity(cls).items():
+                free = capacity - used.get((node, resource), 0)
+                if free > 0:
+                    total += free
+                    one = one or free >= alt.per_replica
+            if one and total >= request.replicas * alt.per_replica:
+                return True
+        return False
 
     def place(self, request: Request) -> Result:
         shape = request.shape

@@ -131,7 +131,7 @@ def _fewest(request: Request, ledger: Ledger, pool: Sequence[_Disturbable]
         if not disturb(item):
             continue
         chosen.append(item)
-        fits = place(request, ledger.fleet, ledger.index).chosen
+        fits = place(request, ledger.fleet, ledger.index).chosen if ledger.may_fit(request) else None
         if fits is not None:
             break
     if fits is None:

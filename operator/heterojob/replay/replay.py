@@ -21,7 +21,10 @@ Policies, on the same trace, fleet, failures and seed:
   steps or its speed on a class it has not run on.
 
 Each scheduling pass costs at most a bounded number of queued jobs (`lookahead` in queue order, plus the
-first that fit free room), not every queued job against every running one.
+first that fit free room), not every queued job against every running one: the waiting jobs are also kept
+grouped by what decides whether they could start (`fit_key`: classes, replicas, devices per replica), so a
+pass finds the next job that could fit free room per group, not by walking the queue, and the free room,
+the fleet snapshot and the highest waiting priority are kept up to date rather than recomputed.
 
 Every job checkpoints every `checkpoint_s` (saving takes `save_s`); a resize or preemption checkpoints on
 demand (`save_s`) and the job restores (`restore_s`) where it lands. Device failures come at `mtbf_h` per
@@ -138,6 +141,8 @@ class _Replay:
         self.rng = random.Random(config.seed)
         self.base = fleet(config)
         self.used: dict[tuple[str, str], int] = {}
+        self.version = 0  # bumped whenever devices are taken or given back or a node fails or is repaired
+        self.seen: dict[str, tuple[int, Any]] = {}  # what `current_fleet` and `room` computed, at which version
         self.down: set[str] = set()
         self.nodes_view: dict[str, Node] = dict(self.base.nodes)
         self.events: list[tuple[float, int, str, Any]] = []
@@ -145,6 +150,10 @@ class _Replay:
         self.progress = {j.id: 0.0 for j in jobs}  # steps in the last checkpoint
         self.queue: dict[int, TraceJob] = {}  # waiting
         self.order_list: list[tuple[Any, ...]] = []  # the waiting jobs' keys, in queue order
+        # the same keys grouped by what decides whether a job could start on the free room (`fit_key`)
+        self.by_fit: dict[tuple[tuple[str, ...], int, int], list[tuple[Any, ...]]] = defaultdict(list)
+        self.fit_keys: dict[int, tuple[tuple[str, ...], int, int]] = {}
+        self.priorities: dict[int, int] = defaultdict(int)  # priority -> waiting jobs of it
         self.keys: dict[int, tuple[Any, ...]] = {}
         self.arrived: list[TraceJob] = []  # since the last scheduling pass
         self.freed: set[str] = set()  # classes that gained room since the last pass
@@ -222,6 +231,7 @@ class _Replay:
             elif kind == "repair":
                 self.down.discard(payload)
                 self.nodes_view[payload] = self.base.nodes[payload]
+                self.version += 1
                 self.freed.add(self.base.nodes[payload].labels["class"])
                 self.push(now + self.rng.expovariate(per_node_rate), "fail", payload)
             elif kind == "wake":
@@ -259,37 +269,67 @@ class _Replay:
         old = self.service.get(job.id)
         self.service[job.id] = queueing.Service(old.attained_device_s if old else 0.0, now)
         self.refresh(job)
+        self.dequeue(job)
         self.queue[job.id] = job
+        self.priorities[job.priority] += 1
         self.arrived.append(job)
         self.keys[job.id] = k = self.key(job, now)
         bisect.insort(self.order_list, k)
+        bisect.insort(self.by_fit[self.fit_key(job)], k)
         if self.policy == "heterojob":
             at = queueing.promotion_time(now, self.config.queue)
             if at is not None:
                 self.push(at, "promote", (job.id, now))
 
     def dequeue(self, job: TraceJob) -> None:
-        self.queue.pop(job.id, None)
+        if self.queue.pop(job.id, None) is not None:
+            self.priorities[job.priority] -= 1
         k = self.keys.pop(job.id, None)
         if k is not None:
-            i = bisect.bisect_left(self.order_list, k)
-            if i < len(self.order_list) and self.order_list[i] == k:
-                del self.order_list[i]
+            for keys in (self.order_list, self.by_fit[self.fit_key(job)]):
+                i = bisect.bisect_left(keys, k)
+                if i < len(keys) and keys[i] == k:
+                    del keys[i]
 
     def reorder(self, job: TraceJob, now: float) -> None:
         self.dequeue(job)
         self.queue[job.id] = job
+        self.priorities[job.priority] += 1
         self.keys[job.id] = k = self.key(job, now)
         bisect.insort(self.order_list, k)
+        bisect.insort(self.by_fit[self.fit_key(job)], k)
+
+    def fit_key(self, job: TraceJob) -> tuple[tuple[str, ...], int, int]:
+        """(classes it may start on, replicas, devices per replica): what `_fits` and a pass's placement
+        read of a waiting job, so jobs with equal keys fit, or do not, alike."""
+        key = self.fit_keys.get(job.id)
+        if key is None:
+            classes = job.classes if self.policy == "heterojob" else tuple(self.flavors(job))
+            key = self.fit_keys[job.id] = (classes, *self.shape(job))
+        return key
 
     # --- devices --------------------------------------------------------------------------------------
 
     def current_fleet(self, without: _Run | None = None) -> Fleet:
+        """The fleet now (a snapshot of what is used; the same object until something changes), or as it
+        would be without `without`'s devices."""
+        if without is None:
+            return self._memo("fleet", lambda: Fleet(self.nodes_view, self.base.classes, used=dict(self.used)))
         used = dict(self.used)
-        if without is not None:
-            for n, c in without.per_node.items():
-                used[(n, without.cls)] -= c
+        for n, c in without.per_node.items():
+            used[(n, without.cls)] -= c
         return Fleet(self.nodes_view, self.base.classes, used=used)
+
+    def room(self) -> dict[str, tuple[int, int]]:
+        """`_room` of the fleet now."""
+        return self._memo("room", lambda: _room(self.current_fleet(), self.down))
+
+    def _memo(self, what: str, compute: Any) -> Any:
+        at, value = self.seen.get(what, (-1, None))
+        if at != self.version:
+            value = compute()
+            self.seen[what] = (self.version, value)
+        return value
 
     def free_by_class(self) -> dict[str, int]:
         out = dict.fromkeys(CLASSES, 0)
@@ -306,6 +346,7 @@ class _Replay:
         for n in nodes:
             per_node[n] += per
             self.used[(n, cls)] = self.used.get((n, cls), 0) + per
+        self.version += 1
         devices = sum(per_node.values())
         self.busy += devices
         if self.progress[job.id] > 0:
@@ -344,6 +385,7 @@ class _Replay:
     def stop(self, run: _Run, now: float) -> None:
         for n, c in run.per_node.items():
             self.used[(n, run.cls)] -= c
+        self.version += 1
         self.busy -= run.devices
         self.holder_of.pop(run.token, None)
         self.device_s[run.job.id] += run.devices * (now - run.held)
@@ -362,6 +404,7 @@ class _Replay:
         self.down.add(node)
         v = self.base.nodes[node]
         self.nodes_view[node] = Node(v.name, v.labels, v.allocatable, ready=False)
+        self.version += 1
         config = self.config
         for run in [r for r in self.running.values() if node in r.per_node]:
             ran = max(0.0, now - run.started)
@@ -404,25 +447,50 @@ class _Replay:
     def place_fifo(self, now: float) -> None:
         """static and kueue: oldest first, each waiting job starts on the first class in its list with room
         for the whole gang (a job that does not fit does not hold up the rest). A pass looks at the queue
-        only as far as some class still has free devices."""
+        only as far as some class still has free devices.
+
+        The queue is walked per `fit_key` group, not job by job: the next job in queue order among the
+        groups that could fit the free room. Room only shrinks during a pass, so a group that does not fit,
+        or whose placement failed, stays out for the rest of the pass (its later jobs would fail alike); a
+        pass costs (groups x jobs started), not the queue's length."""
         if not (self.freed or self.arrived):
             return
-        pool = [self.keys[j.id] for j in self.arrived if j.id in self.keys] if not self.freed else None
-        room = _room(self.current_fleet(), self.down)
-        for k in (sorted(pool) if pool is not None else list(self.order_list)):
-            if not any(room[c][0] for c in CLASSES):
-                break
+        groups: dict[tuple[tuple[str, ...], int, int], list[tuple[Any, ...]]]
+        if self.freed:
+            groups = self.by_fit
+        else:  # nothing freed: only the new arrivals can start
+            groups = defaultdict(list)
+            for k in sorted(self.keys[j.id] for j in self.arrived if j.id in self.keys):
+                groups[self.fit_key(self.queue[k[2]])].append(k)
+        room = self.room()
+        at = dict.fromkeys(groups, 0)
+        out: set[tuple[tuple[str, ...], int, int]] = set()
+        while True:
+            best = None
+            for g, keys in groups.items():
+                if g in out:
+                    continue
+                if at[g] >= len(keys) or not _fits(room, g):
+                    out.add(g)
+                elif best is None or keys[at[g]] < groups[best][at[best]]:
+                    best = g
+            if best is None:
+                return
+            keys = groups[best]
+            k = keys[at[best]]
             job = self.queue[k[2]]
-            replicas, per = self.shape(job)
-            flavors = [c for c in self.flavors(job) if room[c][0] >= replicas * per and room[c][1] >= per]
-            if not flavors:
-                continue
+            classes, replicas, per = best
+            flavors = [c for c in classes if room[c][0] >= replicas * per and room[c][1] >= per]
             result = place(Request(f"{NAMESPACE}/{job.id}", [Alternative(c, per) for c in flavors], replicas),
                            self.current_fleet())
-            if result.chosen is not None:
-                c = result.chosen
-                self.start(job, c.device_class, c.region, c.nodes, per, now)
-                room = _room(self.current_fleet(), self.down)
+            if result.chosen is None:
+                out.add(best)
+                continue
+            c = result.chosen
+            self.start(job, c.device_class, c.region, c.nodes, per, now)  # leaves self.by_fit's lists
+            if at[best] < len(keys) and keys[at[best]] == k:
+                at[best] += 1  # a list of this pass's own
+            room = self.room()
 
     # --- heterojob ------------------------------------------------------------------------------------
 
@@ -445,21 +513,17 @@ class _Replay:
         and nothing changed for them)."""
         if not (self.freed or self.promoted):
             return [j for j in self.arrived if j.id in self.queue]
-        out: list[TraceJob] = []
-        room = _room(self.current_fleet(), self.down)
-        extra = 0
-        for i, k in enumerate(self.order_list):
-            job = self.queue[k[2]]
-            if i < self.config.lookahead:
-                out.append(job)
-                continue
-            if extra >= self.config.lookahead or not any(room[c][0] for c in CLASSES):
-                break
-            replicas, per = self.shape(job)
-            if any(room[c][0] >= replicas * per and room[c][1] >= per for c in job.classes):
-                out.append(job)
-                extra += 1
-        return out
+        n = self.config.lookahead
+        head = self.order_list[:n]
+        if len(self.order_list) > n:  # the first `n` beyond the head that fit, from each fitting group
+            room = self.room()
+            extra: list[tuple[Any, ...]] = []
+            for g, keys in self.by_fit.items():
+                if keys and _fits(room, g):
+                    i = bisect.bisect_right(keys, head[-1]) if head else 0
+                    extra.extend(keys[i:i + n])
+            head += sorted(extra)[:n]
+        return [self.queue[k[2]] for k in head]
 
     def place_heterojob(self, now: float) -> None:
         """The operator's policy and planner (`engine.admission.plan_with_policy`: queue order, class choice
@@ -474,7 +538,7 @@ class _Replay:
                 self.upgrade(now, frozenset())
             return
         fleet = self.current_fleet()
-        if not any(_room(fleet, self.down)[c][0] for c in CLASSES):  # nothing free: only displacement helps
+        if not any(self.room()[c][0] for c in CLASSES):  # nothing free: only displacement helps
             top = max(self.rank(j, now) for j in pool)
             if not any(self.holder_rank(r, now) < top and now - r.started >= self.config.min_runtime_s
                        for r in self.running.values()):
@@ -521,6 +585,9 @@ class _Replay:
 
     def upgrade(self, now: float, waiting_for: frozenset[str]) -> None:
         """Move running jobs up onto faster room no waiting job chose to wait for, when the move pays."""
+        room = self.room()
+        if not any(room[c][0] for c in CLASSES if c not in waiting_for):
+            return  # `upgrades` proposes moves onto free devices only, and none are free
         allowed = {f"{NAMESPACE}/{r.job.id}": r.job.classes for r in self.running.values()}
         for u in engine_policy.upgrades(self.holders(), self.current_fleet(), now, self.knowledge, waiting_for,
                                         self.cost, self.config.min_runtime_s, allowed):
@@ -559,7 +626,7 @@ class _Replay:
         of their priority or above waits), within the migration rules; each resize checkpoints and restores."""
         if not (self.freed or self.arrived):
             return  # no room appeared and no job started since the last look
-        top = planner.top_priority(self.request(j) for j in self.queue.values())
+        top = max((p for p, n in self.priorities.items() if n), default=None)  # planner.top_priority, kept up
         for run in sorted(self.running.values(), key=lambda r: r.job.id):
             job = run.job
             most = job.max_replicas(run.cls) if self.shape(job)[0] == 1 and job.gpus <= 8 else self.shape(job)[0]
@@ -633,6 +700,12 @@ class _Replay:
                       len(done), busy / (self.config.devices * span), useful / (self.config.devices * span),
                       statistics.fmean(self.device_s[j.id] / 3600 for j in done) if done else 0.0,
                       in_system(t0), in_system(t1))
+
+
+def _fits(room: dict[str, tuple[int, int]], key: tuple[tuple[str, ...], int, int]) -> bool:
+    """Whether `_room` leaves a class of `key` (classes, replicas, devices per replica) room enough."""
+    classes, replicas, per = key
+    return any(room[c][0] >= replicas * per and room[c][1] >= per for c in classes)
 
 
 def _room(fleet: Fleet, down: set[str]) -> dict[str, tuple[int, int]]:

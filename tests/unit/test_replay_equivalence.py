@@ -1,0 +1,303 @@
+"""The replay's and planner's shortcuts decide exactly what the brute-force scans decide.
+
+The replay walks its queue per fit group (`_Replay.fit_key`) instead of job by job, keeps the highest waiting
+priority and the free room up to date instead of recomputing them, and `placement.FleetIndex` shares its
+per-class node tables between indexes of one fleet view; the planner (`admission.plan_queue`) indexes the
+holders once per pass (`_Pool`), skips preemption searches a pass already found hopeless, and skips
+placements `Ledger.may_fit` rules out. The oracle is the code those replaced: a replay that rescans every
+waiting job in queue order on every pass, recomputes the room and the fleet each time it looks, builds
+every index from scratch, asks every holder every question and places every job. Both run the same
+overloaded traces (queues far longer than a pass plans, failures, two priorities, every policy) and must
+start the same jobs at the same times on the same nodes, with the same report; random plain-data plans
+must come out equal, admission by admission.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from heterojob.engine import admission, placement, preemption
+from heterojob.engine import admission as planner
+from heterojob.engine.admission import Holder, Outcome
+from heterojob.engine.fleet import Allocation, Fleet, usage
+from heterojob.engine.placement import Alternative, Request, place
+from heterojob.replay import replay as replay_module
+from heterojob.replay.replay import CLASSES, NAMESPACE, POLICIES, Config, _Replay, _room
+from heterojob.replay.traces import TraceJob, synthetic_trace
+from tests.unit.test_placement import CLASSES as PLACEMENT_CLASSES
+from tests.unit.test_placement import gpu_node
+
+NOW = 10_000.0
+
+TABLE = Path(__file__).resolve().parents[2] / "data" / "gavel" / "isolated_throughputs.csv"
+
+Start = tuple[float, int, str, str, tuple[str, ...], int, float]
+
+
+class _Recording(_Replay):
+    def __init__(self, jobs: Sequence[TraceJob], policy: str, config: Config) -> None:
+        super().__init__(jobs, policy, config)
+        self.log: list[Start] = []
+        self.longest = 0  # the longest queue a start saw
+
+    def start(self, job: TraceJob, cls: str, region: str, nodes: Sequence[str], per: int, now: float,
+              pause: float = 0.0) -> None:
+        self.log.append((now, job.id, cls, region, tuple(nodes), per, pause))
+        self.longest = max(self.longest, len(self.queue))
+        super().start(job, cls, region, nodes, per, now, pause)
+
+
+class _BruteForce(_Recording):
+    """The scans the replay had before its shortcuts: every waiting job, in queue order, every pass."""
+
+    def current_fleet(self, without: Any = None) -> Fleet:
+        used = dict(self.used)
+        if without is not None:
+            for n, c in without.per_node.items():
+                used[(n, without.cls)] -= c
+        return Fleet(self.nodes_view, self.base.classes, used=used)
+
+    def room(self) -> dict[str, tuple[int, int]]:
+        return _room(self.current_fleet(), self.down)
+
+    def place_fifo(self, now: float) -> None:
+        if not (self.freed or self.arrived):
+            return
+        pool = [self.keys[j.id] for j in self.arrived if j.id in self.keys] if not self.freed else None
+        room = self.room()
+        for k in (sorted(pool) if pool is not None else list(self.order_list)):
+            if not any(room[c][0] for c in CLASSES):
+                break
+            job = self.queue[k[2]]
+            replicas, per = self.shape(job)
+            flavors = [c for c in self.flavors(job) if room[c][0] >= replicas * per and room[c][1] >= per]
+            if not flavors:
+                continue
+            result = place(Request(f"{NAMESPACE}/{job.id}", [Alternative(c, per) for c in flavors], replicas),
+                           self.current_fleet())
+            if result.chosen is not None:
+                c = result.chosen
+                self.start(job, c.device_class, c.region, c.nodes, per, now)
+                room = self.room()
+
+    def candidates(self) -> list[TraceJob]:
+        if not (self.freed or self.promoted):
+            return [j for j in self.arrived if j.id in self.queue]
+        out: list[TraceJob] = []
+        room = self.room()
+        extra = 0
+        for i, k in enumerate(self.order_list):
+            job = self.queue[k[2]]
+            if i < self.config.lookahead:
+                out.append(job)
+                continue
+            if extra >= self.config.lookahead or not any(room[c][0] for c in CLASSES):
+                break
+            replicas, per = self.shape(job)
+            if any(room[c][0] >= replicas * per and room[c][1] >= per for c in job.classes):
+                out.append(job)
+                extra += 1
+        return out
+
+    def grow(self, now: float) -> None:
+        top = planner.top_priority(self.request(j) for j in self.queue.values())
+        kept = max((p for p, n in self.priorities.items() if n), default=None)
+        assert top == kept, (top, kept)  # the count kept up to date is the scan's answer
+        super().grow(now)
+
+
+def _runs(jobs: list[TraceJob], policy: str, config: Config, monkeypatch: pytest.MonkeyPatch
+          ) -> tuple[_Recording, _Recording]:
+    fast = _Recording(jobs, policy, config)
+    fast_report = fast.run()
+    with monkeypatch.context() as m:  # every index built from scratch, as before the shared views
+        m.setattr(placement, "_view", placement._View)
+        m.setattr(admission, "_Pool", _ScanPool)
+        m.setattr(placement.Ledger, "may_fit", lambda self, request: True)  # place every job, as before
+        slow = _BruteForce(jobs, policy, config)
+        slow_report = slow.run()
+    assert fast_report.summary() == slow_report.summary()
+    assert fast_report.jct_h_by_job == slow_report.jct_h_by_job
+    return fast, slow
+
+
+@pytest.mark.parametrize("policy", POLICIES)
+def test_the_grouped_queue_scans_start_what_the_full_rescan_starts(policy: str,
+                                                                    monkeypatch: pytest.MonkeyPatch) -> None:
+    # 16 devices per class, 4 jobs/h: far past every policy's knee, so the queue outgrows a pass's lookahead
+    jobs = synthetic_trace(260, 4, TABLE, seed=7, high_priority_share=0.15, fastest_share=0.7)
+    config = Config(nodes_per_class_region=2, regions=2, devices_per_node=4, mtbf_h=3000, lookahead=4, seed=3)
+    fast, slow = _runs(jobs, policy, config, monkeypatch)
+    assert fast.log == slow.log
+    assert len(fast.log) >= len(jobs)
+    assert fast.longest > 8 * config.lookahead  # the scans had far more to look at than a pass plans
+    assert fast.restarts > 0  # failures happened, so room also came back through repairs
+
+
+def test_the_oracle_tells_a_different_scan_apart(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A shortcut that skipped one group of the queue would be caught: the logs then differ."""
+    jobs = synthetic_trace(200, 3, TABLE, seed=7, fastest_share=0.7)
+    config = Config(nodes_per_class_region=2, regions=2, devices_per_node=4, mtbf_h=1e9, lookahead=4)
+
+    class Skipping(_Recording):
+        def fit_key(self, job: TraceJob) -> tuple[tuple[str, ...], int, int]:
+            classes, replicas, per = super().fit_key(job)
+            return (classes[:1], replicas, per) if job.gpus == 2 else (classes, replicas, per)
+
+    wrong = Skipping(jobs, "kueue", config)
+    wrong.run()
+    with monkeypatch.context() as m:
+        m.setattr(placement, "_view", placement._View)
+        slow = _BruteForce(jobs, "kueue", config)
+        slow.run()
+    assert wrong.log != slow.log
+
+
+def test_fleet_indexes_of_one_view_share_their_tables_and_a_changed_node_gets_its_own() -> None:
+    fleet = replay_module.fleet(Config(nodes_per_class_region=1, regions=1))
+    cls = fleet.classes["nvidia-h100"]
+    a, b = placement.FleetIndex(fleet), placement.FleetIndex(Fleet(fleet.nodes, fleet.classes, used={("x", "y"): 1}))
+    assert a.nodes(cls) is b.nodes(cls)  # `used` is not part of the view
+    name = next(n for n in fleet.nodes if "h100" in n)
+    down = dict(fleet.nodes)
+    down[name] = replay_module.Node(name, fleet.nodes[name].labels, fleet.nodes[name].allocatable, ready=False)
+    c = placement.FleetIndex(Fleet(down, fleet.classes))
+    assert c.nodes(cls) == {} and c.unfit(cls, "cn-east") == 1 and a.unfit(cls, "cn-east") == 0
+    unhealthy = placement.FleetIndex(Fleet(fleet.nodes, fleet.classes, unhealthy={name: "xid 79"}))
+    assert unhealthy.nodes(cls) == {} and a.nodes(cls) == {"cn-east": [name]}
+
+
+# --- the planner's per-pass index of who may be disturbed (admission._Pool) ---------------------------------
+
+class _ScanPool(admission._Pool):
+    """The oracle: every question answered by rescanning every holder, nothing remembered."""
+
+    def __init__(self, holders: Sequence[Holder]) -> None:
+        super().__init__(holders)
+        self.holders = list(holders)
+
+    def may_disrupt(self, request: Request, taken: set[str]) -> bool:
+        return admission._may_disrupt(request, self.holders, taken)
+
+    def victims(self, request: Request, taken: set[str]) -> list[preemption.RunningJob]:
+        return [preemption.RunningJob(h.job, h.priority, h.since, h.allocation) for h in self.holders
+                if h.job not in taken and h.yielding_to is None and not h.waiting]
+
+    def cannot_preempt(self, request: Request, ledger: Any) -> bool:
+        return False
+
+
+def _holders(spec: list[tuple[int, int, int, bool, int, bool]]) -> list[Holder]:
+    out = []
+    for i, (node, devices, priority, grown, yielding, waiting) in enumerate(spec):
+        job = f"ns/h{i}"
+        base = Request(job, [Alternative("nvidia-h100", 2)], 1, allowed_regions=("cn-east",),
+                       priority=priority) if grown else None
+        out.append(Holder(job, priority, since=0.0 if i % 3 else NOW - 60,
+                          allocation=Allocation("nvidia.com/gpu", {"abcdef"[node]: devices}, "ns", "nvidia-h100",
+                                                "cn-east"),
+                          base=base, yielding_to=f"ns/j{yielding}" if yielding >= 0 else None,
+                          disrupted=yielding >= 0, waiting=waiting and yielding < 0 and not grown))
+    return out
+
+
+def _both(queue: list[Request], holders: list[Holder], monkeypatch: pytest.MonkeyPatch) -> tuple[Any, Any]:
+    fleet = Fleet({n: gpu_node(n) for n in "abcdef"}, PLACEMENT_CLASSES,
+                  used=usage(h.allocation for h in holders))
+    fast = admission.plan_queue(queue, holders, fleet, NOW)
+    with monkeypatch.context() as m:
+        m.setattr(admission, "_Pool", _ScanPool)
+        m.setattr(placement.Ledger, "may_fit", lambda self, request: True)
+        slow = admission.plan_queue(queue, holders, fleet, NOW)
+    return fast, slow
+
+
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(held=st.lists(st.tuples(st.integers(0, 5), st.sampled_from([2, 4, 8]), st.integers(0, 3), st.booleans(),
+                               st.integers(-1, 3), st.booleans()), max_size=10),
+       jobs=st.lists(st.tuples(st.integers(1, 3), st.sampled_from([2, 4, 8]), st.integers(0, 3)), min_size=1,
+                     max_size=10))
+def test_the_planners_pool_index_plans_what_rescanning_every_holder_plans(
+        held: list[tuple[int, int, int, bool, int, bool]], jobs: list[tuple[int, int, int]],
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    holders = _holders(held)
+    # no node over its 8 devices
+    per: dict[str, int] = {}
+    for h in holders:
+        for n, d in h.allocation.per_node.items():
+            per[n] = per.get(n, 0) + d
+    if any(v > 8 for v in per.values()):
+        return
+    queue = [Request(f"ns/j{i}", [Alternative("nvidia-h100", d)], r, priority=p, created=float(i))
+             for i, (r, d, p) in enumerate(jobs)]
+    fast, slow = _both(queue, holders, monkeypatch)
+    assert fast.admissions == slow.admissions
+
+
+def test_a_shape_no_preemption_can_make_room_for_is_not_searched_again_at_or_below_its_priority(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    # six nodes full of priority-1 jobs (two still young); eight identical 3 x 8-device jobs of priority 2:
+    # four old victims would do, but a 3 x 8 gang needs three whole nodes of victims
+    holders = [Holder(f"ns/h{i}", 1, 0.0 if i < 4 else NOW - 60,
+                      Allocation("nvidia.com/gpu", {n: 8}, "ns", "nvidia-h100", "cn-east"))
+               for i, n in enumerate("abcdef")]
+    queue = [Request(f"ns/j{i}", [Alternative("nvidia-h100", 8)], 3, priority=2 - (i % 2), created=float(i))
+             for i in range(8)]
+    searched: list[str] = []
+    real = preemption.plan_preemption
+
+    def spy(request: Request, *args: Any) -> Any:
+        searched.append(request.job)
+        return real(request, *args)
+
+    monkeypatch.setattr(preemption, "plan_preemption", spy)
+    fast, slow = _both(queue, holders, monkeypatch)
+    assert fast.admissions == slow.admissions
+    assert [fast[f"ns/j{i}"].outcome for i in range(3)] == [Outcome.PREEMPTING, Outcome.NO_ROOM, Outcome.NO_ROOM]
+    assert [d.job for d in fast["ns/j0"].disruptions] == ["ns/h0", "ns/h1", "ns/h2"]
+    # priority 2 jobs search for victims (priority 1 ones have none of lower priority): j0 finds three, j2
+    # finds the one old victim left too few; with the index j4 and j6 are not searched again
+    assert searched == ["ns/j0", "ns/j2", "ns/j0", "ns/j2", "ns/j4", "ns/j6"]
+
+
+def test_what_no_preemption_could_do_is_forgotten_once_room_is_given_back() -> None:
+    fleet = Fleet({n: gpu_node(n) for n in "ab"}, PLACEMENT_CLASSES, used={("a", "nvidia.com/gpu"): 8})
+    ledger = placement.Ledger(fleet)
+    pool = admission._Pool([])
+    job = Request("ns/x", [Alternative("nvidia-h100", 8)], 2, priority=2)
+    pool.preempt_failed(job, ledger)
+    assert pool.cannot_preempt(job, ledger)
+    assert pool.cannot_preempt(dataclasses.replace(job, job="ns/y", priority=1), ledger)  # fewer victims still
+    assert not pool.cannot_preempt(dataclasses.replace(job, priority=3), ledger)  # more victims: search
+    assert not pool.cannot_preempt(dataclasses.replace(job, replicas=1), ledger)  # another shape: search
+    ledger.take(Allocation("nvidia.com/gpu", {"a": 8}, "ns", "nvidia-h100", "cn-east"))
+    assert pool.cannot_preempt(job, ledger)  # room taken: still none
+    ledger.take(Allocation("nvidia.com/gpu", {"a": 8}, "ns", "nvidia-h100", "cn-east"), -1)
+    assert not pool.cannot_preempt(job, ledger)  # room given back: search again
+
+
+@settings(max_examples=300, deadline=None)
+@given(used=st.lists(st.integers(0, 8), min_size=4, max_size=4), down=st.integers(-1, 3),
+       replicas=st.integers(1, 4), per=st.sampled_from([1, 2, 4, 8]), region=st.sampled_from(["", "cn-east"]),
+       npu=st.booleans())
+def test_a_ledger_says_may_not_fit_only_when_placement_finds_no_room(used: list[int], down: int, replicas: int,
+                                                                     per: int, region: str, npu: bool) -> None:
+    nodes = {n: gpu_node(n, region="cn-east" if i < 2 else "cn-west", ready=i != down)
+             for i, n in enumerate("abcd")}
+    fleet = Fleet(nodes, PLACEMENT_CLASSES, used={(n, "nvidia.com/gpu"): u for n, u in zip("abcd", used)})
+    alternatives = [Alternative("nvidia-h100", per)] + ([Alternative("ascend-910b", per)] if npu else [])
+    request = Request("ns/x", alternatives, replicas, allowed_regions=(region,) if region else ())
+    ledger = placement.Ledger(fleet)
+    fits = place(request, ledger.fleet, ledger.index).chosen is not None
+    assert ledger.may_fit(request) or not fits
+    if not region and down < 0 and not npu:  # the whole class in one region would do: the test is exact
+        west = sum(max(0, 8 - u) // per for u in used[2:])
+        east = sum(max(0, 8 - u) // per for u in used[:2])
+        assert fits == (max(east, west) >= replicas)
