@@ -7,7 +7,7 @@ from datetime import UTC, datetime, timedelta
 import plotly.express as px
 import streamlit as st
 
-from heterojob_console import figures, kpis, ui
+from heterojob_console import figures, kpis, members, ui
 from heterojob_console.data import moves
 
 ui.setup("Overview")
@@ -51,6 +51,7 @@ def overview() -> None:
         for i, label in enumerate(("Failed", "Degraded", "Unknown"), start=1):
             row[i].metric(label, "-", help=kpis.HELP[label.lower()] + " No Prometheus configured.")
     row[4].metric("Nodes ready", f"{cap.nodes_ready}/{cap.nodes}", help=kpis.HELP["nodes"])
+    members.show(cluster.members)  # member clusters' reachability (nothing with one cluster)
 
     regions = kpis.by_region(cluster.nodes, cluster.regions)
     located = regions.dropna(subset=["latitude", "longitude"])

@@ -7,6 +7,10 @@ every page comes from the same objects. The vocabulary (definitions in `kpis`):
   huawei.com/Ascend910); CPU cores are counted apart, never as "devices";
 - held: what the scheduled, non-terminated pods request of a node's class resource -- what
   `kubectl describe node` lists under "Allocated resources".
+
+With member clusters (docs/multicluster.md), nodes and pods are read from each member too (`members`:
+the member column says which cluster, "manager" for the manager's own); jobs, quotas, classes and
+Regions are the manager's.
 """
 
 from __future__ import annotations
@@ -20,18 +24,21 @@ import kubernetes
 import pandas as pd
 
 from heterojob.api.job import Priority
-from heterojob.constants import GROUP, LABEL_JOB, VERSION
+from heterojob.constants import GROUP, LABEL_GENERATION, LABEL_JOB, VERSION
 from heterojob.engine import discovery
 from heterojob.engine.fleet import DeviceClass
 from heterojob.kube import convert
 from heterojob.kube.api import load_client
 
+from heterojob_console import members as member_clusters
+
 WAITING = (None, "", "Pending", "Preempted", "Migrating", "Resizing")  # ... and no placement: in the queue
 DONE = ("Succeeded", "Failed")
 NODE_COLUMNS = ["node", "region", "class", "kind", "resource", "capacity", "held", "ready", "schedulable", "reason",
-                "software", "network"]
-JOB_COLUMNS = ["namespace", "name", "priority", "phase", "class", "region", "replicas", "devices", "utilization",
-               "generation", "migrations", "queue", "migrate_requested", "message", "created"]
+                "software", "network", "member"]
+JOB_COLUMNS = ["namespace", "name", "priority", "phase", "class", "region", "member", "replicas", "devices",
+               "utilization", "generation", "migrations", "queue", "migrate_requested", "message", "created"]
+POD_COLUMNS = ["namespace", "pod", "job", "member", "node", "phase", "generation"]  # heterojob's pods, any phase
 
 
 @dataclass
@@ -46,6 +53,8 @@ class Cluster:
     classes: dict[str, DeviceClass] = field(default_factory=dict)
     objects: dict[str, list[dict[str, Any]]] = field(default_factory=dict)  # kind -> raw objects
     pods_by_node: dict[str, list[dict[str, str]]] = field(default_factory=dict)  # node -> [{pod, job, held}]
+    members: pd.DataFrame = field(default_factory=lambda: pd.DataFrame(columns=member_clusters.COLUMNS))
+    pods: pd.DataFrame = field(default_factory=lambda: pd.DataFrame(columns=POD_COLUMNS))  # heterojob's pods
 
     @property
     def job_objects(self) -> list[dict[str, Any]]:
@@ -92,7 +101,14 @@ def read_cluster(api: kubernetes.client.ApiClient) -> Cluster:
     classes = {o["metadata"]["name"]: c for o in class_objs if (c := convert.device_class(o))}
     regions_info = {o["metadata"]["name"]: r for o in region_objs if (r := convert.region_info(o))}
     node_objs = _raw(core.list_node)
-    pod_objs = [p for p in _raw(core.list_pod_for_all_namespaces)
+    all_pods = [(member_clusters.LOCAL, p) for p in _raw(core.list_pod_for_all_namespaces)]
+    node_member = {o["metadata"]["name"]: member_clusters.LOCAL for o in node_objs}
+    member_reads = member_clusters.read(core, region_objs)
+    for read in member_reads:  # node names are unique across members (the operator ignores duplicates too)
+        node_objs += [o for o in read.nodes if node_member.setdefault(o["metadata"]["name"], read.region)
+                      == read.region]
+        all_pods += [(read.region, p) for p in read.pods]
+    pod_objs = [p for _, p in all_pods
                 if (p.get("spec") or {}).get("nodeName") and (p.get("status") or {}).get("phase") not in DONE]
 
     views = {o["metadata"]["name"]: convert.node_view(o) for o in node_objs}
@@ -130,7 +146,8 @@ def read_cluster(api: kubernetes.client.ApiClient) -> Cluster:
                       "reason": view.reason,
                       # what placement checks a job's `requires` against, from the node's own labels
                       "software": ", ".join(f"{k} {v}" for k, v in sorted(view.software.items())),
-                      "network": ", ".join(discovery.network_features(view.labels))})
+                      "network": ", ".join(discovery.network_features(view.labels)),
+                      "member": node_member.get(name, member_clusters.LOCAL)})
 
     queue = _queue(job_objs)
     jobs = []
@@ -142,6 +159,7 @@ def read_cluster(api: kubernetes.client.ApiClient) -> Cluster:
         jobs.append({
             "namespace": meta["namespace"], "name": meta["name"], "priority": spec.get("priority", "medium"),
             "phase": status.get("phase") or "New", "class": p.get("deviceClass"), "region": p.get("region"),
+            "member": (p.get("cluster") or member_clusters.LOCAL) if p else None,
             "replicas": p.get("replicas"),
             "devices": int(p.get("replicas", 0)) * int(p.get("perReplica", 0)) if live else 0,
             "utilization": (status.get("utilization") or {}).get("average"),
@@ -168,6 +186,11 @@ def read_cluster(api: kubernetes.client.ApiClient) -> Cluster:
             seen.add(pair)
             links.append({"a": a, "b": b, "bandwidth_gbps": link.get("bandwidthGbps"),
                           "latency_ms": link.get("latencyMs")})
+    pods = [{"namespace": meta["namespace"], "pod": meta["name"], "job": labels[LABEL_JOB], "member": member,
+             "node": (pod.get("spec") or {}).get("nodeName") or "", "phase": (pod.get("status") or {}).get("phase"),
+             "generation": labels.get(LABEL_GENERATION, "")}
+            for member, pod in all_pods
+            if LABEL_JOB in (labels := ((meta := pod["metadata"]).get("labels") or {}))]
     frame = pd.DataFrame(jobs, columns=JOB_COLUMNS)
     frame["created"] = pd.to_datetime(frame["created"], utc=True, errors="coerce")
     return Cluster(
@@ -176,7 +199,8 @@ def read_cluster(api: kubernetes.client.ApiClient) -> Cluster:
         links=pd.DataFrame(links, columns=["a", "b", "bandwidth_gbps", "latency_ms"]), classes=classes,
         objects={"HeteroJob": job_objs, "HeteroQuota": quota_objs, "AcceleratorClass": class_objs,
                  "Region": region_objs, "Node": node_objs, "Pod": pod_objs},
-        pods_by_node=pods_by_node)
+        pods_by_node=pods_by_node, members=member_clusters.frame(member_reads),
+        pods=pd.DataFrame(pods, columns=POD_COLUMNS))
 
 
 def _queue(job_objs: list[dict[str, Any]]) -> dict[str, int]:

@@ -99,7 +99,7 @@ def _console(args: argparse.Namespace) -> int:
 
 
 def _demo(args: argparse.Namespace) -> int:
-    from heterojob.sim.demo import Demo, inject
+    from heterojob.sim.demo import Demo, inject, parse_members
 
     if args.action == "inject":
         from heterojob.sim.demo import DemoNotRunning, follow, pick_target
@@ -120,8 +120,12 @@ def _demo(args: argparse.Namespace) -> int:
             raise SystemExit(f"heterojob demo inject: {exc}") from None
         return 0
 
+    try:
+        members = parse_members(args.members)
+    except ValueError as exc:
+        raise SystemExit(f"heterojob demo: {exc}") from None
     return Demo(console_port=args.port, smoke=args.smoke, smoke_seconds=args.smoke_seconds,
-                workdir=args.workdir).run()
+                workdir=args.workdir, members=members).run()
 
 
 def _sim(args: argparse.Namespace) -> int:
@@ -264,6 +268,9 @@ def parser() -> argparse.ArgumentParser:
     demo.add_argument("--smoke", action="store_true",
                       help="run headless for a while, then print one JSON line with what happened")
     demo.add_argument("--smoke-seconds", type=float, default=60.0)
+    demo.add_argument("--members", default=None, metavar="REGIONS",
+                      help="regions run as member clusters, one API emulator each, comma-separated (default "
+                           "cn-chengdu,cn-guiyang,cn-zhongwei); 'none': one cluster (docs/multicluster.md)")
     demo.add_argument("--workdir", type=Path, default=None,
                       help="where the kubeconfig, logs and state go (default ~/.cache/heterojob/demo)")
     demo.set_defaults(func=_demo)

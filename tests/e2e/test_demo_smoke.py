@@ -14,7 +14,10 @@ def test_demo_smoke_runs_jobs_and_serves_the_console(tmp_path: object) -> None:
     assert proc.returncode == 0, proc.stderr[-2000:]
     result = json.loads(proc.stdout.strip().splitlines()[-1])
     assert set(result) == {"jobs_submitted", "jobs_running", "jobs_with_utilization", "migrations", "console_status",
-                           "telemetry_degraded"}
+                           "telemetry_degraded", "members"}
+    # three member clusters by default, each running its site's job (pods listed in the member itself)
+    assert len(result["members"]) >= 3, result
+    assert all(m["jobs_placed"] >= 1 and m["pods_running"] >= 1 for m in result["members"].values()), result
     assert result["jobs_submitted"] >= 3
     assert result["jobs_running"] >= 3
     assert result["migrations"] >= 1, proc.stderr[-2000:]

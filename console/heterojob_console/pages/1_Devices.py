@@ -89,7 +89,7 @@ def live() -> None:
     st.caption("Driver, CUDA and CANN versions and network features each node publishes (GPU Feature "
                "Discovery, the Ascend device plugin, Node Feature Discovery): a job's `requires` is checked "
                "against these, node by node.")
-    st.dataframe(nodes[["node", "region", "class", "software", "network", "ready"]], hide_index=True,
+    st.dataframe(nodes[["node", "member", "region", "class", "software", "network", "ready"]], hide_index=True,
                  width="stretch", key="software")
 
 

@@ -47,7 +47,12 @@ def table() -> None:
                      "average over its reporting devices).")
     phases = sorted(jobs["phase"].unique())
     chosen = st.multiselect("Phase", phases, default=phases, key="phases")
-    shown = jobs[jobs["phase"].isin(chosen)].sort_values(["queue", "namespace", "name"], na_position="first")
+    shown = jobs[jobs["phase"].isin(chosen)]
+    if not cluster.members.empty:  # member clusters: which cluster a job's pods run in
+        where = sorted(shown["member"].dropna().unique())
+        shown = shown[shown["member"].isin(st.multiselect("Member cluster", where, default=where, key="members"))
+                      | shown["member"].isna()]
+    shown = shown.sort_values(["queue", "namespace", "name"], na_position="first")
     shown = shown.reset_index(drop=True)
     event = st.dataframe(shown.drop(columns=["migrate_requested"]), hide_index=True, width="stretch", key="table",
                          height=min(420, 38 + 35 * max(len(shown), 1)), column_config=COLUMNS,
@@ -138,5 +143,10 @@ if not bars.empty:
     st.plotly_chart(figures.gantt(bars, points), width="stretch", key="timeline")
 st.subheader("History")
 st.dataframe(story.timeline(obj), hide_index=True, width="stretch", key="history")
+pods = cluster.pods[(cluster.pods["namespace"] == namespace) & (cluster.pods["job"] == name)]
+if not pods.empty:
+    st.subheader("Pods")
+    st.caption("Read from the cluster they run in (member: a member cluster; manager: the operator's own).")
+    st.dataframe(pods.drop(columns=["namespace", "job"]), hide_index=True, width="stretch", key="pods")
 st.subheader("Events")
 st.dataframe(story.events(api, namespace, name), hide_index=True, width="stretch", key="events")

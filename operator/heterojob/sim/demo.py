@@ -1,4 +1,9 @@
-"""`heterojob demo`: the whole system on one machine, on the embedded defaults, with no cluster."""
+"""`heterojob demo`: the whole system on one machine, on the embedded defaults, with no cluster.
+
+By default three regions (DEFAULT_MEMBERS, one site each) are member clusters (docs/multicluster.md): each
+is its own API emulator process with its own nodes, stand-in kubelet and Prometheus (the Region's
+`prometheusURL`, as a site runs its own), joined as README's "Join a member cluster" does; the other
+regions stay in the manager's emulator. `--members none` runs the one-cluster demo."""
 
 from __future__ import annotations
 
@@ -16,6 +21,7 @@ import time
 import urllib.error
 import urllib.request
 from pathlib import Path
+from collections.abc import Callable, Mapping
 from typing import Any
 
 import kubernetes
@@ -24,6 +30,7 @@ import yaml
 from heterojob.constants import API_VERSION, GROUP, VERSION
 from heterojob.alerts.rules import rules_file
 from heterojob.sim.cluster.harness import Emulator, apply, seed
+from heterojob.sim import members as membership
 from heterojob.sim.telemetry.exporters import ExporterFleet, realistic_mix
 from heterojob.sim.cluster.kubelet import Kubelet
 from heterojob.sim.telemetry.prometheus import AlertmanagerServer, PrometheusServer
@@ -60,6 +67,12 @@ MIX: list[tuple[int, list[str], int, int, str]] = [
 ]
 
 
+# Member clusters of the default demo: three western hub sites, one region each (a Region names one member);
+# the eastern regions stay in the manager's own cluster. A member lost for DEMO_LOSS_TIMEOUT_S (SIGSTOP its
+# emulator: `kill -STOP <pid in members/<region>/pid>`) has its jobs placed again elsewhere.
+DEFAULT_MEMBERS = ("cn-chengdu", "cn-guiyang", "cn-zhongwei")
+DEMO_LOSS_TIMEOUT_S = 60
+
 SHOWCASE_PREFIX = "showcase-"  # the demo's copies of examples/ jobs: applying examples/ never overwrites them
 FOREVER = str(10 * 365 * 24 * 3600)  # a showcase job's simulated run time: it runs until the demo stops
 
@@ -80,6 +93,33 @@ def showcase(doc: dict[str, Any]) -> dict[str, Any]:
         env = [e for e in container.get("env") or [] if e.get("name") != "HETEROJOB_SIM_DURATION"]
         container["env"] = env + [{"name": "HETEROJOB_SIM_DURATION", "value": FOREVER}]
     return job
+
+
+def site_job(region: str) -> dict[str, Any]:
+    """One job per member that prefers it, so each member's `kubectl get pods -A` shows a job's pods there."""
+    cls = FLEET[region][0][0]
+    return {"apiVersion": API_VERSION, "kind": "HeteroJob",
+            "metadata": {"name": f"{SHOWCASE_PREFIX}{region}", "namespace": "team-c"},
+            "spec": {"priority": "medium", "replicas": {"min": 1},
+                     "devices": [{"deviceClass": cls, "perReplica": 16 if cls == "cpu" else 8}],
+                     "regions": {"preferred": [region]}, "policy": {"allowCrossRegion": True},
+                     "template": {"spec": {"containers": [{"name": "main", "image": "example/train:latest",
+                                                           "env": [{"name": "HETEROJOB_SIM_DURATION",
+                                                                    "value": FOREVER}]}]}}}}
+
+
+def parse_members(text: str | None) -> tuple[str, ...]:
+    """`--members`: comma-separated regions of FLEET, or "none" (one cluster); None: DEFAULT_MEMBERS."""
+    if text is None:
+        return DEFAULT_MEMBERS
+    if text.strip().lower() in ("none", ""):
+        return ()
+    names = tuple(dict.fromkeys(n.strip() for n in text.split(",") if n.strip()))
+    unknown = [n for n in names if n not in FLEET]
+    if unknown:
+        raise ValueError(f"--members: {', '.join(unknown)} not a demo region; choose among {', '.join(FLEET)} "
+                         "(or 'none' for one cluster)")
+    return names
 
 
 class DemoNotRunning(RuntimeError):
@@ -112,12 +152,17 @@ def pick_target(kind: str, workdir: Path | None = None) -> tuple[str, int, str, 
     The simulated exporters hand each node's devices to its running pods in the order the API lists them
     (as the stand-in kubelet reports them), so the pod's first device index is the count before it."""
     state = demo_state(workdir)
-    api = kubernetes.config.new_client_from_config(config_file=state["kubeconfig"])
-    core = kubernetes.client.CoreV1Api(api)
-    try:
-        pods = core.list_pod_for_all_namespaces(_request_timeout=5).items
-    except Exception as exc:  # noqa: BLE001 - any failure to reach the emulator means the demo is down
-        raise _demo_down(str(api.configuration.host), exc, workdir) from None
+    pods = []
+    for config in [state["kubeconfig"], *((state.get("members") or {}).values())]:
+        path = config if isinstance(config, str) else config["kubeconfig"]
+        api = kubernetes.config.new_client_from_config(config_file=path)
+        core = kubernetes.client.CoreV1Api(api)
+        try:
+            pods += core.list_pod_for_all_namespaces(_request_timeout=5).items
+        except Exception as exc:  # noqa: BLE001 - any failure to reach the manager means the demo is down
+            if path == state["kubeconfig"]:
+                raise _demo_down(str(api.configuration.host), exc, workdir) from None
+            # a member that does not answer (frozen to show a member loss) has no target to offer
     wanted = FAULT_RESOURCES.get(kind, "nvidia.com/")
     taken: dict[str, int] = {}
     candidates: list[tuple[bool, str, str, int, str, str]] = []
@@ -188,9 +233,12 @@ def inject(kind: str, node: str, device: int = 0, value: float | None = None, wo
     return f"injected {kind} on {node} device {device}"
 
 
-def fleet_nodes() -> list[dict[str, Any]]:
+def fleet_nodes(regions: tuple[str, ...] | None = None) -> list[dict[str, Any]]:
+    """The demo's nodes (of `regions` only, when given)."""
     nodes = []
     for region, groups in FLEET.items():
+        if regions is not None and region not in regions:
+            continue
         for cls, count in groups:
             for i in range(count):
                 nodes.append(node(f"{region}-{cls}-{i:02d}", region, cls, stack=i))  # mixed drivers
@@ -211,9 +259,30 @@ def _say(msg: str) -> None:
     print(f"[demo] {msg}", file=sys.stderr, flush=True)
 
 
+class Bindings:
+    """The exporters hear every cluster's stand-in kubelet: each reports only its own nodes' pods, so the
+    fleet is bound to the union (node names are unique across the demo's clusters)."""
+
+    def __init__(self, exporters: ExporterFleet) -> None:
+        self.exporters = exporters
+        self.parts: dict[str, Mapping[str, Any]] = {}
+        self.lock = threading.Lock()
+
+    def of(self, cluster: str) -> Callable[[Mapping[str, Any]], None]:
+        def hear(bindings: Mapping[str, Any]) -> None:
+            with self.lock:
+                self.parts[cluster] = bindings
+                merged: dict[str, Any] = {}
+                for part in self.parts.values():
+                    merged.update(part)
+                self.exporters.bind(merged)
+        return hear
+
+
 class Demo:
     def __init__(self, console_port: int = 8501, smoke: bool = False, smoke_seconds: float = 30.0,
-                 workdir: Path | None = None, seed_value: int = 7) -> None:
+                 workdir: Path | None = None, seed_value: int = 7,
+                 members: tuple[str, ...] = DEFAULT_MEMBERS) -> None:
         self.console_port = _free_port() if smoke or not console_port else console_port
         self.smoke = smoke
         self.smoke_seconds = smoke_seconds
@@ -221,6 +290,9 @@ class Demo:
         self.workdir.mkdir(parents=True, exist_ok=True)
         self.rng = random.Random(seed_value)
         self.submitted = 0
+        self.members = members
+        self._member_emulators: dict[str, Emulator] = {}
+        self._member_prometheus: dict[str, PrometheusServer] = {}
         self._procs: list[subprocess.Popen[bytes]] = []
         self._stop = threading.Event()
         self._prometheus: PrometheusServer | None = None
@@ -262,7 +334,11 @@ class Demo:
         }
 
     def _telemetry(self, exporters: ExporterFleet, host: str, port: int) -> list[str]:
-        """Prometheus (with the shipped rules) and Alertmanager, when installed; the operator's flags."""
+        """Prometheus (with the shipped rules) and Alertmanager, when installed; the operator's flags.
+
+        One Prometheus per cluster, as each site runs its own next to its nodes: the manager's scrapes the
+        manager's nodes (the operator's --prometheus-url), each member's scrapes that member's nodes (its
+        Region's prometheusURL). All of them send alerts to the one Alertmanager that posts to the operator."""
         alerts_port = _free_port()
         flags = ["--alerts-port", str(alerts_port)]
         try:
@@ -270,16 +346,49 @@ class Demo:
                                                     workdir=self.workdir / "alertmanager").start()
             rules = self.workdir / "rules.yaml"
             rules.write_text(yaml.safe_dump(rules_file({"xid": "0s", "npu": "10s", "overheat": "30s"})))
-            shutil.rmtree(self.workdir / "prometheus", ignore_errors=True)  # a second start begins afresh
-            self._prometheus = PrometheusServer(
-                exporters.targets(), f"{host}:{port}", scrape_interval_s=5.0, workdir=self.workdir / "prometheus",
-                rule_files=[str(rules)], alertmanager=f"127.0.0.1:{self._alertmanager.port}").start()
-            _say(f"simulated exporters on {host}:{port}; Prometheus {self._prometheus.url} with the shipped rules; "
-                 f"Alertmanager {self._alertmanager.url} posting to the operator")
+            targets = exporters.targets()
+
+            def prometheus(regions: set[str], workdir: Path) -> PrometheusServer:
+                shutil.rmtree(workdir, ignore_errors=True)  # a second start begins afresh
+                assert self._alertmanager is not None
+                return PrometheusServer(
+                    [t for t in targets if t["region"] in regions], f"{host}:{port}", scrape_interval_s=5.0,
+                    workdir=workdir, rule_files=[str(rules)], alertmanager=f"127.0.0.1:{self._alertmanager.port}")
+
+            self._prometheus = prometheus(set(FLEET) - set(self.members), self.workdir / "prometheus").start()
+            for region in self.members:
+                self._member_prometheus[region] = prometheus({region}, self._member_dir(region) / "prometheus").start()
+            _say(f"simulated exporters on {host}:{port}; Prometheus {self._prometheus.url} with the shipped rules"
+                 + (f" (and one per member: {', '.join(p.url for p in self._member_prometheus.values())})"
+                    if self.members else "")
+                 + f"; Alertmanager {self._alertmanager.url} posting to the operator")
             flags += ["--prometheus-url", self._prometheus.url, "--telemetry-interval", "5", "--telemetry-window", "30"]
         except (FileNotFoundError, RuntimeError, TimeoutError) as exc:
             _say(f"telemetry and alerts off ({exc}); scripts/install-deps installs Prometheus and Alertmanager")
         return flags
+
+    def _member_dir(self, region: str) -> Path:
+        return self.workdir / "members" / region
+
+    def _start_members(self) -> None:
+        """One API emulator process per member region (its own control plane, as a site runs)."""
+        for region in self.members:
+            _say(f"starting member cluster {region} (its own API emulator)")
+            self._member_dir(region).mkdir(parents=True, exist_ok=True)
+            emu = self._member_emulators[region] = Emulator(workdir=self._member_dir(region))
+            emu.start()
+            # for `kill -STOP $(cat members/<region>/pid)` by hand: a member lost while the demo runs
+            (self._member_dir(region) / "pid").write_text(f"{emu.pid}\n")
+
+    def _join_members(self, api: kubernetes.client.ApiClient) -> None:
+        for region, emu in self._member_emulators.items():
+            prom = self._member_prometheus.get(region)
+            membership.join(api, emu.client(), region, emu.kubeconfig.read_text(), nodes=fleet_nodes((region,)),
+                            namespaces=NAMESPACES, prometheus_url=prom.url if prom else None,
+                            loss_timeout_s=DEMO_LOSS_TIMEOUT_S)
+        if self.members:
+            _say(f"joined {len(self.members)} member clusters ({', '.join(self.members)}): a kubeconfig Secret "
+                 f"each in namespace {membership.SECRETS_NAMESPACE}, Regions naming them")
 
     def _workload(self, api: kubernetes.client.ApiClient, interval: float) -> None:
         n = 0
@@ -289,18 +398,22 @@ class Demo:
 
     def run(self) -> int:
         emulator = Emulator(workdir=self.workdir)
-        kubelet: Kubelet | None = None
+        kubelets: list[Kubelet] = []
+        exporters: ExporterFleet | None = None
         # Both stop everything, whatever the shell: a background job of a non-interactive shell starts with
         # SIGINT ignored, and Python then never raises KeyboardInterrupt for it.
         for sig in (signal.SIGINT, signal.SIGTERM):
             signal.signal(sig, _interrupt)
         try:
-            _say("starting the Kubernetes API emulator")
+            _say("starting the Kubernetes API emulator" + (" (the manager cluster)" if self.members else ""))
             emulator.start()
             api = emulator.client()
+            self._start_members()
             nodes = fleet_nodes()
-            _say(f"seeding {len(nodes)} nodes in {len(FLEET)} regions, default classes and regions")
-            seed(api, namespaces=NAMESPACES, nodes=nodes)
+            local = fleet_nodes(tuple(r for r in FLEET if r not in self.members))
+            _say(f"seeding {len(local)} nodes in {len(FLEET) - len(self.members)} regions, default classes and regions"
+                 + (f"; {len(nodes) - len(local)} nodes in the members" if self.members else ""))
+            seed(api, namespaces=NAMESPACES, nodes=local)
 
             apply(api, [quota(ns) for ns in NAMESPACES])
 
@@ -308,12 +421,19 @@ class Demo:
             host, port = exporters.serve()
             self.exporters_url = f"http://{host}:{port}"
             flags = self._telemetry(exporters, host, port)
+            self._join_members(api)
+            if self.members:
+                flags += ["--member-loss-timeout", str(DEMO_LOSS_TIMEOUT_S)]
 
             _say("starting the operator")
             self._spawn("operator", [sys.executable, "-m", "heterojob", "operator", "run", "--standalone",
                                      "--kubeconfig", str(emulator.kubeconfig), *flags],
                         env={"HETEROJOB_ALERT_TOKEN": self.token})
-            kubelet = Kubelet(api, on_bindings=exporters.bind, answer_checkpoints=True).start()
+            bindings = Bindings(exporters)
+            kubelets.append(Kubelet(api, on_bindings=bindings.of(""), answer_checkpoints=True).start())
+            for region, emu in self._member_emulators.items():
+                kubelets.append(Kubelet(emu.client(), on_bindings=bindings.of(region), answer_checkpoints=True,
+                                        interval=1.0).start())
             _say(f"starting the console on http://127.0.0.1:{self.console_port} (admin mode: local-admin)")
             self._spawn("console", [sys.executable, "-m", "heterojob", "console", "--port", str(self.console_port),
                                     "--kubeconfig", str(emulator.kubeconfig)],
@@ -322,22 +442,29 @@ class Demo:
             state = {"kubeconfig": str(emulator.kubeconfig), "exporters": self.exporters_url,
                      "console": f"http://127.0.0.1:{self.console_port}",
                      "prometheus": self._prometheus.url if self._prometheus else None,
-                     "alertmanager": self._alertmanager.url if self._alertmanager else None}
+                     "alertmanager": self._alertmanager.url if self._alertmanager else None,
+                     "members": {region: {"kubeconfig": str(emu.kubeconfig),
+                                          "prometheus": p.url if (p := self._member_prometheus.get(region)) else None}
+                                 for region, emu in self._member_emulators.items()}}
             (self.workdir / STATE).write_text(json.dumps(state, indent=2))
 
             for path in sorted(EXAMPLES.glob("*.yaml")):
                 for doc in yaml.safe_load_all(path.read_text()):
                     if doc and doc.get("kind") == "HeteroJob":
                         self._submit(api, showcase(doc))
+            for region in self.members:
+                self._submit(api, site_job(region))
             threading.Thread(target=self._workload, args=(api, 3.0 if self.smoke else 8.0), daemon=True).start()
 
             if self.smoke:
                 return self._smoke(api)
             _say("ready.")
             print(f"\n  console:      http://127.0.0.1:{self.console_port}   (admin mode: local-admin)\n"
-                  f"  kubectl:      KUBECONFIG={emulator.kubeconfig} kubectl get hj -A\n"
+                  f"  kubectl:      KUBECONFIG={emulator.kubeconfig} kubectl get hj -A"
+                  + ("   (the manager)" if self.members else "") + "\n"
                   f"  prometheus:   {self._prometheus.url if self._prometheus else '(not installed)'}\n"
                   f"  alertmanager: {self._alertmanager.url if self._alertmanager else '(not installed)'}\n"
+                  + self._members_text() +
                   f"  break a GPU:  heterojob demo inject fatal-xid"
                   + (f" --workdir {self.workdir}" if self.workdir != DEFAULT_WORKDIR else "") + "\n"
                   f"  logs:         {self.workdir}\n  stop:         Ctrl-C\n", flush=True)
@@ -350,9 +477,9 @@ class Demo:
             signal.signal(signal.SIGTERM, signal.SIG_IGN)
             _say("stopping")
             self._stop.set()
-            if kubelet is not None:
+            for kubelet in kubelets:
                 kubelet.stop()
-            for server in (self._prometheus, self._alertmanager):
+            for server in (self._prometheus, self._alertmanager, *self._member_prometheus.values()):
                 if server is not None:
                     server.stop()
             for proc in self._procs:
@@ -363,8 +490,35 @@ class Demo:
                     proc.wait(timeout=10)
                 except subprocess.TimeoutExpired:
                     os.killpg(proc.pid, signal.SIGKILL)
-            emulator.stop()
+            if exporters is not None:
+                exporters.stop()
+            for emu in [*self._member_emulators.values(), emulator]:
+                if emu.pid is not None:
+                    emu.resume()  # one frozen by hand must stop too
+                emu.stop()
             (self.workdir / STATE).unlink(missing_ok=True)  # `inject` now says no demo is running
+
+    def _members_text(self) -> str:
+        if not self.members:
+            return ""
+        lines = [f"  members:      {len(self.members)} member clusters, one API emulator each "
+                 f"(lost after {DEMO_LOSS_TIMEOUT_S} s without an answer; docs/multicluster.md)\n"]
+        for region, emu in self._member_emulators.items():
+            prom = self._member_prometheus.get(region)
+            lines.append(f"    {region}: kubectl --kubeconfig {emu.kubeconfig} get pods -A"
+                         f"   (job team-c/{SHOWCASE_PREFIX}{region} runs there"
+                         + (f"; Prometheus {prom.url}" if prom else "") + ")\n")
+        return "".join(lines)
+
+    def _member_pods(self, jobs: list[dict[str, Any]]) -> dict[str, dict[str, int]]:
+        """Per member: heterojob's running pods there (listed in the member) and jobs placed there (manager)."""
+        out = {}
+        for region, emu in self._member_emulators.items():
+            core = kubernetes.client.CoreV1Api(emu.client())
+            pods = core.list_pod_for_all_namespaces(label_selector="heterojob.io/job", _request_timeout=10).items
+            placed = sum(1 for j in jobs if ((j.get("status") or {}).get("placement") or {}).get("cluster") == region)
+            out[region] = {"pods_running": sum(1 for p in pods if p.status.phase == "Running"), "jobs_placed": placed}
+        return out
 
     def _break_a_gpu(self, core: kubernetes.client.CoreV1Api) -> str | None:
         """A fatal XID on a GPU under a running job (what the smoke run shows); None while no job holds one."""
@@ -413,5 +567,6 @@ class Demo:
             time.sleep(1)
         print(json.dumps({"jobs_submitted": self.submitted, "jobs_running": phases.count("Running"),
                           "jobs_with_utilization": measured, "migrations": migrations,
-                          "console_status": status, "telemetry_degraded": sorted(degraded)}), flush=True)
+                          "console_status": status, "telemetry_degraded": sorted(degraded),
+                          "members": self._member_pods(jobs)}), flush=True)
         return 0

@@ -46,6 +46,10 @@ class Emulator:
         self.stop()
         raise RuntimeError("the API emulator did not start; see its output above")
 
+    @property
+    def pid(self) -> int | None:
+        return self._proc.pid if self._proc is not None else None
+
     def stop(self) -> None:
         process.stop(self._proc)
         self._proc = None

@@ -1,0 +1,146 @@
+"""Member clusters for the console (docs/multicluster.md): each member Region's nodes and pods, read from
+the member itself, and whether it answers.
+
+The console finds a member's kubeconfig the way the operator does: the Secret the Region's
+`spec.cluster.secretRef` names (namespace heterojob-members), read with the console's own credentials
+(manifests/multicluster/manager.yaml lets its ServiceAccount `get` Secrets there and nowhere else). The
+kubeconfig is parsed in memory and never shown, logged or kept in a page's data: a problem is told by
+naming the Secret and the key. Jobs, quotas and Regions stay the manager's; only nodes and pods (what the
+Overview, Devices and Jobs pages count) come from the members. Every member is read at once, each call
+with a short timeout, so one member that does not answer costs the page at most that timeout and shows
+as unreachable while the others render.
+"""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+import json
+import threading
+from collections.abc import Iterable, Mapping
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from typing import Any
+
+import kubernetes
+import pandas as pd
+import yaml
+from kubernetes.client import ApiException
+
+from heterojob.kube.members import MemberRef, member_ref
+
+LOCAL = "manager"  # the member column's value for the manager's own cluster
+TIMEOUT_S = 3.0  # one call to a member; no answer by then: unreachable for this read
+COLUMNS = ["member", "region", "reachable", "nodes", "pods", "message"]
+
+
+@dataclass
+class MemberRead:
+    """One member as the console last read it: its nodes and pods (raw objects) or why it could not."""
+
+    region: str
+    reachable: bool
+    message: str  # "<n> nodes, <m> pods", or what is wrong (never the kubeconfig's content)
+    nodes: list[dict[str, Any]] = field(default_factory=list)
+    pods: list[dict[str, Any]] = field(default_factory=list)
+
+
+class Unusable(Exception):
+    """The member cannot be read now; the message is for people and names no credential."""
+
+
+_clients: dict[str, tuple[str, kubernetes.client.ApiClient]] = {}  # region -> (kubeconfig digest, client)
+_lock = threading.Lock()
+
+
+def _client(core: kubernetes.client.CoreV1Api, ref: MemberRef) -> kubernetes.client.ApiClient:
+    """The member's client, built from its Secret (rebuilt only when the kubeconfig changes)."""
+    try:
+        secret = core.read_namespaced_secret(ref.name, ref.namespace, _request_timeout=TIMEOUT_S)
+    except ApiException as exc:
+        if exc.status == 404:
+            raise Unusable(f"{ref.secret} not found") from None
+        if exc.status == 403:
+            raise Unusable(f"the console may not read {ref.secret}: apply manifests/multicluster/manager.yaml "
+                           "(it lets the console get Secrets in heterojob-members)") from None
+        raise Unusable(f"{ref.secret} could not be read: HTTP {exc.status}") from None
+    data = (secret.data or {}).get(ref.key)
+    if data is None:
+        raise Unusable(f"{ref.secret} has no key {ref.key!r}")
+    raw = base64.b64decode(data)
+    digest = hashlib.sha256(raw).hexdigest()
+    with _lock:
+        cached = _clients.get(ref.region)
+        if cached is not None and cached[0] == digest:
+            return cached[1]
+    try:
+        config_dict = yaml.safe_load(raw)
+        if not isinstance(config_dict, dict):
+            raise kubernetes.config.ConfigException("not a kubeconfig document")
+        config = kubernetes.client.Configuration()
+        kubernetes.config.load_kube_config_from_dict(config_dict, client_configuration=config)
+        config.retries = 0  # the next read is the retry; a timeout means the member did not answer
+    except Exception as exc:  # noqa: BLE001 - never echo the content: the type and the loader's first words
+        why = str(exc).splitlines()[0][:200] if isinstance(exc, kubernetes.config.ConfigException) else \
+            type(exc).__name__
+        raise Unusable(f"the kubeconfig in {ref.secret} does not load: {why}") from None
+    api = kubernetes.client.ApiClient(config)
+    with _lock:
+        old = _clients.get(ref.region)
+        _clients[ref.region] = (digest, api)
+    if old is not None:
+        old[1].close()
+    return api
+
+
+def _items(call: Any) -> list[dict[str, Any]]:
+    return list(json.loads(call(_preload_content=False, _request_timeout=TIMEOUT_S).data).get("items") or [])
+
+
+def read_one(core: kubernetes.client.CoreV1Api, ref: MemberRef) -> MemberRead:
+    """The member's nodes and pods (every pod: what any pod holds counts as allocated, as in the manager)."""
+    try:
+        api = _client(core, ref)
+        member = kubernetes.client.CoreV1Api(api)
+        nodes = _items(member.list_node)
+        pods = _items(member.list_pod_for_all_namespaces)
+    except Unusable as exc:
+        return MemberRead(ref.region, False, str(exc))
+    except ApiException as exc:
+        why = {401: "refused the credentials", 403: "refuses to list nodes or pods"}.get(exc.status, "answered")
+        return MemberRead(ref.region, False, f"the member's API server {why} (HTTP {exc.status})")
+    except Exception as exc:  # noqa: BLE001 - connection refused, timeout, TLS: the member is away
+        return MemberRead(ref.region, False, f"the member's API server did not answer ({type(exc).__name__})")
+    return MemberRead(ref.region, True, f"{len(nodes)} nodes, {len(pods)} pods", nodes, pods)
+
+
+def read(core: kubernetes.client.CoreV1Api, region_objs: Iterable[Mapping[str, Any]]) -> list[MemberRead]:
+    """Every member Region's cluster, read concurrently; [] when no Region names one (one cluster)."""
+    refs = [ref for o in region_objs if (ref := member_ref(o)) is not None]
+    if not refs:
+        return []
+    with ThreadPoolExecutor(max_workers=min(8, len(refs)), thread_name_prefix="console-member") as pool:
+        return list(pool.map(lambda ref: read_one(core, ref), refs))
+
+
+def frame(reads: Iterable[MemberRead]) -> pd.DataFrame:
+    """One row per member: member (its Region's name), reachable, node and pod counts, message."""
+    rows = [{"member": r.region, "region": r.region, "reachable": r.reachable, "nodes": len(r.nodes),
+             "pods": len(r.pods), "message": r.message} for r in reads]
+    return pd.DataFrame(rows, columns=COLUMNS)
+
+
+def show(members: pd.DataFrame) -> None:
+    """The Overview's member line: reachability of every member (nothing in a one-cluster install)."""
+    import streamlit as st
+
+    if members.empty:
+        return
+    up = int(members["reachable"].sum())
+    st.caption(f"Member clusters: {up} of {len(members)} reachable (nodes and pods read from each member; jobs "
+               "and quotas from the manager)")
+    for row in members[~members["reachable"]].itertuples():
+        st.warning(f"Member cluster {row.member} is unreachable: {row.message}. Its nodes and pods are not "
+                   "shown; the rest of the fleet is.")
+    st.dataframe(members[["member", "reachable", "nodes", "pods", "message"]], hide_index=True, width="stretch",
+                 key="members", column_config={"reachable": st.column_config.CheckboxColumn("reachable")})
