@@ -18,11 +18,12 @@ from heterojob.api.common import SpecError, parse_spec
 from heterojob.api.job import HeteroJobSpec
 from heterojob.controller.status import read_status, where
 from heterojob.engine import admission as planner
+from heterojob.engine import migration, transfer
 from heterojob.engine.admission import Outcome
 from heterojob.engine.fleet import Limit
 from heterojob.kube import convert
 from heterojob.state.cache import Cache
-from heterojob.state.requests import move_request
+from heterojob.state.requests import move_request, transfer_move
 from heterojob.state.views import FleetSource
 
 from heterojob_console.data import Cluster
@@ -126,5 +127,10 @@ def migration_target(cluster: Cluster, namespace: str, name: str) -> Move | None
     jobs = cache(cluster, now)
     key = _key(obj)
     request = move_request(key, obj, spec, p.region, p.device_class, p.nodes, p.replicas)
+    # a console request is a manual move: not weighed against what it saves, but it needs a link to another
+    # region (the operator's --default-link, when set, is not known here: such a preview says NoLink)
+    weigh = transfer_move(spec, status, p.region, p.device_class, p.replicas, cluster.classes, now,
+                          transfer.Settings(), migration.MANUAL)
     return Move(where(status) or "", planner.plan_move(request, jobs.waiting(), jobs.holders(),
-                                                       jobs.fleet(source(cluster), exclude=[key]), now))
+                                                       jobs.fleet(source(cluster), exclude=[key]), now,
+                                                       move=weigh))
