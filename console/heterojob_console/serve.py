@@ -1,6 +1,7 @@
 """`python -m heterojob_console.serve [streamlit run flags]`: Streamlit's own `streamlit run Home.py`, with the
 console's modules (pandas, plotly, the operator's telemetry and planner code, the basemap) loaded before
-the server starts, so the first visitor does not wait for them (about 1.5 s on a quiet machine)."""
+the server starts, so the first visitor does not wait for them (about 1.5 s on a quiet machine), and the
+first read of the cluster and of Prometheus already under way (`ui.prefetch`)."""
 
 from __future__ import annotations
 
@@ -18,6 +19,7 @@ def main() -> None:
     from streamlit.web import cli
 
     basemap.outlines((-180.0, 180.0), (-90.0, 90.0))
+    heterojob_console.ui.prefetch()
     sys.argv = ["streamlit", "run", str(files("heterojob_console") / "Home.py"), *sys.argv[1:]]
     cli.main()
 

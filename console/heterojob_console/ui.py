@@ -91,6 +91,11 @@ class Poller:
             self._thread = threading.Thread(target=self._loop, name="heterojob-console-poller", daemon=True)
             self._thread.start()
 
+    def start(self) -> None:
+        """Begin reading now (the console's start), so the first visitor finds a snapshot ready."""
+        with self._lock:
+            self._ask()
+
     def cluster(self, timeout: float = 60.0) -> Cluster:
         with self._lock:
             self._ask()
@@ -109,9 +114,24 @@ class Poller:
             return self._telemetry
 
 
-@st.cache_resource(show_spinner=False, max_entries=4)
+_pollers: dict[tuple[str | None, str | None], Poller] = {}
+_pollers_lock = threading.Lock()
+
+
 def poller(config: str | None, url: str | None) -> Poller:
-    return Poller(config, url)
+    """The one poller of this process for (kubeconfig, Prometheus): a module-level registry rather than
+    st.cache_resource, so `serve` can start it before the server (and any session) exists."""
+    with _pollers_lock:
+        if (config, url) not in _pollers:
+            _pollers[config, url] = Poller(config, url)
+        return _pollers[config, url]
+
+
+def prefetch() -> None:
+    """Read the cluster and the telemetry once as the console starts: the first visitor after a (re)start
+    then finds a snapshot instead of waiting for the API and Prometheus. The poller stops after IDLE_S
+    if nobody comes."""
+    poller(kubeconfig(), prometheus()).start()
 
 
 def cluster() -> Cluster:

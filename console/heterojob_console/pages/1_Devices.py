@@ -9,7 +9,7 @@ from urllib.parse import quote
 import streamlit as st
 
 from heterojob_console import devices as dev
-from heterojob_console import figures, kpis, ui
+from heterojob_console import kpis, svg, ui
 
 ui.setup("Devices")
 st.title("Devices")
@@ -72,7 +72,7 @@ def live() -> None:
     if heat.empty:
         st.info("No utilization series in this window (or Prometheus could not answer the range query).")
     else:
-        st.plotly_chart(figures.heat_map(heat, level, minutes), width="stretch", key="heat")
+        svg.show(svg.heat_map(heat, level, minutes))
 
     st.subheader("Failed and degraded")
     bad = shown[shown["health"].isin(["failed", "degraded"])].assign(history=lambda f: f["device"].map(link))
