@@ -10,16 +10,18 @@ from importlib.resources import files
 
 
 def main() -> None:
+    from heterojob_console import ui
+
+    ui.prefetch()  # first: the reads overlap with the imports and the server's start below
     import heterojob_console.figures
     import heterojob_console.kpis
     import heterojob_console.preview
     import heterojob_console.quotas
-    import heterojob_console.ui  # noqa: F401 - loaded for the pages' scripts
+    import heterojob_console.svg  # noqa: F401 - loaded for the pages' scripts
     from heterojob_console import basemap
     from streamlit.web import cli
 
     basemap.outlines((-180.0, 180.0), (-90.0, 90.0))
-    heterojob_console.ui.prefetch()
     sys.argv = ["streamlit", "run", str(files("heterojob_console") / "Home.py"), *sys.argv[1:]]
     cli.main()
 

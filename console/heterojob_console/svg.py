@@ -193,7 +193,7 @@ def heat_map(frame: pd.DataFrame, label: str, minutes: int | None = None) -> str
     cell_w = max(step * px_s, 1.0)
     for i, row in enumerate(rows):
         y = top_pad + i * row_h
-        out.append(f'<text x="{label_w - 6:.0f}" y="{y + row_h / 2 + 4}" font-size="11" text-anchor="end">'
+        out.append(f'<text class="label" x="{label_w - 6:.0f}" y="{y + row_h / 2 + 4}" font-size="11" text-anchor="end">'
                    f'{_t(row)}</text><g class="row">')
         for j, t in enumerate(times):
             v = values[i, j]

@@ -114,17 +114,11 @@ class Poller:
             return self._telemetry
 
 
-_pollers: dict[tuple[str | None, str | None], Poller] = {}
-_pollers_lock = threading.Lock()
-
-
+@st.cache_resource(show_spinner=False, max_entries=4)
 def poller(config: str | None, url: str | None) -> Poller:
-    """The one poller of this process for (kubeconfig, Prometheus): a module-level registry rather than
-    st.cache_resource, so `serve` can start it before the server (and any session) exists."""
-    with _pollers_lock:
-        if (config, url) not in _pollers:
-            _pollers[config, url] = Poller(config, url)
-        return _pollers[config, url]
+    """The one poller of this process for (kubeconfig, Prometheus); st.cache_resource is process-wide and
+    works before the server runs, so `serve` starts the same poller the pages use."""
+    return Poller(config, url)
 
 
 def prefetch() -> None:

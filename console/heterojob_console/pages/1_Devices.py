@@ -85,12 +85,17 @@ def live() -> None:
                      key="node-devices", column_config={"history": st.column_config.LinkColumn(
                          "history", display_text="open")})
 
-    st.subheader("Software stack per node")
+    st.subheader("Software stack per node" if region else "Software stack by region and class")
     st.caption("Driver, CUDA and CANN versions and network features each node publishes (GPU Feature "
                "Discovery, the Ascend device plugin, Node Feature Discovery): a job's `requires` is checked "
-               "against these, node by node.")
-    st.dataframe(nodes[["node", "region", "class", "software", "network", "ready"]], hide_index=True,
-                 width="stretch", key="software")
-
+               "against these, node by node." + ("" if region else " Nodes that publish the same stack are "
+                                                  "counted together; pick a region to list its nodes."))
+    if region:
+        st.dataframe(nodes[["node", "region", "class", "software", "network", "ready"]], hide_index=True,
+                     width="stretch", key="software")
+    else:
+        stacks = (nodes.groupby(["region", "class", "software", "network"], as_index=False, dropna=False)
+                  .agg(nodes=("node", "size"), ready=("ready", "sum")))
+        st.dataframe(stacks, hide_index=True, width="stretch", key="software")
 
 live()
