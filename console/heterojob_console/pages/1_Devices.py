@@ -28,8 +28,8 @@ c1, c2, c3 = st.columns([2, 2, 1])
 region = c1.selectbox("Region (drill down)", ["all regions", *sorted(accel["region"].unique())], key="region")
 region = None if region == "all regions" else region
 in_region = accel[accel["region"] == region] if region else accel
-node = c2.selectbox("Node (drill down)", ["all nodes", *sorted(in_region["node"])], key="node",
-                    disabled=region is None)
+node = c2.selectbox("Node (drill down)", ["all nodes", *(sorted(in_region["node"]) if region else [])],
+                    key="node", disabled=region is None)  # the options only once a region is picked
 node = None if node in (None, "all nodes") else node
 minutes = c3.select_slider("Window", options=[15, 60, 360, 1440], value=60, key="minutes",
                            format_func=lambda m: f"{m // 60} h" if m >= 60 else f"{m} min")
