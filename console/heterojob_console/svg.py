@@ -11,11 +11,15 @@ other pages (the Gantt timeline, a device's history) stay plotly charts. Shown w
 
 from __future__ import annotations
 
+import base64
+import io
 import math
 from functools import lru_cache
 from html import escape
 
+import numpy as np
 import pandas as pd
+from PIL import Image
 from plotly.colors import sample_colorscale
 
 from heterojob_console.basemap import outlines
@@ -23,11 +27,14 @@ from heterojob_console.basemap import outlines
 LAND, SEA, BORDER, LINK, MOVE, UNKNOWN = "#eceae4", "#dbe7f0", "#9a9a9a", "#5b7c99", "#d62728", "#c8c8c8"
 ALLOCATION_SCALE, UTILIZATION_SCALE = "RdYlGn_r", "Viridis"
 WIDTH = 900  # the drawing's own units; the SVG scales to the page's width (viewBox)
+CELL_TITLES = 1500  # a heat map of up to this many cells draws each with its hover text; a bigger one is a PNG
 
 
 @lru_cache(maxsize=4)
 def _palette(scale: str) -> tuple[str, ...]:
-    return tuple(str(c) for c in sample_colorscale(scale, [i / 100 for i in range(101)]))
+    """The scale at 0, 1, ... 100 % as #rrggbb."""
+    rgb = sample_colorscale(scale, [i / 100 for i in range(101)], colortype="tuple")
+    return tuple("#" + "".join(f"{round(255 * c):02x}" for c in colour) for colour in rgb)
 
 
 def colour(scale: str, value: float | None, top: float = 100.0) -> str:
@@ -173,8 +180,10 @@ def fleet_map(regions: pd.DataFrame, links: pd.DataFrame, moves: pd.DataFrame) -
 
 def heat_map(frame: pd.DataFrame, label: str, minutes: int | None = None) -> str:
     """Utilization (0-100 %) heat map: one row per index entry, one column per sample time (the frame's
-    columns, timestamps). The height follows the rows, so hundreds stay readable (the page scrolls); the
-    time axis spans the whole window, however few samples there are yet. Hover: row, time, value."""
+    columns, timestamps, evenly spaced as a range query returns them). The height follows the rows, so
+    hundreds stay readable (the page scrolls); the time axis spans the whole window, however few samples
+    there are yet. Up to CELL_TITLES cells, each cell is a rectangle with its value as hover text; a bigger
+    grid (a region's nodes, a day) is one PNG image, a pixel per cell, with a hover text per row."""
     times = [pd.Timestamp(c) for c in frame.columns]
     rows = [str(i) for i in frame.index]
     label_w = min(260, 12 + 6.6 * max((len(r) for r in rows), default=4))
@@ -190,20 +199,34 @@ def heat_map(frame: pd.DataFrame, label: str, minutes: int | None = None) -> str
            f'font-family="sans-serif" role="img" aria-label="utilization heat map by {_t(label)}">',
            f'<defs>{_gradient("hj-util", UTILIZATION_SCALE)}</defs>']
     values = frame.to_numpy(dtype=float, na_value=float("nan"))
-    cell_w = max(step * px_s, 1.0)
     for i, row in enumerate(rows):
-        y = top_pad + i * row_h
-        out.append(f'<text class="label" x="{label_w - 6:.0f}" y="{y + row_h / 2 + 4}" font-size="11" text-anchor="end">'
-                   f'{_t(row)}</text><g class="row">')
-        for j, t in enumerate(times):
-            v = values[i, j]
-            if math.isnan(v):
-                continue
-            x = label_w + (t - start).total_seconds() * px_s
-            out.append(f'<rect x="{x:.1f}" y="{y}" width="{cell_w + 0.3:.1f}" height="{row_h - 1}" '
-                       f'fill="{colour(UTILIZATION_SCALE, v)}"><title>{_t(row)} · {t:%H:%M} UTC: {v:.0f}%'
-                       f'</title></rect>')
+        out.append(f'<text class="label" x="{label_w - 6:.0f}" y="{top_pad + i * row_h + row_h / 2 + 4}" '
+                   f'font-size="11" text-anchor="end">{_t(row)}</text>')
+    if values.size <= CELL_TITLES:
+        cell_w = max(step * px_s, 1.0)
+        out.append('<g class="cells">')
+        for i, row in enumerate(rows):
+            y = top_pad + i * row_h
+            for j, t in enumerate(times):
+                v = values[i, j]
+                if math.isnan(v):
+                    continue
+                x = label_w + (t - start).total_seconds() * px_s
+                out.append(f'<rect x="{x:.1f}" y="{y}" width="{cell_w + 0.3:.1f}" height="{row_h - 1}" '
+                           f'fill="{colour(UTILIZATION_SCALE, v)}"><title>{_t(row)} · {t:%H:%M} UTC: {v:.0f}%'
+                           f'</title></rect>')
         out.append("</g>")
+    elif times:
+        x0 = label_w + (times[0] - start).total_seconds() * px_s
+        out.append(f'<image class="cells" x="{x0:.1f}" y="{top_pad}" width="{len(times) * step * px_s:.1f}" '
+                   f'height="{row_h * len(rows)}" preserveAspectRatio="none" style="image-rendering:pixelated" '
+                   f'href="{_png(values, UTILIZATION_SCALE)}"/>')
+        for i, row in enumerate(rows):
+            seen = values[i][~pd.isna(values[i])]
+            tip = (f"{row}: now {seen[-1]:.0f}%, mean {seen.mean():.0f}%, max {seen.max():.0f}% over the window"
+                   if len(seen) else f"{row}: no samples")
+            out.append(f'<rect x="{x0:.1f}" y="{top_pad + i * row_h}" width="{len(times) * step * px_s:.1f}" '
+                       f'height="{row_h}" fill="transparent"><title>{_t(tip)}</title></rect>')
     axis_y = top_pad + row_h * len(rows)
     out.append(f'<line x1="{label_w}" y1="{axis_y}" x2="{label_w + plot_w}" y2="{axis_y}" stroke="#888"/>')
     for k in range(6):
@@ -217,3 +240,16 @@ def heat_map(frame: pd.DataFrame, label: str, minutes: int | None = None) -> str
                           "util %"))
     out.append("</svg>")
     return "".join(out)
+
+
+def _png(values: np.ndarray, scale: str) -> str:
+    """The grid as a data: URI PNG, a pixel per cell in the scale's colours (no value: transparent)."""
+    palette = np.array([[int(h[k:k + 2], 16) for k in (1, 3, 5)] for h in _palette(scale)], dtype=np.uint8)
+    known = ~np.isnan(values)
+    index = np.clip(np.rint(np.nan_to_num(values)), 0, 100).astype(int)
+    rgba = np.zeros((*values.shape, 4), dtype=np.uint8)
+    rgba[..., :3] = palette[index]
+    rgba[..., 3] = np.where(known, 255, 0)
+    buf = io.BytesIO()
+    Image.fromarray(rgba, "RGBA").save(buf, "PNG")
+    return "data:image/png;base64," + base64.b64encode(buf.getvalue()).decode()
