@@ -51,6 +51,7 @@ class Poller:
         self._telemetry: tuple[pd.DataFrame, dict[str, str], datetime] | None = None
         self._error: Exception | None = None
         self._telemetry_error: Exception | None = None
+        self._partial = False  # the last telemetry read had fewer devices than the Nodes declare
         self._asked = time.monotonic()
         self._thread: threading.Thread | None = None
         self._reader = dev.Reader(url) if url else None
@@ -68,12 +69,17 @@ class Poller:
                     self._error = exc
                     self._fresh.notify_all()
                 cluster = None
-            due = self._telemetry is None or (datetime.now(UTC) - self._telemetry[2]).total_seconds() >= TELEMETRY_S
+            # a read that missed devices the Nodes declare (Prometheus just started, an exporter not scraped
+            # yet: the console's own start reads early) is read again at the next tick, not TELEMETRY_S later
+            due = (self._telemetry is None or self._partial
+                   or (datetime.now(UTC) - self._telemetry[2]).total_seconds() >= TELEMETRY_S)
             if cluster is not None and self._reader is not None and due:
                 try:
                     table, problems = self._reader.current(cluster)
                     with self._lock:
                         self._telemetry, self._telemetry_error = (table, problems, datetime.now(UTC)), None
+                        self._partial = len(table) < int(cluster.nodes.loc[cluster.nodes["kind"] == "accelerator",
+                                                                           "capacity"].sum())
                         self._fresh.notify_all()
                 except Exception as exc:  # noqa: BLE001 - shown by the page that asks
                     with self._lock:
