@@ -3,7 +3,6 @@ a heat map by region and class that drills down to a region's nodes and a node's
 
 from __future__ import annotations
 
-from datetime import UTC, datetime
 from urllib.parse import quote
 
 import streamlit as st
@@ -31,7 +30,7 @@ in_region = accel[accel["region"] == region] if region else accel
 node = c2.selectbox("Node (drill down)", ["all nodes", *(sorted(in_region["node"]) if region else [])],
                     key="node", disabled=region is None)  # the options only once a region is picked
 node = None if node in (None, "all nodes") else node
-minutes = c3.select_slider("Window", options=[15, 60, 360, 1440], value=60, key="minutes",
+minutes = c3.select_slider("Window", options=[15, 60, 360, 1440], value=ui.HEAT_MINUTES, key="minutes",
                            format_func=lambda m: f"{m // 60} h" if m >= 60 else f"{m} min")
 
 
@@ -66,7 +65,7 @@ def live() -> None:
     k[5].metric("Unknown", health.unknown, help=kpis.HELP["unknown"])
 
     level = "device" if node else "node" if region else "region/class"
-    series = ui.heat_series(url, minutes, (node,) if node else None, int(datetime.now(UTC).timestamp() // 15))
+    series = ui.heat_series(url, minutes, (node,) if node else None, ui.heat_tick())
     heat = dev.heat(series, cluster.nodes, level, region)
     st.subheader(f"Utilization by {level}" + (f" in {node or region}" if region else ""))
     if heat.empty:
