@@ -54,9 +54,10 @@ CHROMIUM = "/usr/bin/chromium"
 TARGET_WARM_S, TARGET_COLD_S = 2.0, 4.0
 # page -> (path, JavaScript that is true once its last element is visible)
 PAGES: dict[str, tuple[str, str]] = {
-    "overview": ("/", "count('.js-plotly-plot g.trace.scattergeo text') >= 11 && count('[data-testid=stMetricValue]')"
-                      " >= 10 && count('.js-plotly-plot .barlayer') >= 1 && count('[data-testid=stDataFrame]') >= 1"),
-    "devices": ("/Devices", "count('.js-plotly-plot .heatmaplayer') >= 1 && count('[data-testid=stMetricValue]') >= 6"
+    "overview": ("/", "count('svg.fleet-map text.city') >= 11 && count('svg.fleet-map path.land') >= 1"
+                      " && count('[data-testid=stMetricValue]') >= 10"
+                      " && count('[data-testid=stDataFrame] canvas') >= 2"),
+    "devices": ("/Devices", "count('svg.heat-map .cells') >= 1 && count('[data-testid=stMetricValue]') >= 6"
                             " && count('[data-testid=stDataFrame]') >= 1"),
     "jobs": ("/Jobs", "count('[data-testid=stMetricValue]') >= 4 && count('[data-testid=stDataFrame] canvas') >= 1"),
     "quotas": ("/Quotas", "count('[data-testid=stDataFrame] canvas') >= 1 && document.body.innerText.includes('Audit')"),

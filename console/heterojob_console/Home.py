@@ -4,10 +4,9 @@ from __future__ import annotations
 
 from datetime import UTC, datetime, timedelta
 
-import plotly.express as px
 import streamlit as st
 
-from heterojob_console import figures, kpis, members, ui
+from heterojob_console import kpis, members, svg, ui
 from heterojob_console.data import moves
 
 ui.setup("Overview")
@@ -58,10 +57,9 @@ def overview() -> None:
     recent = moves(cluster, cluster.at - timedelta(hours=1))
     left, right = st.columns([3, 2])
     with left:
-        st.plotly_chart(figures.fleet_map(located, cluster.links, recent), width="stretch", key="map",
-                        config={"displaylogo": False, "scrollZoom": False})
+        svg.show(svg.fleet_map(located, cluster.links, recent))
         st.caption(f"{len(located)} regions · size: accelerators · colour: allocated · lines: links (width: "
-                   f"bandwidth) · red arcs: {len(recent)} cross-region move(s) in the last hour")
+                   f"bandwidth) · red arcs: {len(recent)} cross-region move(s) in the last hour · hover for details")
     with right:
         table = regions[["region", "city", "accelerators", "held", "allocated_pct", "cpu_cores", "mix"]]
         st.dataframe(table, hide_index=True, width="stretch", key="regions", height=420, column_config={
@@ -70,10 +68,12 @@ def overview() -> None:
             "accelerators": st.column_config.NumberColumn(help=kpis.HELP["accelerators"]),
             "held": st.column_config.NumberColumn("held by pods"),
             "cpu_cores": st.column_config.NumberColumn("CPU cores")})
+        st.markdown("**Jobs by phase**")
         phases = jobs.groupby("phase", as_index=False).size().rename(columns={"size": "jobs"})
-        fig = px.bar(phases, x="phase", y="jobs", title="Jobs by phase", height=240)
-        fig.update_layout(margin={"l": 0, "r": 0, "t": 40, "b": 0})
-        st.plotly_chart(fig, width="stretch", key="phases")
+        st.dataframe(phases.sort_values("jobs", ascending=False), hide_index=True, width="stretch", key="phases",
+                     column_config={"jobs": st.column_config.ProgressColumn(
+                         "jobs", format="%d", min_value=0, max_value=max(int(phases["jobs"].max()), 1)
+                         if len(phases) else 1)})
 
 
 overview()

@@ -51,6 +51,7 @@ class Poller:
         self._telemetry: tuple[pd.DataFrame, dict[str, str], datetime] | None = None
         self._error: Exception | None = None
         self._telemetry_error: Exception | None = None
+        self._partial = False  # the last telemetry read had fewer devices than the Nodes declare
         self._asked = time.monotonic()
         self._thread: threading.Thread | None = None
         self._reader = dev.Reader(url) if url else None
@@ -68,12 +69,17 @@ class Poller:
                     self._error = exc
                     self._fresh.notify_all()
                 cluster = None
-            due = self._telemetry is None or (datetime.now(UTC) - self._telemetry[2]).total_seconds() >= TELEMETRY_S
+            # a read that missed devices the Nodes declare (Prometheus just started, an exporter not scraped
+            # yet: the console's own start reads early) is read again at the next tick, not TELEMETRY_S later
+            due = (self._telemetry is None or self._partial
+                   or (datetime.now(UTC) - self._telemetry[2]).total_seconds() >= TELEMETRY_S)
             if cluster is not None and self._reader is not None and due:
                 try:
                     table, problems = self._reader.current(cluster)
                     with self._lock:
                         self._telemetry, self._telemetry_error = (table, problems, datetime.now(UTC)), None
+                        self._partial = len(table) < int(cluster.nodes.loc[cluster.nodes["kind"] == "accelerator",
+                                                                           "capacity"].sum())
                         self._fresh.notify_all()
                 except Exception as exc:  # noqa: BLE001 - shown by the page that asks
                     with self._lock:
@@ -90,6 +96,11 @@ class Poller:
                 self._cluster, self._telemetry = None, None  # too old to show while the next read runs
             self._thread = threading.Thread(target=self._loop, name="heterojob-console-poller", daemon=True)
             self._thread.start()
+
+    def start(self) -> None:
+        """Begin reading now (the console's start), so the first visitor finds a snapshot ready."""
+        with self._lock:
+            self._ask()
 
     def cluster(self, timeout: float = 60.0) -> Cluster:
         with self._lock:
@@ -111,7 +122,25 @@ class Poller:
 
 @st.cache_resource(show_spinner=False, max_entries=4)
 def poller(config: str | None, url: str | None) -> Poller:
+    """The one poller of this process for (kubeconfig, Prometheus); st.cache_resource is process-wide and
+    works before the server runs, so `serve` starts the same poller the pages use."""
     return Poller(config, url)
+
+
+def prefetch() -> None:
+    """Read the cluster and the telemetry once as the console starts, and the Devices page's default heat
+    map: the first visitor after a (re)start then finds them instead of waiting for the API and Prometheus.
+    The poller stops after IDLE_S if nobody comes."""
+    poller(kubeconfig(), prometheus()).start()
+    url = prometheus()
+    if url:
+        def heat() -> None:
+            try:
+                heat_series(url, HEAT_MINUTES, None, heat_tick())
+            except Exception:  # noqa: BLE001 - the page asks again and shows what went wrong
+                pass
+
+        threading.Thread(target=heat, name="heterojob-console-heat", daemon=True).start()
 
 
 def cluster() -> Cluster:
@@ -128,6 +157,14 @@ def telemetry() -> tuple[pd.DataFrame, dict[str, str], datetime] | None:
     except Exception as exc:  # noqa: BLE001 - the API figures still show
         st.warning(f"Telemetry unavailable: Prometheus at {prometheus()} did not answer ({exc}).")
         return None
+
+
+HEAT_MINUTES = 60  # the Devices heat map's default window
+
+
+def heat_tick() -> int:
+    """The heat map's cache key in time: at most one range query per view every 15 s, whoever looks."""
+    return int(datetime.now(UTC).timestamp() // 15)
 
 
 @st.cache_resource(ttl=15, show_spinner=False, max_entries=16)

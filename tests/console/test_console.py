@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-import json
+import xml.etree.ElementTree as ET
 from importlib.resources import files
 from pathlib import Path
 
@@ -14,6 +14,14 @@ from heterojob.sim.cluster.nodes import node
 from tests.conftest import Cluster
 
 HOME = str(files("heterojob_console") / "Home.py")
+SVG_NS = "http://www.w3.org/2000/svg"
+SVG = f"{{{SVG_NS}}}"
+
+
+def svg_of(at: AppTest, cls: str) -> ET.Element:
+    """The page's SVG drawing of that class (shown through st.markdown), parsed."""
+    body = next(m.value for m in at.markdown if f'class="{cls}"' in m.value)
+    return ET.fromstring(body)
 
 
 def pod(name: str, node_name: str, resource: str, count: int, phase: str = "Running") -> dict[str, object]:
@@ -42,14 +50,14 @@ def test_overview_counts_accelerators_and_cpu_apart_and_maps_every_region(
     assert metrics["Accelerators allocated"] == "75%"  # 4 + 8 held of 16; the finished pod holds nothing
     assert metrics["CPU cores allocated"] == "25%" and metrics["Nodes ready"] == "3/3"
     assert metrics["Jobs waiting"] == "1" and metrics["Accelerator utilization"] == "-"
-    charts = [json.loads(c.proto.spec) for c in at.get("plotly_chart")]
-    traces = charts[0]["data"]
-    assert traces[0]["name"] == "basemap" and len(traces[0]["lon"]) > 500  # outlines drawn from shipped data
-    regions = next(t for t in traces if t.get("name") == "regions")
-    assert sorted(regions["text"]) == sorted(r["location"]["city"] for r in REGIONS.values()) and len(REGIONS) == 11  # every Region on the map, with or without nodes
-    assert charts[0]["layout"]["geo"]["visible"] is False  # plotly fetches no topojson
-    links = [t for t in traces if t.get("legendgroup") == "links"]  # one trace per bandwidth, a gap per link
-    assert sum(t["lon"].count(None) for t in links) == 15 and {t["name"] for t in links} >= {"links (800 Gbit/s)"}
+    drawing = svg_of(at, "fleet-map")
+    land = drawing.find(f"{SVG}path[@class='land']")
+    assert land is not None and land.get("d", "").count("L") > 500  # outlines drawn from shipped data
+    cities = [t.text for t in drawing.iter(f"{SVG}text") if t.get("class") == "city"]
+    assert sorted(cities) == sorted(r["location"]["city"] for r in REGIONS.values()) and len(REGIONS) == 11  # every Region on the map, with or without nodes
+    links = [e for e in drawing.iter(f"{SVG}line") if e.get("class") == "link"]
+    assert len(links) == 15 and any("800 Gbit/s" in (e.findtext(f"{SVG}title") or "") for e in links)
+    assert "http" not in ET.tostring(drawing, encoding="unicode").replace(SVG_NS, "")  # nothing fetched
 
 
 def test_unreachable_api_shows_a_page_not_a_traceback(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:

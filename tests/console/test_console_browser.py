@@ -1,7 +1,8 @@
 """What a person sees: the console served by `streamlit run` (heterojob console) against the harness with
 the demo's eleven-region fleet and a real Prometheus, opened in Debian's headless Chromium through
 Playwright. Every page is screenshotted to build/screenshots/console-<page>.png; the Overview must draw
-the Natural Earth basemap (with no request leaving 127.0.0.1), the eleven regions and the KPIs."""
+the Natural Earth basemap (with no request leaving 127.0.0.1), the eleven regions and the KPIs. The map
+and the heat map are SVG drawings (no plotly.js on those pages); the Jobs timeline is a plotly chart."""
 
 from __future__ import annotations
 
@@ -80,15 +81,17 @@ def test_every_page_renders_in_chromium(cluster: Cluster, emulator: Any, tmp_pat
             SHOTS.mkdir(parents=True, exist_ok=True)
 
             page.goto(f"{url}/", wait_until="domcontentloaded", timeout=60_000)
-            page.wait_for_selector(".js-plotly-plot g.trace.scattergeo text", timeout=60_000)
+            page.wait_for_selector("svg.fleet-map text.city", timeout=60_000)
             page.wait_for_function("document.querySelectorAll('[data-testid=stMetricValue]').length >= 10",
                                    timeout=60_000)
             page.wait_for_timeout(1500)  # telemetry tiles fill on the next refresh if Prometheus was late
             page.screenshot(path=str(SHOTS / "console-overview.png"), full_page=True)
-            cities = page.locator(".js-plotly-plot g.trace.scattergeo text").all_text_contents()
+            cities = page.locator("svg.fleet-map text.city").all_text_contents()
             assert set(cities) == {r["location"]["city"] for r in REGIONS.values()} and len(set(cities)) == 11
-            land = page.locator(".js-plotly-plot g.trace.scattergeo path.js-line").first.get_attribute("d") or ""
-            assert len(land) > 2000  # the Natural Earth outlines were drawn, not an empty graticule
+            land = page.locator("svg.fleet-map path.land")
+            assert len(land.get_attribute("d") or "") > 2000  # the Natural Earth outlines were drawn
+            box = land.bounding_box()
+            assert box is not None and box["width"] > 300 and box["height"] > 300  # ... and shown, at a size
             kpis = dict(zip(page.locator('[data-testid="stMetricLabel"]').all_inner_texts(),
                             page.locator('[data-testid="stMetricValue"]').all_inner_texts(), strict=False))
             kpis = {k.strip(): v for k, v in kpis.items()}
@@ -96,7 +99,7 @@ def test_every_page_renders_in_chromium(cluster: Cluster, emulator: Any, tmp_pat
             assert page.locator("[data-testid='stAppDeployButton']").count() == 0  # no developer chrome
 
             page.goto(f"{url}/Devices", wait_until="domcontentloaded", timeout=60_000)
-            page.wait_for_selector(".js-plotly-plot .heatmaplayer", state="attached", timeout=60_000)
+            page.wait_for_selector("svg.heat-map rect", timeout=60_000)
             page.wait_for_selector("[data-testid='stDataFrame']", timeout=60_000)
             page.screenshot(path=str(SHOTS / "console-devices.png"), full_page=True)
 

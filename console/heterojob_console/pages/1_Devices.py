@@ -3,13 +3,12 @@ a heat map by region and class that drills down to a region's nodes and a node's
 
 from __future__ import annotations
 
-from datetime import UTC, datetime
 from urllib.parse import quote
 
 import streamlit as st
 
 from heterojob_console import devices as dev
-from heterojob_console import figures, kpis, ui
+from heterojob_console import kpis, svg, ui
 
 ui.setup("Devices")
 st.title("Devices")
@@ -28,10 +27,10 @@ c1, c2, c3 = st.columns([2, 2, 1])
 region = c1.selectbox("Region (drill down)", ["all regions", *sorted(accel["region"].unique())], key="region")
 region = None if region == "all regions" else region
 in_region = accel[accel["region"] == region] if region else accel
-node = c2.selectbox("Node (drill down)", ["all nodes", *sorted(in_region["node"])], key="node",
-                    disabled=region is None)
+node = c2.selectbox("Node (drill down)", ["all nodes", *(sorted(in_region["node"]) if region else [])],
+                    key="node", disabled=region is None)  # the options only once a region is picked
 node = None if node in (None, "all nodes") else node
-minutes = c3.select_slider("Window", options=[15, 60, 360, 1440], value=60, key="minutes",
+minutes = c3.select_slider("Window", options=[15, 60, 360, 1440], value=ui.HEAT_MINUTES, key="minutes",
                            format_func=lambda m: f"{m // 60} h" if m >= 60 else f"{m} min")
 
 
@@ -66,13 +65,13 @@ def live() -> None:
     k[5].metric("Unknown", health.unknown, help=kpis.HELP["unknown"])
 
     level = "device" if node else "node" if region else "region/class"
-    series = ui.heat_series(url, minutes, (node,) if node else None, int(datetime.now(UTC).timestamp() // 15))
+    series = ui.heat_series(url, minutes, (node,) if node else None, ui.heat_tick())
     heat = dev.heat(series, cluster.nodes, level, region)
     st.subheader(f"Utilization by {level}" + (f" in {node or region}" if region else ""))
     if heat.empty:
         st.info("No utilization series in this window (or Prometheus could not answer the range query).")
     else:
-        st.plotly_chart(figures.heat_map(heat, level, minutes), width="stretch", key="heat")
+        svg.show(svg.heat_map(heat, level, minutes))
 
     st.subheader("Failed and degraded")
     bad = shown[shown["health"].isin(["failed", "degraded"])].assign(history=lambda f: f["device"].map(link))
@@ -85,12 +84,17 @@ def live() -> None:
                      key="node-devices", column_config={"history": st.column_config.LinkColumn(
                          "history", display_text="open")})
 
-    st.subheader("Software stack per node")
+    st.subheader("Software stack per node" if region else "Software stack by region and class")
     st.caption("Driver, CUDA and CANN versions and network features each node publishes (GPU Feature "
                "Discovery, the Ascend device plugin, Node Feature Discovery): a job's `requires` is checked "
-               "against these, node by node.")
-    st.dataframe(nodes[["node", "member", "region", "class", "software", "network", "ready"]], hide_index=True,
-                 width="stretch", key="software")
-
+               "against these, node by node." + ("" if region else " Nodes that publish the same stack are "
+                                                  "counted together; pick a region to list its nodes."))
+    if region:
+        st.dataframe(nodes[["node", "member", "region", "class", "software", "network", "ready"]], hide_index=True,
+                     width="stretch", key="software")
+    else:
+        stacks = (nodes.groupby(["member", "region", "class", "software", "network"], as_index=False, dropna=False)
+                  .agg(nodes=("node", "size"), ready=("ready", "sum")))
+        st.dataframe(stacks, hide_index=True, width="stretch", key="software")
 
 live()
