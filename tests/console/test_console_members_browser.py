@@ -87,7 +87,12 @@ def test_the_members_pods_show_in_chromium(cluster: Cluster, emulator: Any, memb
                         raise
             pods = page.locator("[data-testid='stDataFrame']").nth(2)  # jobs table, history, pods
             pods.scroll_into_view_if_needed()
-            cells = pods.locator("table [role='gridcell'], table td").all_inner_texts()
+            cells: list[str] = []
+            for _ in range(40):  # the grid fills its cells a moment after it appears
+                cells = pods.locator("table [role='gridcell'], table td").all_inner_texts()
+                if "far-g1-0" in cells:
+                    break
+                page.wait_for_timeout(500)
             page.screenshot(path=str(SHOTS / "console-members-jobs.png"), full_page=True)
             assert "far-g1-0" in cells and "cn-zhongwei" in cells and "cn-zhongwei-h100-0" in cells, cells
             browser.close()

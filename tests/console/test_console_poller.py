@@ -55,7 +55,7 @@ def test_the_console_starts_reading_before_anyone_visits(monkeypatch: pytest.Mon
     monkeypatch.setenv("HETEROJOB_KUBECONFIG", "/nonexistent/prefetch-test")
     monkeypatch.delenv("HETEROJOB_PROMETHEUS_URL", raising=False)
     ui.prefetch()
-    deadline = time.monotonic() + 5
+    deadline = time.monotonic() + 30  # a thread's first read: seconds on a loaded 2-core machine
     while not reads and time.monotonic() < deadline:
         time.sleep(0.05)
     assert reads == ["/nonexistent/prefetch-test"]
