@@ -17,6 +17,10 @@ Only what the operator can know is used:
 
 Work is measured in seconds on the job's fastest class ("reference seconds"): a job at relative speed r
 on a class does r reference seconds of work per second.
+
+Growth into idle room (`growth_limit`) is held to sizes where the job's measured scaling is good: every
+extra device must bring at least `min_efficiency` of a device's work at the admitted size, else the
+device-hours a job burns grow faster than its completion time falls.
 """
 
 from __future__ import annotations
@@ -189,3 +193,30 @@ def plan_upgrades(movers: Iterable[Mover], free: Mapping[str, int], cost: MoveCo
         moved.add(u.job)
         out.append(u)
     return out
+
+
+def scaling_efficiency(base_replicas: int, base_rate: float, replicas: int, rate: float) -> float:
+    """Steps/s per replica at `replicas` over steps/s per replica at `base_replicas` (1.0: linear)."""
+    if base_replicas <= 0 or replicas <= 0 or base_rate <= 0:
+        return 0.0
+    return (rate / replicas) / (base_rate / base_replicas)
+
+
+def growth_limit(base: int, maximum: int, measured: Mapping[int, float], min_efficiency: float = 0.8) -> int:
+    """The most replicas an elastic job may grow to on a class, from its measured steps/s there per replica
+    count (`measured`; the SDK reports steps/s at every size it ran at).
+
+    Sizes above `base` (its admitted size) are walked up: a measured size keeps growth open while its
+    scaling efficiency against `base` is at least `min_efficiency`; the first one below it closes growth
+    at the last good size (a job found there is shrunk back when it may move). Past the largest good
+    measured size the job may try one doubling (a trial: the next measurement decides). With no
+    measurement at `base`, nothing is known and the job stays at `base`."""
+    base_rate = measured.get(base, 0.0)
+    if base_rate <= 0 or maximum <= base:
+        return base
+    good = base
+    for replicas in sorted(r for r in measured if base < r <= maximum):
+        if scaling_efficiency(base, base_rate, replicas, measured[replicas]) < min_efficiency:
+            return good
+        good = replicas
+    return min(maximum, good * 2)

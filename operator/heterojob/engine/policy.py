@@ -12,7 +12,8 @@ call it the same way.
 2. Each waiting job's device alternatives are narrowed to the classes worth taking now and ordered by
    expected completion (`engine.completion.choose`): a slower class is declined when waiting for a faster
    one is expected to finish sooner. A class's expected wait counts the running jobs there that this job
-   cannot displace (their expected remaining work) and the jobs ahead of it in this pass that chose to
+   cannot displace (their expected remaining work; of a grown job only its admitted size, since the
+   planner takes borrowed room back for any waiting job) and the jobs ahead of it in this pass that chose to
    wait there, so jobs spread over classes (and, through the planner's scorers, regions) by expected wait.
    The planner honours the order (a step in preference order outweighs every other score).
 
@@ -106,6 +107,14 @@ def remaining_s(holder: Holder, now: float, knowledge: Knowledge) -> float:
 _NONE = Facts()
 
 
+def _kept(holder: Holder) -> int:
+    """Devices a running job keeps whoever waits: a grown job's admitted size (the planner takes the room
+    it borrowed back for any waiting job), else all it holds."""
+    if holder.base is None or not holder.base.alternatives:
+        return holder.allocation.devices
+    return min(holder.allocation.devices, holder.base.replicas * holder.base.alternatives[0].per_replica)
+
+
 def prepare(queue: Iterable[Request], holders: Iterable[Holder], fleet: Fleet, now: float, knowledge: Knowledge,
             settings: queueing.QueueSettings, min_runtime_s: float) -> Prepared:
     """Steps 1 and 2 of the module docstring; `queue` in any order."""
@@ -122,7 +131,7 @@ def prepare(queue: Iterable[Request], holders: Iterable[Holder], fleet: Fleet, n
         for classes some job cannot start on now)."""
         if cls not in busy_cache:
             busy_cache[cls] = [(h.priority if ok else 1 << 30,
-                                completion.Busy(h.allocation.devices, remaining_s(h, now, knowledge)))
+                                completion.Busy(_kept(h), remaining_s(h, now, knowledge)))
                                for h, ok in zip(ranked_holders, settled, strict=True)
                                if h.allocation.device_class == cls]
         return busy_cache[cls]

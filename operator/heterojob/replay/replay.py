@@ -82,6 +82,9 @@ class Config:
     restore_s: float = 60.0
     recovery_s: float = 1.0  # heterojob: fault seen -> replacement pods (bench/recovery.py measures 0.1 s)
     elastic: bool = True  # heterojob: data-parallel jobs may grow into idle room
+    # heterojob: growth only to sizes where each extra replica brings at least this share of a replica's
+    # work at the admitted size, as measured (`engine.completion.growth_limit`); 0 grows as far as room allows
+    growth_efficiency: float = 0.8
     min_runtime_s: float = 300.0  # heterojob: a job younger than this is never preempted (operator default)
     disruption_budget: int = 5  # heterojob: jobs checkpointing or moving at once (operator default)
     within: float = 0.0  # heterojob: a job lists the classes where it runs at least this share of its best speed
@@ -168,6 +171,7 @@ class _Replay:
         # what the operator knows of each job: attained service, when it last waited, measured speeds, work
         self.service: dict[int, queueing.Service] = {}
         self.measured: dict[int, dict[str, float]] = defaultdict(dict)
+        self.measured_sizes: dict[tuple[int, str], dict[int, float]] = defaultdict(dict)  # steps/s per replicas
         self.work_s: dict[int, float] = defaultdict(float)  # reference seconds trained (estimated speeds)
         self.residual = completion.Residual()
         self.rels: dict[int, tuple[int, dict[str, float]]] = {}
@@ -320,6 +324,7 @@ class _Replay:
         if self.policy == "heterojob":
             self.service[job.id] = queueing.on_start(self.service[job.id], now, self.config.queue)
         self.measured[job.id][cls] = job.rate(cls)  # the SDK reports steps/s once it trains there
+        self.measured_sizes[(job.id, cls)][len(nodes)] = raw  # ... at the size it runs at
         self.refresh(job)
         self.push(run.started + (job.total_steps - run.steps_at_start) / eff, "finish", (job.id, run.token))
 
@@ -563,14 +568,24 @@ class _Replay:
         for run in sorted(self.running.values(), key=lambda r: r.job.id):
             job = run.job
             most = job.max_replicas(run.cls) if self.shape(job)[0] == 1 and job.gpus <= 8 else self.shape(job)[0]
-            if run.replicas >= most or now < run.started:
-                continue  # at its largest, or still restoring from its last move
-            if top is not None and top >= job.priority:
-                continue  # `growth` lends nothing while a job of its priority or above waits
+            base, full = self.shape(job)[0], most
+            if self.config.growth_efficiency > 0 and most > base:
+                most = completion.growth_limit(base, most, self.measured_sizes[(job.id, run.cls)],
+                                               self.config.growth_efficiency)
+            if now < run.started:
+                continue  # still restoring from its last move
             freed = self.current_fleet(without=run)
-            target = planner.growth(self.request(job, run.replicas), top, freed, run.replicas, most, run.cls,
-                                    run.region)
-            change = migration.resize(run.replicas, self.shape(job)[0], most, None, None, now, 0.0, 0.0, target)
+            if run.replicas > most:  # grown past where it scales well: back to the last good size
+                change = migration.Resize(migration.GROW, most, f"scaling below {self.config.growth_efficiency:g} "
+                                          f"at {run.replicas} replicas: {run.replicas} -> {most}")
+            else:
+                if run.replicas >= most:
+                    continue  # at its largest
+                if top is not None and top >= job.priority:
+                    continue  # `growth` lends nothing while a job of its priority or above waits
+                target = planner.growth(self.request(job, run.replicas), top, freed, run.replicas, most, run.cls,
+                                        run.region)
+                change = migration.resize(run.replicas, base, most, None, None, now, 0.0, 0.0, target)
             if change is None:
                 continue
             moving = sum(1 for r in self.running.values() if r.started > now)
@@ -592,6 +607,9 @@ class _Replay:
             self.resizes += 1
             c = result.chosen
             self.start(job, c.device_class, c.region, c.nodes, c.per_replica, now, pause=self.config.save_s)
+            if change.replicas == most and most < full:  # a trial size: look again once it may move
+                self.wakes[job.id] = wake = now + self.rules.cooldown_s
+                self.push(wake, "wake", job.id)
 
     # --- report ---------------------------------------------------------------------------------------
 
