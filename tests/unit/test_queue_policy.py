@@ -157,3 +157,74 @@ def test_the_operators_plan_declines_a_slow_class_when_the_fast_one_frees_sooner
     assert chosen.outcome == admission.Outcome.NO_ROOM and "slow" not in chosen.message
     # the running job of the same priority is not displaced while attained service is not known across runs
     assert not chosen.disruptions
+
+
+# --- starvation: a promoted run is not displaced by level at once --------------------------------------------
+
+def test_a_promoted_run_keeps_the_first_level_for_one_bound_then_is_demoted() -> None:
+    starved_since = 0.0
+    at_bound = starved_since + MLFQ.starvation_s
+    svc = queueing.on_start(queueing.Service(80 * H, starved_since), at_bound, MLFQ)
+    assert svc.promoted and svc.attained_device_s == 0.0
+    first = queueing.effective_priority(0, 0, MLFQ)
+    # an 8-device gang passes 10 device-hours after 75 min: still level 0 while the promoted run is young
+    after_2h = 8 * 2 * H
+    assert queueing.running_rank(0, after_2h, MLFQ, 2 * H, svc.promoted) == first
+    assert queueing.running_rank(0, after_2h, MLFQ, MLFQ.starvation_s, svc.promoted) == queueing.effective_priority(
+        0, 2, MLFQ)
+    # a run that was not a promotion is ranked by its attained service alone
+    plain = queueing.on_start(queueing.Service(0.0, at_bound - 60), at_bound, MLFQ)
+    assert not plain.promoted
+    assert queueing.running_rank(0, after_2h, MLFQ, 2 * H, plain.promoted) == queueing.effective_priority(0, 2, MLFQ)
+    # so a newcomer of the same priority cannot preempt the promoted gang, but can preempt the other
+    nodes = {"n1": Node("n1", {"topology.kubernetes.io/region": "r"}, {"gpu": 8})}
+    fleet = Fleet(nodes, {"g": DeviceClass("g", "gpu")}, used={("n1", "gpu"): 8})
+    now = at_bound + 2 * H
+    new = Request("ns/new", [Alternative("g", 8)], 1, created=now)  # priority 0, ranked by the policy
+    for service, preempts in ((svc, False), (plain, True)):
+        holder = admission.Holder("ns/gang", 0, at_bound, Allocation("gpu", {"n1": 8}, "ns", "g", "r"))
+        known = policy.Knowledge({"ns/gang": policy.Facts(service=service, rel={"g": 1.0}),
+                                  "ns/new": policy.Facts(service=queueing.Service(0.0, now), rel={"g": 1.0})})
+        plan, _ = admission.plan_with_policy([new], [holder], fleet, now, known, MLFQ, admission.Settings())
+        assert (plan["ns/new"].outcome == admission.Outcome.PREEMPTING) is preempts
+
+
+# --- elastic growth ---------------------------------------------------------------------------------------
+
+def test_growth_limited_to_sizes_where_measured_scaling_is_good() -> None:
+    assert completion.scaling_efficiency(1, 10.0, 2, 18.0) == pytest.approx(0.9)
+    # nothing measured at the admitted size: no growth
+    assert completion.growth_limit(1, 8, {}) == 1
+    # only the admitted size measured: one doubling is a trial
+    assert completion.growth_limit(1, 8, {1: 10.0}) == 2
+    # 2 replicas at 90% per replica: try 4 next; 4 at 45%: back to 2 and no further
+    assert completion.growth_limit(1, 8, {1: 10.0, 2: 18.0}) == 4
+    assert completion.growth_limit(1, 8, {1: 10.0, 2: 18.0, 4: 18.0}) == 2
+    # a bad first step closes growth at the admitted size, whatever larger sizes might do
+    assert completion.growth_limit(1, 8, {1: 10.0, 2: 11.0}) == 1
+    # never above the maximum, and the threshold is the caller's
+    assert completion.growth_limit(1, 3, {1: 10.0, 2: 20.0}) == 3
+    assert completion.growth_limit(1, 8, {1: 10.0, 2: 11.0}, min_efficiency=0.5) == 4
+
+
+def test_borrowed_room_does_not_count_as_a_wait() -> None:
+    """A class whose devices are only lent to a grown job is as good as free to a waiting job: the planner
+    takes the borrowed room back, so the completion estimate must not send the job elsewhere."""
+    nodes = {"f": Node("f", {"topology.kubernetes.io/region": "r", "c": "fast"}, {"fast": 8}),
+             "s": Node("s", {"topology.kubernetes.io/region": "r", "c": "slow"}, {"slow": 8})}
+    classes = {"fast": DeviceClass("fast", "fast", {"c": "fast"}, throughput=1.0),
+               "slow": DeviceClass("slow", "slow", {"c": "slow"}, throughput=0.5)}
+    fleet = Fleet(nodes, classes, used={("f", "fast"): 8, ("s", "slow"): 8})
+    now = 10 * H
+    base = Request("ns/grown", [Alternative("fast", 1)], 1)
+    grown = admission.Holder("ns/grown", 0, now - 5 * H, Allocation("fast", {"f": 8}, "ns", "fast", "r"), base)
+    full = admission.Holder("ns/full", 0, now - 5 * H, Allocation("slow", {"s": 8}, "ns", "slow", "r"))
+    waiting = Request("ns/w", [Alternative("fast", 4), Alternative("slow", 4)], 1, created=now)
+    rel = {"fast": 1.0, "slow": 0.5}
+    known = policy.Knowledge({"ns/grown": policy.Facts(rel=rel, work_s=5 * H), "ns/full": policy.Facts(rel=rel),
+                              "ns/w": policy.Facts(rel=rel)}, displace_by_level=False)
+    prepared = policy.prepare([waiting], [grown, full], fleet, now, known, FIFO, 300.0)
+    assert prepared.choices["ns/w"].completion_s["fast"] == pytest.approx(H)  # no wait: 1 h of work (prior)
+    plan, _ = admission.plan_with_policy([waiting], [grown, full], fleet, now, known, FIFO, admission.Settings())
+    assert plan["ns/w"].outcome == admission.Outcome.RECLAIMING
+    assert [d.job for d in plan["ns/w"].disruptions] == ["ns/grown"]

@@ -92,8 +92,9 @@ def running_rank(holder: Holder, now: float, knowledge: Knowledge, settings: que
     if not knowledge.displace_by_level:
         return queueing.effective_priority(holder.priority, 0, settings)
     facts = knowledge.facts.get(holder.job) or _NONE
-    attained = facts.service.attained_device_s + max(0.0, now - holder.since) * holder.allocation.devices
-    return queueing.running_rank(holder.priority, attained, settings)
+    ran = max(0.0, now - holder.since)
+    attained = facts.service.attained_device_s + ran * holder.allocation.devices
+    return queueing.running_rank(holder.priority, attained, settings, ran, facts.service.promoted)
 
 
 def remaining_s(holder: Holder, now: float, knowledge: Knowledge) -> float:

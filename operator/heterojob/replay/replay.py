@@ -343,7 +343,7 @@ class _Replay:
             self.work_s[run.job.id] += trained * rel.get(run.cls, 0.0)
             svc = self.service.get(run.job.id, queueing.Service())
             self.service[run.job.id] = queueing.Service(svc.attained_device_s + trained * run.devices,
-                                                        svc.waiting_since)
+                                                        svc.waiting_since, svc.promoted)
             self.refresh(run.job)
 
     def stop(self, run: _Run, now: float) -> None:
@@ -522,7 +522,8 @@ class _Replay:
     def holder_rank(self, run: _Run, now: float) -> int:
         svc = self.service.get(run.job.id, queueing.Service())
         attained = svc.attained_device_s + max(0.0, now - run.started) * run.devices
-        return queueing.running_rank(run.job.priority, attained, self.config.queue)
+        return queueing.running_rank(run.job.priority, attained, self.config.queue, max(0.0, now - run.started),
+                                     svc.promoted)
 
     def upgrade(self, now: float, waiting_for: frozenset[str]) -> None:
         """Move running jobs up onto faster room no waiting job chose to wait for, when the move pays."""
