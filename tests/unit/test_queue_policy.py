@@ -228,3 +228,25 @@ def test_borrowed_room_does_not_count_as_a_wait() -> None:
     plan, _ = admission.plan_with_policy([waiting], [grown, full], fleet, now, known, FIFO, admission.Settings())
     assert plan["ns/w"].outcome == admission.Outcome.RECLAIMING
     assert [d.job for d in plan["ns/w"].disruptions] == ["ns/grown"]
+
+
+def test_a_long_job_probes_a_class_the_sheet_ranks_second_and_a_short_one_does_not() -> None:
+    """The declared throughput is a class's mean; some models run faster on the class the sheet ranks
+    second (Gavel's table: Recommendation is 2.2x faster on P100 than on V100). A job measured only where it
+    runs probes such a class on free room when the probe costs little against its expected remaining time."""
+    rel = {"fast": 1.0, "second": 0.8, "slow": 0.3}  # measured on fast only: the others are the sheet's guess
+    unmeasured = frozenset({"second", "slow"})
+    free = {"second": 4, "slow": 4}
+    long = completion.Mover("long", "fast", 1, 20 * H, rel, unmeasured=unmeasured)
+    short = completion.Mover("short", "fast", 1, 0.5 * H, rel, unmeasured=unmeasured)
+    moves = completion.plan_upgrades([long, short], free, COST, probe_share=0.05, min_runtime_s=300)
+    assert [(m.job, m.to_class, m.probe) for m in moves] == [("long", "second", True)]  # never the far slower one
+    assert moves[0].saving_s == -completion.probe_cost(1.0, 0.8, COST, 300)  # 2 moves + 75 s slower: 315 s
+    assert completion.probe_cost(1.0, 0.8, COST, 300) == pytest.approx(2 * 120 + 75)
+    # off by default, never once measured there, never before a move up that pays
+    assert completion.plan_upgrades([long], free, COST) == []
+    measured = completion.Mover("m", "fast", 1, 20 * H, {"fast": 1.0, "second": 0.5})
+    assert completion.plan_upgrades([measured], free, COST, probe_share=0.05) == []
+    up = completion.Mover("up", "second", 1, 20 * H, {"fast": 1.0, "second": 0.8}, unmeasured=frozenset({"fast"}))
+    first = completion.plan_upgrades([long, up], {"fast": 1, "second": 1}, COST, probe_share=0.05)
+    assert [(m.job, m.probe) for m in first] == [("up", False), ("long", True)]

@@ -179,6 +179,15 @@ def test_the_cli_prints_both_policies_and_writes_the_html_report(tmp_path: Path)
                                 "--policy", "heterojob"], capture_output=True, text=True, timeout=120)
     assert synthetic.returncode == 0, synthetic.stderr
     assert set(json.loads(synthetic.stdout)) >= {"trace", "heterojob"}
+    # any Gavel-format trace, compressed: one JSON object, a key per policy with at least avg_jct_h
+    named = subprocess.run([sys.executable, "-m", "heterojob", "sim", "replay", "--trace",
+                            str(DATA / "philly-6214e9.trace"), "--arrival-scale", "0.2", "--limit", "30"],
+                           capture_output=True, text=True, timeout=120)
+    assert named.returncode == 0, named.stderr
+    lines = named.stdout.strip().splitlines()
+    assert len(lines) == 1
+    every = json.loads(lines[0])
+    assert all(every[p]["avg_jct_h"] > 0 for p in ("static", "kueue", "heterojob"))
     bad = subprocess.run([sys.executable, "-m", "heterojob", "sim", "replay", "--arrival-scale", "0"],
                          capture_output=True, text=True, timeout=60)
     assert bad.returncode == 2 and "--arrival-scale" in bad.stderr

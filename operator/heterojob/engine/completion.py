@@ -151,7 +151,8 @@ def upgrade_saving(remaining_s: float, rel_from: float, rel_to: float, cost: Mov
 class Upgrade:
     job: str
     to_class: str
-    saving_s: float
+    saving_s: float  # for a probe: minus what it may cost
+    probe: bool = False  # a move to measure a class the job has not run on (see `plan_upgrades`)
 
 
 @dataclass(frozen=True)
@@ -164,17 +165,34 @@ class Mover:
     remaining_s: float
     rel: Mapping[str, float]  # relative speed per class it may run on
     settled: bool = True  # not restoring or checkpointing now, and past its minimum time in place
+    unmeasured: frozenset[str] = frozenset()  # classes it may run on whose speed is the sheet's guess
 
 
-def plan_upgrades(movers: Iterable[Mover], free: Mapping[str, int], cost: MoveCost, min_saving_s: float = 0.0
+def probe_cost(rel_here: float, rel_to: float, cost: MoveCost, min_runtime_s: float) -> float:
+    """Seconds a probe may cost a job: a move there and one back, and `min_runtime_s` at the (guessed)
+    lower speed before it may move back."""
+    if rel_to <= 0 or rel_here <= 0:
+        return float("inf")
+    return 2 * cost.seconds + min_runtime_s * max(0.0, rel_here / rel_to - 1)
+
+
+def plan_upgrades(movers: Iterable[Mover], free: Mapping[str, int], cost: MoveCost, min_saving_s: float = 0.0,
+                  probe_share: float = 0.0, probe_floor: float = 0.5, min_runtime_s: float = 300.0
                   ) -> list[Upgrade]:
     """Moves up onto free devices (room no waiting job takes): largest saving first, each taking its room
     on the target class before the next is considered (make-before-break: the room is held before the
-    old placement is released). A move is proposed only when it saves more than its cost and `min_saving_s`."""
+    old placement is released). A move is proposed only when it saves more than its cost and `min_saving_s`.
+
+    Probes (`probe_share` > 0), after every move up: a declared throughput is a class's mean, and a job's
+    speed ratio between two classes is its own (some models run faster on the class the sheet ranks
+    second), so a job whose speed on a class is only the sheet's guess (at least `probe_floor` of its speed
+    here, so never a class expected far slower) moves there to measure it when what the probe may cost
+    (`probe_cost`: two moves and the minimum time in place at the guessed speed) is at most `probe_share`
+    of its expected remaining time here. Once measured, the faster class wins through the moves up."""
     left = dict(free)
     movers = list(movers)
     size = {m.job: m.devices for m in movers}
-    options = []
+    options, probes = [], []
     for m in movers:
         if not m.settled:
             continue
@@ -185,8 +203,14 @@ def plan_upgrades(movers: Iterable[Mover], free: Mapping[str, int], cost: MoveCo
             saving = upgrade_saving(m.remaining_s, here, r, cost)
             if saving > min_saving_s:
                 options.append(Upgrade(m.job, cls, saving))
+            elif probe_share > 0 and cls in m.unmeasured and here > 0 and r >= probe_floor * here:
+                spend = probe_cost(here, r, cost, min_runtime_s)
+                if spend <= probe_share * m.remaining_s / here:
+                    probes.append(Upgrade(m.job, cls, -spend, probe=True))
     out, moved = [], set()
-    for u in sorted(options, key=lambda u: (-u.saving_s, u.job, u.to_class)):
+    ordered = sorted(options, key=lambda u: (-u.saving_s, u.job, u.to_class))
+    ordered += sorted(probes, key=lambda u: (-u.saving_s, u.job, u.to_class))
+    for u in ordered:
         if u.job in moved or left.get(u.to_class, 0) < size[u.job]:
             continue
         left[u.to_class] -= size[u.job]

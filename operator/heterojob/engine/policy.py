@@ -40,6 +40,7 @@ class Facts:
     service: queueing.Service = queueing.Service()  # attained service before its current run; last wait
     rel: Mapping[str, float] = field(default_factory=dict)  # relative speed per class (1.0: its fastest)
     work_s: float = 0.0  # reference seconds trained before its current run
+    measured: frozenset[str] = frozenset()  # classes where `rel` is its own measurement, not the sheet's
 
 
 @dataclass
@@ -167,9 +168,11 @@ def prepare(queue: Iterable[Request], holders: Iterable[Holder], fleet: Fleet, n
 
 def upgrades(holders: Iterable[Holder], fleet: Fleet, now: float, knowledge: Knowledge,
              waiting_for: Iterable[str], cost: completion.MoveCost, min_runtime_s: float,
-             allowed: Mapping[str, Sequence[str]] | None = None) -> list[completion.Upgrade]:
+             allowed: Mapping[str, Sequence[str]] | None = None, probe_share: float = 0.0
+             ) -> list[completion.Upgrade]:
     """Moves up onto free devices of classes no waiting job chose to wait for, when the move pays
-    (`completion.plan_upgrades`); a job moves only after `min_runtime_s` in place and never while disrupted.
+    (`completion.plan_upgrades`), and with `probe_share` > 0 probes of classes whose speed for the job is
+    only the sheet's guess; a job moves only after `min_runtime_s` in place and never while disrupted.
     `allowed`: job -> classes it may run on (default: those with a known speed)."""
     free, _ = devices_by_class(fleet)
     free = {c: n for c, n in free.items() if c not in set(waiting_for) and n > 0}
@@ -182,10 +185,11 @@ def upgrades(holders: Iterable[Holder], fleet: Fleet, now: float, knowledge: Kno
         classes = allowed.get(h.job, ()) if allowed is not None else facts.rel
         rel = {c: facts.rel.get(c, 0.0) for c in classes}
         rel[here] = facts.rel.get(here, 0.0)
-        if not any(rel.get(c, 0.0) > rel[here] for c in free):
+        unmeasured = frozenset(c for c in rel if c not in facts.measured) if facts.measured else frozenset()
+        if not any(rel.get(c, 0.0) > rel[here] or (probe_share > 0 and c in unmeasured) for c in free):
             continue
         settled = now - h.since >= min_runtime_s and not h.disrupted and h.base is None
         movers.append(completion.Mover(h.job, here, h.allocation.devices, remaining_s(h, now, knowledge) * rel[here],
-                                       rel, settled))
-    return completion.plan_upgrades(movers, free, cost)
+                                       rel, settled, unmeasured))
+    return completion.plan_upgrades(movers, free, cost, probe_share=probe_share, min_runtime_s=min_runtime_s)
 

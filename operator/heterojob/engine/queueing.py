@@ -40,7 +40,7 @@ class QueueSettings:
     policy: QueuePolicy = QueuePolicy.MLFQ
     # level boundaries in attained device-hours: 0-1 (level 0), 1-10 (level 1), 10+ (level 2)
     thresholds_device_h: Sequence[float] = field(default=(1.0, 10.0))
-    starvation_s: float = 24 * 3600.0  # longest wait (since last run or arrival) before promotion to level 0
+    starvation_s: float = 4 * 3600.0  # longest wait (since last run or arrival) before promotion to level 0
 
     def __post_init__(self) -> None:
         t = list(self.thresholds_device_h)

@@ -90,6 +90,9 @@ class Config:
     within: float = 0.0  # heterojob: a job lists the classes where it runs at least this share of its best speed
     queue: queueing.QueueSettings = field(default_factory=queueing.QueueSettings)  # heterojob's queue order
     upgrades: bool = True  # heterojob: move running jobs up onto faster free room when it pays
+    # heterojob: probe a class whose speed for a job is only the sheet's guess when the probe may cost at
+    # most this share of its expected remaining time (`engine.completion.plan_upgrades`); 0: never
+    probe_share: float = 0.05
     lookahead: int = 16  # queued jobs a pass plans in order (besides the first that fit free room)
     window: tuple[int, int] | None = None  # Gavel's measurement window: trace positions [a, b)
     seed: int = 0
@@ -396,7 +399,8 @@ class _Replay:
     def refresh(self, job: TraceJob) -> None:
         """The job's facts as its status would carry them (attained service, speeds, work done)."""
         self.facts[f"{NAMESPACE}/{job.id}"] = engine_policy.Facts(self.service.get(job.id, queueing.Service()),
-                                                           self.rel(job), self.work_s[job.id])
+                                                           self.rel(job), self.work_s[job.id],
+                                                           frozenset(self.measured.get(job.id, ())))
 
     # --- static and kueue -----------------------------------------------------------------------------
 
@@ -529,7 +533,7 @@ class _Replay:
         """Move running jobs up onto faster room no waiting job chose to wait for, when the move pays."""
         allowed = {f"{NAMESPACE}/{r.job.id}": r.job.classes for r in self.running.values()}
         for u in engine_policy.upgrades(self.holders(), self.current_fleet(), now, self.knowledge, waiting_for,
-                                        self.cost, self.config.min_runtime_s, allowed):
+                                        self.cost, self.config.min_runtime_s, allowed, self.config.probe_share):
             run = self.running[int(u.job.split("/", 1)[1])]
             replicas, per = self.shape(run.job)
             chosen = place(Request(u.job, [Alternative(u.to_class, per)], replicas), self.current_fleet()).chosen
