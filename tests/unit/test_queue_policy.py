@@ -195,16 +195,20 @@ def test_growth_limited_to_sizes_where_measured_scaling_is_good() -> None:
     assert completion.scaling_efficiency(1, 10.0, 2, 18.0) == pytest.approx(0.9)
     # nothing measured at the admitted size: no growth
     assert completion.growth_limit(1, 8, {}) == 1
-    # only the admitted size measured: one doubling is a trial
-    assert completion.growth_limit(1, 8, {1: 10.0}) == 2
-    # 2 replicas at 90% per replica: try 4 next; 4 at 45%: back to 2 and no further
-    assert completion.growth_limit(1, 8, {1: 10.0, 2: 18.0}) == 4
-    assert completion.growth_limit(1, 8, {1: 10.0, 2: 18.0, 4: 18.0}) == 2
-    # a bad first step closes growth at the admitted size, whatever larger sizes might do
-    assert completion.growth_limit(1, 8, {1: 10.0, 2: 11.0}) == 1
-    # never above the maximum, and the threshold is the caller's
+    # only the admitted size measured: the first growth, as far as the room goes, is the trial
+    assert completion.growth_limit(1, 8, {1: 10.0}) == 8
+    # 8 replicas at 30% per replica (2.4x for 8x the devices): halve toward the admitted size
+    assert completion.growth_limit(1, 8, {1: 10.0, 8: 24.0}) == 4
+    # 4 at 70%: stay there; 4 at 45% as well: try 2
+    assert completion.growth_limit(1, 8, {1: 10.0, 8: 24.0, 4: 28.0}) == 4
+    assert completion.growth_limit(1, 8, {1: 10.0, 8: 24.0, 4: 18.0}) == 2
+    # 2 bad too: back to the admitted size for good
+    assert completion.growth_limit(1, 8, {1: 10.0, 8: 24.0, 4: 18.0, 2: 11.0}) == 1
+    # a good size above a bad one does not reopen growth past the bad one
+    assert completion.growth_limit(1, 8, {1: 10.0, 2: 19.0, 4: 18.0, 8: 80.0}) == 2
+    # never above the maximum; the threshold is the caller's
     assert completion.growth_limit(1, 3, {1: 10.0, 2: 20.0}) == 3
-    assert completion.growth_limit(1, 8, {1: 10.0, 2: 11.0}, min_efficiency=0.5) == 4
+    assert completion.growth_limit(1, 8, {1: 10.0, 8: 24.0}, min_efficiency=0.25) == 8
 
 
 def test_borrowed_room_does_not_count_as_a_wait() -> None:

@@ -56,13 +56,17 @@ def test_an_elastic_job_grows_into_idle_room_within_the_migration_rules() -> Non
     alone = [job(0, hours=20)]
     fixed = replay(alone, "heterojob", Config(nodes_per_class_region=1, regions=1, mtbf_h=1e9, elastic=False))
     grown = replay(alone, "heterojob", config)
-    assert fixed.resizes == 0 and grown.resizes >= 1
-    # LM (batch 20) on the h100 class, Gavel's table: 2 GPUs scale linearly, 4 at 43% per GPU. It grows to 2,
-    # tries 4 once, measures the poor scaling and goes back to 2 (3 resizes), never trying further
-    assert grown.resizes == 3 and fixed.avg_jct_h / 2 < grown.avg_jct_h < fixed.avg_jct_h * 0.55
-    # with the efficiency rule off it grows as far as the room goes (8 GPUs, 96% per GPU there)
-    greedy = replay(alone, "heterojob", Config(nodes_per_class_region=1, regions=1, mtbf_h=1e9, growth_efficiency=0))
-    assert greedy.resizes == 1 and greedy.avg_jct_h < fixed.avg_jct_h / 5
+    assert fixed.resizes == 0 and grown.resizes == 1
+    assert grown.avg_jct_h < fixed.avg_jct_h / 5  # LM (batch 20) on 8 h100 GPUs: 96% per GPU (Gavel's table)
+    # ResNet-50 (batch 16) scales badly on the h100 class (8 GPUs 30% per GPU, 4 51%, 2 61%): it tries 8,
+    # measures, halves to 4, measures, settles at 2 (3 resizes); grown greedily it would hold 8 GPUs for
+    # a 2.4x speed-up
+    r50 = [job(0, hours=20, job_type="ResNet-50 (batch size 16)")]
+    held = replay(r50, "heterojob", config)
+    greedy = replay(r50, "heterojob", Config(nodes_per_class_region=1, regions=1, mtbf_h=1e9, growth_efficiency=0))
+    assert held.resizes == 3 and greedy.resizes == 1
+    assert greedy.avg_jct_h < held.avg_jct_h < fixed.avg_jct_h / 1.2
+    assert held.avg_jct_h * 2 < greedy.avg_jct_h * 8  # device-hours: 2 GPUs x held JCT < 8 GPUs x greedy JCT
     # Nobody waits for the room: with a queue, the first job keeps its size.
     # Two 8-GPU ResNet-50 gangs fill the h100 and a100 nodes and a third waits (it cannot run on ascend); a
     # 1-GPU LM job then lands on the ascend node and must not grow while that gang waits, even though the

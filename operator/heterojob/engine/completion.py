@@ -19,8 +19,9 @@ Work is measured in seconds on the job's fastest class ("reference seconds"): a 
 on a class does r reference seconds of work per second.
 
 Growth into idle room (`growth_limit`) is held to sizes where the job's measured scaling is good: every
-extra device must bring at least `min_efficiency` of a device's work at the admitted size, else the
-device-hours a job burns grow faster than its completion time falls.
+extra device must bring at least `min_efficiency` of a device's work at the admitted size (0.6: a doubling
+must speed the job up at least 1.2x), else the device-hours a job burns grow far faster than its
+completion time falls.
 """
 
 from __future__ import annotations
@@ -226,21 +227,22 @@ def scaling_efficiency(base_replicas: int, base_rate: float, replicas: int, rate
     return (rate / replicas) / (base_rate / base_replicas)
 
 
-def growth_limit(base: int, maximum: int, measured: Mapping[int, float], min_efficiency: float = 0.8) -> int:
+def growth_limit(base: int, maximum: int, measured: Mapping[int, float], min_efficiency: float = 0.6) -> int:
     """The most replicas an elastic job may grow to on a class, from its measured steps/s there per replica
     count (`measured`; the SDK reports steps/s at every size it ran at).
 
-    Sizes above `base` (its admitted size) are walked up: a measured size keeps growth open while its
-    scaling efficiency against `base` is at least `min_efficiency`; the first one below it closes growth
-    at the last good size (a job found there is shrunk back when it may move). Past the largest good
-    measured size the job may try one doubling (a trial: the next measurement decides). With no
-    measurement at `base`, nothing is known and the job stays at `base`."""
+    A size is good when its scaling efficiency against `base` (the admitted size) is at least
+    `min_efficiency`, bad otherwise. With no bad size measured, the job may grow as far as `maximum` (the
+    first growth is the trial that measures it). Past the smallest bad size it may not: the limit is the
+    largest good size below it, or half that bad size when that has not been measured yet (the next trial,
+    halving toward `base`), so a job found at a bad size shrinks back. With no measurement at `base`,
+    nothing is known and the job stays at `base`."""
     base_rate = measured.get(base, 0.0)
     if base_rate <= 0 or maximum <= base:
         return base
-    good = base
-    for replicas in sorted(r for r in measured if base < r <= maximum):
-        if scaling_efficiency(base, base_rate, replicas, measured[replicas]) < min_efficiency:
-            return good
-        good = replicas
-    return min(maximum, good * 2)
+    sizes = sorted(r for r in measured if base < r)
+    bad = [r for r in sizes if scaling_efficiency(base, base_rate, r, measured[r]) < min_efficiency]
+    if not bad:
+        return maximum
+    good = [r for r in sizes if r < bad[0] and r not in bad]
+    return min(maximum, max(base, bad[0] // 2, *good))

@@ -84,7 +84,7 @@ class Config:
     elastic: bool = True  # heterojob: data-parallel jobs may grow into idle room
     # heterojob: growth only to sizes where each extra replica brings at least this share of a replica's
     # work at the admitted size, as measured (`engine.completion.growth_limit`); 0 grows as far as room allows
-    growth_efficiency: float = 0.8
+    growth_efficiency: float = 0.6
     min_runtime_s: float = 300.0  # heterojob: a job younger than this is never preempted (operator default)
     disruption_budget: int = 5  # heterojob: jobs checkpointing or moving at once (operator default)
     within: float = 0.0  # heterojob: a job lists the classes where it runs at least this share of its best speed
@@ -573,7 +573,7 @@ class _Replay:
         for run in sorted(self.running.values(), key=lambda r: r.job.id):
             job = run.job
             most = job.max_replicas(run.cls) if self.shape(job)[0] == 1 and job.gpus <= 8 else self.shape(job)[0]
-            base, full = self.shape(job)[0], most
+            base = self.shape(job)[0]
             if self.config.growth_efficiency > 0 and most > base:
                 most = completion.growth_limit(base, most, self.measured_sizes[(job.id, run.cls)],
                                                self.config.growth_efficiency)
@@ -612,7 +612,7 @@ class _Replay:
             self.resizes += 1
             c = result.chosen
             self.start(job, c.device_class, c.region, c.nodes, c.per_replica, now, pause=self.config.save_s)
-            if change.replicas == most and most < full:  # a trial size: look again once it may move
+            if change.replicas > self.shape(job)[0]:  # a trial size: judge its measured scaling once it may move
                 self.wakes[job.id] = wake = now + self.rules.cooldown_s
                 self.push(wake, "wake", job.id)
 
