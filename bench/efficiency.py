@@ -211,6 +211,14 @@ def main() -> int:
     # a policy sustaining the sweep's top rate has a knee above it: its sustained rate is a lower bound
     open_ended = sorted(f"{p} {m}" for p in POLICIES for m in MIXES if sustained[p][m] == RATES[-1])
     cap = useful_cap()
+    # the useful share is the offered work (reference device-hours) whatever the policy, so it grows with the
+    # rate: static's useful share per job/h at the rates it sustains gives the rate at which the offered work
+    # would reach the cap, an upper bound on any policy's sustained rate
+    per_rate = [x["useful_share"] / r for (p, m, r), xs in by.items() if p == "static" and r <= sustained[p][m]
+                for x in xs]
+    rate_bound = {m: round(cap["cap"] / statistics.fmean(
+        x["useful_share"] / r for (p, m2, r), xs in by.items() if p == "static" and m2 == m and r <= sustained[p][m]
+        for x in xs), 2) if sustained["static"][m] else None for m in MIXES} if per_rate else {}
     reduced = sorted(k for k in KNOBS if k in os.environ)
 
     def peak(values: list[tuple[float, str]]) -> dict[str, Any] | None:
@@ -231,6 +239,10 @@ def main() -> int:
         "sustained_at_top_rate": open_ended,
         "throughput_gain": min((g for g in gain.values() if g is not None), default=None),
         "throughput_gain_by_mix": gain,
+        # the most any policy could sustain (offered work at the useful-utilization cap) over static's rate
+        "sustained_rate_bound": rate_bound,
+        "throughput_gain_bound_by_mix": {m: round(rate_bound[m] / sustained["static"][m], 2)
+                                         if rate_bound.get(m) and sustained["static"][m] else None for m in MIXES},
         "useful_utilization_at_knee": min(knee_useful.values()),
         "useful_utilization_at_knee_by_mix": knee_useful,
         "useful_utilization_cap": cap["cap"],
