@@ -32,7 +32,8 @@ Reduced runs (for iterating; the defaults are the method above, and the JSON say
 knob is set): HETEROJOB_BENCH_SEEDS=1 (seeds), HETEROJOB_BENCH_MIXES=skewed (mixes),
 HETEROJOB_BENCH_RATES=2.5,2.8 (jobs/h), HETEROJOB_BENCH_JOBS=3000 (jobs per replay; the window is the same
 share of the trace, jobs 2/3 to 5/6), HETEROJOB_BENCH_PHILLY=0 (no Philly traces) or =0.1 (those scales),
-HETEROJOB_BENCH_WORKERS=2 (processes).
+HETEROJOB_BENCH_WORKERS=2 (processes). HETEROJOB_BENCH_FROM_LOG=FILE summarizes the stderr of an earlier
+run (finished or not; points never run are reported as such) with the same knobs.
 """
 
 from __future__ import annotations
@@ -144,6 +145,16 @@ def num(x: float, digits: int) -> float | None:
 
 def main() -> int:
     started = time.perf_counter()
+    log = os.environ.get("HETEROJOB_BENCH_FROM_LOG")
+    if log:  # summarize the replays a run (finished or not) wrote to stderr; missing points say so
+        runs, pruns = [], []
+        for line in Path(log).read_text().splitlines():
+            if not line.startswith('{"task"'):
+                continue
+            run = json.loads(line)
+            run["task"] = tuple(run["task"])
+            (runs if len(run["task"]) == 4 else pruns).append(run)
+        return summarize(runs, pruns, float("nan"))
     tasks = [(m, s) for m in MIXES for s in SEEDS]
     ptasks = [(p, n, x) for n in PHILLY for x in SCALES for p in POLICIES]
     print(json.dumps({"bench": "efficiency", "jobs": JOBS, "window": WINDOW, "seeds": SEEDS, "mixes": list(MIXES),
@@ -153,6 +164,11 @@ def main() -> int:
         pfuture = [pool.submit(philly, t) for t in ptasks]
         runs = [run for f in cfuture for run in f.result()]
         pruns = [f.result() for f in pfuture]
+    return summarize(runs, pruns, time.perf_counter() - started)
+
+
+def summarize(runs: list[dict[str, Any]], pruns: list[dict[str, Any]], wall: float) -> int:
+    """The JSON line and the exit status from the replays' figures."""
     by: dict[tuple[str, str, float], list[dict[str, Any]]] = defaultdict(list)
     for run in runs:
         p, m, _, r = run["task"]
@@ -200,6 +216,10 @@ def main() -> int:
     pj = {run["task"]: run["avg_jct_h"] for run in pruns}
     for n in PHILLY:
         for x in SCALES:
+            if not all((p, n, x) in pj for p in POLICIES):
+                philly_out[f"{n} x{x:g}"] = {p: round(pj[(p, n, x)], 2) if (p, n, x) in pj else "not run"
+                                             for p in POLICIES}
+                continue
             row = {p: round(pj[(p, n, x)], 2) for p in POLICIES}
             philly_out[f"{n} x{x:g}"] = row
             if row["heterojob"] > row["static"]:
@@ -254,7 +274,7 @@ def main() -> int:
         "replay_jobs": JOBS,
         "replay_6000_jobs_s_max": round(max(run["cpu_s"] for run in runs), 1),
         "replay_6000_jobs_wall_s_max": round(max(run["wall_s"] for run in runs), 1),
-        "wall_s": round(time.perf_counter() - started, 1),
+        "wall_s": num(wall, 1),
     }
 
     def le(key: str, bound: float) -> bool:
