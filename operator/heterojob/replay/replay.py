@@ -579,8 +579,8 @@ class _Replay:
                                                self.config.growth_efficiency)
             if now < run.started:
                 continue  # still restoring from its last move
-            freed = self.current_fleet(without=run)
             if run.replicas > most:  # grown past where it scales well: back to the last good size
+                freed = self.current_fleet(without=run)
                 change = migration.Resize(migration.GROW, most, f"scaling below {self.config.growth_efficiency:g} "
                                           f"at {run.replicas} replicas: {run.replicas} -> {most}")
             else:
@@ -588,6 +588,7 @@ class _Replay:
                     continue  # at its largest
                 if top is not None and top >= job.priority:
                     continue  # `growth` lends nothing while a job of its priority or above waits
+                freed = self.current_fleet(without=run)
                 target = planner.growth(self.request(job, run.replicas), top, freed, run.replicas, most, run.cls,
                                         run.region)
                 change = migration.resize(run.replicas, base, most, None, None, now, 0.0, 0.0, target)
