@@ -157,3 +157,100 @@ def test_the_operators_plan_declines_a_slow_class_when_the_fast_one_frees_sooner
     assert chosen.outcome == admission.Outcome.NO_ROOM and "slow" not in chosen.message
     # the running job of the same priority is not displaced while attained service is not known across runs
     assert not chosen.disruptions
+
+
+# --- starvation: a promoted run is not displaced by level at once --------------------------------------------
+
+def test_a_promoted_run_keeps_the_first_level_for_one_bound_then_is_demoted() -> None:
+    starved_since = 0.0
+    at_bound = starved_since + MLFQ.starvation_s
+    svc = queueing.on_start(queueing.Service(80 * H, starved_since), at_bound, MLFQ)
+    assert svc.promoted and svc.attained_device_s == 0.0
+    first = queueing.effective_priority(0, 0, MLFQ)
+    # an 8-device gang passes 10 device-hours after 75 min: still level 0 while the promoted run is young
+    after_2h = 8 * 2 * H
+    assert queueing.running_rank(0, after_2h, MLFQ, 2 * H, svc.promoted) == first
+    assert queueing.running_rank(0, after_2h, MLFQ, MLFQ.starvation_s, svc.promoted) == queueing.effective_priority(
+        0, 2, MLFQ)
+    # a run that was not a promotion is ranked by its attained service alone
+    plain = queueing.on_start(queueing.Service(0.0, at_bound - 60), at_bound, MLFQ)
+    assert not plain.promoted
+    assert queueing.running_rank(0, after_2h, MLFQ, 2 * H, plain.promoted) == queueing.effective_priority(0, 2, MLFQ)
+    # so a newcomer of the same priority cannot preempt the promoted gang, but can preempt the other
+    nodes = {"n1": Node("n1", {"topology.kubernetes.io/region": "r"}, {"gpu": 8})}
+    fleet = Fleet(nodes, {"g": DeviceClass("g", "gpu")}, used={("n1", "gpu"): 8})
+    now = at_bound + 2 * H
+    new = Request("ns/new", [Alternative("g", 8)], 1, created=now)  # priority 0, ranked by the policy
+    for service, preempts in ((svc, False), (plain, True)):
+        holder = admission.Holder("ns/gang", 0, at_bound, Allocation("gpu", {"n1": 8}, "ns", "g", "r"))
+        known = policy.Knowledge({"ns/gang": policy.Facts(service=service, rel={"g": 1.0}),
+                                  "ns/new": policy.Facts(service=queueing.Service(0.0, now), rel={"g": 1.0})})
+        plan, _ = admission.plan_with_policy([new], [holder], fleet, now, known, MLFQ, admission.Settings())
+        assert (plan["ns/new"].outcome == admission.Outcome.PREEMPTING) is preempts
+
+
+# --- elastic growth ---------------------------------------------------------------------------------------
+
+def test_growth_limited_to_sizes_where_measured_scaling_is_good() -> None:
+    assert completion.scaling_efficiency(1, 10.0, 2, 18.0) == pytest.approx(0.9)
+    # nothing measured at the admitted size: no growth
+    assert completion.growth_limit(1, 8, {}) == 1
+    # only the admitted size measured: the first growth, as far as the room goes, is the trial
+    assert completion.growth_limit(1, 8, {1: 10.0}) == 8
+    # 8 replicas at 30% per replica (2.4x for 8x the devices): halve toward the admitted size
+    assert completion.growth_limit(1, 8, {1: 10.0, 8: 24.0}) == 4
+    # 4 at 70%: stay there; 4 at 45% as well: try 2
+    assert completion.growth_limit(1, 8, {1: 10.0, 8: 24.0, 4: 28.0}) == 4
+    assert completion.growth_limit(1, 8, {1: 10.0, 8: 24.0, 4: 18.0}) == 2
+    # 2 bad too: back to the admitted size for good
+    assert completion.growth_limit(1, 8, {1: 10.0, 8: 24.0, 4: 18.0, 2: 11.0}) == 1
+    # a good size above a bad one does not reopen growth past the bad one
+    assert completion.growth_limit(1, 8, {1: 10.0, 2: 19.0, 4: 18.0, 8: 80.0}) == 2
+    # never above the maximum; the threshold is the caller's
+    assert completion.growth_limit(1, 3, {1: 10.0, 2: 20.0}) == 3
+    assert completion.growth_limit(1, 8, {1: 10.0, 8: 24.0}, min_efficiency=0.25) == 8
+
+
+def test_borrowed_room_does_not_count_as_a_wait() -> None:
+    """A class whose devices are only lent to a grown job is as good as free to a waiting job: the planner
+    takes the borrowed room back, so the completion estimate must not send the job elsewhere."""
+    nodes = {"f": Node("f", {"topology.kubernetes.io/region": "r", "c": "fast"}, {"fast": 8}),
+             "s": Node("s", {"topology.kubernetes.io/region": "r", "c": "slow"}, {"slow": 8})}
+    classes = {"fast": DeviceClass("fast", "fast", {"c": "fast"}, throughput=1.0),
+               "slow": DeviceClass("slow", "slow", {"c": "slow"}, throughput=0.5)}
+    fleet = Fleet(nodes, classes, used={("f", "fast"): 8, ("s", "slow"): 8})
+    now = 10 * H
+    base = Request("ns/grown", [Alternative("fast", 1)], 1)
+    grown = admission.Holder("ns/grown", 0, now - 5 * H, Allocation("fast", {"f": 8}, "ns", "fast", "r"), base)
+    full = admission.Holder("ns/full", 0, now - 5 * H, Allocation("slow", {"s": 8}, "ns", "slow", "r"))
+    waiting = Request("ns/w", [Alternative("fast", 4), Alternative("slow", 4)], 1, created=now)
+    rel = {"fast": 1.0, "slow": 0.5}
+    known = policy.Knowledge({"ns/grown": policy.Facts(rel=rel, work_s=5 * H), "ns/full": policy.Facts(rel=rel),
+                              "ns/w": policy.Facts(rel=rel)}, displace_by_level=False)
+    prepared = policy.prepare([waiting], [grown, full], fleet, now, known, FIFO, 300.0)
+    assert prepared.choices["ns/w"].completion_s["fast"] == pytest.approx(H)  # no wait: 1 h of work (prior)
+    plan, _ = admission.plan_with_policy([waiting], [grown, full], fleet, now, known, FIFO, admission.Settings())
+    assert plan["ns/w"].outcome == admission.Outcome.RECLAIMING
+    assert [d.job for d in plan["ns/w"].disruptions] == ["ns/grown"]
+
+
+def test_a_long_job_probes_a_class_the_sheet_ranks_second_and_a_short_one_does_not() -> None:
+    """The declared throughput is a class's mean; some models run faster on the class the sheet ranks
+    second (Gavel's table: Recommendation is 2.2x faster on P100 than on V100). A job measured only where it
+    runs probes such a class on free room when the probe costs little against its expected remaining time."""
+    rel = {"fast": 1.0, "second": 0.8, "slow": 0.3}  # measured on fast only: the others are the sheet's guess
+    unmeasured = frozenset({"second", "slow"})
+    free = {"second": 4, "slow": 4}
+    long = completion.Mover("long", "fast", 1, 20 * H, rel, unmeasured=unmeasured)
+    short = completion.Mover("short", "fast", 1, 0.5 * H, rel, unmeasured=unmeasured)
+    moves = completion.plan_upgrades([long, short], free, COST, probe_share=0.05, min_runtime_s=300)
+    assert [(m.job, m.to_class, m.probe) for m in moves] == [("long", "second", True)]  # never the far slower one
+    assert moves[0].saving_s == -completion.probe_cost(1.0, 0.8, COST, 300)  # 2 moves + 75 s slower: 315 s
+    assert completion.probe_cost(1.0, 0.8, COST, 300) == pytest.approx(2 * 120 + 75)
+    # off by default, never once measured there, never before a move up that pays
+    assert completion.plan_upgrades([long], free, COST) == []
+    measured = completion.Mover("m", "fast", 1, 20 * H, {"fast": 1.0, "second": 0.5})
+    assert completion.plan_upgrades([measured], free, COST, probe_share=0.05) == []
+    up = completion.Mover("up", "second", 1, 20 * H, {"fast": 1.0, "second": 0.8}, unmeasured=frozenset({"fast"}))
+    first = completion.plan_upgrades([long, up], {"fast": 1, "second": 1}, COST, probe_share=0.05)
+    assert [(m.job, m.probe) for m in first] == [("up", False), ("long", True)]

@@ -17,6 +17,11 @@ Only what the operator can know is used:
 
 Work is measured in seconds on the job's fastest class ("reference seconds"): a job at relative speed r
 on a class does r reference seconds of work per second.
+
+Growth into idle room (`growth_limit`) is held to sizes where the job's measured scaling is good: every
+extra device must bring at least `min_efficiency` of a device's work at the admitted size (0.6: a doubling
+must speed the job up at least 1.2x), else the device-hours a job burns grow far faster than its
+completion time falls.
 """
 
 from __future__ import annotations
@@ -147,7 +152,8 @@ def upgrade_saving(remaining_s: float, rel_from: float, rel_to: float, cost: Mov
 class Upgrade:
     job: str
     to_class: str
-    saving_s: float
+    saving_s: float  # for a probe: minus what it may cost
+    probe: bool = False  # a move to measure a class the job has not run on (see `plan_upgrades`)
 
 
 @dataclass(frozen=True)
@@ -160,17 +166,34 @@ class Mover:
     remaining_s: float
     rel: Mapping[str, float]  # relative speed per class it may run on
     settled: bool = True  # not restoring or checkpointing now, and past its minimum time in place
+    unmeasured: frozenset[str] = frozenset()  # classes it may run on whose speed is the sheet's guess
 
 
-def plan_upgrades(movers: Iterable[Mover], free: Mapping[str, int], cost: MoveCost, min_saving_s: float = 0.0
+def probe_cost(rel_here: float, rel_to: float, cost: MoveCost, min_runtime_s: float) -> float:
+    """Seconds a probe may cost a job: a move there and one back, and `min_runtime_s` at the (guessed)
+    lower speed before it may move back."""
+    if rel_to <= 0 or rel_here <= 0:
+        return float("inf")
+    return 2 * cost.seconds + min_runtime_s * max(0.0, rel_here / rel_to - 1)
+
+
+def plan_upgrades(movers: Iterable[Mover], free: Mapping[str, int], cost: MoveCost, min_saving_s: float = 0.0,
+                  probe_share: float = 0.0, probe_floor: float = 0.5, min_runtime_s: float = 300.0
                   ) -> list[Upgrade]:
     """Moves up onto free devices (room no waiting job takes): largest saving first, each taking its room
     on the target class before the next is considered (make-before-break: the room is held before the
-    old placement is released). A move is proposed only when it saves more than its cost and `min_saving_s`."""
+    old placement is released). A move is proposed only when it saves more than its cost and `min_saving_s`.
+
+    Probes (`probe_share` > 0), after every move up: a declared throughput is a class's mean, and a job's
+    speed ratio between two classes is its own (some models run faster on the class the sheet ranks
+    second), so a job whose speed on a class is only the sheet's guess (at least `probe_floor` of its speed
+    here, so never a class expected far slower) moves there to measure it when what the probe may cost
+    (`probe_cost`: two moves and the minimum time in place at the guessed speed) is at most `probe_share`
+    of its expected remaining time here. Once measured, the faster class wins through the moves up."""
     left = dict(free)
     movers = list(movers)
     size = {m.job: m.devices for m in movers}
-    options = []
+    options, probes = [], []
     for m in movers:
         if not m.settled:
             continue
@@ -181,11 +204,45 @@ def plan_upgrades(movers: Iterable[Mover], free: Mapping[str, int], cost: MoveCo
             saving = upgrade_saving(m.remaining_s, here, r, cost)
             if saving > min_saving_s:
                 options.append(Upgrade(m.job, cls, saving))
+            elif probe_share > 0 and cls in m.unmeasured and here > 0 and r >= probe_floor * here:
+                spend = probe_cost(here, r, cost, min_runtime_s)
+                if spend <= probe_share * m.remaining_s / here:
+                    probes.append(Upgrade(m.job, cls, -spend, probe=True))
     out, moved = [], set()
-    for u in sorted(options, key=lambda u: (-u.saving_s, u.job, u.to_class)):
+    ordered = sorted(options, key=lambda u: (-u.saving_s, u.job, u.to_class))
+    ordered += sorted(probes, key=lambda u: (-u.saving_s, u.job, u.to_class))
+    for u in ordered:
         if u.job in moved or left.get(u.to_class, 0) < size[u.job]:
             continue
         left[u.to_class] -= size[u.job]
         moved.add(u.job)
         out.append(u)
     return out
+
+
+def scaling_efficiency(base_replicas: int, base_rate: float, replicas: int, rate: float) -> float:
+    """Steps/s per replica at `replicas` over steps/s per replica at `base_replicas` (1.0: linear)."""
+    if base_replicas <= 0 or replicas <= 0 or base_rate <= 0:
+        return 0.0
+    return (rate / replicas) / (base_rate / base_replicas)
+
+
+def growth_limit(base: int, maximum: int, measured: Mapping[int, float], min_efficiency: float = 0.6) -> int:
+    """The most replicas an elastic job may grow to on a class, from its measured steps/s there per replica
+    count (`measured`; the SDK reports steps/s at every size it ran at).
+
+    A size is good when its scaling efficiency against `base` (the admitted size) is at least
+    `min_efficiency`, bad otherwise. With no bad size measured, the job may grow as far as `maximum` (the
+    first growth is the trial that measures it). Past the smallest bad size it may not: the limit is the
+    largest good size below it, or half that bad size when that has not been measured yet (the next trial,
+    halving toward `base`), so a job found at a bad size shrinks back. With no measurement at `base`,
+    nothing is known and the job stays at `base`."""
+    base_rate = measured.get(base, 0.0)
+    if base_rate <= 0 or maximum <= base:
+        return base
+    sizes = sorted(r for r in measured if base < r)
+    bad = [r for r in sizes if scaling_efficiency(base, base_rate, r, measured[r]) < min_efficiency]
+    if not bad:
+        return maximum
+    good = [r for r in sizes if r < bad[0] and r not in bad]
+    return min(maximum, max(base, bad[0] // 2, *good))

@@ -12,7 +12,8 @@ call it the same way.
 2. Each waiting job's device alternatives are narrowed to the classes worth taking now and ordered by
    expected completion (`engine.completion.choose`): a slower class is declined when waiting for a faster
    one is expected to finish sooner. A class's expected wait counts the running jobs there that this job
-   cannot displace (their expected remaining work) and the jobs ahead of it in this pass that chose to
+   cannot displace (their expected remaining work; of a grown job only its admitted size, since the
+   planner takes borrowed room back for any waiting job) and the jobs ahead of it in this pass that chose to
    wait there, so jobs spread over classes (and, through the planner's scorers, regions) by expected wait.
    The planner honours the order (a step in preference order outweighs every other score).
 
@@ -39,6 +40,7 @@ class Facts:
     service: queueing.Service = queueing.Service()  # attained service before its current run; last wait
     rel: Mapping[str, float] = field(default_factory=dict)  # relative speed per class (1.0: its fastest)
     work_s: float = 0.0  # reference seconds trained before its current run
+    measured: frozenset[str] = frozenset()  # classes where `rel` is its own measurement, not the sheet's
 
 
 @dataclass
@@ -91,8 +93,9 @@ def running_rank(holder: Holder, now: float, knowledge: Knowledge, settings: que
     if not knowledge.displace_by_level:
         return queueing.effective_priority(holder.priority, 0, settings)
     facts = knowledge.facts.get(holder.job) or _NONE
-    attained = facts.service.attained_device_s + max(0.0, now - holder.since) * holder.allocation.devices
-    return queueing.running_rank(holder.priority, attained, settings)
+    ran = max(0.0, now - holder.since)
+    attained = facts.service.attained_device_s + ran * holder.allocation.devices
+    return queueing.running_rank(holder.priority, attained, settings, ran, facts.service.promoted)
 
 
 def remaining_s(holder: Holder, now: float, knowledge: Knowledge) -> float:
@@ -104,6 +107,14 @@ def remaining_s(holder: Holder, now: float, knowledge: Knowledge) -> float:
 
 
 _NONE = Facts()
+
+
+def _kept(holder: Holder) -> int:
+    """Devices a running job keeps whoever waits: a grown job's admitted size (the planner takes the room
+    it borrowed back for any waiting job), else all it holds."""
+    if holder.base is None or not holder.base.alternatives:
+        return holder.allocation.devices
+    return min(holder.allocation.devices, holder.base.replicas * holder.base.alternatives[0].per_replica)
 
 
 def prepare(queue: Iterable[Request], holders: Iterable[Holder], fleet: Fleet, now: float, knowledge: Knowledge,
@@ -122,7 +133,7 @@ def prepare(queue: Iterable[Request], holders: Iterable[Holder], fleet: Fleet, n
         for classes some job cannot start on now)."""
         if cls not in busy_cache:
             busy_cache[cls] = [(h.priority if ok else 1 << 30,
-                                completion.Busy(h.allocation.devices, remaining_s(h, now, knowledge)))
+                                completion.Busy(_kept(h), remaining_s(h, now, knowledge)))
                                for h, ok in zip(ranked_holders, settled, strict=True)
                                if h.allocation.device_class == cls]
         return busy_cache[cls]
@@ -157,9 +168,11 @@ def prepare(queue: Iterable[Request], holders: Iterable[Holder], fleet: Fleet, n
 
 def upgrades(holders: Iterable[Holder], fleet: Fleet, now: float, knowledge: Knowledge,
              waiting_for: Iterable[str], cost: completion.MoveCost, min_runtime_s: float,
-             allowed: Mapping[str, Sequence[str]] | None = None) -> list[completion.Upgrade]:
+             allowed: Mapping[str, Sequence[str]] | None = None, probe_share: float = 0.0
+             ) -> list[completion.Upgrade]:
     """Moves up onto free devices of classes no waiting job chose to wait for, when the move pays
-    (`completion.plan_upgrades`); a job moves only after `min_runtime_s` in place and never while disrupted.
+    (`completion.plan_upgrades`), and with `probe_share` > 0 probes of classes whose speed for the job is
+    only the sheet's guess; a job moves only after `min_runtime_s` in place and never while disrupted.
     `allowed`: job -> classes it may run on (default: those with a known speed)."""
     free, _ = devices_by_class(fleet)
     free = {c: n for c, n in free.items() if c not in set(waiting_for) and n > 0}
@@ -172,10 +185,11 @@ def upgrades(holders: Iterable[Holder], fleet: Fleet, now: float, knowledge: Kno
         classes = allowed.get(h.job, ()) if allowed is not None else facts.rel
         rel = {c: facts.rel.get(c, 0.0) for c in classes}
         rel[here] = facts.rel.get(here, 0.0)
-        if not any(rel.get(c, 0.0) > rel[here] for c in free):
+        unmeasured = frozenset(c for c in rel if c not in facts.measured) if facts.measured else frozenset()
+        if not any(rel.get(c, 0.0) > rel[here] or (probe_share > 0 and c in unmeasured) for c in free):
             continue
         settled = now - h.since >= min_runtime_s and not h.disrupted and h.base is None
         movers.append(completion.Mover(h.job, here, h.allocation.devices, remaining_s(h, now, knowledge) * rel[here],
-                                       rel, settled))
-    return completion.plan_upgrades(movers, free, cost)
+                                       rel, settled, unmeasured))
+    return completion.plan_upgrades(movers, free, cost, probe_share=probe_share, min_runtime_s=min_runtime_s)
 

@@ -12,7 +12,10 @@ policy says which waiting job comes first and which running job a waiting one ma
   job of a higher level through its checkpoint (the planner's preemption path, with its minimum run time
   against thrashing). Starvation bound: a job that has waited `starvation_s` since it last ran (or since it
   arrived) is promoted to level 0 and its attained service counts again from zero (Tiresias' promotion),
-  so no job waits longer than that bound plus one pass behind jobs of its own priority.
+  so no job waits longer than that bound plus one pass behind jobs of its own priority. The run a promotion
+  starts keeps level 0 for its first `starvation_s` (no job of its priority displaces it by level meanwhile):
+  without that, a long or wide job would reach a later level within minutes of its promotion, be displaced
+  again and wait another full bound, running minutes per day.
 
 Jobs' durations are never known in advance: the levels use only what has happened.
 
@@ -37,7 +40,7 @@ class QueueSettings:
     policy: QueuePolicy = QueuePolicy.MLFQ
     # level boundaries in attained device-hours: 0-1 (level 0), 1-10 (level 1), 10+ (level 2)
     thresholds_device_h: Sequence[float] = field(default=(1.0, 10.0))
-    starvation_s: float = 24 * 3600.0  # longest wait (since last run or arrival) before promotion to level 0
+    starvation_s: float = 4 * 3600.0  # longest wait (since last run or arrival) before promotion to level 0
 
     def __post_init__(self) -> None:
         t = list(self.thresholds_device_h)
@@ -89,17 +92,22 @@ class Service:
 
     attained_device_s: float = 0.0  # devices x seconds trained since the last promotion
     waiting_since: float = 0.0  # arrival, or when it last stopped running
+    promoted: bool = False  # its current (or next) run began by a promotion
 
 
 def on_start(service: Service, now: float, settings: QueueSettings) -> Service:
     """A job starts running: a starved one's attained service counts again from zero (its promotion holds)."""
     if starved(service.waiting_since, now, settings):
-        return Service(0.0, service.waiting_since)
-    return service
+        return Service(0.0, service.waiting_since, True)
+    return Service(service.attained_device_s, service.waiting_since, False)
 
 
-def running_rank(priority: int, attained_device_s: float, settings: QueueSettings) -> int:
-    """A running job's effective priority: its level from attained service (it is not waiting)."""
+def running_rank(priority: int, attained_device_s: float, settings: QueueSettings, ran_s: float = 0.0,
+                 promoted: bool = False) -> int:
+    """A running job's effective priority: its level from attained service (it is not waiting); level 0 for
+    the first `starvation_s` of a run a promotion started (`ran_s`: how long this run has lasted)."""
+    if promoted and settings.policy == QueuePolicy.MLFQ and ran_s < settings.starvation_s:
+        return effective_priority(priority, 0, settings)
     return effective_priority(priority, level(attained_device_s, settings), settings)
 
 

@@ -32,7 +32,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--queue-policy", choices=[q.value for q in QueuePolicy], default=QueuePolicy.MLFQ.value,
                         help="heterojob's order within a priority level: mlfq (least attained service, "
                              "starvation bound) or fifo")
-    parser.add_argument("--starvation-hours", type=float, default=24.0,
+    parser.add_argument("--starvation-hours", type=float, default=4.0,
                         help="mlfq: a job waiting this long is promoted to the first level")
     parser.add_argument("--no-upgrades", action="store_true", help="heterojob: never move a running job up")
     parser.add_argument("--fastest-share", type=float, default=None, metavar="SHARE",

@@ -85,11 +85,17 @@ class Config:
     restore_s: float = 60.0
     recovery_s: float = 1.0  # heterojob: fault seen -> replacement pods (bench/recovery.py measures 0.1 s)
     elastic: bool = True  # heterojob: data-parallel jobs may grow into idle room
+    # heterojob: growth only to sizes where each extra replica brings at least this share of a replica's
+    # work at the admitted size, as measured (`engine.completion.growth_limit`); 0 grows as far as room allows
+    growth_efficiency: float = 0.6
     min_runtime_s: float = 300.0  # heterojob: a job younger than this is never preempted (operator default)
     disruption_budget: int = 5  # heterojob: jobs checkpointing or moving at once (operator default)
     within: float = 0.0  # heterojob: a job lists the classes where it runs at least this share of its best speed
     queue: queueing.QueueSettings = field(default_factory=queueing.QueueSettings)  # heterojob's queue order
     upgrades: bool = True  # heterojob: move running jobs up onto faster free room when it pays
+    # heterojob: probe a class whose speed for a job is only the sheet's guess when the probe may cost at
+    # most this share of its expected remaining time (`engine.completion.plan_upgrades`); 0: never
+    probe_share: float = 0.05
     lookahead: int = 16  # queued jobs a pass plans in order (besides the first that fit free room)
     window: tuple[int, int] | None = None  # Gavel's measurement window: trace positions [a, b)
     seed: int = 0
@@ -177,6 +183,7 @@ class _Replay:
         # what the operator knows of each job: attained service, when it last waited, measured speeds, work
         self.service: dict[int, queueing.Service] = {}
         self.measured: dict[int, dict[str, float]] = defaultdict(dict)
+        self.measured_sizes: dict[tuple[int, str], dict[int, float]] = defaultdict(dict)  # steps/s per replicas
         self.work_s: dict[int, float] = defaultdict(float)  # reference seconds trained (estimated speeds)
         self.residual = completion.Residual()
         self.rels: dict[int, tuple[int, dict[str, float]]] = {}
@@ -361,6 +368,7 @@ class _Replay:
         if self.policy == "heterojob":
             self.service[job.id] = queueing.on_start(self.service[job.id], now, self.config.queue)
         self.measured[job.id][cls] = job.rate(cls)  # the SDK reports steps/s once it trains there
+        self.measured_sizes[(job.id, cls)][len(nodes)] = raw  # ... at the size it runs at
         self.refresh(job)
         self.push(run.started + (job.total_steps - run.steps_at_start) / eff, "finish", (job.id, run.token))
 
@@ -379,7 +387,7 @@ class _Replay:
             self.work_s[run.job.id] += trained * rel.get(run.cls, 0.0)
             svc = self.service.get(run.job.id, queueing.Service())
             self.service[run.job.id] = queueing.Service(svc.attained_device_s + trained * run.devices,
-                                                        svc.waiting_since)
+                                                        svc.waiting_since, svc.promoted)
             self.refresh(run.job)
 
     def stop(self, run: _Run, now: float) -> None:
@@ -434,7 +442,8 @@ class _Replay:
     def refresh(self, job: TraceJob) -> None:
         """The job's facts as its status would carry them (attained service, speeds, work done)."""
         self.facts[f"{NAMESPACE}/{job.id}"] = engine_policy.Facts(self.service.get(job.id, queueing.Service()),
-                                                           self.rel(job), self.work_s[job.id])
+                                                           self.rel(job), self.work_s[job.id],
+                                                           frozenset(self.measured.get(job.id, ())))
 
     # --- static and kueue -----------------------------------------------------------------------------
 
@@ -581,7 +590,8 @@ class _Replay:
     def holder_rank(self, run: _Run, now: float) -> int:
         svc = self.service.get(run.job.id, queueing.Service())
         attained = svc.attained_device_s + max(0.0, now - run.started) * run.devices
-        return queueing.running_rank(run.job.priority, attained, self.config.queue)
+        return queueing.running_rank(run.job.priority, attained, self.config.queue, max(0.0, now - run.started),
+                                     svc.promoted)
 
     def upgrade(self, now: float, waiting_for: frozenset[str]) -> None:
         """Move running jobs up onto faster room no waiting job chose to wait for, when the move pays."""
@@ -590,7 +600,7 @@ class _Replay:
             return  # `upgrades` proposes moves onto free devices only, and none are free
         allowed = {f"{NAMESPACE}/{r.job.id}": r.job.classes for r in self.running.values()}
         for u in engine_policy.upgrades(self.holders(), self.current_fleet(), now, self.knowledge, waiting_for,
-                                        self.cost, self.config.min_runtime_s, allowed):
+                                        self.cost, self.config.min_runtime_s, allowed, self.config.probe_share):
             run = self.running[int(u.job.split("/", 1)[1])]
             replicas, per = self.shape(run.job)
             chosen = place(Request(u.job, [Alternative(u.to_class, per)], replicas), self.current_fleet()).chosen
@@ -630,14 +640,25 @@ class _Replay:
         for run in sorted(self.running.values(), key=lambda r: r.job.id):
             job = run.job
             most = job.max_replicas(run.cls) if self.shape(job)[0] == 1 and job.gpus <= 8 else self.shape(job)[0]
-            if run.replicas >= most or now < run.started:
-                continue  # at its largest, or still restoring from its last move
-            if top is not None and top >= job.priority:
-                continue  # `growth` lends nothing while a job of its priority or above waits
-            freed = self.current_fleet(without=run)
-            target = planner.growth(self.request(job, run.replicas), top, freed, run.replicas, most, run.cls,
-                                    run.region)
-            change = migration.resize(run.replicas, self.shape(job)[0], most, None, None, now, 0.0, 0.0, target)
+            base = self.shape(job)[0]
+            if self.config.growth_efficiency > 0 and most > base:
+                most = completion.growth_limit(base, most, self.measured_sizes[(job.id, run.cls)],
+                                               self.config.growth_efficiency)
+            if now < run.started:
+                continue  # still restoring from its last move
+            if run.replicas > most:  # grown past where it scales well: back to the last good size
+                freed = self.current_fleet(without=run)
+                change = migration.Resize(migration.GROW, most, f"scaling below {self.config.growth_efficiency:g} "
+                                          f"at {run.replicas} replicas: {run.replicas} -> {most}")
+            else:
+                if run.replicas >= most:
+                    continue  # at its largest
+                if top is not None and top >= job.priority:
+                    continue  # `growth` lends nothing while a job of its priority or above waits
+                freed = self.current_fleet(without=run)
+                target = planner.growth(self.request(job, run.replicas), top, freed, run.replicas, most, run.cls,
+                                        run.region)
+                change = migration.resize(run.replicas, base, most, None, None, now, 0.0, 0.0, target)
             if change is None:
                 continue
             moving = sum(1 for r in self.running.values() if r.started > now)
@@ -659,6 +680,9 @@ class _Replay:
             self.resizes += 1
             c = result.chosen
             self.start(job, c.device_class, c.region, c.nodes, c.per_replica, now, pause=self.config.save_s)
+            if change.replicas > self.shape(job)[0]:  # a trial size: judge its measured scaling once it may move
+                self.wakes[job.id] = wake = now + self.rules.cooldown_s
+                self.push(wake, "wake", job.id)
 
     # --- report ---------------------------------------------------------------------------------------
 
