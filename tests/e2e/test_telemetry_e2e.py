@@ -87,7 +87,7 @@ def test_snapshot_matches_what_the_exporters_emit_faults_included(fleet: tuple[E
 
     s = eventually(settled, timeout=30, interval=0.5, what="16 devices with the injected faults")
     d = by_place(s)
-    assert m.stats.queries == 8  # DCGM: identity, temp, grouped; Ascend: + health; `up` (no pod changes)
+    assert m.stats.queries == 9  # DCGM: identity, temp, grouped, FB total; Ascend: identity, temp, health, grouped; `up`
     assert d[("g0", "1")].reason == "fatal XID 79"
     assert d[("g1", "0")].health == Health.HEALTHY and d[("g1", "0")].reason == "application XID 13 (no action)"
     assert d[("g1", "2")].reason.startswith("overheat 96°C")
@@ -552,7 +552,7 @@ def test_the_realistic_mix_reads_cleanly_and_pod_churn_raises_no_false_degraded(
         assert degraded == []  # not "N duplicate series"
         # the second round (`seen`) for DCGM too while both pods were in the window (calm: only for the 2023
         # npu-exporter, whose chips always have two identity series: chip_info without a pod, container_* with)
-        assert calm == 9 and max(asked) == 10, asked
+        assert calm == 10 and max(asked) == 11, asked
         assert placed(2) is not None
     finally:
         prom.stop()

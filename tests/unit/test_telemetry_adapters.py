@@ -37,9 +37,9 @@ def test_queries_are_fleet_wide_and_windowed() -> None:
     assert "exported_pod" in queries["util"] and "pod_name" in queries["util"]  # what maps a device to a pod
     keys = "UUID, uuid, GPU_I_ID"
     assert queries["temp"] == f"max by ({keys}) (min_over_time(DCGM_FI_DEV_GPU_TEMP[60s]))"
-    assert queries["instant"].startswith(f'max by (__name__, {keys}, xid) '
-        '({__name__=~"DCGM_FI_DEV_FB_USED|DCGM_FI_DEV_POWER_USAGE|DCGM_FI_DEV_XID_ERRORS|DCGM_EXP_XID_ERRORS_COUNT"})'
-        ' or label_replace(sum by (UUID, uuid, GPU_I_ID) ')
+    assert queries["instant"] == (f'max by (__name__, {keys}, xid) '
+        '({__name__=~"DCGM_FI_DEV_FB_USED|DCGM_FI_DEV_POWER_USAGE|DCGM_FI_DEV_XID_ERRORS|DCGM_EXP_XID_ERRORS_COUNT"})')
+    assert queries["fb_total"].startswith("sum by (UUID, uuid, GPU_I_ID) ")  # beside it, not joined to it
     assert AscendAdapter().queries(30)["health"] == (
         "max by (id, node, kubernetes_node, node_name, Hostname, hostname, instance) "
         "(max_over_time(npu_chip_info_health_status[30s]))")

@@ -223,13 +223,12 @@ def test_the_xid_count_decides_when_enabled() -> None:
 
 def test_memory_total_includes_the_reserved_framebuffer() -> None:
     # Prometheus sums used + free + reserved per device (one series, not three); the e2e test checks the figure
-    q = DcgmAdapter().queries(60)["instant"]
+    q = DcgmAdapter().queries(60)["fb_total"]
     assert ('sum by (UUID, uuid, GPU_I_ID) ({__name__=~"DCGM_FI_DEV_FB_USED|DCGM_FI_DEV_FB_FREE|'
             'DCGM_FI_DEV_FB_RESERVED"}) and on (UUID, uuid, GPU_I_ID) DCGM_FI_DEV_FB_FREE') in q
     labels = {"UUID": "GPU-a", "gpu": "0", "Hostname": "g0"}
-    res = {"util": [s(97, **labels)],
-           "instant": [s(69087, __name__="DCGM_FI_DEV_FB_USED", UUID="GPU-a"),
-                       s(81159, heterojob_metric="fb_total", UUID="GPU-a")]}
+    res = {"util": [s(97, **labels)], "instant": [s(69087, __name__="DCGM_FI_DEV_FB_USED", UUID="GPU-a")],
+           "fb_total": [s(81159, UUID="GPU-a")]}
     [d] = DcgmAdapter().parse(res, POLICY)
     assert d.memory_total_mib == 81159 and d.memory_used_mib == 69087
 

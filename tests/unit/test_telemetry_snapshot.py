@@ -46,8 +46,8 @@ def one(res: dict[str, Any], previous: dict[str, Any] | None = None, regions: fr
 
 def test_the_cycle_asks_eight_queries_whatever_the_fleet() -> None:
     q = queries(60)
-    # bench/telemetry.py holds it to <= 12: 8, and 10 in a cycle with pod changes (`seen`, one per family)
-    assert len(q) == 8 and q["up"] == "up"
+    # bench/telemetry.py holds it to <= 12: 9, and 11 in a cycle with pod changes (`seen`, one per family)
+    assert len(q) == 9 and q["up"] == "up"
     # 0 only when held for the whole window: older npu-exporters emit a lone 0 on a failed query
     assert q["npu-exporter:health"].endswith("(max_over_time(npu_chip_info_health_status[60s]))")
 

@@ -4,6 +4,7 @@ An adapter asks a fixed set of fleet-wide queries whatever the number of jobs or
 "How heterojob reads the exporters"):
 - the identity query: every label that places a device (node, pod, model), with its windowed utilization;
 - one per other windowed role (min/max_over_time, so one noisy scrape does not trigger anything);
+- one per figure Prometheus computes (the framebuffer's total: used + free + reserved);
 - one for the remaining roles together (`{__name__=~"A|B"}`, split again by metric name), instant where the
   exporter lets Prometheus mark vanished series stale, `last_over_time` over the window where it stamps its
   own timestamps (npu-exporter: no staleness markers, an instant query would see a gone chip for 5 minutes);
@@ -165,12 +166,13 @@ class Adapter:
                                         for alt in (r, *self.identity_alternatives))
             else:
                 out[role] = f"max by ({keys}) ({r.expr('', window_s)})"
+        # a figure Prometheus computes is a query of its own: evaluated beside the grouped one, not after it
+        # (joined with `or`, the two made the cycle's slowest query)
+        out.update({role: r.param for role, r in self.roles.items() if not r.fn and r.param})
         grouped = [r.metric for r in self.roles.values() if not r.fn and not r.param]
         if grouped and not self.grouped_fn:
             by = ", ".join(("__name__", *self.key_labels, *self.group_labels))
             out[INSTANT] = f'max by ({by}) ({{__name__=~"{"|".join(grouped)}"}})'
-            out[INSTANT] += "".join(f' or label_replace({r.param}, "{ROLE_LABEL}", "{r.metric}", "", "")'
-                                    for r in self.roles.values() if not r.fn and r.param)
         elif grouped:  # functions drop __name__: each metric is marked with a label of its own instead
             by = ", ".join((*self.key_labels, *self.group_labels))
             out[INSTANT] = " or ".join(
