@@ -73,6 +73,16 @@ def test_allowed_and_preferred_regions() -> None:
     assert result.chosen is None and "eu-west/nvidia-h100: region not in spec.regions.allowed" in result.explain()
 
 
+def test_an_allowed_region_without_the_class_is_named_first() -> None:
+    # examples/ascend-pretrain.yaml in the demo: the only allowed region has no node of the class; the
+    # message must say so, not just list the regions that are not allowed.
+    f = fleet(npu_node("n1", "cn-hohhot"), npu_node("n2", "cn-wuhu"))
+    result = place(request(classes=("ascend-910b",), allowed_regions=("cn-north",)), f)
+    assert result.chosen is None
+    assert result.explain().startswith("no room: cn-north/ascend-910b: no ascend-910b node in this region; ")
+    assert "cn-hohhot/ascend-910b: region not in spec.regions.allowed" in result.explain()
+
+
 def test_unknown_class_is_explained_with_the_known_ones() -> None:
     result = place(request(classes=("nvidia-h200",)), fleet(gpu_node("a")))
     assert result.explain() == "no room: nvidia-h200: unknown AcceleratorClass (known: ascend-910b, nvidia-h100)"

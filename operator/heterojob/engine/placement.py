@@ -346,6 +346,9 @@ def place(request: Request, fleet: Fleet, index: FleetIndex | None = None) -> Re
             continue
         need = request.replicas * alt.per_replica
         capacity, used, resource = index.capacity(cls), fleet.used, cls.resource_name
+        for region in request.allowed_regions:
+            if region not in regions:  # say why an allowed region fails, ahead of the regions not allowed
+                result.rejections.append(Rejection(f"{region}/{cls.name}", f"no {cls.name} node in this region"))
         for region in regions:
             label = f"{region}/{cls.name}"
             if request.allowed_regions and region not in request.allowed_regions:
