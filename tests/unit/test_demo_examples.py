@@ -1,0 +1,42 @@
+"""Every examples/ job the demo seeds (as showcase-<name>) fits the demo's empty fleet: its allowed
+regions hold enough nodes of one of its device classes for the whole gang, one replica per node share."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+import yaml
+
+from heterojob.sim.demo import FLEET, fleet_nodes
+
+EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
+RESOURCE = {"nvidia-h100": "nvidia.com/gpu", "nvidia-a100": "nvidia.com/gpu",
+            "ascend-910b": "huawei.com/Ascend910", "cpu": "cpu"}  # manifests/defaults/accelerator-classes.yaml
+
+
+def jobs() -> list[tuple[str, dict]]:
+    found = []
+    for path in sorted(EXAMPLES.glob("*.yaml")):
+        for doc in yaml.safe_load_all(path.read_text()):
+            if doc and doc.get("kind") == "HeteroJob":
+                found.append((path.name, doc))
+    return found
+
+
+def replicas_that_fit(region: str, cls: str, per_replica: int) -> int:
+    fit = 0
+    for n in fleet_nodes((region,)):
+        if n["metadata"]["name"].startswith(f"{region}-{cls}-"):
+            fit += int(n["status"]["allocatable"].get(RESOURCE[cls], 0)) // per_replica
+    return fit
+
+
+@pytest.mark.parametrize(("name", "job"), jobs(), ids=[n for n, _ in jobs()])
+def test_example_job_fits_the_demo_fleet(name: str, job: dict) -> None:
+    spec = job["spec"]
+    allowed = (spec.get("regions") or {}).get("allowed") or list(FLEET)
+    need = (spec.get("replicas") or {}).get("min", 1)  # the CRD default
+    best = {(r, d["deviceClass"]): replicas_that_fit(r, d["deviceClass"], d["perReplica"])
+            for r in allowed for d in spec["devices"]}
+    assert max(best.values()) >= need, f"{name}: room for {best} replicas, needs {need}"
