@@ -3,6 +3,7 @@ regions hold enough nodes of one of its device classes for the whole gang, one r
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 import pytest
@@ -40,3 +41,11 @@ def test_example_job_fits_the_demo_fleet(name: str, job: dict) -> None:
     best = {(r, d["deviceClass"]): replicas_that_fit(r, d["deviceClass"], d["perReplica"])
             for r in allowed for d in spec["devices"]}
     assert max(best.values()) >= need, f"{name}: room for {best} replicas, needs {need}"
+
+
+def test_readme_inject_examples_name_demo_nodes() -> None:
+    readme = (EXAMPLES.parent / "README.md").read_text() + (EXAMPLES.parent / "docs" / "multicluster.md").read_text()
+    named = re.findall(r"demo inject [a-z-]+ (cn-[a-z0-9-]+)", readme)
+    assert named, "README shows `heterojob demo inject FAULT NODE`"
+    nodes = {n["metadata"]["name"] for n in fleet_nodes()}
+    assert set(named) <= nodes, f"not in the demo fleet: {set(named) - nodes}"
