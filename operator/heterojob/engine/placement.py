@@ -40,6 +40,9 @@ class Alternative:
         return tuple(sorted(self.requires.items())), tuple(sorted(self.node_labels.items()))
 
 
+OUTSIDE_ALLOWED = "region not in spec.regions.allowed"  # a Request's default refusal outside its allowed regions
+
+
 @dataclass(frozen=True)
 class Request:
     job: str  # namespace/name
@@ -50,6 +53,7 @@ class Request:
     exclude_nodes: frozenset[str] = frozenset()
     priority: int = 0  # larger is more important
     created: float = 0.0  # unix seconds: older first among equal priorities
+    outside_allowed: str = OUTSIDE_ALLOWED  # why a region outside allowed_regions is refused
 
     @property
     def namespace(self) -> str:
@@ -63,7 +67,7 @@ class Request:
     def shape(self) -> tuple[object, ...]:
         """Everything placement looks at but the scorers: equal shapes fit, or not, alike."""
         return (tuple((a.device_class, a.per_replica, a.needs) for a in self.alternatives),
-                self.replicas, tuple(self.allowed_regions), self.exclude_nodes, self.namespace)
+                self.replicas, tuple(self.allowed_regions), self.exclude_nodes, self.namespace, self.outside_allowed)
 
 
 @dataclass(frozen=True)
@@ -352,7 +356,7 @@ def place(request: Request, fleet: Fleet, index: FleetIndex | None = None) -> Re
         for region in regions:
             label = f"{region}/{cls.name}"
             if request.allowed_regions and region not in request.allowed_regions:
-                result.rejections.append(Rejection(label, "region not in spec.regions.allowed"))
+                result.rejections.append(Rejection(label, request.outside_allowed))
                 continue
             over = quota_room(limits, held, cls.name, region, need)
             if over is not None:
