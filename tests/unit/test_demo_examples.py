@@ -49,3 +49,24 @@ def test_readme_inject_examples_name_demo_nodes() -> None:
     assert named, "README shows `heterojob demo inject FAULT NODE`"
     nodes = {n["metadata"]["name"] for n in fleet_nodes()}
     assert set(named) <= nodes, f"not in the demo fleet: {set(named) - nodes}"
+
+
+def test_workload_pauses_while_the_queue_is_full(tmp_path: Path) -> None:
+    from heterojob.sim.demo import WAITING_CAP, Demo, waiting
+    assert waiting([{}, {"status": {"phase": "Pending"}}, {"status": {"phase": "Preempted"}},
+                    {"status": {"phase": "Running"}}, {"status": {"phase": "Succeeded"}}]) == 3
+    demo = Demo(workdir=tmp_path)
+    queue = iter([0, WAITING_CAP, WAITING_CAP + 3, WAITING_CAP - 1, 0])
+    submitted: list[str] = []
+
+    def look(api: object) -> int:
+        try:
+            return next(queue)
+        except StopIteration:
+            demo._stop.set()
+            return WAITING_CAP
+
+    demo._waiting = look  # type: ignore[method-assign]
+    demo._submit = lambda api, body: submitted.append(body["metadata"]["name"])  # type: ignore[method-assign]
+    demo._workload(None, 0.001)  # type: ignore[arg-type]
+    assert len(submitted) == 3  # not while WAITING_CAP or more wait
