@@ -55,3 +55,8 @@ def test_terminal_jobs_are_left_alone_and_stale_generations_cleaned() -> None:
     assert decide(view(phase=Phase.SUCCEEDED)).action == Action.NONE
     d = decide(view(generation=2, pods=(pod(0, gen=2), pod(1, gen=2), pod(0, gen=1))))
     assert d.action == Action.CLEANUP and d.pods == ("j-g1-0",)
+
+
+def test_messages_count_one_replica_in_the_singular() -> None:
+    assert decide(view(replicas=1, pods=(pod(0),))).message == "1 replica running"
+    assert decide(view(pods=(pod(0), pod(1)))).message == "2 replicas running"

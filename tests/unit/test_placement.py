@@ -35,6 +35,13 @@ def test_whole_gang_in_one_region_one_replica_per_node_when_full_nodes_needed() 
     assert result.chosen.region == "cn-east" and sorted(result.chosen.nodes) == ["a", "b"]
 
 
+def test_placed_message_counts_replicas() -> None:
+    assert place(request(replicas=1), fleet(gpu_node("a"))).explain() == \
+        "placed on cn-east/nvidia-h100: 1 replica on 1 node(s)"
+    assert place(request(), fleet(gpu_node("a"), gpu_node("b"))).explain() == \
+        "placed on cn-east/nvidia-h100: 2 replicas on 2 node(s)"
+
+
 def test_gang_does_not_span_regions() -> None:
     result = place(request(), fleet(gpu_node("a"), gpu_node("c", region="eu-west")))
     assert result.chosen is None

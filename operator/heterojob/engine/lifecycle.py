@@ -12,6 +12,7 @@ from enum import StrEnum
 
 from heterojob.api.job import Phase
 from heterojob.constants import CHECKPOINT_SIZE_MAX
+from heterojob.engine.placement import replicas_text
 
 
 @dataclass(frozen=True)
@@ -139,7 +140,7 @@ def decide(job: JobView) -> Decision:
         return Decision(Action.SUCCEED, "AllReplicasSucceeded", f"all {job.replicas} replicas succeeded")
     if all(p.phase in ("Running", "Succeeded") for p in by_rank.values()):
         if job.phase != Phase.RUNNING:
-            return Decision(Action.RUNNING, "AllReplicasRunning", f"{job.replicas} replicas running")
+            return Decision(Action.RUNNING, "AllReplicasRunning", f"{replicas_text(job.replicas)} running")
     return Decision(Action.NONE)
 
 

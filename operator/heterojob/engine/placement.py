@@ -91,6 +91,11 @@ class Candidate:
         return Allocation(self.resource, self.per_node, namespace, self.device_class, self.region)
 
 
+def replicas_text(n: int) -> str:
+    """'1 replica', '2 replicas': how messages count a gang."""
+    return f"{n} replica" if n == 1 else f"{n} replicas"
+
+
 @dataclass(frozen=True)
 class Rejection:
     candidate: str  # "region/class" or "class"
@@ -108,7 +113,7 @@ class Result:
     def explain(self, limit: int = 8) -> str:
         if self.chosen is not None:
             c = self.chosen
-            return f"placed on {c.region}/{c.device_class}: {len(c.nodes)} replicas on {len(set(c.nodes))} node(s)"
+            return f"placed on {c.region}/{c.device_class}: {replicas_text(len(c.nodes))} on {len(set(c.nodes))} node(s)"
         if not self.rejections:
             return "no candidate: the job lists no device alternatives"
         shown = "; ".join(str(r) for r in self.rejections[:limit])
