@@ -247,7 +247,7 @@ def test_a_job_pinned_to_its_region_waits_for_its_lost_member_and_resumes_there_
         try:
             eventually(lambda: any(e.reason == "MemberLost" for e in cluster.events("pinned")), timeout=30,
                        what="lost")
-            eventually(lambda: "m-east/nvidia-h100: region not in spec.regions.allowed" in (
+            eventually(lambda: "m-east/nvidia-h100: a move stays in m-west (spec.policy.allowCrossRegion is false)" in (
                 status(cluster, "pinned").get("message") or ""), what="waiting for its region")
             assert "placement" not in status(cluster, "pinned")
             assert not m["m-east"].pods("pinned") and not m["m-north"].pods("pinned")  # its policy keeps it home

@@ -55,3 +55,23 @@ def test_terminal_jobs_are_left_alone_and_stale_generations_cleaned() -> None:
     assert decide(view(phase=Phase.SUCCEEDED)).action == Action.NONE
     d = decide(view(generation=2, pods=(pod(0, gen=2), pod(1, gen=2), pod(0, gen=1))))
     assert d.action == Action.CLEANUP and d.pods == ("j-g1-0",)
+
+
+def test_messages_count_one_replica_in_the_singular() -> None:
+    assert decide(view(replicas=1, pods=(pod(0),))).message == "1 replica running"
+    assert decide(view(pods=(pod(0), pod(1)))).message == "2 replicas running"
+
+
+def test_an_urgent_move_does_not_blame_ranks_for_a_deadline_that_was_never_given() -> None:
+    from dataclasses import replace
+
+    from heterojob.engine.lifecycle import PendingCheckpoint
+    asked = (pod(0, checkpoint_request="g1-100"), pod(1, checkpoint_request="g1-100"))
+    urgent = replace(view(phase=Phase.CHECKPOINTING, pods=asked), now=100.0,
+                     checkpoint=PendingCheckpoint("g1-100", 100.0, "migrate", requested=100.0))
+    d = decide(urgent)
+    assert d.action == Action.CHECKPOINT_TIMEOUT and "no answer" not in d.message
+    assert "urgent move waits for no new checkpoint" in d.message
+    late = replace(urgent, now=221.0, checkpoint=PendingCheckpoint("g1-100", 220.0, "migrate", requested=100.0))
+    d = decide(late)
+    assert d.action == Action.CHECKPOINT_TIMEOUT and "no answer from rank(s) [0, 1] by the deadline" in d.message

@@ -35,6 +35,13 @@ def test_whole_gang_in_one_region_one_replica_per_node_when_full_nodes_needed() 
     assert result.chosen.region == "cn-east" and sorted(result.chosen.nodes) == ["a", "b"]
 
 
+def test_placed_message_counts_replicas() -> None:
+    assert place(request(replicas=1), fleet(gpu_node("a"))).explain() == \
+        "placed on cn-east/nvidia-h100: 1 replica on 1 node(s)"
+    assert place(request(), fleet(gpu_node("a"), gpu_node("b"))).explain() == \
+        "placed on cn-east/nvidia-h100: 2 replicas on 2 node(s)"
+
+
 def test_gang_does_not_span_regions() -> None:
     result = place(request(), fleet(gpu_node("a"), gpu_node("c", region="eu-west")))
     assert result.chosen is None
@@ -71,6 +78,16 @@ def test_allowed_and_preferred_regions() -> None:
     assert result.chosen.region == "cn-east"
     result = place(request(allowed_regions=("us-west",)), f)
     assert result.chosen is None and "eu-west/nvidia-h100: region not in spec.regions.allowed" in result.explain()
+
+
+def test_an_allowed_region_without_the_class_is_named_first() -> None:
+    # examples/ascend-pretrain.yaml in the demo: the only allowed region has no node of the class; the
+    # message must say so, not just list the regions that are not allowed.
+    f = fleet(npu_node("n1", "cn-hohhot"), npu_node("n2", "cn-wuhu"))
+    result = place(request(classes=("ascend-910b",), allowed_regions=("cn-north",)), f)
+    assert result.chosen is None
+    assert result.explain().startswith("no room: cn-north/ascend-910b: no ascend-910b node in this region; ")
+    assert "cn-hohhot/ascend-910b: region not in spec.regions.allowed" in result.explain()
 
 
 def test_unknown_class_is_explained_with_the_known_ones() -> None:

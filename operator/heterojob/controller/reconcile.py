@@ -182,7 +182,8 @@ class Controller:
             restarts=status.restarts,
             backoff_limit=spec.backoff_limit if spec else 0,
             pods=tuple(pods), spec_errors=spec_errors,
-            checkpoint=lifecycle.PendingCheckpoint(pending.id, timestamp(pending.deadline) or 0.0, pending.then)
+            checkpoint=lifecycle.PendingCheckpoint(pending.id, timestamp(pending.deadline) or 0.0, pending.then,
+                                                   timestamp(pending.requested_at))
             if pending is not None else None,
             now=now,
         )

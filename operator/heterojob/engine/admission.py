@@ -39,7 +39,7 @@ from typing import TYPE_CHECKING
 from heterojob.engine import preemption, transfer
 from heterojob.engine.fleet import Allocation, Fleet
 from heterojob.engine.placement import (
-    Candidate, FleetIndex, Ledger, Request, Result, place, room_to_grow,
+    Candidate, FleetIndex, Ledger, Request, Result, place, replicas_text, room_to_grow,
 )
 
 if TYPE_CHECKING:
@@ -195,7 +195,7 @@ def _pinned(request: Request, room: Allocation, fleet: Fleet) -> Request:
 
 
 def _where(c: Candidate) -> str:
-    return f"{c.region}/{c.device_class}: {len(c.nodes)} replicas on {len(set(c.nodes))} node(s)"
+    return f"{c.region}/{c.device_class}: {replicas_text(len(c.nodes))} on {len(set(c.nodes))} node(s)"
 
 
 def _may_disrupt(request: Request, holders: Sequence[Holder], taken: set[str]) -> bool:

@@ -12,6 +12,7 @@ from enum import StrEnum
 
 from heterojob.api.job import Phase
 from heterojob.constants import CHECKPOINT_SIZE_MAX
+from heterojob.engine.placement import replicas_text
 
 
 @dataclass(frozen=True)
@@ -36,6 +37,11 @@ class PendingCheckpoint:
     id: str
     deadline: float  # unix seconds
     then: str
+    requested: float | None = None  # unix seconds; a deadline at or before it: an urgent move that waits for none
+
+    @property
+    def urgent(self) -> bool:
+        return self.requested is not None and self.deadline <= self.requested
 
 
 @dataclass(frozen=True)
@@ -139,7 +145,7 @@ def decide(job: JobView) -> Decision:
         return Decision(Action.SUCCEED, "AllReplicasSucceeded", f"all {job.replicas} replicas succeeded")
     if all(p.phase in ("Running", "Succeeded") for p in by_rank.values()):
         if job.phase != Phase.RUNNING:
-            return Decision(Action.RUNNING, "AllReplicasRunning", f"{job.replicas} replicas running")
+            return Decision(Action.RUNNING, "AllReplicasRunning", f"{replicas_text(job.replicas)} running")
     return Decision(Action.NONE)
 
 
@@ -214,6 +220,9 @@ def _checkpointing(job: JobView, pending: PendingCheckpoint, by_rank: dict[int, 
                         f"replica {lost[0]} is gone before checkpoint {pending.id}; going on from the last one")
     if job.now >= pending.deadline:
         waiting = sorted(r for r, a in acks.items() if a is None)
+        if pending.urgent:  # a fault's move waits for no new checkpoint: no rank was late
+            return Decision(Action.CHECKPOINT_TIMEOUT, "CheckpointTimeout",
+                            "an urgent move waits for no new checkpoint; going on from the last completed checkpoint")
         return Decision(Action.CHECKPOINT_TIMEOUT, "CheckpointTimeout",
                         f"checkpoint {pending.id}: no answer from rank(s) {waiting} by the deadline; "
                         f"going on from the last completed checkpoint")

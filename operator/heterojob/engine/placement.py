@@ -40,6 +40,9 @@ class Alternative:
         return tuple(sorted(self.requires.items())), tuple(sorted(self.node_labels.items()))
 
 
+OUTSIDE_ALLOWED = "region not in spec.regions.allowed"  # a Request's default refusal outside its allowed regions
+
+
 @dataclass(frozen=True)
 class Request:
     job: str  # namespace/name
@@ -50,6 +53,7 @@ class Request:
     exclude_nodes: frozenset[str] = frozenset()
     priority: int = 0  # larger is more important
     created: float = 0.0  # unix seconds: older first among equal priorities
+    outside_allowed: str = OUTSIDE_ALLOWED  # why a region outside allowed_regions is refused
 
     @property
     def namespace(self) -> str:
@@ -63,7 +67,7 @@ class Request:
     def shape(self) -> tuple[object, ...]:
         """Everything placement looks at but the scorers: equal shapes fit, or not, alike."""
         return (tuple((a.device_class, a.per_replica, a.needs) for a in self.alternatives),
-                self.replicas, tuple(self.allowed_regions), self.exclude_nodes, self.namespace)
+                self.replicas, tuple(self.allowed_regions), self.exclude_nodes, self.namespace, self.outside_allowed)
 
 
 @dataclass(frozen=True)
@@ -87,6 +91,11 @@ class Candidate:
         return Allocation(self.resource, self.per_node, namespace, self.device_class, self.region)
 
 
+def replicas_text(n: int) -> str:
+    """'1 replica', '2 replicas': how messages count a gang."""
+    return f"{n} replica" if n == 1 else f"{n} replicas"
+
+
 @dataclass(frozen=True)
 class Rejection:
     candidate: str  # "region/class" or "class"
@@ -104,7 +113,7 @@ class Result:
     def explain(self, limit: int = 8) -> str:
         if self.chosen is not None:
             c = self.chosen
-            return f"placed on {c.region}/{c.device_class}: {len(c.nodes)} replicas on {len(set(c.nodes))} node(s)"
+            return f"placed on {c.region}/{c.device_class}: {replicas_text(len(c.nodes))} on {len(set(c.nodes))} node(s)"
         if not self.rejections:
             return "no candidate: the job lists no device alternatives"
         shown = "; ".join(str(r) for r in self.rejections[:limit])
@@ -346,10 +355,13 @@ def place(request: Request, fleet: Fleet, index: FleetIndex | None = None) -> Re
             continue
         need = request.replicas * alt.per_replica
         capacity, used, resource = index.capacity(cls), fleet.used, cls.resource_name
+        for region in request.allowed_regions:
+            if region not in regions:  # say why an allowed region fails, ahead of the regions not allowed
+                result.rejections.append(Rejection(f"{region}/{cls.name}", f"no {cls.name} node in this region"))
         for region in regions:
             label = f"{region}/{cls.name}"
             if request.allowed_regions and region not in request.allowed_regions:
-                result.rejections.append(Rejection(label, "region not in spec.regions.allowed"))
+                result.rejections.append(Rejection(label, request.outside_allowed))
                 continue
             over = quota_room(limits, held, cls.name, region, need)
             if over is not None:

@@ -21,7 +21,7 @@ import time
 import urllib.error
 import urllib.request
 from pathlib import Path
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
 import kubernetes
@@ -65,6 +65,15 @@ MIX: list[tuple[int, list[str], int, int, str]] = [
     (2, ["nvidia-h100"], 4, 8, "urgent"),
     (3, ["cpu"], 1, 16, "low"),
 ]
+
+# The workload generator pauses while this many jobs wait: a job every 8 s running 60-600 s offers about 1.7x
+# the fleet's accelerators, so an open loop grows the queue without bound (and preempts the showcase jobs).
+WAITING_CAP = 6
+
+
+def waiting(jobs: Iterable[Mapping[str, Any]]) -> int:
+    """Jobs not placed: new (no phase yet), Pending or Preempted."""
+    return sum(1 for j in jobs if ((j.get("status") or {}).get("phase") or "Pending") in ("Pending", "Preempted"))
 
 
 # Member clusters of the default demo: three western hub sites, one region each (a Region names one member);
@@ -390,9 +399,18 @@ class Demo:
             _say(f"joined {len(self.members)} member clusters ({', '.join(self.members)}): a kubeconfig Secret "
                  f"each in namespace {membership.SECRETS_NAMESPACE}, Regions naming them")
 
+    def _waiting(self, api: kubernetes.client.ApiClient) -> int:
+        try:
+            return waiting(kubernetes.client.CustomObjectsApi(api).list_cluster_custom_object(
+                GROUP, VERSION, "heterojobs")["items"])
+        except kubernetes.client.ApiException:
+            return 0
+
     def _workload(self, api: kubernetes.client.ApiClient, interval: float) -> None:
         n = 0
         while not self._stop.wait(interval):
+            if self._waiting(api) >= WAITING_CAP:
+                continue  # the fleet is full: submit again when the queue drains
             n += 1
             self._submit(api, self._random_job(n))
 

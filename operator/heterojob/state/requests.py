@@ -8,7 +8,7 @@ from typing import Any
 from heterojob.api.job import DeviceAlternative, HeteroJobSpec, HeteroJobStatus, Phase, Priority
 from heterojob.engine import transfer
 from heterojob.engine.fleet import DeviceClass
-from heterojob.engine.placement import Alternative, Request
+from heterojob.engine.placement import OUTSIDE_ALLOWED, Alternative, Request
 from heterojob.state.times import timestamp
 
 MOVING = (Phase.MIGRATING, Phase.RESIZING)  # placed again after a checkpoint, avoiding the nodes it left
@@ -73,16 +73,19 @@ def move_request(key: str, job: Mapping[str, Any], spec: HeteroJobSpec, region: 
     policy allows crossing (an empty region or class: unknown, anywhere the spec allows)."""
     allowed = tuple(spec.regions.allowed)
     alternatives = list(spec.devices)
+    outside = OUTSIDE_ALLOWED
     if region and device_class:
         if not spec.policy.allow_cross_region:
             allowed = (region,)
+            outside = f"a move stays in {region} (spec.policy.allowCrossRegion is false)"
         if not spec.policy.allow_cross_class:
             alternatives = [a for a in spec.devices if a.device_class == device_class] or alternatives
-    return _request(key, job, spec, alternatives, allowed, frozenset(exclude), replicas)
+    return _request(key, job, spec, alternatives, allowed, frozenset(exclude), replicas, outside)
 
 
 def _request(key: str, job: Mapping[str, Any], spec: HeteroJobSpec, alternatives: Iterable[DeviceAlternative],
-             allowed: tuple[str, ...], exclude: frozenset[str], replicas: int) -> Request:
+             allowed: tuple[str, ...], exclude: frozenset[str], replicas: int,
+             outside: str = "") -> Request:
     return Request(
         job=key,
         alternatives=[Alternative(
@@ -95,6 +98,7 @@ def _request(key: str, job: Mapping[str, Any], spec: HeteroJobSpec, alternatives
         exclude_nodes=exclude,
         priority=spec.priority.rank,
         created=timestamp((job.get("metadata") or {}).get("creationTimestamp")) or 0.0,
+        outside_allowed=outside or OUTSIDE_ALLOWED,
     )
 
 

@@ -171,11 +171,18 @@ class ExporterFleet:
         """Inject `fault` on `node` (device index `device`; exporter-down is node-wide). KeyError if unknown."""
         fault = Fault(fault)
         with self.lock:
+            if node not in self.nodes:
+                known = sorted(self.nodes)
+                raise KeyError(f"no node {node!r} in the simulated fleet ({len(known)} nodes: "
+                               f"{', '.join(known[:4])}{', ...' if len(known) > 4 else ''})")
             sim = self.nodes[node]
             if fault == Fault.EXPORTER_DOWN:
                 sim.down = True
                 return
-            d = sim.devices[device or 0]
+            index = device or 0
+            if not 0 <= index < len(sim.devices):
+                raise KeyError(f"node {node!r} has devices 0-{len(sim.devices) - 1}, not {index}")
+            d = sim.devices[index]
             if fault == Fault.FATAL_XID:
                 d.xid, d.xid_at = int(value or 79), time.time()
             elif fault == Fault.APPLICATION_XID:
@@ -358,13 +365,19 @@ class ExporterFleet:
             def do_POST(self) -> None:  # noqa: N802
                 if urlparse(self.path).path.strip("/") != "faults":
                     return self._send(404, b"not found\n")
+                kinds = ", ".join(f.value for f in Fault)
+                usage = f"send {{kind: {kinds}; node; device?; value?}}"
                 try:
                     body = json.loads(self.rfile.read(int(self.headers.get("Content-Length") or 0)) or b"{}")
-                    fleet.inject(body["kind"], body["node"], body.get("device", 0), body.get("value"))
-                except (ValueError, KeyError, IndexError, TypeError) as exc:
-                    kinds = ", ".join(f.value for f in Fault)
-                    return self._send(400, f"bad fault {exc!r}: send {{kind: {kinds}; node; device?; "
-                                           f"value?}}\n".encode())
+                    kind, node = body["kind"], body["node"]
+                except (ValueError, KeyError, TypeError) as exc:
+                    return self._send(400, f"bad fault {exc!r}: {usage}\n".encode())
+                try:
+                    fleet.inject(kind, node, body.get("device", 0), body.get("value"))
+                except KeyError as exc:  # an unknown node or device: say which, and what exists
+                    return self._send(404, f"{exc.args[0]}\n".encode())
+                except (ValueError, IndexError, TypeError) as exc:
+                    return self._send(400, f"bad fault {exc!r}: {usage}\n".encode())
                 self._send(200, b"ok\n")
 
             def do_DELETE(self) -> None:  # noqa: N802
