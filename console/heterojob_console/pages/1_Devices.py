@@ -75,9 +75,12 @@ def live() -> None:
 
     st.subheader("Failed and degraded")
     bad = shown[shown["health"].isin(["failed", "degraded"])].assign(history=lambda f: f["device"].map(link))
-    st.dataframe(bad[["device", "node", "region", "class", "health", "reason", "pod", "job", "history"]],
-                 hide_index=True, width="stretch", key="unhealthy", column_config={
-                     "history": st.column_config.LinkColumn("history", display_text="open")})
+    if bad.empty:  # a sentence, not an empty grid
+        st.success(f"No failed or degraded accelerator among the {health.reporting} reporting.")
+    else:
+        st.dataframe(bad[["device", "node", "region", "class", "health", "reason", "pod", "job", "history"]],
+                     hide_index=True, width="stretch", key="unhealthy", column_config={
+                         "history": st.column_config.LinkColumn("history", display_text="open")})
     if node:
         st.subheader(f"Devices of {node}")
         st.dataframe(shown.assign(history=lambda f: f["device"].map(link)), hide_index=True, width="stretch",
