@@ -30,8 +30,8 @@ in_region = accel[accel["region"] == region] if region else accel
 node = c2.selectbox("Node (drill down)", ["all nodes", *(sorted(in_region["node"]) if region else [])],
                     key="node", disabled=region is None)  # the options only once a region is picked
 node = None if node in (None, "all nodes") else node
-minutes = c3.select_slider("Window", options=[15, 60, 360, 1440], value=ui.HEAT_MINUTES, key="minutes",
-                           format_func=lambda m: f"{m // 60} h" if m >= 60 else f"{m} min")
+minutes = c3.radio("Window", options=[15, 60, 360, 1440], index=[15, 60, 360, 1440].index(ui.HEAT_MINUTES),
+                   key="minutes", horizontal=True, format_func=lambda m: f"{m // 60} h" if m >= 60 else f"{m} min")
 
 
 def link(device: str) -> str:

@@ -39,8 +39,8 @@ row = table[table["device"] == device].iloc[0]
 st.markdown(f"**health** {row['health']}" + (f" ({row['reason']})" if row["reason"] else "")
             + f" · **node** {row['node']} · **region** {row['region']} · **class** {row['class']}"
             + f" · **pod** {row['pod'] or '-'} · **job** {row['job'] or '-'}")
-minutes = st.select_slider("Window", options=[15, 60, 360, 1440], value=60, key="minutes",
-                           format_func=lambda m: f"{m // 60} h" if m >= 60 else f"{m} min")
+minutes = st.radio("Window", options=[15, 60, 360, 1440], index=1, key="minutes", horizontal=True,
+                   format_func=lambda m: f"{m // 60} h" if m >= 60 else f"{m} min")
 
 
 @st.fragment(run_every=ui.REFRESH_S * 2)
