@@ -176,11 +176,6 @@ def test_a_move_over_a_link_too_thin_for_the_checkpoint_is_held_with_a_named_rea
 
 
 @pytest.mark.harness
-@pytest.mark.xfail(strict=False, reason=(
-    "known planner bug, found in CI: plan_queue's step 2 places a job that fits before step 4 fences the room "
-    "in-flight victims already released for their preemptor, so a victim that released first can be re-placed "
-    "into that room and the preemptor then preempts again (here in a second member). Fix: reserve a "
-    "preemptor's room (released part + in-flight victims) before step 2."))
 def test_a_job_that_fits_one_member_by_preempting_preempts_in_that_member_only(
         cluster: Cluster, emulator: Emulator, members: dict[str, Emulator]) -> None:
     m = join(cluster, members)

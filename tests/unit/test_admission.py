@@ -68,6 +68,17 @@ def test_a_job_whose_victims_are_still_checkpointing_waits_without_asking_again(
     assert "waiting for 1 preempted or reclaimed job(s)" in plan["ns/urgent"].message
 
 
+def test_room_a_victim_released_stays_its_preemptors_while_the_other_victim_checkpoints() -> None:
+    """Victim low-1 released node b and waits again; low-0 still checkpoints on node a for `big` (2 x 8). The
+    freed node is big's: low-1 must not be placed back there (big would preempt again, elsewhere)."""
+    running = [holder("low-0", {"a": 8}, priority=0, yielding_to="ns/big", disrupted=True)]
+    plan = planner.plan_queue([req("big", replicas=2, priority=3), req("low-1", priority=0, created=5.0)], running,
+                              fleet_with("abc", running + [holder("other", {"c": 8})]), NOW)
+    assert plan["ns/big"].outcome == Outcome.PREEMPTING and plan["ns/big"].disruptions == ()
+    assert sorted(plan["ns/big"].candidate.nodes) == ["a", "b"]
+    assert plan["ns/low-1"].outcome != Outcome.PLACED
+
+
 def test_lent_room_is_reclaimed_before_anything_is_preempted() -> None:
     running = [holder("grown", {"a": 8, "b": 8}, priority=1, base=1), holder("low", {"c": 8}, priority=0)]
     plan = planner.plan_queue([req("peer", priority=1)], running, fleet_with("abc", running), NOW)

@@ -148,13 +148,24 @@ def plan_queue(queue: Iterable[Request], holders: Iterable[Holder], fleet: Fleet
                 ledger.take(pinned.allocation(request.namespace))
                 plan.admissions[request.job] = Admission(
                     request.job, Outcome.PLACED, f"placed on the room reserved for it: {_where(pinned)}", pinned)
+    taken: set[str] = set()  # holders a job earlier in this plan already disturbs
+    yielding: dict[str, list[Holder]] = {}
+    for h in holders:
+        if h.yielding_to:
+            yielding.setdefault(h.yielding_to, []).append(h)
+    for request in ordered:  # step 1: the room in-flight victims give (or gave) their job stays that job's
+        if request.job in plan.admissions or request.job not in yielding:
+            continue
+        fenced = _in_flight(request, sorted(yielding[request.job], key=lambda h: h.job), ledger, taken)
+        if fenced is not None and fenced.candidate is not None:
+            plan.admissions[request.job] = fenced
+            ledger.take(fenced.candidate.allocation(request.namespace))
     for request in [r for r in ordered if r.job not in plan.admissions]:  # step 2, `schedule` on the ledger
         if not ledger.may_fit(request):
             continue  # only what fits is kept of this step (a waiting job's message comes from step 3 or 5)
         result = ledger.place(request)  # a placement takes its room before the next job is tried
         if result.chosen is not None:
             plan.admissions[request.job] = Admission(request.job, Outcome.PLACED, result.explain(), result.chosen)
-    taken: set[str] = set()  # holders a job earlier in this plan already disturbs
     pool = _Pool(holders)  # who may be disturbed, indexed once for the whole pass
     index = FleetIndex(fleet)  # nodes per class and region, shared by every "would it fit alone" check
     alone_by_shape: dict[tuple[object, ...], Result] = {}  # the fleet does not change: equal shapes alike
@@ -268,27 +279,35 @@ class _Pool:
             self.hopeless[request.shape] = (request.priority, ledger.given_back)
 
 
+def _in_flight(request: Request, in_flight: Sequence[Holder], ledger: Ledger, taken: set[str]) -> Admission | None:
+    """The job's room once the jobs yielding to it have released theirs, when it fits there: their room is
+    freed on `ledger` (the caller takes the returned candidate) and they are `taken`; else None."""
+    scratch = Ledger(ledger.fleet)
+    for h in in_flight:
+        for a in h.footprint:
+            scratch.take(a, -1)
+    fits = place(request, scratch.fleet, scratch.index).chosen
+    if fits is None:
+        return None
+    for h in in_flight:
+        for a in h.footprint:
+            ledger.take(a, -1)
+        taken.add(h.job)
+    outcome = Outcome.RECLAIMING if all(h.base is not None for h in in_flight) else Outcome.PREEMPTING
+    names = ", ".join(h.job for h in in_flight)
+    return Admission(request.job, outcome, f"waiting for {len(in_flight)} preempted or reclaimed job(s) to "
+                     f"checkpoint and release their devices: {names}", fits)
+
+
 def _disrupt(request: Request, holders: Sequence[Holder], ledger: Ledger, taken: set[str], now: float,
              settings: Settings, no_room: str, pool: _Pool) -> Admission:
     """Steps 4 and 5 for one job that does not fit, on `ledger` (left with the disturbed jobs' room freed)."""
     in_flight = sorted((h for h in holders if h.yielding_to == request.job and h.job not in taken),
                        key=lambda h: h.job)
     if in_flight:  # step 4
-        scratch = Ledger(ledger.fleet)
-        for h in in_flight:
-            for a in h.footprint:
-                scratch.take(a, -1)
-        fits = place(request, scratch.fleet, scratch.index).chosen
-        if fits is not None:
-            for h in in_flight:
-                for a in h.footprint:
-                    ledger.take(a, -1)
-                taken.add(h.job)
-            outcome = Outcome.RECLAIMING if all(h.base is not None for h in in_flight) else Outcome.PREEMPTING
-            names = ", ".join(h.job for h in in_flight)
-            return Admission(request.job, outcome,
-                             f"waiting for {len(in_flight)} preempted or reclaimed job(s) to checkpoint and "
-                             f"release their devices: {names}", fits)
+        waiting = _in_flight(request, in_flight, ledger, taken)
+        if waiting is not None:
+            return waiting
     lenders = [g for g in pool.grown if g.job not in taken]
     reclaim = preemption.plan_reclaim(request, ledger.fleet, lenders) if lenders else None
     if reclaim is not None:
