@@ -15,7 +15,7 @@ import kubernetes
 import pytest
 import yaml
 
-from heterojob.sim.cluster.harness import Emulator
+from heterojob.sim.cluster.harness import Emulator, dynamic
 
 pytestmark = pytest.mark.harness
 ROOT = Path(__file__).resolve().parents[2]
@@ -51,7 +51,7 @@ def objects_of(args: list[str]) -> list[dict[str, Any]]:
 
 
 def submit(api: kubernetes.client.ApiClient, obj: dict[str, Any], dry_run: bool) -> None:
-    dyn = kubernetes.dynamic.DynamicClient(api)
+    dyn = dynamic(api)
     res = dyn.resources.get(api_version=obj["apiVersion"], kind=obj["kind"])  # ResourceNotFoundError: no mapping
     namespace = obj["metadata"].get("namespace") if res.namespaced else None
     try:
@@ -61,7 +61,7 @@ def submit(api: kubernetes.client.ApiClient, obj: dict[str, Any], dry_run: bool)
 
 
 def exists(api: kubernetes.client.ApiClient, obj: dict[str, Any]) -> bool:
-    dyn = kubernetes.dynamic.DynamicClient(api)
+    dyn = dynamic(api)
     res = dyn.resources.get(api_version=obj["apiVersion"], kind=obj["kind"])
     try:
         res.get(name=obj["metadata"]["name"], namespace=obj["metadata"].get("namespace") if res.namespaced else None)
@@ -82,7 +82,7 @@ def fresh(tmp_path: Path) -> Iterator[kubernetes.client.ApiClient]:
 def test_the_readme_install_works_in_one_pass(fresh: kubernetes.client.ApiClient) -> None:
     api = fresh
     with pytest.raises(kubernetes.dynamic.exceptions.ResourceNotFoundError):  # fresh: no heterojob kinds yet
-        kubernetes.dynamic.DynamicClient(api).resources.get(api_version="heterojob.io/v1alpha1", kind="Region")
+        dynamic(api).resources.get(api_version="heterojob.io/v1alpha1", kind="Region")
     steps = readme_install_steps()
     assert [s[1] for s in steps][:5] == ["apply", "-n", "apply", "wait", "apply"], steps
     done = []
@@ -93,7 +93,7 @@ def test_the_readme_install_works_in_one_pass(fresh: kubernetes.client.ApiClient
             objects = [{"apiVersion": "v1", "kind": "Secret", "metadata": {"name": args[6],
                         "namespace": "heterojob-system"}, "stringData": {"token": "x"}}]
         elif args[1] == "wait":
-            discovery = kubernetes.dynamic.DynamicClient(api).resources
+            discovery = dynamic(api).resources
             for crd in objects_of(args):
                 discovery.get(api_version=f"{crd['spec']['group']}/{crd['spec']['versions'][0]['name']}",
                               kind=crd["spec"]["names"]["kind"])  # served

@@ -76,9 +76,20 @@ class Emulator:
         self.stop()
 
 
+# kubernetes' DynamicClient caches discovery in $TMPDIR/osrcp-<md5(host)>.json, keyed by host alone: an emulator
+# started on the port of a stopped one would be served the old one's kinds. A cache file in a directory that
+# does not exist is never read and never written (the library ignores a failed write), so discovery is fresh.
+_NO_DISCOVERY_CACHE = str(Path(tempfile.gettempdir()) / "heterojob-no-discovery-cache" / "absent" / "cache.json")
+
+
+def dynamic(api: kubernetes.client.ApiClient) -> kubernetes.dynamic.DynamicClient:
+    """A dynamic client that discovers the server's kinds afresh (see `_NO_DISCOVERY_CACHE`)."""
+    return kubernetes.dynamic.DynamicClient(api, cache_file=_NO_DISCOVERY_CACHE)
+
+
 def apply(api: kubernetes.client.ApiClient, objects: Iterable[Mapping[str, Any]]) -> None:
     """Create each object (kubectl-apply-like for tests: existing objects are left as they are)."""
-    dyn = kubernetes.dynamic.DynamicClient(api)
+    dyn = dynamic(api)
     for obj in objects:
         res = dyn.resources.get(api_version=obj["apiVersion"], kind=obj["kind"])
         try:
