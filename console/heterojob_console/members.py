@@ -13,8 +13,6 @@ as unreachable while the others render.
 
 from __future__ import annotations
 
-import base64
-import hashlib
 import json
 import threading
 from collections.abc import Iterable, Mapping
@@ -24,10 +22,9 @@ from typing import Any
 
 import kubernetes
 import pandas as pd
-import yaml
 from kubernetes.client import ApiException
 
-from heterojob.kube.members import MemberRef, member_ref
+from heterojob.kube.members import KubeconfigInvalid, MemberRef, decode_secret_value, member_configuration, member_ref
 
 LOCAL = "manager"  # the member column's value for the manager's own cluster
 TIMEOUT_S = 3.0  # one call to a member; no answer by then: unreachable for this read
@@ -67,23 +64,15 @@ def _client(core: kubernetes.client.CoreV1Api, ref: MemberRef) -> kubernetes.cli
     data = (secret.data or {}).get(ref.key)
     if data is None:
         raise Unusable(f"{ref.secret} has no key {ref.key!r}")
-    raw = base64.b64decode(data)
-    digest = hashlib.sha256(raw).hexdigest()
+    raw, digest = decode_secret_value(data)
     with _lock:
         cached = _clients.get(ref.region)
         if cached is not None and cached[0] == digest:
             return cached[1]
     try:
-        config_dict = yaml.safe_load(raw)
-        if not isinstance(config_dict, dict):
-            raise kubernetes.config.ConfigException("not a kubeconfig document")
-        config = kubernetes.client.Configuration()
-        kubernetes.config.load_kube_config_from_dict(config_dict, client_configuration=config)
-        config.retries = 0  # the next read is the retry; a timeout means the member did not answer
-    except Exception as exc:  # noqa: BLE001 - never echo the content: the type and the loader's first words
-        why = str(exc).splitlines()[0][:200] if isinstance(exc, kubernetes.config.ConfigException) else \
-            type(exc).__name__
-        raise Unusable(f"the kubeconfig in {ref.secret} does not load: {why}") from None
+        config = member_configuration(raw, ref.secret)
+    except KubeconfigInvalid as exc:
+        raise Unusable(str(exc)) from None
     api = kubernetes.client.ApiClient(config)
     with _lock:
         old = _clients.get(ref.region)

@@ -78,6 +78,36 @@ def member_ref(obj: Mapping[str, Any]) -> MemberRef | None:
     return MemberRef(name, ref.namespace, ref.name, ref.key, float(timeout) if timeout else None)
 
 
+class KubeconfigInvalid(ValueError):
+    """A member kubeconfig that does not load; the message names the Secret, never the content."""
+
+
+def decode_secret_value(data: str) -> tuple[bytes, str]:
+    """A Secret's base64 value and its sha256 digest (to rebuild a client only when the kubeconfig changes)."""
+    raw = base64.b64decode(data)
+    return raw, hashlib.sha256(raw).hexdigest()
+
+
+def member_configuration(raw: bytes, secret: str) -> kubernetes.client.Configuration:
+    """A client configuration from a member's kubeconfig (the operator's and the console's one reading of it).
+
+    Retries are off: the next poll is the retry, and a timeout means the member did not answer. Raises
+    `KubeconfigInvalid` naming `secret` and the loader's first words, never the content (it holds credentials).
+    """
+    try:
+        config_dict = yaml.safe_load(raw)
+        if not isinstance(config_dict, dict):
+            raise kubernetes.config.ConfigException("not a kubeconfig document")
+        config = kubernetes.client.Configuration()
+        kubernetes.config.load_kube_config_from_dict(config_dict, client_configuration=config)
+    except Exception as exc:  # noqa: BLE001 - never echo the content: the type and the loader's words
+        why = str(exc).splitlines()[0][:200] if isinstance(exc, kubernetes.config.ConfigException) else \
+            type(exc).__name__
+        raise KubeconfigInvalid(f"the kubeconfig in {secret} does not load: {why}") from None
+    config.retries = 0
+    return config
+
+
 def _matches(node: Node, selector: Mapping[str, str]) -> bool:
     return all(node.labels.get(k) == v for k, v in selector.items())
 
@@ -314,22 +344,14 @@ class Members:
             keys = ", ".join(sorted(secret.data or {})) or "none"
             raise Problem("KubeconfigMissing", f"{ref.secret} has no key {ref.key!r} (its keys: {keys}); put the "
                                                "member's kubeconfig there or set spec.cluster.secretRef.key")
-        raw = base64.b64decode(data)
-        digest = hashlib.sha256(raw).hexdigest()
+        raw, digest = decode_secret_value(data)
         if member.kube is not None and digest == member.digest:
             return
         try:
-            config_dict = yaml.safe_load(raw)
-            if not isinstance(config_dict, dict):
-                raise kubernetes.config.ConfigException("not a kubeconfig document")
-            config = kubernetes.client.Configuration()
-            kubernetes.config.load_kube_config_from_dict(config_dict, client_configuration=config)
-            config.retries = 0  # one attempt per call: the next poll is the retry, and a timeout means what it says
-            config.connection_pool_maxsize = 16  # the client's 8 workers and the poll, without discarding
-        except Exception as exc:  # noqa: BLE001 - never echo the content: the type and the loader's words
-            why = str(exc).splitlines()[0][:200] if isinstance(exc, kubernetes.config.ConfigException) else \
-                type(exc).__name__
-            raise Problem("KubeconfigInvalid", f"the kubeconfig in {ref.secret} does not load: {why}") from None
+            config = member_configuration(raw, ref.secret)
+        except KubeconfigInvalid as exc:
+            raise Problem("KubeconfigInvalid", str(exc)) from None
+        config.connection_pool_maxsize = 16  # the client's 8 workers and the poll, without discarding
         if member.kube is not None:
             member.kube.close()
         member.kube = MemberKube(kubernetes.client.ApiClient(config), self.config.request_timeout_s)
