@@ -30,6 +30,8 @@ discovery.py, events.py, patching.py, selectors.py):
   (`openapi.py`), `events.k8s.io/v1` as a view of core Events (`events.py`), discovery listing subresources
   as a real server does (`discovery.py`); `pods/log` answers 400 (the pods run no containers); no metrics API.
 - bounded memory: one version per object, a bounded event history and request log.
+- a Node created without them gets a `spec.podCIDR` and an InternalIP (`ipam.py`: what kind's node IPAM
+  controller and kubelet registration give it); the simulated kubelet gives each pod its own IP from it.
 
 Still different from a real API server (tests must not rely on these):
 - no admission webhooks, no CEL (`x-kubernetes-validations`), no ratcheting; built-in kinds other than pods,
@@ -71,8 +73,8 @@ import kmock
 import yaml
 from typing_extensions import override
 
-from heterojob.sim.cluster import (admission, builtin, discovery, events, openapi, patching, protobuf, schema,
-                                   tables)
+from heterojob.sim.cluster import (admission, builtin, discovery, events, ipam, openapi, patching, protobuf,
+                                   schema, tables)
 from heterojob.sim.cluster.errors import ApiError, invalid_object
 from heterojob.sim.cluster.selectors import Matcher, SelectorError, field_matcher, label_matcher
 
@@ -634,6 +636,8 @@ class ApiServerEmulator(kmock.KubernetesEmulator):
         if kind.key == ("", "pods"):
             self._admit(kind, obj)
             obj["status"] = {"phase": "Pending", "qosClass": builtin.qos_class(obj)}
+        elif kind.key == ("", "nodes"):  # the node IPAM controller and the kubelet's registration
+            ipam.assign_node_addresses(obj, self._store[kind.key].values())
         meta.pop("deletionTimestamp", None)
         meta.update(uid=str(uuid.uuid4()), creationTimestamp=_now(), generation=1)
         if dry_run:

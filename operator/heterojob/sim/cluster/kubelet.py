@@ -1,7 +1,8 @@
 """A stand-in kubelet for the emulated cluster: binds the operator's pods, runs them, finishes them.
 
 A pod runs for `HETEROJOB_SIM_DURATION` seconds (env of its first container; default 120) and then
-succeeds, or fails when `HETEROJOB_SIM_FAIL` is "1". Its step is ten per second of running. With
+succeeds, or fails when `HETEROJOB_SIM_FAIL` is "1". A running pod gets the node's InternalIP as hostIP and its
+own podIP from the node's podCIDR (`ipam`; the node's IP with hostNetwork), kept until it ends. Its step is ten per second of running. With
 `answer_checkpoints`, it plays the SDK: a pod asked for a checkpoint acknowledges it a moment later
 (`<id>;<step>;$HETEROJOB_CHECKPOINT_DIR/<id>/`), unless `HETEROJOB_SIM_NO_SDK` is "1".
 """
@@ -19,6 +20,7 @@ import kubernetes
 from kubernetes.client import ApiException
 
 from heterojob.constants import ANNOTATION_CHECKPOINT_ACK, ANNOTATION_CHECKPOINT_REQUEST, ANNOTATION_NODE, LABEL_JOB
+from heterojob.sim.cluster import ipam
 
 log = logging.getLogger(__name__)
 
@@ -64,6 +66,8 @@ class Kubelet:
         self.interval = interval
         self._stop = threading.Event()
         self._started: dict[str, float] = {}
+        self._last_ip: dict[str, str] = {}  # node -> the address host-local reserved last
+        self._ips: dict[tuple[str, str], str] = {}  # (node, pod uid) -> the address given this step
         self._thread = threading.Thread(target=self._loop, name="kubelet", daemon=True)
 
     def start(self) -> Kubelet:
@@ -83,6 +87,7 @@ class Kubelet:
             self._stop.wait(self.interval)
 
     def step(self, now: float) -> None:
+        self._ips.clear()
         pods = self.core.list_pod_for_all_namespaces(label_selector=LABEL_JOB, _preload_content=False)
         items = json.loads(pods.data)["items"]
         if self.on_bindings is not None:
@@ -113,8 +118,9 @@ class Kubelet:
                                  "target": {"apiVersion": "v1", "kind": "Node", "name": node}},
                                 _preload_content=False)
                         containers = (pod.get("spec") or {}).get("containers") or []
+                        addresses = self._addresses(pod, node or (pod.get("spec") or {}).get("nodeName"), items)
                         self.core.patch_namespaced_pod_status(meta["name"], meta["namespace"], {"status": {
-                            "phase": "Running", "hostIP": "10.0.0.1", "podIP": "10.1.0.1",
+                            "phase": "Running", **addresses,
                             "containerStatuses": [{"name": c.get("name"), "ready": True, "restartCount": 0,
                                                    "image": c.get("image"), "imageID": "", "started": True,
                                                    "state": {"running": {"startedAt": _now_iso()}}}
@@ -131,6 +137,38 @@ class Kubelet:
             except ApiException as exc:
                 if exc.status != 404:
                     raise
+
+    def _addresses(self, pod: dict[str, Any], node_name: str | None, items: list[dict[str, Any]]) -> dict[str, Any]:
+        """hostIP/podIP as the node's kubelet reports them (`ipam`): the node's InternalIP, and an address of
+        the node's podCIDR no other live pod on that node holds (the node's IP for a hostNetwork pod)."""
+        if not node_name:
+            return {}
+        try:
+            node = self.core.read_node(node_name, _preload_content=False)
+        except ApiException as exc:
+            if exc.status == 404:
+                return {}
+            raise
+        node = json.loads(node.data)
+        host_ip = ipam.internal_ip(node)
+        out: dict[str, Any] = {"hostIP": host_ip, "hostIPs": [{"ip": host_ip}]} if host_ip else {}
+        if (pod.get("spec") or {}).get("hostNetwork"):
+            if host_ip:
+                out.update(podIP=host_ip, podIPs=[{"ip": host_ip}])
+            return out
+        used = {(p.get("status") or {}).get("podIP") for p in items
+                if (p.get("spec") or {}).get("nodeName") == node_name and not (p.get("spec") or {}).get("hostNetwork")
+                and (p.get("status") or {}).get("phase") not in ("Succeeded", "Failed")}
+        used |= {ip for key, ip in self._ips.items() if key[0] == node_name}  # started this step, not listed yet
+        cidr = ((node.get("spec") or {}).get("podCIDRs") or [(node.get("spec") or {}).get("podCIDR")])[0]
+        pod_ip = ipam.next_pod_ip(cidr, {u for u in used if u}, self._last_ip.get(node_name)) if cidr else None
+        if pod_ip is None:
+            log.warning("node %s has no free address in its podCIDR %s", node_name, cidr)
+            return out
+        self._last_ip[node_name] = pod_ip
+        self._ips[(node_name, pod["metadata"]["uid"])] = pod_ip
+        out.update(podIP=pod_ip, podIPs=[{"ip": pod_ip}])
+        return out
 
     def _answer(self, pod: dict[str, Any], now: float) -> None:
         """Acknowledge a checkpoint request the way the SDK does, after `checkpoint_delay` seconds."""
