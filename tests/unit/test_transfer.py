@@ -264,3 +264,76 @@ def test_the_operator_flags_give_the_default_link_and_storage_speed_or_a_clear_e
     assert _transfer_settings(parser().parse_args(["operator", "run"])) == transfer.Settings()
     with pytest.raises(SystemExit, match="expected GBPS/MS with GBPS > 0"):
         _transfer_settings(parser().parse_args(["operator", "run", "--default-link", "fast"]))
+
+
+# --- a job with no acked checkpoint: nothing to carry, but its run so far is at stake --------------------
+
+
+def _spec() -> "HeteroJobSpec":
+    from heterojob.api.common import parse_spec
+    from heterojob.api.job import HeteroJobSpec
+
+    return parse_spec(HeteroJobSpec, {"devices": [{"deviceClass": "nvidia-h100", "perReplica": 8}],
+                                      "policy": {"allowCrossRegion": True, "stragglerRatio": 0.5},
+                                      "template": {"spec": {"containers": [{"name": "main", "image": "x"}]}}})
+
+
+def _iso(t: float) -> str:
+    import datetime
+
+    return datetime.datetime.fromtimestamp(t, tz=datetime.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def test_a_job_re_placed_from_scratch_prices_no_transfer_and_needs_no_link() -> None:
+    from heterojob.state.requests import transfer_move
+
+    # a lost member's job whose checkpoint phase ended without any ack: it restarts from scratch
+    status = HeteroJobStatus.model_validate({"phase": "Migrating", "startTime": _iso(NOW - 7200)})
+    move = transfer_move(_spec(), status, "a", "nvidia-h100", 2, CLASSES, NOW, transfer.Settings(), voluntary=False)
+    assert move.from_scratch
+    r = regions(("a", "b", 100, 5))  # c has no link at all
+    for region in "bc":
+        v = transfer.judge(move, region, r)
+        assert v.ok and v.cost is not None and v.cost.total_s == 0.0 and "restarts from scratch" in v.message
+    lost = fleet({"a1": "a", "b1": "b", "b2": "b", "c1": "c", "c2": "c"}, r, used={"a1": 8})
+    plan = planner.plan_relocation(job(), [], [], lost, NOW, move=move)
+    # no transfer to prefer b for: the planner's own choice, as plan_one makes it (c: equal scores, last name)
+    assert plan.candidate.region == planner.plan_one(job(), [], [], lost, NOW).candidate.region == "c"
+    assert "transfer" not in plan.message and "GiB" not in plan.message
+    # with an acked checkpoint the same move still carries it the cheapest way
+    acked = HeteroJobStatus.model_validate({"phase": "Migrating", "checkpoint": {"last": {
+        "id": "c1", "uri": "s3://c/1/", "sizeBytes": 500 * 10**9}}})
+    carried = transfer_move(_spec(), acked, "a", "nvidia-h100", 2, CLASSES, NOW, transfer.Settings(), voluntary=False)
+    assert not carried.from_scratch
+    assert planner.plan_relocation(job(), [], [], lost, NOW, move=carried).candidate.region == "b"
+
+
+def test_a_voluntary_move_before_any_checkpoint_weighs_the_run_a_restart_from_scratch_would_lose() -> None:
+    from heterojob.state.requests import transfer_move
+
+    r = regions(("a", "b", 100, 10))
+    size = Size(10 * 10**9, SizeSource.ESTIMATE)
+    young = Move("a", size, saves_s=1800.0, checkpointed=False, lost_s=600.0)
+    assert transfer.judge(young, "b", r).reason == Reason.PAYS  # 600 s at stake < 1800 s saved
+    assert transfer.judge(young, "a", r).reason == Reason.SAME_REGION
+    old = Move("a", size, saves_s=1800.0, checkpointed=False, lost_s=5000.0)
+    for region in "ab":  # lost work is lost wherever it restarts, its own region too
+        v = transfer.judge(old, region, r)
+        assert v.reason == Reason.LOST_WORK and not v.ok and "~5000s of work" in v.message
+    # a manual move is the user's call; an acked checkpoint means nothing is lost
+    assert transfer.judge(Move("a", size, saves_s=None, checkpointed=False, lost_s=5000.0), "b", r).ok
+    assert transfer.judge(Move("a", size, saves_s=1800.0, lost_s=5000.0), "b", r).reason == Reason.PAYS
+
+    # from status: the run since the job's placement (a straggler at ratio 0.5 saves half of max(ran, 1 h))
+    placed = {"phase": "Running", "startTime": _iso(NOW - 9000),
+              "placement": {"region": "a", "deviceClass": "nvidia-h100", "replicas": 2, "perReplica": 8,
+                            "nodes": ["a1", "a2"], "since": _iso(NOW - 5000)}}
+    weigh = transfer_move(_spec(), HeteroJobStatus.model_validate(placed), "a", "nvidia-h100", 2, CLASSES, NOW,
+                          transfer.Settings(), migration.STRAGGLER)
+    assert not weigh.checkpointed and weigh.lost_s == pytest.approx(5000.0) and weigh.saves_s == pytest.approx(4500.0)
+    f = fleet({"a1": "a", "a2": "a", "a3": "a", "a4": "a", "b1": "b", "b2": "b"}, r, used={"a1": 8, "a2": 8})
+    held = planner.plan_move(job(), [], [], f, NOW, move=weigh)
+    assert held.outcome == Outcome.NO_ROOM and held.reason == Reason.LOST_WORK.value
+    with_ack = HeteroJobStatus.model_validate({**placed, "checkpoint": {"last": {"id": "c", "uri": "s3://c/"}}})
+    go = transfer_move(_spec(), with_ack, "a", "nvidia-h100", 2, CLASSES, NOW, transfer.Settings(), migration.STRAGGLER)
+    assert planner.plan_move(job(), [], [], f, NOW, move=go).outcome == Outcome.PLACED

@@ -371,7 +371,8 @@ def plan_move(request: Request, queue: Iterable[Request], holders: Iterable[Hold
     own devices (it gives them up when it moves); `request` says which nodes it leaves. With `move` (its
     checkpoint and the region it leaves), a destination in another region is taken only when
     `transfer.judge` lets it: the move saves more than it costs and a link leads there; when only such
-    regions had room, the answer names the reason (`reason`: NoLink or TransferExceedsSaving)."""
+    regions had room, the answer names the reason (`reason`: NoLink, TransferExceedsSaving or
+    LostWorkExceedsSaving)."""
     verdicts: dict[str, transfer.Verdict] = {}
     open_ = True
     if move is not None:

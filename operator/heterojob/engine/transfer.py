@@ -20,6 +20,11 @@ The model (docs/multicluster.md, "What a move costs", with a worked example):
   when it saves more than save + transfer + restore; a move within the region is not weighed (nothing
   crosses a link, and one-cluster behaviour stays as it was). A manual move is the user's call: not
   weighed, but still refused without a link.
+- a job with no acked checkpoint (`Move.checkpointed` false) has nothing to carry once its checkpoint
+  phase is over: an involuntary re-placement then restarts from scratch anywhere at no transfer cost and
+  needs no link. A voluntary move weighed before its first ack cannot count on the checkpoint it is
+  about to ask for: if none comes, the job restarts from scratch and loses its run so far (`lost_s`),
+  so that lost work must be less than the saving too, in its own region as well (`LostWorkExceedsSaving`).
 """
 
 from __future__ import annotations
@@ -40,6 +45,7 @@ class SizeSource(StrEnum):
     REPORTED = "reported"  # summed from every rank's ack
     HINT = "hint"  # spec.checkpoint.sizeHint
     ESTIMATE = "estimate"  # devices x device memory: an upper bound
+    NONE = "none"  # no checkpoint was acked: nothing to carry, the job restarts from scratch
 
 
 @dataclass(frozen=True)
@@ -48,6 +54,8 @@ class Size:
     source: SizeSource
 
     def describe(self) -> str:
+        if self.source == SizeSource.NONE:
+            return "no checkpoint"
         said = {SizeSource.REPORTED: "reported by the SDK", SizeSource.HINT: "spec.checkpoint.sizeHint",
                 SizeSource.ESTIMATE: "estimated: devices x device memory"}[self.source]
         return f"{self.bytes / GIB:.1f} GiB ({said})"
@@ -110,6 +118,7 @@ class Reason(StrEnum):
     INVOLUNTARY = "Involuntary"  # the job must leave: made whatever it costs (the cheapest first)
     NO_LINK = "NoLink"  # no Region declares a link between the two regions, and no default is set
     NOT_WORTH = "TransferExceedsSaving"  # it costs more than it is expected to save
+    LOST_WORK = "LostWorkExceedsSaving"  # no checkpoint yet: restarting from scratch would lose more than it saves
 
 
 OK = (Reason.SAME_REGION, Reason.PAYS, Reason.REQUESTED, Reason.INVOLUNTARY)
@@ -128,6 +137,8 @@ class Cost:
         return self.save_s + self.transfer_s + self.restore_s
 
     def describe(self) -> str:
+        if self.size.source == SizeSource.NONE:
+            return "no checkpoint to carry: it restarts from scratch, nothing is transferred"
         if self.link is None:
             return f"no transfer (same region); save {self.save_s:.0f}s + restore {self.restore_s:.0f}s"
         over = (f"{self.link.bandwidth_gbps:g} Gbit/s, {self.link.latency_ms:g} ms"
@@ -152,6 +163,16 @@ class Move:
     saves_s: float | None = None  # what the move is expected to save (None: not weighed, e.g. manual)
     voluntary: bool = True
     settings: Settings = field(default_factory=Settings)
+    checkpointed: bool = True  # a checkpoint was acked (False: a restart from scratch if none comes)
+    lost_s: float = 0.0  # the work a restart from scratch loses: the run since the job was last placed
+
+    @property
+    def from_scratch(self) -> bool:
+        """Nothing will be carried: no checkpoint was acked and none will be asked (an involuntary move)."""
+        return not self.checkpointed and not self.voluntary
+
+
+NOTHING = Size(0, SizeSource.NONE)
 
 
 @dataclass(frozen=True)
@@ -168,6 +189,13 @@ class Verdict:
 
 def judge(move: Move, region: str, regions: Mapping[str, HasLinks]) -> Verdict:
     """Whether `move` may go to `region`, and what it costs."""
+    if move.from_scratch:
+        return Verdict(region, Reason.INVOLUNTARY, cost(NOTHING, None, 0.0, move.settings),
+                       f"{region}: no checkpoint to carry, it restarts from scratch")
+    if not move.checkpointed and move.saves_s is not None and move.lost_s >= move.saves_s:
+        return Verdict(region, Reason.LOST_WORK, None,
+                       f"{region}: no checkpoint acked yet: if none comes, restarting from scratch loses "
+                       f"~{move.lost_s:.0f}s of work, more than the ~{move.saves_s:.0f}s the move would save")
     if region == move.origin:
         return Verdict(region, Reason.SAME_REGION, cost(move.size, None, move.save_s, move.settings),
                        f"{region}: same region, nothing to transfer")

@@ -51,7 +51,8 @@ def transfer_move(spec: HeteroJobSpec, status: HeteroJobStatus, origin: str, dev
                   classes: Mapping[str, DeviceClass], now: float, settings: transfer.Settings,
                   trigger: str | None = None, voluntary: bool = True) -> transfer.Move:
     """What `engine.transfer` weighs for this job's move out of `origin`: its checkpoint's size (reported,
-    hinted or estimated), the last save time, and what a voluntary move of this `trigger` saves."""
+    hinted or estimated), the last save time, what a voluntary move of this `trigger` saves, whether a
+    checkpoint was acked at all and, if not, the run a restart from scratch would lose."""
     last = status.checkpoint.last if status.checkpoint else None
     per_replica = next((a.per_replica for a in spec.devices if a.device_class == device_class),
                        spec.devices[0].per_replica)
@@ -59,12 +60,17 @@ def transfer_move(spec: HeteroJobSpec, status: HeteroJobStatus, origin: str, dev
     size = transfer.checkpoint_size(last.size_bytes if last else None, spec.checkpoint.size_hint_bytes,
                                     replicas * per_replica, cls.memory_gib if cls else None, settings.default_memory_gib)
     saves: float | None = None
+    started = timestamp(status.start_time)
     if voluntary and trigger is not None:
         slow = transfer.slowdown(trigger, spec.policy.straggler_ratio)
-        started = timestamp(status.start_time)
         if slow is not None:
             saves = transfer.saving(transfer.horizon(now - started if started else 0.0, settings), slow)
-    return transfer.Move(origin, size, last.save_seconds if last else None, saves, voluntary, settings)
+    # without an acked checkpoint (one with a URI to resume from) a restart from scratch loses the current run
+    run_since = timestamp(status.placement.since) if status.placement is not None else None
+    run_since = run_since or started
+    return transfer.Move(origin, size, last.save_seconds if last else None, saves, voluntary, settings,
+                         checkpointed=bool(last is not None and last.uri),
+                         lost_s=max(0.0, now - run_since) if run_since else 0.0)
 
 
 def move_request(key: str, job: Mapping[str, Any], spec: HeteroJobSpec, region: str, device_class: str,
