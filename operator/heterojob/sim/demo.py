@@ -448,10 +448,14 @@ class Demo:
                                      "--kubeconfig", str(emulator.kubeconfig), *flags],
                         env={"HETEROJOB_ALERT_TOKEN": self.token})
             bindings = Bindings(exporters)
-            kubelets.append(Kubelet(api, on_bindings=bindings.of(""), answer_checkpoints=True).start())
+            # each cluster's kubelet also plays its device plugins: a GPU/NPU the exporters say failed leaves
+            # its node's allocatable (as Kubernetes shows it before heterojob's own fault judge does)
+            health = exporters.unhealthy_devices
+            kubelets.append(Kubelet(api, on_bindings=bindings.of(""), answer_checkpoints=True,
+                                    device_health=health).start())
             for region, emu in self._member_emulators.items():
                 kubelets.append(Kubelet(emu.client(), on_bindings=bindings.of(region), answer_checkpoints=True,
-                                        interval=1.0).start())
+                                        interval=1.0, device_health=health).start())
             _say(f"starting the console on http://127.0.0.1:{self.console_port} (admin mode: local-admin)")
             self._spawn("console", [sys.executable, "-m", "heterojob", "console", "--port", str(self.console_port),
                                     "--kubeconfig", str(emulator.kubeconfig)],

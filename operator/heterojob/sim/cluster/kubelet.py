@@ -2,7 +2,8 @@
 
 A pod runs for `HETEROJOB_SIM_DURATION` seconds (env of its first container; default 120) and then
 succeeds, or fails when `HETEROJOB_SIM_FAIL` is "1". A running pod gets the node's InternalIP as hostIP and its
-own podIP from the node's podCIDR (`ipam`; the node's IP with hostNetwork), kept until it ends. Its step is ten per second of running. With
+own podIP from the node's podCIDR (`ipam`; the node's IP with hostNetwork), kept until it ends. With
+`device_health`, it plays the device plugins too: a node's allocatable leaves out its Unhealthy devices. Its step is ten per second of running. With
 `answer_checkpoints`, it plays the SDK: a pod asked for a checkpoint acknowledges it a moment later
 (`<id>;<step>;$HETEROJOB_CHECKPOINT_DIR/<id>/`), unless `HETEROJOB_SIM_NO_SDK` is "1".
 """
@@ -13,7 +14,7 @@ import json
 import logging
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import Any
 
 import kubernetes
@@ -55,8 +56,13 @@ def pod_devices(pod: dict[str, Any]) -> int:
 class Kubelet:
     def __init__(self, api: kubernetes.client.ApiClient, start_delay: float = 1.0, interval: float = 0.5,
                  on_bindings: Callable[[Bindings], None] | None = None, answer_checkpoints: bool = False,
-                 checkpoint_delay: float = 1.0) -> None:
-        """`on_bindings` hears, after every step, which running pods hold which node's devices."""
+                 checkpoint_delay: float = 1.0, device_health: Callable[[], Mapping[str, int]] | None = None
+                 ) -> None:
+        """`on_bindings` hears, after every step, which running pods hold which node's devices;
+        `device_health` says how many of each node's devices its device plugin reports Unhealthy (the node's
+        allocatable then leaves them out, as the kubelet's device manager does; capacity keeps them)."""
+        self.device_health = device_health
+        self._reported: dict[str, int] = {}  # node -> unhealthy devices its allocatable leaves out now
         self.core = kubernetes.client.CoreV1Api(api)
         self.on_bindings = on_bindings
         self.answer_checkpoints = answer_checkpoints
@@ -88,6 +94,8 @@ class Kubelet:
 
     def step(self, now: float) -> None:
         self._ips.clear()
+        if self.device_health is not None:
+            self._report_health(self.device_health())
         pods = self.core.list_pod_for_all_namespaces(label_selector=LABEL_JOB, _preload_content=False)
         items = json.loads(pods.data)["items"]
         if self.on_bindings is not None:
@@ -137,6 +145,26 @@ class Kubelet:
             except ApiException as exc:
                 if exc.status != 404:
                     raise
+
+    def _report_health(self, unhealthy: Mapping[str, int]) -> None:
+        """Node status allocatable = capacity - unhealthy devices, for the nodes whose count changed."""
+        for name in sorted(set(unhealthy) | set(self._reported)):
+            count = max(0, int(unhealthy.get(name, 0)))
+            if self._reported.get(name, 0) == count:
+                continue
+            try:
+                node = json.loads(self.core.read_node(name, _preload_content=False).data)
+            except ApiException as exc:
+                if exc.status != 404:
+                    raise
+                self._reported[name] = count  # another cluster's node: not this kubelet's
+                continue
+            capacity = (node.get("status") or {}).get("capacity") or {}
+            devices = {k: v for k, v in capacity.items() if "/" in k and str(v).isdigit() and int(v) > 0}
+            if devices:
+                self.core.patch_node_status(name, {"status": {"allocatable": {
+                    k: str(max(0, int(v) - count)) for k, v in devices.items()}}})
+            self._reported[name] = count
 
     def _addresses(self, pod: dict[str, Any], node_name: str | None, items: list[dict[str, Any]]) -> dict[str, Any]:
         """hostIP/podIP as the node's kubelet reports them (`ipam`): the node's InternalIP, and an address of

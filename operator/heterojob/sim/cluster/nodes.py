@@ -72,3 +72,54 @@ def node(name: str, region: str, device_class: str, *, zone: str | None = None, 
                          "systemUUID": name, "bootID": name},
         },
     }
+
+
+# What kube-controller-manager's node lifecycle controller (v1.32) writes when a kubelet stops posting status
+# (after --node-monitor-grace-period, 40 s by default; taint-based eviction adds the NoExecute taint) or
+# reports NotReady: the Ready condition, and the taints that keep new pods off (TaintNodesByCondition).
+UNREACHABLE_TAINT = "node.kubernetes.io/unreachable"
+NOT_READY_TAINT = "node.kubernetes.io/not-ready"
+
+
+def _iso_now() -> str:
+    import datetime
+
+    return datetime.datetime.now(tz=datetime.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def _read(core: Any, name: str) -> dict[str, Any]:
+    import json
+
+    return json.loads(core.read_node(name, _preload_content=False).data)
+
+
+def _mark(core: Any, name: str, ready: dict[str, Any], taint: str | None) -> None:
+    node = _read(core, name)
+    others = [c for c in (node.get("status") or {}).get("conditions") or [] if c.get("type") != "Ready"]
+    core.patch_node_status(name, {"status": {"conditions": [*others, ready]}})
+    taints = [t for t in (node.get("spec") or {}).get("taints") or []
+              if t.get("key") not in (UNREACHABLE_TAINT, NOT_READY_TAINT)]
+    if taint is not None:
+        taints += [{"key": taint, "effect": "NoSchedule", "timeAdded": ready["lastTransitionTime"]},
+                   {"key": taint, "effect": "NoExecute", "timeAdded": ready["lastTransitionTime"]}]
+    core.patch_node(name, {"spec": {"taints": taints or None}})
+
+
+def set_node_lost(core: Any, name: str, *, reachable: bool = False) -> None:
+    """Mark Node `name` as the node lifecycle controller does (`core`: a kubernetes CoreV1Api): unreachable
+    (Ready Unknown, NodeStatusUnknown, taint node.kubernetes.io/unreachable) or, with `reachable`, reporting
+    NotReady (Ready False, taint node.kubernetes.io/not-ready); both taints NoSchedule and NoExecute."""
+    now = _iso_now()
+    _mark(core, name, {"type": "Ready", "status": "False" if reachable else "Unknown",
+                       "reason": "KubeletNotReady" if reachable else "NodeStatusUnknown",
+                       "message": "container runtime is down" if reachable else "Kubelet stopped posting node status.",
+                       "lastTransitionTime": now, "lastHeartbeatTime": now},
+          NOT_READY_TAINT if reachable else UNREACHABLE_TAINT)
+
+
+def set_node_ready(core: Any, name: str) -> None:
+    """The kubelet posts Ready again: the controller takes its taints off."""
+    now = _iso_now()
+    _mark(core, name, {"type": "Ready", "status": "True", "reason": "KubeletReady",
+                       "message": "kubelet is posting ready status", "lastTransitionTime": now,
+                       "lastHeartbeatTime": now}, None)

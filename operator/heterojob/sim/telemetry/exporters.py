@@ -62,6 +62,9 @@ class ExporterProfile:
     relabel_node: bool = True  # the scrape config relabels __meta_kubernetes_pod_node_name into `node`
 
 
+DEVICE_PLUGIN_SKIPPED_XIDS = frozenset({13, 31, 43, 45, 68, 109})  # k8s-device-plugin: application errors
+
+
 class Fault(StrEnum):
     FATAL_XID = "fatal-xid"
     APPLICATION_XID = "application-xid"
@@ -208,6 +211,20 @@ class ExporterFleet:
                 for d in sim.devices:
                     d.xid, d.celsius, d.npu_health, d.vanished, d.factor = 0, None, 1, False, 1.0
                     d.uncollected = False
+
+    def unhealthy_devices(self) -> dict[str, int]:
+        """node -> devices its device plugin reports Unhealthy to the kubelet (which then lowers the Node's
+        allocatable): NVIDIA's k8s-device-plugin on an XID outside the application-error list it skips
+        (13, 31, 43, 45, 68, 109), the Ascend device plugin on an unhealthy chip. A node whose exporter is
+        down or whose device vanished from the exporter is not a device-plugin fault."""
+        with self.lock:
+            out: dict[str, int] = {}
+            for name, sim in self.nodes.items():
+                bad = sum(1 for d in sim.devices
+                          if (d.xid and d.xid not in DEVICE_PLUGIN_SKIPPED_XIDS) or d.npu_health == 0)
+                if bad:
+                    out[name] = bad
+            return out
 
     # --- values --------------------------------------------------------------------------------------
 

@@ -1,0 +1,126 @@
+"""A fault Kubernetes itself reports keeps new work off a node before heterojob's own fault judge (which
+waits for telemetry) confirms it: a preemption frees room on a healthy node, not on the faulty one.
+
+What Kubernetes v1.32 reports, reproduced by the emulator:
+- the node lifecycle controller: a node whose kubelet stops posting status goes Ready=Unknown
+  (NodeStatusUnknown) with taints node.kubernetes.io/unreachable NoSchedule and NoExecute; one that
+  reports NotReady gets node.kubernetes.io/not-ready (`sim.cluster.nodes.set_node_lost`);
+- the device plugins: NVIDIA's k8s-device-plugin marks a GPU Unhealthy on a fatal XID (79), the kubelet's
+  device manager then leaves it out of the Node's allocatable (capacity keeps it) (`Kubelet(device_health=)`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+
+from heterojob.controller import ControllerConfig
+from heterojob.sim.cluster.harness import Emulator, OperatorRunner
+from heterojob.sim.cluster.kubelet import Kubelet
+from heterojob.sim.cluster.nodes import NOT_READY_TAINT, UNREACHABLE_TAINT, node, set_node_lost, set_node_ready
+from heterojob.sim.telemetry.exporters import ExporterFleet
+from tests.conftest import Cluster, eventually
+
+pytestmark = pytest.mark.harness
+
+
+def spec(priority: str) -> dict[str, Any]:
+    return {"priority": priority, "replicas": {"min": 1},
+            "devices": [{"deviceClass": "nvidia-h100", "perReplica": 8}],
+            "checkpoint": {"timeoutSeconds": 5},
+            "template": {"spec": {"containers": [{"name": "main", "image": "ghcr.io/example/train:cuda12"}]}}}
+
+
+def status(cluster: Cluster, name: str) -> dict[str, Any]:
+    return cluster.job(name).get("status") or {}
+
+
+def node_of(cluster: Cluster, job: str) -> str:
+    return eventually(lambda: (p := status(cluster, job).get("placement")) and status(cluster, job).get("phase")
+                      == "Running" and p["nodes"][0], what=f"{job} running")
+
+
+@pytest.fixture
+def two_nodes(cluster: Cluster) -> Cluster:
+    cluster.seed([node("h100-a", "cn-east", "nvidia-h100"), node("h100-b", "cn-east", "nvidia-h100")])
+    return cluster
+
+
+@pytest.fixture
+def preempting_operator(emulator: Emulator, two_nodes: Cluster) -> Iterator[OperatorRunner]:
+    with OperatorRunner(emulator.kubeconfig, controller=ControllerConfig(min_runtime_s=0)) as runner:
+        yield runner
+
+
+def test_the_node_controllers_marks_read_as_real_ones(two_nodes: Cluster) -> None:
+    core = two_nodes.core
+    set_node_lost(core, "h100-a")
+    n = core.read_node("h100-a")
+    ready = next(c for c in n.status.conditions if c.type == "Ready")
+    assert (ready.status, ready.reason) == ("Unknown", "NodeStatusUnknown")
+    assert sorted((t.key, t.effect) for t in n.spec.taints) == [(UNREACHABLE_TAINT, "NoExecute"),
+                                                                 (UNREACHABLE_TAINT, "NoSchedule")]
+    set_node_lost(core, "h100-a", reachable=True)
+    n = core.read_node("h100-a")
+    assert next(c for c in n.status.conditions if c.type == "Ready").status == "False"
+    assert {t.key for t in n.spec.taints} == {NOT_READY_TAINT}
+    set_node_ready(core, "h100-a")
+    n = core.read_node("h100-a")
+    assert next(c for c in n.status.conditions if c.type == "Ready").status == "True" and not n.spec.taints
+
+
+def test_a_preemption_avoids_a_node_the_node_controller_marked_unreachable(
+        two_nodes: Cluster, preempting_operator: OperatorRunner) -> None:
+    cluster = two_nodes
+    kubelet = Kubelet(cluster.api, start_delay=0.2, interval=0.2, answer_checkpoints=True,
+                      checkpoint_delay=0.2).start()
+    try:
+        cluster.create_job("low", spec("low"))
+        lost = node_of(cluster, "low")
+        cluster.create_job("mid", spec("medium"))
+        healthy = node_of(cluster, "mid")
+        set_node_lost(cluster.core, lost)  # before heterojob's own judge has seen anything
+        cluster.create_job("vip", spec("high"))
+        # `low` is the lowest priority, but the room it holds is on the unreachable node: `mid` gives way
+        eventually(lambda: status(cluster, "mid").get("phase") == "Preempted", timeout=30, what="mid preempted")
+        assert node_of(cluster, "vip") == healthy
+    finally:
+        kubelet.stop()
+
+
+def test_a_preemption_avoids_a_node_whose_gpu_the_device_plugin_reports_unhealthy(
+        two_nodes: Cluster, preempting_operator: OperatorRunner) -> None:
+    cluster = two_nodes
+    exporters = ExporterFleet([node("h100-a", "cn-east", "nvidia-h100"), node("h100-b", "cn-east", "nvidia-h100")])
+    kubelet = Kubelet(cluster.api, start_delay=0.2, interval=0.2, answer_checkpoints=True, checkpoint_delay=0.2,
+                      device_health=exporters.unhealthy_devices).start()
+    try:
+        cluster.create_job("low", spec("low"))
+        faulty = node_of(cluster, "low")
+        cluster.create_job("mid", spec("medium"))
+        healthy = node_of(cluster, "mid")
+        exporters.inject("fatal-xid", faulty, 3)  # XID 79: the GPU fell off the bus
+        eventually(lambda: cluster.core.read_node(faulty).status.allocatable["nvidia.com/gpu"] == "7",
+                   what="the faulty node's allocatable without the failed GPU")
+        assert cluster.core.read_node(faulty).status.capacity["nvidia.com/gpu"] == "8"
+        cluster.create_job("vip", spec("high"))
+        eventually(lambda: status(cluster, "mid").get("phase") == "Preempted", timeout=30, what="mid preempted")
+        assert node_of(cluster, "vip") == healthy
+        assert status(cluster, "low").get("phase") == "Running"
+        exporters.clear(faulty)  # the GPU is back (reset): allocatable again
+        eventually(lambda: cluster.core.read_node(faulty).status.allocatable["nvidia.com/gpu"] == "8",
+                   what="allocatable restored")
+    finally:
+        kubelet.stop()
+
+
+def test_application_xids_do_not_make_a_gpu_unhealthy() -> None:
+    exporters = ExporterFleet([node("h100-a", "cn-east", "nvidia-h100"), node("npu-a", "cn-north", "ascend-910b")])
+    exporters.inject("application-xid", "h100-a", 0)  # XID 13: the application's own error
+    assert exporters.unhealthy_devices() == {}
+    exporters.inject("fatal-xid", "h100-a", 1)
+    exporters.inject("npu-unhealthy", "npu-a", 2)
+    exporters.inject("exporter-down", "npu-a")
+    assert exporters.unhealthy_devices() == {"h100-a": 1, "npu-a": 1}
