@@ -75,12 +75,33 @@ def test_an_unreachable_members_nodes_take_no_new_work_and_names_never_collide()
     gpu = Node("gpu-0", {"topology.kubernetes.io/region": "m-east"}, {"nvidia.com/gpu": 8})
     pool.members["m-east"].nodes = {"gpu-0": gpu}
     [seen] = pool.nodes().values()
-    assert not seen.ready and "m-east unreachable" in seen.reason
+    assert not seen.ready and "m-east is unreachable" in seen.reason
     pool.members["m-east"].reachable = True
     assert pool.nodes() == {"gpu-0": gpu}
     pool.members["m-west"] = Member(MemberRef("m-west", "heterojob-members", "west", "kubeconfig"), since=0,
                                     reachable=True, nodes={"gpu-0": Node("gpu-0", {}, {})})
     assert pool.nodes() == {"gpu-0": gpu}  # the second node of that name is ignored (and logged), not merged
+
+
+def test_a_pending_message_says_a_lost_members_region_is_unreachable_since_when_and_not_counted() -> None:
+    from heterojob.engine.fleet import DeviceClass, Fleet
+    from heterojob.engine.placement import Alternative, Request, place
+
+    clock = Clock()
+    pool = members(clock)
+    label = "topology.kubernetes.io/region"
+    member = pool.members["m-east"]
+    member.nodes = {f"gpu-{i}": Node(f"gpu-{i}", {label: "m-east", "gpu": "h100"}, {"nvidia.com/gpu": 8})
+                    for i in range(3)}
+    member.last_ok = 1_795_000_000.0  # 2026-11-18T11:06:40Z: its last answer
+    h100 = DeviceClass("nvidia-h100", "nvidia.com/gpu", {"gpu": "h100"})
+    fleet = Fleet(pool.nodes(), {"nvidia-h100": h100}, {"m-east": RegionInfo("m-east", {label: "m-east"})})
+    text = place(Request("ns/j", [Alternative("nvidia-h100", 8)], 2, allowed_regions=("m-east",)), fleet).explain()
+    assert ("m-east/nvidia-h100: the member cluster of region m-east is unreachable (no answer since "
+            "2026-11-18T11:06:40Z): its 3 node(s) are not counted") in text
+    assert "0 free on 0 node(s)" not in text
+    member.last_ok = None  # never answered: since the manager began following it
+    assert f"no answer since 1970-01-01T00:16:40Z" in next(iter(pool.nodes().values())).reason
 
 
 def test_the_planner_sees_a_member_regions_nodes_only_in_that_member() -> None:

@@ -197,7 +197,7 @@ def test_unhealthy_nodes_are_filtered_and_counted_in_the_message() -> None:
     f = Fleet({n.name: n for n in (gpu_node("a"), gpu_node("b"))}, CLASSES, unhealthy={"b": "GPU-1: fatal XID 79"})
     result = place(request(), f)
     assert result.chosen is None
-    assert "1 node(s) not Ready, cordoned, tainted or unhealthy" in result.explain()
+    assert "1 node(s) not Ready, cordoned, tainted or unhealthy: unhealthy (GPU-1: fatal XID 79)" in result.explain()
     assert place(request(replicas=1), f).chosen.nodes == ("a",)  # type: ignore[union-attr]
 
 

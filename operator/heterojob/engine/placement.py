@@ -195,6 +195,7 @@ class _View:
         self.objects = (tuple(fleet.nodes.values()), tuple(fleet.classes.values()), tuple(fleet.regions.values()))
         self.by_class: dict[str, dict[str, list[str]]] = {}
         self.unfit: dict[str, dict[str, int]] = {}
+        self.unfit_why: dict[str, dict[str, dict[str, int]]] = {}  # class -> region -> why -> nodes
         # (class, needs) -> (region -> nodes that pass, region -> reason -> nodes that fail)
         self.soft: dict[tuple[object, ...], tuple[dict[str, list[str]], dict[str, dict[str, int]]]] = {}
         self.capacity: dict[str, dict[str, int]] = {}
@@ -237,6 +238,7 @@ class FleetIndex:
         if cls.name not in v.by_class:
             by_region: dict[str, list[str]] = defaultdict(list)
             unfit: dict[str, int] = defaultdict(int)
+            unfit_why: dict[str, dict[str, int]] = defaultdict(lambda: defaultdict(int))
             for node in self.fleet.nodes.values():
                 why = node_unfit(node, cls, self.fleet.unhealthy)
                 if why == "not of this class":
@@ -248,8 +250,10 @@ class FleetIndex:
                     by_region[region].append(node.name)
                 else:
                     unfit[region] += 1
+                    unfit_why[region][why if why.startswith("unhealthy") else node.reason or why] += 1
             v.by_class[cls.name] = dict(by_region)
             v.unfit[cls.name] = dict(unfit)
+            v.unfit_why[cls.name] = {r: dict(w) for r, w in unfit_why.items()}
         return v.by_class[cls.name]
 
     def software(self, cls: DeviceClass, alt: Alternative
@@ -290,6 +294,12 @@ class FleetIndex:
     def unfit(self, cls: DeviceClass, region: str) -> int:
         self.nodes(cls)
         return self._v.unfit[cls.name].get(region, 0)
+
+    def unfit_reasons(self, cls: DeviceClass, region: str) -> dict[str, int]:
+        """Why the class's nodes in `region` that cannot take replicas cannot (the node's own reason, e.g. a
+        lost member cluster's, else not Ready / cordoned / tainted / unhealthy) -> how many nodes."""
+        self.nodes(cls)
+        return self._v.unfit_why[cls.name].get(region, {})
 
     def regions(self, cls: DeviceClass) -> list[str]:
         v = self._v
@@ -371,7 +381,8 @@ def place(request: Request, fleet: Fleet, index: FleetIndex | None = None) -> Re
             free = {n: max(0, capacity[n] - used.get((n, resource), 0)) for n in names}
             nodes = pack(free, request.replicas, alt.per_replica)
             if nodes is None:
-                result.rejections.append(Rejection(label, _no_room(free, request, alt, index.unfit(cls, region),
+                result.rejections.append(Rejection(label, _no_room(free, request, alt,
+                                                                   index.unfit_reasons(cls, region),
                                                                    soft_failed.get(region, {}))))
                 continue
             score = _score(i, len(request.alternatives), cls, region, request, capacity, free, nodes, alt.per_replica)
@@ -386,13 +397,22 @@ def _class_nodes(index: FleetIndex, cls: DeviceClass) -> Iterable[str]:
         yield from names
 
 
-def _no_room(free: Mapping[str, int], request: Request, alt: Alternative, unfit: int,
+def _no_room(free: Mapping[str, int], request: Request, alt: Alternative, unfit_why: Mapping[str, int],
              soft_failed: Mapping[str, int]) -> str:
+    unfit = sum(unfit_why.values())
+    if not free and not soft_failed and len(unfit_why) == 1 and unfit:
+        # no node of the region counts, for one reason (a lost member cluster, all NotReady...): say that,
+        # not "0 free on 0 node(s)"
+        why = next(iter(unfit_why))
+        return f"{why}: its {unfit} node(s) are not counted"
     fit = sum(f // alt.per_replica for f in free.values())
     total = sum(free.values())
     text = (f"room for {fit} of {request.replicas} replicas ({total} free on "
             f"{sum(1 for f in free.values() if f)} node(s), {alt.per_replica} per replica)")
-    text += f"; {unfit} node(s) not Ready, cordoned, tainted or unhealthy" if unfit else ""
+    if unfit:
+        whys = ", ".join(f"{why} ({n})" if len(unfit_why) > 1 else why
+                         for why, n in sorted(unfit_why.items(), key=lambda kv: (-kv[1], kv[0]))[:3])
+        text += f"; {unfit} node(s) not Ready, cordoned, tainted or unhealthy: {whys}"
     return text + (f"; {software_summary(soft_failed)}" if soft_failed else "")
 
 

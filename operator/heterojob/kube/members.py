@@ -34,6 +34,7 @@ from heterojob.engine.fleet import Node, RegionInfo
 from heterojob.kube import convert
 from heterojob.kube.api import Kube, now_iso
 from heterojob.kube.conditions import same, set_condition
+from heterojob.state.times import iso
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")
@@ -250,8 +251,9 @@ class Members:
                         log.warning("node %s of member region %s has the name of another member's node; "
                                     "ignored (node names must be unique across members)", name, region)
                     continue
-                out[name] = node if member.reachable else dataclasses.replace(
-                    node, ready=False, reason=f"member cluster of region {region} unreachable")
+                out[name] = node if member.reachable else dataclasses.replace(node, ready=False, reason=(
+                    f"the member cluster of region {region} is unreachable (no answer since "
+                    f"{iso(member.last_ok if member.last_ok is not None else member.since)})"))
                 self._owner[name] = region
         return out
 
