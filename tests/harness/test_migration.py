@@ -59,6 +59,9 @@ def test_a_requested_migration_checkpoints_and_resumes_on_other_nodes(cluster: C
     assert entry["from"].startswith("cn-east/nvidia-h100 x2 (generation 1)") and "generation 2" in entry["to"]
     assert ANNOTATION_MIGRATE not in (cluster.job("mover")["metadata"].get("annotations") or {})
     assert eventually(lambda: not live_pods(cluster, "mover", 1), what="old gang gone")
+    # what the user asked for, done as asked: a Normal Event (Warning is for what needs attention)
+    moved = eventually(lambda: [e for e in cluster.events("mover") if e.reason == "Migrating"], what="Migrating")
+    assert [e.type for e in moved] == ["Normal"]
 
     # a second request inside the cooldown is held, with an Event saying why
     for pod in new:

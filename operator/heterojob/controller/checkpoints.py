@@ -17,6 +17,7 @@ from typing import Any
 from heterojob.api.common import SpecError, parse_spec
 from heterojob.api.job import HeteroJobSpec, HeteroJobStatus, Phase
 from heterojob.controller.decisionlog import decided
+from heterojob.controller.events import move_event
 from heterojob.controller.pods import Pods
 from heterojob.controller.status import StatusPatch, StatusWriter, read_status, where
 from heterojob.engine.lifecycle import Action, Decision, PodView
@@ -158,8 +159,8 @@ class Checkpoints:
             patch.set(migration=None)
         if not await self.writer.write(job, patch):
             return
-        self.kube.post_event(job, "Warning", {"migrate": "Migrating", "resize": "Resizing"}.get(then, "Preempted"),
-                             message)
+        trigger = status.migration.trigger if status.migration is not None else None
+        self.kube.post_event(job, *move_event(then, trigger, d.action == Action.CHECKPOINT_DONE), message)
         decided(key, then, d.message, reason=d.reason)
         self.cache.stop_yielding(key)
         await self.pods.release(key, [p.name for p in pods if not p.deleting])
