@@ -23,7 +23,7 @@ from heterojob.sim.telemetry.exporters import ExporterFleet
 from heterojob.sim.telemetry.prometheus import PrometheusServer
 from heterojob.telemetry.prometheus import PrometheusReader
 from tests.conftest import Cluster, eventually
-from tests.harness.test_multicluster import Member
+from tests.harness.members import Member
 
 pytestmark = [pytest.mark.e2e, pytest.mark.skipif(os.environ.get("HETEROJOB_SKIP_E2E") == "1",
                                                   reason="HETEROJOB_SKIP_E2E=1")]

@@ -288,3 +288,54 @@ def test_a_pending_manual_move_is_cancelled_by_removing_its_annotation(cluster: 
     # the reservation is gone: another job can have h100-1
     cluster.create_job("next", spec(replicas={"min": 1}))
     run(cluster, "next", 1)
+
+
+@pytest.mark.harness
+def test_a_checkpoint_asked_in_the_same_second_as_the_last_is_not_taken_as_saved_by_the_last_ones_acks(
+        cluster: Cluster, operator: Any, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Found by the multi-cluster move test under load: a move asked within the second of a checkpoint got
+    that checkpoint's id, the pods' acks of it matched at once, and the job moved with nothing saved."""
+    import time as real_time
+
+    from heterojob.constants import ANNOTATION_CHECKPOINT_NOW
+    from heterojob.controller import checkpoints
+
+    class SlowClock:  # the operator's checkpoint clock runs 1000x slower: every request falls in one second
+        t0 = float(int(real_time.time()))
+
+        @staticmethod
+        def time() -> float:
+            return SlowClock.t0 + (real_time.time() - SlowClock.t0) / 1000
+
+    cluster.seed([node(f"h100-{i}", "cn-east", "nvidia-h100") for i in range(4)])
+    cluster.create_job("mover", spec())
+    pods = eventually(lambda: (p := live_pods(cluster, "mover", 1)) and len(p) == 2 and p, what="2 pods")
+    for pod in pods:
+        cluster.set_pod_phase(pod.metadata.name, "Running")
+    eventually(lambda: status(cluster, "mover").get("phase") == "Running", what="Running")
+    monkeypatch.setattr(checkpoints, "time", SlowClock)
+
+    def ack_all(what: str) -> str:
+        asked = eventually(lambda: (p := live_pods(cluster, "mover", 1)) and all(
+            (a := x.metadata.annotations or {}).get(ANNOTATION_CHECKPOINT_REQUEST)
+            and not a.get(ANNOTATION_CHECKPOINT_ACK, "").startswith(a[ANNOTATION_CHECKPOINT_REQUEST] + ";")
+            for x in p) and p, what=what)
+        ckpt = asked[0].metadata.annotations[ANNOTATION_CHECKPOINT_REQUEST]
+        for pod in asked:
+            cluster.core.patch_namespaced_pod(pod.metadata.name, "team-a", {"metadata": {"annotations": {
+                ANNOTATION_CHECKPOINT_ACK: f"{ckpt};100;s3://ckpt/mover/{ckpt}/"}}})
+        return ckpt
+
+    cluster.custom.patch_namespaced_custom_object("heterojob.io", "v1alpha1", "team-a", "heterojobs", "mover",
+                                                  {"metadata": {"annotations": {ANNOTATION_CHECKPOINT_NOW: "now"}}})
+    first = ack_all("the first request")
+    eventually(lambda: ((status(cluster, "mover").get("checkpoint") or {}).get("last") or {}).get("id") == first,
+               what="the first checkpoint saved")
+    cluster.custom.patch_namespaced_custom_object("heterojob.io", "v1alpha1", "team-a", "heterojobs", "mover",
+                                                  {"metadata": {"annotations": {ANNOTATION_MIGRATE: "rebalance"}}})
+    second = eventually(lambda: (s := status(cluster, "mover")).get("phase") == "Checkpointing"
+                        and s["checkpoint"]["pending"]["id"], what="the move's checkpoint request")
+    assert second != first
+    assert not live_pods(cluster, "mover", 2)  # nothing moved before the ranks answer the new request
+    assert ack_all("the move's request") == second
+    eventually(lambda: len(live_pods(cluster, "mover", 2)) == 2, what="generation 2")

@@ -10,98 +10,15 @@ its port stays open and nothing answers, so the manager sees request timeouts, n
 
 from __future__ import annotations
 
-import base64
 import subprocess
-from collections.abc import Iterator
-from pathlib import Path
 from typing import Any
 
-import kubernetes
 import pytest
-import yaml
 
 from heterojob.constants import ANNOTATION_CHECKPOINT_ACK, ANNOTATION_CHECKPOINT_REQUEST, GROUP, LABEL_JOB, VERSION
-from heterojob.kube.members import MembersConfig
 from heterojob.sim.cluster.harness import Emulator, OperatorRunner, apply
-from heterojob.sim.cluster.nodes import node
 from tests.conftest import Cluster, eventually
-
-ROOT = Path(__file__).resolve().parents[2]
-MEMBERS = ("m-east", "m-west", "m-north")
-FAST = MembersConfig(poll_seconds=0.5, loss_timeout_s=4.0, request_timeout_s=1.0, secret_refresh_s=2.0,
-                     contact_write_s=5.0)
-
-
-@pytest.fixture(scope="module")
-def members() -> Iterator[dict[str, Emulator]]:
-    emulators = {name: Emulator() for name in MEMBERS}
-    try:
-        for emu in emulators.values():
-            emu.start()
-        yield emulators
-    finally:
-        for emu in emulators.values():
-            emu.resume()  # a test that failed while one was frozen must not leave it stopped
-            emu.stop()
-
-
-class Member:
-    def __init__(self, emulator: Emulator) -> None:
-        emulator.reset()
-        self.emulator = emulator
-        self.api = emulator.client()
-        self.core = kubernetes.client.CoreV1Api(self.api)
-
-    def pods(self, job: str, live: bool = True) -> list[Any]:
-        items = self.core.list_namespaced_pod("team-a", label_selector=f"{LABEL_JOB}={job}").items
-        return sorted((p for p in items if not (live and p.metadata.deletion_timestamp)), key=lambda p: p.metadata.name)
-
-
-def region(name: str, secret: str | None, key: str = "kubeconfig") -> dict[str, Any]:
-    spec: dict[str, Any] = {"location": {"city": name, "latitude": 30.0, "longitude": 120.0}}
-    if secret is not None:
-        spec["cluster"] = {"secretRef": {"name": secret, "key": key}}
-    return {"apiVersion": f"{GROUP}/{VERSION}", "kind": "Region", "metadata": {"name": name}, "spec": spec}
-
-
-def secret(name: str, data: dict[str, str]) -> dict[str, Any]:
-    return {"apiVersion": "v1", "kind": "Secret", "metadata": {"name": name, "namespace": "heterojob-members"},
-            "data": {k: base64.b64encode(v.encode()).decode() for k, v in data.items()}}
-
-
-def join(cluster: Cluster, members: dict[str, Emulator], regions: tuple[str, ...] = MEMBERS) -> dict[str, Member]:
-    """README's "Join a member cluster": the manager's and each member's manifests; each member has two
-    8-GPU nodes; in the manager, a Secret with the member's kubeconfig and a Region naming it."""
-    cluster.seed([])
-    apply(cluster.api, manifest("manager.yaml"))
-    out = {}
-    for name in regions:
-        member = out[name] = Member(members[name])
-        apply(member.api, [*manifest("member.yaml"), *(node(f"{name}-h100-{i}", name, "nvidia-h100") for i in range(2))])
-        apply(cluster.api, [secret(f"{name}-kubeconfig", {"kubeconfig": members[name].kubeconfig.read_text()}),
-                            region(name, f"{name}-kubeconfig")])
-    return out
-
-
-def manifest(name: str) -> list[dict[str, Any]]:
-    return [d for d in yaml.safe_load_all((ROOT / "manifests" / "multicluster" / name).read_text()) if d]
-
-
-def spec(preferred: list[str], allowed: list[str] | None = None, **extra: Any) -> dict[str, Any]:
-    return {"priority": "high", "replicas": {"min": 2}, "devices": [{"deviceClass": "nvidia-h100", "perReplica": 8}],
-            "regions": {"preferred": preferred, "allowed": allowed or list(MEMBERS)},
-            "checkpoint": {"timeoutSeconds": 30, "storage": "s3://ckpt"}, "policy": {"allowCrossRegion": True},
-            "template": {"spec": {"containers": [{"name": "main", "image": "train:cuda12"}]}}, **extra}
-
-
-def status(cluster: Cluster, name: str) -> dict[str, Any]:
-    return cluster.job(name).get("status") or {}
-
-
-def condition(cluster: Cluster, name: str) -> dict[str, Any]:
-    obj = cluster.custom.get_cluster_custom_object(GROUP, VERSION, "regions", name)
-    return next((c for c in (obj.get("status") or {}).get("conditions") or [] if c["type"] == "MemberReachable"), {})
-
+from tests.harness.members import FAST, Member, condition, join, region, secret, spec, status
 
 @pytest.mark.harness
 def test_a_job_runs_in_its_member_and_moves_when_the_member_is_lost_without_running_twice(

@@ -14,7 +14,6 @@ import json
 import socket
 import urllib.request
 from collections import Counter
-from collections.abc import Iterator
 from typing import Any
 
 import pytest
@@ -22,33 +21,13 @@ import pytest
 from heterojob.constants import ANNOTATION_CHECKPOINT_ACK, ANNOTATION_CHECKPOINT_NOW, ANNOTATION_CHECKPOINT_REQUEST
 from heterojob.constants import GROUP, VERSION
 from heterojob.controller.reconcile import ControllerConfig
-from heterojob.sim.cluster.harness import Emulator, OperatorRunner, apply
-from heterojob.sim.cluster.nodes import node
+from heterojob.sim.cluster.harness import Emulator, OperatorRunner
 from tests.conftest import Cluster, eventually
+from tests.harness.members import FAST, MEMBERS, Member, spec, status
+from tests.harness.members import join as join_members
 from tests.harness.test_alerts_http import alert, notification
-from tests.harness.test_multicluster import FAST, MEMBERS, Member, manifest, secret, spec, status
 
 TB = 2 * 10**12  # the checkpoint the ranks report: 2 TB (1 TB each)
-
-
-@pytest.fixture(scope="module")
-def members() -> Iterator[dict[str, Emulator]]:
-    emulators = {name: Emulator() for name in MEMBERS}
-    try:
-        for emu in emulators.values():
-            emu.start()
-        yield emulators
-    finally:
-        for emu in emulators.values():
-            emu.resume()
-            emu.stop()
-
-
-def linked_region(name: str, links: dict[str, tuple[float, float]]) -> dict[str, Any]:
-    return {"apiVersion": f"{GROUP}/{VERSION}", "kind": "Region", "metadata": {"name": name},
-            "spec": {"location": {"city": name, "latitude": 30.0, "longitude": 120.0},
-                     "cluster": {"secretRef": {"name": f"{name}-kubeconfig"}},
-                     "links": [{"region": r, "bandwidthGbps": g, "latencyMs": ms} for r, (g, ms) in links.items()]}}
 
 
 # m-east reaches m-north over a fat link and m-west over a thin one (declared on m-east only)
@@ -56,15 +35,7 @@ LINKS = {"m-east": {"m-north": (100.0, 5.0), "m-west": (1.0, 80.0)}}
 
 
 def join(cluster: Cluster, members: dict[str, Emulator]) -> dict[str, Member]:
-    cluster.seed([])
-    apply(cluster.api, manifest("manager.yaml"))
-    out = {}
-    for name in MEMBERS:
-        member = out[name] = Member(members[name])
-        apply(member.api, [*manifest("member.yaml"), *(node(f"{name}-h100-{i}", name, "nvidia-h100") for i in range(2))])
-        apply(cluster.api, [secret(f"{name}-kubeconfig", {"kubeconfig": members[name].kubeconfig.read_text()}),
-                            linked_region(name, LINKS.get(name, {}))])
-    return out
+    return join_members(cluster, members, links=LINKS)
 
 
 def free_port() -> int:
@@ -89,9 +60,13 @@ def run(m: Member, job: str) -> list[Any]:
 
 def ack(m: Member, job: str, size_per_rank: int | None, step: int = 100) -> str:
     """Wait for a checkpoint request on every live pod of `job` in `m` and answer it as the SDK does."""
-    asked = eventually(lambda: (p := m.pods(job)) and all(
-        (x.metadata.annotations or {}).get(ANNOTATION_CHECKPOINT_REQUEST) for x in p) and p, timeout=20,
-        what=f"checkpoint requests on {job}")
+    def unanswered(pod: Any) -> bool:  # a request this rank has not acked yet (not the one answered before)
+        a = pod.metadata.annotations or {}
+        wanted = a.get(ANNOTATION_CHECKPOINT_REQUEST)
+        return bool(wanted) and not a.get(ANNOTATION_CHECKPOINT_ACK, "").startswith(f"{wanted};")
+
+    asked = eventually(lambda: (p := m.pods(job)) and all(unanswered(x) for x in p) and p, timeout=20,
+                       what=f"checkpoint requests on {job}")
     ckpt = asked[0].metadata.annotations[ANNOTATION_CHECKPOINT_REQUEST]
     uri = f"s3://ckpt/team-a/{job}/{ckpt}/"
     for pod in asked:

@@ -66,7 +66,13 @@ class Checkpoints:
             timeout = 120
         now = time.time()
         generation = status.placement.generation if status.placement else 0
-        pending = {"id": f"g{generation}-{int(now)}", "reason": reason, "requestedAt": now_iso(),
+        # a fresh id: one asked in the same second as the last must not match that one's acks on the pods
+        # (the pods still carry them, and the new checkpoint would count as saved before anyone saved it)
+        checkpoint_id = f"g{generation}-{int(now)}"
+        if status.checkpoint and checkpoint_id in {c.id for c in (status.checkpoint.last, status.checkpoint.pending)
+                                                   if c is not None}:
+            checkpoint_id = f"g{generation}-{int(now * 1000)}"
+        pending = {"id": checkpoint_id, "reason": reason, "requestedAt": now_iso(),
                    "deadline": iso(now if urgent else now + timeout), "then": then, "by": by,
                    "exclude": sorted(exclude), "replicas": replicas}
         last = status.checkpoint.last.model_dump(by_alias=True, exclude_none=True) \
