@@ -258,7 +258,8 @@ def parser() -> argparse.ArgumentParser:
     demo.add_argument("action", nargs="?", choices=["run", "inject"], default="run",
                       help="run (default) or inject a fault into a running demo")
     demo.add_argument("fault", nargs="?", help="inject: fatal-xid, application-xid, overheat, npu-unhealthy, "
-                                                "npu-unknown, vanish, exporter-down, straggle")
+                                                "npu-unknown, vanish, exporter-down, straggle; or what the node "
+                                                "controller writes: node-unreachable, node-notready, node-ready")
     demo.add_argument("node", nargs="?", help="inject: the node, e.g. cn-east-nvidia-h100-00; without one, a node "
                                                "that hosts a running job (the job's next steps are printed)")
     demo.add_argument("--device", type=int, default=None,

@@ -124,3 +124,16 @@ def test_application_xids_do_not_make_a_gpu_unhealthy() -> None:
     exporters.inject("npu-unhealthy", "npu-a", 2)
     exporters.inject("exporter-down", "npu-a")
     assert exporters.unhealthy_devices() == {"h100-a": 1, "npu-a": 1}
+
+
+def test_the_demo_marks_a_node_in_whichever_cluster_has_it(two_nodes: Cluster, emulator: Emulator) -> None:
+    from heterojob.sim.demo import _node_fault
+
+    state = {"kubeconfig": str(emulator.kubeconfig), "members": {}}
+    said = _node_fault("node-unreachable", "h100-b", state)
+    assert "Ready Unknown" in said and UNREACHABLE_TAINT in said
+    assert {t.key for t in two_nodes.core.read_node("h100-b").spec.taints} == {UNREACHABLE_TAINT}
+    _node_fault("node-ready", "h100-b", state)
+    assert not two_nodes.core.read_node("h100-b").spec.taints
+    with pytest.raises(ValueError, match="no node 'h100-z' in the demo's clusters"):
+        _node_fault("node-notready", "h100-z", state)

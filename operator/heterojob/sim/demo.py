@@ -25,6 +25,7 @@ from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
 import kubernetes
+import urllib3
 import yaml
 
 from heterojob.constants import API_VERSION, GROUP, VERSION
@@ -34,7 +35,7 @@ from heterojob.sim import members as membership
 from heterojob.sim.telemetry.exporters import ExporterFleet, realistic_mix
 from heterojob.sim.cluster.kubelet import Kubelet
 from heterojob.sim.telemetry.prometheus import AlertmanagerServer, PrometheusServer
-from heterojob.sim.cluster.nodes import node
+from heterojob.sim.cluster.nodes import NOT_READY_TAINT, UNREACHABLE_TAINT, node, set_node_lost, set_node_ready
 
 EXAMPLES = Path(__file__).resolve().parents[3] / "examples"
 DEFAULT_WORKDIR = Path.home() / ".cache" / "heterojob" / "demo"
@@ -226,8 +227,38 @@ def follow(job: str, workdir: Path | None = None, seconds: float = 60.0) -> list
     return seen
 
 
+# what Kubernetes' node lifecycle controller writes on a Node (sim.cluster.nodes), not an exporter fault
+NODE_FAULTS = ("node-unreachable", "node-notready", "node-ready")
+
+
+def _node_fault(kind: str, node: str, state: Mapping[str, Any]) -> str:
+    """Mark `node` in whichever of the demo's clusters has it, as the node lifecycle controller would."""
+    configs = [state["kubeconfig"], *(m["kubeconfig"] for m in (state.get("members") or {}).values())]
+    for config in configs:
+        api = kubernetes.config.new_client_from_config(config_file=config)
+        core = kubernetes.client.CoreV1Api(api)
+        try:
+            core.read_node(node)
+        except kubernetes.client.ApiException as exc:
+            if exc.status == 404:
+                continue
+            raise ValueError(f"the cluster of {config} answered HTTP {exc.status}") from None
+        except urllib3.exceptions.HTTPError as exc:
+            raise _demo_down(config, exc, None) from None
+        if kind == "node-ready":
+            set_node_ready(core, node)
+            return f"{node} is Ready again (taints node.kubernetes.io/unreachable and not-ready removed)"
+        set_node_lost(core, node, reachable=kind == "node-notready")
+        taint = NOT_READY_TAINT if kind == "node-notready" else UNREACHABLE_TAINT
+        return (f"{node} marked as the node controller does: Ready {'False' if kind == 'node-notready' else 'Unknown'}, "
+                f"taints {taint}:NoSchedule and NoExecute")
+    raise ValueError(f"no node {node!r} in the demo's clusters")
+
+
 def inject(kind: str, node: str, device: int = 0, value: float | None = None, workdir: Path | None = None) -> str:
     """Break something in the running demo (found through its state file); the answer for the user."""
+    if kind in NODE_FAULTS:
+        return _node_fault(kind, node, demo_state(workdir))
     url = demo_state(workdir)["exporters"]
     body = json.dumps({"kind": kind, "node": node, "device": device, "value": value}).encode()
     request = urllib.request.Request(f"{url}/faults", data=body, method="POST",
