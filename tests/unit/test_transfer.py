@@ -308,7 +308,7 @@ def test_a_job_re_placed_from_scratch_prices_no_transfer_and_needs_no_link() -> 
     assert planner.plan_relocation(job(), [], [], lost, NOW, move=carried).candidate.region == "b"
 
 
-def test_a_voluntary_move_before_any_checkpoint_weighs_the_run_a_restart_from_scratch_would_lose() -> None:
+def test_a_voluntary_move_to_another_region_before_any_checkpoint_weighs_the_run_a_restart_would_lose() -> None:
     from heterojob.state.requests import transfer_move
 
     r = regions(("a", "b", 100, 10))
@@ -317,9 +317,12 @@ def test_a_voluntary_move_before_any_checkpoint_weighs_the_run_a_restart_from_sc
     assert transfer.judge(young, "b", r).reason == Reason.PAYS  # 600 s at stake < 1800 s saved
     assert transfer.judge(young, "a", r).reason == Reason.SAME_REGION
     old = Move("a", size, saves_s=1800.0, checkpointed=False, lost_s=5000.0)
-    for region in "ab":  # lost work is lost wherever it restarts, its own region too
-        v = transfer.judge(old, region, r)
-        assert v.reason == Reason.LOST_WORK and not v.ok and "~5000s of work" in v.message
+    v = transfer.judge(old, "b", r)
+    assert v.reason == Reason.LOST_WORK and not v.ok and "~5000s of work" in v.message
+    assert transfer.judge(old, "a", r).reason == Reason.SAME_REGION  # within the region: not weighed, as before
+    thin = transfer.judge(Move("a", Size(10**13, SizeSource.ESTIMATE), saves_s=1800.0, checkpointed=False,
+                               lost_s=600.0), "b", r)
+    assert thin.reason == Reason.NOT_WORTH  # and if the checkpoint does come, its transfer must pay too
     # a manual move is the user's call; an acked checkpoint means nothing is lost
     assert transfer.judge(Move("a", size, saves_s=None, checkpointed=False, lost_s=5000.0), "b", r).ok
     assert transfer.judge(Move("a", size, saves_s=1800.0, lost_s=5000.0), "b", r).reason == Reason.PAYS
@@ -331,9 +334,10 @@ def test_a_voluntary_move_before_any_checkpoint_weighs_the_run_a_restart_from_sc
     weigh = transfer_move(_spec(), HeteroJobStatus.model_validate(placed), "a", "nvidia-h100", 2, CLASSES, NOW,
                           transfer.Settings(), migration.STRAGGLER)
     assert not weigh.checkpointed and weigh.lost_s == pytest.approx(5000.0) and weigh.saves_s == pytest.approx(4500.0)
-    f = fleet({"a1": "a", "a2": "a", "a3": "a", "a4": "a", "b1": "b", "b2": "b"}, r, used={"a1": 8, "a2": 8})
+    f = fleet({"a1": "a", "a2": "a", "b1": "b", "b2": "b"}, r, used={"a1": 8, "a2": 8})  # only b has room
     held = planner.plan_move(job(), [], [], f, NOW, move=weigh)
     assert held.outcome == Outcome.NO_ROOM and held.reason == Reason.LOST_WORK.value
+    assert held.message.startswith("no destination worth the move: b: no checkpoint acked yet")
     with_ack = HeteroJobStatus.model_validate({**placed, "checkpoint": {"last": {"id": "c", "uri": "s3://c/"}}})
     go = transfer_move(_spec(), with_ack, "a", "nvidia-h100", 2, CLASSES, NOW, transfer.Settings(), migration.STRAGGLER)
     assert planner.plan_move(job(), [], [], f, NOW, move=go).outcome == Outcome.PLACED

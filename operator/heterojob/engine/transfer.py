@@ -22,9 +22,10 @@ The model (docs/multicluster.md, "What a move costs", with a worked example):
   weighed, but still refused without a link.
 - a job with no acked checkpoint (`Move.checkpointed` false) has nothing to carry once its checkpoint
   phase is over: an involuntary re-placement then restarts from scratch anywhere at no transfer cost and
-  needs no link. A voluntary move weighed before its first ack cannot count on the checkpoint it is
-  about to ask for: if none comes, the job restarts from scratch and loses its run so far (`lost_s`),
-  so that lost work must be less than the saving too, in its own region as well (`LostWorkExceedsSaving`).
+  needs no link. A voluntary move to another region weighed before the job's first ack cannot count on
+  the checkpoint it is about to ask for: if none comes, the job restarts from scratch and loses its run
+  since it was placed (`lost_s`), so that must be less than the saving too (`LostWorkExceedsSaving`), as
+  well as the transfer if it comes. Within the region nothing is weighed, as above.
 """
 
 from __future__ import annotations
@@ -192,13 +193,13 @@ def judge(move: Move, region: str, regions: Mapping[str, HasLinks]) -> Verdict:
     if move.from_scratch:
         return Verdict(region, Reason.INVOLUNTARY, cost(NOTHING, None, 0.0, move.settings),
                        f"{region}: no checkpoint to carry, it restarts from scratch")
+    if region == move.origin:
+        return Verdict(region, Reason.SAME_REGION, cost(move.size, None, move.save_s, move.settings),
+                       f"{region}: same region, nothing to transfer")
     if not move.checkpointed and move.saves_s is not None and move.lost_s >= move.saves_s:
         return Verdict(region, Reason.LOST_WORK, None,
                        f"{region}: no checkpoint acked yet: if none comes, restarting from scratch loses "
                        f"~{move.lost_s:.0f}s of work, more than the ~{move.saves_s:.0f}s the move would save")
-    if region == move.origin:
-        return Verdict(region, Reason.SAME_REGION, cost(move.size, None, move.save_s, move.settings),
-                       f"{region}: same region, nothing to transfer")
     link = link_between(regions, move.origin, region, move.settings)
     if link is None:
         return Verdict(region, Reason.NO_LINK, None,
