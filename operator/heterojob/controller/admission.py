@@ -14,18 +14,18 @@ import time
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from heterojob.api.job import HeteroJobSpec, HeteroJobStatus, Phase
+from heterojob.api.job import HeteroJobSpec, HeteroJobStatus, Phase, Scheduling
 from heterojob.controller.checkpoints import Checkpoints
 from heterojob.controller.decisionlog import decided
 from heterojob.controller.pods import Pods
 from heterojob.controller.status import StatusPatch, StatusWriter, read_status
 from heterojob.engine import admission as planner
 from heterojob.engine.admission import DisruptionKind, Outcome
-from heterojob.engine.completion import speeds
 from heterojob.engine import transfer
 from heterojob.engine.fleet import DeviceClass, Fleet
 from heterojob.engine.placement import Request
-from heterojob.engine.policy import Facts, Knowledge
+from heterojob.controller.knowledge import Knower
+from heterojob.engine import queueing
 from heterojob.engine.queueing import QueueSettings
 from heterojob.kube.api import Kube, now_iso
 from heterojob.metrics import OperatorMetrics
@@ -33,6 +33,7 @@ from heterojob.state.cache import Cache
 from heterojob.constants import ANNOTATION_MIGRATE
 from heterojob.controller.disruption import MIGRATE
 from heterojob.state.requests import MOVING, origin_of, request_for, reservation, transfer_move
+from heterojob.state.times import timestamp
 
 MESSAGE_REFRESH_S = 5.0  # a waiting job's message (same outcome, new figures) is rewritten at most this often
 
@@ -42,7 +43,8 @@ class Admission:
                  fleet: Callable[[], Fleet], settings: planner.Settings, metrics: OperatorMetrics,
                  poke: Callable[[str], None], forget: Callable[[str], None],
                  queue: QueueSettings | None = None, classes: Callable[[], Mapping[str, DeviceClass]] = dict,
-                 transfer_settings: transfer.Settings = transfer.Settings()) -> None:
+                 transfer_settings: transfer.Settings = transfer.Settings(),
+                 wake_at: Callable[[str, float], None] | None = None) -> None:
         self.kube = kube
         self.writer = writer
         self.cache = cache
@@ -58,6 +60,8 @@ class Admission:
         self.queue = queue  # --queue-policy mlfq: engine.policy orders the queue and picks classes
         self.classes = classes  # AcceleratorClasses (device memory, for a checkpoint size estimate)
         self.transfer = transfer_settings  # what a move between regions is assumed to cost (engine.transfer)
+        self.knower = Knower(cache)  # engine.policy's Knowledge from the jobs' status.scheduling
+        self.wake_at = wake_at  # a waiting job's next look at its starvation promotion
 
     def drop(self, key: str) -> None:
         """A deleted job: nothing kept about it."""
@@ -74,7 +78,7 @@ class Admission:
         async with self.lock:
             now = time.time()
             fleet, waiting, holders = self.fleet(), self.cache.waiting(), self.cache.holders()
-            policy = (knowledge(fleet, waiting, holders), self.queue) if self.queue is not None else None
+            policy = (self.knower.knowledge(fleet, waiting, holders), self.queue) if self.queue is not None else None
             move = self._involuntary(spec, status, request, now)
             if move is not None:  # it had to leave: the cheapest transfer among the regions that fit
                 plan = planner.plan_relocation(request, waiting, holders, fleet, now, self.settings, move)
@@ -121,6 +125,9 @@ class Admission:
             if changed or plan.disruptions:
                 self.kube.post_event(job, "Normal", plan.outcome.value if plan.disruptions else "Waiting",
                                      plan.message)
+        promote = queueing.promotion_time(waited_from(job, status), self.queue) if self.queue is not None else None
+        if promote is not None and promote > time.time() and self.wake_at is not None:
+            self.wake_at(key, promote)  # promoted to the first level then: planned again
         for key in plan.wake:
             self.poke(key)
         for d in plan.disruptions:
@@ -158,6 +165,7 @@ class Admission:
             placed["cluster"] = cluster
         patch = StatusPatch(status).phase(Phase.ADMITTED, "Placed", plan.message).set(
             placement=placed, lastGeneration=generation, startTime=status.start_time or now_iso())
+        patch.start_run(self.queue, waited_from(job, status), time.time())
         patch.condition("Admitted", "True", "Placed", plan.message)
         if status.alerts:  # alerts about nodes it leaves were acted on: a lost resolve must not move it again
             patch.set(alerts=[a.model_dump(by_alias=True, exclude_none=True) for a in status.alerts
@@ -171,6 +179,7 @@ class Admission:
         if not await self.writer.write(job, patch):
             self.forget(key)
             return
+        self.cache.entry(key).scheduling = Scheduling.model_validate(patch.scheduling())  # before the watch says
         self.kube.post_event(job, "Normal", "Admitted", plan.message)
         if request and ((meta.get("annotations") or {}).get(ANNOTATION_MIGRATE) or "").strip() == request:
             await self.kube.annotate_job(meta["namespace"], meta["name"], {ANNOTATION_MIGRATE: None})
@@ -186,13 +195,9 @@ def _last_generation(job: dict[str, Any]) -> int:
         return 0
 
 
-def knowledge(fleet: Fleet, waiting: list[Request], holders: list[planner.Holder]) -> Knowledge:
-    """What the operator knows for `engine.policy`: each job's relative speed per class from the classes'
-    declared throughput. Attained service is not kept across a job's runs yet, so running jobs are never
-    displaced by level (`Knowledge.displace_by_level`) and no completed-work history is kept (a job is
-    expected to run as long again as it has)."""
-    declared = {name: cls.throughput for name, cls in fleet.classes.items()}
-    facts = {r.job: Facts(rel=speeds(declared, {}, [a.device_class for a in r.alternatives])) for r in waiting}
-    for h in holders:
-        facts.setdefault(h.job, Facts(rel=speeds(declared, {}, [h.allocation.device_class])))
-    return Knowledge(facts, displace_by_level=False)
+
+
+def waited_from(job: Mapping[str, Any], status: HeteroJobStatus) -> float:
+    """When the job last started waiting: status.scheduling.waitingSince, else its creation."""
+    since = timestamp(status.scheduling.waiting_since) if status.scheduling is not None else None
+    return since or timestamp((job.get("metadata") or {}).get("creationTimestamp")) or time.time()

@@ -23,7 +23,8 @@ from heterojob.controller.checkpoints import PERIODIC, Checkpoints
 from heterojob.controller.decisionlog import decided
 from heterojob.controller.status import StatusPatch, StatusWriter
 from heterojob.engine import admission as planner
-from heterojob.engine import migration, transfer
+from heterojob.controller.knowledge import sizes_on
+from heterojob.engine import completion, migration, transfer
 from heterojob.engine.fleet import Allocation, DeviceClass, Fleet, Node
 from heterojob.kube.api import Kube
 from heterojob.metrics import OperatorMetrics
@@ -236,8 +237,22 @@ class Disruption:
         if p is None:
             return None
         top = planner.top_priority(self.cache.waiting(), besides=key)
-        return planner.growth(request_for(key, job, spec), top, self.fleet([key]), p.replicas, spec.replicas.upper,
-                              p.device_class, p.region)
+        return planner.growth(request_for(key, job, spec), top, self.fleet([key]), p.replicas,
+                              self.growth_limit(spec, status), p.device_class, p.region)
+
+    @staticmethod
+    def growth_limit(spec: HeteroJobSpec, status: HeteroJobStatus) -> int:
+        """The most replicas growth may reach on the job's class: as far as spec.replicas.max until its
+        measured scaling there says otherwise (`completion.growth_limit`, from status.scheduling.speeds;
+        with no speed measured at its admitted size, growing is the trial that measures it)."""
+        p = status.placement
+        base, upper = spec.replicas.start, spec.replicas.upper
+        if p is None:
+            return upper
+        measured = sizes_on(status.scheduling, p.device_class)
+        if base not in measured:
+            return upper
+        return completion.growth_limit(base, upper, measured)
 
     async def _resize(self, job: Mapping[str, Any], spec: HeteroJobSpec, status: HeteroJobStatus,
                       now: float) -> bool:
@@ -259,6 +274,11 @@ class Disruption:
         change = migration.resize(p.replicas, spec.replicas.min, spec.replicas.upper, average, low_since, now,
                                   spec.policy.low_utilization_percent, spec.policy.low_utilization_for_seconds,
                                   self.room_to_grow(key, job, spec, status))
+        limit = self.growth_limit(spec, status)
+        if change is None and p.replicas > max(limit, spec.replicas.start):  # grown past where it scales well
+            change = migration.Resize(migration.GROW, max(limit, spec.replicas.start),
+                                      f"measured scaling too low at {p.replicas} replicas: {p.replicas} -> "
+                                      f"{max(limit, spec.replicas.start)}")
         if change is None:
             if low and low_since is not None:
                 self.wake_at(key, low_since + spec.policy.low_utilization_for_seconds)
