@@ -406,9 +406,11 @@ class Scheduling(StatusModel):
         cleaned, notes = clean_scheduling(value)
         out = handler(cleaned)
         out._notes = notes
+        out._dropped = sorted(set(value) - set(cleaned)) if isinstance(value, dict) else []
         return out
 
     _notes: list[str] = PrivateAttr(default_factory=list)
+    _dropped: list[str] = PrivateAttr(default_factory=list)  # keys status had that did not read
 
 
 def clean_scheduling(value: Any) -> tuple[dict[str, Any], list[str]]:

@@ -84,16 +84,21 @@ class Admission:
                 plan = planner.plan_relocation(request, waiting, holders, fleet, now, self.settings, move)
             else:
                 plan = planner.plan_one(request, waiting, holders, fleet, now, self.settings, policy)
+            started: dict[str, Any] = {}
             if plan.outcome == Outcome.PLACED:
                 assert plan.candidate is not None
                 self.cache.hold(key, plan.candidate.allocation(meta["namespace"]), request.priority, now)
+                # its service from now on (a promotion), seen by the next plan before the status comes back
+                started = StatusPatch(status).start_run(self.queue, waited_from(job, status), now).scheduling()
+                self.cache.entry(key).scheduling = Scheduling.model_validate(
+                    {k: v for k, v in started.items() if v is not None})
             for d in plan.disruptions:
                 self.cache.yield_to(d.job, key)
         decided(key, "place", plan.message, result=plan.outcome.value)
         if plan.outcome != Outcome.PLACED:
             await self._wait(job, spec, status, plan)
             return
-        await self._admit(job, spec, status, plan, seen_generation)
+        await self._admit(job, spec, status, plan, seen_generation, started)
 
     def _involuntary(self, spec: HeteroJobSpec, status: HeteroJobStatus, request: Request, now: float
                      ) -> transfer.Move | None:
@@ -149,7 +154,7 @@ class Admission:
                     self.cache.disrupt(d.job)
 
     async def _admit(self, job: dict[str, Any], spec: HeteroJobSpec, status: HeteroJobStatus,
-                     plan: planner.Admission, seen_generation: int) -> None:
+                     plan: planner.Admission, seen_generation: int, started: dict[str, Any]) -> None:
         meta = job["metadata"]
         key = f"{meta['namespace']}/{meta['name']}"
         chosen = plan.candidate
@@ -165,7 +170,7 @@ class Admission:
             placed["cluster"] = cluster
         patch = StatusPatch(status).phase(Phase.ADMITTED, "Placed", plan.message).set(
             placement=placed, lastGeneration=generation, startTime=status.start_time or now_iso())
-        patch.start_run(self.queue, waited_from(job, status), time.time())
+        patch.set(scheduling=started)
         patch.condition("Admitted", "True", "Placed", plan.message)
         if status.alerts:  # alerts about nodes it leaves were acted on: a lost resolve must not move it again
             patch.set(alerts=[a.model_dump(by_alias=True, exclude_none=True) for a in status.alerts
@@ -179,7 +184,6 @@ class Admission:
         if not await self.writer.write(job, patch):
             self.forget(key)
             return
-        self.cache.entry(key).scheduling = Scheduling.model_validate(patch.scheduling())  # before the watch says
         self.kube.post_event(job, "Normal", "Admitted", plan.message)
         if request and ((meta.get("annotations") or {}).get(ANNOTATION_MIGRATE) or "").strip() == request:
             await self.kube.annotate_job(meta["namespace"], meta["name"], {ANNOTATION_MIGRATE: None})

@@ -147,6 +147,8 @@ class StatusPatch:
         if current is None:
             s = self.status.scheduling
             current = s.model_dump(by_alias=True, exclude_none=True) if s is not None else {}
+            # a merge patch keeps what it does not name: a key that did not read is deleted by name
+            current.update({k: None for k in (s._dropped if s is not None else ()) if k not in current})
             current["runSeconds"] = dict(current.get("runSeconds") or {})
             current["speeds"] = list(current.get("speeds") or [])
             self.fields["scheduling"] = current
@@ -201,6 +203,8 @@ class StatusPatch:
 
     def body(self, observed_generation: int | None) -> dict[str, Any]:
         self._account(self.fields, time.time())
+        if "scheduling" in self.status._repaired:
+            self.scheduling()  # cleaned, with what did not read deleted by name
         out = dict(self.fields)
         for name in self.status._repaired:  # write back what reading had to leave out
             if name not in out:
