@@ -164,3 +164,33 @@ def test_garbage_in_status_scheduling_is_refused_or_ignored_and_rewritten(
     s = status(fleet, "odd")["scheduling"]
     assert s.get("waitingSince") != "yesterday" and s["runSeconds"] == {"nvidia-h100": 30.0}
     assert "status.scheduling: waitingSince='yesterday' is not an RFC 3339 time: ignored" in caplog.text
+
+
+def test_a_job_moves_up_to_a_faster_class_when_it_frees_checkpointing_first(cluster: Cluster,
+                                                                           emulator: Emulator) -> None:
+    cluster.seed([node("h100-a", "cn-east", "nvidia-h100", unschedulable=True),
+                  node("npu-a", "cn-east", "ascend-910b")])
+    both = {**spec(1, 8), "devices": [{"deviceClass": "nvidia-h100", "perReplica": 8},
+                                      {"deviceClass": "ascend-910b", "perReplica": 8,
+                                       "overrides": {"image": "ghcr.io/example/train:cann8.0"}}]}
+    cluster.create_job("climber", both)
+    with OperatorRunner(emulator.kubeconfig, resync_seconds=1.0, controller=config()):
+        eventually(lambda: (status(cluster, "climber").get("placement") or {}).get("deviceClass") == "ascend-910b",
+                   what="placed on the only class with room")
+        (pod,) = run_all(cluster, "climber", 1)
+        cluster.core.patch_node("h100-a", {"spec": {"unschedulable": False}})  # the faster class frees
+        asked = eventually(lambda: (p := live(cluster, "climber")) and all(
+            (x.metadata.annotations or {}).get(ANNOTATION_CHECKPOINT_REQUEST) for x in p) and p,
+            what="climber asked to checkpoint")
+        s = status(cluster, "climber")
+        assert s["phase"] == "Checkpointing" and s["migration"]["trigger"] == "upgrade"
+        assert s["migration"]["reserved"]["deviceClass"] == "nvidia-h100"  # make before break
+        ckpt = asked[0].metadata.annotations[ANNOTATION_CHECKPOINT_REQUEST]
+        cluster.core.patch_namespaced_pod(pod.metadata.name, "team-a", {"metadata": {"annotations": {
+            ANNOTATION_CHECKPOINT_ACK: f"{ckpt};50;s3://ckpt/climber/{ckpt}/"}}})
+        eventually(lambda: (status(cluster, "climber").get("placement") or {}).get("deviceClass") == "nvidia-h100",
+                   what="moved up")
+        s = status(cluster, "climber")
+        assert s["placement"]["generation"] == 2
+        assert s["history"][-1]["action"] == "migrate" and "move up to nvidia-h100" in s["history"][-1]["reason"]
+        assert s["scheduling"]["runSeconds"].get("ascend-910b", 0) >= 0 and s["scheduling"]["accountedGeneration"] == 1

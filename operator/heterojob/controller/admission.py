@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from heterojob.api.job import HeteroJobSpec, HeteroJobStatus, Phase, Scheduling
@@ -25,7 +25,8 @@ from heterojob.engine import transfer
 from heterojob.engine.fleet import DeviceClass, Fleet
 from heterojob.engine.placement import Request
 from heterojob.controller.knowledge import Knower
-from heterojob.engine import queueing
+from heterojob.engine import completion, queueing
+from heterojob.engine import policy as heterogeneity
 from heterojob.engine.queueing import QueueSettings
 from heterojob.kube.api import Kube, now_iso
 from heterojob.metrics import OperatorMetrics
@@ -35,6 +36,7 @@ from heterojob.controller.disruption import MIGRATE
 from heterojob.state.requests import MOVING, origin_of, request_for, reservation, transfer_move
 from heterojob.state.times import timestamp
 
+PROBE_SHARE = 0.05  # a probe may cost at most this share of the job's expected remaining time (as the replay)
 MESSAGE_REFRESH_S = 5.0  # a waiting job's message (same outcome, new figures) is rewritten at most this often
 
 
@@ -62,6 +64,27 @@ class Admission:
         self.transfer = transfer_settings  # what a move between regions is assumed to cost (engine.transfer)
         self.knower = Knower(cache)  # engine.policy's Knowledge from the jobs' status.scheduling
         self.wake_at = wake_at  # a waiting job's next look at its starvation promotion
+
+    def upgrade_for(self, key: str, classes: Sequence[str], now: float, save_s: float | None = None
+                    ) -> completion.Upgrade | None:
+        """A move up (or a probe) that pays for running job `key` now, onto free devices of `classes` no
+        waiting job chose to wait for (`engine.policy.upgrades`, as the replay asks it); None under fifo.
+        `save_s`: its last checkpoint's save time (else the default move cost's)."""
+        if self.queue is None:
+            return None
+        fleet, waiting, holders = self.fleet(), self.cache.waiting(), self.cache.holders()
+        mine = [h for h in holders if h.job == key and not h.waiting]
+        if not mine:
+            return None
+        known = self.knower.knowledge(fleet, waiting, holders)
+        waiting_for: frozenset[str] = frozenset()
+        if waiting:
+            waiting_for = heterogeneity.prepare(waiting, holders, fleet, now, known, self.queue,
+                                                self.settings.min_runtime_s).waiting_for
+        cost = completion.MoveCost(save_s=save_s) if save_s else completion.MoveCost()
+        moves = heterogeneity.upgrades(mine, fleet, now, known, waiting_for, cost, self.settings.min_runtime_s,
+                                       {key: list(classes)}, PROBE_SHARE)
+        return moves[0] if moves else None
 
     def drop(self, key: str) -> None:
         """A deleted job: nothing kept about it."""

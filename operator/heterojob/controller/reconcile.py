@@ -84,7 +84,7 @@ class Controller:
         self.disruption = Disruption(kube, self.writer, self.cache, self.checkpoints, fleet.nodes,
                                      fleet.telemetry, self.fleet, self.queue.wake_at, self.metrics,
                                      self.config.disruption_budget, self.config.advisory, settings, fleet.classes,
-                                     self.admission.lock, self.config.transfer)
+                                     self.admission.lock, self.config.transfer, self.admission.upgrade_for)
         self.quotas = QuotaStatus(kube, self.cache, fleet.quota_objects, fleet.classes, fleet.regions)
 
     # --- the queue and the cache --------------------------------------------------------------------------
