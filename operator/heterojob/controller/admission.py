@@ -5,6 +5,11 @@ applied at once (the placement held, the victims marked as yielding), so the nex
 Then, outside the lock: a placed job gets its status (Admitted, placement, generation) and its pods; a
 job that waits gets its reason and message (written only when they changed) and, when the plan says so,
 the jobs ahead that fit first are woken and victims or lenders are asked to checkpoint.
+
+Under `--queue-policy mlfq` the plan goes through `engine.policy` with what `controller.knowledge` reads
+from the jobs' `status.scheduling`; a placement records its start there (a starved job's promotion, in the
+cache under the lock too), and a waiting job is woken when it reaches the starvation bound. `upgrade_for`
+asks `engine.policy.upgrades` for a running job (the disruption step acts on the answer).
 """
 
 from __future__ import annotations
