@@ -139,3 +139,47 @@ def test_garbage_in_status_scheduling_is_dropped_or_clamped_logged_and_rewritten
     assert body["scheduling"]["attainedDeviceSeconds"] == 0 and body["scheduling"]["futureField"] == {"kept": True}
     # not an object at all
     assert read_status(job({"scheduling": [1, 2]})).scheduling is not None
+
+
+def test_growth_is_held_to_measured_scaling_and_a_job_past_it_goes_back() -> None:
+    from heterojob.controller.disruption import Disruption
+
+    elastic = HeteroJobSpec.model_validate({
+        "replicas": {"min": 1, "max": 8, "initial": 1}, "devices": [{"deviceClass": "fast", "perReplica": 8}],
+        "template": {"spec": {"containers": [{"name": "main", "image": "x"}]}}})
+
+    def limit(speeds: list[tuple[int, float]], replicas: int = 1) -> int:
+        st = read_status(job({"placement": placed(replicas=replicas), "scheduling": {"speeds": [
+            {"deviceClass": "fast", "replicas": r, "stepsPerSecond": v} for r, v in speeds]}}))
+        return Disruption.growth_limit(elastic, st)
+
+    assert limit([]) == 8  # nothing measured at its admitted size: growing is the trial that measures it
+    assert limit([(1, 10.0)]) == 8
+    assert limit([(1, 10.0), (8, 24.0)], replicas=8) == 4  # 8 replicas scale at 0.3: half way back next
+    assert limit([(1, 10.0), (2, 19.0), (4, 18.0)], replicas=4) == 2
+    assert limit([(1, 10.0)], replicas=1) == 8 and limit([(1, 10.0), (8, 24.0)]) == 4
+    assert limit([(4, 30.0)]) == 8  # on another size only: no base to compare with
+
+
+def test_under_the_policy_a_moving_job_lands_on_the_room_reserved_for_it(monkeypatch: Any) -> None:
+    from heterojob.engine import admission, policy
+    from heterojob.engine.fleet import Allocation, Node
+    from heterojob.engine.placement import Alternative, Request
+
+    classes = {"fast": DeviceClass("fast", "fast", {"class": "fast"}, throughput=1.0)}
+    fleet = Fleet({n: Node(n, {"class": "fast", "topology.kubernetes.io/region": "r"}, {"fast": 8})
+                   for n in ("a", "b")}, classes, used={("a", "fast"): 8, ("b", "fast"): 8})
+    running = admission.Holder("ns/running", 1, T0, Allocation("fast", {"a": 8}, "ns", "fast", "r"))
+    parked = admission.Holder("ns/mover", 1, T0, Allocation("fast", {"b": 8}, "ns", "fast", "r"), disrupted=True,
+                              waiting=True)  # it gave its devices back; node b is held for it
+    mover = Request("ns/mover", [Alternative("fast", 8)], 1, priority=1, created=T0)
+    mlfq = (policy.Knowledge({}), queueing.QueueSettings())
+
+    def plan() -> admission.Admission:
+        return admission.plan_one(mover, [mover], [running, parked], fleet, T0 + 10, admission.Settings(), mlfq)
+
+    placed_on = plan()
+    assert placed_on.outcome == admission.Outcome.PLACED and placed_on.candidate.nodes == ("b",)
+    # what went wrong before: the policy's ranked holders had lost the reservation's owner
+    monkeypatch.setattr(admission, "ranked", lambda holders, prepared: list(prepared))
+    assert plan().outcome != admission.Outcome.PLACED
