@@ -81,6 +81,10 @@ class Admission:
         mine = [h for h in holders if h.job == key and not h.waiting]
         if not mine:
             return None
+        free, _ = heterogeneity.devices_by_class(fleet)  # asked on every pass of a running job: cheap test first
+        here = mine[0].allocation
+        if not any(free.get(c, 0) >= here.devices for c in classes if c != here.device_class):
+            return None
         known = self.knower.knowledge(fleet, waiting, holders)
         waiting_for: frozenset[str] = frozenset()
         if waiting:
