@@ -194,3 +194,52 @@ def test_a_job_moves_up_to_a_faster_class_when_it_frees_checkpointing_first(clus
         assert s["placement"]["generation"] == 2
         assert s["history"][-1]["action"] == "migrate" and "move up to nvidia-h100" in s["history"][-1]["reason"]
         assert s["scheduling"]["runSeconds"].get("ascend-910b", 0) >= 0 and s["scheduling"]["accountedGeneration"] == 1
+
+
+def ack_all(cluster: Cluster, name: str, step: int) -> None:
+    """The SDK on every live rank answers the checkpoint asked of it, at `step`."""
+    pods = eventually(lambda: (p := live(cluster, name)) and all(
+        (x.metadata.annotations or {}).get(ANNOTATION_CHECKPOINT_REQUEST) for x in p) and p,
+        what=f"{name} asked to checkpoint")
+    ckpt = pods[0].metadata.annotations[ANNOTATION_CHECKPOINT_REQUEST]
+    for pod in pods:
+        cluster.core.patch_namespaced_pod(pod.metadata.name, "team-a", {"metadata": {"annotations": {
+            ANNOTATION_CHECKPOINT_ACK: f"{ckpt};{step};s3://ckpt/{name}/{ckpt}/"}}})
+
+
+def test_a_grown_job_that_scales_badly_goes_back_to_a_smaller_size(cluster: Cluster, emulator: Emulator) -> None:
+    """Growth is a trial: the steps its checkpoints hold measure it at 1 and at 4 replicas; 4 replicas train
+    barely faster than 1 (efficiency well under 0.6), so it shrinks to half that size."""
+    cluster.seed([node(f"h100-{i}", "cn-east", "nvidia-h100") for i in range(4)])
+    cluster.create_job("blocker", spec(3, 8))
+    # a running job looks for room to grow on its passes: every resync once nothing else wakes it
+    with OperatorRunner(emulator.kubeconfig, resync_seconds=1.0, controller=config()):
+        run_all(cluster, "blocker", 3)
+        cluster.create_job("elastic", {**spec(1, 8), "replicas": {"min": 1, "max": 4, "initial": 1},
+                                       "policy": {"cooldownSeconds": 0, "maxMigrationsPerHour": 10}})
+        run_all(cluster, "elastic", 1)
+        time.sleep(3.0)
+        succeed(cluster, "blocker")  # room for 3 more replicas: it grows, through a checkpoint
+        ack_all(cluster, "elastic", 1000)  # ~1000 steps in >= 3 s at 1 replica
+        eventually(lambda: (status(cluster, "elastic").get("placement") or {}).get("replicas") == 4, what="grown")
+        run_all(cluster, "elastic", 4)
+        time.sleep(3.0)
+        cluster.custom.patch_namespaced_custom_object(GROUP, VERSION, "team-a", "heterojobs", "elastic", {
+            "metadata": {"annotations": {"heterojob.io/checkpoint": "measure"}}})
+        ack_all(cluster, "elastic", 2000)  # ~1000 steps in >= 3 s at 4 replicas: no faster than 1
+
+        def shrunk() -> bool:
+            if (status(cluster, "elastic").get("placement") or {}).get("replicas") == 2:
+                return True
+            for pod in live(cluster, "elastic"):  # the resize's checkpoint (unless the last one answers it)
+                a = pod.metadata.annotations or {}
+                asked = a.get(ANNOTATION_CHECKPOINT_REQUEST)
+                if asked and not (a.get(ANNOTATION_CHECKPOINT_ACK) or "").startswith(f"{asked};"):
+                    cluster.core.patch_namespaced_pod(pod.metadata.name, "team-a", {"metadata": {"annotations": {
+                        ANNOTATION_CHECKPOINT_ACK: f"{asked};2100;s3://ckpt/elastic/{asked}/"}}})
+            return False
+
+        eventually(shrunk, what="back to 2 replicas")
+        s = status(cluster, "elastic")
+        assert "measured scaling too low at 4 replicas: 4 -> 2" in s["history"][-1]["reason"]
+        assert sorted(m["replicas"] for m in s["scheduling"]["speeds"]) == [1, 4]
