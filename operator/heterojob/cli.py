@@ -54,6 +54,8 @@ def _operator_run(args: argparse.Namespace) -> int:
                             controller=ControllerConfig(min_runtime_s=args.preemption_min_runtime,
                                                         disruption_budget=args.disruption_budget,
                                                         advisory=args.advisory, queue_policy=args.queue_policy,
+                                                        queue_thresholds_device_h=args.mlfq_thresholds,
+                                                        starvation_s=args.starvation_bound,
                                                         transfer=_transfer_settings(args)))
     registry = make_registry(config)
     namespaces = args.namespace or ()
@@ -203,9 +205,15 @@ def parser() -> argparse.ArgumentParser:
                           "propose it in the ConfigMap heterojob-discovery)")
     run.add_argument("--discovery-namespace", default=None, metavar="NS",
                      help="namespace of the discovery report ConfigMap (default $POD_NAMESPACE, else heterojob-system)")
-    run.add_argument("--queue-policy", choices=["fifo", "mlfq"], default="fifo",
-                     help="order within a priority level: fifo (oldest first), or mlfq (least attained service "
-                          "first with a starvation bound, classes chosen by expected completion); see README")
+    run.add_argument("--queue-policy", choices=["fifo", "mlfq"], default="mlfq",
+                     help="order within a priority level: mlfq (default: least attained service first, kept in "
+                          "status.scheduling, with a starvation bound; classes chosen by expected completion), "
+                          "or fifo (oldest first, the user's class order); see README")
+    run.add_argument("--mlfq-thresholds", type=_thresholds, default=(1.0, 10.0), metavar="H,H",
+                     help="mlfq level boundaries in attained device-hours, increasing (default 1,10)")
+    run.add_argument("--starvation-bound", type=_positive_seconds, default=4 * 3600.0, metavar="S",
+                     help="mlfq: a job that has waited this long since it last ran goes to the first level "
+                          "(default 14400)")
     run.add_argument("--advisory", action="store_true",
                      help="decide migrations and resizes, record them (Events, decision log), touch nothing")
     mc = run.add_argument_group("member clusters (docs/multicluster.md)")
@@ -312,6 +320,27 @@ def parser() -> argparse.ArgumentParser:
 def main(argv: list[str] | None = None) -> int:
     args = parser().parse_args(argv)
     return int(args.func(args) or 0)
+
+
+def _positive_seconds(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a number of seconds") from None
+    if not value > 0 or value == float("inf"):
+        raise argparse.ArgumentTypeError(f"{text!r}: give a positive number of seconds")
+    return value
+
+
+def _thresholds(text: str) -> tuple[float, ...]:
+    """--mlfq-thresholds: positive device-hours, increasing."""
+    try:
+        values = tuple(float(x) for x in text.split(",") if x.strip())
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r}: give device-hours separated by commas, e.g. 1,10") from None
+    if not values or any(v <= 0 for v in values) or list(values) != sorted(set(values)):
+        raise argparse.ArgumentTypeError(f"{text!r}: thresholds must be positive and increasing, e.g. 1,10")
+    return values
 
 
 def _transfer_settings(args: argparse.Namespace) -> transfer.Settings:

@@ -5,27 +5,33 @@ applied at once (the placement held, the victims marked as yielding), so the nex
 Then, outside the lock: a placed job gets its status (Admitted, placement, generation) and its pods; a
 job that waits gets its reason and message (written only when they changed) and, when the plan says so,
 the jobs ahead that fit first are woken and victims or lenders are asked to checkpoint.
+
+Under `--queue-policy mlfq` the plan goes through `engine.policy` with what `controller.knowledge` reads
+from the jobs' `status.scheduling`; a placement records its start there (a starved job's promotion, in the
+cache under the lock too), and a waiting job is woken when it reaches the starvation bound. `upgrade_for`
+asks `engine.policy.upgrades` for a running job (the disruption step acts on the answer).
 """
 
 from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
-from heterojob.api.job import HeteroJobSpec, HeteroJobStatus, Phase
+from heterojob.api.job import HeteroJobSpec, HeteroJobStatus, Phase, Scheduling
 from heterojob.controller.checkpoints import Checkpoints
 from heterojob.controller.decisionlog import decided
 from heterojob.controller.pods import Pods
 from heterojob.controller.status import StatusPatch, StatusWriter, read_status
 from heterojob.engine import admission as planner
 from heterojob.engine.admission import DisruptionKind, Outcome
-from heterojob.engine.completion import speeds
 from heterojob.engine import transfer
 from heterojob.engine.fleet import DeviceClass, Fleet
 from heterojob.engine.placement import Request
-from heterojob.engine.policy import Facts, Knowledge
+from heterojob.controller.knowledge import Knower
+from heterojob.engine import completion, queueing
+from heterojob.engine import policy as heterogeneity
 from heterojob.engine.queueing import QueueSettings
 from heterojob.kube.api import Kube, now_iso
 from heterojob.metrics import OperatorMetrics
@@ -33,7 +39,9 @@ from heterojob.state.cache import Cache
 from heterojob.constants import ANNOTATION_MIGRATE
 from heterojob.controller.disruption import MIGRATE
 from heterojob.state.requests import MOVING, origin_of, request_for, reservation, transfer_move
+from heterojob.state.times import timestamp
 
+PROBE_SHARE = 0.05  # a probe may cost at most this share of the job's expected remaining time (as the replay)
 MESSAGE_REFRESH_S = 5.0  # a waiting job's message (same outcome, new figures) is rewritten at most this often
 
 
@@ -42,7 +50,8 @@ class Admission:
                  fleet: Callable[[], Fleet], settings: planner.Settings, metrics: OperatorMetrics,
                  poke: Callable[[str], None], forget: Callable[[str], None],
                  queue: QueueSettings | None = None, classes: Callable[[], Mapping[str, DeviceClass]] = dict,
-                 transfer_settings: transfer.Settings = transfer.Settings()) -> None:
+                 transfer_settings: transfer.Settings = transfer.Settings(),
+                 wake_at: Callable[[str, float], None] | None = None) -> None:
         self.kube = kube
         self.writer = writer
         self.cache = cache
@@ -58,6 +67,33 @@ class Admission:
         self.queue = queue  # --queue-policy mlfq: engine.policy orders the queue and picks classes
         self.classes = classes  # AcceleratorClasses (device memory, for a checkpoint size estimate)
         self.transfer = transfer_settings  # what a move between regions is assumed to cost (engine.transfer)
+        self.knower = Knower(cache)  # engine.policy's Knowledge from the jobs' status.scheduling
+        self.wake_at = wake_at  # a waiting job's next look at its starvation promotion
+
+    def upgrade_for(self, key: str, classes: Sequence[str], now: float, save_s: float | None = None
+                    ) -> completion.Upgrade | None:
+        """A move up (or a probe) that pays for running job `key` now, onto free devices of `classes` no
+        waiting job chose to wait for (`engine.policy.upgrades`, as the replay asks it); None under fifo.
+        `save_s`: its last checkpoint's save time (else the default move cost's)."""
+        if self.queue is None:
+            return None
+        fleet, waiting, holders = self.fleet(), self.cache.waiting(), self.cache.holders()
+        mine = [h for h in holders if h.job == key and not h.waiting]
+        if not mine:
+            return None
+        free, _ = heterogeneity.devices_by_class(fleet)  # asked on every pass of a running job: cheap test first
+        here = mine[0].allocation
+        if not any(free.get(c, 0) >= here.devices for c in classes if c != here.device_class):
+            return None
+        known = self.knower.knowledge(fleet, waiting, holders)
+        waiting_for: frozenset[str] = frozenset()
+        if waiting:
+            waiting_for = heterogeneity.prepare(waiting, holders, fleet, now, known, self.queue,
+                                                self.settings.min_runtime_s).waiting_for
+        cost = completion.MoveCost(save_s=save_s) if save_s else completion.MoveCost()
+        moves = heterogeneity.upgrades(mine, fleet, now, known, waiting_for, cost, self.settings.min_runtime_s,
+                                       {key: list(classes)}, PROBE_SHARE)
+        return moves[0] if moves else None
 
     def drop(self, key: str) -> None:
         """A deleted job: nothing kept about it."""
@@ -74,22 +110,27 @@ class Admission:
         async with self.lock:
             now = time.time()
             fleet, waiting, holders = self.fleet(), self.cache.waiting(), self.cache.holders()
-            policy = (knowledge(fleet, waiting, holders), self.queue) if self.queue is not None else None
+            policy = (self.knower.knowledge(fleet, waiting, holders), self.queue) if self.queue is not None else None
             move = self._involuntary(spec, status, request, now)
             if move is not None:  # it had to leave: the cheapest transfer among the regions that fit
                 plan = planner.plan_relocation(request, waiting, holders, fleet, now, self.settings, move)
             else:
                 plan = planner.plan_one(request, waiting, holders, fleet, now, self.settings, policy)
+            started: dict[str, Any] = {}
             if plan.outcome == Outcome.PLACED:
                 assert plan.candidate is not None
                 self.cache.hold(key, plan.candidate.allocation(meta["namespace"]), request.priority, now)
+                # its service from now on (a promotion), seen by the next plan before the status comes back
+                started = StatusPatch(status).start_run(self.queue, waited_from(job, status), now).scheduling()
+                self.cache.entry(key).scheduling = Scheduling.model_validate(
+                    {k: v for k, v in started.items() if v is not None})
             for d in plan.disruptions:
                 self.cache.yield_to(d.job, key)
         decided(key, "place", plan.message, result=plan.outcome.value)
         if plan.outcome != Outcome.PLACED:
             await self._wait(job, spec, status, plan)
             return
-        await self._admit(job, spec, status, plan, seen_generation)
+        await self._admit(job, spec, status, plan, seen_generation, started)
 
     def _involuntary(self, spec: HeteroJobSpec, status: HeteroJobStatus, request: Request, now: float
                      ) -> transfer.Move | None:
@@ -121,6 +162,9 @@ class Admission:
             if changed or plan.disruptions:
                 self.kube.post_event(job, "Normal", plan.outcome.value if plan.disruptions else "Waiting",
                                      plan.message)
+        promote = queueing.promotion_time(waited_from(job, status), self.queue) if self.queue is not None else None
+        if promote is not None and promote > time.time() and self.wake_at is not None:
+            self.wake_at(key, promote)  # promoted to the first level then: planned again
         for key in plan.wake:
             self.poke(key)
         for d in plan.disruptions:
@@ -142,7 +186,7 @@ class Admission:
                     self.cache.disrupt(d.job)
 
     async def _admit(self, job: dict[str, Any], spec: HeteroJobSpec, status: HeteroJobStatus,
-                     plan: planner.Admission, seen_generation: int) -> None:
+                     plan: planner.Admission, seen_generation: int, started: dict[str, Any]) -> None:
         meta = job["metadata"]
         key = f"{meta['namespace']}/{meta['name']}"
         chosen = plan.candidate
@@ -158,6 +202,7 @@ class Admission:
             placed["cluster"] = cluster
         patch = StatusPatch(status).phase(Phase.ADMITTED, "Placed", plan.message).set(
             placement=placed, lastGeneration=generation, startTime=status.start_time or now_iso())
+        patch.set(scheduling=started)
         patch.condition("Admitted", "True", "Placed", plan.message)
         if status.alerts:  # alerts about nodes it leaves were acted on: a lost resolve must not move it again
             patch.set(alerts=[a.model_dump(by_alias=True, exclude_none=True) for a in status.alerts
@@ -186,13 +231,9 @@ def _last_generation(job: dict[str, Any]) -> int:
         return 0
 
 
-def knowledge(fleet: Fleet, waiting: list[Request], holders: list[planner.Holder]) -> Knowledge:
-    """What the operator knows for `engine.policy`: each job's relative speed per class from the classes'
-    declared throughput. Attained service is not kept across a job's runs yet, so running jobs are never
-    displaced by level (`Knowledge.displace_by_level`) and no completed-work history is kept (a job is
-    expected to run as long again as it has)."""
-    declared = {name: cls.throughput for name, cls in fleet.classes.items()}
-    facts = {r.job: Facts(rel=speeds(declared, {}, [a.device_class for a in r.alternatives])) for r in waiting}
-    for h in holders:
-        facts.setdefault(h.job, Facts(rel=speeds(declared, {}, [h.allocation.device_class])))
-    return Knowledge(facts, displace_by_level=False)
+
+
+def waited_from(job: Mapping[str, Any], status: HeteroJobStatus) -> float:
+    """When the job last started waiting: status.scheduling.waitingSince, else its creation."""
+    since = timestamp(status.scheduling.waiting_since) if status.scheduling is not None else None
+    return since or timestamp((job.get("metadata") or {}).get("creationTimestamp")) or time.time()

@@ -27,6 +27,8 @@ from heterojob.state.times import iso, timestamp
 
 log = logging.getLogger("heterojob.controller")
 
+MIN_SPAN_S = 2.0  # a speed is measured over at least this long (status times are whole seconds)
+MAX_STEPS_PER_S = 1e9  # what status.scheduling.speeds accepts
 PERIODIC = "continue"  # what follows a periodic checkpoint: the job goes on where it is
 THEN_PHASE = {"migrate": Phase.MIGRATING, "resize": Phase.RESIZING}
 
@@ -138,6 +140,8 @@ class Checkpoints:
             lost_s = round(now - since, 1) if since else None
         then = pending.then
         patch = StatusPatch(status).set(checkpoint={"pending": None, "last": last})
+        if d.action == Action.CHECKPOINT_DONE and d.step is not None:
+            measure(patch, status, d.step, timestamp(pending.requested_at) or now)
         patch.condition("Checkpointing", "False", d.reason, d.message)
         if then == PERIODIC:
             await self.writer.write(job, patch)
@@ -173,3 +177,27 @@ class Checkpoints:
         if pending.by:
             self.poke(pending.by)
         self.poke(key)
+
+
+def measure(patch: StatusPatch, status: HeteroJobStatus, step: int, at: float) -> None:
+    """The job's steps/s at its placement's class and size, from the step a checkpoint holds (`at`: when the
+    ranks were asked, so the save time is not counted) and the one before it in this placement, else the
+    checkpoint it resumed from (the last one, step 0 without) at the placement's start (a restore counts in)."""
+    p = status.placement
+    since = timestamp(p.since) if p is not None else None
+    if p is None or since is None:
+        return
+    prev = status.checkpoint.last if status.checkpoint else None
+    prev_at = (timestamp(prev.time) or 0.0) - (prev.save_seconds or 0.0) if prev is not None else None
+    if prev is not None and prev.step is not None and prev_at is not None and prev_at >= since:
+        start_step, start = prev.step, prev_at
+    else:
+        start_step, start = (prev.step or 0) if prev is not None else 0, since
+    if at - start < MIN_SPAN_S or step <= start_step:
+        return
+    rate = (step - start_step) / (at - start)
+    if rate > MAX_STEPS_PER_S:
+        log.warning("checkpoint at step %d of %s/%s implies %.3g steps/s: not taken as a speed", step,
+                    p.region, p.device_class, rate)
+        return
+    patch.measured(p.device_class, len(p.nodes), rate, at)

@@ -13,7 +13,8 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import replace
 from typing import Any
 
 from heterojob.api.job import HeteroJobSpec, HeteroJobStatus, Phase
@@ -23,7 +24,8 @@ from heterojob.controller.checkpoints import PERIODIC, Checkpoints
 from heterojob.controller.decisionlog import decided
 from heterojob.controller.status import StatusPatch, StatusWriter
 from heterojob.engine import admission as planner
-from heterojob.engine import migration, transfer
+from heterojob.controller.knowledge import sizes_on
+from heterojob.engine import completion, migration, transfer
 from heterojob.engine.fleet import Allocation, DeviceClass, Fleet, Node
 from heterojob.kube.api import Kube
 from heterojob.metrics import OperatorMetrics
@@ -40,7 +42,9 @@ class Disruption:
                  telemetry: Callable[[], Snapshot | None], fleet: Callable[[Iterable[str]], Fleet],
                  wake_at: Callable[[str, float], None], metrics: OperatorMetrics, budget: int,
                  advisory: bool, settings: planner.Settings, classes: Callable[[], Mapping[str, DeviceClass]],
-                 lock: asyncio.Lock, transfer_settings: transfer.Settings = transfer.Settings()) -> None:
+                 lock: asyncio.Lock, transfer_settings: transfer.Settings = transfer.Settings(),
+                 upgrade_for: Callable[[str, Sequence[str], float, float | None], completion.Upgrade | None]
+                 | None = None) -> None:
         self.kube = kube
         self.writer = writer
         self.cache = cache
@@ -56,6 +60,7 @@ class Disruption:
         self.classes = classes
         self.lock = lock  # admission's: a destination is planned and reserved under the lock placements take
         self.transfer = transfer_settings  # what a move between regions is assumed to cost (engine.transfer)
+        self.upgrade_for = upgrade_for  # admission's: a move up that pays for a running job (mlfq), or None
         self._held: dict[str, str] = {}  # job -> why its move waits (to post the Event once)
         self._held_at: dict[str, float] = {}  # job -> when that was last said
 
@@ -87,7 +92,8 @@ class Disruption:
         periodic_pending = bool(status.checkpoint and status.checkpoint.pending)
         if not symptoms:
             await self._clear_hold(job, status)
-            if not periodic_pending and not await self._resize(job, spec, status, now):
+            if not periodic_pending and not await self._resize(job, spec, status, now) \
+                    and not await self._upgrade(job, spec, status, now):
                 await self._periodic(key, spec, status, now)
             return
         rules = self._rules(spec)
@@ -236,8 +242,22 @@ class Disruption:
         if p is None:
             return None
         top = planner.top_priority(self.cache.waiting(), besides=key)
-        return planner.growth(request_for(key, job, spec), top, self.fleet([key]), p.replicas, spec.replicas.upper,
-                              p.device_class, p.region)
+        return planner.growth(request_for(key, job, spec), top, self.fleet([key]), p.replicas,
+                              self.growth_limit(spec, status), p.device_class, p.region)
+
+    @staticmethod
+    def growth_limit(spec: HeteroJobSpec, status: HeteroJobStatus) -> int:
+        """The most replicas growth may reach on the job's class: as far as spec.replicas.max until its
+        measured scaling there says otherwise (`completion.growth_limit`, from status.scheduling.speeds;
+        with no speed measured at its admitted size, growing is the trial that measures it)."""
+        p = status.placement
+        base, upper = spec.replicas.start, spec.replicas.upper
+        if p is None:
+            return upper
+        measured = sizes_on(status.scheduling, p.device_class)
+        if base not in measured:
+            return upper
+        return completion.growth_limit(base, upper, measured)
 
     async def _resize(self, job: Mapping[str, Any], spec: HeteroJobSpec, status: HeteroJobStatus,
                       now: float) -> bool:
@@ -259,6 +279,11 @@ class Disruption:
         change = migration.resize(p.replicas, spec.replicas.min, spec.replicas.upper, average, low_since, now,
                                   spec.policy.low_utilization_percent, spec.policy.low_utilization_for_seconds,
                                   self.room_to_grow(key, job, spec, status))
+        limit = self.growth_limit(spec, status)
+        if change is None and p.replicas > max(limit, spec.replicas.start):  # grown past where it scales well
+            change = migration.Resize(migration.GROW, max(limit, spec.replicas.start),
+                                      f"measured scaling too low at {p.replicas} replicas: {p.replicas} -> "
+                                      f"{max(limit, spec.replicas.start)}")
         if change is None:
             if low and low_since is not None:
                 self.wake_at(key, low_since + spec.policy.low_utilization_for_seconds)
@@ -292,6 +317,60 @@ class Disruption:
                                           migration={"exclude": [], "reason": f"{change.trigger}: {change.reason}",
                                                      "replicas": change.replicas, "trigger": change.trigger,
                                                      "reserved": reserved}):
+            self._unreserve(key)
+            return False
+        return True
+
+    async def _upgrade(self, job: Mapping[str, Any], spec: HeteroJobSpec, status: HeteroJobStatus,
+                       now: float) -> bool:
+        """Move the job up to a faster class (or probe one whose speed for it is only the sheet's guess) when
+        the policy says it pays (`Admission.upgrade_for`), through the rules every voluntary move obeys:
+        spec.policy.allowCrossClass, cooldown, moves per hour, the disruption budget, make before break (the
+        destination reserved before the checkpoint is asked for). True if it acts."""
+        p = status.placement
+        if self.upgrade_for is None or p is None or not spec.policy.allow_cross_class or len(spec.devices) < 2:
+            return False
+        meta = job["metadata"]
+        key = f"{meta['namespace']}/{meta['name']}"
+        last = status.checkpoint.last if status.checkpoint else None
+        u = self.upgrade_for(key, [a.device_class for a in spec.devices], now, last.save_seconds if last else None)
+        if u is None:
+            return False
+        what = (f"probe {u.to_class} (its speed there is only the class's declared throughput; the probe may "
+                f"cost {-u.saving_s:.0f}s)" if u.probe else
+                f"move up to {u.to_class}: expected to finish {u.saving_s:.0f}s sooner, the move's cost counted")
+        verdict = migration.judge([migration.Symptom(migration.UPGRADE, now, (), what)],
+                                  self._rules(spec, extra=[migration.UPGRADE]), now, _moves(status),
+                                  self.cache.disrupted())
+        if not verdict.act:
+            if self._held.get(key) != verdict.reason:
+                self._held[key] = verdict.reason
+                decided(key, "hold-upgrade", reason=verdict.reason)
+            return False
+        request = move_request(key, job, spec, p.region, p.device_class, (), p.replicas)
+        request = replace(request, alternatives=[a for a in request.alternatives if a.device_class == u.to_class])
+        if not request.alternatives:
+            return False
+        weigh = replace(transfer_move(spec, status, p.region, p.device_class, p.replicas, self.classes(), now,
+                                      self.transfer, migration.UPGRADE),
+                        saves_s=max(0.0, u.saving_s))  # another region only where its transfer costs less
+        async with self.lock:  # planned and reserved at once: no placement can take it in between
+            dest = planner.plan_move(request, self.cache.waiting(), self.cache.holders(), self.fleet([key]), now,
+                                     self.settings, weigh)
+            c = dest.candidate
+            reserved = reservation(c.region, c.device_class, c.per_replica, c.nodes) if c else None
+            self._reserve(key, reserved)
+        if reserved is None:  # the devices are free, but not where it may go: it runs on, nothing said
+            if self._held.get(key) != dest.message:
+                self._held[key] = dest.message
+                decided(key, "hold-upgrade", reason=dest.message)
+            return False
+        reason = f"{migration.UPGRADE}: {what}"
+        decided(key, "migrate", what, trigger=migration.UPGRADE)
+        self.metrics.migrations.labels("migrate", migration.UPGRADE).inc()
+        if not await self.checkpoints.ask(key, then="migrate", by=None, reason=reason, replicas=p.replicas,
+                                          migration={"exclude": [], "reason": reason, "replicas": p.replicas,
+                                                     "trigger": migration.UPGRADE, "reserved": reserved}):
             self._unreserve(key)
             return False
         return True

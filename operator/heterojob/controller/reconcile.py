@@ -49,7 +49,11 @@ class ControllerConfig:
     advisory: bool = False  # decide and record migrations, touch nothing
     max_retry_delay: float = 60.0
     queue_lookahead: int = 256  # how many jobs ahead in the queue a placement makes room for
-    queue_policy: str = "fifo"  # "mlfq": engine.policy orders the queue (attained service) and picks classes
+    # "mlfq": engine.policy orders the queue by attained service (status.scheduling), picks classes by
+    # expected completion and displaces by level; "fifo": oldest first within a priority, the user's classes
+    queue_policy: str = "mlfq"
+    queue_thresholds_device_h: tuple[float, ...] = QueueSettings().thresholds_device_h  # MLFQ level boundaries
+    starvation_s: float = QueueSettings().starvation_s  # MLFQ: a job waiting this long is promoted
     transfer: transfer.Settings = field(default_factory=transfer.Settings)  # moves between regions (links)
 
 
@@ -72,13 +76,15 @@ class Controller:
             key, then=PERIODIC, by=None, reason=reason))
         settings = planner.Settings(min_runtime_s=self.config.min_runtime_s, lookahead=self.config.queue_lookahead)
         policy = QueuePolicy(self.config.queue_policy)
-        queue = QueueSettings(policy=policy) if policy != QueuePolicy.FIFO else None
+        queue = QueueSettings(policy=policy, thresholds_device_h=tuple(self.config.queue_thresholds_device_h),
+                              starvation_s=self.config.starvation_s) if policy != QueuePolicy.FIFO else None
         self.admission = Admission(kube, self.writer, self.cache, self.pods, self.checkpoints, self.fleet, settings,
-                                   self.metrics, self.poke, self.forget, queue, fleet.classes, self.config.transfer)
+                                   self.metrics, self.poke, self.forget, queue, fleet.classes, self.config.transfer,
+                                   wake_at=self.queue.wake_at)
         self.disruption = Disruption(kube, self.writer, self.cache, self.checkpoints, fleet.nodes,
                                      fleet.telemetry, self.fleet, self.queue.wake_at, self.metrics,
                                      self.config.disruption_budget, self.config.advisory, settings, fleet.classes,
-                                     self.admission.lock, self.config.transfer)
+                                     self.admission.lock, self.config.transfer, self.admission.upgrade_for)
         self.quotas = QuotaStatus(kube, self.cache, fleet.quota_objects, fleet.classes, fleet.regions)
 
     # --- the queue and the cache --------------------------------------------------------------------------

@@ -8,15 +8,18 @@ lastTransitionTime while their status holds; history is bounded.
 from __future__ import annotations
 
 import logging
+import time
 from collections.abc import Mapping
 from typing import Any
 
 from pydantic import ValidationError
 
-from heterojob.api.job import HeteroJobStatus, Phase
+from heterojob.api.job import SPEEDS_MAX, HeteroJobStatus, Phase
+from heterojob.engine import queueing
 from heterojob.kube.api import Kube, now_iso
 from heterojob.kube.conditions import set_condition
 from heterojob.state.requests import MOVES
+from heterojob.state.times import iso, timestamp
 
 log = logging.getLogger("heterojob.controller")
 
@@ -34,7 +37,7 @@ def read_status(job: Mapping[str, Any]) -> HeteroJobStatus:
     if raw is None:
         return HeteroJobStatus()
     try:
-        return HeteroJobStatus.model_validate(raw)
+        return _scheduling_notes(HeteroJobStatus.model_validate(raw), meta)
     except ValidationError:
         pass
     cleaned: dict[str, Any] = {}
@@ -57,6 +60,18 @@ def read_status(job: Mapping[str, Any]) -> HeteroJobStatus:
     if repaired or not isinstance(raw, Mapping):
         log.warning("status of %s/%s: unreadable %s dropped", meta.get("namespace"), meta.get("name"),
                     ", ".join(repaired) or "status")
+    return _scheduling_notes(status, meta)
+
+
+def _scheduling_notes(status: HeteroJobStatus, meta: Mapping[str, Any]) -> HeteroJobStatus:
+    """status.scheduling is read part by part (`api.job.clean_scheduling`): what it had to drop or clamp is
+    logged and the field rewritten, cleaned, with the next status write."""
+    notes = status.scheduling._notes if status.scheduling is not None else []
+    if notes:
+        log.warning("status of %s/%s: status.scheduling: %s", meta.get("namespace"), meta.get("name"),
+                    "; ".join(notes))
+        if "scheduling" not in status._repaired:
+            status._repaired = sorted({*status._repaired, "scheduling"})
     return status
 
 
@@ -124,7 +139,72 @@ class StatusPatch:
             history[-1]["to"] = to
         return self
 
+    # --- status.scheduling: what the queue policy keeps across runs and restarts ------------------------
+
+    def scheduling(self) -> dict[str, Any]:
+        """The patch's status.scheduling (a copy of the job's, changed in place by the methods below)."""
+        current = self.fields.get("scheduling")
+        if current is None:
+            s = self.status.scheduling
+            current = s.model_dump(by_alias=True, exclude_none=True) if s is not None else {}
+            # a merge patch keeps what it does not name: a key that did not read is deleted by name
+            current.update({k: None for k in (s._dropped if s is not None else ()) if k not in current})
+            current["runSeconds"] = dict(current.get("runSeconds") or {})
+            current["speeds"] = list(current.get("speeds") or [])
+            self.fields["scheduling"] = current
+        return current
+
+    def start_run(self, queue: queueing.QueueSettings | None, waited_from: float, now: float) -> StatusPatch:
+        """A placement starts: under MLFQ a job that waited the starvation bound (since `waited_from`) runs
+        promoted, its attained service counted again from zero (`engine.queueing.on_start`)."""
+        s = self.scheduling()
+        service = queueing.Service(float(s.get("attainedDeviceSeconds") or 0.0), waited_from)
+        if queue is not None:
+            service = queueing.on_start(service, now, queue)
+        else:
+            service = queueing.Service(service.attained_device_s, waited_from, False)
+        s.update(attainedDeviceSeconds=service.attained_device_s, promoted=service.promoted)
+        return self
+
+    def measured(self, device_class: str, replicas: int, steps_per_second: float, now: float) -> StatusPatch:
+        """Record the job's measured speed at a class and size (the newest per pair; at most SPEEDS_MAX)."""
+        s = self.scheduling()
+        kept = [x for x in s["speeds"] if (x.get("deviceClass"), x.get("replicas")) != (device_class, replicas)]
+        kept.append({"deviceClass": device_class, "replicas": replicas,
+                     "stepsPerSecond": float(f"{steps_per_second:.6g}"), "time": iso(now)})
+        s["speeds"] = kept[-SPEEDS_MAX:]
+        return self
+
+    def _account(self, out: dict[str, Any], now: float) -> None:
+        """A placement that ends (set to None or replaced by another generation) or a job that finishes:
+        its run is counted once (accountedGeneration) into status.scheduling, attained device-seconds and
+        seconds per class; a placement that ends starts the starvation clock (waitingSince)."""
+        old = self.status.placement
+        if old is None:
+            return
+        new = out.get("placement", old) if "placement" in out else old
+        new_generation = new.get("generation") if isinstance(new, Mapping) else getattr(new, "generation", None)
+        ends = "placement" in out and (new is None or new_generation != old.generation)
+        finishes = out.get("phase") in (Phase.SUCCEEDED.value, Phase.FAILED.value)
+        if not (ends or finishes):
+            return
+        s = self.scheduling()
+        if int(s.get("accountedGeneration") or 0) < old.generation:
+            since = timestamp(old.since) or timestamp(self.status.start_time)
+            ran = max(0.0, now - since) if since is not None else 0.0
+            devices = len(old.nodes) * old.per_replica
+            s["attainedDeviceSeconds"] = round(float(s.get("attainedDeviceSeconds") or 0.0) + ran * devices, 1)
+            runs = s["runSeconds"]
+            runs[old.device_class] = round(float(runs.get(old.device_class, 0.0)) + ran, 1)
+            s["accountedGeneration"] = old.generation
+            if ends and new is None:
+                s["waitingSince"] = iso(now)
+        out["scheduling"] = s
+
     def body(self, observed_generation: int | None) -> dict[str, Any]:
+        self._account(self.fields, time.time())
+        if "scheduling" in self.status._repaired:
+            self.scheduling()  # cleaned, with what did not read deleted by name
         out = dict(self.fields)
         for name in self.status._repaired:  # write back what reading had to leave out
             if name not in out:

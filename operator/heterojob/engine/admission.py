@@ -352,12 +352,12 @@ def plan_one(request: Request, queue: Iterable[Request], holders: Iterable[Holde
         from heterojob.engine import policy as heterogeneity
 
         knowledge, queue_settings = policy
-        queue = list(queue)
+        queue, holders = list(queue), list(holders)
         prepared = heterogeneity.prepare([*(r for r in queue if r.job != request.job), request], holders, fleet,
                                          now, knowledge, queue_settings, settings.min_runtime_s)
         mine = next(r for r in prepared.queue if r.job == request.job)
         ahead = [r for r in prepared.queue if r.job != request.job and r.order < mine.order][:settings.lookahead]
-        return plan_queue([*ahead, mine], prepared.holders, fleet, now, settings)[request.job]
+        return plan_queue([*ahead, mine], ranked(holders, prepared.holders), fleet, now, settings)[request.job]
     ahead = sorted((r for r in queue if r.job != request.job and r.order < request.order),
                    key=lambda r: r.order)[:settings.lookahead]
     return plan_queue([*ahead, request], holders, fleet, now, settings)[request.job]
@@ -468,5 +468,13 @@ def plan_with_policy(queue: Iterable[Request], holders: Iterable[Holder], fleet:
     """`engine.policy.prepare` (queue order, class choice by expected completion), then `plan_queue`."""
     from heterojob.engine import policy
 
+    holders = list(holders)
     prepared = policy.prepare(queue, holders, fleet, now, knowledge, queue_settings, settings.min_runtime_s)
-    return plan_queue(prepared.queue, prepared.holders, fleet, now, settings), prepared
+    return plan_queue(prepared.queue, ranked(holders, prepared.holders), fleet, now, settings), prepared
+
+
+def ranked(holders: Sequence[Holder], prepared: Sequence[Holder]) -> list[Holder]:
+    """`holders` with the effective priorities `policy.prepare` gave them and every other field as it was
+    (a move's reservation, a waiting job's own reserved room: make before break holds under any policy)."""
+    rank = {h.job: h.priority for h in prepared}
+    return [replace(h, priority=rank.get(h.job, h.priority)) for h in holders]

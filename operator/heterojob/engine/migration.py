@@ -90,6 +90,7 @@ def judge(symptoms: Iterable[Symptom], rules: Rules, now: float, disruptions: Se
 
 LOW_UTILIZATION = "lowUtilization"
 GROW = "grow"
+UPGRADE = "upgrade"  # a move up to a faster class (or a probe of one), proposed by engine.policy.upgrades
 
 
 @dataclass(frozen=True)

@@ -12,7 +12,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 
 from heterojob.alerts.mapping import Placed
-from heterojob.api.job import HeteroJobSpec, HeteroJobStatus, Phase
+from heterojob.api.job import HeteroJobSpec, HeteroJobStatus, Phase, Scheduling
 from heterojob.engine.admission import Holder
 from heterojob.engine.fleet import Allocation, DeviceClass, Fleet, holdings, same_room, usage
 from heterojob.engine.placement import Request
@@ -38,6 +38,10 @@ class Entry:
     yielding_to: str | None = None  # the waiting job it gives room to
     disrupted: bool = False  # checkpointing, migrating or resizing
     reserved: Allocation | None = None  # room held for its move (destination, or healthy old nodes)
+    scheduling: Scheduling | None = None  # status.scheduling: what the queue policy keeps across runs
+    classes: tuple[str, ...] = ()  # the device classes its spec lists
+    created: float = 0.0  # metadata.creationTimestamp
+    succeeded: bool = False
 
     def footprint(self) -> list[Allocation]:
         """What it keeps from others now: its devices and its reservation. Where both are on one node of
@@ -66,6 +70,10 @@ class Cache:
         e = self.entry(key)
         namespace, name = key.split("/", 1)
         e.priority = spec.priority.rank if spec is not None else e.priority
+        e.scheduling = status.scheduling
+        e.classes = tuple(a.device_class for a in spec.devices) if spec is not None else e.classes
+        e.created = timestamp((job.get("metadata") or {}).get("creationTimestamp")) or e.created  # type: ignore[union-attr]
+        e.succeeded = status.phase == Phase.SUCCEEDED
         p = status.placement
         if p is not None and not (status.phase and status.phase.terminal):
             cls = classes.get(p.device_class)

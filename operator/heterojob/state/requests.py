@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
+from dataclasses import replace
 from typing import Any
 
 from heterojob.api.job import DeviceAlternative, HeteroJobSpec, HeteroJobStatus, Phase, Priority
@@ -11,6 +12,7 @@ from heterojob.engine.fleet import DeviceClass
 from heterojob.engine.placement import OUTSIDE_ALLOWED, Alternative, Request
 from heterojob.state.times import timestamp
 
+UPGRADE = "upgrade"  # engine.migration.UPGRADE: a move up (or a probe) to the class it reserved
 MOVING = (Phase.MIGRATING, Phase.RESIZING)  # placed again after a checkpoint, avoiding the nodes it left
 MOVES = ("migrate", "resize", "reschedule")  # history actions that open a move (closed by the next placement)
 
@@ -32,7 +34,11 @@ def request_for(key: str, job: Mapping[str, Any], spec: HeteroJobSpec, status: H
         return _request(key, job, spec, spec.devices, tuple(spec.regions.allowed), frozenset(), spec.replicas.start)
     assert status is not None
     region, cls = origin_of(status)
-    return move_request(key, job, spec, region, cls, moving.exclude, moving.replicas or spec.replicas.start)
+    request = move_request(key, job, spec, region, cls, moving.exclude, moving.replicas or spec.replicas.start)
+    if moving.trigger == UPGRADE and moving.reserved is not None:  # it moves for that class: nowhere else
+        only = [a for a in request.alternatives if a.device_class == moving.reserved.device_class]
+        request = replace(request, alternatives=only or request.alternatives)
+    return request
 
 
 def origin_of(status: HeteroJobStatus) -> tuple[str, str]:
