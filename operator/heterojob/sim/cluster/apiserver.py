@@ -71,10 +71,11 @@ import kmock
 import yaml
 from typing_extensions import override
 
-from heterojob.sim.cluster import (admission, builtin, discovery, events, openapi, patching, protobuf, schema,
-                                   tables)
+from heterojob.sim.cluster import (admission, builtin, discovery, events, evictions, openapi, paging, patching,
+                                   protobuf, reviews, scale, schema, tables)
 from heterojob.sim.cluster.errors import ApiError, invalid_object
-from heterojob.sim.cluster.selectors import Matcher, SelectorError, field_matcher, label_matcher
+from heterojob.sim.cluster.selectors import (CR_FIELD_LABELS, FIELD_LABELS, Matcher, SelectorError, field_matcher,
+                                             label_matcher)
 
 log = logging.getLogger(__name__)
 
@@ -269,6 +270,11 @@ class ApiServerEmulator(kmock.KubernetesEmulator):
                     await self._serve_server_version(None))  # type: ignore[arg-type]
             elif path.startswith("/_emulator/"):
                 response = await self._serve_admin(raw_request)
+            elif (health := self._health(raw_request, path)) is not None:
+                response = health
+            elif route is None and not _is_discovery(path):
+                # kube-apiserver's notfoundhandler (k8s.io/apiserver pkg/util/notfoundhandler, v1.32)
+                raise ApiError(404, "NotFound", "the server could not find the requested resource")
             elif route is None:
                 response = await super().__call__(raw_request)  # discovery: kmock's own
                 del self._requests[:-100]  # kmock keeps every request; keep it bounded
@@ -299,6 +305,21 @@ class ApiServerEmulator(kmock.KubernetesEmulator):
         if raw_request.path == "/_emulator/requests":
             return aiohttp.web.json_response([list(r) for r in self.request_log])
         raise ApiError(404, "NotFound", f"no emulator endpoint {raw_request.path}")
+
+    @staticmethod
+    def _health(raw: aiohttp.web.BaseRequest, path: str) -> aiohttp.web.Response | None:
+        """`/healthz`, `/livez`, `/readyz` (and their `/ping`): "ok", as k8s.io/apiserver pkg/server/healthz does."""
+        parts = [p for p in path.split("/") if p]
+        if raw.method != "GET" or not parts or parts[0] not in ("healthz", "livez", "readyz") or len(parts) > 2:
+            return None
+        if len(parts) == 2 and parts[1] not in ("ping", "log", "etcd", "poststarthook"):
+            return aiohttp.web.Response(status=404, text="404 page not found\n", content_type="text/plain")
+        if "verbose" in raw.query and len(parts) == 1:
+            text = f"[+]ping ok\n[+]log ok\n[+]etcd ok\n{parts[0]} check passed\n"
+        else:
+            text = "ok"
+        return aiohttp.web.Response(status=200, text=text, content_type="text/plain",
+                                    headers={"X-Content-Type-Options": "nosniff"})
 
     def _too_large(self) -> aiohttp.web.Response:
         return self._json(ApiError(413, "RequestEntityTooLarge",
@@ -350,11 +371,21 @@ class ApiServerEmulator(kmock.KubernetesEmulator):
             raise ApiError(404, "NotFound", f"{kind.plural} is not namespaced")
         method, query = raw.method, raw.query
         sub = route.subresource
-        if sub not in (None, "status") and not (kind.key == ("", "pods") and sub in ("binding", "log")):
-            raise ApiError(404, "NotFound", f"the server could not find the requested resource ({raw.path}): "
-                           f"the emulator does not serve the {sub} subresource")
+        crd_version = self.crd_version(kind.group, kind.version, kind.plural)
+        if crd_version is not None and sub not in (None, "status", "scale"):
+            raise self._not_found(kind, route.name or "")  # apiextensions' crdHandler for any other subresource
+        if sub == "scale" and (route.name is None or scale.paths_for(kind.key, crd_version) is None):
+            raise self._not_found(kind, route.name or "") if crd_version is not None else ApiError(
+                404, "NotFound", "the server could not find the requested resource")
+        served = {"status", "scale"} | ({"binding", "log", "eviction", "exec", "attach", "portforward", "proxy"}
+                                        if kind.key == ("", "pods") else {"proxy"} if kind.key == ("", "nodes")
+                                        else set())
+        if sub is not None and (sub.split("/")[0] not in served or route.name is None):
+            raise ApiError(404, "NotFound", "the server could not find the requested resource")
         if sub == "status" and not kind.status_subresource:
             raise ApiError(404, "NotFound", "the server could not find the requested resource")
+        if sub is not None and sub.split("/")[0] in ("exec", "attach", "portforward", "proxy"):
+            raise self._no_kubelet(route, kind, sub.split("/")[0], query)
         table = tables.wanted(raw.headers.get("Accept", ""))
         view: Callable[[Any], Any] | None = None
         if kind.key == events.GROUP_KEY:  # one store, two shapes: served from the core v1 Events
@@ -368,6 +399,11 @@ class ApiServerEmulator(kmock.KubernetesEmulator):
                            "own logs, e.g. in the demo's log directory)")
         body = await self._read_body(raw)
         if method == "GET":
+            if (kind.group, kind.plural) in reviews.REVIEWS or sub == "eviction":
+                raise ApiError(405, "MethodNotAllowed", "the server does not allow this method on the requested "
+                               "resource")
+            if sub == "scale":
+                return self._json(*self._scale(raw, route, kind, crd_version, None, False))
             if route.name is None:
                 listed = self._list(route, kind, query)
                 payload = self._table(kind, listed["items"], query, listed["metadata"]) if table else listed
@@ -392,8 +428,94 @@ class ApiServerEmulator(kmock.KubernetesEmulator):
             data = events.to_core(data)
             if method == "PATCH":
                 data.pop("apiVersion"), data.pop("kind")
+        if (kind.group, kind.plural) in reviews.REVIEWS:
+            if method != "POST" or route.name is not None:
+                raise ApiError(405, "MethodNotAllowed", "the server does not allow this method on the requested "
+                               "resource")
+            return self._json(reviews.answer(kind.group, kind.plural, kind.kind, kind.api_version, data), 201)
+        if sub == "scale":
+            return self._json(*self._scale(raw, route, kind, crd_version, data, dry_run))
+        if sub == "eviction":
+            if method != "POST":
+                raise ApiError(405, "MethodNotAllowed", "the server does not allow this method on the requested "
+                               "resource")
+            return self._json(*self._evict(route, kind, data, dry_run))
         payload, status = self._write(raw, route, kind, data, dry_run, strict, query)
         return self._json(view(payload) if view is not None else payload, status)
+
+    def _no_kubelet(self, route: Route, kind: Kind, sub: str, query: Mapping[str, str]) -> ApiError:
+        """exec, attach, portforward, proxy: kube-apiserver checks the pod (pkg/registry/core/pod/strategy.go
+        streamLocation, v1.32), then dials the node's kubelet. The emulator's nodes run no kubelet, so after the
+        same checks it answers as the API server does when the dial fails (upgradeaware proxy: "error dialing
+        backend")."""
+        obj = self._get(route, kind)
+        name = route.name
+        if kind.key == ("", "pods"):
+            containers = [c.get("name") for c in (obj.get("spec") or {}).get("containers") or []]
+            container = query.get("container")
+            if sub in ("exec", "attach") and container and container not in containers + [
+                    c.get("name") for c in (obj.get("spec") or {}).get("initContainers") or []]:
+                return ApiError(400, "BadRequest", f"container {container} is not valid for pod {name}")
+            node = (obj.get("spec") or {}).get("nodeName")
+            if not node:
+                return ApiError(400, "BadRequest", f"pod {name} does not have a host assigned")
+        else:
+            node = name
+        return ApiError(500, "", f"error dialing backend: dial tcp: node {node} has no kubelet to connect to "
+                        "(the heterojob API emulator simulates pods; nothing runs in them)")
+
+    def _scale(self, raw: aiohttp.web.BaseRequest, route: Route, kind: Kind, crd_version: dict[str, Any] | None,
+               data: Any, dry_run: bool) -> tuple[dict[str, Any], int]:
+        """GET/PUT/PATCH `.../scale` (see scale.py)."""
+        paths = scale.paths_for(kind.key, crd_version)
+        assert paths is not None
+        old = self._get(route, kind)
+        current = scale.to_scale(old, paths)
+        if raw.method == "GET":
+            return current, 200
+        if raw.method == "PUT":
+            wanted = data
+            rv = ((data or {}).get("metadata") or {}).get("resourceVersion") if isinstance(data, dict) else None
+            if rv and rv != old["metadata"]["resourceVersion"]:
+                raise self._conflict(kind, old)
+        elif raw.method == "PATCH":
+            content_type = raw.headers.get("Content-Type", "").split(";")[0].strip()
+            wanted = self._patched(kind, current, data, content_type, crd_version is not None)
+        else:
+            raise ApiError(405, "MethodNotAllowed", "the server does not allow this method on the requested resource")
+        replicas = ((wanted or {}).get("spec") or {}).get("replicas") if isinstance(wanted, dict) else None
+        if not isinstance(replicas, int) or isinstance(replicas, bool) or replicas < 0:
+            raise invalid_object("Scale", "autoscaling", route.name or "", [builtin.errors.invalid(
+                "spec.replicas", replicas, "must be greater than or equal to 0")])
+        new = self._commit(kind, old, scale.with_replicas(old, paths, replicas), None, dry_run)
+        return scale.to_scale(new, paths), 200
+
+    def _evict(self, route: Route, kind: Kind, data: Any, dry_run: bool) -> tuple[dict[str, Any], int]:
+        """POST pods/{name}/eviction (see evictions.py)."""
+        if not isinstance(data, dict):
+            raise ApiError(400, "BadRequest", "the request body must be a JSON object")
+        if (data.get("metadata") or {}).get("name") != route.name:
+            raise ApiError(400, "BadRequest", "name in URL does not match name in Eviction object")
+        options = data.get("deleteOptions") or {}
+        dry_run = dry_run or "All" in (options.get("dryRun") or [])
+        pod = self._get(route, kind)
+        namespace = pod["metadata"].get("namespace")
+        pdbs = [b for (ns, _), b in self._store[("policy", "poddisruptionbudgets")].items() if ns == namespace]
+        pods = [p for (ns, _), p in self._store[("", "pods")].items() if ns == namespace]
+        decision = evictions.decide(pod, pdbs, pods, _now())
+        if decision.budget_name is not None and decision.budget_status is not None and not dry_run:
+            pdb_kind = self._kind(Route("policy", "v1", "poddisruptionbudgets", None, None, None))
+            old_pdb = self._store[("policy", "poddisruptionbudgets")].get((namespace, decision.budget_name))
+            if pdb_kind is not None and old_pdb is not None:
+                self._commit(pdb_kind, old_pdb, {**copy.deepcopy(old_pdb), "status": decision.budget_status},
+                             "status")
+        if decision.refusal is not None:
+            raise decision.refusal
+        if decision.failure_status is not None:
+            return decision.failure_status, 500
+        self._delete(route, kind, options.get("preconditions") or {}, options.get("propagationPolicy") or
+                     "Background", dry_run)
+        return {"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Success", "code": 201}, 201
 
     def _write(self, raw: aiohttp.web.BaseRequest, route: Route, kind: Kind, data: Any, dry_run: bool,
                strict: str, query: Mapping[str, str]) -> tuple[Any, int]:
@@ -541,21 +663,31 @@ class ApiServerEmulator(kmock.KubernetesEmulator):
             raise self._not_found(kind, route.name)
         return obj
 
-    def _matcher(self, query: Mapping[str, str]) -> Matcher:
+    def _field_labels(self, kind: Kind) -> frozenset[str] | None:
+        version = self.crd_version(kind.group, kind.version, kind.plural)
+        if version is not None:
+            selectable = {str(f.get("jsonPath", "")).lstrip(".") for f in version.get("selectableFields") or []}
+            return CR_FIELD_LABELS | selectable
+        return FIELD_LABELS.get(kind.key)
+
+    def _matcher(self, query: Mapping[str, str], kind: Kind | None = None) -> Matcher:
         try:
             by_label = label_matcher(query.get("labelSelector"))
-            by_field = field_matcher(query.get("fieldSelector"))
+            by_field = field_matcher(query.get("fieldSelector"),
+                                     self._field_labels(kind) if kind is not None else None)
         except SelectorError as exc:
             raise ApiError(400, "BadRequest", str(exc)) from None
         return lambda obj: by_label(obj) and by_field(obj)
 
     def _list(self, route: Route, kind: Kind, query: Mapping[str, str]) -> dict[str, Any]:
         namespace = self._namespace_of(route, kind)
-        matches = self._matcher(query)
+        matches = self._matcher(query, kind)
+        page = paging.Page.of(query, self._rv)
         items = [obj for (ns, _), obj in self._store[kind.key].items()
                  if (namespace is None or ns == namespace) and matches(obj)]
-        return {"apiVersion": kind.api_version, "kind": f"{kind.kind}List",
-                "metadata": {"resourceVersion": str(self._rv)}, "items": items}
+        selected = bool(query.get("labelSelector") or query.get("fieldSelector"))
+        items, meta = page.cut(items, self._rv, with_remaining=not selected)
+        return {"apiVersion": kind.api_version, "kind": f"{kind.kind}List", "metadata": meta, "items": items}
 
     # --- writes -----------------------------------------------------------------------------------
 
@@ -629,8 +761,8 @@ class ApiServerEmulator(kmock.KubernetesEmulator):
         self._enforce(kind, obj, None, None, strict)
         self._check_namespace(kind, meta.get("namespace"))
         if (meta.get("namespace"), name) in self._store[kind.key]:
-            raise ApiError(409, "AlreadyExists", f'{kind.plural} "{name}" already exists',
-                           {"name": name, "kind": kind.plural})
+            raise ApiError(409, "AlreadyExists", f'{_qualified(kind)} "{name}" already exists',
+                           {"name": name, "group": kind.group, "kind": kind.plural})
         if kind.key == ("", "pods"):
             self._admit(kind, obj)
             obj["status"] = {"phase": "Pending", "qosClass": builtin.qos_class(obj)}
@@ -688,26 +820,26 @@ class ApiServerEmulator(kmock.KubernetesEmulator):
                strict: str = "Warn") -> dict[str, Any]:
         if content_type == patching.APPLY_PATCH:
             return self._server_side_apply(route, kind, data, dry_run, strict)
+        is_cr = self.crd_version(kind.group, kind.version, kind.plural) is not None
+        patching.check_type(content_type, is_cr)
         old = self._get(route, kind)
-        try:
-            if content_type == patching.JSON_PATCH:
-                new = patching.json_patch(old, data)
-            elif content_type == patching.STRATEGIC_MERGE_PATCH:
-                new = patching.strategic_merge_patch(old, data)
-            elif content_type in (patching.MERGE_PATCH, "application/json", ""):
-                new = patching.merge_patch(old, data)
-            else:
-                raise ApiError(415, "UnsupportedMediaType", f"unsupported patch type {content_type!r}")
-        except patching.PatchTestFailed as exc:
-            raise ApiError(422, "Invalid", f"the JSON patch test failed: {exc}") from None
-        except ValueError as exc:
-            raise ApiError(422, "Invalid", str(exc)) from None
+        new = self._patched(kind, old, data, content_type, is_cr)
         if not isinstance(new, dict):
             raise ApiError(422, "Invalid", "the patched object is not an object")
         wanted_rv = ((data or {}).get("metadata") or {}).get("resourceVersion") if isinstance(data, dict) else None
         if wanted_rv and wanted_rv != old["metadata"]["resourceVersion"]:
             raise self._conflict(kind, old)
         return self._commit(kind, old, copy.deepcopy(new), route.subresource, dry_run, strict)
+
+    @staticmethod
+    def _patched(kind: Kind, old: dict[str, Any], data: Any, content_type: str, is_cr: bool) -> Any:
+        """The patch applied to `old`, or the error kube-apiserver v1.32 answers (handlers/patch.go)."""
+        patching.check_type(content_type, is_cr)
+        if content_type == patching.JSON_PATCH:
+            return patching.json_patch(old, data)
+        if content_type == patching.STRATEGIC_MERGE_PATCH:
+            return patching.strategic_merge_patch(old, data)
+        return patching.merge_patch(old, data)
 
     def _server_side_apply(self, route: Route, kind: Kind, data: Any, dry_run: bool, strict: str
                            ) -> dict[str, Any]:
@@ -746,11 +878,11 @@ class ApiServerEmulator(kmock.KubernetesEmulator):
         return self._commit(kind, old, copy.deepcopy(data), route.subresource, dry_run, strict)
 
     @staticmethod
-    def _conflict(kind: Kind, old: dict[str, Any]) -> ApiError:
-        name = old["metadata"]["name"]
-        return ApiError(409, "Conflict", f'Operation cannot be fulfilled on {kind.plural} "{name}": the object '
+    def _conflict(kind: Kind, old: dict[str, Any]) -> ApiError:  # noqa: D401
+        name = old["metadata"]["name"]  # errors.NewConflict: the qualified resource (plural.group)
+        return ApiError(409, "Conflict", f'Operation cannot be fulfilled on {_qualified(kind)} "{name}": the object '
                         "has been modified; please apply your changes to the latest version and try again",
-                        {"name": name, "kind": kind.plural})
+                        {"name": name, "group": kind.group, "kind": kind.plural})
 
     def _delete(self, route: Route, kind: Kind, preconditions: Mapping[str, Any], policy: str,
                 dry_run: bool = False) -> dict[str, Any]:
@@ -852,7 +984,7 @@ class ApiServerEmulator(kmock.KubernetesEmulator):
     async def _watch(self, raw: aiohttp.web.BaseRequest, route: Route, kind: Kind, table: bool = False,
                      view: Callable[[Any], Any] | None = None) -> aiohttp.web.StreamResponse:
         query = raw.query
-        matches = self._matcher(query)
+        matches = self._matcher(query, kind)
         if route.name is not None:  # the deprecated single-object watch
             by_name, name = matches, route.name
             matches = lambda obj: obj["metadata"].get("name") == name and by_name(obj)  # noqa: E731
@@ -917,6 +1049,17 @@ class ApiServerEmulator(kmock.KubernetesEmulator):
             if watcher is not None:
                 self._watchers[kind.key].discard(watcher)
         return response
+
+
+def _is_discovery(path: str) -> bool:
+    """The paths kmock answers: `/api`, `/apis`, `/apis/{group}` (the group/version lists are served here)."""
+    parts = [p for p in path.split("/") if p]
+    return parts in (["api"], ["apis"]) or (len(parts) == 2 and parts[0] == "apis")
+
+
+def _qualified(kind: Kind) -> str:
+    """`schema.GroupResource.String()`: `heterojobs.heterojob.io`, `pods`."""
+    return f"{kind.plural}.{kind.group}" if kind.group else kind.plural
 
 
 def _spec_of(obj: Mapping[str, Any]) -> dict[str, Any]:

@@ -1,4 +1,11 @@
-"""The three PATCH flavours of the Kubernetes API: JSON patch, merge patch, strategic merge patch."""
+"""The three PATCH flavours of the Kubernetes API: JSON patch, merge patch, strategic merge patch.
+
+Errors as kube-apiserver v1.32 answers them (k8s.io/apiserver pkg/endpoints/handlers/patch.go): a content type
+the resource does not take is 415 UnsupportedMediaType (`negotiation.NewUnsupportedMediaTypeError`; custom
+resources take no strategic merge patch: apiextensions-apiserver customresource_handler.go `supportedTypes`); a
+JSON patch that does not decode is 400 BadRequest; one that does not apply (a failed `test`, a missing path) is
+`errors.NewGenericServerResponse(422, ...)`, whose message drops the patch library's words.
+"""
 
 from __future__ import annotations
 
@@ -6,6 +13,8 @@ import copy
 from typing import Any
 
 import jsonpatch
+
+from heterojob.sim.cluster.errors import ApiError
 
 JSON_PATCH = "application/json-patch+json"
 MERGE_PATCH = "application/merge-patch+json"
@@ -21,19 +30,31 @@ _MERGE_KEYS = {
 _SET_LISTS = {"finalizers"}
 
 
-class PatchTestFailed(ValueError):
-    """A JSON-patch `test` operation did not hold."""
+BUILTIN_TYPES = (JSON_PATCH, MERGE_PATCH, STRATEGIC_MERGE_PATCH, APPLY_PATCH)
+CUSTOM_RESOURCE_TYPES = (JSON_PATCH, MERGE_PATCH, APPLY_PATCH)
+MAX_JSON_PATCH_OPERATIONS = 10000  # handlers/patch.go maxJSONPatchOperations
+NOT_APPLIED = "the server rejected our request due to an error in our request"  # NewGenericServerResponse, 422
+
+
+def check_type(content_type: str, custom_resource: bool) -> None:
+    accepted = CUSTOM_RESOURCE_TYPES if custom_resource else BUILTIN_TYPES
+    if content_type not in accepted:
+        raise ApiError(415, "UnsupportedMediaType", "the body of the request was in an unknown format - accepted "
+                       "media types include: " + ", ".join(accepted))
 
 
 def json_patch(obj: dict[str, Any], ops: Any) -> dict[str, Any]:
-    if not isinstance(ops, list):
-        raise ValueError("a JSON patch must be a list of operations")
+    if not isinstance(ops, list) or not all(isinstance(op, dict) for op in ops):
+        kind = "object" if isinstance(ops, dict) else "string" if isinstance(ops, str) else "value"
+        raise ApiError(400, "BadRequest", f"json: cannot unmarshal {kind} into Go value of type jsonpatch.Patch")
+    if len(ops) > MAX_JSON_PATCH_OPERATIONS:
+        raise ApiError(413, "RequestEntityTooLarge", "Request entity too large: The allowed maximum operations in a "
+                       f"JSON patch is {MAX_JSON_PATCH_OPERATIONS}, got {len(ops)}")
     try:
         return jsonpatch.apply_patch(obj, ops, in_place=False)
-    except jsonpatch.JsonPatchTestFailed as exc:
-        raise PatchTestFailed(str(exc)) from None
-    except (jsonpatch.JsonPatchException, jsonpatch.JsonPointerException, KeyError, IndexError, TypeError) as exc:
-        raise ValueError(f"the JSON patch cannot be applied: {exc}") from None
+    except (jsonpatch.JsonPatchException, jsonpatch.JsonPointerException, KeyError, IndexError, TypeError,
+            ValueError):
+        raise ApiError(422, "Invalid", NOT_APPLIED) from None
 
 
 def merge_patch(target: Any, patch: Any) -> Any:

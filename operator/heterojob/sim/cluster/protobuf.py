@@ -4,7 +4,10 @@
 the 4-byte magic `k8s\\0`, then a `runtime.Unknown` (typeMeta = 1 {apiVersion = 1, kind = 2}, raw = 2) whose
 `raw` is the kind's generated message (k8s.io/api/core/v1/generated.proto). Only the kinds and fields below are
 decoded (ObjectMeta: name, generateName, namespace, labels, annotations, finalizers); anything else is None and
-the server answers 415 as it does for a format it cannot read.
+the server answers 415 as it does for a format it cannot read. Besides those kinds: the bodies `kubectl drain`
+(policy/v1 Eviction, meta/v1 DeleteOptions) and `kubectl auth can-i|whoami` (authorization/v1
+SelfSubjectAccessReview, SelfSubjectRulesReview; authentication/v1 SelfSubjectReview) send, field numbers from
+k8s.io/api/{policy,authorization,authentication}/v1/generated.proto and apimachinery meta/v1 (v1.32).
 """
 
 from __future__ import annotations
@@ -89,6 +92,25 @@ def _quantity_map(f: Fields, num: int) -> dict[str, str] | None:
     return out
 
 
+def _delete_options(f: Fields) -> dict[str, Any]:
+    """meta/v1 DeleteOptions: gracePeriodSeconds = 1, preconditions = 2 {uid = 1, resourceVersion = 2},
+    orphanDependents = 3, propagationPolicy = 4, dryRun = 5."""
+    out: dict[str, Any] = {}
+    if 1 in f:
+        value = f[1][-1]
+        out["gracePeriodSeconds"] = value - (1 << 64) if value >= 1 << 63 else value
+    if 2 in f:
+        pre = fields(f[2][-1])
+        out["preconditions"] = {k: v for n, k in ((1, "uid"), (2, "resourceVersion")) if (v := _str(pre, n))}
+    if 3 in f:
+        out["orphanDependents"] = bool(f[3][-1])
+    if (policy := _str(f, 4)) is not None:
+        out["propagationPolicy"] = policy
+    if 5 in f:
+        out["dryRun"] = [v.decode() for v in f[5]]
+    return out
+
+
 def decode(body: bytes) -> dict[str, Any] | None:
     """The JSON-shaped object of a protobuf request body, or None for kinds/fields not decoded here."""
     if not body.startswith(MAGIC):
@@ -98,6 +120,8 @@ def decode(body: bytes) -> dict[str, Any] | None:
         type_meta = fields(unknown.get(1, [b""])[-1])
         api_version, kind = _str(type_meta, 1) or "", _str(type_meta, 2) or ""
         raw = fields(unknown.get(2, [b""])[-1])
+        if kind == "DeleteOptions":
+            return {"apiVersion": api_version, "kind": kind, **_delete_options(raw)}
         obj: dict[str, Any] = {"apiVersion": api_version, "kind": kind, "metadata": _meta(raw.get(1, [b""])[-1])}
         if (api_version, kind) == ("v1", "Namespace"):
             spec = fields(raw.get(2, [b""])[-1])
@@ -124,6 +148,27 @@ def decode(body: bytes) -> dict[str, Any] | None:
             spec = fields(raw.get(2, [b""])[-1])
             obj["spec"] = {k: v for k, v in (("hard", _quantity_map(spec, 1)),
                                              ("scopes", [s.decode() for s in spec.get(2, [])] or None)) if v}
+        elif (api_version, kind) == ("policy/v1", "Eviction"):
+            if 2 in raw:
+                obj["deleteOptions"] = _delete_options(fields(raw[2][-1]))
+        elif (api_version, kind) == ("authorization.k8s.io/v1", "SelfSubjectAccessReview"):
+            spec = fields(raw.get(2, [b""])[-1])
+            obj["spec"] = {}
+            if 1 in spec:
+                attrs = fields(spec[1][-1])
+                obj["spec"]["resourceAttributes"] = {
+                    key: value for n, key in enumerate(("namespace", "verb", "group", "version", "resource",
+                                                       "subresource", "name"), start=1)
+                    if (value := _str(attrs, n)) is not None}
+            if 2 in spec:
+                attrs = fields(spec[2][-1])
+                obj["spec"]["nonResourceAttributes"] = {
+                    key: value for n, key in ((1, "path"), (2, "verb")) if (value := _str(attrs, n)) is not None}
+        elif (api_version, kind) == ("authorization.k8s.io/v1", "SelfSubjectRulesReview"):
+            spec = fields(raw.get(2, [b""])[-1])
+            obj["spec"] = {"namespace": _str(spec, 1) or ""}
+        elif (api_version, kind) == ("authentication.k8s.io/v1", "SelfSubjectReview"):
+            pass
         else:
             return None
         return obj
