@@ -80,6 +80,7 @@ from heterojob.sim.cluster.selectors import (CR_FIELD_LABELS, FIELD_LABELS, Matc
 log = logging.getLogger(__name__)
 
 SUBDOMAIN = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$")
+PDB_KEY = ("policy", "poddisruptionbudgets")
 ALL_VERBS = {"get", "list", "watch", "create", "update", "patch", "delete", "deletecollection"}
 
 
@@ -384,19 +385,14 @@ class ApiServerEmulator(kmock.KubernetesEmulator):
             raise ApiError(404, "NotFound", "the server could not find the requested resource")
         if sub == "status" and not kind.status_subresource:
             raise ApiError(404, "NotFound", "the server could not find the requested resource")
-        if sub is not None and sub.split("/")[0] in ("exec", "attach", "portforward", "proxy"):
-            raise self._no_kubelet(route, kind, sub.split("/")[0], query)
+        if sub is not None and sub.split("/")[0] in ("log", "exec", "attach", "portforward", "proxy"):
+            return self._no_kubelet(route, kind, sub.split("/")[0], query)
         table = tables.wanted(raw.headers.get("Accept", ""))
         view: Callable[[Any], Any] | None = None
         if kind.key == events.GROUP_KEY:  # one store, two shapes: served from the core v1 Events
             view, kind = events.convert_payload, Kind("", "v1", "events", "Event", True, False)
         if method == "GET" and query.get("watch") in ("true", "1"):
             return await self._watch(raw, route, kind, table, view)
-        if sub == "log":
-            self._get(route, kind)
-            raise ApiError(400, "BadRequest", f'pod "{route.name}" has no logs: the heterojob API emulator runs '
-                           "no containers (its pods are simulated; see the operator's and the stand-in kubelet's "
-                           "own logs, e.g. in the demo's log directory)")
         body = await self._read_body(raw)
         if method == "GET":
             if (kind.group, kind.plural) in reviews.REVIEWS or sub == "eviction":
@@ -406,9 +402,13 @@ class ApiServerEmulator(kmock.KubernetesEmulator):
                 return self._json(*self._scale(raw, route, kind, crd_version, None, False))
             if route.name is None:
                 listed = self._list(route, kind, query)
+                if kind.key == PDB_KEY:
+                    listed = {**listed, "items": [self._pdb_view(b) for b in listed["items"]]}
                 payload = self._table(kind, listed["items"], query, listed["metadata"]) if table else listed
             else:
                 got = self._get(route, kind)
+                if kind.key == PDB_KEY:
+                    got = self._pdb_view(got)
                 payload = self._table(kind, [got], query, {"resourceVersion": got["metadata"]["resourceVersion"]}
                                       ) if table else got
             return self._json(view(payload) if view is not None else payload)
@@ -443,26 +443,48 @@ class ApiServerEmulator(kmock.KubernetesEmulator):
         payload, status = self._write(raw, route, kind, data, dry_run, strict, query)
         return self._json(view(payload) if view is not None else payload, status)
 
-    def _no_kubelet(self, route: Route, kind: Kind, sub: str, query: Mapping[str, str]) -> ApiError:
-        """exec, attach, portforward, proxy: kube-apiserver checks the pod (pkg/registry/core/pod/strategy.go
-        streamLocation, v1.32), then dials the node's kubelet. The emulator's nodes run no kubelet, so after the
-        same checks it answers as the API server does when the dial fails (upgradeaware proxy: "error dialing
-        backend")."""
+    def _pdb_view(self, pdb: dict[str, Any]) -> dict[str, Any]:
+        """A PodDisruptionBudget with the status the disruption controller would keep (see evictions.py)."""
+        namespace = pdb["metadata"].get("namespace")
+        pods = [p for (ns, _), p in self._store[("", "pods")].items() if ns == namespace]
+        disrupted = (pdb.get("status") or {}).get("disruptedPods")
+        status = evictions.budget(pdb, pods).status(int(pdb["metadata"].get("generation") or 1), disrupted)
+        return {**pdb, "status": status}
+
+    def _no_kubelet(self, route: Route, kind: Kind, sub: str, query: Mapping[str, str]) -> aiohttp.web.Response:
+        """log, exec, attach, portforward, proxy: kube-apiserver checks the pod (pkg/registry/core/pod/strategy.go
+        LogLocation / streamLocation, v1.32), then dials the node's kubelet. The emulator's nodes run no kubelet, so
+        after the same checks it answers as the API server does when that dial fails (the proxy's "error dialing
+        backend", 500)."""
         obj = self._get(route, kind)
         name = route.name
         if kind.key == ("", "pods"):
-            containers = [c.get("name") for c in (obj.get("spec") or {}).get("containers") or []]
-            container = query.get("container")
-            if sub in ("exec", "attach") and container and container not in containers + [
-                    c.get("name") for c in (obj.get("spec") or {}).get("initContainers") or []]:
-                return ApiError(400, "BadRequest", f"container {container} is not valid for pod {name}")
-            node = (obj.get("spec") or {}).get("nodeName")
+            spec = obj.get("spec") or {}
+            containers = [str(c.get("name")) for c in spec.get("containers") or []]
+            init = [str(c.get("name")) for c in spec.get("initContainers") or []]
+            container = query.get("container") or ""
+            if sub in ("log", "exec", "attach"):  # validateContainer
+                if not container and len(containers) != 1:
+                    message = f"a container name must be specified for pod {name}"
+                    if containers:
+                        message += f", choose one of: [{' '.join(containers)}]"
+                        if init:
+                            message += f" or one of the init containers: [{' '.join(init)}]"
+                    raise ApiError(400, "BadRequest", message)
+                if container and container not in containers + init:
+                    raise ApiError(400, "BadRequest", f"container {container} is not valid for pod {name}")
+            node = spec.get("nodeName")
             if not node:
-                return ApiError(400, "BadRequest", f"pod {name} does not have a host assigned")
+                if sub == "log":  # LogLocation: no host, no location: an empty log
+                    return aiohttp.web.Response(status=200, body=b"", content_type="text/plain")
+                raise ApiError(400, "BadRequest", f"pod {name} does not have a host assigned")
+            if (None, node) not in self._store[("", "nodes")]:
+                raise ApiError(404, "NotFound", f'nodes "{node}" not found', {"name": node, "kind": "nodes"})
         else:
             node = name
-        return ApiError(500, "", f"error dialing backend: dial tcp: node {node} has no kubelet to connect to "
-                        "(the heterojob API emulator simulates pods; nothing runs in them)")
+        what = "logs" if sub == "log" else sub
+        raise ApiError(500, "", f"error dialing backend: dial tcp: node {node} runs no kubelet to serve {what} "
+                       "(the heterojob API emulator simulates pods; no containers run)")
 
     def _scale(self, raw: aiohttp.web.BaseRequest, route: Route, kind: Kind, crd_version: dict[str, Any] | None,
                data: Any, dry_run: bool) -> tuple[dict[str, Any], int]:
@@ -500,12 +522,12 @@ class ApiServerEmulator(kmock.KubernetesEmulator):
         dry_run = dry_run or "All" in (options.get("dryRun") or [])
         pod = self._get(route, kind)
         namespace = pod["metadata"].get("namespace")
-        pdbs = [b for (ns, _), b in self._store[("policy", "poddisruptionbudgets")].items() if ns == namespace]
+        pdbs = [b for (ns, _), b in self._store[PDB_KEY].items() if ns == namespace]
         pods = [p for (ns, _), p in self._store[("", "pods")].items() if ns == namespace]
         decision = evictions.decide(pod, pdbs, pods, _now())
         if decision.budget_name is not None and decision.budget_status is not None and not dry_run:
             pdb_kind = self._kind(Route("policy", "v1", "poddisruptionbudgets", None, None, None))
-            old_pdb = self._store[("policy", "poddisruptionbudgets")].get((namespace, decision.budget_name))
+            old_pdb = self._store[PDB_KEY].get((namespace, decision.budget_name))
             if pdb_kind is not None and old_pdb is not None:
                 self._commit(pdb_kind, old_pdb, {**copy.deepcopy(old_pdb), "status": decision.budget_status},
                              "status")
