@@ -353,6 +353,8 @@ class ApiServerEmulator(kmock.KubernetesEmulator):
                 self.openapi_cache[key] = openapi.serve(self, parts[1:], raw.headers.get("Accept", ""))
             body, content_type = self.openapi_cache[key]
             return aiohttp.web.Response(body=body, status=200, headers={"Content-Type": content_type})
+        if len(parts) == 2 and parts[0] == "apis" and not any(r.group == parts[1] for r in self.resources):
+            raise ApiError(404, "NotFound", "the server could not find the requested resource")
         if parts == ["api", "v1"] or (len(parts) == 3 and parts[0] == "apis"):
             group, version = ("", "v1") if parts[0] == "api" else (parts[1], parts[2])
             listed = discovery.resource_list(self.resources, group, version)
