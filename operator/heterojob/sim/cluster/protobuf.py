@@ -6,8 +6,11 @@ the 4-byte magic `k8s\\0`, then a `runtime.Unknown` (typeMeta = 1 {apiVersion = 
 decoded (ObjectMeta: name, generateName, namespace, labels, annotations, finalizers); anything else is None and
 the server answers 415 as it does for a format it cannot read. Besides those kinds: the bodies `kubectl drain`
 (policy/v1 Eviction, meta/v1 DeleteOptions) and `kubectl auth can-i|whoami` (authorization/v1
-SelfSubjectAccessReview, SelfSubjectRulesReview; authentication/v1 SelfSubjectReview) send, field numbers from
-k8s.io/api/{policy,authorization,authentication}/v1/generated.proto and apimachinery meta/v1 (v1.32).
+SelfSubjectAccessReview, SelfSubjectRulesReview; authentication/v1 SelfSubjectReview) send, and what `kubectl
+create role|clusterrole|rolebinding|clusterrolebinding|pdb|priorityclass` send (`_SCHEMAS`), field numbers from
+k8s.io/api/{policy,authorization,authentication,rbac,scheduling}/v1/generated.proto and apimachinery meta/v1 and
+util/intstr (v1.32). Not decoded (415): `kubectl create deployment|job|cronjob`, `kubectl autoscale` (their pod
+templates would need the whole core/v1 schema); `kubectl apply -f` of the same objects sends JSON.
 """
 
 from __future__ import annotations
@@ -92,6 +95,67 @@ def _quantity_map(f: Fields, num: int) -> dict[str, str] | None:
     return out
 
 
+# message -> {field number: (JSON name, type, repeated)}; a type is "string", "int", "bool", "intstr",
+# "map" (string to string) or the name of another message here.
+_SCHEMAS: dict[str, dict[int, tuple[str, str, bool]]] = {
+    "LabelSelector": {1: ("matchLabels", "map", False), 2: ("matchExpressions", "LabelSelectorRequirement", True)},
+    "LabelSelectorRequirement": {1: ("key", "string", False), 2: ("operator", "string", False),
+                                 3: ("values", "string", True)},
+    "PolicyRule": {1: ("verbs", "string", True), 2: ("apiGroups", "string", True), 3: ("resources", "string", True),
+                   4: ("resourceNames", "string", True), 5: ("nonResourceURLs", "string", True)},
+    "AggregationRule": {1: ("clusterRoleSelectors", "LabelSelector", True)},
+    "Subject": {1: ("kind", "string", False), 2: ("apiGroup", "string", False), 3: ("name", "string", False),
+                4: ("namespace", "string", False)},
+    "RoleRef": {1: ("apiGroup", "string", False), 2: ("kind", "string", False), 3: ("name", "string", False)},
+    "Role": {2: ("rules", "PolicyRule", True)},
+    "ClusterRole": {2: ("rules", "PolicyRule", True), 3: ("aggregationRule", "AggregationRule", False)},
+    "RoleBinding": {2: ("subjects", "Subject", True), 3: ("roleRef", "RoleRef", False)},
+    "PodDisruptionBudgetSpec": {1: ("minAvailable", "intstr", False), 2: ("selector", "LabelSelector", False),
+                                3: ("maxUnavailable", "intstr", False),
+                                4: ("unhealthyPodEvictionPolicy", "string", False)},
+    "PodDisruptionBudget": {2: ("spec", "PodDisruptionBudgetSpec", False)},
+    "PriorityClass": {2: ("value", "int", False), 3: ("globalDefault", "bool", False),
+                      4: ("description", "string", False), 5: ("preemptionPolicy", "string", False)},
+}
+_KINDS = {("rbac.authorization.k8s.io/v1", "Role"): "Role", ("rbac.authorization.k8s.io/v1", "ClusterRole"):
+          "ClusterRole", ("rbac.authorization.k8s.io/v1", "RoleBinding"): "RoleBinding",
+          ("rbac.authorization.k8s.io/v1", "ClusterRoleBinding"): "RoleBinding",
+          ("policy/v1", "PodDisruptionBudget"): "PodDisruptionBudget",
+          ("scheduling.k8s.io/v1", "PriorityClass"): "PriorityClass"}
+
+
+def _int(value: int) -> int:
+    return value - (1 << 64) if value >= 1 << 63 else value
+
+
+def _message(data: bytes, name: str) -> dict[str, Any]:
+    schema, f, out = _SCHEMAS[name], fields(data), {}
+    for num, (key, kind, repeated) in schema.items():
+        if num not in f:
+            continue
+        if kind == "string":
+            values: list[Any] = [v.decode() for v in f[num]]
+        elif kind == "int":
+            values = [_int(v) for v in f[num]]
+        elif kind == "bool":
+            values = [bool(v) for v in f[num]]
+        elif kind == "intstr":  # util/intstr: type = 1 (0 int, 1 string), intVal = 2, strVal = 3
+            values = []
+            for raw in f[num]:
+                parts = fields(raw)
+                values.append(_str(parts, 3) if parts.get(1, [0])[-1] == 1 else _int(parts.get(2, [0])[-1]))
+        elif kind == "map":
+            values = [_map(f, num)]
+            repeated = False
+        else:
+            values = [_message(v, kind) for v in f[num]]
+        if repeated:
+            out[key] = values
+        elif values[-1] != "":  # Go's JSON omits an empty optional string (`omitempty`)
+            out[key] = values[-1]
+    return out
+
+
 def _delete_options(f: Fields) -> dict[str, Any]:
     """meta/v1 DeleteOptions: gracePeriodSeconds = 1, preconditions = 2 {uid = 1, resourceVersion = 2},
     orphanDependents = 3, propagationPolicy = 4, dryRun = 5."""
@@ -169,8 +233,10 @@ def decode(body: bytes) -> dict[str, Any] | None:
             obj["spec"] = {"namespace": _str(spec, 1) or ""}
         elif (api_version, kind) == ("authentication.k8s.io/v1", "SelfSubjectReview"):
             pass
+        elif (api_version, kind) in _KINDS:
+            obj.update(_message(unknown.get(2, [b""])[-1], _KINDS[(api_version, kind)]))
         else:
             return None
         return obj
-    except (ValueError, IndexError, UnicodeDecodeError):
+    except (ValueError, IndexError, UnicodeDecodeError, TypeError, AttributeError):
         return None
