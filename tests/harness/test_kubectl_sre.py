@@ -227,6 +227,29 @@ STEPS: list[Step] = [
     # nothing serves metrics here: the notfoundhandler's answer (k8s.io/apiserver pkg/util/notfoundhandler)
     Step("no /metrics", ["get", "--raw", "/metrics"], 1,
          [r"Error from server \(NotFound\): the server could not find the requested resource"]),
+    # typed `kubectl create` commands post protobuf (runtime.Unknown around the kind's generated message)
+    Step("create role", n("create", "role", "hj-reader", "--verb=get,list,watch", "--resource=heterojobs.heterojob.io"),
+         0, [r"role.rbac.authorization.k8s.io/hj-reader created"]),
+    Step("role rules", n("get", "role", "hj-reader", "-o", "jsonpath={.rules[0].apiGroups[0]}/{.rules[0].resources[0]}"
+                         ":{.rules[0].verbs}"), 0, [r'^heterojob.io/heterojobs:\["get","list","watch"\]$']),
+    Step("create rolebinding", n("create", "rolebinding", "hj-readers", "--role=hj-reader", "--group=sre"), 0,
+         [r"rolebinding.rbac.authorization.k8s.io/hj-readers created"]),
+    Step("create clusterrolebinding", ["create", "clusterrolebinding", "ops", "--clusterrole=view", "--user=ann"], 0,
+         [r"clusterrolebinding.rbac.authorization.k8s.io/ops created"]),
+    # (kubectl 1.20 creates policy/v1beta1, which a v1.32 server no longer serves: "no matches for kind")
+    Step("create pdb", n("create", "pdb", "web-pdb", "--selector=app=web", "--min-available=50%"), 0,
+         [r"poddisruptionbudget.policy/web-pdb created"], min_minor=22),
+    Step("pdb min available", n("get", "pdb", "web-pdb", "-o", "jsonpath={.spec.minAvailable}"), 0, [r"^50%$"],
+         min_minor=22),
+    Step("create priorityclass", ["create", "priorityclass", "training-high", "--value=100000"], 0,
+         [r"priorityclass.scheduling.k8s.io/training-high created"]),
+    # strategic merge patch directives are applied, not stored ($setElementOrder from `kubectl set image`)
+    Step("set image", n("set", "image", "deployment/web", "web=nginx:1.28"), 0, [r"deployment.apps/web image updated"],
+         [r"[Ww]arning", r"setElementOrder"]),
+    Step("image set", n("get", "deployment", "web", "-o", "jsonpath={.spec.template.spec.containers[*].image}"), 0,
+         [r"^nginx:1.28$"]),
+    Step("unknown group", ["get", "--raw", "/apis/nosuch.example.com"], 1,
+         [r"Error from server \(NotFound\): the server could not find the requested resource"]),
     Step("delete --all", n("delete", "hj", "--all"), 0, [r'heterojob.heterojob.io "train" deleted']),
     Step("none left", n("get", "hj"), 0, [r"No resources found in sre namespace"]),
 ]
