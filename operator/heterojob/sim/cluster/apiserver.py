@@ -6,15 +6,26 @@ keeps kmock's HTTP server, discovery and resource registry, and serves every res
 own store with these real API server semantics (the one module of the package over ~500 lines, on
 purpose: it is the request flow of every verb -- read, check, admit, store, notify watchers -- in one
 place; what each step consults lives beside it: schema.py, builtin.py, admission.py, tables.py, openapi.py,
-discovery.py, events.py, patching.py, selectors.py):
+discovery.py, events.py, patching.py, selectors.py, paging.py, scale.py, evictions.py, reviews.py):
 
 - `resourceVersion` (one global counter), `uid`, `creationTimestamp`, `generation` (bumped on spec
   changes), `metadata.namespace` from the URL; 201 on create; 409 `AlreadyExists` and 409 `Conflict` on
-  a stale `resourceVersion` (merge patch, PUT, delete preconditions); 422 for a failed JSON-patch `test`;
+  a stale `resourceVersion` (merge patch, PUT, delete preconditions), worded with the qualified resource
+  (`heterojobs.heterojob.io "x"`); 422 for a JSON patch that does not apply, 400 for one that does not decode;
   `generateName`; PUT (replace); `GET /version/`; `/api/v1/namespaces[/name]`; namespaced writes into a
   missing namespace answer 404; DNS-subdomain names.
 - the status subresource: writes to the object ignore `status`, writes to `/status` change only status.
-- merge, JSON and strategic-merge patches (see `patching.py` for what strategic merge leaves out).
+- merge, JSON and strategic-merge patches with their directives (see `patching.py`); custom resources refuse
+  strategic merge patches (415), as apiextensions-apiserver does.
+- list pagination (`limit`/`continue`, `remainingItemCount`; paging.py); field selectors limited to the field
+  labels each resource converts (selectors.py; 400 "field label not supported"); `/healthz`, `/livez`, `/readyz`;
+  any other unknown path answers the real 404 Status.
+- subresources: `scale` (built-in workloads, CRDs that declare it; scale.py), `pods/eviction` with
+  PodDisruptionBudgets (429 when a budget allows no disruption; evictions.py; budgets are read with the status the
+  disruption controller would keep), `pods/binding`; `pods/log|exec|attach|portforward` and `*/proxy` make
+  kube-apiserver's pod/container checks, then answer as when the node's kubelet cannot be dialled (500 "error
+  dialing backend"; an unscheduled pod's log is empty); review resources (`kubectl auth can-i|whoami`) answered as
+  with AlwaysAllow authorization (reviews.py).
 - finalizers and `deletionTimestamp`; deleting a namespace deletes what is in it; owner-reference
   garbage collection (background; an object is collected when all its owners are gone).
 - watches: `labelSelector`, `fieldSelector`, `timeoutSeconds`, resume from a `resourceVersion` (410
@@ -28,7 +39,7 @@ discovery.py, events.py, patching.py, selectors.py):
   Strict: 400); PodSecurity, ResourceQuota and ServiceAccount admission (`admission.py`).
 - what kubectl reads: `meta.k8s.io/v1` Tables (`tables.py`), `/openapi/v2` (protobuf or JSON) and `/openapi/v3`
   (`openapi.py`), `events.k8s.io/v1` as a view of core Events (`events.py`), discovery listing subresources
-  as a real server does (`discovery.py`); `pods/log` answers 400 (the pods run no containers); no metrics API.
+  as a real server does (`discovery.py`); no metrics API.
 - bounded memory: one version per object, a bounded event history and request log.
 
 Still different from a real API server (tests must not rely on these):
@@ -38,11 +49,13 @@ Still different from a real API server (tests must not rely on these):
   definitions); no defaulting of built-in kinds beyond a pod's common fields;
 - deleting a CRD does not unregister its resource;
 - server-side apply without field ownership (no managedFields, no conflicts); no `$patch` directives in
-  strategic merge patches; protobuf request bodies only for Namespace, ConfigMap, Secret, ServiceAccount and
-  ResourceQuota (the rest: 415);
+  strategic merge patches merge by key only for the core lists patching.py names; protobuf request bodies only
+  for the kinds protobuf.py decodes (the rest, e.g. `kubectl create deployment|job`, answer 415);
 - foreground deletion behaves like background; pods are deleted at once (no kubelet grace period);
-- no authentication or RBAC; no bookmarks; list pagination (`limit`/`continue`) is ignored;
-- field selectors work on any dotted field path (a real server allows only a few per resource).
+- no authentication or RBAC (every request is allowed); no TokenRequest (`kubectl create token`: 404); no
+  bookmarks; a continued list reads current objects (no snapshot at the first page's resourceVersion, no 410);
+- no controllers: deployments/jobs create no pods, a PodDisruptionBudget's expected pods are the pods it selects;
+- field selectors on resources without a known field-label list (selectors.FIELD_LABELS) accept any path.
 """
 
 from __future__ import annotations
