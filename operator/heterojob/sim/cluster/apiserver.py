@@ -803,6 +803,8 @@ class ApiServerEmulator(kmock.KubernetesEmulator):
         if kind.key == ("", "pods"):
             self._admit(kind, obj)
             obj["status"] = {"phase": "Pending", "qosClass": builtin.qos_class(obj)}
+        if kind.key == ("", "namespaces"):
+            obj["status"] = {"phase": "Active"}  # the namespace strategy's PrepareForCreate
         meta.pop("deletionTimestamp", None)
         meta.update(uid=str(uuid.uuid4()), creationTimestamp=_now(), generation=1)
         if dry_run:
@@ -896,8 +898,10 @@ class ApiServerEmulator(kmock.KubernetesEmulator):
             body.setdefault("metadata", {})["name"] = route.name
             return self._create(create_route, kind, body, dry_run=dry_run, strict=strict)
         applied = {k: v for k, v in data.items() if k not in ("apiVersion", "kind")}
-        return self._commit(kind, old, copy.deepcopy(patching.merge_patch(old, applied)), route.subresource,
-                            dry_run, strict)
+        # built-ins: lists with a merge key (containers, env, ...) merge by it, as their listType=map does in SSA
+        merge = patching.merge_patch if self.crd_version(kind.group, kind.version, kind.plural) is not None \
+            else patching.strategic_merge_patch
+        return self._commit(kind, old, copy.deepcopy(merge(old, applied)), route.subresource, dry_run, strict)
 
     def _replace(self, route: Route, kind: Kind, data: Any, dry_run: bool = False, strict: str = "Warn"
                  ) -> dict[str, Any]:

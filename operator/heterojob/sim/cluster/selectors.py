@@ -65,12 +65,18 @@ def label_matcher(selector: str | None) -> Matcher:
     return match
 
 
+_FALSE_WHEN_UNSET = {"spec.unschedulable", "spec.hostNetwork"}  # Go bools: the field set prints "false"
+
+
 def _field(obj: Mapping[str, Any], path: str) -> str:
     current: Any = obj
     for part in path.split("."):
         if not isinstance(current, Mapping):
-            return ""
+            current = None
+            break
         current = current.get(part)
+    if current is None and path in _FALSE_WHEN_UNSET:
+        return "false"
     if isinstance(current, bool):
         return "true" if current else "false"
     return "" if current is None else str(current)
