@@ -57,6 +57,7 @@ FILES = {
          "spec": {"replicas": 1, "selector": {"matchLabels": {"app": "web"}},
                   "template": {"metadata": {"labels": {"app": "web"}},
                                "spec": {"containers": [{"name": "web", "image": "nginx:1.27"}]}}}}]},
+    "worker.yaml": _pod("worker-0", "gpu-node-1", {"app": "trainer"}),
     "pdb.yaml": {"apiVersion": "policy/v1", "kind": "PodDisruptionBudget",
                  "metadata": {"name": "trainer-pdb", "namespace": NS},
                  "spec": {"minAvailable": 1, "selector": {"matchLabels": {"app": "trainer"}}}},
@@ -197,6 +198,12 @@ STEPS: list[Step] = [
     Step("taint", ["taint", "node", "gpu-node-1", "dedicated=gpu:NoSchedule"], 0, [r"node/gpu-node-1 tainted"]),
     Step("describe node", ["describe", "node", "gpu-node-1"], 0, [r"Taints:\s+dedicated=gpu:NoSchedule",
                                                                   r"Unschedulable:\s+false"]),
+    # nodes' field set prints spec.unschedulable as a Go bool (pkg/registry/core/node/strategy.go NodeToSelectableFields)
+    Step("schedulable nodes", ["get", "nodes", "--field-selector", "spec.unschedulable=false", "-o", "name"], 0,
+         [r"^node/gpu-node-1$"]),
+    Step("namespace phase", ["get", "namespace", NS, "-o", "jsonpath={.status.phase}"], 0, [r"^Active$"]),
+    Step("server-side apply a scheduled pod", ["apply", "--server-side", "-f", "worker.yaml"], 0,
+         [r"pod/worker-0 serverside-applied"], min_minor=22),
     Step("cordon", ["cordon", "gpu-node-1"], 0, [r"cordoned"]),
     Step("uncordon", ["uncordon", "gpu-node-1"], 0, [r"node/gpu-node-1 uncordoned"]),
     # exec/attach/logs: pkg/registry/core/pod/strategy.go streamLocation/LogLocation, then the kubelet dial
@@ -241,6 +248,9 @@ STEPS: list[Step] = [
          [r"poddisruptionbudget.policy/web-pdb created"], min_minor=22),
     Step("pdb min available", n("get", "pdb", "web-pdb", "-o", "jsonpath={.spec.minAvailable}"), 0, [r"^50%$"],
          min_minor=22),
+    # no TokenRequest (serviceaccounts/token): refused as a server without a token issuer does (no route: 404)
+    Step("create token", n("create", "token", "default"), 1,
+         [r"failed to create token: the server could not find the requested resource"], min_minor=24),
     Step("create priorityclass", ["create", "priorityclass", "training-high", "--value=100000"], 0,
          [r"priorityclass.scheduling.k8s.io/training-high created"]),
     # strategic merge patch directives are applied, not stored ($setElementOrder from `kubectl set image`)
