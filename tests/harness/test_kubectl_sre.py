@@ -248,6 +248,17 @@ STEPS: list[Step] = [
          [r"poddisruptionbudget.policy/web-pdb created"], min_minor=22),
     Step("pdb min available", n("get", "pdb", "web-pdb", "-o", "jsonpath={.spec.minAvailable}"), 0, [r"^50%$"],
          min_minor=22),
+    Step("create deployment", n("create", "deployment", "infer", "--image=example/infer:1", "--port=8080",
+                                "--replicas=2"), 0, [r"deployment.apps/infer created"]),
+    Step("deployment template", n("get", "deployment", "infer", "-o", "jsonpath={.spec.replicas} "
+                                  "{.spec.template.spec.containers[0].image} {.spec.template.metadata.labels.app}"), 0,
+         [r"^2 example/infer:1 infer$"]),
+    Step("create job", ["create", "job", "-n", NS, "eval-once", "--image=example/eval:1", "--", "python", "-m", "eval"], 0,
+         [r"job.batch/eval-once created"]),
+    Step("job template", n("get", "job", "eval-once", "-o", "jsonpath={.spec.template.spec.restartPolicy} "
+                           "{.spec.template.spec.containers[0].command}"), 0, [r'^Never \["python","-m","eval"\]$']),
+    Step("create cronjob", n("create", "cronjob", "nightly", "--image=example/eval:1", "--schedule=0 2 * * *"), 0,
+         [r"cronjob.batch/nightly created"], min_minor=21),
     # no TokenRequest (serviceaccounts/token): refused as a server without a token issuer does (no route: 404)
     Step("create token", n("create", "token", "default"), 1,
          [r"failed to create token: the server could not find the requested resource"], min_minor=24),

@@ -50,7 +50,7 @@ Still different from a real API server (tests must not rely on these):
 - deleting a CRD does not unregister its resource;
 - server-side apply without field ownership (no managedFields, no conflicts); no `$patch` directives in
   strategic merge patches merge by key only for the core lists patching.py names; protobuf request bodies only
-  for the kinds protobuf.py decodes (the rest, e.g. `kubectl create deployment|job`, answer 415);
+  for the kinds and fields protobuf.py decodes (the rest, e.g. `kubectl autoscale`, answer 415);
 - foreground deletion behaves like background; pods are deleted at once (no kubelet grace period);
 - no authentication or RBAC (every request is allowed); no TokenRequest (`kubectl create token`: 404); no
   bookmarks; a continued list reads current objects (no snapshot at the first page's resourceVersion, no 410);
@@ -919,7 +919,7 @@ class ApiServerEmulator(kmock.KubernetesEmulator):
         return self._commit(kind, old, copy.deepcopy(data), route.subresource, dry_run, strict)
 
     @staticmethod
-    def _conflict(kind: Kind, old: dict[str, Any]) -> ApiError:  # noqa: D401
+    def _conflict(kind: Kind, old: dict[str, Any]) -> ApiError:
         name = old["metadata"]["name"]  # errors.NewConflict: the qualified resource (plural.group)
         return ApiError(409, "Conflict", f'Operation cannot be fulfilled on {_qualified(kind)} "{name}": the object '
                         "has been modified; please apply your changes to the latest version and try again",

@@ -7,10 +7,12 @@ decoded (ObjectMeta: name, generateName, namespace, labels, annotations, finaliz
 the server answers 415 as it does for a format it cannot read. Besides those kinds: the bodies `kubectl drain`
 (policy/v1 Eviction, meta/v1 DeleteOptions) and `kubectl auth can-i|whoami` (authorization/v1
 SelfSubjectAccessReview, SelfSubjectRulesReview; authentication/v1 SelfSubjectReview) send, and what `kubectl
-create role|clusterrole|rolebinding|clusterrolebinding|pdb|priorityclass` send (`_SCHEMAS`), field numbers from
-k8s.io/api/{policy,authorization,authentication,rbac,scheduling}/v1/generated.proto and apimachinery meta/v1 and
-util/intstr (v1.32). Not decoded (415): `kubectl create deployment|job|cronjob`, `kubectl autoscale` (their pod
-templates would need the whole core/v1 schema); `kubectl apply -f` of the same objects sends JSON.
+create role|clusterrole|rolebinding|clusterrolebinding|pdb|priorityclass|deployment|job|cronjob` send
+(`_SCHEMAS`: the fields those commands set; a pod template's containers with name, image, command, args,
+workingDir, ports, env, resources, imagePullPolicy, stdin, tty), field numbers from
+k8s.io/api/{core,apps,batch,policy,authorization,authentication,rbac,scheduling}/v1/generated.proto and
+apimachinery meta/v1 and util/intstr (v1.32). Not decoded (415): e.g. `kubectl autoscale` (autoscaling/v2);
+`kubectl apply -f` of any object sends JSON.
 """
 
 from __future__ import annotations
@@ -75,7 +77,7 @@ def _meta(data: bytes) -> dict[str, Any]:
     f = fields(data)
     meta: dict[str, Any] = {}
     for num, key in ((1, "name"), (2, "generateName"), (3, "namespace")):
-        if (value := _str(f, num)) is not None:
+        if value := _str(f, num):  # Go's JSON omits empty strings
             meta[key] = value
     for num, key in ((11, "labels"), (12, "annotations")):
         if (value := _map(f, num)) is not None:
@@ -114,6 +116,39 @@ _SCHEMAS: dict[str, dict[int, tuple[str, str, bool]]] = {
                                 3: ("maxUnavailable", "intstr", False),
                                 4: ("unhealthyPodEvictionPolicy", "string", False)},
     "PodDisruptionBudget": {2: ("spec", "PodDisruptionBudgetSpec", False)},
+    "ObjectMeta": {},  # decoded by _meta
+    "EnvVar": {1: ("name", "string", False), 2: ("value", "string", False)},
+    "ContainerPort": {1: ("name", "string", False), 2: ("hostPort", "int", False), 3: ("containerPort", "int", False),
+                      4: ("protocol", "string", False), 5: ("hostIP", "string", False)},
+    "ResourceRequirements": {1: ("limits", "quantities", False), 2: ("requests", "quantities", False)},
+    "Container": {1: ("name", "string", False), 2: ("image", "string", False), 3: ("command", "string", True),
+                  4: ("args", "string", True), 5: ("workingDir", "string", False),
+                  6: ("ports", "ContainerPort", True), 7: ("env", "EnvVar", True),
+                  8: ("resources", "ResourceRequirements", False), 14: ("imagePullPolicy", "string", False),
+                  16: ("stdin", "bool", False), 17: ("stdinOnce", "bool", False), 18: ("tty", "bool", False)},
+    "PodSpec": {2: ("containers", "Container", True), 3: ("restartPolicy", "string", False),
+                4: ("terminationGracePeriodSeconds", "int", False), 5: ("activeDeadlineSeconds", "int", False),
+                6: ("dnsPolicy", "string", False), 7: ("nodeSelector", "map", False),
+                8: ("serviceAccountName", "string", False), 10: ("nodeName", "string", False),
+                20: ("initContainers", "Container", True)},
+    "PodTemplateSpec": {1: ("metadata", "ObjectMeta", False), 2: ("spec", "PodSpec", False)},
+    "DeploymentStrategy": {1: ("type", "string", False)},
+    "DeploymentSpec": {1: ("replicas", "int", False), 2: ("selector", "LabelSelector", False),
+                       3: ("template", "PodTemplateSpec", False), 4: ("strategy", "DeploymentStrategy", False),
+                       6: ("revisionHistoryLimit", "int", False), 9: ("progressDeadlineSeconds", "int", False)},
+    "Deployment": {2: ("spec", "DeploymentSpec", False)},
+    "JobSpec": {1: ("parallelism", "int", False), 2: ("completions", "int", False),
+                3: ("activeDeadlineSeconds", "int", False), 4: ("selector", "LabelSelector", False),
+                6: ("template", "PodTemplateSpec", False), 7: ("backoffLimit", "int", False),
+                8: ("ttlSecondsAfterFinished", "int", False), 9: ("completionMode", "string", False),
+                10: ("suspend", "bool", False)},
+    "Job": {2: ("spec", "JobSpec", False)},
+    "JobTemplateSpec": {1: ("metadata", "ObjectMeta", False), 2: ("spec", "JobSpec", False)},
+    "CronJobSpec": {1: ("schedule", "string", False), 2: ("startingDeadlineSeconds", "int", False),
+                    3: ("concurrencyPolicy", "string", False), 4: ("suspend", "bool", False),
+                    5: ("jobTemplate", "JobTemplateSpec", False), 6: ("successfulJobsHistoryLimit", "int", False),
+                    7: ("failedJobsHistoryLimit", "int", False), 8: ("timeZone", "string", False)},
+    "CronJob": {2: ("spec", "CronJobSpec", False)},
     "PriorityClass": {2: ("value", "int", False), 3: ("globalDefault", "bool", False),
                       4: ("description", "string", False), 5: ("preemptionPolicy", "string", False)},
 }
@@ -121,7 +156,8 @@ _KINDS = {("rbac.authorization.k8s.io/v1", "Role"): "Role", ("rbac.authorization
           "ClusterRole", ("rbac.authorization.k8s.io/v1", "RoleBinding"): "RoleBinding",
           ("rbac.authorization.k8s.io/v1", "ClusterRoleBinding"): "RoleBinding",
           ("policy/v1", "PodDisruptionBudget"): "PodDisruptionBudget",
-          ("scheduling.k8s.io/v1", "PriorityClass"): "PriorityClass"}
+          ("scheduling.k8s.io/v1", "PriorityClass"): "PriorityClass", ("apps/v1", "Deployment"): "Deployment",
+          ("batch/v1", "Job"): "Job", ("batch/v1", "CronJob"): "CronJob"}
 
 
 def _int(value: int) -> int:
@@ -147,11 +183,16 @@ def _message(data: bytes, name: str) -> dict[str, Any]:
         elif kind == "map":
             values = [_map(f, num)]
             repeated = False
+        elif kind == "quantities":
+            values = [_quantity_map(f, num)]
+            repeated = False
+        elif kind == "ObjectMeta":
+            values = [_meta(v) for v in f[num]]
         else:
             values = [_message(v, kind) for v in f[num]]
         if repeated:
             out[key] = values
-        elif values[-1] != "":  # Go's JSON omits an empty optional string (`omitempty`)
+        elif values[-1] not in ("", False):  # Go's JSON omits empty strings and false bools (`omitempty`)
             out[key] = values[-1]
     return out
 
