@@ -146,7 +146,8 @@ COMMANDS: list[tuple[str, list[str], int, list[str], list[str]]] = [
     ("events.k8s.io", ["get", "events.v1.events.k8s.io", "-n", "conf", "-o", "jsonpath={.items[0].note}"], 0,
      [r"placed on cn-east/nvidia-h100"], []),
     ("watch", ["get", "hj", "-n", "conf", "-w"], 124, [r"NAME\s+PHASE", r"\ntrain\s"], []),
-    ("logs", ["logs", "worker-0", "-n", "conf"], 1, [r"has no logs"], []),
+    # an unscheduled pod's log is empty (pkg/registry/core/pod/strategy.go LogLocation: no host, no location)
+    ("logs", ["logs", "worker-0", "-n", "conf"], 0, [], [r"."]),
     ("top", ["top", "pods", "-n", "conf"], 1, [r"Metrics API not available"], []),
     ("delete", ["delete", "hj", "train", "-n", "conf"], 0, [r'heterojob.heterojob.io "train" deleted'], []),
     ("gone", ["get", "hj", "train", "-n", "conf"], 1, [r'heterojobs.heterojob.io "train" not found'], []),

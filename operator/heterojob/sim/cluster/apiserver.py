@@ -6,15 +6,26 @@ keeps kmock's HTTP server, discovery and resource registry, and serves every res
 own store with these real API server semantics (the one module of the package over ~500 lines, on
 purpose: it is the request flow of every verb -- read, check, admit, store, notify watchers -- in one
 place; what each step consults lives beside it: schema.py, builtin.py, admission.py, tables.py, openapi.py,
-discovery.py, events.py, patching.py, selectors.py):
+discovery.py, events.py, patching.py, selectors.py, paging.py, scale.py, evictions.py, reviews.py):
 
 - `resourceVersion` (one global counter), `uid`, `creationTimestamp`, `generation` (bumped on spec
   changes), `metadata.namespace` from the URL; 201 on create; 409 `AlreadyExists` and 409 `Conflict` on
-  a stale `resourceVersion` (merge patch, PUT, delete preconditions); 422 for a failed JSON-patch `test`;
+  a stale `resourceVersion` (merge patch, PUT, delete preconditions), worded with the qualified resource
+  (`heterojobs.heterojob.io "x"`); 422 for a JSON patch that does not apply, 400 for one that does not decode;
   `generateName`; PUT (replace); `GET /version/`; `/api/v1/namespaces[/name]`; namespaced writes into a
   missing namespace answer 404; DNS-subdomain names.
 - the status subresource: writes to the object ignore `status`, writes to `/status` change only status.
-- merge, JSON and strategic-merge patches (see `patching.py` for what strategic merge leaves out).
+- merge, JSON and strategic-merge patches with their directives (see `patching.py`); custom resources refuse
+  strategic merge patches (415), as apiextensions-apiserver does.
+- list pagination (`limit`/`continue`, `remainingItemCount`; paging.py); field selectors limited to the field
+  labels each resource converts (selectors.py; 400 "field label not supported"); `/healthz`, `/livez`, `/readyz`;
+  any other unknown path answers the real 404 Status.
+- subresources: `scale` (built-in workloads, CRDs that declare it; scale.py), `pods/eviction` with
+  PodDisruptionBudgets (429 when a budget allows no disruption; evictions.py; budgets are read with the status the
+  disruption controller would keep), `pods/binding`; `pods/log|exec|attach|portforward` and `*/proxy` make
+  kube-apiserver's pod/container checks, then answer as when the node's kubelet cannot be dialled (500 "error
+  dialing backend"; an unscheduled pod's log is empty); review resources (`kubectl auth can-i|whoami`) answered as
+  with AlwaysAllow authorization (reviews.py).
 - finalizers and `deletionTimestamp`; deleting a namespace deletes what is in it; owner-reference
   garbage collection (background; an object is collected when all its owners are gone).
 - watches: `labelSelector`, `fieldSelector`, `timeoutSeconds`, resume from a `resourceVersion` (410
@@ -28,7 +39,7 @@ discovery.py, events.py, patching.py, selectors.py):
   Strict: 400); PodSecurity, ResourceQuota and ServiceAccount admission (`admission.py`).
 - what kubectl reads: `meta.k8s.io/v1` Tables (`tables.py`), `/openapi/v2` (protobuf or JSON) and `/openapi/v3`
   (`openapi.py`), `events.k8s.io/v1` as a view of core Events (`events.py`), discovery listing subresources
-  as a real server does (`discovery.py`); `pods/log` answers 400 (the pods run no containers); no metrics API.
+  as a real server does (`discovery.py`); no metrics API.
 - bounded memory: one version per object, a bounded event history and request log.
 - a Node created without them gets a `spec.podCIDR` and an InternalIP (`ipam.py`: what kind's node IPAM
   controller and kubelet registration give it); the simulated kubelet gives each pod its own IP from it.
@@ -40,11 +51,13 @@ Still different from a real API server (tests must not rely on these):
   definitions); no defaulting of built-in kinds beyond a pod's common fields;
 - deleting a CRD does not unregister its resource;
 - server-side apply without field ownership (no managedFields, no conflicts); no `$patch` directives in
-  strategic merge patches; protobuf request bodies only for Namespace, ConfigMap, Secret, ServiceAccount and
-  ResourceQuota (the rest: 415);
+  strategic merge patches merge by key only for the core lists patching.py names; protobuf request bodies only
+  for the kinds and fields protobuf.py decodes (the rest, e.g. `kubectl autoscale`, answer 415);
 - foreground deletion behaves like background; pods are deleted at once (no kubelet grace period);
-- no authentication or RBAC; no bookmarks; list pagination (`limit`/`continue`) is ignored;
-- field selectors work on any dotted field path (a real server allows only a few per resource).
+- no authentication or RBAC (every request is allowed); no TokenRequest (`kubectl create token`: 404); no
+  bookmarks; a continued list reads current objects (no snapshot at the first page's resourceVersion, no 410);
+- no controllers: deployments/jobs create no pods, a PodDisruptionBudget's expected pods are the pods it selects;
+- field selectors on resources without a known field-label list (selectors.FIELD_LABELS) accept any path.
 """
 
 from __future__ import annotations
@@ -73,14 +86,16 @@ import kmock
 import yaml
 from typing_extensions import override
 
-from heterojob.sim.cluster import (admission, builtin, discovery, events, ipam, openapi, patching, protobuf,
-                                   schema, tables)
+from heterojob.sim.cluster import (admission, builtin, discovery, events, evictions, ipam, openapi, paging,
+                                   patching, protobuf, reviews, scale, schema, tables)
 from heterojob.sim.cluster.errors import ApiError, invalid_object
-from heterojob.sim.cluster.selectors import Matcher, SelectorError, field_matcher, label_matcher
+from heterojob.sim.cluster.selectors import (CR_FIELD_LABELS, FIELD_LABELS, Matcher, SelectorError, field_matcher,
+                                             label_matcher)
 
 log = logging.getLogger(__name__)
 
 SUBDOMAIN = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$")
+PDB_KEY = ("policy", "poddisruptionbudgets")
 ALL_VERBS = {"get", "list", "watch", "create", "update", "patch", "delete", "deletecollection"}
 
 
@@ -271,6 +286,11 @@ class ApiServerEmulator(kmock.KubernetesEmulator):
                     await self._serve_server_version(None))  # type: ignore[arg-type]
             elif path.startswith("/_emulator/"):
                 response = await self._serve_admin(raw_request)
+            elif (health := self._health(raw_request, path)) is not None:
+                response = health
+            elif route is None and not _is_discovery(path):
+                # kube-apiserver's notfoundhandler (k8s.io/apiserver pkg/util/notfoundhandler, v1.32)
+                raise ApiError(404, "NotFound", "the server could not find the requested resource")
             elif route is None:
                 response = await super().__call__(raw_request)  # discovery: kmock's own
                 del self._requests[:-100]  # kmock keeps every request; keep it bounded
@@ -301,6 +321,21 @@ class ApiServerEmulator(kmock.KubernetesEmulator):
         if raw_request.path == "/_emulator/requests":
             return aiohttp.web.json_response([list(r) for r in self.request_log])
         raise ApiError(404, "NotFound", f"no emulator endpoint {raw_request.path}")
+
+    @staticmethod
+    def _health(raw: aiohttp.web.BaseRequest, path: str) -> aiohttp.web.Response | None:
+        """`/healthz`, `/livez`, `/readyz` (and their `/ping`): "ok", as k8s.io/apiserver pkg/server/healthz does."""
+        parts = [p for p in path.split("/") if p]
+        if raw.method != "GET" or not parts or parts[0] not in ("healthz", "livez", "readyz") or len(parts) > 2:
+            return None
+        if len(parts) == 2 and parts[1] not in ("ping", "log", "etcd", "poststarthook"):
+            return aiohttp.web.Response(status=404, text="404 page not found\n", content_type="text/plain")
+        if "verbose" in raw.query and len(parts) == 1:
+            text = f"[+]ping ok\n[+]log ok\n[+]etcd ok\n{parts[0]} check passed\n"
+        else:
+            text = "ok"
+        return aiohttp.web.Response(status=200, text=text, content_type="text/plain",
+                                    headers={"X-Content-Type-Options": "nosniff"})
 
     def _too_large(self) -> aiohttp.web.Response:
         return self._json(ApiError(413, "RequestEntityTooLarge",
@@ -333,6 +368,8 @@ class ApiServerEmulator(kmock.KubernetesEmulator):
                 self.openapi_cache[key] = openapi.serve(self, parts[1:], raw.headers.get("Accept", ""))
             body, content_type = self.openapi_cache[key]
             return aiohttp.web.Response(body=body, status=200, headers={"Content-Type": content_type})
+        if len(parts) == 2 and parts[0] == "apis" and not any(r.group == parts[1] for r in self.resources):
+            raise ApiError(404, "NotFound", "the server could not find the requested resource")
         if parts == ["api", "v1"] or (len(parts) == 3 and parts[0] == "apis"):
             group, version = ("", "v1") if parts[0] == "api" else (parts[1], parts[2])
             listed = discovery.resource_list(self.resources, group, version)
@@ -352,29 +389,43 @@ class ApiServerEmulator(kmock.KubernetesEmulator):
             raise ApiError(404, "NotFound", f"{kind.plural} is not namespaced")
         method, query = raw.method, raw.query
         sub = route.subresource
-        if sub not in (None, "status") and not (kind.key == ("", "pods") and sub in ("binding", "log")):
-            raise ApiError(404, "NotFound", f"the server could not find the requested resource ({raw.path}): "
-                           f"the emulator does not serve the {sub} subresource")
+        crd_version = self.crd_version(kind.group, kind.version, kind.plural)
+        if crd_version is not None and sub not in (None, "status", "scale"):
+            raise self._not_found(kind, route.name or "")  # apiextensions' crdHandler for any other subresource
+        if sub == "scale" and (route.name is None or scale.paths_for(kind.key, crd_version) is None):
+            raise self._not_found(kind, route.name or "") if crd_version is not None else ApiError(
+                404, "NotFound", "the server could not find the requested resource")
+        served = {"status", "scale"} | ({"binding", "log", "eviction", "exec", "attach", "portforward", "proxy"}
+                                        if kind.key == ("", "pods") else {"proxy"} if kind.key == ("", "nodes")
+                                        else set())
+        if sub is not None and (sub.split("/")[0] not in served or route.name is None):
+            raise ApiError(404, "NotFound", "the server could not find the requested resource")
         if sub == "status" and not kind.status_subresource:
             raise ApiError(404, "NotFound", "the server could not find the requested resource")
+        if sub is not None and sub.split("/")[0] in ("log", "exec", "attach", "portforward", "proxy"):
+            return self._no_kubelet(route, kind, sub.split("/")[0], query)
         table = tables.wanted(raw.headers.get("Accept", ""))
         view: Callable[[Any], Any] | None = None
         if kind.key == events.GROUP_KEY:  # one store, two shapes: served from the core v1 Events
             view, kind = events.convert_payload, Kind("", "v1", "events", "Event", True, False)
         if method == "GET" and query.get("watch") in ("true", "1"):
             return await self._watch(raw, route, kind, table, view)
-        if sub == "log":
-            self._get(route, kind)
-            raise ApiError(400, "BadRequest", f'pod "{route.name}" has no logs: the heterojob API emulator runs '
-                           "no containers (its pods are simulated; see the operator's and the stand-in kubelet's "
-                           "own logs, e.g. in the demo's log directory)")
         body = await self._read_body(raw)
         if method == "GET":
+            if (kind.group, kind.plural) in reviews.REVIEWS or sub == "eviction":
+                raise ApiError(405, "MethodNotAllowed", "the server does not allow this method on the requested "
+                               "resource")
+            if sub == "scale":
+                return self._json(*self._scale(raw, route, kind, crd_version, None, False))
             if route.name is None:
                 listed = self._list(route, kind, query)
+                if kind.key == PDB_KEY:
+                    listed = {**listed, "items": [self._pdb_view(b) for b in listed["items"]]}
                 payload = self._table(kind, listed["items"], query, listed["metadata"]) if table else listed
             else:
                 got = self._get(route, kind)
+                if kind.key == PDB_KEY:
+                    got = self._pdb_view(got)
                 payload = self._table(kind, [got], query, {"resourceVersion": got["metadata"]["resourceVersion"]}
                                       ) if table else got
             return self._json(view(payload) if view is not None else payload)
@@ -394,8 +445,116 @@ class ApiServerEmulator(kmock.KubernetesEmulator):
             data = events.to_core(data)
             if method == "PATCH":
                 data.pop("apiVersion"), data.pop("kind")
+        if (kind.group, kind.plural) in reviews.REVIEWS:
+            if method != "POST" or route.name is not None:
+                raise ApiError(405, "MethodNotAllowed", "the server does not allow this method on the requested "
+                               "resource")
+            return self._json(reviews.answer(kind.group, kind.plural, kind.kind, kind.api_version, data), 201)
+        if sub == "scale":
+            return self._json(*self._scale(raw, route, kind, crd_version, data, dry_run))
+        if sub == "eviction":
+            if method != "POST":
+                raise ApiError(405, "MethodNotAllowed", "the server does not allow this method on the requested "
+                               "resource")
+            return self._json(*self._evict(route, kind, data, dry_run))
         payload, status = self._write(raw, route, kind, data, dry_run, strict, query)
         return self._json(view(payload) if view is not None else payload, status)
+
+    def _pdb_view(self, pdb: dict[str, Any]) -> dict[str, Any]:
+        """A PodDisruptionBudget with the status the disruption controller would keep (see evictions.py)."""
+        namespace = pdb["metadata"].get("namespace")
+        pods = [p for (ns, _), p in self._store[("", "pods")].items() if ns == namespace]
+        disrupted = (pdb.get("status") or {}).get("disruptedPods")
+        status = evictions.budget(pdb, pods).status(int(pdb["metadata"].get("generation") or 1), disrupted)
+        return {**pdb, "status": status}
+
+    def _no_kubelet(self, route: Route, kind: Kind, sub: str, query: Mapping[str, str]) -> aiohttp.web.Response:
+        """log, exec, attach, portforward, proxy: kube-apiserver checks the pod (pkg/registry/core/pod/strategy.go
+        LogLocation / streamLocation, v1.32), then dials the node's kubelet. The emulator's nodes run no kubelet, so
+        after the same checks it answers as the API server does when that dial fails (the proxy's "error dialing
+        backend", 500)."""
+        obj = self._get(route, kind)
+        name = route.name
+        if kind.key == ("", "pods"):
+            spec = obj.get("spec") or {}
+            containers = [str(c.get("name")) for c in spec.get("containers") or []]
+            init = [str(c.get("name")) for c in spec.get("initContainers") or []]
+            container = query.get("container") or ""
+            if sub in ("log", "exec", "attach"):  # validateContainer
+                if not container and len(containers) != 1:
+                    message = f"a container name must be specified for pod {name}"
+                    if containers:
+                        message += f", choose one of: [{' '.join(containers)}]"
+                        if init:
+                            message += f" or one of the init containers: [{' '.join(init)}]"
+                    raise ApiError(400, "BadRequest", message)
+                if container and container not in containers + init:
+                    raise ApiError(400, "BadRequest", f"container {container} is not valid for pod {name}")
+            node = spec.get("nodeName")
+            if not node:
+                if sub == "log":  # LogLocation: no host, no location: an empty log
+                    return aiohttp.web.Response(status=200, body=b"", content_type="text/plain")
+                raise ApiError(400, "BadRequest", f"pod {name} does not have a host assigned")
+            if (None, node) not in self._store[("", "nodes")]:
+                raise ApiError(404, "NotFound", f'nodes "{node}" not found', {"name": node, "kind": "nodes"})
+        else:
+            node = name
+        what = "logs" if sub == "log" else sub
+        raise ApiError(500, "", f"error dialing backend: dial tcp: node {node} runs no kubelet to serve {what} "
+                       "(the heterojob API emulator simulates pods; no containers run)")
+
+    def _scale(self, raw: aiohttp.web.BaseRequest, route: Route, kind: Kind, crd_version: dict[str, Any] | None,
+               data: Any, dry_run: bool) -> tuple[dict[str, Any], int]:
+        """GET/PUT/PATCH `.../scale` (see scale.py)."""
+        paths = scale.paths_for(kind.key, crd_version)
+        assert paths is not None
+        old = self._get(route, kind)
+        current = scale.to_scale(old, paths)
+        if raw.method == "GET":
+            return current, 200
+        if raw.method == "PUT":
+            wanted = data
+            rv = ((data or {}).get("metadata") or {}).get("resourceVersion") if isinstance(data, dict) else None
+            if rv and rv != old["metadata"]["resourceVersion"]:
+                raise self._conflict(kind, old)
+        elif raw.method == "PATCH":
+            content_type = raw.headers.get("Content-Type", "").split(";")[0].strip()
+            wanted = self._patched(kind, current, data, content_type, crd_version is not None)
+        else:
+            raise ApiError(405, "MethodNotAllowed", "the server does not allow this method on the requested resource")
+        replicas = ((wanted or {}).get("spec") or {}).get("replicas") if isinstance(wanted, dict) else None
+        if not isinstance(replicas, int) or isinstance(replicas, bool) or replicas < 0:
+            raise invalid_object("Scale", "autoscaling", route.name or "", [builtin.errors.invalid(
+                "spec.replicas", replicas, "must be greater than or equal to 0")])
+        new = self._commit(kind, old, scale.with_replicas(old, paths, replicas), None, dry_run)
+        return scale.to_scale(new, paths), 200
+
+    def _evict(self, route: Route, kind: Kind, data: Any, dry_run: bool) -> tuple[dict[str, Any], int]:
+        """POST pods/{name}/eviction (see evictions.py)."""
+        if not isinstance(data, dict):
+            raise ApiError(400, "BadRequest", "the request body must be a JSON object")
+        if (data.get("metadata") or {}).get("name") != route.name:
+            raise ApiError(400, "BadRequest", "name in URL does not match name in Eviction object")
+        options = data.get("deleteOptions") or {}
+        dry_run = dry_run or "All" in (options.get("dryRun") or [])
+        pod = self._get(route, kind)
+        namespace = pod["metadata"].get("namespace")
+        pdbs = [b for (ns, _), b in self._store[PDB_KEY].items() if ns == namespace]
+        pods = [p for (ns, _), p in self._store[("", "pods")].items() if ns == namespace]
+        decision = evictions.decide(pod, pdbs, pods, _now())
+        if decision.budget_name is not None and decision.budget_status is not None and not dry_run:
+            pdb_kind = self._kind(Route("policy", "v1", "poddisruptionbudgets", None, None, None))
+            old_pdb = self._store[PDB_KEY].get((namespace, decision.budget_name))
+            if pdb_kind is not None and old_pdb is not None:
+                self._commit(pdb_kind, old_pdb, {**copy.deepcopy(old_pdb), "status": decision.budget_status},
+                             "status")
+        if decision.refusal is not None:
+            raise decision.refusal
+        if decision.failure_status is not None:
+            return decision.failure_status, 500
+        self._delete(route, kind, options.get("preconditions") or {}, options.get("propagationPolicy") or
+                     "Background", dry_run)
+        return {"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Success", "code": 201}, 201
 
     def _write(self, raw: aiohttp.web.BaseRequest, route: Route, kind: Kind, data: Any, dry_run: bool,
                strict: str, query: Mapping[str, str]) -> tuple[Any, int]:
@@ -543,21 +702,31 @@ class ApiServerEmulator(kmock.KubernetesEmulator):
             raise self._not_found(kind, route.name)
         return obj
 
-    def _matcher(self, query: Mapping[str, str]) -> Matcher:
+    def _field_labels(self, kind: Kind) -> frozenset[str] | None:
+        version = self.crd_version(kind.group, kind.version, kind.plural)
+        if version is not None:
+            selectable = {str(f.get("jsonPath", "")).lstrip(".") for f in version.get("selectableFields") or []}
+            return CR_FIELD_LABELS | selectable
+        return FIELD_LABELS.get(kind.key)
+
+    def _matcher(self, query: Mapping[str, str], kind: Kind | None = None) -> Matcher:
         try:
             by_label = label_matcher(query.get("labelSelector"))
-            by_field = field_matcher(query.get("fieldSelector"))
+            by_field = field_matcher(query.get("fieldSelector"),
+                                     self._field_labels(kind) if kind is not None else None)
         except SelectorError as exc:
             raise ApiError(400, "BadRequest", str(exc)) from None
         return lambda obj: by_label(obj) and by_field(obj)
 
     def _list(self, route: Route, kind: Kind, query: Mapping[str, str]) -> dict[str, Any]:
         namespace = self._namespace_of(route, kind)
-        matches = self._matcher(query)
+        matches = self._matcher(query, kind)
+        page = paging.Page.of(query, self._rv)
         items = [obj for (ns, _), obj in self._store[kind.key].items()
                  if (namespace is None or ns == namespace) and matches(obj)]
-        return {"apiVersion": kind.api_version, "kind": f"{kind.kind}List",
-                "metadata": {"resourceVersion": str(self._rv)}, "items": items}
+        selected = bool(query.get("labelSelector") or query.get("fieldSelector"))
+        items, meta = page.cut(items, self._rv, with_remaining=not selected)
+        return {"apiVersion": kind.api_version, "kind": f"{kind.kind}List", "metadata": meta, "items": items}
 
     # --- writes -----------------------------------------------------------------------------------
 
@@ -631,13 +800,15 @@ class ApiServerEmulator(kmock.KubernetesEmulator):
         self._enforce(kind, obj, None, None, strict)
         self._check_namespace(kind, meta.get("namespace"))
         if (meta.get("namespace"), name) in self._store[kind.key]:
-            raise ApiError(409, "AlreadyExists", f'{kind.plural} "{name}" already exists',
-                           {"name": name, "kind": kind.plural})
+            raise ApiError(409, "AlreadyExists", f'{_qualified(kind)} "{name}" already exists',
+                           {"name": name, "group": kind.group, "kind": kind.plural})
         if kind.key == ("", "pods"):
             self._admit(kind, obj)
             obj["status"] = {"phase": "Pending", "qosClass": builtin.qos_class(obj)}
         elif kind.key == ("", "nodes"):  # the node IPAM controller and the kubelet's registration
             ipam.assign_node_addresses(obj, self._store[kind.key].values())
+        elif kind.key == ("", "namespaces"):
+            obj["status"] = {"phase": "Active"}  # the namespace strategy's PrepareForCreate
         meta.pop("deletionTimestamp", None)
         meta.update(uid=str(uuid.uuid4()), creationTimestamp=_now(), generation=1)
         if dry_run:
@@ -692,26 +863,26 @@ class ApiServerEmulator(kmock.KubernetesEmulator):
                strict: str = "Warn") -> dict[str, Any]:
         if content_type == patching.APPLY_PATCH:
             return self._server_side_apply(route, kind, data, dry_run, strict)
+        is_cr = self.crd_version(kind.group, kind.version, kind.plural) is not None
+        patching.check_type(content_type, is_cr)
         old = self._get(route, kind)
-        try:
-            if content_type == patching.JSON_PATCH:
-                new = patching.json_patch(old, data)
-            elif content_type == patching.STRATEGIC_MERGE_PATCH:
-                new = patching.strategic_merge_patch(old, data)
-            elif content_type in (patching.MERGE_PATCH, "application/json", ""):
-                new = patching.merge_patch(old, data)
-            else:
-                raise ApiError(415, "UnsupportedMediaType", f"unsupported patch type {content_type!r}")
-        except patching.PatchTestFailed as exc:
-            raise ApiError(422, "Invalid", f"the JSON patch test failed: {exc}") from None
-        except ValueError as exc:
-            raise ApiError(422, "Invalid", str(exc)) from None
+        new = self._patched(kind, old, data, content_type, is_cr)
         if not isinstance(new, dict):
             raise ApiError(422, "Invalid", "the patched object is not an object")
         wanted_rv = ((data or {}).get("metadata") or {}).get("resourceVersion") if isinstance(data, dict) else None
         if wanted_rv and wanted_rv != old["metadata"]["resourceVersion"]:
             raise self._conflict(kind, old)
         return self._commit(kind, old, copy.deepcopy(new), route.subresource, dry_run, strict)
+
+    @staticmethod
+    def _patched(kind: Kind, old: dict[str, Any], data: Any, content_type: str, is_cr: bool) -> Any:
+        """The patch applied to `old`, or the error kube-apiserver v1.32 answers (handlers/patch.go)."""
+        patching.check_type(content_type, is_cr)
+        if content_type == patching.JSON_PATCH:
+            return patching.json_patch(old, data)
+        if content_type == patching.STRATEGIC_MERGE_PATCH:
+            return patching.strategic_merge_patch(old, data)
+        return patching.merge_patch(old, data)
 
     def _server_side_apply(self, route: Route, kind: Kind, data: Any, dry_run: bool, strict: str
                            ) -> dict[str, Any]:
@@ -731,8 +902,10 @@ class ApiServerEmulator(kmock.KubernetesEmulator):
             body.setdefault("metadata", {})["name"] = route.name
             return self._create(create_route, kind, body, dry_run=dry_run, strict=strict)
         applied = {k: v for k, v in data.items() if k not in ("apiVersion", "kind")}
-        return self._commit(kind, old, copy.deepcopy(patching.merge_patch(old, applied)), route.subresource,
-                            dry_run, strict)
+        # built-ins: lists with a merge key (containers, env, ...) merge by it, as their listType=map does in SSA
+        merge = patching.merge_patch if self.crd_version(kind.group, kind.version, kind.plural) is not None \
+            else patching.strategic_merge_patch
+        return self._commit(kind, old, copy.deepcopy(merge(old, applied)), route.subresource, dry_run, strict)
 
     def _replace(self, route: Route, kind: Kind, data: Any, dry_run: bool = False, strict: str = "Warn"
                  ) -> dict[str, Any]:
@@ -751,10 +924,10 @@ class ApiServerEmulator(kmock.KubernetesEmulator):
 
     @staticmethod
     def _conflict(kind: Kind, old: dict[str, Any]) -> ApiError:
-        name = old["metadata"]["name"]
-        return ApiError(409, "Conflict", f'Operation cannot be fulfilled on {kind.plural} "{name}": the object '
+        name = old["metadata"]["name"]  # errors.NewConflict: the qualified resource (plural.group)
+        return ApiError(409, "Conflict", f'Operation cannot be fulfilled on {_qualified(kind)} "{name}": the object '
                         "has been modified; please apply your changes to the latest version and try again",
-                        {"name": name, "kind": kind.plural})
+                        {"name": name, "group": kind.group, "kind": kind.plural})
 
     def _delete(self, route: Route, kind: Kind, preconditions: Mapping[str, Any], policy: str,
                 dry_run: bool = False) -> dict[str, Any]:
@@ -856,7 +1029,7 @@ class ApiServerEmulator(kmock.KubernetesEmulator):
     async def _watch(self, raw: aiohttp.web.BaseRequest, route: Route, kind: Kind, table: bool = False,
                      view: Callable[[Any], Any] | None = None) -> aiohttp.web.StreamResponse:
         query = raw.query
-        matches = self._matcher(query)
+        matches = self._matcher(query, kind)
         if route.name is not None:  # the deprecated single-object watch
             by_name, name = matches, route.name
             matches = lambda obj: obj["metadata"].get("name") == name and by_name(obj)  # noqa: E731
@@ -921,6 +1094,17 @@ class ApiServerEmulator(kmock.KubernetesEmulator):
             if watcher is not None:
                 self._watchers[kind.key].discard(watcher)
         return response
+
+
+def _is_discovery(path: str) -> bool:
+    """The paths kmock answers: `/api`, `/apis`, `/apis/{group}` (the group/version lists are served here)."""
+    parts = [p for p in path.split("/") if p]
+    return parts in (["api"], ["apis"]) or (len(parts) == 2 and parts[0] == "apis")
+
+
+def _qualified(kind: Kind) -> str:
+    """`schema.GroupResource.String()`: `heterojobs.heterojob.io`, `pods`."""
+    return f"{kind.plural}.{kind.group}" if kind.group else kind.plural
 
 
 def _spec_of(obj: Mapping[str, Any]) -> dict[str, Any]:

@@ -10,8 +10,16 @@ from __future__ import annotations
 from typing import Any
 
 SUBRESOURCE_VERBS = {"status": ["get", "patch", "update"], "binding": ["create"], "log": ["get"],
-                     "eviction": ["create"], "scale": ["get", "patch", "update"]}
-SERVED_SUBRESOURCES = {"status", "binding", "log"}  # what the emulator answers (apiserver._serve)
+                     "eviction": ["create"], "scale": ["get", "patch", "update"], "exec": ["create", "get"],
+                     "attach": ["create", "get"], "portforward": ["create", "get"],
+                     "proxy": ["create", "delete", "get", "patch", "update"]}
+# what the emulator answers (apiserver._serve; exec, attach, portforward and proxy with the error of a node whose
+# kubelet cannot be reached)
+SERVED_SUBRESOURCES = {"status", "binding", "log", "eviction", "scale", "exec", "attach", "portforward", "proxy"}
+# subresources whose kind is not the parent's: (kind, group, version) as kube-apiserver v1.32 lists them
+_SUB_KINDS = {"binding": ("Binding", None, None), "log": ("Pod", None, None), "eviction": ("Eviction", "policy", "v1"),
+              "scale": ("Scale", "autoscaling", "v1"), "exec": ("PodExecOptions", None, None),
+              "attach": ("PodAttachOptions", None, None), "portforward": ("PodPortForwardOptions", None, None)}
 
 
 def resource_list(resources: Any, group: str, version: str) -> dict[str, Any] | None:
@@ -29,9 +37,14 @@ def resource_list(resources: Any, group: str, version: str) -> dict[str, Any] | 
             entry["categories"] = sorted(info.categories)
         entries.append(entry)
         for sub in sorted(set(info.subresources or ()) & SERVED_SUBRESOURCES):
-            sub_kind = {"binding": "Binding", "log": "Pod"}.get(sub, kind)
-            entries.append({"name": f"{res.plural}/{sub}", "singularName": "", "namespaced": bool(info.namespaced),
-                            "kind": sub_kind, "verbs": SUBRESOURCE_VERBS.get(sub, ["get"])})
+            sub_kind, sub_group, sub_version = _SUB_KINDS.get(sub, (kind, None, None))
+            if sub == "proxy":
+                sub_kind = f"{kind}ProxyOptions"
+            entry = {"name": f"{res.plural}/{sub}", "singularName": "", "namespaced": bool(info.namespaced),
+                     "kind": sub_kind, "verbs": SUBRESOURCE_VERBS.get(sub, ["get"])}
+            if sub_group is not None:
+                entry.update(group=sub_group, version=sub_version)
+            entries.append(entry)
     if not entries and group:
         return None
     return {"kind": "APIResourceList", "apiVersion": "v1", "groupVersion": f"{group}/{version}" if group else version,

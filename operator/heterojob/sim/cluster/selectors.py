@@ -65,17 +65,53 @@ def label_matcher(selector: str | None) -> Matcher:
     return match
 
 
+_FALSE_WHEN_UNSET = {"spec.unschedulable", "spec.hostNetwork"}  # Go bools: the field set prints "false"
+
+
 def _field(obj: Mapping[str, Any], path: str) -> str:
     current: Any = obj
     for part in path.split("."):
         if not isinstance(current, Mapping):
-            return ""
+            current = None
+            break
         current = current.get(part)
+    if current is None and path in _FALSE_WHEN_UNSET:
+        return "false"
+    if isinstance(current, bool):
+        return "true" if current else "false"
     return "" if current is None else str(current)
 
 
-def field_matcher(selector: str | None) -> Matcher:
-    """`metadata.name=x,spec.nodeName!=y`: equality on dotted paths (any field, unlike a real server)."""
+# The field labels kube-apiserver v1.32 converts per resource (pkg/apis/*/v1/conversion.go AddFieldLabelConversion*,
+# apiextensions' customresource handler for CRs: metadata.name, metadata.namespace and the CRD's selectableFields);
+# every other label answers 400 "field label not supported: <label>". Resources not listed here accept any path.
+FIELD_LABELS: dict[tuple[str, str], frozenset[str]] = {
+    ("", "pods"): frozenset({"metadata.name", "metadata.namespace", "spec.nodeName", "spec.restartPolicy",
+                             "spec.schedulerName", "spec.serviceAccountName", "spec.hostNetwork", "status.phase",
+                             "status.podIP", "status.podIPs", "status.nominatedNodeName"}),
+    ("", "nodes"): frozenset({"metadata.name", "spec.unschedulable"}),
+    ("", "namespaces"): frozenset({"metadata.name", "status.phase"}),
+    ("", "events"): frozenset({"metadata.name", "metadata.namespace", "involvedObject.kind",
+                               "involvedObject.namespace", "involvedObject.name", "involvedObject.uid",
+                               "involvedObject.apiVersion", "involvedObject.resourceVersion",
+                               "involvedObject.fieldPath", "reason", "reportingComponent", "source", "type"}),
+    ("", "secrets"): frozenset({"metadata.name", "metadata.namespace", "type"}),
+    ("", "configmaps"): frozenset({"metadata.name", "metadata.namespace"}),
+    ("", "services"): frozenset({"metadata.name", "metadata.namespace"}),
+    ("", "serviceaccounts"): frozenset({"metadata.name", "metadata.namespace"}),
+    ("", "resourcequotas"): frozenset({"metadata.name", "metadata.namespace"}),
+    ("apps", "deployments"): frozenset({"metadata.name", "metadata.namespace"}),
+    ("apps", "replicasets"): frozenset({"metadata.name", "metadata.namespace", "status.replicas"}),
+    ("apps", "statefulsets"): frozenset({"metadata.name", "metadata.namespace", "status.successful"}),
+    ("batch", "jobs"): frozenset({"metadata.name", "metadata.namespace", "status.successful"}),
+    ("policy", "poddisruptionbudgets"): frozenset({"metadata.name", "metadata.namespace"}),
+}
+CR_FIELD_LABELS = frozenset({"metadata.name", "metadata.namespace"})
+
+
+def field_matcher(selector: str | None, allowed: frozenset[str] | None = None) -> Matcher:
+    """`metadata.name=x,spec.nodeName!=y`: equality on dotted paths; with `allowed`, other paths are refused
+    (as the resource's field label conversion refuses them)."""
     if not selector:
         return lambda _obj: True
     checks: list[Matcher] = []
@@ -84,8 +120,23 @@ def field_matcher(selector: str | None) -> Matcher:
         if not m:
             raise SelectorError(f"invalid field selector: {term!r}")
         path, op, value = m.groups()
+        if allowed is not None and path not in allowed:
+            raise SelectorError(f"field label not supported: {path}")
         if op == "!=":
             checks.append(lambda o, p=path, v=value: _field(o, p) != v)
         else:
             checks.append(lambda o, p=path, v=value: _field(o, p) == v)
     return lambda obj: all(check(obj) for check in checks)
+
+
+def label_selector_matcher(selector: Mapping[str, Any] | None) -> Matcher:
+    """A `metav1.LabelSelector` object (matchLabels, matchExpressions); an empty or missing one matches nothing
+    here (as a PodDisruptionBudget's does in the eviction handler)."""
+    if not selector or not (selector.get("matchLabels") or selector.get("matchExpressions")):
+        return lambda _obj: False
+    terms = [f"{k}={v}" for k, v in (selector.get("matchLabels") or {}).items()]
+    for expr in selector.get("matchExpressions") or []:
+        key, op, values = expr.get("key", ""), expr.get("operator", ""), expr.get("values") or []
+        terms.append({"In": f"{key} in ({','.join(values)})", "NotIn": f"{key} notin ({','.join(values)})",
+                      "Exists": key, "DoesNotExist": f"!{key}"}.get(op, f"{key} in ()"))
+    return label_matcher(",".join(terms))

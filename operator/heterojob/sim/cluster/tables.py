@@ -197,6 +197,24 @@ def _quota_row(q: Mapping[str, Any]) -> Row:
     return [_meta(q).get("name"), age(_meta(q).get("creationTimestamp")), req, lim]
 
 
+def _pdb_row(pdb: Mapping[str, Any]) -> Row:
+    spec, status = pdb.get("spec") or {}, pdb.get("status") or {}
+    shown = [str(spec[k]) if spec.get(k) is not None else "N/A" for k in ("minAvailable", "maxUnavailable")]
+    return [_meta(pdb).get("name"), *shown, int(status.get("disruptionsAllowed") or 0),
+            age(_meta(pdb).get("creationTimestamp"))]
+
+
+def _deployment_row(dep: Mapping[str, Any]) -> Row:
+    spec, status = dep.get("spec") or {}, dep.get("status") or {}
+    containers = ((spec.get("template") or {}).get("spec") or {}).get("containers") or []
+    selector = spec.get("selector") or {}
+    terms = [f"{k}={v}" for k, v in sorted((selector.get("matchLabels") or {}).items())]
+    return [_meta(dep).get("name"), f"{int(status.get('readyReplicas') or 0)}/{int(spec.get('replicas', 1) or 0)}",
+            int(status.get("updatedReplicas") or 0), int(status.get("availableReplicas") or 0),
+            age(_meta(dep).get("creationTimestamp")), ",".join(str(c.get("name")) for c in containers),
+            ",".join(str(c.get("image")) for c in containers), ",".join(terms) or "<none>"]
+
+
 _AGE = _col("Age", description="CreationTimestamp is a timestamp representing the server time when this object "
             "was created.")
 BUILTIN: dict[tuple[str, str], tuple[list[dict[str, Any]], Callable[[Mapping[str, Any]], Row]]] = {
@@ -240,6 +258,22 @@ BUILTIN: dict[tuple[str, str], tuple[list[dict[str, Any]], Callable[[Mapping[str
                                    "container may use independent of contention on the node.")], _quota_row),
 }
 BUILTIN[("events.k8s.io", "events")] = BUILTIN[("", "events")]
+# pkg/printers/internalversion/printers.go (v1.32): podDisruptionBudgetColumnDefinitions, deploymentColumnDefinitions
+BUILTIN[("policy", "poddisruptionbudgets")] = ([
+    NAME, _col("Min Available", description="The minimum number of pods that must be available."),
+    _col("Max Unavailable", description="The maximum number of pods that may be unavailable."),
+    _col("Allowed Disruptions", "integer", "Calculated number of pods that may be disrupted at this time."), _AGE],
+    _pdb_row)
+BUILTIN[("apps", "deployments")] = ([
+    NAME, _col("Ready", description="Number of the pod with ready state"),
+    _col("Up-to-date", "integer", "Total number of non-terminated pods targeted by this deployment that have the "
+         "desired template spec."),
+    _col("Available", "integer", "Total number of available pods (ready for at least minReadySeconds) targeted by "
+         "this deployment."), _AGE,
+    _col("Containers", description="Names of each container in the template.", priority=1),
+    _col("Images", description="Images referenced by each container in the template.", priority=1),
+    _col("Selector", description="Label selector for pods. Existing ReplicaSets whose pods are selected by this "
+         "will be the ones affected by this deployment.", priority=1)], _deployment_row)
 
 
 def _row_object(obj: Mapping[str, Any], include: str) -> Any:
