@@ -120,7 +120,9 @@ def chain(task: tuple[str, int]) -> list[dict[str, Any]]:
             report = replay(trace, policy, Config(**FLEET, window=WINDOW, seed=seed))
             assert report.window is not None
             run = {"task": (policy, mix, seed, rate), "wall_s": time.perf_counter() - wall,
-                   "cpu_s": time.process_time() - cpu, **report.window.summary()}
+                   "cpu_s": time.process_time() - cpu, **report.window.summary(),
+                   "preemptions": report.preemptions, "preempted_device_h": round(report.preempted_device_h, 1),
+                   "upgrades": report.upgrades, "resizes": report.resizes, "reclaims": report.reclaims}
             print(json.dumps(run), file=sys.stderr, flush=True)
             out.append(run)
             if not run["sustained"]:

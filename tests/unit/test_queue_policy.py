@@ -50,6 +50,31 @@ def test_starvation_bound_promotes_a_long_waiting_job_to_the_first_level() -> No
         queueing.QueueSettings(thresholds_device_h=(10.0, 1.0))
 
 
+def test_a_job_that_ran_long_waits_in_proportion_before_promotion() -> None:
+    """Tiresias' PROMOTEKNOB: the bound is at least `promote_ratio` x the wall time the job ran since its last
+    promotion, so past the knee a job that just ran 10 h does not come back after 4 h to displace another."""
+    waited_from = 1000.0
+    ran_10h = queueing.Service(80 * H, waited_from, run_s=10 * H)
+    assert MLFQ.promote_ratio == 2.0
+    assert queueing.promotion_time(waited_from, MLFQ, ran_10h.run_s) == waited_from + 20 * H
+    level0 = queueing.effective_priority(0, 0, MLFQ)
+    assert queueing.rank(0, ran_10h, waited_from + 19 * H, MLFQ) < level0  # past the fixed 4 h, not promoted
+    assert queueing.rank(0, ran_10h, waited_from + 20 * H, MLFQ) == level0
+    # a job that ran briefly (or never) keeps the fixed bound
+    ran_1h = queueing.Service(8 * H, waited_from, run_s=1 * H)
+    assert queueing.promotion_time(waited_from, MLFQ, ran_1h.run_s) == waited_from + MLFQ.starvation_s
+    # promotion starts the count again: the next bound is the fixed one until it runs long again
+    after = queueing.on_start(ran_10h, waited_from + 20 * H, MLFQ)
+    assert after.promoted and after.run_s == 0.0 and after.attained_device_s == 0.0
+    not_yet = queueing.on_start(ran_10h, waited_from + 5 * H, MLFQ)  # started before its bound: counts kept
+    assert not not_yet.promoted and not_yet.run_s == 10 * H
+    # ratio 0: the fixed bound only (the rule before)
+    fixed = queueing.QueueSettings(promote_ratio=0.0)
+    assert queueing.promotion_time(waited_from, fixed, 10 * H) == waited_from + fixed.starvation_s
+    with pytest.raises(ValueError, match="promote_ratio"):
+        queueing.QueueSettings(promote_ratio=-1.0)
+
+
 def test_the_planner_preempts_a_long_running_job_for_a_new_one_under_mlfq_only() -> None:
     nodes = {"n1": Node("n1", {"topology.kubernetes.io/region": "r"}, {"gpu": 1})}
     fleet = Fleet(nodes, {"g": DeviceClass("g", "gpu")}, used={("n1", "gpu"): 1})

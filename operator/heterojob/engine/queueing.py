@@ -12,7 +12,12 @@ policy says which waiting job comes first and which running job a waiting one ma
   job of a higher level through its checkpoint (the planner's preemption path, with its minimum run time
   against thrashing). Starvation bound: a job that has waited `starvation_s` since it last ran (or since it
   arrived) is promoted to level 0 and its attained service counts again from zero (Tiresias' promotion),
-  so no job waits longer than that bound plus one pass behind jobs of its own priority. The run a promotion
+  so no job waits longer than that bound plus one pass behind jobs of its own priority. A job that has run
+  waits at least `promote_ratio` x the time it has run since its last promotion (Tiresias' PROMOTEKNOB:
+  its simulator promotes a pending job once `last_pending_time >= executed_time x knob`): past the knee,
+  where every waiting job would reach a fixed bound, a job that has just run many hours does not come back
+  at once to displace another, which would wait in turn and come back (round robin with checkpoint costs).
+  The run a promotion
   starts keeps level 0 for its first `starvation_s` (no job of its priority displaces it by level meanwhile):
   without that, a long or wide job would reach a later level within minutes of its promotion, be displaced
   again and wait another full bound, running minutes per day.
@@ -40,7 +45,9 @@ class QueueSettings:
     policy: QueuePolicy = QueuePolicy.MLFQ
     # level boundaries in attained device-hours: 0-1 (level 0), 1-10 (level 1), 10+ (level 2)
     thresholds_device_h: Sequence[float] = field(default=(1.0, 10.0))
-    starvation_s: float = 4 * 3600.0  # longest wait (since last run or arrival) before promotion to level 0
+    starvation_s: float = 4 * 3600.0  # shortest wait (since last run or arrival) before promotion to level 0
+    # ... and at least this multiple of the job's run time since its last promotion (0: the fixed bound only)
+    promote_ratio: float = 2.0
 
     def __post_init__(self) -> None:
         t = list(self.thresholds_device_h)
@@ -48,6 +55,12 @@ class QueueSettings:
             raise ValueError(f"thresholds_device_h must be positive and increasing, not {t}")
         if self.starvation_s <= 0:
             raise ValueError(f"starvation_s must be positive, not {self.starvation_s}")
+        if self.promote_ratio < 0:
+            raise ValueError(f"promote_ratio must be 0 or more, not {self.promote_ratio}")
+
+    def bound_s(self, run_s: float = 0.0) -> float:
+        """How long a job that has run `run_s` wall seconds since its last promotion waits before promotion."""
+        return max(self.starvation_s, self.promote_ratio * max(0.0, run_s))
 
     @property
     def levels(self) -> int:
@@ -65,14 +78,15 @@ def level(attained_device_s: float, settings: QueueSettings) -> int:
     return sum(1 for t in settings.thresholds_device_h if attained_device_s >= t * 3600)
 
 
-def starved(waiting_since: float, now: float, settings: QueueSettings) -> bool:
-    """Whether a job waiting since `waiting_since` (its last stop, or arrival) has hit the starvation bound."""
-    return settings.policy == QueuePolicy.MLFQ and now - waiting_since >= settings.starvation_s
+def starved(waiting_since: float, now: float, settings: QueueSettings, run_s: float = 0.0) -> bool:
+    """Whether a job waiting since `waiting_since` (its last stop, or arrival) has hit the starvation bound
+    (`QueueSettings.bound_s` of its run time `run_s` since its last promotion)."""
+    return settings.policy == QueuePolicy.MLFQ and now - waiting_since >= settings.bound_s(run_s)
 
 
-def promotion_time(waiting_since: float, settings: QueueSettings) -> float | None:
+def promotion_time(waiting_since: float, settings: QueueSettings, run_s: float = 0.0) -> float | None:
     """When a waiting job will be promoted (for a timer), or None under FIFO."""
-    return waiting_since + settings.starvation_s if settings.policy == QueuePolicy.MLFQ else None
+    return waiting_since + settings.bound_s(run_s) if settings.policy == QueuePolicy.MLFQ else None
 
 
 def effective_priority(priority: int, job_level: int, settings: QueueSettings) -> int:
@@ -93,13 +107,14 @@ class Service:
     attained_device_s: float = 0.0  # devices x seconds trained since the last promotion
     waiting_since: float = 0.0  # arrival, or when it last stopped running
     promoted: bool = False  # its current (or next) run began by a promotion
+    run_s: float = 0.0  # wall seconds trained since the last promotion (the promotion bound grows with it)
 
 
 def on_start(service: Service, now: float, settings: QueueSettings) -> Service:
     """A job starts running: a starved one's attained service counts again from zero (its promotion holds)."""
-    if starved(service.waiting_since, now, settings):
-        return Service(0.0, service.waiting_since, True)
-    return Service(service.attained_device_s, service.waiting_since, False)
+    if starved(service.waiting_since, now, settings, service.run_s):
+        return Service(0.0, service.waiting_since, True, 0.0)
+    return Service(service.attained_device_s, service.waiting_since, False, service.run_s)
 
 
 def running_rank(priority: int, attained_device_s: float, settings: QueueSettings, ran_s: float = 0.0,
@@ -113,5 +128,6 @@ def running_rank(priority: int, attained_device_s: float, settings: QueueSetting
 
 def rank(priority: int, service: Service, now: float, settings: QueueSettings) -> int:
     """A waiting job's effective priority now: its level from attained service, level 0 once starved."""
-    lvl = 0 if starved(service.waiting_since, now, settings) else level(service.attained_device_s, settings)
+    lvl = (0 if starved(service.waiting_since, now, settings, service.run_s)
+           else level(service.attained_device_s, settings))
     return effective_priority(priority, lvl, settings)

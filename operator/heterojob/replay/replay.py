@@ -174,6 +174,7 @@ class _Replay:
         self.segments: list[tuple[float, float, float]] = []  # (from, to, device-s x speed share), per run
         self.device_s: dict[int, float] = defaultdict(float)  # devices held x seconds, per job
         self.failures = self.restarts = self.resizes = self.preemptions = self.reclaims = self.upgrades = 0
+        self.preempted_device_s = 0.0  # devices idle for preemptions (saves, restores, the preemptor's wait)
         self.busy = 0
         self.busy_points: list[tuple[float, int]] = []
         self.settings = planner.Settings(min_runtime_s=config.min_runtime_s)
@@ -273,8 +274,8 @@ class _Replay:
                              self.config.queue)
 
     def enqueue(self, job: TraceJob, now: float) -> None:
-        old = self.service.get(job.id)
-        self.service[job.id] = queueing.Service(old.attained_device_s if old else 0.0, now)
+        old = self.service.get(job.id) or queueing.Service()
+        self.service[job.id] = queueing.Service(old.attained_device_s, now, run_s=old.run_s)
         self.refresh(job)
         self.dequeue(job)
         self.queue[job.id] = job
@@ -284,7 +285,7 @@ class _Replay:
         bisect.insort(self.order_list, k)
         bisect.insort(self.by_fit[self.fit_key(job)], k)
         if self.policy == "heterojob":
-            at = queueing.promotion_time(now, self.config.queue)
+            at = queueing.promotion_time(now, self.config.queue, old.run_s)
             if at is not None:
                 self.push(at, "promote", (job.id, now))
 
@@ -387,7 +388,7 @@ class _Replay:
             self.work_s[run.job.id] += trained * rel.get(run.cls, 0.0)
             svc = self.service.get(run.job.id, queueing.Service())
             self.service[run.job.id] = queueing.Service(svc.attained_device_s + trained * run.devices,
-                                                        svc.waiting_since, svc.promoted)
+                                                        svc.waiting_since, svc.promoted, svc.run_s + trained)
             self.refresh(run.job)
 
     def stop(self, run: _Run, now: float) -> None:
@@ -618,6 +619,7 @@ class _Replay:
         self.moves[run.job.id].append(now)
         if d.kind == DisruptionKind.PREEMPT:
             self.preemptions += 1
+            self.preempted_device_s += run.devices * (2 * self.config.save_s + self.config.restore_s)
             self.push(now + self.config.save_s, "requeue", run.job)
             return
         self.reclaims += 1
@@ -701,7 +703,8 @@ class _Replay:
                         self.lost_s / 3600, self.failures, self.restarts, self.resizes, self.preemptions,
                         self.reclaims, self.max_lost, in_window / (total * (hi - lo)) if hi > lo else 0.0,
                         statistics.fmean(steady) if steady else 0.0, (lo / 3600, hi / 3600),
-                        timeline(self.busy_points, total, first, end), jcts, by_job, upgrades=self.upgrades)
+                        timeline(self.busy_points, total, first, end), jcts, by_job, upgrades=self.upgrades,
+                        preempted_device_h=self.preempted_device_s / 3600)
         if self.config.window:
             report.window = self.window_report(*self.config.window)
         return report
