@@ -115,6 +115,37 @@ def test_slow_class_declined_when_the_wait_for_the_fast_one_is_shorter() -> None
     assert both.classes == ("fast",) and both.declined == ("slow",)
 
 
+def test_a_job_that_can_start_on_free_room_does_not_preempt_for_a_faster_class() -> None:
+    """Work conservation: a new job (first level) could displace the long job on the fast class, but the slow
+    class is free, so it weighs the fast one by when it frees by itself (the long job is expected to run
+    for hours) and starts on the slow class; once the slow class is full too, it preempts on the fast one."""
+    now = 100 * H
+    nodes = {"f1": Node("f1", {"topology.kubernetes.io/region": "r"}, {"fgpu": 1}),
+             "s1": Node("s1", {"topology.kubernetes.io/region": "r"}, {"sgpu": 1})}
+    classes = {"fast": DeviceClass("fast", "fgpu", {}, throughput=1.0),
+               "slow": DeviceClass("slow", "sgpu", {}, throughput=0.5)}
+    long = admission.Holder("ns/long", 0, now - 20 * H, Allocation("fgpu", {"f1": 1}, "ns", "fast", "r"))
+    facts = {"ns/long": policy.Facts(service=queueing.Service(0.0, 0.0), rel={"fast": 1.0, "slow": 0.5},
+                                     work_s=0.0, measured=frozenset({"fast"})),
+             "ns/new": policy.Facts(service=queueing.Service(0.0, now), rel={"fast": 1.0, "slow": 0.5})}
+    known = policy.Knowledge(facts)
+    new = Request("ns/new", [Alternative("fast", 1), Alternative("slow", 1)], 1, created=now)
+    free_slow = Fleet(nodes, classes, used={("f1", "fgpu"): 1})
+    plan, prepared = admission.plan_with_policy([new], [long], free_slow, now, known, MLFQ, admission.Settings())
+    assert plan["ns/new"].outcome == admission.Outcome.PLACED and plan["ns/new"].candidate.device_class == "slow"
+    assert not plan["ns/new"].disruptions
+    both_full = Fleet(nodes, classes, used={("f1", "fgpu"): 1, ("s1", "sgpu"): 1})
+    other = admission.Holder("ns/other", 0, now - 20 * H, Allocation("sgpu", {"s1": 1}, "ns", "slow", "r"))
+    known = policy.Knowledge({**facts, "ns/other": facts["ns/long"]})
+    plan, _ = admission.plan_with_policy([new], [long, other], both_full, now, known, MLFQ, admission.Settings())
+    assert plan["ns/new"].outcome == admission.Outcome.PREEMPTING
+    assert plan["ns/new"].candidate.device_class == "fast"
+    # the rule on its own: free room on any class it may run on rules displacement out
+    assert not policy.displaces({"fast": 1, "slow": 1}, {"fast": 0, "slow": 1}, {"fast": 1.0, "slow": 0.5})
+    assert policy.displaces({"fast": 1, "slow": 1}, {"fast": 0, "slow": 0}, {"fast": 1.0, "slow": 0.5})
+    assert policy.displaces({"fast": 1, "slow": 1}, {"fast": 0, "slow": 1}, {"fast": 1.0, "slow": 0.0})
+
+
 def test_expected_wait_counts_running_ends_and_the_queue_ahead() -> None:
     running = [completion.Busy(2, 5 * H), completion.Busy(2, 1 * H)]
     assert completion.expected_wait(2, 2, 8, running, 0.0) == 0.0  # free now

@@ -753,6 +753,13 @@ def _room(fleet: Fleet, down: set[str]) -> dict[str, tuple[int, int]]:
 
 
 def replay(jobs: Sequence[TraceJob], policy: str, config: Config) -> Report:
-    """Replay `jobs` under `policy` ("static", "kueue" or "heterojob")."""
+    """Replay `jobs` under `policy` ("static", "kueue" or "heterojob"). A job whose gang cannot fit one region
+    of a class is refused up front (it would wait forever while failures keep the replay's clock running)."""
+    most = config.nodes_per_class_region * config.devices_per_node
+    too_big = [j.id for j in jobs if j.gpus > most]
+    if too_big:
+        raise ValueError(f"jobs {too_big[:5]}{'...' if len(too_big) > 5 else ''} ask for more than the {most} devices "
+                         f"a region holds of a class (nodes_per_class_region x devices_per_node): drop them "
+                         f"from the trace or replay a larger fleet")
     return _Replay(jobs, policy, config).run()
 
