@@ -55,24 +55,48 @@ def test_a_job_that_ran_long_waits_in_proportion_before_promotion() -> None:
     promotion, so past the knee a job that just ran 10 h does not come back after 4 h to displace another."""
     waited_from = 1000.0
     ran_10h = queueing.Service(80 * H, waited_from, run_s=10 * H)
-    assert MLFQ.promote_ratio == 2.0
-    assert queueing.promotion_time(waited_from, MLFQ, ran_10h.run_s) == waited_from + 20 * H
-    level0 = queueing.effective_priority(0, 0, MLFQ)
-    assert queueing.rank(0, ran_10h, waited_from + 19 * H, MLFQ) < level0  # past the fixed 4 h, not promoted
-    assert queueing.rank(0, ran_10h, waited_from + 20 * H, MLFQ) == level0
+    assert queueing.QueueSettings().promote_ratio == 0.0  # off by default (README says why)
+    knob = queueing.QueueSettings(promote_ratio=2.0)
+    assert queueing.promotion_time(waited_from, knob, ran_10h.run_s) == waited_from + 20 * H
+    level0 = queueing.effective_priority(0, 0, knob)
+    assert queueing.rank(0, ran_10h, waited_from + 19 * H, knob) < level0  # past the fixed 4 h, not promoted
+    assert queueing.rank(0, ran_10h, waited_from + 20 * H, knob) == level0
     # a job that ran briefly (or never) keeps the fixed bound
     ran_1h = queueing.Service(8 * H, waited_from, run_s=1 * H)
-    assert queueing.promotion_time(waited_from, MLFQ, ran_1h.run_s) == waited_from + MLFQ.starvation_s
+    assert queueing.promotion_time(waited_from, knob, ran_1h.run_s) == waited_from + knob.starvation_s
     # promotion starts the count again: the next bound is the fixed one until it runs long again
-    after = queueing.on_start(ran_10h, waited_from + 20 * H, MLFQ)
+    after = queueing.on_start(ran_10h, waited_from + 20 * H, knob)
     assert after.promoted and after.run_s == 0.0 and after.attained_device_s == 0.0
-    not_yet = queueing.on_start(ran_10h, waited_from + 5 * H, MLFQ)  # started before its bound: counts kept
+    not_yet = queueing.on_start(ran_10h, waited_from + 5 * H, knob)  # started before its bound: counts kept
     assert not not_yet.promoted and not_yet.run_s == 10 * H
     # ratio 0: the fixed bound only (the rule before)
     fixed = queueing.QueueSettings(promote_ratio=0.0)
     assert queueing.promotion_time(waited_from, fixed, 10 * H) == waited_from + fixed.starvation_s
     with pytest.raises(ValueError, match="promote_ratio"):
         queueing.QueueSettings(promote_ratio=-1.0)
+
+
+def test_levels_displace_only_while_the_queue_is_shorter_than_the_fleet() -> None:
+    """Past the knee the queue alone could refill the fleet: a displacement adds no capacity, so levels only
+    order the queue (preemption by priority is not affected: that is the planner's rule, not this one)."""
+    assert queueing.displacing(100, 108, MLFQ)
+    assert not queueing.displacing(108, 108, MLFQ) and not queueing.displacing(500, 108, MLFQ)
+    assert not queueing.displacing(0, 108, FIFO)  # FIFO never displaces by level
+    assert queueing.displacing(500, 108, queueing.QueueSettings(displace_below=float("inf")))
+    # the planner, given `displace_by_level` from it: a new job preempts the long one only with a short queue
+    nodes = {"n1": Node("n1", {"topology.kubernetes.io/region": "r"}, {"gpu": 1})}
+    fleet = Fleet(nodes, {"g": DeviceClass("g", "gpu")}, used={("n1", "gpu"): 1})
+    now = 100 * H
+    holder = admission.Holder("ns/long", 0, 0.0, Allocation("gpu", {"n1": 1}, "ns", "g", "r"))
+    new = Request("ns/new", [Alternative("g", 1)], 1, created=now)
+    for waiting, preempts in ((1, True), (1, True), (2, False)):
+        known = policy.Knowledge({"ns/long": policy.Facts(service=queueing.Service(40 * H, 0.0), rel={"g": 1.0}),
+                                  "ns/new": policy.Facts(service=queueing.Service(0.0, now), rel={"g": 1.0})},
+                                 displace_by_level=queueing.displacing(waiting, 2, MLFQ))
+        plan, _ = admission.plan_with_policy([new], [holder], fleet, now, known, MLFQ, admission.Settings())
+        assert (plan["ns/new"].outcome == admission.Outcome.PREEMPTING) is preempts
+    with pytest.raises(ValueError, match="displace_below"):
+        queueing.QueueSettings(displace_below=-1.0)
 
 
 def test_the_planner_preempts_a_long_running_job_for_a_new_one_under_mlfq_only() -> None:

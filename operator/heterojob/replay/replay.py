@@ -160,6 +160,7 @@ class _Replay:
         self.by_fit: dict[tuple[tuple[str, ...], int, int], list[tuple[Any, ...]]] = defaultdict(list)
         self.fit_keys: dict[int, tuple[tuple[str, ...], int, int]] = {}
         self.priorities: dict[int, int] = defaultdict(int)  # priority -> waiting jobs of it
+        self.waiting_devices = 0  # devices the waiting jobs ask for (`queueing.displacing`)
         self.keys: dict[int, tuple[Any, ...]] = {}
         self.arrived: list[TraceJob] = []  # since the last scheduling pass
         self.freed: set[str] = set()  # classes that gained room since the last pass
@@ -280,6 +281,7 @@ class _Replay:
         self.dequeue(job)
         self.queue[job.id] = job
         self.priorities[job.priority] += 1
+        self.waiting_devices += job.gpus
         self.arrived.append(job)
         self.keys[job.id] = k = self.key(job, now)
         bisect.insort(self.order_list, k)
@@ -292,6 +294,7 @@ class _Replay:
     def dequeue(self, job: TraceJob) -> None:
         if self.queue.pop(job.id, None) is not None:
             self.priorities[job.priority] -= 1
+            self.waiting_devices -= job.gpus
         k = self.keys.pop(job.id, None)
         if k is not None:
             for keys in (self.order_list, self.by_fit[self.fit_key(job)]):
@@ -303,6 +306,7 @@ class _Replay:
         self.dequeue(job)
         self.queue[job.id] = job
         self.priorities[job.priority] += 1
+        self.waiting_devices += job.gpus
         self.keys[job.id] = k = self.key(job, now)
         bisect.insort(self.order_list, k)
         bisect.insort(self.by_fit[self.fit_key(job)], k)
@@ -542,6 +546,9 @@ class _Replay:
         `engine.policy.upgrades` proposes, each onto room found before the job is stopped."""
         if not (self.freed or self.arrived or self.promoted):
             return
+        # what the operator knows too: the queue's length in devices decides whether levels displace
+        self.knowledge.displace_by_level = queueing.displacing(self.waiting_devices, self.config.devices,
+                                                               self.config.queue)
         pool = self.candidates()
         if not pool:
             if self.freed and self.config.upgrades:
@@ -589,6 +596,8 @@ class _Replay:
         return out
 
     def holder_rank(self, run: _Run, now: float) -> int:
+        if not self.knowledge.displace_by_level:
+            return queueing.effective_priority(run.job.priority, 0, self.config.queue)
         svc = self.service.get(run.job.id, queueing.Service())
         attained = svc.attained_device_s + max(0.0, now - run.started) * run.devices
         return queueing.running_rank(run.job.priority, attained, self.config.queue, max(0.0, now - run.started),
