@@ -79,10 +79,11 @@ def test_a_job_that_ran_long_waits_in_proportion_before_promotion() -> None:
 def test_levels_displace_only_while_the_queue_is_shorter_than_the_fleet() -> None:
     """Past the knee the queue alone could refill the fleet: a displacement adds no capacity, so levels only
     order the queue (preemption by priority is not affected: that is the planner's rule, not this one)."""
-    assert queueing.displacing(100, 108, MLFQ)
-    assert not queueing.displacing(108, 108, MLFQ) and not queueing.displacing(500, 108, MLFQ)
+    assert queueing.displacing(500, 108, queueing.QueueSettings())  # off by default: levels always displace under MLFQ
+    short = queueing.QueueSettings(displace_below=1.0)
+    assert queueing.displacing(100, 108, short)
+    assert not queueing.displacing(108, 108, short) and not queueing.displacing(500, 108, short)
     assert not queueing.displacing(0, 108, FIFO)  # FIFO never displaces by level
-    assert queueing.displacing(500, 108, queueing.QueueSettings(displace_below=float("inf")))
     # the planner, given `displace_by_level` from it: a new job preempts the long one only with a short queue
     nodes = {"n1": Node("n1", {"topology.kubernetes.io/region": "r"}, {"gpu": 1})}
     fleet = Fleet(nodes, {"g": DeviceClass("g", "gpu")}, used={("n1", "gpu"): 1})
@@ -92,7 +93,7 @@ def test_levels_displace_only_while_the_queue_is_shorter_than_the_fleet() -> Non
     for waiting, preempts in ((1, True), (1, True), (2, False)):
         known = policy.Knowledge({"ns/long": policy.Facts(service=queueing.Service(40 * H, 0.0), rel={"g": 1.0}),
                                   "ns/new": policy.Facts(service=queueing.Service(0.0, now), rel={"g": 1.0})},
-                                 displace_by_level=queueing.displacing(waiting, 2, MLFQ))
+                                 displace_by_level=queueing.displacing(waiting, 2, short))
         plan, _ = admission.plan_with_policy([new], [holder], fleet, now, known, MLFQ, admission.Settings())
         assert (plan["ns/new"].outcome == admission.Outcome.PREEMPTING) is preempts
     with pytest.raises(ValueError, match="displace_below"):
