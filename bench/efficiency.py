@@ -245,6 +245,8 @@ def summarize(runs: list[dict[str, Any]], pruns: list[dict[str, Any]], wall: flo
                        "device_h_per_job": num(mean(p, m, r, "device_h_per_job"), 2),
                        "preemptions": num(mean(p, m, r, "preemptions"), 0) if "preemptions" in by[(p, m, r)][0]
                        else None,
+                       "preempted_device_h": num(mean(p, m, r, "preempted_device_h"), 1)
+                       if "preempted_device_h" in by[(p, m, r)][0] else None,
                        "seeds": len(by[(p, m, r)]), "sustained": sustains(p, m, r)}
                    if by[(p, m, r)] else "not run (past the knees)" for p in POLICIES}
             table[f"{m} {r:g}/h"] = row
