@@ -312,6 +312,13 @@ def summarize(runs: list[dict[str, Any]], pruns: list[dict[str, Any]], wall: flo
         "sustained_rate_bound": rate_bound,
         "throughput_gain_bound_by_mix": {m: round(rate_bound[m] / sustained["static"][m], 2)
                                          if rate_bound.get(m) and sustained["static"][m] else None for m in MIXES},
+        # what limits a sustained rate: the work a busy device-hour does at each policy's knee (1.0: every
+        # job on its fastest class); a policy sustains more only by raising this or the busy share
+        "useful_per_busy_at_knee": {m: {p: num(mean(p, m, sustained[p][m], "useful_share")
+                                               / mean(p, m, sustained[p][m], "busy_share"), 3)
+                                         if sustained[p][m] else None for p in POLICIES} for m in MIXES},
+        "busy_at_knee": {m: {p: num(mean(p, m, sustained[p][m], "busy_share"), 3) if sustained[p][m] else None
+                             for p in POLICIES} for m in MIXES},
         "useful_utilization_at_knee": min(knee_useful.values()),
         "useful_utilization_at_knee_by_mix": knee_useful,
         "useful_utilization_cap": cap["cap"],
