@@ -251,15 +251,15 @@ def summarize(runs: list[dict[str, Any]], pruns: list[dict[str, Any]], wall: flo
                    if by[(p, m, r)] else "not run (past the knees)" for p in POLICIES}
             table[f"{m} {r:g}/h"] = row
             at = f"{m} {r:g}/h"
-            if not (complete("heterojob", m, r) and complete("static", m, r) and complete("kueue", m, r)):
-                continue  # a knee's bisection at some seeds: no average to compare
-            if jct["heterojob"] > jct["static"]:
-                worse.append(at)
-            if r <= sustained["static"][m]:
-                ratios.append((jct["heterojob"] / jct["static"], at))
-                dh_ratios.append((mean("heterojob", m, r, "device_h_per_job")
-                                  / mean("static", m, r, "device_h_per_job"), at))
-            if r <= sustained["kueue"][m]:
+            # compared only where both policies were replayed at every seed (a knee's bisection may not be)
+            if complete("heterojob", m, r) and complete("static", m, r):
+                if jct["heterojob"] > jct["static"]:
+                    worse.append(at)
+                if r <= sustained["static"][m]:
+                    ratios.append((jct["heterojob"] / jct["static"], at))
+                    dh_ratios.append((mean("heterojob", m, r, "device_h_per_job")
+                                      / mean("static", m, r, "device_h_per_job"), at))
+            if complete("heterojob", m, r) and complete("kueue", m, r) and r <= sustained["kueue"][m]:
                 ratios_kueue.append((jct["heterojob"] / jct["kueue"], at))
     philly_out: dict[str, Any] = {}
     pj = {run["task"]: run["avg_jct_h"] for run in pruns}
