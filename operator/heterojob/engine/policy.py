@@ -15,6 +15,8 @@ call it the same way.
    cannot displace (their expected remaining work; of a grown job only its admitted size, since the
    planner takes borrowed room back for any waiting job) and the jobs ahead of it in this pass that chose to
    wait there, so jobs spread over classes (and, through the planner's scorers, regions) by expected wait.
+   A job with free room on some class it may use counts no displacement anywhere (`displaces`: work
+   conservation, no preemption while devices it could use idle).
    The planner honours the order (a step in preference order outweighs every other score).
 
 What it reads is what the operator knows (`Facts`, from the job's status): attained service, the job's
