@@ -6,8 +6,10 @@ Method (Gavel's continuous-trace simulations): a fleet of 36:36:36 devices of th
 no drain); a sweep of input rates from light load to past every policy's knee; 3 seeds; two demand mixes
 (`proportional`: users ask for a class in proportion to their job's throughput there, the kindest
 partition for a static fleet; `skewed`: 70% ask for the fastest class). A rate is sustained when the
-jobs in the system when job 4999 arrives are at most 1.2x those when job 4000 arrives (every seed); a
-policy's sustained rate is the highest rate of the sweep below which every rate is sustained.
+jobs in the system when job 4999 arrives are at most 1.2x those when job 4000 arrives; a policy's
+sustained rate is, at the seed where it is lowest, the highest rate below which every rate replayed is
+sustained: the grid, then `HETEROJOB_BENCH_BISECT` bisections between each policy's last sustained and
+first unsustained rate (its knee to within a fraction of the grid's step).
 
 Policies (heterojob.replay.replay): `static` (partitioned by the user's class, the default scheduler),
 `kueue` (flavor fallback in the user's order, FIFO, no migration or resize), `heterojob` (the operator's
@@ -16,7 +18,8 @@ all with the operator's defaults).
 
 Utilization is reported as the useful share (device-hours x the job's speed on that class / its speed on
 its fastest class, over devices x the window's span) beside the raw busy share. Also: two vendored Philly
-traces (data/gavel) at three arrival scales each, average JCT of every job.
+traces (data/gavel) at three arrival scales each, average JCT of every job, on the same devices in one
+region (ee9e8c has 32-device gangs; a gang never spans regions).
 
 Last line: one JSON object with the issue's keys and `targets` (which are met); each replay's figures go
 to stderr as it ends. Runs the replays on two worker processes; `replay_6000_jobs_s_max` is the CPU time
@@ -32,7 +35,8 @@ Reduced runs (for iterating; the defaults are the method above, and the JSON say
 knob is set): HETEROJOB_BENCH_SEEDS=1 (seeds), HETEROJOB_BENCH_MIXES=skewed (mixes),
 HETEROJOB_BENCH_RATES=2.5,2.8 (jobs/h), HETEROJOB_BENCH_JOBS=3000 (jobs per replay; the window is the same
 share of the trace, jobs 2/3 to 5/6), HETEROJOB_BENCH_PHILLY=0 (no Philly traces) or =0.1 (those scales),
-HETEROJOB_BENCH_WORKERS=2 (processes). HETEROJOB_BENCH_FROM_LOG=FILE summarizes the stderr of an earlier
+HETEROJOB_BENCH_WORKERS=2 (processes), HETEROJOB_BENCH_BISECT=0 (no extra rates at the knees; default 2).
+HETEROJOB_BENCH_FROM_LOG=FILE summarizes the stderr of an earlier
 run (finished or not; points never run are reported as such) with the same knobs.
 """
 
@@ -62,8 +66,11 @@ ALL_RATES = (0.5, 1.0, 1.5, 2.0, 2.5, 2.8, 3.1, 3.4, 3.7, 4.0)  # jobs/h, finer 
 PHILLY = ("philly-6214e9.trace", "philly-ee9e8c.trace")
 ALL_SCALES = (0.2, 0.1, 0.05)
 FLEET = dict(nodes_per_class_region=3, regions=3, devices_per_node=4)
+# the Philly traces hold gangs of up to 32 devices (ee9e8c), more than a region of FLEET has of a class: the
+# same 36:36:36 devices in one region, as on Gavel's cluster (a gang never spans regions)
+PHILLY_FLEET = dict(nodes_per_class_region=9, regions=1, devices_per_node=4)
 KNOBS = ("HETEROJOB_BENCH_SEEDS", "HETEROJOB_BENCH_MIXES", "HETEROJOB_BENCH_RATES", "HETEROJOB_BENCH_JOBS",
-         "HETEROJOB_BENCH_PHILLY")
+         "HETEROJOB_BENCH_PHILLY", "HETEROJOB_BENCH_BISECT")
 
 
 def _env_list(name: str, default: str, kind: type) -> tuple[Any, ...]:
@@ -82,7 +89,8 @@ WINDOW = (JOBS * 2 // 3, JOBS * 5 // 6)  # 6,000 jobs: 4000-4999, Gavel's window
 _philly = os.environ.get("HETEROJOB_BENCH_PHILLY", "1").strip()
 SCALES = ALL_SCALES if _philly == "1" else () if _philly == "0" else _env_list("HETEROJOB_BENCH_PHILLY", "", float)
 WORKERS = int(os.environ.get("HETEROJOB_BENCH_WORKERS", "2"))
-if not MIXES or not RATES or not SEEDS or JOBS < 60 or WORKERS < 1:
+BISECT = int(os.environ.get("HETEROJOB_BENCH_BISECT", "2"))  # extra rates per policy's knee, per mix and seed
+if not MIXES or not RATES or not SEEDS or JOBS < 60 or WORKERS < 1 or BISECT < 0:
     raise SystemExit(f"bench knobs: mixes from {list(ALL_MIXES)}, at least one rate and seed, "
                      "HETEROJOB_BENCH_JOBS >= 60, HETEROJOB_BENCH_WORKERS >= 1")
 
@@ -105,35 +113,67 @@ def useful_cap(table: Path = TABLE) -> dict[str, Any]:
     return {"cap": round(cap, 3), "best_share_per_class": per_class}
 
 
+def one(policy: str, mix: str, seed: int, rate: float) -> dict[str, Any]:
+    """One replay of the synthetic trace; its figures go to stderr as it ends."""
+    trace = synthetic_trace(JOBS, rate, TABLE, seed=seed, fastest_share=MIXES[mix])
+    wall, cpu = time.perf_counter(), time.process_time()
+    report = replay(trace, policy, Config(**FLEET, window=WINDOW, seed=seed))
+    assert report.window is not None
+    run = {"task": (policy, mix, seed, rate), "wall_s": time.perf_counter() - wall,
+           "cpu_s": time.process_time() - cpu, **report.window.summary(),
+           "preemptions": report.preemptions, "preempted_device_h": round(report.preempted_device_h, 1),
+           "upgrades": report.upgrades, "resizes": report.resizes, "reclaims": report.reclaims}
+    print(json.dumps(run), file=sys.stderr, flush=True)
+    return run
+
+
 def chain(task: tuple[str, int]) -> list[dict[str, Any]]:
     """One mix and seed, rates ascending, every policy; a policy is not run past a rate it failed to sustain
-    once static has failed too (every figure the targets read is then known)."""
+    once static has failed too (every figure the targets read is then known). Then each policy's knee is
+    bisected `BISECT` times between its last sustained and its first unsustained rate of the grid (static and
+    kueue, cheap, are replayed at each new rate too, so heterojob's JCT there has both yardsticks)."""
     mix, seed = task
     out: list[dict[str, Any]] = []
     failed: set[str] = set()
     for rate in RATES:
-        trace = synthetic_trace(JOBS, rate, TABLE, seed=seed, fastest_share=MIXES[mix])
         for policy in POLICIES:
             if policy in failed and "static" in failed:
                 continue
-            wall, cpu = time.perf_counter(), time.process_time()
-            report = replay(trace, policy, Config(**FLEET, window=WINDOW, seed=seed))
-            assert report.window is not None
-            run = {"task": (policy, mix, seed, rate), "wall_s": time.perf_counter() - wall,
-                   "cpu_s": time.process_time() - cpu, **report.window.summary()}
-            print(json.dumps(run), file=sys.stderr, flush=True)
+            run = one(policy, mix, seed, rate)
             out.append(run)
             if not run["sustained"]:
                 failed.add(policy)
+    done = {run["task"][0::3]: run for run in out}  # (policy, rate) -> run
+    for policy in POLICIES:
+        for _ in range(BISECT):
+            lo, hi = knee(policy, {r: run["sustained"] for (p, r), run in done.items() if p == policy})
+            if hi is None or hi - lo < 0.02:
+                break
+            mid = round((lo + hi) / 2, 3)
+            for p in dict.fromkeys((policy, "static", "kueue")):
+                if (p, mid) not in done:
+                    done[(p, mid)] = run = one(p, mix, seed, mid)
+                    out.append(run)
     return out
+
+
+def knee(policy: str, sustained: dict[float, bool]) -> tuple[float, float | None]:
+    """(highest rate below which every replayed rate was sustained, the first rate that was not, or None)."""
+    best = 0.0
+    for r in sorted(sustained):
+        if not sustained[r]:
+            return best, r
+        best = r
+    return best, None
 
 
 def philly(task: tuple[str, str, float]) -> dict[str, Any]:
     policy, name, scale = task
     trace = load_trace(DATA / name, TABLE, seed=1)
-    trace = [j for j in trace if j.gpus <= 36]
+    fleet = PHILLY_FLEET
+    trace = [j for j in trace if j.gpus <= fleet["nodes_per_class_region"] * fleet["devices_per_node"]]
     cpu = time.process_time()
-    report = replay(trace, policy, Config(**FLEET, arrival_scale=scale, seed=1))
+    report = replay(trace, policy, Config(**fleet, arrival_scale=scale, seed=1))
     out = {"task": task, "avg_jct_h": report.avg_jct_h, "jobs": report.jobs, "cpu_s": time.process_time() - cpu}
     print(json.dumps(out), file=sys.stderr, flush=True)
     return out
@@ -180,37 +220,46 @@ def summarize(runs: list[dict[str, Any]], pruns: list[dict[str, Any]], wall: flo
     def sustains(p: str, m: str, r: float) -> bool:
         return len(by[(p, m, r)]) == len(SEEDS) and all(x["sustained"] for x in by[(p, m, r)])
 
+    def complete(p: str, m: str, r: float) -> bool:  # replayed at every seed
+        return len(by[(p, m, r)]) == len(SEEDS)
+
+    rates = {m: sorted({r for (_, m2, r) in by if m2 == m}) for m in MIXES}  # the grid and the knees' bisections
+    # a policy's sustained rate: the lowest over seeds of the highest rate below which every rate replayed
+    # at that seed was sustained (a bisected rate is replayed at some seeds only)
     sustained: dict[str, dict[str, float]] = defaultdict(dict)
     for m in MIXES:
         for p in POLICIES:
-            best = 0.0
-            for r in RATES:
-                if not sustains(p, m, r):
-                    break
-                best = r
-            sustained[p][m] = best
+            per_seed = [knee(p, {r: x["sustained"] for (p2, m2, r), xs in by.items() if p2 == p and m2 == m
+                                 for x in xs if x["task"][2] == seed})[0] for seed in SEEDS]
+            sustained[p][m] = min(per_seed)
     ratios: list[tuple[float, str]] = []
     ratios_kueue: list[tuple[float, str]] = []
     dh_ratios: list[tuple[float, str]] = []
     worse: list[str] = []
     table: dict[str, Any] = {}
     for m in MIXES:
-        for r in RATES:
+        for r in rates[m]:
             jct = {p: mean(p, m, r, "avg_jct_h") for p in POLICIES}
             row = {p: {"avg_jct_h": num(jct[p], 2), "busy": num(mean(p, m, r, "busy_share"), 3),
                        "useful": num(mean(p, m, r, "useful_share"), 3),
                        "device_h_per_job": num(mean(p, m, r, "device_h_per_job"), 2),
-                       "sustained": sustains(p, m, r)} if by[(p, m, r)] else "not run (past the knees)"
-                   for p in POLICIES}
+                       "preemptions": num(mean(p, m, r, "preemptions"), 0) if "preemptions" in by[(p, m, r)][0]
+                       else None,
+                       "preempted_device_h": num(mean(p, m, r, "preempted_device_h"), 1)
+                       if "preempted_device_h" in by[(p, m, r)][0] else None,
+                       "seeds": len(by[(p, m, r)]), "sustained": sustains(p, m, r)}
+                   if by[(p, m, r)] else "not run (past the knees)" for p in POLICIES}
             table[f"{m} {r:g}/h"] = row
-            if jct["heterojob"] > jct["static"]:  # NaN (not run past every knee) compares False
-                worse.append(f"{m} {r:g}/h")
             at = f"{m} {r:g}/h"
-            if r <= sustained["static"][m]:
-                ratios.append((jct["heterojob"] / jct["static"], at))
-                dh_ratios.append((mean("heterojob", m, r, "device_h_per_job")
-                                  / mean("static", m, r, "device_h_per_job"), at))
-            if r <= sustained["kueue"][m]:
+            # compared only where both policies were replayed at every seed (a knee's bisection may not be)
+            if complete("heterojob", m, r) and complete("static", m, r):
+                if jct["heterojob"] > jct["static"]:
+                    worse.append(at)
+                if r <= sustained["static"][m]:
+                    ratios.append((jct["heterojob"] / jct["static"], at))
+                    dh_ratios.append((mean("heterojob", m, r, "device_h_per_job")
+                                      / mean("static", m, r, "device_h_per_job"), at))
+            if complete("heterojob", m, r) and complete("kueue", m, r) and r <= sustained["kueue"][m]:
                 ratios_kueue.append((jct["heterojob"] / jct["kueue"], at))
     philly_out: dict[str, Any] = {}
     pj = {run["task"]: run["avg_jct_h"] for run in pruns}
@@ -263,6 +312,13 @@ def summarize(runs: list[dict[str, Any]], pruns: list[dict[str, Any]], wall: flo
         "sustained_rate_bound": rate_bound,
         "throughput_gain_bound_by_mix": {m: round(rate_bound[m] / sustained["static"][m], 2)
                                          if rate_bound.get(m) and sustained["static"][m] else None for m in MIXES},
+        # what limits a sustained rate: the work a busy device-hour does at each policy's knee (1.0: every
+        # job on its fastest class); a policy sustains more only by raising this or the busy share
+        "useful_per_busy_at_knee": {m: {p: num(mean(p, m, sustained[p][m], "useful_share")
+                                               / mean(p, m, sustained[p][m], "busy_share"), 3)
+                                         if sustained[p][m] else None for p in POLICIES} for m in MIXES},
+        "busy_at_knee": {m: {p: num(mean(p, m, sustained[p][m], "busy_share"), 3) if sustained[p][m] else None
+                             for p in POLICIES} for m in MIXES},
         "useful_utilization_at_knee": min(knee_useful.values()),
         "useful_utilization_at_knee_by_mix": knee_useful,
         "useful_utilization_cap": cap["cap"],
@@ -296,6 +352,10 @@ def summarize(runs: list[dict[str, Any]], pruns: list[dict[str, Any]], wall: flo
     if cap["cap"] < 0.92:
         notes.append(f"useful_utilization_at_knee >= 0.92 is out of reach on this fleet: the most any policy can "
                      f"reach by the formula is {cap['cap']} (best share per class {cap['best_share_per_class']})")
+    for m, bound in result["throughput_gain_bound_by_mix"].items():
+        if bound is not None and bound < 1.28:
+            notes.append(f"throughput_gain >= 1.28 is out of reach in the {m} mix: at the useful-utilization cap "
+                         f"the offered work would be {rate_bound[m]} jobs/h, {bound}x static's sustained rate")
     if open_ended:
         notes.append(f"sustained at the sweep's top rate ({RATES[-1]:g}/h), knee not found: {open_ended}")
     if reduced:

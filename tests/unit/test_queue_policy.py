@@ -50,6 +50,56 @@ def test_starvation_bound_promotes_a_long_waiting_job_to_the_first_level() -> No
         queueing.QueueSettings(thresholds_device_h=(10.0, 1.0))
 
 
+def test_a_job_that_ran_long_waits_in_proportion_before_promotion() -> None:
+    """Tiresias' PROMOTEKNOB: the bound is at least `promote_ratio` x the wall time the job ran since its last
+    promotion, so past the knee a job that just ran 10 h does not come back after 4 h to displace another."""
+    waited_from = 1000.0
+    ran_10h = queueing.Service(80 * H, waited_from, run_s=10 * H)
+    assert queueing.QueueSettings().promote_ratio == 0.0  # off by default (README says why)
+    knob = queueing.QueueSettings(promote_ratio=2.0)
+    assert queueing.promotion_time(waited_from, knob, ran_10h.run_s) == waited_from + 20 * H
+    level0 = queueing.effective_priority(0, 0, knob)
+    assert queueing.rank(0, ran_10h, waited_from + 19 * H, knob) < level0  # past the fixed 4 h, not promoted
+    assert queueing.rank(0, ran_10h, waited_from + 20 * H, knob) == level0
+    # a job that ran briefly (or never) keeps the fixed bound
+    ran_1h = queueing.Service(8 * H, waited_from, run_s=1 * H)
+    assert queueing.promotion_time(waited_from, knob, ran_1h.run_s) == waited_from + knob.starvation_s
+    # promotion starts the count again: the next bound is the fixed one until it runs long again
+    after = queueing.on_start(ran_10h, waited_from + 20 * H, knob)
+    assert after.promoted and after.run_s == 0.0 and after.attained_device_s == 0.0
+    not_yet = queueing.on_start(ran_10h, waited_from + 5 * H, knob)  # started before its bound: counts kept
+    assert not not_yet.promoted and not_yet.run_s == 10 * H
+    # ratio 0: the fixed bound only (the rule before)
+    fixed = queueing.QueueSettings(promote_ratio=0.0)
+    assert queueing.promotion_time(waited_from, fixed, 10 * H) == waited_from + fixed.starvation_s
+    with pytest.raises(ValueError, match="promote_ratio"):
+        queueing.QueueSettings(promote_ratio=-1.0)
+
+
+def test_levels_displace_only_while_the_queue_is_shorter_than_the_fleet() -> None:
+    """Past the knee the queue alone could refill the fleet: a displacement adds no capacity, so levels only
+    order the queue (preemption by priority is not affected: that is the planner's rule, not this one)."""
+    assert queueing.displacing(500, 108, queueing.QueueSettings())  # off by default: levels always displace under MLFQ
+    short = queueing.QueueSettings(displace_below=1.0)
+    assert queueing.displacing(100, 108, short)
+    assert not queueing.displacing(108, 108, short) and not queueing.displacing(500, 108, short)
+    assert not queueing.displacing(0, 108, FIFO)  # FIFO never displaces by level
+    # the planner, given `displace_by_level` from it: a new job preempts the long one only with a short queue
+    nodes = {"n1": Node("n1", {"topology.kubernetes.io/region": "r"}, {"gpu": 1})}
+    fleet = Fleet(nodes, {"g": DeviceClass("g", "gpu")}, used={("n1", "gpu"): 1})
+    now = 100 * H
+    holder = admission.Holder("ns/long", 0, 0.0, Allocation("gpu", {"n1": 1}, "ns", "g", "r"))
+    new = Request("ns/new", [Alternative("g", 1)], 1, created=now)
+    for waiting, preempts in ((1, True), (1, True), (2, False)):
+        known = policy.Knowledge({"ns/long": policy.Facts(service=queueing.Service(40 * H, 0.0), rel={"g": 1.0}),
+                                  "ns/new": policy.Facts(service=queueing.Service(0.0, now), rel={"g": 1.0})},
+                                 displace_by_level=queueing.displacing(waiting, 2, short))
+        plan, _ = admission.plan_with_policy([new], [holder], fleet, now, known, MLFQ, admission.Settings())
+        assert (plan["ns/new"].outcome == admission.Outcome.PREEMPTING) is preempts
+    with pytest.raises(ValueError, match="displace_below"):
+        queueing.QueueSettings(displace_below=-1.0)
+
+
 def test_the_planner_preempts_a_long_running_job_for_a_new_one_under_mlfq_only() -> None:
     nodes = {"n1": Node("n1", {"topology.kubernetes.io/region": "r"}, {"gpu": 1})}
     fleet = Fleet(nodes, {"g": DeviceClass("g", "gpu")}, used={("n1", "gpu"): 1})
@@ -88,6 +138,37 @@ def test_slow_class_declined_when_the_wait_for_the_fast_one_is_shorter() -> None
     # both free: the fast one only (should the fast room go to a job ahead, this one waits for it)
     both = completion.choose(10 * H, rel, {"fast": 0.0, "slow": 0.0})
     assert both.classes == ("fast",) and both.declined == ("slow",)
+
+
+def test_a_job_that_can_start_on_free_room_does_not_preempt_for_a_faster_class() -> None:
+    """Work conservation: a new job (first level) could displace the long job on the fast class, but the slow
+    class is free, so it weighs the fast one by when it frees by itself (the long job is expected to run
+    for hours) and starts on the slow class; once the slow class is full too, it preempts on the fast one."""
+    now = 100 * H
+    nodes = {"f1": Node("f1", {"topology.kubernetes.io/region": "r"}, {"fgpu": 1}),
+             "s1": Node("s1", {"topology.kubernetes.io/region": "r"}, {"sgpu": 1})}
+    classes = {"fast": DeviceClass("fast", "fgpu", {}, throughput=1.0),
+               "slow": DeviceClass("slow", "sgpu", {}, throughput=0.5)}
+    long = admission.Holder("ns/long", 0, now - 20 * H, Allocation("fgpu", {"f1": 1}, "ns", "fast", "r"))
+    facts = {"ns/long": policy.Facts(service=queueing.Service(0.0, 0.0), rel={"fast": 1.0, "slow": 0.5},
+                                     work_s=0.0, measured=frozenset({"fast"})),
+             "ns/new": policy.Facts(service=queueing.Service(0.0, now), rel={"fast": 1.0, "slow": 0.5})}
+    known = policy.Knowledge(facts)
+    new = Request("ns/new", [Alternative("fast", 1), Alternative("slow", 1)], 1, created=now)
+    free_slow = Fleet(nodes, classes, used={("f1", "fgpu"): 1})
+    plan, prepared = admission.plan_with_policy([new], [long], free_slow, now, known, MLFQ, admission.Settings())
+    assert plan["ns/new"].outcome == admission.Outcome.PLACED and plan["ns/new"].candidate.device_class == "slow"
+    assert not plan["ns/new"].disruptions
+    both_full = Fleet(nodes, classes, used={("f1", "fgpu"): 1, ("s1", "sgpu"): 1})
+    other = admission.Holder("ns/other", 0, now - 20 * H, Allocation("sgpu", {"s1": 1}, "ns", "slow", "r"))
+    known = policy.Knowledge({**facts, "ns/other": facts["ns/long"]})
+    plan, _ = admission.plan_with_policy([new], [long, other], both_full, now, known, MLFQ, admission.Settings())
+    assert plan["ns/new"].outcome == admission.Outcome.PREEMPTING
+    assert plan["ns/new"].candidate.device_class == "fast"
+    # the rule on its own: free room on any class it may run on rules displacement out
+    assert not policy.displaces({"fast": 1, "slow": 1}, {"fast": 0, "slow": 1}, {"fast": 1.0, "slow": 0.5})
+    assert policy.displaces({"fast": 1, "slow": 1}, {"fast": 0, "slow": 0}, {"fast": 1.0, "slow": 0.5})
+    assert policy.displaces({"fast": 1, "slow": 1}, {"fast": 0, "slow": 1}, {"fast": 1.0, "slow": 0.0})
 
 
 def test_expected_wait_counts_running_ends_and_the_queue_ahead() -> None:

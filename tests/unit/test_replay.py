@@ -207,3 +207,26 @@ def test_gavels_window_measures_jct_useful_work_and_whether_the_rate_is_sustaine
     assert heavy.avg_jct_h > light.avg_jct_h
     # useful work is the busy time scaled by each job's speed there against its fastest class
     assert 0 < light.useful_share < light.busy_share < heavy.busy_share <= 1
+
+
+def test_a_gang_larger_than_a_region_is_refused_not_waited_for_forever() -> None:
+    """A gang never spans regions: an 8-device job on 1 node x 4 devices per class and region would wait
+    forever while failures keep the clock running (Philly ee9e8c's 16-32 device jobs on the Gavel fleet did)."""
+    config = Config(nodes_per_class_region=1, regions=3, devices_per_node=4)
+    with pytest.raises(ValueError, match="4 devices a region holds"):
+        replay([job(1, gpus=1), job(2, gpus=8)], "static", config)
+    report = replay([job(1, gpus=1), job(2, gpus=4)], "heterojob", config)
+    assert report.jobs == 2 and report.preempted_device_h == 0.0
+
+
+def test_preemptions_are_counted_with_the_device_hours_they_idle() -> None:
+    """A short job preempts a long one through its checkpoint: the victim's save and restore and the
+    preemptor's wait for the save idle the victim's devices (2 x 20 s + 60 s each)."""
+    config = Config(nodes_per_class_region=1, regions=1, devices_per_node=4, mtbf_h=1e9, elastic=False,
+                    upgrades=False)
+    trace = [job(1, gpus=4, hours=100, wants="nvidia-h100"), job(2, gpus=4, hours=100, at_h=0.0),
+             job(3, gpus=4, hours=100, at_h=0.0), job(4, gpus=4, hours=0.5, at_h=20.0)]
+    report = replay(trace, "heterojob", config)
+    assert report.preemptions >= 1
+    assert report.preempted_device_h == pytest.approx(report.preemptions * 4 * 100 / 3600, rel=0.01)
+    assert report.summary()["preempted_device_h"] == round(report.preempted_device_h, 2)

@@ -15,6 +15,8 @@ call it the same way.
    cannot displace (their expected remaining work; of a grown job only its admitted size, since the
    planner takes borrowed room back for any waiting job) and the jobs ahead of it in this pass that chose to
    wait there, so jobs spread over classes (and, through the planner's scorers, regions) by expected wait.
+   A job with free room on some class it may use counts no displacement anywhere (`displaces`: work
+   conservation, no preemption while devices it could use idle).
    The planner honours the order (a step in preference order outweighs every other score).
 
 What it reads is what the operator knows (`Facts`, from the job's status): attained service, the job's
@@ -117,6 +119,20 @@ def _kept(holder: Holder) -> int:
     return min(holder.allocation.devices, holder.base.replicas * holder.base.alternatives[0].per_replica)
 
 
+WORK_CONSERVING = True
+
+
+def displaces(need: Mapping[str, int], free: Mapping[str, int], rel: Mapping[str, float]) -> bool:
+    """Whether a waiting job may count on displacing running jobs of a later level when it weighs a class:
+    only when no class it may run on has room for it now. A job that can start on free room weighs a
+    faster class by when that class frees by itself, so it does not preempt a job there while devices idle
+    elsewhere: past the knee every such displacement is a victim requeued (and its checkpoint costs) for
+    the same work, while the free class stays idle."""
+    if not WORK_CONSERVING:
+        return True
+    return not any(free.get(c, 0) >= n for c, n in need.items() if rel.get(c, 0.0) > 0)
+
+
 def prepare(queue: Iterable[Request], holders: Iterable[Holder], fleet: Fleet, now: float, knowledge: Knowledge,
             settings: queueing.QueueSettings, min_runtime_s: float) -> Prepared:
     """Steps 1 and 2 of the module docstring; `queue` in any order."""
@@ -147,8 +163,10 @@ def prepare(queue: Iterable[Request], holders: Iterable[Holder], fleet: Fleet, n
         left = knowledge.residual.remaining(facts.work_s)
         need = {a.device_class: a.per_replica * request.replicas for a in request.alternatives}
         rel = {c: facts.rel.get(c, 0.0) for c in need if c in capacity}
+        # work conservation (see `displaces`): with free room on some class, no displacement is expected
+        displace = displaces(need, free, rel)
         waits = {c: completion.expected_wait(need[c], free[c], capacity[c], [] if free[c] >= need[c] else
-                                             [b for rk, b in busy(c) if rk >= rank], ahead[c])
+                                             [b for rk, b in busy(c) if rk >= rank or not displace], ahead[c])
                  for c in rel if rel[c] > 0}
         choice = completion.choose(left, rel, waits)
         choices[request.job] = choice

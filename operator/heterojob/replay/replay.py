@@ -160,6 +160,7 @@ class _Replay:
         self.by_fit: dict[tuple[tuple[str, ...], int, int], list[tuple[Any, ...]]] = defaultdict(list)
         self.fit_keys: dict[int, tuple[tuple[str, ...], int, int]] = {}
         self.priorities: dict[int, int] = defaultdict(int)  # priority -> waiting jobs of it
+        self.waiting_devices = 0  # devices the waiting jobs ask for (`queueing.displacing`)
         self.keys: dict[int, tuple[Any, ...]] = {}
         self.arrived: list[TraceJob] = []  # since the last scheduling pass
         self.freed: set[str] = set()  # classes that gained room since the last pass
@@ -174,6 +175,7 @@ class _Replay:
         self.segments: list[tuple[float, float, float]] = []  # (from, to, device-s x speed share), per run
         self.device_s: dict[int, float] = defaultdict(float)  # devices held x seconds, per job
         self.failures = self.restarts = self.resizes = self.preemptions = self.reclaims = self.upgrades = 0
+        self.preempted_device_s = 0.0  # devices idle for preemptions (saves, restores, the preemptor's wait)
         self.busy = 0
         self.busy_points: list[tuple[float, int]] = []
         self.settings = planner.Settings(min_runtime_s=config.min_runtime_s)
@@ -273,24 +275,26 @@ class _Replay:
                              self.config.queue)
 
     def enqueue(self, job: TraceJob, now: float) -> None:
-        old = self.service.get(job.id)
-        self.service[job.id] = queueing.Service(old.attained_device_s if old else 0.0, now)
+        old = self.service.get(job.id) or queueing.Service()
+        self.service[job.id] = queueing.Service(old.attained_device_s, now, run_s=old.run_s)
         self.refresh(job)
         self.dequeue(job)
         self.queue[job.id] = job
         self.priorities[job.priority] += 1
+        self.waiting_devices += job.gpus
         self.arrived.append(job)
         self.keys[job.id] = k = self.key(job, now)
         bisect.insort(self.order_list, k)
         bisect.insort(self.by_fit[self.fit_key(job)], k)
         if self.policy == "heterojob":
-            at = queueing.promotion_time(now, self.config.queue)
+            at = queueing.promotion_time(now, self.config.queue, old.run_s)
             if at is not None:
                 self.push(at, "promote", (job.id, now))
 
     def dequeue(self, job: TraceJob) -> None:
         if self.queue.pop(job.id, None) is not None:
             self.priorities[job.priority] -= 1
+            self.waiting_devices -= job.gpus
         k = self.keys.pop(job.id, None)
         if k is not None:
             for keys in (self.order_list, self.by_fit[self.fit_key(job)]):
@@ -302,6 +306,7 @@ class _Replay:
         self.dequeue(job)
         self.queue[job.id] = job
         self.priorities[job.priority] += 1
+        self.waiting_devices += job.gpus
         self.keys[job.id] = k = self.key(job, now)
         bisect.insort(self.order_list, k)
         bisect.insort(self.by_fit[self.fit_key(job)], k)
@@ -387,7 +392,7 @@ class _Replay:
             self.work_s[run.job.id] += trained * rel.get(run.cls, 0.0)
             svc = self.service.get(run.job.id, queueing.Service())
             self.service[run.job.id] = queueing.Service(svc.attained_device_s + trained * run.devices,
-                                                        svc.waiting_since, svc.promoted)
+                                                        svc.waiting_since, svc.promoted, svc.run_s + trained)
             self.refresh(run.job)
 
     def stop(self, run: _Run, now: float) -> None:
@@ -541,6 +546,9 @@ class _Replay:
         `engine.policy.upgrades` proposes, each onto room found before the job is stopped."""
         if not (self.freed or self.arrived or self.promoted):
             return
+        # what the operator knows too: the queue's length in devices decides whether levels displace
+        self.knowledge.displace_by_level = queueing.displacing(self.waiting_devices, self.config.devices,
+                                                               self.config.queue)
         pool = self.candidates()
         if not pool:
             if self.freed and self.config.upgrades:
@@ -588,6 +596,8 @@ class _Replay:
         return out
 
     def holder_rank(self, run: _Run, now: float) -> int:
+        if not self.knowledge.displace_by_level:
+            return queueing.effective_priority(run.job.priority, 0, self.config.queue)
         svc = self.service.get(run.job.id, queueing.Service())
         attained = svc.attained_device_s + max(0.0, now - run.started) * run.devices
         return queueing.running_rank(run.job.priority, attained, self.config.queue, max(0.0, now - run.started),
@@ -618,6 +628,7 @@ class _Replay:
         self.moves[run.job.id].append(now)
         if d.kind == DisruptionKind.PREEMPT:
             self.preemptions += 1
+            self.preempted_device_s += run.devices * (2 * self.config.save_s + self.config.restore_s)
             self.push(now + self.config.save_s, "requeue", run.job)
             return
         self.reclaims += 1
@@ -701,7 +712,8 @@ class _Replay:
                         self.lost_s / 3600, self.failures, self.restarts, self.resizes, self.preemptions,
                         self.reclaims, self.max_lost, in_window / (total * (hi - lo)) if hi > lo else 0.0,
                         statistics.fmean(steady) if steady else 0.0, (lo / 3600, hi / 3600),
-                        timeline(self.busy_points, total, first, end), jcts, by_job, upgrades=self.upgrades)
+                        timeline(self.busy_points, total, first, end), jcts, by_job, upgrades=self.upgrades,
+                        preempted_device_h=self.preempted_device_s / 3600)
         if self.config.window:
             report.window = self.window_report(*self.config.window)
         return report
@@ -750,6 +762,13 @@ def _room(fleet: Fleet, down: set[str]) -> dict[str, tuple[int, int]]:
 
 
 def replay(jobs: Sequence[TraceJob], policy: str, config: Config) -> Report:
-    """Replay `jobs` under `policy` ("static", "kueue" or "heterojob")."""
+    """Replay `jobs` under `policy` ("static", "kueue" or "heterojob"). A job whose gang cannot fit one region
+    of a class is refused up front (it would wait forever while failures keep the replay's clock running)."""
+    most = config.nodes_per_class_region * config.devices_per_node
+    too_big = [j.id for j in jobs if j.gpus > most]
+    if too_big:
+        raise ValueError(f"jobs {too_big[:5]}{'...' if len(too_big) > 5 else ''} ask for more than the {most} devices "
+                         f"a region holds of a class (nodes_per_class_region x devices_per_node): drop them "
+                         f"from the trace or replay a larger fleet")
     return _Replay(jobs, policy, config).run()
 

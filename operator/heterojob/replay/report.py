@@ -57,6 +57,8 @@ class Report:
     jcts_h: list[float] = field(default_factory=list)  # sorted
     jct_h_by_job: dict[int, float] = field(default_factory=dict)
     upgrades: int = 0  # running jobs moved up to a faster class through a checkpoint
+    # devices idle for preemptions: each victim's save and later restore, its preemptor's wait for the save
+    preempted_device_h: float = 0.0
     window: Window | None = None
 
     @property
@@ -70,6 +72,7 @@ class Report:
                 "lost_device_h": round(self.lost_device_h, 2), "failures": self.failures,
                 "migrations": self.migrations, "restarts": self.restarts, "resizes": self.resizes,
                 "reclaims": self.reclaims, "preemptions": self.preemptions, "upgrades": self.upgrades,
+                "preempted_device_h": round(self.preempted_device_h, 2),
                 "max_lost_per_failure_s": round(self.max_lost_per_failure_s, 1),
                 "steady_state": {"utilization": round(self.steady_utilization, 4),
                                  "avg_jct_h": round(self.steady_avg_jct_h, 3)},
