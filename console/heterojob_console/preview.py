@@ -2,13 +2,17 @@
 placement or quota policy. The jobs are read into the operator's own cache (`state.cache.Cache`, synced
 from each job's spec and status as the operator does), the fleet into its views (`state.views.FleetSource`
 from the same objects the operator watches), and the questions go to the planner the operator calls:
-`engine.admission.plan_queue` for "what would this quota edit admit?" (placements, queueing, reclaim and
-preemption as the operator would plan them) and `engine.admission.plan_move` for "where would this job
-go?" (make before break: the destination the operator would reserve, or why there is none).
+`engine.admission.plan_with_policy` for "what would this quota edit admit?" (placements, queueing,
+reclaim and preemption as the operator would plan them, in its queue policy's order, from what
+`controller.knowledge` reads of each job's `status.scheduling`; the policy is the operator's default,
+`mlfq`, unless HETEROJOB_QUEUE_POLICY names the one its `--queue-policy` was given) and
+`engine.admission.plan_move` for "where would this job go?" (make before break: the destination the
+operator would reserve, or why there is none).
 """
 
 from __future__ import annotations
 
+import os
 import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -16,11 +20,13 @@ from typing import Any
 
 from heterojob.api.common import SpecError, parse_spec
 from heterojob.api.job import HeteroJobSpec
+from heterojob.controller.knowledge import Knower
 from heterojob.controller.status import read_status, where
 from heterojob.engine import admission as planner
 from heterojob.engine import migration, transfer
 from heterojob.engine.admission import Outcome
-from heterojob.engine.fleet import Limit
+from heterojob.engine.fleet import Fleet, Limit
+from heterojob.engine.queueing import QueuePolicy, QueueSettings
 from heterojob.kube import convert
 from heterojob.state.cache import Cache
 from heterojob.state.requests import move_request, transfer_move
@@ -76,6 +82,30 @@ class Effect:
 ADMITTING = (Outcome.PLACED, Outcome.PREEMPTING, Outcome.RECLAIMING)  # gets the room (at once, or soon)
 
 
+def queue_settings() -> QueueSettings | None:
+    """The operator's queue policy: HETEROJOB_QUEUE_POLICY (`fifo` or `mlfq`, as its --queue-policy), else
+    its default; None for fifo (the planner's own order: priority, then age)."""
+    named = os.environ.get("HETEROJOB_QUEUE_POLICY", "").strip().lower()
+    settings = QueueSettings()
+    if named:
+        try:
+            settings = QueueSettings(policy=QueuePolicy(named))
+        except ValueError:
+            raise ValueError(f"HETEROJOB_QUEUE_POLICY={named!r}: use one of "
+                             f"{', '.join(p.value for p in QueuePolicy)} (the operator's --queue-policy)") from None
+    return None if settings.policy == QueuePolicy.FIFO else settings
+
+
+def plan(jobs: Cache, fleet: Fleet, now: float) -> planner.Plan:
+    """The whole queue planned as the operator plans it (its queue policy, when it orders the queue)."""
+    waiting, holders = jobs.waiting(), jobs.holders()
+    settings = queue_settings()
+    if settings is None:
+        return planner.plan_queue(waiting, holders, fleet, now)
+    knowledge = Knower(jobs).knowledge(fleet, waiting, holders)
+    return planner.plan_with_policy(waiting, holders, fleet, now, knowledge, settings)[0]
+
+
 def quota_change(cluster: Cluster, namespace: str, quota: str, limits: Sequence[Mapping[str, Any]]
                  ) -> list[Effect]:
     """The waiting jobs of `namespace` whose planner answer the edited limits change: the whole queue is
@@ -83,9 +113,8 @@ def quota_change(cluster: Cluster, namespace: str, quota: str, limits: Sequence[
     now = time.time()
     jobs = cache(cluster, now)
     edited = [Limit(str(r["deviceClass"]), str(r.get("region") or "*"), int(r["devices"]), quota) for r in limits]
-    before = planner.plan_queue(jobs.waiting(), jobs.holders(), jobs.fleet(source(cluster)), now)
-    after = planner.plan_queue(jobs.waiting(), jobs.holders(),
-                               jobs.fleet(source(cluster, (namespace, quota, edited))), now)
+    before = plan(jobs, jobs.fleet(source(cluster)), now)
+    after = plan(jobs, jobs.fleet(source(cluster, (namespace, quota, edited))), now)
     out = []
     for key in sorted(before.admissions, key=lambda k: before[k].job):
         if not key.startswith(f"{namespace}/"):

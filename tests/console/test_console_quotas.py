@@ -142,3 +142,36 @@ def test_validation_names_each_row_and_the_fix() -> None:
     assert problems == [] and limits == [{"deviceClass": "nvidia-h100", "region": "*", "devices": 16}]
     _, problems = validate(rows[:1] * 2, ["nvidia-h100"], ["cn-east"])
     assert "listed twice" in problems[0] or "two limits" in problems[0]
+
+
+@pytest.mark.parametrize(("policy", "admitted"), [("", "team-a/young"), ("mlfq", "team-a/young"),
+                                                  ("fifo", "team-a/old")])
+def test_the_preview_orders_the_queue_by_the_operators_queue_policy(
+        cluster: Cluster, emulator: Any, monkeypatch: pytest.MonkeyPatch, policy: str, admitted: str) -> None:
+    """Room for one of two waiting jobs: under mlfq (the operator's default) the one with less attained
+    service (status.scheduling, as the operator keeps it) goes first, under fifo the older one."""
+    cluster.seed([node("h100-a", "cn-east", "nvidia-h100")])
+    quota(cluster, [{"deviceClass": "nvidia-h100", "region": "*", "devices": 0}])
+    spec = {"replicas": {"min": 1}, "devices": [{"deviceClass": "nvidia-h100", "perReplica": 8}],
+            "template": {"spec": {"containers": [{"name": "m", "image": "i"}]}}}
+    cluster.create_job("old", spec)
+    cluster.custom.patch_namespaced_custom_object_status(GROUP, VERSION, "team-a", "heterojobs", "old", {
+        "status": {"scheduling": {"attainedDeviceSeconds": 50 * 3600 * 8}}})  # 400 device-hours: the last level
+    cluster.create_job("young", spec)
+    monkeypatch.setenv("HETEROJOB_KUBECONFIG", str(emulator.kubeconfig))
+    monkeypatch.setenv("HETEROJOB_CONSOLE_ADMINS", "local-admin")
+    monkeypatch.setenv("HETEROJOB_QUEUE_POLICY", policy)
+    at = edit(AppTest.from_file(PAGE, default_timeout=30).run(), devices=8)
+    assert not at.exception and not at.error
+    preview = at.dataframe[2].value.set_index("job")
+    assert preview.loc[admitted, "change"] == "admitted"
+    assert (preview["change"] == "admitted").sum() == 1
+
+
+def test_a_queue_policy_the_operator_does_not_know_is_said_not_crashed(
+        page: AppTest, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("HETEROJOB_QUEUE_POLICY", "lifo")
+    at = edit(page.run(), devices=16)
+    assert not at.exception
+    assert any("HETEROJOB_QUEUE_POLICY='lifo'" in e.value and "fifo, mlfq" in e.value for e in at.error)
+    assert at.checkbox("confirm") is not None  # the edit itself stays possible

@@ -65,12 +65,16 @@ if admin:
         st.markdown("**Change:** " + "; ".join(quotas.changes(base.limits, limits)))
         for warning in quotas.below_use(limits, quota.used):
             st.warning(warning)
-        effects = preview.quota_change(cluster, namespace, base.name, limits)
         st.subheader("Preview (the operator's planner, on the waiting queue)")
+        try:
+            effects = preview.quota_change(cluster, namespace, base.name, limits)
+        except ValueError as exc:  # HETEROJOB_QUEUE_POLICY names no policy: say so, the edit stays possible
+            st.error(f"No preview: {exc}")
+            effects = None
         if effects:
             st.dataframe(pd.DataFrame([{"job": e.job, "change": e.change, "now": e.before, "after the edit": e.after}
                                        for e in effects]), hide_index=True, width="stretch", key="preview")
-        else:
+        elif effects is not None:
             st.info("No waiting job's placement answer changes.")
         sure = st.checkbox(f"I want to apply this change to {namespace}/{base.name}", key="confirm")
         if st.button("Apply", type="primary", key="apply", disabled=not sure):
