@@ -49,7 +49,9 @@ def overview() -> None:
         row[0].metric("Accelerator utilization", "-", help=kpis.HELP["utilization"] + " No Prometheus configured.")
         for i, label in enumerate(("Failed", "Degraded", "Unknown"), start=1):
             row[i].metric(label, "-", help=kpis.HELP[label.lower()] + " No Prometheus configured.")
-    row[4].metric("Nodes ready", f"{cap.nodes_ready}/{cap.nodes}", help=kpis.HELP["nodes"])
+    unknown = kpis.members_unknown(cluster.members)
+    row[4].metric("Nodes ready", f"{cap.nodes_ready}/{cap.nodes}" + (" + ?" if unknown else ""),
+                  kpis.nodes_note(cap, unknown), delta_color="off", delta_arrow="off", help=kpis.HELP["nodes"])
     members.show(cluster.members)  # member clusters' reachability (nothing with one cluster)
 
     regions = kpis.by_region(cluster.nodes, cluster.regions)

@@ -78,8 +78,8 @@ class Poller:
                     table, problems = self._reader.current(cluster)
                     with self._lock:
                         self._telemetry, self._telemetry_error = (table, problems, datetime.now(UTC)), None
-                        self._partial = len(table) < int(cluster.nodes.loc[cluster.nodes["kind"] == "accelerator",
-                                                                           "capacity"].sum())
+                        here = cluster.nodes[(cluster.nodes["kind"] == "accelerator") & ~cluster.nodes["unreachable"].astype(bool)]
+                        self._partial = len(table) < int(here["capacity"].sum())  # a member away is not "early"
                         self._fresh.notify_all()
                 except Exception as exc:  # noqa: BLE001 - shown by the page that asks
                     with self._lock:

@@ -6,14 +6,18 @@ from __future__ import annotations
 
 import streamlit as st
 
-from heterojob_console import figures, kpis, preview, ui
+from heterojob.api.job import Phase
+
+from heterojob_console import figures, filters, kpis, preview, ui
 from heterojob_console import jobs as story
 from heterojob_console.auth import identity, is_admin
 from heterojob_console.data import client
+from heterojob_console.members import LOCAL
 
 ui.setup("Jobs")
 st.title("Jobs")
 SELECTED = "selected-job"
+PHASES = ["New", *(p.value for p in Phase)]  # every phase a job can show, in the order of its life
 COLUMNS = {
     "phase": st.column_config.TextColumn("phase"),
     "utilization": st.column_config.ProgressColumn("utilization", format="%.0f%%", min_value=0, max_value=100,
@@ -45,13 +49,18 @@ def table() -> None:
     k[3].metric("Job utilization", kpis.pct(float(util.mean()) if len(util) else None),
                 help="The mean of the running jobs' status.utilization.average (each job's exporter-measured "
                      "average over its reporting devices).")
-    phases = sorted(jobs["phase"].unique())
-    chosen = st.multiselect("Phase", phases, default=phases, key="phases")
-    shown = jobs[jobs["phase"].isin(chosen)]
+    # Filters start empty, meaning "all": a phase or a member that appears later (Running after Pending, a
+    # member joined since) shows without anyone ticking it; a choice a user made is kept as values come and go.
+    f1, f2 = st.columns(2)
+    chosen = f1.multiselect("Phase", filters.options(PHASES, jobs["phase"], st.session_state.get("phases")),
+                            default=[], key="phases", placeholder="All phases")
+    shown = filters.keep(jobs, "phase", chosen)
     if not cluster.members.empty:  # member clusters: which cluster a job's pods run in
-        where = sorted(shown["member"].dropna().unique())
-        shown = shown[shown["member"].isin(st.multiselect("Member cluster", where, default=where, key="members"))
-                      | shown["member"].isna()]
+        known = [LOCAL, *cluster.members["member"]]
+        where = f2.multiselect("Member cluster", filters.options(known, jobs["member"].dropna(),
+                                                                 st.session_state.get("members")),
+                               default=[], key="members", placeholder="All member clusters")
+        shown = filters.keep(shown, "member", where, keep_missing=True)  # a waiting job has no cluster yet
     shown = shown.sort_values(["queue", "namespace", "name"], na_position="first")
     shown = shown.reset_index(drop=True)
     event = st.dataframe(shown.drop(columns=["migrate_requested"]), hide_index=True, width="stretch", key="table",

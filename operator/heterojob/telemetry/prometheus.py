@@ -16,6 +16,7 @@ from prometheus_api_client import PrometheusApiClientException, PrometheusConnec
 from urllib3.util.retry import Retry
 
 from heterojob.telemetry.adapters import Vector
+from heterojob.telemetry.failures import describe
 
 
 class TelemetryError(Exception):
@@ -57,7 +58,8 @@ class PrometheusReader:
         except requests.Timeout:
             raise TelemetryError(f"query {name} timed out after {self.timeout_s:g}s") from None
         except requests.RequestException as exc:
-            raise TelemetryError(f"cannot reach Prometheus at {self.url}: {_short(str(exc))}") from None
+            # in words (refused, TLS, timed out), not urllib3's pool-and-retry text
+            raise TelemetryError(f"cannot reach Prometheus at {self.url}: {describe(exc, self.timeout_s)}") from None
         except (ValueError, KeyError, TypeError):
             raise TelemetryError(f"query {name}: the answer is not a Prometheus API response") from None
         if not isinstance(result, list) or not all(isinstance(s, dict) for s in result):
