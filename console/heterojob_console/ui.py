@@ -131,12 +131,12 @@ def prefetch() -> None:
     """Read the cluster and the telemetry once as the console starts, and the Devices page's default heat
     map: the first visitor after a (re)start then finds them instead of waiting for the API and Prometheus.
     The poller stops after IDLE_S if nobody comes."""
-    poller(kubeconfig(), prometheus()).start()
-    url = prometheus()
-    if url:
+    polling = poller(kubeconfig(), prometheus())
+    polling.start()
+    if prometheus():
         def heat() -> None:
-            try:
-                heat_series(url, HEAT_MINUTES, None, heat_tick())
+            try:  # every Prometheus the regions name: the cluster's Regions say which
+                heat_series(sources(polling.cluster()), HEAT_MINUTES, None, heat_tick())
             except Exception:  # noqa: BLE001 - the page asks again and shows what went wrong
                 pass
 
@@ -167,9 +167,16 @@ def heat_tick() -> int:
     return int(datetime.now(UTC).timestamp() // 15)
 
 
+def sources(cluster: Cluster) -> dev.Sources:
+    """Which Prometheus serves which region: a Region's own prometheusURL (a member's site), else the default."""
+    return dev.sources(cluster, prometheus())
+
+
 @st.cache_resource(ttl=15, show_spinner=False, max_entries=16)
-def heat_series(url: str, minutes: int, nodes: tuple[str, ...] | None, tick: int) -> pd.DataFrame:
-    return dev.heat_series(url, minutes, list(nodes) if nodes is not None else None)
+def heat_series(found: dev.Sources, minutes: int, nodes: tuple[str, ...] | None,
+                tick: int) -> tuple[dict[str, pd.DataFrame], dict[str, str]]:
+    """(URL -> utilization series, URL -> why it did not answer), every source read at once."""
+    return dev.heat_sources(found, minutes, list(nodes) if nodes is not None else None)
 
 
 def as_of(at: datetime, extra: str = "") -> None:

@@ -11,7 +11,7 @@ import pytest
 import streamlit as st
 
 from heterojob.sim.cluster.harness import Emulator
-from heterojob_console import members
+from heterojob_console import devices, members
 
 
 @pytest.fixture(autouse=True)
@@ -19,6 +19,7 @@ def _fresh_caches() -> Iterator[None]:
     st.cache_resource.clear()
     st.cache_data.clear()
     members.forget()
+    devices.forget()
     yield
 
 

@@ -65,9 +65,16 @@ def live() -> None:
     k[5].metric("Unknown", health.unknown, help=kpis.HELP["unknown"])
 
     level = "device" if node else "node" if region else "region/class"
-    series = ui.heat_series(url, minutes, (node,) if node else None, ui.heat_tick())
-    heat = dev.heat(series, cluster.nodes, level, region)
+    found = ui.sources(cluster)  # each region from its own Prometheus (a member's site), else the default
+    if node:
+        found = dev.serving(found, region)
+    frames, down = ui.heat_series(found, minutes, (node,) if node else None, ui.heat_tick())
+    heat = dev.heat(dev.combine(frames, found, cluster.nodes), cluster.nodes, level, region)
     st.subheader(f"Utilization by {level}" + (f" in {node or region}" if region else ""))
+    shown_sources = {u for u, _ in (dev.serving(found, region) if region else found)}
+    for source, why in sorted((u, w) for u, w in down.items() if u in shown_sources):
+        st.warning(f"Utilization history of {dev.where(found, source)} unavailable: {why}. The other regions "
+                   "are shown.")
     if heat.empty:
         st.info("No utilization series in this window (or Prometheus could not answer the range query).")
     else:

@@ -23,6 +23,17 @@ class TelemetryError(Exception):
     """Prometheus could not answer this cycle; its message says why, for people."""
 
 
+def connect(url: str, timeout_s: float, *, headers: Mapping[str, str] | None = None,
+            verify_tls: bool = True) -> PrometheusConnect:
+    """A Prometheus client with the operator's deadline and retry: one quick retry on a refused connection
+    or a 5xx, the next cycle being the real retry; a read timeout is not retried (a slow Prometheus is not
+    faster the second time; the client's default would wait four timeouts)."""
+    retry = Retry(total=1, read=False, backoff_factor=0.1, status_forcelist=(408, 429, 502, 503, 504),
+                  allowed_methods=("GET",), raise_on_status=False)
+    return PrometheusConnect(url, headers=dict(headers) if headers else None, disable_ssl=not verify_tls,
+                             retry=retry, timeout=timeout_s)
+
+
 class PrometheusReader:
     def __init__(self, url: str, *, timeout_s: float = 5.0, headers: Mapping[str, str] | None = None,
                  verify_tls: bool = True, workers: int = 8) -> None:
@@ -37,13 +48,7 @@ class PrometheusReader:
         """One client per thread: a requests Session is not meant to be shared across threads."""
         conn = getattr(self._local, "conn", None)
         if conn is None:
-            # one quick retry on a refused connection or a 5xx; the next cycle is the real retry
-            # (a read timeout is not retried: a slow Prometheus is not faster the second time)
-            retry = Retry(total=1, read=False, backoff_factor=0.1, status_forcelist=(408, 429, 502, 503, 504),
-                          allowed_methods=("GET",), raise_on_status=False)
-            conn = self._local.conn = PrometheusConnect(
-                self.url, headers=self._headers or None, disable_ssl=not self._verify, retry=retry,
-                timeout=self.timeout_s)
+            conn = self._local.conn = connect(self.url, self.timeout_s, headers=self._headers, verify_tls=self._verify)
         return conn
 
     def _one(self, name: str, query: str, at: float | None) -> Vector:
