@@ -19,11 +19,19 @@ REFRESH_S = 5  # live fragments rerun this often; the poller reads the API as of
 TELEMETRY_S = 15  # ... and Prometheus this often: a common scrape interval, no fresher data exists
 
 
+SIDEBAR_PX = 200  # the page list needs no more (Streamlit's default, 300 px, took a fifth of a 1500 px screen)
+
+
 def setup(title: str) -> None:
     st.set_page_config(page_title=f"heterojob · {title}" if title != "Overview" else "heterojob", layout="wide")
     # the developer chrome (Deploy, rerun/settings menu) is off through client.toolbarMode=minimal (the
-    # `heterojob console` command sets it); the running-man status widget goes too
-    st.markdown("<style>[data-testid='stStatusWidget'],[data-testid='stDeployButton']{display:none}</style>",
+    # `heterojob console` command sets it); the running-man status widget goes too. The sidebar is narrower
+    # and the main column keeps 1.5rem at its sides instead of 5rem, so the tables' columns fit at 1280 px
+    # (set_page_config's sidebar width applied on some pages' first load only: CSS holds on every page).
+    st.markdown("<style>[data-testid='stStatusWidget'],[data-testid='stDeployButton']{display:none}"
+                f"[data-testid='stSidebar']{{width:{SIDEBAR_PX}px !important;min-width:{SIDEBAR_PX}px !important;"
+                f"max-width:{SIDEBAR_PX}px !important}}"
+                "[data-testid='stMainBlockContainer']{padding:3rem 1.5rem 4rem 1.5rem}</style>",
                 unsafe_allow_html=True)
 
 
