@@ -104,14 +104,14 @@ def members_unknown(members: pd.DataFrame) -> list[str]:
 
 
 def nodes_note(cap: Capacity, unknown: list[str]) -> str | None:
-    """What "Nodes ready" leaves unsaid: nodes counted not ready because their member is away, members whose
-    nodes are unknown."""
+    """What "Nodes ready" leaves unsaid, short enough for the tile (the Overview's warnings say it in full):
+    nodes counted not ready because their member cluster is unreachable, members whose nodes are unknown."""
     parts = []
     if cap.nodes_unreachable:
-        parts.append(f"{cap.nodes_unreachable} in unreachable member(s), counted not ready")
+        parts.append(f"{cap.nodes_unreachable} unreachable")
     if unknown:
-        parts.append(f"nodes of {', '.join(unknown)} unknown (unreachable)")
-    return "; ".join(parts) or None
+        parts.append(f"? in {', '.join(unknown)}")
+    return " · ".join(parts) or None
 
 
 def pct(value: float | None) -> str:

@@ -185,7 +185,11 @@ def show(members: pd.DataFrame) -> None:
             "fleet is current." if row.seen is not None and not pd.isna(row.seen) else
             "Its nodes are unknown (it has not answered since the console started); the rest of the fleet shows."))
     st.dataframe(members[["member", "reachable", "nodes", "pods", "seen", "message"]], hide_index=True,
-                 width="stretch", key="members", column_config={
-                     "reachable": st.column_config.CheckboxColumn("reachable"),
-                     "seen": st.column_config.DatetimeColumn("nodes read at", format="HH:mm:ss",
-                                                             help="when its nodes and pods were last read")})
+                 width="stretch", key="members", column_config={  # widths: every column shows at 1280 px
+                     "member": st.column_config.TextColumn("member", width=130),
+                     "reachable": st.column_config.CheckboxColumn("reachable", width=85),
+                     "nodes": st.column_config.NumberColumn("nodes", width=65),
+                     "pods": st.column_config.NumberColumn("pods", width=65),
+                     "seen": st.column_config.DatetimeColumn("nodes read at", format="HH:mm:ss", width=110,
+                                                             help="when its nodes and pods were last read"),
+                     "message": st.column_config.TextColumn("message", width=520)})

@@ -15,7 +15,7 @@ import pytest
 from heterojob.sim.cluster.harness import Emulator
 from tests.conftest import Cluster
 from tests.console.member_fleet import SECRET_TOKEN, member_fleet
-from tests.console.test_console_browser import CHROMIUM, SHOTS, serve
+from tests.console.test_console_browser import CHROMIUM, SHOTS, serve, tables_fit
 
 pytestmark = [pytest.mark.e2e, pytest.mark.skipif(os.environ.get("HETEROJOB_SKIP_E2E") == "1" or
                                                   not Path(CHROMIUM).exists(), reason="needs chromium")]
@@ -44,6 +44,10 @@ def test_the_members_pods_show_in_chromium(cluster: Cluster, emulator: Any, memb
             assert {k.strip(): v for k, v in kpis.items()}.get("Accelerators") == "16", kpis  # 8 here + 8 there
             page.screenshot(path=str(SHOTS / "console-members-overview.png"), full_page=True)
             assert SECRET_TOKEN not in page.content()
+            assert "MaxRetryError" not in page.content() and "HTTPConnectionPool" not in page.content()
+            page.set_viewport_size({"width": 1280, "height": 800})
+            page.wait_for_timeout(1000)
+            tables_fit(page, "the Overview with members at 1280x800")
 
             page.goto(f"{url}/Jobs", wait_until="domcontentloaded", timeout=60_000)
             frame = page.wait_for_selector("[data-testid='stDataFrame']", timeout=60_000)
@@ -68,6 +72,7 @@ def test_the_members_pods_show_in_chromium(cluster: Cluster, emulator: Any, memb
                     break
                 page.wait_for_timeout(500)
             page.screenshot(path=str(SHOTS / "console-members-jobs.png"), full_page=True)
+            tables_fit(page, "the Jobs page with a member column at 1280x800")
             assert "far-g1-0" in cells and "cn-zhongwei" in cells and "cn-zhongwei-h100-0" in cells, cells
             browser.close()
     finally:
