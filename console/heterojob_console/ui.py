@@ -86,8 +86,11 @@ class Poller:
                     table, problems = self._reader.current(cluster)
                     with self._lock:
                         self._telemetry, self._telemetry_error = (table, problems, datetime.now(UTC)), None
-                        here = cluster.nodes[(cluster.nodes["kind"] == "accelerator") & ~cluster.nodes["unreachable"].astype(bool)]
-                        self._partial = len(table) < int(here["capacity"].sum())  # a member away is not "early"
+                        # a member cluster or a Prometheus that is away is not "early": no quick re-read for it
+                        nodes = cluster.nodes
+                        here = nodes[(nodes["kind"] == "accelerator") & ~nodes["unreachable"].astype(bool)
+                                     & ~nodes["region"].isin(set(problems))]
+                        self._partial = len(table) < int(here["capacity"].sum())
                         self._fresh.notify_all()
                 except Exception as exc:  # noqa: BLE001 - shown by the page that asks
                     with self._lock:
