@@ -4,6 +4,7 @@ devices' telemetry fresh for every page and session (shared, not copied: pages o
 
 from __future__ import annotations
 
+import logging
 import os
 import threading
 import time
@@ -12,9 +13,13 @@ from datetime import UTC, datetime
 import pandas as pd
 import streamlit as st
 
+from heterojob.telemetry.failures import describe
+from heterojob.telemetry.prometheus import TelemetryError
+
 from heterojob_console import devices as dev
 from heterojob_console.data import Cluster, client, read_cluster
 
+log = logging.getLogger("heterojob.console")
 REFRESH_S = 5  # live fragments rerun this often; the poller reads the API as often
 TELEMETRY_S = 15  # ... and Prometheus this often: a common scrape interval, no fresher data exists
 
@@ -166,7 +171,8 @@ def telemetry() -> tuple[pd.DataFrame, dict[str, str], datetime] | None:
     try:
         return poller(kubeconfig(), prometheus()).telemetry()
     except Exception as exc:  # noqa: BLE001 - the API figures still show
-        st.warning(f"Telemetry unavailable: Prometheus at {prometheus()} did not answer ({exc}).")
+        why = str(exc) if isinstance(exc, TelemetryError) else describe(exc, dev.TIMEOUT_S)
+        st.warning(f"Telemetry unavailable: Prometheus at {prometheus()} did not answer ({why}).")
         return None
 
 
@@ -197,6 +203,7 @@ def as_of(at: datetime, extra: str = "") -> None:
 
 
 def fail(exc: Exception) -> None:
-    st.error(f"The Kubernetes API cannot be read: {exc}")
+    log.warning("the Kubernetes API cannot be read: %s", exc)  # the detail; the page says it in words
+    st.error(f"The Kubernetes API cannot be read: {describe(exc)}.")
     st.info("Check the kubeconfig (HETEROJOB_KUBECONFIG or ~/.kube/config) and that the API server answers.")
     st.stop()

@@ -87,4 +87,5 @@ def describe(exc: BaseException, timeout_s: float | None = None) -> str:
     for e in chain:
         if isinstance(e, (u3.NewConnectionError, ConnectionError, OSError)):
             return "could not connect"
-    return f"failed ({type(exc).__name__})"
+    text = (str(exc).strip().splitlines() or [""])[0][:160]  # not a connection failure: its own first words
+    return f"failed ({type(exc).__name__}: {text})" if text else f"failed ({type(exc).__name__})"
