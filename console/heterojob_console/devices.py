@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Collection
+from collections.abc import Callable, Collection
 from concurrent.futures import ThreadPoolExecutor
 from datetime import UTC, datetime
 from typing import Any
@@ -125,10 +125,15 @@ def where(found: Sources, url: str) -> str:
     return ", ".join(named)
 
 
-def heat_sources(found: Sources, minutes: int, nodes: list[str] | None = None,
-                 now: float | None = None) -> tuple[dict[str, pd.DataFrame], dict[str, str]]:
-    """`heat_series` from every source at once: (URL -> its series, URL -> why it did not answer)."""
+def heat_sources(found: Sources, minutes: int, nodes: list[str] | None = None, now: float | None = None,
+                 fetch: Callable[[str], pd.DataFrame] | None = None) -> tuple[dict[str, pd.DataFrame], dict[str, str]]:
+    """`heat_series` from every source at once: (URL -> its series, URL -> why it did not answer).
+    `fetch(url)` reads one source (the console's cached read; default: `heat_series` now)."""
     end = now or time.time()
+    if fetch is None:
+        def fetch(url: str) -> pd.DataFrame:
+            return heat_series(url, minutes, nodes, end)
+
     frames: dict[str, pd.DataFrame] = {}
     problems: dict[str, str] = {}
     ask = []
@@ -141,7 +146,7 @@ def heat_sources(found: Sources, minutes: int, nodes: list[str] | None = None,
     if not ask:
         return frames, problems
     with ThreadPoolExecutor(max_workers=min(8, len(ask)), thread_name_prefix="console-heat") as pool:
-        futures = {url: pool.submit(heat_series, url, minutes, nodes, end) for url in ask}
+        futures = {url: pool.submit(fetch, url) for url in ask}
         for url, future in futures.items():
             try:
                 frames[url] = future.result()

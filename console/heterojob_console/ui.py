@@ -149,14 +149,19 @@ def prefetch() -> None:
     The poller stops after IDLE_S if nobody comes."""
     polling = poller(kubeconfig(), prometheus())
     polling.start()
-    if prometheus():
-        def heat() -> None:
-            try:  # every Prometheus the regions name: the cluster's Regions say which
-                heat_series(sources(polling.cluster()), HEAT_MINUTES, None, heat_tick())
+    url = prometheus()
+    if url:
+        def warm() -> None:
+            try:  # the default Prometheus at once, alongside the first cluster read ...
+                heat_series(url, HEAT_MINUTES, None, heat_tick())
             except Exception:  # noqa: BLE001 - the page asks again and shows what went wrong
                 pass
+            try:  # ... then the regions' own (member sites), which the Regions name
+                heat(sources(polling.cluster()), HEAT_MINUTES, None, heat_tick())
+            except Exception:  # noqa: BLE001 - as above
+                pass
 
-        threading.Thread(target=heat, name="heterojob-console-heat", daemon=True).start()
+        threading.Thread(target=warm, name="heterojob-console-heat", daemon=True).start()
 
 
 def cluster() -> Cluster:
@@ -189,11 +194,17 @@ def sources(cluster: Cluster) -> dev.Sources:
     return dev.sources(cluster, prometheus())
 
 
-@st.cache_resource(ttl=15, show_spinner=False, max_entries=16)
-def heat_series(found: dev.Sources, minutes: int, nodes: tuple[str, ...] | None,
-                tick: int) -> tuple[dict[str, pd.DataFrame], dict[str, str]]:
+@st.cache_resource(ttl=15, show_spinner=False, max_entries=32)
+def heat_series(url: str, minutes: int, nodes: tuple[str, ...] | None, tick: int) -> pd.DataFrame:
+    """One Prometheus's utilization series (cached per source: a member's and the default's apart)."""
+    return dev.heat_series(url, minutes, list(nodes) if nodes is not None else None)
+
+
+def heat(found: dev.Sources, minutes: int, nodes: tuple[str, ...] | None,
+         tick: int) -> tuple[dict[str, pd.DataFrame], dict[str, str]]:
     """(URL -> utilization series, URL -> why it did not answer), every source read at once."""
-    return dev.heat_sources(found, minutes, list(nodes) if nodes is not None else None)
+    return dev.heat_sources(found, minutes, list(nodes) if nodes is not None else None,
+                            fetch=lambda url: heat_series(url, minutes, nodes, tick))
 
 
 def as_of(at: datetime, extra: str = "") -> None:
