@@ -49,31 +49,40 @@ def overview() -> None:
         row[0].metric("Accelerator utilization", "-", help=kpis.HELP["utilization"] + " No Prometheus configured.")
         for i, label in enumerate(("Failed", "Degraded", "Unknown"), start=1):
             row[i].metric(label, "-", help=kpis.HELP[label.lower()] + " No Prometheus configured.")
-    row[4].metric("Nodes ready", f"{cap.nodes_ready}/{cap.nodes}", help=kpis.HELP["nodes"])
+    unknown = kpis.members_unknown(cluster.members)
+    row[4].metric("Nodes ready", f"{cap.nodes_ready}/{cap.nodes}" + (" + ?" if unknown else ""),
+                  kpis.nodes_note(cap, unknown), delta_color="off", delta_arrow="off", help=kpis.HELP["nodes"])
     members.show(cluster.members)  # member clusters' reachability (nothing with one cluster)
 
     regions = kpis.by_region(cluster.nodes, cluster.regions)
     located = regions.dropna(subset=["latitude", "longitude"])
     recent = moves(cluster, cluster.at - timedelta(hours=1))
-    left, right = st.columns([3, 2])
+    left, right = st.columns([3, 1])
     with left:
         svg.show(svg.fleet_map(located, cluster.links, recent))
         st.caption(f"{len(located)} regions · size: accelerators · colour: allocated · lines: links (width: "
                    f"bandwidth) · red arcs: {len(recent)} cross-region move(s) in the last hour · hover for details")
     with right:
-        table = regions[["region", "city", "accelerators", "held", "allocated_pct", "cpu_cores", "mix"]]
-        st.dataframe(table, hide_index=True, width="stretch", key="regions", height=420, column_config={
-            "allocated_pct": st.column_config.ProgressColumn("allocated", format="%d%%", min_value=0, max_value=100,
-                                                             help=kpis.HELP["allocated"]),
-            "accelerators": st.column_config.NumberColumn(help=kpis.HELP["accelerators"]),
-            "held": st.column_config.NumberColumn("held by pods"),
-            "cpu_cores": st.column_config.NumberColumn("CPU cores")})
         st.markdown("**Jobs by phase**")
         phases = jobs.groupby("phase", as_index=False).size().rename(columns={"size": "jobs"})
         st.dataframe(phases.sort_values("jobs", ascending=False), hide_index=True, width="stretch", key="phases",
                      column_config={"jobs": st.column_config.ProgressColumn(
                          "jobs", format="%d", min_value=0, max_value=max(int(phases["jobs"].max()), 1)
                          if len(phases) else 1)})
+
+    # under the map, the page's whole width: its seven columns fit at 1280 px (beside the map they were cut off)
+    st.markdown("**Regions**")
+    table = regions[["region", "city", "accelerators", "held", "allocated_pct", "cpu_cores", "mix"]]
+    st.dataframe(table, hide_index=True, width="stretch", key="regions", height=38 + 35 * max(len(table), 1),
+                 column_config={
+        "region": st.column_config.TextColumn(width=130),
+        "city": st.column_config.TextColumn(width=110),
+        "accelerators": st.column_config.NumberColumn(width=100, help=kpis.HELP["accelerators"]),
+        "held": st.column_config.NumberColumn("held by pods", width=100),
+        "allocated_pct": st.column_config.ProgressColumn("allocated", format="%d%%", min_value=0, max_value=100,
+                                                         width=130, help=kpis.HELP["allocated"]),
+        "cpu_cores": st.column_config.NumberColumn("CPU cores", width=90),
+        "mix": st.column_config.TextColumn("accelerator mix", width=300)})
 
 
 overview()

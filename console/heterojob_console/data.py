@@ -35,7 +35,7 @@ from heterojob_console import members as member_clusters
 WAITING = (None, "", "Pending", "Preempted", "Migrating", "Resizing")  # ... and no placement: in the queue
 DONE = ("Succeeded", "Failed")
 NODE_COLUMNS = ["node", "region", "class", "kind", "resource", "capacity", "held", "ready", "schedulable", "reason",
-                "software", "network", "member"]
+                "software", "network", "member", "unreachable"]
 JOB_COLUMNS = ["namespace", "name", "priority", "phase", "class", "region", "member", "replicas", "devices",
                "utilization", "generation", "migrations", "queue", "migrate_requested", "message", "created"]
 POD_COLUMNS = ["namespace", "pod", "job", "member", "node", "phase", "generation"]  # heterojob's pods, any phase
@@ -108,6 +108,7 @@ def read_cluster(api: kubernetes.client.ApiClient) -> Cluster:
         node_objs += [o for o in read.nodes if node_member.setdefault(o["metadata"]["name"], read.region)
                       == read.region]
         all_pods += [(read.region, p) for p in read.pods]
+    away = {read.region for read in member_reads if not read.reachable}  # their nodes and pods: as last read
     pod_objs = [p for _, p in all_pods
                 if (p.get("spec") or {}).get("nodeName") and (p.get("status") or {}).get("phase") not in DONE]
 
@@ -138,16 +139,19 @@ def read_cluster(api: kubernetes.client.ApiClient) -> Cluster:
     nodes = []
     for name, view in views.items():
         cls = node_class[name]
+        member = node_member.get(name, member_clusters.LOCAL)
+        unreachable = member in away  # its member does not answer: not ready (the operator sees it so too)
         nodes.append({"node": name, "region": region_of(view), "class": cls.name if cls else "-",
                       "kind": ("cpu" if cls.resource_name == "cpu" else "accelerator") if cls else "-",
                       "resource": cls.resource_name if cls else "",
                       "capacity": view.allocatable.get(cls.resource_name, 0) if cls else 0,
-                      "held": held.get(name, 0), "ready": view.ready, "schedulable": view.schedulable,
-                      "reason": view.reason,
+                      "held": held.get(name, 0), "ready": view.ready and not unreachable,
+                      "schedulable": view.schedulable,
+                      "reason": f"member cluster {member} unreachable" if unreachable else view.reason,
                       # what placement checks a job's `requires` against, from the node's own labels
                       "software": ", ".join(f"{k} {v}" for k, v in sorted(view.software.items())),
                       "network": ", ".join(discovery.network_features(view.labels)),
-                      "member": node_member.get(name, member_clusters.LOCAL)})
+                      "member": member, "unreachable": unreachable})
 
     queue = _queue(job_objs)
     jobs = []
@@ -187,7 +191,9 @@ def read_cluster(api: kubernetes.client.ApiClient) -> Cluster:
             links.append({"a": a, "b": b, "bandwidth_gbps": link.get("bandwidthGbps"),
                           "latency_ms": link.get("latencyMs")})
     pods = [{"namespace": meta["namespace"], "pod": meta["name"], "job": labels[LABEL_JOB], "member": member,
-             "node": (pod.get("spec") or {}).get("nodeName") or "", "phase": (pod.get("status") or {}).get("phase"),
+             "node": (pod.get("spec") or {}).get("nodeName") or "",
+             # a pod in a member that does not answer: its phase is not known now (as kubectl shows a lost node's)
+             "phase": "Unknown" if member in away else (pod.get("status") or {}).get("phase"),
              "generation": labels.get(LABEL_GENERATION, "")}
             for member, pod in all_pods
             if LABEL_JOB in (labels := ((meta := pod["metadata"]).get("labels") or {}))]

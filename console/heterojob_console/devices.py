@@ -1,21 +1,38 @@
 """Devices for the console, through the operator's own telemetry modules (same adapters, same health):
 the current table, the utilization heat map at three levels (region/class, node, device) and one device's
-history, all from Prometheus."""
+history, all from Prometheus.
+
+Each region is read from the Prometheus the operator reads it from (heterojob.telemetry.sources): its
+Region's own `spec.prometheusURL` (a member cluster's site, docs/multicluster.md) or the console's default
+(HETEROJOB_PROMETHEUS_URL). Every source is asked at once, each call with the same timeout (`TIMEOUT_S`);
+a source that does not answer leaves its regions out with the reason, and the rest renders."""
 
 from __future__ import annotations
 
+import logging
 import time
+from collections.abc import Callable, Collection
+from concurrent.futures import ThreadPoolExecutor
 from datetime import UTC, datetime
 from typing import Any
 
 import pandas as pd
-from prometheus_api_client import PrometheusConnect
 
 from heterojob.controller import FleetSource
 from heterojob.controller.monitor import Monitor, TelemetryConfig
+from heterojob.kube import convert
+from heterojob.telemetry import sources as telemetry_sources
 from heterojob.telemetry.adapters import HOST_LABELS, NODE_LABELS, RELABELLED_NODE_LABELS, node_of_series
+from heterojob.telemetry.failures import describe
+from heterojob.telemetry.prometheus import connect
 
 from heterojob_console.data import Cluster
+
+log = logging.getLogger("heterojob.console")
+TIMEOUT_S = 10.0  # one Prometheus call: the present (the operator's monitor code) and the history alike
+Sources = tuple[tuple[str, tuple[str, ...]], ...]  # ((Prometheus URL, regions it serves), ...): hashable
+HOLD_S = 30.0  # a source that did not answer is asked again after this long (pages do not wait on it meanwhile)
+_held: dict[str, tuple[float, str]] = {}  # URL -> (monotonic time to ask again, why it did not answer)
 
 HEAT_POINTS = 60  # columns of the heat map, whatever the time range
 COLUMNS = ["device", "node", "region", "class", "utilization", "memory_used_mib", "temperature", "power",
@@ -44,7 +61,7 @@ class Reader:
     device's last sample over a read where its Prometheus does not answer (missing telemetry is not a
     fault), and says which regions' telemetry is unavailable."""
 
-    def __init__(self, prometheus_url: str, timeout_s: float = 10.0) -> None:
+    def __init__(self, prometheus_url: str | None, timeout_s: float = TIMEOUT_S) -> None:
         self.url = prometheus_url
         self.timeout_s = timeout_s
         self.monitor: Monitor | None = None
@@ -78,6 +95,89 @@ class Reader:
         problems = {name: r.message for name, r in (snapshot.regions.items() if snapshot else [])
                     if r.availability.value != "ok"}
         return pd.DataFrame(rows, columns=COLUMNS), problems
+
+
+def forget() -> None:
+    """Ask every source again at once (tests; a process that starts over)."""
+    _held.clear()
+
+
+def sources(cluster: Cluster, default_url: str | None) -> Sources:
+    """Which Prometheus serves which region, as the operator's monitor decides it."""
+    own = {r.name: r.prometheus_url for o in cluster.objects.get("Region", []) if (r := convert.region_info(o))}
+    found = telemetry_sources.sources(own, default_url)
+    return tuple(sorted((url, tuple(sorted(served))) for url, served in found.items()))
+
+
+def serving(found: Sources, region: str | None) -> Sources:
+    """The source(s) that answer for a node in `region` (one, unless no Prometheus serves it: none)."""
+    own = telemetry_sources.own(found)
+    return tuple(s for s in found if telemetry_sources.serves(s[1], region, own))
+
+
+def where(found: Sources, url: str) -> str:
+    """The regions a source serves, for people."""
+    served = dict(found).get(url, ())
+    named = [r for r in served if r != telemetry_sources.DEFAULT]
+    if telemetry_sources.DEFAULT in served:
+        return "the regions without a Prometheus of their own" if not named or len(named) > 3 else \
+            ", ".join(named) + " and the regions without a Prometheus of their own"
+    return ", ".join(named)
+
+
+def heat_sources(found: Sources, minutes: int, nodes: list[str] | None = None, now: float | None = None,
+                 fetch: Callable[[str], pd.DataFrame] | None = None) -> tuple[dict[str, pd.DataFrame], dict[str, str]]:
+    """`heat_series` from every source at once: (URL -> its series, URL -> why it did not answer).
+    `fetch(url)` reads one source (the console's cached read; default: `heat_series` now)."""
+    end = now or time.time()
+    if fetch is None:
+        def fetch(url: str) -> pd.DataFrame:
+            return heat_series(url, minutes, nodes, end)
+
+    frames: dict[str, pd.DataFrame] = {}
+    problems: dict[str, str] = {}
+    ask = []
+    for url, _ in found:
+        held = _held.get(url)
+        if held is not None and time.monotonic() < held[0]:  # it did not answer a moment ago: not again yet
+            problems[url] = held[1]
+        else:
+            ask.append(url)
+    if not ask:
+        return frames, problems
+    with ThreadPoolExecutor(max_workers=min(8, len(ask)), thread_name_prefix="console-heat") as pool:
+        futures = {url: pool.submit(fetch, url) for url in ask}
+        for url, future in futures.items():
+            try:
+                frames[url] = future.result()
+                _held.pop(url, None)
+            except Exception as exc:  # noqa: BLE001 - this source's regions say why; the others render
+                problems[url] = f"Prometheus at {url}: {describe(exc, TIMEOUT_S)} ({_dt(end):%H:%M:%S} UTC)"
+                if _held.get(url, (0.0, ""))[1] != problems[url]:
+                    log.warning("heat map: Prometheus at %s did not answer: %s", url, exc)  # the detail
+                _held[url] = (time.monotonic() + HOLD_S, problems[url])
+    return frames, problems
+
+
+def combine(frames: dict[str, pd.DataFrame], found: Sources, nodes: pd.DataFrame) -> pd.DataFrame:
+    """One series frame from every source's: each node's rows from the source that serves its region (a
+    Prometheus that also scrapes another site's nodes does not count them twice)."""
+    region_of = dict(zip(nodes["node"], nodes["region"], strict=False))
+    own: Collection[str] = telemetry_sources.own(found)
+    served = dict(found)
+    parts = []
+    for url, frame in frames.items():
+        if frame.empty:
+            continue
+        keep = [telemetry_sources.serves(served.get(url, ()), region_of.get(n), own) for n in frame["node"]]
+        parts.append(frame[keep])
+    parts = [p for p in parts if not p.empty]
+    if not parts:
+        return pd.DataFrame()
+    out = pd.concat(parts) if len(parts) > 1 else parts[0]
+    out = out[~out.index.duplicated(keep="first")]
+    columns = ["node", *sorted(c for c in out.columns if c != "node")]
+    return out[columns].sort_index()
 
 
 def current(cluster: Cluster, prometheus_url: str) -> tuple[pd.DataFrame, dict[str, str]]:
@@ -117,7 +217,7 @@ def heat_series(prometheus_url: str, minutes: int, nodes: list[str] | None = Non
     else:
         queries = [f"max by (UUID, {keys}) ({' or '.join(UTIL['dcgm'] + s for s in _node_matcher(nodes))})",
                    f"max by (id, {keys}) ({' or '.join(UTIL['npu'] + s for s in _node_matcher(nodes))})"]
-    prom = PrometheusConnect(prometheus_url, timeout=10)
+    prom = connect(prometheus_url, TIMEOUT_S)
     series: dict[str, dict[pd.Timestamp, float]] = {}
     where: dict[str, str] = {}
     for query in queries:
@@ -158,7 +258,7 @@ def history(prometheus_url: str, device: str, minutes: int, now: float | None = 
     step = max(1, int(minutes * 60 / 240))
     sels, mig = device_matchers(device)
     pick = 3 if "/npu-" in device else 2
-    prom = PrometheusConnect(prometheus_url, timeout=10)
+    prom = connect(prometheus_url, TIMEOUT_S)
     out: dict[str, pd.DataFrame] = {}
     for entry in HISTORY:
         title = entry[0]

@@ -22,7 +22,9 @@ HELP = {
     "failed": "Accelerators whose exporter reports a fault (fatal XID, NPU health unhealthy).",
     "degraded": "Accelerators that work but need attention (over the temperature limit, non-fatal errors).",
     "unknown": "Accelerators the Nodes declare but no exporter reports (no telemetry is not a fault).",
-    "nodes": "Nodes Ready and schedulable (not cordoned) / all Nodes.",
+    "nodes": "Nodes Ready and schedulable (not cordoned) / all Nodes. The nodes of a member cluster that does "
+             "not answer count as not ready (as the operator sees them), not as gone; a member that has not "
+             "answered since the console started is named under the figure, its nodes unknown.",
     "jobs_running": "HeteroJobs in phase Running (kubectl get hj -A).",
     "jobs_waiting": "HeteroJobs waiting for room: no placement, phase new, Pending, Preempted, or Migrating/Resizing "
                     "between two placements.",
@@ -39,6 +41,7 @@ class Capacity:
     cpu_held: int
     nodes: int
     nodes_ready: int
+    nodes_unreachable: int = 0  # in member clusters that do not answer now (counted, not ready)
 
     @property
     def allocated_pct(self) -> float | None:
@@ -57,7 +60,8 @@ def capacity(nodes: pd.DataFrame) -> Capacity:
         gpus=int(acc.loc[acc["resource"] == "nvidia.com/gpu", "capacity"].sum()),
         npus=int(acc.loc[acc["resource"] != "nvidia.com/gpu", "capacity"].sum()),
         cpu_cores=int(cpu["capacity"].sum()), cpu_held=int(cpu["held"].sum()),
-        nodes=len(nodes), nodes_ready=int((nodes["ready"] & nodes["schedulable"]).sum()))
+        nodes=len(nodes), nodes_ready=int((nodes["ready"] & nodes["schedulable"]).sum()),
+        nodes_unreachable=int(nodes["unreachable"].fillna(False).astype(bool).sum()) if "unreachable" in nodes else 0)
 
 
 @dataclass(frozen=True)
@@ -90,6 +94,24 @@ def by_region(nodes: pd.DataFrame, regions: pd.DataFrame) -> pd.DataFrame:
     out = out.fillna({"accelerators": 0, "held": 0, "cpu_cores": 0, "mix": ""})
     out["allocated_pct"] = (100 * out["held"] / out["accelerators"].where(out["accelerators"] > 0)).round(0)
     return out.reset_index().rename(columns={"index": "region"})
+
+
+def members_unknown(members: pd.DataFrame) -> list[str]:
+    """Member clusters that do not answer and never did since the console started: their nodes are unknown."""
+    if members.empty:
+        return []
+    return sorted(members.loc[~members["reachable"].astype(bool) & members["seen"].isna(), "member"])
+
+
+def nodes_note(cap: Capacity, unknown: list[str]) -> str | None:
+    """What "Nodes ready" leaves unsaid, short enough for the tile (the Overview's warnings say it in full):
+    nodes counted not ready because their member cluster is unreachable, members whose nodes are unknown."""
+    parts = []
+    if cap.nodes_unreachable:
+        parts.append(f"{cap.nodes_unreachable} unreachable")
+    if unknown:
+        parts.append(f"? in {', '.join(unknown)}")
+    return " · ".join(parts) or None
 
 
 def pct(value: float | None) -> str:

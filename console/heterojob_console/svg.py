@@ -185,7 +185,7 @@ def heat_map(frame: pd.DataFrame, label: str, minutes: int | None = None) -> str
     grid (a region's nodes, a day) is one PNG image, a pixel per cell, with a hover text per row."""
     times = [pd.Timestamp(c) for c in frame.columns]
     rows = [str(i) for i in frame.index]
-    label_w = min(260, 12 + 6.6 * max((len(r) for r in rows), default=4))
+    label_w = min(300, 12 + 7.0 * max((len(r) for r in rows), default=4))  # a 40-character GPU UUID whole
     row_h, top_pad, axis_h, bar_w = 20, 8, 34, 60
     plot_w = WIDTH - label_w - bar_w
     end = max(times) if times else pd.Timestamp.now(tz="UTC")

@@ -4,6 +4,7 @@ devices' telemetry fresh for every page and session (shared, not copied: pages o
 
 from __future__ import annotations
 
+import logging
 import os
 import threading
 import time
@@ -12,18 +13,30 @@ from datetime import UTC, datetime
 import pandas as pd
 import streamlit as st
 
+from heterojob.telemetry.failures import describe
+from heterojob.telemetry.prometheus import TelemetryError
+
 from heterojob_console import devices as dev
 from heterojob_console.data import Cluster, client, read_cluster
 
+log = logging.getLogger("heterojob.console")
 REFRESH_S = 5  # live fragments rerun this often; the poller reads the API as often
 TELEMETRY_S = 15  # ... and Prometheus this often: a common scrape interval, no fresher data exists
+
+
+SIDEBAR_PX = 200  # the page list needs no more (Streamlit's default, 300 px, took a fifth of a 1500 px screen)
 
 
 def setup(title: str) -> None:
     st.set_page_config(page_title=f"heterojob · {title}" if title != "Overview" else "heterojob", layout="wide")
     # the developer chrome (Deploy, rerun/settings menu) is off through client.toolbarMode=minimal (the
-    # `heterojob console` command sets it); the running-man status widget goes too
-    st.markdown("<style>[data-testid='stStatusWidget'],[data-testid='stDeployButton']{display:none}</style>",
+    # `heterojob console` command sets it); the running-man status widget goes too. The sidebar is narrower
+    # and the main column keeps 1.5rem at its sides instead of 5rem, so the tables' columns fit at 1280 px
+    # (set_page_config's sidebar width applied on some pages' first load only: CSS holds on every page).
+    st.markdown("<style>[data-testid='stStatusWidget'],[data-testid='stDeployButton']{display:none}"
+                f"[data-testid='stSidebar']{{width:{SIDEBAR_PX}px !important;min-width:{SIDEBAR_PX}px !important;"
+                f"max-width:{SIDEBAR_PX}px !important}}"
+                "[data-testid='stMainBlockContainer']{padding:3rem 1.5rem 4rem 1.5rem}</style>",
                 unsafe_allow_html=True)
 
 
@@ -78,8 +91,11 @@ class Poller:
                     table, problems = self._reader.current(cluster)
                     with self._lock:
                         self._telemetry, self._telemetry_error = (table, problems, datetime.now(UTC)), None
-                        self._partial = len(table) < int(cluster.nodes.loc[cluster.nodes["kind"] == "accelerator",
-                                                                           "capacity"].sum())
+                        # a member cluster or a Prometheus that is away is not "early": no quick re-read for it
+                        nodes = cluster.nodes
+                        here = nodes[(nodes["kind"] == "accelerator") & ~nodes["unreachable"].astype(bool)
+                                     & ~nodes["region"].isin(set(problems))]
+                        self._partial = len(table) < int(here["capacity"].sum())
                         self._fresh.notify_all()
                 except Exception as exc:  # noqa: BLE001 - shown by the page that asks
                     with self._lock:
@@ -131,16 +147,21 @@ def prefetch() -> None:
     """Read the cluster and the telemetry once as the console starts, and the Devices page's default heat
     map: the first visitor after a (re)start then finds them instead of waiting for the API and Prometheus.
     The poller stops after IDLE_S if nobody comes."""
-    poller(kubeconfig(), prometheus()).start()
+    polling = poller(kubeconfig(), prometheus())
+    polling.start()
     url = prometheus()
     if url:
-        def heat() -> None:
-            try:
+        def warm() -> None:
+            try:  # the default Prometheus at once, alongside the first cluster read ...
                 heat_series(url, HEAT_MINUTES, None, heat_tick())
             except Exception:  # noqa: BLE001 - the page asks again and shows what went wrong
                 pass
+            try:  # ... then the regions' own (member sites), which the Regions name
+                heat(sources(polling.cluster()), HEAT_MINUTES, None, heat_tick())
+            except Exception:  # noqa: BLE001 - as above
+                pass
 
-        threading.Thread(target=heat, name="heterojob-console-heat", daemon=True).start()
+        threading.Thread(target=warm, name="heterojob-console-heat", daemon=True).start()
 
 
 def cluster() -> Cluster:
@@ -155,7 +176,8 @@ def telemetry() -> tuple[pd.DataFrame, dict[str, str], datetime] | None:
     try:
         return poller(kubeconfig(), prometheus()).telemetry()
     except Exception as exc:  # noqa: BLE001 - the API figures still show
-        st.warning(f"Telemetry unavailable: Prometheus at {prometheus()} did not answer ({exc}).")
+        why = str(exc) if isinstance(exc, TelemetryError) else describe(exc, dev.TIMEOUT_S)
+        st.warning(f"Telemetry unavailable: Prometheus at {prometheus()} did not answer ({why}).")
         return None
 
 
@@ -167,9 +189,22 @@ def heat_tick() -> int:
     return int(datetime.now(UTC).timestamp() // 15)
 
 
-@st.cache_resource(ttl=15, show_spinner=False, max_entries=16)
+def sources(cluster: Cluster) -> dev.Sources:
+    """Which Prometheus serves which region: a Region's own prometheusURL (a member's site), else the default."""
+    return dev.sources(cluster, prometheus())
+
+
+@st.cache_resource(ttl=15, show_spinner=False, max_entries=32)
 def heat_series(url: str, minutes: int, nodes: tuple[str, ...] | None, tick: int) -> pd.DataFrame:
+    """One Prometheus's utilization series (cached per source: a member's and the default's apart)."""
     return dev.heat_series(url, minutes, list(nodes) if nodes is not None else None)
+
+
+def heat(found: dev.Sources, minutes: int, nodes: tuple[str, ...] | None,
+         tick: int) -> tuple[dict[str, pd.DataFrame], dict[str, str]]:
+    """(URL -> utilization series, URL -> why it did not answer), every source read at once."""
+    return dev.heat_sources(found, minutes, list(nodes) if nodes is not None else None,
+                            fetch=lambda url: heat_series(url, minutes, nodes, tick))
 
 
 def as_of(at: datetime, extra: str = "") -> None:
@@ -179,6 +214,7 @@ def as_of(at: datetime, extra: str = "") -> None:
 
 
 def fail(exc: Exception) -> None:
-    st.error(f"The Kubernetes API cannot be read: {exc}")
+    log.warning("the Kubernetes API cannot be read: %s", exc)  # the detail; the page says it in words
+    st.error(f"The Kubernetes API cannot be read: {describe(exc)}.")
     st.info("Check the kubeconfig (HETEROJOB_KUBECONFIG or ~/.kube/config) and that the API server answers.")
     st.stop()

@@ -50,6 +50,22 @@ def serve(kubeconfig: Path, prometheus: str) -> tuple[subprocess.Popen[bytes], s
     return server, url
 
 
+SIZES = ((1500, 900), (1280, 800))  # common laptop screens: every table's columns must show at both
+GRIDS = """() => [...document.querySelectorAll('[data-testid=stDataFrame]')].map(f => {
+    const s = f.querySelector('.dvn-scroller'), r = f.getBoundingClientRect();
+    return {scroll: s ? s.scrollWidth : 0, visible: s ? s.clientWidth : 0, right: r.right};})"""
+
+
+def tables_fit(page: Any, what: str) -> None:
+    """No table hides columns to the right (a grid wider than its box scrolls with no visible scrollbar in
+    Chromium), and none sticks out of the window."""
+    grids = page.evaluate(GRIDS)
+    width = page.viewport_size["width"]
+    assert grids, f"{what}: no table"
+    for i, g in enumerate(grids):
+        assert g["scroll"] <= g["visible"] + 1 and g["right"] <= width, f"{what}: table {i} is cut off: {g}"
+
+
 def test_every_page_renders_in_chromium(cluster: Cluster, emulator: Any, tmp_path: Path) -> None:
     from playwright.sync_api import sync_playwright
 
@@ -114,6 +130,20 @@ def test_every_page_renders_in_chromium(cluster: Cluster, emulator: Any, tmp_pat
             page.goto(f"{url}/Quotas", wait_until="domcontentloaded", timeout=60_000)
             page.wait_for_selector("text=Audit", timeout=60_000)
             page.screenshot(path=str(SHOTS / "console-quotas.png"), full_page=True)
+
+            for w, h in SIZES:  # the tables' columns all show (issue: cut off at 1500 px)
+                sized = browser.new_page(viewport={"width": w, "height": h})
+                for path, ready in (("/", "svg.fleet-map text.city"), ("/Devices", "svg.heat-map rect"),
+                                    ("/Jobs", "[data-testid='stDataFrame']"), ("/Quotas", "text=Audit")):
+                    sized.goto(f"{url}{path}", wait_until="domcontentloaded", timeout=60_000)
+                    sized.wait_for_selector(ready, timeout=60_000)
+                    sized.wait_for_function("document.querySelectorAll('[data-testid=stDataFrame] canvas').length"
+                                            " >= 1", timeout=60_000)
+                    sized.wait_for_timeout(1000)  # the grids size their columns once drawn
+                    sized.screenshot(path=str(SHOTS / f"console-{path.strip('/').lower() or 'overview'}-{w}.png"),
+                                     full_page=True)
+                    tables_fit(sized, f"{path} at {w}x{h}")
+                sized.close()
 
             page.goto(f"{url}/Device", wait_until="domcontentloaded", timeout=60_000)  # the failed GPU first
             try:

@@ -93,3 +93,36 @@ def test_non_admins_get_no_buttons(cluster: Cluster, emulator: Any, monkeypatch:
     at.session_state["selected-job"] = "team-a/idle"
     at.run()
     assert not at.exception and not at.button
+
+
+def _status(cluster: Cluster, name: str, phase: str) -> None:
+    cluster.custom.patch_namespaced_custom_object_status(GROUP, VERSION, "team-a", "heterojobs", name,
+                                                         {"status": {"phase": phase}})
+
+
+def test_the_phase_filter_shows_phases_that_appear_later_and_keeps_a_users_choice(
+        cluster: Cluster, emulator: Any, monkeypatch: pytest.MonkeyPatch) -> None:
+    cluster.seed([node("h100-a", "cn-east", "nvidia-h100")])
+    spec = {"devices": [{"deviceClass": "nvidia-h100"}], "template": {"spec": {"containers": [{"name": "m",
+                                                                                              "image": "i"}]}}}
+    cluster.create_job("a", spec)
+    _status(cluster, "a", "Pending")
+    monkeypatch.setenv("HETEROJOB_KUBECONFIG", str(emulator.kubeconfig))
+    at = AppTest.from_file(PAGE, default_timeout=30).run()
+    assert not at.exception and list(at.dataframe[0].value["name"]) == ["a"]
+
+    _status(cluster, "a", "Running")  # a phase nobody saw at the first render, and a new job that failed
+    cluster.create_job("b", spec)
+    _status(cluster, "b", "Failed")
+    st.cache_resource.clear()  # the next read, not the poller's snapshot of a moment ago
+    at.run()
+    assert sorted(at.dataframe[0].value["name"]) == ["a", "b"]
+
+    at.multiselect(key="phases").select("Running").run()  # the user's own choice ...
+    assert list(at.dataframe[0].value["name"]) == ["a"]
+    cluster.create_job("c", spec)
+    _status(cluster, "c", "Succeeded")
+    st.cache_resource.clear()
+    at.run()  # ... is kept as new values appear; the new ones are offered
+    assert at.multiselect(key="phases").value == ["Running"] and list(at.dataframe[0].value["name"]) == ["a"]
+    assert {"Succeeded", "Failed", "Pending"} <= set(at.multiselect(key="phases").options)

@@ -1,72 +1,37 @@
 """The console across member clusters (docs/multicluster.md), with Streamlit's AppTest: nodes and pods read
 from each member with the kubeconfig its Region's Secret holds, jobs from the manager; a member that does
-not answer shows as unreachable and the rest of the page renders; the kubeconfig never shows.
-
-The manager is the session's emulator; the members are API emulator processes of their own, joined the
-way README's "Join a member cluster" does (heterojob.sim.members.join, also the demo's wiring)."""
+not answer shows as unreachable, in words (timed out after 3 s, connection refused: never urllib3's text),
+its nodes counted as not ready rather than left out, and the rest of the page renders; the kubeconfig never
+shows. The fleet: tests/console/member_fleet.py (shared with the Chromium test)."""
 
 from __future__ import annotations
 
 import time
-from collections.abc import Iterator
 from importlib.resources import files
 from typing import Any
 
-import kubernetes
 import pytest
-import yaml
+import streamlit as st
 from streamlit.testing.v1 import AppTest
 
-from heterojob.constants import GROUP, LABEL_GENERATION, LABEL_JOB, VERSION
-from heterojob.sim.cluster.apiserver import kubeconfig
-from heterojob.sim.cluster.harness import Emulator, apply
+from heterojob.sim.cluster.harness import Emulator
 from heterojob.sim.cluster.nodes import node
-from heterojob.sim.members import join, kubeconfig_secret
 from tests.conftest import Cluster
+from tests.console.member_fleet import AWAY, SECRET_TOKEN, join_member, member_fleet, place, run_in_member
 
 HOME = str(files("heterojob_console") / "Home.py")
 JOBS = str(files("heterojob_console") / "pages" / "2_Jobs.py")
-SECRET_TOKEN = "s3cr3t-t0ken-never-shown"
+RAW = ("MaxRetryError", "HTTPConnectionPool", "NewConnectionError", "urllib3", "Caused by")
 
 
-@pytest.fixture(scope="module")
-def member() -> Iterator[Emulator]:
-    with Emulator() as emu:
-        yield emu
-
-
-def run_in_member(member: Emulator, job: str, node_name: str) -> None:
-    """The pod the manager would have created in the member for `job`, running on `node_name`."""
-    core = kubernetes.client.CoreV1Api(member.client())
-    body = {"apiVersion": "v1", "kind": "Pod",
-            "metadata": {"name": f"{job}-g1-0", "namespace": "team-a",
-                         "labels": {LABEL_JOB: job, LABEL_GENERATION: "1"}},
-            "spec": {"nodeName": node_name, "containers": [{"name": "main", "image": "train",
-                                                            "resources": {"limits": {"nvidia.com/gpu": "8"}}}]}}
-    core.create_namespaced_pod("team-a", body)
-    core.patch_namespaced_pod_status(body["metadata"]["name"], "team-a", {"status": {"phase": "Running"}})
+def shown(at: AppTest) -> str:
+    return " ".join(str(e.value) for e in [*at.dataframe, *at.warning, *at.caption, *at.markdown, *at.metric]) + \
+        " ".join(str(m.proto.delta) for m in at.metric)
 
 
 def test_overview_and_jobs_show_each_members_nodes_and_pods_and_an_unreachable_member(
         cluster: Cluster, emulator: Any, member: Emulator, monkeypatch: pytest.MonkeyPatch) -> None:
-    member.reset()
-    cluster.seed([node("cn-east-h100-0", "cn-east", "nvidia-h100")], namespaces=("team-a",))
-    join(cluster.api, member.client(), "cn-zhongwei", member.kubeconfig.read_text(), namespaces=("team-a",),
-         nodes=[node(f"cn-zhongwei-h100-{i}", "cn-zhongwei", "nvidia-h100") for i in range(2)])
-    # a second member whose API server does not answer, its kubeconfig holding a token that must never show
-    away = yaml.safe_dump({**kubeconfig("http://127.0.0.1:9"),
-                           "users": [{"name": "heterojob-emulator", "user": {"token": SECRET_TOKEN}}]})
-    apply(cluster.api, [kubeconfig_secret("cn-guiyang", away)])
-    cluster.custom.patch_cluster_custom_object(GROUP, VERSION, "regions", "cn-guiyang", {
-        "spec": {"cluster": {"secretRef": {"name": "cn-guiyang-kubeconfig"}}}})
-    # a job placed in the member (as the operator records it), its pod there
-    cluster.create_job("far", {"devices": [{"deviceClass": "nvidia-h100", "perReplica": 8}],
-                               "template": {"spec": {"containers": [{"name": "m", "image": "i"}]}}})
-    cluster.custom.patch_namespaced_custom_object_status(GROUP, VERSION, "team-a", "heterojobs", "far", {"status": {
-        "phase": "Running", "placement": {"region": "cn-zhongwei", "cluster": "cn-zhongwei", "generation": 1,
-                                          "deviceClass": "nvidia-h100", "replicas": 1, "perReplica": 8,
-                                          "nodes": ["cn-zhongwei-h100-1"]}}})
-    run_in_member(member, "far", "cn-zhongwei-h100-1")
+    member_fleet(cluster, member, member_nodes=2)
     monkeypatch.setenv("HETEROJOB_KUBECONFIG", str(emulator.kubeconfig))
     monkeypatch.delenv("HETEROJOB_PROMETHEUS_URL", raising=False)
 
@@ -74,17 +39,22 @@ def test_overview_and_jobs_show_each_members_nodes_and_pods_and_an_unreachable_m
     at = AppTest.from_file(HOME, default_timeout=60).run()
     assert not at.exception
     assert time.monotonic() - started < 30  # the member that does not answer costs a timeout, not the page
-    metrics = {m.label: m.value for m in at.metric}
-    assert metrics["Accelerators"] == "24"  # 8 in the manager + 16 read from the member
-    assert metrics["Accelerators allocated"] == "33%"  # the member's pod holds 8 of them
-    assert metrics["Nodes ready"] == "3/3" and metrics["Jobs running"] == "1"
+    metrics = {m.label: m for m in at.metric}
+    assert metrics["Accelerators"].value == "24"  # 8 in the manager + 16 read from the member
+    assert metrics["Accelerators allocated"].value == "33%"  # the member's pod holds 8 of them
+    assert metrics["Jobs running"].value == "1"
+    # cn-guiyang never answered since the console started: its nodes are unknown, and the tile says so
+    assert metrics["Nodes ready"].value == "3/3 + ?"
+    assert metrics["Nodes ready"].proto.delta == "? in cn-guiyang"
     members = next(d.value for d in at.dataframe if "reachable" in d.value.columns).set_index("member")
     assert members.loc["cn-zhongwei", "reachable"] and members.loc["cn-zhongwei", "nodes"] == 2
     assert not members.loc["cn-guiyang", "reachable"]
-    assert "did not answer" in members.loc["cn-guiyang", "message"]
-    assert any("cn-guiyang is unreachable" in w.value for w in at.warning)
-    shown = " ".join(str(e.value) for e in [*at.dataframe, *at.warning, *at.caption, *at.markdown])
-    assert SECRET_TOKEN not in shown and "127.0.0.1:9" not in shown
+    assert members.loc["cn-guiyang", "message"] == \
+        "the member's API server did not answer: connection refused (nothing listens there)"
+    assert any("Member cluster cn-guiyang is unreachable" in w.value and "nodes are unknown" in w.value
+               for w in at.warning)
+    text = shown(at)
+    assert SECRET_TOKEN not in text and AWAY not in text and not any(raw in text for raw in RAW)
 
     at = AppTest.from_file(JOBS, default_timeout=60)
     at.session_state["selected-job"] = "team-a/far"  # what clicking its row does
@@ -96,3 +66,63 @@ def test_overview_and_jobs_show_each_members_nodes_and_pods_and_an_unreachable_m
     assert pods.to_dict("records") == [{"pod": "far-g1-0", "member": "cn-zhongwei", "node": "cn-zhongwei-h100-1",
                                         "phase": "Running", "generation": "1"}]
     assert SECRET_TOKEN not in " ".join(str(d.value) for d in at.dataframe)
+
+
+def test_a_member_that_stops_answering_keeps_its_nodes_counted_as_not_ready(
+        cluster: Cluster, emulator: Any, member: Emulator, monkeypatch: pytest.MonkeyPatch) -> None:
+    member_fleet(cluster, member, member_nodes=2)
+    monkeypatch.setenv("HETEROJOB_KUBECONFIG", str(emulator.kubeconfig))
+    monkeypatch.delenv("HETEROJOB_PROMETHEUS_URL", raising=False)
+    at = AppTest.from_file(HOME, default_timeout=60).run()
+    assert {m.label: m.value for m in at.metric}["Nodes ready"] == "3/3 + ?"
+
+    member.pause()  # a partition: its port stays open, nothing answers
+    try:
+        st.cache_resource.clear()  # the next read, not the poller's snapshot of a moment ago
+        at.run()
+    finally:
+        member.resume()
+    assert not at.exception
+    metrics = {m.label: m for m in at.metric}
+    # the fleet did not shrink: its 16 accelerators and 2 nodes stay, the nodes not ready
+    assert metrics["Accelerators"].value == "24"
+    assert metrics["Nodes ready"].value == "1/3 + ?"
+    assert metrics["Nodes ready"].proto.delta == "2 unreachable · ? in cn-guiyang"
+    members = next(d.value for d in at.dataframe if "reachable" in d.value.columns).set_index("member")
+    assert not members.loc["cn-zhongwei", "reachable"] and members.loc["cn-zhongwei", "nodes"] == 2
+    assert members.loc["cn-zhongwei", "message"] == "the member's API server did not answer: timed out after 3 s"
+    assert any("Member cluster cn-zhongwei is unreachable" in w.value and "2 nodes count as not ready" in w.value
+               for w in at.warning)
+    text = shown(at)
+    assert not any(raw in text for raw in RAW) and SECRET_TOKEN not in text
+
+    at = AppTest.from_file(JOBS, default_timeout=60)  # its pod: phase unknown while its cluster is away
+    at.session_state["selected-job"] = "team-a/far"
+    member.pause()
+    try:
+        st.cache_resource.clear()
+        at.run()
+    finally:
+        member.resume()
+    pods = next(d.value for d in at.dataframe if "pod" in d.value.columns and "node" in d.value.columns)
+    assert list(pods["phase"]) == ["Unknown"] and list(pods["member"]) == ["cn-zhongwei"]
+
+
+def test_the_member_filter_shows_a_members_jobs_that_appear_later(
+        cluster: Cluster, emulator: Any, member: Emulator, monkeypatch: pytest.MonkeyPatch) -> None:
+    member.reset()
+    cluster.seed([node("cn-east-h100-0", "cn-east", "nvidia-h100")])
+    place(cluster, "near", "cn-east", "cn-east-h100-0")
+    monkeypatch.setenv("HETEROJOB_KUBECONFIG", str(emulator.kubeconfig))
+    monkeypatch.delenv("HETEROJOB_PROMETHEUS_URL", raising=False)
+    join_member(cluster, member, "cn-zhongwei", 1)
+    at = AppTest.from_file(JOBS, default_timeout=60).run()  # first render: only the manager runs a job
+    assert not at.exception and list(at.dataframe[0].value["name"]) == ["near"]
+
+    place(cluster, "far", "cn-zhongwei", "cn-zhongwei-h100-0", cluster_name="cn-zhongwei")
+    run_in_member(member, "far", "cn-zhongwei-h100-0")
+    st.cache_resource.clear()
+    at.run()
+    assert sorted(at.dataframe[0].value["name"]) == ["far", "near"]
+    at.multiselect(key="members").select("cn-zhongwei").run()
+    assert list(at.dataframe[0].value["name"]) == ["far"]

@@ -1,56 +1,30 @@
 """What a person sees of the member clusters (docs/multicluster.md, "The console"): `heterojob console`
 served against a manager with one member cluster (its own API emulator, joined as README's "Join a member
 cluster") and one member that does not answer, opened in Debian's headless Chromium through Playwright.
-The Overview says which member is unreachable; the Jobs page lists the job's pods read from its member."""
+The Overview says which member is unreachable; the Jobs page lists the job's pods read from its member.
+The fleet: tests/console/member_fleet.py (shared with the AppTest tests)."""
 
 from __future__ import annotations
 
 import os
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
-import yaml
 
-from heterojob.constants import GROUP, VERSION
-from heterojob.sim.cluster.apiserver import kubeconfig
-from heterojob.sim.cluster.harness import Emulator, apply
-from heterojob.sim.cluster.nodes import node
-from heterojob.sim.members import join, kubeconfig_secret
+from heterojob.sim.cluster.harness import Emulator
 from tests.conftest import Cluster
-from tests.console.test_console_browser import CHROMIUM, SHOTS, serve
-from tests.console.test_console_members import SECRET_TOKEN, run_in_member
+from tests.console.member_fleet import SECRET_TOKEN, member_fleet
+from tests.console.test_console_browser import CHROMIUM, SHOTS, serve, tables_fit
 
 pytestmark = [pytest.mark.e2e, pytest.mark.skipif(os.environ.get("HETEROJOB_SKIP_E2E") == "1" or
                                                   not Path(CHROMIUM).exists(), reason="needs chromium")]
 
 
-@pytest.fixture(scope="module")
-def member() -> Iterator[Emulator]:
-    with Emulator() as emu:
-        yield emu
-
-
 def test_the_members_pods_show_in_chromium(cluster: Cluster, emulator: Any, member: Emulator) -> None:
     from playwright.sync_api import sync_playwright
 
-    member.reset()
-    cluster.seed([node("cn-east-h100-0", "cn-east", "nvidia-h100")])
-    join(cluster.api, member.client(), "cn-zhongwei", member.kubeconfig.read_text(), namespaces=("team-a",),
-         nodes=[node("cn-zhongwei-h100-0", "cn-zhongwei", "nvidia-h100")])
-    away = yaml.safe_dump({**kubeconfig("http://127.0.0.1:9"),
-                           "users": [{"name": "heterojob-emulator", "user": {"token": SECRET_TOKEN}}]})
-    apply(cluster.api, [kubeconfig_secret("cn-guiyang", away)])
-    cluster.custom.patch_cluster_custom_object(GROUP, VERSION, "regions", "cn-guiyang", {
-        "spec": {"cluster": {"secretRef": {"name": "cn-guiyang-kubeconfig"}}}})
-    cluster.create_job("far", {"devices": [{"deviceClass": "nvidia-h100", "perReplica": 8}],
-                               "template": {"spec": {"containers": [{"name": "m", "image": "i"}]}}})
-    cluster.custom.patch_namespaced_custom_object_status(GROUP, VERSION, "team-a", "heterojobs", "far", {"status": {
-        "phase": "Running", "placement": {"region": "cn-zhongwei", "cluster": "cn-zhongwei", "generation": 1,
-                                          "deviceClass": "nvidia-h100", "replicas": 1, "perReplica": 8,
-                                          "nodes": ["cn-zhongwei-h100-0"]}}})
-    run_in_member(member, "far", "cn-zhongwei-h100-0")
+    member_fleet(cluster, member, member_nodes=1)
     server, url = serve(emulator.kubeconfig, "")
     try:
         with sync_playwright() as p:
@@ -70,6 +44,10 @@ def test_the_members_pods_show_in_chromium(cluster: Cluster, emulator: Any, memb
             assert {k.strip(): v for k, v in kpis.items()}.get("Accelerators") == "16", kpis  # 8 here + 8 there
             page.screenshot(path=str(SHOTS / "console-members-overview.png"), full_page=True)
             assert SECRET_TOKEN not in page.content()
+            assert "MaxRetryError" not in page.content() and "HTTPConnectionPool" not in page.content()
+            page.set_viewport_size({"width": 1280, "height": 800})
+            page.wait_for_timeout(1000)
+            tables_fit(page, "the Overview with members at 1280x800")
 
             page.goto(f"{url}/Jobs", wait_until="domcontentloaded", timeout=60_000)
             frame = page.wait_for_selector("[data-testid='stDataFrame']", timeout=60_000)
@@ -94,6 +72,7 @@ def test_the_members_pods_show_in_chromium(cluster: Cluster, emulator: Any, memb
                     break
                 page.wait_for_timeout(500)
             page.screenshot(path=str(SHOTS / "console-members-jobs.png"), full_page=True)
+            tables_fit(page, "the Jobs page with a member column at 1280x800")
             assert "far-g1-0" in cells and "cn-zhongwei" in cells and "cn-zhongwei-h100-0" in cells, cells
             browser.close()
     finally:

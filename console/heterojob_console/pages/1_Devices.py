@@ -38,6 +38,24 @@ def link(device: str) -> str:
     return f"Device?device={quote(device, safe='')}"
 
 
+# widths that let every column show at 1280 px; a device id (a GPU UUID is 40 characters) is cut with "..."
+# and opened whole by its "history" link
+DEVICE_COLUMNS = {
+    "device": st.column_config.TextColumn("device", width=210),
+    "node": st.column_config.TextColumn("node", width=150),
+    "region": st.column_config.TextColumn("region", width=105),
+    "health": st.column_config.TextColumn("health", width=75),
+    "reason": st.column_config.TextColumn("reason", width=130),
+    "pod": st.column_config.TextColumn("pod", width=150),
+    "job": st.column_config.TextColumn("job", width=120),
+    "utilization": st.column_config.NumberColumn("util. %", width=70, format="%.0f"),
+    "memory_used_mib": st.column_config.NumberColumn("memory MiB", width=95, format="%.0f"),
+    "temperature": st.column_config.NumberColumn("°C", width=55, format="%.0f"),
+    "power": st.column_config.NumberColumn("W", width=60, format="%.0f"),
+    "history": st.column_config.LinkColumn("history", display_text="open", width=65),
+}
+
+
 @st.fragment(run_every=ui.REFRESH_S)
 def live() -> None:
     cluster = ui.cluster()
@@ -65,9 +83,16 @@ def live() -> None:
     k[5].metric("Unknown", health.unknown, help=kpis.HELP["unknown"])
 
     level = "device" if node else "node" if region else "region/class"
-    series = ui.heat_series(url, minutes, (node,) if node else None, ui.heat_tick())
-    heat = dev.heat(series, cluster.nodes, level, region)
+    found = ui.sources(cluster)  # each region from its own Prometheus (a member's site), else the default
+    if node:
+        found = dev.serving(found, region)
+    frames, down = ui.heat(found, minutes, (node,) if node else None, ui.heat_tick())
+    heat = dev.heat(dev.combine(frames, found, cluster.nodes), cluster.nodes, level, region)
     st.subheader(f"Utilization by {level}" + (f" in {node or region}" if region else ""))
+    shown_sources = {u for u, _ in (dev.serving(found, region) if region else found)}
+    for source, why in sorted((u, w) for u, w in down.items() if u in shown_sources):
+        st.warning(f"Utilization history of {dev.where(found, source)} unavailable: {why}. The other regions "
+                   "are shown.")
     if heat.empty:
         st.info("No utilization series in this window (or Prometheus could not answer the range query).")
     else:
@@ -78,14 +103,14 @@ def live() -> None:
     if bad.empty:  # a sentence, not an empty grid
         st.success(f"No failed or degraded accelerator among the {health.reporting} reporting.")
     else:
-        st.dataframe(bad[["device", "node", "region", "class", "health", "reason", "pod", "job", "history"]],
-                     hide_index=True, width="stretch", key="unhealthy", column_config={
-                         "history": st.column_config.LinkColumn("history", display_text="open")})
+        st.dataframe(bad, hide_index=True, width="stretch", key="unhealthy", column_config=DEVICE_COLUMNS,
+                     column_order=["device", "node", "region", "health", "reason", "pod", "job", "history"])
     if node:
-        st.subheader(f"Devices of {node}")
+        st.subheader(f"Devices of {node}")  # node, region and class: the same on every row, said above
         st.dataframe(shown.assign(history=lambda f: f["device"].map(link)), hide_index=True, width="stretch",
-                     key="node-devices", column_config={"history": st.column_config.LinkColumn(
-                         "history", display_text="open")})
+                     key="node-devices", column_config=DEVICE_COLUMNS, column_order=[
+                         "device", "utilization", "memory_used_mib", "temperature", "power", "health", "reason",
+                         "pod", "job", "history"])
 
     st.subheader("Software stack per node" if region else "Software stack by region and class")
     st.caption("Driver, CUDA and CANN versions and network features each node publishes (GPU Feature "

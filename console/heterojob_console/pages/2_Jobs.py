@@ -6,24 +6,35 @@ from __future__ import annotations
 
 import streamlit as st
 
-from heterojob_console import figures, kpis, preview, ui
+from heterojob.api.job import Phase
+
+from heterojob_console import figures, filters, kpis, preview, ui
 from heterojob_console import jobs as story
 from heterojob_console.auth import identity, is_admin
 from heterojob_console.data import client
+from heterojob_console.members import LOCAL
 
 ui.setup("Jobs")
 st.title("Jobs")
 SELECTED = "selected-job"
+PHASES = ["New", *(p.value for p in Phase)]  # every phase a job can show, in the order of its life
+# The table's columns, each with a width, so that they all fit the page at 1280 px (what a job's row does not
+# show -- namespace and name apart, replicas, message, creation -- its details below show once it is clicked)
 COLUMNS = {
-    "phase": st.column_config.TextColumn("phase"),
+    "job": st.column_config.TextColumn("job", width=200, help="namespace/name"),
+    "priority": st.column_config.TextColumn("priority", width=68),
+    "phase": st.column_config.TextColumn("phase", width=95),
+    "placement": st.column_config.TextColumn("placement", width=160, help="region/class of status.placement"),
+    "member": st.column_config.TextColumn("member", width=100, help="the cluster its pods run in"),
+    "devices": st.column_config.NumberColumn("devices", width=62, help="accelerators (or CPU cores) its placement "
+                                                                       "holds"),
     "utilization": st.column_config.ProgressColumn("utilization", format="%.0f%%", min_value=0, max_value=100,
-                                                   help="status.utilization.average: " + kpis.HELP["utilization"]),
-    "devices": st.column_config.NumberColumn("devices", help="accelerators (or CPU cores) its placement holds"),
-    "generation": st.column_config.NumberColumn("generation", help="placement generation: +1 on every move"),
-    "migrations": st.column_config.NumberColumn("migrations", help="migrate entries in status.history"),
-    "queue": st.column_config.NumberColumn("queue", help="position among the waiting jobs, in the operator's "
-                                                         "order: priority, then age"),
-    "created": st.column_config.DatetimeColumn("created", format="YYYY-MM-DD HH:mm:ss"),
+                                                   width=110, help="status.utilization.average: "
+                                                                   + kpis.HELP["utilization"]),
+    "generation": st.column_config.NumberColumn("gen.", width=50, help="placement generation: +1 on every move"),
+    "migrations": st.column_config.NumberColumn("moves", width=58, help="migrate entries in status.history"),
+    "queue": st.column_config.NumberColumn("queue", width=58, help="position among the waiting jobs, in the "
+                                                                   "operator's order: priority, then age"),
 }
 
 
@@ -45,17 +56,25 @@ def table() -> None:
     k[3].metric("Job utilization", kpis.pct(float(util.mean()) if len(util) else None),
                 help="The mean of the running jobs' status.utilization.average (each job's exporter-measured "
                      "average over its reporting devices).")
-    phases = sorted(jobs["phase"].unique())
-    chosen = st.multiselect("Phase", phases, default=phases, key="phases")
-    shown = jobs[jobs["phase"].isin(chosen)]
+    # Filters start empty, meaning "all": a phase or a member that appears later (Running after Pending, a
+    # member joined since) shows without anyone ticking it; a choice a user made is kept as values come and go.
+    f1, f2 = st.columns(2)
+    chosen = f1.multiselect("Phase", filters.options(PHASES, jobs["phase"], st.session_state.get("phases")),
+                            default=[], key="phases", placeholder="All phases")
+    shown = filters.keep(jobs, "phase", chosen)
     if not cluster.members.empty:  # member clusters: which cluster a job's pods run in
-        where = sorted(shown["member"].dropna().unique())
-        shown = shown[shown["member"].isin(st.multiselect("Member cluster", where, default=where, key="members"))
-                      | shown["member"].isna()]
+        known = [LOCAL, *cluster.members["member"]]
+        where = f2.multiselect("Member cluster", filters.options(known, jobs["member"].dropna(),
+                                                                 st.session_state.get("members")),
+                               default=[], key="members", placeholder="All member clusters")
+        shown = filters.keep(shown, "member", where, keep_missing=True)  # a waiting job has no cluster yet
     shown = shown.sort_values(["queue", "namespace", "name"], na_position="first")
     shown = shown.reset_index(drop=True)
-    event = st.dataframe(shown.drop(columns=["migrate_requested"]), hide_index=True, width="stretch", key="table",
-                         height=min(420, 38 + 35 * max(len(shown), 1)), column_config=COLUMNS,
+    view = shown.assign(job=shown["namespace"] + "/" + shown["name"],
+                        placement=shown["region"].where(shown["region"].isna(), shown["region"] + "/" + shown["class"]))
+    order = [c for c in COLUMNS if c != "member" or not cluster.members.empty]
+    event = st.dataframe(view.drop(columns=["migrate_requested"]), hide_index=True, width="stretch", key="table",
+                         height=min(420, 38 + 35 * max(len(shown), 1)), column_config=COLUMNS, column_order=order,
                          on_select="rerun", selection_mode="single-row")
     rows = event.selection.rows if event is not None else []
     pick = f"{shown.at[rows[0], 'namespace']}/{shown.at[rows[0], 'name']}" if rows and rows[0] < len(shown) else None
@@ -116,8 +135,9 @@ c[2].metric("Replicas", placement.get("replicas", 0))
 c[3].metric("Generation", placement.get("generation") or status.get("lastGeneration") or "-")
 util = (status.get("utilization") or {}).get("average")
 c[4].metric("Utilization", f"{util:.0f}%" if util is not None else "-", help=kpis.HELP["utilization"])
-if status.get("message"):
-    st.caption(status["message"])
+created = obj["metadata"].get("creationTimestamp", "")
+st.caption(f"priority {(obj.get('spec') or {}).get('priority', 'medium')} · created {created}"
+           + (f" · {status['message']}" if status.get("message") else ""))
 if flash := st.session_state.pop("flash", None):
     st.success(flash)
 

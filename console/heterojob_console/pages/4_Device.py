@@ -8,6 +8,8 @@ import time
 import pandas as pd
 import streamlit as st
 
+from heterojob.telemetry.failures import describe
+
 from heterojob_console import devices as dev
 from heterojob_console import figures, ui
 
@@ -43,9 +45,22 @@ minutes = st.radio("Window", options=[15, 60, 360, 1440], index=1, key="minutes"
                    format_func=lambda m: f"{m // 60} h" if m >= 60 else f"{m} min")
 
 
+# its history from the Prometheus that watches its region (a member's site has its own), as the operator reads it
+source = next(iter(dev.serving(ui.sources(ui.cluster()), row["region"])), None)
+
+
 @st.fragment(run_every=ui.REFRESH_S * 2)
 def charts() -> None:
-    history = dev.history(url, device, minutes)
+    if source is None:
+        st.warning(f"No Prometheus serves region {row['region']}: set its Region's spec.prometheusURL.")
+        return
+    try:
+        history = dev.history(source[0], device, minutes)
+    except Exception as exc:  # noqa: BLE001 - said in words, the detail in the log
+        dev.log.warning("history of %s: Prometheus at %s: %s", device, source[0], exc)
+        st.warning(f"The history of {device} is unavailable: Prometheus at {source[0]} (region {row['region']}): "
+                   f"{describe(exc, dev.TIMEOUT_S)}.")
+        return
     cols = st.columns(2)
     for i, (title, unit, *_) in enumerate(dev.HISTORY):
         frame = history.get(title)

@@ -35,6 +35,7 @@ from heterojob.kube import convert
 from heterojob.kube.api import Kube, now_iso
 from heterojob.kube.conditions import same, set_condition
 from heterojob.state.times import iso
+from heterojob.telemetry.failures import describe
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")
@@ -339,7 +340,8 @@ class Members:
                                                  "belong in namespace heterojob-members, where it may") from None
             raise Problem("SecretUnreadable", f"{ref.secret} could not be read: HTTP {exc.status}") from None
         except Exception as exc:  # noqa: BLE001 - the manager's own API server is away; try again
-            raise Problem("SecretUnreadable", f"{ref.secret} could not be read: {type(exc).__name__}") from None
+            raise Problem("SecretUnreadable", f"{ref.secret} could not be read: "
+                                              f"{describe(exc, self.config.request_timeout_s)}") from None
         member.read_at = now
         data = (secret.data or {}).get(ref.key)
         if data is None:
@@ -376,8 +378,10 @@ class Members:
                 raise Problem("MemberForbidden", "the member refuses to list nodes, pods or Services: apply "
                                                  "manifests/multicluster/member.yaml there (403)") from None
             raise Problem("Unreachable", f"the member's API server answered HTTP {exc.status}") from None
-        except Exception as exc:  # noqa: BLE001 - connection refused, timeout, TLS
-            raise Problem("Unreachable", f"the member's API server did not answer: {type(exc).__name__}") from None
+        except Exception as exc:  # noqa: BLE001 - connection refused, timeout, TLS: in words, the detail logged
+            log.debug("member region %s: listing failed: %s", member.ref.region, exc)
+            raise Problem("Unreachable", f"the member's API server did not answer: "
+                                         f"{describe(exc, self.config.request_timeout_s)}") from None
         kube.answering = True  # it answered: the controller's calls (and the deletes below) go through again
         listed = {n.name: n for n in map(convert.node_view, json.loads(nodes.data).get("items", []))}
         if listed != member.nodes:

@@ -16,10 +16,22 @@ from prometheus_api_client import PrometheusApiClientException, PrometheusConnec
 from urllib3.util.retry import Retry
 
 from heterojob.telemetry.adapters import Vector
+from heterojob.telemetry.failures import describe
 
 
 class TelemetryError(Exception):
     """Prometheus could not answer this cycle; its message says why, for people."""
+
+
+def connect(url: str, timeout_s: float, *, headers: Mapping[str, str] | None = None,
+            verify_tls: bool = True) -> PrometheusConnect:
+    """A Prometheus client with the operator's deadline and retry: one quick retry on a refused connection
+    or a 5xx, the next cycle being the real retry; a read timeout is not retried (a slow Prometheus is not
+    faster the second time; the client's default would wait four timeouts)."""
+    retry = Retry(total=1, read=False, backoff_factor=0.1, status_forcelist=(408, 429, 502, 503, 504),
+                  allowed_methods=("GET",), raise_on_status=False)
+    return PrometheusConnect(url, headers=dict(headers) if headers else None, disable_ssl=not verify_tls,
+                             retry=retry, timeout=timeout_s)
 
 
 class PrometheusReader:
@@ -36,13 +48,7 @@ class PrometheusReader:
         """One client per thread: a requests Session is not meant to be shared across threads."""
         conn = getattr(self._local, "conn", None)
         if conn is None:
-            # one quick retry on a refused connection or a 5xx; the next cycle is the real retry
-            # (a read timeout is not retried: a slow Prometheus is not faster the second time)
-            retry = Retry(total=1, read=False, backoff_factor=0.1, status_forcelist=(408, 429, 502, 503, 504),
-                          allowed_methods=("GET",), raise_on_status=False)
-            conn = self._local.conn = PrometheusConnect(
-                self.url, headers=self._headers or None, disable_ssl=not self._verify, retry=retry,
-                timeout=self.timeout_s)
+            conn = self._local.conn = connect(self.url, self.timeout_s, headers=self._headers, verify_tls=self._verify)
         return conn
 
     def _one(self, name: str, query: str, at: float | None) -> Vector:
@@ -57,7 +63,8 @@ class PrometheusReader:
         except requests.Timeout:
             raise TelemetryError(f"query {name} timed out after {self.timeout_s:g}s") from None
         except requests.RequestException as exc:
-            raise TelemetryError(f"cannot reach Prometheus at {self.url}: {_short(str(exc))}") from None
+            # in words (refused, TLS, timed out), not urllib3's pool-and-retry text
+            raise TelemetryError(f"cannot reach Prometheus at {self.url}: {describe(exc, self.timeout_s)}") from None
         except (ValueError, KeyError, TypeError):
             raise TelemetryError(f"query {name}: the answer is not a Prometheus API response") from None
         if not isinstance(result, list) or not all(isinstance(s, dict) for s in result):
