@@ -12,6 +12,7 @@ import asyncio
 import logging
 import time
 from collections.abc import Callable, Mapping
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -19,13 +20,15 @@ from heterojob.state.views import FleetSource
 from heterojob.engine.fleet import Fleet
 from heterojob.kube.api import Conflict, Kube, now_iso
 from heterojob.telemetry import snapshot as snap
+from heterojob.telemetry import sources as telemetry_sources
 from heterojob.telemetry import status as job_status
 from heterojob.telemetry.model import DeviceSample, HealthPolicy
 from heterojob.telemetry.prometheus import PrometheusReader, TelemetryError
 
 log = logging.getLogger("heterojob.telemetry")
 
-DEFAULT = "*"
+DEFAULT = telemetry_sources.DEFAULT
+SOURCES_AT_ONCE = 16  # Prometheus servers asked in parallel in one cycle (one per member site)
 
 
 @dataclass(frozen=True)
@@ -69,14 +72,8 @@ class Monitor:
 
     def sources(self) -> dict[str, frozenset[str]]:
         """Prometheus URL -> the regions it serves (DEFAULT: every region without one of its own)."""
-        out: dict[str, set[str]] = {}
-        for region in self.fleet.regions().values():
-            url = region.prometheus_url or self.config.prometheus_url
-            if url:
-                out.setdefault(url, set()).add(region.name)
-        if self.config.prometheus_url:
-            out.setdefault(self.config.prometheus_url, set()).add(DEFAULT)
-        return {url: frozenset(regions) for url, regions in out.items()}
+        return telemetry_sources.sources({r.name: r.prometheus_url for r in self.fleet.regions().values()},
+                                         self.config.prometheus_url)
 
     def _reader(self, url: str) -> PrometheusReader:
         if url not in self._readers:
@@ -103,17 +100,21 @@ class Monitor:
                 log.warning("telemetry is off: no --prometheus-url and no Region with spec.prometheusURL")
                 self._said_off = True
             return None
-        results = []
-        asked = 0
-        for url, regions in sources.items():
+
+        def ask(url: str, regions: frozenset[str]) -> tuple[snap.SourceResult, int]:
             reader = self._reader(url)
             try:
                 answered, n = snap.gather(lambda q: reader.query(q, at=at), self.config.window_s)
-                asked += n
-                results.append(snap.SourceResult(url, regions, answered))
+                return snap.SourceResult(url, regions, answered), n
             except TelemetryError as exc:
                 log.warning("telemetry from %s unavailable: %s", url, exc)
-                results.append(snap.SourceResult(url, regions, None, str(exc)))
+                return snap.SourceResult(url, regions, None, str(exc)), 0
+
+        # every source at once: a member site's Prometheus that hangs costs the cycle one timeout, not one each
+        with ThreadPoolExecutor(max_workers=min(len(sources), SOURCES_AT_ONCE)) as pool:
+            answers = list(pool.map(lambda item: ask(*item), sources.items()))
+        results = [result for result, _ in answers]
+        asked = sum(n for _, n in answers)
         previous: Mapping[str, DeviceSample] = self.snapshot.devices if self.snapshot else {}
         snapshot = snap.build(results, facts if facts is not None else self.node_facts(), previous,
                               self.config.policy)
