@@ -45,6 +45,7 @@ from heterojob.engine.placement import (
 if TYPE_CHECKING:
     from heterojob.engine.policy import Knowledge, Prepared
     from heterojob.engine.queueing import QueueSettings
+    from heterojob.engine.ranking import Memo
 
 
 class Outcome(StrEnum):
@@ -463,9 +464,10 @@ def top_priority(waiting: Iterable[Request], besides: str = "") -> int | None:
 
 def plan_with_policy(queue: Iterable[Request], holders: Iterable[Holder], fleet: Fleet, now: float,
                      knowledge: Knowledge, queue_settings: QueueSettings, settings: Settings = Settings(),
-                     ) -> tuple[Plan, Prepared]:
-    """`engine.policy.prepare` (queue order, class choice by expected completion), then `plan_queue`."""
+                     memo: Memo | None = None) -> tuple[Plan, Prepared]:
+    """`engine.policy.prepare` (queue order, class choice by expected completion), then `plan_queue`.
+    `memo`: `engine.ranking.Memo`, kept by the caller between passes (the plan is the same without it)."""
     from heterojob.engine import policy
 
-    prepared = policy.prepare(queue, holders, fleet, now, knowledge, queue_settings, settings.min_runtime_s)
+    prepared = policy.prepare(queue, holders, fleet, now, knowledge, queue_settings, settings.min_runtime_s, memo)
     return plan_queue(prepared.queue, prepared.holders, fleet, now, settings), prepared
