@@ -652,8 +652,11 @@ class _Replay:
         top = max((p for p, n in self.priorities.items() if n), default=None)  # planner.top_priority, kept up
         for run in sorted(self.running.values(), key=lambda r: r.job.id):
             job = run.job
-            most = job.max_replicas(run.cls) if self.shape(job)[0] == 1 and job.gpus <= 8 else self.shape(job)[0]
             base = self.shape(job)[0]
+            if run.replicas <= base and (top is not None and top >= job.priority
+                                         or not self.region_free().get((run.cls, run.region))):
+                continue  # at most its admitted size (`most` is never below it): it grows no further, see below
+            most = job.max_replicas(run.cls) if self.shape(job)[0] == 1 and job.gpus <= 8 else self.shape(job)[0]
             if self.config.growth_efficiency > 0 and most > base:
                 most = completion.growth_limit(base, most, self.measured_sizes[(job.id, run.cls)],
                                                self.config.growth_efficiency)
