@@ -4,9 +4,12 @@ The replay walks its queue per fit group (`_Replay.fit_key`) instead of job by j
 priority and the free room up to date instead of recomputing them, and `placement.FleetIndex` shares its
 per-class node tables between indexes of one fleet view; the planner (`admission.plan_queue`) indexes the
 holders once per pass (`_Pool`), skips preemption searches a pass already found hopeless, and skips
-placements `Ledger.may_fit` rules out. The oracle is the code those replaced: a replay that rescans every
-waiting job in queue order on every pass, recomputes the room and the fleet each time it looks, builds
-every index from scratch, asks every holder every question and places every job. Both run the same
+placements `Ledger.may_fit` rules out; heterojob's policy reuses a node's class and a holder's and a request's
+ranked copies across passes (`ranking.Memo`), and growth tries no size its region's free devices cannot hold
+(`placement._replica_slots`) and is not searched where its class and region have no free device. The oracle is
+the code those replaced: a replay that rescans every waiting job in queue order on every pass, recomputes the
+room and the fleet each time it looks, builds every index from scratch, asks every holder every question,
+places every job, keeps nothing between passes and tries every size. Both run the same
 overloaded traces (queues far longer than a pass plans, failures, two priorities, every policy) and must
 start the same jobs at the same times on the same nodes, with the same report; random plain-data plans
 must come out equal, admission by admission.
@@ -23,7 +26,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from heterojob.engine import admission, placement, preemption
+from heterojob.engine import admission, completion, placement, policy, preemption, queueing, ranking
 from heterojob.engine import admission as planner
 from heterojob.engine.admission import Holder, Outcome
 from heterojob.engine.fleet import Allocation, Fleet, usage
@@ -32,7 +35,7 @@ from heterojob.replay import replay as replay_module
 from heterojob.replay.replay import CLASSES, NAMESPACE, POLICIES, Config, _Replay, _room
 from heterojob.replay.traces import TraceJob, synthetic_trace
 from tests.unit.test_placement import CLASSES as PLACEMENT_CLASSES
-from tests.unit.test_placement import gpu_node
+from tests.unit.test_placement import gpu_node, npu_node
 
 NOW = 10_000.0
 
@@ -56,6 +59,13 @@ class _Recording(_Replay):
 
 class _BruteForce(_Recording):
     """The scans the replay had before its shortcuts: every waiting job, in queue order, every pass."""
+
+    def __init__(self, jobs: Sequence[TraceJob], policy: str, config: Config) -> None:
+        super().__init__(jobs, policy, config)
+        self.memo = None  # nothing carried from one pass to the next
+
+    def region_free(self) -> dict[tuple[str, str], int]:
+        return _Everywhere()  # every running job's growth is searched
 
     def current_fleet(self, without: Any = None) -> Fleet:
         used = dict(self.used)
@@ -113,6 +123,13 @@ class _BruteForce(_Recording):
         super().grow(now)
 
 
+class _Everywhere(dict[tuple[str, str], int]):
+    """Free devices in every class and region."""
+
+    def get(self, key: Any, default: Any = None) -> int:
+        return 1
+
+
 def _runs(jobs: list[TraceJob], policy: str, config: Config, monkeypatch: pytest.MonkeyPatch
           ) -> tuple[_Recording, _Recording]:
     fast = _Recording(jobs, policy, config)
@@ -121,6 +138,7 @@ def _runs(jobs: list[TraceJob], policy: str, config: Config, monkeypatch: pytest
         m.setattr(placement, "_view", placement._View)
         m.setattr(admission, "_Pool", _ScanPool)
         m.setattr(placement.Ledger, "may_fit", lambda self, request: True)  # place every job, as before
+        m.setattr(placement, "_replica_slots", lambda *args: 1 << 30)  # try every size
         slow = _BruteForce(jobs, policy, config)
         slow_report = slow.run()
     assert fast_report.summary() == slow_report.summary()
@@ -139,6 +157,22 @@ def test_the_grouped_queue_scans_start_what_the_full_rescan_starts(policy: str,
     assert len(fast.log) >= len(jobs)
     assert fast.longest > 8 * config.lookahead  # the scans had far more to look at than a pass plans
     assert fast.restarts > 0  # failures happened, so room also came back through repairs
+    if policy == "heterojob":  # the policy's shortcuts were exercised: growth, preemption, upgrade moves
+        assert fast.resizes > 0 and fast.preemptions > 0 and fast.upgrades > 0
+
+
+def test_the_oracle_tells_a_growth_bound_one_short_apart(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A slot bound that cut one size too many would be caught: heterojob's logs then differ."""
+    jobs = synthetic_trace(120, 1, TABLE, seed=7)
+    config = Config(nodes_per_class_region=2, regions=2, devices_per_node=4, mtbf_h=1e9, lookahead=4)
+    real = placement._replica_slots
+    with monkeypatch.context() as m:
+        m.setattr(placement, "_replica_slots", lambda *args: real(*args) - 1)
+        wrong = _Recording(jobs, "heterojob", config)
+        wrong.run()
+    right = _Recording(jobs, "heterojob", config)
+    right.run()
+    assert right.resizes > wrong.resizes and wrong.log != right.log
 
 
 def test_the_oracle_tells_a_different_scan_apart(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -301,3 +335,49 @@ def test_a_ledger_says_may_not_fit_only_when_placement_finds_no_room(used: list[
         west = sum(max(0, 8 - u) // per for u in used[2:])
         east = sum(max(0, 8 - u) // per for u in used[:2])
         assert fits == (max(east, west) >= replicas)
+
+
+# --- what heterojob's policy carries between passes (ranking.Memo) --------------------------------------------
+
+@settings(max_examples=80, deadline=None)
+@given(held=st.lists(st.tuples(st.integers(0, 3), st.sampled_from([1, 2, 4]), st.integers(0, 1),
+                               st.floats(0, 40 * 3600), st.floats(0, 5e4), st.booleans(), st.booleans()), max_size=8),
+       waiting=st.lists(st.tuples(st.sampled_from([1, 2, 4]), st.integers(1, 2), st.integers(0, 1),
+                                  st.floats(0, 20 * 3600), st.floats(0, 3e4), st.booleans()), min_size=1, max_size=8),
+       nows=st.lists(st.floats(1e4, 2e5), min_size=2, max_size=4), completed=st.lists(st.floats(60, 1e5), max_size=30))
+def test_prepare_with_a_memo_kept_across_passes_decides_what_it_decides_without(
+        held: list[tuple[int, int, int, float, float, bool, bool]], waiting: list[tuple[int, int, int, float, float, bool]],
+        nows: list[float], completed: list[float]) -> None:
+    nodes = {n: gpu_node(n) for n in "ab"} | {n: npu_node(n) for n in "cd"}
+    resource = {"a": "nvidia.com/gpu", "b": "nvidia.com/gpu", "c": "huawei.com/Ascend910", "d": "huawei.com/Ascend910"}
+    cls = {"a": "nvidia-h100", "b": "nvidia-h100", "c": "ascend-910b", "d": "ascend-910b"}
+    facts: dict[str, policy.Facts] = {}
+    holders = []
+    for i, (node, devices, priority, attained, work, promoted, grown) in enumerate(held):
+        n = "abcd"[node]
+        job = f"ns/h{i}"
+        base = Request(job, [Alternative(cls[n], 1)], 1, priority=priority) if grown else None
+        holders.append(Holder(job, priority, since=float(i * 700), allocation=Allocation(
+            resource[n], {n: devices}, "ns", cls[n], "cn-east" if n in "ab" else "cn-north"), base=base))
+        facts[job] = policy.Facts(queueing.Service(attained, 0.0, promoted), {"nvidia-h100": 1.0, "ascend-910b": 0.4},
+                                  work, frozenset({cls[n]}))
+    queue = []
+    for i, (per, replicas, priority, attained, since, measured) in enumerate(waiting):
+        job = f"ns/w{i}"
+        queue.append(Request(job, [Alternative("nvidia-h100", per), Alternative("ascend-910b", per)], replicas,
+                             priority=priority, created=float(i)))
+        facts[job] = policy.Facts(queueing.Service(attained, since), {"nvidia-h100": 1.0, "ascend-910b": 0.5 if measured
+                                                                      else 0.4}, attained / 2)
+    knowledge = policy.Knowledge(facts, completion.Residual(completed))
+    memo = ranking.Memo()
+    for k, now in enumerate(sorted(nows)):
+        if k == 1:  # a node goes down and comes back as new objects: its class is looked up again
+            nodes = dict(nodes) | {"b": dataclasses.replace(nodes["b"], ready=False)}
+        if k == 2:
+            nodes = dict(nodes) | {"b": gpu_node("b")}
+            holders = holders[1:] + [dataclasses.replace(h) for h in holders[:1]]  # one holder is a new object
+        fleet = Fleet(nodes, PLACEMENT_CLASSES, used=usage(h.allocation for h in holders))
+        kept = policy.prepare(queue, holders, fleet, now, knowledge, queueing.QueueSettings(), 300.0, memo)
+        fresh = policy.prepare(queue, holders, fleet, now, knowledge, queueing.QueueSettings(), 300.0)
+        assert kept == fresh
+        assert policy.devices_by_class(fleet, memo) == policy.devices_by_class(fleet)

@@ -181,5 +181,8 @@ def test_under_the_policy_a_moving_job_lands_on_the_room_reserved_for_it(monkeyp
     placed_on = plan()
     assert placed_on.outcome == admission.Outcome.PLACED and placed_on.candidate.nodes == ("b",)
     # what went wrong before: the policy's ranked holders had lost the reservation's owner
-    monkeypatch.setattr(admission, "ranked", lambda holders, prepared: list(prepared))
+    from heterojob.engine import ranking
+
+    monkeypatch.setattr(ranking, "ranked_holder", lambda h, rank, memo: admission.Holder(
+        h.job, rank, h.since, h.allocation, h.base, h.yielding_to, h.disrupted))
     assert plan().outcome != admission.Outcome.PLACED

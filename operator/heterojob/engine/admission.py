@@ -45,6 +45,7 @@ from heterojob.engine.placement import (
 if TYPE_CHECKING:
     from heterojob.engine.policy import Knowledge, Prepared
     from heterojob.engine.queueing import QueueSettings
+    from heterojob.engine.ranking import Memo
 
 
 class Outcome(StrEnum):
@@ -227,27 +228,35 @@ class _Pool:
 
     def __init__(self, holders: Sequence[Holder]) -> None:
         self.yielding: dict[str, list[str]] = {}
+        self.yielders: dict[str, list[Holder]] = {}  # the same, as holders in the order given
         self.lowest: list[tuple[int, str]] = []
         self.lenders: list[tuple[int, str]] = []
         self.free: dict[str, Holder] = {}  # neither yielding nor waiting: may be asked to give room
         self.grown: list[preemption.GrownJob] = []  # ... and lend room (not moving right now)
-        self.running: list[preemption.RunningJob] = []  # ... all of them, lowest priority first
+        self._running: list[preemption.RunningJob] | None = None  # ... all of them, lowest priority first
         for h in holders:
             if h.yielding_to is not None:
                 self.yielding.setdefault(h.yielding_to, []).append(h.job)
+                self.yielders.setdefault(h.yielding_to, []).append(h)
             elif not h.waiting:
                 self.lowest.append((h.priority, h.job))
                 self.free[h.job] = h
-                self.running.append(preemption.RunningJob(h.job, h.priority, h.since, h.allocation))
                 if h.base is not None:
                     self.lenders.append((h.priority, h.job))
                     if not h.disrupted:
                         self.grown.append(preemption.GrownJob(h.job, h.priority, h.since, h.allocation, h.base))
         self.lowest.sort()
         self.lenders.sort()
-        self.running.sort(key=lambda r: r.priority)
-        self.priorities = [r.priority for r in self.running]
         self.hopeless: dict[tuple[object, ...], tuple[int, int]] = {}  # shape -> (priority, ledger.given_back)
+
+    @property
+    def running(self) -> list[preemption.RunningJob]:
+        """The free holders as `plan_preemption` takes them, lowest priority first (built on first use)."""
+        if self._running is None:
+            self._running = sorted((preemption.RunningJob(h.job, h.priority, h.since, h.allocation)
+                                    for h in self.free.values()), key=lambda r: r.priority)
+            self.priorities = [r.priority for r in self._running]
+        return self._running
 
     def may_disrupt(self, request: Request, taken: set[str]) -> bool:
         """`_may_disrupt`, from the sorted lists."""
@@ -266,8 +275,9 @@ class _Pool:
     def victims(self, request: Request, taken: set[str]) -> list[preemption.RunningJob]:
         """The free holders of lower priority than `request` not yet taken (in no particular order:
         `plan_preemption` orders them)."""
+        running = self.running
         below = bisect.bisect_left(self.priorities, request.priority)
-        return [r for r in self.running[:below] if r.job not in taken]
+        return [r for r in running[:below] if r.job not in taken]
 
     def cannot_preempt(self, request: Request, ledger: Ledger) -> bool:
         known = self.hopeless.get(request.shape)
@@ -302,8 +312,7 @@ def _in_flight(request: Request, in_flight: Sequence[Holder], ledger: Ledger, ta
 def _disrupt(request: Request, holders: Sequence[Holder], ledger: Ledger, taken: set[str], now: float,
              settings: Settings, no_room: str, pool: _Pool) -> Admission:
     """Steps 4 and 5 for one job that does not fit, on `ledger` (left with the disturbed jobs' room freed)."""
-    in_flight = sorted((h for h in holders if h.yielding_to == request.job and h.job not in taken),
-                       key=lambda h: h.job)
+    in_flight = sorted((h for h in pool.yielders.get(request.job, ()) if h.job not in taken), key=lambda h: h.job)
     if in_flight:  # step 4
         waiting = _in_flight(request, in_flight, ledger, taken)
         if waiting is not None:
@@ -357,7 +366,7 @@ def plan_one(request: Request, queue: Iterable[Request], holders: Iterable[Holde
                                          now, knowledge, queue_settings, settings.min_runtime_s)
         mine = next(r for r in prepared.queue if r.job == request.job)
         ahead = [r for r in prepared.queue if r.job != request.job and r.order < mine.order][:settings.lookahead]
-        return plan_queue([*ahead, mine], ranked(holders, prepared.holders), fleet, now, settings)[request.job]
+        return plan_queue([*ahead, mine], prepared.holders, fleet, now, settings)[request.job]
     ahead = sorted((r for r in queue if r.job != request.job and r.order < request.order),
                    key=lambda r: r.order)[:settings.lookahead]
     return plan_queue([*ahead, request], holders, fleet, now, settings)[request.job]
@@ -464,17 +473,11 @@ def top_priority(waiting: Iterable[Request], besides: str = "") -> int | None:
 
 def plan_with_policy(queue: Iterable[Request], holders: Iterable[Holder], fleet: Fleet, now: float,
                      knowledge: Knowledge, queue_settings: QueueSettings, settings: Settings = Settings(),
-                     ) -> tuple[Plan, Prepared]:
-    """`engine.policy.prepare` (queue order, class choice by expected completion), then `plan_queue`."""
+                     memo: Memo | None = None) -> tuple[Plan, Prepared]:
+    """`engine.policy.prepare` (queue order, class choice by expected completion), then `plan_queue`.
+    `memo`: `engine.ranking.Memo`, kept by the caller between passes (the plan is the same without it)."""
     from heterojob.engine import policy
 
-    holders = list(holders)
-    prepared = policy.prepare(queue, holders, fleet, now, knowledge, queue_settings, settings.min_runtime_s)
-    return plan_queue(prepared.queue, ranked(holders, prepared.holders), fleet, now, settings), prepared
+    prepared = policy.prepare(queue, holders, fleet, now, knowledge, queue_settings, settings.min_runtime_s, memo)
+    return plan_queue(prepared.queue, prepared.holders, fleet, now, settings), prepared
 
-
-def ranked(holders: Sequence[Holder], prepared: Sequence[Holder]) -> list[Holder]:
-    """`holders` with the effective priorities `policy.prepare` gave them and every other field as it was
-    (a move's reservation, a waiting job's own reserved room: make before break holds under any policy)."""
-    rank = {h.job: h.priority for h in prepared}
-    return [replace(h, priority=rank.get(h.job, h.priority)) for h in holders]

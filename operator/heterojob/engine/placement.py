@@ -508,9 +508,28 @@ def room_to_grow(request: Request, fleet: Fleet, current: int, maximum: int, dev
     """The most replicas (more than `current`, up to `maximum`) the job could restart with now, in its
     region and class; `fleet` must not count the job's own devices as used. None when it cannot grow."""
     alternatives = [a for a in request.alternatives if a.device_class == device_class]
+    index = FleetIndex(fleet)
+    maximum = min(maximum, _replica_slots(alternatives, fleet, index, region))
     for target in range(maximum, current, -1):
         trial = Request(request.job, alternatives, target, allowed_regions=(region,), priority=request.priority,
                         created=request.created)
-        if place(trial, fleet).chosen is not None:
+        if place(trial, fleet, index).chosen is not None:
             return target
     return None
+
+
+def _replica_slots(alternatives: Sequence[Alternative], fleet: Fleet, index: FleetIndex, region: str) -> int:
+    """An upper bound on the replicas `place` can fit in `region` for any of `alternatives`: replicas of one
+    size pack onto nodes independently, so at most each usable node's free devices // devices per replica
+    (quota, software and excluded nodes only refuse more)."""
+    most = 0
+    for alt in alternatives:
+        cls = fleet.classes.get(alt.device_class)
+        if cls is None:
+            continue
+        if alt.per_replica <= 0:
+            return 1 << 30  # no bound
+        capacity, used, resource = index.capacity(cls), fleet.used, cls.resource_name
+        names = index.nodes(cls).get(region, ())
+        most = max(most, sum(max(0, capacity[n] - used.get((n, resource), 0)) // alt.per_replica for n in names))
+    return most

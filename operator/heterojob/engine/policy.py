@@ -27,9 +27,9 @@ relative speed per class (measured steps/s where it ran, declared AcceleratorCla
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 
-from heterojob.engine import completion, queueing
+from heterojob.engine import completion, queueing, ranking
 from heterojob.engine.admission import Holder
 from heterojob.engine.fleet import DeviceClass, Fleet
 from heterojob.engine.placement import Request
@@ -66,12 +66,23 @@ class Prepared:
     choices: Mapping[str, completion.Choice]
 
 
-def devices_by_class(fleet: Fleet) -> tuple[dict[str, int], dict[str, int]]:
+def devices_by_class(fleet: Fleet, memo: ranking.Memo | None = None) -> tuple[dict[str, int], dict[str, int]]:
     """(free, capacity) devices per class over Ready, schedulable nodes."""
     free: dict[str, int] = dict.fromkeys(fleet.classes, 0)
     capacity: dict[str, int] = dict.fromkeys(fleet.classes, 0)
-    signature = tuple((c.name, c.resource_name, tuple(sorted(c.node_selector.items())))
-                      for c in fleet.classes.values())
+    signature = ranking.signature(fleet)
+    if memo is not None:  # a node's class per node object (a Node is immutable)
+        used = fleet.used
+        for node in fleet.nodes.values():
+            if not node.ready or not node.schedulable:
+                continue
+            cls = ranking.class_of(fleet, node, signature, memo)
+            if cls is None:
+                continue
+            total = node.allocatable.get(cls.resource_name, 0)
+            capacity[cls.name] += total
+            free[cls.name] += max(0, total - used.get((node.name, cls.resource_name), 0))  # Fleet.free
+        return free, capacity
     for node in fleet.nodes.values():
         if not node.ready or not node.schedulable:
             continue
@@ -134,15 +145,24 @@ def displaces(need: Mapping[str, int], free: Mapping[str, int], rel: Mapping[str
 
 
 def prepare(queue: Iterable[Request], holders: Iterable[Holder], fleet: Fleet, now: float, knowledge: Knowledge,
-            settings: queueing.QueueSettings, min_runtime_s: float) -> Prepared:
-    """Steps 1 and 2 of the module docstring; `queue` in any order."""
-    free, capacity = devices_by_class(fleet)
+            settings: queueing.QueueSettings, min_runtime_s: float, memo: ranking.Memo | None = None) -> Prepared:
+    """Steps 1 and 2 of the module docstring; `queue` in any order. `memo` (kept by the caller between
+    passes, `engine.ranking`) only saves rebuilding equal objects: the result is the same without it."""
+    free, capacity = devices_by_class(fleet, memo)
     ranked_holders, settled = [], []
     for h in holders:
         rank = running_rank(h, now, knowledge, settings)
-        ranked_holders.append(Holder(h.job, rank, h.since, h.allocation, h.base, h.yielding_to, h.disrupted))
+        ranked_holders.append(ranking.ranked_holder(h, rank, memo))
         settled.append(now - h.since >= min_runtime_s and not h.disrupted)
     busy_cache: dict[str, list[tuple[int, completion.Busy]]] = {}
+    below: dict[tuple[str, int | None], list[completion.Busy]] = {}
+
+    def cannot_displace(cls: str, rank: int | None) -> list[completion.Busy]:
+        """The running jobs of a class a waiting job of `rank` cannot displace (once per class and rank);
+        rank None: one that displaces no one (work conservation, `displaces`), so all of them."""
+        if (cls, rank) not in below:
+            below[(cls, rank)] = [b for rk, b in busy(cls) if rank is None or rk >= rank]
+        return below[(cls, rank)]
 
     def busy(cls: str) -> list[tuple[int, completion.Busy]]:
         """Running jobs of a class with the rank a waiting job must beat to displace them (computed only
@@ -166,12 +186,12 @@ def prepare(queue: Iterable[Request], holders: Iterable[Holder], fleet: Fleet, n
         # work conservation (see `displaces`): with free room on some class, no displacement is expected
         displace = displaces(need, free, rel)
         waits = {c: completion.expected_wait(need[c], free[c], capacity[c], [] if free[c] >= need[c] else
-                                             [b for rk, b in busy(c) if rk >= rank or not displace], ahead[c])
+                                             cannot_displace(c, rank if displace else None), ahead[c])
                  for c in rel if rel[c] > 0}
         choice = completion.choose(left, rel, waits)
         choices[request.job] = choice
         if not choice.classes:  # no speed known for any class: as the user listed them
-            out.append(replace(request, priority=rank))
+            out.append(ranking.ranked_request(request, rank, None, memo))
             continue
         first = choice.classes[0]
         if waits[first] == 0:
@@ -179,8 +199,9 @@ def prepare(queue: Iterable[Request], holders: Iterable[Holder], fleet: Fleet, n
         else:
             ahead[first] += need[first] * left / rel[first]
             waiting_for.add(first)
-        by_class = {a.device_class: a for a in request.alternatives}
-        out.append(replace(request, priority=rank, alternatives=[by_class[c] for c in choice.classes]))
+        out.append(ranking.ranked_request(request, rank, choice.classes, memo))
+    if memo is not None:
+        memo.end_pass()
     return Prepared(out, ranked_holders, frozenset(waiting_for), choices)
 
 

@@ -54,7 +54,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from heterojob.api.job import Policy
-from heterojob.engine import completion, migration, queueing
+from heterojob.engine import completion, migration, queueing, ranking
 from heterojob.engine import policy as engine_policy
 from heterojob.engine import admission as planner
 from heterojob.engine.admission import Disruption, DisruptionKind, Holder, Outcome
@@ -192,6 +192,7 @@ class _Replay:
         self.holder_of: dict[int, Holder] = {}  # per run token
         self.facts: dict[str, engine_policy.Facts] = {}  # what each job's status tells the operator
         self.knowledge = engine_policy.Knowledge(self.facts, self.residual)
+        self.memo = ranking.Memo()  # what `engine.policy.prepare` may reuse from the last pass
         self.cost = completion.MoveCost(config.save_s, config.restore_s)
         self.pending = set(range(*config.window)) if config.window else None
         self.by_position = {j.id: i for i, j in enumerate(jobs)}
@@ -335,6 +336,18 @@ class _Replay:
     def room(self) -> dict[str, tuple[int, int]]:
         """`_room` of the fleet now."""
         return self._memo("room", lambda: _room(self.current_fleet(), self.down))
+
+    def region_free(self) -> dict[tuple[str, str], int]:
+        """(class, region) -> free devices on Ready nodes now."""
+        def compute() -> dict[tuple[str, str], int]:
+            out: dict[tuple[str, str], int] = defaultdict(int)
+            for name, node in self.base.nodes.items():
+                if name not in self.down:
+                    cls = node.labels["class"]
+                    out[(cls, node.labels["topology.kubernetes.io/region"])] += (
+                        node.allocatable[cls] - self.used.get((name, cls), 0))
+            return out
+        return self._memo("region_free", compute)
 
     def _memo(self, what: str, compute: Any) -> Any:
         at, value = self.seen.get(what, (-1, None))
@@ -563,7 +576,7 @@ class _Replay:
         by_key = {f"{NAMESPACE}/{j.id}": j for j in pool}
         holders = self.holders()
         plan, prepared = planner.plan_with_policy([self.request(j) for j in pool], holders, fleet, now,
-                                                  self.knowledge, self.config.queue, self.settings)
+                                                  self.knowledge, self.config.queue, self.settings, self.memo)
         requests = {r.job: r for r in prepared.queue}
         for admission in sorted(plan.admissions.values(), key=lambda a: self.keys[by_key[a.job].id]):
             job, c = by_key[admission.job], admission.candidate
@@ -650,8 +663,11 @@ class _Replay:
         top = max((p for p, n in self.priorities.items() if n), default=None)  # planner.top_priority, kept up
         for run in sorted(self.running.values(), key=lambda r: r.job.id):
             job = run.job
-            most = job.max_replicas(run.cls) if self.shape(job)[0] == 1 and job.gpus <= 8 else self.shape(job)[0]
             base = self.shape(job)[0]
+            if run.replicas <= base and (top is not None and top >= job.priority
+                                         or not self.region_free().get((run.cls, run.region))):
+                continue  # at most its admitted size (`most` is never below it): it grows no further, see below
+            most = job.max_replicas(run.cls) if self.shape(job)[0] == 1 and job.gpus <= 8 else self.shape(job)[0]
             if self.config.growth_efficiency > 0 and most > base:
                 most = completion.growth_limit(base, most, self.measured_sizes[(job.id, run.cls)],
                                                self.config.growth_efficiency)
@@ -666,6 +682,8 @@ class _Replay:
                     continue  # at its largest
                 if top is not None and top >= job.priority:
                     continue  # `growth` lends nothing while a job of its priority or above waits
+                if not self.region_free().get((run.cls, run.region)):
+                    continue  # no device free beside its own there: `growth` finds no larger size
                 freed = self.current_fleet(without=run)
                 target = planner.growth(self.request(job, run.replicas), top, freed, run.replicas, most, run.cls,
                                         run.region)
