@@ -14,6 +14,7 @@ from dataclasses import dataclass, field, replace
 from enum import StrEnum
 from typing import Any
 
+from heterojob.telemetry import sources as region_sources
 from heterojob.telemetry.adapters import ADAPTERS, SEEN, Adapter, Context, ParseReport, Vector, node_of_series
 from heterojob.telemetry.model import DeviceSample, Health, HealthPolicy, number, settle_xid, vanished
 
@@ -137,12 +138,12 @@ def build(sources: Sequence[SourceResult], nodes: Mapping[str, NodeFacts], previ
     regions: dict[str, RegionTelemetry] = {}
     reports: dict[str, ParseReport] = {}
     down: set[str] = set()
+    own_regions = region_sources.own((source.name, source.regions) for source in sources)
     for source in sources:
         if source.results is None:
             for region in source.regions:
                 regions[region] = RegionTelemetry(Availability.UNAVAILABLE, f"{source.name}: {source.error}")
             continue
-        others = frozenset().union(*(o.regions for o in sources if o is not source)) - {"*"}
         report = reports[source.name] = ParseReport()
         found: list[DeviceSample] = []
         # with a Node list, a host label counts only when it names a Node; without one, labels alone decide
@@ -155,9 +156,9 @@ def build(sources: Sequence[SourceResult], nodes: Mapping[str, NodeFacts], previ
                       for d in adapter.parse(mine, policy, report, where, ctx)]
         source_down = _exporters_down(source.results.get(UP) or (), ctx)
         down |= source_down
-        served = {d.device_id: d for d in found if _serves(source, nodes.get(d.node), others)}
+        served = {d.device_id: d for d in found if _serves(source, nodes.get(d.node), own_regions)}
         # a device is remembered while its Node exists; one missing while its exporter answers vanished
-        before = {k: v for k, v in previous.items() if v.node in nodes and _serves(source, nodes[v.node], others)}
+        before = {k: v for k, v in previous.items() if v.node in nodes and _serves(source, nodes[v.node], own_regions)}
         reporting = [d for d in served.values() if d.node not in source_down]
         for gone in vanished(before, reporting):
             served.setdefault(gone.device_id, gone)
@@ -191,11 +192,10 @@ def build(sources: Sequence[SourceResult], nodes: Mapping[str, NodeFacts], previ
                     failed_nodes=failed, node_of={d: s.node for d, s in devices.items()}, reports=reports)
 
 
-def _serves(source: SourceResult, facts: NodeFacts | None, others: frozenset[str]) -> bool:
-    """Whether `source` speaks for a node: a region's own Prometheus for its nodes, the default for the rest."""
-    if facts is not None and facts.region in source.regions:
-        return True
-    return "*" in source.regions and (facts is None or facts.region not in others)
+def _serves(source: SourceResult, facts: NodeFacts | None, own_regions: frozenset[str]) -> bool:
+    """Whether `source` speaks for a node: a region's own Prometheus for its nodes, the default for the rest
+    (`telemetry.sources.serves`, the rule the console shares)."""
+    return region_sources.serves(source.regions, facts.region if facts is not None else None, own_regions)
 
 
 def _describe(report: ParseReport) -> str:
