@@ -186,3 +186,32 @@ def test_under_the_policy_a_moving_job_lands_on_the_room_reserved_for_it(monkeyp
     monkeypatch.setattr(ranking, "ranked_holder", lambda h, rank, memo: admission.Holder(
         h.job, rank, h.since, h.allocation, h.base, h.yielding_to, h.disrupted))
     assert plan().outcome != admission.Outcome.PLACED
+
+
+def test_under_the_policy_a_move_to_a_slower_class_keeps_the_room_reserved_there() -> None:
+    """A user asked to move a job off the fast class; its destination on the slow class is reserved and it
+    has checkpointed and let go. The policy would rather wait for the fast class (the job running there ends
+    soon), but the reserved room must still be taken: make before break (found by CI's chaos test, where the
+    moved job was left with no room at all)."""
+    from heterojob.engine import admission, policy
+    from heterojob.engine.fleet import Allocation, Node
+    from heterojob.engine.placement import Alternative, Request
+
+    classes = {"fast": DeviceClass("fast", "fast", {"class": "fast"}, throughput=1.0),
+               "slow": DeviceClass("slow", "slow", {"class": "slow"}, throughput=0.3)}
+    fleet = Fleet({"a": Node("a", {"class": "fast", "topology.kubernetes.io/region": "r"}, {"fast": 8}),
+                   "s": Node("s", {"class": "slow", "topology.kubernetes.io/region": "r"}, {"slow": 8})},
+                  classes, used={("a", "fast"): 8, ("s", "slow"): 8})
+    running = admission.Holder("ns/running", 1, T0, Allocation("fast", {"a": 8}, "ns", "fast", "r"))
+    parked = admission.Holder("ns/mover", 1, T0, Allocation("slow", {"s": 8}, "ns", "slow", "r"), disrupted=True,
+                              waiting=True)  # it gave its devices back; node s is held for it
+    mover = Request("ns/mover", [Alternative("fast", 8), Alternative("slow", 8)], 1, priority=1, created=T0)
+    knowledge = policy.Knowledge({"ns/mover": policy.Facts(rel={"fast": 1.0, "slow": 0.3}, work_s=50 * 3600),
+                                  "ns/running": policy.Facts(rel={"fast": 1.0}, work_s=10 * 3600)})
+    prepared = policy.prepare([mover], [running, parked], fleet, T0 + 4000, knowledge, queueing.QueueSettings(),
+                              600)
+    assert prepared.choices["ns/mover"].classes[0] == "fast"  # the policy alone would wait for the fast class
+    assert prepared.queue[0].alternatives[0].device_class == "slow"  # ... but the reserved room comes first
+    plan = admission.plan_one(mover, [mover], [running, parked], fleet, T0 + 4000, admission.Settings(),
+                              (knowledge, queueing.QueueSettings()))
+    assert plan.outcome == admission.Outcome.PLACED and plan.candidate.nodes == ("s",)

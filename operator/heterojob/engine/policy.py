@@ -178,6 +178,7 @@ def prepare(queue: Iterable[Request], holders: Iterable[Holder], fleet: Fleet, n
     ranked.sort(key=lambda x: (-x[0], x[1].created, x[1].job))
     ahead: dict[str, float] = dict.fromkeys(capacity, 0.0)
     out, choices, waiting_for = [], {}, set()
+    reserved = {h.job: h.allocation.device_class for h in ranked_holders if h.waiting}  # its own room, held
     for rank, request in ranked:
         facts = knowledge.of(request.job)
         left = knowledge.residual.remaining(facts.work_s)
@@ -192,6 +193,13 @@ def prepare(queue: Iterable[Request], holders: Iterable[Holder], fleet: Fleet, n
         choices[request.job] = choice
         if not choice.classes:  # no speed known for any class: as the user listed them
             out.append(ranking.ranked_request(request, rank, None, memo))
+            continue
+        if request.job in reserved and reserved[request.job] in need:
+            # its room is reserved (a move's destination, already counted as used): make before break, so
+            # the reserved class is never narrowed away, whatever waiting for another class would promise
+            mine = reserved[request.job]
+            out.append(ranking.ranked_request(request, rank, [mine, *(c for c in choice.classes if c != mine)],
+                                              memo))
             continue
         first = choice.classes[0]
         if waits[first] == 0:
