@@ -39,7 +39,7 @@ from typing import TYPE_CHECKING
 from heterojob.engine import preemption, transfer
 from heterojob.engine.fleet import Allocation, Fleet
 from heterojob.engine.placement import (
-    Candidate, FleetIndex, Ledger, Request, Result, place, replicas_text, room_to_grow,
+    Alternative, Candidate, FleetIndex, Ledger, Request, Result, place, replicas_text, room_to_grow,
 )
 
 if TYPE_CHECKING:
@@ -189,7 +189,8 @@ def plan_queue(queue: Iterable[Request], holders: Iterable[Holder], fleet: Fleet
                 f"queued behind {len(placed)} higher-priority or older job(s) that fit first: "
                 f"{', '.join(placed[:5])}{' ...' if len(placed) > 5 else ''}", alone.chosen, wake=tuple(placed))
             continue
-        if not pool.may_disrupt(request, taken):
+        if not pool.may_disrupt(request, taken) or not pool.may_make_room(request, ledger, taken, now,
+                                                                             settings.min_runtime_s):
             plan.admissions[request.job] = Admission(request.job, Outcome.NO_ROOM, alone.explain())
             continue
         plan.admissions[request.job] = admission = _disrupt(request, holders, ledger, taken, now, settings,
@@ -234,6 +235,8 @@ class _Pool:
         self.free: dict[str, Holder] = {}  # neither yielding nor waiting: may be asked to give room
         self.grown: list[preemption.GrownJob] = []  # ... and lend room (not moving right now)
         self._running: list[preemption.RunningJob] | None = None  # ... all of them, lowest priority first
+        self._on: dict[tuple[str, str], list[tuple[Holder, int]]] | None = None
+        self._most: dict[tuple[object, ...], int] = {}  # `_most_replicas` per ledger state
         for h in holders:
             if h.yielding_to is not None:
                 self.yielding.setdefault(h.yielding_to, []).append(h.job)
@@ -271,6 +274,60 @@ class _Pool:
             if job not in taken:
                 return priority <= request.priority
         return False
+
+    def may_make_room(self, request: Request, ledger: Ledger, taken: set[str], now: float,
+                      min_runtime_s: float) -> bool:
+        """False only when steps 4-5 cannot give `request` room: no job yields to it, and on the usable nodes
+        of no class and region it may use do the free devices plus those of the holders it may disturb
+        (lower priority and past `min_runtime_s`, or lent room of its priority or below) hold its gang, one
+        replica per node's share (`place` packs whole replicas per node, and a disturbed holder frees at
+        most its devices there). A necessary condition, checked before the full search."""
+        if any(j not in taken for j in self.yielding.get(request.job, ())):
+            return True
+        for alt in request.alternatives:
+            if alt.per_replica <= 0 or alt.device_class not in ledger.fleet.classes:
+                return True  # nothing to bound by: search
+            key = (alt.device_class, alt.per_replica, request.priority, tuple(request.allowed_regions), ledger.version,
+                   len(taken))
+            most = self._most.get(key)
+            if most is None:
+                most = self._most[key] = self._most_replicas(alt, request, ledger, taken, now, min_runtime_s)
+            if most >= request.replicas:
+                return True
+        return False
+
+    def _most_replicas(self, alt: Alternative, request: Request, ledger: Ledger, taken: set[str], now: float,
+                       min_runtime_s: float) -> int:
+        """The most replicas of `alt` one region could hold if every holder `request` may disturb gave up its
+        devices (`may_make_room`)."""
+        cls = ledger.fleet.classes[alt.device_class]
+        on, used, resource, capacity = self.on_nodes, ledger.used, cls.resource_name, ledger.index.capacity(cls)
+        most = 0
+        for region, names in ledger.index.nodes(cls).items():
+            if request.allowed_regions and region not in request.allowed_regions:
+                continue
+            fit = 0
+            for n in names:
+                have = capacity[n] - used.get((n, resource), 0)
+                for h, devices in on.get((n, resource), ()):
+                    if h.job not in taken and (h.priority < request.priority and now - h.since >= min_runtime_s
+                                               or h.base is not None and not h.disrupted
+                                               and h.priority <= request.priority):
+                        have += devices
+                fit += max(0, have) // alt.per_replica
+            most = max(most, fit)
+        return most
+
+    @property
+    def on_nodes(self) -> dict[tuple[str, str], list[tuple[Holder, int]]]:
+        """(node, resource) -> the free holders there and their devices on it (built on first use)."""
+        if self._on is None:
+            self._on = {}
+            for h in self.free.values():
+                for a in h.footprint:
+                    for n, devices in a.per_node.items():
+                        self._on.setdefault((n, a.resource), []).append((h, devices))
+        return self._on
 
     def victims(self, request: Request, taken: set[str]) -> list[preemption.RunningJob]:
         """The free holders of lower priority than `request` not yet taken (in no particular order:

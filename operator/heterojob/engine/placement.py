@@ -456,6 +456,7 @@ class Ledger:
         self.index = FleetIndex(self.fleet)
         self._failed: dict[tuple[object, ...], Result] = {}
         self.given_back = 0  # how many times room was given back (what failed to fit before may fit now)
+        self.version = 0  # how many times room was taken or given back
 
     def take(self, allocation: Allocation, sign: int = 1) -> None:
         for node, n in allocation.per_node.items():
@@ -463,6 +464,7 @@ class Ledger:
         mine = self.held.setdefault(allocation.namespace, {})
         key = (allocation.device_class, allocation.region)
         mine[key] = mine.get(key, 0) + sign * allocation.devices
+        self.version += 1
         if sign < 0:
             self._failed.clear()
             self.given_back += 1

@@ -26,7 +26,8 @@ relative speed per class (measured steps/s where it ran, declared AcceleratorCla
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping, Sequence
+import math
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 
 from heterojob.engine import completion, queueing, ranking
@@ -144,41 +145,124 @@ def displaces(need: Mapping[str, int], free: Mapping[str, int], rel: Mapping[str
     return not any(free.get(c, 0) >= n for c, n in need.items() if rel.get(c, 0.0) > 0)
 
 
+def _running_changes(holder: Holder, facts: Facts, knowledge: Knowledge, settings: queueing.QueueSettings
+                     ) -> Callable[[float], float]:
+    """When `running_rank` of `holder` may next change after `now`: the end of a promotion's first
+    `starvation_s`, or the time its attained service reaches the next level's threshold (inf: never)."""
+    def at(now: float) -> float:
+        if not knowledge.displace_by_level or settings.policy != queueing.QueuePolicy.MLFQ:
+            return math.inf  # the first level of its priority, whatever happens
+        svc, devices = facts.service, holder.allocation.devices
+        ran = max(0.0, now - holder.since)
+        out = math.inf
+        if svc.promoted and ran < settings.starvation_s:
+            out = holder.since + settings.starvation_s
+        attained = svc.attained_device_s + ran * devices
+        current = queueing.level(attained, settings)
+        thresholds = settings.thresholds_device_h
+        if devices > 0 and current < len(thresholds):
+            out = min(out, holder.since + (thresholds[current] * 3600 - svc.attained_device_s) / devices)
+        return out
+    return at
+
+
+def ranked_holders(holders: Iterable[Holder], now: float, knowledge: Knowledge, settings: queueing.QueueSettings,
+                    memo: ranking.Memo | None) -> list[Holder]:
+    """Each holder at its effective priority (`running_rank`); with `memo`, a holder's rank is computed again
+    only when its inputs changed or `now` left the span over which it was known (`ranking.steady`)."""
+    if memo is None:
+        return [ranking.ranked_holder(h, running_rank(h, now, knowledge, settings), None) for h in holders]
+    out = []
+    facts_of, flag, held, seen = knowledge.facts.get, knowledge.displace_by_level, memo.held, memo._seen_held
+    for h in holders:
+        facts = facts_of(h.job) or _NONE
+        entry = held.get(id(h))
+        if entry is not None and entry.lo <= now <= entry.hi:  # the fast path of `ranking.steady`
+            same = entry.inputs
+            if same[0] is h and same[1] is facts and same[2] is settings and same[3] is flag:
+                seen[id(h)] = entry
+                out.append(entry.ranked)
+                continue
+        entry = ranking.steady(held, seen, h, (h, facts, settings, flag), now,
+                               lambda t, h=h: running_rank(h, t, knowledge, settings),
+                               _running_changes(h, facts, knowledge, settings))
+        if entry.ranked is None:
+            entry = ranking.Steady(entry.inputs, entry.lo, entry.hi, entry.rank,
+                                   ranking.ranked_holder(h, entry.rank, None))
+            held[id(h)] = seen[id(h)] = entry
+        out.append(entry.ranked)
+    return out
+
+
+def _waiting_rank(request: Request, now: float, knowledge: Knowledge, settings: queueing.QueueSettings,
+                  memo: ranking.Memo | None) -> int:
+    """`queueing.rank` of a waiting job (kept in `memo` until it may starve)."""
+    service = knowledge.of(request.job).service
+    if memo is None:
+        return queueing.rank(request.priority, service, now, settings)
+    facts = knowledge.facts.get(request.job) or _NONE
+
+    def changes(t: float) -> float:
+        if queueing.starved(service.waiting_since, t, settings, service.run_s):
+            return math.inf  # starved stays starved
+        at = queueing.promotion_time(service.waiting_since, settings, service.run_s)
+        return math.inf if at is None else at
+
+    return ranking.steady(memo.waiting, memo._seen_waiting, request, (request, facts, settings), now,
+                          lambda t: queueing.rank(request.priority, service, t, settings), changes).rank
+
+
 def prepare(queue: Iterable[Request], holders: Iterable[Holder], fleet: Fleet, now: float, knowledge: Knowledge,
             settings: queueing.QueueSettings, min_runtime_s: float, memo: ranking.Memo | None = None) -> Prepared:
     """Steps 1 and 2 of the module docstring; `queue` in any order. `memo` (kept by the caller between
-    passes, `engine.ranking`) only saves rebuilding equal objects: the result is the same without it."""
+    passes, `engine.ranking`) only saves recomputing equal values: the result is the same without it."""
     free, capacity = devices_by_class(fleet, memo)
-    ranked_holders, settled = [], []
-    for h in holders:
-        rank = running_rank(h, now, knowledge, settings)
-        ranked_holders.append(ranking.ranked_holder(h, rank, memo))
-        settled.append(now - h.since >= min_runtime_s and not h.disrupted)
-    busy_cache: dict[str, list[tuple[int, completion.Busy]]] = {}
-    below: dict[tuple[str, int | None], list[completion.Busy]] = {}
+    running = ranked_holders(holders, now, knowledge, settings, memo)
+    by_class: dict[str, list[tuple[float, int, int]]] = {}
+    mine: dict[str, list[Holder]] = {}
+    facts_of = knowledge.facts.get
+    below: dict[tuple[str, int | None], completion.Ends] = {}
 
-    def cannot_displace(cls: str, rank: int | None) -> list[completion.Busy]:
-        """The running jobs of a class a waiting job of `rank` cannot displace (once per class and rank);
-        rank None: one that displaces no one (work conservation, `displaces`), so all of them."""
-        if (cls, rank) not in below:
-            below[(cls, rank)] = [b for rk, b in busy(cls) if rank is None or rk >= rank]
-        return below[(cls, rank)]
+    def cannot_displace(cls: str, rank: int | None) -> completion.Ends:
+        """The running jobs of a class a waiting job of `rank` cannot displace (once per class and rank),
+        by expected end; rank None: one that displaces no one (work conservation, `displaces`), so all."""
+        ends = below.get((cls, rank))
+        if ends is None:
+            ends = below[(cls, rank)] = completion.Ends(
+                (completion.Busy(n, end) for end, n, rk in busy(cls) if rank is None or rk >= rank), ordered=True)
+        return ends
 
-    def busy(cls: str) -> list[tuple[int, completion.Busy]]:
-        """Running jobs of a class with the rank a waiting job must beat to displace them (computed only
-        for classes some job cannot start on now)."""
-        if cls not in busy_cache:
-            busy_cache[cls] = [(h.priority if ok else 1 << 30,
-                                completion.Busy(_kept(h), remaining_s(h, now, knowledge)))
-                               for h, ok in zip(ranked_holders, settled, strict=True)
-                               if h.allocation.device_class == cls]
-        return busy_cache[cls]
+    def busy(cls: str) -> list[tuple[float, int, int]]:
+        """Running jobs of a class by expected end (`remaining_s`), with the rank a waiting job must beat to
+        displace them (computed only for classes some job cannot start on now)."""
+        if cls not in by_class:
+            if not mine:
+                for h in running:
+                    mine.setdefault(h.allocation.device_class, []).append(h)
+            rows = []
+            for h in mine.get(cls, ()):  # `remaining_s`, the same operations in the same order
+                facts = facts_of(h.job) or _NONE
+                r = facts.rel.get(cls, 0.0)
+                since = h.since
+                rows.append((since - now if since > now else 0.0, max(r, 1e-9),
+                             facts.work_s + (now - since if now > since else 0.0) * r, _kept(h),
+                             h.priority if now - since >= min_runtime_s and not h.disrupted else 1 << 30))
+            left = knowledge.residual.remaining_each(row[2] for row in rows)
+            jobs = by_class[cls] = [(wait + rest / r, n, rk) for (wait, r, _, n, rk), rest in zip(rows, left,
+                                                                                                   strict=True)]
+            jobs.sort(key=lambda b: b[0])
+        return by_class[cls]
 
-    ranked = [(queueing.rank(r.priority, knowledge.of(r.job).service, now, settings), r) for r in queue]
+    def wait(c: str, need: int, rank: int | None) -> float:
+        if free[c] >= need:
+            return completion.expected_wait(need, free[c], capacity[c], (), ahead[c])
+        return cannot_displace(c, rank).wait(need, free[c], capacity[c], ahead[c])
+
+    ranked = [(_waiting_rank(r, now, knowledge, settings, memo), r) for r in queue]
     ranked.sort(key=lambda x: (-x[0], x[1].created, x[1].job))
     ahead: dict[str, float] = dict.fromkeys(capacity, 0.0)
     out, choices, waiting_for = [], {}, set()
-    reserved = {h.job: h.allocation.device_class for h in ranked_holders if h.waiting}  # its own room, held
+    reserved = {h.job: h.allocation.device_class for h in running if h.waiting}  # its own room, held
     for rank, request in ranked:
         facts = knowledge.of(request.job)
         left = knowledge.residual.remaining(facts.work_s)
@@ -186,9 +270,7 @@ def prepare(queue: Iterable[Request], holders: Iterable[Holder], fleet: Fleet, n
         rel = {c: facts.rel.get(c, 0.0) for c in need if c in capacity}
         # work conservation (see `displaces`): with free room on some class, no displacement is expected
         displace = displaces(need, free, rel)
-        waits = {c: completion.expected_wait(need[c], free[c], capacity[c], [] if free[c] >= need[c] else
-                                             cannot_displace(c, rank if displace else None), ahead[c])
-                 for c in rel if rel[c] > 0}
+        waits = {c: wait(c, need[c], rank if displace else None) for c in rel if rel[c] > 0}
         choice = completion.choose(left, rel, waits)
         choices[request.job] = choice
         if not choice.classes:  # no speed known for any class: as the user listed them
@@ -210,7 +292,7 @@ def prepare(queue: Iterable[Request], holders: Iterable[Holder], fleet: Fleet, n
         out.append(ranking.ranked_request(request, rank, choice.classes, memo))
     if memo is not None:
         memo.end_pass()
-    return Prepared(out, ranked_holders, frozenset(waiting_for), choices)
+    return Prepared(out, running, frozenset(waiting_for), choices)
 
 
 def upgrades(holders: Iterable[Holder], fleet: Fleet, now: float, knowledge: Knowledge,

@@ -7,14 +7,20 @@ request) and by the values the result depends on, so a pass with a memo returns 
 without one returns; a memo only saves rebuilding equal objects:
 - a node's device class (`Fleet.class_of`), per node object and the classes' definitions;
 - a running job's `Holder` at its effective priority, per holder object and priority;
-- a waiting job's `Request` at its effective priority and chosen classes, per request object.
+- a waiting job's `Request` at its effective priority and chosen classes, per request object;
+- a running job's effective priority, per holder object, the `Facts` object it was read from, the queue
+  settings and `Knowledge.displace_by_level`, with the span of time over which it is known not to change
+  (`Steady`): a holder's rank only falls as its attained service grows (or its promotion ends), and a
+  waiting job's rank only rises once (when it starves), so a rank computed at both ends of a span is the
+  rank everywhere inside it; the same for a waiting job's rank, per request object and `Facts` object.
 Entries of objects a pass no longer passes in are dropped at its end, so a memo holds about one pass's
 objects. Each entry keeps its key object alive, so an object's id cannot be reused while it is cached.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+import math
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 
 from heterojob.engine.admission import Holder
@@ -24,20 +30,64 @@ from heterojob.engine.placement import Alternative, Request
 Signature = tuple[object, ...]
 
 
+@dataclass(frozen=True)
+class Steady:
+    """A rank known to hold from `lo` to `hi` (both checked), computed from the objects in `inputs`."""
+
+    inputs: tuple[object, ...]  # compared by identity (a flag as True or False)
+    lo: float
+    hi: float
+    rank: int
+    ranked: Holder | None = None  # a holder's copy at `rank`
+
+
 @dataclass
 class Memo:
     classes: dict[int, tuple[Node, Signature, DeviceClass | None]] = field(default_factory=dict)
     holders: dict[int, tuple[Holder, int, Holder]] = field(default_factory=dict)
     requests: dict[int, tuple[Request, int, tuple[str, ...] | None, Request]] = field(default_factory=dict)
+    held: dict[int, Steady] = field(default_factory=dict)  # per holder: its rank while running
+    waiting: dict[int, Steady] = field(default_factory=dict)  # per request: its rank while waiting
     _seen_holders: dict[int, tuple[Holder, int, Holder]] = field(default_factory=dict)
     _seen_requests: dict[int, tuple[Request, int, tuple[str, ...] | None, Request]] = field(default_factory=dict)
+    _seen_held: dict[int, Steady] = field(default_factory=dict)
+    _seen_waiting: dict[int, Steady] = field(default_factory=dict)
 
     def end_pass(self) -> None:
         """Forget what this pass did not use (bounded by one pass's holders and requests)."""
         self.holders, self._seen_holders = self._seen_holders, {}
         self.requests, self._seen_requests = self._seen_requests, {}
+        self.held, self._seen_held = self._seen_held, {}
+        self.waiting, self._seen_waiting = self._seen_waiting, {}
         if len(self.classes) > 100_000:
             self.classes.clear()
+
+
+def steady(table: dict[int, Steady], seen: dict[int, Steady], key: object, inputs: tuple[object, ...], now: float,
+           rank_at: Callable[[float], int], change_at: Callable[[float], float]) -> Steady:
+    """The entry of `table` for `key` that covers `now` and was computed from the same `inputs` (the first
+    element is `key` itself), or a new one. `rank_at(t)` must be monotone in t; `change_at(now)` is the
+    earliest time after `now` at which it may change (a guess: the span is only kept when `rank_at` gives
+    the same rank at its end, so a rounding either side of the guess never stretches it past a change)."""
+    known = table.get(id(key))
+    if known is not None and known.lo <= now <= known.hi and _same(known.inputs, inputs):
+        seen[id(key)] = known
+        return known
+    rank = rank_at(now)
+    hi = change_at(now)  # inf: it cannot change (the caller knows why)
+    if now < hi < math.inf:
+        hi = max(now, hi - max(1e-3, abs(hi) * 1e-12))  # a little before the change, then checked
+        if hi != now and rank_at(hi) != rank:
+            hi = now
+    elif hi < now:
+        hi = now
+    out = Steady(inputs, now, hi, rank)
+    seen[id(key)] = table[id(key)] = out
+    return out
+
+
+def _same(a: tuple[object, ...], b: tuple[object, ...]) -> bool:
+    return len(a) == len(b) and all(x is y for x, y in zip(a, b, strict=True))
 
 
 def signature(fleet: Fleet) -> Signature:

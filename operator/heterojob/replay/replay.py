@@ -195,6 +195,7 @@ class _Replay:
         self.memo = ranking.Memo()  # what `engine.policy.prepare` may reuse from the last pass
         self.cost = completion.MoveCost(config.save_s, config.restore_s)
         self.pending = set(range(*config.window)) if config.window else None
+        self.regions = REGIONS[:config.regions]
         self.by_position = {j.id: i for i, j in enumerate(jobs)}
 
     # --- events ---------------------------------------------------------------------------------------
@@ -568,13 +569,10 @@ class _Replay:
                 self.upgrade(now, frozenset())
             return
         fleet = self.current_fleet()
-        if not any(self.room()[c][0] for c in CLASSES):  # nothing free: only displacement helps
-            top = max(self.rank(j, now) for j in pool)
-            if not any(self.holder_rank(r, now) < top and now - r.started >= self.config.min_runtime_s
-                       for r in self.running.values()):
-                return
-        by_key = {f"{NAMESPACE}/{j.id}": j for j in pool}
         holders = self.holders()
+        if not any(self.room()[c][0] for c in CLASSES) and not self.may_disturb(pool, holders, now):
+            return  # nothing free (so no upgrade either) and nobody to displace: the plan would do nothing
+        by_key = {f"{NAMESPACE}/{j.id}": j for j in pool}
         plan, prepared = planner.plan_with_policy([self.request(j) for j in pool], holders, fleet, now,
                                                   self.knowledge, self.config.queue, self.settings, self.memo)
         requests = {r.job: r for r in prepared.queue}
@@ -607,6 +605,38 @@ class _Replay:
                     r.cls, r.per_node, NAMESPACE, r.cls, r.region), base, None, False)
             out.append(h)
         return out
+
+    def may_disturb(self, pool: Sequence[TraceJob], holders: Sequence[Holder], now: float) -> bool:
+        """With no device free, whether the plan could disturb anyone for a job of `pool`: some job has, in
+        one region of a class it lists, devices enough for its gang held by running jobs it may preempt
+        (of a lower rank, past the minimum run time) or take lent room back from (grown, of its rank or
+        below). Each preemption or reclaim needs that much (the gang lands in one region of one class, on
+        devices that only those jobs give back), and a job disturbs no one unless one before it in the pass
+        did, so when no job passes this test the plan places, preempts and reclaims nothing. The ranks
+        are the policy's own (`engine.policy` with the pass's memo)."""
+        min_runtime = self.config.min_runtime_s
+        # (class, region) -> (rank, devices) of running jobs that some rank could displace or reclaim from
+        settled: dict[tuple[str, str], list[tuple[int, int]]] = defaultdict(list)
+        grown: dict[tuple[str, str], list[tuple[int, int]]] = defaultdict(list)
+        for h in engine_policy.ranked_holders(holders, now, self.knowledge, self.config.queue, self.memo):
+            where = (h.allocation.device_class, h.allocation.region)
+            if now - h.since >= min_runtime:
+                settled[where].append((h.priority, h.allocation.devices))
+            if h.base is not None and not h.disrupted:
+                grown[where].append((h.priority, h.allocation.devices))
+        if not settled and not grown:
+            return False
+        for job in pool:
+            rank, request = self.rank(job, now), self.request(job)
+            for alt in request.alternatives:
+                need = alt.per_replica * request.replicas
+                for region in self.regions:
+                    where = (alt.device_class, region)
+                    have = sum(n for rk, n in settled.get(where, ()) if rk < rank) + sum(
+                        n for rk, n in grown.get(where, ()) if rk <= rank)
+                    if have >= need:
+                        return True
+        return False
 
     def holder_rank(self, run: _Run, now: float) -> int:
         if not self.knowledge.displace_by_level:
