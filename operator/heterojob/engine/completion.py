@@ -125,6 +125,16 @@ class Ends:
         self.freed = list(itertools.accumulate(b.devices for b in jobs))
         self._scan = jobs if any(b.devices < 0 for b in jobs) else None  # not a count: no bisection
 
+    @classmethod
+    def ordered(cls, ends: list[float], devices: Iterable[int]) -> Ends:
+        """From the ends already in order and each one's devices (no `Busy` objects built)."""
+        devices = list(devices)
+        if any(n < 0 for n in devices):
+            return cls([Busy(n, e) for n, e in zip(devices, ends, strict=True)], ordered=True)
+        out = cls.__new__(cls)
+        out.ends, out.freed, out._scan = ends, list(itertools.accumulate(devices)), None
+        return out
+
     def wait(self, need: int, free: int, capacity: int, ahead_device_s: float) -> float:
         if self._scan is not None:
             return expected_wait(need, free, capacity, self._scan, ahead_device_s)

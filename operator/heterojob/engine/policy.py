@@ -154,44 +154,73 @@ def _running_changes(holder: Holder, facts: Facts, knowledge: Knowledge, setting
             return math.inf  # the first level of its priority, whatever happens
         svc, devices = facts.service, holder.allocation.devices
         ran = max(0.0, now - holder.since)
-        out = math.inf
         if svc.promoted and ran < settings.starvation_s:
-            out = holder.since + settings.starvation_s
-        attained = svc.attained_device_s + ran * devices
-        current = queueing.level(attained, settings)
+            return holder.since + settings.starvation_s  # level 0 until then, whatever its service
+        current = queueing.level(svc.attained_device_s + ran * devices, settings)
         thresholds = settings.thresholds_device_h
         if devices > 0 and current < len(thresholds):
-            out = min(out, holder.since + (thresholds[current] * 3600 - svc.attained_device_s) / devices)
-        return out
+            return holder.since + (thresholds[current] * 3600 - svc.attained_device_s) / devices
+        return math.inf
     return at
 
 
 def ranked_holders(holders: Iterable[Holder], now: float, knowledge: Knowledge, settings: queueing.QueueSettings,
-                    memo: ranking.Memo | None) -> list[Holder]:
+                   memo: ranking.Memo | None) -> list[Holder]:
     """Each holder at its effective priority (`running_rank`); with `memo`, a holder's rank is computed again
     only when its inputs changed or `now` left the span over which it was known (`ranking.steady`)."""
+    return _ranked(holders, now, knowledge, settings, memo)[0]
+
+
+Row = tuple[str, float, float, float, float, int, bool]  # class, since, work_s, rel there, max(rel, 1e-9), kept
+
+
+def _row(h: Holder, facts: Facts) -> Row:
+    """What `remaining_s` and the wait estimate read of a holder and its facts, but `now`."""
+    cls = h.allocation.device_class
+    r = facts.rel.get(cls, 0.0)
+    return (cls, h.since, facts.work_s, r, max(r, 1e-9), _kept(h), h.disrupted)
+
+
+def _ranked(holders: Iterable[Holder], now: float, knowledge: Knowledge, settings: queueing.QueueSettings,
+            memo: ranking.Memo | None) -> tuple[list[Holder], list[Row]]:
+    """`ranked_holders`, and each holder's `_row`."""
+    holders = tuple(holders)
+    facts_of, flag = knowledge.facts.get, knowledge.displace_by_level
+    facts_now = [facts_of(h.job) or _NONE for h in holders]
     if memo is None:
-        return [ranking.ranked_holder(h, running_rank(h, now, knowledge, settings), None) for h in holders]
-    out = []
-    facts_of, flag, held, seen = knowledge.facts.get, knowledge.displace_by_level, memo.held, memo._seen_held
-    for h in holders:
-        facts = facts_of(h.job) or _NONE
+        return ([ranking.ranked_holder(h, running_rank(h, now, knowledge, settings), None) for h in holders],
+                [_row(h, f) for h, f in zip(holders, facts_now, strict=True)])
+    last = memo.last_held
+    if (last is not None and last[4] <= now <= last[5] and last[2] is settings and last[3] is flag
+            and last[0] == holders and last[1] == facts_now):
+        memo._seen_held.update(last[8])  # every entry is used again
+        return last[6], last[7]
+    out, rows, used = [], [], {}
+    held, seen = memo.held, memo._seen_held
+    lo, hi = -math.inf, math.inf
+    for h, facts in zip(holders, facts_now, strict=True):
         entry = held.get(id(h))
         if entry is not None and entry.lo <= now <= entry.hi:  # the fast path of `ranking.steady`
             same = entry.inputs
             if same[0] is h and same[1] is facts and same[2] is settings and same[3] is flag:
-                seen[id(h)] = entry
+                seen[id(h)] = used[id(h)] = entry
                 out.append(entry.ranked)
+                rows.append(entry.row)
+                lo, hi = max(lo, entry.lo), min(hi, entry.hi)
                 continue
         entry = ranking.steady(held, seen, h, (h, facts, settings, flag), now,
                                lambda t, h=h: running_rank(h, t, knowledge, settings),
                                _running_changes(h, facts, knowledge, settings))
         if entry.ranked is None:
             entry = ranking.Steady(entry.inputs, entry.lo, entry.hi, entry.rank,
-                                   ranking.ranked_holder(h, entry.rank, None))
+                                   ranking.ranked_holder(h, entry.rank, None), _row(h, facts))
             held[id(h)] = seen[id(h)] = entry
+        used[id(h)] = entry
         out.append(entry.ranked)
-    return out
+        rows.append(entry.row)
+        lo, hi = max(lo, entry.lo), min(hi, entry.hi)
+    memo.last_held = (holders, facts_now, settings, flag, lo, hi, out, rows, used)
+    return out, rows
 
 
 def _waiting_rank(request: Request, now: float, knowledge: Knowledge, settings: queueing.QueueSettings,
@@ -217,10 +246,9 @@ def prepare(queue: Iterable[Request], holders: Iterable[Holder], fleet: Fleet, n
     """Steps 1 and 2 of the module docstring; `queue` in any order. `memo` (kept by the caller between
     passes, `engine.ranking`) only saves recomputing equal values: the result is the same without it."""
     free, capacity = devices_by_class(fleet, memo)
-    running = ranked_holders(holders, now, knowledge, settings, memo)
+    running, rows_of = _ranked(holders, now, knowledge, settings, memo)
     by_class: dict[str, list[tuple[float, int, int]]] = {}
-    mine: dict[str, list[Holder]] = {}
-    facts_of = knowledge.facts.get
+    mine: dict[str, list[tuple[Row, int]]] = {}
     below: dict[tuple[str, int | None], completion.Ends] = {}
 
     def cannot_displace(cls: str, rank: int | None) -> completion.Ends:
@@ -228,8 +256,8 @@ def prepare(queue: Iterable[Request], holders: Iterable[Holder], fleet: Fleet, n
         by expected end; rank None: one that displaces no one (work conservation, `displaces`), so all."""
         ends = below.get((cls, rank))
         if ends is None:
-            ends = below[(cls, rank)] = completion.Ends(
-                (completion.Busy(n, end) for end, n, rk in busy(cls) if rank is None or rk >= rank), ordered=True)
+            jobs = busy(cls) if rank is None else [b for b in busy(cls) if b[2] >= rank]
+            ends = below[(cls, rank)] = completion.Ends.ordered([b[0] for b in jobs], (b[1] for b in jobs))
         return ends
 
     def busy(cls: str) -> list[tuple[float, int, int]]:
@@ -237,26 +265,18 @@ def prepare(queue: Iterable[Request], holders: Iterable[Holder], fleet: Fleet, n
         displace them (computed only for classes some job cannot start on now)."""
         if cls not in by_class:
             if not mine:
-                for h in running:
-                    mine.setdefault(h.allocation.device_class, []).append(h)
+                for h, row in zip(running, rows_of, strict=True):
+                    mine.setdefault(row[0], []).append((row, h.priority))
             rows = []
-            for h in mine.get(cls, ()):  # `remaining_s`, the same operations in the same order
-                facts = facts_of(h.job) or _NONE
-                r = facts.rel.get(cls, 0.0)
-                since = h.since
-                rows.append((since - now if since > now else 0.0, max(r, 1e-9),
-                             facts.work_s + (now - since if now > since else 0.0) * r, _kept(h),
-                             h.priority if now - since >= min_runtime_s and not h.disrupted else 1 << 30))
+            for (_, since, work, r, denom, kept, disrupted), rank in mine.get(cls, ()):
+                # `remaining_s`: the same operations in the same order
+                rows.append((since - now if since > now else 0.0, denom, work + (now - since if now > since else 0.0) * r,
+                             kept, rank if now - since >= min_runtime_s and not disrupted else 1 << 30))
             left = knowledge.residual.remaining_each(row[2] for row in rows)
             jobs = by_class[cls] = [(wait + rest / r, n, rk) for (wait, r, _, n, rk), rest in zip(rows, left,
                                                                                                    strict=True)]
             jobs.sort(key=lambda b: b[0])
         return by_class[cls]
-
-    def wait(c: str, need: int, rank: int | None) -> float:
-        if free[c] >= need:
-            return completion.expected_wait(need, free[c], capacity[c], (), ahead[c])
-        return cannot_displace(c, rank).wait(need, free[c], capacity[c], ahead[c])
 
     ranked = [(_waiting_rank(r, now, knowledge, settings, memo), r) for r in queue]
     ranked.sort(key=lambda x: (-x[0], x[1].created, x[1].job))
@@ -270,7 +290,13 @@ def prepare(queue: Iterable[Request], holders: Iterable[Holder], fleet: Fleet, n
         rel = {c: facts.rel.get(c, 0.0) for c in need if c in capacity}
         # work conservation (see `displaces`): with free room on some class, no displacement is expected
         displace = displaces(need, free, rel)
-        waits = {c: wait(c, need[c], rank if displace else None) for c in rel if rel[c] > 0}
+        against = rank if displace else None
+        waits = {}
+        for c in rel:
+            if rel[c] > 0:
+                n = need[c]
+                waits[c] = (completion.expected_wait(n, free[c], capacity[c], (), ahead[c]) if free[c] >= n else
+                            cannot_displace(c, against).wait(n, free[c], capacity[c], ahead[c]))
         choice = completion.choose(left, rel, waits)
         choices[request.job] = choice
         if not choice.classes:  # no speed known for any class: as the user listed them

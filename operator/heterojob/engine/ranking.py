@@ -13,8 +13,9 @@ without one returns; a memo only saves rebuilding equal objects:
   (`Steady`): a holder's rank only falls as its attained service grows (or its promotion ends), and a
   waiting job's rank only rises once (when it starves), so a rank computed at both ends of a span is the
   rank everywhere inside it; the same for a waiting job's rank, per request object and `Facts` object.
-Entries of objects a pass no longer passes in are dropped at its end, so a memo holds about one pass's
-objects. Each entry keeps its key object alive, so an object's id cannot be reused while it is cached.
+Entries no pass has used for a while are dropped once a table holds more than `Memo.keep` entries, so a
+memo stays bounded. Each entry keeps its key object alive, so an object's id cannot be reused while it is
+cached.
 """
 
 from __future__ import annotations
@@ -39,6 +40,7 @@ class Steady:
     hi: float
     rank: int
     ranked: Holder | None = None  # a holder's copy at `rank`
+    row: tuple[object, ...] = ()  # what else the caller read of the same inputs (`engine.policy`)
 
 
 @dataclass
@@ -52,13 +54,23 @@ class Memo:
     _seen_requests: dict[int, tuple[Request, int, tuple[str, ...] | None, Request]] = field(default_factory=dict)
     _seen_held: dict[int, Steady] = field(default_factory=dict)
     _seen_waiting: dict[int, Steady] = field(default_factory=dict)
+    # the last pass's holders and facts, as given, and what was read of them, with the span it holds over
+    last_held: tuple[tuple[object, ...], list[object], object, bool, float, float, list[Holder],
+                     list[tuple[object, ...]], dict[int, Steady]] | None = None
+
+    keep: int = 4096  # entries per table past which those no pass used since the last such cut are dropped
 
     def end_pass(self) -> None:
-        """Forget what this pass did not use (bounded by one pass's holders and requests)."""
-        self.holders, self._seen_holders = self._seen_holders, {}
-        self.requests, self._seen_requests = self._seen_requests, {}
-        self.held, self._seen_held = self._seen_held, {}
-        self.waiting, self._seen_waiting = self._seen_waiting, {}
+        """Forget, once a table holds more than `keep` entries, what no pass used since the last time (bounded
+        by `keep` plus the holders and requests passes used meanwhile)."""
+        if len(self.holders) > self.keep:
+            self.holders, self._seen_holders = self._seen_holders, {}
+        if len(self.requests) > self.keep:
+            self.requests, self._seen_requests = self._seen_requests, {}
+        if len(self.held) > self.keep:
+            self.held, self._seen_held = self._seen_held, {}
+        if len(self.waiting) > self.keep:
+            self.waiting, self._seen_waiting = self._seen_waiting, {}
         if len(self.classes) > 100_000:
             self.classes.clear()
 
@@ -114,7 +126,7 @@ def ranked_holder(h: Holder, rank: int, memo: Memo | None) -> Holder:
             return known[2]
     out = replace(h, priority=rank)
     if memo is not None:
-        memo._seen_holders[id(h)] = (h, rank, out)
+        memo.holders[id(h)] = memo._seen_holders[id(h)] = (h, rank, out)
     return out
 
 
@@ -133,5 +145,5 @@ def ranked_request(request: Request, rank: int, classes: Sequence[str] | None, m
         by_class: Mapping[str, Alternative] = {a.device_class: a for a in request.alternatives}
         out = replace(request, priority=rank, alternatives=[by_class[c] for c in key])
     if memo is not None:
-        memo._seen_requests[id(request)] = (request, rank, key, out)
+        memo.requests[id(request)] = memo._seen_requests[id(request)] = (request, rank, key, out)
     return out
