@@ -31,7 +31,7 @@ completion, `engine.completion`), then `plan_queue` on what it returns.
 from __future__ import annotations
 
 import bisect
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from enum import StrEnum
 from typing import TYPE_CHECKING
@@ -171,6 +171,7 @@ def plan_queue(queue: Iterable[Request], holders: Iterable[Holder], fleet: Fleet
     index = FleetIndex(fleet)  # nodes per class and region, shared by every "would it fit alone" check
     alone_by_shape: dict[tuple[object, ...], Result] = {}  # the fleet does not change: equal shapes alike
     placed: list[str] = []  # jobs placed so far, in queue order
+    said: dict[int, tuple[Result, str]] = {}  # a "would it fit alone" result's explanation
     for request in ordered:
         if request.job in plan.admissions:
             placed.append(request.job)
@@ -189,15 +190,44 @@ def plan_queue(queue: Iterable[Request], holders: Iterable[Holder], fleet: Fleet
                 f"queued behind {len(placed)} higher-priority or older job(s) that fit first: "
                 f"{', '.join(placed[:5])}{' ...' if len(placed) > 5 else ''}", alone.chosen, wake=tuple(placed))
             continue
+        known = said.get(id(alone))
+        if known is None or known[0] is not alone:
+            known = said[id(alone)] = (alone, alone.explain())
+        why = known[1]
         if not pool.may_disrupt(request, taken) or not pool.may_make_room(request, ledger, taken, now,
                                                                              settings.min_runtime_s):
-            plan.admissions[request.job] = Admission(request.job, Outcome.NO_ROOM, alone.explain())
+            plan.admissions[request.job] = Admission(request.job, Outcome.NO_ROOM, why)
             continue
-        plan.admissions[request.job] = admission = _disrupt(request, holders, ledger, taken, now, settings,
-                                                            alone.explain(), pool)
+        plan.admissions[request.job] = admission = _disrupt(request, holders, ledger, taken, now, settings, why,
+                                                            pool)
         if admission.candidate is not None and admission.outcome != Outcome.NO_ROOM:
             ledger.take(admission.candidate.allocation(request.namespace))
     return plan
+
+
+def may_act(queue: Iterable[Request], holders: Iterable[Holder], fleet: Fleet, now: float,
+            settings: Settings = Settings()) -> bool:
+    """False only when `plan_queue` would place, preempt and reclaim nothing (every job QUEUED or NO_ROOM
+    is impossible then too: a job that fits alone fits the free room): no holder yields to a waiting job or
+    holds room reserved for one, no request may fit the free room (`Ledger.may_fit`), and for none could
+    disturbing holders make room (`_Pool.may_disrupt`, `_Pool.may_make_room`). Until a job is placed or
+    disturbs someone, `plan_queue` sees the ledger and the holders as given, so the first job that acts
+    passes one of these tests. For callers that act on the plan only (the trace replay): the messages of
+    the jobs that wait need `plan_queue`."""
+    holders = list(holders)
+    if any(h.waiting or h.yielding_to is not None for h in holders):
+        return True
+    ledger = Ledger(fleet)
+    pool: _Pool | None = None
+    taken: set[str] = set()
+    for request in queue:
+        if ledger.may_fit(request):
+            return True
+        pool = pool or _Pool(holders)
+        if pool.may_disrupt(request, taken) and pool.may_make_room(request, ledger, taken, now,
+                                                                   settings.min_runtime_s):
+            return True
+    return False
 
 
 def _pinned(request: Request, room: Allocation, fleet: Fleet) -> Request:
@@ -235,7 +265,7 @@ class _Pool:
         self.free: dict[str, Holder] = {}  # neither yielding nor waiting: may be asked to give room
         self.grown: list[preemption.GrownJob] = []  # ... and lend room (not moving right now)
         self._running: list[preemption.RunningJob] | None = None  # ... all of them, lowest priority first
-        self._on: dict[tuple[str, str], list[tuple[Holder, int]]] | None = None
+        self._on: dict[str, list[tuple[float, Mapping[str, int], str]]] = {}
         self._most: dict[tuple[object, ...], int] = {}  # `_most_replicas` per ledger state
         for h in holders:
             if h.yielding_to is not None:
@@ -301,33 +331,45 @@ class _Pool:
         """The most replicas of `alt` one region could hold if every holder `request` may disturb gave up its
         devices (`may_make_room`)."""
         cls = ledger.fleet.classes[alt.device_class]
-        on, used, resource, capacity = self.on_nodes, ledger.used, cls.resource_name, ledger.index.capacity(cls)
+        used, resource, capacity = ledger.used, cls.resource_name, ledger.index.capacity(cls)
+        rank, per = request.priority, alt.per_replica
+        extra: dict[str, int] = {}
+        for below, per_node, job in self.disturbable(resource, now, min_runtime_s):
+            if below < rank and job not in taken:
+                for n, devices in per_node.items():
+                    extra[n] = extra.get(n, 0) + devices
         most = 0
         for region, names in ledger.index.nodes(cls).items():
             if request.allowed_regions and region not in request.allowed_regions:
                 continue
             fit = 0
             for n in names:
-                have = capacity[n] - used.get((n, resource), 0)
-                for h, devices in on.get((n, resource), ()):
-                    if h.job not in taken and (h.priority < request.priority and now - h.since >= min_runtime_s
-                                               or h.base is not None and not h.disrupted
-                                               and h.priority <= request.priority):
-                        have += devices
-                fit += max(0, have) // alt.per_replica
+                have = capacity[n] - used.get((n, resource), 0) + extra.get(n, 0)
+                if have >= per:
+                    fit += have // per
             most = max(most, fit)
         return most
 
-    @property
-    def on_nodes(self) -> dict[tuple[str, str], list[tuple[Holder, int]]]:
-        """(node, resource) -> the free holders there and their devices on it (built on first use)."""
-        if self._on is None:
-            self._on = {}
+    def disturbable(self, resource: str, now: float, min_runtime_s: float
+                    ) -> list[tuple[float, Mapping[str, int], str]]:
+        """(rank, devices per node, job) of the free holders' room of `resource`: a waiting job of a priority
+        above `rank` may disturb the holder (it is of lower priority and past `min_runtime_s`, or lends room
+        and is of its priority or below). Built per resource on first use (`now` is the pass's)."""
+        known = self._on.get(resource)
+        if known is None:
+            known = self._on[resource] = []
             for h in self.free.values():
+                below = float("inf")
+                if now - h.since >= min_runtime_s:
+                    below = h.priority
+                if h.base is not None and not h.disrupted:
+                    below = min(below, h.priority - 1)
+                if below == float("inf"):
+                    continue
                 for a in h.footprint:
-                    for n, devices in a.per_node.items():
-                        self._on.setdefault((n, a.resource), []).append((h, devices))
-        return self._on
+                    if a.resource == resource:
+                        known.append((below, a.per_node, h.job))
+        return known
 
     def victims(self, request: Request, taken: set[str]) -> list[preemption.RunningJob]:
         """The free holders of lower priority than `request` not yet taken (in no particular order:

@@ -457,6 +457,7 @@ class Ledger:
         self._failed: dict[tuple[object, ...], Result] = {}
         self.given_back = 0  # how many times room was given back (what failed to fit before may fit now)
         self.version = 0  # how many times room was taken or given back
+        self._free: dict[str, tuple[int, int, int]] = {}  # class -> (version, free devices, most on one node)
 
     def take(self, allocation: Allocation, sign: int = 1) -> None:
         for node, n in allocation.per_node.items():
@@ -477,13 +478,17 @@ class Ledger:
             cls = self.fleet.classes.get(alt.device_class)
             if cls is None:
                 continue
-            used, resource, total, one = self.used, cls.resource_name, 0, False
-            for node, capacity in self.index.capacity(cls).items():
-                free = capacity - used.get((node, resource), 0)
-                if free > 0:
-                    total += free
-                    one = one or free >= alt.per_replica
-            if one and total >= request.replicas * alt.per_replica:
+            known = self._free.get(cls.name)
+            if known is None or known[0] != self.version:
+                used, resource, total, most = self.used, cls.resource_name, 0, 0
+                for node, capacity in self.index.capacity(cls).items():
+                    free = capacity - used.get((node, resource), 0)
+                    if free > 0:
+                        total += free
+                        most = max(most, free)
+                known = self._free[cls.name] = (self.version, total, most)
+            # one node with room for a replica, and room for the gang over all (`most` > 0 only when free)
+            if known[2] > 0 and known[2] >= alt.per_replica and known[1] >= request.replicas * alt.per_replica:
                 return True
         return False
 

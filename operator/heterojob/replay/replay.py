@@ -195,7 +195,6 @@ class _Replay:
         self.memo = ranking.Memo()  # what `engine.policy.prepare` may reuse from the last pass
         self.cost = completion.MoveCost(config.save_s, config.restore_s)
         self.pending = set(range(*config.window)) if config.window else None
-        self.regions = REGIONS[:config.regions]
         self.by_position = {j.id: i for i, j in enumerate(jobs)}
 
     # --- events ---------------------------------------------------------------------------------------
@@ -570,11 +569,20 @@ class _Replay:
             return
         fleet = self.current_fleet()
         holders = self.holders()
-        if not any(self.room()[c][0] for c in CLASSES) and not self.may_disturb(pool, holders, now):
-            return  # nothing free (so no upgrade either) and nobody to displace: the plan would do nothing
+        if not any(self.room()[c][0] for c in CLASSES):  # nothing free: only displacement helps
+            top = max(self.rank(j, now) for j in pool)
+            min_runtime = self.config.min_runtime_s
+            if not any(h.priority < top and now - h.since >= min_runtime for h in engine_policy.ranked_holders(
+                    holders, now, self.knowledge, self.config.queue, self.memo)):
+                return
         by_key = {f"{NAMESPACE}/{j.id}": j for j in pool}
-        plan, prepared = planner.plan_with_policy([self.request(j) for j in pool], holders, fleet, now,
-                                                  self.knowledge, self.config.queue, self.settings, self.memo)
+        # `planner.plan_with_policy`, without planning a queue in which no job can start or disturb anyone
+        prepared = engine_policy.prepare([self.request(j) for j in pool], holders, fleet, now, self.knowledge,
+                                         self.config.queue, self.settings.min_runtime_s, self.memo)
+        if planner.may_act(prepared.queue, prepared.holders, fleet, now, self.settings):
+            plan = planner.plan_queue(prepared.queue, prepared.holders, fleet, now, self.settings)
+        else:
+            plan = planner.Plan()
         requests = {r.job: r for r in prepared.queue}
         for admission in sorted(plan.admissions.values(), key=lambda a: self.keys[by_key[a.job].id]):
             job, c = by_key[admission.job], admission.candidate
@@ -605,46 +613,6 @@ class _Replay:
                     r.cls, r.per_node, NAMESPACE, r.cls, r.region), base, None, False)
             out.append(h)
         return out
-
-    def may_disturb(self, pool: Sequence[TraceJob], holders: Sequence[Holder], now: float) -> bool:
-        """With no device free, whether the plan could disturb anyone for a job of `pool`: some job has, in
-        one region of a class it lists, devices enough for its gang held by running jobs it may preempt
-        (of a lower rank, past the minimum run time) or take lent room back from (grown, of its rank or
-        below). Each preemption or reclaim needs that much (the gang lands in one region of one class, on
-        devices that only those jobs give back), and a job disturbs no one unless one before it in the pass
-        did, so when no job passes this test the plan places, preempts and reclaims nothing. The ranks
-        are the policy's own (`engine.policy` with the pass's memo)."""
-        min_runtime = self.config.min_runtime_s
-        # (class, region) -> (rank, devices) of running jobs that some rank could displace or reclaim from
-        settled: dict[tuple[str, str], list[tuple[int, int]]] = defaultdict(list)
-        grown: dict[tuple[str, str], list[tuple[int, int]]] = defaultdict(list)
-        for h in engine_policy.ranked_holders(holders, now, self.knowledge, self.config.queue, self.memo):
-            where = (h.allocation.device_class, h.allocation.region)
-            if now - h.since >= min_runtime:
-                settled[where].append((h.priority, h.allocation.devices))
-            if h.base is not None and not h.disrupted:
-                grown[where].append((h.priority, h.allocation.devices))
-        if not settled and not grown:
-            return False
-        for job in pool:
-            rank, request = self.rank(job, now), self.request(job)
-            for alt in request.alternatives:
-                need = alt.per_replica * request.replicas
-                for region in self.regions:
-                    where = (alt.device_class, region)
-                    have = sum(n for rk, n in settled.get(where, ()) if rk < rank) + sum(
-                        n for rk, n in grown.get(where, ()) if rk <= rank)
-                    if have >= need:
-                        return True
-        return False
-
-    def holder_rank(self, run: _Run, now: float) -> int:
-        if not self.knowledge.displace_by_level:
-            return queueing.effective_priority(run.job.priority, 0, self.config.queue)
-        svc = self.service.get(run.job.id, queueing.Service())
-        attained = svc.attained_device_s + max(0.0, now - run.started) * run.devices
-        return queueing.running_rank(run.job.priority, attained, self.config.queue, max(0.0, now - run.started),
-                                     svc.promoted)
 
     def upgrade(self, now: float, waiting_for: frozenset[str]) -> None:
         """Move running jobs up onto faster room no waiting job chose to wait for, when the move pays."""
