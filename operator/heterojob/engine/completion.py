@@ -57,10 +57,12 @@ class Residual:
         self.prior_s, self.min_samples = prior_s, min_samples
         self._work: list[float] = sorted(completed)
         self._suffix: list[float] | None = None
+        self.version = 0  # how many completions were added since it was built
 
     def add(self, work_s: float) -> None:
         bisect.insort(self._work, work_s)
         self._suffix = None
+        self.version += 1
 
     def __len__(self) -> int:
         return len(self._work)

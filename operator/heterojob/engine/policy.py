@@ -283,11 +283,21 @@ def prepare(queue: Iterable[Request], holders: Iterable[Holder], fleet: Fleet, n
     ahead: dict[str, float] = dict.fromkeys(capacity, 0.0)
     out, choices, waiting_for = [], {}, set()
     reserved = {h.job: h.allocation.device_class for h in running if h.waiting}  # its own room, held
+    residual, classes, facts_of = knowledge.residual, tuple(capacity), knowledge.facts.get
     for rank, request in ranked:
-        facts = knowledge.of(request.job)
-        left = knowledge.residual.remaining(facts.work_s)
-        need = {a.device_class: a.per_replica * request.replicas for a in request.alternatives}
-        rel = {c: facts.rel.get(c, 0.0) for c in need if c in capacity}
+        facts = facts_of(request.job) or _NONE
+        read = memo.reads.get(id(request)) if memo is not None else None
+        if (read is not None and read[0] is request and read[1] is facts and read[2] == classes
+                and read[3] is residual and read[4] == residual.version):
+            left, need, rel = read[5], read[6], read[7]  # type: ignore[assignment]
+            memo._seen_reads[id(request)] = read  # type: ignore[union-attr]
+        else:
+            left = residual.remaining(facts.work_s)
+            need = {a.device_class: a.per_replica * request.replicas for a in request.alternatives}
+            rel = {c: facts.rel.get(c, 0.0) for c in need if c in capacity}
+            if memo is not None:
+                memo.reads[id(request)] = memo._seen_reads[id(request)] = (
+                    request, facts, classes, residual, residual.version, left, need, rel)
         # work conservation (see `displaces`): with free room on some class, no displacement is expected
         displace = displaces(need, free, rel)
         against = rank if displace else None

@@ -8,6 +8,8 @@ without one returns; a memo only saves rebuilding equal objects:
 - a node's device class (`Fleet.class_of`), per node object and the classes' definitions;
 - a running job's `Holder` at its effective priority, per holder object and priority;
 - a waiting job's `Request` at its effective priority and chosen classes, per request object;
+- what `prepare` reads of a waiting job (its devices and speed per class, its expected remaining work),
+  per request object, `Facts` object, the fleet's classes and the completed work's version;
 - a running job's effective priority, per holder object, the `Facts` object it was read from, the queue
   settings and `Knowledge.displace_by_level`, with the span of time over which it is known not to change
   (`Steady`): a holder's rank only falls as its attained service grows (or its promotion ends), and a
@@ -54,6 +56,9 @@ class Memo:
     _seen_requests: dict[int, tuple[Request, int, tuple[str, ...] | None, Request]] = field(default_factory=dict)
     _seen_held: dict[int, Steady] = field(default_factory=dict)
     _seen_waiting: dict[int, Steady] = field(default_factory=dict)
+    # per request: what `prepare` reads of it and its facts but the fleet's room (`engine.policy`)
+    reads: dict[int, tuple[object, ...]] = field(default_factory=dict)
+    _seen_reads: dict[int, tuple[object, ...]] = field(default_factory=dict)
     # the last pass's holders and facts, as given, and what was read of them, with the span it holds over
     last_held: tuple[tuple[object, ...], list[object], object, bool, float, float, list[Holder],
                      list[tuple[object, ...]], dict[int, Steady]] | None = None
@@ -71,6 +76,8 @@ class Memo:
             self.held, self._seen_held = self._seen_held, {}
         if len(self.waiting) > self.keep:
             self.waiting, self._seen_waiting = self._seen_waiting, {}
+        if len(self.reads) > self.keep:
+            self.reads, self._seen_reads = self._seen_reads, {}
         if len(self.classes) > 100_000:
             self.classes.clear()
 
