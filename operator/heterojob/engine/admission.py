@@ -249,6 +249,9 @@ def _may_disrupt(request: Request, holders: Sequence[Holder], taken: set[str]) -
         h.priority < request.priority or h.base is not None and h.priority <= request.priority)) for h in holders)
 
 
+_NEVER = float("inf")
+
+
 class _Pool:
     """The holders one pass may disturb, sorted once: those yielding to each waiting job, and the others
     (then the lenders among them) lowest priority first, so `may_disrupt` looks at the few holders already
@@ -265,7 +268,7 @@ class _Pool:
         self.free: dict[str, Holder] = {}  # neither yielding nor waiting: may be asked to give room
         self.grown: list[preemption.GrownJob] = []  # ... and lend room (not moving right now)
         self._running: list[preemption.RunningJob] | None = None  # ... all of them, lowest priority first
-        self._on: dict[str, list[tuple[float, Mapping[str, int], str]]] = {}
+        self._on: dict[str, list[tuple[float, Mapping[str, int], str]]] | None = None
         self._most: dict[tuple[object, ...], int] = {}  # `_most_replicas` per ledger state
         for h in holders:
             if h.yielding_to is not None:
@@ -354,22 +357,21 @@ class _Pool:
                     ) -> list[tuple[float, Mapping[str, int], str]]:
         """(rank, devices per node, job) of the free holders' room of `resource`: a waiting job of a priority
         above `rank` may disturb the holder (it is of lower priority and past `min_runtime_s`, or lends room
-        and is of its priority or below). Built per resource on first use (`now` is the pass's)."""
-        known = self._on.get(resource)
-        if known is None:
-            known = self._on[resource] = []
+        and is of its priority or below). Built on first use (`now` is the pass's)."""
+        if self._on is None:
+            self._on = {}
             for h in self.free.values():
-                below = float("inf")
+                below = _NEVER
                 if now - h.since >= min_runtime_s:
                     below = h.priority
-                if h.base is not None and not h.disrupted:
-                    below = min(below, h.priority - 1)
-                if below == float("inf"):
+                if h.base is not None and not h.disrupted and h.priority - 1 < below:
+                    below = h.priority - 1
+                if below is _NEVER:
                     continue
-                for a in h.footprint:
-                    if a.resource == resource:
-                        known.append((below, a.per_node, h.job))
-        return known
+                self._on.setdefault(h.allocation.resource, []).append((below, h.allocation.per_node, h.job))
+                if h.reserved is not None:
+                    self._on.setdefault(h.reserved.resource, []).append((below, h.reserved.per_node, h.job))
+        return self._on.get(resource, [])
 
     def victims(self, request: Request, taken: set[str]) -> list[preemption.RunningJob]:
         """The free holders of lower priority than `request` not yet taken (in no particular order:
