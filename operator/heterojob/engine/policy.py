@@ -223,13 +223,19 @@ def _ranked(holders: Iterable[Holder], now: float, knowledge: Knowledge, setting
     return out, rows
 
 
-def _waiting_rank(request: Request, now: float, knowledge: Knowledge, settings: queueing.QueueSettings,
+def waiting_rank(request: Request, now: float, knowledge: Knowledge, settings: queueing.QueueSettings,
                   memo: ranking.Memo | None) -> int:
     """`queueing.rank` of a waiting job (kept in `memo` until it may starve)."""
-    service = knowledge.of(request.job).service
+    facts = knowledge.facts.get(request.job) or _NONE  # `Knowledge.of`, without building a default each time
+    service = facts.service
     if memo is None:
         return queueing.rank(request.priority, service, now, settings)
-    facts = knowledge.facts.get(request.job) or _NONE
+    known = memo.waiting.get(id(request))
+    if known is not None and known.lo <= now <= known.hi:  # the fast path of `ranking.steady`
+        same = known.inputs
+        if same[0] is request and same[1] is facts and same[2] is settings:
+            memo._seen_waiting[id(request)] = known
+            return known.rank
 
     def changes(t: float) -> float:
         if queueing.starved(service.waiting_since, t, settings, service.run_s):
@@ -278,7 +284,7 @@ def prepare(queue: Iterable[Request], holders: Iterable[Holder], fleet: Fleet, n
             jobs.sort(key=lambda b: b[0])
         return by_class[cls]
 
-    ranked = [(_waiting_rank(r, now, knowledge, settings, memo), r) for r in queue]
+    ranked = [(waiting_rank(r, now, knowledge, settings, memo), r) for r in queue]
     ranked.sort(key=lambda x: (-x[0], x[1].created, x[1].job))
     ahead: dict[str, float] = dict.fromkeys(capacity, 0.0)
     out, choices, waiting_for = [], {}, set()
@@ -333,19 +339,19 @@ def prepare(queue: Iterable[Request], holders: Iterable[Holder], fleet: Fleet, n
 
 def upgrades(holders: Iterable[Holder], fleet: Fleet, now: float, knowledge: Knowledge,
              waiting_for: Iterable[str], cost: completion.MoveCost, min_runtime_s: float,
-             allowed: Mapping[str, Sequence[str]] | None = None, probe_share: float = 0.0
-             ) -> list[completion.Upgrade]:
+             allowed: Mapping[str, Sequence[str]] | None = None, probe_share: float = 0.0,
+             memo: ranking.Memo | None = None) -> list[completion.Upgrade]:
     """Moves up onto free devices of classes no waiting job chose to wait for, when the move pays
     (`completion.plan_upgrades`), and with `probe_share` > 0 probes of classes whose speed for the job is
     only the sheet's guess; a job moves only after `min_runtime_s` in place and never while disrupted.
-    `allowed`: job -> classes it may run on (default: those with a known speed)."""
-    free, _ = devices_by_class(fleet)
+    `allowed`: job -> classes it may run on (default: those with a known speed). `memo`: as `prepare`'s."""
+    free, _ = devices_by_class(fleet, memo)
     free = {c: n for c, n in free.items() if c not in set(waiting_for) and n > 0}
     if not free:
         return []
     movers = []
     for h in holders:
-        facts = knowledge.of(h.job)
+        facts = knowledge.facts.get(h.job) or _NONE
         here = h.allocation.device_class
         classes = allowed.get(h.job, ()) if allowed is not None else facts.rel
         rel = {c: facts.rel.get(c, 0.0) for c in classes}

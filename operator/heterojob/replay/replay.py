@@ -570,7 +570,8 @@ class _Replay:
         fleet = self.current_fleet()
         holders = self.holders()
         if not any(self.room()[c][0] for c in CLASSES):  # nothing free: only displacement helps
-            top = max(self.rank(j, now) for j in pool)
+            top = max(engine_policy.waiting_rank(self.request(j), now, self.knowledge, self.config.queue, self.memo)
+                      for j in pool)  # `rank`, as the policy reads it
             min_runtime = self.config.min_runtime_s
             if not any(h.priority < top and now - h.since >= min_runtime for h in engine_policy.ranked_holders(
                     holders, now, self.knowledge, self.config.queue, self.memo)):
@@ -621,7 +622,8 @@ class _Replay:
             return  # `upgrades` proposes moves onto free devices only, and none are free
         allowed = {f"{NAMESPACE}/{r.job.id}": r.job.classes for r in self.running.values()}
         for u in engine_policy.upgrades(self.holders(), self.current_fleet(), now, self.knowledge, waiting_for,
-                                        self.cost, self.config.min_runtime_s, allowed, self.config.probe_share):
+                                        self.cost, self.config.min_runtime_s, allowed, self.config.probe_share,
+                                        self.memo):
             run = self.running[int(u.job.split("/", 1)[1])]
             replicas, per = self.shape(run.job)
             chosen = place(Request(u.job, [Alternative(u.to_class, per)], replicas), self.current_fleet()).chosen
