@@ -223,7 +223,7 @@ def may_act(queue: Iterable[Request], holders: Iterable[Holder], fleet: Fleet, n
     for request in queue:
         if ledger.may_fit(request):
             return True
-        pool = pool or _Pool(holders)
+        pool = pool or _Pool.untaken(holders)
         if pool.may_disrupt(request, taken) and pool.may_make_room(request, ledger, taken, now,
                                                                    settings.min_runtime_s):
             return True
@@ -284,6 +284,20 @@ class _Pool:
         self.lowest.sort()
         self.lenders.sort()
         self.hopeless: dict[tuple[object, ...], tuple[int, int]] = {}  # shape -> (priority, ledger.given_back)
+
+    @classmethod
+    def untaken(cls, holders: Sequence[Holder]) -> _Pool:
+        """The pool as the first job of a pass sees it, for `may_disrupt` and `may_make_room` with nothing
+        taken, from holders none of which yields or waits: `may_disrupt` then reads only the lowest holder
+        and the lowest lender, so only those are kept of the sorted lists (the rest is not built)."""
+        pool = cls.__new__(cls)
+        pool.yielding, pool.yielders, pool._running, pool._on, pool._most = {}, {}, None, None, {}
+        pool.free = {h.job: h for h in holders}
+        pool.lowest = [min((h.priority, h.job) for h in holders)] if holders else []
+        lenders = [(h.priority, h.job) for h in holders if h.base is not None]
+        pool.lenders = [min(lenders)] if lenders else []
+        pool.grown, pool.hopeless = [], {}
+        return pool
 
     @property
     def running(self) -> list[preemption.RunningJob]:
