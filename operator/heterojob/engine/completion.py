@@ -168,6 +168,8 @@ def choose(remaining_s: float, rel: Mapping[str, float], wait_s: Mapping[str, fl
     if not completion:
         return Choice((), {}, ())
     best = min(completion, key=lambda c: (completion[c], -rel[c], c))
+    if all(wait_s[c] != 0 for c in completion):  # no class free now: only the best is kept, none declined
+        return Choice((best,), completion, ())
     keep = sorted((c for c in completion if c == best or (wait_s[c] == 0 and completion[c] <= completion[best])),
                   key=lambda c: (completion[c], -rel[c], c))
     declined = tuple(sorted(c for c in completion if wait_s[c] == 0 and c not in keep))

@@ -661,7 +661,7 @@ class _Replay:
         if not (self.freed or self.arrived):
             return  # no room appeared and no job started since the last look
         top = max((p for p, n in self.priorities.items() if n), default=None)  # planner.top_priority, kept up
-        for run in sorted(self.running.values(), key=lambda r: r.job.id):
+        for run in self.by_id():
             job = run.job
             base = self.shape(job)[0]
             if run.replicas <= base and (top is not None and top >= job.priority
@@ -712,6 +712,10 @@ class _Replay:
             if change.replicas > self.shape(job)[0]:  # a trial size: judge its measured scaling once it may move
                 self.wakes[job.id] = wake = now + self.rules.cooldown_s
                 self.push(wake, "wake", job.id)
+
+    def by_id(self) -> list[_Run]:
+        """The running jobs by job id (a list of their own: kept until devices are taken or given back)."""
+        return self._memo("by_id", lambda: sorted(self.running.values(), key=lambda r: r.job.id))
 
     # --- report ---------------------------------------------------------------------------------------
 
