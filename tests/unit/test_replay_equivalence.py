@@ -5,7 +5,11 @@ priority and the free room up to date instead of recomputing them, and `placemen
 per-class node tables between indexes of one fleet view; the planner (`admission.plan_queue`) indexes the
 holders once per pass (`_Pool`), skips preemption searches a pass already found hopeless, and skips
 placements `Ledger.may_fit` rules out; heterojob's policy reuses a node's class and a holder's and a request's
-ranked copies across passes (`ranking.Memo`), and growth tries no size its region's free devices cannot hold
+ranked copies across passes (`ranking.Memo`: also a rank over the span it cannot change, what it reads of a
+request, the fleet's devices per class), finds expected waits by bisection (`completion.Ends`), skips the
+planning of a queue in which no job could start or disturb anyone (`admission.may_act`) and the preemption
+search for a job no disturbable holder could make room for (`_Pool.may_make_room`), and growth tries no
+size its region's free devices cannot hold
 (`placement._replica_slots`) and is not searched where its class and region have no free device. The oracle is
 the code those replaced: a replay that rescans every waiting job in queue order on every pass, recomputes the
 room and the fleet each time it looks, builds every index from scratch, asks every holder every question,
@@ -122,6 +126,30 @@ class _BruteForce(_Recording):
         assert top == kept, (top, kept)  # the count kept up to date is the scan's answer
         super().grow(now)
 
+    def by_id(self) -> list[Any]:
+        return sorted(self.running.values(), key=lambda r: r.job.id)
+
+
+class _ScanEnds(completion.Ends):
+    """`expected_wait`'s sort and scan, from the jobs an `Ends` was built from."""
+
+    def wait(self, need: int, free: int, capacity: int, ahead_device_s: float) -> float:
+        devices = [b - a for a, b in zip([0, *self.freed], self.freed, strict=False)]
+        return completion.expected_wait(need, free, capacity, [completion.Busy(n, e) for n, e in
+                                                               zip(devices, self.ends, strict=True)], ahead_device_s)
+
+
+def _choose_in_full(remaining_s: float, rel: Any, wait_s: Any) -> completion.Choice:
+    """`completion.choose` without its shortcut for a job that can start nowhere now."""
+    completion_s = {c: wait_s[c] + (remaining_s / rel[c] if rel[c] > 0 else float("inf")) for c in rel if c in wait_s}
+    if not completion_s:
+        return completion.Choice((), {}, ())
+    best = min(completion_s, key=lambda c: (completion_s[c], -rel[c], c))
+    keep = sorted((c for c in completion_s if c == best or (wait_s[c] == 0 and completion_s[c] <= completion_s[best])),
+                  key=lambda c: (completion_s[c], -rel[c], c))
+    declined = tuple(sorted(c for c in completion_s if wait_s[c] == 0 and c not in keep))
+    return completion.Choice(tuple(keep), completion_s, declined)
+
 
 class _Everywhere(dict[tuple[str, str], int]):
     """Free devices in every class and region."""
@@ -139,6 +167,9 @@ def _runs(jobs: list[TraceJob], policy: str, config: Config, monkeypatch: pytest
         m.setattr(admission, "_Pool", _ScanPool)
         m.setattr(placement.Ledger, "may_fit", lambda self, request: True)  # place every job, as before
         m.setattr(placement, "_replica_slots", lambda *args: 1 << 30)  # try every size
+        m.setattr(admission, "may_act", lambda *args: True)  # plan every pass's queue
+        m.setattr(completion, "Ends", _ScanEnds)  # every wait by a sort and a scan
+        m.setattr(completion, "choose", _choose_in_full)
         slow = _BruteForce(jobs, policy, config)
         slow_report = slow.run()
     assert fast_report.summary() == slow_report.summary()
@@ -392,3 +423,141 @@ def test_prepare_with_a_memo_kept_across_passes_decides_what_it_decides_without(
         fresh = policy.prepare(queue, holders, fleet, now, knowledge, queueing.QueueSettings(), 300.0)
         assert kept == fresh
         assert policy.devices_by_class(fleet, memo) == policy.devices_by_class(fleet)
+
+
+@settings(max_examples=80, deadline=None)
+@given(held=st.lists(st.tuples(st.integers(0, 3), st.sampled_from([1, 2, 4]), st.integers(0, 1),
+                               st.floats(0, 12 * 3600), st.floats(0, 5e4), st.booleans(), st.booleans()), max_size=8),
+       waiting=st.lists(st.tuples(st.sampled_from([1, 2, 4]), st.integers(1, 2), st.integers(0, 1),
+                                  st.floats(0, 12 * 3600), st.floats(0, 3e4), st.booleans()), min_size=1, max_size=8),
+       steps=st.lists(st.tuples(st.floats(0, 6 * 3600), st.booleans(), st.floats(60, 1e5), st.booleans()),
+                      min_size=2, max_size=8),
+       completed=st.lists(st.floats(60, 1e5), max_size=30))
+def test_a_memo_kept_over_many_passes_ranks_and_chooses_what_fresh_passes_do(
+        held: list[tuple[int, int, int, float, float, bool, bool]], waiting: list[tuple[int, int, int, float, float, bool]],
+        steps: list[tuple[float, bool, float, bool]], completed: list[float]) -> None:
+    """Passes minutes to hours apart (holders cross level thresholds, promotions end, waiting jobs starve),
+    with the queue's displacement by level switched on and off, jobs completing (the expected remaining
+    work changes) and a holder leaving: every pass with the memo equals a pass without one, and the
+    planner's action test (`admission.may_act`) says False only for plans that do nothing."""
+    nodes = {n: gpu_node(n) for n in "ab"} | {n: npu_node(n) for n in "cd"}
+    resource = {"a": "nvidia.com/gpu", "b": "nvidia.com/gpu", "c": "huawei.com/Ascend910", "d": "huawei.com/Ascend910"}
+    cls = {"a": "nvidia-h100", "b": "nvidia-h100", "c": "ascend-910b", "d": "ascend-910b"}
+    facts: dict[str, policy.Facts] = {}
+    holders = []
+    start = 50_000.0
+    for i, (node, devices, priority, attained, work, promoted, grown) in enumerate(held):
+        n = "abcd"[node]
+        job = f"ns/h{i}"
+        base = Request(job, [Alternative(cls[n], 1)], 1, priority=priority) if grown else None
+        holders.append(Holder(job, priority, since=start - i * 600.0, allocation=Allocation(
+            resource[n], {n: devices}, "ns", cls[n], "cn-east" if n in "ab" else "cn-north"), base=base))
+        facts[job] = policy.Facts(queueing.Service(attained, 0.0, promoted), {"nvidia-h100": 1.0, "ascend-910b": 0.4},
+                                  work, frozenset({cls[n]}))
+    queue = []
+    for i, (per, replicas, priority, attained, since, measured) in enumerate(waiting):
+        job = f"ns/w{i}"
+        queue.append(Request(job, [Alternative("nvidia-h100", per), Alternative("ascend-910b", per)], replicas,
+                             priority=priority, created=float(i)))
+        facts[job] = policy.Facts(queueing.Service(attained, start - since), {"nvidia-h100": 1.0, "ascend-910b":
+                                                                             0.5 if measured else 0.4}, attained / 2)
+    knowledge = policy.Knowledge(facts, completion.Residual(completed))
+    fleet = Fleet(nodes, PLACEMENT_CLASSES, used=usage(h.allocation for h in holders))
+    memo = ranking.Memo()
+    now = start
+    for k, (later, by_level, done, leave) in enumerate(steps):
+        now += later
+        knowledge.displace_by_level = by_level
+        if k % 2:
+            knowledge.residual.add(done)
+        if leave and holders:  # a holder ends: the fleet and the holders change
+            holders = holders[1:]
+            fleet = Fleet(nodes, PLACEMENT_CLASSES, used=usage(h.allocation for h in holders))
+        kept = policy.prepare(queue, holders, fleet, now, knowledge, queueing.QueueSettings(), 300.0, memo)
+        fresh = policy.prepare(queue, holders, fleet, now, knowledge, queueing.QueueSettings(), 300.0)
+        assert kept == fresh
+        assert policy.ranked_holders(holders, now, knowledge, queueing.QueueSettings(), memo) == fresh.holders
+        assert policy.devices_by_class(fleet, memo) == policy.devices_by_class(fleet)
+        plan = admission.plan_queue(fresh.queue, fresh.holders, fleet, now, admission.Settings())
+        acts = any(a.outcome == Outcome.PLACED or a.disruptions for a in plan.admissions.values())
+        if not admission.may_act(fresh.queue, fresh.holders, fleet, now, admission.Settings()):
+            assert not acts
+
+
+def test_a_span_is_kept_only_as_far_as_the_rank_is_checked_to_hold() -> None:
+    """`ranking.steady` takes the caller's guess of the next change only after checking the rank there: a
+    guess past the real change (here at t=100, guessed at 1000) leaves a span of one instant."""
+    memo = ranking.Memo()
+    key = object()
+    step = lambda t: 2 if t < 100 else 1  # noqa: E731 - monotone, falls at 100
+    first = ranking.steady(memo.held, memo._seen_held, key, (key,), 0.0, step, lambda t: 1000.0)
+    assert (first.rank, first.lo, first.hi) == (2, 0.0, 0.0)
+    assert ranking.steady(memo.held, memo._seen_held, key, (key,), 150.0, step, lambda t: 1000.0).rank == 1
+    right = ranking.steady(memo.held, memo._seen_held, key, (key,), 10.0, step, lambda t: 100.0)
+    assert right.rank == 2 and 99.0 < right.hi < 100.0
+    assert ranking.steady(memo.held, memo._seen_held, key, (key,), 50.0, step, lambda t: 100.0) is right
+
+
+@settings(max_examples=300, deadline=None)
+@given(running=st.lists(st.tuples(st.integers(0, 6), st.sampled_from([0.0, 60.0, 3600.0, 7200.0]) | st.floats(0, 1e5)),
+                        max_size=12),
+       need=st.integers(0, 20), free=st.integers(0, 8), capacity=st.integers(0, 24), ahead=st.floats(0, 1e6))
+def test_ends_wait_by_bisection_is_the_sort_and_scan(running: list[tuple[int, float]], need: int, free: int,
+                                                     capacity: int, ahead: float) -> None:
+    busy = [completion.Busy(n, e) for n, e in running]
+    expected = completion.expected_wait(need, free, capacity, busy, ahead)
+    assert completion.Ends(busy).wait(need, free, capacity, ahead) == expected
+    ordered = sorted(busy, key=lambda b: b.ends_in_s)
+    assert completion.Ends.ordered([b.ends_in_s for b in ordered], [b.devices for b in ordered]).wait(
+        need, free, capacity, ahead) == expected
+
+
+@settings(max_examples=200, deadline=None)
+@given(work=st.lists(st.floats(1, 1e5), max_size=40), done=st.lists(st.floats(0, 2e5), max_size=10))
+def test_remaining_each_is_remaining_of_each(work: list[float], done: list[float]) -> None:
+    residual = completion.Residual(work)
+    assert residual.remaining_each(done) == [residual.remaining(d) for d in done]
+
+
+@settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(held=st.lists(st.tuples(st.integers(0, 5), st.sampled_from([2, 4, 8]), st.integers(0, 3), st.booleans(),
+                               st.integers(-1, 3), st.booleans()), max_size=10),
+       jobs=st.lists(st.tuples(st.integers(1, 3), st.sampled_from([2, 4, 8]), st.integers(0, 3)), min_size=1,
+                     max_size=10))
+def test_may_act_says_no_only_for_plans_that_place_preempt_and_reclaim_nothing(
+        held: list[tuple[int, int, int, bool, int, bool]], jobs: list[tuple[int, int, int]]) -> None:
+    holders = _holders(held)
+    per: dict[str, int] = {}
+    for h in holders:
+        for n, d in h.allocation.per_node.items():
+            per[n] = per.get(n, 0) + d
+    if any(v > 8 for v in per.values()):
+        return
+    fleet = Fleet({n: gpu_node(n) for n in "abcdef"}, PLACEMENT_CLASSES, used=usage(h.allocation for h in holders))
+    queue = [Request(f"ns/j{i}", [Alternative("nvidia-h100", d)], r, priority=p, created=float(i))
+             for i, (r, d, p) in enumerate(jobs)]
+    plan = admission.plan_queue(queue, holders, fleet, NOW)
+    if not admission.may_act(queue, holders, fleet, NOW):
+        assert all(a.outcome == Outcome.NO_ROOM and not a.disruptions for a in plan.admissions.values())
+
+
+def test_may_act_tells_a_queue_that_can_preempt_from_one_that_cannot() -> None:
+    """Six nodes full of old priority-1 jobs: a 3 x 8-device job of priority 2 may preempt three of them,
+    one of priority 1 (or a 7 x 8 gang, more than the fleet) cannot."""
+    holders = [Holder(f"ns/h{i}", 1, 0.0, Allocation("nvidia.com/gpu", {n: 8}, "ns", "nvidia-h100", "cn-east"))
+               for n, i in zip("abcdef", range(6), strict=True)]
+    fleet = Fleet({n: gpu_node(n) for n in "abcdef"}, PLACEMENT_CLASSES, used=usage(h.allocation for h in holders))
+
+    def job(priority: int, replicas: int) -> Request:
+        return Request("ns/x", [Alternative("nvidia-h100", 8)], replicas, priority=priority)
+
+    assert admission.may_act([job(2, 3)], holders, fleet, NOW)
+    assert not admission.may_act([job(1, 3)], holders, fleet, NOW)
+    assert not admission.may_act([job(2, 7)], holders, fleet, NOW)
+
+
+@settings(max_examples=300, deadline=None)
+@given(left=st.floats(0, 1e6), rel=st.dictionaries(st.sampled_from(["a", "b", "c"]), st.sampled_from([0.0, 0.3, 0.8, 1.0])),
+       waits=st.dictionaries(st.sampled_from(["a", "b", "c"]), st.sampled_from([0.0, 60.0]) | st.floats(0, 1e6)))
+def test_choose_with_its_shortcut_is_choose_in_full(left: float, rel: dict[str, float], waits: dict[str, float]) -> None:
+    assert completion.choose(left, rel, waits) == _choose_in_full(left, rel, waits)
