@@ -190,36 +190,57 @@ def _ranked(holders: Iterable[Holder], now: float, knowledge: Knowledge, setting
     if memo is None:
         return ([ranking.ranked_holder(h, running_rank(h, now, knowledge, settings), None) for h in holders],
                 [_row(h, f) for h, f in zip(holders, facts_now, strict=True)])
-    last = memo.last_held
-    if (last is not None and last[4] <= now <= last[5] and last[2] is settings and last[3] is flag
-            and last[0] == holders and last[1] == facts_now):
-        memo._seen_held.update(last[8])  # every entry is used again
-        return last[6], last[7]
-    out, rows, used = [], [], {}
     held, seen = memo.held, memo._seen_held
-    lo, hi = -math.inf, math.inf
-    for h, facts in zip(holders, facts_now, strict=True):
-        entry = held.get(id(h))
-        if entry is not None and entry.lo <= now <= entry.hi:  # the fast path of `ranking.steady`
-            same = entry.inputs
-            if same[0] is h and same[1] is facts and same[2] is settings and same[3] is flag:
-                seen[id(h)] = used[id(h)] = entry
-                out.append(entry.ranked)
-                rows.append(entry.row)
-                lo, hi = max(lo, entry.lo), min(hi, entry.hi)
-                continue
+
+    def fresh(h: Holder, facts: Facts) -> ranking.Steady:
         entry = ranking.steady(held, seen, h, (h, facts, settings, flag), now,
-                               lambda t, h=h: running_rank(h, t, knowledge, settings),
+                               lambda t: running_rank(h, t, knowledge, settings),
                                _running_changes(h, facts, knowledge, settings))
         if entry.ranked is None:
             entry = ranking.Steady(entry.inputs, entry.lo, entry.hi, entry.rank,
                                    ranking.ranked_holder(h, entry.rank, None), _row(h, facts))
             held[id(h)] = seen[id(h)] = entry
-        used[id(h)] = entry
+        return entry
+
+    last = memo.last_held
+    if (last is not None and last[2] is settings and last[3] is flag and last[0] == holders
+            and last[1] == facts_now):  # the same holders and facts as the last pass
+        if last[4] <= now <= last[5]:  # ... and every rank still holds
+            seen.update(zip(map(id, holders), last[8]))
+            return last[6], last[7]
+        entries, out, rows = list(last[8]), list(last[6]), list(last[7])
+        lo, hi = -math.inf, math.inf
+        for i, entry in enumerate(entries):
+            if not entry.lo <= now <= entry.hi:  # only the ranks whose span ended are computed again
+                entry = entries[i] = fresh(holders[i], facts_now[i])
+                out[i], rows[i] = entry.ranked, entry.row
+            if entry.lo > lo:
+                lo = entry.lo
+            if entry.hi < hi:
+                hi = entry.hi
+        seen.update(zip(map(id, holders), entries))
+        memo.last_held = (holders, facts_now, settings, flag, lo, hi, out, rows, entries)
+        return out, rows  # type: ignore[return-value]
+    out, rows, entries = [], [], []
+    lo, hi = -math.inf, math.inf
+    for h, facts in zip(holders, facts_now, strict=True):
+        entry = held.get(id(h))
+        if entry is not None and entry.lo <= now <= entry.hi:  # the fast path of `ranking.steady`
+            same = entry.inputs
+            if not (same[0] is h and same[1] is facts and same[2] is settings and same[3] is flag):
+                entry = fresh(h, facts)
+            else:
+                seen[id(h)] = entry
+        else:
+            entry = fresh(h, facts)
+        entries.append(entry)
         out.append(entry.ranked)
         rows.append(entry.row)
-        lo, hi = max(lo, entry.lo), min(hi, entry.hi)
-    memo.last_held = (holders, facts_now, settings, flag, lo, hi, out, rows, used)
+        if entry.lo > lo:
+            lo = entry.lo
+        if entry.hi < hi:
+            hi = entry.hi
+    memo.last_held = (holders, facts_now, settings, flag, lo, hi, out, rows, entries)
     return out, rows
 
 

@@ -61,7 +61,7 @@ class Memo:
     _seen_reads: dict[int, tuple[object, ...]] = field(default_factory=dict)
     # the last pass's holders and facts, as given, and what was read of them, with the span it holds over
     last_held: tuple[tuple[object, ...], list[object], object, bool, float, float, list[Holder],
-                     list[tuple[object, ...]], dict[int, Steady]] | None = None
+                     list[tuple[object, ...]], list[Steady]] | None = None
 
     keep: int = 4096  # entries per table past which those no pass used since the last such cut are dropped
 
