@@ -5,7 +5,8 @@ caller keeps between passes (the trace replay keeps one per replay; the operator
 process). Everything in it is a cache keyed by the identity of immutable inputs (a node, a holder, a
 request) and by the values the result depends on, so a pass with a memo returns exactly what a pass
 without one returns; a memo only saves rebuilding equal objects:
-- a node's device class (`Fleet.class_of`), per node object and the classes' definitions;
+- a node's device class (`Fleet.class_of`), per node object and the classes' definitions; the last fleet's
+  free and total devices per class, per its nodes, devices used and classes (compared by value);
 - a running job's `Holder` at its effective priority, per holder object and priority;
 - a waiting job's `Request` at its effective priority and chosen classes, per request object;
 - what `prepare` reads of a waiting job (its devices and speed per class, its expected remaining work),
@@ -15,6 +16,10 @@ without one returns; a memo only saves rebuilding equal objects:
   (`Steady`): a holder's rank only falls as its attained service grows (or its promotion ends), and a
   waiting job's rank only rises once (when it starves), so a rank computed at both ends of a span is the
   rank everywhere inside it; the same for a waiting job's rank, per request object and `Facts` object.
+  The last pass's holders, facts and ranks are kept whole: a pass with equal holders and facts recomputes
+  only the ranks whose span has ended.
+A `Facts` object (and its mappings) must not be changed in place once passed in (a changed fact is a new
+`Facts`, as the replay and `controller.knowledge` build them).
 Entries no pass has used for a while are dropped once a table holds more than `Memo.keep` entries, so a
 memo stays bounded. Each entry keeps its key object alive, so an object's id cannot be reused while it is
 cached.

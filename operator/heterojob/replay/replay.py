@@ -24,7 +24,10 @@ Each scheduling pass costs at most a bounded number of queued jobs (`lookahead` 
 first that fit free room), not every queued job against every running one: the waiting jobs are also kept
 grouped by what decides whether they could start (`fit_key`: classes, replicas, devices per replica), so a
 pass finds the next job that could fit free room per group, not by walking the queue, and the free room,
-the fleet snapshot and the highest waiting priority are kept up to date rather than recomputed.
+the fleet snapshot and the highest waiting priority are kept up to date rather than recomputed. What the
+policy computes of the running and waiting jobs is carried between passes (`engine.ranking.Memo`), and a
+pass whose queue has no job that could start or disturb anyone (`engine.admission.may_act`) is not
+planned: the plan would place, preempt and reclaim nothing.
 
 Every job checkpoints every `checkpoint_s` (saving takes `save_s`); a resize or preemption checkpoints on
 demand (`save_s`) and the job restores (`restore_s`) where it lands. Device failures come at `mtbf_h` per
