@@ -573,11 +573,18 @@ class _Replay:
         fleet = self.current_fleet()
         holders = self.holders()
         if not any(self.room()[c][0] for c in CLASSES):  # nothing free: only displacement helps
-            top = max(engine_policy.waiting_rank(self.request(j), now, self.knowledge, self.config.queue, self.memo)
-                      for j in pool)  # `rank`, as the policy reads it
+            ranks = [engine_policy.waiting_rank(self.request(j), now, self.knowledge, self.config.queue, self.memo)
+                     for j in pool]  # `rank`, as the policy reads it
+            top = max(ranks)
             min_runtime = self.config.min_runtime_s
-            if not any(h.priority < top and now - h.since >= min_runtime for h in engine_policy.ranked_holders(
-                    holders, now, self.knowledge, self.config.queue, self.memo)):
+            ranked = engine_policy.ranked_holders(holders, now, self.knowledge, self.config.queue, self.memo)
+            if not any(h.priority < top and now - h.since >= min_runtime for h in ranked):
+                return
+            # no job could disturb anyone even on every class it lists: then on the classes the policy keeps
+            # of them neither (`may_act` of the narrowed queue is False too), and with nothing free no upgrade
+            # moves either, so the pass would do nothing
+            if not planner.may_act([ranking.ranked_request(self.request(j), rank, None, self.memo)
+                                    for j, rank in zip(pool, ranks, strict=True)], ranked, fleet, now, self.settings):
                 return
         by_key = {f"{NAMESPACE}/{j.id}": j for j in pool}
         # `planner.plan_with_policy`, without planning a queue in which no job can start or disturb anyone
