@@ -8,7 +8,7 @@ without one returns; a memo only saves rebuilding equal objects:
 - a node's device class (`Fleet.class_of`), per node object and the classes' definitions; the last fleet's
   free and total devices per class, per its nodes, devices used and classes (compared by value);
 - a running job's `Holder` at its effective priority, per holder object and priority;
-- a waiting job's `Request` at its effective priority and chosen classes, per request object;
+- a waiting job's `Request` at its effective priority and chosen classes, per request object and classes;
 - what `prepare` reads of a waiting job (its devices and speed per class, its expected remaining work),
   per request object, `Facts` object, the fleet's classes and the completed work's version;
 - a running job's effective priority, per holder object, the `Facts` object it was read from, the queue
@@ -54,11 +54,13 @@ class Steady:
 class Memo:
     classes: dict[int, tuple[Node, Signature, DeviceClass | None]] = field(default_factory=dict)
     holders: dict[int, tuple[Holder, int, Holder]] = field(default_factory=dict)
-    requests: dict[int, tuple[Request, int, tuple[str, ...] | None, Request]] = field(default_factory=dict)
+    requests: dict[tuple[int, tuple[str, ...] | None], tuple[Request, int, tuple[str, ...] | None, Request]] = \
+        field(default_factory=dict)
     held: dict[int, Steady] = field(default_factory=dict)  # per holder: its rank while running
     waiting: dict[int, Steady] = field(default_factory=dict)  # per request: its rank while waiting
     _seen_holders: dict[int, tuple[Holder, int, Holder]] = field(default_factory=dict)
-    _seen_requests: dict[int, tuple[Request, int, tuple[str, ...] | None, Request]] = field(default_factory=dict)
+    _seen_requests: dict[tuple[int, tuple[str, ...] | None], tuple[Request, int, tuple[str, ...] | None, Request]] = \
+        field(default_factory=dict)
     _seen_held: dict[int, Steady] = field(default_factory=dict)
     _seen_waiting: dict[int, Steady] = field(default_factory=dict)
     # per request: what `prepare` reads of it and its facts but the fleet's room (`engine.policy`)
@@ -146,10 +148,10 @@ def ranked_request(request: Request, rank: int, classes: Sequence[str] | None, m
     """`request` at effective priority `rank`, its alternatives those of `classes` in that order (None:
     unchanged)."""
     key = tuple(classes) if classes is not None else None
-    if memo is not None:
-        known = memo.requests.get(id(request))
+    if memo is not None:  # an entry per request object and classes (None: all, as listed)
+        known = memo.requests.get((id(request), key))
         if known is not None and known[0] is request and known[1] == rank and known[2] == key:
-            memo._seen_requests[id(request)] = known
+            memo._seen_requests[(id(request), key)] = known
             return known[3]
     if key is None:
         out = replace(request, priority=rank)
@@ -157,5 +159,5 @@ def ranked_request(request: Request, rank: int, classes: Sequence[str] | None, m
         by_class: Mapping[str, Alternative] = {a.device_class: a for a in request.alternatives}
         out = replace(request, priority=rank, alternatives=[by_class[c] for c in key])
     if memo is not None:
-        memo.requests[id(request)] = memo._seen_requests[id(request)] = (request, rank, key, out)
+        memo.requests[(id(request), key)] = memo._seen_requests[(id(request), key)] = (request, rank, key, out)
     return out
