@@ -54,6 +54,14 @@ class Request:
     priority: int = 0  # larger is more important
     created: float = 0.0  # unix seconds: older first among equal priorities
     outside_allowed: str = OUTSIDE_ALLOWED  # why a region outside allowed_regions is refused
+    # the priority it preempts with, when lower than the one it is ordered by (a job the queue policy
+    # moved up, e.g. promoted after waiting, that takes the next room first but displaces nobody for it)
+    preempts: int | None = None
+
+    @property
+    def preempt_priority(self) -> int:
+        """Running jobs of strictly lower priority than this may be preempted for it."""
+        return self.priority if self.preempts is None else min(self.priority, self.preempts)
 
     @property
     def namespace(self) -> str:

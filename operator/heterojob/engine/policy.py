@@ -8,7 +8,9 @@ call it the same way.
 `prepare`, in queue order:
 1. Each job's effective priority comes from the queue policy (`engine.queueing`: priority, then the MLFQ
    level of its attained service, level 0 once starved), for waiting and running jobs alike, so the
-   planner orders by it and preempts a job of a later level for one of an earlier level.
+   planner orders by it and preempts a job of a later level for one of an earlier level; a job promoted
+   by the starvation bound preempts by its attained level instead unless `Knowledge.promoted_displace`
+   (`queueing.promoted_displacing`: the queue asks for fewer devices than the fleet has).
 2. Each waiting job's device alternatives are narrowed to the classes worth taking now and ordered by
    expected completion (`engine.completion.choose`): a slower class is declined when waiting for a faster
    one is expected to finish sooner. A class's expected wait counts the running jobs there that this job
@@ -53,6 +55,9 @@ class Knowledge:
     # displace one of a later level; without it (a restarted run would count from zero and the two would
     # take turns) running jobs keep the first level of their priority and only the queue is ordered
     displace_by_level: bool = True
+    # whether a job promoted by the starvation bound displaces by its promoted level
+    # (`queueing.promoted_displacing` of the whole queue's devices; the caller knows the whole queue)
+    promoted_displace: bool = True
 
     def of(self, job: str) -> Facts:
         return self.facts.get(job, Facts())
@@ -186,20 +191,22 @@ def prepare(queue: Iterable[Request], holders: Iterable[Holder], fleet: Fleet, n
         rel = {c: facts.rel.get(c, 0.0) for c in need if c in capacity}
         # work conservation (see `displaces`): with free room on some class, no displacement is expected
         displace = displaces(need, free, rel)
+        preempts = min(rank, queueing.preempt_rank(request.priority, facts.service, now, settings,
+                                                   knowledge.promoted_displace))
         waits = {c: completion.expected_wait(need[c], free[c], capacity[c], [] if free[c] >= need[c] else
-                                             cannot_displace(c, rank if displace else None), ahead[c])
+                                             cannot_displace(c, preempts if displace else None), ahead[c])
                  for c in rel if rel[c] > 0}
         choice = completion.choose(left, rel, waits)
         choices[request.job] = choice
         if not choice.classes:  # no speed known for any class: as the user listed them
-            out.append(ranking.ranked_request(request, rank, None, memo))
+            out.append(ranking.ranked_request(request, rank, None, memo, preempts))
             continue
         if request.job in reserved and reserved[request.job] in need:
             # its room is reserved (a move's destination, already counted as used): make before break, so
             # the reserved class is never narrowed away, whatever waiting for another class would promise
             mine = reserved[request.job]
             out.append(ranking.ranked_request(request, rank, [mine, *(c for c in choice.classes if c != mine)],
-                                              memo))
+                                              memo, preempts))
             continue
         first = choice.classes[0]
         if waits[first] == 0:
@@ -207,7 +214,7 @@ def prepare(queue: Iterable[Request], holders: Iterable[Holder], fleet: Fleet, n
         else:
             ahead[first] += need[first] * left / rel[first]
             waiting_for.add(first)
-        out.append(ranking.ranked_request(request, rank, choice.classes, memo))
+        out.append(ranking.ranked_request(request, rank, choice.classes, memo, preempts))
     if memo is not None:
         memo.end_pass()
     return Prepared(out, ranked_holders, frozenset(waiting_for), choices)
