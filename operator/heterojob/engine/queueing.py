@@ -14,11 +14,13 @@ policy says which waiting job comes first and which running job a waiting one ma
   arrived) is promoted to level 0 and its attained service counts again from zero (Tiresias' promotion):
   it is ordered ahead of every job of its priority that arrived after it. While the queue asks for fewer
   devices than the fleet has (`promoted_displacing`), the promotion also lets it displace running jobs of
-  later levels, so it waits no longer than that bound plus one pass; past that, it preempts only as its
-  attained level would and takes the next room that frees by itself (past the knee every long job reaches
-  the bound in turn, and promotions that displace turned the fleet over among long jobs every
-  `starvation_s`: in the replay at 3.1 jobs/h skewed, 22,000 preemptions and 1.31x Kueue's JCT, against
-  9,700 and 0.65x without). A job that has run waits at least `promote_ratio` x the time it has run since
+  later levels, so it waits no longer than that bound plus one pass. Past that point every long job
+  reaches the bound in turn, and promotions that displace any later level turn the fleet over among long
+  jobs every `starvation_s` (in the replay at 3.1 jobs/h skewed: 22,000 preemptions and 1.31x Kueue's
+  JCT); then a promoted job displaces, besides what its attained level may, only the running jobs expected
+  to run longer than it (`engine.policy`: shortest expected remaining work, from the completed jobs'
+  work), so turns are taken when the work's tail is heavy (a job that has run long has long to go) and
+  not when it is light (it is nearly done). A job that has run waits at least `promote_ratio` x the time it has run since
   its last promotion (Tiresias' PROMOTEKNOB: its simulator promotes a pending job once
   `last_pending_time >= executed_time x knob`), when set. Off by default: in the replay it left long jobs
   waiting far longer than the turns it saved (mean JCT 1.2-1.8x worse near the knee); past the knee,
@@ -30,8 +32,9 @@ Jobs' durations are never known in advance: the levels use only what has happene
 
 The planner compares one integer priority; `effective_priority` folds (priority, level) into it so the
 planner's order and its preemption rule (strictly lower priority only) enact the policy unchanged. A
-promoted job that may not displace carries its attained level's as the priority it preempts with
-(`placement.Request.preempts`, from `preempt_rank`).
+promoted job past `promoted_displacing` carries its attained level's as the priority it preempts with
+(`placement.Request.preempts`, from `preempt_rank`) and the jobs it may displace besides
+(`Request.also_preempts`).
 """
 
 from __future__ import annotations
@@ -59,10 +62,9 @@ class QueueSettings:
     # under this multiple of the fleet's (`displacing`); past it the order still says who starts next.
     # Off (inf) by default: at 1.0 the replay's JCT past the knee was worse, not better (README)
     displace_below: float = float("inf")
-    # a job promoted for waiting `starvation_s` is ordered first; it also displaces running jobs of its
-    # priority by its promoted level only while the queue asks for fewer devices than this multiple of the
-    # fleet's (`promoted_displacing`), else it preempts only as its attained level would (0: never; inf:
-    # always, Tiresias' rule)
+    # a job promoted for waiting `starvation_s` is ordered first; it displaces any running job of a later
+    # level only while the queue asks for fewer devices than this multiple of the fleet's
+    # (`promoted_displacing`), else only those expected to run longer than it (inf: always, Tiresias' rule)
     promoted_displace_below: float = 1.0
 
     def __post_init__(self) -> None:
@@ -122,12 +124,12 @@ def displacing(waiting_devices: int, fleet_devices: int, settings: QueueSettings
 
 
 def promoted_displacing(waiting_devices: int, fleet_devices: int, settings: QueueSettings) -> bool:
-    """Whether a job promoted by the starvation bound may displace running jobs of its priority by its
-    promoted level now: while the queue asks for fewer devices than `promoted_displace_below` x the
-    fleet's. Past that, every long job reaches the bound in turn, and promotions that displace turn the
-    same devices over among long jobs every `starvation_s` (each turn a checkpoint and a restore, and all
-    of them ending late: in the replay at 3.1 jobs/h skewed, 22,000 preemptions and 1.31x Kueue's JCT);
-    then a promoted job is first in line for the room that frees by itself."""
+    """Whether a job promoted by the starvation bound may displace any running job of a later level of its
+    priority now: while the queue asks for fewer devices than `promoted_displace_below` x the fleet's.
+    Past that, every long job reaches the bound in turn, and such promotions turn the same devices over
+    among long jobs every `starvation_s` (each turn a checkpoint and a restore); then a promoted job is
+    first in line and displaces by its promoted level only jobs expected to run longer than it
+    (`engine.policy.prepare`)."""
     return settings.policy == QueuePolicy.MLFQ and waiting_devices < settings.promoted_displace_below * fleet_devices
 
 

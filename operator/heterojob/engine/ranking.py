@@ -23,7 +23,7 @@ from heterojob.engine.fleet import DeviceClass, Fleet, Node
 from heterojob.engine.placement import Alternative, Request
 
 Signature = tuple[object, ...]
-RequestKey = tuple[tuple[str, ...] | None, int | None]  # (chosen classes, the priority it preempts with)
+RequestKey = tuple[tuple[str, ...] | None, int | None, frozenset[str]]  # classes; preempts; also_preempts
 
 
 @dataclass
@@ -71,21 +71,23 @@ def ranked_holder(h: Holder, rank: int, memo: Memo | None) -> Holder:
 
 
 def ranked_request(request: Request, rank: int, classes: Sequence[str] | None, memo: Memo | None,
-                   preempts: int | None = None) -> Request:
-    """`request` at effective priority `rank` (preempting with `preempts` when lower), its alternatives
-    those of `classes` in that order (None: unchanged)."""
+                   preempts: int | None = None, also: frozenset[str] = frozenset()) -> Request:
+    """`request` at effective priority `rank` (preempting with `preempts` when lower, and `also` those
+    jobs), its alternatives those of `classes` in that order (None: unchanged)."""
     preempts = preempts if preempts is not None and preempts < rank else None
-    key = (tuple(classes) if classes is not None else None, preempts)
+    also = also if preempts is not None else frozenset()
+    key = (tuple(classes) if classes is not None else None, preempts, also)
     if memo is not None:
         known = memo.requests.get(id(request))
         if known is not None and known[0] is request and known[1] == rank and known[2] == key:
             memo._seen_requests[id(request)] = known
             return known[3]
     if classes is None:
-        out = replace(request, priority=rank, preempts=preempts)
+        out = replace(request, priority=rank, preempts=preempts, also_preempts=also)
     else:
         by_class: Mapping[str, Alternative] = {a.device_class: a for a in request.alternatives}
-        out = replace(request, priority=rank, preempts=preempts, alternatives=[by_class[c] for c in key[0]])
+        out = replace(request, priority=rank, preempts=preempts, also_preempts=also,
+                      alternatives=[by_class[c] for c in key[0]])
     if memo is not None:
         memo._seen_requests[id(request)] = (request, rank, key, out)
     return out
