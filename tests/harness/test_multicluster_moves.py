@@ -155,7 +155,8 @@ def test_a_move_over_a_link_too_thin_for_the_checkpoint_is_held_with_a_named_rea
         assert held["reason"] == "TransferExceedsSaving", held
         assert "m-west: 1862.6 GiB (reported by the SDK) over 1 Gbit/s, 80 ms" in held["message"]
         assert "more than the ~1800s the move would save" in held["message"]
-        events = [e for e in cluster.events("thin") if e.reason == "MigrationHeld"]
+        events = eventually(lambda: [e for e in cluster.events("thin") if e.reason == "MigrationHeld"],
+                            what="the MigrationHeld event")
         assert events and events[0].message.startswith("TransferExceedsSaving: ")
         s = status(cluster, "thin")
         assert s["phase"] == "Running" and s["placement"]["region"] == "m-east"
@@ -225,8 +226,8 @@ def test_a_lost_members_job_lands_where_its_checkpoint_travels_fastest(
             assert {e.name: e.value for e in new[0].spec.containers[0].env}["HETEROJOB_RESUME_FROM"] == uri
             s = status(cluster, "lost")
             assert s["placement"]["cluster"] == "m-north"
-            assert any(e.reason == "Admitted" and "the cheapest transfer that fits: m-north" in e.message
-                       for e in cluster.events("lost"))
+            eventually(lambda: any(e.reason == "Admitted" and "the cheapest transfer that fits: m-north" in e.message
+                                   for e in cluster.events("lost")), what="the Admitted event naming m-north")
         finally:
             members["m-east"].resume()
         eventually(lambda: not m["m-east"].pods("lost"), timeout=20, what="leftovers removed from m-east")

@@ -8,7 +8,11 @@ call it the same way.
 `prepare`, in queue order:
 1. Each job's effective priority comes from the queue policy (`engine.queueing`: priority, then the MLFQ
    level of its attained service, level 0 once starved), for waiting and running jobs alike, so the
-   planner orders by it and preempts a job of a later level for one of an earlier level.
+   planner orders by it and preempts a job of a later level for one of an earlier level. A job promoted
+   by the starvation bound preempts by its promoted level only while `Knowledge.promoted_displace`
+   (`queueing.promoted_displacing`: the queue asks for fewer devices than the fleet has); past that, by
+   its attained level, and besides only the running jobs of the levels between whose expected remaining
+   work is larger than its own (`completion.Residual`: shortest expected remaining work first).
 2. Each waiting job's device alternatives are narrowed to the classes worth taking now and ordered by
    expected completion (`engine.completion.choose`): a slower class is declined when waiting for a faster
    one is expected to finish sooner. A class's expected wait counts the running jobs there that this job
@@ -53,6 +57,9 @@ class Knowledge:
     # displace one of a later level; without it (a restarted run would count from zero and the two would
     # take turns) running jobs keep the first level of their priority and only the queue is ordered
     displace_by_level: bool = True
+    # whether a job promoted by the starvation bound displaces by its promoted level
+    # (`queueing.promoted_displacing` of the whole queue's devices; the caller knows the whole queue)
+    promoted_displace: bool = True
 
     def of(self, job: str) -> Facts:
         return self.facts.get(job, Facts())
@@ -115,8 +122,14 @@ def remaining_s(holder: Holder, now: float, knowledge: Knowledge) -> float:
     """A running job's expected remaining wall seconds where it is."""
     facts = knowledge.facts.get(holder.job) or _NONE
     r = facts.rel.get(holder.allocation.device_class, 0.0)
-    done = facts.work_s + max(0.0, now - holder.since) * r
-    return max(0.0, holder.since - now) + knowledge.residual.remaining(done) / max(r, 1e-9)
+    return max(0.0, holder.since - now) + remaining_work(holder, now, knowledge) / max(r, 1e-9)
+
+
+def remaining_work(holder: Holder, now: float, knowledge: Knowledge) -> float:
+    """A running job's expected remaining work (reference seconds), from the work it has done."""
+    facts = knowledge.facts.get(holder.job) or _NONE
+    done = facts.work_s + max(0.0, now - holder.since) * facts.rel.get(holder.allocation.device_class, 0.0)
+    return knowledge.residual.remaining(done)
 
 
 _NONE = Facts()
@@ -154,25 +167,33 @@ def prepare(queue: Iterable[Request], holders: Iterable[Holder], fleet: Fleet, n
         rank = running_rank(h, now, knowledge, settings)
         ranked_holders.append(ranking.ranked_holder(h, rank, memo))
         settled.append(now - h.since >= min_runtime_s and not h.disrupted)
-    busy_cache: dict[str, list[tuple[int, completion.Busy]]] = {}
+    busy_cache: dict[str, list[tuple[int, str, completion.Busy]]] = {}
     below: dict[tuple[str, int | None], list[completion.Busy]] = {}
 
     def cannot_displace(cls: str, rank: int | None) -> list[completion.Busy]:
         """The running jobs of a class a waiting job of `rank` cannot displace (once per class and rank);
         rank None: one that displaces no one (work conservation, `displaces`), so all of them."""
         if (cls, rank) not in below:
-            below[(cls, rank)] = [b for rk, b in busy(cls) if rank is None or rk >= rank]
+            below[(cls, rank)] = [b for rk, _, b in busy(cls) if rank is None or rk >= rank]
         return below[(cls, rank)]
 
-    def busy(cls: str) -> list[tuple[int, completion.Busy]]:
+    def busy(cls: str) -> list[tuple[int, str, completion.Busy]]:
         """Running jobs of a class with the rank a waiting job must beat to displace them (computed only
         for classes some job cannot start on now)."""
         if cls not in busy_cache:
-            busy_cache[cls] = [(h.priority if ok else 1 << 30,
+            busy_cache[cls] = [(h.priority if ok else 1 << 30, h.job,
                                 completion.Busy(_kept(h), remaining_s(h, now, knowledge)))
                                for h, ok in zip(ranked_holders, settled, strict=True)
                                if h.allocation.device_class == cls]
         return busy_cache[cls]
+
+    def longer_than(work_s: float, above: int, rank: int) -> frozenset[str]:
+        """Running jobs ranked in [above, rank) expected to run longer than `work_s` more (reference s)."""
+        if not work:
+            work.update((h.job, remaining_work(h, now, knowledge)) for h in ranked_holders)
+        return frozenset(h.job for h in ranked_holders if above <= h.priority < rank and work[h.job] > work_s)
+
+    work: dict[str, float] = {}
 
     ranked = [(queueing.rank(r.priority, knowledge.of(r.job).service, now, settings), r) for r in queue]
     ranked.sort(key=lambda x: (-x[0], x[1].created, x[1].job))
@@ -186,20 +207,35 @@ def prepare(queue: Iterable[Request], holders: Iterable[Holder], fleet: Fleet, n
         rel = {c: facts.rel.get(c, 0.0) for c in need if c in capacity}
         # work conservation (see `displaces`): with free room on some class, no displacement is expected
         displace = displaces(need, free, rel)
+        preempts = min(rank, queueing.preempt_rank(request.priority, facts.service, now, settings,
+                                                   knowledge.promoted_displace))
+        # promoted, past the point where promotions displace by level: it still displaces the running jobs
+        # it would displace by level that are expected to run longer than it (shortest expected remaining
+        # work first, from the completed jobs' work: with a heavy tail the job that has run longer has
+        # longer to go, and turns pay; with a light one it is nearly done, and they do not)
+        also = longer_than(left, preempts, rank) if preempts < rank else frozenset()
+
+        def blocking(c: str) -> list[completion.Busy]:
+            if not displace:
+                return cannot_displace(c, None)
+            if not also:
+                return cannot_displace(c, preempts)
+            return [b for rk, job, b in busy(c) if rk >= preempts and job not in also]
+
         waits = {c: completion.expected_wait(need[c], free[c], capacity[c], [] if free[c] >= need[c] else
-                                             cannot_displace(c, rank if displace else None), ahead[c])
+                                             blocking(c), ahead[c])
                  for c in rel if rel[c] > 0}
         choice = completion.choose(left, rel, waits)
         choices[request.job] = choice
         if not choice.classes:  # no speed known for any class: as the user listed them
-            out.append(ranking.ranked_request(request, rank, None, memo))
+            out.append(ranking.ranked_request(request, rank, None, memo, preempts, also))
             continue
         if request.job in reserved and reserved[request.job] in need:
             # its room is reserved (a move's destination, already counted as used): make before break, so
             # the reserved class is never narrowed away, whatever waiting for another class would promise
             mine = reserved[request.job]
             out.append(ranking.ranked_request(request, rank, [mine, *(c for c in choice.classes if c != mine)],
-                                              memo))
+                                              memo, preempts, also))
             continue
         first = choice.classes[0]
         if waits[first] == 0:
@@ -207,7 +243,7 @@ def prepare(queue: Iterable[Request], holders: Iterable[Holder], fleet: Fleet, n
         else:
             ahead[first] += need[first] * left / rel[first]
             waiting_for.add(first)
-        out.append(ranking.ranked_request(request, rank, choice.classes, memo))
+        out.append(ranking.ranked_request(request, rank, choice.classes, memo, preempts, also))
     if memo is not None:
         memo.end_pass()
     return Prepared(out, ranked_holders, frozenset(waiting_for), choices)

@@ -7,7 +7,8 @@ request) and by the values the result depends on, so a pass with a memo returns 
 without one returns; a memo only saves rebuilding equal objects:
 - a node's device class (`Fleet.class_of`), per node object and the classes' definitions;
 - a running job's `Holder` at its effective priority, per holder object and priority;
-- a waiting job's `Request` at its effective priority and chosen classes, per request object.
+- a waiting job's `Request` at its effective priority, chosen classes and the priority it preempts with,
+  per request object.
 Entries of objects a pass no longer passes in are dropped at its end, so a memo holds about one pass's
 objects. Each entry keeps its key object alive, so an object's id cannot be reused while it is cached.
 """
@@ -22,15 +23,16 @@ from heterojob.engine.fleet import DeviceClass, Fleet, Node
 from heterojob.engine.placement import Alternative, Request
 
 Signature = tuple[object, ...]
+RequestKey = tuple[tuple[str, ...] | None, int | None, frozenset[str]]  # classes; preempts; also_preempts
 
 
 @dataclass
 class Memo:
     classes: dict[int, tuple[Node, Signature, DeviceClass | None]] = field(default_factory=dict)
     holders: dict[int, tuple[Holder, int, Holder]] = field(default_factory=dict)
-    requests: dict[int, tuple[Request, int, tuple[str, ...] | None, Request]] = field(default_factory=dict)
+    requests: dict[int, tuple[Request, int, RequestKey, Request]] = field(default_factory=dict)
     _seen_holders: dict[int, tuple[Holder, int, Holder]] = field(default_factory=dict)
-    _seen_requests: dict[int, tuple[Request, int, tuple[str, ...] | None, Request]] = field(default_factory=dict)
+    _seen_requests: dict[int, tuple[Request, int, RequestKey, Request]] = field(default_factory=dict)
 
     def end_pass(self) -> None:
         """Forget what this pass did not use (bounded by one pass's holders and requests)."""
@@ -68,20 +70,24 @@ def ranked_holder(h: Holder, rank: int, memo: Memo | None) -> Holder:
     return out
 
 
-def ranked_request(request: Request, rank: int, classes: Sequence[str] | None, memo: Memo | None) -> Request:
-    """`request` at effective priority `rank`, its alternatives those of `classes` in that order (None:
-    unchanged)."""
-    key = tuple(classes) if classes is not None else None
+def ranked_request(request: Request, rank: int, classes: Sequence[str] | None, memo: Memo | None,
+                   preempts: int | None = None, also: frozenset[str] = frozenset()) -> Request:
+    """`request` at effective priority `rank` (preempting with `preempts` when lower, and `also` those
+    jobs), its alternatives those of `classes` in that order (None: unchanged)."""
+    preempts = preempts if preempts is not None and preempts < rank else None
+    also = also if preempts is not None else frozenset()
+    key = (tuple(classes) if classes is not None else None, preempts, also)
     if memo is not None:
         known = memo.requests.get(id(request))
         if known is not None and known[0] is request and known[1] == rank and known[2] == key:
             memo._seen_requests[id(request)] = known
             return known[3]
-    if key is None:
-        out = replace(request, priority=rank)
+    if classes is None:
+        out = replace(request, priority=rank, preempts=preempts, also_preempts=also)
     else:
         by_class: Mapping[str, Alternative] = {a.device_class: a for a in request.alternatives}
-        out = replace(request, priority=rank, alternatives=[by_class[c] for c in key])
+        out = replace(request, priority=rank, preempts=preempts, also_preempts=also,
+                      alternatives=[by_class[c] for c in key[0]])
     if memo is not None:
         memo._seen_requests[id(request)] = (request, rank, key, out)
     return out
