@@ -102,7 +102,7 @@ def plan(jobs: Cache, fleet: Fleet, now: float) -> planner.Plan:
     settings = queue_settings()
     if settings is None:
         return planner.plan_queue(waiting, holders, fleet, now)
-    knowledge = Knower(jobs).knowledge(fleet, waiting, holders)
+    knowledge = Knower(jobs).knowledge(fleet, waiting, holders, settings)
     return planner.plan_with_policy(waiting, holders, fleet, now, knowledge, settings)[0]
 
 

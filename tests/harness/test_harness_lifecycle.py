@@ -60,8 +60,9 @@ def test_two_replica_h100_job_runs_and_succeeds(cluster: Cluster, operator: Any)
     for pod in pods:
         cluster.set_pod_phase(pod.metadata.name, "Succeeded")
     eventually(lambda: phase(cluster, "train") == "Succeeded", what="Succeeded")
-    reasons = {e.reason for e in cluster.events("train")}
-    assert {"Admitted", "Running", "AllReplicasSucceeded"} <= reasons
+    # Events are posted after the status is written: wait for them
+    eventually(lambda: {"Admitted", "Running", "AllReplicasSucceeded"} <= {e.reason for e in cluster.events("train")},
+               what="the Admitted, Running and AllReplicasSucceeded events")
 
 
 def test_ascend_job_gets_the_ascend_extended_resource(cluster: Cluster, operator: Any) -> None:
@@ -115,7 +116,9 @@ def test_failing_replica_restarts_the_gang_up_to_the_backoff_limit(cluster: Clus
     status = cluster.job("flaky")["status"]
     assert "backoffLimit 1 reached" in status["message"]
     eventually(lambda: not cluster.pods("flaky"), what="the failed gang's pods deleted")
-    assert "BackoffLimitExceeded" in {e.reason for e in cluster.events("flaky")}
+    # the Event is posted after the status is written: wait for it, as `kubectl get events` would
+    eventually(lambda: "BackoffLimitExceeded" in {e.reason for e in cluster.events("flaky")},
+               what="the BackoffLimitExceeded event")
 
 
 def test_deleting_a_job_removes_its_pods_and_service(cluster: Cluster, operator: Any) -> None:

@@ -150,7 +150,7 @@ def test_urgent_job_preempts_a_low_one_after_its_checkpoint_and_the_low_one_resu
     assert low["checkpoint"]["last"]["uri"] == f"s3://ckpt/low/{ckpt}/" and low["checkpoint"]["last"]["step"] == 1200
     entry = low["history"][-1]
     assert entry["action"] == "preempt" and entry["progressLostSteps"] == 0 and "team-a/urgent" in entry["reason"]
-    assert any(e.reason == "Preempted" for e in fleet.events("low"))
+    eventually(lambda: any(e.reason == "Preempted" for e in fleet.events("low")), what="the Preempted event")
 
     urgent = run_all(fleet, "urgent", 1)
     assert status(fleet, "low")["phase"] == "Preempted"  # 8 free devices, low needs 16: still waiting

@@ -29,14 +29,19 @@ def live_pods(cluster: Cluster, name: str, generation: int) -> list[Any]:
             and p.metadata.labels.get("heterojob.io/generation") == str(generation)]
 
 
-@pytest.mark.harness
-def test_a_requested_migration_checkpoints_and_resumes_on_other_nodes(cluster: Cluster, operator: Any) -> None:
-    cluster.seed([node(f"h100-{i}", "cn-east", "nvidia-h100") for i in range(4)])
+def running_mover(cluster: Cluster) -> None:
+    """The job "mover" (2 replicas) created and Running on its first placement."""
     cluster.create_job("mover", spec())
     pods = eventually(lambda: (p := live_pods(cluster, "mover", 1)) and len(p) == 2 and p, what="2 pods")
     for pod in pods:
         cluster.set_pod_phase(pod.metadata.name, "Running")
     eventually(lambda: status(cluster, "mover").get("phase") == "Running", what="Running")
+
+
+@pytest.mark.harness
+def test_a_requested_migration_checkpoints_and_resumes_on_other_nodes(cluster: Cluster, operator: Any) -> None:
+    cluster.seed([node(f"h100-{i}", "cn-east", "nvidia-h100") for i in range(4)])
+    running_mover(cluster)
     before = set(status(cluster, "mover")["placement"]["nodes"])
 
     cluster.custom.patch_namespaced_custom_object("heterojob.io", "v1alpha1", "team-a", "heterojobs", "mover",
@@ -80,11 +85,7 @@ def test_an_operator_restarted_mid_migration_completes_it_exactly_once(cluster: 
 
     cluster.seed([node(f"h100-{i}", "cn-east", "nvidia-h100") for i in range(4)])
     with OperatorRunner(emulator.kubeconfig):
-        cluster.create_job("mover", spec())
-        pods = eventually(lambda: (p := live_pods(cluster, "mover", 1)) and len(p) == 2 and p, what="2 pods")
-        for pod in pods:
-            cluster.set_pod_phase(pod.metadata.name, "Running")
-        eventually(lambda: status(cluster, "mover").get("phase") == "Running", what="Running")
+        running_mover(cluster)
         cluster.custom.patch_namespaced_custom_object(
             "heterojob.io", "v1alpha1", "team-a", "heterojobs", "mover",
             {"metadata": {"annotations": {ANNOTATION_MIGRATE: "maintenance"}}})
@@ -308,11 +309,7 @@ def test_a_checkpoint_asked_in_the_same_second_as_the_last_is_not_taken_as_saved
             return SlowClock.t0 + (real_time.time() - SlowClock.t0) / 1000
 
     cluster.seed([node(f"h100-{i}", "cn-east", "nvidia-h100") for i in range(4)])
-    cluster.create_job("mover", spec())
-    pods = eventually(lambda: (p := live_pods(cluster, "mover", 1)) and len(p) == 2 and p, what="2 pods")
-    for pod in pods:
-        cluster.set_pod_phase(pod.metadata.name, "Running")
-    eventually(lambda: status(cluster, "mover").get("phase") == "Running", what="Running")
+    running_mover(cluster)
     monkeypatch.setattr(checkpoints, "time", SlowClock)
 
     def ack_all(what: str) -> str:

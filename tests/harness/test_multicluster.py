@@ -67,7 +67,7 @@ def test_a_job_runs_in_its_member_and_moves_when_the_member_is_lost_without_runn
             env = {e.name: e.value for e in new[0].spec.containers[0].env}
             assert env["HETEROJOB_RESUME_FROM"] == f"s3://ckpt/far/{ckpt}/"
             assert any(h["action"] == "migrate" and "m-east" in h["reason"] for h in s["history"])
-            assert any(e.reason == "MemberLost" for e in cluster.events("far"))
+            eventually(lambda: any(e.reason == "MemberLost" for e in cluster.events("far")), what="MemberLost")
         finally:
             members["m-east"].resume()
 

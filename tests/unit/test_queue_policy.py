@@ -113,6 +113,59 @@ def test_the_planner_preempts_a_long_running_job_for_a_new_one_under_mlfq_only()
         assert (plan["ns/new"].outcome == admission.Outcome.PREEMPTING) is preempts
 
 
+def test_past_the_knee_a_promoted_job_displaces_only_jobs_expected_to_run_longer_than_it() -> None:
+    """Past the knee every long job reaches the starvation bound in turn. If promotion let it displace any
+    job of a later level, long jobs would take 4-hour turns on the same devices: that pays when the running
+    job has longer to go than the promoted one (a heavy tail: the longer a job has run, the longer it is
+    expected to run on) and costs when it is nearly done (a light tail: a turn delays the one about to end).
+    So once the queue asks for the fleet's devices, a promoted job is ordered first and displaces by its
+    promoted level only the running jobs whose expected remaining work (from the completed jobs' work) is
+    larger than its own; new jobs still displace long ones by level, and priority still preempts."""
+    nodes = {"n1": Node("n1", {"topology.kubernetes.io/region": "r"}, {"gpu": 1})}
+    fleet = Fleet(nodes, {"g": DeviceClass("g", "gpu")}, used={("n1", "gpu"): 1})
+    now = 100 * H
+    holder = admission.Holder("ns/long", 0, 0.0, Allocation("gpu", {"n1": 1}, "ns", "g", "r"))  # 100 h in
+    starved = Request("ns/starved", [Alternative("g", 1)], 1, created=now - 20 * H)
+    facts = {"ns/long": policy.Facts(service=queueing.Service(40 * H, 0.0), rel={"g": 1.0}),
+             # 30 device-hours in (level 2, as the long one), half an hour of its work done
+             "ns/starved": policy.Facts(service=queueing.Service(30 * H, now - 5 * H), rel={"g": 1.0},
+                                        work_s=0.5 * H),
+             "ns/new": policy.Facts(service=queueing.Service(0.0, now), rel={"g": 1.0})}
+    light = completion.Residual([101 * H] * 30)  # every job runs 101 h: the long one is nearly done
+    heavy = completion.Residual([1 * H] * 25 + [1000 * H] * 5)  # a job 100 h in is one of the 1,000 h ones
+    # promoted jobs displace by level only while the queue asks for fewer devices than the fleet has
+    assert queueing.promoted_displacing(1, 2, MLFQ) and not queueing.promoted_displacing(2, 2, MLFQ)
+    assert not queueing.promoted_displacing(0, 2, queueing.QueueSettings(promoted_displace_below=0.0))
+    assert not queueing.promoted_displacing(0, 2, FIFO)
+    past_knee = queueing.promoted_displacing(2, 2, MLFQ)
+    assert queueing.starved(now - 5 * H, now, MLFQ)
+
+    def plan(queue: list[Request], residual: completion.Residual, promoted_displace: bool = past_knee
+             ) -> tuple[admission.Plan, policy.Prepared]:
+        known = policy.Knowledge(facts, residual, promoted_displace=promoted_displace)
+        return admission.plan_with_policy(queue, [holder], fleet, now, known, MLFQ, admission.Settings())
+
+    done, prepared = plan([starved], light)
+    assert done["ns/starved"].outcome == admission.Outcome.NO_ROOM  # the long job ends within the hour
+    assert prepared.queue[0].priority == queueing.effective_priority(0, 0, MLFQ)  # still ordered at level 0
+    done, _ = plan([starved], heavy)
+    assert done["ns/starved"].outcome == admission.Outcome.PREEMPTING  # 900 h to go against its 167 h
+    assert [d.job for d in done["ns/starved"].disruptions] == ["ns/long"]
+    # first in line: it is planned before a newcomer of its level, which displaces the long job by level
+    new = Request("ns/new", [Alternative("g", 1)], 1, created=now)
+    done, prepared = plan([new, starved], light)
+    assert [r.job for r in sorted(prepared.queue, key=lambda r: r.order)] == ["ns/starved", "ns/new"]
+    assert done["ns/new"].outcome == admission.Outcome.PREEMPTING
+    assert [d.job for d in done["ns/new"].disruptions] == ["ns/long"]
+    # a promoted job of a higher priority still preempts a lower one
+    urgent = Request("ns/starved", [Alternative("g", 1)], 1, priority=1, created=now - 20 * H)
+    assert plan([urgent], light)[0]["ns/starved"].outcome == admission.Outcome.PREEMPTING
+    # with a short queue (or Tiresias' rule, `promoted_displace_below` inf) the promotion displaces anyway
+    assert plan([starved], light, True)[0]["ns/starved"].outcome == admission.Outcome.PREEMPTING
+    with pytest.raises(ValueError, match="promoted_displace_below"):
+        queueing.QueueSettings(promoted_displace_below=-1.0)
+
+
 # --- completion-time choice -------------------------------------------------------------------------------
 
 DECLARED = {"fast": 1.0, "slow": 0.25}

@@ -13,7 +13,8 @@ from heterojob.controller.checkpoints import measure
 from heterojob.controller.knowledge import Knower, facts_of, measured_rates
 from heterojob.controller.status import StatusPatch, read_status
 from heterojob.engine import queueing
-from heterojob.engine.fleet import DeviceClass, Fleet
+from heterojob.engine.fleet import DeviceClass, Fleet, Node
+from heterojob.engine.placement import Alternative, Request
 from heterojob.state.cache import Cache
 from heterojob.state.times import iso, timestamp
 
@@ -112,9 +113,15 @@ def test_completed_jobs_work_feeds_the_residual_and_is_rebuilt_from_succeeded_ob
         obj = job({"phase": "Succeeded", "scheduling": {"runSeconds": {"fast": 100.0 * (i + 1)}}}, f"d{i}")
         cache.sync(f"ns/d{i}", obj, read_status(obj), SPEC, classes, T0)
     knower = Knower(cache, history_max=20)
-    known = knower.knowledge(fleet, [], [])
+    known = knower.knowledge(fleet, [], [], queueing.QueueSettings())
     assert len(known.residual) == 20  # the newest 20 kept
     assert known.displace_by_level
+    # whether promoted jobs displace is judged on the whole queue's devices against the fleet's
+    nodes = {"n1": Node("n1", {"class": "fast"}, {"fast": 8})}
+    wide = Request("ns/w", [Alternative("fast", 4)], 2)
+    assert knower.knowledge(Fleet(nodes, classes), [Request("ns/s", [Alternative("fast", 4)], 1)], [],
+                            queueing.QueueSettings()).promoted_displace
+    assert not knower.knowledge(Fleet(nodes, classes), [wide], [], queueing.QueueSettings()).promoted_displace
     # a job that has done 2,000 s is expected to run on about as the longer completed ones did
     assert 0 < known.residual.remaining(2000.0) < 1000.0
 

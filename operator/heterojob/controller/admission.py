@@ -85,7 +85,7 @@ class Admission:
         here = mine[0].allocation
         if not any(free.get(c, 0) >= here.devices for c in classes if c != here.device_class):
             return None
-        known = self.knower.knowledge(fleet, waiting, holders)
+        known = self.knower.knowledge(fleet, waiting, holders, self.queue)
         waiting_for: frozenset[str] = frozenset()
         if waiting:
             waiting_for = heterogeneity.prepare(waiting, holders, fleet, now, known, self.queue,
@@ -110,7 +110,8 @@ class Admission:
         async with self.lock:
             now = time.time()
             fleet, waiting, holders = self.fleet(), self.cache.waiting(), self.cache.holders()
-            policy = (self.knower.knowledge(fleet, waiting, holders), self.queue) if self.queue is not None else None
+            policy = ((self.knower.knowledge(fleet, waiting, holders, self.queue), self.queue)
+                      if self.queue is not None else None)
             move = self._involuntary(spec, status, request, now)
             if move is not None:  # it had to leave: the cheapest transfer among the regions that fit
                 plan = planner.plan_relocation(request, waiting, holders, fleet, now, self.settings, move)

@@ -27,6 +27,7 @@ from heterojob.engine import admission as planner
 from heterojob.controller.knowledge import sizes_on
 from heterojob.engine import completion, migration, transfer
 from heterojob.engine.fleet import Allocation, DeviceClass, Fleet, Node
+from heterojob.engine.placement import Request
 from heterojob.kube.api import Kube
 from heterojob.metrics import OperatorMetrics
 from heterojob.state.cache import Cache
@@ -122,12 +123,8 @@ class Disruption:
             request = move_request(key, job, spec, p.region, p.device_class, symptom.nodes, p.replicas)
             weigh = transfer_move(spec, status, p.region, p.device_class, p.replicas, self.classes(), now,
                                   self.transfer, symptom.trigger)
-            async with self.lock:  # planned and reserved at once: no placement can take it in between
-                dest = planner.plan_move(request, self.cache.waiting(), self.cache.holders(), self.fleet([key]),
-                                         now, self.settings, weigh)
-                c = dest.candidate
-                reserved = reservation(c.region, c.device_class, c.per_replica, c.nodes) if c else None
-                self._reserve(key, reserved)
+            dest, reserved = await self._plan_and_reserve(key, request, now, weigh)
+            c = dest.candidate
             if reserved is None:
                 await self._hold(job, status, dest.message, dest.reason or "Held")
                 return
@@ -293,23 +290,12 @@ class Disruption:
         verdict = migration.judge([symptom], self._rules(spec, extra=[migration.GROW]), now, _moves(status),
                                   self.cache.disrupted())
         if not verdict.act:
-            if self._held.get(key) != verdict.reason:
-                self._held[key] = verdict.reason
-                decided(key, "hold-resize", reason=verdict.reason)
-            return False
+            return self._note_held(key, "hold-resize", verdict.reason)
         p = status.placement
         request = move_request(key, job, spec, p.region, p.device_class, (), change.replicas)
-        async with self.lock:  # planned and reserved at once: no placement can take it in between
-            dest = planner.plan_move(request, self.cache.waiting(), self.cache.holders(), self.fleet([key]), now,
-                                     self.settings)
-            c = dest.candidate
-            reserved = reservation(c.region, c.device_class, c.per_replica, c.nodes) if c else None
-            self._reserve(key, reserved)
+        dest, reserved = await self._plan_and_reserve(key, request, now)
         if reserved is None:  # make before break: no room for the new size, the job runs on as it is
-            if self._held.get(key) != dest.message:
-                self._held[key] = dest.message
-                decided(key, "hold-resize", reason=dest.message)
-            return False
+            return self._note_held(key, "hold-resize", dest.message)
         decided(key, "resize", change.reason, trigger=change.trigger)
         self.metrics.migrations.labels("resize", change.trigger).inc()
         if not await self.checkpoints.ask(key, then="resize", by=None, reason=f"{change.trigger}: {change.reason}",
@@ -343,10 +329,7 @@ class Disruption:
                                   self._rules(spec, extra=[migration.UPGRADE]), now, _moves(status),
                                   self.cache.disrupted())
         if not verdict.act:
-            if self._held.get(key) != verdict.reason:
-                self._held[key] = verdict.reason
-                decided(key, "hold-upgrade", reason=verdict.reason)
-            return False
+            return self._note_held(key, "hold-upgrade", verdict.reason)
         request = move_request(key, job, spec, p.region, p.device_class, (), p.replicas)
         request = replace(request, alternatives=[a for a in request.alternatives if a.device_class == u.to_class])
         if not request.alternatives:
@@ -354,17 +337,9 @@ class Disruption:
         weigh = replace(transfer_move(spec, status, p.region, p.device_class, p.replicas, self.classes(), now,
                                       self.transfer, migration.UPGRADE),
                         saves_s=max(0.0, u.saving_s))  # another region only where its transfer costs less
-        async with self.lock:  # planned and reserved at once: no placement can take it in between
-            dest = planner.plan_move(request, self.cache.waiting(), self.cache.holders(), self.fleet([key]), now,
-                                     self.settings, weigh)
-            c = dest.candidate
-            reserved = reservation(c.region, c.device_class, c.per_replica, c.nodes) if c else None
-            self._reserve(key, reserved)
+        dest, reserved = await self._plan_and_reserve(key, request, now, weigh)
         if reserved is None:  # the devices are free, but not where it may go: it runs on, nothing said
-            if self._held.get(key) != dest.message:
-                self._held[key] = dest.message
-                decided(key, "hold-upgrade", reason=dest.message)
-            return False
+            return self._note_held(key, "hold-upgrade", dest.message)
         reason = f"{migration.UPGRADE}: {what}"
         decided(key, "migrate", what, trigger=migration.UPGRADE)
         self.metrics.migrations.labels("migrate", migration.UPGRADE).inc()
@@ -374,6 +349,25 @@ class Disruption:
             self._unreserve(key)
             return False
         return True
+
+    async def _plan_and_reserve(self, key: str, request: Request, now: float, weigh: transfer.Move | None = None
+                                ) -> tuple[planner.Admission, dict[str, Any] | None]:
+        """Where a move would go (make before break) and that room reserved for it, at once under the lock:
+        no placement can take it in between. The reservation is None when there is no room."""
+        async with self.lock:
+            dest = planner.plan_move(request, self.cache.waiting(), self.cache.holders(), self.fleet([key]), now,
+                                     self.settings, weigh)
+            c = dest.candidate
+            reserved = reservation(c.region, c.device_class, c.per_replica, c.nodes) if c else None
+            self._reserve(key, reserved)
+        return dest, reserved
+
+    def _note_held(self, key: str, kind: str, reason: str) -> bool:
+        """A resize or upgrade that does not act: logged once per reason (asked again on every pass). False."""
+        if self._held.get(key) != reason:
+            self._held[key] = reason
+            decided(key, kind, reason=reason)
+        return False
 
     async def _periodic(self, key: str, spec: HeteroJobSpec, status: HeteroJobStatus, now: float) -> None:
         """Every spec.checkpoint.intervalSeconds, counted from the last checkpoint (or the placement)."""

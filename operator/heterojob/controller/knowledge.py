@@ -25,7 +25,7 @@ from heterojob.engine import completion, queueing
 from heterojob.engine.admission import Holder
 from heterojob.engine.fleet import Fleet
 from heterojob.engine.placement import Request
-from heterojob.engine.policy import Facts, Knowledge
+from heterojob.engine.policy import Facts, Knowledge, devices_by_class
 from heterojob.state.cache import Cache
 from heterojob.state.times import timestamp
 
@@ -91,7 +91,13 @@ class Knower:
             self._residual = completion.Residual(self._done.values())
         return self._residual
 
-    def knowledge(self, fleet: Fleet, waiting: Iterable[Request], holders: Iterable[Holder]) -> Knowledge:
+    def knowledge(self, fleet: Fleet, waiting: Iterable[Request], holders: Iterable[Holder],
+                  queue: queueing.QueueSettings) -> Knowledge:
+        """`Knowledge` for one plan; whether promoted jobs displace (`queueing.promoted_displacing`) is
+        judged on the devices the whole waiting queue asks for against the fleet's."""
+        waiting = list(waiting)
+        asked = sum(r.replicas * r.alternatives[0].per_replica for r in waiting if r.alternatives)
+        _, capacity = devices_by_class(fleet)
         declared = {name: cls.throughput for name, cls in fleet.classes.items()}
         facts: dict[str, Facts] = {}
         for r in waiting:
@@ -104,4 +110,5 @@ class Knower:
             e = self.cache.entries.get(h.job)
             classes = (e.classes if e is not None and e.classes else ()) or [h.allocation.device_class]
             facts[h.job] = facts_of(e.scheduling if e else None, classes, declared, e.created if e else 0.0)
-        return Knowledge(facts, self.residual(declared), displace_by_level=True)
+        return Knowledge(facts, self.residual(declared), displace_by_level=True,
+                         promoted_displace=queueing.promoted_displacing(asked, sum(capacity.values()), queue))

@@ -246,7 +246,8 @@ def _may_disrupt(request: Request, holders: Sequence[Holder], taken: set[str]) -
     priority or below, or a running job of lower priority (a cheap test before the full search; `_Pool`
     answers the same per pass without rescanning the holders)."""
     return any(h.job not in taken and (h.yielding_to == request.job or h.yielding_to is None and not h.waiting and (
-        h.priority < request.priority or h.base is not None and h.priority <= request.priority)) for h in holders)
+        request.may_preempt(h.priority, h.job) or h.base is not None and h.priority <= request.priority))
+        for h in holders)
 
 
 _NEVER = float("inf")
@@ -314,9 +315,11 @@ class _Pool:
             return True
         for priority, job in self.lowest:
             if job not in taken:
-                if priority < request.priority:
+                if priority < request.preempt_priority:
                     return True
                 break
+        if any(j in self.free and j not in taken for j in request.also_preempts):
+            return True
         for priority, job in self.lenders:
             if job not in taken:
                 return priority <= request.priority
@@ -391,17 +394,25 @@ class _Pool:
         """The free holders of lower priority than `request` not yet taken (in no particular order:
         `plan_preemption` orders them)."""
         running = self.running
-        below = bisect.bisect_left(self.priorities, request.priority)
-        return [r for r in running[:below] if r.job not in taken]
+        below = bisect.bisect_left(self.priorities, request.preempt_priority)
+        out = [r for r in running[:below] if r.job not in taken]
+        if request.also_preempts:
+            out += [r for r in running[below:bisect.bisect_left(self.priorities, request.priority)]
+                    if r.job in request.also_preempts and r.job not in taken]
+        return out
 
     def cannot_preempt(self, request: Request, ledger: Ledger) -> bool:
+        if request.also_preempts:
+            return False  # its victims are not those of a priority: nothing to compare with
         known = self.hopeless.get(request.shape)
-        return known is not None and known[1] == ledger.given_back and request.priority <= known[0]
+        return known is not None and known[1] == ledger.given_back and request.preempt_priority <= known[0]
 
     def preempt_failed(self, request: Request, ledger: Ledger) -> None:
+        if request.also_preempts:
+            return
         known = self.hopeless.get(request.shape)
-        if known is None or known[1] != ledger.given_back or known[0] < request.priority:
-            self.hopeless[request.shape] = (request.priority, ledger.given_back)
+        if known is None or known[1] != ledger.given_back or known[0] < request.preempt_priority:
+            self.hopeless[request.shape] = (request.preempt_priority, ledger.given_back)
 
 
 def _in_flight(request: Request, in_flight: Sequence[Holder], ledger: Ledger, taken: set[str]) -> Admission | None:

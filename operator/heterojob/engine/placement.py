@@ -54,6 +54,20 @@ class Request:
     priority: int = 0  # larger is more important
     created: float = 0.0  # unix seconds: older first among equal priorities
     outside_allowed: str = OUTSIDE_ALLOWED  # why a region outside allowed_regions is refused
+    # the priority it preempts with, when lower than the one it is ordered by (a job the queue policy
+    # moved up, e.g. promoted after waiting, that takes the next room first but displaces fewer for it) ...
+    preempts: int | None = None
+    # ... and the running jobs between the two it may preempt nonetheless (expected to run longer than it)
+    also_preempts: frozenset[str] = frozenset()
+
+    @property
+    def preempt_priority(self) -> int:
+        """Running jobs of strictly lower priority than this may be preempted for it (and `also_preempts`)."""
+        return self.priority if self.preempts is None else min(self.priority, self.preempts)
+
+    def may_preempt(self, priority: int, job: str) -> bool:
+        """Whether a running job of this (effective) priority may be preempted for this one."""
+        return priority < self.preempt_priority or priority < self.priority and job in self.also_preempts
 
     @property
     def namespace(self) -> str:

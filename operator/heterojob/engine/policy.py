@@ -8,7 +8,11 @@ call it the same way.
 `prepare`, in queue order:
 1. Each job's effective priority comes from the queue policy (`engine.queueing`: priority, then the MLFQ
    level of its attained service, level 0 once starved), for waiting and running jobs alike, so the
-   planner orders by it and preempts a job of a later level for one of an earlier level.
+   planner orders by it and preempts a job of a later level for one of an earlier level. A job promoted
+   by the starvation bound preempts by its promoted level only while `Knowledge.promoted_displace`
+   (`queueing.promoted_displacing`: the queue asks for fewer devices than the fleet has); past that, by
+   its attained level, and besides only the running jobs of the levels between whose expected remaining
+   work is larger than its own (`completion.Residual`: shortest expected remaining work first).
 2. Each waiting job's device alternatives are narrowed to the classes worth taking now and ordered by
    expected completion (`engine.completion.choose`): a slower class is declined when waiting for a faster
    one is expected to finish sooner. A class's expected wait counts the running jobs there that this job
@@ -54,6 +58,9 @@ class Knowledge:
     # displace one of a later level; without it (a restarted run would count from zero and the two would
     # take turns) running jobs keep the first level of their priority and only the queue is ordered
     displace_by_level: bool = True
+    # whether a job promoted by the starvation bound displaces by its promoted level
+    # (`queueing.promoted_displacing` of the whole queue's devices; the caller knows the whole queue)
+    promoted_displace: bool = True
 
     def of(self, job: str) -> Facts:
         return self.facts.get(job, Facts())
@@ -116,8 +123,14 @@ def remaining_s(holder: Holder, now: float, knowledge: Knowledge) -> float:
     """A running job's expected remaining wall seconds where it is."""
     facts = knowledge.facts.get(holder.job) or _NONE
     r = facts.rel.get(holder.allocation.device_class, 0.0)
-    done = facts.work_s + max(0.0, now - holder.since) * r
-    return max(0.0, holder.since - now) + knowledge.residual.remaining(done) / max(r, 1e-9)
+    return max(0.0, holder.since - now) + remaining_work(holder, now, knowledge) / max(r, 1e-9)
+
+
+def remaining_work(holder: Holder, now: float, knowledge: Knowledge) -> float:
+    """A running job's expected remaining work (reference seconds), from the work it has done."""
+    facts = knowledge.facts.get(holder.job) or _NONE
+    done = facts.work_s + max(0.0, now - holder.since) * facts.rel.get(holder.allocation.device_class, 0.0)
+    return knowledge.residual.remaining(done)
 
 
 _NONE = Facts()
@@ -274,8 +287,8 @@ def prepare(queue: Iterable[Request], holders: Iterable[Holder], fleet: Fleet, n
     passes, `engine.ranking`) only saves recomputing equal values: the result is the same without it."""
     free, capacity = devices_by_class(fleet, memo)
     running, rows_of = _ranked(holders, now, knowledge, settings, memo)
-    by_class: dict[str, list[tuple[float, int, int]]] = {}
-    mine: dict[str, list[tuple[Row, int]]] = {}
+    by_class: dict[str, list[tuple[float, int, int, str]]] = {}
+    mine: dict[str, list[tuple[Row, int, str]]] = {}
     below: dict[tuple[str, int | None], completion.Ends] = {}
 
     def cannot_displace(cls: str, rank: int | None) -> completion.Ends:
@@ -287,23 +300,32 @@ def prepare(queue: Iterable[Request], holders: Iterable[Holder], fleet: Fleet, n
             ends = below[(cls, rank)] = completion.Ends.ordered([b[0] for b in jobs], (b[1] for b in jobs))
         return ends
 
-    def busy(cls: str) -> list[tuple[float, int, int]]:
+    def busy(cls: str) -> list[tuple[float, int, int, str]]:
         """Running jobs of a class by expected end (`remaining_s`), with the rank a waiting job must beat to
         displace them (computed only for classes some job cannot start on now)."""
         if cls not in by_class:
             if not mine:
                 for h, row in zip(running, rows_of, strict=True):
-                    mine.setdefault(row[0], []).append((row, h.priority))
+                    mine.setdefault(row[0], []).append((row, h.priority, h.job))
             rows = []
-            for (_, since, work, r, denom, kept, disrupted), rank in mine.get(cls, ()):
+            for (_, since, work, r, denom, kept, disrupted), rank, job in mine.get(cls, ()):
                 # `remaining_s`: the same operations in the same order
                 rows.append((since - now if since > now else 0.0, denom, work + (now - since if now > since else 0.0) * r,
-                             kept, rank if now - since >= min_runtime_s and not disrupted else 1 << 30))
+                             kept, rank if now - since >= min_runtime_s and not disrupted else 1 << 30, job))
             left = knowledge.residual.remaining_each(row[2] for row in rows)
-            jobs = by_class[cls] = [(wait + rest / r, n, rk) for (wait, r, _, n, rk), rest in zip(rows, left,
-                                                                                                   strict=True)]
+            jobs = by_class[cls] = [(wait + rest / r, n, rk, job) for (wait, r, _, n, rk, job), rest
+                                    in zip(rows, left, strict=True)]
             jobs.sort(key=lambda b: b[0])
         return by_class[cls]
+
+    work: dict[str, float] = {}
+
+    def longer_than(work_s: float, above: int, rank: int) -> frozenset[str]:
+        """Running jobs ranked in [above, rank) expected to run longer than `work_s` more (reference s)."""
+        if not work:
+            done = [row[2] + (now - row[1] if now > row[1] else 0.0) * row[3] for row in rows_of]
+            work.update(zip((h.job for h in running), knowledge.residual.remaining_each(done), strict=True))
+        return frozenset(h.job for h in running if above <= h.priority < rank and work[h.job] > work_s)
 
     ranked = [(waiting_rank(r, now, knowledge, settings, memo), r) for r in queue]
     ranked.sort(key=lambda x: (-x[0], x[1].created, x[1].job))
@@ -327,24 +349,37 @@ def prepare(queue: Iterable[Request], holders: Iterable[Holder], fleet: Fleet, n
                     request, facts, classes, residual, residual.version, left, need, rel)
         # work conservation (see `displaces`): with free room on some class, no displacement is expected
         displace = displaces(need, free, rel)
-        against = rank if displace else None
+        preempts = min(rank, queueing.preempt_rank(request.priority, facts.service, now, settings,
+                                                   knowledge.promoted_displace))
+        # promoted, past the point where promotions displace by level: it still displaces the running jobs
+        # it would displace by level that are expected to run longer than it (shortest expected remaining
+        # work first, from the completed jobs' work: with a heavy tail the job that has run longer has
+        # longer to go, and turns pay; with a light one it is nearly done, and they do not)
+        also = longer_than(left, preempts, rank) if preempts < rank else frozenset()
+        against = preempts if displace else None
         waits = {}
         for c in rel:
             if rel[c] > 0:
                 n = need[c]
-                waits[c] = (completion.expected_wait(n, free[c], capacity[c], (), ahead[c]) if free[c] >= n else
-                            cannot_displace(c, against).wait(n, free[c], capacity[c], ahead[c]))
+                if free[c] >= n:
+                    waits[c] = completion.expected_wait(n, free[c], capacity[c], (), ahead[c])
+                elif also and displace:
+                    jobs = [b for b in busy(c) if b[2] >= preempts and b[3] not in also]
+                    waits[c] = completion.Ends.ordered([b[0] for b in jobs], (b[1] for b in jobs)).wait(
+                        n, free[c], capacity[c], ahead[c])
+                else:
+                    waits[c] = cannot_displace(c, against).wait(n, free[c], capacity[c], ahead[c])
         choice = completion.choose(left, rel, waits)
         choices[request.job] = choice
         if not choice.classes:  # no speed known for any class: as the user listed them
-            out.append(ranking.ranked_request(request, rank, None, memo))
+            out.append(ranking.ranked_request(request, rank, None, memo, preempts, also))
             continue
         if request.job in reserved and reserved[request.job] in need:
             # its room is reserved (a move's destination, already counted as used): make before break, so
             # the reserved class is never narrowed away, whatever waiting for another class would promise
             mine = reserved[request.job]
             out.append(ranking.ranked_request(request, rank, [mine, *(c for c in choice.classes if c != mine)],
-                                              memo))
+                                              memo, preempts, also))
             continue
         first = choice.classes[0]
         if waits[first] == 0:
@@ -352,7 +387,7 @@ def prepare(queue: Iterable[Request], holders: Iterable[Holder], fleet: Fleet, n
         else:
             ahead[first] += need[first] * left / rel[first]
             waiting_for.add(first)
-        out.append(ranking.ranked_request(request, rank, choice.classes, memo))
+        out.append(ranking.ranked_request(request, rank, choice.classes, memo, preempts, also))
     if memo is not None:
         memo.end_pass()
     return Prepared(out, running, frozenset(waiting_for), choices)

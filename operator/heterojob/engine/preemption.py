@@ -43,7 +43,7 @@ def plan_preemption(request: Request, fleet: Fleet, running: Iterable[RunningJob
     victim the job fits without is spared again, most important first.
     """
     classes = {a.device_class for a in request.alternatives}
-    pool = sorted((r for r in running if r.priority < request.priority and now - r.since >= min_runtime_s
+    pool = sorted((r for r in running if request.may_preempt(r.priority, r.job) and now - r.since >= min_runtime_s
                    and r.allocation.device_class in classes),
                   key=lambda r: (r.priority, -r.since, r.job))
     found = _fewest(request, Ledger(fleet), [_Disturbable(r.job, r.priority, r.since, r.allocation) for r in pool])

@@ -8,7 +8,8 @@ without one returns; a memo only saves rebuilding equal objects:
 - a node's device class (`Fleet.class_of`), per node object and the classes' definitions; the last fleet's
   free and total devices per class, per its nodes, devices used and classes (compared by value);
 - a running job's `Holder` at its effective priority, per holder object and priority;
-- a waiting job's `Request` at its effective priority and chosen classes, per request object and classes;
+- a waiting job's `Request` at its effective priority, chosen classes and the priority it preempts with
+  (and the jobs it may preempt besides), per request object, classes and those;
 - what `prepare` reads of a waiting job (its devices and speed per class, its expected remaining work),
   per request object, `Facts` object, the fleet's classes and the completed work's version;
 - a running job's effective priority, per holder object, the `Facts` object it was read from, the queue
@@ -36,6 +37,7 @@ from heterojob.engine.fleet import DeviceClass, Fleet, Node
 from heterojob.engine.placement import Alternative, Request
 
 Signature = tuple[object, ...]
+RequestKey = tuple[tuple[str, ...] | None, int | None, frozenset[str]]  # classes; preempts; also_preempts
 
 
 @dataclass(frozen=True)
@@ -54,12 +56,12 @@ class Steady:
 class Memo:
     classes: dict[int, tuple[Node, Signature, DeviceClass | None]] = field(default_factory=dict)
     holders: dict[int, tuple[Holder, int, Holder]] = field(default_factory=dict)
-    requests: dict[tuple[int, tuple[str, ...] | None], tuple[Request, int, tuple[str, ...] | None, Request]] = \
+    requests: dict[tuple[int, RequestKey], tuple[Request, int, RequestKey, Request]] = \
         field(default_factory=dict)
     held: dict[int, Steady] = field(default_factory=dict)  # per holder: its rank while running
     waiting: dict[int, Steady] = field(default_factory=dict)  # per request: its rank while waiting
     _seen_holders: dict[int, tuple[Holder, int, Holder]] = field(default_factory=dict)
-    _seen_requests: dict[tuple[int, tuple[str, ...] | None], tuple[Request, int, tuple[str, ...] | None, Request]] = \
+    _seen_requests: dict[tuple[int, RequestKey], tuple[Request, int, RequestKey, Request]] = \
         field(default_factory=dict)
     _seen_held: dict[int, Steady] = field(default_factory=dict)
     _seen_waiting: dict[int, Steady] = field(default_factory=dict)
@@ -144,20 +146,24 @@ def ranked_holder(h: Holder, rank: int, memo: Memo | None) -> Holder:
     return out
 
 
-def ranked_request(request: Request, rank: int, classes: Sequence[str] | None, memo: Memo | None) -> Request:
-    """`request` at effective priority `rank`, its alternatives those of `classes` in that order (None:
-    unchanged)."""
-    key = tuple(classes) if classes is not None else None
-    if memo is not None:  # an entry per request object and classes (None: all, as listed)
+def ranked_request(request: Request, rank: int, classes: Sequence[str] | None, memo: Memo | None,
+                   preempts: int | None = None, also: frozenset[str] = frozenset()) -> Request:
+    """`request` at effective priority `rank` (preempting with `preempts` when lower, and `also` those
+    jobs), its alternatives those of `classes` in that order (None: unchanged)."""
+    preempts = preempts if preempts is not None and preempts < rank else None
+    also = also if preempts is not None else frozenset()
+    key: RequestKey = (tuple(classes) if classes is not None else None, preempts, also)
+    if memo is not None:  # an entry per request object, classes (None: all, as listed) and preemption bounds
         known = memo.requests.get((id(request), key))
         if known is not None and known[0] is request and known[1] == rank and known[2] == key:
             memo._seen_requests[(id(request), key)] = known
             return known[3]
-    if key is None:
-        out = replace(request, priority=rank)
+    if classes is None:
+        out = replace(request, priority=rank, preempts=preempts, also_preempts=also)
     else:
         by_class: Mapping[str, Alternative] = {a.device_class: a for a in request.alternatives}
-        out = replace(request, priority=rank, alternatives=[by_class[c] for c in key])
+        out = replace(request, priority=rank, preempts=preempts, also_preempts=also,
+                      alternatives=[by_class[c] for c in classes])
     if memo is not None:
         memo.requests[(id(request), key)] = memo._seen_requests[(id(request), key)] = (request, rank, key, out)
     return out

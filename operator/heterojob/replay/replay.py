@@ -563,6 +563,8 @@ class _Replay:
         if not (self.freed or self.arrived or self.promoted):
             return
         # what the operator knows too: the queue's length in devices decides whether levels displace
+        self.knowledge.promoted_displace = queueing.promoted_displacing(self.waiting_devices, self.config.devices,
+                                                                        self.config.queue)
         self.knowledge.displace_by_level = queueing.displacing(self.waiting_devices, self.config.devices,
                                                                self.config.queue)
         pool = self.candidates()
