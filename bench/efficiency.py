@@ -6,7 +6,8 @@ Method (Gavel's continuous-trace simulations): a fleet of 36:36:36 devices of th
 no drain); a sweep of input rates from light load to past every policy's knee; 3 seeds; two demand mixes
 (`proportional`: users ask for a class in proportion to their job's throughput there, the kindest
 partition for a static fleet; `skewed`: 70% ask for the fastest class). A rate is sustained when the
-jobs in the system when job 4999 arrives are at most 1.2x those when job 4000 arrives; a policy's
+jobs in the system, averaged over the arrivals of jobs 4750-4999, are at most 1.2x those averaged over the
+arrivals of jobs 4000-4249 (two instants alone are noise at light load; counts under 10 count as 10); a policy's
 sustained rate is, at the seed where it is lowest, the highest rate below which every rate replayed is
 sustained: the grid, then `HETEROJOB_BENCH_BISECT` bisections between each policy's last sustained and
 first unsustained rate (its knee to within a fraction of the grid's step).

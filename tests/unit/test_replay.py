@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -204,6 +205,14 @@ def test_gavels_window_measures_jct_useful_work_and_whether_the_rate_is_sustaine
     assert light is not None and heavy is not None
     assert light.jobs_done == heavy.jobs_done == 100  # the run goes on until the window's jobs are done
     assert light.sustained and not heavy.sustained and heavy.in_system_end > 1.2 * heavy.in_system_start
+    assert light.in_system_first is not None and heavy.in_system_last is not None
+    assert heavy.in_system_last > 1.2 * max(heavy.in_system_first, 10)
+    # the rule reads the quarters' means, not the two instants: a burst at the window's last arrival does not
+    # make a steady rate unsustained, nor a lull there a growing backlog sustained
+    steady = replace(light, in_system_start=4, in_system_end=16, in_system_first=8.0, in_system_last=8.5)
+    assert steady.sustained
+    growing = replace(light, in_system_start=100, in_system_end=100, in_system_first=100.0, in_system_last=150.0)
+    assert not growing.sustained
     assert heavy.avg_jct_h > light.avg_jct_h
     # useful work is the busy time scaled by each job's speed there against its fastest class
     assert 0 < light.useful_share < light.busy_share < heavy.busy_share <= 1

@@ -766,10 +766,13 @@ class _Replay:
             return bisect.bisect_right(starts, t) - bisect.bisect_right(ends, t)
 
         done = [j for j in inside if j.id in self.finished]
+        quarter = max(1, len(inside) // 4)
         return Window(statistics.fmean((self.finished[j.id] - self.arrival(j)) / 3600 for j in done) if done else 0.0,
                       len(done), busy / (self.config.devices * span), useful / (self.config.devices * span),
                       statistics.fmean(self.device_s[j.id] / 3600 for j in done) if done else 0.0,
-                      in_system(t0), in_system(t1))
+                      in_system(t0), in_system(t1),
+                      statistics.fmean(in_system(self.arrival(j)) for j in inside[:quarter]),
+                      statistics.fmean(in_system(self.arrival(j)) for j in inside[-quarter:]))
 
 
 def _fits(room: dict[str, tuple[int, int]], key: tuple[tuple[str, ...], int, int]) -> bool:
