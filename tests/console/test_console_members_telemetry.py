@@ -62,9 +62,13 @@ def test_a_member_regions_heat_map_row_and_device_history_come_from_its_own_prom
         def rendered() -> AppTest | None:
             st.cache_resource.clear()
             at = AppTest.from_file(DEVICES, default_timeout=40).run()
-            return at if len(rows(at)) == 2 else None
+            # both sites' rows (range queries) and both sites' devices reporting (instant queries): under load
+            # the rows can come a scrape before the count, as a user reloading the page would see
+            reporting = {m.label: m.value for m in at.metric}.get("Reporting")
+            return at if len(rows(at)) == 2 and reporting == "12" else None
 
-        at = eventually(rendered, timeout=60, interval=1.0, what="both scraped regions' heat-map rows")
+        at = eventually(rendered, timeout=60, interval=1.0,
+                        what="both scraped regions' heat-map rows and devices reporting")
         assert not at.exception
         assert sorted(rows(at)) == ["cn-east · nvidia-h100", "cn-zhongwei · nvidia-h100"]
         metrics = {m.label: m.value for m in at.metric}
