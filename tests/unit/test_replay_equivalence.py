@@ -22,7 +22,7 @@ must come out equal, admission by admission.
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -391,25 +391,7 @@ def test_prepare_with_a_memo_kept_across_passes_decides_what_it_decides_without(
         held: list[tuple[int, int, int, float, float, bool, bool]], waiting: list[tuple[int, int, int, float, float, bool]],
         nows: list[float], completed: list[float]) -> None:
     nodes = {n: gpu_node(n) for n in "ab"} | {n: npu_node(n) for n in "cd"}
-    resource = {"a": "nvidia.com/gpu", "b": "nvidia.com/gpu", "c": "huawei.com/Ascend910", "d": "huawei.com/Ascend910"}
-    cls = {"a": "nvidia-h100", "b": "nvidia-h100", "c": "ascend-910b", "d": "ascend-910b"}
-    facts: dict[str, policy.Facts] = {}
-    holders = []
-    for i, (node, devices, priority, attained, work, promoted, grown) in enumerate(held):
-        n = "abcd"[node]
-        job = f"ns/h{i}"
-        base = Request(job, [Alternative(cls[n], 1)], 1, priority=priority) if grown else None
-        holders.append(Holder(job, priority, since=float(i * 700), allocation=Allocation(
-            resource[n], {n: devices}, "ns", cls[n], "cn-east" if n in "ab" else "cn-north"), base=base))
-        facts[job] = policy.Facts(queueing.Service(attained, 0.0, promoted), {"nvidia-h100": 1.0, "ascend-910b": 0.4},
-                                  work, frozenset({cls[n]}))
-    queue = []
-    for i, (per, replicas, priority, attained, since, measured) in enumerate(waiting):
-        job = f"ns/w{i}"
-        queue.append(Request(job, [Alternative("nvidia-h100", per), Alternative("ascend-910b", per)], replicas,
-                             priority=priority, created=float(i)))
-        facts[job] = policy.Facts(queueing.Service(attained, since), {"nvidia-h100": 1.0, "ascend-910b": 0.5 if measured
-                                                                      else 0.4}, attained / 2)
+    holders, queue, facts = _scene(held, waiting, lambda i: float(i * 700), lambda since: since)
     knowledge = policy.Knowledge(facts, completion.Residual(completed))
     memo = ranking.Memo()
     for k, now in enumerate(sorted(nows)):
@@ -423,6 +405,34 @@ def test_prepare_with_a_memo_kept_across_passes_decides_what_it_decides_without(
         fresh = policy.prepare(queue, holders, fleet, now, knowledge, queueing.QueueSettings(), 300.0)
         assert kept == fresh
         assert policy.devices_by_class(fleet, memo) == policy.devices_by_class(fleet)
+
+
+def _scene(held: list[tuple[int, int, int, float, float, bool, bool]],
+           waiting: list[tuple[int, int, int, float, float, bool]], held_since: Callable[[int], float],
+           waited_since: Callable[[float], float]) -> tuple[list[Holder], list[Request], dict[str, policy.Facts]]:
+    """Holders on nodes a-d (two H100, two Ascend) and a waiting queue that may use either class, with their
+    facts, from the property tests' drawn tuples; `held_since(i)`: holder i's start; `waited_since(x)`: a
+    waiting job's starvation clock from its drawn value."""
+    resource = {"a": "nvidia.com/gpu", "b": "nvidia.com/gpu", "c": "huawei.com/Ascend910", "d": "huawei.com/Ascend910"}
+    cls = {"a": "nvidia-h100", "b": "nvidia-h100", "c": "ascend-910b", "d": "ascend-910b"}
+    facts: dict[str, policy.Facts] = {}
+    holders = []
+    for i, (node, devices, priority, attained, work, promoted, grown) in enumerate(held):
+        n = "abcd"[node]
+        job = f"ns/h{i}"
+        base = Request(job, [Alternative(cls[n], 1)], 1, priority=priority) if grown else None
+        holders.append(Holder(job, priority, since=held_since(i), allocation=Allocation(
+            resource[n], {n: devices}, "ns", cls[n], "cn-east" if n in "ab" else "cn-north"), base=base))
+        facts[job] = policy.Facts(queueing.Service(attained, 0.0, promoted), {"nvidia-h100": 1.0, "ascend-910b": 0.4},
+                                  work, frozenset({cls[n]}))
+    queue = []
+    for i, (per, replicas, priority, attained, since, measured) in enumerate(waiting):
+        job = f"ns/w{i}"
+        queue.append(Request(job, [Alternative("nvidia-h100", per), Alternative("ascend-910b", per)], replicas,
+                             priority=priority, created=float(i)))
+        facts[job] = policy.Facts(queueing.Service(attained, waited_since(since)),
+                                  {"nvidia-h100": 1.0, "ascend-910b": 0.5 if measured else 0.4}, attained / 2)
+    return holders, queue, facts
 
 
 @settings(max_examples=80, deadline=None)
@@ -441,26 +451,8 @@ def test_a_memo_kept_over_many_passes_ranks_and_chooses_what_fresh_passes_do(
     work changes) and a holder leaving: every pass with the memo equals a pass without one, and the
     planner's action test (`admission.may_act`) says False only for plans that do nothing."""
     nodes = {n: gpu_node(n) for n in "ab"} | {n: npu_node(n) for n in "cd"}
-    resource = {"a": "nvidia.com/gpu", "b": "nvidia.com/gpu", "c": "huawei.com/Ascend910", "d": "huawei.com/Ascend910"}
-    cls = {"a": "nvidia-h100", "b": "nvidia-h100", "c": "ascend-910b", "d": "ascend-910b"}
-    facts: dict[str, policy.Facts] = {}
-    holders = []
     start = 50_000.0
-    for i, (node, devices, priority, attained, work, promoted, grown) in enumerate(held):
-        n = "abcd"[node]
-        job = f"ns/h{i}"
-        base = Request(job, [Alternative(cls[n], 1)], 1, priority=priority) if grown else None
-        holders.append(Holder(job, priority, since=start - i * 600.0, allocation=Allocation(
-            resource[n], {n: devices}, "ns", cls[n], "cn-east" if n in "ab" else "cn-north"), base=base))
-        facts[job] = policy.Facts(queueing.Service(attained, 0.0, promoted), {"nvidia-h100": 1.0, "ascend-910b": 0.4},
-                                  work, frozenset({cls[n]}))
-    queue = []
-    for i, (per, replicas, priority, attained, since, measured) in enumerate(waiting):
-        job = f"ns/w{i}"
-        queue.append(Request(job, [Alternative("nvidia-h100", per), Alternative("ascend-910b", per)], replicas,
-                             priority=priority, created=float(i)))
-        facts[job] = policy.Facts(queueing.Service(attained, start - since), {"nvidia-h100": 1.0, "ascend-910b":
-                                                                             0.5 if measured else 0.4}, attained / 2)
+    holders, queue, facts = _scene(held, waiting, lambda i: start - i * 600.0, lambda since: start - since)
     knowledge = policy.Knowledge(facts, completion.Residual(completed))
     fleet = Fleet(nodes, PLACEMENT_CLASSES, used=usage(h.allocation for h in holders))
     memo = ranking.Memo()
@@ -468,6 +460,7 @@ def test_a_memo_kept_over_many_passes_ranks_and_chooses_what_fresh_passes_do(
     for k, (later, by_level, done, leave) in enumerate(steps):
         now += later
         knowledge.displace_by_level = by_level
+        knowledge.promoted_displace = k % 2 == 0  # past the knee every other pass: `also_preempts` memoised too
         if k % 2:
             knowledge.residual.add(done)
         if leave and holders:  # a holder ends: the fleet and the holders change
