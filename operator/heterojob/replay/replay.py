@@ -772,7 +772,8 @@ class _Replay:
                       statistics.fmean(self.device_s[j.id] / 3600 for j in done) if done else 0.0,
                       in_system(t0), in_system(t1),
                       statistics.fmean(in_system(self.arrival(j)) for j in inside[:quarter]),
-                      statistics.fmean(in_system(self.arrival(j)) for j in inside[-quarter:]))
+                      statistics.fmean(in_system(self.arrival(j)) for j in inside[-quarter:]),
+                      len(inside) - quarter)
 
 
 def _fits(room: dict[str, tuple[int, int]], key: tuple[tuple[str, ...], int, int]) -> bool:
