@@ -21,7 +21,7 @@ def overview() -> None:
         ui.fail(exc)
         return
     cap = kpis.capacity(cluster.nodes)
-    measured = ui.telemetry()
+    measured = ui.telemetry(cluster)
     jobs = cluster.jobs
     waiting = int(jobs["queue"].notna().sum())
     ui.as_of(cluster.at, "telemetry: " + (f"{measured[2]:%H:%M:%S} UTC" if measured else "off (no Prometheus)"))

@@ -67,7 +67,7 @@ class Poller:
         self._partial = False  # the last telemetry read had fewer devices than the Nodes declare
         self._asked = time.monotonic()
         self._thread: threading.Thread | None = None
-        self._reader = dev.Reader(url) if url else None
+        self._reader = dev.Reader(url)  # url: the default Prometheus; Regions may name their own
 
     def _loop(self) -> None:
         while time.monotonic() - self._asked < self.IDLE_S:
@@ -86,7 +86,7 @@ class Poller:
             # yet: the console's own start reads early) is read again at the next tick, not TELEMETRY_S later
             due = (self._telemetry is None or self._partial
                    or (datetime.now(UTC) - self._telemetry[2]).total_seconds() >= TELEMETRY_S)
-            if cluster is not None and self._reader is not None and due:
+            if cluster is not None and due and dev.sources(cluster, self.url):
                 try:
                     table, problems = self._reader.current(cluster)
                     with self._lock:
@@ -150,18 +150,19 @@ def prefetch() -> None:
     polling = poller(kubeconfig(), prometheus())
     polling.start()
     url = prometheus()
-    if url:
-        def warm() -> None:
+
+    def warm() -> None:
+        if url:
             try:  # the default Prometheus at once, alongside the first cluster read ...
                 heat_series(url, HEAT_MINUTES, None, heat_tick())
             except Exception:  # noqa: BLE001 - the page asks again and shows what went wrong
                 pass
-            try:  # ... then the regions' own (member sites), which the Regions name
-                heat(sources(polling.cluster()), HEAT_MINUTES, None, heat_tick())
-            except Exception:  # noqa: BLE001 - as above
-                pass
+        try:  # ... then the regions' own (member sites), which the Regions name
+            heat(sources(polling.cluster()), HEAT_MINUTES, None, heat_tick())
+        except Exception:  # noqa: BLE001 - as above
+            pass
 
-        threading.Thread(target=warm, name="heterojob-console-heat", daemon=True).start()
+    threading.Thread(target=warm, name="heterojob-console-heat", daemon=True).start()
 
 
 def cluster() -> Cluster:
@@ -169,16 +170,23 @@ def cluster() -> Cluster:
     return poller(kubeconfig(), prometheus()).cluster()
 
 
-def telemetry() -> tuple[pd.DataFrame, dict[str, str], datetime] | None:
-    """(devices now, region -> telemetry problem, when measured), or None without Prometheus."""
-    if not prometheus():
+def telemetry(cluster: Cluster) -> tuple[pd.DataFrame, dict[str, str], datetime] | None:
+    """(devices now, region -> telemetry problem, when measured), or None when no Prometheus serves any
+    region of `cluster`: neither the default (HETEROJOB_PROMETHEUS_URL) nor one a Region names."""
+    found = sources(cluster)
+    if not found:
         return None
     try:
         return poller(kubeconfig(), prometheus()).telemetry()
     except Exception as exc:  # noqa: BLE001 - the API figures still show
         why = str(exc) if isinstance(exc, TelemetryError) else describe(exc, dev.TIMEOUT_S)
-        st.warning(f"Telemetry unavailable: Prometheus at {prometheus()} did not answer ({why}).")
+        st.warning(f"Telemetry unavailable: Prometheus at {', '.join(url for url, _ in found)} did not answer "
+                   f"({why}).")
         return None
+
+
+NO_PROMETHEUS = ("No Prometheus configured: set HETEROJOB_PROMETHEUS_URL (the demo sets it), or a Region's "
+                 "spec.prometheusURL for the regions it serves.")
 
 
 HEAT_MINUTES = 60  # the Devices heat map's default window

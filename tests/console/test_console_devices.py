@@ -88,7 +88,16 @@ def test_devices_page_drills_down_and_names_the_failed_devices_pod_and_job(
         exporters.stop()
 
 
-def test_without_prometheus_the_page_says_so(monkeypatch: pytest.MonkeyPatch) -> None:
+def test_without_prometheus_the_page_says_so(cluster: Cluster, emulator: Any,
+                                            monkeypatch: pytest.MonkeyPatch) -> None:
+    """No default Prometheus and no Region naming one: both pages say how to configure one."""
+    cluster.seed([node("g0", "cn-east", "nvidia-h100", devices=4)])
+    monkeypatch.setenv("HETEROJOB_KUBECONFIG", str(emulator.kubeconfig))
     monkeypatch.delenv("HETEROJOB_PROMETHEUS_URL", raising=False)
-    at = AppTest.from_file(PAGE, default_timeout=30).run()
-    assert not at.exception and "No Prometheus configured" in at.warning[0].value
+    st.cache_resource.clear()
+    for page in (PAGE, DEVICE):
+        at = AppTest.from_file(page, default_timeout=30).run()
+        assert not at.exception, page
+        words = at.warning[0].value
+        assert "No Prometheus configured" in words and "HETEROJOB_PROMETHEUS_URL" in words
+        assert "spec.prometheusURL" in words

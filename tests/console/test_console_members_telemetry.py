@@ -92,6 +92,25 @@ def test_a_member_regions_heat_map_row_and_device_history_come_from_its_own_prom
         assert not page.exception and "**region** cn-zhongwei" in page.markdown[-1].value
         titles = [json.loads(c.proto.spec)["layout"]["title"]["text"] for c in page.get("plotly_chart")]
         assert {"Utilization", "Temperature", "Power"} <= set(titles), [w.value for w in page.warning]
+
+        # no default Prometheus at all: the Regions that name one are still read (the operator reads them
+        # so, `--prometheus-url` being optional); cn-east, which has none, reports nothing
+        monkeypatch.delenv("HETEROJOB_PROMETHEUS_URL")
+
+        def members_only() -> AppTest | None:
+            st.cache_resource.clear()
+            at = AppTest.from_file(DEVICES, default_timeout=40).run()
+            reporting = {m.label: m.value for m in at.metric}.get("Reporting")
+            return at if rows(at) and reporting == "8" else None
+
+        at = eventually(members_only, timeout=60, interval=1.0, what="the member's devices without a default")
+        assert not at.exception and rows(at) == ["cn-zhongwei · nvidia-h100"]
+        assert not any("No Prometheus configured" in w.value for w in at.warning)
+        page = AppTest.from_file(DEVICE, default_timeout=40)
+        page.query_params["device"] = gpu
+        page.run()
+        assert not page.exception and "**region** cn-zhongwei" in page.markdown[-1].value
+        assert page.get("plotly_chart"), [w.value for w in page.warning]
     finally:
         for server in reversed(servers):
             server.stop()

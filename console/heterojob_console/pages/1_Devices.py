@@ -12,16 +12,14 @@ from heterojob_console import kpis, svg, ui
 
 ui.setup("Devices")
 st.title("Devices")
-url = ui.prometheus()
-if not url:
-    st.warning("No Prometheus configured: set HETEROJOB_PROMETHEUS_URL (the demo sets it).")
-    st.stop()
-
 try:
     first = ui.cluster()
 except Exception as exc:  # noqa: BLE001 - shown as a page, never a traceback
     ui.fail(exc)
     raise
+if not ui.sources(first):
+    st.warning(ui.NO_PROMETHEUS)
+    st.stop()
 accel = first.nodes[first.nodes["kind"] == "accelerator"]
 c1, c2, c3 = st.columns([2, 2, 1])
 region = c1.selectbox("Region (drill down)", ["all regions", *sorted(accel["region"].unique())], key="region")
@@ -59,7 +57,7 @@ DEVICE_COLUMNS = {
 @st.fragment(run_every=ui.REFRESH_S)
 def live() -> None:
     cluster = ui.cluster()
-    measured = ui.telemetry()
+    measured = ui.telemetry(cluster)
     if measured is None:
         return
     table, problems, at = measured

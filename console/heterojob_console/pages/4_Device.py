@@ -15,15 +15,15 @@ from heterojob_console import figures, ui
 
 ui.setup("Device")
 st.title("Device")
-url = ui.prometheus()
-if not url:
-    st.warning("No Prometheus configured: set HETEROJOB_PROMETHEUS_URL (the demo sets it).")
-    st.stop()
 try:
-    measured = ui.telemetry()
+    cluster = ui.cluster()
 except Exception as exc:  # noqa: BLE001 - shown as a page, never a traceback
     ui.fail(exc)
     raise
+if not ui.sources(cluster):
+    st.warning(ui.NO_PROMETHEUS)
+    st.stop()
+measured = ui.telemetry(cluster)
 if measured is None:
     st.stop()
 table = measured[0]
@@ -46,7 +46,7 @@ minutes = st.radio("Window", options=[15, 60, 360, 1440], index=1, key="minutes"
 
 
 # its history from the Prometheus that watches its region (a member's site has its own), as the operator reads it
-source = next(iter(dev.serving(ui.sources(ui.cluster()), row["region"])), None)
+source = next(iter(dev.serving(ui.sources(cluster), row["region"])), None)
 
 
 @st.fragment(run_every=ui.REFRESH_S * 2)
