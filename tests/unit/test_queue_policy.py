@@ -147,6 +147,8 @@ def test_past_the_knee_a_promoted_job_displaces_only_jobs_expected_to_run_longer
 
     done, prepared = plan([starved], light)
     assert done["ns/starved"].outcome == admission.Outcome.NO_ROOM  # the long job ends within the hour
+    # ... and its status says why a job first in line displaces nobody
+    assert done["ns/starved"].message.endswith(admission.PROMOTED_HELD)
     assert prepared.queue[0].priority == queueing.effective_priority(0, 0, MLFQ)  # still ordered at level 0
     done, _ = plan([starved], heavy)
     assert done["ns/starved"].outcome == admission.Outcome.PREEMPTING  # 900 h to go against its 167 h

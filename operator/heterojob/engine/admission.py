@@ -132,6 +132,13 @@ class Plan:
         return [d for a in self.admissions.values() for d in a.disruptions]
 
 
+# said of a job the queue policy moved up (promoted after waiting its starvation bound) whose promotion
+# displaces fewer than its order (`Request.preempts`: the queue asks for more devices than the fleet has)
+PROMOTED_HELD = ("; promoted after waiting, it takes the next room first, but while the queue asks for more "
+                 "devices than the fleet has it displaces only running jobs of its level or later expected to "
+                 "run longer than it")
+
+
 def plan_queue(queue: Iterable[Request], holders: Iterable[Holder], fleet: Fleet, now: float,
                settings: Settings = Settings()) -> Plan:
     """Plan every waiting job of `queue` (steps in the module docstring); `fleet` counts every holder's
@@ -193,7 +200,7 @@ def plan_queue(queue: Iterable[Request], holders: Iterable[Holder], fleet: Fleet
         known = said.get(id(alone))
         if known is None or known[0] is not alone:
             known = said[id(alone)] = (alone, alone.explain())
-        why = known[1]
+        why = known[1] + (PROMOTED_HELD if request.preempt_priority < request.priority else "")
         if not pool.may_disrupt(request, taken) or not pool.may_make_room(request, ledger, taken, now,
                                                                              settings.min_runtime_s):
             plan.admissions[request.job] = Admission(request.job, Outcome.NO_ROOM, why)
