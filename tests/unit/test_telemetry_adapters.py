@@ -43,7 +43,7 @@ def test_queries_are_fleet_wide_and_windowed() -> None:
         '({__name__=~"DCGM_FI_DEV_FB_USED|DCGM_FI_DEV_POWER_USAGE|DCGM_FI_DEV_XID_ERRORS|DCGM_EXP_XID_ERRORS_COUNT"})')
     assert queries["fb_total"].startswith("sum by (UUID, uuid, GPU_I_ID) ")  # beside it, not joined to it
     assert AscendAdapter().queries(30)["health"] == (
-        "max by (id, node, kubernetes_node, node_name, Hostname, hostname, instance) "
+        "max by (id, node, kubernetes_node, node_name, Hostname, hostname, exported_instance, instance) "
         "(max_over_time(npu_chip_info_health_status[30s]))")
     # never a per-job or per-device selector: the only matcher is on the metric name
     assert all("=\"" not in q.replace('__name__=~"', "").replace('"heterojob_metric", "', "").replace('!=""', "")

@@ -165,3 +165,21 @@ def test_hbm_wins_over_ddr_on_a_chip_that_has_both() -> None:
                ("npu_chip_info_used_memory", 3000), ("npu_chip_info_total_memory", 15000))]}
     [d] = AscendAdapter().parse(res, POLICY)
     assert (d.memory_used_mib, d.memory_total_mib) == (20000, 32768)
+
+
+# --- federation: a global Prometheus scraping /federate with honor_labels: false --------------------------
+
+def test_a_federated_series_is_placed_by_its_exported_instance() -> None:
+    """The exporter's own target arrives as `exported_instance`; `instance` is the regional Prometheus. Without
+    a relabelled node label the exporter's host names the Node (when it is one), never the Prometheus."""
+    from heterojob.telemetry.adapters import Context, node_of_series
+
+    labels = {"UUID": "GPU-f0", "gpu": "0", "exported_instance": "gpu-node-f:9400", "instance": "prom-east:9090",
+              "exported_job": "dcgm-exporter", "job": "federate"}
+    is_node = {"gpu-node-f"}.__contains__
+    [d] = DcgmAdapter().parse({"util": [s(77, **labels)]}, POLICY, ctx=Context(is_node=is_node))
+    assert d.node == "gpu-node-f"
+    assert node_of_series({"instance": "[fd00::7]:9400"}) == "fd00::7"
+    report = ParseReport()
+    out = DcgmAdapter().parse({"util": [s(77, **labels)]}, POLICY, report, ctx=Context(is_node={"other"}.__contains__))
+    assert out == [] and "gpu-node-f:9400" in report.notes[0]  # the exporter's target is what names no Node

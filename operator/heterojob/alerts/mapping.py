@@ -14,6 +14,8 @@ import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 
+from heterojob.telemetry.adapters import host_of
+
 MIGRATE = "migrate"  # checkpoint, then move off the named node(s)
 MIGRATE_NOW = "migrate-now"  # the device is gone: restore from the last checkpoint, do not wait
 CHECKPOINT = "checkpoint"  # save now, stay put
@@ -70,18 +72,10 @@ INSTANCE_LABELS = ("exported_instance", "instance")
 DEVICE_LABELS = ("UUID", "uuid")
 
 
-def _host(instance: str) -> str:
-    """`host:port`, `[v6]:port`, `host` or a URL -> host."""
-    rest = instance.split("://", 1)[-1].split("/", 1)[0]
-    if rest.startswith("["):
-        return rest[1:].split("]", 1)[0]
-    return rest.rsplit(":", 1)[0] if rest.count(":") == 1 else rest
-
-
 def node_candidates(labels: Mapping[str, str]) -> list[str]:
     """Every node name an alert's labels may mean, most trusted first, without repeats."""
     found = [labels.get(name) or "" for name in NODE_LABELS]
-    found += [_host(labels.get(name) or "") for name in INSTANCE_LABELS]
+    found += [host_of(labels.get(name) or "") for name in INSTANCE_LABELS]
     return list(dict.fromkeys(n for n in found if n))
 
 

@@ -67,10 +67,13 @@ HOST_LABELS = ("Hostname", "hostname")
 # The workload's pod. With honorLabels: false the exporter's pod/namespace arrive as exported_*, and
 # pod/namespace name the exporter itself; dcgm-exporter --use-old-namespace says pod_name/pod_namespace.
 POD_LABELS = ("exported_namespace", "exported_pod", "namespace", "pod", "pod_namespace", "pod_name")
-LOCATION_LABELS = (*RELABELLED_NODE_LABELS, *HOST_LABELS, "instance")
+# The scrape target: `instance`; behind a federation (or honor_labels: false) the exporter's own target is
+# `exported_instance` and `instance` is the federating Prometheus.
+INSTANCE_LABELS = ("exported_instance", "instance")
+LOCATION_LABELS = (*RELABELLED_NODE_LABELS, *HOST_LABELS, *INSTANCE_LABELS)
 # Every label that can say where a series comes from (kept for readers grouping by location, e.g. the console;
 # which one wins is `node_of_series`'s business).
-NODE_LABELS = ("Hostname", "hostname", "node", "kubernetes_node", "node_name", "instance")
+NODE_LABELS = ("Hostname", "hostname", "node", "kubernetes_node", "node_name", "exported_instance", "instance")
 
 
 def _first(labels: Mapping[str, str], *names: str) -> str:
@@ -81,13 +84,22 @@ def _first(labels: Mapping[str, str], *names: str) -> str:
     return ""
 
 
+def host_of(instance: str) -> str:
+    """A scrape target's host: `host:port`, `[v6]:port`, `host` or a URL -> host."""
+    rest = instance.split("://", 1)[-1].split("/", 1)[0]
+    if rest.startswith("["):
+        return rest[1:].split("]", 1)[0]
+    return rest.rsplit(":", 1)[0] if rest.count(":") == 1 else rest
+
+
 def node_of_series(labels: Mapping[str, str], is_node: Callable[[str], bool] | None = None) -> str:
     """The node of a series: a relabelled node label first; then the exporter's Hostname, or the scrape
-    target's host, only when it names a known Node (without a Node list: taken as is)."""
+    target's host (`exported_instance`, then `instance`), only when it names a known Node (without a Node
+    list: taken as is)."""
     get = labels.get
     if node := get("node") or get("kubernetes_node") or get("node_name"):
         return node
-    for candidate in (_first(labels, *HOST_LABELS), labels.get("instance", "").rsplit(":", 1)[0]):
+    for candidate in (_first(labels, *HOST_LABELS), *(host_of(get(n) or "") for n in INSTANCE_LABELS)):
         if candidate and (is_node is None or is_node(candidate)):
             return candidate
     return ""
@@ -438,7 +450,7 @@ def _unplaced(labels: Mapping[str, str], ctx: Context) -> str:
     """The host label that failed to name a Node (for the message), or "" when there is none."""
     if ctx.is_node is None or _first(labels, *RELABELLED_NODE_LABELS):
         return ""
-    return _first(labels, *HOST_LABELS) or labels.get("instance", "")
+    return _first(labels, *HOST_LABELS, *INSTANCE_LABELS)
 
 
 class DcgmAdapter(Adapter):
