@@ -148,3 +148,21 @@ def test_the_cli_refuses_a_bad_or_empty_trace_in_one_line(tmp_path: Path) -> Non
     assert out.returncode == 2 and "the trace is empty" in out.stderr
     unknown = run("--trace", str(write(tmp_path, seven("Unknown model"))))
     assert unknown.returncode == 2 and "'Unknown model'" in unknown.stderr
+
+
+def test_gavels_own_throughput_json_is_read_like_the_csv(tmp_path: Path) -> None:
+    """scheduler/simulation_throughputs.json: worker type -> "('job type', scale)" -> {"null": alone, co-located...};
+    the vendored CSV is its flattening (equal on all 26 types x 4 scales, checked at Gavel c4fa400)."""
+    data = {w: {"('A3C', 1)": {"null": rate, "('A3C', 1)": [rate / 2, rate / 2]},
+                "('Transformer (batch size 16)', 2)": {"null": rate * 3}}
+            for w, rate in (("k80", 1.0), ("p100", 2.0), ("v100", 4.0))}
+    table = tmp_path / "simulation_throughputs.json"
+    table.write_text(json.dumps(data))
+    jobs = load_trace(write(tmp_path, seven("A3C"), seven("Transformer (batch size 16)", gpus=2)), table)
+    assert [j.rate("nvidia-h100") for j in jobs] == [4.0, 12.0] and jobs[0].rate("ascend-910b") == 1.0
+    table.write_text(json.dumps({"k80": {}, "v100": {}}))
+    with pytest.raises(TraceError, match="no worker type p100"):
+        read_trace(write(tmp_path, seven("A3C")), table)
+    table.write_text(json.dumps({w: {"A3C-1": {"null": 1}} for w in ("k80", "p100", "v100")}))
+    with pytest.raises(TraceError, match=r"v100\['A3C-1'\] is not \('job type', scale\)"):
+        read_trace(write(tmp_path, seven("A3C")), table)

@@ -28,7 +28,9 @@ def main(argv: Sequence[str] | None = None) -> int:
                         help="replay N Gavel-style synthetic jobs instead of --trace")
     parser.add_argument("--jobs-per-hour", type=float, default=4.0, help="synthetic arrival rate")
     parser.add_argument("--high-priority-share", type=float, default=0.0, help="synthetic jobs with priority 1")
-    parser.add_argument("--throughputs", type=Path, default=root / "isolated_throughputs.csv")
+    parser.add_argument("--throughputs", type=Path, default=root / "isolated_throughputs.csv",
+                        help="steps/s per job type, scale and device type: this CSV, or Gavel's own "
+                             "scheduler/simulation_throughputs.json")
     parser.add_argument("--policy", choices=[*POLICIES, "all", "both"], default="all",
                         help="one policy, all three, or both (static and heterojob)")
     parser.add_argument("--queue-policy", choices=[q.value for q in QueuePolicy], default=QueuePolicy.MLFQ.value,

@@ -18,7 +18,9 @@ read, or a job longer than `MAX_HOURS` on its fastest class, is a TraceError nam
 
 from __future__ import annotations
 
+import ast
 import csv
+import json
 import math
 import random
 from collections import defaultdict
@@ -98,7 +100,11 @@ def _interpolate(rates: Rates, cls: str, devices: int) -> float:
 
 
 def throughputs(path: Path) -> dict[str, dict[int, dict[str, float]]]:
-    """Gavel's isolated_throughputs.csv: job type -> scale -> class -> steps/s (an empty cell: 0, cannot run)."""
+    """Gavel's isolated_throughputs.csv: job type -> scale -> class -> steps/s (an empty cell: 0, cannot run);
+    or Gavel's own scheduler/simulation_throughputs.json (a `.json` path: each key's "null" entry, the job
+    running alone)."""
+    if path.suffix == ".json":
+        return _gavel_json(path)
     out: dict[str, dict[int, dict[str, float]]] = defaultdict(dict)
     columns = ["job_type", "scale_factor", *(f"{t}_steps_per_s" for t in CLASS_OF)]
     with path.open(newline="") as f:
@@ -112,6 +118,29 @@ def throughputs(path: Path) -> dict[str, dict[int, dict[str, float]]]:
             out[row["job_type"]][scale] = {
                 CLASS_OF[t]: _number(row[f"{t}_steps_per_s"] or "0", f"{t}_steps_per_s", where, positive=False)
                 for t in CLASS_OF}
+    return dict(out)
+
+
+def _gavel_json(path: Path) -> dict[str, dict[int, dict[str, float]]]:
+    """{"v100": {"('ResNet-18 (batch size 16)', 1)": {"null": steps/s, "<co-located key>": [..]}, ...}, ...}."""
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except (UnicodeDecodeError, ValueError) as exc:
+        raise TraceError(f"{path.name}: not JSON ({str(exc)[:120]})") from None
+    missing = [t for t in CLASS_OF if not isinstance(data, dict) or not isinstance(data.get(t), dict)]
+    if missing:
+        raise TraceError(f"{path.name}: no worker type {', '.join(missing)} (Gavel's simulation_throughputs.json "
+                         f"has k80, p100, v100)")
+    out: dict[str, dict[int, dict[str, float]]] = defaultdict(dict)
+    for worker, cls in CLASS_OF.items():
+        for key, entry in data[worker].items():
+            try:
+                job_type, scale = ast.literal_eval(key)
+                alone = float(entry["null"])
+            except (ValueError, SyntaxError, TypeError, KeyError):
+                raise TraceError(f"{path.name}: {worker}[{key!r}] is not ('job type', scale): "
+                                 f'{{"null": steps/s}}') from None
+            out[str(job_type)].setdefault(int(scale), {c: 0.0 for c in CLASSES})[cls] = alone
     return dict(out)
 
 
