@@ -75,9 +75,11 @@ def test_instance_hosts_ipv6_and_urls_and_node_names_that_are_ips() -> None:
     # federation: the original target is exported_instance, `instance` is the federating Prometheus
     assert hits({"exported_instance": "gpu-2:9400", "instance": "prometheus-global:9090"}) == [
         ("team-a/train", ("gpu-2",))]
-    # a UUID alone resolves through the telemetry snapshot's device -> node
+    # a UUID alone resolves through the telemetry snapshot's device -> node; a MIG instance's is <UUID>/mig-<id>
     assert hits({"UUID": "GPU-x", "Hostname": "nvidia-dcgm-exporter-cmhft"}, {"GPU-x": "gpu-1"}) == [
         ("team-a/train", ("gpu-1",))]
+    assert hits({"UUID": "GPU-m", "GPU_I_ID": "2", "GPU_I_PROFILE": "3g.40gb"}, {"GPU-m/mig-2": "gpu-2"}) == [
+        ("team-a/train", ("gpu-2",))]
 
 
 def am_028(*alerts: dict[str, Any]) -> dict[str, Any]:

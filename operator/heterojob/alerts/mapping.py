@@ -129,7 +129,10 @@ def jobs_for(labels: Mapping[str, str], running: Mapping[str, Placed],
     node = next((n for n in candidates if n in used), "")
     if not node:
         uuid = next((labels[n] for n in DEVICE_LABELS if labels.get(n)), "")
-        node = (device_nodes or {}).get(uuid, "")
+        gi = labels.get("GPU_I_ID") or ""
+        nodes = device_nodes or {}
+        # a MIG instance is the device `<UUID>/mig-<GPU_I_ID>` in the snapshot (telemetry/adapters.py)
+        node = (nodes.get(f"{uuid}/mig-{gi}", "") if uuid and gi else "") or nodes.get(uuid, "")
     if not node:
         return []
     return [Hit(job.key, (node,)) for job in sorted(running.values(), key=lambda j: j.key) if node in job.nodes]
