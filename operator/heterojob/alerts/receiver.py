@@ -44,6 +44,7 @@ MAX_BODY = 1 << 20  # 1 MiB (inflated): Alertmanager's largest groups are far be
 _ENCODINGS = {"": None, "identity": None, "gzip": 47, "x-gzip": 47, "deflate": 47}  # zlib wbits: gzip or zlib
 
 
+UNLOCATED_LISTED = 20  # the answer lists this many alerts that name no pod, node or device (the warning counts all)
 UNLOCATED_HINT = ("labels.namespace + labels.pod, exported_namespace + exported_pod, pod_name; node, "
                   "exported_node, kubernetes_node, node_name, Hostname, hostname, instance, exported_instance; "
                   "UUID, uuid")
@@ -202,7 +203,7 @@ class AlertReceiver:
         answer: dict[str, object] = {"accepted": accepted, "alerts": len(note.alerts)}
         if unlocated:
             # delivered (a 4xx would make Alertmanager drop the whole group), but said: it can name no job
-            answer["unlocated"] = unlocated
+            answer["unlocated"] = unlocated[:UNLOCATED_LISTED]
             answer["warning"] = (f"{len(unlocated)} alert(s) carry no label naming a pod, node or device "
                                  f"({UNLOCATED_HINT}): they can name no job; keep those labels in the rule")
             log.warning("alerts %s: %s", ", ".join(f"{u['alertname']} ({u['fingerprint']})" for u in unlocated[:5]),
