@@ -62,8 +62,8 @@ def test_the_seven_field_philly_layout_is_unchanged() -> None:
     assert (jobs[0].total_steps, jobs[0].arrival_s, jobs[0].gpus) == (float(first[4]), float(first[5]), int(first[6]))
 
 
-def test_blank_lines_comments_and_crlf_are_skipped(tmp_path: Path) -> None:
-    path = write(tmp_path, "# a comment", "", seven(arrival=5), "   ", ten(arrival=7, gpus=2), end="\r\n")
+def test_blank_lines_comments_crlf_and_trailing_tabs_are_skipped(tmp_path: Path) -> None:
+    path = write(tmp_path, "# a comment", "", seven(arrival=5), "   ", ten(arrival=7, gpus=2) + "\t", end="\r\n")
     jobs = load_trace(path, TABLE)
     assert [(j.arrival_s, j.gpus) for j in jobs] == [(5, 1), (7, 2)]
     assert [j.id for j in jobs] == [2, 4]  # ids are the line's index in the file

@@ -232,6 +232,8 @@ def read_trace(trace: Path, table: Path, seed: int = 0, limit: int | None = None
         if not line.strip() or line.lstrip().startswith("#"):
             continue
         parts = line.rstrip("\r\n").split("\t")
+        while len(parts) not in LAYOUTS and len(parts) > 1 and not parts[-1].strip():
+            parts.pop()  # a trailing tab (or several) adds no field
         where = f"{trace.name}, line {n}"
         layout = LAYOUTS.get(len(parts))
         if layout is None:
