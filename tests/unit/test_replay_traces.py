@@ -105,12 +105,15 @@ def test_a_bad_line_is_an_error_naming_the_line_and_the_field(tmp_path: Path, li
     assert "t.trace, line 2" in str(err.value) and field in str(err.value)
 
 
-def test_a_huge_duration_is_refused_naming_the_line(tmp_path: Path) -> None:
+def test_a_huge_duration_or_arrival_is_refused_naming_the_line(tmp_path: Path) -> None:
     fine = load_trace(write(tmp_path, seven(steps=4e8)), TABLE)  # Gavel's longest Philly job: ~4e8 steps
     assert fine[0].total_steps == 4e8
     with pytest.raises(TraceError, match=r"t.trace, line 2: total_steps 1e\+13 is .* hours") as err:
         read_trace(write(tmp_path, seven(), seven(steps=1e13)), TABLE)
     assert f"{MAX_HOURS:g}" in str(err.value)
+    # an arrival 10^13 s in: the replay ran the fleet's failures over 3 x 10^9 hours (18 s per policy; 10^15: 30 min)
+    with pytest.raises(TraceError, match=r"t.trace, line 2: arrival_time 1e\+13 is past 1e\+06 hours"):
+        read_trace(write(tmp_path, seven(), seven(arrival=1e13)), TABLE)
 
 
 def test_a_throughput_table_without_a_column_is_named(tmp_path: Path) -> None:

@@ -13,7 +13,8 @@ kindest partition for a static fleet.
 Trace files (`read_trace`): either of Gavel's layouts (`LAYOUTS`: the 7-field Philly traces, the 10-field
 lines of Gavel's `parse_trace`), blank lines and `#` comments skipped; jobs of a type the throughput table
 lacks are left out and named; Gavel's priority weights become priority levels by rank; a line that cannot be
-read, or a job longer than `MAX_HOURS` on its fastest class, is a TraceError naming the line and the field.
+read, or a job longer than `MAX_HOURS` on its fastest class or arriving after them, is a TraceError naming the
+line and the field.
 """
 
 from __future__ import annotations
@@ -166,8 +167,9 @@ LAYOUTS: dict[int, dict[str, int]] = {
     7: {"job_type": 0, "total_steps": 4, "arrival_time": 5, "scale_factor": 6},
     10: {"job_type": 0, "total_steps": 5, "scale_factor": 6, "priority_weight": 7, "SLO": 8, "arrival_time": 9},
 }
-# a job longer than this on its fastest class (about 114 years; Gavel's longest Philly job is ~3,100 hours)
-# is a unit mistake, not a workload: refused, naming its line (the replay would spend minutes on its failures)
+# a job longer than this on its fastest class, or arriving later than this (about 114 years; Gavel's longest
+# Philly job is ~3,100 hours, its traces span ~1,250 hours) is a unit mistake, not a workload: refused, naming
+# its line (the replay simulates the fleet's failures over the whole span: hours of CPU)
 MAX_HOURS = 1e6
 
 
@@ -246,6 +248,9 @@ def read_trace(trace: Path, table: Path, seed: int = 0, limit: int | None = None
             raise TraceError(f"{where}: job_type is empty")
         steps = _number(_field(parts, layout, "total_steps"), "total_steps", where)
         arrival = _number(_field(parts, layout, "arrival_time"), "arrival_time", where, positive=False)
+        if arrival > MAX_HOURS * 3600:
+            raise TraceError(f"{where}: arrival_time {arrival:g} is past {MAX_HOURS:g} hours: arrival_time counts "
+                             f"seconds from the trace's start (a unit mistake?)")
         gpus = int(_number(_field(parts, layout, "scale_factor"), "scale_factor", where, integer=True))
         weight = 1.0
         if "priority_weight" in layout:
