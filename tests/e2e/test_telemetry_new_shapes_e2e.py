@@ -32,7 +32,8 @@ NEW = {
     "gpu-node-j": ("dcgm-4.1.1-4.0.3-kubernetes-virtual-gpus.prom", "dcgm", {}, True),
     "npu-node-k": ("npu-exporter-mindcluster-2025-310p-vnpu.prom", "npu-exporter", {}, True),
 }
-NODES = [node("gpu-node-i", "cn-east", "nvidia-a100", devices=2), node("gpu-node-j", "cn-east", "nvidia-h100", devices=2),
+NODES = [node("gpu-node-i", "cn-east", "nvidia-a100", devices=2),
+         node("gpu-node-j", "cn-east", "nvidia-h100", devices=2),
          node("npu-node-k", "cn-north", "ascend-910b", devices=3)]
 DCP = JobRef("team-i", "dcp-train", "cn-east", generation=1, replicas=1, per_replica=1)
 P310 = JobRef("team-k", "p310", "cn-north", generation=1, replicas=1, per_replica=1)
@@ -51,7 +52,8 @@ def recorded() -> Iterator[PrometheusServer]:
 
 def test_three_more_exporter_shapes_through_a_real_prometheus(recorded: PrometheusServer) -> None:
     source = FleetSource.from_objects([*NODES, *defaults.all_objects()])
-    jobs = {"team-i/dcp-train": WatchedJob(DCP, "nvidia-a100", "1"), "team-k/p310": WatchedJob(P310, "ascend-910b", "1")}
+    jobs = {"team-i/dcp-train": WatchedJob(DCP, "nvidia-a100", "1"),
+            "team-k/p310": WatchedJob(P310, "ascend-910b", "1")}
     m = Monitor(None, source, lambda: jobs, TelemetryConfig(prometheus_url=recorded.url, window_s=4, timeout_s=3,
                                                             policy=HealthPolicy()))
     s = eventually(lambda: (s := collect(m)) and len(s.devices) == 7 and s, timeout=30, interval=0.5,

@@ -23,7 +23,8 @@ RUNNING = {"team-a/train": Placed("team-a", "train", 2, ("gpu-1", "gpu-2")),
 
 # dcgm-exporter 3.3.x through the GPU operator's ServiceMonitor, NODE_NAME unset: Hostname is the exporter pod
 DCGM_SM = {"UUID": "GPU-7c1d5e2a-93b4-4f6e-a1c2-00000000b001", "gpu": "1", "device": "nvidia1",
-           "modelName": "NVIDIA H100 80GB HBM3", "pci_bus_id": "00000000:28:00.0", "DCGM_FI_DRIVER_VERSION": "550.90.07",
+           "modelName": "NVIDIA H100 80GB HBM3", "pci_bus_id": "00000000:28:00.0",
+           "DCGM_FI_DRIVER_VERSION": "550.90.07",
            "Hostname": "nvidia-dcgm-exporter-cmhft", "container": "nvidia-dcgm-exporter", "endpoint": "gpu-metrics",
            "instance": "10.244.1.23:9400", "job": "nvidia-dcgm-exporter", "namespace": "gpu-operator",
            "pod": "nvidia-dcgm-exporter-cmhft", "service": "nvidia-dcgm-exporter", "err_code": "79",
