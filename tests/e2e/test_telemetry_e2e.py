@@ -347,9 +347,10 @@ class RecordedExporters:
     """Serves each fixture as its node's /metrics; npu-exporter's explicit timestamps become the scrape time.
     `drop[node]` removes the sample lines containing that text (a chip that stopped reporting)."""
 
-    def __init__(self) -> None:
+    def __init__(self, recorded: dict[str, tuple[str, str, dict[str, str], bool]] | None = None) -> None:
         self.drop: dict[str, str] = {}
-        bodies = {n: (FIXTURES / f).read_text() for n, (f, _, _, _) in RECORDED.items()}
+        self.recorded = RECORDED if recorded is None else recorded
+        bodies = {n: (FIXTURES / f).read_text() for n, (f, _, _, _) in self.recorded.items()}
         owner = self
 
         class Handler(BaseHTTPRequestHandler):
@@ -383,7 +384,7 @@ class RecordedExporters:
         host, port = self.server.server_address[:2]
         return [{"node": n, "family": fam, "region": "", "path": f"/{n}/metrics", "labels": labels,
                  "relabel_node": relabel, "address": f"{host}:{port}"}
-                for n, (_, fam, labels, relabel) in RECORDED.items()]
+                for n, (_, fam, labels, relabel) in self.recorded.items()]
 
     def stop(self) -> None:
         self.server.shutdown()

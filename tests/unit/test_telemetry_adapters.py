@@ -36,12 +36,14 @@ def test_queries_are_fleet_wide_and_windowed() -> None:
     assert " (avg_over_time(DCGM_FI_DEV_GPU_UTIL[60s])) or " in queries["util"]
     assert "exported_pod" in queries["util"] and "pod_name" in queries["util"]  # what maps a device to a pod
     keys = "UUID, uuid, GPU_I_ID"
-    assert queries["temp"] == f"max by ({keys}) (min_over_time(DCGM_FI_DEV_GPU_TEMP[60s]))"
+    # the temperature keeps the identity labels: it places a GPU that has no utilization metric (2.2.9-2.4.1)
+    assert queries["temp"] == (f"max by ({', '.join(DcgmAdapter.identity_labels)}) "
+                               "(min_over_time(DCGM_FI_DEV_GPU_TEMP[60s]))")
     assert queries["instant"] == (f'max by (__name__, {keys}, xid) '
         '({__name__=~"DCGM_FI_DEV_FB_USED|DCGM_FI_DEV_POWER_USAGE|DCGM_FI_DEV_XID_ERRORS|DCGM_EXP_XID_ERRORS_COUNT"})')
     assert queries["fb_total"].startswith("sum by (UUID, uuid, GPU_I_ID) ")  # beside it, not joined to it
     assert AscendAdapter().queries(30)["health"] == (
-        "max by (id, node, kubernetes_node, node_name, Hostname, hostname, instance) "
+        "max by (id, node, kubernetes_node, node_name, Hostname, hostname, exported_instance, instance) "
         "(max_over_time(npu_chip_info_health_status[30s]))")
     # never a per-job or per-device selector: the only matcher is on the metric name
     assert all("=\"" not in q.replace('__name__=~"', "").replace('"heterojob_metric", "', "").replace('!=""', "")

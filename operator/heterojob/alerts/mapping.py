@@ -1,8 +1,10 @@
 """Which running jobs an alert is about, and what it asks for (pure).
 
 Labels are read the way exporters and rules spell them (docs/telemetry.md): the workload pod
-(`exported_namespace` + `exported_pod`, else `namespace` + `pod` or `pod_name`) when it is one of ours, else the node (`Hostname`, `hostname`, `node`, `instance` host),
-else the device (`UUID`/`uuid`, resolved to its node through the telemetry snapshot). The action comes
+(`exported_namespace` + `exported_pod`, `pod_name`, else `namespace` + `pod`) when it is one of ours, else the
+node (`exported_node`, `node`, `kubernetes_node`, `node_name`, `Hostname`, `hostname`, the `exported_instance`
+or `instance` host: the first that names a node one of our jobs runs on), else the device (`UUID`/`uuid`,
+resolved to its node through the telemetry snapshot). The action comes
 from the alert's `heterojob_action` annotation, else from the alertname table.
 """
 
@@ -11,6 +13,8 @@ from __future__ import annotations
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass
+
+from heterojob.telemetry.adapters import host_of
 
 MIGRATE = "migrate"  # checkpoint, then move off the named node(s)
 MIGRATE_NOW = "migrate-now"  # the device is gone: restore from the last checkpoint, do not wait
@@ -58,45 +62,77 @@ def action_for(labels: Mapping[str, str], annotations: Mapping[str, str], table:
     return table.get(labels.get("alertname", ""))
 
 
+# Where an alert's labels name a node, most trusted first (docs/telemetry.md): `exported_node` is the series' own
+# `node` when the scrape target also had one (kube-state-metrics through a ServiceMonitor that relabels the
+# target's node: `node` is then the scraper's); then the label relabelled from __meta_kubernetes_pod_node_name;
+# then dcgm-exporter's Hostname (the exporter pod's name unless NODE_NAME is set); then the scrape target's host
+# (`exported_instance`: the original target behind a federation or honor_labels false).
+NODE_LABELS = ("exported_node", "node", "kubernetes_node", "node_name", "Hostname", "hostname")
+INSTANCE_LABELS = ("exported_instance", "instance")
+DEVICE_LABELS = ("UUID", "uuid")
+
+
+def node_candidates(labels: Mapping[str, str]) -> list[str]:
+    """Every node name an alert's labels may mean, most trusted first, without repeats."""
+    found = [labels.get(name) or "" for name in NODE_LABELS]
+    found += [host_of(labels.get(name) or "") for name in INSTANCE_LABELS]
+    return list(dict.fromkeys(n for n in found if n))
+
+
 def node_of(labels: Mapping[str, str]) -> str:
-    for name in ("Hostname", "hostname", "node", "kubernetes_node", "node_name"):
-        if labels.get(name):
-            return labels[name]
-    instance = labels.get("instance", "")
-    return instance.rsplit(":", 1)[0] if instance else ""
+    """The node an alert names: its most trusted node label (`node_candidates`), "" when none."""
+    candidates = node_candidates(labels)
+    return candidates[0] if candidates else ""
 
 
-def _workload_pod(labels: Mapping[str, str]) -> tuple[str, str]:
-    """The workload pod an alert names: `exported_namespace`/`exported_pod` first (scraped through a
-    ServiceMonitor with honorLabels false, `namespace`/`pod` are the exporter's own: docs/telemetry.md)."""
-    namespace = labels.get("exported_namespace") or ""
-    pod = labels.get("exported_pod") or labels.get("exported_pod_name") or ""
-    if namespace and pod:
-        return namespace, pod
-    return (labels.get("namespace") or labels.get("pod_namespace") or "",
-            labels.get("pod") or labels.get("pod_name") or "")
+def _workload_pods(labels: Mapping[str, str]) -> list[tuple[str, str]]:
+    """The (namespace, pod) pairs an alert may name as its workload, most trusted first: `exported_*` (scraped
+    through a ServiceMonitor/PodMonitor with honorLabels false, `namespace`/`pod` are the exporter's own:
+    docs/telemetry.md); npu-exporter's and --use-old-namespace's `pod_name`; then `namespace`/`pod`."""
+    def get(name: str) -> str:
+        return labels.get(name) or ""
+
+    namespace = get("exported_namespace") or get("pod_namespace") or get("namespace")
+    pairs = [(get("exported_namespace"), get("exported_pod") or get("exported_pod_name")),
+             (namespace, get("pod_name")), (get("namespace") or get("pod_namespace"), get("pod"))]
+    return [(ns, pod) for ns, pod in pairs if ns and pod]
+
+
+def locatable(labels: Mapping[str, str]) -> bool:
+    """Whether an alert names anything a job could be found by: a pod, a node or a device."""
+    return bool(_workload_pods(labels) or node_candidates(labels) or any(labels.get(n) for n in DEVICE_LABELS))
 
 
 def jobs_for(labels: Mapping[str, str], running: Mapping[str, Placed],
              device_nodes: Mapping[str, str] | None = None) -> list[Hit]:
     """The running jobs an alert names, each with the nodes concerned; [] when it names none of ours.
 
-    A pod that is not one of ours (e.g. the exporter's own pod, `gpu-operator/nvidia-dcgm-exporter-x7k2p`)
-    does not end the search: the alert falls back to its node, then its device. A pod that is ours but of
-    an older placement generation is about a gang that is gone: it names nothing.
+    A pod that is one of ours names its job, and the node is the one of the job's nodes its labels name, else
+    the node its rank runs on (a host label that is an exporter pod's name or a pod IP names none of them,
+    and a symptom about no node of the job would be ignored). A pod that is not
+    one of ours (e.g. the exporter's own pod, `gpu-operator/nvidia-dcgm-exporter-x7k2p`) does not end the
+    search: the alert falls back to its node labels, most trusted first, the first that names a node one of
+    our jobs runs on; then its device. A pod that is ours but of an older placement generation is about a
+    gang that is gone: it names nothing.
     """
-    namespace, pod = _workload_pod(labels)
-    m = _POD.match(pod) if namespace and pod else None
-    if m is not None and f"{namespace}/{m['job']}" in running:
-        job = running[f"{namespace}/{m['job']}"]
-        rank = int(m["rank"])
-        if job.generation != int(m["generation"]) or rank >= len(job.nodes):
-            return []
-        return [Hit(job.key, (node_of(labels) or job.nodes[rank],))]
-    node = node_of(labels)
+    for namespace, pod in _workload_pods(labels):
+        m = _POD.match(pod)
+        if m is not None and f"{namespace}/{m['job']}" in running:
+            job = running[f"{namespace}/{m['job']}"]
+            rank = int(m["rank"])
+            if job.generation != int(m["generation"]) or rank >= len(job.nodes):
+                return []
+            named = next((n for n in node_candidates(labels) if n in job.nodes), "")
+            return [Hit(job.key, (named or job.nodes[rank],))]
+    used = {node for job in running.values() for node in job.nodes}
+    candidates = node_candidates(labels)
+    node = next((n for n in candidates if n in used), "")
     if not node:
-        uuid = labels.get("UUID") or labels.get("uuid") or ""
-        node = (device_nodes or {}).get(uuid, "")
+        uuid = next((labels[n] for n in DEVICE_LABELS if labels.get(n)), "")
+        gi = labels.get("GPU_I_ID") or ""
+        nodes = device_nodes or {}
+        # a MIG instance is the device `<UUID>/mig-<GPU_I_ID>` in the snapshot (telemetry/adapters.py)
+        node = (nodes.get(f"{uuid}/mig-{gi}", "") if uuid and gi else "") or nodes.get(uuid, "")
     if not node:
         return []
     return [Hit(job.key, (node,)) for job in sorted(running.values(), key=lambda j: j.key) if node in job.nodes]

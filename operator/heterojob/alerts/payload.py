@@ -6,10 +6,9 @@ and a problem names its field path, so a 400 tells the sender what to fix.
 
 from __future__ import annotations
 
-from datetime import datetime
 from typing import Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import AwareDatetime, BaseModel, ConfigDict, Field, ValidationError
 
 ZERO_TIME = "0001-01-01T00:00:00Z"  # endsAt while an alert fires
 
@@ -22,7 +21,8 @@ class Alert(_Open):
     status: Literal["firing", "resolved"]
     labels: dict[str, str] = Field(default_factory=dict)
     annotations: dict[str, str] = Field(default_factory=dict)
-    starts_at: datetime = Field(alias="startsAt")
+    # Alertmanager always writes an offset; one without (another sender) could not be ordered against those
+    starts_at: AwareDatetime = Field(alias="startsAt")
     ends_at: str | None = Field(None, alias="endsAt")
     generator_url: str | None = Field(None, alias="generatorURL")
     fingerprint: str = Field(min_length=1, max_length=128)

@@ -34,6 +34,7 @@ from datetime import datetime
 from aiohttp import web
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 
+from heterojob.alerts.mapping import locatable
 from heterojob.alerts.payload import Alert, PayloadError, parse
 from heterojob.metrics import OperatorMetrics
 
@@ -41,6 +42,12 @@ log = logging.getLogger("heterojob.alerts")
 
 MAX_BODY = 1 << 20  # 1 MiB (inflated): Alertmanager's largest groups are far below; truncatedAlerts says if it cut
 _ENCODINGS = {"": None, "identity": None, "gzip": 47, "x-gzip": 47, "deflate": 47}  # zlib wbits: gzip or zlib
+
+
+UNLOCATED_LISTED = 20  # the answer lists this many alerts that name no pod, node or device (the warning counts all)
+UNLOCATED_HINT = ("labels.namespace + labels.pod, exported_namespace + exported_pod, pod_name; node, "
+                  "exported_node, kubernetes_node, node_name, Hostname, hostname, instance, exported_instance; "
+                  "UUID, uuid")
 
 
 class Refused(Exception):
@@ -175,6 +182,7 @@ class AlertReceiver:
         if note.truncated_alerts:
             log.warning("Alertmanager truncated %d alerts of group %s", note.truncated_alerts, note.group_key)
         accepted = 0
+        unlocated: list[dict[str, str]] = []
         for alert in note.alerts:
             self.metrics.alerts_received.labels(alert.status).inc()
             if self.queue.full():
@@ -187,10 +195,20 @@ class AlertReceiver:
                     log.info("alert %s (%s) %s, startsAt %s: stale (a newer state is known), ignored",
                              alert.name, alert.fingerprint, alert.status, alert.starts_at.isoformat())
                 continue
+            if not locatable(alert.labels):
+                unlocated.append({"fingerprint": alert.fingerprint, "alertname": alert.name})
             self.queue.put_nowait(alert)
             accepted += 1
         self.metrics.alert_queue.set(self.queue.qsize())
-        return web.json_response({"accepted": accepted, "alerts": len(note.alerts)})
+        answer: dict[str, object] = {"accepted": accepted, "alerts": len(note.alerts)}
+        if unlocated:
+            # delivered (a 4xx would make Alertmanager drop the whole group), but said: it can name no job
+            answer["unlocated"] = unlocated[:UNLOCATED_LISTED]
+            answer["warning"] = (f"{len(unlocated)} alert(s) carry no label naming a pod, node or device "
+                                 f"({UNLOCATED_HINT}): they can name no job; keep those labels in the rule")
+            log.warning("alerts %s: %s", ", ".join(f"{u['alertname']} ({u['fingerprint']})" for u in unlocated[:5]),
+                        answer["warning"])
+        return web.json_response(answer)
 
     async def _metrics(self, _: web.Request) -> web.Response:
         return web.Response(body=generate_latest(self.metrics.registry), headers={"Content-Type": CONTENT_TYPE_LATEST})

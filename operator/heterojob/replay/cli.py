@@ -12,7 +12,7 @@ from heterojob.engine.queueing import QueuePolicy, QueueSettings
 from heterojob.replay.replay import POLICIES, REGIONS, Config, replay
 from heterojob.replay.replay import __doc__ as REPLAY_DOC
 from heterojob.replay.report import html_report
-from heterojob.replay.traces import load_trace, synthetic_trace
+from heterojob.replay.traces import TraceError, read_trace, synthetic_trace
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -21,12 +21,16 @@ def main(argv: Sequence[str] | None = None) -> int:
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     root = Path(__file__).resolve().parents[3] / "data" / "gavel"
     parser.add_argument("--trace", type=Path, default=root / "philly-ee9e8c.trace",
-                        help="a Gavel-format trace (default: Philly ee9e8c)")
+                        help="a Gavel-format trace: 7 tab-separated fields per line (Philly traces) or 10 (Gavel's "
+                             "parse_trace: with priority weight and SLO); # comments and blank lines skipped "
+                             "(default: Philly ee9e8c)")
     parser.add_argument("--synthetic", type=int, default=None, metavar="N",
                         help="replay N Gavel-style synthetic jobs instead of --trace")
     parser.add_argument("--jobs-per-hour", type=float, default=4.0, help="synthetic arrival rate")
     parser.add_argument("--high-priority-share", type=float, default=0.0, help="synthetic jobs with priority 1")
-    parser.add_argument("--throughputs", type=Path, default=root / "isolated_throughputs.csv")
+    parser.add_argument("--throughputs", type=Path, default=root / "isolated_throughputs.csv",
+                        help="steps/s per job type, scale and device type: this CSV, or Gavel's own "
+                             "scheduler/simulation_throughputs.json")
     parser.add_argument("--policy", choices=[*POLICIES, "all", "both"], default="all",
                         help="one policy, all three, or both (static and heterojob)")
     parser.add_argument("--queue-policy", choices=[q.value for q in QueuePolicy], default=QueuePolicy.MLFQ.value,
@@ -69,20 +73,31 @@ def main(argv: Sequence[str] | None = None) -> int:
                     queue=QueueSettings(policy=QueuePolicy(args.queue_policy),
                                         starvation_s=args.starvation_hours * 3600),
                     upgrades=not args.no_upgrades)
-    if args.synthetic:
-        jobs = synthetic_trace(args.synthetic, args.jobs_per_hour, args.throughputs, seed=args.seed,
-                               high_priority_share=args.high_priority_share, fastest_share=args.fastest_share)
-        name = f"synthetic ({len(jobs)} jobs, {args.jobs_per_hour:g}/h)"
-    else:
-        jobs = load_trace(args.trace, args.throughputs, seed=args.seed, limit=args.limit)
-        name = f"{args.trace.name} ({len(jobs)} jobs)"
+    left_out = []
+    try:
+        if args.synthetic:
+            jobs = synthetic_trace(args.synthetic, args.jobs_per_hour, args.throughputs, seed=args.seed,
+                                   high_priority_share=args.high_priority_share, fastest_share=args.fastest_share)
+            name = f"synthetic ({len(jobs)} jobs, {args.jobs_per_hour:g}/h)"
+        else:
+            trace = read_trace(args.trace, args.throughputs, seed=args.seed, limit=args.limit)
+            jobs = trace.jobs
+            name = f"{args.trace.name} ({len(jobs)} jobs)"
+            left_out.append(trace.left_out())
+    except TraceError as exc:
+        parser.error(str(exc))
     too_big = sum(1 for j in jobs if j.gpus > config.nodes_per_class_region * config.devices_per_node)
     jobs = [j for j in jobs if j.gpus <= config.nodes_per_class_region * config.devices_per_node]
+    if too_big:
+        left_out.append(f"{too_big} jobs larger than one class in one region")
+    if not jobs:
+        parser.error(f"no job of {args.trace if not args.synthetic else 'the synthetic trace'} can be replayed"
+                     + (f" ({'; '.join(p for p in left_out if p)})" if any(left_out) else " (the trace is empty)"))
     policies = {"both": ["static", "heterojob"], "all": list(POLICIES)}.get(args.policy, [args.policy])
     reports = [replay(jobs, p, config) for p in policies]
     out: dict[str, Any] = {"trace": name, "devices": config.devices, **{r.policy: r.summary() for r in reports}}
-    if too_big:
-        out["left_out"] = f"{too_big} jobs larger than one class in one region"
+    if any(left_out):
+        out["left_out"] = "; ".join(p for p in left_out if p)
     print(json.dumps(out))
     if args.html:
         html_report(reports, args.html, title=name)

@@ -9,11 +9,19 @@ are super-linear; growing a job is not credited with that).
 The device type a user asks for (what the static baseline keeps) is drawn with probability proportional to
 the job's throughput on it: users lean to the fast types, and each pool gets the same expected work, the
 kindest partition for a static fleet.
+
+Trace files (`read_trace`): either of Gavel's layouts (`LAYOUTS`: the 7-field Philly traces, the 10-field
+lines of Gavel's `parse_trace`), blank lines and `#` comments skipped; jobs of a type the throughput table
+lacks are left out and named; Gavel's priority weights become priority levels by rank; a line that cannot be
+read, or a job longer than `MAX_HOURS` on its fastest class or arriving after them, is a TraceError naming the
+line and the field.
 """
 
 from __future__ import annotations
 
+import ast
 import csv
+import json
 import math
 import random
 from collections import defaultdict
@@ -93,12 +101,47 @@ def _interpolate(rates: Rates, cls: str, devices: int) -> float:
 
 
 def throughputs(path: Path) -> dict[str, dict[int, dict[str, float]]]:
-    """Gavel's isolated_throughputs.csv: job type -> scale -> class -> steps/s."""
+    """Gavel's isolated_throughputs.csv: job type -> scale -> class -> steps/s (an empty cell: 0, cannot run);
+    or Gavel's own scheduler/simulation_throughputs.json (a `.json` path: each key's "null" entry, the job
+    running alone)."""
+    if path.suffix == ".json":
+        return _gavel_json(path)
     out: dict[str, dict[int, dict[str, float]]] = defaultdict(dict)
-    with path.open() as f:
-        for row in csv.DictReader(f):
-            out[row["job_type"]][int(row["scale_factor"])] = {
-                CLASS_OF[t]: float(row[f"{t}_steps_per_s"] or 0) for t in CLASS_OF}
+    columns = ["job_type", "scale_factor", *(f"{t}_steps_per_s" for t in CLASS_OF)]
+    with path.open(newline="") as f:
+        reader = csv.DictReader(f)
+        missing = [c for c in columns if c not in (reader.fieldnames or ())]
+        if missing:
+            raise TraceError(f"{path.name}: no column {', '.join(missing)} (columns: {', '.join(columns)})")
+        for row in reader:
+            where = f"{path.name}, line {reader.line_num}"
+            scale = int(_number(row["scale_factor"] or "", "scale_factor", where, integer=True))
+            out[row["job_type"]][scale] = {
+                CLASS_OF[t]: _number(row[f"{t}_steps_per_s"] or "0", f"{t}_steps_per_s", where, positive=False)
+                for t in CLASS_OF}
+    return dict(out)
+
+
+def _gavel_json(path: Path) -> dict[str, dict[int, dict[str, float]]]:
+    """{"v100": {"('ResNet-18 (batch size 16)', 1)": {"null": steps/s, "<co-located key>": [..]}, ...}, ...}."""
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except (UnicodeDecodeError, ValueError) as exc:
+        raise TraceError(f"{path.name}: not JSON ({str(exc)[:120]})") from None
+    missing = [t for t in CLASS_OF if not isinstance(data, dict) or not isinstance(data.get(t), dict)]
+    if missing:
+        raise TraceError(f"{path.name}: no worker type {', '.join(missing)} (Gavel's simulation_throughputs.json "
+                         f"has k80, p100, v100)")
+    out: dict[str, dict[int, dict[str, float]]] = defaultdict(dict)
+    for worker, cls in CLASS_OF.items():
+        for key, entry in data[worker].items():
+            try:
+                job_type, scale = ast.literal_eval(key)
+                alone = float(entry["null"])
+            except (ValueError, SyntaxError, TypeError, KeyError):
+                raise TraceError(f"{path.name}: {worker}[{key!r}] is not ('job type', scale): "
+                                 f'{{"null": steps/s}}') from None
+            out[str(job_type)].setdefault(int(scale), {c: 0.0 for c in CLASSES})[cls] = alone
     return dict(out)
 
 
@@ -110,24 +153,142 @@ def _wants(rng: random.Random, rates: Rates, gpus: int) -> str | None:
     return rng.choices(usable, weights=[job.rate(c) for c in usable])[0]
 
 
-def load_trace(trace: Path, table: Path, seed: int = 0, limit: int | None = None) -> list[TraceJob]:
-    """A Gavel/Philly trace: one job per line (job_type, command, steps arg, needs data dir, total_steps,
-    arrival seconds, GPUs); jobs whose type has no throughput anywhere are skipped."""
+class TraceError(ValueError):
+    """A trace or throughput table we cannot read: names the file, the line and the field."""
+
+
+# Gavel's two trace layouts (tab-separated), told apart by their number of fields:
+# - 7: the Philly-derived traces (scheduler/traces/msr/seed=*/): job_type, command, num_steps_arg,
+#   needs_data_dir, total_steps, arrival_time, scale_factor;
+# - 10: what Gavel's own `parse_trace` reads (scheduler/utils.py; `Job.__str__` + the arrival time, e.g.
+#   scheduler/traces/physical_cluster/): job_type, command, working_directory, num_steps_arg, needs_data_dir,
+#   total_steps, scale_factor, priority_weight, SLO, arrival_time.
+LAYOUTS: dict[int, dict[str, int]] = {
+    7: {"job_type": 0, "total_steps": 4, "arrival_time": 5, "scale_factor": 6},
+    10: {"job_type": 0, "total_steps": 5, "scale_factor": 6, "priority_weight": 7, "SLO": 8, "arrival_time": 9},
+}
+# a job longer than this on its fastest class, or arriving later than this (about 114 years; Gavel's longest
+# Philly job is ~3,100 hours, its traces span ~1,250 hours) is a unit mistake, not a workload: refused, naming
+# its line (the replay simulates the fleet's failures over the whole span: hours of CPU)
+MAX_HOURS = 1e6
+
+
+@dataclass
+class Trace:
+    """A trace as read: its jobs, and what was left out and why (for the replay's JSON)."""
+
+    jobs: list[TraceJob]
+    unknown_types: dict[str, int]  # job type not in the throughput table -> jobs left out
+    unrunnable: int = 0  # jobs whose type has no throughput on any class at their scale
+    priority_weights: tuple[float, ...] = ()  # the trace's distinct weights, lowest first (priority = index)
+
+    def left_out(self) -> str:
+        """What was left out, in words ("" when nothing)."""
+        parts = []
+        if self.unknown_types:
+            n = sum(self.unknown_types.values())
+            kinds = ", ".join(f"{t!r} ({c})" for t, c in sorted(self.unknown_types.items())[:5])
+            more = f" and {len(self.unknown_types) - 5} more" if len(self.unknown_types) > 5 else ""
+            parts.append(f"{n} jobs of types not in the throughput table: {kinds}{more}")
+        if self.unrunnable:
+            parts.append(f"{self.unrunnable} jobs with no measured throughput on any class at their scale")
+        return "; ".join(parts)
+
+
+def _field(parts: list[str], layout: Mapping[str, int], name: str) -> str:
+    return parts[layout[name]].strip()
+
+
+def _number(text: str, name: str, where: str, *, positive: bool = True, integer: bool = False) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise TraceError(f"{where}: {name} {text!r} is not a number") from None
+    if not math.isfinite(value):
+        raise TraceError(f"{where}: {name} {text!r} is not a finite number")
+    if integer and value != int(value):
+        raise TraceError(f"{where}: {name} {text!r} is not a whole number")
+    if positive and value <= 0:
+        raise TraceError(f"{where}: {name} {text!r} must be positive")
+    if not positive and value < 0:
+        raise TraceError(f"{where}: {name} {text!r} must not be negative")
+    return value
+
+
+def read_trace(trace: Path, table: Path, seed: int = 0, limit: int | None = None) -> Trace:
+    """A Gavel-format trace (either layout, see LAYOUTS; blank lines and `#` comments are skipped).
+
+    Jobs whose type the throughput table lacks, or that run nowhere at their scale, are left out and counted
+    (`Trace.left_out`). Gavel's priority weights become priority levels by rank (the lowest weight is 0, the
+    next 1, ...): the replay's policies order by priority, not by weighted fair share. Gavel's SLO is checked
+    and not used. A line that cannot be read raises TraceError naming the line and the field.
+    """
     by_type = throughputs(table)
     rng = random.Random(seed)
-    jobs = []
-    for i, line in enumerate(trace.read_text().splitlines()):
-        parts = line.split("\t")
-        if len(parts) < 7 or parts[0] not in by_type:
+    rows: list[tuple[int, str, float, float, int, float]] = []
+    try:
+        text = trace.read_text(encoding="utf-8")
+    except UnicodeDecodeError as exc:
+        raise TraceError(f"{trace}: not UTF-8 text ({exc.reason} at byte {exc.start})") from None
+    for n, line in enumerate(text.splitlines(), start=1):
+        if not line.strip() or line.lstrip().startswith("#"):
             continue
-        job_type, steps, arrival, gpus = parts[0], float(parts[4]), float(parts[5]), int(parts[6])
+        parts = line.rstrip("\r\n").split("\t")
+        while len(parts) not in LAYOUTS and len(parts) > 1 and not parts[-1].strip():
+            parts.pop()  # a trailing tab (or several) adds no field
+        where = f"{trace.name}, line {n}"
+        layout = LAYOUTS.get(len(parts))
+        if layout is None:
+            raise TraceError(f"{where}: {len(parts)} tab-separated fields; a Gavel trace line has 7 (job_type, "
+                             f"command, num_steps_arg, needs_data_dir, total_steps, arrival_time, scale_factor) "
+                             f"or 10 (job_type, command, working_directory, num_steps_arg, needs_data_dir, "
+                             f"total_steps, scale_factor, priority_weight, SLO, arrival_time)")
+        job_type = _field(parts, layout, "job_type")
+        if not job_type:
+            raise TraceError(f"{where}: job_type is empty")
+        steps = _number(_field(parts, layout, "total_steps"), "total_steps", where)
+        arrival = _number(_field(parts, layout, "arrival_time"), "arrival_time", where, positive=False)
+        if arrival > MAX_HOURS * 3600:
+            raise TraceError(f"{where}: arrival_time {arrival:g} is past {MAX_HOURS:g} hours: arrival_time counts "
+                             f"seconds from the trace's start (a unit mistake?)")
+        gpus = int(_number(_field(parts, layout, "scale_factor"), "scale_factor", where, integer=True))
+        weight = 1.0
+        if "priority_weight" in layout:
+            weight = _number(_field(parts, layout, "priority_weight"), "priority_weight", where)
+            slo = _field(parts, layout, "SLO")
+            try:
+                float(slo)
+            except ValueError:
+                raise TraceError(f"{where}: SLO {slo!r} is not a number (-1 for none)") from None
+        rows.append((n - 1, job_type, steps, arrival, gpus, weight))
+    weights = tuple(sorted({r[5] for r in rows}))
+    level = {w: i for i, w in enumerate(weights)}
+    jobs: list[TraceJob] = []
+    unknown: dict[str, int] = defaultdict(int)
+    unrunnable = 0
+    for i, job_type, steps, arrival, gpus, weight in rows:
+        if job_type not in by_type:
+            unknown[job_type] += 1
+            continue
         wants = _wants(rng, by_type[job_type], gpus)
         if wants is None:
+            unrunnable += 1
             continue
-        jobs.append(TraceJob(i, job_type, steps, arrival, gpus, by_type[job_type], wants))
+        job = TraceJob(i, job_type, steps, arrival, gpus, by_type[job_type], wants, level[weight])
+        hours = steps / job.rate(job.classes[0]) / 3600
+        if hours > MAX_HOURS:
+            raise TraceError(f"{trace.name}, line {i + 1}: total_steps {steps:g} is {hours:.3g} hours of "
+                             f"{job_type} on {gpus} device(s) of its fastest class, past {MAX_HOURS:g}: "
+                             f"total_steps counts training steps (a unit mistake?)")
+        jobs.append(job)
         if limit and len(jobs) >= limit:
             break
-    return jobs
+    return Trace(jobs, dict(unknown), unrunnable, weights)
+
+
+def load_trace(trace: Path, table: Path, seed: int = 0, limit: int | None = None) -> list[TraceJob]:
+    """The jobs of a Gavel-format trace (`read_trace`, without what was left out)."""
+    return read_trace(trace, table, seed, limit).jobs
 
 
 def synthetic_trace(n: int, jobs_per_hour: float, table: Path, seed: int = 0, high_priority_share: float = 0.0,

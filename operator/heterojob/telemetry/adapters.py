@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable, Collection, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any, ClassVar
 
 from heterojob.telemetry.model import (
@@ -40,6 +40,7 @@ class ParseReport:
     unresolved_nodes: int = 0  # a host label that names no Node and no relabelled node label
     uncollected: int = 0  # the exporter's own "not collected" values (-1, 4294967295): missing, not wrong
     pod_changes: int = 0  # devices whose pod changed within the window (the newest pod kept)
+    shared: int = 0  # devices serving several pods at once (GPU sharing, Ascend 310P vNPUs): no one pod's
     notes: list[str] = field(default_factory=list)
 
     @property
@@ -57,6 +58,7 @@ class Context:
 
 INSTANT = "instant"  # the query name under which an adapter's grouped roles come back together
 SEEN = "seen"  # newest sample time per device and pod
+FALLBACK = "fallback"  # the identity from `fallback_identity`, asked only for devices the identity answer lacks
 ROLE_LABEL = "heterojob_metric"  # names the metric in a grouped query whose function dropped __name__
 # Set by relabelling from __meta_kubernetes_pod_node_name (manifests/telemetry): trusted first.
 RELABELLED_NODE_LABELS = ("node", "kubernetes_node", "node_name")
@@ -65,10 +67,13 @@ HOST_LABELS = ("Hostname", "hostname")
 # The workload's pod. With honorLabels: false the exporter's pod/namespace arrive as exported_*, and
 # pod/namespace name the exporter itself; dcgm-exporter --use-old-namespace says pod_name/pod_namespace.
 POD_LABELS = ("exported_namespace", "exported_pod", "namespace", "pod", "pod_namespace", "pod_name")
-LOCATION_LABELS = (*RELABELLED_NODE_LABELS, *HOST_LABELS, "instance")
+# The scrape target: `instance`; behind a federation (or honor_labels: false) the exporter's own target is
+# `exported_instance` and `instance` is the federating Prometheus.
+INSTANCE_LABELS = ("exported_instance", "instance")
+LOCATION_LABELS = (*RELABELLED_NODE_LABELS, *HOST_LABELS, *INSTANCE_LABELS)
 # Every label that can say where a series comes from (kept for readers grouping by location, e.g. the console;
 # which one wins is `node_of_series`'s business).
-NODE_LABELS = ("Hostname", "hostname", "node", "kubernetes_node", "node_name", "instance")
+NODE_LABELS = ("Hostname", "hostname", "node", "kubernetes_node", "node_name", "exported_instance", "instance")
 
 
 def _first(labels: Mapping[str, str], *names: str) -> str:
@@ -79,13 +84,22 @@ def _first(labels: Mapping[str, str], *names: str) -> str:
     return ""
 
 
+def host_of(instance: str) -> str:
+    """A scrape target's host: `host:port`, `[v6]:port`, `host` or a URL -> host."""
+    rest = instance.split("://", 1)[-1].split("/", 1)[0]
+    if rest.startswith("["):
+        return rest[1:].split("]", 1)[0]
+    return rest.rsplit(":", 1)[0] if rest.count(":") == 1 else rest
+
+
 def node_of_series(labels: Mapping[str, str], is_node: Callable[[str], bool] | None = None) -> str:
     """The node of a series: a relabelled node label first; then the exporter's Hostname, or the scrape
-    target's host, only when it names a known Node (without a Node list: taken as is)."""
+    target's host (`exported_instance`, then `instance`), only when it names a known Node (without a Node
+    list: taken as is)."""
     get = labels.get
     if node := get("node") or get("kubernetes_node") or get("node_name"):
         return node
-    for candidate in (_first(labels, *HOST_LABELS), labels.get("instance", "").rsplit(":", 1)[0]):
+    for candidate in (_first(labels, *HOST_LABELS), *(host_of(get(n) or "") for n in INSTANCE_LABELS)):
         if candidate and (is_node is None or is_node(candidate)):
             return candidate
     return ""
@@ -145,6 +159,12 @@ class Adapter:
     identity_labels: ClassVar[tuple[str, ...]]  # what `sample` reads: the rest is dropped by Prometheus
     group_labels: ClassVar[tuple[str, ...]] = ()  # extra labels the grouped query keeps (e.g. `xid`)
     grouped_fn: ClassVar[str] = ""  # "" instant; "last_over_time" for exporters that stamp timestamps
+    # a windowed role grouped by the identity labels too, so a device without an identity series is still
+    # placed (node, pod, model) from it ("" none: every query keeps the location labels, as npu-exporter's)
+    labelled_role: ClassVar[str] = ""
+    # the identity metric of devices without the usual one, asked in a second round only for those devices
+    fallback_identity: ClassVar[Role | None] = None
+    fallback_keys: ClassVar[tuple[str, ...]] = ()  # the labels that select a device in the fallback query
 
     metrics: ClassVar[dict[str, tuple[str, str]]]  # role -> (metric, function): what is read, for listings
 
@@ -164,6 +184,8 @@ class Adapter:
             if role == self.identity:
                 out[role] = " or ".join(f"max by ({ident}) ({alt.expr('', window_s)})"
                                         for alt in (r, *self.identity_alternatives))
+            elif role == self.labelled_role:
+                out[role] = f"max by ({ident}) ({r.expr('', window_s)})"
             else:
                 out[role] = f"max by ({keys}) ({r.expr('', window_s)})"
         # a figure Prometheus computes is a query of its own: evaluated beside the grouped one, not after it
@@ -184,18 +206,52 @@ class Adapter:
         """The newest sample time of each identity series (by device, scrape target and pod), of the scrape
         targets `instances` (all when empty)."""
         only = f'instance=~"{_alternatives(instances)}"' if instances else ""
+        stand_in = (self.roles[self.labelled_role],) if self.labelled_role else ()
         seen = " or ".join(f"timestamp({r.metric}{_matchers(r.selector, only)})"
-                           for r in (self.roles[self.identity], *self.identity_alternatives))
+                           for r in (self.roles[self.identity], *self.identity_alternatives, *stand_in))
         by = dict.fromkeys((*self.key_labels, "instance", *POD_LABELS))
         return f"max by ({', '.join(by)}) ({seen})"
 
-    def doubled(self, identity: Vector, ctx: Context = Context()) -> set[str]:
-        """Scrape targets (`instance`) of the devices the identity answer holds more than once."""
+    def fallback_query(self, results: Mapping[str, Vector], window_s: int, most: int) -> str:
+        """The fallback identity query for the devices `labelled_role` reports and the identity answer lacks
+        (all devices when more than `most`), or "" when there are none."""
+        r = self.fallback_identity
+        if r is None or not self.labelled_role:
+            return ""
+        have = {self.device_id(s_.get("metric") or {}) for s_ in results.get(self.identity) or ()}
+        lacking: dict[str, set[str]] = {}
+        for series in results.get(self.labelled_role) or ():
+            labels = series.get("metric") or {}
+            if self.device_id(labels) in have:
+                continue
+            key = next((k for k in self.fallback_keys if labels.get(k)), None)
+            if key is not None:
+                lacking.setdefault(key, set()).add(labels[key])
+        if not lacking:
+            return ""
+        ident = ", ".join(self.identity_labels)
+        if sum(map(len, lacking.values())) > most:
+            return f"max by ({ident}) ({r.expr('', window_s)})"
+        parts = []
+        for key, values in sorted(lacking.items()):
+            only = _matchers(r.selector, key + '=~"' + _alternatives(values) + '"')
+            parts.append(f"max by ({ident}) ({r.expr(only, window_s)})")
+        return " or ".join(parts)
+
+    def doubled(self, identity: Vector, ctx: Context = Context(), labelled: Vector = ()) -> set[str]:
+        """Scrape targets (`instance`) of the devices the identity answer holds more than once (for devices
+        without an identity series, the `labelled_role` answer, which stands in for it)."""
         by_device: dict[str, list[Mapping[str, str]]] = {}
         for series in identity or ():
             labels = series.get("metric") or {}
             if (device := self.device_id(labels, ctx)) is not None:
                 by_device.setdefault(device, []).append(labels)
+        stand_ins: dict[str, list[Mapping[str, str]]] = {}
+        for series in labelled or ():
+            labels = series.get("metric") or {}
+            if (device := self.device_id(labels, ctx)) is not None and device not in by_device:
+                stand_ins.setdefault(device, []).append(labels)
+        by_device.update(stand_ins)
         return {labels.get("instance", "") for found in by_device.values() if len(found) > 1 for labels in found}
 
     def split(self, results: Mapping[str, Vector]) -> dict[str, Vector]:
@@ -228,14 +284,18 @@ class Adapter:
         report = report if report is not None else ParseReport()
         results = self.split(results)
         seen = results.pop(SEEN, None) or ()
+        fallback = results.pop(FALLBACK, None) or ()
         candidates: dict[str, list[Mapping[str, Any]]] = {}
+        stand_ins: dict[str, list[Mapping[str, Any]]] = {}  # labels-only identity, for devices without one
         values: dict[str, dict[str, Any]] = {}
         some_labels: dict[str, Mapping[str, str]] = {}  # a series of each device, for its node when no identity
         unresolved: dict[str, str] = {}
         at: float | None = None  # every query of a cycle is evaluated at the same instant
         device_id, clean, identity = self.device_id, self.clean, self.identity
+        labelled = self.labelled_role
         for role, vector in results.items():
             is_identity, is_count = role == identity, role == "xid_count"
+            is_labelled = role == labelled
             for series in vector or ():
                 labels = series.get("metric") or {}
                 device = device_id(labels, ctx)
@@ -248,6 +308,8 @@ class Adapter:
                 if is_identity:
                     candidates.setdefault(device, []).append(series)
                     continue
+                if is_labelled:
+                    stand_ins.setdefault(device, []).append(series)
                 pair = series.get("value") or (None, None)
                 if at is None:
                     at = number(pair[0])
@@ -266,11 +328,29 @@ class Adapter:
                     mine.setdefault("xid_counts", {})[code] = value
                 elif mine.get(role) is None:
                     mine[role] = value
+        # a device without an identity series (dcgm-exporter 2.2.9-2.4.1's counters CSVs comment out
+        # DCGM_FI_DEV_GPU_UTIL) takes its fallback identity (engine activity, with the dcp CSV); without one, it
+        # is placed by the labels of its `labelled_role` series, its utilization unknown
+        found: dict[str, list[Mapping[str, Any]]] = {}
+        for series in fallback:
+            device = device_id(series.get("metric") or {}, ctx)
+            if device is not None and device not in candidates:
+                found.setdefault(device, []).append(series)
+        candidates.update(found)
+        for device, series_list in stand_ins.items():
+            if device not in candidates:
+                candidates[device] = [{"metric": s_.get("metric") or {}, "value": [(s_.get("value") or [None])[0],
+                                                                                    None]} for s_ in series_list]
         newest = self._seen(seen, ctx) if any(len(c) > 1 for c in candidates.values()) else {}
         labels_of: dict[str, Mapping[str, str]] = {}
+        several: set[str] = set()  # devices serving several pods at once
         for device, series_list in candidates.items():
-            chosen = series_list[0] if len(series_list) == 1 else self._newest(device, series_list, newest, ctx,
-                                                                                 report)
+            if len(series_list) == 1:
+                chosen = series_list[0]
+            else:
+                chosen, shared_now = self._newest(device, series_list, newest, ctx, report)
+                if shared_now:
+                    several.add(device)
             labels = labels_of[device] = chosen.get("metric") or {}
             pair = chosen.get("value") or (None, None)
             if at is None:
@@ -294,7 +374,10 @@ class Adapter:
                 continue
             mine = values[device]
             mine["at"] = at
-            out.append(self.sample(device, node, labels, mine, policy, locate(node), ctx))
+            sample = self.sample(device, node, labels, mine, policy, locate(node), ctx)
+            if device in several:
+                sample = replace(sample, shared=True, namespace=None, pod=None)
+            out.append(sample)
         if unresolved:
             report.unresolved_nodes += len(unresolved)
             hosts = ", ".join(sorted(unresolved)[:3])
@@ -316,24 +399,34 @@ class Adapter:
 
     @staticmethod
     def _newest(device: str, series_list: list[Mapping[str, Any]], newest: Mapping[tuple[str, Any], float],
-                ctx: Context, report: ParseReport) -> Mapping[str, Any]:
-        """One identity series per device: the one sampled most recently (its pod and exporter are the
-        current ones); among equals, one naming a workload. Equals that disagree are duplicates."""
+                ctx: Context, report: ParseReport) -> tuple[Mapping[str, Any], bool]:
+        """(one identity series per device, shared?): the one sampled most recently (its pod and exporter are
+        the current ones); among equals, one naming a workload. Equally recent series naming different
+        workloads are one device serving several pods at once (dcgm-exporter --kubernetes-virtual-gpus,
+        since 4.1.1-4.0.3: a copy per pod sharing the GPU, with a `vgpu` label; npu-exporter on a 310P split
+        into vNPUs: a copy per vNPU's pod): shared, the device-level series (no pod) when there is one.
+        Equals that name the same workload, or none, are duplicates (two exporters for one device?)."""
         if len(series_list) == 1:
-            return series_list[0]
+            return series_list[0], False
+
+        def when(series: Mapping[str, Any]) -> float:
+            return newest.get((device, _origin(series.get("metric") or {}, ctx)), float("-inf"))
 
         def rank(series: Mapping[str, Any]) -> tuple[float, bool]:
-            labels = series.get("metric") or {}
-            return newest.get((device, _origin(labels, ctx)), float("-inf")), \
-                workload_of(labels, ctx.exporter_pods) != (None, None)
+            return when(series), workload_of(series.get("metric") or {}, ctx.exporter_pods) != (None, None)
 
         ranked = sorted(series_list, key=rank, reverse=True)
-        pods = {workload_of(s.get("metric") or {}, ctx.exporter_pods) for s in series_list} - {(None, None)}
+        latest = [s_ for s_ in ranked if when(s_) == when(ranked[0])]
+        current = {workload_of(s_.get("metric") or {}, ctx.exporter_pods) for s_ in latest} - {(None, None)}
+        if len(current) > 1 and when(ranked[0]) > float("-inf"):  # without sample times, nothing says "at once"
+            report.shared += 1
+            return min(latest, key=lambda s_: rank(s_)[1]), True
+        pods = {workload_of(s_.get("metric") or {}, ctx.exporter_pods) for s_ in series_list} - {(None, None)}
         if rank(ranked[0]) == rank(ranked[1]):
             report.duplicates += 1  # two series at once that nothing orders: two exporters for one device?
         elif len(pods) > 1:
             report.pod_changes += 1
-        return ranked[0]
+        return ranked[0], False
 
 
 def _matchers(selector: str, extra: str) -> str:
@@ -357,7 +450,7 @@ def _unplaced(labels: Mapping[str, str], ctx: Context) -> str:
     """The host label that failed to name a Node (for the message), or "" when there is none."""
     if ctx.is_node is None or _first(labels, *RELABELLED_NODE_LABELS):
         return ""
-    return _first(labels, *HOST_LABELS) or labels.get("instance", "")
+    return _first(labels, *HOST_LABELS, *INSTANCE_LABELS)
 
 
 class DcgmAdapter(Adapter):
@@ -381,10 +474,16 @@ class DcgmAdapter(Adapter):
         "xid": Role("DCGM_FI_DEV_XID_ERRORS"),  # the code of the last XID, not a count
         "xid_count": Role("DCGM_EXP_XID_ERRORS_COUNT"),  # per `xid` over window_size_in_ms, when enabled
     }
-    # only for MIG instances: every whole GPU has DCGM_FI_DEV_GPU_UTIL (default counters), and evaluating the
-    # profiling field for the whole fleet would double the identity query's cost
+    # only for MIG instances: whole GPUs have DCGM_FI_DEV_GPU_UTIL (default counters since 2.3.1-2.6.0), and
+    # evaluating the profiling field for the whole fleet would double the identity query's cost
     identity_alternatives = (Role("DCGM_FI_PROF_GR_ENGINE_ACTIVE", "avg_over_time", scale=100,
                                   selector='{GPU_I_ID!=""}'),)
+    # 2.2.9-2.4.1 (and earlier 2.x) comment DCGM_FI_DEV_GPU_UTIL out of both counters CSVs: a whole GPU is
+    # placed by its temperature's labels, and its utilization is the engine activity, asked in a second round
+    # only for such GPUs
+    labelled_role = "temp"
+    fallback_identity = Role("DCGM_FI_PROF_GR_ENGINE_ACTIVE", "avg_over_time", scale=100)
+    fallback_keys = ("UUID", "uuid")
 
     def device_id(self, labels: Mapping[str, str], ctx: Context = Context()) -> str | None:
         get = labels.get
@@ -437,6 +536,10 @@ class AscendAdapter(Adapter):
         "health": Role("npu_chip_info_health_status", "max_over_time"),
         "hbm_used": Role("npu_chip_info_hbm_used_memory"),
         "hbm_total": Role("npu_chip_info_hbm_total_memory"),
+        # chips without HBM (Ascend 310, 310P: npu-exporter's DdrCollector; the HbmCollector only serves 910A,
+        # 910B, 910A3, 910A5) report their DDR instead, in MB as well
+        "ddr_used": Role("npu_chip_info_used_memory"),
+        "ddr_total": Role("npu_chip_info_total_memory"),
         "power": Role("npu_chip_info_power"),
     }
     # 2023-era exporters put the pod only on container_npu_utilization (same value, pod labels)
@@ -458,10 +561,13 @@ class AscendAdapter(Adapter):
                policy: HealthPolicy, where: Where = (None, None), ctx: Context = Context()) -> DeviceSample:
         health, reason, error = classify_npu(values.get("health"), values.get("temp"), policy)
         namespace, pod = workload_of(labels, ctx.exporter_pods)
+        hbm = values.get("hbm_used") is not None or values.get("hbm_total") is not None
+        used, total = (values.get("hbm_used"), values.get("hbm_total")) if hbm else \
+            (values.get("ddr_used"), values.get("ddr_total"))
         return DeviceSample(
             device_id=device_id, node=node, family=self.family, model=labels.get("model_name", ""),
-            index=labels.get("id", ""), utilization=values.get("util"), memory_used_mib=values.get("hbm_used"),
-            memory_total_mib=values.get("hbm_total"), temperature_c=values.get("temp"),
+            index=labels.get("id", ""), utilization=values.get("util"), memory_used_mib=used,
+            memory_total_mib=total, temperature_c=values.get("temp"),
             power_w=values.get("power"), health=health, reason=reason, last_error=error,
             namespace=namespace, pod=pod, region=where[0], device_class=where[1], shared=shared(labels),
             observed_at=values.get("at"),

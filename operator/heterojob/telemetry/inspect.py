@@ -94,7 +94,8 @@ def report_lines(snapshot: Snapshot) -> list[str]:
     for name, rep in snapshot.reports.items():
         out.append(f"{name}: {rep.missing_labels} series without a device or node label, {rep.duplicates} "
                    f"duplicates, {rep.bad_values} non-numbers, {rep.unresolved_nodes} unresolved host labels, "
-                   f"{rep.uncollected} not-collected values, {rep.pod_changes} pod changes in the window")
+                   f"{rep.uncollected} not-collected values, {rep.pod_changes} pod changes in the window, "
+                   f"{rep.shared} devices shared by several pods")
         out += [f"  {note}" for note in rep.notes]
     if snapshot.exporters_down:
         out.append(f"exporters down (up == 0): {', '.join(sorted(snapshot.exporters_down))}")

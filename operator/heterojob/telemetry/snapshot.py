@@ -15,7 +15,7 @@ from enum import StrEnum
 from typing import Any
 
 from heterojob.telemetry import sources as region_sources
-from heterojob.telemetry.adapters import ADAPTERS, SEEN, Adapter, Context, ParseReport, Vector, node_of_series
+from heterojob.telemetry.adapters import ADAPTERS, FALLBACK, SEEN, Adapter, Context, ParseReport, Vector, node_of_series
 from heterojob.telemetry.model import DeviceSample, Health, HealthPolicy, number, settle_xid, vanished
 
 UP = "up"
@@ -52,14 +52,20 @@ def queries(window_s: int, adapters: Iterable[Adapter] = ADAPTERS.values()) -> d
 SEEN_TARGETS_MAX = 256
 
 
-def followups(results: Mapping[str, Vector], adapters: Iterable[Adapter] = ADAPTERS.values()) -> dict[str, str]:
+def followups(results: Mapping[str, Vector], adapters: Iterable[Adapter] = ADAPTERS.values(),
+              window_s: int = 60) -> dict[str, str]:
     """The second round of a cycle: for each family whose identity answer holds a device twice (its pod
-    changed within the window, or two exporters report it), `seen` for those devices' scrape targets only."""
+    changed within the window, or two exporters report it), `seen` for those devices' scrape targets only;
+    and where some devices have no identity series, their fallback identity (`Adapter.fallback_query`)."""
     out = {}
     for a in adapters:
-        targets = a.doubled(results.get(f"{a.family}:{a.identity}") or ())
+        labelled = results.get(f"{a.family}:{a.labelled_role}") or () if a.labelled_role else ()
+        targets = a.doubled(results.get(f"{a.family}:{a.identity}") or (), labelled=labelled)
         if targets:
             out[f"{a.family}:{SEEN}"] = a.seen_query(targets if len(targets) <= SEEN_TARGETS_MAX else ())
+        mine = {q[len(a.family) + 1:]: v for q, v in results.items() if q.startswith(f"{a.family}:")}
+        if fallback := a.fallback_query(mine, window_s, SEEN_TARGETS_MAX):
+            out[f"{a.family}:{FALLBACK}"] = fallback
     return out
 
 
@@ -70,7 +76,7 @@ def gather(ask: Callable[[Mapping[str, str]], Mapping[str, Vector]], window_s: i
     adapters = list(adapters)
     first = queries(window_s, adapters)
     answered = dict(ask(first))
-    more = followups(answered, adapters)
+    more = followups(answered, adapters, window_s)
     if more:
         answered.update(ask(more))
     return answered, len(first) + len(more)

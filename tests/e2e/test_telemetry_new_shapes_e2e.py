@@ -1,0 +1,81 @@
+"""Three more recorded exporter shapes (tests/fixtures/exporters, each naming its version and source) served to
+Debian's real Prometheus and read by the monitor, as test_telemetry_e2e.py does for the first eight:
+
+- dcgm-exporter 2.2.9-2.4.1 with its chart's dcp-metrics-included.csv: no DCGM_FI_DEV_GPU_UTIL at all;
+- dcgm-exporter 4.x with --kubernetes-virtual-gpus: a time-sliced GPU's series repeated per pod (`vgpu`);
+- npu-exporter (mind-cluster, 2025+) on Ascend 310P3: DDR memory instead of HBM, a chip split into vNPUs.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from collections.abc import Iterator
+
+import pytest
+
+from heterojob import defaults
+from heterojob.controller import FleetSource
+from heterojob.controller.monitor import Monitor, TelemetryConfig
+from heterojob.sim.cluster.nodes import node
+from heterojob.sim.telemetry.prometheus import PrometheusServer
+from heterojob.telemetry.model import Health, HealthPolicy
+from heterojob.telemetry.snapshot import Availability, JobRef, WatchedJob, job_telemetry
+from tests.conftest import eventually
+from tests.e2e.test_telemetry_e2e import RecordedExporters, collect
+
+pytestmark = [pytest.mark.e2e, pytest.mark.skipif(os.environ.get("HETEROJOB_SKIP_E2E") == "1",
+                                                  reason="HETEROJOB_SKIP_E2E=1")]
+
+NEW = {
+    "gpu-node-i": ("dcgm-2.2.9-2.4.1-dcp-no-gpu-util.prom", "dcgm", {}, True),
+    "gpu-node-j": ("dcgm-4.1.1-4.0.3-kubernetes-virtual-gpus.prom", "dcgm", {}, True),
+    "npu-node-k": ("npu-exporter-mindcluster-2025-310p-vnpu.prom", "npu-exporter", {}, True),
+}
+NODES = [node("gpu-node-i", "cn-east", "nvidia-a100", devices=2),
+         node("gpu-node-j", "cn-east", "nvidia-h100", devices=2),
+         node("npu-node-k", "cn-north", "ascend-910b", devices=3)]
+DCP = JobRef("team-i", "dcp-train", "cn-east", generation=1, replicas=1, per_replica=1)
+P310 = JobRef("team-k", "p310", "cn-north", generation=1, replicas=1, per_replica=1)
+I0, I1 = "GPU-5b0e7c31-4a2d-4e8f-9c61-00000000i000", "GPU-5b0e7c31-4a2d-4e8f-9c61-00000000i001"
+J0, J1 = "GPU-0e6a9d42-7f13-4b5c-8d20-00000000j000", "GPU-0e6a9d42-7f13-4b5c-8d20-00000000j001"
+
+
+@pytest.fixture(scope="module")
+def recorded() -> Iterator[PrometheusServer]:
+    exporters = RecordedExporters(NEW)
+    prom = PrometheusServer(exporters.targets(), "unused:0", scrape_interval_s=1.0).start()
+    yield prom
+    prom.stop()
+    exporters.stop()
+
+
+def test_three_more_exporter_shapes_through_a_real_prometheus(recorded: PrometheusServer) -> None:
+    source = FleetSource.from_objects([*NODES, *defaults.all_objects()])
+    jobs = {"team-i/dcp-train": WatchedJob(DCP, "nvidia-a100", "1"),
+            "team-k/p310": WatchedJob(P310, "ascend-910b", "1")}
+    m = Monitor(None, source, lambda: jobs, TelemetryConfig(prometheus_url=recorded.url, window_s=4, timeout_s=3,
+                                                            policy=HealthPolicy()))
+    s = eventually(lambda: (s := collect(m)) and len(s.devices) == 7 and s, timeout=30, interval=0.5,
+                   what="7 devices from three recorded exporters")
+    time.sleep(1.5)
+    s = collect(m)
+    d = s.devices
+    # 2.2.9-2.4.1: placed by the temperature's labels, utilization from the engine activity (a ratio, x100)
+    assert (d[I0].node, d[I0].namespace, d[I0].pod) == ("gpu-node-i", "team-i", "dcp-train-g1-0")
+    assert d[I0].utilization == pytest.approx(87.3412) and d[I0].memory_total_mib == 35198 + 5338
+    assert d[I1].utilization == 0 and d[I1].pod is None and d[I1].health == Health.HEALTHY
+    t = job_telemetry(DCP, s)
+    assert t.average == pytest.approx(87.3, abs=0.1) and t.unhealthy == ()
+    # --kubernetes-virtual-gpus: a GPU serving two pods belongs to neither, and is no duplicate
+    assert d[J0].shared and d[J0].pod is None and d[J0].health == Health.HEALTHY and d[J0].utilization == 64
+    assert (d[J1].pod, d[J1].utilization, d[J1].shared) == ("vgpu-train-g1-0", 97, False)
+    # 310P: DDR memory; chip 0 split into vNPUs for two pods is shared
+    k0, k1 = d["npu-node-k/npu-0"], d["npu-node-k/npu-1"]
+    assert k0.shared and k0.pod is None and (k0.memory_used_mib, k0.memory_total_mib) == (12890, 44280)
+    assert (k1.pod, k1.utilization, k1.memory_used_mib, k1.memory_total_mib) == ("p310-g1-0", 88, 30240, 44280)
+    assert k1.model == "310P3-Ascend-V1" and k1.health == Health.HEALTHY
+    assert job_telemetry(P310, s).average == 88
+    for region in ("cn-east", "cn-north"):
+        assert s.region(region).availability == Availability.OK, s.region(region).message
+    assert m.stats.queries <= 12
