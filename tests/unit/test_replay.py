@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from heterojob.engine.queueing import QueuePolicy, QueueSettings
-from heterojob.replay.replay import Config, replay
+from heterojob.replay.replay import Config, gang_shape, replay
 from heterojob.replay.traces import TraceJob, load_trace, synthetic_trace, throughputs
 
 DATA = Path(__file__).resolve().parents[2] / "data" / "gavel"  # vendored, MIT (data/gavel/LICENSE)
@@ -243,3 +243,16 @@ def test_preemptions_are_counted_with_the_device_hours_they_idle() -> None:
     assert report.preemptions >= 1
     assert report.preempted_device_h == pytest.approx(report.preemptions * 4 * 100 / 3600, rel=0.01)
     assert report.summary()["preempted_device_h"] == round(report.preempted_device_h, 2)
+
+
+def test_a_gang_keeps_its_device_count_in_equal_replicas_that_fit_a_node() -> None:
+    """Philly jobs of 7, 12 or 20 GPUs were rounded up to whole nodes (12 GPUs on 8-device nodes held 16)."""
+    assert gang_shape(3, 4) == (1, 3)
+    assert gang_shape(8, 4) == (2, 4)
+    assert gang_shape(12, 8) == (2, 6)
+    assert gang_shape(20, 8) == (4, 5)
+    assert gang_shape(24, 8) == (3, 8)
+    assert gang_shape(7, 4) == (7, 1)  # prime: one device per replica
+    for devices in range(1, 65):
+        replicas, per = gang_shape(devices, 8)
+        assert replicas * per == devices and per <= 8

@@ -210,9 +210,8 @@ class _Replay:
         return job.arrival_s * self.config.arrival_scale
 
     def shape(self, job: TraceJob) -> tuple[int, int]:
-        """(replicas, devices per replica): one replica up to a node's devices, whole nodes beyond."""
-        per_node = self.config.devices_per_node
-        return (1, job.gpus) if job.gpus <= per_node else (math.ceil(job.gpus / per_node), per_node)
+        """(replicas, devices per replica) of a job: `gang_shape` on this fleet's nodes."""
+        return gang_shape(job.gpus, self.config.devices_per_node)
 
     def run(self) -> Report:
         config = self.config
@@ -774,6 +773,18 @@ class _Replay:
                       statistics.fmean(in_system(self.arrival(j)) for j in inside[:quarter]),
                       statistics.fmean(in_system(self.arrival(j)) for j in inside[-quarter:]),
                       len(inside) - quarter)
+
+
+def gang_shape(devices: int, per_node: int) -> tuple[int, int]:
+    """(replicas, devices per replica) for a job of `devices`: one replica up to a node's devices, else the
+    fewest equal replicas that each fit a node (a gang's replicas are alike). The job keeps its device count:
+    12 GPUs on 8-device nodes are 2 x 6, not 2 whole nodes; a prime count past a node runs one per replica."""
+    if devices <= per_node:
+        return 1, devices
+    replicas = math.ceil(devices / per_node)
+    while devices % replicas:
+        replicas += 1
+    return replicas, devices // replicas
 
 
 def _fits(room: dict[str, tuple[int, int]], key: tuple[tuple[str, ...], int, int]) -> bool:
