@@ -264,9 +264,13 @@ def history(prometheus_url: str, device: str, minutes: int, now: float | None = 
         title = entry[0]
         # a MIG instance has no GPU_UTIL: its utilization is the engine activity (a ratio), as the operator reads it
         pattern = MIG_UTILIZATION if mig and title == "Utilization" else entry[pick]
-        query = " or ".join(pattern.format(sel=s) for s in sels)
+        expr = f"max({' or '.join(pattern.format(sel=s) for s in sels)})"
+        if title == "Utilization" and pick == 2 and not mig:
+            # dcgm-exporter 2.2.9-2.4.1 ships GPU_UTIL commented out: the engine activity stands in where it is
+            # missing, as the operator reads it (telemetry.adapters)
+            expr += f" or max({' or '.join(MIG_UTILIZATION.format(sel=s) for s in sels)})"
         rows = [(pd.Timestamp(float(t), unit="s", tz="UTC"), float(v))
-                for s in prom.custom_query_range(f"max({query})", start_time=_dt(end - minutes * 60),
+                for s in prom.custom_query_range(expr, start_time=_dt(end - minutes * 60),
                                                  end_time=_dt(end), step=f"{step}s")
                 for t, v in s.get("values", [])]
         out[title] = pd.DataFrame(rows, columns=["time", "value"])

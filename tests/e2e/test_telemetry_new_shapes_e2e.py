@@ -79,3 +79,14 @@ def test_three_more_exporter_shapes_through_a_real_prometheus(recorded: Promethe
     for region in ("cn-east", "cn-north"):
         assert s.region(region).availability == Availability.OK, s.region(region).message
     assert m.stats.queries <= 12
+
+
+def test_the_consoles_device_history_charts_a_gpu_without_gpu_util(recorded: PrometheusServer) -> None:
+    """dcgm-exporter 2.2.9-2.4.1 (no DCGM_FI_DEV_GPU_UTIL): the Device page's utilization chart falls back to
+    the engine activity, as the operator's adapter does, and a GPU that has GPU_UTIL keeps it."""
+    from heterojob_console.devices import history
+
+    charted = eventually(lambda: (h := history(recorded.url, I0, 15)) and not h["Utilization"].empty and h,
+                         timeout=30, interval=0.5, what="a utilization history for the GPU without GPU_UTIL")
+    assert charted["Utilization"]["value"].between(0, 100).all()
+    assert not charted["Temperature"].empty
