@@ -138,3 +138,13 @@ def test_other_wrong_shapes_are_400_naming_the_field() -> None:
     for (code, answer), (_, field) in zip(answers, cases, strict=True):
         assert code == 400 and field in answer["error"], (field, answer)
     assert handled == []
+
+
+def test_the_dead_node_an_alert_marks_is_a_known_node_not_the_exporter_pod() -> None:
+    """A firing dead-device alert keeps new work off its node (`AlertState.node_alert`): the node is the most
+    trusted label that names a Node, so dcgm-exporter's Hostname (the exporter pod's name unless NODE_NAME is
+    set) does not win over the scrape target's host when Hostname names no Node."""
+    labels = {**{k: v for k, v in DCGM_SM.items() if k != "instance"}, "instance": "gpu-1:9400"}
+    assert node_of(labels) == "nvidia-dcgm-exporter-cmhft"  # most trusted label, whatever it names
+    assert node_of(labels, {"gpu-1", "gpu-2"}) == "gpu-1"
+    assert node_of({"Hostname": "not-a-node"}, {"gpu-1"}) == "not-a-node"  # nothing known: the label as it is

@@ -11,7 +11,7 @@ from the alert's `heterojob_action` annotation, else from the alertname table.
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping
+from collections.abc import Collection, Mapping
 from dataclasses import dataclass
 
 from heterojob.telemetry.adapters import host_of
@@ -79,9 +79,12 @@ def node_candidates(labels: Mapping[str, str]) -> list[str]:
     return list(dict.fromkeys(n for n in found if n))
 
 
-def node_of(labels: Mapping[str, str]) -> str:
-    """The node an alert names: its most trusted node label (`node_candidates`), "" when none."""
+def node_of(labels: Mapping[str, str], known: Collection[str] | None = None) -> str:
+    """The node an alert names: its most trusted node label (`node_candidates`) that is one of the `known`
+    Nodes (dcgm-exporter's Hostname may be the exporter pod's name), else its most trusted one; "" when none."""
     candidates = node_candidates(labels)
+    if known is not None:
+        return next((n for n in candidates if n in known), candidates[0] if candidates else "")
     return candidates[0] if candidates else ""
 
 
