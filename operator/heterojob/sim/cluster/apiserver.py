@@ -105,12 +105,13 @@ def _now(after_s: float = 0.0) -> str:
 
 
 def _grace(options: Mapping[str, Any], query: Mapping[str, str]) -> int | None:
-    """DeleteOptions.gracePeriodSeconds, from the body or the query (the Python client sends the query)."""
+    """DeleteOptions.gracePeriodSeconds, from the body or the query (the Python client sends the query); a
+    negative one counts as 1 s (pkg/registry/rest/delete.go, BeforeDelete)."""
     value = options.get("gracePeriodSeconds", query.get("gracePeriodSeconds"))
     if value is None:
         return None
     try:
-        return max(0, int(value))
+        return 1 if int(value) < 0 else int(value)
     except (TypeError, ValueError):
         raise ApiError(400, "BadRequest", f"gracePeriodSeconds: invalid value {value!r}: must be an integer") from None
 
