@@ -223,3 +223,39 @@ def test_admission_refusals_switched_on_like_a_cluster(cluster: Cluster) -> None
                           {**pod, "metadata": {"name": "p4"}, "spec": {**pod["spec"], "serviceAccountName": "trainer"}})
     assert code == 403 and body["message"].endswith(
         'error looking up service account team-a/trainer: serviceaccount "trainer" not found')
+
+
+def test_a_pod_on_a_node_is_deleted_gracefully_and_an_unbound_or_ended_one_at_once(cluster: Cluster) -> None:
+    """kube-apiserver v1.32 (pkg/registry/core/pod/strategy.go, CheckGracefulDelete): deleting a pod bound to
+    a node sets deletionTimestamp (now + the grace period) and deletionGracePeriodSeconds (the request's
+    gracePeriodSeconds, else spec.terminationGracePeriodSeconds, 30 by default) and keeps the pod until its
+    kubelet deletes it with grace 0; a pod not bound to a node, or Succeeded/Failed, goes at once; a shorter
+    grace period (0: `kubectl delete --grace-period=0 --force`) ends the wait."""
+    cluster.seed([])
+
+    def pod(name: str, node: str | None = None, grace: int | None = None) -> None:
+        spec: dict[str, object] = {"containers": [{"name": "main", "image": "busybox"}]}
+        if node:
+            spec["nodeName"] = node
+        if grace is not None:
+            spec["terminationGracePeriodSeconds"] = grace
+        cluster.core.create_namespaced_pod("team-a", {"metadata": {"name": name}, "spec": spec})
+
+    def names() -> list[str]:
+        return sorted(p.metadata.name for p in cluster.core.list_namespaced_pod("team-a").items)
+
+    pod("bound", "n1")
+    pod("short", "n1", grace=5)
+    pod("unbound")
+    pod("ended", "n1")
+    cluster.core.patch_namespaced_pod_status("ended", "team-a", {"status": {"phase": "Succeeded"}})
+    for name in ("bound", "short", "unbound", "ended"):
+        cluster.core.delete_namespaced_pod(name, "team-a")
+    assert names() == ["bound", "short"]
+    held = cluster.core.read_namespaced_pod("bound", "team-a")
+    assert held.metadata.deletion_timestamp is not None and held.metadata.deletion_grace_period_seconds == 30
+    assert cluster.core.read_namespaced_pod("short", "team-a").metadata.deletion_grace_period_seconds == 5
+    cluster.core.delete_namespaced_pod("bound", "team-a")  # asked again with the same period: still there
+    assert names() == ["bound", "short"]
+    cluster.core.delete_namespaced_pod("bound", "team-a", grace_period_seconds=0)  # the kubelet's (or --force)
+    assert names() == ["short"]

@@ -20,6 +20,7 @@ import pytest
 import yaml
 
 from heterojob.sim.cluster.harness import Emulator
+from heterojob.sim.cluster.kubelet import Kubelet
 from tests.harness.test_kubectl_conformance import _kubectls, _minor
 
 pytestmark = pytest.mark.harness
@@ -305,16 +306,21 @@ def test_sre_commands(cluster: tuple[Emulator, Path], kubectl: str) -> None:
     emulator.reset()
     minor = _minor(kubectl)
     failures = []
-    for step in STEPS:
-        if minor < step.min_minor:
-            continue
-        result = _run(kubectl, emulator, work, step)
-        if step.save:
-            (work / step.save).write_text(result.stdout)
-        out = (result.stdout + result.stderr).strip()
-        problems = [f"exit {result.returncode} != {step.code}"] if result.returncode != step.code else []
-        problems += [f"no match for {m!r}" for m in step.must if not re.search(m, out, re.M)]
-        problems += [f"unexpected {m!r}" for m in step.must_not if re.search(m, out, re.M)]
-        if problems:
-            failures.append(f"kubectl {' '.join(step.args)} [{step.name}]: {'; '.join(problems)}\n{out[:800]}")
+    # a node's kubelet finishes the graceful deletion of its pods (drain and delete wait for that)
+    kubelet = Kubelet(emulator.client(), start_delay=0.2, interval=0.2).start()
+    try:
+        for step in STEPS:
+            if minor < step.min_minor:
+                continue
+            result = _run(kubectl, emulator, work, step)
+            if step.save:
+                (work / step.save).write_text(result.stdout)
+            out = (result.stdout + result.stderr).strip()
+            problems = [f"exit {result.returncode} != {step.code}"] if result.returncode != step.code else []
+            problems += [f"no match for {m!r}" for m in step.must if not re.search(m, out, re.M)]
+            problems += [f"unexpected {m!r}" for m in step.must_not if re.search(m, out, re.M)]
+            if problems:
+                failures.append(f"kubectl {' '.join(step.args)} [{step.name}]: {'; '.join(problems)}\n{out[:800]}")
+    finally:
+        kubelet.stop()
     assert not failures, f"{kubectl} (1.{minor}):\n" + "\n\n".join(failures)

@@ -137,3 +137,39 @@ def test_the_demo_marks_a_node_in_whichever_cluster_has_it(two_nodes: Cluster, e
     assert not two_nodes.core.read_node("h100-b").spec.taints
     with pytest.raises(ValueError, match="no node 'h100-z' in the demo's clusters"):
         _node_fault("node-notready", "h100-z", state)
+
+
+def test_a_job_on_an_unreachable_node_restarts_elsewhere_while_its_old_pods_stay_terminating(
+        two_nodes: Cluster, emulator: Emulator) -> None:
+    """A real cluster cannot finish deleting the pods of a node whose kubelet went silent: they stay
+    Terminating (deletionTimestamp set) until the node answers again (v1.32 graceful deletion; the taint
+    manager's eviction after tolerationSeconds is a deletion like any other). The job must not wait for them:
+    it restarts on the healthy node from its last checkpoint (the silent pods answer no checkpoint), and the
+    old pods go once the node is back."""
+    cluster = two_nodes
+    kubelet = Kubelet(cluster.api, start_delay=0.2, interval=0.2, answer_checkpoints=True,
+                      checkpoint_delay=0.2).start()
+    try:
+        with OperatorRunner(emulator.kubeconfig):
+            cluster.create_job("train", spec("low"))
+            lost = node_of(cluster, "train")
+            first = status(cluster, "train")["placement"]["generation"]
+            set_node_lost(cluster.core, lost)
+
+            def moved() -> dict[str, Any] | None:
+                s = status(cluster, "train")
+                p = s.get("placement") or {}
+                return s if s.get("phase") == "Running" and p.get("generation", first) != first else None
+
+            now = eventually(moved, timeout=60, what="train running again on the healthy node")
+            assert lost not in now["placement"]["nodes"]
+            pods = cluster.core.list_namespaced_pod("team-a").items
+            old = [p for p in pods if p.spec.node_name == lost]
+            assert old and all(p.metadata.deletion_timestamp is not None for p in old)  # Terminating
+            assert all(p.status.phase == "Running" for p in pods if p.spec.node_name != lost)
+            set_node_ready(cluster.core, lost)  # its kubelet answers again and finishes the deletions
+            eventually(lambda: not [p for p in cluster.core.list_namespaced_pod("team-a").items
+                                    if p.spec.node_name == lost], timeout=30, what="the old pods gone")
+            assert status(cluster, "train")["phase"] == "Running"
+    finally:
+        kubelet.stop()

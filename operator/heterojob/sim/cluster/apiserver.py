@@ -99,8 +99,35 @@ PDB_KEY = ("policy", "poddisruptionbudgets")
 ALL_VERBS = {"get", "list", "watch", "create", "update", "patch", "delete", "deletecollection"}
 
 
-def _now() -> str:
-    return datetime.datetime.now(tz=datetime.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+def _now(after_s: float = 0.0) -> str:
+    at = datetime.datetime.now(tz=datetime.UTC) + datetime.timedelta(seconds=after_s)
+    return at.strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def _grace(options: Mapping[str, Any], query: Mapping[str, str]) -> int | None:
+    """DeleteOptions.gracePeriodSeconds, from the body or the query (the Python client sends the query); a
+    negative one counts as 1 s (pkg/registry/rest/delete.go, BeforeDelete)."""
+    value = options.get("gracePeriodSeconds", query.get("gracePeriodSeconds"))
+    if value is None:
+        return None
+    try:
+        return 1 if int(value) < 0 else int(value)
+    except (TypeError, ValueError):
+        raise ApiError(400, "BadRequest", f"gracePeriodSeconds: invalid value {value!r}: must be an integer") from None
+
+
+def pod_grace_period(pod: Mapping[str, Any], asked: int | None) -> int:
+    """How long a pod's deletion waits for its kubelet, as kube-apiserver v1.32 decides it
+    (pkg/registry/core/pod/strategy.go, CheckGracefulDelete): the DeleteOptions' gracePeriodSeconds, else the
+    pod's spec.terminationGracePeriodSeconds (defaulted to 30); 0 for a pod not bound to a node or already
+    Succeeded or Failed (nobody has to stop it). 0 removes it at once."""
+    spec, status = pod.get("spec") or {}, pod.get("status") or {}
+    if not spec.get("nodeName") or status.get("phase") in ("Succeeded", "Failed"):
+        return 0
+    if asked is not None:
+        return asked
+    period = spec.get("terminationGracePeriodSeconds")
+    return period if isinstance(period, int) and not isinstance(period, bool) and period >= 0 else 30
 
 
 @dataclass(frozen=True)
@@ -553,7 +580,7 @@ class ApiServerEmulator(kmock.KubernetesEmulator):
         if decision.failure_status is not None:
             return decision.failure_status, 500
         self._delete(route, kind, options.get("preconditions") or {}, options.get("propagationPolicy") or
-                     "Background", dry_run)
+                     "Background", dry_run, _grace(options, {}))
         return {"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Success", "code": 201}, 201
 
     def _write(self, raw: aiohttp.web.BaseRequest, route: Route, kind: Kind, data: Any, dry_run: bool,
@@ -572,9 +599,10 @@ class ApiServerEmulator(kmock.KubernetesEmulator):
             options = data if isinstance(data, dict) else {}
             policy = options.get("propagationPolicy") or query.get("propagationPolicy") or "Background"
             dry_run = dry_run or "All" in (options.get("dryRun") or [])
+            grace = _grace(options, query)
             if route.name is None:
-                return self._delete_collection(route, kind, query, policy, dry_run), 200
-            return self._delete(route, kind, options.get("preconditions") or {}, policy, dry_run), 200
+                return self._delete_collection(route, kind, query, policy, dry_run, grace), 200
+            return self._delete(route, kind, options.get("preconditions") or {}, policy, dry_run, grace), 200
         raise ApiError(405, "MethodNotAllowed", f"{method} is not supported on {raw.path}")
 
     @staticmethod
@@ -930,7 +958,7 @@ class ApiServerEmulator(kmock.KubernetesEmulator):
                         {"name": name, "group": kind.group, "kind": kind.plural})
 
     def _delete(self, route: Route, kind: Kind, preconditions: Mapping[str, Any], policy: str,
-                dry_run: bool = False) -> dict[str, Any]:
+                dry_run: bool = False, grace: int | None = None) -> dict[str, Any]:
         old = self._get(route, kind)
         if preconditions.get("uid") and preconditions["uid"] != old["metadata"]["uid"]:
             raise self._conflict(kind, old)
@@ -938,10 +966,27 @@ class ApiServerEmulator(kmock.KubernetesEmulator):
             raise self._conflict(kind, old)
         if dry_run:
             return old
-        return self._delete_object(kind, old, policy)
+        return self._delete_object(kind, old, policy, grace)
 
-    def _delete_object(self, kind: Kind, old: dict[str, Any], policy: str) -> dict[str, Any]:
+    def _delete_object(self, kind: Kind, old: dict[str, Any], policy: str, grace: int | None = None
+                       ) -> dict[str, Any]:
         key = (old["metadata"].get("namespace"), old["metadata"]["name"])
+        if kind.key == ("", "pods"):
+            # graceful deletion: a pod on a node stays, Terminating, until its kubelet has stopped it and
+            # deletes it with grace 0 (a pod on an unreachable node stays until the node answers again or is
+            # deleted, or someone force-deletes it: `kubectl delete --grace-period=0 --force`)
+            period = pod_grace_period(old, grace)
+            current = old["metadata"].get("deletionGracePeriodSeconds")
+            if period > 0 and (current is None or period < current):
+                new = copy.deepcopy(old)
+                new["metadata"]["deletionTimestamp"] = _now(period)
+                new["metadata"]["deletionGracePeriodSeconds"] = period
+                new["metadata"]["resourceVersion"] = self._next_rv()
+                self._store[kind.key][key] = new
+                self._emit(kind, old, new)
+                return new
+            if period > 0:
+                return old  # already terminating, as soon or sooner
         if old["metadata"].get("finalizers"):
             if old["metadata"].get("deletionTimestamp"):
                 return old
@@ -1018,10 +1063,10 @@ class ApiServerEmulator(kmock.KubernetesEmulator):
                     self._delete_object(kind, obj, "Background")
 
     def _delete_collection(self, route: Route, kind: Kind, query: Mapping[str, str], policy: str,
-                           dry_run: bool = False) -> dict[str, Any]:
+                           dry_run: bool = False, grace: int | None = None) -> dict[str, Any]:
         listed = self._list(route, kind, query)
         for obj in [] if dry_run else listed["items"]:
-            self._delete_object(kind, obj, policy)
+            self._delete_object(kind, obj, policy, grace)
         return listed
 
     # --- watches ----------------------------------------------------------------------------------

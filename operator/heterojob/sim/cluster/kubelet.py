@@ -96,11 +96,20 @@ class Kubelet:
         self._ips.clear()
         if self.device_health is not None:
             self._report_health(self.device_health())
-        pods = self.core.list_pod_for_all_namespaces(label_selector=LABEL_JOB, _preload_content=False)
-        items = json.loads(pods.data)["items"]
+        pods = self.core.list_pod_for_all_namespaces(_preload_content=False)
+        every = json.loads(pods.data)["items"]
+        nodes = json.loads(self.core.list_node(_preload_content=False).data)["items"]
+        # a node whose kubelet stopped posting status (Ready Unknown): its pods neither run on, nor end, nor
+        # answer a checkpoint, nor finish a deletion, as far as the API server can tell
+        silent = {n["metadata"]["name"] for n in nodes for c in (n.get("status") or {}).get("conditions") or []
+                  if c.get("type") == "Ready" and c.get("status") == "Unknown"}
+        mine = [p for p in every if LABEL_JOB in ((p.get("metadata") or {}).get("labels") or {})]
+        answering = [p for p in every if (p.get("spec") or {}).get("nodeName") not in silent]
+        self._finish_deletions(answering)
+        items = [p for p in mine if (p.get("spec") or {}).get("nodeName") not in silent]
         if self.on_bindings is not None:
             bindings: Bindings = {}
-            for pod in items:
+            for pod in mine:  # what the pods hold, whether or not their node answers
                 meta, spec = pod["metadata"], pod.get("spec") or {}
                 if (pod.get("status") or {}).get("phase") == "Running" and spec.get("nodeName") and pod_devices(pod):
                     bindings.setdefault(spec["nodeName"], []).append(
@@ -142,6 +151,22 @@ class Kubelet:
                         failed = _env(pod, "HETEROJOB_SIM_FAIL", "0") == "1"
                         self.core.patch_namespaced_pod_status(meta["name"], meta["namespace"], {"status": {
                             "phase": "Failed" if failed else "Succeeded"}})
+            except ApiException as exc:
+                if exc.status != 404:
+                    raise
+
+    def _finish_deletions(self, pods: list[dict[str, Any]]) -> None:
+        """A pod being deleted gracefully (deletionTimestamp set) is stopped by its node's kubelet, which then
+        deletes it with grace 0 and the API server removes it (kubelet status manager, v1.32). The simulated
+        containers stop at once. (`pods`: those of nodes whose kubelet answers; a silent node's pods stay
+        Terminating, as on a real cluster, until it answers again.)"""
+        for pod in pods:
+            meta = pod.get("metadata") or {}
+            if not meta.get("deletionTimestamp") or not (meta.get("deletionGracePeriodSeconds") or 0) > 0:
+                continue
+            try:
+                self.core.delete_namespaced_pod(meta["name"], meta["namespace"], grace_period_seconds=0,
+                                                _preload_content=False)
             except ApiException as exc:
                 if exc.status != 404:
                     raise
