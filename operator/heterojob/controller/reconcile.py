@@ -271,6 +271,9 @@ class Controller:
         pending = status.checkpoint.pending if status.checkpoint else None
 
         if d.action == Action.NONE:
+            if pending is not None and spec is not None and await self.disruption.escalate(job, spec, status,
+                                                                                              time.time()):
+                return  # a fault outranks what the job was checkpointing for: its next pass goes on at once
             if pending is not None:
                 self.queue.wake_at(key, timestamp(pending.deadline) or time.time())
             stuck = [v.unschedulable_since for v in pods if v.unschedulable and v.phase == "Pending"]
