@@ -70,3 +70,72 @@ def test_a_node_lost_while_the_job_checkpoints_for_a_voluntary_move_moves_it_at_
     said = eventually(lambda: [e for e in cluster.events("mover") if e.reason == "FaultWhileCheckpointing"],
                       what="the escalation said")
     assert [e.type for e in said] == ["Warning"] and dead in said[0].message
+
+
+def test_a_job_deleted_while_it_checkpoints_for_a_move_gives_its_reservation_back(
+        cluster: Cluster, operator: Any) -> None:
+    cluster.seed([node(f"h100-{i}", "cn-east", "nvidia-h100") for i in range(2)])
+    cluster.create_job("mover", spec(replicas={"min": 1}, checkpoint={"timeoutSeconds": 300}))
+    run(cluster, "mover", 1)
+    annotate(cluster, "mover", "drain")
+    asked(cluster, "mover")
+    reserved = status(cluster, "mover")["migration"]["reserved"]["nodes"]
+    cluster.delete_job("mover")
+    # both nodes free again: the old one (its pod goes by garbage collection) and the reserved one
+    cluster.create_job("next", spec(replicas={"min": 2}))
+    new = run(cluster, "next", 2)
+    assert reserved[0] in {node_of(p) for p in new}
+    eventually(lambda: not cluster.pods("mover"), what="the deleted job's pods gone")
+
+
+def test_replicas_edited_while_the_job_checkpoints_for_a_move_are_what_it_restarts_with(
+        cluster: Cluster, operator: Any) -> None:
+    """The move's placement is a new placement: it follows the spec as it is when it is made."""
+    cluster.seed([node(f"h100-{i}", "cn-east", "nvidia-h100") for i in range(4)])
+    cluster.create_job("mover", spec(checkpoint={"timeoutSeconds": 300}))
+    run(cluster, "mover", 2)
+    annotate(cluster, "mover", "drain")
+    requested = asked(cluster, "mover")
+    cluster.custom.patch_namespaced_custom_object("heterojob.io", "v1alpha1", "team-a", "heterojobs", "mover",
+                                                  {"spec": {"replicas": {"min": 1}}})
+    for pod in requested:
+        ack(cluster, pod, 10)
+    new = run(cluster, "mover", 1, generation=2)
+    env = {e.name: e.value for e in new[0].spec.containers[0].env}
+    assert env["WORLD_SIZE"] == "1"
+    assert status(cluster, "mover")["placement"]["replicas"] == 1
+
+
+def test_a_destination_refusing_the_new_gang_keeps_the_move_and_serves_the_request_once(
+        cluster: Cluster, operator: Any) -> None:
+    """Make before break, then the API server refuses the new gang (a ResourceQuota: 403, transient). The
+    job waits with a backoff as a move (its origin, the nodes it left, the request it serves), and once the
+    quota allows it lands, closes its history entry and lets the annotation go: moved once, not twice."""
+    cluster.seed([node(f"h100-{i}", "cn-east", "nvidia-h100") for i in range(2)])
+    cluster.create_job("mover", spec(replicas={"min": 1}, checkpoint={"timeoutSeconds": 300}))
+    [old] = run(cluster, "mover", 1)
+    annotate(cluster, "mover", "drain")
+    [requested] = asked(cluster, "mover")
+    cluster.core.create_namespaced_resource_quota("team-a", {"metadata": {"name": "pods"},
+                                                             "spec": {"hard": {"pods": "0"}}})
+    ack(cluster, requested, 10)
+    eventually(lambda: status(cluster, "mover").get("reason") == "PodsRefused", what="the new gang refused")
+    s = status(cluster, "mover")
+    assert "exceeded quota" in s["message"] and not live_pods(cluster, "mover", 2)
+    assert s["phase"] == "Migrating", s["phase"]  # still a move: it left its node and waits to land
+    cluster.core.delete_namespaced_resource_quota("pods", "team-a")
+    # the refused placement's generation is spent (its pods may have been seen): the next one is above it
+    generation = eventually(lambda: (p := status(cluster, "mover").get("placement")) and p["generation"],
+                            timeout=20, what="placed again after the backoff")
+    [new] = run(cluster, "mover", 1, generation=generation)
+    assert node_of(new) != node_of(old)
+    s = status(cluster, "mover")
+    moves = [h for h in s["history"] if h["action"] == "migrate"]
+    assert len(moves) == 1 and f"generation {generation}" in (moves[0].get("to") or ""), moves
+    assert "migration" not in s and s["handled"].get("migrate") == "drain"
+    eventually(lambda: ANNOTATION_MIGRATE not in (cluster.job("mover")["metadata"].get("annotations") or {}),
+               what="the served request's annotation let go")
+    time.sleep(2)  # several passes: the request is not served a second time
+    s = status(cluster, "mover")
+    assert s["placement"]["generation"] == generation and s["phase"] == "Running"
+    assert [h["action"] for h in s["history"]].count("migrate") == 1

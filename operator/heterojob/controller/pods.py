@@ -24,6 +24,7 @@ from heterojob.kube import convert, manifests
 from heterojob.kube.api import Kube
 from heterojob.kube.members import Members
 from heterojob.state.cache import Cache
+from heterojob.state.requests import MOVES, MOVING
 from heterojob.state.times import iso
 
 
@@ -162,7 +163,18 @@ class Pods:
         attempts = (status.backoff.attempts if status.backoff else 0) + 1
         delay = min(BACKOFF_MAX_S, BACKOFF_FIRST_S * 2 ** (attempts - 1))
         message = f"the API server refused {what}: {verdict.message}; placing again in {delay:.0f}s"
-        patch.phase(Phase.PENDING, "PodsRefused", message).set(
+        phase = Phase.PENDING
+        if status.phase in MOVING and status.migration is not None:
+            # a move's new gang refused (`status` is what the placement was made from): still that move, so
+            # its next placement avoids the nodes it left and keeps to its region and class, its history entry
+            # stays open and the request it serves stays recorded in it (the landing closes both)
+            phase = status.phase
+            patch.set(migration=status.migration.model_dump(by_alias=True, exclude_none=True),
+                      handled=dict(status.handled))
+            history = patch.history_entries()
+            if history and history[-1].get("action") in MOVES:
+                history[-1].pop("to", None)
+        patch.phase(phase, "PodsRefused", message).set(
             backoff={"attempts": attempts, "until": iso(time.time() + delay), "reason": verdict.message})
         patch.condition("PodsCreated", "False", "Refused", message)
         await self.writer.write(job, patch)
