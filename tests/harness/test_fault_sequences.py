@@ -139,3 +139,51 @@ def test_a_destination_refusing_the_new_gang_keeps_the_move_and_serves_the_reque
     s = status(cluster, "mover")
     assert s["placement"]["generation"] == generation and s["phase"] == "Running"
     assert [h["action"] for h in s["history"]].count("migrate") == 1
+
+
+def test_an_operator_restarted_between_the_checkpoint_and_the_new_gang_lands_the_move_once(
+        cluster: Cluster, emulator: Any) -> None:
+    """The operator stops after the checkpoint was saved and the old gang deleted, while the new gang waits
+    (refused by a ResourceQuota); a new operator, from the status alone, lands that move once."""
+    cluster.seed([node(f"h100-{i}", "cn-east", "nvidia-h100") for i in range(2)])
+    with OperatorRunner(emulator.kubeconfig):
+        cluster.create_job("mover", spec(replicas={"min": 1}, checkpoint={"timeoutSeconds": 300}))
+        [old] = run(cluster, "mover", 1)
+        annotate(cluster, "mover", "drain")
+        [requested] = asked(cluster, "mover")
+        cluster.core.create_namespaced_resource_quota("team-a", {"metadata": {"name": "pods"},
+                                                                 "spec": {"hard": {"pods": "0"}}})
+        ack(cluster, requested, 10)
+        eventually(lambda: status(cluster, "mover").get("reason") == "PodsRefused", what="the new gang refused")
+    cluster.core.delete_namespaced_resource_quota("pods", "team-a")
+    assert not live_pods(cluster, "mover", 1) and status(cluster, "mover")["phase"] == "Migrating"
+    with OperatorRunner(emulator.kubeconfig) as again:
+        generation = eventually(lambda: (p := status(cluster, "mover").get("placement")) and p["generation"],
+                                timeout=20, what="placed by the new operator")
+        [new] = run(cluster, "mover", 1, generation=generation)
+        assert node_of(new) != node_of(old)
+        time.sleep(2)
+        s = status(cluster, "mover")
+        assert [h["action"] for h in s["history"]].count("migrate") == 1 and "migration" not in s
+        assert s["placement"]["generation"] == generation and s["checkpoint"]["last"]["step"] == 10
+        assert len([p for p in cluster.pods("mover") if not p.metadata.deletion_timestamp]) == 1
+    assert "Traceback" not in again.output
+
+
+def test_a_node_lost_while_the_operator_is_down_mid_checkpoint_moves_the_job_when_it_returns(
+        cluster: Cluster, emulator: Any) -> None:
+    cluster.seed([node(f"h100-{i}", "cn-east", "nvidia-h100") for i in range(4)])
+    with OperatorRunner(emulator.kubeconfig):
+        cluster.create_job("mover", spec(checkpoint={"timeoutSeconds": 300, "storage": "s3://ckpt"}))
+        run(cluster, "mover", 2)
+        annotate(cluster, "mover", "rebalance")
+        requested = asked(cluster, "mover")
+    dead = node_of(requested[0])
+    set_node_lost(cluster.core, dead)
+    ack(cluster, requested[1], 40)
+    with OperatorRunner(emulator.kubeconfig) as again:
+        new = eventually(lambda: (p := live_pods(cluster, "mover", 2)) and len(p) == 2 and p, timeout=15,
+                         what="moved off the lost node")
+        assert dead not in {node_of(p) for p in new}
+        assert [h["action"] for h in status(cluster, "mover")["history"]].count("migrate") == 1
+    assert "Traceback" not in again.output
