@@ -123,6 +123,10 @@ def test_a_destination_refusing_the_new_gang_keeps_the_move_and_serves_the_reque
     s = status(cluster, "mover")
     assert "exceeded quota" in s["message"] and not live_pods(cluster, "mover", 2)
     assert s["phase"] == "Migrating", s["phase"]  # still a move: it left its node and waits to land
+    version = cluster.job("mover")["metadata"]["resourceVersion"]
+    time.sleep(3)  # quiet while it backs off: no status write, no Event per pass
+    assert cluster.job("mover")["metadata"]["resourceVersion"] == version
+    assert len([e for e in cluster.events("mover") if e.reason == "PodsRefused"]) == 1
     cluster.core.delete_namespaced_resource_quota("pods", "team-a")
     # the refused placement's generation is spent (its pods may have been seen): the next one is above it
     generation = eventually(lambda: (p := status(cluster, "mover").get("placement")) and p["generation"],
@@ -187,3 +191,51 @@ def test_a_node_lost_while_the_operator_is_down_mid_checkpoint_moves_the_job_whe
         assert dead not in {node_of(p) for p in new}
         assert [h["action"] for h in status(cluster, "mover")["history"]].count("migrate") == 1
     assert "Traceback" not in again.output
+
+
+def test_a_reserved_destination_taken_by_a_foreign_pod_before_the_checkpoint_ends_sends_the_job_elsewhere(
+        cluster: Cluster, operator: Any) -> None:
+    """The reservation is heterojob's own bookkeeping: a pod heterojob does not manage (here one bound by
+    nodeName, as the kube-scheduler binds) can still take those devices while the job checkpoints. The job
+    lands where there is room, not on devices now held twice."""
+    cluster.seed([node(f"h100-{i}", "cn-east", "nvidia-h100") for i in range(3)])
+    cluster.create_job("mover", spec(replicas={"min": 1}, checkpoint={"timeoutSeconds": 300}))
+    [old] = run(cluster, "mover", 1)
+    annotate(cluster, "mover", "drain")
+    [requested] = asked(cluster, "mover")
+    reserved = status(cluster, "mover")["migration"]["reserved"]["nodes"][0]
+    cluster.core.create_namespaced_pod("team-a", {"metadata": {"name": "squatter"}, "spec": {
+        "nodeName": reserved, "containers": [{"name": "c", "image": "x", "resources": {
+            "limits": {"nvidia.com/gpu": "8"}, "requests": {"nvidia.com/gpu": "8"}}}]}})
+    time.sleep(0.5)  # the operator's pod index hears of it
+    ack(cluster, requested, 10)
+    [new] = run(cluster, "mover", 1, generation=2)
+    assert node_of(new) not in (reserved, node_of(old)), (node_of(new), reserved)
+
+
+def test_an_ack_for_an_old_request_is_not_taken_and_a_second_ack_changes_nothing(
+        cluster: Cluster, operator: Any) -> None:
+    cluster.seed([node(f"h100-{i}", "cn-east", "nvidia-h100") for i in range(2)])
+    cluster.create_job("mover", spec(replicas={"min": 1}, checkpoint={"timeoutSeconds": 3, "storage": "s3://c"}))
+    run(cluster, "mover", 1)
+    annotate(cluster, "mover", "drain")
+    [requested] = asked(cluster, "mover")
+    current = requested.metadata.annotations[ANNOTATION_CHECKPOINT_REQUEST]
+    ack(cluster, requested, 99, request="g1-1000000000")  # an SDK answering a request long gone
+    time.sleep(1)
+    assert status(cluster, "mover")["phase"] == "Checkpointing" and not live_pods(cluster, "mover", 2)
+    [new] = run(cluster, "mover", 1, generation=2)  # at the deadline, from scratch: nothing was saved
+    assert "HETEROJOB_RESUME_FROM" not in {e.name for e in new.spec.containers[0].env}
+    s = status(cluster, "mover")
+    assert f"checkpoint {current}: no answer from rank(s) [0]" in s["history"][-1]["reason"]
+    assert not (s.get("checkpoint") or {}).get("last")
+    # the old pod answers the real request after all (twice): it is gone, and nothing changes
+    for step in (5, 6):
+        try:
+            ack(cluster, requested, step, request=current)
+        except Exception:  # noqa: BLE001 - the pod may be deleted already (404)
+            pass
+    time.sleep(1)
+    s = status(cluster, "mover")
+    assert s["placement"]["generation"] == 2 and not (s.get("checkpoint") or {}).get("last")
+    assert [h["action"] for h in s["history"]].count("migrate") == 1
