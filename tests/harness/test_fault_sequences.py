@@ -239,3 +239,30 @@ def test_an_ack_for_an_old_request_is_not_taken_and_a_second_ack_changes_nothing
     s = status(cluster, "mover")
     assert s["placement"]["generation"] == 2 and not (s.get("checkpoint") or {}).get("last")
     assert [h["action"] for h in s["history"]].count("migrate") == 1
+
+
+def test_a_preemption_victims_node_lost_mid_checkpoint_ends_the_wait_and_the_preemptor_runs_elsewhere(
+        cluster: Cluster, emulator: Any) -> None:
+    """A victim checkpointing for a preemption (long deadline) loses its node: it is preempted at once from
+    its last checkpoint, and the preemptor, whose room was on that node, is placed on healthy room."""
+    from heterojob.controller import ControllerConfig
+
+    cluster.seed([node(f"h100-{i}", "cn-east", "nvidia-h100") for i in range(2)])
+    with OperatorRunner(emulator.kubeconfig, controller=ControllerConfig(min_runtime_s=0)):
+        cluster.create_job("low", spec(replicas={"min": 1}, priority="low", checkpoint={"timeoutSeconds": 300}))
+        [low] = run(cluster, "low", 1)
+        cluster.create_job("mid", spec(replicas={"min": 1}, priority="medium", checkpoint={"timeoutSeconds": 300}))
+        [mid] = run(cluster, "mid", 1)
+        cluster.create_job("vip", spec(replicas={"min": 1}, priority="urgent"))
+        eventually(lambda: status(cluster, "low").get("phase") == "Checkpointing", what="low asked to yield")
+        set_node_lost(cluster.core, node_of(low))
+        eventually(lambda: status(cluster, "low").get("phase") == "Preempted", timeout=10,
+                   what="low preempted without waiting out its deadline")
+        assert status(cluster, "low")["history"][-1]["action"] == "preempt"
+        # the room it gave is on a dead node: the preemptor asks the next victim, on the healthy node
+        [asked_mid] = asked(cluster, "mid")
+        assert not live_pods(cluster, "vip", 1)
+        ack(cluster, asked_mid, 30)
+        [vip] = eventually(lambda: live_pods(cluster, "vip", 1), timeout=10, what="vip placed")
+        assert node_of(vip) == node_of(mid)
+        assert status(cluster, "mid")["phase"] == "Preempted"
