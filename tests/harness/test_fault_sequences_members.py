@@ -52,3 +52,41 @@ def test_a_member_lost_while_its_job_checkpoints_for_a_manual_move_serves_that_r
         assert not any(e.reason == "MigrationHeld" for e in cluster.events("far"))
         eventually(lambda: not m["m-east"].pods("far"), timeout=20, what="leftovers removed from m-east")
     assert "Traceback" not in runner.output
+
+
+def test_a_destination_member_that_stops_answering_mid_move_sends_the_job_elsewhere_once(
+        cluster: Cluster, emulator: Emulator, members: dict[str, Emulator]) -> None:
+    """make before break reserved room in another member; that member freezes before the new gang is made.
+    The job (its old gang already gone) must not wait on the frozen member nor run twice when it returns."""
+    from tests.harness.test_multicluster_moves import LINKS, ack, checkpointed, run
+
+    m = join(cluster, members, links=LINKS)
+    with OperatorRunner(emulator.kubeconfig, members=FAST) as runner:
+        cluster.create_job("far", spec(["m-east"], checkpoint={"timeoutSeconds": 300}))
+        eventually(lambda: len(m["m-east"].pods("far")) == 2, what="2 pods in m-east")
+        run(m["m-east"], "far")
+        eventually(lambda: status(cluster, "far").get("phase") == "Running", what="Running")
+        checkpointed(cluster, m["m-east"], "far", 10**9)
+        cluster.custom.patch_namespaced_custom_object(GROUP, VERSION, "team-a", "heterojobs", "far", {
+            "metadata": {"annotations": {ANNOTATION_MIGRATE: "drain"}}})
+        reserved = eventually(lambda: ((status(cluster, "far").get("migration") or {}).get("reserved") or {})
+                              .get("region"), what="a destination reserved")
+        assert reserved != "m-east"
+        members[reserved].pause()
+        try:
+            ack(m["m-east"], "far", 5 * 10**8, step=300)
+            placed = eventually(lambda: (p := status(cluster, "far").get("placement")) and p["region"] not in
+                                (reserved, "m-east") and status(cluster, "far").get("phase") != "Migrating" and p,
+                                timeout=40, what="placed in the third member")
+            third = placed["region"]
+            eventually(lambda: len(m[third].pods("far")) == 2, what=f"2 pods in {third}")
+        finally:
+            members[reserved].resume()
+        run(m[third], "far")
+        eventually(lambda: status(cluster, "far").get("phase") == "Running", what="Running in " + third)
+        eventually(lambda: not m[reserved].pods("far"), timeout=20, what=f"nothing left in {reserved}")
+        time.sleep(2)
+        s = status(cluster, "far")
+        assert s["placement"]["region"] == third and [h["action"] for h in s["history"]].count("migrate") == 1
+        assert not m["m-east"].pods("far") and len(m[third].pods("far")) == 2
+    assert "Traceback" not in runner.output

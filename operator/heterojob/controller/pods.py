@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import logging
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -26,6 +27,8 @@ from heterojob.kube.members import Members
 from heterojob.state.cache import Cache
 from heterojob.state.requests import MOVES, MOVING
 from heterojob.state.times import iso
+
+log = logging.getLogger("heterojob.controller")
 
 
 BACKOFF_FIRST_S = 10.0
@@ -136,10 +139,10 @@ class Pods:
         for _, error in refused:
             if isinstance(error, asyncio.CancelledError):
                 raise error
-        await self._refused(job, status, refused)
+        await self._refused(job, status, refused, [o["metadata"]["name"] for o in objs if o["kind"] == "Pod"])
 
     async def _refused(self, job: dict[str, Any], status: HeteroJobStatus,
-                       refused: Sequence[tuple[dict[str, Any], BaseException]]) -> None:
+                       refused: Sequence[tuple[dict[str, Any], BaseException]], asked: Sequence[str] = ()) -> None:
         """A gang is all or nothing: any refused pod or Service takes the whole placement back. A refusal
         that will not pass (invalid, PodSecurity, a missing service account) fails the job with the API
         server's words; one that may (a ResourceQuota, conflicts, overload) waits and retries, backing off."""
@@ -148,9 +151,21 @@ class Pods:
         obj, error = refused[0]
         verdict = refusal(error)
         what = f"{obj['kind']} {obj['metadata']['name']}"
-        mine = [p.name for p in map(convert.pod_view, await self.kube_of(key).job_pods(meta["namespace"], meta["name"]))
-                if p is not None and status.placement and p.generation == status.placement.generation]
-        await self.release(key, mine)
+        cluster = status.placement.cluster if status.placement else None
+        try:
+            mine = [p.name for p in map(convert.pod_view, await self.kube_of(key).job_pods(meta["namespace"],
+                                                                                          meta["name"]))
+                    if p is not None and status.placement and p.generation == status.placement.generation]
+            await self.release(key, mine)
+        except Exception as exc:  # noqa: BLE001 - only a member that stopped answering is let go of here
+            if cluster is None or self.members is None:
+                raise
+            # the member stopped answering while the gang was made: whatever it created of `asked` is a
+            # leftover of a job placed elsewhere, removed by kube.members when it answers again
+            log.warning("job %s: the member cluster %s does not answer (%s); %d pod(s) asked there are left to "
+                        "its leftover cleanup", key, cluster, type(exc).__name__, len(asked))
+            if self.cache.release(key):
+                self.room_freed()
         patch = StatusPatch(status).set(placement=None)
         if verdict.permanent:
             message = f"the API server refused {what}: {verdict.message}"
