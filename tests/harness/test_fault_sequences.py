@@ -266,3 +266,56 @@ def test_a_preemption_victims_node_lost_mid_checkpoint_ends_the_wait_and_the_pre
         [vip] = eventually(lambda: live_pods(cluster, "vip", 1), timeout=10, what="vip placed")
         assert node_of(vip) == node_of(mid)
         assert status(cluster, "mid")["phase"] == "Preempted"
+
+
+def patch_spec(cluster: Cluster, name: str, spec_patch: dict[str, Any]) -> None:
+    cluster.custom.patch_namespaced_custom_object("heterojob.io", "v1alpha1", "team-a", "heterojobs", name,
+                                                  {"spec": spec_patch})
+
+
+def test_a_spec_made_invalid_while_the_job_checkpoints_fails_it_cleanly_and_fixing_it_runs_it_again(
+        cluster: Cluster, operator: Any) -> None:
+    cluster.seed([node(f"h100-{i}", "cn-east", "nvidia-h100") for i in range(2)])
+    cluster.create_job("mover", spec(replicas={"min": 1}, checkpoint={"timeoutSeconds": 300}))
+    run(cluster, "mover", 1)
+    annotate(cluster, "mover", "drain")
+    [requested] = asked(cluster, "mover")
+    patch_spec(cluster, "mover", {"replicas": {"min": 2, "max": 1}})  # the schema lets it through; min > max
+    eventually(lambda: status(cluster, "mover").get("phase") == "Failed", what="Failed")
+    s = status(cluster, "mover")
+    assert s["reason"] == "InvalidSpec" and "replicas" in s["message"] and "placement" not in s
+    eventually(lambda: not live_pods(cluster, "mover", 1), what="its pods gone")
+    # nothing held: another job takes both nodes
+    cluster.create_job("other", spec(replicas={"min": 2}))
+    run(cluster, "other", 2)
+    cluster.delete_job("other")
+    s = status(cluster, "mover")
+    assert not (s.get("checkpoint") or {}).get("pending") and "migration" not in s  # the move ended with it
+    annotate(cluster, "mover", None)  # the user withdraws the move (a standing request would be served later)
+    patch_spec(cluster, "mover", {"replicas": {"min": 1, "max": 1}})
+    generation = eventually(lambda: (p := status(cluster, "mover").get("placement")) and p["generation"],
+                            timeout=20, what="placed again once fixed")
+    run(cluster, "mover", 1, generation=generation)
+    time.sleep(2)
+    s = status(cluster, "mover")
+    assert s["phase"] == "Running" and s["placement"]["generation"] == generation
+    assert not s.get("checkpoint", {}).get("pending") and "migration" not in s, s
+
+
+def test_the_device_class_edited_while_the_job_checkpoints_is_where_it_lands(
+        cluster: Cluster, operator: Any) -> None:
+    cluster.seed([node("h100-0", "cn-east", "nvidia-h100"), node("h100-1", "cn-east", "nvidia-h100"),
+                  node("a910-0", "cn-east", "ascend-910b")])
+    cluster.create_job("mover", spec(replicas={"min": 1}, checkpoint={"timeoutSeconds": 300}))
+    run(cluster, "mover", 1)
+    annotate(cluster, "mover", "drain")
+    [requested] = asked(cluster, "mover")
+    assert status(cluster, "mover")["migration"]["reserved"]["deviceClass"] == "nvidia-h100"
+    patch_spec(cluster, "mover", {"devices": [{"deviceClass": "ascend-910b", "perReplica": 8}]})
+    ack(cluster, requested, 10)
+    [new] = run(cluster, "mover", 1, generation=2)
+    assert node_of(new) == "a910-0"
+    limits = new.spec.containers[0].resources.limits
+    assert "nvidia.com/gpu" not in limits and any("Ascend" in k for k in limits), limits
+    s = status(cluster, "mover")
+    assert s["placement"]["deviceClass"] == "ascend-910b" and "migration" not in s

@@ -293,6 +293,13 @@ class Controller:
         patch = StatusPatch(status)
         if d.action == Action.REJECT:
             patch.phase(Phase.FAILED, d.reason, d.message).set(placement=None)
+            if pending is not None or status.migration is not None:  # what it was doing ends with its pods
+                last = status.checkpoint.last if status.checkpoint else None
+                patch.set(checkpoint={"pending": None,
+                                      "last": last.model_dump(by_alias=True, exclude_none=True) if last else None},
+                          migration=None)
+                if self.cache.unreserve(key):
+                    self.poke_pending()
             await self.writer.write(job, patch.condition("SpecValid", "False", d.reason, d.message))
             self.kube.post_event(job, "Warning", d.reason, d.message)
             await self.pods.release(key, [p.name for p in pods if not p.deleting])
