@@ -319,3 +319,38 @@ def test_the_device_class_edited_while_the_job_checkpoints_is_where_it_lands(
     assert "nvidia.com/gpu" not in limits and any("Ascend" in k for k in limits), limits
     s = status(cluster, "mover")
     assert s["placement"]["deviceClass"] == "ascend-910b" and "migration" not in s
+
+
+def test_a_reserved_destination_lost_mid_checkpoint_never_leaves_the_job_without_devices(
+        cluster: Cluster, operator: Any) -> None:
+    """Make before break: the destination goes NotReady while the job checkpoints for a voluntary move and
+    the fleet has no other room. The job must keep its devices (the move waits) rather than give them up
+    for a destination that is gone."""
+    cluster.seed([node(f"h100-{i}", "cn-east", "nvidia-h100") for i in range(2)])
+    cluster.create_job("mover", spec(replicas={"min": 1}, checkpoint={"timeoutSeconds": 300}))
+    [old] = run(cluster, "mover", 1)
+    annotate(cluster, "mover", "drain")
+    [requested] = asked(cluster, "mover")
+    reserved = status(cluster, "mover")["migration"]["reserved"]["nodes"][0]
+    set_node_lost(cluster.core, reserved)  # the Node's own event reaches the job holding room there
+    eventually(lambda: status(cluster, "mover").get("reason") == "MoveCancelled", what="the move called off")
+    ack(cluster, requested, 10)  # too late: answers a request that no longer stands
+    time.sleep(2)
+    s = status(cluster, "mover")
+    assert s["phase"] == "Running" and s["placement"]["generation"] == 1, s
+    assert reserved in s["message"] and "no longer usable" in s["message"]
+    assert [p.metadata.name for p in live_pods(cluster, "mover", 1)] == [old.metadata.name]
+    assert next(c for c in s["conditions"] if c["type"] == "MoveHeld")["status"] == "True"  # waits for room
+    assert "migration" not in s and not (s.get("checkpoint") or {}).get("pending")
+    # the node comes back: the request, still standing, is served (a new reservation, a new checkpoint)
+    from heterojob.sim.cluster.nodes import set_node_ready
+
+    set_node_ready(cluster.core, reserved)
+    wanted = eventually(lambda: ((status(cluster, "mover").get("checkpoint") or {}).get("pending") or {}).get("id"),
+                        what="a new checkpoint for the move")
+    [again] = eventually(lambda: (p := live_pods(cluster, "mover", 1)) and p[0].metadata.annotations.get(
+        ANNOTATION_CHECKPOINT_REQUEST) == wanted and p, what="the new request on the pod")
+    ack(cluster, again, 20)
+    [new] = run(cluster, "mover", 1, generation=2)
+    assert node_of(new) == reserved
+    assert status(cluster, "mover")["handled"]["migrate"] == "drain"

@@ -186,6 +186,31 @@ class Disruption:
         self.wake_at(key, now)
         return True
 
+    def destination_gone(self, key: str, status: HeteroJobStatus) -> str | None:
+        """Why a voluntary move still at its checkpoint can no longer land where it reserved (a reserved node
+        gone, not Ready, cordoned, tainted or named failed), or None. Make before break: such a move is called
+        off before the job gives up its devices; its next pass plans it again (and holds it without room)."""
+        pending = status.checkpoint.pending if status.checkpoint else None
+        move = status.migration
+        if (status.phase != Phase.CHECKPOINTING or pending is None or pending.then not in THEN_MOVE
+                or move is None or move.involuntary or move.reserved is None):
+            return None
+        fleet = self.fleet([key])
+        gone = []
+        for name in sorted(set(move.reserved.nodes)):
+            n = fleet.nodes.get(name)
+            if n is None:
+                why: str | None = "gone"
+            elif not n.ready or not n.schedulable or n.taints:
+                why = n.reason or ("not Ready" if not n.ready else "cordoned or tainted")
+            else:
+                why = fleet.unhealthy.get(name)
+            if why:
+                gone.append(f"{name} ({why})")
+        if not gone:
+            return None
+        return f"its reserved destination is no longer usable: {', '.join(gone)}"
+
     def cancelled(self, job: Mapping[str, Any], status: HeteroJobStatus) -> str | None:
         """Why a manual move still at its checkpoint is called off (its annotation was removed), or None."""
         pending = status.checkpoint.pending if status.checkpoint else None
@@ -431,6 +456,7 @@ class Disruption:
             self.wake_at(key, since + interval)
 
 
+THEN_MOVE = ("migrate", "resize")  # what follows a checkpoint that lands the job on a reservation
 HOLD_REFRESH_S = 5.0  # a held move's changed reason is said again at most this often
 MIGRATE, CHECKPOINT = "migrate", "checkpoint"  # kinds of request annotations (status.handled keys)
 

@@ -105,9 +105,13 @@ class Controller:
         self.queue.poke_all(lambda: [*(r.job for r in self.cache.waiting()), *self.disruption.held()], delay)
 
     def node_changed(self, node: str) -> None:
-        """A Node changed (Ready, cordon, taints): every job placed on it gets a pass now."""
+        """A Node changed (Ready, cordon, taints): every job placed on it, or holding room there for a move,
+        gets a pass now."""
         for key, placed in self.cache.placed().items():
             if node in placed.nodes:
+                self.poke(key)
+        for key, entry in self.cache.entries.items():
+            if entry.reserved is not None and node in entry.reserved.per_node:
                 self.poke(key)
 
     def forget(self, key: str) -> None:
@@ -193,11 +197,13 @@ class Controller:
             if pending is not None else None,
             now=now,
         )
-        why = self.disruption.cancelled(job, status)
-        if why is not None:
-            await self.checkpoints.cancel(job, status, why)
-            return
+        if pending is not None and spec is not None and await self.disruption.escalate(job, spec, status, now):
+            return  # a fault outranks what the job was checkpointing for: its next pass goes on at once
         decision = lifecycle.decide(view)
+        why = self.disruption.cancelled(job, status) or self.disruption.destination_gone(key, status)
+        if why is not None:
+            await self.checkpoints.cancel(job, status, why, saved=decision)
+            return
         if decision.action == Action.NONE and status.phase is not None and status.phase.terminal:
             self.queue.settle(key)
         if decision.action != Action.NONE:
@@ -271,9 +277,6 @@ class Controller:
         pending = status.checkpoint.pending if status.checkpoint else None
 
         if d.action == Action.NONE:
-            if pending is not None and spec is not None and await self.disruption.escalate(job, spec, status,
-                                                                                              time.time()):
-                return  # a fault outranks what the job was checkpointing for: its next pass goes on at once
             if pending is not None:
                 self.queue.wake_at(key, timestamp(pending.deadline) or time.time())
             stuck = [v.unschedulable_since for v in pods if v.unschedulable and v.phase == "Pending"]
