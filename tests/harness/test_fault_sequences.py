@@ -354,3 +354,21 @@ def test_a_reserved_destination_lost_mid_checkpoint_never_leaves_the_job_without
     [new] = run(cluster, "mover", 1, generation=2)
     assert node_of(new) == reserved
     assert status(cluster, "mover")["handled"]["migrate"] == "drain"
+
+
+def test_a_job_deleted_while_its_move_waits_to_land_gives_back_the_room_it_reserved(
+        cluster: Cluster, operator: Any) -> None:
+    cluster.seed([node(f"h100-{i}", "cn-east", "nvidia-h100") for i in range(2)])
+    cluster.create_job("mover", spec(replicas={"min": 1}, checkpoint={"timeoutSeconds": 300}))
+    run(cluster, "mover", 1)
+    annotate(cluster, "mover", "drain")
+    [requested] = asked(cluster, "mover")
+    cluster.core.create_namespaced_resource_quota("team-a", {"metadata": {"name": "pods"},
+                                                             "spec": {"hard": {"pods": "0"}}})
+    ack(cluster, requested, 10)
+    eventually(lambda: status(cluster, "mover").get("reason") == "PodsRefused", what="waiting to land")
+    assert status(cluster, "mover")["migration"]["reserved"]["nodes"]
+    cluster.delete_job("mover")
+    cluster.core.delete_namespaced_resource_quota("pods", "team-a")
+    cluster.create_job("next", spec(replicas={"min": 2}))
+    run(cluster, "next", 2)  # both nodes: nothing is still held for the deleted job
