@@ -372,3 +372,20 @@ def test_a_job_deleted_while_its_move_waits_to_land_gives_back_the_room_it_reser
     cluster.core.delete_namespaced_resource_quota("pods", "team-a")
     cluster.create_job("next", spec(replicas={"min": 2}))
     run(cluster, "next", 2)  # both nodes: nothing is still held for the deleted job
+
+
+def test_a_preemption_victim_deleted_mid_checkpoint_lets_the_preemptor_in_at_once(
+        cluster: Cluster, emulator: Any) -> None:
+    from heterojob.controller import ControllerConfig
+
+    cluster.seed([node("h100-0", "cn-east", "nvidia-h100")])
+    with OperatorRunner(emulator.kubeconfig, controller=ControllerConfig(min_runtime_s=0)):
+        cluster.create_job("low", spec(replicas={"min": 1}, priority="low", checkpoint={"timeoutSeconds": 300}))
+        run(cluster, "low", 1)
+        cluster.create_job("vip", spec(replicas={"min": 1}, priority="urgent"))
+        eventually(lambda: status(cluster, "low").get("phase") == "Checkpointing", what="low asked to yield")
+        cluster.delete_job("low")
+        [vip] = eventually(lambda: live_pods(cluster, "vip", 1), timeout=10, what="vip placed")
+        assert node_of(vip) == "h100-0"
+        time.sleep(1)
+        assert status(cluster, "vip")["placement"]["generation"] == 1
