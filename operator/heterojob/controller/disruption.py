@@ -197,7 +197,8 @@ class Disruption:
             return None
         fleet = self.fleet([key])
         gone = []
-        for name in sorted(set(move.reserved.nodes)):
+        held = set(status.placement.nodes) if status.placement else set()
+        for name in sorted(set(move.reserved.nodes) - held):  # a node it runs on now is `escalate`'s business
             n = fleet.nodes.get(name)
             if n is None:
                 why: str | None = "gone"
