@@ -389,3 +389,28 @@ def test_a_preemption_victim_deleted_mid_checkpoint_lets_the_preemptor_in_at_onc
         assert node_of(vip) == "h100-0"
         time.sleep(1)
         assert status(cluster, "vip")["placement"]["generation"] == 1
+
+
+def test_an_urgent_job_arriving_while_a_move_checkpoints_never_shares_the_reserved_room(
+        cluster: Cluster, emulator: Any) -> None:
+    from heterojob.controller import ControllerConfig
+
+    cluster.seed([node(f"h100-{i}", "cn-east", "nvidia-h100") for i in range(3)])
+    with OperatorRunner(emulator.kubeconfig, controller=ControllerConfig(min_runtime_s=0)):
+        cluster.create_job("mover", spec(replicas={"min": 1}, checkpoint={"timeoutSeconds": 300}))
+        run(cluster, "mover", 1)
+        cluster.create_job("low", spec(replicas={"min": 1}, priority="low", checkpoint={"timeoutSeconds": 1}))
+        run(cluster, "low", 1)
+        annotate(cluster, "mover", "drain")
+        [requested] = asked(cluster, "mover")
+        reserved = status(cluster, "mover")["migration"]["reserved"]["nodes"][0]
+        cluster.create_job("vip", spec(replicas={"min": 1}, priority="urgent"))
+        eventually(lambda: status(cluster, "low").get("phase") == "Preempted", timeout=15, what="low preempted")
+        [vip] = eventually(lambda: live_pods(cluster, "vip", 1), timeout=10, what="vip placed")
+        assert node_of(vip) != reserved
+        ack(cluster, requested, 10)
+        [new] = run(cluster, "mover", 1, generation=2)
+        assert node_of(new) == reserved
+        nodes = [node_of(p) for p in cluster.core.list_namespaced_pod("team-a").items
+                 if not p.metadata.deletion_timestamp and p.status.phase in ("Pending", "Running")]
+        assert sorted(nodes) == sorted(set(nodes)), nodes  # no node holds two gangs
