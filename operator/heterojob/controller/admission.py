@@ -204,6 +204,12 @@ class Admission:
         patch = StatusPatch(status).phase(Phase.ADMITTED, "Placed", plan.message).set(
             placement=placed, lastGeneration=generation, startTime=status.start_time or now_iso())
         patch.set(scheduling=started)
+        if status.checkpoint is not None and status.checkpoint.pending is not None:
+            # asked of pods that are gone (untrusted status, or a placement ended without finishing it): a new
+            # placement's pods must not be held to it
+            last = status.checkpoint.last
+            patch.set(checkpoint={"pending": None,
+                                  "last": last.model_dump(by_alias=True, exclude_none=True) if last else None})
         patch.condition("Admitted", "True", "Placed", plan.message)
         if status.alerts:  # alerts about nodes it leaves were acted on: a lost resolve must not move it again
             patch.set(alerts=[a.model_dump(by_alias=True, exclude_none=True) for a in status.alerts

@@ -8,6 +8,7 @@ for one (recorded in status by the checkpoint protocol itself).
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Awaitable, Callable, Sequence
 
 from heterojob.alerts import mapping
@@ -26,6 +27,10 @@ class AlertSymptoms:
         self.poke = poke
         self.checkpoint = checkpoint  # (job, reason): ask for a checkpoint the job goes on from
         self._dead: dict[str, tuple[str, str]] = {}  # fingerprint -> (node, why) of a firing migrate-now alert
+        # one alert write per job at a time, in arrival order: the receiver's workers run concurrently, and a
+        # resolve whose read of status.alerts came before its firing's write would find nothing to remove
+        # (the symptom then stays: Alertmanager sends a resolve once); two firings would drop each other
+        self._locks: dict[str, tuple[asyncio.Lock, int]] = {}  # job -> its lock, how many hold or wait
 
     def node_alert(self, fingerprint: str, firing: bool, action: str, node: str, message: str) -> None:
         """A firing alert that says a node's device is dead keeps new work off that node until it resolves
@@ -45,6 +50,20 @@ class AlertSymptoms:
         if firing and action == mapping.CHECKPOINT:
             await self.checkpoint(key, f"alert: {message}")
             return
+        lock, users = self._locks.get(key) or (asyncio.Lock(), 0)
+        self._locks[key] = (lock, users + 1)  # counted before any await: queued in arrival order (FIFO)
+        try:
+            async with lock:
+                await self._record(key, fingerprint, firing, action, nodes, message)
+        finally:
+            lock, users = self._locks[key]
+            if users > 1:
+                self._locks[key] = (lock, users - 1)
+            else:
+                del self._locks[key]  # nobody holds or waits for it
+
+    async def _record(self, key: str, fingerprint: str, firing: bool, action: str, nodes: tuple[str, ...],
+                      message: str) -> None:
         namespace, name = key.split("/", 1)
         job = await self.kube.get_job(namespace, name)
         if job is None:

@@ -97,13 +97,18 @@ class Checkpoints:
         self.poke(key)
         return True
 
-    async def cancel(self, job: dict[str, Any], status: HeteroJobStatus, why: str) -> None:
-        """Call off a move still at its checkpoint (its pods run on): the reservation ends, the job runs on."""
+    async def cancel(self, job: dict[str, Any], status: HeteroJobStatus, why: str, saved: Decision | None = None
+                     ) -> None:
+        """Call off a move still at its checkpoint (its pods run on): the reservation ends, the job runs on.
+        `saved`: the ranks had all saved it (CHECKPOINT_DONE), so it becomes the last checkpoint."""
         meta = job["metadata"]
         key = f"{meta['namespace']}/{meta['name']}"
         message = f"move cancelled: {why}; the job runs on where it is"
         last = status.checkpoint.last.model_dump(by_alias=True, exclude_none=True) \
             if status.checkpoint and status.checkpoint.last else None
+        pending = status.checkpoint.pending if status.checkpoint else None
+        if saved is not None and saved.action == Action.CHECKPOINT_DONE and pending is not None:
+            last = _saved(pending.id, pending.requested_at, saved, time.time())
         patch = StatusPatch(status).phase(Phase.RUNNING, "MoveCancelled", message)
         patch.set(checkpoint={"pending": None, "last": last}, migration=None)
         patch.condition("Checkpointing", "False", "Cancelled", message)
@@ -128,10 +133,7 @@ class Checkpoints:
         now = time.time()
         lost_s: float | None = 0.0
         if d.action == Action.CHECKPOINT_DONE:
-            requested_at = timestamp(pending.requested_at)
-            last = {"id": pending.id, "step": d.step, "uri": d.uri, "time": now_iso(), "sizeBytes": d.size_bytes,
-                    "saveSeconds": round(max(0.0, now - requested_at), 1) if requested_at else None}
-            last = {k: v for k, v in last.items() if v is not None}
+            last = _saved(pending.id, pending.requested_at, d, now)
             for note in d.notes:  # a size the SDK sent that does not read: the checkpoint counts, the size not
                 log.warning("job %s checkpoint %s: %s", key, pending.id, note)
         else:
@@ -177,6 +179,14 @@ class Checkpoints:
         if pending.by:
             self.poke(pending.by)
         self.poke(key)
+
+
+def _saved(checkpoint_id: str, requested_at: str, d: Decision, now: float) -> dict[str, Any]:
+    """status.checkpoint.last for a checkpoint every rank saved (`d`: CHECKPOINT_DONE)."""
+    asked = timestamp(requested_at)
+    last = {"id": checkpoint_id, "step": d.step, "uri": d.uri, "time": now_iso(), "sizeBytes": d.size_bytes,
+            "saveSeconds": round(max(0.0, now - asked), 1) if asked else None}
+    return {k: v for k, v in last.items() if v is not None}
 
 
 def measure(patch: StatusPatch, status: HeteroJobStatus, step: int, at: float) -> None:

@@ -137,6 +137,81 @@ class Disruption:
                                           migration={**move, "reserved": reserved}):
             self._unreserve(key)  # nothing was asked (another checkpoint goes on): the room goes back
 
+    async def escalate(self, job: Mapping[str, Any], spec: HeteroJobSpec, status: HeteroJobStatus,
+                       now: float) -> bool:
+        """A fault (a NotReady node, a failed device, an alert naming a dead one) arriving while the job
+        checkpoints for something that was not urgent (a voluntary move, a resize, a preemption): a rank on a
+        dead node never answers, so waiting for the deadline would hold the job there for the whole timeout.
+        The pending checkpoint becomes urgent (its deadline its request time: it goes on from the last
+        completed checkpoint now), the fault's nodes are avoided, and a move becomes involuntary (it may no
+        longer be cancelled; its reservation is kept unless it lies on those nodes). True when it wrote."""
+        pending = status.checkpoint.pending if status.checkpoint else None
+        p = status.placement
+        if pending is None or p is None or pending.then == PERIODIC or status.phase != Phase.CHECKPOINTING:
+            return False
+        requested, deadline = timestamp(pending.requested_at), timestamp(pending.deadline)
+        if requested is not None and deadline is not None and deadline <= requested:
+            return False  # urgent already
+        urgent = [s for s in self.symptoms(job, spec, status, now) if s.urgent]
+        verdict = migration.judge(urgent, self._rules(spec), now, _moves(status), self.cache.disrupted())
+        if not verdict.act or verdict.symptom is None:
+            return False
+        symptom = verdict.symptom
+        meta = job["metadata"]
+        key = f"{meta['namespace']}/{meta['name']}"
+        reason = f"{symptom.trigger}: {symptom.message} (while checkpointing for {pending.reason})"
+        exclude = sorted(set(pending.exclude) | set(symptom.nodes))
+        message = f"{reason}: checkpoint {pending.id} abandoned, going on from the last completed checkpoint"
+        patch = StatusPatch(status).set(checkpoint={
+            "pending": {**pending.model_dump(by_alias=True, exclude_none=True), "reason": reason,
+                        "deadline": pending.requested_at, "exclude": exclude},
+            "last": status.checkpoint.last.model_dump(by_alias=True, exclude_none=True)
+            if status.checkpoint and status.checkpoint.last else None})
+        reserved = status.migration.reserved if status.migration is not None else None
+        if reserved is not None and set(reserved.nodes) & set(symptom.nodes):
+            reserved = None  # the fault is on its destination: placed again wherever it fits
+        if status.migration is not None and pending.then != "preempt":
+            move = status.migration.model_dump(by_alias=True, exclude_none=True)
+            move.update({"exclude": exclude, "reason": reason, "trigger": symptom.trigger, "involuntary": True,
+                         "reserved": reserved.model_dump(by_alias=True, exclude_none=True) if reserved else None})
+            patch.set(migration=move)
+        patch.condition("Checkpointing", "True", "Urgent", message)
+        patch.phase(Phase.CHECKPOINTING, "FaultWhileCheckpointing", message)
+        if not await self.writer.write(job, patch):
+            return False
+        if reserved is None and status.migration is not None and status.migration.reserved is not None:
+            self.cache.unreserve(key)
+        self.kube.post_event(job, "Warning", "FaultWhileCheckpointing", message)
+        decided(key, "escalate", symptom.message, trigger=symptom.trigger, then=pending.then)
+        self.wake_at(key, now)
+        return True
+
+    def destination_gone(self, key: str, status: HeteroJobStatus) -> str | None:
+        """Why a voluntary move still at its checkpoint can no longer land where it reserved (a reserved node
+        gone, not Ready, cordoned, tainted or named failed), or None. Make before break: such a move is called
+        off before the job gives up its devices; its next pass plans it again (and holds it without room)."""
+        pending = status.checkpoint.pending if status.checkpoint else None
+        move = status.migration
+        if (status.phase != Phase.CHECKPOINTING or pending is None or pending.then not in THEN_MOVE
+                or move is None or move.involuntary or move.reserved is None):
+            return None
+        fleet = self.fleet([key])
+        gone = []
+        held = set(status.placement.nodes) if status.placement else set()
+        for name in sorted(set(move.reserved.nodes) - held):  # a node it runs on now is `escalate`'s business
+            n = fleet.nodes.get(name)
+            if n is None:
+                why: str | None = "gone"
+            elif not n.ready or not n.schedulable or n.taints:
+                why = n.reason or ("not Ready" if not n.ready else "cordoned or tainted")
+            else:
+                why = fleet.unhealthy.get(name)
+            if why:
+                gone.append(f"{name} ({why})")
+        if not gone:
+            return None
+        return f"its reserved destination is no longer usable: {', '.join(gone)}"
+
     def cancelled(self, job: Mapping[str, Any], status: HeteroJobStatus) -> str | None:
         """Why a manual move still at its checkpoint is called off (its annotation was removed), or None."""
         pending = status.checkpoint.pending if status.checkpoint else None
@@ -382,6 +457,7 @@ class Disruption:
             self.wake_at(key, since + interval)
 
 
+THEN_MOVE = ("migrate", "resize")  # what follows a checkpoint that lands the job on a reservation
 HOLD_REFRESH_S = 5.0  # a held move's changed reason is said again at most this often
 MIGRATE, CHECKPOINT = "migrate", "checkpoint"  # kinds of request annotations (status.handled keys)
 

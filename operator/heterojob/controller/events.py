@@ -27,7 +27,7 @@ FIXED: dict[str, EventType] = {
     "CheckpointRequested": NORMAL, "MoveCancelled": NORMAL, "MigrationHeld": NORMAL, "ClassProposed": NORMAL,
     "AllReplicasSucceeded": NORMAL,  # engine.lifecycle's SUCCEED
     "CheckpointMissed": WARNING, "Restarting": WARNING, "MemberLost": WARNING, "StatusRepaired": WARNING,
-    "PodRejected": WARNING, "PodsRefused": WARNING,
+    "PodRejected": WARNING, "PodsRefused": WARNING, "FaultWhileCheckpointing": WARNING,
     "InvalidSpec": WARNING, "Unschedulable": WARNING, "BackoffLimitExceeded": WARNING,  # engine.lifecycle's
 }
 

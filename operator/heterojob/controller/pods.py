@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import logging
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -24,7 +25,10 @@ from heterojob.kube import convert, manifests
 from heterojob.kube.api import Kube
 from heterojob.kube.members import Members
 from heterojob.state.cache import Cache
+from heterojob.state.requests import MOVES, MOVING
 from heterojob.state.times import iso
+
+log = logging.getLogger("heterojob.controller")
 
 
 BACKOFF_FIRST_S = 10.0
@@ -135,10 +139,10 @@ class Pods:
         for _, error in refused:
             if isinstance(error, asyncio.CancelledError):
                 raise error
-        await self._refused(job, status, refused)
+        await self._refused(job, status, refused, [o["metadata"]["name"] for o in objs if o["kind"] == "Pod"])
 
     async def _refused(self, job: dict[str, Any], status: HeteroJobStatus,
-                       refused: Sequence[tuple[dict[str, Any], BaseException]]) -> None:
+                       refused: Sequence[tuple[dict[str, Any], BaseException]], asked: Sequence[str] = ()) -> None:
         """A gang is all or nothing: any refused pod or Service takes the whole placement back. A refusal
         that will not pass (invalid, PodSecurity, a missing service account) fails the job with the API
         server's words; one that may (a ResourceQuota, conflicts, overload) waits and retries, backing off."""
@@ -147,9 +151,21 @@ class Pods:
         obj, error = refused[0]
         verdict = refusal(error)
         what = f"{obj['kind']} {obj['metadata']['name']}"
-        mine = [p.name for p in map(convert.pod_view, await self.kube_of(key).job_pods(meta["namespace"], meta["name"]))
-                if p is not None and status.placement and p.generation == status.placement.generation]
-        await self.release(key, mine)
+        cluster = status.placement.cluster if status.placement else None
+        try:
+            mine = [p.name for p in map(convert.pod_view, await self.kube_of(key).job_pods(meta["namespace"],
+                                                                                          meta["name"]))
+                    if p is not None and status.placement and p.generation == status.placement.generation]
+            await self.release(key, mine)
+        except Exception as exc:  # noqa: BLE001 - only a member that stopped answering is let go of here
+            if cluster is None or self.members is None:
+                raise
+            # the member stopped answering while the gang was made: whatever it created of `asked` is a
+            # leftover of a job placed elsewhere, removed by kube.members when it answers again
+            log.warning("job %s: the member cluster %s does not answer (%s); %d pod(s) asked there are left to "
+                        "its leftover cleanup", key, cluster, type(exc).__name__, len(asked))
+            if self.cache.release(key):
+                self.room_freed()
         patch = StatusPatch(status).set(placement=None)
         if verdict.permanent:
             message = f"the API server refused {what}: {verdict.message}"
@@ -162,7 +178,18 @@ class Pods:
         attempts = (status.backoff.attempts if status.backoff else 0) + 1
         delay = min(BACKOFF_MAX_S, BACKOFF_FIRST_S * 2 ** (attempts - 1))
         message = f"the API server refused {what}: {verdict.message}; placing again in {delay:.0f}s"
-        patch.phase(Phase.PENDING, "PodsRefused", message).set(
+        phase = Phase.PENDING
+        if status.phase in MOVING and status.migration is not None:
+            # a move's new gang refused (`status` is what the placement was made from): still that move, so
+            # its next placement avoids the nodes it left and keeps to its region and class, its history entry
+            # stays open and the request it serves stays recorded in it (the landing closes both)
+            phase = status.phase
+            patch.set(migration=status.migration.model_dump(by_alias=True, exclude_none=True),
+                      handled=dict(status.handled))
+            history = patch.history_entries()
+            if history and history[-1].get("action") in MOVES:
+                history[-1].pop("to", None)
+        patch.phase(phase, "PodsRefused", message).set(
             backoff={"attempts": attempts, "until": iso(time.time() + delay), "reason": verdict.message})
         patch.condition("PodsCreated", "False", "Refused", message)
         await self.writer.write(job, patch)

@@ -105,9 +105,13 @@ class Controller:
         self.queue.poke_all(lambda: [*(r.job for r in self.cache.waiting()), *self.disruption.held()], delay)
 
     def node_changed(self, node: str) -> None:
-        """A Node changed (Ready, cordon, taints): every job placed on it gets a pass now."""
+        """A Node changed (Ready, cordon, taints): every job placed on it, or holding room there for a move,
+        gets a pass now."""
         for key, placed in self.cache.placed().items():
             if node in placed.nodes:
+                self.poke(key)
+        for key, entry in self.cache.entries.items():
+            if entry.reserved is not None and node in entry.reserved.per_node:
                 self.poke(key)
 
     def forget(self, key: str) -> None:
@@ -193,11 +197,13 @@ class Controller:
             if pending is not None else None,
             now=now,
         )
-        why = self.disruption.cancelled(job, status)
-        if why is not None:
-            await self.checkpoints.cancel(job, status, why)
-            return
+        if pending is not None and spec is not None and await self.disruption.escalate(job, spec, status, now):
+            return  # a fault outranks what the job was checkpointing for: its next pass goes on at once
         decision = lifecycle.decide(view)
+        why = self.disruption.cancelled(job, status) or self.disruption.destination_gone(key, status)
+        if why is not None:
+            await self.checkpoints.cancel(job, status, why, saved=decision)
+            return
         if decision.action == Action.NONE and status.phase is not None and status.phase.terminal:
             self.queue.settle(key)
         if decision.action != Action.NONE:
@@ -290,6 +296,13 @@ class Controller:
         patch = StatusPatch(status)
         if d.action == Action.REJECT:
             patch.phase(Phase.FAILED, d.reason, d.message).set(placement=None)
+            if pending is not None or status.migration is not None:  # what it was doing ends with its pods
+                last = status.checkpoint.last if status.checkpoint else None
+                patch.set(checkpoint={"pending": None,
+                                      "last": last.model_dump(by_alias=True, exclude_none=True) if last else None},
+                          migration=None)
+                if self.cache.unreserve(key):
+                    self.poke_pending()
             await self.writer.write(job, patch.condition("SpecValid", "False", d.reason, d.message))
             self.kube.post_event(job, "Warning", d.reason, d.message)
             await self.pods.release(key, [p.name for p in pods if not p.deleting])

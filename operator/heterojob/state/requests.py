@@ -34,7 +34,10 @@ def request_for(key: str, job: Mapping[str, Any], spec: HeteroJobSpec, status: H
         return _request(key, job, spec, spec.devices, tuple(spec.regions.allowed), frozenset(), spec.replicas.start)
     assert status is not None
     region, cls = origin_of(status)
-    request = move_request(key, job, spec, region, cls, moving.exclude, moving.replicas or spec.replicas.start)
+    # the size it moves with, within the spec as it is now (edited while it checkpointed: the new placement
+    # follows the edit, as any placement does)
+    replicas = min(max(moving.replicas or spec.replicas.start, spec.replicas.min), spec.replicas.upper)
+    request = move_request(key, job, spec, region, cls, moving.exclude, replicas)
     if moving.trigger == UPGRADE and moving.reserved is not None:  # it moves for that class: nowhere else
         only = [a for a in request.alternatives if a.device_class == moving.reserved.device_class]
         request = replace(request, alternatives=only or request.alternatives)
