@@ -106,20 +106,34 @@ def test_replicas_edited_while_the_job_checkpoints_for_a_move_are_what_it_restar
     assert status(cluster, "mover")["placement"]["replicas"] == 1
 
 
+def asked_to_move(cluster: Cluster, nodes: int = 2) -> tuple[Any, Any]:
+    """Job "mover" (1 replica, on one of `nodes` nodes) moved by hand: (its pod, that pod as asked to
+    checkpoint)."""
+    cluster.seed([node(f"h100-{i}", "cn-east", "nvidia-h100") for i in range(nodes)])
+    cluster.create_job("mover", spec(replicas={"min": 1}, checkpoint={"timeoutSeconds": 300}))
+    [old] = run(cluster, "mover", 1)
+    annotate(cluster, "mover", "drain")
+    [requested] = asked(cluster, "mover")
+    return old, requested
+
+
+def refused_move(cluster: Cluster) -> Any:
+    """`asked_to_move`, and once its checkpoint is saved a ResourceQuota (pods: 0) refuses the new gang.
+    Returns its old pod."""
+    old, requested = asked_to_move(cluster)
+    cluster.core.create_namespaced_resource_quota("team-a", {"metadata": {"name": "pods"},
+                                                             "spec": {"hard": {"pods": "0"}}})
+    ack(cluster, requested, 10)
+    eventually(lambda: status(cluster, "mover").get("reason") == "PodsRefused", what="the new gang refused")
+    return old
+
+
 def test_a_destination_refusing_the_new_gang_keeps_the_move_and_serves_the_request_once(
         cluster: Cluster, operator: Any) -> None:
     """Make before break, then the API server refuses the new gang (a ResourceQuota: 403, transient). The
     job waits with a backoff as a move (its origin, the nodes it left, the request it serves), and once the
     quota allows it lands, closes its history entry and lets the annotation go: moved once, not twice."""
-    cluster.seed([node(f"h100-{i}", "cn-east", "nvidia-h100") for i in range(2)])
-    cluster.create_job("mover", spec(replicas={"min": 1}, checkpoint={"timeoutSeconds": 300}))
-    [old] = run(cluster, "mover", 1)
-    annotate(cluster, "mover", "drain")
-    [requested] = asked(cluster, "mover")
-    cluster.core.create_namespaced_resource_quota("team-a", {"metadata": {"name": "pods"},
-                                                             "spec": {"hard": {"pods": "0"}}})
-    ack(cluster, requested, 10)
-    eventually(lambda: status(cluster, "mover").get("reason") == "PodsRefused", what="the new gang refused")
+    old = refused_move(cluster)
     s = status(cluster, "mover")
     assert "exceeded quota" in s["message"] and not live_pods(cluster, "mover", 2)
     assert s["phase"] == "Migrating", s["phase"]  # still a move: it left its node and waits to land
@@ -149,16 +163,8 @@ def test_an_operator_restarted_between_the_checkpoint_and_the_new_gang_lands_the
         cluster: Cluster, emulator: Any) -> None:
     """The operator stops after the checkpoint was saved and the old gang deleted, while the new gang waits
     (refused by a ResourceQuota); a new operator, from the status alone, lands that move once."""
-    cluster.seed([node(f"h100-{i}", "cn-east", "nvidia-h100") for i in range(2)])
     with OperatorRunner(emulator.kubeconfig):
-        cluster.create_job("mover", spec(replicas={"min": 1}, checkpoint={"timeoutSeconds": 300}))
-        [old] = run(cluster, "mover", 1)
-        annotate(cluster, "mover", "drain")
-        [requested] = asked(cluster, "mover")
-        cluster.core.create_namespaced_resource_quota("team-a", {"metadata": {"name": "pods"},
-                                                                 "spec": {"hard": {"pods": "0"}}})
-        ack(cluster, requested, 10)
-        eventually(lambda: status(cluster, "mover").get("reason") == "PodsRefused", what="the new gang refused")
+        old = refused_move(cluster)
     cluster.core.delete_namespaced_resource_quota("pods", "team-a")
     assert not live_pods(cluster, "mover", 1) and status(cluster, "mover")["phase"] == "Migrating"
     with OperatorRunner(emulator.kubeconfig) as again:
@@ -198,11 +204,7 @@ def test_a_reserved_destination_taken_by_a_foreign_pod_before_the_checkpoint_end
     """The reservation is heterojob's own bookkeeping: a pod heterojob does not manage (here one bound by
     nodeName, as the kube-scheduler binds) can still take those devices while the job checkpoints. The job
     lands where there is room, not on devices now held twice."""
-    cluster.seed([node(f"h100-{i}", "cn-east", "nvidia-h100") for i in range(3)])
-    cluster.create_job("mover", spec(replicas={"min": 1}, checkpoint={"timeoutSeconds": 300}))
-    [old] = run(cluster, "mover", 1)
-    annotate(cluster, "mover", "drain")
-    [requested] = asked(cluster, "mover")
+    old, requested = asked_to_move(cluster, nodes=3)
     reserved = status(cluster, "mover")["migration"]["reserved"]["nodes"][0]
     cluster.core.create_namespaced_pod("team-a", {"metadata": {"name": "squatter"}, "spec": {
         "nodeName": reserved, "containers": [{"name": "c", "image": "x", "resources": {
@@ -275,11 +277,7 @@ def patch_spec(cluster: Cluster, name: str, spec_patch: dict[str, Any]) -> None:
 
 def test_a_spec_made_invalid_while_the_job_checkpoints_fails_it_cleanly_and_fixing_it_runs_it_again(
         cluster: Cluster, operator: Any) -> None:
-    cluster.seed([node(f"h100-{i}", "cn-east", "nvidia-h100") for i in range(2)])
-    cluster.create_job("mover", spec(replicas={"min": 1}, checkpoint={"timeoutSeconds": 300}))
-    run(cluster, "mover", 1)
-    annotate(cluster, "mover", "drain")
-    [requested] = asked(cluster, "mover")
+    asked_to_move(cluster)
     patch_spec(cluster, "mover", {"replicas": {"min": 2, "max": 1}})  # the schema lets it through; min > max
     eventually(lambda: status(cluster, "mover").get("phase") == "Failed", what="Failed")
     s = status(cluster, "mover")
@@ -326,11 +324,7 @@ def test_a_reserved_destination_lost_mid_checkpoint_never_leaves_the_job_without
     """Make before break: the destination goes NotReady while the job checkpoints for a voluntary move and
     the fleet has no other room. The job must keep its devices (the move waits) rather than give them up
     for a destination that is gone."""
-    cluster.seed([node(f"h100-{i}", "cn-east", "nvidia-h100") for i in range(2)])
-    cluster.create_job("mover", spec(replicas={"min": 1}, checkpoint={"timeoutSeconds": 300}))
-    [old] = run(cluster, "mover", 1)
-    annotate(cluster, "mover", "drain")
-    [requested] = asked(cluster, "mover")
+    old, requested = asked_to_move(cluster)
     reserved = status(cluster, "mover")["migration"]["reserved"]["nodes"][0]
     set_node_lost(cluster.core, reserved)  # the Node's own event reaches the job holding room there
     eventually(lambda: status(cluster, "mover").get("reason") == "MoveCancelled", what="the move called off")
@@ -358,15 +352,7 @@ def test_a_reserved_destination_lost_mid_checkpoint_never_leaves_the_job_without
 
 def test_a_job_deleted_while_its_move_waits_to_land_gives_back_the_room_it_reserved(
         cluster: Cluster, operator: Any) -> None:
-    cluster.seed([node(f"h100-{i}", "cn-east", "nvidia-h100") for i in range(2)])
-    cluster.create_job("mover", spec(replicas={"min": 1}, checkpoint={"timeoutSeconds": 300}))
-    run(cluster, "mover", 1)
-    annotate(cluster, "mover", "drain")
-    [requested] = asked(cluster, "mover")
-    cluster.core.create_namespaced_resource_quota("team-a", {"metadata": {"name": "pods"},
-                                                             "spec": {"hard": {"pods": "0"}}})
-    ack(cluster, requested, 10)
-    eventually(lambda: status(cluster, "mover").get("reason") == "PodsRefused", what="waiting to land")
+    refused_move(cluster)  # waiting to land
     assert status(cluster, "mover")["migration"]["reserved"]["nodes"]
     cluster.delete_job("mover")
     cluster.core.delete_namespaced_resource_quota("pods", "team-a")
