@@ -120,7 +120,7 @@ async def _on_alert(runtime: Runtime, config: OperatorConfig, alert: Alert) -> N
     summary = alert.annotations.get("summary") or alert.annotations.get("description") or ""
     message = f"{alert.name}" + (f": {summary}" if summary else "")
     ctl.alerts.node_alert(alert.fingerprint, alert.status == "firing", action,
-                          alerts_mapping.node_of(alert.labels, ctl.fleet().nodes), message)
+                          alerts_mapping.node_of(alert.labels, ctl.fleet_source.nodes()), message)
     snapshot = runtime.monitor.snapshot if runtime.monitor else None
     hits = alerts_mapping.jobs_for(alert.labels, ctl.placed, snapshot.node_of if snapshot else {})
     if not hits or action == alerts_mapping.IGNORE:

@@ -257,5 +257,22 @@ def test_a_pod_on_a_node_is_deleted_gracefully_and_an_unbound_or_ended_one_at_on
     assert cluster.core.read_namespaced_pod("short", "team-a").metadata.deletion_grace_period_seconds == 5
     cluster.core.delete_namespaced_pod("bound", "team-a")  # asked again with the same period: still there
     assert names() == ["bound", "short"]
+    # a write to a Terminating pod (the SDK annotating it on SIGTERM) keeps it, and its grace period with it
+    cluster.core.patch_namespaced_pod("bound", "team-a", {"metadata": {"labels": {"saving": "yes"},
+                                                                       "deletionGracePeriodSeconds": 1}})
+    assert names() == ["bound", "short"]
+    assert cluster.core.read_namespaced_pod("bound", "team-a").metadata.deletion_grace_period_seconds == 30
     cluster.core.delete_namespaced_pod("bound", "team-a", grace_period_seconds=0)  # the kubelet's (or --force)
     assert names() == ["short"]
+    # finalizers keep a pod whatever the grace period; the deadline moves to now and it goes with the last one
+    pod("held", "n1")
+    cluster.core.patch_namespaced_pod("held", "team-a", {"metadata": {"finalizers": ["example.com/hold"]}})
+    cluster.core.delete_namespaced_pod("held", "team-a")
+    cluster.core.delete_namespaced_pod("held", "team-a", grace_period_seconds=0)
+    assert cluster.core.read_namespaced_pod("held", "team-a").metadata.deletion_grace_period_seconds == 0
+    cluster.core.patch_namespaced_pod("held", "team-a", {"metadata": {"finalizers": None}})
+    assert names() == ["short"]
+    # a namespace's pods go with it (here at once: they must not outlive it and show in a namespace made again)
+    cluster.core.delete_namespace("team-a")
+    cluster.core.create_namespace({"metadata": {"name": "team-a"}})
+    assert names() == []

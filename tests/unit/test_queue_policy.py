@@ -149,6 +149,12 @@ def test_past_the_knee_a_promoted_job_displaces_only_jobs_expected_to_run_longer
     assert done["ns/starved"].outcome == admission.Outcome.NO_ROOM  # the long job ends within the hour
     # ... and its status says why a job first in line displaces nobody
     assert done["ns/starved"].message.endswith(admission.PROMOTED_HELD)
+    # not when no running job is below its order anyway (a higher priority holds the room)
+    vip = admission.Holder("ns/long", 1, 0.0, Allocation("gpu", {"n1": 1}, "ns", "g", "r"))
+    known = policy.Knowledge(facts, light, promoted_displace=past_knee)
+    other, _ = admission.plan_with_policy([starved], [vip], fleet, now, known, MLFQ, admission.Settings())
+    assert other["ns/starved"].outcome == admission.Outcome.NO_ROOM
+    assert admission.PROMOTED_HELD not in other["ns/starved"].message
     assert prepared.queue[0].priority == queueing.effective_priority(0, 0, MLFQ)  # still ordered at level 0
     done, _ = plan([starved], heavy)
     assert done["ns/starved"].outcome == admission.Outcome.PREEMPTING  # 900 h to go against its 167 h

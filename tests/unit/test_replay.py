@@ -215,8 +215,9 @@ def test_gavels_window_measures_jct_useful_work_and_whether_the_rate_is_sustaine
     growing = replace(light, in_system_start=450, in_system_end=530, in_system_first=458.2,
                       in_system_last=526.3, arrivals_between=750)
     assert growing.in_system_last < 1.2 * growing.in_system_first and not growing.sustained
-    # a burst at the window's last arrival does not make a steady rate unsustained
-    assert replace(light, in_system_end=light.in_system_end + 50).sustained
+    # the limit: 5% of the arrivals between the quarters (37 more jobs of 750 is sustained, 38 is not)
+    assert replace(noisy, in_system_last=noisy.in_system_first + 37).sustained
+    assert not replace(noisy, in_system_last=noisy.in_system_first + 38).sustained
     assert heavy.avg_jct_h > light.avg_jct_h
     # useful work is the busy time scaled by each job's speed there against its fastest class
     assert 0 < light.useful_share < light.busy_share < heavy.busy_share <= 1

@@ -200,7 +200,9 @@ def plan_queue(queue: Iterable[Request], holders: Iterable[Holder], fleet: Fleet
         known = said.get(id(alone))
         if known is None or known[0] is not alone:
             known = said[id(alone)] = (alone, alone.explain())
-        why = known[1] + (PROMOTED_HELD if request.preempt_priority < request.priority else "")
+        why = known[1]
+        if request.preempt_priority < request.priority and pool.below(request.priority, taken):
+            why += PROMOTED_HELD  # its order would displace a running job that its promotion may not
         if not pool.may_disrupt(request, taken) or not pool.may_make_room(request, ledger, taken, now,
                                                                              settings.min_runtime_s):
             plan.admissions[request.job] = Admission(request.job, Outcome.NO_ROOM, why)
@@ -315,6 +317,10 @@ class _Pool:
                                     for h in self.free.values()), key=lambda r: r.priority)
             self.priorities = [r.priority for r in self._running]
         return self._running
+
+    def below(self, priority: int, taken: set[str]) -> bool:
+        """Whether a free holder not taken runs at a priority below `priority`."""
+        return next((p < priority for p, job in self.lowest if job not in taken), False)
 
     def may_disrupt(self, request: Request, taken: set[str]) -> bool:
         """`_may_disrupt`, from the sorted lists."""

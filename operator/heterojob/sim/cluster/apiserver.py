@@ -53,7 +53,7 @@ Still different from a real API server (tests must not rely on these):
 - server-side apply without field ownership (no managedFields, no conflicts); no `$patch` directives in
   strategic merge patches merge by key only for the core lists patching.py names; protobuf request bodies only
   for the kinds and fields protobuf.py decodes (the rest, e.g. `kubectl autoscale`, answer 415);
-- foreground deletion behaves like background; pods are deleted at once (no kubelet grace period);
+- foreground deletion behaves like background; a namespace's pods go at once when it is deleted;
 - no authentication or RBAC (every request is allowed); no TokenRequest (`kubectl create token`: 404); no
   bookmarks; a continued list reads current objects (no snapshot at the first page's resourceVersion, no 410);
 - no controllers: deployments/jobs create no pods, a PodDisruptionBudget's expected pods are the pods it selects;
@@ -102,6 +102,22 @@ ALL_VERBS = {"get", "list", "watch", "create", "update", "patch", "delete", "del
 def _now(after_s: float = 0.0) -> str:
     at = datetime.datetime.now(tz=datetime.UTC) + datetime.timedelta(seconds=after_s)
     return at.strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def _parse(stamp: str | None, less: int | None) -> float | None:
+    """Unix seconds of a deletionTimestamp as this server writes it, less a grace period (None: either missing
+    or unreadable)."""
+    if stamp is None or less is None:
+        return None
+    try:
+        at = datetime.datetime.strptime(stamp, "%Y-%m-%dT%H:%M:%SZ").replace(tzinfo=datetime.UTC).timestamp()
+    except (TypeError, ValueError):
+        return None
+    return at - less
+
+
+def _iso(seconds: float) -> str:
+    return datetime.datetime.fromtimestamp(seconds, tz=datetime.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
 def _grace(options: Mapping[str, Any], query: Mapping[str, str]) -> int | None:
@@ -860,7 +876,9 @@ class ApiServerEmulator(kmock.KubernetesEmulator):
             else:
                 new.pop("status", None)
         meta = new.setdefault("metadata", {})
-        for fixed in ("uid", "creationTimestamp", "namespace", "name", "deletionTimestamp"):
+        # what BeforeUpdate copies from the stored object whatever the request says
+        for fixed in ("uid", "creationTimestamp", "namespace", "name", "deletionTimestamp",
+                      "deletionGracePeriodSeconds"):
             if fixed in old["metadata"]:
                 meta[fixed] = old["metadata"][fixed]
             else:
@@ -878,7 +896,9 @@ class ApiServerEmulator(kmock.KubernetesEmulator):
             meta["generation"] = meta["generation"] + 1
         meta["resourceVersion"] = self._next_rv()
         key = (meta.get("namespace"), meta["name"])
-        if meta.get("deletionTimestamp") and not meta.get("finalizers"):
+        # ShouldDeleteDuringUpdate: the last finalizer gone from an object being deleted with no grace left
+        # (a Terminating pod waits for its kubelet's grace-0 DELETE)
+        if meta.get("deletionTimestamp") and not meta.get("finalizers") and not meta.get("deletionGracePeriodSeconds"):
             self._remove(kind, key, new)
             return new
         self._store[kind.key][key] = new
@@ -974,19 +994,23 @@ class ApiServerEmulator(kmock.KubernetesEmulator):
         if kind.key == ("", "pods"):
             # graceful deletion: a pod on a node stays, Terminating, until its kubelet has stopped it and
             # deletes it with grace 0 (a pod on an unreachable node stays until the node answers again or is
-            # deleted, or someone force-deletes it: `kubectl delete --grace-period=0 --force`)
+            # deleted, or someone force-deletes it: `kubectl delete --grace-period=0 --force`); a shorter
+            # grace period moves the deadline (BeforeDelete: the old deletionTimestamp - the old period + the
+            # new); finalizers keep it, whatever the period, until they are gone
             period = pod_grace_period(old, grace)
-            current = old["metadata"].get("deletionGracePeriodSeconds")
-            if period > 0 and (current is None or period < current):
+            meta = old["metadata"]
+            current = meta.get("deletionGracePeriodSeconds")
+            if period > 0 or meta.get("finalizers"):
+                if current is not None and period >= current:
+                    return old  # already terminating, as soon or sooner
                 new = copy.deepcopy(old)
-                new["metadata"]["deletionTimestamp"] = _now(period)
+                since = _parse(meta.get("deletionTimestamp"), current)
+                new["metadata"]["deletionTimestamp"] = _now(period) if since is None else _iso(since + period)
                 new["metadata"]["deletionGracePeriodSeconds"] = period
                 new["metadata"]["resourceVersion"] = self._next_rv()
                 self._store[kind.key][key] = new
                 self._emit(kind, old, new)
                 return new
-            if period > 0:
-                return old  # already terminating, as soon or sooner
         if old["metadata"].get("finalizers"):
             if old["metadata"].get("deletionTimestamp"):
                 return old
@@ -1060,7 +1084,9 @@ class ApiServerEmulator(kmock.KubernetesEmulator):
                 continue
             for okey, obj in list(objects.items()):
                 if okey[0] == namespace and okey in objects:
-                    self._delete_object(kind, obj, "Background")
+                    # a real namespace stays Terminating until its pods are gone; this one goes at once, so
+                    # its pods do too (else they would outlive it, and show in a namespace made again)
+                    self._delete_object(kind, obj, "Background", 0)
 
     def _delete_collection(self, route: Route, kind: Kind, query: Mapping[str, str], policy: str,
                            dry_run: bool = False, grace: int | None = None) -> dict[str, Any]:

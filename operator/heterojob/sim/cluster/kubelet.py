@@ -164,11 +164,12 @@ class Kubelet:
             meta = pod.get("metadata") or {}
             if not meta.get("deletionTimestamp") or not (meta.get("deletionGracePeriodSeconds") or 0) > 0:
                 continue
-            try:
+            try:  # this pod, not one made again under its name since the list (the status manager's UID check)
                 self.core.delete_namespaced_pod(meta["name"], meta["namespace"], grace_period_seconds=0,
+                                                body={"preconditions": {"uid": meta.get("uid")}},
                                                 _preload_content=False)
             except ApiException as exc:
-                if exc.status != 404:
+                if exc.status not in (404, 409):
                     raise
 
     def _report_health(self, unhealthy: Mapping[str, int]) -> None:
