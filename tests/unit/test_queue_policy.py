@@ -396,3 +396,41 @@ def test_a_long_job_probes_a_class_the_sheet_ranks_second_and_a_short_one_does_n
     up = completion.Mover("up", "second", 1, 20 * H, {"fast": 1.0, "second": 0.8}, unmeasured=frozenset({"fast"}))
     first = completion.plan_upgrades([long, up], {"fast": 1, "second": 1}, COST, probe_share=0.05)
     assert [(m.job, m.probe) for m in first] == [("up", False), ("long", True)]
+
+
+def test_a_workloads_pooled_speeds_replace_the_sheet_where_a_job_has_not_run() -> None:
+    # three jobs of one workload measured steps/s per replica; the third straggled on fast: the median holds
+    pool = completion.pooled([{"fast": 10.0, "slow": 9.0}, {"fast": 10.0}, {"fast": 2.0, "slow": 9.0, "x": 0.0}])
+    assert pool == {"fast": 10.0, "slow": 9.0}
+    sheet = completion.sheet(DECLARED, pool)
+    assert sheet == {"fast": 10.0, "slow": 9.0}
+    # a new job of the workload: 0.9 on slow where the sheet says 0.25; measured 5/s on fast: slow at 4.5
+    assert completion.speeds(sheet, {}, ["fast", "slow"]) == {"fast": 1.0, "slow": 0.9}
+    assert completion.speeds(sheet, {"fast": 5.0}, ["fast", "slow"]) == pytest.approx({"fast": 1.0, "slow": 0.9})
+    # its own measurement still wins where it ran
+    assert completion.speeds(sheet, {"fast": 5.0, "slow": 1.0}, ["fast", "slow"]) == {"fast": 1.0, "slow": 0.2}
+    # a class the pool has not seen is scaled from the measured ones by the declared ratio; nothing measured
+    # (or only classes without a declared throughput): the declared sheet
+    three = {"fast": 1.0, "mid": 0.5, "slow": 0.25}
+    assert completion.sheet(three, {"slow": 2.0}) == {"fast": 8.0, "mid": 4.0, "slow": 2.0}
+    assert completion.sheet(three, {}) == three and completion.sheet(three, {"other": 3.0}) == three
+
+
+def test_the_plan_takes_a_slow_class_the_jobs_workload_runs_well_on() -> None:
+    """The setting of `test_the_operators_plan_declines_a_slow_class_when_the_fast_one_frees_sooner`, but
+    the job's workload measured 0.95 of its fast speed on the slow class: 4x slower by the sheet, it is
+    nearly as fast there, so it starts now rather than wait for the fast class."""
+    nodes = {"f": Node("f", {"topology.kubernetes.io/region": "r", "c": "fast"}, {"fast": 4}),
+             "s": Node("s", {"topology.kubernetes.io/region": "r", "c": "slow"}, {"slow": 4})}
+    classes = {"fast": DeviceClass("fast", "fast", {"c": "fast"}, throughput=1.0),
+               "slow": DeviceClass("slow", "slow", {"c": "slow"}, throughput=0.25)}
+    fleet = Fleet(nodes, classes, used={("f", "fast"): 4})
+    now = 10 * H
+    running = admission.Holder("ns/r", 0, now - 600, Allocation("fast", {"f": 4}, "ns", "fast", "r"))
+    waiting = Request("ns/w", [Alternative("fast", 4), Alternative("slow", 4)], 1, created=now)
+    sheet = completion.sheet({"fast": 1.0, "slow": 0.25}, completion.pooled([{"fast": 4.0, "slow": 3.8}]))
+    known = policy.Knowledge({"ns/r": policy.Facts(rel={"fast": 1.0}),
+                              "ns/w": policy.Facts(rel=completion.speeds(sheet, {}, ["fast", "slow"]))},
+                             displace_by_level=False)
+    chosen = admission.plan_one(waiting, [waiting], [running], fleet, now, policy=(known, MLFQ))
+    assert chosen.outcome == admission.Outcome.PLACED and chosen.candidate.device_class == "slow"

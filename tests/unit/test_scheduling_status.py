@@ -222,3 +222,36 @@ def test_under_the_policy_a_move_to_a_slower_class_keeps_the_room_reserved_there
     plan = admission.plan_one(mover, [mover], [running, parked], fleet, T0 + 4000, admission.Settings(),
                               (knowledge, queueing.QueueSettings()))
     assert plan.outcome == admission.Outcome.PLACED and plan.candidate.nodes == ("s",)
+
+
+def test_jobs_naming_one_workload_share_measured_speeds_within_their_namespace() -> None:
+    """A job that names its workload is placed by what that workload's other jobs measured (status
+    .scheduling.speeds, finished jobs included) on classes it has not run on; another namespace's jobs of
+    the same name, and jobs naming no workload, keep the declared throughput."""
+    classes = {c: DeviceClass(c, c, {"class": c}, throughput=t) for c, t in DECLARED.items()}
+    named = HeteroJobSpec.model_validate({**SPEC.model_dump(by_alias=True), "workload": "bert-large.bs32"})
+    cache = Cache()
+    # a finished job of the workload ran 9/s per replica on slow, 10/s on fast: slow is 0.9 for this model
+    for key, status, spec in (
+            ("ns/done", {"phase": "Succeeded", "scheduling": {"speeds": [
+                {"deviceClass": "slow", "replicas": 2, "stepsPerSecond": 18.0},
+                {"deviceClass": "fast", "replicas": 1, "stepsPerSecond": 10.0}]}}, named),
+            ("ns/new", {"phase": "Pending"}, named),
+            ("other/new", {"phase": "Pending"}, named),
+            ("ns/plain", {"phase": "Pending"}, SPEC)):
+        obj = job(status, key.split("/")[1])
+        obj["metadata"]["namespace"] = key.split("/")[0]
+        cache.sync(key, obj, read_status(obj), spec, classes, T0)
+    waiting = [Request(k, [Alternative("fast", 8), Alternative("slow", 8)], 1) for k in ("ns/new", "other/new",
+                                                                                       "ns/plain")]
+    known = Knower(cache).knowledge(Fleet({}, classes), waiting, [], queueing.QueueSettings())
+    assert known.of("ns/new").rel == pytest.approx({"fast": 1.0, "slow": 0.9})
+    assert known.of("other/new").rel == known.of("ns/plain").rel == {"fast": 1.0, "slow": 0.25}
+    # the speeds are the workload's, not the job's own measurement (an upgrade may still probe them)
+    assert known.of("ns/new").measured == frozenset()
+
+
+def test_a_workload_name_is_validated_with_the_field_named() -> None:
+    bad = {**SPEC.model_dump(by_alias=True), "workload": "has space"}
+    with pytest.raises(ValueError, match="workload"):
+        HeteroJobSpec.model_validate(bad)

@@ -211,6 +211,11 @@ class HeteroJobSpec(Model):
     checkpoint: Checkpoint = Field(default_factory=Checkpoint, description="how the job saves its progress")
     policy: Policy = Field(default_factory=Policy, description="when it may be migrated or resized")
     backoff_limit: int = Field(3, ge=0, le=100, description="gang restarts after a replica fails, then Failed")
+    workload: str | None = Field(
+        None, max_length=63, pattern=r"^[A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?$",
+        description="what it trains, e.g. 'llama3-8b-sft-bs32': jobs of one namespace naming the same workload "
+                    "share their measured speeds, so a job is placed by its peers' steps/s on classes it has "
+                    "not run on yet instead of the classes' declared throughput")
 
     @field_validator("devices")
     @classmethod

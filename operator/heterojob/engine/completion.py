@@ -6,8 +6,11 @@ it proposes upgrade moves onto room nobody waiting takes.
 
 Only what the operator can know is used:
 - a class's speed for a job is the job's own measured steps/s there (the SDK reports it, status.speed);
-  on a class it has not run on, a measured speed scaled by the classes' declared throughput
-  (AcceleratorClass spec.throughput); with no measurement at all, the declared throughput;
+  on a class it has not run on, a measured speed scaled by the job's sheet; with no measurement at all,
+  the sheet alone. The sheet is the classes' declared throughput (AcceleratorClass spec.throughput), or,
+  for a job that names its workload (spec.workload), what the jobs of that workload measured (`pooled`,
+  `sheet`): models lose very differently on a slower class (Gavel's measurements: 3x to 12x from V100
+  to K80), which no per-class figure can say;
 - a job's remaining work is not known (the operator never sees total steps): `Residual` expects it from
   the work of jobs already completed, given the work this one has done (mean residual life of the
   empirical distribution); with too few completions, a job is expected to run as long again as it has
@@ -28,6 +31,8 @@ from __future__ import annotations
 
 import bisect
 import itertools
+import math
+import statistics
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
@@ -35,7 +40,8 @@ from dataclasses import dataclass
 def speeds(declared: Mapping[str, float], measured: Mapping[str, float], classes: Iterable[str]
            ) -> dict[str, float]:
     """Relative speed (1.0 on its fastest) of one job on each of `classes`: measured where it ran, else a
-    measured speed scaled by declared throughput, else declared throughput alone."""
+    measured speed scaled by `declared` (the declared throughput, or the job's `sheet`), else `declared`
+    alone."""
     classes = list(classes)
     est: dict[str, float] = {}
     known = {c: v for c, v in measured.items() if v > 0 and declared.get(c, 0) > 0}
@@ -48,6 +54,30 @@ def speeds(declared: Mapping[str, float], measured: Mapping[str, float], classes
             est[c] = declared.get(c, 0.0)
     best = max(est.values(), default=0.0)
     return {c: v / best for c, v in est.items()} if best > 0 else {c: 0.0 for c in classes}
+
+
+def pooled(samples: Iterable[Mapping[str, float]]) -> dict[str, float]:
+    """One workload's speed per class from its jobs' measurements: each sample is one job's steps/s per
+    replica on the classes it ran on; per class, the median over the jobs (one straggling job does not
+    set it)."""
+    by_class: dict[str, list[float]] = {}
+    for sample in samples:
+        for c, v in sample.items():
+            if v > 0 and math.isfinite(v):
+                by_class.setdefault(c, []).append(v)
+    return {c: statistics.median(vs) for c, vs in by_class.items()}
+
+
+def sheet(declared: Mapping[str, float], measured: Mapping[str, float]) -> dict[str, float]:
+    """What `speeds` scales a job's own measurements by: `measured` (a workload's `pooled` speeds) on the
+    classes it covers, and on the others the declared throughput scaled to it (the mean over the measured
+    classes of measured x declared ratio); the declared throughput alone when nothing is measured."""
+    known = {c: v for c, v in measured.items() if v > 0 and declared.get(c, 0) > 0}
+    if not known:
+        return dict(declared)
+    out = {c: sum(v * d / declared[k] for k, v in known.items()) / len(known) for c, d in declared.items()}
+    out.update(known)
+    return out
 
 
 class Residual:

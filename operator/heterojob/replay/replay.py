@@ -18,7 +18,8 @@ Policies, on the same trace, fleet, failures and seed:
   far as `engine.admission.growth` lends room, through `migration.resize` and `migration.judge` (the
   HeteroJob defaults: 600 s cooldown, 3 moves an hour, a disruption budget of 5). A failed node's
   jobs restart at once off it, from their last periodic checkpoint. The policy never reads a job's total
-  steps or its speed on a class it has not run on.
+  steps or its speed on a class it has not run on; it reads what jobs of its type (its `spec.workload`)
+  measured where they ran (`engine.completion.pooled`), as the operator does.
 
 Each scheduling pass costs at most a bounded number of queued jobs (`lookahead` in queue order, plus the
 first that fit free room), not every queued job against every running one: the waiting jobs are also kept
@@ -188,10 +189,14 @@ class _Replay:
         # what the operator knows of each job: attained service, when it last waited, measured speeds, work
         self.service: dict[int, queueing.Service] = {}
         self.measured: dict[int, dict[str, float]] = defaultdict(dict)
+        # spec.workload: the trace's job type; each job's steps/s per replica where it ran, pooled per type
+        self.samples: dict[str, dict[int, dict[str, float]]] = defaultdict(dict)
+        self.sample_counts: dict[tuple[str, str], int] = defaultdict(int)
+        self.sheets: dict[str, tuple[int, dict[str, float]]] = {}  # type -> (version, `completion.sheet`)
         self.measured_sizes: dict[tuple[int, str], dict[int, float]] = defaultdict(dict)  # steps/s per replicas
         self.work_s: dict[int, float] = defaultdict(float)  # reference seconds trained (estimated speeds)
         self.residual = completion.Residual()
-        self.rels: dict[int, tuple[int, dict[str, float]]] = {}
+        self.rels: dict[int, tuple[tuple[int, int], dict[str, float]]] = {}
         self.holder_of: dict[int, Holder] = {}  # per run token
         self.facts: dict[str, engine_policy.Facts] = {}  # what each job's status tells the operator
         self.knowledge = engine_policy.Knowledge(self.facts, self.residual)
@@ -387,6 +392,8 @@ class _Replay:
         self.dequeue(job)
         if self.policy == "heterojob":
             self.service[job.id] = queueing.on_start(self.service[job.id], now, self.config.queue)
+        if cls not in self.measured[job.id]:
+            self.pool(job, cls)
         self.measured[job.id][cls] = job.rate(cls)  # the SDK reports steps/s once it trains there
         self.measured_sizes[(job.id, cls)][len(nodes)] = raw  # ... at the size it runs at
         self.refresh(job)
@@ -452,12 +459,29 @@ class _Replay:
     # --- what the operator knows ----------------------------------------------------------------------
 
     def rel(self, job: TraceJob) -> dict[str, float]:
-        """Relative speed per class the job runs on: measured where it ran, declared elsewhere."""
+        """Relative speed per class the job runs on: measured where it ran, elsewhere scaled by its workload's
+        sheet (what the jobs of its type measured, `completion.sheet`), else by the declared throughput."""
         measured = self.measured.get(job.id, {})
+        version, sheet = self.sheets.get(job.job_type, (0, DECLARED))
         cached = self.rels.get(job.id)
-        if cached is None or cached[0] != len(measured):
-            cached = self.rels[job.id] = (len(measured), completion.speeds(DECLARED, measured, job.classes))
+        if cached is None or cached[0] != (len(measured), version):
+            cached = self.rels[job.id] = ((len(measured), version), completion.speeds(sheet, measured, job.classes))
         return cached[1]
+
+    def pool(self, job: TraceJob, cls: str) -> None:
+        """A job measured its speed on a class for the first time: its workload's sheet takes it in. The sheet
+        is read again (and the type's jobs' facts with it) when a class's sample count reaches a power of
+        two: it is a median, which later samples barely move (the operator reads it afresh every plan)."""
+        self.samples[job.job_type].setdefault(job.id, {})[cls] = job.rate(cls) / self.shape(job)[0]
+        n = self.sample_counts[(job.job_type, cls)] = self.sample_counts[(job.job_type, cls)] + 1
+        if n & (n - 1):
+            return
+        version = self.sheets.get(job.job_type, (0, DECLARED))[0] + 1
+        self.sheets[job.job_type] = (version, completion.sheet(DECLARED, completion.pooled(
+            self.samples[job.job_type].values())))
+        for other in [*self.queue.values(), *(r.job for r in self.running.values())]:
+            if other.job_type == job.job_type and other.id != job.id:
+                self.refresh(other)
 
     def refresh(self, job: TraceJob) -> None:
         """The job's facts as its status would carry them (attained service, speeds, work done)."""

@@ -40,6 +40,7 @@ class Entry:
     reserved: Allocation | None = None  # room held for its move (destination, or healthy old nodes)
     scheduling: Scheduling | None = None  # status.scheduling: what the queue policy keeps across runs
     classes: tuple[str, ...] = ()  # the device classes its spec lists
+    workload: str | None = None  # spec.workload: jobs of a namespace naming it share measured speeds
     created: float = 0.0  # metadata.creationTimestamp
     succeeded: bool = False
 
@@ -72,6 +73,7 @@ class Cache:
         e.priority = spec.priority.rank if spec is not None else e.priority
         e.scheduling = status.scheduling
         e.classes = tuple(a.device_class for a in spec.devices) if spec is not None else e.classes
+        e.workload = spec.workload if spec is not None else e.workload
         e.created = timestamp((job.get("metadata") or {}).get("creationTimestamp")) or e.created  # type: ignore[union-attr]
         e.succeeded = status.phase == Phase.SUCCEEDED
         p = status.placement
