@@ -103,12 +103,13 @@ def test_malformed_tolerations_are_refused_as_a_real_server_refuses_them(lost_no
             make_pod(cluster, f"bad-{i}", None, tolerations)
         assert refusal(refused) == (422, f'Pod "bad-{i}" is invalid: {message}')
     # (the kubernetes client refuses this body itself: sent as kubectl would send it)
+    typed = {"key": "a", "operator": "Exists", "effect": "NoExecute", "tolerationSeconds": "300"}
     answer = requests.post(f"{emulator.url}/api/v1/namespaces/team-a/pods", timeout=10, json={
         "apiVersion": "v1", "kind": "Pod", "metadata": {"name": "typed"},
-        "spec": {"containers": [{"name": "main", "image": "busybox"}],
-                 "tolerations": [{"key": "a", "operator": "Exists", "effect": "NoExecute", "tolerationSeconds": "300"}]}})
-    assert (answer.status_code, answer.json()["message"]) == (400, 'Pod in version "v1" cannot be handled as a Pod: json: cannot unmarshal string '
-                                     "into Go struct field Toleration.spec.tolerations.tolerationSeconds of type int64")
+        "spec": {"containers": [{"name": "main", "image": "busybox"}], "tolerations": [typed]}})
+    assert (answer.status_code, answer.json()["message"]) == (
+        400, 'Pod in version "v1" cannot be handled as a Pod: json: cannot unmarshal string into Go struct field '
+        "Toleration.spec.tolerations.tolerationSeconds of type int64")
 
 
 def test_a_pod_on_an_unreachable_node_is_evicted_300_s_after_the_taint_and_stays_terminating(

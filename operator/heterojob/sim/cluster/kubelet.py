@@ -77,7 +77,8 @@ class Kubelet(Stepping):
     def step(self, now: float) -> None:
         self._ips.clear()
         # one listing of the Nodes serves the whole step (device health, silent nodes, pod addresses)
-        nodes = {n["metadata"]["name"]: n for n in json.loads(self.core.list_node(_preload_content=False).data)["items"]}
+        listed = json.loads(self.core.list_node(_preload_content=False).data)["items"]
+        nodes = {n["metadata"]["name"]: n for n in listed}
         if self.device_health is not None:
             self._report_health(self.device_health(), nodes)
         pods = self.core.list_pod_for_all_namespaces(_preload_content=False)
