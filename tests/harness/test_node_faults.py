@@ -5,6 +5,8 @@ What Kubernetes v1.32 reports, reproduced by the emulator:
 - the node lifecycle controller: a node whose kubelet stops posting status goes Ready=Unknown
   (NodeStatusUnknown) with taints node.kubernetes.io/unreachable NoSchedule and NoExecute; one that
   reports NotReady gets node.kubernetes.io/not-ready (`sim.cluster.nodes.set_node_lost`);
+- the taint-eviction controller: their pods (default tolerations 300 s) are deleted 300 s later
+  (`sim.cluster.tainteviction`);
 - the device plugins: NVIDIA's k8s-device-plugin marks a GPU Unhealthy on a fatal XID (79), the kubelet's
   device manager then leaves it out of the Node's allocatable (capacity keeps it) (`Kubelet(device_health=)`).
 """
@@ -20,6 +22,7 @@ from heterojob.controller import ControllerConfig
 from heterojob.sim.cluster.harness import Emulator, OperatorRunner
 from heterojob.sim.cluster.kubelet import Kubelet
 from heterojob.sim.cluster.nodes import NOT_READY_TAINT, UNREACHABLE_TAINT, node, set_node_lost, set_node_ready
+from heterojob.sim.cluster.tainteviction import TaintEviction
 from heterojob.sim.telemetry.exporters import ExporterFleet
 from tests.conftest import Cluster, eventually
 
@@ -142,19 +145,26 @@ def test_the_demo_marks_a_node_in_whichever_cluster_has_it(two_nodes: Cluster, e
 def test_a_job_on_an_unreachable_node_restarts_elsewhere_while_its_old_pods_stay_terminating(
         two_nodes: Cluster, emulator: Emulator) -> None:
     """A real cluster cannot finish deleting the pods of a node whose kubelet went silent: they stay
-    Terminating (deletionTimestamp set) until the node answers again (v1.32 graceful deletion; the taint
-    manager's eviction after tolerationSeconds is a deletion like any other). The job must not wait for them:
-    it restarts on the healthy node from its last checkpoint (the silent pods answer no checkpoint), and the
-    old pods go once the node is back."""
+    Terminating (deletionTimestamp set) until the node answers again (v1.32 graceful deletion; the taint-eviction
+    controller's deletion 300 s later, the pods' default tolerationSeconds, is a deletion like any other). The
+    job must not wait for either: it restarts on the healthy node from its last checkpoint (the silent pods answer
+    no checkpoint) at once; 300 s of the controller's clock later its old pods carry the DisruptionTarget
+    condition, still Terminating, and they go once the node is back."""
     cluster = two_nodes
     kubelet = Kubelet(cluster.api, start_delay=0.2, interval=0.2, answer_checkpoints=True,
                       checkpoint_delay=0.2).start()
+    evictions, t0 = TaintEviction(cluster.api), 5_000.0  # stepped by hand: its clock is the test's
+
+    def disrupted(pods: list[Any]) -> list[bool]:
+        return [any(c.type == "DisruptionTarget" for c in p.status.conditions or []) for p in pods]
+
     try:
         with OperatorRunner(emulator.kubeconfig):
             cluster.create_job("train", spec("low"))
             lost = node_of(cluster, "train")
             first = status(cluster, "train")["placement"]["generation"]
             set_node_lost(cluster.core, lost)
+            evictions.step(t0)
 
             def moved() -> dict[str, Any] | None:
                 s = status(cluster, "train")
@@ -167,6 +177,16 @@ def test_a_job_on_an_unreachable_node_restarts_elsewhere_while_its_old_pods_stay
             old = [p for p in pods if p.spec.node_name == lost]
             assert old and all(p.metadata.deletion_timestamp is not None for p in old)  # Terminating
             assert all(p.status.phase == "Running" for p in pods if p.spec.node_name != lost)
+            assert all({(t.key, t.toleration_seconds) for t in p.spec.tolerations} >= {
+                (UNREACHABLE_TAINT, 300), (NOT_READY_TAINT, 300)} for p in pods)  # DefaultTolerationSeconds
+            evictions.step(t0 + 299)
+            assert not any(disrupted(cluster.core.list_namespaced_pod("team-a").items))
+            evictions.step(t0 + 301)
+            pods = cluster.core.list_namespaced_pod("team-a").items
+            old = [p for p in pods if p.spec.node_name == lost]
+            assert old and all(disrupted(old)) and all(p.metadata.deletion_timestamp is not None for p in old)
+            assert not any(disrupted([p for p in pods if p.spec.node_name != lost]))
+            assert status(cluster, "train")["phase"] == "Running"
             set_node_ready(cluster.core, lost)  # its kubelet answers again and finishes the deletions
             eventually(lambda: not [p for p in cluster.core.list_namespaced_pod("team-a").items
                                     if p.spec.node_name == lost], timeout=30, what="the old pods gone")

@@ -35,12 +35,18 @@ def quantity(value: Any) -> int:
         return 0
 
 
+def ready_condition(obj: Mapping[str, Any]) -> Mapping[str, Any] | None:
+    """A Node's Ready condition (status "True", "False" or "Unknown": its kubelet stopped posting), or None."""
+    conditions = (obj.get("status") or {}).get("conditions") or []
+    return next((c for c in conditions if isinstance(c, dict) and c.get("type") == "Ready"), None)
+
+
 def node_view(obj: Mapping[str, Any]) -> Node:
     meta = obj.get("metadata") or {}
     spec = obj.get("spec") or {}
     status = obj.get("status") or {}
     allocatable = {k: quantity(v) for k, v in (status.get("allocatable") or {}).items()}
-    ready_cond = next((c for c in status.get("conditions") or [] if c.get("type") == "Ready"), None)
+    ready_cond = ready_condition(obj)
     ready = bool(ready_cond) and ready_cond.get("status") == "True"
     reasons = []
     if not ready:

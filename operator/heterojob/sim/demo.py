@@ -34,6 +34,8 @@ from heterojob.sim.cluster.harness import Emulator, apply, seed
 from heterojob.sim import members as membership
 from heterojob.sim.telemetry.exporters import ExporterFleet, realistic_mix
 from heterojob.sim.cluster.kubelet import Kubelet
+from heterojob.sim.cluster.stepping import Stepping
+from heterojob.sim.cluster.tainteviction import TaintEviction
 from heterojob.sim.telemetry.prometheus import AlertmanagerServer, PrometheusServer
 from heterojob.sim.cluster.nodes import NOT_READY_TAINT, UNREACHABLE_TAINT, node, set_node_lost, set_node_ready
 
@@ -447,7 +449,7 @@ class Demo:
 
     def run(self) -> int:
         emulator = Emulator(workdir=self.workdir)
-        kubelets: list[Kubelet] = []
+        kubelets: list[Stepping] = []  # each cluster's kubelet and taint-eviction controller
         exporters: ExporterFleet | None = None
         # Both stop everything, whatever the shell: a background job of a non-interactive shell starts with
         # SIGINT ignored, and Python then never raises KeyboardInterrupt for it.
@@ -484,9 +486,11 @@ class Demo:
             health = exporters.unhealthy_devices
             kubelets.append(Kubelet(api, on_bindings=bindings.of(""), answer_checkpoints=True,
                                     device_health=health).start())
+            kubelets.append(TaintEviction(api).start())  # an unreachable node's pods go 300 s later
             for region, emu in self._member_emulators.items():
                 kubelets.append(Kubelet(emu.client(), on_bindings=bindings.of(region), answer_checkpoints=True,
                                         interval=1.0, device_health=health).start())
+                kubelets.append(TaintEviction(emu.client(), interval=2.0).start())
             _say(f"starting the console on http://127.0.0.1:{self.console_port} (admin mode: local-admin)")
             self._spawn("console", [sys.executable, "-m", "heterojob", "console", "--port", str(self.console_port),
                                     "--kubeconfig", str(emulator.kubeconfig)],

@@ -8,6 +8,8 @@
 - ServiceAccount: a pod naming a service account that does not exist is refused (403 `error looking up service
   account ns/sa: serviceaccount "sa" not found`). `default` always exists (the real controller creates it).
 Each check is a pure function of the pod, its namespace and the namespace's objects; it returns the reason.
+
+One mutating plugin, on by default in a real server as here: DefaultTolerationSeconds (`default_tolerations`).
 """
 
 from __future__ import annotations
@@ -17,9 +19,32 @@ from decimal import Decimal
 from typing import Any
 
 from heterojob.sim.cluster.builtin import QuantityError, quantity
+from heterojob.sim.cluster.nodes import NOT_READY_TAINT, UNREACHABLE_TAINT
 
 ENFORCE = "pod-security.kubernetes.io/enforce"
 ENFORCE_VERSION = "pod-security.kubernetes.io/enforce-version"
+
+
+DEFAULT_TOLERATION_SECONDS = 300  # --default-not-ready-toleration-seconds, --default-unreachable-toleration-seconds
+
+
+def default_tolerations(tolerations: Any) -> Any:
+    """The pod's `spec.tolerations` after the DefaultTolerationSeconds plugin (kube-apiserver v1.32,
+    plugin/pkg/admission/defaulttolerationseconds/admission.go; on pods' create and update, not subresources):
+    `node.kubernetes.io/not-ready` and `node.kubernetes.io/unreachable`, operator Exists, effect NoExecute,
+    tolerationSeconds 300, each appended unless a toleration already covers it (its key, or an empty key; its
+    effect NoExecute, or empty). Not a list (refused by validation later): returned as it is."""
+    if tolerations is None:
+        tolerations = []
+    if not isinstance(tolerations, list):
+        return tolerations
+    out = list(tolerations)
+    for key in (NOT_READY_TAINT, UNREACHABLE_TAINT):
+        if not any(isinstance(t, dict) and (t.get("key") or "") in (key, "")
+                   and (t.get("effect") or "") in ("NoExecute", "") for t in tolerations):
+            out.append({"key": key, "operator": "Exists", "effect": "NoExecute",
+                        "tolerationSeconds": DEFAULT_TOLERATION_SECONDS})
+    return out
 
 
 def _containers(spec: Mapping[str, Any]) -> list[Mapping[str, Any]]:

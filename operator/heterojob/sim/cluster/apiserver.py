@@ -36,7 +36,8 @@ discovery.py, events.py, patching.py, selectors.py, paging.py, scale.py, evictio
   enums, bounds, patterns, required; the status subresource too); ObjectMeta and pods are validated as
   kube-apiserver v1.32 does (`builtin.py`; pod specs are immutable, `pods/binding` sets the node); 422
   `Invalid` with kube's wording; 413 over 3 MiB; `dryRun=All`; `fieldValidation` (Warn: a `Warning` header;
-  Strict: 400); PodSecurity, ResourceQuota and ServiceAccount admission (`admission.py`).
+  Strict: 400); PodSecurity, ResourceQuota and ServiceAccount admission, and DefaultTolerationSeconds (a pod's
+  not-ready/unreachable NoExecute tolerations, 300 s) (`admission.py`).
 - what kubectl reads: `meta.k8s.io/v1` Tables (`tables.py`), `/openapi/v2` (protobuf or JSON) and `/openapi/v3`
   (`openapi.py`), `events.k8s.io/v1` as a view of core Events (`events.py`), discovery listing subresources
   as a real server does (`discovery.py`); no metrics API.
@@ -675,6 +676,9 @@ class ApiServerEmulator(kmock.KubernetesEmulator):
                     self._warnings.extend(f'unknown field "{u}"' for u in unknown)
             if kind.key == ("", "pods") and old is None:
                 builtin.default_pod(obj)
+            if kind.key == ("", "pods") and subresource is None and isinstance(obj.get("spec"), dict):
+                # mutating admission (DefaultTolerationSeconds), on create and update, before validation
+                obj["spec"]["tolerations"] = admission.default_tolerations(obj["spec"].get("tolerations"))
             found += builtin.validate(kind.key, obj, kind.kind, kind.api_version)
             if kind.key == ("", "pods") and old is not None and subresource is None:
                 found += builtin.validate_pod_update(old, obj)

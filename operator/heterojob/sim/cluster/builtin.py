@@ -205,6 +205,68 @@ def _container(c: Any, where: str, names: set[str], kind: str, api_version: str)
     return found
 
 
+def _go_type(value: Any) -> str:
+    """What Go's encoding/json calls a JSON value's type in `cannot unmarshal <type> into ...`."""
+    if isinstance(value, bool):
+        return "bool"
+    if isinstance(value, (int, float)):
+        return "number"
+    return {str: "string", list: "array", dict: "object"}.get(type(value), "value")
+
+
+TOLERATION_OPERATORS = ("Equal", "Exists")
+TAINT_EFFECTS = ("NoSchedule", "PreferNoSchedule", "NoExecute")
+
+
+def validate_tolerations(tolerations: Any, where: str, kind: str = "Pod", api_version: str = "v1"
+                         ) -> list[FieldError]:
+    """`spec.tolerations` as kube-apiserver v1.32 decodes and validates it (pkg/apis/core/validation,
+    ValidateTolerations): a wrong JSON type fails decoding (400); a key must be a qualified name, an empty key
+    needs operator Exists, tolerationSeconds needs effect NoExecute, Exists takes no value, Equal (or none) a
+    label value; operators Equal|Exists, effects NoSchedule|PreferNoSchedule|NoExecute (or none: all)."""
+    if tolerations is None:
+        return []
+    if not isinstance(tolerations, list):
+        raise undecodable(kind, api_version, f"json: cannot unmarshal {_go_type(tolerations)} into Go struct field "
+                          f"PodSpec.{where} of type []v1.Toleration")
+    found: list[FieldError] = []
+    for i, t in enumerate(tolerations):
+        if not isinstance(t, dict):
+            raise undecodable(kind, api_version, f"json: cannot unmarshal {_go_type(t)} into Go struct field "
+                              f"PodSpec.{where} of type v1.Toleration")
+        seconds = t.get("tolerationSeconds")
+        if seconds is not None and (isinstance(seconds, bool) or not isinstance(seconds, int)):
+            raise undecodable(kind, api_version, f"json: cannot unmarshal {_go_type(seconds)} into Go struct field "
+                              f"Toleration.{where}.tolerationSeconds of type int64")
+        for name in ("key", "operator", "value", "effect"):
+            if t.get(name) is not None and not isinstance(t[name], str):
+                raise undecodable(kind, api_version, f"json: cannot unmarshal {_go_type(t[name])} into Go struct "
+                                  f"field Toleration.{where}.{name} of type string")
+        at = f"{where}[{i}]"
+        key, operator, value, effect = (t.get(n) or "" for n in ("key", "operator", "value", "effect"))
+        if key:
+            found.extend(_qualified_key(key, f"{at}.key"))
+        elif operator != "Exists":
+            found.append(errors.invalid(f"{at}.operator", operator, "operator must be Exists when `key` is empty, "
+                                        'which means "match all values and all keys"'))
+        if seconds is not None and effect != "NoExecute":
+            found.append(errors.invalid(f"{at}.effect", effect, "effect must be 'NoExecute' when `tolerationSeconds` "
+                                        "is set"))
+        if operator in ("", "Equal"):
+            if len(value) > 63:
+                found.append(errors.invalid(f"{at}.operator", value, "must be no more than 63 characters"))
+            elif not _LABEL_VALUE.match(value):
+                found.append(errors.invalid(f"{at}.operator", value, MSG_LABEL_VALUE))
+        elif operator == "Exists":
+            if value:
+                found.append(errors.invalid(f"{at}.operator", t, "value must be empty when `operator` is 'Exists'"))
+        else:
+            found.append(errors.not_supported(f"{at}.operator", operator, TOLERATION_OPERATORS))
+        if effect and effect not in TAINT_EFFECTS:
+            found.append(errors.not_supported(f"{at}.effect", effect, TAINT_EFFECTS))
+    return found
+
+
 def validate_pod_spec(spec: Any, where: str = "spec", kind: str = "Pod", api_version: str = "v1") -> list[FieldError]:
     if not isinstance(spec, dict):
         return [errors.required(where)]
@@ -231,6 +293,7 @@ def validate_pod_spec(spec: Any, where: str = "spec", kind: str = "Pod", api_ver
     node = spec.get("nodeName")
     if node and not _SUBDOMAIN.match(node):
         found.append(errors.invalid(f"{where}.nodeName", node, MSG_SUBDOMAIN))
+    found.extend(validate_tolerations(spec.get("tolerations"), f"{where}.tolerations", kind, api_version))
     return found
 
 
@@ -290,9 +353,23 @@ def validate_pod_update(old: Mapping[str, Any], new: Mapping[str, Any]) -> list[
                 out[key] = [{k: v for k, v in c.items() if k != "image"} if isinstance(c, dict) else c
                             for c in out[key]]
         return out
+    found: list[FieldError] = []
+    if not _only_added(old.get("spec"), new.get("spec")):
+        found.append(errors.forbidden("spec.tolerations", "existing toleration can not be modified except its "
+                                      "tolerationSeconds"))
     if comparable(old.get("spec")) != comparable(new.get("spec")):
-        return [errors.forbidden("spec", f"pod updates may not change fields other than {MUTABLE_POD_SPEC}")]
-    return []
+        found.append(errors.forbidden("spec", f"pod updates may not change fields other than {MUTABLE_POD_SPEC}"))
+    return found
+
+
+def _only_added(old_spec: Any, new_spec: Any) -> bool:
+    """validateOnlyAddedTolerations (v1.32): every old toleration is still there, but for its tolerationSeconds."""
+    def listed(spec: Any) -> list[tuple[str, ...]]:
+        items = spec.get("tolerations") if isinstance(spec, dict) else None
+        return [tuple(str(t.get(k) or "") for k in ("key", "operator", "value", "effect"))
+                for t in items if isinstance(t, dict)] if isinstance(items, list) else []
+    kept = set(listed(new_spec))
+    return all(t in kept for t in listed(old_spec))
 
 
 def validate(kind_key: tuple[str, str], obj: dict[str, Any], kind: str, api_version: str) -> list[FieldError]:

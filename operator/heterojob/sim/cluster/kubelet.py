@@ -12,8 +12,6 @@ from __future__ import annotations
 
 import json
 import logging
-import threading
-import time
 from collections.abc import Callable, Mapping
 from typing import Any
 
@@ -21,7 +19,9 @@ import kubernetes
 from kubernetes.client import ApiException
 
 from heterojob.constants import ANNOTATION_CHECKPOINT_ACK, ANNOTATION_CHECKPOINT_REQUEST, ANNOTATION_NODE, LABEL_JOB
+from heterojob.kube.convert import ready_condition
 from heterojob.sim.cluster import ipam
+from heterojob.sim.cluster.stepping import Stepping
 
 log = logging.getLogger(__name__)
 
@@ -53,7 +53,7 @@ def pod_devices(pod: dict[str, Any]) -> int:
     return total
 
 
-class Kubelet:
+class Kubelet(Stepping):
     def __init__(self, api: kubernetes.client.ApiClient, start_delay: float = 1.0, interval: float = 0.5,
                  on_bindings: Callable[[Bindings], None] | None = None, answer_checkpoints: bool = False,
                  checkpoint_delay: float = 1.0, device_health: Callable[[], Mapping[str, int]] | None = None
@@ -69,40 +69,23 @@ class Kubelet:
         self.checkpoint_delay = checkpoint_delay
         self._asked: dict[str, float] = {}  # "<pod>/<request id>" -> when first seen
         self.start_delay = start_delay
-        self.interval = interval
-        self._stop = threading.Event()
+        super().__init__("kubelet", interval)
         self._started: dict[str, float] = {}
         self._last_ip: dict[str, str] = {}  # node -> the address host-local reserved last
         self._ips: dict[tuple[str, str], str] = {}  # (node, pod uid) -> the address given this step
-        self._thread = threading.Thread(target=self._loop, name="kubelet", daemon=True)
-
-    def start(self) -> Kubelet:
-        self._thread.start()
-        return self
-
-    def stop(self) -> None:
-        self._stop.set()
-        self._thread.join(timeout=5)
-
-    def _loop(self) -> None:
-        while not self._stop.is_set():
-            try:
-                self.step(time.monotonic())
-            except Exception as exc:  # noqa: BLE001 - a simulated kubelet keeps going
-                log.warning("kubelet step failed: %s", exc)
-            self._stop.wait(self.interval)
 
     def step(self, now: float) -> None:
         self._ips.clear()
+        # one listing of the Nodes serves the whole step (device health, silent nodes, pod addresses)
+        listed = json.loads(self.core.list_node(_preload_content=False).data)["items"]
+        nodes = {n["metadata"]["name"]: n for n in listed}
         if self.device_health is not None:
-            self._report_health(self.device_health())
+            self._report_health(self.device_health(), nodes)
         pods = self.core.list_pod_for_all_namespaces(_preload_content=False)
         every = json.loads(pods.data)["items"]
-        nodes = json.loads(self.core.list_node(_preload_content=False).data)["items"]
         # a node whose kubelet stopped posting status (Ready Unknown): its pods neither run on, nor end, nor
         # answer a checkpoint, nor finish a deletion, as far as the API server can tell
-        silent = {n["metadata"]["name"] for n in nodes for c in (n.get("status") or {}).get("conditions") or []
-                  if c.get("type") == "Ready" and c.get("status") == "Unknown"}
+        silent = {name for name, n in nodes.items() if (ready_condition(n) or {}).get("status") == "Unknown"}
         mine = [p for p in every if LABEL_JOB in ((p.get("metadata") or {}).get("labels") or {})]
         answering = [p for p in every if (p.get("spec") or {}).get("nodeName") not in silent]
         self._finish_deletions(answering)
@@ -135,7 +118,8 @@ class Kubelet:
                                  "target": {"apiVersion": "v1", "kind": "Node", "name": node}},
                                 _preload_content=False)
                         containers = (pod.get("spec") or {}).get("containers") or []
-                        addresses = self._addresses(pod, node or (pod.get("spec") or {}).get("nodeName"), items)
+                        addresses = self._addresses(pod, nodes.get(node or (pod.get("spec") or {}).get("nodeName")),
+                                                    items)
                         self.core.patch_namespaced_pod_status(meta["name"], meta["namespace"], {"status": {
                             "phase": "Running", **addresses,
                             "containerStatuses": [{"name": c.get("name"), "ready": True, "restartCount": 0,
@@ -172,17 +156,15 @@ class Kubelet:
                 if exc.status not in (404, 409):
                     raise
 
-    def _report_health(self, unhealthy: Mapping[str, int]) -> None:
-        """Node status allocatable = capacity - unhealthy devices, for the nodes whose count changed."""
+    def _report_health(self, unhealthy: Mapping[str, int], nodes: Mapping[str, dict[str, Any]]) -> None:
+        """Node status allocatable = capacity - unhealthy devices, for the nodes (`nodes`: this cluster's, by
+        name) whose count changed."""
         for name in sorted(set(unhealthy) | set(self._reported)):
             count = max(0, int(unhealthy.get(name, 0)))
             if self._reported.get(name, 0) == count:
                 continue
-            try:
-                node = json.loads(self.core.read_node(name, _preload_content=False).data)
-            except ApiException as exc:
-                if exc.status != 404:
-                    raise
+            node = nodes.get(name)
+            if node is None:
                 self._reported[name] = count  # another cluster's node: not this kubelet's
                 continue
             capacity = (node.get("status") or {}).get("capacity") or {}
@@ -192,18 +174,14 @@ class Kubelet:
                     k: str(max(0, int(v) - count)) for k, v in devices.items()}}})
             self._reported[name] = count
 
-    def _addresses(self, pod: dict[str, Any], node_name: str | None, items: list[dict[str, Any]]) -> dict[str, Any]:
+    def _addresses(self, pod: dict[str, Any], node: Mapping[str, Any] | None, items: list[dict[str, Any]]
+                   ) -> dict[str, Any]:
         """hostIP/podIP as the node's kubelet reports them (`ipam`): the node's InternalIP, and an address of
-        the node's podCIDR no other live pod on that node holds (the node's IP for a hostNetwork pod)."""
-        if not node_name:
+        the node's podCIDR no other live pod on that node holds (the node's IP for a hostNetwork pod).
+        (`node`: the pod's Node as listed this step; None when it has none or it does not exist.)"""
+        if node is None:
             return {}
-        try:
-            node = self.core.read_node(node_name, _preload_content=False)
-        except ApiException as exc:
-            if exc.status == 404:
-                return {}
-            raise
-        node = json.loads(node.data)
+        node_name = node["metadata"]["name"]
         host_ip = ipam.internal_ip(node)
         out: dict[str, Any] = {"hostIP": host_ip, "hostIPs": [{"ip": host_ip}]} if host_ip else {}
         if (pod.get("spec") or {}).get("hostNetwork"):
