@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -13,6 +14,8 @@ from heterojob.api.common import check_object_name
 from heterojob.api.quota import HeteroQuotaSpec
 from heterojob.api.region import RegionSpec
 from heterojob.api import crds
+from heterojob.api.template import problems
+from heterojob.sim.cluster.builtin import validate_tolerations
 
 ROOT = Path(__file__).resolve().parents[2]
 TEMPLATE = {"spec": {"containers": [{"name": "main", "image": "train:1"}]}}
@@ -118,3 +121,27 @@ def test_manifests_defaults_match_the_embedded_defaults() -> None:
 
     stale = generate.drifted(ROOT)
     assert not stale, f"generated files drifted: {stale}; run `heterojob generate`"
+
+
+TOLERATIONS = [  # (toleration, whether kube-apiserver v1.32's ValidateTolerations accepts it)
+    ({"key": "a", "operator": "Exists", "effect": "NoExecute", "tolerationSeconds": 300}, True),
+    ({"operator": "Exists"}, True),  # every taint
+    ({"key": "a", "value": "b", "effect": "NoSchedule"}, True),  # operator Equal by default
+    ({"key": "a", "operator": "Exists", "value": "v"}, False),
+    ({"key": "a", "effect": "NoSchedule", "tolerationSeconds": 3}, False),
+    ({"key": "a", "tolerationSeconds": 3}, False),
+    ({"operator": "Equal", "value": "x"}, False),
+    ({"value": "x"}, False),
+    ({"key": "a", "operator": "In"}, False),
+    ({"key": "a", "effect": "NoEvict"}, False),
+]
+
+
+@pytest.mark.parametrize(("toleration", "valid"), TOLERATIONS)
+def test_template_tolerations_are_refused_up_front_as_the_api_server_would(toleration: dict[str, Any],
+                                                                           valid: bool) -> None:
+    """A bad toleration fails the spec with its path and the rule, instead of every pod create being refused;
+    the rules agree with the emulated API server's (`sim.cluster.builtin.validate_tolerations`)."""
+    found = problems({"spec": {"containers": [{"name": "m", "image": "x"}], "tolerations": [toleration]}})
+    assert (not found) is valid and (not validate_tolerations([toleration], "spec.tolerations")) is valid
+    assert all(path.startswith(".spec.tolerations[0]") for path, _ in found)

@@ -4,7 +4,7 @@ The operator builds each replica's pod from the template (`kube.manifests.pod`);
 type there (`metadata: "junk"`, labels as a list, `env: "A=1"`, `tolerations: "all"`) must be a clear
 error with its field path, not a crash at pod creation. This checks, with a JSON schema (jsonschema),
 the parts the operator reads or merges into, plus the names and quantities a real API server refuses
-(Kubernetes v1.32: DNS-1123 container names, resource quantities), and refuses the fields that fight the
+(Kubernetes v1.32: DNS-1123 container names, resource quantities, the toleration rules), and refuses the fields that fight the
 placement: `nodeName` and `affinity.nodeAffinity` (heterojob chooses the nodes; use `spec.devices` and
 `spec.regions`). Everything else in the pod spec is passed through for the API server to judge.
 """
@@ -38,6 +38,26 @@ _CONTAINER = {
         "ports": _LIST_OF_OBJECTS,
     },
 }
+TAINT_EFFECTS = ("NoSchedule", "PreferNoSchedule", "NoExecute")
+# a toleration as kube-apiserver v1.32 validates it (pkg/apis/core/validation ValidateTolerations): operator
+# Equal (or none) or Exists, a known effect (or none), tolerationSeconds only with NoExecute, no value with
+# Exists, and an empty key only with Exists (a toleration of every taint)
+_TOLERATION = {
+    "type": "object",
+    "properties": {
+        "key": {"type": "string"}, "value": {"type": "string"},
+        "operator": {"enum": ["Equal", "Exists"]}, "effect": {"enum": list(TAINT_EFFECTS)},
+        "tolerationSeconds": {"type": "integer"},
+    },
+    "allOf": [
+        {"if": {"required": ["tolerationSeconds"]},
+         "then": {"required": ["effect"], "properties": {"effect": {"const": "NoExecute"}}}},
+        {"if": {"required": ["operator"], "properties": {"operator": {"const": "Exists"}}},
+         "then": {"properties": {"value": {"const": ""}}}},
+        {"if": {"properties": {"key": {"const": ""}}},
+         "then": {"required": ["operator"], "properties": {"operator": {"const": "Exists"}}}},
+    ],
+}
 SCHEMA: dict[str, Any] = {
     "type": "object",
     "required": ["spec"],
@@ -50,7 +70,7 @@ SCHEMA: dict[str, Any] = {
                 "containers": {"type": "array", "minItems": 1, "items": _CONTAINER},
                 "initContainers": {"type": "array", "items": _CONTAINER},
                 "nodeSelector": _STRING_MAP,
-                "tolerations": _LIST_OF_OBJECTS,
+                "tolerations": {"type": "array", "items": _TOLERATION},
                 "volumes": {"type": "array", "items": {"type": "object", "required": ["name"]}},
                 "affinity": {"type": "object", "properties": {"nodeAffinity": {"not": {}}}},
                 "serviceAccountName": {"type": "string"},
@@ -61,6 +81,11 @@ SCHEMA: dict[str, Any] = {
 }
 _VALIDATOR = Draft202012Validator(SCHEMA)
 
+_CONST_FIXES = {  # the toleration rules of `_TOLERATION`, by the field a `const` fails on
+    "effect": "tolerationSeconds only applies to effect 'NoExecute'",
+    "value": "a toleration with operator 'Exists' takes no value",
+    "operator": "a toleration with an empty key must use operator 'Exists' (it tolerates every taint)",
+}
 _FIXES = {
     "nodeName": "remove it: heterojob places each replica (choose with spec.devices and spec.regions)",
     "nodeAffinity": "remove it: heterojob places each replica (choose with spec.devices and spec.regions)",
@@ -88,8 +113,15 @@ def _describe(error: Any) -> str:
                 "letter or digit (RFC 1123 label)")
     if error.validator == "anyOf":
         return f"invalid quantity {error.instance!r}: e.g. '8', '500m', '64Gi'"
+    if error.validator == "required" and error.validator_value == ["effect"]:
+        return "effect: 'NoExecute' is required when tolerationSeconds is set"
+    if error.validator == "required" and error.validator_value == ["operator"]:
+        return "operator: 'Exists' is required when the key is empty (a toleration of every taint)"
     if error.validator == "required":
         return error.message.replace("'", "")
+    field = str(error.absolute_path[-1]) if error.absolute_path else ""
+    if error.validator == "const" and field in _CONST_FIXES:
+        return f"{error.instance!r:.60} is not allowed: {_CONST_FIXES[field]}"
     return error.message
 
 
