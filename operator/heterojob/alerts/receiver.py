@@ -27,7 +27,7 @@ import logging
 import ssl
 import zlib
 from collections import OrderedDict
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Iterable
 from dataclasses import dataclass
 from datetime import datetime
 
@@ -216,17 +216,35 @@ class AlertReceiver:
     async def _healthz(self, _: web.Request) -> web.Response:
         return web.Response(text="ok\n")
 
+    async def restore(self, alerts: Iterable[Alert]) -> dict[str, int]:
+        """Alerts read back from Alertmanager's API (`alerts.restore`): de-duplicated against what the webhook
+        brought (and will bring) exactly as a webhook's are, and the new ones handled before this returns.
+        How many were new, duplicate, stale."""
+        counts = {Verdict.NEW: 0, Verdict.DUPLICATE: 0, Verdict.STALE: 0}
+        for alert in alerts:
+            verdict = order(self._episodes, alert, self._remember)
+            counts[verdict] += 1
+            self.metrics.alerts_restored.labels(verdict).inc()
+            if verdict == Verdict.NEW:
+                await self._process(alert)
+        return counts
+
+    async def _process(self, alert: Alert) -> None:
+        try:
+            await self.handle(alert)
+        except asyncio.CancelledError:
+            raise
+        except Exception:  # noqa: BLE001 - one bad alert must not stop the intake
+            log.exception("alert %s (%s) could not be processed", alert.fingerprint, alert.name)
+        finally:
+            self.processed += 1
+
     async def _work(self) -> None:
         while True:
             alert = await self.queue.get()
             try:
-                await self.handle(alert)
-            except asyncio.CancelledError:
-                raise
-            except Exception:  # noqa: BLE001 - one bad alert must not stop the intake
-                log.exception("alert %s (%s) could not be processed", alert.fingerprint, alert.name)
+                await self._process(alert)
             finally:
-                self.processed += 1
                 self.queue.task_done()
                 self.metrics.alert_queue.set(self.queue.qsize())
 
