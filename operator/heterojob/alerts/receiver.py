@@ -13,7 +13,8 @@ request's connection is closed instead of its body being drained. Every 4xx is c
 Ordering follows Alertmanager's timestamps, not arrival: one alert (fingerprint) fires in episodes, each
 with its own `startsAt`; once an episode is resolved, a late `firing` of that episode (or anything of an
 older episode) is stale and ignored, so it can never re-arm a symptom. Re-sends of what we already have
-are de-duplicated. Memory of episodes is bounded.
+are de-duplicated. Memory of episodes is bounded. The alerts read back from Alertmanager's API at start
+(`restore`, from alerts/restore.py) go through the same de-duplication and handler.
 
 TLS: `start(..., ssl_context=...)` serves HTTPS (the operator loads a certificate mounted from a Secret).
 """
