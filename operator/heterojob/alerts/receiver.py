@@ -219,15 +219,18 @@ class AlertReceiver:
 
     async def restore(self, alerts: Iterable[Alert]) -> dict[str, int]:
         """Alerts read back from Alertmanager's API (`alerts.restore`): de-duplicated against what the webhook
-        brought (and will bring) exactly as a webhook's are, and the new ones handled before this returns.
-        How many were new, duplicate, stale."""
+        brought (and will bring) exactly as a webhook's are, and the new ones handled before this returns,
+        together (each handler's first, synchronous step runs before any job it pokes is looked at: every
+        dead-node marker is set before a job leaves one of those nodes). How many were new, duplicate, stale."""
         counts = {Verdict.NEW: 0, Verdict.DUPLICATE: 0, Verdict.STALE: 0}
+        new: list[Alert] = []
         for alert in alerts:
             verdict = order(self._episodes, alert, self._remember)
             counts[verdict] += 1
             self.metrics.alerts_restored.labels(verdict).inc()
             if verdict == Verdict.NEW:
-                await self._process(alert)
+                new.append(alert)
+        await asyncio.gather(*(self._process(alert) for alert in new))
         return counts
 
     async def _process(self, alert: Alert) -> None:
