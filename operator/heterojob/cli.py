@@ -39,12 +39,16 @@ def _operator_run(args: argparse.Namespace) -> int:
         if action not in ACTIONS:
             raise SystemExit(f"--alert-action {item!r}: use NAME=ACTION with ACTION one of {', '.join(ACTIONS)}")
         table[name] = action
+    if args.alertmanager_url and args.alerts_port is None:
+        raise SystemExit("--alertmanager-url needs --alerts-port: the alerts read back from Alertmanager are "
+                         "resolved by its webhook")
     token = os.environ.get("HETEROJOB_ALERT_TOKEN")
     if args.alert_token_file:
         token = Path(args.alert_token_file).read_text().strip()
     config = OperatorConfig(kubeconfig=args.kubeconfig, resync_seconds=args.resync_seconds, telemetry=telemetry,
                             alerts_port=args.alerts_port, alert_token=token, alert_actions=table,
-                            alerts_tls_dir=args.alerts_tls_dir,
+                            alerts_tls_dir=args.alerts_tls_dir, alertmanager_url=args.alertmanager_url or None,
+                            alertmanager_timeout_s=args.alertmanager_timeout,
                             discovery=DiscoveryConfig(
                                 namespace=args.discovery_namespace or os.environ.get("POD_NAMESPACE")
                                 or "heterojob-system", create_classes=args.create_discovered_classes),
@@ -239,6 +243,12 @@ def parser() -> argparse.ArgumentParser:
     al.add_argument("--alerts-tls-dir", metavar="DIR",
                     help="serve HTTPS with DIR/tls.crt and DIR/tls.key (a mounted kubernetes.io/tls Secret) "
                          "when they exist")
+    al.add_argument("--alertmanager-url", default=os.environ.get("HETEROJOB_ALERTMANAGER_URL"), metavar="URL",
+                    help="at start, read the alerts firing now from this Alertmanager (API v2, e.g. "
+                         "http://alertmanager-operated.monitoring.svc:9093; $HETEROJOB_ALERTMANAGER_URL), so a "
+                         "node with a dead device is known before its next repeat; needs --alerts-port")
+    al.add_argument("--alertmanager-timeout", type=_positive_seconds, default=5.0, metavar="S",
+                    help="per request to --alertmanager-url (default 5)")
     tel = run.add_argument_group("telemetry")
     tel.add_argument("--prometheus-url", default=os.environ.get("HETEROJOB_PROMETHEUS_URL"),
                      help="Prometheus for every region without spec.prometheusURL ($HETEROJOB_PROMETHEUS_URL)")

@@ -16,6 +16,7 @@ import kubernetes
 from heterojob.alerts import mapping as alerts_mapping
 from heterojob.alerts.payload import Alert
 from heterojob.alerts.receiver import AlertReceiver
+from heterojob.alerts.restore import Restorer, shown
 from heterojob.constants import GROUP, LABEL_JOB, VERSION
 from heterojob.controller import Controller, ControllerConfig, FleetSource
 from heterojob.controller.discovery import Discovery, DiscoveryConfig
@@ -42,6 +43,8 @@ class OperatorConfig:
     alert_token: str | None = None  # the bearer token Alertmanager sends; None accepts any request
     alert_actions: Mapping[str, str] = field(default_factory=lambda: dict(alerts_mapping.DEFAULT_TABLE))
     alerts_tls_dir: str | None = None  # tls.crt + tls.key here (a kubernetes.io/tls Secret): serve HTTPS
+    alertmanager_url: str | None = None  # read the firing alerts back from here at start (alerts/restore.py)
+    alertmanager_timeout_s: float = 5.0  # per request to it
     discovery: DiscoveryConfig = field(default_factory=DiscoveryConfig)
     members: MembersConfig = field(default_factory=MembersConfig)  # member clusters (docs/multicluster.md)
 
@@ -55,6 +58,8 @@ class Runtime:
     members: Members | None = None
     metrics: OperatorMetrics = field(default_factory=OperatorMetrics)
     receiver: AlertReceiver | None = None
+    restorer: Restorer | None = None
+    restore_task: asyncio.Task[None] | None = None
     alerts_port: int | None = None  # where the receiver listens (the real port when asked for 0)
     lock: asyncio.Lock = field(default_factory=asyncio.Lock)
 
@@ -99,6 +104,19 @@ def _unhealthy(runtime: Runtime) -> Mapping[str, str]:
     failed = snapshot.failed_nodes if snapshot is not None else {}
     alerted = runtime.controller.alerts.unhealthy() if runtime.controller is not None else {}
     return {**alerted, **failed} if alerted else failed
+
+
+async def _restored(runtime: Runtime) -> None:
+    """Before the first placement: wait (bounded) for the firing alerts read back from Alertmanager, so a node
+    they name as having a dead device is already kept out of it."""
+    restorer = runtime.restorer
+    if restorer is None or restorer.first_done.is_set():
+        return
+    try:
+        await asyncio.wait_for(restorer.first_done.wait(), restorer.first_try_s + 10.0)
+    except TimeoutError:
+        log.warning("placing jobs before the firing alerts from Alertmanager at %s were handled (still trying)",
+                    shown(restorer.url))
 
 
 async def _on_alert(runtime: Runtime, config: OperatorConfig, alert: Alert) -> None:
@@ -169,6 +187,16 @@ def register(registry: kopf.OperatorRegistry, config: OperatorConfig) -> None:
                                                                ssl_context=tls)
             log.info("alert receiver on %s://%s:%d (/alerts, /metrics)", "https" if tls else "http",
                      config.alerts_host, runtime.alerts_port)
+        if config.alertmanager_url and runtime.receiver is None:
+            log.warning("--alertmanager-url %s is not used without --alerts-port: an alert read back from it "
+                        "would never resolve (its webhook resolves it); set --alerts-port too",
+                        shown(config.alertmanager_url))
+        elif config.alertmanager_url and runtime.receiver is not None:
+            # in the background: startup never waits for Alertmanager; the first placement does, a bounded while
+            runtime.restorer = Restorer(config.alertmanager_url, config.alertmanager_timeout_s,
+                                        runtime.receiver.restore)
+            runtime.restore_task = asyncio.get_running_loop().create_task(runtime.restorer.run(),
+                                                                          name="alerts-restore")
 
     @kopf.index("nodes", id="hj_nodes", registry=registry)
     def hj_nodes(name: str, body: kopf.Body, **_: Any) -> dict[str, Node]:
@@ -234,8 +262,9 @@ def register(registry: kopf.OperatorRegistry, config: OperatorConfig) -> None:
                     pass
             ctl = Controller(runtime.kube, source, config.controller, runtime.metrics, members)
             await ctl.load()
+            runtime.controller = ctl  # alerts are handled from here on; other handlers still wait for the lock
+            await _restored(runtime)
             ctl.start_resync(config.resync_seconds)
-            runtime.controller = ctl
             runtime.members = members
             members.start()
             running = kwargs["hj_running"]
@@ -281,6 +310,9 @@ def register(registry: kopf.OperatorRegistry, config: OperatorConfig) -> None:
     @kopf.on.cleanup(registry=registry)
     async def cleanup(memo: kopf.Memo, **_: Any) -> None:
         runtime: Runtime = memo.runtime
+        if runtime.restore_task is not None:
+            runtime.restore_task.cancel()
+            await asyncio.gather(runtime.restore_task, return_exceptions=True)
         if runtime.receiver is not None:
             await runtime.receiver.stop()
         if runtime.monitor is not None:

@@ -20,6 +20,9 @@ class OperatorMetrics:
                                         "Alerts that name no job the operator runs.", registry=r)
         self.alerts_acted = Counter("heterojob_alerts_acted", "Alerts handed to a job, by action.", ["action"],
                                     registry=r)
+        self.alerts_restored = Counter("heterojob_alerts_restored",
+                                       "Firing alerts read back from Alertmanager's API at start, by verdict "
+                                       "(new, duplicate of a webhook's, stale).", ["verdict"], registry=r)
         self.alert_queue = Gauge("heterojob_alert_queue_length", "Alerts waiting to be processed.", registry=r)
         self.migrations = Counter("heterojob_migrations", "Migrations and resizes started, by trigger.",
                                   ["action", "trigger"], registry=r)

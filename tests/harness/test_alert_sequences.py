@@ -83,3 +83,35 @@ def test_the_same_alert_from_two_alertmanagers_is_one_symptom_and_one_move(clust
         [third] = run(cluster, "third", 1)
         assert third.metadata.annotations["heterojob.io/node"] == where  # back once resolved
     assert "Traceback" not in operator.output
+
+
+def test_an_alert_heard_again_after_a_restart_keeps_when_it_was_first_heard(cluster: Cluster, emulator: Emulator
+                                                                           ) -> None:
+    """After a restart the receiver remembers no episode, so the same firing alert (read back from
+    Alertmanager at start, or its repeat) is handled again: the symptom it recorded keeps its `since` (a
+    migration's hold time counts from it), and nothing is written."""
+    cluster.seed([node(f"h100-{i}", "cn-east", "nvidia-h100") for i in range(2)])
+    port = free_port()
+    url, metrics = f"http://127.0.0.1:{port}/alerts", f"http://127.0.0.1:{port}/metrics"
+    acted = 'heterojob_alerts_acted_total{action="migrate"} 1.0'
+    with OperatorRunner(emulator.kubeconfig, alerts_port=port, alert_token=TOKEN):
+        cluster.create_job("hot", spec(replicas={"min": 1}, policy={"triggers": ["nodeNotReady"]}))
+        run(cluster, "hot", 1)
+        where = status(cluster, "hot")["placement"]["nodes"][0]
+        hot = notification(overheat("fp-hot", where))
+        assert requests.post(url, json=hot, headers=AUTH, timeout=5).status_code == 200
+        [first] = eventually(lambda: status(cluster, "hot").get("alerts"), what="the symptom recorded")
+    time.sleep(1.1)  # `since` has a resolution of one second
+    version = cluster.job("hot")["metadata"]["resourceVersion"]
+    with OperatorRunner(emulator.kubeconfig, alerts_port=port, alert_token=TOKEN) as operator:
+        def post() -> Any:
+            try:
+                return requests.post(url, json=hot, headers=AUTH, timeout=5).json()
+            except requests.ConnectionError:
+                return None  # not listening yet
+
+        assert eventually(post, what="the receiver up")["accepted"] == 1  # new to this receiver
+        eventually(lambda: acted in requests.get(metrics, timeout=5).text, what="the alert handled")
+        assert status(cluster, "hot")["alerts"] == [first]
+        assert cluster.job("hot")["metadata"]["resourceVersion"] == version
+    assert "Traceback" not in operator.output

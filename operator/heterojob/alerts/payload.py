@@ -2,13 +2,19 @@
 
 Unknown fields are accepted (newer Alertmanagers add `notification_reason`); what we rely on is checked
 and a problem names its field path, so a 400 tells the sender what to fix.
+
+`startsAt` is kept to the millisecond: the webhook writes Go's RFC 3339 with nanoseconds, Alertmanager's API v2
+(`GET /api/v2/alerts`, read back at start by `alerts.restore`) the same instant truncated to milliseconds
+(go-openapi strfmt; seen with Alertmanager 0.25: `...00.123456789+08:00` vs `...00.123+08:00`), and both must
+name the same firing episode.
 """
 
 from __future__ import annotations
 
+from datetime import datetime
 from typing import Literal
 
-from pydantic import AwareDatetime, BaseModel, ConfigDict, Field, ValidationError
+from pydantic import AwareDatetime, BaseModel, ConfigDict, Field, ValidationError, field_validator
 
 ZERO_TIME = "0001-01-01T00:00:00Z"  # endsAt while an alert fires
 
@@ -26,6 +32,11 @@ class Alert(_Open):
     ends_at: str | None = Field(None, alias="endsAt")
     generator_url: str | None = Field(None, alias="generatorURL")
     fingerprint: str = Field(min_length=1, max_length=128)
+
+    @field_validator("starts_at")
+    @classmethod
+    def _milliseconds(cls, value: datetime) -> datetime:
+        return value.replace(microsecond=value.microsecond // 1000 * 1000)  # truncated, as Go's formatting does
 
     @property
     def name(self) -> str:

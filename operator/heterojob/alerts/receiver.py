@@ -13,7 +13,8 @@ request's connection is closed instead of its body being drained. Every 4xx is c
 Ordering follows Alertmanager's timestamps, not arrival: one alert (fingerprint) fires in episodes, each
 with its own `startsAt`; once an episode is resolved, a late `firing` of that episode (or anything of an
 older episode) is stale and ignored, so it can never re-arm a symptom. Re-sends of what we already have
-are de-duplicated. Memory of episodes is bounded.
+are de-duplicated. Memory of episodes is bounded. The alerts read back from Alertmanager's API at start
+(`restore`, from alerts/restore.py) go through the same de-duplication and handler.
 
 TLS: `start(..., ssl_context=...)` serves HTTPS (the operator loads a certificate mounted from a Secret).
 """
@@ -27,7 +28,7 @@ import logging
 import ssl
 import zlib
 from collections import OrderedDict
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Iterable
 from dataclasses import dataclass
 from datetime import datetime
 
@@ -216,17 +217,38 @@ class AlertReceiver:
     async def _healthz(self, _: web.Request) -> web.Response:
         return web.Response(text="ok\n")
 
+    async def restore(self, alerts: Iterable[Alert]) -> dict[str, int]:
+        """Alerts read back from Alertmanager's API (`alerts.restore`): de-duplicated against what the webhook
+        brought (and will bring) exactly as a webhook's are, and the new ones handled before this returns,
+        together (each handler's first, synchronous step runs before any job it pokes is looked at: every
+        dead-node marker is set before a job leaves one of those nodes). How many were new, duplicate, stale."""
+        counts = {Verdict.NEW: 0, Verdict.DUPLICATE: 0, Verdict.STALE: 0}
+        new: list[Alert] = []
+        for alert in alerts:
+            verdict = order(self._episodes, alert, self._remember)
+            counts[verdict] += 1
+            self.metrics.alerts_restored.labels(verdict).inc()
+            if verdict == Verdict.NEW:
+                new.append(alert)
+        await asyncio.gather(*(self._process(alert) for alert in new))
+        return counts
+
+    async def _process(self, alert: Alert) -> None:
+        try:
+            await self.handle(alert)
+        except asyncio.CancelledError:
+            raise
+        except Exception:  # noqa: BLE001 - one bad alert must not stop the intake
+            log.exception("alert %s (%s) could not be processed", alert.fingerprint, alert.name)
+        finally:
+            self.processed += 1
+
     async def _work(self) -> None:
         while True:
             alert = await self.queue.get()
             try:
-                await self.handle(alert)
-            except asyncio.CancelledError:
-                raise
-            except Exception:  # noqa: BLE001 - one bad alert must not stop the intake
-                log.exception("alert %s (%s) could not be processed", alert.fingerprint, alert.name)
+                await self._process(alert)
             finally:
-                self.processed += 1
                 self.queue.task_done()
                 self.metrics.alert_queue.set(self.queue.qsize())
 

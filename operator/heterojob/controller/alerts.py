@@ -34,7 +34,8 @@ class AlertSymptoms:
 
     def node_alert(self, fingerprint: str, firing: bool, action: str, node: str, message: str) -> None:
         """A firing alert that says a node's device is dead keeps new work off that node until it resolves
-        (whether or not a job runs there now); kept in memory: Alertmanager repeats firing alerts."""
+        (whether or not a job runs there now); kept in memory: at start the firing alerts are read back from
+        Alertmanager (alerts/restore.py, with --alertmanager-url), and Alertmanager repeats them."""
         if firing and action == mapping.MIGRATE_NOW and node:
             self._dead[fingerprint] = (node, message)
         else:
@@ -72,8 +73,15 @@ class AlertSymptoms:
         kept = [a.model_dump(by_alias=True, exclude_none=True) for a in status.alerts
                 if a.fingerprint != fingerprint]
         if firing:
-            kept.append({"fingerprint": fingerprint, "since": now_iso(), "nodes": sorted(nodes),
-                         "message": message[:512], "urgent": action == mapping.MIGRATE_NOW})
+            # heard again (read back from Alertmanager after a restart, or its repeat): the symptom has lasted
+            # since it was first heard, which is what a migration's hold time counts from
+            known = next((a for a in status.alerts if a.fingerprint == fingerprint), None)
+            entry = {"fingerprint": fingerprint, "since": known.since if known is not None else now_iso(),
+                     "nodes": sorted(nodes), "message": message[:512], "urgent": action == mapping.MIGRATE_NOW}
+            if known is not None and known.model_dump(by_alias=True, exclude_none=True) == entry:
+                self.poke(key)
+                return  # nothing new to write
+            kept.append(entry)
         if len(kept) == len(status.alerts) and not firing:
             return  # a resolved alert we never kept
         await self.writer.write(job, StatusPatch(status).set(alerts=kept[-ALERTS_MAX:]))

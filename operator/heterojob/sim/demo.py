@@ -404,7 +404,8 @@ class Demo:
                  + (f" (and one per member: {', '.join(p.url for p in self._member_prometheus.values())})"
                     if self.members else "")
                  + f"; Alertmanager {self._alertmanager.url} posting to the operator")
-            flags += ["--prometheus-url", self._prometheus.url, "--telemetry-interval", "5", "--telemetry-window", "30"]
+            flags += ["--prometheus-url", self._prometheus.url, "--telemetry-interval", "5", "--telemetry-window", "30",
+                      "--alertmanager-url", self._alertmanager.url]  # a restarted operator reads the firing alerts back
         except (FileNotFoundError, RuntimeError, TimeoutError) as exc:
             _say(f"telemetry and alerts off ({exc}); scripts/install-deps installs Prometheus and Alertmanager")
         return flags

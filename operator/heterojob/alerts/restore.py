@@ -1,0 +1,132 @@
+"""At start, read the alerts that fire now back from Alertmanager's API and feed them to the receiver.
+
+What a firing alert says about a node (a dead device: keep new work off it) is kept in memory only, and
+Alertmanager repeats a firing notification only every `repeat_interval` (4 h by default): without this, an
+operator that restarts (or a standby that takes the Lease) would place new jobs on a node with a dead GPU
+until then. `GET <url>/api/v2/alerts?active=true&silenced=false&inhibited=false` (`alerts.active` has the
+shape) is read once, with a bounded timeout and one quick retry (urllib3's `Retry`, as for Prometheus), and
+each alert goes through the receiver's de-duplication and handler like a webhook's, so a webhook of the same
+episode later changes nothing. An Alertmanager that is absent, slow or answers something else never holds up
+or stops the operator: a warning names the URL and what to check, and the read is tried again later (backoff
+up to 5 minutes) until it succeeds once.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+from collections.abc import Awaitable, Callable
+from urllib.parse import urlsplit, urlunsplit
+
+import requests
+from requests.adapters import HTTPAdapter
+from urllib3.util.retry import Retry
+
+from heterojob.alerts.active import PATH, QUERY, ActiveError, firing
+from heterojob.alerts.payload import Alert
+from heterojob.telemetry.failures import describe
+
+log = logging.getLogger("heterojob.alerts")
+
+MAX_ANSWER = 64 << 20  # 64 MiB: some 50,000 alerts; a bigger answer is not read
+RETRY_MIN_S, RETRY_MAX_S = 10.0, 300.0
+
+
+class RestoreError(Exception):
+    """The alerts could not be read this time; the message says why and what to check."""
+
+
+def shown(url: str) -> str:
+    """The URL without credentials (`http://user:pass@host` is how basic auth is given), for logs."""
+    parts = urlsplit(url)
+    if parts.password is None and parts.username is None:
+        return url
+    return urlunsplit(parts._replace(netloc=parts.hostname + (f":{parts.port}" if parts.port else "")))
+
+
+def read(url: str, timeout_s: float, max_bytes: int = MAX_ANSWER) -> object:
+    """The decoded answer of `GET <url>/api/v2/alerts` (blocking: run it in a thread), or RestoreError."""
+    session = requests.Session()
+    retry = Retry(total=1, read=False, backoff_factor=0.2, status_forcelist=(502, 503, 504),
+                  allowed_methods=("GET",), raise_on_status=False)
+    session.mount("http://", HTTPAdapter(max_retries=retry))
+    session.mount("https://", HTTPAdapter(max_retries=retry))
+    target = url.rstrip("/") + PATH
+    try:
+        with session.get(target, params=QUERY, timeout=timeout_s, stream=True,
+                         headers={"Accept": "application/json"}) as answer:
+            answer.raise_for_status()
+            body = bytearray()
+            for chunk in answer.iter_content(1 << 16):
+                body += chunk
+                if len(body) > max_bytes:
+                    raise RestoreError(f"the answer is over {max_bytes >> 20} MiB; not read")
+        return json.loads(body)
+    except requests.HTTPError as exc:
+        hint = (" (is it Alertmanager 0.16 or newer, and the URL its base, with any --web.route-prefix?)"
+                if exc.response is not None and exc.response.status_code in (404, 405) else "")
+        raise RestoreError(f"{describe(exc, timeout_s)}{hint}") from None
+    except requests.RequestException as exc:
+        raise RestoreError(describe(exc, timeout_s)) from None
+    except (ValueError, RecursionError):  # not JSON (UTF-8 errors are ValueErrors too)
+        raise RestoreError("the answer is not JSON (is the URL Alertmanager's?)") from None
+    finally:
+        session.close()
+
+
+class Restorer:
+    """Reads the firing alerts once (retrying until it succeeds) and hands them to `feed`
+    (`AlertReceiver.restore`)."""
+
+    def __init__(self, url: str, timeout_s: float, feed: Callable[[list[Alert]], Awaitable[dict[str, int]]],
+                 retry_s: tuple[float, float] = (RETRY_MIN_S, RETRY_MAX_S)) -> None:
+        self.url = url
+        self.timeout_s = timeout_s
+        self.feed = feed
+        self.retry_s = retry_s
+        self.first_done = asyncio.Event()  # the first try has ended, whatever its outcome
+        self.done = False  # the alerts were read and fed
+
+    @property
+    def first_try_s(self) -> float:
+        """The longest the first read can take: two connections and reads (one retry), plus its backoff."""
+        return 4 * self.timeout_s + 1.0
+
+    async def _once(self) -> dict[str, int]:
+        try:
+            data = await asyncio.wait_for(asyncio.to_thread(read, self.url, self.timeout_s), self.first_try_s)
+        except TimeoutError:
+            raise RestoreError(f"no whole answer within {self.first_try_s:g} s") from None
+        try:
+            alerts, skipped = firing(data)
+        except ActiveError as exc:
+            raise RestoreError(str(exc)) from None
+        for s in skipped[:20]:
+            log.info("active alert %s from Alertmanager at %s skipped", s, shown(self.url))
+        if len(skipped) > 20:
+            log.info("... and %d more skipped", len(skipped) - 20)
+        counts = await self.feed(alerts)
+        log.info("restored the firing alerts from Alertmanager at %s: %d read, %d new, %d already known, "
+                 "%d skipped", shown(self.url), len(alerts), counts.get("new", 0),
+                 counts.get("duplicate", 0) + counts.get("stale", 0), len(skipped))
+        return counts
+
+    async def run(self) -> None:
+        delay, tries = self.retry_s[0], 0
+        while True:
+            tries += 1
+            try:
+                await self._once()
+                self.done = True
+                return
+            except RestoreError as exc:
+                (log.warning if tries == 1 else log.info)(
+                    "cannot read the firing alerts from Alertmanager at %s: %s. Until then a node with a dead "
+                    "device is known again only when Alertmanager repeats its alert (repeat_interval); check "
+                    "--alertmanager-url / HETEROJOB_ALERTMANAGER_URL and that Alertmanager answers there. "
+                    "Trying again in %g s", shown(self.url), exc, delay)
+            finally:
+                self.first_done.set()
+            await asyncio.sleep(delay)
+            delay = min(delay * 2, self.retry_s[1])
