@@ -34,6 +34,14 @@ relative speed any job of the table has on its class (every device busy with the
 there against its own fastest class). `useful_utilization_cap` is that ceiling, computed from the same
 throughput table, printed beside the measured figure and the share of it reached.
 
+Throughput has a ceiling too, by Gavel's own yardstick: the fluid max-throughput LP (`replay.capacity`:
+each group of alike jobs split over the classes in any shares, every job's true speed known, no gang
+packing or move cost) gives the most jobs/h any policy could sustain on a trace's mix, and the same for
+the static partition; `throughput_lp` prints both per seed, their ratio (the most `throughput_gain` could
+be) and each policy's sustained rate as a share of the optimum. The sustained rule counts jobs, not work,
+so a partition whose bottleneck class gets a small share of the arrivals can pass it somewhat above its
+fluid rate (its backlog grows by a few percent of the arrivals): compare the measured gain with the bound.
+
 Reduced runs (for iterating; the defaults are the method above, and the JSON says `reduced: true` when a
 knob is set): HETEROJOB_BENCH_SEEDS=1 (seeds), HETEROJOB_BENCH_MIXES=skewed (mixes),
 HETEROJOB_BENCH_RATES=2.5,2.8 (jobs/h), HETEROJOB_BENCH_JOBS=3000 (jobs per replay; the window is the same
@@ -58,6 +66,7 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "operator"))
 
+from heterojob.replay import capacity  # noqa: E402
 from heterojob.replay.replay import Config, replay  # noqa: E402
 from heterojob.replay.traces import CLASSES, load_trace, synthetic_trace, throughputs  # noqa: E402
 
@@ -114,6 +123,19 @@ def useful_cap(table: Path = TABLE) -> dict[str, Any]:
     per_class = {c: round(best.get(c, 0.0), 3) for c in CLASSES}
     cap = sum(devices * best.get(c, 0.0) for c in CLASSES) / (devices * len(CLASSES))
     return {"cap": round(cap, 3), "best_share_per_class": per_class}
+
+
+def lp_bounds() -> dict[str, dict[int, tuple[float, float]]]:
+    """mix -> seed -> (Gavel's fluid max-throughput rate, the static partition's), jobs/h, over the whole trace
+    (`replay.capacity`; a trace's jobs are the same at every rate, only their arrival times scale)."""
+    devices = dict.fromkeys(CLASSES, FLEET["nodes_per_class_region"] * FLEET["regions"] * FLEET["devices_per_node"])
+    out: dict[str, dict[int, tuple[float, float]]] = {}
+    for m, share in MIXES.items():
+        out[m] = {}
+        for seed in SEEDS:
+            trace = synthetic_trace(JOBS, 1.0, TABLE, seed=seed, fastest_share=share)
+            out[m][seed] = (capacity.best_rate(trace, devices), capacity.static_rate(trace, devices))
+    return out
 
 
 def one(policy: str, mix: str, seed: int, rate: float) -> dict[str, Any]:
@@ -292,6 +314,13 @@ def summarize(runs: list[dict[str, Any]], pruns: list[dict[str, Any]], wall: flo
         x["useful_share"] / r for (p, m2, r), xs in by.items() if p == "static" and m2 == m and r <= sustained[p][m]
         for x in xs), 2) if sustained["static"][m] else None for m in MIXES} if per_rate else {}
     reduced = sorted(k for k in KNOBS if k in os.environ)
+    lp = lp_bounds()
+    lp_out = {m: {"best_jobs_per_h": {s: round(b, 3) for s, (b, _) in lp[m].items()},
+                  "static_jobs_per_h": {s: round(st, 3) for s, (_, st) in lp[m].items()},
+                  "gain_bound": round(min(b for b, _ in lp[m].values()) / min(st for _, st in lp[m].values()), 3),
+                  "gain_bound_per_seed": {s: round(b / st, 3) for s, (b, st) in lp[m].items()},
+                  "sustained_share_of_best": {p: round(sustained[p][m] / min(b for b, _ in lp[m].values()), 3)
+                                              for p in POLICIES}} for m in MIXES}
 
     def peak(values: list[tuple[float, str]]) -> dict[str, Any] | None:
         if not values:
@@ -315,6 +344,9 @@ def summarize(runs: list[dict[str, Any]], pruns: list[dict[str, Any]], wall: flo
         "sustained_rate_bound": rate_bound,
         "throughput_gain_bound_by_mix": {m: round(rate_bound[m] / sustained["static"][m], 2)
                                          if rate_bound.get(m) and sustained["static"][m] else None for m in MIXES},
+        # Gavel's fluid max-throughput LP (`replay.capacity`): the most any policy could sustain knowing every
+        # job's true speed everywhere, no gang packing or move cost; static's the same for its partition
+        "throughput_lp": lp_out,
         # what limits a sustained rate: the work a busy device-hour does at each policy's knee (1.0: every
         # job on its fastest class); a policy sustains more only by raising this or the busy share
         "useful_per_busy_at_knee": {m: {p: num(mean(p, m, sustained[p][m], "useful_share")
@@ -359,6 +391,12 @@ def summarize(runs: list[dict[str, Any]], pruns: list[dict[str, Any]], wall: flo
         if bound is not None and bound < 1.28:
             notes.append(f"throughput_gain >= 1.28 is out of reach in the {m} mix: at the useful-utilization cap "
                          f"the offered work would be {rate_bound[m]} jobs/h, {bound}x static's sustained rate")
+    for m, row in lp_out.items():
+        if row["gain_bound"] < 1.28:
+            notes.append(f"throughput_gain >= 1.28 is out of reach in the {m} mix by Gavel's fluid max-throughput "
+                         f"LP: at most {min(row['best_jobs_per_h'].values())} jobs/h (lowest seed), static's "
+                         f"partition at most {min(row['static_jobs_per_h'].values())}, a gain of at most "
+                         f"{row['gain_bound']} (per seed {row['gain_bound_per_seed']})")
     if open_ended:
         notes.append(f"sustained at the sweep's top rate ({RATES[-1]:g}/h), knee not found: {open_ended}")
     if reduced:

@@ -1,0 +1,73 @@
+"""The highest arrival rate any policy could sustain on a fleet, for a trace's mix of jobs (the bench's yardstick).
+
+Gavel's max-throughput allocation (OSDI'20, section 4), in its fluid form: each group of alike jobs (same
+type and size, so the same speed on every class) is split over the classes in any shares, and a rate is
+sustainable when every class's devices can do the device-hours that rate brings. The linear program
+minimizes t (device-hours per arrival over devices, the largest over classes); its rate is 1 / t.
+
+- `best_rate`: the fluid optimum: every job's true speed on every class known, no gang packing, no region,
+  no checkpoint or move cost, no queueing. No policy sustains more, up to the sustained rule's own margin.
+- `static_rate`: the same for the partition a static fleet keeps (each job on the class its user asked for).
+
+The ratio of the two bounds the throughput gain a heterogeneity-aware policy can show over static on that
+trace. Device-hours are the trace's ground truth (`TraceJob.rate`): this judges policies, it never feeds one.
+"""
+
+from __future__ import annotations
+
+import math
+from collections import defaultdict
+from collections.abc import Mapping, Sequence
+
+from heterojob.replay.traces import TraceJob
+
+
+def _device_hours(job: TraceJob, cls: str) -> float:
+    rate = job.rate(cls)
+    return job.gpus * job.total_steps / rate / 3600 if rate > 0 else math.inf
+
+
+def best_rate(jobs: Sequence[TraceJob], devices: Mapping[str, int]) -> float:
+    """Jobs per hour at Gavel's fluid max-throughput allocation of `jobs` over `devices` (class -> count)."""
+    import numpy as np  # the bench's yardstick only: the operator never needs these
+    from scipy.optimize import linprog
+
+    if not jobs:
+        return math.inf
+    classes = [c for c in devices if devices[c] > 0]
+    groups: dict[tuple[str, int], dict[str, float]] = defaultdict(lambda: dict.fromkeys(classes, 0.0))
+    for job in jobs:
+        for c in classes:
+            groups[(job.job_type, job.gpus)][c] += _device_hours(job, c) / len(jobs)
+    keys = sorted(groups)
+    n_c = len(classes)
+    cost = np.zeros(len(keys) * n_c + 1)
+    cost[-1] = 1.0  # minimize t
+    load = np.zeros((n_c, cost.size))  # per class: device-hours per arrival - devices x t <= 0
+    split = np.zeros((len(keys), cost.size))  # per group: its shares sum to 1
+    bounds: list[tuple[float, float | None]] = []
+    for g, key in enumerate(keys):
+        for i, c in enumerate(classes):
+            hours = groups[key][c]
+            runs = math.isfinite(hours)
+            load[i, g * n_c + i] = hours if runs else 0.0
+            split[g, g * n_c + i] = 1.0
+            bounds.append((0.0, None if runs else 0.0))
+    for i, c in enumerate(classes):
+        load[i, -1] = -devices[c]
+    bounds.append((0.0, None))
+    result = linprog(cost, A_ub=load, b_ub=np.zeros(n_c), A_eq=split, b_eq=np.ones(len(keys)), bounds=bounds,
+                     method="highs")
+    if not result.success:
+        raise ValueError(f"max-throughput LP: {result.message}")
+    return 1.0 / float(result.x[-1]) if result.x[-1] > 0 else math.inf
+
+
+def static_rate(jobs: Sequence[TraceJob], devices: Mapping[str, int]) -> float:
+    """Jobs per hour a static partition sustains at best: each class does the device-hours of the jobs that
+    asked for it; the first class to fill sets the rate."""
+    demand: dict[str, float] = defaultdict(float)
+    for job in jobs:
+        demand[job.wants] += _device_hours(job, job.wants) / len(jobs)
+    rates = [devices.get(c, 0) / hours if hours > 0 else math.inf for c, hours in demand.items()]
+    return min(rates, default=math.inf)
