@@ -278,7 +278,10 @@ def test_upgrades_take_their_room_before_the_next_one_largest_saving_first() -> 
     assert [m.job for m in completion.plan_upgrades(movers, {"fast": 4}, COST)] == ["big", "small"]
 
 
-def test_the_operators_plan_declines_a_slow_class_when_the_fast_one_frees_sooner() -> None:
+def fast_busy_slow_free(sheet: dict[str, float]) -> tuple[Fleet, float, admission.Holder, Request,
+                                                         policy.Knowledge]:
+    """One fast node busy with a job that started 10 minutes ago, one slow node free (declared 4x slower),
+    and a job that may run on either, whose speeds come from `sheet`."""
     nodes = {"f": Node("f", {"topology.kubernetes.io/region": "r", "c": "fast"}, {"fast": 4}),
              "s": Node("s", {"topology.kubernetes.io/region": "r", "c": "slow"}, {"slow": 4})}
     classes = {"fast": DeviceClass("fast", "fast", {"c": "fast"}, throughput=1.0),
@@ -288,9 +291,13 @@ def test_the_operators_plan_declines_a_slow_class_when_the_fast_one_frees_sooner
     running = admission.Holder("ns/r", 0, now - 600, Allocation("fast", {"f": 4}, "ns", "fast", "r"))
     waiting = Request("ns/w", [Alternative("fast", 4), Alternative("slow", 4)], 1, created=now)
     known = policy.Knowledge({"ns/r": policy.Facts(rel={"fast": 1.0}),
-                              "ns/w": policy.Facts(rel=completion.speeds({"fast": 1.0, "slow": 0.25}, {},
-                                                                         ["fast", "slow"]))},
+                              "ns/w": policy.Facts(rel=completion.speeds(sheet, {}, ["fast", "slow"]))},
                              displace_by_level=False)
+    return fleet, now, running, waiting, known
+
+
+def test_the_operators_plan_declines_a_slow_class_when_the_fast_one_frees_sooner() -> None:
+    fleet, now, running, waiting, known = fast_busy_slow_free({"fast": 1.0, "slow": 0.25})
     # without the policy it starts at once on the slow class; with it, 4x slower for ~1 h of expected work
     # loses to waiting ~1 h for the fast one (the running job is expected to run as long again, 1 h at least)
     plain = admission.plan_one(waiting, [waiting], [running], fleet, now)
@@ -420,17 +427,7 @@ def test_the_plan_takes_a_slow_class_the_jobs_workload_runs_well_on() -> None:
     """The setting of `test_the_operators_plan_declines_a_slow_class_when_the_fast_one_frees_sooner`, but
     the job's workload measured 0.95 of its fast speed on the slow class: 4x slower by the sheet, it is
     nearly as fast there, so it starts now rather than wait for the fast class."""
-    nodes = {"f": Node("f", {"topology.kubernetes.io/region": "r", "c": "fast"}, {"fast": 4}),
-             "s": Node("s", {"topology.kubernetes.io/region": "r", "c": "slow"}, {"slow": 4})}
-    classes = {"fast": DeviceClass("fast", "fast", {"c": "fast"}, throughput=1.0),
-               "slow": DeviceClass("slow", "slow", {"c": "slow"}, throughput=0.25)}
-    fleet = Fleet(nodes, classes, used={("f", "fast"): 4})
-    now = 10 * H
-    running = admission.Holder("ns/r", 0, now - 600, Allocation("fast", {"f": 4}, "ns", "fast", "r"))
-    waiting = Request("ns/w", [Alternative("fast", 4), Alternative("slow", 4)], 1, created=now)
     sheet = completion.sheet({"fast": 1.0, "slow": 0.25}, completion.pooled([{"fast": 4.0, "slow": 3.8}]))
-    known = policy.Knowledge({"ns/r": policy.Facts(rel={"fast": 1.0}),
-                              "ns/w": policy.Facts(rel=completion.speeds(sheet, {}, ["fast", "slow"]))},
-                             displace_by_level=False)
+    fleet, now, running, waiting, known = fast_busy_slow_free(sheet)
     chosen = admission.plan_one(waiting, [waiting], [running], fleet, now, policy=(known, MLFQ))
     assert chosen.outcome == admission.Outcome.PLACED and chosen.candidate.device_class == "slow"
