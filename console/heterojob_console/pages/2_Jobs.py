@@ -136,7 +136,9 @@ c[3].metric("Generation", placement.get("generation") or status.get("lastGenerat
 util = (status.get("utilization") or {}).get("average")
 c[4].metric("Utilization", f"{util:.0f}%" if util is not None else "-", help=kpis.HELP["utilization"])
 created = obj["metadata"].get("creationTimestamp", "")
+workload = (obj.get("spec") or {}).get("workload")
 st.caption(f"priority {(obj.get('spec') or {}).get('priority', 'medium')} · created {created}"
+           + (f" · workload {workload} (shares measured speeds)" if workload else "")
            + (f" · {status['message']}" if status.get("message") else ""))
 if flash := st.session_state.pop("flash", None):
     st.success(flash)

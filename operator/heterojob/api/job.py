@@ -540,6 +540,7 @@ HeteroJob = ResourceDef(
         PrinterColumn("Replicas", "integer", ".status.placement.replicas"),
         PrinterColumn("Util", "number", ".status.utilization.average", "average device utilization, %"),
         PrinterColumn("Age", "date", ".metadata.creationTimestamp"),
+        PrinterColumn("Workload", "string", ".spec.workload", "jobs naming it share measured speeds", priority=1),
         PrinterColumn("Message", "string", ".status.message", priority=1),
     ),
 )
