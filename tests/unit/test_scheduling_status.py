@@ -247,7 +247,9 @@ def test_jobs_naming_one_workload_share_measured_speeds_within_their_namespace()
     known = Knower(cache).knowledge(Fleet({}, classes), waiting, [], queueing.QueueSettings())
     assert known.of("ns/new").rel == pytest.approx({"fast": 1.0, "slow": 0.9})
     assert known.of("other/new").rel == known.of("ns/plain").rel == {"fast": 1.0, "slow": 0.25}
-    # the speeds are the workload's, not the job's own measurement (an upgrade may still probe them)
+    # the speeds are the workload's, not the job's own: an upgrade may still probe them (its own speed may
+    # differ from the median; measured at seed 1 and 3 near the knee, not probing classes the workload
+    # measured lost 1% of the useful share and 4-9% of JCT)
     assert known.of("ns/new").measured == frozenset()
 
 
