@@ -14,6 +14,8 @@ What the real components do, reproduced by the emulator (Kubernetes v1.32):
 from __future__ import annotations
 
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from typing import Any
 
 import pytest
@@ -400,3 +402,120 @@ def test_an_urgent_job_arriving_while_a_move_checkpoints_never_shares_the_reserv
         nodes = [node_of(p) for p in cluster.core.list_namespaced_pod("team-a").items
                  if not p.metadata.deletion_timestamp and p.status.phase in ("Pending", "Running")]
         assert sorted(nodes) == sorted(set(nodes)), nodes  # no node holds two gangs
+
+
+@contextmanager
+def yielding(cluster: Cluster, emulator: Any, victim: str, victim_priority: str, preemptor_priority: str
+             ) -> Iterator[OperatorRunner]:
+    """An operator (no minimum runtime) where `victim` runs on the only node and "vip" arrives and asks it to
+    checkpoint and leave (a long deadline)."""
+    from heterojob.controller import ControllerConfig
+
+    cluster.seed([node("h100-0", "cn-east", "nvidia-h100")])
+    with OperatorRunner(emulator.kubeconfig, controller=ControllerConfig(min_runtime_s=0)) as runner:
+        cluster.create_job(victim, spec(replicas={"min": 1}, priority=victim_priority,
+                                        checkpoint={"timeoutSeconds": 300}))
+        run(cluster, victim, 1)
+        cluster.create_job("vip", spec(replicas={"min": 1}, priority=preemptor_priority))
+        asked(cluster, victim)
+        assert status(cluster, victim)["checkpoint"]["pending"]["by"] == "team-a/vip"
+        yield runner
+
+
+def runs_on(cluster: Cluster, victim: str, cause: str) -> dict[str, Any]:
+    """The victim's preemption called off: it runs on its first placement, and says why."""
+    eventually(lambda: status(cluster, victim).get("reason") == "PreemptionCancelled", timeout=10,
+               what=f"{victim}'s preemption called off ({cause})")
+    s = status(cluster, victim)
+    assert s["phase"] == "Running" and s["placement"]["generation"] == 1 and live_pods(cluster, victim, 1)
+    assert cause in s["message"] and not (s.get("checkpoint") or {}).get("pending")
+    [cond] = [c for c in s["conditions"] if c["type"] == "Checkpointing"]
+    assert (cond["status"], cond["reason"]) == ("False", cause)
+    said = eventually(lambda: [e for e in cluster.events(victim) if e.reason == "PreemptionCancelled"],
+                      what="an Event")
+    assert said[0].type == "Normal" and cause in said[0].message
+    assert "preempt" not in [h["action"] for h in s.get("history") or []]
+    return s
+
+
+def test_a_victim_raised_above_its_preemptor_mid_checkpoint_runs_on_and_the_preemptor_plans_again(
+        cluster: Cluster, emulator: Any) -> None:
+    """As kube-scheduler re-checks a nominated pod's victims: a victim whose priority is raised above the
+    preemptor's while it checkpoints to yield runs on (its checkpoint is harmless), and the preemptor plans
+    again, here with nobody left to preempt: it waits."""
+    with yielding(cluster, emulator, "low", "low", "high"):
+        patch_spec(cluster, "low", {"priority": "urgent"})
+        runs_on(cluster, "low", "NotOutranked")
+        eventually(lambda: status(cluster, "vip").get("reason") == "NoRoom", timeout=10, what="vip waits")
+        time.sleep(1)
+        assert not cluster.pods("vip") and status(cluster, "low")["phase"] == "Running"
+
+
+def test_a_preemptor_lowered_below_its_victim_mid_checkpoint_lets_the_victim_run_on(
+        cluster: Cluster, emulator: Any) -> None:
+    with yielding(cluster, emulator, "mid", "medium", "high"):
+        patch_spec(cluster, "vip", {"priority": "low"})
+        runs_on(cluster, "mid", "NotOutranked")
+
+
+def test_a_preemptor_deleted_mid_checkpoint_lets_the_victim_run_on(cluster: Cluster, emulator: Any) -> None:
+    with yielding(cluster, emulator, "low", "low", "urgent"):
+        cluster.delete_job("vip")
+        runs_on(cluster, "low", "PreemptorGone")
+
+
+def test_a_victim_raised_after_it_gave_its_devices_back_stays_preempted(cluster: Cluster, emulator: Any) -> None:
+    """Too late: once the checkpoint is saved and the devices given back, the preemption stands; the
+    victim waits as a preempted job and says so."""
+    with yielding(cluster, emulator, "low", "low", "high"):
+        [pod] = asked(cluster, "low")
+        ack(cluster, pod, 20)
+        eventually(lambda: status(cluster, "low").get("phase") == "Preempted", what="low preempted")
+        run(cluster, "vip", 1)
+        patch_spec(cluster, "low", {"priority": "medium"})  # still below vip: it waits for room
+        time.sleep(1)
+        s = status(cluster, "low")
+        assert s["phase"] == "Preempted" and s["history"][-1]["action"] == "preempt" and "placement" not in s
+        assert s["checkpoint"]["last"]["step"] == 20
+        assert not [e for e in cluster.events("low") if e.reason == "PreemptionCancelled"]
+
+
+def test_an_operator_stopped_between_a_moves_placement_and_its_pods_keeps_the_move_when_they_are_refused(
+        cluster: Cluster, emulator: Any, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The operator records a move's landing (Admitted, the new placement) and stops before it creates the
+    new gang (simulated: its pod creates do nothing); the next operator's creates are refused (a
+    ResourceQuota). As when the refusal comes at once (`test_a_destination_refusing_the_new_gang_...`), the job
+    waits as that move: Migrating, status.migration kept (the request it serves), its history entry open;
+    once the quota allows, it lands once."""
+    from heterojob.controller.pods import Pods
+
+    async def stopped(*_: Any, **__: Any) -> None:
+        return None
+
+    with OperatorRunner(emulator.kubeconfig):
+        old, requested = asked_to_move(cluster)
+        monkeypatch.setattr(Pods, "create", stopped)
+        ack(cluster, requested, 10)
+        eventually(lambda: (p := status(cluster, "mover").get("placement")) and p["generation"] == 2,
+                   what="the move's new placement recorded")
+    monkeypatch.undo()
+    assert status(cluster, "mover")["phase"] == "Admitted" and not live_pods(cluster, "mover", 2)
+    cluster.core.create_namespaced_resource_quota("team-a", {"metadata": {"name": "pods"},
+                                                             "spec": {"hard": {"pods": "0"}}})
+    with OperatorRunner(emulator.kubeconfig) as again:
+        eventually(lambda: status(cluster, "mover").get("reason") == "PodsRefused", what="the new gang refused")
+        s = status(cluster, "mover")
+        assert s["phase"] == "Migrating", s["phase"]
+        assert s["migration"]["request"] == "drain" and s["migration"]["trigger"] == "manual"
+        assert s["history"][-1]["action"] == "migrate" and "to" not in s["history"][-1]
+        cluster.core.delete_namespaced_resource_quota("pods", "team-a")
+        generation = eventually(lambda: (p := status(cluster, "mover").get("placement")) and p["generation"],
+                                timeout=20, what="placed again after the backoff")
+        [new] = run(cluster, "mover", 1, generation=generation)
+        assert node_of(new) != node_of(old)
+        time.sleep(1)
+        s = status(cluster, "mover")
+        moves = [h for h in s["history"] if h["action"] == "migrate"]
+        assert len(moves) == 1 and f"generation {generation}" in (moves[0].get("to") or ""), moves
+        assert "migration" not in s and s["checkpoint"]["last"]["step"] == 10
+    assert "Traceback" not in again.output

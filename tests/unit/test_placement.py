@@ -317,3 +317,17 @@ def test_reclaim_is_for_jobs_of_the_lenders_priority_or_above_and_their_classes(
     assert plan_reclaim(Request("ns/npu", [Alternative("ascend-910b", 8)], 1, priority=3), f, lender) is None
     plan = plan_reclaim(Request("ns/peer", [Alternative("nvidia-h100", 8)], 1, priority=2), f, lender)
     assert plan is not None and plan.shrink == (("ns/high", 1),) and len(plan.candidate.nodes) == 1
+
+
+def test_a_yield_ends_when_its_preemptor_is_gone_placed_or_no_longer_above_the_victim() -> None:
+    """`engine.preemption.yield_ends`, as kube-scheduler re-checks a nomination's victims: spec priorities
+    (urgent 3 > high 2 > medium 1 > low 0); an equal one displaces only by level (MLFQ)."""
+    from heterojob.engine.preemption import Preemptor, YieldEnd, yield_ends
+
+    assert yield_ends(0, Preemptor(2, waiting=True), by_level=False) is None
+    assert yield_ends(0, None, by_level=False) == YieldEnd.PREEMPTOR_GONE
+    assert yield_ends(0, Preemptor(2, waiting=False), by_level=True) == YieldEnd.PREEMPTOR_NOT_WAITING
+    assert yield_ends(3, Preemptor(2, waiting=True), by_level=True) == YieldEnd.NOT_OUTRANKED  # victim raised
+    assert yield_ends(1, Preemptor(0, waiting=True), by_level=True) == YieldEnd.NOT_OUTRANKED  # preemptor lowered
+    assert yield_ends(2, Preemptor(2, waiting=True), by_level=False) == YieldEnd.NOT_OUTRANKED  # fifo: equal
+    assert yield_ends(2, Preemptor(2, waiting=True), by_level=True) is None  # mlfq: a level displacement holds

@@ -216,8 +216,10 @@ class Admission:
                               if set(a.nodes) & set(chosen.nodes)])
         request = status.migration.request if status.migration is not None else None
         if status.phase in MOVING:
+            # status.migration stays until the new gang exists (`pods.create`): a refusal of it, now or by a
+            # restarted operator that finds this placement without pods, keeps the job that move
             patch.finish_move(f"{chosen.region}/{chosen.device_class} x{len(chosen.nodes)} "
-                              f"(generation {generation})").set(migration=None)
+                              f"(generation {generation})")
             if request:  # the manual request is served: said in status before its annotation goes
                 patch.set(handled={**status.handled, MIGRATE: request})
         if not await self.writer.write(job, patch):
@@ -226,7 +228,8 @@ class Admission:
         self.kube.post_event(job, "Normal", "Admitted", plan.message)
         if request and ((meta.get("annotations") or {}).get(ANNOTATION_MIGRATE) or "").strip() == request:
             await self.kube.annotate_job(meta["namespace"], meta["name"], {ANNOTATION_MIGRATE: None})
-        status = read_status({**job, "status": {**(job.get("status") or {}), "placement": placed}})
+        status = read_status({**job, "status": {**(job.get("status") or {}), "placement": placed,
+                                                "phase": Phase.ADMITTED.value}})
         await self.pods.create(job, spec, status, tuple(range(len(chosen.nodes))))
 
 

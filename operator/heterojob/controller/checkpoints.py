@@ -97,28 +97,33 @@ class Checkpoints:
         self.poke(key)
         return True
 
-    async def cancel(self, job: dict[str, Any], status: HeteroJobStatus, why: str, saved: Decision | None = None
-                     ) -> None:
-        """Call off a move still at its checkpoint (its pods run on): the reservation ends, the job runs on.
-        `saved`: the ranks had all saved it (CHECKPOINT_DONE), so it becomes the last checkpoint."""
+    async def cancel(self, job: dict[str, Any], status: HeteroJobStatus, why: str, saved: Decision | None = None,
+                     what: str = "move", reason: str = "MoveCancelled", cause: str = "Cancelled") -> None:
+        """Call off a move (`what`: or a preemption) still at its checkpoint (its pods run on): the reservation
+        ends, the job runs on, and the job it yielded to (if any) plans again. `saved`: the ranks had all saved
+        it (CHECKPOINT_DONE), so it becomes the last checkpoint. `reason`: the phase's and the Event's reason;
+        `cause`: the Checkpointing condition's."""
         meta = job["metadata"]
         key = f"{meta['namespace']}/{meta['name']}"
-        message = f"move cancelled: {why}; the job runs on where it is"
+        message = f"{what} cancelled: {why}; the job runs on where it is"
         last = status.checkpoint.last.model_dump(by_alias=True, exclude_none=True) \
             if status.checkpoint and status.checkpoint.last else None
         pending = status.checkpoint.pending if status.checkpoint else None
         if saved is not None and saved.action == Action.CHECKPOINT_DONE and pending is not None:
             last = _saved(pending.id, pending.requested_at, saved, time.time())
-        patch = StatusPatch(status).phase(Phase.RUNNING, "MoveCancelled", message)
+        patch = StatusPatch(status).phase(Phase.RUNNING, reason, message)
         patch.set(checkpoint={"pending": None, "last": last}, migration=None)
-        patch.condition("Checkpointing", "False", "Cancelled", message)
+        patch.condition("Checkpointing", "False", cause, message)
         if not await self.writer.write(job, patch):
             return
-        self.kube.post_event(job, "Normal", "MoveCancelled", message)
-        decided(key, "cancel-move", message)
+        self.kube.post_event(job, "Normal", reason, message)
+        decided(key, f"cancel-{what}", message, reason=cause)
         self.cache.disrupt(key, False)
+        self.cache.stop_yielding(key)
         if self.cache.unreserve(key):
             self.room_freed()
+        if pending is not None and pending.by:
+            self.poke(pending.by)  # it plans again: another victim, or it waits
         self.poke(key)
 
     async def finish(self, job: dict[str, Any], status: HeteroJobStatus, d: Decision, pods: Sequence[PodView]

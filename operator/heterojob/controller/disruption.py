@@ -17,7 +17,7 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import replace
 from typing import Any
 
-from heterojob.api.job import HeteroJobSpec, HeteroJobStatus, Phase
+from heterojob.api.job import HeteroJobSpec, HeteroJobStatus, Phase, Priority
 from heterojob.constants import ANNOTATION_CHECKPOINT_NOW, ANNOTATION_MIGRATE
 from heterojob.controller.alerts import symptoms as alert_symptoms
 from heterojob.controller.checkpoints import PERIODIC, Checkpoints
@@ -28,6 +28,7 @@ from heterojob.controller.knowledge import sizes_on
 from heterojob.engine import completion, migration, transfer
 from heterojob.engine.fleet import Allocation, DeviceClass, Fleet, Node
 from heterojob.engine.placement import Request
+from heterojob.engine.preemption import Preemptor, YieldEnd, yield_ends
 from heterojob.kube.api import Kube
 from heterojob.metrics import OperatorMetrics
 from heterojob.state.cache import Cache
@@ -45,7 +46,7 @@ class Disruption:
                  advisory: bool, settings: planner.Settings, classes: Callable[[], Mapping[str, DeviceClass]],
                  lock: asyncio.Lock, transfer_settings: transfer.Settings = transfer.Settings(),
                  upgrade_for: Callable[[str, Sequence[str], float, float | None], completion.Upgrade | None]
-                 | None = None) -> None:
+                 | None = None, by_level: bool = False) -> None:
         self.kube = kube
         self.writer = writer
         self.cache = cache
@@ -62,6 +63,7 @@ class Disruption:
         self.lock = lock  # admission's: a destination is planned and reserved under the lock placements take
         self.transfer = transfer_settings  # what a move between regions is assumed to cost (engine.transfer)
         self.upgrade_for = upgrade_for  # admission's: a move up that pays for a running job (mlfq), or None
+        self.by_level = by_level  # the queue policy displaces a job of the same priority by level (mlfq)
         self._held: dict[str, str] = {}  # job -> why its move waits (to post the Event once)
         self._held_at: dict[str, float] = {}  # job -> when that was last said
 
@@ -221,6 +223,32 @@ class Disruption:
             return None
         now = ((job["metadata"].get("annotations") or {}).get(ANNOTATION_MIGRATE) or "").strip()
         return None if now == move.request else f"the {ANNOTATION_MIGRATE} annotation was removed"
+
+    def yield_ends(self, spec: HeteroJobSpec | None, status: HeteroJobStatus) -> tuple[YieldEnd, str] | None:
+        """Why a preemption victim still at its checkpoint runs on instead (`engine.preemption.yield_ends`: its
+        preemptor deleted, placed or finished, or a priority edited), with that in words, or None. An urgent
+        one (a fault's: it leaves anyway) is left alone; once its devices are given back it is too late."""
+        pending = status.checkpoint.pending if status.checkpoint else None
+        if (status.phase != Phase.CHECKPOINTING or pending is None or pending.then != "preempt" or not pending.by
+                or spec is None or status.placement is None):
+            return None
+        requested, deadline = timestamp(pending.requested_at), timestamp(pending.deadline)
+        if requested is not None and deadline is not None and deadline <= requested:
+            return None
+        e = self.cache.entries.get(pending.by)
+        why = yield_ends(spec.priority.rank, Preemptor(e.priority, e.request is not None) if e else None,
+                         self.by_level)
+        if why is None:
+            return None
+        if why == YieldEnd.PREEMPTOR_GONE:
+            words = f"{pending.by}, which it was yielding to, is gone"
+        elif why == YieldEnd.PREEMPTOR_NOT_WAITING:
+            words = f"{pending.by}, which it was yielding to, no longer waits for room"
+        else:
+            theirs = next((p.value for p in Priority if e is not None and p.rank == e.priority), "?")
+            words = (f"its priority ({spec.priority.value}) is no longer below that of {pending.by} ({theirs}), "
+                     f"which it was yielding to")
+        return why, f"{words} ({why.value})"
 
     def _reserve(self, key: str, reserved: dict[str, Any] | None) -> None:
         """The cache holds the reservation at once, so the next plan sees it before the status comes back."""

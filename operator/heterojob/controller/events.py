@@ -24,7 +24,8 @@ FAULT_TRIGGERS = frozenset({"deviceFailed", "nodeNotReady", "overheat", "straggl
 FIXED: dict[str, EventType] = {
     "Admitted": NORMAL, "Waiting": NORMAL, "Preempting": NORMAL, "Reclaiming": NORMAL,  # admission
     "Running": NORMAL,
-    "CheckpointRequested": NORMAL, "MoveCancelled": NORMAL, "MigrationHeld": NORMAL, "ClassProposed": NORMAL,
+    "CheckpointRequested": NORMAL, "MoveCancelled": NORMAL, "PreemptionCancelled": NORMAL, "MigrationHeld": NORMAL,
+    "ClassProposed": NORMAL,
     "AllReplicasSucceeded": NORMAL,  # engine.lifecycle's SUCCEED
     "CheckpointMissed": WARNING, "Restarting": WARNING, "MemberLost": WARNING, "StatusRepaired": WARNING,
     "PodRejected": WARNING, "PodsRefused": WARNING, "FaultWhileCheckpointing": WARNING,

@@ -132,9 +132,13 @@ class Pods:
         results = await asyncio.gather(*(kube.create(o) for o in objs), return_exceptions=True)
         refused = [(o, r) for o, r in zip(objs, results, strict=True) if isinstance(r, BaseException)]
         if not refused:
+            patch = StatusPatch(status)
+            if status.migration is not None and status.phase not in MOVING:
+                patch.set(migration=None)  # a move's new gang exists: the move has landed
             if status.backoff is not None:
-                await self.writer.write(job, StatusPatch(status).set(backoff=None).condition(
-                    "PodsCreated", "True", "Created", f"{p.replicas} pods created"))
+                patch.set(backoff=None).condition("PodsCreated", "True", "Created", f"{p.replicas} pods created")
+            if patch:
+                await self.writer.write(job, patch)
             return
         for _, error in refused:
             if isinstance(error, asyncio.CancelledError):
@@ -179,11 +183,12 @@ class Pods:
         delay = min(BACKOFF_MAX_S, BACKOFF_FIRST_S * 2 ** (attempts - 1))
         message = f"the API server refused {what}: {verdict.message}; placing again in {delay:.0f}s"
         phase = Phase.PENDING
-        if status.phase in MOVING and status.migration is not None:
-            # a move's new gang refused (`status` is what the placement was made from): still that move, so
-            # its next placement avoids the nodes it left and keeps to its region and class, its history entry
-            # stays open and the request it serves stays recorded in it (the landing closes both)
-            phase = status.phase
+        if status.migration is not None and status.phase in (*MOVING, Phase.ADMITTED):
+            # a move's new gang refused (admission keeps status.migration until the gang exists, so a restarted
+            # operator that finds the placement without pods knows it too): still that move, so its next
+            # placement avoids the nodes it left and keeps to its region and class, its history entry stays
+            # open and the request it serves stays recorded in it (the landing closes both)
+            phase = status.phase if status.phase in MOVING else _moving_phase(status)
             patch.set(migration=status.migration.model_dump(by_alias=True, exclude_none=True),
                       handled=dict(status.handled))
             history = patch.history_entries()
@@ -205,3 +210,9 @@ class Pods:
         await self.delete(key.split("/", 1)[0], pods, key)
         if self.cache.release(key):
             self.room_freed()
+
+
+def _moving_phase(status: HeteroJobStatus) -> Phase:
+    """The phase of the move a placement landed (its history entry's action): Resizing or Migrating."""
+    last = status.history[-1].action if status.history else None
+    return Phase.RESIZING if last == "resize" else Phase.MIGRATING

@@ -84,7 +84,8 @@ class Controller:
         self.disruption = Disruption(kube, self.writer, self.cache, self.checkpoints, fleet.nodes,
                                      fleet.telemetry, self.fleet, self.queue.wake_at, self.metrics,
                                      self.config.disruption_budget, self.config.advisory, settings, fleet.classes,
-                                     self.admission.lock, self.config.transfer, self.admission.upgrade_for)
+                                     self.admission.lock, self.config.transfer, self.admission.upgrade_for,
+                                     by_level=queue is not None)
         self.quotas = QuotaStatus(kube, self.cache, fleet.quota_objects, fleet.classes, fleet.regions)
 
     # --- the queue and the cache --------------------------------------------------------------------------
@@ -116,6 +117,8 @@ class Controller:
 
     def forget(self, key: str) -> None:
         self.queue.forget(key)
+        for victim in self.cache.yielders(key):  # they were yielding to it: they run on (reconcile)
+            self.poke(victim)
         self.admission.drop(key)
         self.pods.forget(key)
         self.disruption.forget(key)
@@ -183,7 +186,13 @@ class Controller:
         pods = [v for v in map(convert.pod_view, listed) if v is not None]
         if await self._repair(job, status, pods):
             return
+        known = self.cache.entries.get(key)
+        before = (known.priority, known.request is not None) if known is not None else None
         self.cache.sync(key, job, status, spec, self.fleet_source.classes(), now)
+        after = self.cache.entry(key)
+        if before is not None and before != (after.priority, after.request is not None):
+            for victim in self.cache.yielders(key):  # a preemptor edited or placed: its victims look again
+                self.poke(victim)
         pending = status.checkpoint.pending if status.checkpoint else None
         view = JobView(
             phase=status.phase, reason=status.reason,
@@ -203,6 +212,11 @@ class Controller:
         why = self.disruption.cancelled(job, status) or self.disruption.destination_gone(key, status)
         if why is not None:
             await self.checkpoints.cancel(job, status, why, saved=decision)
+            return
+        ended = self.disruption.yield_ends(spec, status)
+        if ended is not None:  # its preemptor no longer needs its room: the checkpoint it took is harmless
+            await self.checkpoints.cancel(job, status, ended[1], saved=decision, what="preemption",
+                                          reason="PreemptionCancelled", cause=ended[0].value)
             return
         if decision.action == Action.NONE and status.phase is not None and status.phase.terminal:
             self.queue.settle(key)
@@ -325,6 +339,8 @@ class Controller:
             await self.pods.delete(ns, d.pods, key)
         elif d.action == Action.RUNNING:
             patch.phase(Phase.RUNNING, d.reason, d.message).condition("Ready", "True", d.reason, d.message)
+            if status.migration is not None:  # a landed move's, left by a stop before its gang was recorded
+                patch.set(migration=None)
             await self.writer.write(job, patch)
             self.kube.post_event(job, "Normal", "Running", d.message)
         elif d.action == Action.RESTART:

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
+from enum import StrEnum
 
 from heterojob.engine.fleet import Allocation, Fleet
 from heterojob.engine.placement import Candidate, Ledger, Request, place
@@ -48,6 +49,37 @@ def plan_preemption(request: Request, fleet: Fleet, running: Iterable[RunningJob
                   key=lambda r: (r.priority, -r.since, r.job))
     found = _fewest(request, Ledger(fleet), [_Disturbable(r.job, r.priority, r.since, r.allocation) for r in pool])
     return Preemption(found[0], found[1]) if found else None
+
+
+class YieldEnd(StrEnum):
+    """Why a victim still at its preemption checkpoint yields no more (the value is the reason written)."""
+
+    PREEMPTOR_GONE = "PreemptorGone"  # the job it yields to was deleted
+    PREEMPTOR_NOT_WAITING = "PreemptorNotWaiting"  # it runs elsewhere, finished, or waits for nothing
+    NOT_OUTRANKED = "NotOutranked"  # a priority was edited: the victim is no longer below its preemptor
+
+
+@dataclass(frozen=True)
+class Preemptor:
+    """What a victim's yield depends on of the job it yields to, now."""
+
+    priority: int  # spec priority (Priority.rank)
+    waiting: bool  # still waits for room (no placement, not finished)
+
+
+def yield_ends(victim_priority: int, preemptor: Preemptor | None, by_level: bool) -> YieldEnd | None:
+    """Why a victim asked to checkpoint and leave for `preemptor` should run on instead, or None (it yields).
+
+    As kube-scheduler re-checks a nominated pod's victims: the yield holds while the preemptor exists, still
+    waits, and may still preempt the victim by spec priority: strictly above it, or at it when the queue policy
+    displaces by level (`by_level`, MLFQ: an earlier level displaces a later one of the same priority)."""
+    if preemptor is None:
+        return YieldEnd.PREEMPTOR_GONE
+    if not preemptor.waiting:
+        return YieldEnd.PREEMPTOR_NOT_WAITING
+    if victim_priority > preemptor.priority or victim_priority == preemptor.priority and not by_level:
+        return YieldEnd.NOT_OUTRANKED
+    return None
 
 
 # --- reclaiming lent devices --------------------------------------------------------------------------

@@ -148,6 +148,10 @@ class Cache:
         if key in self.entries:
             self.entries[key].yielding_to = None
 
+    def yielders(self, key: str) -> list[str]:
+        """The jobs asked to give their room to `key`."""
+        return [k for k, e in self.entries.items() if e.yielding_to == key]
+
     def disrupt(self, key: str, on: bool = True) -> None:
         self.entry(key).disrupted = on
 
