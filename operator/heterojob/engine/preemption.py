@@ -4,6 +4,7 @@
 `plan_reclaim` the fewest grown elastic jobs that, shrunk back to the size they were admitted with, would
 (growth only borrows room nobody waited for). Both disturb jobs on a scratch `Ledger` until the job fits,
 then spare every one it fits without. Called by `engine.admission`, never by actuators directly.
+`yield_ends` says whether a victim still at its checkpoint still yields (asked by `controller.disruption`).
 """
 
 from __future__ import annotations
