@@ -173,6 +173,15 @@ def test_a_job_on_an_unreachable_node_restarts_elsewhere_while_its_old_pods_stay
 
             now = eventually(moved, timeout=60, what="train running again on the healthy node")
             assert lost not in now["placement"]["nodes"]
+            # no checkpoint was ever saved: every word about the move says it restarts from scratch, none
+            # promises a checkpoint (it said "restoring from the last checkpoint" and "going on from the last
+            # completed checkpoint" beside "restarts from scratch")
+            assert not (now.get("checkpoint") or {}).get("last")
+            said = [e.message for e in cluster.core.list_namespaced_event("team-a").items
+                    if e.involved_object.name == "train" and e.reason in ("CheckpointRequested", "Migrating")]
+            said += [h["reason"] for h in now["history"]]
+            assert said and all("last checkpoint" not in m and "last completed checkpoint" not in m for m in said)
+            assert any("restarts from scratch" in m for m in said)
             pods = cluster.core.list_namespaced_pod("team-a").items
             old = [p for p in pods if p.spec.node_name == lost]
             assert old and all(p.metadata.deletion_timestamp is not None for p in old)  # Terminating

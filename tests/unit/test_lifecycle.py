@@ -72,6 +72,10 @@ def test_an_urgent_move_does_not_blame_ranks_for_a_deadline_that_was_never_given
     d = decide(urgent)
     assert d.action == Action.CHECKPOINT_TIMEOUT and "no answer" not in d.message
     assert "urgent move waits for no new checkpoint" in d.message
+    # where the job resumes is said by the caller, from status.checkpoint.last: a job that never saved one
+    # must not read "going on from the last completed checkpoint" (the demo's fatal XID said both that and
+    # "restarts from scratch" in one message)
+    assert "last completed checkpoint" not in d.message
     late = replace(urgent, now=221.0, checkpoint=PendingCheckpoint("g1-100", 220.0, "migrate", requested=100.0))
     d = decide(late)
     assert d.action == Action.CHECKPOINT_TIMEOUT and "no answer from rank(s) [0, 1] by the deadline" in d.message

@@ -294,6 +294,30 @@ def test_an_exporter_down_makes_device_health_unknown_not_healthy() -> None:
     assert conds["DevicesHealthy"]["status"] == "Unknown"
 
 
+
+def test_a_pod_placed_on_a_node_whose_exporter_is_down_leaves_device_health_unknown() -> None:
+    """Seen in the demo: a job's new pod landed on a node whose dcgm-exporter was already down, so no sample
+    ever named that pod; the job read `DevicesHealthy True: 24 devices healthy` beside `TelemetryDegraded True:
+    24 of 32 devices reported`. README: an exporter that is down makes the job's DevicesHealthy Unknown."""
+    job = JobRef("team-a", "train", "cn-east", generation=2, replicas=2, per_replica=1)
+    facts = {n: NodeFacts("cn-east", "nvidia-h100", 1) for n in ("g0", "g1")}
+    res = {"dcgm:util": [s(90, UUID="GPU-0", gpu="0", Hostname="g0", namespace="team-a", pod="train-g2-0")],
+           "dcgm:instant": [s(0, __name__="DCGM_FI_DEV_XID_ERRORS", UUID="GPU-0")],
+           "up": [s(1, node="g0"), s(0, node="g1")]}
+    t = job_telemetry(job, build([SourceResult("p", frozenset({"*"}), res)], facts, {}, POLICY))
+    assert (t.seen, t.expected) == (1, 2)
+    conds = status.conditions([], t, "2026-11-22T20:00:00Z")
+    healthy = {c["type"]: c for c in conds}["DevicesHealthy"]
+    assert healthy["status"] == "True"  # a gap younger than SETTLE_S: pods start one by one
+    later = status.conditions(conds, t, "2026-11-22T20:00:31Z")
+    assert {c["type"]: c for c in later}["TelemetryDegraded"]["status"] == "True"
+    healthy = {c["type"]: c for c in later}["DevicesHealthy"]
+    assert healthy["status"] == "Unknown" and healthy["reason"] == "HealthUnknown"
+    assert "1 of 2 devices not reported" in healthy["message"] and t.unhealthy == ()
+    # while a gap settles, the condition does not flip back and forth
+    whole = status.conditions(later, t, "2026-11-22T20:00:45Z")
+    assert {c["type"]: c for c in whole}["DevicesHealthy"]["status"] == "Unknown"
+
 def test_npu_exporter_behind_a_service_monitor_keeps_its_pod_name_and_exported_namespace() -> None:
     exporter = {"namespace": "npu-exporter", "pod": "npu-exporter-7kq2x", "node": "n0"}
     res = {"npu-exporter:util": [s(90, id="0", exported_namespace="team-b", pod_name="npu-g1-0", **exporter),

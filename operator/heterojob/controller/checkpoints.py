@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from heterojob.api.common import SpecError, parse_spec
@@ -31,6 +31,12 @@ MIN_SPAN_S = 2.0  # a speed is measured over at least this long (status times ar
 MAX_STEPS_PER_S = 1e9  # what status.scheduling.speeds accepts
 PERIODIC = "continue"  # what follows a periodic checkpoint: the job goes on where it is
 THEN_PHASE = {"migrate": Phase.MIGRATING, "resize": Phase.RESIZING}
+
+
+def resume_from(last: Mapping[str, Any] | None) -> str:
+    """Where a job placed again starts, from its last completed checkpoint (`status.checkpoint.last`): the
+    words every message about a move uses, so none promises a checkpoint the job never saved."""
+    return f"resumes from {last['uri']}" if last and last.get("uri") else "restarts from scratch"
 
 
 class Checkpoints:
@@ -79,7 +85,7 @@ class Checkpoints:
                    "exclude": sorted(exclude), "replicas": replicas}
         last = status.checkpoint.last.model_dump(by_alias=True, exclude_none=True) \
             if status.checkpoint and status.checkpoint.last else None
-        message = (f"{reason}: restoring from the last checkpoint" if urgent else
+        message = (f"{reason}: moving at once, {resume_from(last)}" if urgent else
                    f"{reason}: checkpoint {pending['id']} requested, deadline in {timeout}s")
         patch = StatusPatch(status).set(checkpoint={"pending": pending, "last": last})
         if migration is not None:
@@ -161,7 +167,7 @@ class Checkpoints:
                       durationSeconds=round(now - requested, 1),
                       progressLostSteps=0 if d.action == Action.CHECKPOINT_DONE else None,
                       progressLostSeconds=lost_s)
-        resume = f"resumes from {last['uri']}" if last and last.get("uri") else "restarts from scratch"
+        resume = resume_from(last)
         patch.set(placement=None)
         if then in THEN_PHASE:
             phase = THEN_PHASE[then]

@@ -20,7 +20,7 @@ from typing import Any
 from heterojob.api.job import HeteroJobSpec, HeteroJobStatus, Phase, Priority
 from heterojob.constants import ANNOTATION_CHECKPOINT_NOW, ANNOTATION_MIGRATE
 from heterojob.controller.alerts import symptoms as alert_symptoms
-from heterojob.controller.checkpoints import PERIODIC, Checkpoints
+from heterojob.controller.checkpoints import PERIODIC, Checkpoints, resume_from
 from heterojob.controller.decisionlog import decided
 from heterojob.controller.status import StatusPatch, StatusWriter
 from heterojob.engine import admission as planner
@@ -163,12 +163,13 @@ class Disruption:
         key = f"{meta['namespace']}/{meta['name']}"
         reason = f"{symptom.trigger}: {symptom.message} (while checkpointing for {pending.reason})"
         exclude = sorted(set(pending.exclude) | set(symptom.nodes))
-        message = f"{reason}: checkpoint {pending.id} abandoned, going on from the last completed checkpoint"
+        last = status.checkpoint.last.model_dump(by_alias=True, exclude_none=True) \
+            if status.checkpoint and status.checkpoint.last else None
+        message = f"{reason}: checkpoint {pending.id} abandoned, the job {resume_from(last)}"
         patch = StatusPatch(status).set(checkpoint={
             "pending": {**pending.model_dump(by_alias=True, exclude_none=True), "reason": reason,
                         "deadline": pending.requested_at, "exclude": exclude},
-            "last": status.checkpoint.last.model_dump(by_alias=True, exclude_none=True)
-            if status.checkpoint and status.checkpoint.last else None})
+            "last": last})
         reserved = status.migration.reserved if status.migration is not None else None
         if reserved is not None and set(reserved.nodes) & set(symptom.nodes):
             reserved = None  # the fault is on its destination: placed again wherever it fits

@@ -217,13 +217,12 @@ def _checkpointing(job: JobView, pending: PendingCheckpoint, by_rank: dict[int, 
     if len(alive) < replicas:
         lost = sorted(set(range(replicas)) - set(alive))
         return Decision(Action.CHECKPOINT_TIMEOUT, "ReplicaLost",
-                        f"replica {lost[0]} is gone before checkpoint {pending.id}; going on from the last one")
+                        f"replica {lost[0]} is gone before checkpoint {pending.id}")
     if job.now >= pending.deadline:
         waiting = sorted(r for r, a in acks.items() if a is None)
         if pending.urgent:  # a fault's move waits for no new checkpoint: no rank was late
             return Decision(Action.CHECKPOINT_TIMEOUT, "CheckpointTimeout",
-                            "an urgent move waits for no new checkpoint; going on from the last completed checkpoint")
+                            "an urgent move waits for no new checkpoint")
         return Decision(Action.CHECKPOINT_TIMEOUT, "CheckpointTimeout",
-                        f"checkpoint {pending.id}: no answer from rank(s) {waiting} by the deadline; "
-                        f"going on from the last completed checkpoint")
+                        f"checkpoint {pending.id}: no answer from rank(s) {waiting} by the deadline")
     return Decision(Action.NONE)

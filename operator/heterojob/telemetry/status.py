@@ -54,6 +54,8 @@ def conditions(current: Sequence[Mapping[str, Any]], t: JobTelemetry, now: str, 
                                 f"{t.message} (for less than {settle_s:.0f}s: pods starting or stopping?)", now)
     else:
         out = set_condition(out, TELEMETRY_DEGRADED, "False", "Reporting" if not unavailable else "NoData", "", now)
+    missing_settled = t.seen < t.expected and any(
+        c.get("type") == TELEMETRY_DEGRADED and c.get("status") == "True" for c in out)
     if unavailable:
         out = set_condition(out, DEVICES_HEALTHY, "Unknown", "NoTelemetry", t.message, now)
     elif t.unhealthy:
@@ -61,11 +63,19 @@ def conditions(current: Sequence[Mapping[str, Any]], t: JobTelemetry, now: str, 
         message = "; ".join(f"rank {rank}: {d.device_id} on {d.node}: {d.reason}" for rank, d in t.unhealthy)
         out = set_condition(out, DEVICES_HEALTHY, "False", "DeviceFailed" if failed else "DeviceDegraded",
                             message, now)
-    elif t.unknown:  # no fault seen, but not every device says it is healthy: that is not "healthy"
-        reasons = sorted({d.reason or "no health signal" for _, d in t.unknown})
+    elif t.unknown or missing_settled:  # no fault seen, but not every device says it is healthy: not "healthy"
+        # (a device never reported at all, e.g. of a pod placed on a node whose exporter is down, counts too,
+        # once the gap has outlasted pods starting one by one: TelemetryDegraded True)
+        said = []
+        if t.unknown:
+            reasons = sorted({d.reason or "no health signal" for _, d in t.unknown})
+            said.append(f"{len(t.unknown)} of {t.seen} devices: health unknown ({'; '.join(reasons[:3])})")
+        if missing_settled:
+            said.append(f"{t.expected - t.seen} of {t.expected} devices not reported")
         out = set_condition(out, DEVICES_HEALTHY, "Unknown", "HealthUnknown",
-                            f"{len(t.unknown)} of {t.seen} devices: health unknown ({'; '.join(reasons[:3])}); "
-                            "no action is taken on missing data", now)
+                            f"{'; '.join(said)}; no action is taken on missing data", now)
+    elif t.seen < t.expected and any(c.get("type") == DEVICES_HEALTHY for c in out):
+        pass  # a gap still settling says nothing new about health: the condition stays as it was
     else:
         out = set_condition(out, DEVICES_HEALTHY, "True", "Healthy", f"{t.seen} devices healthy", now)
     if t.stragglers:

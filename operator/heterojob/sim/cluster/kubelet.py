@@ -134,7 +134,8 @@ class Kubelet(Stepping):
                     if now - self._started.setdefault(key, now) >= duration:
                         failed = _env(pod, "HETEROJOB_SIM_FAIL", "0") == "1"
                         self.core.patch_namespaced_pod_status(meta["name"], meta["namespace"], {"status": {
-                            "phase": "Failed" if failed else "Succeeded"}})
+                            "phase": "Failed" if failed else "Succeeded",
+                            "containerStatuses": ended(status.get("containerStatuses") or [], failed)}})
             except ApiException as exc:
                 if exc.status != 404:
                     raise
@@ -224,6 +225,20 @@ class Kubelet(Stepping):
         self.core.patch_namespaced_pod(meta["name"], meta["namespace"], {"metadata": {"annotations": {
             ANNOTATION_CHECKPOINT_ACK: ack}}})
         self._asked.pop(key, None)
+
+
+def ended(statuses: list[dict[str, Any]], failed: bool) -> list[dict[str, Any]]:
+    """The container statuses of a pod whose containers exited (restartPolicy Never), as the kubelet writes
+    them (v1.32): `state.terminated` with the exit code and reason `Completed` (0) or `Error`, the start
+    kept, and neither ready nor started (`running: null` drops the old state: the patch is a strategic merge);
+    kubectl then shows the pod `0/1 Completed` (or `Error`)."""
+    out = []
+    for c in statuses:
+        started = ((c.get("state") or {}).get("running") or {}).get("startedAt")
+        out.append({**c, "ready": False, "started": False, "state": {"running": None, "terminated": {
+            "exitCode": 1 if failed else 0, "reason": "Error" if failed else "Completed",
+            **({"startedAt": started} if started else {}), "finishedAt": _now_iso()}}})
+    return out
 
 
 def _now_iso() -> str:
