@@ -121,3 +121,13 @@ def test_the_consoles_device_history_charts_a_gpu_without_gpu_util(recorded: Pro
                          timeout=30, interval=0.5, what="a utilization history for the GPU without GPU_UTIL")
     assert charted["Utilization"]["value"].between(0, 100).all()
     assert not charted["Temperature"].empty
+
+
+def test_the_consoles_device_history_charts_a_dcgm_1x_gpu(recorded: PrometheusServer) -> None:
+    """dcgm-exporter 1.x (`dcgm_*` names, `uuid`): the Device page's charts read the old names too."""
+    from heterojob_console.devices import history
+
+    charted = eventually(lambda: (h := history(recorded.url, M0, 15)) and not h["Utilization"].empty and h,
+                         timeout=30, interval=0.5, what="a utilization history for the dcgm-exporter 1.x GPU")
+    assert set(charted["Utilization"]["value"]) == {93}
+    assert set(charted["Temperature"]["value"]) == {66} and set(charted["Memory used"]["value"]) == {12740}

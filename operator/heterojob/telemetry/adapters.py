@@ -74,6 +74,12 @@ LOCATION_LABELS = (*RELABELLED_NODE_LABELS, *HOST_LABELS, *INSTANCE_LABELS)
 # Every label that can say where a series comes from (kept for readers grouping by location, e.g. the console;
 # which one wins is `node_of_series`'s business).
 NODE_LABELS = ("Hostname", "hostname", "node", "kubernetes_node", "node_name", "exported_instance", "instance")
+# dcgm-exporter 1.x's name of each field heterojob reads (NVIDIA/gpu-monitoring-tools tag 1.0.0,
+# exporters/prometheus-dcgm/dcgm-exporter/dcgm-exporter: `dcgm_<field>{gpu, uuid}`; 2.3.0+ emits the same names
+# with etc/dcgm-exporter/1.x-compatibility-metrics.csv)
+DCGM_1X = {"DCGM_FI_DEV_GPU_UTIL": "dcgm_gpu_utilization", "DCGM_FI_DEV_GPU_TEMP": "dcgm_gpu_temp",
+           "DCGM_FI_DEV_FB_USED": "dcgm_fb_used", "DCGM_FI_DEV_FB_FREE": "dcgm_fb_free",
+           "DCGM_FI_DEV_POWER_USAGE": "dcgm_power_usage", "DCGM_FI_DEV_XID_ERRORS": "dcgm_xid_errors"}
 
 
 def _first(labels: Mapping[str, str], *names: str) -> str:
@@ -471,28 +477,27 @@ class DcgmAdapter(Adapter):
     key_labels = ("UUID", "uuid", "GPU_I_ID")
     identity_labels = (*key_labels, "GPU_I_PROFILE", "gpu", "modelName", *LOCATION_LABELS, *POD_LABELS)
     group_labels = ("xid",)
-    # `legacy`: dcgm-exporter 1.x's names (NVIDIA/gpu-monitoring-tools tag 1.0.0, exporters/prometheus-dcgm:
-    # `dcgm_<field>{gpu, uuid}`, pod_name/pod_namespace/container_name added by pod-gpu-metrics-exporter), which
-    # 2.3.0+ still emits with etc/dcgm-exporter/1.x-compatibility-metrics.csv
+    # `legacy`: dcgm-exporter 1.x's names (DCGM_1X; pod_name/pod_namespace/container_name added by its
+    # pod-gpu-metrics-exporter)
     roles = {
         "util": Role("DCGM_FI_DEV_GPU_UTIL", "avg_over_time"),
         # held for the window: hysteresis on overheat
-        "temp": Role("DCGM_FI_DEV_GPU_TEMP", "min_over_time", legacy="dcgm_gpu_temp"),
-        "fb_used": Role("DCGM_FI_DEV_FB_USED", legacy="dcgm_fb_used"),
+        "temp": Role("DCGM_FI_DEV_GPU_TEMP", "min_over_time", legacy=DCGM_1X["DCGM_FI_DEV_GPU_TEMP"]),
+        "fb_used": Role("DCGM_FI_DEV_FB_USED", legacy=DCGM_1X["DCGM_FI_DEV_FB_USED"]),
         # used + free + reserved (reserved when present), summed by Prometheus: one series per device, not three
         "fb_total": Role("fb_total", param='sum by (UUID, uuid, GPU_I_ID) ({__name__=~"DCGM_FI_DEV_FB_USED|'
                          'DCGM_FI_DEV_FB_FREE|DCGM_FI_DEV_FB_RESERVED|dcgm_fb_used|dcgm_fb_free"}) '
                          'and on (UUID, uuid, GPU_I_ID) {__name__=~"DCGM_FI_DEV_FB_FREE|dcgm_fb_free"}'),
-        "power": Role("DCGM_FI_DEV_POWER_USAGE", legacy="dcgm_power_usage"),
+        "power": Role("DCGM_FI_DEV_POWER_USAGE", legacy=DCGM_1X["DCGM_FI_DEV_POWER_USAGE"]),
         # the code of the last XID, not a count
-        "xid": Role("DCGM_FI_DEV_XID_ERRORS", legacy="dcgm_xid_errors"),
+        "xid": Role("DCGM_FI_DEV_XID_ERRORS", legacy=DCGM_1X["DCGM_FI_DEV_XID_ERRORS"]),
         "xid_count": Role("DCGM_EXP_XID_ERRORS_COUNT"),  # per `xid` over window_size_in_ms, when enabled
     }
     # MIG instances only: whole GPUs have DCGM_FI_DEV_GPU_UTIL (default counters since 2.3.1-2.6.0), and
     # evaluating the profiling field for the whole fleet would double the identity query's cost; then 1.x's name
     identity_alternatives = (Role("DCGM_FI_PROF_GR_ENGINE_ACTIVE", "avg_over_time", scale=100,
                                   selector='{GPU_I_ID!=""}'),
-                             Role("dcgm_gpu_utilization", "avg_over_time"))
+                             Role(DCGM_1X["DCGM_FI_DEV_GPU_UTIL"], "avg_over_time"))
     # 2.2.9-2.4.1 (and earlier 2.x) comment DCGM_FI_DEV_GPU_UTIL out of both counters CSVs: a whole GPU is
     # placed by its temperature's labels, and its utilization is the engine activity, asked in a second round
     # only for such GPUs
