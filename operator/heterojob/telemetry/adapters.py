@@ -469,8 +469,8 @@ def _unplaced(labels: Mapping[str, str], ctx: Context) -> str:
 
 
 class DcgmAdapter(Adapter):
-    """NVIDIA dcgm-exporter 1.x-4.x (1.x's `dcgm_*` names as legacy alternatives). `Hostname` became `hostname` after 4.5.3-4.8.2: both are read; `UUID` is
-    `uuid` with --use-old-namespace. A MIG instance is a device of its own (`<UUID>/mig-<GPU_I_ID>`):
+    """NVIDIA dcgm-exporter 1.x-4.x (1.x's `dcgm_*` names as legacy alternatives). `Hostname` became `hostname`
+    after 4.5.3-4.8.2: both are read; `UUID` is `uuid` with --use-old-namespace (and in 1.x). A MIG instance is a device of its own (`<UUID>/mig-<GPU_I_ID>`):
     it has no DCGM_FI_DEV_GPU_UTIL, so its utilization is DCGM_FI_PROF_GR_ENGINE_ACTIVE x 100."""
 
     family = "dcgm"

@@ -9,8 +9,9 @@ values are those of tests/fixtures/exporters and docs/telemetry.md): dcgm-export
 DCGM_FI_DEV_GPU_UTIL, 1.x's `dcgm_*` names, 4.x --kubernetes-virtual-gpus (a time-sliced GPU's series per pod);
 npu-exporter 2021 to 2026 label sets with explicit timestamps and their "not collected" values, 310P DDR
 memory, vNPU chips listed per pod, the chip's network health and RoCE link (2024+ / 2026); any exporter's
-series carrying their own `instance`, as a federating Prometheus passes them on (`exported_instance`). `targets()` says how each node is
-scraped (relabelled `node` label or not, ServiceMonitor target labels). `realistic_mix` is the demo's blend.
+series carrying their own `instance`, as a federating Prometheus passes them on (`exported_instance`).
+`targets()` says how each node is scraped (relabelled `node` label or not, ServiceMonitor target labels).
+`realistic_mix` is the demo's blend; the older shapes are `ExporterProfile` settings of their own.
 
 A device bound to a pod reports high utilization and that pod's labels; an idle one reports zero. Faults are
 injected over HTTP (`POST /faults`) or in process (`ExporterFleet.inject`):
@@ -280,7 +281,8 @@ class ExporterFleet:
         pod_labels = ["container_name", "pod_namespace", "pod_name"] if p.old_namespace or v1 else \
             ["container", "namespace", "pod"]
         labels = [*gpu_labels, *pod_labels, *(["vgpu"] if p.vgpu else []), *(["instance"] if p.federated else [])]
-        legacy = {"DCGM_FI_DEV_GPU_UTIL": "dcgm_gpu_utilization", "DCGM_FI_DEV_MEM_COPY_UTIL": "dcgm_mem_copy_utilization",
+        legacy = {"DCGM_FI_DEV_GPU_UTIL": "dcgm_gpu_utilization",
+                  "DCGM_FI_DEV_MEM_COPY_UTIL": "dcgm_mem_copy_utilization",
                   "DCGM_FI_DEV_FB_USED": "dcgm_fb_used", "DCGM_FI_DEV_FB_FREE": "dcgm_fb_free",
                   "DCGM_FI_DEV_GPU_TEMP": "dcgm_gpu_temp", "DCGM_FI_DEV_POWER_USAGE": "dcgm_power_usage",
                   "DCGM_FI_DEV_XID_ERRORS": "dcgm_xid_errors"}
