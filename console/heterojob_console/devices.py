@@ -22,7 +22,7 @@ from heterojob.controller import FleetSource
 from heterojob.controller.monitor import Monitor, TelemetryConfig
 from heterojob.kube import convert
 from heterojob.telemetry import sources as telemetry_sources
-from heterojob.telemetry.adapters import HOST_LABELS, NODE_LABELS, RELABELLED_NODE_LABELS, node_of_series
+from heterojob.telemetry.adapters import DCGM_1X, HOST_LABELS, NODE_LABELS, RELABELLED_NODE_LABELS, node_of_series
 from heterojob.telemetry.failures import describe
 from heterojob.telemetry.prometheus import connect
 
@@ -264,6 +264,8 @@ def history(prometheus_url: str, device: str, minutes: int, now: float | None = 
         title = entry[0]
         # a MIG instance has no GPU_UTIL: its utilization is the engine activity (a ratio), as the operator reads it
         pattern = MIG_UTILIZATION if mig and title == "Utilization" else entry[pick]
+        if pick == 2 and (old := DCGM_1X.get(pattern.split("{", 1)[0])):  # dcgm-exporter 1.x's name as well
+            pattern += f" or {old}{{sel}}"
         expr = f"max({' or '.join(pattern.format(sel=s) for s in sels)})"
         if title == "Utilization" and pick == 2 and not mig:
             # dcgm-exporter 2.2.9-2.4.1 ships GPU_UTIL commented out: the engine activity stands in where it is

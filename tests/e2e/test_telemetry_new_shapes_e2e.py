@@ -3,7 +3,9 @@ Debian's real Prometheus and read by the monitor, as test_telemetry_e2e.py does 
 
 - dcgm-exporter 2.2.9-2.4.1 with its chart's dcp-metrics-included.csv: no DCGM_FI_DEV_GPU_UTIL at all;
 - dcgm-exporter 4.x with --kubernetes-virtual-gpus: a time-sliced GPU's series repeated per pod (`vgpu`);
-- npu-exporter (mind-cluster, 2025+) on Ascend 310P3: DDR memory instead of HBM, a chip split into vNPUs.
+- npu-exporter (mind-cluster, 2025+) on Ascend 310P3: DDR memory instead of HBM, a chip split into vNPUs;
+- dcgm-exporter 1.x (gpu-monitoring-tools 1.0.0): `dcgm_*` names, `gpu`/`uuid` and pod_name/pod_namespace;
+- npu-exporter (mind-cluster 2026-08) on a 910B: a chip's network health 0 and a RoCE link DOWN.
 """
 
 from __future__ import annotations
@@ -31,13 +33,21 @@ NEW = {
     "gpu-node-i": ("dcgm-2.2.9-2.4.1-dcp-no-gpu-util.prom", "dcgm", {}, True),
     "gpu-node-j": ("dcgm-4.1.1-4.0.3-kubernetes-virtual-gpus.prom", "dcgm", {}, True),
     "npu-node-k": ("npu-exporter-mindcluster-2025-310p-vnpu.prom", "npu-exporter", {}, True),
+    "gpu-node-m": ("dcgm-1.0.0-gpu-monitoring-tools.prom", "dcgm", {}, True),
+    "npu-node-n": ("npu-exporter-mindcluster-2026-910b-network.prom", "npu-exporter", {}, True),
 }
 NODES = [node("gpu-node-i", "cn-east", "nvidia-a100", devices=2),
          node("gpu-node-j", "cn-east", "nvidia-h100", devices=2),
-         node("npu-node-k", "cn-north", "ascend-910b", devices=3)]
+         node("npu-node-k", "cn-north", "ascend-910b", devices=3),
+         node("gpu-node-m", "cn-east", "nvidia-a100", devices=2),
+         node("npu-node-n", "cn-north", "ascend-910b", devices=4)]
 DCP = JobRef("team-i", "dcp-train", "cn-east", generation=1, replicas=1, per_replica=1)
 P310 = JobRef("team-k", "p310", "cn-north", generation=1, replicas=1, per_replica=1)
 I0, I1 = "GPU-5b0e7c31-4a2d-4e8f-9c61-00000000i000", "GPU-5b0e7c31-4a2d-4e8f-9c61-00000000i001"
+LEGACY = JobRef("team-m", "legacy-train", "cn-east", generation=1, replicas=1, per_replica=1)
+DIST = JobRef("team-n", "dist", "cn-north", generation=1, replicas=2, per_replica=2)
+SOLO = JobRef("team-n", "solo", "cn-north", generation=1, replicas=1, per_replica=2)
+M0, M1 = "GPU-2b399198-c670-a848-173b-d3400051a2f0", "GPU-9567a9e7-341e-bb7e-fcf5-788d8caa5f01"
 J0, J1 = "GPU-0e6a9d42-7f13-4b5c-8d20-00000000j000", "GPU-0e6a9d42-7f13-4b5c-8d20-00000000j001"
 
 
@@ -56,8 +66,8 @@ def test_three_more_exporter_shapes_through_a_real_prometheus(recorded: Promethe
             "team-k/p310": WatchedJob(P310, "ascend-910b", "1")}
     m = Monitor(None, source, lambda: jobs, TelemetryConfig(prometheus_url=recorded.url, window_s=4, timeout_s=3,
                                                             policy=HealthPolicy()))
-    s = eventually(lambda: (s := collect(m)) and len(s.devices) == 7 and s, timeout=30, interval=0.5,
-                   what="7 devices from three recorded exporters")
+    s = eventually(lambda: (s := collect(m)) and len(s.devices) == 13 and s, timeout=30, interval=0.5,
+                   what="13 devices from five recorded exporters")
     time.sleep(1.5)
     s = collect(m)
     d = s.devices
@@ -81,6 +91,27 @@ def test_three_more_exporter_shapes_through_a_real_prometheus(recorded: Promethe
     assert m.stats.queries <= 12
 
 
+def test_1x_names_and_npu_network_faults_through_a_real_prometheus(recorded: PrometheusServer) -> None:
+    m = Monitor(None, FleetSource.from_objects([*NODES, *defaults.all_objects()]), lambda: {},
+                TelemetryConfig(prometheus_url=recorded.url, window_s=4, timeout_s=3, policy=HealthPolicy()))
+    s = eventually(lambda: (s := collect(m)) and len(s.devices) == 13 and s, timeout=30, interval=0.5,
+                   what="13 devices from five recorded exporters")
+    d = s.devices
+    m0, m1 = d[M0], d[M1]
+    assert (m0.node, m0.namespace, m0.pod, m0.utilization, m0.temperature_c) == ("gpu-node-m", "team-m",
+                                                                                  "legacy-train-g1-0", 93, 66)
+    assert (m0.memory_used_mib, m0.memory_total_mib, m0.power_w, m0.health) == (12740, 16160, 231.5, Health.HEALTHY)
+    assert m1.health == Health.FAILED and m1.xid == 79 and m1.pod is None
+    assert job_telemetry(LEGACY, s).average == 93
+    n = {i: d[f"npu-node-n/npu-{i}"] for i in range(4)}
+    assert [n[i].network_fault for i in range(4)] == ["", "NPU link status 0 (down)",
+                                                      "NPU network health status 0 (unhealthy)", ""]
+    assert all(x.health == Health.HEALTHY for x in n.values()) and "npu-node-n" not in s.failed_nodes
+    dist = job_telemetry(DIST, s)
+    assert [(r, x.device_id, x.health) for r, x in dist.unhealthy] == [(0, "npu-node-n/npu-1", Health.FAILED)]
+    assert job_telemetry(SOLO, s).unhealthy == ()
+
+
 def test_the_consoles_device_history_charts_a_gpu_without_gpu_util(recorded: PrometheusServer) -> None:
     """dcgm-exporter 2.2.9-2.4.1 (no DCGM_FI_DEV_GPU_UTIL): the Device page's utilization chart falls back to
     the engine activity, as the operator's adapter does, and a GPU that has GPU_UTIL keeps it."""
@@ -90,3 +121,13 @@ def test_the_consoles_device_history_charts_a_gpu_without_gpu_util(recorded: Pro
                          timeout=30, interval=0.5, what="a utilization history for the GPU without GPU_UTIL")
     assert charted["Utilization"]["value"].between(0, 100).all()
     assert not charted["Temperature"].empty
+
+
+def test_the_consoles_device_history_charts_a_dcgm_1x_gpu(recorded: PrometheusServer) -> None:
+    """dcgm-exporter 1.x (`dcgm_*` names, `uuid`): the Device page's charts read the old names too."""
+    from heterojob_console.devices import history
+
+    charted = eventually(lambda: (h := history(recorded.url, M0, 15)) and not h["Utilization"].empty and h,
+                         timeout=30, interval=0.5, what="a utilization history for the dcgm-exporter 1.x GPU")
+    assert set(charted["Utilization"]["value"]) == {93}
+    assert set(charted["Temperature"]["value"]) == {66} and set(charted["Memory used"]["value"]) == {12740}

@@ -38,9 +38,10 @@ def test_queries_are_fleet_wide_and_windowed() -> None:
     keys = "UUID, uuid, GPU_I_ID"
     # the temperature keeps the identity labels: it places a GPU that has no utilization metric (2.2.9-2.4.1)
     assert queries["temp"] == (f"max by ({', '.join(DcgmAdapter.identity_labels)}) "
-                               "(min_over_time(DCGM_FI_DEV_GPU_TEMP[60s]))")
+                               "(min_over_time(DCGM_FI_DEV_GPU_TEMP[60s]) or min_over_time(dcgm_gpu_temp[60s]))")
     assert queries["instant"] == (f'max by (__name__, {keys}, xid) '
-        '({__name__=~"DCGM_FI_DEV_FB_USED|DCGM_FI_DEV_POWER_USAGE|DCGM_FI_DEV_XID_ERRORS|DCGM_EXP_XID_ERRORS_COUNT"})')
+        '({__name__=~"DCGM_FI_DEV_FB_USED|dcgm_fb_used|DCGM_FI_DEV_POWER_USAGE|dcgm_power_usage|'
+        'DCGM_FI_DEV_XID_ERRORS|dcgm_xid_errors|DCGM_EXP_XID_ERRORS_COUNT"})')
     assert queries["fb_total"].startswith("sum by (UUID, uuid, GPU_I_ID) ")  # beside it, not joined to it
     assert AscendAdapter().queries(30)["health"] == (
         "max by (id, node, kubernetes_node, node_name, Hostname, hostname, exported_instance, instance) "

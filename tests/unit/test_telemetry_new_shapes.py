@@ -9,7 +9,7 @@ from typing import Any
 
 from heterojob.telemetry.adapters import FALLBACK, AscendAdapter, DcgmAdapter, ParseReport
 from heterojob.telemetry.model import Health, HealthPolicy
-from heterojob.telemetry.snapshot import Availability, NodeFacts, SourceResult, build, followups
+from heterojob.telemetry.snapshot import Availability, JobRef, NodeFacts, SourceResult, build, followups, job_telemetry
 
 POLICY = HealthPolicy()
 T0 = 1_763_740_800.0
@@ -183,3 +183,77 @@ def test_a_federated_series_is_placed_by_its_exported_instance() -> None:
     report = ParseReport()
     out = DcgmAdapter().parse({"util": [s(77, **labels)]}, POLICY, report, ctx=Context(is_node={"other"}.__contains__))
     assert out == [] and "gpu-node-f:9400" in report.notes[0]  # the exporter's target is what names no Node
+
+
+# --- npu-exporter (mind-cluster 2026-08): the chip's own network health and RoCE link ---------------------
+# tests/fixtures/exporters/npu-exporter-mindcluster-2026-910b-network.prom: network_status 1/0 (dcmi network health
+# code 0 or 6 / other), link_status 1 "UP" / 0 "DOWN", 2147483647 when the query failed.
+
+NET = {"model_name": "Ascend910B3", "node": "npu-node-n", "namespace": "team-n"}
+
+
+def net_answers(network: dict[str, float], link: dict[str, float], pods: dict[str, str]) -> dict[str, Any]:
+    def grouped(metric: str, values: dict[str, float]) -> list[dict[str, Any]]:
+        return [s(v, heterojob_metric=metric, id=c, node="npu-node-n") for c, v in values.items()]
+
+    return {"npu-exporter:util": [s(90, **NET, id=c, pod_name=p) for c, p in pods.items()],
+            "npu-exporter:health": [s(1, id=c, node="npu-node-n") for c in pods],
+            "npu-exporter:instant": grouped("npu_chip_info_network_status", network)
+            + grouped("npu_chip_info_link_status", link), "up": []}
+
+
+def test_a_chip_whose_network_or_link_is_down_fails_a_multi_replica_job_only() -> None:
+    q = AscendAdapter().queries(30)["instant"]
+    assert "max_over_time(npu_chip_info_network_status[30s])" in q  # 0 only when the whole window said so
+    assert "max_over_time(npu_chip_info_link_status[30s])" in q and "last_over_time(npu_chip_info_power[30s])" in q
+    pods = {"0": "dist-g1-0", "1": "dist-g1-0", "2": "solo-g1-0", "3": "solo-g1-0"}
+    res = net_answers({"0": 1, "1": 1, "2": 0, "3": 1}, {"0": 1, "1": 0, "2": 1, "3": 2147483647}, pods)
+    snap = build([SourceResult("p", frozenset({"*"}), res)], {"npu-node-n": NodeFacts("cn-north", "ascend-910b", 4)},
+                 {}, POLICY)
+    d = snap.devices
+    # the chip itself is healthy: fleet health and the node's failure are about the chip, not its network
+    assert all(x.health == Health.HEALTHY for x in d.values()) and snap.failed_nodes == {}
+    assert d["npu-node-n/npu-1"].network_fault == "NPU link status 0 (down)"
+    assert d["npu-node-n/npu-2"].network_fault == "NPU network health status 0 (unhealthy)"
+    assert d["npu-node-n/npu-0"].network_fault == d["npu-node-n/npu-3"].network_fault == ""  # unknown link: no fault
+    dist = job_telemetry(JobRef("team-n", "dist", "cn-north", 1, replicas=2, per_replica=2), snap)
+    assert [(rank, x.device_id, x.health) for rank, x in dist.unhealthy] == [(0, "npu-node-n/npu-1", Health.FAILED)]
+    assert "link status 0 (down)" in dist.unhealthy[0][1].reason and "2 replicas" in dist.unhealthy[0][1].reason
+    solo = job_telemetry(JobRef("team-n", "solo", "cn-north", 1, replicas=1, per_replica=2), snap)
+    assert solo.unhealthy == () and solo.unknown == ()  # one replica: its collectives never leave the node
+
+
+def test_network_status_without_samples_or_with_failed_queries_is_never_a_fault() -> None:
+    # 310/310P (not training cards) have no series at all; -1, 2147483647, 4294967295 are no reading
+    pods = {"0": "dist-g1-0", "1": "dist-g1-0", "2": "dist-g1-0"}
+    res = net_answers({"1": -1, "2": 4294967295}, {"1": 2147483647}, pods)
+    snap = build([SourceResult("p", frozenset({"*"}), res)], {"npu-node-n": NodeFacts("cn-north", "ascend-910b", 3)},
+                 {}, POLICY)
+    assert {x.network_fault for x in snap.devices.values()} == {""}
+    assert job_telemetry(JobRef("team-n", "dist", "cn-north", 1, replicas=2, per_replica=3), snap).unhealthy == ()
+
+
+# --- dcgm-exporter 1.x names (gpu-monitoring-tools 1.0.0; 2.3.0+ with 1.x-compatibility-metrics.csv) ------------
+
+def test_dcgm_exporter_1x_names_are_read_through_the_same_adapter() -> None:
+    q = DcgmAdapter().queries(60)
+    assert q["util"].endswith("(avg_over_time(dcgm_gpu_utilization[60s]))")
+    assert "min_over_time(DCGM_FI_DEV_GPU_TEMP[60s]) or min_over_time(dcgm_gpu_temp[60s])" in q["temp"]
+    assert "dcgm_xid_errors" in q["instant"] and "dcgm_fb_used" in q["instant"] and "dcgm_fb_free" in q["fb_total"]
+    busy = {"gpu": "0", "uuid": "GPU-m0", "pod_name": "legacy-train-g1-0", "pod_namespace": "team-m",
+            "container_name": "trainer", "node": "gpu-node-m"}
+    idle = {"gpu": "1", "uuid": "GPU-m1", "node": "gpu-node-m"}
+    res = {"dcgm:util": [s(93, **busy), s(0, **idle)], "dcgm:temp": [s(66, **busy), s(31, **idle)],
+           "dcgm:fb_total": [s(16160, uuid="GPU-m0"), s(16160, uuid="GPU-m1")],
+           "dcgm:instant": [s(12740, __name__="dcgm_fb_used", uuid="GPU-m0"),
+                            s(231.5, __name__="dcgm_power_usage", uuid="GPU-m0"),
+                            s(0, __name__="dcgm_xid_errors", uuid="GPU-m0"),
+                            s(79, __name__="dcgm_xid_errors", uuid="GPU-m1")], "up": []}
+    snap = build([SourceResult("p", frozenset({"*"}), res)], {"gpu-node-m": NodeFacts("cn-east", "nvidia-v100", 2)},
+                 {}, POLICY)
+    m0, m1 = snap.devices["GPU-m0"], snap.devices["GPU-m1"]
+    assert (m0.node, m0.namespace, m0.pod, m0.utilization, m0.temperature_c) == ("gpu-node-m", "team-m",
+                                                                                  "legacy-train-g1-0", 93, 66)
+    assert (m0.memory_used_mib, m0.memory_total_mib, m0.power_w, m0.health) == (12740, 16160, 231.5, Health.HEALTHY)
+    assert m1.health == Health.FAILED and m1.xid == 79 and m1.pod is None
+    assert snap.region("cn-east").availability == Availability.OK

@@ -225,7 +225,8 @@ def test_memory_total_includes_the_reserved_framebuffer() -> None:
     # Prometheus sums used + free + reserved per device (one series, not three); the e2e test checks the figure
     q = DcgmAdapter().queries(60)["fb_total"]
     assert ('sum by (UUID, uuid, GPU_I_ID) ({__name__=~"DCGM_FI_DEV_FB_USED|DCGM_FI_DEV_FB_FREE|'
-            'DCGM_FI_DEV_FB_RESERVED"}) and on (UUID, uuid, GPU_I_ID) DCGM_FI_DEV_FB_FREE') in q
+            'DCGM_FI_DEV_FB_RESERVED|dcgm_fb_used|dcgm_fb_free"}) '
+            'and on (UUID, uuid, GPU_I_ID) {__name__=~"DCGM_FI_DEV_FB_FREE|dcgm_fb_free"}') in q
     labels = {"UUID": "GPU-a", "gpu": "0", "Hostname": "g0"}
     res = {"util": [s(97, **labels)], "instant": [s(69087, __name__="DCGM_FI_DEV_FB_USED", UUID="GPU-a")],
            "fb_total": [s(81159, UUID="GPU-a")]}

@@ -23,7 +23,7 @@ from dataclasses import dataclass, field, replace
 from typing import Any, ClassVar
 
 from heterojob.telemetry.model import (
-    ASCEND_SENTINELS, SHARED_POD, DeviceSample, HealthPolicy, classify_gpu, classify_npu, number,
+    ASCEND_SENTINELS, SHARED_POD, DeviceSample, HealthPolicy, classify_gpu, classify_npu, classify_npu_network, number,
 )
 
 Vector = Sequence[Mapping[str, Any]]
@@ -74,6 +74,12 @@ LOCATION_LABELS = (*RELABELLED_NODE_LABELS, *HOST_LABELS, *INSTANCE_LABELS)
 # Every label that can say where a series comes from (kept for readers grouping by location, e.g. the console;
 # which one wins is `node_of_series`'s business).
 NODE_LABELS = ("Hostname", "hostname", "node", "kubernetes_node", "node_name", "exported_instance", "instance")
+# dcgm-exporter 1.x's name of each field heterojob reads (NVIDIA/gpu-monitoring-tools tag 1.0.0,
+# exporters/prometheus-dcgm/dcgm-exporter/dcgm-exporter: `dcgm_<field>{gpu, uuid}`; 2.3.0+ emits the same names
+# with etc/dcgm-exporter/1.x-compatibility-metrics.csv)
+DCGM_1X = {"DCGM_FI_DEV_GPU_UTIL": "dcgm_gpu_utilization", "DCGM_FI_DEV_GPU_TEMP": "dcgm_gpu_temp",
+           "DCGM_FI_DEV_FB_USED": "dcgm_fb_used", "DCGM_FI_DEV_FB_FREE": "dcgm_fb_free",
+           "DCGM_FI_DEV_POWER_USAGE": "dcgm_power_usage", "DCGM_FI_DEV_XID_ERRORS": "dcgm_xid_errors"}
 
 
 def _first(labels: Mapping[str, str], *names: str) -> str:
@@ -139,14 +145,22 @@ class Role:
     # of a figure Prometheus computes per device (`metric` then only names it)
     scale: float = 1.0  # DCGM_FI_PROF_* are ratios: x100 to a percent
     selector: str = ""  # a label matcher the fleet-wide query keeps (never one naming a job or device)
+    over: str = ""  # in a windowed grouped query, this role's function instead of the adapter's `grouped_fn`
+    legacy: str = ""  # the same figure under an older exporter's name (read with `or`: the current name wins)
+
+    @property
+    def names(self) -> tuple[str, ...]:
+        return (self.metric, self.legacy) if self.legacy else (self.metric,)
 
     def expr(self, selector: str, window_s: int) -> str:
-        inner = f"{self.metric}{selector or self.selector}"
+        sel = selector or self.selector
         if not self.fn:
-            return inner
+            return f"{self.metric}{sel}"
         args = f"{self.param}, " if self.param else ""
-        out = f"{self.fn}({args}{inner}[{window_s}s])"
-        return f"{self.scale:g} * {out}" if self.scale != 1 else out
+        out = " or ".join(f"{self.fn}({args}{m}{sel}[{window_s}s])" for m in self.names)
+        if self.scale != 1:
+            return f"{self.scale:g} * ({out})" if self.legacy else f"{self.scale:g} * {out}"
+        return out
 
 
 class Adapter:
@@ -191,15 +205,15 @@ class Adapter:
         # a figure Prometheus computes is a query of its own: evaluated beside the grouped one, not after it
         # (joined with `or`, the two made the cycle's slowest query)
         out.update({role: r.param for role, r in self.roles.items() if not r.fn and r.param})
-        grouped = [r.metric for r in self.roles.values() if not r.fn and not r.param]
+        grouped = [r for r in self.roles.values() if not r.fn and not r.param]
         if grouped and not self.grouped_fn:
             by = ", ".join(("__name__", *self.key_labels, *self.group_labels))
-            out[INSTANT] = f'max by ({by}) ({{__name__=~"{"|".join(grouped)}"}})'
+            out[INSTANT] = f'max by ({by}) ({{__name__=~"{"|".join(m for r in grouped for m in r.names)}"}})'
         elif grouped:  # functions drop __name__: each metric is marked with a label of its own instead
             by = ", ".join((*self.key_labels, *self.group_labels))
             out[INSTANT] = " or ".join(
-                f'label_replace(max by ({by}) ({self.grouped_fn}({m}[{window_s}s])), "{ROLE_LABEL}", "{m}", "", "")'
-                for m in grouped)
+                f'label_replace(max by ({by}) ({r.over or self.grouped_fn}({r.metric}[{window_s}s])), '
+                f'"{ROLE_LABEL}", "{r.metric}", "", "")' for r in grouped)
         return out
 
     def seen_query(self, instances: Collection[str] = ()) -> str:
@@ -258,7 +272,8 @@ class Adapter:
         """Results by query name -> results by role (the grouped query is split by metric name)."""
         out: dict[str, list[Mapping[str, Any]]] = {role: list(v or ()) for role, v in results.items()
                                                    if role != INSTANT}
-        role_of = {r.metric: role for role, r in self.roles.items() if not r.fn}  # metric (or figure) name -> role
+        # metric (or figure) name -> role
+        role_of = {m: role for role, r in self.roles.items() if not r.fn for m in r.names}
         for series in results.get(INSTANT) or ():
             labels = series.get("metric") or {}
             role = role_of.get(labels.get("__name__") or labels.get(ROLE_LABEL) or "")
@@ -454,30 +469,35 @@ def _unplaced(labels: Mapping[str, str], ctx: Context) -> str:
 
 
 class DcgmAdapter(Adapter):
-    """NVIDIA dcgm-exporter 2.x-4.x. `Hostname` became `hostname` after 4.5.3-4.8.2: both are read; `UUID` is
-    `uuid` with --use-old-namespace. A MIG instance is a device of its own (`<UUID>/mig-<GPU_I_ID>`):
+    """NVIDIA dcgm-exporter 1.x-4.x (1.x's `dcgm_*` names as legacy alternatives). `Hostname` became `hostname`
+    after 4.5.3-4.8.2: both are read; `UUID` is `uuid` with --use-old-namespace (and in 1.x). A MIG instance is a device of its own (`<UUID>/mig-<GPU_I_ID>`):
     it has no DCGM_FI_DEV_GPU_UTIL, so its utilization is DCGM_FI_PROF_GR_ENGINE_ACTIVE x 100."""
 
     family = "dcgm"
     key_labels = ("UUID", "uuid", "GPU_I_ID")
     identity_labels = (*key_labels, "GPU_I_PROFILE", "gpu", "modelName", *LOCATION_LABELS, *POD_LABELS)
     group_labels = ("xid",)
+    # `legacy`: dcgm-exporter 1.x's names (DCGM_1X; pod_name/pod_namespace/container_name added by its
+    # pod-gpu-metrics-exporter)
     roles = {
         "util": Role("DCGM_FI_DEV_GPU_UTIL", "avg_over_time"),
-        "temp": Role("DCGM_FI_DEV_GPU_TEMP", "min_over_time"),  # held for the window: hysteresis on overheat
-        "fb_used": Role("DCGM_FI_DEV_FB_USED"),
+        # held for the window: hysteresis on overheat
+        "temp": Role("DCGM_FI_DEV_GPU_TEMP", "min_over_time", legacy=DCGM_1X["DCGM_FI_DEV_GPU_TEMP"]),
+        "fb_used": Role("DCGM_FI_DEV_FB_USED", legacy=DCGM_1X["DCGM_FI_DEV_FB_USED"]),
         # used + free + reserved (reserved when present), summed by Prometheus: one series per device, not three
-        "fb_total": Role("fb_total", param='sum by (UUID, uuid, GPU_I_ID) '
-                         '({__name__=~"DCGM_FI_DEV_FB_USED|DCGM_FI_DEV_FB_FREE|DCGM_FI_DEV_FB_RESERVED"}) '
-                         'and on (UUID, uuid, GPU_I_ID) DCGM_FI_DEV_FB_FREE'),
-        "power": Role("DCGM_FI_DEV_POWER_USAGE"),
-        "xid": Role("DCGM_FI_DEV_XID_ERRORS"),  # the code of the last XID, not a count
+        "fb_total": Role("fb_total", param='sum by (UUID, uuid, GPU_I_ID) ({__name__=~"DCGM_FI_DEV_FB_USED|'
+                         'DCGM_FI_DEV_FB_FREE|DCGM_FI_DEV_FB_RESERVED|dcgm_fb_used|dcgm_fb_free"}) '
+                         'and on (UUID, uuid, GPU_I_ID) {__name__=~"DCGM_FI_DEV_FB_FREE|dcgm_fb_free"}'),
+        "power": Role("DCGM_FI_DEV_POWER_USAGE", legacy=DCGM_1X["DCGM_FI_DEV_POWER_USAGE"]),
+        # the code of the last XID, not a count
+        "xid": Role("DCGM_FI_DEV_XID_ERRORS", legacy=DCGM_1X["DCGM_FI_DEV_XID_ERRORS"]),
         "xid_count": Role("DCGM_EXP_XID_ERRORS_COUNT"),  # per `xid` over window_size_in_ms, when enabled
     }
-    # only for MIG instances: whole GPUs have DCGM_FI_DEV_GPU_UTIL (default counters since 2.3.1-2.6.0), and
-    # evaluating the profiling field for the whole fleet would double the identity query's cost
+    # MIG instances only: whole GPUs have DCGM_FI_DEV_GPU_UTIL (default counters since 2.3.1-2.6.0), and
+    # evaluating the profiling field for the whole fleet would double the identity query's cost; then 1.x's name
     identity_alternatives = (Role("DCGM_FI_PROF_GR_ENGINE_ACTIVE", "avg_over_time", scale=100,
-                                  selector='{GPU_I_ID!=""}'),)
+                                  selector='{GPU_I_ID!=""}'),
+                             Role(DCGM_1X["DCGM_FI_DEV_GPU_UTIL"], "avg_over_time"))
     # 2.2.9-2.4.1 (and earlier 2.x) comment DCGM_FI_DEV_GPU_UTIL out of both counters CSVs: a whole GPU is
     # placed by its temperature's labels, and its utilization is the engine activity, asked in a second round
     # only for such GPUs
@@ -541,6 +561,11 @@ class AscendAdapter(Adapter):
         "ddr_used": Role("npu_chip_info_used_memory"),
         "ddr_total": Role("npu_chip_info_total_memory"),
         "power": Role("npu_chip_info_power"),
+        # the chip's own RoCE network (training cards only: 910/910B/910A3; 310/310P report none), held for the
+        # window like the health: 0 only when every sample said so. A fault only for multi-replica jobs
+        # (`snapshot.job_telemetry`), as mind-cluster's scheduler drops network-unhealthy chips only then
+        "network": Role("npu_chip_info_network_status", over="max_over_time"),
+        "link": Role("npu_chip_info_link_status", over="max_over_time"),
     }
     # 2023-era exporters put the pod only on container_npu_utilization (same value, pod labels)
     identity_alternatives = (Role("container_npu_utilization", "quantile_over_time", "0.5"),)
@@ -560,6 +585,7 @@ class AscendAdapter(Adapter):
     def sample(self, device_id: str, node: str, labels: Mapping[str, str], values: Mapping[str, Any],
                policy: HealthPolicy, where: Where = (None, None), ctx: Context = Context()) -> DeviceSample:
         health, reason, error = classify_npu(values.get("health"), values.get("temp"), policy)
+        network = classify_npu_network(values.get("network"), values.get("link"))
         namespace, pod = workload_of(labels, ctx.exporter_pods)
         hbm = values.get("hbm_used") is not None or values.get("hbm_total") is not None
         used, total = (values.get("hbm_used"), values.get("hbm_total")) if hbm else \
@@ -570,7 +596,7 @@ class AscendAdapter(Adapter):
             memory_total_mib=total, temperature_c=values.get("temp"),
             power_w=values.get("power"), health=health, reason=reason, last_error=error,
             namespace=namespace, pod=pod, region=where[0], device_class=where[1], shared=shared(labels),
-            observed_at=values.get("at"),
+            observed_at=values.get("at"), network_fault=network,
         )
 
 

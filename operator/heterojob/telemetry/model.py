@@ -68,6 +68,8 @@ class DeviceSample:
     xid_counts: tuple[tuple[int, float], ...] = ()  # DCGM_EXP_XID_ERRORS_COUNT (xid, count) when enabled
     observed_at: float | None = None  # the query's evaluation time (unix s)
     shared: bool = False  # one chip serving several pods (npu-exporter not_displayed_for_multi_pod)
+    # why the chip's network cannot carry a collective ("" none or unknown): a fault for multi-replica jobs only
+    network_fault: str = ""
 
 
 def number(value: Any) -> float | None:
@@ -133,6 +135,22 @@ def classify_npu(status: float | None, temperature: float | None, policy: Health
         shown = "absent" if status is None else f"{int(status)}"
         return Health.UNKNOWN, f"NPU health status {shown} (unknown)", ""
     return Health.HEALTHY, "", ""
+
+
+def classify_npu_network(network: float | None, link: float | None) -> str:
+    """Why an Ascend chip's own network is down, or "" (up, or nothing says).
+
+    `network` is npu_chip_info_network_status, `link` npu_chip_info_link_status, each the window's max: 0 only
+    when every sample said so. npu-exporter (mind-cluster 2026-08, collector_for_npu.go getNetworkHealthy and
+    collector_for_network.go getLinkStatusCode): network 1 when the driver's network health code is 0 (success)
+    or 6 (init), 0 for any other code; link 1 for `hccn_tool -i <chip> -link -g` "UP", 0 for anything else
+    ("DOWN"); 2147483647 when the query failed (unknown, as is anything else here)."""
+    out = []
+    if network is not None and int(network) == ASCEND_UNHEALTHY:
+        out.append("NPU network health status 0 (unhealthy)")
+    if link is not None and int(link) == ASCEND_UNHEALTHY:
+        out.append("NPU link status 0 (down)")
+    return "; ".join(out)
 
 
 def settle_xid(sample: DeviceSample, before: DeviceSample | None, policy: HealthPolicy) -> DeviceSample:

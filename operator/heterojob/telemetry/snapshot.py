@@ -282,6 +282,8 @@ def job_telemetry(job: JobRef, snapshot: Snapshot, stragglers: StragglerPolicy =
         silent += [d for d in devices if d.node in snapshot.exporters_down or d.reason == "exporter not reporting"]
         utils = [d.utilization for d in devices if d.utilization is not None and d.node not in snapshot.exporters_down]
         per_replica.append(round(statistics.fmean(utils), 1) if utils else None)
+        if job.replicas > 1:
+            devices = tuple(_network_failed(d, job.replicas) for d in devices)
         unhealthy += [(rank, d) for d in devices if d.health in (Health.FAILED, Health.DEGRADED)]
         unknown += [(rank, d) for d in devices if d.health == Health.UNKNOWN]
     known = [u for u in per_replica if u is not None]
@@ -299,6 +301,16 @@ def job_telemetry(job: JobRef, snapshot: Snapshot, stragglers: StragglerPolicy =
         availability, message = Availability.OK, f"{seen} devices reported"
     return JobTelemetry(availability, message, average, tuple(per_replica), slow, why, tuple(unhealthy),
                         seen, expected, tuple(unknown))
+
+
+def _network_failed(device: DeviceSample, replicas: int) -> DeviceSample:
+    """A device whose own network is down, failed for a job of several replicas: their collectives cross it
+    (mind-cluster's Volcano plugin likewise drops network-unhealthy chips only for jobs of more than one task,
+    `GetUsableTopFromNode(node, NPUTaskNum > 1)`). A single replica does not need it: nothing changes."""
+    if not device.network_fault or device.health == Health.FAILED:
+        return device
+    return replace(device, health=Health.FAILED, last_error="npu network down",
+                   reason=f"{device.network_fault}: breaks the collectives of a job of {replicas} replicas")
 
 
 def _stragglers(per_replica: Sequence[float | None], policy: StragglerPolicy) -> tuple[tuple[int, ...], str]:

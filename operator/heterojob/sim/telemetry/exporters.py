@@ -5,9 +5,13 @@ node (a target per node, as with a DaemonSet), and each answer is rendered by pr
 shape a real exporter version emits (an `ExporterProfile` per node; the versions, their label sets and
 values are those of tests/fixtures/exporters and docs/telemetry.md): dcgm-exporter 2.x/3.x/4.x/HEAD with
 `Hostname` or `hostname` (the Node's name, or the exporter pod's when NODE_NAME is unset), with or without
---use-old-namespace, MIG instances, XID err_code labels, DCGM_EXP_XID_ERRORS_COUNT; npu-exporter 2021 to 2026
-label sets with explicit timestamps and their "not collected" values. `targets()` says how each node is
-scraped (relabelled `node` label or not, ServiceMonitor target labels). `realistic_mix` is the demo's blend.
+--use-old-namespace, MIG instances, XID err_code labels, DCGM_EXP_XID_ERRORS_COUNT, 2.2.9-2.4.1 without
+DCGM_FI_DEV_GPU_UTIL, 1.x's `dcgm_*` names, 4.x --kubernetes-virtual-gpus (a time-sliced GPU's series per pod);
+npu-exporter 2021 to 2026 label sets with explicit timestamps and their "not collected" values, 310P DDR
+memory, vNPU chips listed per pod, the chip's network health and RoCE link (2024+ / 2026); any exporter's
+series carrying their own `instance`, as a federating Prometheus passes them on (`exported_instance`).
+`targets()` says how each node is scraped (relabelled `node` label or not, ServiceMonitor target labels).
+`realistic_mix` is the demo's blend; the older shapes are `ExporterProfile` settings of their own.
 
 A device bound to a pod reports high utilization and that pod's labels; an idle one reports zero. Faults are
 injected over HTTP (`POST /faults`) or in process (`ExporterFleet.inject`):
@@ -17,6 +21,9 @@ injected over HTTP (`POST /faults`) or in process (`ExporterFleet.inject`):
   uncollected (the exporter cannot read the device: -1 / 4294967295 on npu-exporter, no series on DCGM)
   vanish (the device's series disappear)   exporter-down (the node's scrape answers 503)
   straggle [factor=0.2] (utilization scaled down)
+  npu-network-down (npu_chip_info_network_status 0)   npu-link-down (npu_chip_info_link_status 0, hccn_tool "DOWN")
+
+`ExporterFleet.share` gives a device to several pods at once (time-sliced GPU, vNPUs of one chip).
 """
 
 from __future__ import annotations
@@ -42,7 +49,9 @@ from heterojob.defaults import ACCELERATOR_CLASSES
 ASCEND_UNKNOWN = 2147483647  # what npu-exporter (2025+) emits for an unknown health status
 XID_WINDOW_MS = 300000  # dcgm-exporter's default --xid-count-window-size
 SHARED_POD = "not_displayed_for_multi_pod"
-DCGM_VERSIONS = ("2.4.6-2.6.10", "3.3.9-3.6.1", "4.5.3-4.8.2", "head")
+DCGM_VERSIONS = ("2.4.6-2.6.10", "3.3.9-3.6.1", "4.5.3-4.8.2", "head", "2.2.9-2.4.1", "1.x")
+# before 3.x: no pci_bus_id, driver label, XID err_code; (1.x: no model, no host label at all)
+DCGM_BEFORE_3 = frozenset({"2.4.6-2.6.10", "2.2.9-2.4.1", "1.x"})
 NPU_VERSIONS = ("2021", "2023", "2024", "2026")
 XID_TEXT = {0: "No Error", 13: "Graphics Engine Exception", 31: "GPU memory page fault", 43: "GPU stopped processing",
             48: "Double Bit ECC Error", 79: "GPU has fallen off the bus"}
@@ -60,6 +69,11 @@ class ExporterProfile:
     timestamps: bool = True  # npu-exporter stamps every sample (no staleness markers in Prometheus)
     service_monitor: bool = False  # scraped with honorLabels: false and the exporter pod's target labels
     relabel_node: bool = True  # the scrape config relabels __meta_kubernetes_pod_node_name into `node`
+    vgpu: bool = False  # dcgm 4.1.1-4.0.3+ --kubernetes-virtual-gpus: a shared GPU's series repeated per pod
+    ddr: bool = False  # npu: an Ascend 310/310P chip, DDR memory (npu_chip_info_used/total_memory), no HBM or RoCE
+    # the exporter's own `instance` on every series: what a global Prometheus federating the regional one sees
+    # (honor_labels: false renames it `exported_instance`); the host is the Node's name, as a pod's DNS would be
+    federated: bool = False
 
 
 DEVICE_PLUGIN_SKIPPED_XIDS = frozenset({13, 31, 43, 45, 68, 109})  # k8s-device-plugin: application errors
@@ -75,6 +89,8 @@ class Fault(StrEnum):
     VANISH = "vanish"
     EXPORTER_DOWN = "exporter-down"
     STRAGGLE = "straggle"
+    NPU_NETWORK_DOWN = "npu-network-down"
+    NPU_LINK_DOWN = "npu-link-down"
 
 
 @dataclass
@@ -92,6 +108,9 @@ class SimDevice:
     uncollected: bool = False
     factor: float = 1.0  # utilization multiplier (straggle)
     shared: bool = False  # npu: one chip soft-split between pods
+    sharers: list[tuple[str, str]] = field(default_factory=list)  # (namespace, pod) using it at once (`share`)
+    network: int = 1  # npu_chip_info_network_status
+    link: int = 1  # npu_chip_info_link_status
 
 
 @dataclass
@@ -168,6 +187,15 @@ class ExporterFleet:
                         if device is not None:
                             device.namespace, device.pod = namespace, pod
 
+    def share(self, node: str, device: int, pods: Iterable[tuple[str, str]]) -> None:
+        """Device `device` of `node` serves all of `pods` at once (a time-sliced GPU, a chip split into vNPUs);
+        an empty list ends the sharing. KeyError for an unknown node or device."""
+        with self.lock:
+            devices = self.nodes[node].devices
+            if not 0 <= device < len(devices):
+                raise KeyError(f"node {node!r} has devices 0-{len(devices) - 1}, not {device}")
+            devices[device].sharers = list(pods)
+
     # --- faults --------------------------------------------------------------------------------------
 
     def inject(self, fault: Fault | str, node: str, device: int | None = 0, value: float | None = None) -> None:
@@ -202,6 +230,10 @@ class ExporterFleet:
                 d.uncollected = True
             elif fault == Fault.STRAGGLE:
                 d.factor = float(value if value is not None else 0.2)
+            elif fault == Fault.NPU_NETWORK_DOWN:
+                d.network = 0
+            elif fault == Fault.NPU_LINK_DOWN:
+                d.link = 0
 
     def clear(self, node: str | None = None) -> None:
         """Undo every fault (on one node, or on all)."""
@@ -210,7 +242,7 @@ class ExporterFleet:
                 sim.down = False
                 for d in sim.devices:
                     d.xid, d.celsius, d.npu_health, d.vanished, d.factor = 0, None, 1, False, 1.0
-                    d.uncollected = False
+                    d.uncollected, d.network, d.link = False, 1, 1
 
     def unhealthy_devices(self) -> dict[str, int]:
         """node -> devices its device plugin reports Unhealthy to the kubelet (which then lowers the Node's
@@ -229,7 +261,7 @@ class ExporterFleet:
     # --- values --------------------------------------------------------------------------------------
 
     def _utilization(self, d: SimDevice) -> float:
-        if not d.pod:
+        if not d.pod and not d.sharers:
             return 0.0
         return max(0.0, min(100.0, (self.busy + self._rng.uniform(-4, 4)) * d.factor))
 
@@ -239,17 +271,24 @@ class ExporterFleet:
 
     def _dcgm(self, node: SimNode) -> Iterator[Metric]:
         p = node.profile
-        v3 = p.version != DCGM_VERSIONS[0]  # 3.x and later: pci_bus_id, driver label, XID err_code, PROF fields
+        v3 = p.version not in DCGM_BEFORE_3  # 3.x and later: pci_bus_id, driver label, XID err_code, PROF fields
+        v1 = p.version == "1.x"  # gpu-monitoring-tools 1.0.0: dcgm_<field>{gpu, uuid} + pod_name/pod_namespace
+        no_util = p.version == "2.2.9-2.4.1"  # GPU_UTIL commented out; the chart's dcp CSV: GR_ENGINE_ACTIVE only
         host = node.name if p.node_name_set else node.exporter_pod
-        gpu_labels = ["gpu", "uuid" if p.old_namespace else "UUID", *(["pci_bus_id"] if v3 else []), "device",
-                      "modelName", *(["GPU_I_PROFILE", "GPU_I_ID"] if p.mig else []), node.hostname_label,
-                      *(["DCGM_FI_DRIVER_VERSION"] if v3 else [])]
-        pod_labels = ["container_name", "pod_namespace", "pod_name"] if p.old_namespace else \
+        gpu_labels = ["gpu", "uuid" if p.old_namespace or v1 else "UUID", *(["pci_bus_id"] if v3 else []),
+                      *(["device", "modelName"] if not v1 else []), *(["GPU_I_PROFILE", "GPU_I_ID"] if p.mig else []),
+                      *([node.hostname_label] if not v1 else []), *(["DCGM_FI_DRIVER_VERSION"] if v3 else [])]
+        pod_labels = ["container_name", "pod_namespace", "pod_name"] if p.old_namespace or v1 else \
             ["container", "namespace", "pod"]
-        labels = [*gpu_labels, *pod_labels]
+        labels = [*gpu_labels, *pod_labels, *(["vgpu"] if p.vgpu else []), *(["instance"] if p.federated else [])]
+        legacy = {"DCGM_FI_DEV_GPU_UTIL": "dcgm_gpu_utilization",
+                  "DCGM_FI_DEV_MEM_COPY_UTIL": "dcgm_mem_copy_utilization",
+                  "DCGM_FI_DEV_FB_USED": "dcgm_fb_used", "DCGM_FI_DEV_FB_FREE": "dcgm_fb_free",
+                  "DCGM_FI_DEV_GPU_TEMP": "dcgm_gpu_temp", "DCGM_FI_DEV_POWER_USAGE": "dcgm_power_usage",
+                  "DCGM_FI_DEV_XID_ERRORS": "dcgm_xid_errors"}
 
         def fam(name: str, text: str, extra: tuple[str, ...] = ()) -> GaugeMetricFamily:
-            return GaugeMetricFamily(name, text, labels=[*labels, *extra])
+            return GaugeMetricFamily(legacy.get(name, name) if v1 else name, text, labels=[*labels, *extra])
 
         fams = {
             "util": fam("DCGM_FI_DEV_GPU_UTIL", "GPU utilization (in %)."),
@@ -274,27 +313,34 @@ class ExporterFleet:
             util = self._utilization(d)
             gpu, instance = divmod(d.index, per_gpu)
             memory = d.memory_mib / per_gpu if p.mig else d.memory_mib - reserved
-            used = round(memory * 0.85) if d.pod else 0
-            values = [str(gpu), d.uuid, *([f"00000000:{0x18 + gpu:02X}:00.0"] if v3 else []), f"nvidia{gpu}",
-                      node.model, *([f"{per_gpu}g.{int(memory // 1024)}gb", str(instance + 1)] if p.mig else []),
-                      host, *([node.driver] if v3 else []), "trainer" if d.pod else "", d.namespace, d.pod]
-            if not d.uncollected:
-                if not p.mig:  # MIG instances have no DCGM_FI_DEV_GPU_UTIL / MEM_COPY_UTIL
-                    fams["util"].add_metric(values, round(util))
-                    fams["mem"].add_metric(values, round(util * 0.4))
-                if v3 or p.mig:
-                    fams["gract"].add_metric(values, round(util / 100, 6))
-            fams["used"].add_metric(values, used)
-            fams["free"].add_metric(values, memory - used)
-            if v3 and not p.mig:
-                fams["reserved"].add_metric(values, reserved)
-            fams["temp"].add_metric(values, self._temperature(d, util))
-            fams["power"].add_metric(values, round(70 + util * 6.3, 1))
-            code = XID_TEXT.get(d.xid, "Unknown Error")
-            fams["xid"].add_metric([*values, *((str(d.xid), code) if v3 else ())], d.xid)
-            if p.xid_count and d.xid:
-                recent = 1 if time.time() - d.xid_at < XID_WINDOW_MS / 1000 else 0
-                fams["count"].add_metric([*values, str(XID_WINDOW_MS), str(d.xid)], recent)
+            used = round(memory * 0.85) if d.pod or d.sharers else 0
+            ident = [str(gpu), d.uuid, *([f"00000000:{0x18 + gpu:02X}:00.0"] if v3 else []),
+                     *([f"nvidia{gpu}", node.model] if not v1 else []),
+                     *([f"{per_gpu}g.{int(memory // 1024)}gb", str(instance + 1)] if p.mig else []),
+                     *([host] if not v1 else []), *([node.driver] if v3 else [])]
+            # --kubernetes-virtual-gpus repeats a shared GPU's series per pod, `vgpu` naming the replica
+            pods = [(ns, pod, str(k)) for k, (ns, pod) in enumerate(d.sharers)] if d.sharers and p.vgpu else \
+                [(d.namespace, d.pod, "")]
+            for namespace, pod, vgpu in pods:
+                values = [*ident, "trainer" if pod else "", namespace, pod, *([vgpu] if p.vgpu else []),
+                          *([f"{node.name}:9400"] if p.federated else [])]
+                if not d.uncollected:
+                    if not p.mig and not no_util:  # MIG instances have no DCGM_FI_DEV_GPU_UTIL / MEM_COPY_UTIL
+                        fams["util"].add_metric(values, round(util))
+                        fams["mem"].add_metric(values, round(util * 0.4))
+                    if (v3 or p.mig or no_util) and not v1:
+                        fams["gract"].add_metric(values, round(util / 100, 6))
+                fams["used"].add_metric(values, used)
+                fams["free"].add_metric(values, memory - used)
+                if v3 and not p.mig:
+                    fams["reserved"].add_metric(values, reserved)
+                fams["temp"].add_metric(values, self._temperature(d, util))
+                fams["power"].add_metric(values, round(70 + util * 6.3, 1))
+                code = XID_TEXT.get(d.xid, "Unknown Error")
+                fams["xid"].add_metric([*values, *((str(d.xid), code) if v3 else ())], d.xid)
+                if p.xid_count and d.xid:
+                    recent = 1 if time.time() - d.xid_at < XID_WINDOW_MS / 1000 else 0
+                    fams["count"].add_metric([*values, str(XID_WINDOW_MS), str(d.xid)], recent)
         yield from (f for f in fams.values() if f.samples)
 
     def _npu(self, node: SimNode) -> Iterator[Metric]:
@@ -303,6 +349,11 @@ class ExporterFleet:
         chip = {"2021": ["id"], "2023": ["id", "model_name", "vdie_id", "pcie_bus_info"]}.get(
             version, ["id", "model_name", "vdie_id", "pcie_bus_info", "namespace", "pod_name", "container_name"])
         container = ["id", "model_name", "vdie_id", "pcie_bus_info", "namespace", "pod_name", "container_name"]
+        by_pod = "pod_name" in chip  # 2024+: a chip split into vNPUs is listed once per vNPU's pod
+        own = [f"{node.name}:8082"] if node.profile.federated else []  # the exporter's own `instance`
+        chip, container, fields = [*chip, *(["instance"] if own else [])], \
+            [*container, *(["instance"] if own else [])], len(chip)
+        ddr = node.profile.ddr
         failed = -1 if version in ("2021", "2024", "2026") else 4294967295  # a utilization that could not be read
         fams = {
             "util": GaugeMetricFamily("npu_chip_info_utilization", "the ai core utilization", labels=chip),
@@ -313,6 +364,13 @@ class ExporterFleet:
             "power": GaugeMetricFamily("npu_chip_info_power", "the npu power", labels=chip),
             "ctr": GaugeMetricFamily("container_npu_utilization",
                                      "the npu ai core utilization in container, unit is '%'", labels=container),
+            # DdrCollector (310, 310P; also 910A): MB
+            "ddr_used": GaugeMetricFamily("npu_chip_info_used_memory", "the npu used memory", labels=chip),
+            "ddr_total": GaugeMetricFamily("npu_chip_info_total_memory", "the npu total memory", labels=chip),
+            # training cards only (collector_for_npu.go setNetHealthStatus; the network group's hccn_tool -link)
+            "network": GaugeMetricFamily("npu_chip_info_network_status", "the npu network health status",
+                                         labels=chip),
+            "link": GaugeMetricFamily("npu_chip_info_link_status", "the npu link status", labels=chip),
         }
         for d in node.devices:
             if d.vanished:
@@ -320,24 +378,35 @@ class ExporterFleet:
             util = self._utilization(d)
             namespace, pod = (SHARED_POD, SHARED_POD) if d.shared and version == "2026" else (d.namespace, d.pod)
             ident = [str(d.index), node.model, f"{d.uuid[4:40]}", f"0000:{0xc1 + d.index:02x}:00.0"]
-            workload = [namespace, pod, ("trainer" if pod != SHARED_POD else SHARED_POD) if pod else ""]
-            values = [*ident, *workload][:len(chip)]
-
-            def add(key: str, value: float, labels: list[str] = values) -> None:
-                fams[key].add_metric(labels, value, timestamp=stamp)
-
-            add("util", failed if d.uncollected else round(util))
-            add("used", round(d.memory_mib * 0.8) if d.pod else 0)
-            add("total", d.memory_mib)
-            add("health", d.npu_health)
-            add("temp", -1 if d.uncollected else self._temperature(d, util))
-            add("power", round(90 + util * 2.9, 1))
-            if version == "2023" and d.pod:  # the 2023 exporters map pods only here
-                add("ctr", failed if d.uncollected else round(util), [*ident, *workload])
+            # a chip split into vNPUs is listed once per vNPU's pod (mind-cluster GetChipListWithVNPU)
+            for namespace, pod in (d.sharers if d.sharers and by_pod else [(namespace, pod)]):
+                workload = [namespace, pod, ("trainer" if pod != SHARED_POD else SHARED_POD) if pod else ""]
+                self._npu_chip(fams, d, util, [*[*ident, *workload][:fields], *own], [*ident, *workload, *own],
+                               version, failed, stamp, ddr)
         yield from (f for f in fams.values() if f.samples)
         nums = GaugeMetricFamily("machine_npu_nums", "Amount of npu installed on the machine.")
         nums.add_metric([], len(node.devices))
         yield nums
+
+    def _npu_chip(self, fams: dict[str, GaugeMetricFamily], d: SimDevice, util: float, values: list[str],
+                  ctr: list[str], version: str, failed: int, stamp: float | None, ddr: bool) -> None:
+        """One chip's npu-exporter series (one listing of it: a vNPU chip is listed per pod)."""
+        def add(key: str, value: float, labels: list[str] = values) -> None:
+            fams[key].add_metric(labels, value, timestamp=stamp)
+
+        busy = bool(d.pod or d.sharers)
+        add("util", failed if d.uncollected else round(util))
+        add("ddr_used" if ddr else "used", round(d.memory_mib * 0.8) if busy else 0)
+        add("ddr_total" if ddr else "total", d.memory_mib)
+        add("health", d.npu_health)
+        add("temp", -1 if d.uncollected else self._temperature(d, util))
+        add("power", round(90 + util * 2.9, 1))
+        if not ddr and version in ("2024", "2026"):  # network health: **unverified** before 2024
+            add("network", d.network)
+        if not ddr and version == "2026":  # link status (hccn_tool -link): checked at mind-cluster 2026-08
+            add("link", d.link)
+        if version == "2023" and d.pod:  # the 2023 exporters map pods only here
+            add("ctr", failed if d.uncollected else round(util), ctr)
 
     def render(self, node: str) -> bytes | None:
         """The node's /metrics body, or None when its exporter is down (KeyError when unknown)."""
@@ -447,7 +516,8 @@ class ExporterFleet:
                 for d in n.devices:
                     active = {Fault.FATAL_XID: bool(d.xid), Fault.OVERHEAT: d.celsius is not None,
                               Fault.NPU_UNHEALTHY: d.npu_health != 1, Fault.VANISH: d.vanished,
-                              Fault.UNCOLLECTED: d.uncollected, Fault.STRAGGLE: d.factor != 1.0}
+                              Fault.UNCOLLECTED: d.uncollected, Fault.STRAGGLE: d.factor != 1.0,
+                              Fault.NPU_NETWORK_DOWN: d.network != 1, Fault.NPU_LINK_DOWN: d.link != 1}
                     out += [{"node": n.name, "device": d.index, "kind": k.value} for k, on in active.items() if on]
         return out
 
