@@ -68,7 +68,23 @@ def label_matcher(selector: str | None) -> Matcher:
 _FALSE_WHEN_UNSET = {"spec.unschedulable", "spec.hostNetwork"}  # Go bools: the field set prints "false"
 
 
+# Field labels whose value is not the object's field of that path (pkg/registry/core/event/strategy.go v1.32,
+# EventToSelectableFields): an Event's `source` is source.component, else reportingController; its
+# `reportingComponent` is reportingController (the core/v1 name of events.k8s.io's reportingController).
+def _reporting(event: Mapping[str, Any]) -> Any:
+    return event.get("reportingComponent") or event.get("reportingController")  # core/v1 or events.k8s.io name
+
+
+_DERIVED: dict[str, Callable[[Mapping[str, Any]], Any]] = {
+    "source": lambda o: (o.get("source") or {}).get("component") or _reporting(o),
+    "reportingComponent": _reporting,
+}
+
+
 def _field(obj: Mapping[str, Any], path: str) -> str:
+    if path in _DERIVED and obj.get("kind") == "Event":
+        found = _DERIVED[path](obj)
+        return "" if found is None else str(found)
     current: Any = obj
     for part in path.split("."):
         if not isinstance(current, Mapping):
