@@ -62,6 +62,15 @@ FILES = {
     "pdb.yaml": {"apiVersion": "policy/v1", "kind": "PodDisruptionBudget",
                  "metadata": {"name": "trainer-pdb", "namespace": NS},
                  "spec": {"minAvailable": 1, "selector": {"matchLabels": {"app": "trainer"}}}},
+    "events.yaml": {"apiVersion": "v1", "kind": "List", "items": [
+        {"apiVersion": "v1", "kind": "Event", "metadata": {"name": "train.1", "namespace": NS},
+         "involvedObject": {"apiVersion": "heterojob.io/v1alpha1", "kind": "HeteroJob", "name": "train",
+                            "namespace": NS},
+         "reason": "Admitted", "message": "placed", "type": "Normal", "source": {"component": "heterojob"}},
+        {"apiVersion": "v1", "kind": "Event", "metadata": {"name": "worker-0.1", "namespace": NS},
+         "involvedObject": {"apiVersion": "v1", "kind": "Pod", "name": "worker-0", "namespace": NS},
+         "reason": "Pulled", "message": "pulled", "type": "Normal", "reportingComponent": "kubelet",
+         "reportingInstance": "gpu-node-1"}]},
     "eviction.json": {"apiVersion": "policy/v1", "kind": "Eviction",
                       "metadata": {"name": "worker-0", "namespace": NS}},
 }
@@ -110,6 +119,24 @@ STEPS: list[Step] = [
     # pods convert spec.nodeName (pkg/apis/core/v1/conversion.go): what drain lists
     Step("pods by node", ["get", "pods", "-A", "--field-selector", "spec.nodeName=gpu-node-1", "-o", "name"], 0,
          [r"^pod/worker-0$"]),
+    # an Event's `source` field label is source.component, else reportingController; `reportingComponent` is
+    # reportingController (pkg/registry/core/event/strategy.go ToSelectableFields)
+    Step("events", ["apply", "-f", "events.yaml"], 0, [r"event/train.1 created", r"event/worker-0.1 created"]),
+    *[Step(f"events by {sel}", n("get", "events", "--field-selector", sel, "-o", "name"), 0, [rf"^{want}$"])
+      for sel, want in (("source=heterojob", "event/train.1"), ("source=kubelet", "event/worker-0.1"),
+                        ("reportingComponent=kubelet", "event/worker-0.1"),
+                        ("involvedObject.kind=HeteroJob,type=Normal", "event/train.1"))],
+    # /version: what a v1.32.0 kube-apiserver answers (k8s.io/component-base/version); kmock's own says v1.26.4+k3s1
+    Step("server version", ["get", "--raw", "/version"], 0, [r'"gitVersion": ?"v1\.32\.0"', r'"minor": ?"32"']),
+    # the system namespaces a v1.32 server creates and keeps (pkg/controlplane/controller/systemnamespaces), so
+    # `kubectl run` without -n lands in default; NamespaceLifecycle admission refuses to delete default,
+    # kube-system and kube-public (k8s.io/apiserver pkg/admission/plugin/namespace/lifecycle/admission.go)
+    Step("system namespaces", ["get", "namespaces", "default", "kube-node-lease", "kube-public", "kube-system",
+                               "-o", "name"], 0,
+         [r"^namespace/default\nnamespace/kube-node-lease\nnamespace/kube-public\nnamespace/kube-system$"]),
+    Step("run in default", ["run", "probe", "--image=busybox:1.36", "--restart=Never"], 0, [r"^pod/probe created$"]),
+    Step("delete default", ["delete", "namespace", "default"], 1,
+         [r'Error from server \(Forbidden\): namespaces "default" is forbidden: this namespace may not be deleted']),
     Step("custom-columns on status", n("get", "hj", "train", "-o",
                                        "custom-columns=NAME:.metadata.name,PHASE:.status.phase"), 0,
          [r"NAME\s+PHASE\ntrain\s+<none>"]),
