@@ -102,6 +102,15 @@ STEPS: list[Step] = [
     Step("apply two jobs", ["apply", "-f", "both.yaml"], 0, [r"heterojob.heterojob.io/train created",
                                                              r"heterojob.heterojob.io/eval created"]),
     Step("fleet", ["apply", "-f", "fleet.yaml"], 0, [r"node/gpu-node-1 created", r"deployment.apps/web created"]),
+    # the resource quota controller (pkg/controller/resourcequota, v1.32) fills status.hard and status.used for
+    # what spec.hard names, counting what the namespace already holds; describe prints them
+    Step("quota", n("create", "quota", "jobs", "--hard=pods=10,count/heterojobs.heterojob.io=5,requests.cpu=1k"), 0,
+         [r"resourcequota/jobs created"]),
+    Step("quota used", n("get", "quota", "jobs", "-o", "jsonpath={.status.used}"), 0,
+         [r'"count/heterojobs.heterojob.io": ?"2"', r'"pods": ?"2"', r'"requests.cpu": ?"0"']),
+    Step("describe quota", n("describe", "quota", "jobs"), 0,
+         [r"^count/heterojobs.heterojob.io\s+2\s+5$", r"^pods\s+2\s+10$", r"^requests.cpu\s+0\s+1k$"]),
+    Step("drop quota", n("delete", "quota", "jobs"), 0, [r"deleted"]),
     # errors.NewAlreadyExists (k8s.io/apimachinery/pkg/api/errors/errors.go): `<resource>.<group> "<name>" already
     # exists`, the qualified resource (schema.GroupResource.String())
     Step("create twice", ["create", "-f", "train.yaml"], 1,

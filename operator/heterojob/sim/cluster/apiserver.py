@@ -88,7 +88,7 @@ import yaml
 from typing_extensions import override
 
 from heterojob.sim.cluster import (admission, builtin, discovery, events, evictions, ipam, openapi, paging,
-                                   patching, protobuf, reviews, scale, schema, tables)
+                                   patching, protobuf, quotas, reviews, scale, schema, tables)
 from heterojob.sim.cluster.errors import ApiError, invalid_object
 from heterojob.sim.cluster.selectors import (CR_FIELD_LABELS, FIELD_LABELS, Matcher, SelectorError, field_matcher,
                                              label_matcher)
@@ -822,6 +822,32 @@ class ApiServerEmulator(kmock.KubernetesEmulator):
             line = self._event_line(watcher, old, new)
             if line is not None:
                 watcher.queue.put_nowait(line)
+        self._sync_quotas(new["metadata"].get("namespace"))
+
+    def _sync_quotas(self, namespace: str | None) -> None:
+        """The resource quota controller: store each ResourceQuota's status of `namespace` when it changed."""
+        key = ("", "resourcequotas")
+        names = [name for (ns, name) in self._store.get(key, {}) if ns == namespace] if namespace else []
+        if not names:
+            return
+        kind = self._kind(Route("", "v1", "resourcequotas", namespace, None, None))
+        if kind is None:
+            return
+        pods = [p for (ns, _), p in self._store.get(("", "pods"), {}).items() if ns == namespace]
+
+        def count(resource: str) -> int:
+            plural, _, group = resource.partition(".")
+            return sum(1 for (ns, _) in self._store.get((group, plural), {}) if ns == namespace)
+
+        for name in names:
+            old = self._store[key][(namespace, name)]
+            found = quotas.status(old, pods, count)
+            if old.get("status") == found:
+                continue
+            new = {**copy.deepcopy(old), "status": found}
+            new["metadata"]["resourceVersion"] = self._next_rv()
+            self._store[key][(namespace, name)] = new
+            self._emit(kind, old, new)
 
     @staticmethod
     def _event_line(watcher: Watcher, old: dict[str, Any] | None, new: dict[str, Any]) -> bytes | None:
@@ -1072,6 +1098,8 @@ class ApiServerEmulator(kmock.KubernetesEmulator):
                 watcher.queue.put_nowait(line)
         if kind.key == ("", "namespaces"):
             self._delete_namespace_contents(key[1])
+        else:
+            self._sync_quotas(key[0])
         if not orphan:
             self._collect_dependents(last["metadata"]["uid"])
 
