@@ -146,6 +146,21 @@ STEPS: list[Step] = [
     Step("run in default", ["run", "probe", "--image=busybox:1.36", "--restart=Never"], 0, [r"^pod/probe created$"]),
     Step("delete default", ["delete", "namespace", "default"], 1,
          [r'Error from server \(Forbidden\): namespaces "default" is forbidden: this namespace may not be deleted']),
+    # label selectors as k8s.io/apimachinery pkg/labels/selector.go parses them: set-based terms, `>`/`<` on integer
+    # values, and its syntax errors in its words (400, kubectl prints them)
+    Step("label node", ["label", "node", "gpu-node-1", "gpus=8"], 0, [r"node/gpu-node-1 labeled"]),
+    Step("-l gt", ["get", "nodes", "-l", "gpus>4,region in (cn-east,cn-north)", "-o", "name"], 0,
+         [r"^node/gpu-node-1$"]),
+    Step("-l lt", ["get", "nodes", "-l", "gpus<4", "-o", "name"], 0, [], [r"node/"]),
+    Step("-l notin, !key", n("get", "hj", "-l", "team notin (infra),!tier", "-o", "name"), 0,
+         [r"^heterojob.heterojob.io/eval\nheterojob.heterojob.io/train$"]),
+    Step("-l in without parentheses", n("get", "hj", "-l", "team in ml"), 1,
+         [r"BadRequest.*unable to parse requirement: found 'ml' expected: '\('"]),
+    Step("-l !key=value", n("get", "hj", "-l", "!team=ml"), 1,
+         [r"BadRequest.*found '=', expected: ',' or 'end of string'"]),
+    Step("-l gt not an integer", ["get", "nodes", "-l", "gpus>many"], 1,
+         [r"""unable to parse requirement: values\[0\]: Invalid value: "many": for 'Gt', 'Lt' operators, the value """
+          r"must be an integer"]),
     Step("custom-columns on status", n("get", "hj", "train", "-o",
                                        "custom-columns=NAME:.metadata.name,PHASE:.status.phase"), 0,
          [r"NAME\s+PHASE\ntrain\s+<none>"]),
