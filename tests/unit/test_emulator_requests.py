@@ -1,5 +1,6 @@
 """The emulator's request helpers on plain data: list paging, eviction decisions, strategic-merge directives,
-protobuf bodies, resource quota status. Each expectation is kube-apiserver v1.32's behaviour (sources in the modules' docstrings)."""
+protobuf bodies, resource quota status.
+Each expectation is kube-apiserver v1.32's behaviour (sources in the modules' docstrings)."""
 
 from __future__ import annotations
 

@@ -1040,7 +1040,8 @@ class ApiServerEmulator(kmock.KubernetesEmulator):
                 dry_run: bool = False, grace: int | None = None) -> dict[str, Any]:
         old = self._get(route, kind)
         if kind.key == ("", "namespaces") and route.name in IMMORTAL_NAMESPACES:
-            raise ApiError(403, "Forbidden", f'namespaces "{route.name}" is forbidden: this namespace may not be deleted',
+            raise ApiError(403, "Forbidden",
+                           f'namespaces "{route.name}" is forbidden: this namespace may not be deleted',
                            {"name": route.name, "kind": "namespaces"})
         if preconditions.get("uid") and preconditions["uid"] != old["metadata"]["uid"]:
             raise self._conflict(kind, old)
