@@ -62,6 +62,15 @@ FILES = {
     "pdb.yaml": {"apiVersion": "policy/v1", "kind": "PodDisruptionBudget",
                  "metadata": {"name": "trainer-pdb", "namespace": NS},
                  "spec": {"minAvailable": 1, "selector": {"matchLabels": {"app": "trainer"}}}},
+    "events.yaml": {"apiVersion": "v1", "kind": "List", "items": [
+        {"apiVersion": "v1", "kind": "Event", "metadata": {"name": "train.1", "namespace": NS},
+         "involvedObject": {"apiVersion": "heterojob.io/v1alpha1", "kind": "HeteroJob", "name": "train",
+                            "namespace": NS},
+         "reason": "Admitted", "message": "placed", "type": "Normal", "source": {"component": "heterojob"}},
+        {"apiVersion": "v1", "kind": "Event", "metadata": {"name": "worker-0.1", "namespace": NS},
+         "involvedObject": {"apiVersion": "v1", "kind": "Pod", "name": "worker-0", "namespace": NS},
+         "reason": "Pulled", "message": "pulled", "type": "Normal", "reportingComponent": "kubelet",
+         "reportingInstance": "gpu-node-1"}]},
     "eviction.json": {"apiVersion": "policy/v1", "kind": "Eviction",
                       "metadata": {"name": "worker-0", "namespace": NS}},
 }
@@ -93,6 +102,15 @@ STEPS: list[Step] = [
     Step("apply two jobs", ["apply", "-f", "both.yaml"], 0, [r"heterojob.heterojob.io/train created",
                                                              r"heterojob.heterojob.io/eval created"]),
     Step("fleet", ["apply", "-f", "fleet.yaml"], 0, [r"node/gpu-node-1 created", r"deployment.apps/web created"]),
+    # the resource quota controller (pkg/controller/resourcequota, v1.32) fills status.hard and status.used for
+    # what spec.hard names, counting what the namespace already holds; describe prints them
+    Step("quota", n("create", "quota", "jobs", "--hard=pods=10,count/heterojobs.heterojob.io=5,requests.cpu=1k"), 0,
+         [r"resourcequota/jobs created"]),
+    Step("quota used", n("get", "quota", "jobs", "-o", "jsonpath={.status.used}"), 0,
+         [r'"count/heterojobs.heterojob.io": ?"2"', r'"pods": ?"2"', r'"requests.cpu": ?"0"']),
+    Step("describe quota", n("describe", "quota", "jobs"), 0,
+         [r"^count/heterojobs.heterojob.io\s+2\s+5$", r"^pods\s+2\s+10$", r"^requests.cpu\s+0\s+1k$"]),
+    Step("drop quota", n("delete", "quota", "jobs"), 0, [r"deleted"]),
     # errors.NewAlreadyExists (k8s.io/apimachinery/pkg/api/errors/errors.go): `<resource>.<group> "<name>" already
     # exists`, the qualified resource (schema.GroupResource.String())
     Step("create twice", ["create", "-f", "train.yaml"], 1,
@@ -110,6 +128,39 @@ STEPS: list[Step] = [
     # pods convert spec.nodeName (pkg/apis/core/v1/conversion.go): what drain lists
     Step("pods by node", ["get", "pods", "-A", "--field-selector", "spec.nodeName=gpu-node-1", "-o", "name"], 0,
          [r"^pod/worker-0$"]),
+    # an Event's `source` field label is source.component, else reportingController; `reportingComponent` is
+    # reportingController (pkg/registry/core/event/strategy.go ToSelectableFields)
+    Step("events", ["apply", "-f", "events.yaml"], 0, [r"event/train.1 created", r"event/worker-0.1 created"]),
+    *[Step(f"events by {sel}", n("get", "events", "--field-selector", sel, "-o", "name"), 0, [rf"^{want}$"])
+      for sel, want in (("source=heterojob", "event/train.1"), ("source=kubelet", "event/worker-0.1"),
+                        ("reportingComponent=kubelet", "event/worker-0.1"),
+                        ("involvedObject.kind=HeteroJob,type=Normal", "event/train.1"))],
+    # /version: what a v1.32.0 kube-apiserver answers (k8s.io/component-base/version); kmock's own says v1.26.4+k3s1
+    Step("server version", ["get", "--raw", "/version"], 0, [r'"gitVersion": ?"v1\.32\.0"', r'"minor": ?"32"']),
+    # the system namespaces a v1.32 server creates and keeps (pkg/controlplane/controller/systemnamespaces), so
+    # `kubectl run` without -n lands in default; NamespaceLifecycle admission refuses to delete default,
+    # kube-system and kube-public (k8s.io/apiserver pkg/admission/plugin/namespace/lifecycle/admission.go)
+    Step("system namespaces", ["get", "namespaces", "default", "kube-node-lease", "kube-public", "kube-system",
+                               "-o", "name"], 0,
+         [r"^namespace/default\nnamespace/kube-node-lease\nnamespace/kube-public\nnamespace/kube-system$"]),
+    Step("run in default", ["run", "probe", "--image=busybox:1.36", "--restart=Never"], 0, [r"^pod/probe created$"]),
+    Step("delete default", ["delete", "namespace", "default"], 1,
+         [r'Error from server \(Forbidden\): namespaces "default" is forbidden: this namespace may not be deleted']),
+    # label selectors as k8s.io/apimachinery pkg/labels/selector.go parses them: set-based terms, `>`/`<` on integer
+    # values, and its syntax errors in its words (400, kubectl prints them)
+    Step("label node", ["label", "node", "gpu-node-1", "gpus=8"], 0, [r"node/gpu-node-1 labeled"]),
+    Step("-l gt", ["get", "nodes", "-l", "gpus>4,region in (cn-east,cn-north)", "-o", "name"], 0,
+         [r"^node/gpu-node-1$"]),
+    Step("-l lt", ["get", "nodes", "-l", "gpus<4", "-o", "name"], 0, [], [r"node/"]),
+    Step("-l notin, !key", n("get", "hj", "-l", "team notin (infra),!tier", "-o", "name"), 0,
+         [r"^heterojob.heterojob.io/eval\nheterojob.heterojob.io/train$"]),
+    Step("-l in without parentheses", n("get", "hj", "-l", "team in ml"), 1,
+         [r"BadRequest.*unable to parse requirement: found 'ml' expected: '\('"]),
+    Step("-l !key=value", n("get", "hj", "-l", "!team=ml"), 1,
+         [r"BadRequest.*found '=', expected: ',' or 'end of string'"]),
+    Step("-l gt not an integer", ["get", "nodes", "-l", "gpus>many"], 1,
+         [r"""unable to parse requirement: values\[0\]: Invalid value: "many": for 'Gt', 'Lt' operators, the value """
+          r"must be an integer"]),
     Step("custom-columns on status", n("get", "hj", "train", "-o",
                                        "custom-columns=NAME:.metadata.name,PHASE:.status.phase"), 0,
          [r"NAME\s+PHASE\ntrain\s+<none>"]),

@@ -1,11 +1,12 @@
 """The emulator's request helpers on plain data: list paging, eviction decisions, strategic-merge directives,
-protobuf bodies. Each expectation is kube-apiserver v1.32's behaviour (sources in the modules' docstrings)."""
+protobuf bodies, resource quota status.
+Each expectation is kube-apiserver v1.32's behaviour (sources in the modules' docstrings)."""
 
 from __future__ import annotations
 
 import pytest
 
-from heterojob.sim.cluster import evictions, paging, patching, protobuf
+from heterojob.sim.cluster import evictions, paging, patching, protobuf, quotas
 from heterojob.sim.cluster.errors import ApiError
 
 
@@ -117,3 +118,22 @@ def test_a_protobuf_pod_disruption_budget_decodes() -> None:
     assert protobuf.decode(body) == {"apiVersion": "policy/v1", "kind": "PodDisruptionBudget",
                                      "metadata": {"name": "p1"},
                                      "spec": {"minAvailable": "50%", "selector": {"matchLabels": {"app": "web"}}}}
+
+
+def _quota_pod(phase: str, cpu: str, memory: str) -> dict:
+    return {"spec": {"containers": [{"name": "m", "resources": {"requests": {"cpu": cpu, "memory": memory}}}]},
+            "status": {"phase": phase}}
+
+
+def test_quota_status_counts_live_pods_and_objects_in_canonical_quantities() -> None:
+    # pkg/controller/resourcequota: used for every key of spec.hard; Succeeded/Failed pods do not count;
+    # resource.Quantity prints 0.75 cpu as 750m, 1536Mi of binary inputs as 1536Mi, 2000 as 2k
+    quota = {"spec": {"hard": {"pods": "2000", "requests.cpu": "2", "requests.memory": "4Gi", "services": "3",
+                               "count/heterojobs.heterojob.io": "5", "requests.nvidia.com/gpu": "8"}}}
+    pods = [_quota_pod("Running", "500m", "1Gi"), _quota_pod("Pending", "250m", "512Mi"),
+            _quota_pod("Succeeded", "4", "8Gi")]
+    counts = {"services": 1, "heterojobs.heterojob.io": 3}
+    got = quotas.status(quota, pods, lambda resource: counts.get(resource, 0))
+    assert got["hard"]["pods"] == "2k" and got["hard"]["requests.memory"] == "4Gi"
+    assert got["used"] == {"pods": "2", "requests.cpu": "750m", "requests.memory": "1536Mi", "services": "1",
+                           "count/heterojobs.heterojob.io": "3", "requests.nvidia.com/gpu": "0"}

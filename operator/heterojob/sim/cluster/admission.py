@@ -106,7 +106,7 @@ def pod_security(pod: Mapping[str, Any], namespace: Mapping[str, Any] | None) ->
     return f'violates PodSecurity "{level}:{version}": ' + ", ".join(out)
 
 
-def _pod_usage(pod: Mapping[str, Any]) -> dict[str, Decimal]:
+def pod_usage(pod: Mapping[str, Any]) -> dict[str, Decimal]:
     usage: dict[str, Decimal] = {"pods": Decimal(1), "count/pods": Decimal(1)}
     for c in (pod.get("spec") or {}).get("containers") or []:
         res = (c or {}).get("resources") or {}
@@ -128,7 +128,7 @@ def _fmt(amount: Decimal) -> str:
 def resource_quota(pod: Mapping[str, Any], quotas: Iterable[Mapping[str, Any]],
                    pods: Iterable[Mapping[str, Any]]) -> str | None:
     try:
-        wanted = _pod_usage(pod)
+        wanted = pod_usage(pod)
     except QuantityError:
         return None  # decoding refuses it first
     live = [p for p in pods if ((p.get("status") or {}).get("phase") not in ("Succeeded", "Failed"))]
@@ -150,7 +150,7 @@ def resource_quota(pod: Mapping[str, Any], quotas: Iterable[Mapping[str, Any]],
         used: dict[str, Decimal] = {}
         for other in live:
             try:
-                for key, amount in _pod_usage(other).items():
+                for key, amount in pod_usage(other).items():
                     used[key] = used.get(key, Decimal(0)) + amount
             except QuantityError:
                 continue

@@ -88,7 +88,7 @@ import yaml
 from typing_extensions import override
 
 from heterojob.sim.cluster import (admission, builtin, discovery, events, evictions, ipam, openapi, paging,
-                                   patching, protobuf, reviews, scale, schema, tables)
+                                   patching, protobuf, quotas, reviews, scale, schema, tables)
 from heterojob.sim.cluster.errors import ApiError, invalid_object
 from heterojob.sim.cluster.selectors import (CR_FIELD_LABELS, FIELD_LABELS, Matcher, SelectorError, field_matcher,
                                              label_matcher)
@@ -215,6 +215,17 @@ class Watcher:
 
 Key = tuple[str | None, str]  # (namespace, name)
 
+# `kubectl version`'s server half: what the v1.32.0 release binaries answer on /version
+# (k8s.io/component-base/version, gitCommit of the v1.32.0 tag)
+SERVER_VERSION = {"major": "1", "minor": "32", "gitVersion": "v1.32.0",
+                  "gitCommit": "70d3cc986aa8221cd1dfb1121852688902d3bf53", "gitTreeState": "clean",
+                  "buildDate": "2024-12-11T17:59:15Z", "goVersion": "go1.23.3", "compiler": "gc",
+                  "platform": "linux/amd64"}
+SYSTEM_NAMESPACES = ("default", "kube-node-lease", "kube-public", "kube-system")
+# the NamespaceLifecycle admission plugin's immortal namespaces (k8s.io/apiserver pkg/admission/plugin/namespace/
+# lifecycle/admission.go): deleting one is 403 `namespaces "default" is forbidden: this namespace may not be deleted`
+IMMORTAL_NAMESPACES = frozenset({"default", "kube-system", "kube-public"})
+
 
 @attrs.define(kw_only=True)
 class ApiServerEmulator(kmock.KubernetesEmulator):
@@ -302,10 +313,28 @@ class ApiServerEmulator(kmock.KubernetesEmulator):
     # --- state, for tests ------------------------------------------------------------
 
     def reset(self) -> None:
-        """Drop every object (not the registered resources); watchers see nothing (they are closed)."""
+        """Drop every object (not the registered resources) but the system namespaces; watchers see nothing
+        (they are closed)."""
         self.close_watches()
         self._store.clear()
         self._history.clear()
+        self.ensure_system_namespaces()
+
+    def ensure_system_namespaces(self) -> None:
+        """Create the namespaces kube-apiserver v1.32 keeps (pkg/controlplane/controller/systemnamespaces:
+        default, kube-system, kube-public, kube-node-lease), when namespaces are served and they are missing."""
+        kind = self._kind(Route("", "v1", "namespaces", None, None, None))
+        if kind is None:
+            return
+        for name in SYSTEM_NAMESPACES:
+            if (None, name) not in self._store[kind.key]:
+                self._create(Route("", "v1", "namespaces", None, None, None), kind,
+                             {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": name}})
+
+    @override
+    async def _serve_server_version(self, request: Any) -> dict[str, str]:
+        """GET /version: kube-apiserver v1.32.0's answer (kmock's own says v1.26.4+k3s1)."""
+        return dict(SERVER_VERSION)
 
     def close_watches(self) -> None:
         for watchers in self._watchers.values():
@@ -793,6 +822,32 @@ class ApiServerEmulator(kmock.KubernetesEmulator):
             line = self._event_line(watcher, old, new)
             if line is not None:
                 watcher.queue.put_nowait(line)
+        self._sync_quotas(new["metadata"].get("namespace"))
+
+    def _sync_quotas(self, namespace: str | None) -> None:
+        """The resource quota controller: store each ResourceQuota's status of `namespace` when it changed."""
+        key = ("", "resourcequotas")
+        names = [name for (ns, name) in self._store.get(key, {}) if ns == namespace] if namespace else []
+        if not names:
+            return
+        kind = self._kind(Route("", "v1", "resourcequotas", namespace, None, None))
+        if kind is None:
+            return
+        pods = [p for (ns, _), p in self._store.get(("", "pods"), {}).items() if ns == namespace]
+
+        def count(resource: str) -> int:
+            plural, _, group = resource.partition(".")
+            return sum(1 for (ns, _) in self._store.get((group, plural), {}) if ns == namespace)
+
+        for name in names:
+            old = self._store[key][(namespace, name)]
+            found = quotas.status(old, pods, count)
+            if old.get("status") == found:
+                continue
+            new = {**copy.deepcopy(old), "status": found}
+            new["metadata"]["resourceVersion"] = self._next_rv()
+            self._store[key][(namespace, name)] = new
+            self._emit(kind, old, new)
 
     @staticmethod
     def _event_line(watcher: Watcher, old: dict[str, Any] | None, new: dict[str, Any]) -> bytes | None:
@@ -984,6 +1039,10 @@ class ApiServerEmulator(kmock.KubernetesEmulator):
     def _delete(self, route: Route, kind: Kind, preconditions: Mapping[str, Any], policy: str,
                 dry_run: bool = False, grace: int | None = None) -> dict[str, Any]:
         old = self._get(route, kind)
+        if kind.key == ("", "namespaces") and route.name in IMMORTAL_NAMESPACES:
+            raise ApiError(403, "Forbidden",
+                           f'namespaces "{route.name}" is forbidden: this namespace may not be deleted',
+                           {"name": route.name, "kind": "namespaces"})
         if preconditions.get("uid") and preconditions["uid"] != old["metadata"]["uid"]:
             raise self._conflict(kind, old)
         if preconditions.get("resourceVersion") and preconditions["resourceVersion"] != old["metadata"]["resourceVersion"]:
@@ -1040,6 +1099,8 @@ class ApiServerEmulator(kmock.KubernetesEmulator):
                 watcher.queue.put_nowait(line)
         if kind.key == ("", "namespaces"):
             self._delete_namespace_contents(key[1])
+        else:
+            self._sync_quotas(key[0])
         if not orphan:
             self._collect_dependents(last["metadata"]["uid"])
 
@@ -1201,6 +1262,7 @@ async def serve(host: str, port: int, kubeconfig_path: Path | None, crd_dir: Pat
                 ready: asyncio.Event | None = None, stop: asyncio.Event | None = None) -> None:
     emulator = ApiServerEmulator()
     emulator.load_builtins()
+    emulator.ensure_system_namespaces()
     for path in sorted(crd_dir.glob("*.yaml")) if crd_dir else ():
         for doc in yaml.safe_load_all(path.read_text()):
             if doc and doc.get("kind") == "CustomResourceDefinition":

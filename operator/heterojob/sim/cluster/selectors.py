@@ -8,7 +8,6 @@ from typing import Any
 
 Matcher = Callable[[Mapping[str, Any]], bool]
 
-_SET_EXPR = re.compile(r"^\s*(!?)([^\s!=,()]+)\s*(?:(in|notin)\s*\(([^)]*)\))?\s*$")
 _EQ_EXPR = re.compile(r"^\s*([^\s!=,()]+)\s*(==|=|!=)\s*([^\s!=,()]*)\s*$")
 
 
@@ -31,36 +30,179 @@ def _split(selector: str) -> list[str]:
     return [t for t in terms if t.strip()]
 
 
+# Label selectors as k8s.io/apimachinery v0.32 pkg/labels/selector.go lexes and parses them (its grammar, its
+# operators -- including `>` and `<` on integer values -- and its error wording, which the API server returns as
+# a 400 and kubectl prints).
+_SYMBOLS = "=!(),><"
+_OPERATORS = ("!", "!=", "(", ")", ",", "<", "=", "==", ">", "in", "notin")
+_BINARY = ("in", "notin", "=", "==", "!=", ">", "<")  # the tokens parseOperator accepts
+# its refusal names selection's binaryOperators (`>` and `<` are the operators "gt" and "lt")
+_BINARY_NAMES = "in, notin, =, ==, !=, gt, lt"
+_END = ("end", "")
+
+
+def _lex(selector: str) -> list[tuple[str, str]]:
+    """Tokens as (kind, literal): kind is "id", "end", "error" or the operator itself."""
+    tokens, i, n = [], 0, len(selector)
+    while True:
+        while i < n and selector[i] in " \t\r\n":
+            i += 1
+        if i >= n:
+            tokens.append(_END)
+            return tokens
+        if selector[i] in _SYMBOLS:
+            j, last = i, None
+            while j < n and selector[j] in _SYMBOLS:
+                if selector[i:j + 1] in _OPERATORS:
+                    last = j + 1
+                elif last is not None:
+                    break
+                j += 1
+            if last is None:
+                tokens.append(("error", f"error expected: keyword found '{selector[i:j]}'"))
+                i = j
+            else:
+                tokens.append((selector[i:last], selector[i:last]))
+                i = last
+            continue
+        j = i
+        while j < n and selector[j] not in _SYMBOLS and selector[j] not in " \t\r\n":
+            j += 1
+        word = selector[i:j]
+        tokens.append((word if word in ("in", "notin") else "id", word))
+        i = j
+
+
+class _Parser:
+    def __init__(self, selector: str) -> None:
+        self.tokens, self.at = _lex(selector), 0
+
+    def peek(self, values: bool = True) -> tuple[str, str]:
+        kind, lit = self.tokens[self.at]
+        return ("id" if values and kind in ("in", "notin") else kind), lit
+
+    def take(self, values: bool = True) -> tuple[str, str]:
+        found = self.peek(values)
+        self.at += 1
+        return found
+
+    def requirements(self) -> list[tuple[str, str, set[str]]]:
+        out = []
+        while True:
+            kind, lit = self.peek()
+            if kind == "end":
+                return out
+            if kind not in ("id", "!"):
+                raise SelectorError(f"found '{lit}', expected: !, identifier, or 'end of string'")
+            try:
+                out.append(self.requirement())
+            except SelectorError as exc:
+                raise SelectorError(f"unable to parse requirement: {exc}") from None
+            kind, lit = self.take()
+            if kind == "end":
+                return out
+            if kind != ",":
+                raise SelectorError(f"found '{lit}', expected: ',' or 'end of string'")
+            kind, lit = self.peek()
+            if kind not in ("id", "!"):
+                raise SelectorError(f"found '{lit}', expected: identifier after ','")
+
+    def requirement(self) -> tuple[str, str, set[str]]:
+        kind, key = self.take()
+        negated = kind == "!"
+        if negated:
+            kind, key = self.take()
+        if kind != "id":
+            raise SelectorError(f"found '{key}', expected: identifier")
+        if negated:  # `!key` is complete: what follows must be ',' or the end
+            return key, "!", set()
+        if self.peek()[0] in ("end", ","):
+            return key, "exists", set()
+        op, lit = self.take(values=False)
+        if op not in _BINARY:
+            raise SelectorError(f"found '{lit}', expected: {_BINARY_NAMES}")
+        values = self.values() if op in ("in", "notin") else self.exact()
+        if op in (">", "<"):
+            for i, value in enumerate(sorted(values)):
+                if not re.fullmatch(r"[-+]?[0-9]+", value):
+                    raise SelectorError(f'values[{i}]: Invalid value: "{value}": for \'Gt\', \'Lt\' operators, '
+                                        "the value must be an integer")
+        return key, op, values
+
+    def exact(self) -> set[str]:
+        if self.peek()[0] in ("end", ","):
+            return {""}
+        kind, lit = self.take()
+        if kind != "id":
+            raise SelectorError(f"found '{lit}', expected: identifier")
+        return {lit}
+
+    def values(self) -> set[str]:
+        kind, lit = self.take()
+        if kind != "(":
+            raise SelectorError(f"found '{lit}' expected: '('")
+        kind, first = self.peek()
+        if kind == ")":
+            self.take()
+            return {""}
+        if kind not in ("id", ","):
+            raise SelectorError(f"found '{first}', expected: ',', ')' or identifier")
+        found: set[str] = set()
+        while True:
+            kind, lit = self.take()
+            if kind == "id":
+                found.add(lit)
+                nxt, nlit = self.peek()
+                if nxt == ")":
+                    break
+                if nxt != ",":
+                    raise SelectorError(f"found '{nlit}', expected: ',' or ')'")
+            elif kind == ",":
+                if not found:
+                    found.add("")
+                nxt, _ = self.peek()
+                if nxt == ")":
+                    found.add("")
+                    break
+                if nxt == ",":
+                    self.take()
+                    found.add("")
+            else:
+                raise SelectorError(f"found '{lit}', expected: ',', or identifier")
+        if self.take()[0] != ")":
+            raise SelectorError(f"found '{first}', expected: ')'")
+        return found
+
+
+def _integer(value: str | None) -> int | None:
+    return int(value) if value is not None and re.fullmatch(r"[-+]?[0-9]+", value) else None
+
+
+def _check(labels: Mapping[str, str], key: str, op: str, values: set[str]) -> bool:
+    """labels.Requirement.Matches."""
+    if op in ("in", "=", "=="):
+        return key in labels and labels[key] in values
+    if op in ("notin", "!="):
+        return key not in labels or labels[key] not in values
+    if op == "exists":
+        return key in labels
+    if op == "!":
+        return key not in labels
+    have, want = _integer(labels.get(key)), _integer(next(iter(values)))
+    if have is None or want is None:
+        return False
+    return have > want if op == ">" else have < want
+
+
 def label_matcher(selector: str | None) -> Matcher:
-    """`a=b,c!=d,e,!f,g in (x,y),h notin (z)` against metadata.labels."""
+    """`a=b,c!=d,e,!f,g in (x,y),h notin (z),n>3` against metadata.labels; SelectorError with the real wording."""
     if not selector:
         return lambda _obj: True
-    checks: list[Callable[[Mapping[str, str]], bool]] = []
-    for term in _split(selector):
-        if m := _EQ_EXPR.match(term):
-            key, op, value = m.groups()
-            if op == "!=":
-                checks.append(lambda ls, k=key, v=value: ls.get(k) != v)
-            else:
-                checks.append(lambda ls, k=key, v=value: ls.get(k) == v)
-        elif m := _SET_EXPR.match(term):
-            neg, key, op, values = m.groups()
-            if op is None:
-                checks.append((lambda ls, k=key: k not in ls) if neg else (lambda ls, k=key: k in ls))
-            else:
-                if neg:
-                    raise SelectorError(f"unable to parse requirement: {term!r}")
-                options = {v.strip() for v in values.split(",") if v.strip()}
-                if op == "in":
-                    checks.append(lambda ls, k=key, o=options: ls.get(k) in o)
-                else:
-                    checks.append(lambda ls, k=key, o=options: ls.get(k) not in o)
-        else:
-            raise SelectorError(f"unable to parse requirement: {term!r}")
+    requirements = _Parser(selector).requirements()
 
     def match(obj: Mapping[str, Any]) -> bool:
         labels = (obj.get("metadata") or {}).get("labels") or {}
-        return all(check(labels) for check in checks)
+        return all(_check(labels, key, op, values) for key, op, values in requirements)
 
     return match
 
@@ -68,7 +210,23 @@ def label_matcher(selector: str | None) -> Matcher:
 _FALSE_WHEN_UNSET = {"spec.unschedulable", "spec.hostNetwork"}  # Go bools: the field set prints "false"
 
 
+# Field labels whose value is not the object's field of that path (pkg/registry/core/event/strategy.go v1.32,
+# EventToSelectableFields): an Event's `source` is source.component, else reportingController; its
+# `reportingComponent` is reportingController (the core/v1 name of events.k8s.io's reportingController).
+def _reporting(event: Mapping[str, Any]) -> Any:
+    return event.get("reportingComponent") or event.get("reportingController")  # core/v1 or events.k8s.io name
+
+
+_DERIVED: dict[str, Callable[[Mapping[str, Any]], Any]] = {
+    "source": lambda o: (o.get("source") or {}).get("component") or _reporting(o),
+    "reportingComponent": _reporting,
+}
+
+
 def _field(obj: Mapping[str, Any], path: str) -> str:
+    if path in _DERIVED and obj.get("kind") == "Event":
+        found = _DERIVED[path](obj)
+        return "" if found is None else str(found)
     current: Any = obj
     for part in path.split("."):
         if not isinstance(current, Mapping):
