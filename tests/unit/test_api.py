@@ -134,6 +134,15 @@ TOLERATIONS = [  # (toleration, whether kube-apiserver v1.32's ValidateToleratio
     ({"value": "x"}, False),
     ({"key": "a", "operator": "In"}, False),
     ({"key": "a", "effect": "NoEvict"}, False),
+    # an empty operator is Equal and an empty effect matches every effect, as v1.32 reads them
+    ({"key": "a", "operator": "", "value": "b"}, True),
+    ({"key": "a", "effect": ""}, True),
+    ({"key": "example.com/gpu-health", "operator": "Exists"}, True),
+    ({"key": "a", "operator": "Exists", "tolerationSeconds": None}, True),  # null is unset
+    ({"key": "bad key!", "operator": "Exists"}, False),  # a key is a qualified name
+    ({"key": "a" * 64, "operator": "Exists"}, False),
+    ({"key": "a", "value": "not a label value!"}, False),  # Equal's value is a label value
+    ({"key": "a", "value": "x" * 64}, False),
 ]
 
 

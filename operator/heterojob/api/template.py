@@ -39,18 +39,25 @@ _CONTAINER = {
     },
 }
 TAINT_EFFECTS = ("NoSchedule", "PreferNoSchedule", "NoExecute")
-# a toleration as kube-apiserver v1.32 validates it (pkg/apis/core/validation ValidateTolerations): operator
-# Equal (or none) or Exists, a known effect (or none), tolerationSeconds only with NoExecute, no value with
-# Exists, and an empty key only with Exists (a toleration of every taint)
+# a label key (apimachinery IsQualifiedName: an optional DNS-1123 subdomain prefix and '/', a name of at most
+# 63) and a label value (IsValidLabelValue: at most 63, may be empty)
+_SUBDOMAIN = r"[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*"
+QUALIFIED_NAME = rf"^((?=[^/]{{1,253}}/){_SUBDOMAIN}/)?(?=[^/]{{1,63}}$)([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9]$"
+LABEL_VALUE = r"^(?=.{0,63}$)(([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9])?$"
+# a toleration as kube-apiserver v1.32 validates it (pkg/apis/core/validation ValidateTolerations): a key is a
+# qualified name, operator Equal (or empty) or Exists, a known effect (or empty: every effect),
+# tolerationSeconds (null: unset) only with NoExecute, no value with Exists, a label value with Equal (so a
+# value that is one is checked whatever the operator), and an empty key only with Exists (every taint)
 _TOLERATION = {
     "type": "object",
     "properties": {
-        "key": {"type": "string"}, "value": {"type": "string"},
-        "operator": {"enum": ["Equal", "Exists"]}, "effect": {"enum": list(TAINT_EFFECTS)},
-        "tolerationSeconds": {"type": "integer"},
+        "key": {"type": "string", "anyOf": [{"const": ""}, {"pattern": QUALIFIED_NAME}]},
+        "value": {"type": "string", "pattern": LABEL_VALUE},
+        "operator": {"enum": ["", "Equal", "Exists"]}, "effect": {"enum": ["", *TAINT_EFFECTS]},
+        "tolerationSeconds": {"type": ["integer", "null"]},
     },
     "allOf": [
-        {"if": {"required": ["tolerationSeconds"]},
+        {"if": {"required": ["tolerationSeconds"], "properties": {"tolerationSeconds": {"type": "integer"}}},
          "then": {"required": ["effect"], "properties": {"effect": {"const": "NoExecute"}}}},
         {"if": {"required": ["operator"], "properties": {"operator": {"const": "Exists"}}},
          "then": {"properties": {"value": {"const": ""}}}},
@@ -111,6 +118,12 @@ def _describe(error: Any) -> str:
     if error.validator == "pattern" and error.validator_value == DNS1123_LABEL:
         return (f"invalid name {error.instance!r}: lower-case letters, digits and '-', starting and ending with a "
                 "letter or digit (RFC 1123 label)")
+    if error.validator == "anyOf" and error.absolute_path and error.absolute_path[-1] == "key":
+        return (f"invalid key {error.instance!r:.80}: a label key, e.g. 'gpu' or 'example.com/gpu-health' (letters, "
+                "digits, '-', '_' and '.', starting and ending with a letter or digit, at most 63 after the prefix)")
+    if error.validator == "pattern" and error.validator_value == LABEL_VALUE:
+        return (f"invalid value {error.instance!r:.80}: a label value (at most 63 letters, digits, '-', '_' and '.', "
+                "starting and ending with a letter or digit)")
     if error.validator == "anyOf":
         return f"invalid quantity {error.instance!r}: e.g. '8', '500m', '64Gi'"
     if error.validator == "required" and error.validator_value == ["effect"]:
