@@ -244,6 +244,7 @@ def parser() -> argparse.ArgumentParser:
                     help="serve HTTPS with DIR/tls.crt and DIR/tls.key (a mounted kubernetes.io/tls Secret) "
                          "when they exist")
     al.add_argument("--alertmanager-url", default=os.environ.get("HETEROJOB_ALERTMANAGER_URL"), metavar="URL",
+                    type=_alertmanager_url,
                     help="at start, read the alerts firing now from this Alertmanager (API v2, e.g. "
                          "http://alertmanager-operated.monitoring.svc:9093; $HETEROJOB_ALERTMANAGER_URL), so a "
                          "node with a dead device is known before its next repeat; needs --alerts-port")
@@ -340,6 +341,15 @@ def _positive_seconds(text: str) -> float:
     if not value > 0 or value == float("inf"):
         raise argparse.ArgumentTypeError(f"{text!r}: give a positive number of seconds")
     return value
+
+
+def _alertmanager_url(text: str) -> str:
+    from heterojob.alerts.restore import base_url
+
+    try:
+        return base_url(text) if text.strip() else ""
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
 
 
 def _thresholds(text: str) -> tuple[float, ...]:

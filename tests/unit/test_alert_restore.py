@@ -211,3 +211,31 @@ def test_an_absent_alertmanager_is_a_warning_naming_the_url_and_the_fix_then_a_r
     assert f"Alertmanager at http://127.0.0.1:{url.rsplit(':', 1)[1]}: connection refused" in warnings[0]
     assert "--alertmanager-url" in warnings[0] and "hunter2" not in caplog.text
     assert shown("https://a:b@am.example:9093/x") == "https://am.example:9093/x"
+
+
+@pytest.mark.parametrize(("url", "logged"), [
+    ("https://a:b@am.example:9093/x", "https://am.example:9093/x"),
+    ("http://u:p@[::1]:9093", "http://[::1]:9093"),  # IPv6 kept in brackets
+    ("http://u:hunter2@/x", "http:///x"),  # no host: logged all the same
+    ("http://u:hunter2@am:99999", "http://am:99999"),  # a port out of range
+    ("http://am:9093", "http://am:9093"),
+])
+def test_a_logged_url_never_shows_its_credentials_nor_raises(url: str, logged: str) -> None:
+    assert shown(url) == logged
+
+
+@pytest.mark.parametrize("url", ["alertmanager:9093", "ftp://am:9093", "http://u:hunter2@/x",
+                                 "http://u:hunter2@am:99999", "http://[::1", "http://am:0"])
+def test_a_broken_alertmanager_url_is_refused_at_start_with_what_to_give(
+        url: str, capsys: pytest.CaptureFixture[str]) -> None:
+    """Before, a URL without a host or with a bad port crashed the startup handler's log line (TypeError,
+    ValueError in `shown`), and one without a scheme was retried for ever with a warning."""
+    from heterojob.cli import parser
+
+    with pytest.raises(SystemExit):
+        parser().parse_args(["operator", "run", "--alerts-port", "9094", "--alertmanager-url", url])
+    err = capsys.readouterr().err
+    assert "--alertmanager-url" in err and "alertmanager-operated.monitoring.svc:9093" in err
+    assert "hunter2" not in err
+    args = parser().parse_args(["operator", "run", "--alertmanager-url", " http://u:p@am.monitoring:9093 "])
+    assert args.alertmanager_url == "http://u:p@am.monitoring:9093"

@@ -16,8 +16,9 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
+import re
 from collections.abc import Awaitable, Callable
-from urllib.parse import urlsplit, urlunsplit
+from urllib.parse import urlsplit
 
 import requests
 from requests.adapters import HTTPAdapter
@@ -31,6 +32,7 @@ log = logging.getLogger("heterojob.alerts")
 
 MAX_ANSWER = 64 << 20  # 64 MiB: some 50,000 alerts; a bigger answer is not read
 RETRY_MIN_S, RETRY_MAX_S = 10.0, 300.0
+EXAMPLE = "http://alertmanager-operated.monitoring.svc:9093"
 
 
 class RestoreError(Exception):
@@ -38,11 +40,23 @@ class RestoreError(Exception):
 
 
 def shown(url: str) -> str:
-    """The URL without credentials (`http://user:pass@host` is how basic auth is given), for logs."""
-    parts = urlsplit(url)
-    if parts.password is None and parts.username is None:
-        return url
-    return urlunsplit(parts._replace(netloc=parts.hostname + (f":{parts.port}" if parts.port else "")))
+    """The URL without credentials (`http://user:pass@host` is how basic auth is given), for logs; never raises
+    (a URL too broken to split still has its user part cut)."""
+    return re.sub(r"^([A-Za-z][A-Za-z0-9+.-]*:)?//[^/?#]*@", r"\1//", url, count=1)
+
+
+def base_url(text: str) -> str:
+    """`text` if it can be Alertmanager's base URL (http or https, a host, a valid port), else ValueError saying
+    what to give (`--alertmanager-url`'s check: a broken URL is refused at start, not retried for ever)."""
+    try:
+        parts = urlsplit(text.strip())
+        port_ok = parts.port is None or parts.port > 0
+    except ValueError as exc:
+        raise ValueError(f"{shown(text)!r}: {exc}; give Alertmanager's base URL, e.g. {EXAMPLE}") from None
+    if parts.scheme not in ("http", "https") or not parts.hostname or not port_ok:
+        raise ValueError(f"{shown(text)!r}: give Alertmanager's base URL (http or https, a host and an optional "
+                         f"port), e.g. {EXAMPLE}")
+    return text.strip()
 
 
 def read(url: str, timeout_s: float, max_bytes: int = MAX_ANSWER) -> object:
