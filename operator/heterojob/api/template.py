@@ -4,9 +4,9 @@ The operator builds each replica's pod from the template (`kube.manifests.pod`);
 type there (`metadata: "junk"`, labels as a list, `env: "A=1"`, `tolerations: "all"`) must be a clear
 error with its field path, not a crash at pod creation. This checks, with a JSON schema (jsonschema),
 the parts the operator reads or merges into, plus the names and quantities a real API server refuses
-(Kubernetes v1.32: DNS-1123 container names, resource quantities, the toleration rules), and refuses the fields that fight the
-placement: `nodeName` and `affinity.nodeAffinity` (heterojob chooses the nodes; use `spec.devices` and
-`spec.regions`). Everything else in the pod spec is passed through for the API server to judge.
+(Kubernetes v1.32: DNS-1123 container names, resource quantities, the toleration rules), and refuses the
+fields that fight the placement: `nodeName` and `affinity.nodeAffinity` (heterojob chooses the nodes; use
+`spec.devices` and `spec.regions`). Everything else in the pod spec is passed through for the API server to judge.
 """
 
 from __future__ import annotations
