@@ -257,3 +257,24 @@ def test_a_workload_name_is_validated_with_the_field_named() -> None:
     bad = {**SPEC.model_dump(by_alias=True), "workload": "has space"}
     with pytest.raises(ValueError, match="workload"):
         HeteroJobSpec.model_validate(bad)
+
+
+def test_a_workloads_jobs_of_different_sizes_pool_per_device() -> None:
+    """An 8-device job measured only on fast and a 1-device job only on slow: per replica the two would say
+    slow runs at 9/80 of fast; per device (the job's replicas x its devices per replica there) it is 0.9."""
+    classes = {c: DeviceClass(c, c, {"class": c}, throughput=t) for c, t in DECLARED.items()}
+    big = HeteroJobSpec.model_validate({**SPEC.model_dump(by_alias=True), "workload": "w"})
+    small = HeteroJobSpec.model_validate({**SPEC.model_dump(by_alias=True), "workload": "w", "devices": [
+        {"deviceClass": "fast", "perReplica": 1}, {"deviceClass": "slow", "perReplica": 1}]})
+    cache = Cache()
+    for key, status, spec in (
+            ("ns/big", {"phase": "Succeeded", "scheduling": {"speeds": [
+                {"deviceClass": "fast", "replicas": 1, "stepsPerSecond": 80.0}]}}, big),  # 8 per replica
+            ("ns/small", {"phase": "Succeeded", "scheduling": {"speeds": [
+                {"deviceClass": "slow", "replicas": 1, "stepsPerSecond": 9.0}]}}, small),
+            ("ns/new", {"phase": "Pending"}, big)):
+        obj = job(status, key.split("/")[1])
+        cache.sync(key, obj, read_status(obj), spec, classes, T0)
+    waiting = [Request("ns/new", [Alternative("fast", 8), Alternative("slow", 8)], 1)]
+    known = Knower(cache).knowledge(Fleet({}, classes), waiting, [], queueing.QueueSettings())
+    assert known.of("ns/new").rel == pytest.approx({"fast": 1.0, "slow": 0.9})

@@ -58,13 +58,15 @@ def sizes_on(scheduling: Scheduling | None, device_class: str) -> dict[int, floa
     return {m.replicas: m.steps_per_second for m in scheduling.speeds if m.device_class == device_class}
 
 
-def per_replica(scheduling: Scheduling | None) -> dict[str, float]:
-    """One job's measured steps/s per replica on each class it ran on (the mean over its sizes there)."""
+def per_device(scheduling: Scheduling | None, devices: Mapping[str, int]) -> dict[str, float]:
+    """One job's measured steps/s per device on each class it ran on (the mean over its sizes there), so
+    jobs of one workload at different sizes compare; `devices`: its devices per replica on each class."""
     if scheduling is None:
         return {}
     by_class: dict[str, list[float]] = {}
     for m in scheduling.speeds:
-        by_class.setdefault(m.device_class, []).append(m.steps_per_second / m.replicas)
+        by_class.setdefault(m.device_class, []).append(
+            m.steps_per_second / (m.replicas * max(1, devices.get(m.device_class, 1))))
     return {c: sum(vs) / len(vs) for c, vs in by_class.items()}
 
 
@@ -75,7 +77,7 @@ def workload_sheets(entries: Mapping[str, Entry], declared: Mapping[str, float]
     samples: dict[tuple[str, str], list[dict[str, float]]] = {}
     for key, e in entries.items():
         if e.workload:
-            sample = per_replica(e.scheduling)
+            sample = per_device(e.scheduling, e.per_replica)
             if sample:
                 samples.setdefault((key.split("/", 1)[0], e.workload), []).append(sample)
     return {k: completion.sheet(declared, completion.pooled(v)) for k, v in samples.items()}

@@ -58,8 +58,8 @@ def speeds(declared: Mapping[str, float], measured: Mapping[str, float], classes
 
 def pooled(samples: Iterable[Mapping[str, float]]) -> dict[str, float]:
     """One workload's speed per class from its jobs' measurements: each sample is one job's steps/s per
-    replica on the classes it ran on; per class, the median over the jobs (one straggling job does not
-    set it)."""
+    device on the classes it ran on (so jobs of different sizes compare, near-linear data-parallel scaling
+    assumed); per class, the median over the jobs (one straggling job does not set it)."""
     by_class: dict[str, list[float]] = {}
     for sample in samples:
         for c, v in sample.items():

@@ -189,7 +189,7 @@ class _Replay:
         # what the operator knows of each job: attained service, when it last waited, measured speeds, work
         self.service: dict[int, queueing.Service] = {}
         self.measured: dict[int, dict[str, float]] = defaultdict(dict)
-        # spec.workload: the trace's job type; each job's steps/s per replica where it ran, pooled per type
+        # spec.workload: the trace's job type; each job's steps/s per device where it ran, pooled per type
         self.samples: dict[str, dict[int, dict[str, float]]] = defaultdict(dict)
         self.sample_counts: dict[tuple[str, str], int] = defaultdict(int)
         self.sheets: dict[str, tuple[int, dict[str, float]]] = {}  # type -> (version, `completion.sheet`)
@@ -472,7 +472,7 @@ class _Replay:
         """A job measured its speed on a class for the first time: its workload's sheet takes it in. The sheet
         is read again (and the type's jobs' facts with it) when a class's sample count reaches a power of
         two: it is a median, which later samples barely move (the operator reads it afresh every plan)."""
-        self.samples[job.job_type].setdefault(job.id, {})[cls] = job.rate(cls) / self.shape(job)[0]
+        self.samples[job.job_type].setdefault(job.id, {})[cls] = job.rate(cls) / job.gpus  # per device
         n = self.sample_counts[(job.job_type, cls)] = self.sample_counts[(job.job_type, cls)] + 1
         if n & (n - 1):
             return

@@ -41,6 +41,7 @@ class Entry:
     scheduling: Scheduling | None = None  # status.scheduling: what the queue policy keeps across runs
     classes: tuple[str, ...] = ()  # the device classes its spec lists
     workload: str | None = None  # spec.workload: jobs of a namespace naming it share measured speeds
+    per_replica: Mapping[str, int] = field(default_factory=dict)  # devices per replica on each class it lists
     created: float = 0.0  # metadata.creationTimestamp
     succeeded: bool = False
 
@@ -74,6 +75,7 @@ class Cache:
         e.scheduling = status.scheduling
         e.classes = tuple(a.device_class for a in spec.devices) if spec is not None else e.classes
         e.workload = spec.workload if spec is not None else e.workload
+        e.per_replica = {a.device_class: a.per_replica for a in spec.devices} if spec is not None else e.per_replica
         e.created = timestamp((job.get("metadata") or {}).get("creationTimestamp")) or e.created  # type: ignore[union-attr]
         e.succeeded = status.phase == Phase.SUCCEEDED
         p = status.placement
