@@ -303,7 +303,9 @@ def test_the_operators_plan_declines_a_slow_class_when_the_fast_one_frees_sooner
     plain = admission.plan_one(waiting, [waiting], [running], fleet, now)
     assert plain.outcome == admission.Outcome.PLACED and plain.candidate.device_class == "slow"
     chosen = admission.plan_one(waiting, [waiting], [running], fleet, now, policy=(known, MLFQ))
-    assert chosen.outcome == admission.Outcome.NO_ROOM and "slow" not in chosen.message
+    assert chosen.outcome == admission.Outcome.NO_ROOM and "r/slow" not in chosen.message
+    # the declined class is still accounted for in the message, with why
+    assert "set aside: slow: declined: waiting for fast is expected to finish sooner" in chosen.message
     # the running job of the same priority is not displaced while attained service is not known across runs
     assert not chosen.disruptions
 
