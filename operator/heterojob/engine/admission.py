@@ -526,7 +526,7 @@ def set_aside(request: Request, narrowed: Request, choice: completion.Choice | N
     if not aside:
         return ""
     done = choice.completion_s if choice is not None else {}
-    first = narrowed.alternatives[0].device_class if narrowed.alternatives else ""
+    first = choice.classes[0] if choice is not None and choice.classes else ""  # its best expected completion
     best = done.get(first, math.inf)
     notes = []
     for a in aside:
