@@ -7,7 +7,7 @@ import ast
 from pathlib import Path
 
 from heterojob.controller.events import FAULT_TRIGGERS, FIXED, move_event
-from heterojob.engine import migration
+from heterojob.engine import migration, spec_changes
 from heterojob.engine.lifecycle import REASON_INVALID_SPEC
 
 PKG = Path(__file__).resolve().parents[2] / "operator" / "heterojob"
@@ -38,6 +38,7 @@ def test_every_literal_event_reason_is_listed_with_the_type_it_is_posted_with() 
 def test_the_lifecycles_reasons_are_listed_with_their_type() -> None:
     assert FIXED[REASON_INVALID_SPEC] == "Warning" and FIXED["Unschedulable"] == "Warning"
     assert FIXED["BackoffLimitExceeded"] == "Warning" and FIXED["AllReplicasSucceeded"] == "Normal"
+    assert FIXED[spec_changes.REASON_DEFERRED] == FIXED[spec_changes.REASON_APPLIED] == "Normal"  # a spec edit read
 
 
 def test_a_requested_migration_resize_and_preemption_are_normal_a_move_from_a_fault_or_lost_work_a_warning() -> None:

@@ -7,7 +7,7 @@ from __future__ import annotations
 import pytest
 
 from heterojob.engine import admission, completion, policy, queueing
-from heterojob.engine.fleet import Allocation, DeviceClass, Fleet, Node
+from heterojob.engine.fleet import Allocation, DeviceClass, Fleet, Limit, Node
 from heterojob.engine.placement import Alternative, Request
 
 H = 3600.0
@@ -303,7 +303,9 @@ def test_the_operators_plan_declines_a_slow_class_when_the_fast_one_frees_sooner
     plain = admission.plan_one(waiting, [waiting], [running], fleet, now)
     assert plain.outcome == admission.Outcome.PLACED and plain.candidate.device_class == "slow"
     chosen = admission.plan_one(waiting, [waiting], [running], fleet, now, policy=(known, MLFQ))
-    assert chosen.outcome == admission.Outcome.NO_ROOM and "slow" not in chosen.message
+    assert chosen.outcome == admission.Outcome.NO_ROOM and "r/slow" not in chosen.message
+    # the declined class is still accounted for in the message, with why
+    assert "set aside: slow: declined: waiting for fast is expected to finish sooner" in chosen.message
     # the running job of the same priority is not displaced while attained service is not known across runs
     assert not chosen.disruptions
 
@@ -431,3 +433,40 @@ def test_the_plan_takes_a_slow_class_the_jobs_workload_runs_well_on() -> None:
     fleet, now, running, waiting, known = fast_busy_slow_free(sheet)
     chosen = admission.plan_one(waiting, [waiting], [running], fleet, now, policy=(known, MLFQ))
     assert chosen.outcome == admission.Outcome.PLACED and chosen.candidate.device_class == "slow"
+
+
+def test_a_waiting_jobs_message_accounts_for_the_classes_the_policy_set_aside() -> None:
+    """The user-trial case (team-a/llama-finetune): both classes full, the preferred fast class held by a
+    job expected to run for hours and over the namespace's quota, the slow class freeing soon. The policy
+    keeps only the slow class (`completion.choose`), yet the message names the fast one, why it was set
+    aside (its expected completion) and the quota that blocks it besides."""
+    now = 100 * H
+    nodes = {"f1": Node("f1", {"topology.kubernetes.io/region": "r"}, {"fgpu": 1}),
+             "s1": Node("s1", {"topology.kubernetes.io/region": "r"}, {"sgpu": 1})}
+    classes = {"fast": DeviceClass("fast", "fgpu", {}, throughput=1.0),
+               "slow": DeviceClass("slow", "sgpu", {}, throughput=0.5)}
+    rel = {"fast": 1.0, "slow": 0.5}
+    long = admission.Holder("ns/long", 2, now - 20 * H, Allocation("fgpu", {"f1": 1}, "ns", "fast", "r"))
+    short = admission.Holder("ns/short", 2, now - 60, Allocation("sgpu", {"s1": 1}, "ns", "slow", "r"))
+    facts = {"ns/long": policy.Facts(queueing.Service(0.0, 0.0), rel, work_s=20 * H, measured=frozenset({"fast"})),
+             "ns/short": policy.Facts(queueing.Service(0.0, 0.0), rel),
+             "ns/new": policy.Facts(queueing.Service(0.0, now), rel)}
+    known = policy.Knowledge(facts, completion.Residual([1 * H] * 30))
+    new = Request("ns/new", [Alternative("fast", 1), Alternative("slow", 1)], 1, created=now)
+    full = Fleet(nodes, classes, used={("f1", "fgpu"): 1, ("s1", "sgpu"): 1},
+                 quotas={"ns": [Limit("fast", "*", 1, "gpus")]}, held={"ns": {("fast", "r"): 1}})
+    prepared = policy.prepare([new], [long, short], full, now, known, MLFQ, 300.0)
+    assert [a.device_class for a in prepared.queue[0].alternatives] == ["slow"]  # the narrowing this is about
+    plan = admission.plan_one(new, [new], [long, short], full, now, admission.Settings(), (known, MLFQ))
+    assert plan.outcome != admission.Outcome.PLACED
+    message = plan.message
+    assert "r/slow: room for 0 of 1 replicas" in message  # what the plan explains, as before
+    assert "set aside: fast: waiting for it is expected to finish later (~" in message and "than waiting for slow" \
+        in message
+    assert "quota besides: r/fast: quota 1/1 used (gpus: fast in any region; needs 1)" in message
+    # a class it could start on now but declines says so
+    choice = completion.Choice(("fast",), {"fast": 2 * H, "slow": 6 * H}, ("slow",))
+    aside = admission.set_aside(new, Request("ns/new", [Alternative("fast", 1)], 1), choice,
+                                Fleet(nodes, classes))
+    assert aside == ("set aside: slow: declined: waiting for fast is expected to finish sooner (~2.0 h) than "
+                     "starting on slow now (~6.0 h)")

@@ -505,6 +505,8 @@ class HeteroJobStatus(StatusModel):
     restarts: int = Field(0, description="gang restarts after a failed replica")
     last_generation: int = Field(0, description="the newest placement generation ever used")
     observed_generation: int | None = Field(None, description="the metadata.generation this status is about")
+    observed_spec: dict[str, str] = Field(default_factory=dict, max_length=64, description=(
+        "a digest of each spec field as read at observedGeneration: which fields a later edit changes"))
     start_time: str | None = Field(None, description="when the job first ran")
     completion_time: str | None = Field(None, description="when it succeeded or failed")
     utilization: Utilization | None = Field(None, description="device utilization from telemetry")

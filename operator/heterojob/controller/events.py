@@ -26,6 +26,7 @@ FIXED: dict[str, EventType] = {
     "Running": NORMAL,
     "CheckpointRequested": NORMAL, "MoveCancelled": NORMAL, "PreemptionCancelled": NORMAL, "MigrationHeld": NORMAL,
     "ClassProposed": NORMAL,
+    "SpecChangeDeferred": NORMAL, "SpecChangeApplied": NORMAL,  # engine.spec_changes': a spec edit read
     "AllReplicasSucceeded": NORMAL,  # engine.lifecycle's SUCCEED
     "CheckpointMissed": WARNING, "Restarting": WARNING, "MemberLost": WARNING, "StatusRepaired": WARNING,
     "PodRejected": WARNING, "PodsRefused": WARNING, "FaultWhileCheckpointing": WARNING,

@@ -29,7 +29,7 @@ from heterojob.controller.queue import WorkQueue
 from heterojob.controller.quotas import QuotaStatus
 from heterojob.controller.status import StatusPatch, StatusWriter, read_status, where
 from heterojob.engine import admission as planner
-from heterojob.engine import lifecycle, transfer, validation
+from heterojob.engine import lifecycle, spec_changes, transfer, validation
 from heterojob.engine.fleet import Fleet
 from heterojob.engine.lifecycle import Action, Decision, JobView
 from heterojob.engine.queueing import QueuePolicy, QueueSettings
@@ -172,6 +172,10 @@ class Controller:
             problems += exc.problems
         now = time.time()
         spec_errors = "; ".join(str(p) for p in problems) if problems else None
+        generation = (job.get("metadata") or {}).get("generation")
+        if status.observed_generation is not None and generation != status.observed_generation:
+            await self._spec_edited(job, status, None if problems else spec)
+            return
         cluster = status.placement.cluster if status.placement else None
         if cluster is not None and self.members is not None and not self.members.reachable(cluster):
             await self._member_away(job, status, now)
@@ -223,6 +227,27 @@ class Controller:
         if decision.action != Action.NONE:
             decided(key, decision.action.value, decision.message, reason=decision.reason)
         await self._act(job, spec, status, decision, pods)
+
+    async def _spec_edited(self, job: dict[str, Any], status: HeteroJobStatus, spec: HeteroJobSpec | None
+                           ) -> None:
+        """The spec was edited since status.observedGeneration: record that it was read (observedGeneration,
+        observedSpec) and, for a job holding a placement, say in an Event which changed fields apply now and
+        which at its next placement (`engine.spec_changes`). The pass then runs again on the new spec (an
+        invalid edit is refused there, as on creation)."""
+        meta = job["metadata"]
+        key = f"{meta['namespace']}/{meta['name']}"
+        generation = meta.get("generation")
+        after = spec_changes.digests(job.get("spec"))
+        patch = StatusPatch(status).set(observedGeneration=generation, observedSpec=after)
+        if not await self.writer.write(job, patch):
+            return
+        change = spec_changes.changes(status.observed_spec, after) if status.observed_spec else None
+        held = status.placement is not None and not (status.phase is not None and status.phase.terminal)
+        if change is not None and spec is not None and held:
+            message = change.message(int(generation or 0))
+            self.kube.post_event(job, "Normal", change.reason, message)
+            decided(key, "spec-edited", message, reason=change.reason)
+        self.poke(key)
 
     async def _repair(self, job: dict[str, Any], status: HeteroJobStatus, pods: list[lifecycle.PodView]) -> bool:
         """Status is untrusted: a finished phase while the placement's pods still run (someone wrote it) is

@@ -15,7 +15,7 @@ from typing import Any
 from pydantic import ValidationError
 
 from heterojob.api.job import SPEEDS_MAX, HeteroJobStatus, Phase
-from heterojob.engine import queueing
+from heterojob.engine import queueing, spec_changes
 from heterojob.kube.api import Kube, now_iso
 from heterojob.kube.conditions import set_condition
 from heterojob.state.requests import MOVES
@@ -235,7 +235,12 @@ class StatusWriter:
     async def write(self, job: Mapping[str, Any], patch: StatusPatch) -> bool:
         """Apply `patch`; False when the job is gone."""
         meta = job["metadata"]
-        body = patch.body(meta.get("generation"))
+        # observedGeneration advances only where the reconcile pass read the edit (`spec_changes`), so no
+        # other write (telemetry, a checkpoint) swallows it; a job's first write records what it read
+        seen = patch.status.observed_generation
+        body = patch.body(seen if seen is not None else meta.get("generation"))
+        if not patch.status.observed_spec:
+            body.setdefault("observedSpec", spec_changes.digests(job.get("spec")))
         current = job.get("status") if isinstance(job.get("status"), Mapping) else {}
         changed = {k: v for k, v in body.items() if current.get(k) != v}
         if not changed:

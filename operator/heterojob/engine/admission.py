@@ -31,15 +31,16 @@ completion, `engine.completion`), then `plan_queue` on what it returns.
 from __future__ import annotations
 
 import bisect
+import math
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from enum import StrEnum
 from typing import TYPE_CHECKING
 
-from heterojob.engine import preemption, transfer
+from heterojob.engine import completion, preemption, transfer
 from heterojob.engine.fleet import Allocation, Fleet
 from heterojob.engine.placement import (
-    Alternative, Candidate, FleetIndex, Ledger, Request, Result, place, replicas_text, room_to_grow,
+    Alternative, Candidate, FleetIndex, Ledger, Request, Result, listed, place, replicas_text, room_to_grow,
 )
 
 if TYPE_CHECKING:
@@ -505,10 +506,48 @@ def plan_one(request: Request, queue: Iterable[Request], holders: Iterable[Holde
                                          now, knowledge, queue_settings, settings.min_runtime_s)
         mine = next(r for r in prepared.queue if r.job == request.job)
         ahead = [r for r in prepared.queue if r.job != request.job and r.order < mine.order][:settings.lookahead]
-        return plan_queue([*ahead, mine], prepared.holders, fleet, now, settings)[request.job]
+        admission = plan_queue([*ahead, mine], prepared.holders, fleet, now, settings)[request.job]
+        if admission.outcome == Outcome.PLACED:
+            return admission
+        aside = set_aside(request, mine, prepared.choices.get(request.job), fleet)
+        return replace(admission, message=f"{admission.message}; {aside}") if aside else admission
     ahead = sorted((r for r in queue if r.job != request.job and r.order < request.order),
                    key=lambda r: r.order)[:settings.lookahead]
     return plan_queue([*ahead, request], holders, fleet, now, settings)[request.job]
+
+
+def set_aside(request: Request, narrowed: Request, choice: completion.Choice | None, fleet: Fleet) -> str:
+    """Why the classes of `request` that the policy left out of `narrowed` (`engine.policy.prepare`: a
+    waiting job keeps only the classes worth taking now) are not where it waits, from `choice`'s estimates,
+    and the quota limits that would refuse them besides: a waiting job's message accounts for every class
+    the user listed, not only those its plan explains. Empty when none was set aside."""
+    kept = {a.device_class for a in narrowed.alternatives}
+    aside = [a for a in request.alternatives if a.device_class not in kept]
+    if not aside:
+        return ""
+    done = choice.completion_s if choice is not None else {}
+    first = choice.classes[0] if choice is not None and choice.classes else ""  # its best expected completion
+    best = done.get(first, math.inf)
+    notes = []
+    for a in aside:
+        c = a.device_class
+        mine = done.get(c, math.inf)
+        if not (math.isfinite(mine) and math.isfinite(best)):
+            notes.append(f"{c}: no expected completion (no usable node of it, or no speed known for it: "
+                         f"AcceleratorClass spec.throughput)")
+        elif choice is not None and c in choice.declined:
+            notes.append(f"{c}: declined: waiting for {first} is expected to finish sooner (~{_hours(best)}) "
+                         f"than starting on {c} now (~{_hours(mine)})")
+        else:
+            notes.append(f"{c}: waiting for it is expected to finish later (~{_hours(mine)}) than waiting for "
+                         f"{first} (~{_hours(best)})")
+    blockers = [r for r in place(replace(request, alternatives=aside), fleet).rejections if r.quota]
+    text = f"set aside: {listed(notes, 4)}"
+    return text + (f"; and quota besides: {listed(blockers, 4)}" if blockers else "")
+
+
+def _hours(seconds: float) -> str:
+    return f"{seconds / 3600:.1f} h"
 
 
 def plan_move(request: Request, queue: Iterable[Request], holders: Iterable[Holder], fleet_without_it: Fleet,

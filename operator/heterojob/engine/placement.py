@@ -114,6 +114,7 @@ def replicas_text(n: int) -> str:
 class Rejection:
     candidate: str  # "region/class" or "class"
     reason: str
+    quota: bool = False  # a HeteroQuota limit refuses it (the devices may well be free)
 
     def __str__(self) -> str:
         return f"{self.candidate}: {self.reason}"
@@ -130,9 +131,14 @@ class Result:
             return f"placed on {c.region}/{c.device_class}: {replicas_text(len(c.nodes))} on {len(set(c.nodes))} node(s)"
         if not self.rejections:
             return "no candidate: the job lists no device alternatives"
-        shown = "; ".join(str(r) for r in self.rejections[:limit])
-        more = len(self.rejections) - limit
-        return f"no room: {shown}" + (f"; and {more} more" if more > 0 else "")
+        return f"no room: {listed(self.rejections, limit)}"
+
+
+def listed(items: Sequence[object], limit: int = 8) -> str:
+    """`items` joined by '; ', at most `limit` of them, then how many more: how messages stay bounded."""
+    shown = "; ".join(str(r) for r in items[:limit])
+    more = len(items) - limit
+    return shown + (f"; and {more} more" if more > 0 else "")
 
 
 # --- filters -------------------------------------------------------------------------------------------
@@ -389,7 +395,7 @@ def place(request: Request, fleet: Fleet, index: FleetIndex | None = None) -> Re
                 continue
             over = quota_room(limits, held, cls.name, region, need)
             if over is not None:
-                result.rejections.append(Rejection(label, over))
+                result.rejections.append(Rejection(label, over, quota=True))
                 continue
             names = [n for n in by_region.get(region, ()) if n not in request.exclude_nodes]
             free = {n: max(0, capacity[n] - used.get((n, resource), 0)) for n in names}
