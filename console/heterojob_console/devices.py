@@ -36,7 +36,7 @@ _held: dict[str, tuple[float, str]] = {}  # URL -> (monotonic time to ask again,
 
 HEAT_POINTS = 60  # columns of the heat map, whatever the time range
 COLUMNS = ["device", "node", "region", "class", "utilization", "memory_used_mib", "temperature", "power",
-           "health", "reason", "pod", "job"]
+           "health", "reason", "pod", "job", "reporting"]
 UTIL = {"dcgm": "DCGM_FI_DEV_GPU_UTIL", "npu": "npu_chip_info_utilization"}
 MIG_UTILIZATION = "100 * DCGM_FI_PROF_GR_ENGINE_ACTIVE{sel}"
 # one device's history: (title, unit, GPU query, NPU query); {sel} is the device's label matcher
@@ -67,7 +67,10 @@ class Reader:
         self.monitor: Monitor | None = None
 
     def current(self, cluster: Cluster) -> tuple[pd.DataFrame, dict[str, str]]:
-        """(one row per reporting device, region -> why its telemetry is unavailable or degraded).
+        """(one row per device the monitor knows, region -> why its telemetry is unavailable or degraded).
+
+        `reporting` says which rows are a sample of this read; the others are devices the monitor remembers
+        (one whose series vanished: failed; one behind an exporter that is down: unknown).
 
         A device's pod comes from the exporter's pod mapping; when the exporter has none (a GPU that fell
         off the bus stops reporting its pod), from the pods holding accelerators on its node."""
@@ -91,7 +94,10 @@ class Reader:
             rows.append({"device": d.device_id, "node": d.node, "region": d.region, "class": d.device_class,
                          "utilization": d.utilization, "memory_used_mib": d.memory_used_mib,
                          "temperature": d.temperature_c, "power": d.power_w, "health": d.health.value,
-                         "reason": d.reason, "pod": pod, "job": job})
+                         "reason": d.reason, "pod": pod, "job": job,
+                         # a sample of this read, its exporter up: not one the monitor remembers (a device
+                         # whose series vanished, or one behind an exporter that is down)
+                         "reporting": d.observed_at is not None and d.node not in snapshot.exporters_down})
         problems = {name: r.message for name, r in (snapshot.regions.items() if snapshot else [])
                     if r.availability.value != "ok"}
         return pd.DataFrame(rows, columns=COLUMNS), problems
