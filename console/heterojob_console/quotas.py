@@ -8,6 +8,7 @@ Every applied edit leaves an audit record on the object: who, when, old -> new.
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
@@ -16,7 +17,7 @@ from typing import Any
 import kubernetes
 from kubernetes.client import ApiException
 
-from heterojob.api.common import SpecError, parse_spec
+from heterojob.api.common import FieldProblem, SpecError, parse_spec
 from heterojob.api.quota import HeteroQuotaSpec
 from heterojob.constants import GROUP, VERSION
 
@@ -53,10 +54,13 @@ def read(api: kubernetes.client.ApiClient, namespace: str) -> Quota:
 
 def validate(rows: Sequence[Mapping[str, Any]], classes: Iterable[str], regions: Iterable[str]
              ) -> tuple[list[dict[str, Any]], list[str]]:
-    """(limits, problems): every problem names the row and the fix; limits only when there is none."""
+    """(limits, problems): every problem names the row as the editor numbers it (from 1) and the fix, in
+    plain words (the operator's own spec checks too); limits only when there is none."""
     known_classes, known_regions = set(classes) | {"*"}, set(regions) | {"*"}
     problems: list[str] = []
     limits: list[dict[str, Any]] = []
+    row_of: list[int] = []  # limits[k] is the editor's row row_of[k]
+    first: dict[tuple[str, str], int] = {}
     for i, row in enumerate(rows, start=1):
         cls = str(row.get("deviceClass") or "").strip()
         region = str(row.get("region") or "*").strip() or "*"
@@ -68,6 +72,10 @@ def validate(rows: Sequence[Mapping[str, Any]], classes: Iterable[str], regions:
                             f"{', '.join(sorted(known_classes))}")
         if region not in known_regions:
             problems.append(f"row {i}: region {region!r} is not known; use one of {', '.join(sorted(known_regions))}")
+        if (cls, region) in first:
+            problems.append(f"row {i}: {scope(cls, region)} is listed twice (also row {first[cls, region]}); "
+                            f"keep one of the two rows")
+        first.setdefault((cls, region), i)
         try:
             devices = float(raw)  # type: ignore[arg-type]
             if devices != int(devices) or devices < 0:
@@ -76,12 +84,32 @@ def validate(rows: Sequence[Mapping[str, Any]], classes: Iterable[str], regions:
             problems.append(f"row {i}: devices {raw!r} must be a whole number >= 0")
             continue
         limits.append({"deviceClass": cls, "region": region, "devices": int(devices)})
+        row_of.append(i)
     if not problems:
         try:
             parse_spec(HeteroQuotaSpec, {"limits": limits})
         except SpecError as exc:
-            problems.append(str(exc))
+            problems += [plain(p, row_of) for p in exc.problems]
     return (limits if not problems else []), problems
+
+
+def scope(device_class: str, region: str) -> str:
+    """'nvidia-h100 in any region', 'any class in cn-east'."""
+    return (f"{'any class' if device_class == '*' else device_class} in "
+            f"{'any region' if region == '*' else region}")
+
+
+def plain(problem: FieldProblem, row_of: Sequence[int]) -> str:
+    """The operator's spec check, said of the editor's rows: `spec.limits[0].devices: Input should be less
+    than or equal to 1000000 (got 2000000)` -> `row 1: devices must be less than or equal to 1000000 (got
+    2000000)`."""
+    message = re.sub(r"^(Input|List|String|Value) should ", "must ", problem.message).replace(" after validation", "")
+    found = re.fullmatch(r"spec\.limits\[(\d+)\]\.?(.*)", problem.path)
+    if found and int(found[1]) < len(row_of):
+        field_name = f"{found[2]} " if found[2] else ""
+        return f"row {row_of[int(found[1])]}: {field_name}{message}"
+    whole = re.sub(r" [(]got .*[)]$", "", message).replace(" items", " rows")
+    return f"the table {whole}"  # the whole table, e.g. too many rows
 
 
 def used_beside_limits(limits: Sequence[Mapping[str, Any]], used: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:

@@ -175,3 +175,21 @@ def test_a_queue_policy_the_operator_does_not_know_is_said_not_crashed(
     assert not at.exception
     assert any("HETEROJOB_QUEUE_POLICY='lifo'" in e.value and "fifo, mlfq" in e.value for e in at.error)
     assert at.checkbox("confirm") is not None  # the edit itself stays possible
+
+
+def test_every_problem_names_the_row_the_admin_sees_in_plain_words() -> None:
+    """The operator's own spec check (HeteroQuotaSpec: devices <= 1000000, at most 256 limits) is said of the
+    editor's rows, counted from 1 with skipped empty rows, never as `spec.limits[0]` in pydantic's words."""
+    from heterojob_console.quotas import validate
+
+    empty = {"deviceClass": "", "region": "*", "devices": None}
+    rows = [empty, {"deviceClass": "nvidia-h100", "region": "*", "devices": 8},
+            {"deviceClass": "*", "region": "cn-east", "devices": 2_000_000}]
+    _, problems = validate(rows, ["nvidia-h100"], ["cn-east"])
+    assert problems == ["row 3: devices must be less than or equal to 1000000 (got 2000000)"]
+    _, problems = validate(rows[:2] + [empty, rows[1]], ["nvidia-h100"], ["cn-east"])
+    assert problems == ["row 4: nvidia-h100 in any region is listed twice (also row 2); keep one of the two rows"]
+    many = [{"deviceClass": "nvidia-h100", "region": f"r{i}", "devices": 1} for i in range(257)]
+    _, problems = validate(many, ["nvidia-h100"], [f"r{i}" for i in range(257)])
+    assert problems == ["the table must have at most 256 rows, not 257"]
+    assert not any("spec." in p or "Input should" in p for p in problems)
