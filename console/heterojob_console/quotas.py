@@ -20,6 +20,9 @@ from kubernetes.client import ApiException
 from heterojob.api.common import FieldProblem, SpecError, parse_spec
 from heterojob.api.quota import HeteroQuotaSpec
 from heterojob.constants import GROUP, VERSION
+from heterojob.engine import quota_usage
+from heterojob.engine.fleet import Limit
+from heterojob.kube import convert
 
 AUDIT = "heterojob.io/audit"  # annotation: the last AUDIT_KEEP edits, JSON
 AUDIT_KEEP = 20
@@ -30,26 +33,48 @@ COLUMNS = ["deviceClass", "region", "devices"]
 class Quota:
     namespace: str
     name: str
-    limits: list[dict[str, Any]]
-    used: list[dict[str, Any]]
+    limits: list[dict[str, Any]]  # spec.limits as written (what the admin edits)
+    used: list[dict[str, Any]]  # status.used as the operator last wrote it
     resource_version: str | None  # None: not created yet
     audit: list[dict[str, Any]] = field(default_factory=list)
+    # what the operator enforces (kube.convert.quota_limits): the limits, or, for a spec it cannot read,
+    # one limit of 0 devices for everything; `error` says why
+    enforced: list[Limit] = field(default_factory=list)
+    error: str | None = None
+    message: str | None = None  # status.message (e.g. a limit naming an unknown class)
 
 
-def read(api: kubernetes.client.ApiClient, namespace: str) -> Quota:
-    """The namespace's HeteroQuota (the one named after the namespace, else the first), or a new one."""
-    custom = kubernetes.client.CustomObjectsApi(api)
-    items = custom.list_namespaced_custom_object(GROUP, VERSION, namespace, "heteroquotas")["items"]
-    obj = next((o for o in items if o["metadata"]["name"] == namespace), items[0] if items else None)
-    if obj is None:
-        return Quota(namespace, namespace, [], [], None)
+def _quota(obj: Mapping[str, Any]) -> Quota:
     meta = obj["metadata"]
     try:
         audit = json.loads((meta.get("annotations") or {}).get(AUDIT, "[]"))
     except ValueError:
         audit = []
-    return Quota(namespace, meta["name"], list((obj.get("spec") or {}).get("limits") or []),
-                 list((obj.get("status") or {}).get("used") or []), meta.get("resourceVersion"), audit)
+    status = obj.get("status") or {}
+    enforced, error = convert.quota_limits(obj)
+    return Quota(meta.get("namespace", ""), meta["name"], list((obj.get("spec") or {}).get("limits") or []),
+                 list(status.get("used") or []), meta.get("resourceVersion"), audit if isinstance(audit, list) else [],
+                 enforced, error, status.get("message"))
+
+
+def read_all(api: kubernetes.client.ApiClient, namespace: str) -> list[Quota]:
+    """Every HeteroQuota of the namespace, by name (the operator applies them all), or one new one named
+    after the namespace when it has none."""
+    custom = kubernetes.client.CustomObjectsApi(api)
+    items = custom.list_namespaced_custom_object(GROUP, VERSION, namespace, "heteroquotas")["items"]
+    found = sorted((_quota(o) for o in items), key=lambda q: q.name)
+    return found or [Quota(namespace, namespace, [], [], None)]
+
+
+def read(api: kubernetes.client.ApiClient, namespace: str, name: str) -> Quota | None:
+    """One HeteroQuota, or None when it does not exist (any more)."""
+    custom = kubernetes.client.CustomObjectsApi(api)
+    try:
+        return _quota(custom.get_namespaced_custom_object(GROUP, VERSION, namespace, "heteroquotas", name))
+    except ApiException as exc:
+        if exc.status == 404:
+            return None
+        raise
 
 
 def validate(rows: Sequence[Mapping[str, Any]], classes: Iterable[str], regions: Iterable[str]
@@ -112,24 +137,28 @@ def plain(problem: FieldProblem, row_of: Sequence[int]) -> str:
     return f"the table {whole}"  # the whole table, e.g. too many rows
 
 
-def used_beside_limits(limits: Sequence[Mapping[str, Any]], used: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
-    """One row per limit: its devices, what the namespace's jobs hold under it (the status.used entries the
-    limit covers; '*' matches any class or region), what is free."""
+def as_limits(rows: Sequence[Mapping[str, Any]], quota: str = "") -> list[Limit]:
+    """Validated editor rows (or spec.limits) as the operator's Limits."""
+    return [Limit(str(r["deviceClass"]), str(r.get("region") or "*"), int(r["devices"]), quota) for r in rows]
+
+
+def used_beside_limits(limits: Sequence[Limit], held: Mapping[tuple[str, str], int]) -> list[dict[str, Any]]:
+    """One row per limit: its devices, what the namespace's jobs hold under it (`held`: (class, region) ->
+    devices, as the operator counts it for every HeteroQuota of the namespace; '*' matches any class or
+    region), what is free."""
     rows = []
     for lim in limits:
-        cls, region = lim["deviceClass"], lim.get("region", "*")
-        n = sum(int(u.get("devices", 0)) for u in used
-                if cls in ("*", u.get("deviceClass")) and region in ("*", u.get("region")))
-        rows.append({"deviceClass": lim["deviceClass"], "region": lim.get("region", "*"), "limit": int(lim["devices"]),
-                     "used": n, "free": int(lim["devices"]) - n})
+        n = quota_usage.used_under(lim, held)
+        rows.append({"deviceClass": lim.device_class, "region": lim.region, "limit": lim.devices, "used": n,
+                     "free": lim.devices - n})
     return rows
 
 
-def below_use(limits: Sequence[Mapping[str, Any]], used: Sequence[Mapping[str, Any]]) -> list[str]:
+def below_use(limits: Sequence[Limit], held: Mapping[tuple[str, str], int]) -> list[str]:
     """Warnings for limits set below what the namespace already holds under them."""
-    return [f"{r['deviceClass']} in {'any region' if r['region'] == '*' else r['region']}: limit {r['limit']} is "
-            f"below the {r['used']} devices held now; running jobs keep them, nothing new is admitted until use "
-            f"falls under the limit" for r in used_beside_limits(limits, used) if r["used"] > r["limit"]]
+    return [f"{scope(r['deviceClass'], r['region'])}: limit {r['limit']} is below the {r['used']} devices held "
+            f"now; running jobs keep them, nothing new is admitted until use falls under the limit"
+            for r in used_beside_limits(limits, held) if r["used"] > r["limit"]]
 
 
 def describe(limits: Sequence[Mapping[str, Any]]) -> dict[tuple[str, str], int]:
@@ -182,8 +211,8 @@ def apply(api: kubernetes.client.ApiClient, quota: Quota, limits: list[dict[str,
                     "spec": {"limits": limits}}
             obj = custom.create_namespaced_custom_object(GROUP, VERSION, quota.namespace, "heteroquotas", body)
         else:
-            fresh = read(api, quota.namespace)
-            if fresh.resource_version is None or fresh.name != quota.name or fresh.limits != quota.limits:
+            fresh = read(api, quota.namespace, quota.name)
+            if fresh is None or fresh.resource_version is None or fresh.limits != quota.limits:
                 raise stale
             audit = (fresh.audit + [{"who": who, "when": when, "old": fresh.limits, "new": limits}])[-AUDIT_KEEP:]
             patch = {"metadata": {"resourceVersion": fresh.resource_version,
