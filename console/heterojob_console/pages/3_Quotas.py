@@ -113,5 +113,5 @@ for quota in found:
     if audit:
         with st.expander(f"Audit of {namespace}/{quota.name}"):
             st.dataframe(pd.DataFrame(audit), hide_index=True, width="stretch", key=f"audit:{quota.name}")
-    elif quota.resource_version:
+    else:
         st.caption(f"Audit of {namespace}/{quota.name}: no edits recorded yet.")
