@@ -36,7 +36,7 @@ _held: dict[str, tuple[float, str]] = {}  # URL -> (monotonic time to ask again,
 
 HEAT_POINTS = 60  # columns of the heat map, whatever the time range
 COLUMNS = ["device", "node", "region", "class", "utilization", "memory_used_mib", "temperature", "power",
-           "health", "reason", "pod", "job"]
+           "health", "reason", "pod", "job", "reporting"]
 UTIL = {"dcgm": "DCGM_FI_DEV_GPU_UTIL", "npu": "npu_chip_info_utilization"}
 MIG_UTILIZATION = "100 * DCGM_FI_PROF_GR_ENGINE_ACTIVE{sel}"
 # one device's history: (title, unit, GPU query, NPU query); {sel} is the device's label matcher
@@ -67,7 +67,10 @@ class Reader:
         self.monitor: Monitor | None = None
 
     def current(self, cluster: Cluster) -> tuple[pd.DataFrame, dict[str, str]]:
-        """(one row per reporting device, region -> why its telemetry is unavailable or degraded).
+        """(one row per device the monitor knows, region -> why its telemetry is unavailable or degraded).
+
+        `reporting` says which rows are a sample of this read; the others are devices the monitor remembers
+        (one whose series vanished: failed; one behind an exporter that is down: unknown).
 
         A device's pod comes from the exporter's pod mapping; when the exporter has none (a GPU that fell
         off the bus stops reporting its pod), from the pods holding accelerators on its node."""
@@ -91,7 +94,10 @@ class Reader:
             rows.append({"device": d.device_id, "node": d.node, "region": d.region, "class": d.device_class,
                          "utilization": d.utilization, "memory_used_mib": d.memory_used_mib,
                          "temperature": d.temperature_c, "power": d.power_w, "health": d.health.value,
-                         "reason": d.reason, "pod": pod, "job": job})
+                         "reason": d.reason, "pod": pod, "job": job,
+                         # a sample of this read, its exporter up: not one the monitor remembers (a device
+                         # whose series vanished, or one behind an exporter that is down)
+                         "reporting": d.observed_at is not None and d.node not in snapshot.exporters_down})
         problems = {name: r.message for name, r in (snapshot.regions.items() if snapshot else [])
                     if r.availability.value != "ok"}
         return pd.DataFrame(rows, columns=COLUMNS), problems
@@ -189,11 +195,6 @@ def current(cluster: Cluster, prometheus_url: str) -> tuple[pd.DataFrame, dict[s
 NODE_MATCH_LABELS = (*RELABELLED_NODE_LABELS, *HOST_LABELS)
 
 
-def _node_matcher(nodes: list[str]) -> list[str]:
-    alt = "|".join(nodes)
-    return [f'{{{label}=~"{alt}"}}' for label in NODE_MATCH_LABELS]
-
-
 def device_matchers(device: str) -> tuple[list[str], bool]:
     """(label matchers, is a MIG instance) for one device id as the adapters name it: `<UUID>` (UUID or, with
     --use-old-namespace, uuid), `<UUID>/mig-<GPU_I_ID>`, `<node>/npu-<id>`."""
@@ -202,6 +203,24 @@ def device_matchers(device: str) -> tuple[list[str], bool]:
         return [f'{{{label}="{node}",id="{chip}"}}' for label in NODE_MATCH_LABELS], False
     uuid, _, instance = device.partition("/mig-")
     return [f'{{{label}="{uuid}",GPU_I_ID="{instance}"}}' for label in ("UUID", "uuid")], bool(instance)
+
+
+def _select(metric: str, nodes: list[str] | None, extra: str = "") -> str:
+    """`metric` on `nodes` (any node label) or everywhere, with an `extra` label matcher."""
+    matchers = [f'{label}=~"{"|".join(nodes)}"' for label in NODE_MATCH_LABELS] if nodes is not None else [""]
+    sets = [", ".join(m for m in (one, extra) if m) for one in matchers]
+    return " or ".join(f"{metric}{{{s}}}" if s else metric for s in sets)
+
+
+def gpu_utilization(nodes: list[str] | None, keys: str) -> str:
+    """Each whole GPU's utilization as the operator's adapter reads it (and the device history charts it):
+    DCGM_FI_DEV_GPU_UTIL, or dcgm-exporter 1.x's name for it, else (2.2.9-2.4.1 ship GPU_UTIL commented out)
+    the engine activity x 100. MIG instances (GPU_I_ID) are not whole GPUs: the heat map leaves them out."""
+    by = f"max by (UUID, uuid, {keys})"
+    util = f"{by} ({_select(UTIL['dcgm'], nodes)} or {_select(DCGM_1X[UTIL['dcgm']], nodes)})"
+    whole = 'GPU_I_ID=""'  # a series without the label: a whole GPU
+    engine = f"{by} (100 * ({_select('DCGM_FI_PROF_GR_ENGINE_ACTIVE', nodes, whole)}))"
+    return f"{util} or {engine}"
 
 
 def heat_series(prometheus_url: str, minutes: int, nodes: list[str] | None = None,
@@ -213,10 +232,9 @@ def heat_series(prometheus_url: str, minutes: int, nodes: list[str] | None = Non
     step = max(1, int(minutes * 60 / HEAT_POINTS))
     keys = ", ".join(NODE_LABELS)
     if nodes is None:
-        queries = [f"avg by ({keys}) ({m})" for m in UTIL.values()]
+        queries = [f"avg by ({keys}) ({gpu_utilization(None, keys)})", f"avg by ({keys}) ({UTIL['npu']})"]
     else:
-        queries = [f"max by (UUID, {keys}) ({' or '.join(UTIL['dcgm'] + s for s in _node_matcher(nodes))})",
-                   f"max by (id, {keys}) ({' or '.join(UTIL['npu'] + s for s in _node_matcher(nodes))})"]
+        queries = [gpu_utilization(nodes, keys), f"max by (id, {keys}) ({_select(UTIL['npu'], nodes)})"]
     prom = connect(prometheus_url, TIMEOUT_S)
     series: dict[str, dict[pd.Timestamp, float]] = {}
     where: dict[str, str] = {}
@@ -225,7 +243,8 @@ def heat_series(prometheus_url: str, minutes: int, nodes: list[str] | None = Non
                                          step=f"{step}s"):
             labels = s.get("metric") or {}
             node = node_of_series(labels)  # the operator's rule: a relabelled node label before Hostname
-            name = node if nodes is None else (labels.get("UUID") or f"{node}/npu-{labels.get('id', '?')}")
+            name = node if nodes is None else (labels.get("UUID") or labels.get("uuid")  # 1.x: `uuid`
+                                               or f"{node}/npu-{labels.get('id', '?')}")
             series[name] = {pd.Timestamp(float(t), unit="s", tz="UTC"): float(v) for t, v in s.get("values", [])}
             where[name] = node
     frame = pd.DataFrame(series).T

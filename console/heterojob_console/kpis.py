@@ -6,6 +6,7 @@ number means the same on the Overview, the Devices and the Jobs page, and what k
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass
 
 import pandas as pd
@@ -18,10 +19,15 @@ HELP = {
     "cpu": "CPU cores of the cpu-class nodes held by pods / their allocatable cores.",
     "utilization": "What the exporters measure (DCGM_FI_DEV_GPU_UTIL, npu_chip_info_utilization), averaged "
                    "over the accelerators that report now; devices without data are left out, never taken as 0.",
-    "reporting": "Accelerators with a current sample in Prometheus / accelerators the Nodes declare.",
-    "failed": "Accelerators whose exporter reports a fault (fatal XID, NPU health unhealthy).",
+    "reporting": "Accelerators of existing Nodes with a sample in this read of Prometheus, their exporter up "
+                 "(not those behind an exporter that is down, nor a device whose series vanished); at most the "
+                 "accelerators the Nodes declare.",
+    "failed": "Accelerators whose exporter reports a fault (fatal XID, NPU health unhealthy), or whose series "
+              "vanished while their node's exporter still reports (fell off the bus).",
     "degraded": "Accelerators that work but need attention (over the temperature limit, non-fatal errors).",
-    "unknown": "Accelerators the Nodes declare but no exporter reports (no telemetry is not a fault).",
+    "unknown": "Accelerators the Nodes declare but no exporter reports (no telemetry is not a fault), and "
+               "reporting ones whose health the exporter cannot tell; a device whose series vanished counts "
+               "as failed instead.",
     "nodes": "Nodes Ready and schedulable (not cordoned) / all Nodes. The nodes of a member cluster that does "
              "not answer count as not ready (as the operator sees them), not as gone; a member that has not "
              "answered since the console started is named under the figure, its nodes unknown.",
@@ -73,13 +79,21 @@ class Health:
     unknown: int  # declared, not reporting
 
 
-def health(devices: pd.DataFrame, accelerators: int) -> Health:
-    """From the telemetry table (one row per reporting device, `utilization`, `health`)."""
-    util = devices["utilization"].dropna() if not devices.empty else pd.Series(dtype=float)
+def health(devices: pd.DataFrame, accelerators: int, nodes: Iterable[str] | None = None) -> Health:
+    """From the telemetry table (one row per device the monitor knows: `utilization`, `health`, `reporting`),
+    counting only devices of `nodes` (the accelerator Nodes that exist; None: every row)."""
+    if nodes is not None and not devices.empty:
+        devices = devices[devices["node"].isin(set(nodes))]
+    now = devices[devices["reporting"].astype(bool)] if not devices.empty else devices
+    util = now["utilization"].dropna() if not now.empty else pd.Series(dtype=float)
     counts = devices["health"].value_counts() if not devices.empty else pd.Series(dtype=int)
-    return Health(reporting=len(devices), utilization=float(util.mean()) if len(util) else None,
+    # a remembered device is not reporting; a failed one (its series vanished) is counted as failed, not unknown
+    silent_failed = int((~devices["reporting"].astype(bool) & (devices["health"] == "failed")).sum()) \
+        if not devices.empty else 0
+    unknown_now = int((now["health"] == "unknown").sum()) if not now.empty else 0
+    return Health(reporting=len(now), utilization=float(util.mean()) if len(util) else None,
                   failed=int(counts.get("failed", 0)), degraded=int(counts.get("degraded", 0)),
-                  unknown=max(0, accelerators - len(devices)) + int(counts.get("unknown", 0)))
+                  unknown=max(0, accelerators - len(now) - silent_failed) + unknown_now)
 
 
 def by_region(nodes: pd.DataFrame, regions: pd.DataFrame) -> pd.DataFrame:

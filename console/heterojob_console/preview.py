@@ -25,13 +25,14 @@ from heterojob.controller.status import read_status, where
 from heterojob.engine import admission as planner
 from heterojob.engine import migration, transfer
 from heterojob.engine.admission import Outcome
-from heterojob.engine.fleet import Fleet, Limit
+from heterojob.engine.fleet import Fleet, Limit, holdings
 from heterojob.engine.queueing import QueuePolicy, QueueSettings
 from heterojob.kube import convert
 from heterojob.state.cache import Cache
 from heterojob.state.requests import move_request, transfer_move
 from heterojob.state.views import FleetSource
 
+from heterojob_console import quotas
 from heterojob_console.data import Cluster
 
 
@@ -112,7 +113,7 @@ def quota_change(cluster: Cluster, namespace: str, quota: str, limits: Sequence[
     planned, in the operator's order, with the current and with the edited limits."""
     now = time.time()
     jobs = cache(cluster, now)
-    edited = [Limit(str(r["deviceClass"]), str(r.get("region") or "*"), int(r["devices"]), quota) for r in limits]
+    edited = quotas.as_limits(limits, quota)
     before = plan(jobs, jobs.fleet(source(cluster)), now)
     after = plan(jobs, jobs.fleet(source(cluster, (namespace, quota, edited))), now)
     out = []
@@ -126,6 +127,12 @@ def quota_change(cluster: Cluster, namespace: str, quota: str, limits: Sequence[
                   "blocked" if a.outcome in ADMITTING and b.outcome not in ADMITTING else "blocker changed")
         out.append(Effect(key, a.message, b.message, change))
     return out
+
+
+def held(cluster: Cluster, namespace: str) -> dict[tuple[str, str], int]:
+    """(class, region) -> devices the namespace's jobs hold, as the operator counts them against every
+    HeteroQuota of the namespace (its cache's allocations; `engine.fleet.holdings`)."""
+    return holdings(cache(cluster, time.time()).allocations().values()).get(namespace, {})
 
 
 @dataclass(frozen=True)

@@ -131,3 +131,19 @@ def test_the_consoles_device_history_charts_a_dcgm_1x_gpu(recorded: PrometheusSe
                          timeout=30, interval=0.5, what="a utilization history for the dcgm-exporter 1.x GPU")
     assert set(charted["Utilization"]["value"]) == {93}
     assert set(charted["Temperature"]["value"]) == {66} and set(charted["Memory used"]["value"]) == {12740}
+
+
+def test_the_consoles_heat_map_shows_gpus_without_gpu_util_and_dcgm_1x_gpus(recorded: PrometheusServer) -> None:
+    """The heat map reads utilization as the device history does: dcgm-exporter 2.2.9-2.4.1 (engine activity)
+    and 1.x (`dcgm_gpu_utilization`, `uuid`) GPUs appear, per node and per device, beside a current one."""
+    from heterojob_console.devices import heat_series
+
+    wanted = {"gpu-node-i", "gpu-node-j", "gpu-node-m"}
+    fleet = eventually(lambda: [f] if wanted <= set((f := heat_series(recorded.url, 15)).index) else None,
+                       timeout=30, interval=0.5, what="heat map rows for every GPU node")[0]
+    assert set(fleet.loc["gpu-node-m"].drop("node").dropna()) == {46.5}  # (93 + 0) / 2 in the recorded 1.x shape
+    per_device = heat_series(recorded.url, 15, ["gpu-node-i", "gpu-node-m"])
+    assert {I0, I1, M0, M1} <= set(per_device.index)
+    assert per_device.loc[[I0, I1, M0, M1], "node"].tolist() == ["gpu-node-i"] * 2 + ["gpu-node-m"] * 2
+    assert per_device.drop(columns="node").stack().between(0, 100).all()
+    assert set(per_device.loc[M0].drop("node").dropna()) == {93}
