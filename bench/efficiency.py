@@ -396,8 +396,8 @@ def summarize(runs: list[dict[str, Any]], pruns: list[dict[str, Any]], wall: flo
                          f"the offered work would be {rate_bound[m]} jobs/h, {bound}x static's sustained rate")
     for m, row in lp_out.items():
         if row["gain_bound"] < 1.28:
-            notes.append(f"throughput_gain >= 1.28 is out of reach in the {m} mix by Gavel's fluid max-throughput "
-                         f"LP: at most {min(row['best_jobs_per_h'].values())} jobs/h (lowest seed), static's "
+            notes.append(f"throughput_gain >= 1.28 is likely out of reach in the {m} mix by Gavel's fluid "
+                         f"max-throughput LP (an estimate: measured knees run above fluid rates): at most {min(row['best_jobs_per_h'].values())} jobs/h (lowest seed), static's "
                          f"partition at most {min(row['static_jobs_per_h'].values())}, a gain of at most "
                          f"{row['gain_bound']} (per seed {row['gain_bound_per_seed']})")
         if row["static_sustained_over_its_fluid_rate"] > 1.05:
