@@ -20,6 +20,7 @@ from heterojob.controller.decisionlog import decided
 from heterojob.controller.events import move_event
 from heterojob.controller.pods import Pods
 from heterojob.controller.status import StatusPatch, StatusWriter, read_status, where
+from heterojob.engine import lifecycle
 from heterojob.engine.lifecycle import Action, Decision, PodView
 from heterojob.kube.api import Kube, now_iso
 from heterojob.state.cache import Cache
@@ -29,7 +30,7 @@ log = logging.getLogger("heterojob.controller")
 
 MIN_SPAN_S = 2.0  # a speed is measured over at least this long (status times are whole seconds)
 MAX_STEPS_PER_S = 1e9  # what status.scheduling.speeds accepts
-PERIODIC = "continue"  # what follows a periodic checkpoint: the job goes on where it is
+PERIODIC = lifecycle.PERIODIC  # what follows a periodic checkpoint: the job goes on where it is
 THEN_PHASE = {"migrate": Phase.MIGRATING, "resize": Phase.RESIZING}
 
 
