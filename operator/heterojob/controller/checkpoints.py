@@ -52,11 +52,12 @@ class Checkpoints:
 
     async def ask(self, key: str, then: str, by: str | None, reason: str, exclude: Sequence[str] = (),
                   urgent: bool = False, replicas: int | None = None, migration: dict[str, Any] | None = None,
-                  handled: dict[str, str] | None = None) -> bool:
+                  handled: dict[str, str] | None = None, deadline: float | None = None) -> bool:
         """Record a pending checkpoint in the job's status (step 1); its own passes annotate the pods.
 
         One at a time: the first one asked goes on (a periodic one gives way). `urgent`: the job may be
-        dead already (failed device); go on from the last checkpoint at once. `migration` (the move's
+        dead already (failed device); go on from the last checkpoint at once. `deadline` (unix seconds): an
+        earlier one than spec.checkpoint.timeoutSeconds gives (a drain's grace period). `migration` (the move's
         state, with the room reserved for it) and `handled` (the request annotation this consumes) are
         written in the same patch: intent is in the status before any trigger is let go. False when
         nothing was asked.
@@ -81,6 +82,8 @@ class Checkpoints:
         if status.checkpoint and checkpoint_id in {c.id for c in (status.checkpoint.last, status.checkpoint.pending)
                                                    if c is not None}:
             checkpoint_id = f"g{generation}-{int(now * 1000)}"
+        if deadline is not None and not urgent:
+            timeout = max(0, min(timeout, int(deadline - now)))
         pending = {"id": checkpoint_id, "reason": reason, "requestedAt": now_iso(),
                    "deadline": iso(now if urgent else now + timeout), "then": then, "by": by,
                    "exclude": sorted(exclude), "replicas": replicas}

@@ -370,16 +370,25 @@ class Controller:
             self.kube.post_event(job, "Warning", d.reason, d.message)
             await self.pods.release(key, d.pods)
             self.poke(key)
-        elif d.action == Action.DRAIN:  # voluntary: from the last checkpoint, no restart counted
+        elif d.action == Action.DRAIN:  # voluntary: no restart counted
             p = status.placement
             assert p is not None
+            move = {"exclude": list(d.nodes), "reason": f"drain: {d.message}", "replicas": p.replicas,
+                    "trigger": "drain", "involuntary": True}
+            if d.deadline is not None and d.deadline - time.time() >= 1.0:  # every rank runs: save in the grace
+                if await self.checkpoints.ask(key, then="migrate", by=None, reason=f"drain: {d.message}",
+                                              exclude=d.nodes, replicas=p.replicas, migration=move,
+                                              deadline=d.deadline):
+                    self.kube.post_event(job, "Normal", d.reason, f"{d.message}; checkpointing within the evicted "
+                                         f"pod's grace period, then placing the gang off node(s) {', '.join(d.nodes)}")
+                    self.metrics.migrations.labels("migrate", "drain").inc()
+                return
             last = status.checkpoint.last if status.checkpoint else None
             saved = last.model_dump(by_alias=True, exclude_none=True) if last else None
             message = f"{d.message}; placing the gang off node(s) {', '.join(d.nodes)}, {resume_from(saved)}"
             patch.phase(Phase.MIGRATING, d.reason, message).set(
                 placement=None, checkpoint={"pending": None, "last": saved} if status.checkpoint else None,
-                migration={"exclude": list(d.nodes), "reason": f"drain: {d.message}", "replicas": p.replicas,
-                           "trigger": "drain", "involuntary": True})
+                migration=move)
             patch.history("migrate", d.message, where(status)).condition("Ready", "False", d.reason, message)
             if not await self.writer.write(job, patch):
                 return

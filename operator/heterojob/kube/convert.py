@@ -137,6 +137,7 @@ def pod_view(obj: Mapping[str, Any]) -> PodView | None:
         unschedulable=unschedulable,
         unschedulable_since=since,
         disruption=disruption,
+        deletion_at=timestamp(meta.get("deletionTimestamp")),
     )
 
 

@@ -19,6 +19,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from heterojob.constants import EVICTED_BY_EVICTION_API
 from heterojob.sim.cluster.errors import ApiError
 from heterojob.sim.cluster.selectors import label_selector_matcher
 
@@ -26,7 +27,7 @@ MORE_THAN_ONE = "This pod has more than one PodDisruptionBudget, which the evict
 VIOLATION = "Cannot evict pod as it would violate the pod's disruption budget."
 # the condition eviction.go's addConditionAndDeletePod writes before it deletes (PodDisruptionConditions: on by
 # default since v1.26, GA in v1.31); not on a dry run
-CONDITION = {"type": "DisruptionTarget", "status": "True", "reason": "EvictionByEvictionAPI",
+CONDITION = {"type": "DisruptionTarget", "status": "True", "reason": EVICTED_BY_EVICTION_API,
              "message": "Eviction API: evicting"}
 
 
