@@ -13,14 +13,18 @@ time (`sdk.Checkpointer(checkpoint_on_eviction=True)`, played by the emulator's 
 from __future__ import annotations
 
 import os
+import shutil
 import signal
+import subprocess
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import pytest
 
 from heterojob.constants import ANNOTATION_CHECKPOINT_ACK, ANNOTATION_CHECKPOINT_REQUEST
 from heterojob.sdk import Checkpointer
+from heterojob.sim.cluster.harness import Emulator
 from heterojob.sim.cluster.kubelet import Kubelet
 from heterojob.sim.cluster.nodes import node
 from tests.conftest import Cluster, eventually
@@ -55,8 +59,15 @@ def evict(cluster: Cluster, pod: str, grace: int | None = None) -> None:
     cluster.core.create_namespaced_pod_eviction(pod, "team-a", body)
 
 
-def drain(cluster: Cluster, node_name: str, grace: int | None = None) -> None:
-    """What kubectl drain does: cordon, then evict every pod of the node."""
+def drain(cluster: Cluster, node_name: str, kubeconfig: Path, grace: int | None = None) -> None:
+    """`kubectl drain` (the one on PATH), or without one what it does: cordon, then evict the node's pods."""
+    kubectl = shutil.which("kubectl")
+    if kubectl:
+        args = [kubectl, "--kubeconfig", str(kubeconfig), "drain", node_name, "--timeout=60s",
+                *([f"--grace-period={grace}"] if grace is not None else [])]
+        done = subprocess.run(args, capture_output=True, text=True, timeout=90)
+        assert done.returncode == 0 and f"node/{node_name} drained" in done.stdout, done.stdout + done.stderr
+        return
     cluster.core.patch_node(node_name, {"spec": {"unschedulable": True}})
     for pod in cluster.core.list_namespaced_pod("team-a", field_selector=f"spec.nodeName={node_name}").items:
         evict(cluster, pod.metadata.name, grace)
@@ -84,14 +95,14 @@ def kubelet(cluster: Cluster) -> Iterator[Kubelet]:
     k.stop()
 
 
-def drained(cluster: Cluster, grace: int | None) -> tuple[str, str, dict[str, Any]]:
+def drained(cluster: Cluster, kubeconfig: Path, grace: int | None) -> tuple[str, str, dict[str, Any]]:
     """Drain the node of a running job that has saved a checkpoint: (the node, the checkpoint before the
     drain, the status once the job runs again)."""
     cluster.create_job("trainer", spec())
     first = running_on(cluster, "trainer", 1)
     before = eventually(lambda: (status(cluster, "trainer").get("checkpoint") or {}).get("last"), timeout=20,
                         what="a periodic checkpoint saved")
-    drain(cluster, first, grace)
+    drain(cluster, first, kubeconfig, grace)
     moved = running_on(cluster, "trainer", 2)
     assert moved != first
     s = status(cluster, "trainer")
@@ -103,9 +114,9 @@ def drained(cluster: Cluster, grace: int | None) -> tuple[str, str, dict[str, An
     return first, before["id"], s
 
 
-def test_a_drain_moves_the_job_from_a_checkpoint_taken_in_the_grace_period(cluster: Cluster, operator: Any,
-                                                                            kubelet: Kubelet) -> None:
-    first, before, s = drained(cluster, None)  # the pod's own grace period (30 s)
+def test_a_drain_moves_the_job_from_a_checkpoint_taken_in_the_grace_period(
+        cluster: Cluster, emulator: Emulator, operator: Any, kubelet: Kubelet) -> None:
+    first, before, s = drained(cluster, emulator.kubeconfig, None)  # the pod's own grace period (30 s)
     move = next(h for h in s["history"] if h["action"] == "migrate")
     assert f"evicted from node {first}" in move["reason"]
     assert move["progressLostSteps"] == 0 and "CheckpointSaved" not in move["reason"]  # saved, nothing lost
@@ -114,9 +125,9 @@ def test_a_drain_moves_the_job_from_a_checkpoint_taken_in_the_grace_period(clust
     assert resumed[0].split("resumes from ")[1] != f"s3://ckpt/trainer/{before}/"  # not the one before the drain
 
 
-def test_a_drain_without_grace_moves_the_job_from_its_last_checkpoint(cluster: Cluster, operator: Any,
-                                                                       kubelet: Kubelet) -> None:
-    first, before, s = drained(cluster, 0)  # kubectl drain --grace-period=0: the rank is gone at once
+def test_a_drain_without_grace_moves_the_job_from_its_last_checkpoint(
+        cluster: Cluster, emulator: Emulator, operator: Any, kubelet: Kubelet) -> None:
+    first, before, s = drained(cluster, emulator.kubeconfig, 0)  # kubectl drain --grace-period=0: the rank is gone at once
     message = next(e.message for e in cluster.events("trainer") if e.reason == "Drained")
     assert f"resumes from s3://ckpt/trainer/{before}/" in message and "cordoned" in message
 
