@@ -27,3 +27,6 @@ LABEL_HOSTNAME = "kubernetes.io/hostname"
 
 MASTER_PORT = 29500
 CHECKPOINT_SIZE_MAX = 1 << 62  # bytes (4 EiB): a larger checkpoint size is not believed
+# the reason of the pod condition DisruptionTarget=True the API server adds before an Eviction deletes the pod
+# (kube-apiserver pkg/registry/core/pod/storage/eviction.go; PodDisruptionConditions, GA in v1.31)
+EVICTED_BY_EVICTION_API = "EvictionByEvictionAPI"

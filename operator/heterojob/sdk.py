@@ -18,6 +18,12 @@ pod). `save` may return the number of bytes this rank wrote (0 when it writes no
 and weighs that against the links between regions before moving the job (docs/multicluster.md). When
 `save` returns None the ack carries no size and ends at the URI, as earlier SDKs wrote it (the operator
 reads both forms); the planner then assumes spec.checkpoint.sizeHint, else devices x device memory.
+
+With `checkpoint_on_eviction=True` (main thread only: it installs a SIGTERM handler) a rank evicted by a drain
+(its pod carries DisruptionTarget reason EvictionByEvictionAPI, which the API server adds before it deletes the
+pod) keeps training through its grace period until it has answered the checkpoint the operator asks for, then
+exits (code 143, as SIGTERM would); any other SIGTERM ends it at the next `maybe_checkpoint`. The kubelet kills
+it at the end of the grace period (terminationGracePeriodSeconds) if no request came.
 """
 
 from __future__ import annotations
@@ -25,12 +31,14 @@ from __future__ import annotations
 import logging
 import os
 import re
+import signal
 import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from heterojob.constants import ANNOTATION_CHECKPOINT_ACK, ANNOTATION_CHECKPOINT_REQUEST, CHECKPOINT_SIZE_MAX
+from heterojob.constants import (ANNOTATION_CHECKPOINT_ACK, ANNOTATION_CHECKPOINT_REQUEST, CHECKPOINT_SIZE_MAX,
+                                 EVICTED_BY_EVICTION_API)
 
 log = logging.getLogger("heterojob.sdk")
 
@@ -54,7 +62,8 @@ def read_annotations(path: Path) -> dict[str, str]:
 class Checkpointer:
     def __init__(self, *, directory: str | None = None, pod: str | None = None, namespace: str | None = None,
                  podinfo: str | Path | None = None, api: Any = None, poll_s: float = 1.0,
-                 resume_from: str | None = None, clock: Callable[[], float] = time.monotonic) -> None:
+                 resume_from: str | None = None, clock: Callable[[], float] = time.monotonic,
+                 checkpoint_on_eviction: bool = False) -> None:
         """Everything defaults to what the operator puts in the pod's environment."""
         env = os.environ
         self.directory = (directory or env.get("HETEROJOB_CHECKPOINT_DIR")
@@ -68,6 +77,22 @@ class Checkpointer:
         self._api = api
         self._last_poll = float("-inf")
         self._answered: set[str] = set()
+        self.terminating = False  # SIGTERM came (with checkpoint_on_eviction)
+        self._evicted: bool | None = None  # whether that SIGTERM is an eviction's (read once, from the pod)
+        if checkpoint_on_eviction:
+            signal.signal(signal.SIGTERM, self._on_sigterm)
+
+    def _on_sigterm(self, signum: int, frame: object) -> None:
+        self.terminating = True
+
+    def _was_evicted(self) -> bool:
+        """Whether this pod carries DisruptionTarget=True reason EvictionByEvictionAPI (a drain's eviction)."""
+        try:
+            pod = self._core().read_namespaced_pod(self.pod, self.namespace)
+        except Exception:  # noqa: BLE001 - no API (or no permission): end as SIGTERM would
+            return False
+        return any(c.type == "DisruptionTarget" and c.status == "True" and c.reason == EVICTED_BY_EVICTION_API
+                   for c in (pod.status.conditions or []))
 
     def _core(self) -> Any:
         if self._api is None:
@@ -92,7 +117,12 @@ class Checkpointer:
 
     def maybe_checkpoint(self, step: int, save: Callable[[str], int | None]) -> str | None:
         """At a step boundary: save and acknowledge if a checkpoint is asked for; the URI saved, or None.
-        `save(uri)` may return the bytes this rank wrote (reported with the ack)."""
+        `save(uri)` may return the bytes this rank wrote (reported with the ack). After SIGTERM (with
+        `checkpoint_on_eviction`) it raises SystemExit: at once unless the pod was evicted, else once answered."""
+        if self.terminating and self._evicted is None:
+            self._evicted = self._was_evicted()
+        if self.terminating and not self._evicted:
+            raise SystemExit(EXIT_SIGTERM)
         now = self._clock()
         if now - self._last_poll < self.poll_s:
             return None
@@ -106,7 +136,12 @@ class Checkpointer:
         self._core().patch_namespaced_pod(self.pod, self.namespace, {"metadata": {"annotations": {
             ANNOTATION_CHECKPOINT_ACK: ack}}})
         self._answered.add(wanted)
+        if self.terminating:
+            raise SystemExit(EXIT_SIGTERM)  # saved within the grace period: the drain may go on
         return uri
+
+
+EXIT_SIGTERM = 128 + signal.SIGTERM  # what a process killed by SIGTERM reports
 
 
 def _size(value: object) -> int | None:

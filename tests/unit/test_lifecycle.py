@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 from heterojob.api.job import Phase
-from heterojob.engine.lifecycle import Action, JobView, PodView, decide
+from heterojob.engine.lifecycle import EVICTED, Action, JobView, PendingCheckpoint, PodView, decide
 
 
 def view(phase: Phase | None = Phase.ADMITTED, generation: int | None = 1, replicas: int | None = 2,
@@ -79,3 +81,39 @@ def test_an_urgent_move_does_not_blame_ranks_for_a_deadline_that_was_never_given
     late = replace(urgent, now=221.0, checkpoint=PendingCheckpoint("g1-100", 220.0, "migrate", requested=100.0))
     d = decide(late)
     assert d.action == Action.CHECKPOINT_TIMEOUT and "no answer from rank(s) [0, 1] by the deadline" in d.message
+
+
+def test_an_evicted_rank_is_a_drain_not_a_failure() -> None:
+    """A rank the Eviction API took (DisruptionTarget EvictionByEvictionAPI) moves the job off its node without
+    counting a restart, even with the backoff limit used up; a rank still within its grace period lets the
+    gang checkpoint by the end of it."""
+    evicted = pod(0, deleting=True, node="n1", disruption=EVICTED, deletion_at=130.0)
+    job = JobView(phase=Phase.RUNNING, reason=None, generation=1, replicas=2, restarts=3, backoff_limit=3,
+                  pods=(evicted, pod(1, node="n2")), now=100.0, cordoned=frozenset({"n1"}))
+    d = decide(job)
+    assert (d.action, d.reason, d.nodes, d.pods, d.deadline) == (Action.DRAIN, "Drained", ("n1",), ("j-g1-1",), 130.0)
+    assert "evicted from node n1" in d.message
+    gone = JobView(phase=Phase.RUNNING, reason=None, generation=1, replicas=2, restarts=0, backoff_limit=3,
+                   pods=(pod(1, node="n2"),), now=100.0, cordoned=frozenset({"n1"}))
+    d = decide(gone)  # deleted before the operator saw it, its node cordoned: no grace left to save in
+    assert (d.action, d.deadline) == (Action.DRAIN, None) and "disappeared while node(s) n1 are cordoned" in d.message
+    # the same rank gone with no node cordoned, or failed on its own: a failure, as before
+    assert decide(replace(gone, cordoned=frozenset())).action == Action.RESTART
+    assert decide(replace(job, pods=(pod(0, "Failed", node="n1"), pod(1, node="n2")), restarts=0)).action \
+        == Action.RESTART
+
+
+def test_a_rank_in_its_grace_period_is_asked_for_the_checkpoint_and_counted_alive() -> None:
+    pending = PendingCheckpoint("g1-9", deadline=130.0, then="migrate", requested=100.0)
+    evicted = pod(0, deleting=True, node="n1", disruption=EVICTED, deletion_at=130.0)
+    job = JobView(phase=Phase.CHECKPOINTING, reason=None, generation=1, replicas=2, restarts=0, backoff_limit=3,
+                  pods=(evicted, pod(1, node="n2")), now=110.0, checkpoint=pending, cordoned=frozenset({"n1"}))
+    d = decide(job)
+    assert d.action == Action.REQUEST_CHECKPOINT and sorted(d.pods) == ["j-g1-0", "j-g1-1"]
+    asked = (replace(evicted, checkpoint_request="g1-9", checkpoint_ack="g1-9;40;s3://c/g1-9/"),
+             pod(1, node="n2", checkpoint_request="g1-9", checkpoint_ack="g1-9;40;s3://c/g1-9/"))
+    assert decide(replace(job, pods=asked)).action == Action.CHECKPOINT_DONE
+    for lost in (replace(job, pods=(asked[1],)),  # gone: the move goes on from the last checkpoint
+                 replace(job, pods=(replace(asked[0], checkpoint_ack=""), asked[1]), now=130.0)):  # grace over
+        d = decide(lost)
+        assert (d.action, d.reason) == (Action.CHECKPOINT_TIMEOUT, "ReplicaLost")

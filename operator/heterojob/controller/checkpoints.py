@@ -20,6 +20,7 @@ from heterojob.controller.decisionlog import decided
 from heterojob.controller.events import move_event
 from heterojob.controller.pods import Pods
 from heterojob.controller.status import StatusPatch, StatusWriter, read_status, where
+from heterojob.engine import lifecycle
 from heterojob.engine.lifecycle import Action, Decision, PodView
 from heterojob.kube.api import Kube, now_iso
 from heterojob.state.cache import Cache
@@ -29,7 +30,7 @@ log = logging.getLogger("heterojob.controller")
 
 MIN_SPAN_S = 2.0  # a speed is measured over at least this long (status times are whole seconds)
 MAX_STEPS_PER_S = 1e9  # what status.scheduling.speeds accepts
-PERIODIC = "continue"  # what follows a periodic checkpoint: the job goes on where it is
+PERIODIC = lifecycle.PERIODIC  # what follows a periodic checkpoint: the job goes on where it is
 THEN_PHASE = {"migrate": Phase.MIGRATING, "resize": Phase.RESIZING}
 
 
@@ -51,11 +52,12 @@ class Checkpoints:
 
     async def ask(self, key: str, then: str, by: str | None, reason: str, exclude: Sequence[str] = (),
                   urgent: bool = False, replicas: int | None = None, migration: dict[str, Any] | None = None,
-                  handled: dict[str, str] | None = None) -> bool:
+                  handled: dict[str, str] | None = None, deadline: float | None = None) -> bool:
         """Record a pending checkpoint in the job's status (step 1); its own passes annotate the pods.
 
         One at a time: the first one asked goes on (a periodic one gives way). `urgent`: the job may be
-        dead already (failed device); go on from the last checkpoint at once. `migration` (the move's
+        dead already (failed device); go on from the last checkpoint at once. `deadline` (unix seconds): an
+        earlier one than spec.checkpoint.timeoutSeconds gives (a drain's grace period). `migration` (the move's
         state, with the room reserved for it) and `handled` (the request annotation this consumes) are
         written in the same patch: intent is in the status before any trigger is let go. False when
         nothing was asked.
@@ -80,6 +82,8 @@ class Checkpoints:
         if status.checkpoint and checkpoint_id in {c.id for c in (status.checkpoint.last, status.checkpoint.pending)
                                                    if c is not None}:
             checkpoint_id = f"g{generation}-{int(now * 1000)}"
+        if deadline is not None and not urgent:
+            timeout = max(0, min(timeout, int(deadline - now)))
         pending = {"id": checkpoint_id, "reason": reason, "requestedAt": now_iso(),
                    "deadline": iso(now if urgent else now + timeout), "then": then, "by": by,
                    "exclude": sorted(exclude), "replicas": replicas}

@@ -25,7 +25,7 @@ FIXED: dict[str, EventType] = {
     "Admitted": NORMAL, "Waiting": NORMAL, "Preempting": NORMAL, "Reclaiming": NORMAL,  # admission
     "Running": NORMAL,
     "CheckpointRequested": NORMAL, "MoveCancelled": NORMAL, "PreemptionCancelled": NORMAL, "MigrationHeld": NORMAL,
-    "ClassProposed": NORMAL,
+    "ClassProposed": NORMAL, "Drained": NORMAL,  # engine.lifecycle's DRAIN: a drain someone asked for
     "SpecChangeDeferred": NORMAL, "SpecChangeApplied": NORMAL,  # engine.spec_changes': a spec edit read
     "AllReplicasSucceeded": NORMAL,  # engine.lifecycle's SUCCEED
     "CheckpointMissed": WARNING, "Restarting": WARNING, "MemberLost": WARNING, "StatusRepaired": WARNING,

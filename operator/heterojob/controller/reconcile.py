@@ -21,7 +21,7 @@ from heterojob.api.job import JOB_NAME_MAX, HeteroJobSpec, HeteroJobStatus, Phas
 from heterojob.constants import ANNOTATION_CHECKPOINT_REQUEST
 from heterojob.controller.admission import Admission
 from heterojob.controller.alerts import AlertSymptoms
-from heterojob.controller.checkpoints import PERIODIC, Checkpoints
+from heterojob.controller.checkpoints import PERIODIC, Checkpoints, resume_from
 from heterojob.controller.decisionlog import decided
 from heterojob.controller.disruption import Disruption
 from heterojob.controller.pods import Pods
@@ -209,6 +209,7 @@ class Controller:
                                                    timestamp(pending.requested_at))
             if pending is not None else None,
             now=now,
+            cordoned=self._cordoned(status),
         )
         if pending is not None and spec is not None and await self.disruption.escalate(job, spec, status, now):
             return  # a fault outranks what the job was checkpointing for: its next pass goes on at once
@@ -302,6 +303,13 @@ class Controller:
             self.poke_pending()
         self.poke(key)
 
+    def _cordoned(self, status: HeteroJobStatus) -> frozenset[str]:
+        """The job's nodes that are cordoned (spec.unschedulable: kubectl cordon, the first step of a drain)."""
+        if status.placement is None:
+            return frozenset()
+        nodes = self.fleet_source.nodes()
+        return frozenset(n for n in status.placement.nodes if n in nodes and not nodes[n].schedulable)
+
     def _fleet_problems(self, spec: HeteroJobSpec) -> list[validation.Problem]:
         """What this spec asks that the fleet can never give (engine.validation)."""
         return validation.job_problems(
@@ -385,6 +393,32 @@ class Controller:
             patch.history("reschedule", d.message, where(status)).condition("Ready", "False", d.reason, message)
             await self.writer.write(job, patch)
             self.kube.post_event(job, "Warning", d.reason, d.message)
+            await self.pods.release(key, d.pods)
+            self.poke(key)
+        elif d.action == Action.DRAIN:  # voluntary: no restart counted
+            p = status.placement
+            assert p is not None
+            move = {"exclude": list(d.nodes), "reason": f"drain: {d.message}", "replicas": p.replicas,
+                    "trigger": "drain", "involuntary": True}
+            if d.deadline is not None and d.deadline - time.time() >= 1.0:  # every rank runs: save in the grace
+                if await self.checkpoints.ask(key, then="migrate", by=None, reason=f"drain: {d.message}",
+                                              exclude=d.nodes, replicas=p.replicas, migration=move,
+                                              deadline=d.deadline):
+                    self.kube.post_event(job, "Normal", d.reason, f"{d.message}; checkpointing within the evicted "
+                                         f"pod's grace period, then placing the gang off node(s) {', '.join(d.nodes)}")
+                    self.metrics.migrations.labels("migrate", "drain").inc()
+                return
+            last = status.checkpoint.last if status.checkpoint else None
+            saved = last.model_dump(by_alias=True, exclude_none=True) if last else None
+            message = f"{d.message}; placing the gang off node(s) {', '.join(d.nodes)}, {resume_from(saved)}"
+            patch.phase(Phase.MIGRATING, d.reason, message).set(
+                placement=None, checkpoint={"pending": None, "last": saved} if status.checkpoint else None,
+                migration=move)
+            patch.history("migrate", d.message, where(status)).condition("Ready", "False", d.reason, message)
+            if not await self.writer.write(job, patch):
+                return
+            self.kube.post_event(job, "Normal", d.reason, message)
+            self.metrics.migrations.labels("migrate", "drain").inc()
             await self.pods.release(key, d.pods)
             self.poke(key)
         elif d.action in (Action.FAIL, Action.SUCCEED):

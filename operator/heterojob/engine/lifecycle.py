@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 from enum import StrEnum
 
 from heterojob.api.job import Phase
-from heterojob.constants import CHECKPOINT_SIZE_MAX
+from heterojob.constants import CHECKPOINT_SIZE_MAX, EVICTED_BY_EVICTION_API
 from heterojob.engine.placement import replicas_text
 
 
@@ -28,6 +28,11 @@ class PodView:
     checkpoint_ack: str = ""  # the SDK's answer, "<id>;<step>;<uri>[;size=<bytes>]"
     unschedulable: str = ""  # the scheduler's message while PodScheduled is False (Unschedulable)
     unschedulable_since: float = 0.0  # unix seconds
+    disruption: str = ""  # the reason of its DisruptionTarget=True condition (EvictionByEvictionAPI, ...)
+    deletion_at: float | None = None  # deletionTimestamp (unix seconds): the end of its grace period
+
+
+EVICTED = EVICTED_BY_EVICTION_API  # a DisruptionTarget reason: the Eviction API (kubectl drain)
 
 
 @dataclass(frozen=True)
@@ -59,6 +64,7 @@ class JobView:
     checkpoint: PendingCheckpoint | None = None
     now: float = 0.0  # unix seconds: time is an argument, never read here
     unschedulable_after_s: float = 60.0  # a pod the scheduler cannot place this long: place the gang elsewhere
+    cordoned: frozenset[str] = frozenset()  # nodes marked unschedulable (kubectl cordon / drain)
 
 
 class Action(StrEnum):
@@ -76,6 +82,7 @@ class Action(StrEnum):
     CHECKPOINT_DONE = "checkpoint-done"  # every rank saved: go on with what follows
     CHECKPOINT_TIMEOUT = "checkpoint-timeout"  # not every rank saved in time (or one is gone): go on anyway
     UNSCHEDULABLE = "unschedulable"  # the scheduler cannot place a rank where planned: place the gang elsewhere
+    DRAIN = "drain"  # a rank was evicted (kubectl drain): a voluntary move off those nodes, no restart counted
 
 
 @dataclass(frozen=True)
@@ -85,14 +92,17 @@ class Decision:
     message: str = ""
     ranks: tuple[int, ...] = ()  # CREATE_PODS: which ranks
     pods: tuple[str, ...] = ()  # CLEANUP / RESTART: which pods to delete; REQUEST_CHECKPOINT: to annotate
-    nodes: tuple[str, ...] = ()  # UNSCHEDULABLE: the nodes to avoid
+    nodes: tuple[str, ...] = ()  # UNSCHEDULABLE / DRAIN: the nodes to avoid
     step: int | None = None  # CHECKPOINT_DONE: the step every rank saved
     uri: str | None = None  # CHECKPOINT_DONE: where
     size_bytes: int | None = None  # CHECKPOINT_DONE: the bytes every rank wrote, summed (None: a rank did not say)
     notes: tuple[str, ...] = ()  # CHECKPOINT_DONE: acks whose size was ignored, and why (for the log)
+    deadline: float | None = None  # DRAIN: every rank still runs until then (grace period): checkpoint by then
 
 
 REASON_INVALID_SPEC = "InvalidSpec"
+REASON_DRAINED = "Drained"
+PERIODIC = "continue"  # PendingCheckpoint.then of a periodic checkpoint: the job goes on where it is
 
 
 def decide(job: JobView) -> Decision:
@@ -114,8 +124,11 @@ def decide(job: JobView) -> Decision:
         return Decision(Action.PLACE, "Unplaced")
 
     by_rank = {p.rank: p for p in current if not p.deleting}
+    drained = _drained(job, current, by_rank)
+    if drained is not None:
+        return drained
     if job.checkpoint is not None:
-        return _checkpointing(job, job.checkpoint, by_rank)
+        return _checkpointing(job, job.checkpoint, by_rank, current)
     failed = sorted((p for p in by_rank.values() if p.phase == "Failed"), key=lambda p: p.rank)
     if failed:
         first = failed[0]
@@ -147,6 +160,35 @@ def decide(job: JobView) -> Decision:
         if job.phase != Phase.RUNNING:
             return Decision(Action.RUNNING, "AllReplicasRunning", f"{replicas_text(job.replicas)} running")
     return Decision(Action.NONE)
+
+
+def _drained(job: JobView, current: Sequence[PodView], by_rank: dict[int, PodView]) -> Decision | None:
+    """A rank of a running gang taken away by a drain, not by a fault: evicted (DisruptionTarget reason
+    EvictionByEvictionAPI), or deleted, gone or ended while its node is cordoned. The job moves off those
+    nodes from its last checkpoint; no restart is counted (backoffLimit is for failures)."""
+    periodic = job.checkpoint is not None and job.checkpoint.then == PERIODIC
+    if not (job.phase == Phase.RUNNING or job.phase == Phase.CHECKPOINTING and periodic):
+        return None  # a move or preemption checkpointing goes on by its own protocol (ReplicaLost)
+    evicted = sorted((p for p in current if p.phase != "Succeeded" and (
+        p.disruption == EVICTED or p.deleting and p.node in job.cordoned)), key=lambda p: p.rank)
+    missing = [r for r in range(job.replicas or 0) if r not in by_rank and not any(p.rank == r for p in current)]
+    if not evicted and not (missing and job.cordoned):
+        return None
+    nodes = {p.node for p in evicted if p.node} | set(job.cordoned)
+    what = (f"replica {evicted[0].rank} ({evicted[0].name}) was evicted from node {evicted[0].node}"
+            if evicted else f"replica {missing[0]} disappeared while node(s) {', '.join(sorted(job.cordoned))} "
+            f"are cordoned")
+    grace = [p.deletion_at for p in evicted if p.deleting and p.deletion_at is not None]
+    every_rank_runs = not missing and all(p.phase == "Running" and (not p.deleting or _in_grace(job, p))
+                                          for p in evicted)
+    return Decision(Action.DRAIN, REASON_DRAINED, f"{what} (a drain, not a failure: no restart counted)",
+                    pods=tuple(p.name for p in current if not p.deleting), nodes=tuple(sorted(nodes)),
+                    deadline=min(grace) if grace and every_rank_runs else None)
+
+
+def _in_grace(job: JobView, p: PodView) -> bool:
+    """A pod being deleted that still runs within its grace period: it may still save its shard."""
+    return p.deleting and p.phase == "Running" and p.deletion_at is not None and job.now < p.deletion_at
 
 
 def _restart_or_fail(job: JobView, why: str, current: Sequence[PodView]) -> Decision:
@@ -194,12 +236,15 @@ def parse_ack(value: str, wanted: str) -> Ack | None:
     return Ack(step, uri, n)
 
 
-def _checkpointing(job: JobView, pending: PendingCheckpoint, by_rank: dict[int, PodView]) -> Decision:
-    """The checkpoint protocol: ask every rank, wait for every answer or the deadline, then go on."""
+def _checkpointing(job: JobView, pending: PendingCheckpoint, by_rank: dict[int, PodView],
+                   current: Sequence[PodView]) -> Decision:
+    """The checkpoint protocol: ask every rank, wait for every answer or the deadline, then go on. A rank
+    being deleted (evicted) that still runs within its grace period is asked too."""
     replicas = job.replicas or 0
     if by_rank and len(by_rank) == replicas and all(p.phase == "Succeeded" for p in by_rank.values()):
         return Decision(Action.SUCCEED, "AllReplicasSucceeded", f"all {replicas} replicas succeeded")
     alive = {r: p for r, p in by_rank.items() if p.phase in ("Pending", "Running")}
+    alive.update({p.rank: p for p in current if p.rank not in alive and _in_grace(job, p)})
     unasked = tuple(p.name for p in alive.values() if p.checkpoint_request != pending.id)
     if unasked:
         return Decision(Action.REQUEST_CHECKPOINT, "CheckpointRequested", pods=unasked)

@@ -116,8 +116,10 @@ def pod_view(obj: Mapping[str, Any]) -> PodView | None:
             reason = f"container {cs.get('name')} exited with code {term['exitCode']}" + (
                 f" ({term['reason']})" if term.get("reason") else "")
             break
-    unschedulable, since = "", 0.0
+    unschedulable, since, disruption = "", 0.0, ""
     for c in status.get("conditions") or []:
+        if isinstance(c, dict) and c.get("type") == "DisruptionTarget" and c.get("status") == "True":
+            disruption = str(c.get("reason") or "")
         if isinstance(c, dict) and c.get("type") == "PodScheduled" and c.get("status") == "False" \
                 and c.get("reason") == "Unschedulable":
             unschedulable = str(c.get("message") or "the scheduler found no node for it")
@@ -134,6 +136,8 @@ def pod_view(obj: Mapping[str, Any]) -> PodView | None:
         checkpoint_ack=str((meta.get("annotations") or {}).get(ANNOTATION_CHECKPOINT_ACK, "")),
         unschedulable=unschedulable,
         unschedulable_since=since,
+        disruption=disruption,
+        deletion_at=timestamp(meta.get("deletionTimestamp")),
     )
 
 

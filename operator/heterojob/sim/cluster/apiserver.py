@@ -625,6 +625,8 @@ class ApiServerEmulator(kmock.KubernetesEmulator):
             raise decision.refusal
         if decision.failure_status is not None:
             return decision.failure_status, 500
+        if not dry_run:  # addConditionAndDeletePod: the DisruptionTarget condition, then the graceful delete
+            self._commit(kind, pod, {**pod, "status": evictions.with_condition(pod, _now())}, "status")
         self._delete(route, kind, options.get("preconditions") or {}, options.get("propagationPolicy") or
                      "Background", dry_run, _grace(options, {}))
         return {"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Success", "code": 201}, 201

@@ -19,11 +19,16 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from heterojob.constants import EVICTED_BY_EVICTION_API
 from heterojob.sim.cluster.errors import ApiError
 from heterojob.sim.cluster.selectors import label_selector_matcher
 
 MORE_THAN_ONE = "This pod has more than one PodDisruptionBudget, which the eviction subresource does not support."
 VIOLATION = "Cannot evict pod as it would violate the pod's disruption budget."
+# the condition eviction.go's addConditionAndDeletePod writes before it deletes (PodDisruptionConditions: on by
+# default since v1.26, GA in v1.31); not on a dry run
+CONDITION = {"type": "DisruptionTarget", "status": "True", "reason": EVICTED_BY_EVICTION_API,
+             "message": "Eviction API: evicting"}
 
 
 @dataclass(frozen=True)
@@ -82,6 +87,17 @@ def matching_budgets(pod: Mapping[str, Any], pdbs: Iterable[Mapping[str, Any]]) 
     namespace = (pod.get("metadata") or {}).get("namespace")
     return [b for b in pdbs if (b.get("metadata") or {}).get("namespace") == namespace
             and label_selector_matcher((b.get("spec") or {}).get("selector"))(pod)]
+
+
+def with_condition(pod: Mapping[str, Any], now: str) -> dict[str, Any]:
+    """The pod's status with DisruptionTarget set as `podutil.UpdatePodCondition` sets it (the transition time
+    changes only when the status does)."""
+    status = dict(pod.get("status") or {})
+    conditions = [c for c in status.get("conditions") or [] if isinstance(c, dict)]
+    old = next((c for c in conditions if c.get("type") == CONDITION["type"]), None)
+    since = old.get("lastTransitionTime") if old is not None and old.get("status") == CONDITION["status"] else now
+    status["conditions"] = [*(c for c in conditions if c is not old), {**CONDITION, "lastTransitionTime": since}]
+    return status
 
 
 def can_ignore_budgets(pod: Mapping[str, Any]) -> bool:

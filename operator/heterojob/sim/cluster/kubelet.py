@@ -5,23 +5,28 @@ succeeds, or fails when `HETEROJOB_SIM_FAIL` is "1". A running pod gets the node
 own podIP from the node's podCIDR (`ipam`; the node's IP with hostNetwork), kept until it ends. With
 `device_health`, it plays the device plugins too: a node's allocatable leaves out its Unhealthy devices. Its step is ten per second of running. With
 `answer_checkpoints`, it plays the SDK: a pod asked for a checkpoint acknowledges it a moment later
-(`<id>;<step>;$HETEROJOB_CHECKPOINT_DIR/<id>/`), unless `HETEROJOB_SIM_NO_SDK` is "1".
+(`<id>;<step>;$HETEROJOB_CHECKPOINT_DIR/<id>/`), unless `HETEROJOB_SIM_NO_SDK` is "1"; a pod evicted (a drain)
+then runs on through its grace period until it has answered a checkpoint (`sdk.Checkpointer(checkpoint_on_eviction=
+True)`).
 """
 
 from __future__ import annotations
 
 import json
 import logging
+import time
 from collections.abc import Callable, Mapping
 from typing import Any
 
 import kubernetes
 from kubernetes.client import ApiException
 
-from heterojob.constants import ANNOTATION_CHECKPOINT_ACK, ANNOTATION_CHECKPOINT_REQUEST, ANNOTATION_NODE, LABEL_JOB
+from heterojob.constants import (ANNOTATION_CHECKPOINT_ACK, ANNOTATION_CHECKPOINT_REQUEST, ANNOTATION_NODE,
+                                 EVICTED_BY_EVICTION_API, LABEL_JOB)
 from heterojob.kube.convert import ready_condition
 from heterojob.sim.cluster import ipam
 from heterojob.sim.cluster.stepping import Stepping
+from heterojob.state.times import timestamp
 
 log = logging.getLogger(__name__)
 
@@ -68,6 +73,7 @@ class Kubelet(Stepping):
         self.answer_checkpoints = answer_checkpoints
         self.checkpoint_delay = checkpoint_delay
         self._asked: dict[str, float] = {}  # "<pod>/<request id>" -> when first seen
+        self._draining: dict[str, str] = {}  # uid of an evicted rank still running -> its ack when evicted
         self.start_delay = start_delay
         super().__init__("kubelet", interval)
         self._started: dict[str, float] = {}
@@ -102,6 +108,9 @@ class Kubelet(Stepping):
             meta, status = pod["metadata"], pod.get("status") or {}
             key = f"{meta['namespace']}/{meta['name']}"
             phase = status.get("phase", "Pending")
+            if meta.get("deletionTimestamp") and meta.get("uid") in self._draining and phase == "Running":
+                self._answer(pod, now)  # an evicted rank's SDK saves within its grace period
+                continue
             if phase in ("Succeeded", "Failed") or meta.get("deletionTimestamp"):
                 self._started.pop(key, None)
                 continue
@@ -143,11 +152,18 @@ class Kubelet(Stepping):
     def _finish_deletions(self, pods: list[dict[str, Any]]) -> None:
         """A pod being deleted gracefully (deletionTimestamp set) is stopped by its node's kubelet, which then
         deletes it with grace 0 and the API server removes it (kubelet status manager, v1.32). The simulated
-        containers stop at once. (`pods`: those of nodes whose kubelet answers; a silent node's pods stay
-        Terminating, as on a real cluster, until it answers again.)"""
+        containers stop at once on SIGTERM, but for an evicted rank whose SDK plays (`answer_checkpoints`, the
+        SDK's `checkpoint_on_eviction`): it runs on to answer a checkpoint request that comes after its
+        eviction, then exits; the kubelet kills it at the end of its grace period. (`pods`: those of nodes
+        whose kubelet answers; a silent node's pods stay Terminating, as on a real cluster, until it answers
+        again.)"""
+        alive: set[str] = set()
         for pod in pods:
             meta = pod.get("metadata") or {}
             if not meta.get("deletionTimestamp") or not (meta.get("deletionGracePeriodSeconds") or 0) > 0:
+                continue
+            if self._lingers(pod):
+                alive.add(meta.get("uid", ""))
                 continue
             try:  # this pod, not one made again under its name since the list (the status manager's UID check)
                 self.core.delete_namespaced_pod(meta["name"], meta["namespace"], grace_period_seconds=0,
@@ -156,6 +172,22 @@ class Kubelet(Stepping):
             except ApiException as exc:
                 if exc.status not in (404, 409):
                     raise
+        self._draining = {uid: asked for uid, asked in self._draining.items() if uid in alive}
+
+    def _lingers(self, pod: dict[str, Any]) -> bool:
+        """Whether an evicted rank's simulated SDK still runs: within its grace period, not yet having answered
+        a checkpoint request since it was evicted (what `sdk.Checkpointer(checkpoint_on_eviction=True)` does)."""
+        meta, status = pod.get("metadata") or {}, pod.get("status") or {}
+        evicted = any(isinstance(c, dict) and c.get("type") == "DisruptionTarget" and c.get("status") == "True"
+                      and c.get("reason") == EVICTED_BY_EVICTION_API for c in status.get("conditions") or [])
+        if (not self.answer_checkpoints or not evicted or status.get("phase") != "Running"
+                or LABEL_JOB not in (meta.get("labels") or {}) or _env(pod, "HETEROJOB_SIM_NO_SDK", "0") == "1"):
+            return False
+        end = timestamp(meta.get("deletionTimestamp"))
+        if end is None or time.time() >= end:
+            return False  # SIGKILL at the end of the grace period
+        ack = (meta.get("annotations") or {}).get(ANNOTATION_CHECKPOINT_ACK) or ""
+        return self._draining.setdefault(meta.get("uid", ""), ack) == ack  # the SDK exits once it answered
 
     def _report_health(self, unhealthy: Mapping[str, int], nodes: Mapping[str, dict[str, Any]]) -> None:
         """Node status allocatable = capacity - unhealthy devices, for the nodes (`nodes`: this cluster's, by
