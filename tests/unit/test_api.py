@@ -14,6 +14,7 @@ from heterojob.api.common import check_object_name
 from heterojob.api.quota import HeteroQuotaSpec
 from heterojob.api.region import RegionSpec
 from heterojob.api import crds
+from heterojob.api.names import TAINT_EFFECTS, TOLERATION_OPERATORS
 from heterojob.api.template import problems
 from heterojob.sim.cluster.builtin import validate_tolerations
 
@@ -143,6 +144,11 @@ TOLERATIONS = [  # (toleration, whether kube-apiserver v1.32's ValidateToleratio
     ({"key": "a" * 64, "operator": "Exists"}, False),
     ({"key": "a", "value": "not a label value!"}, False),  # Equal's value is a label value
     ({"key": "a", "value": "x" * 64}, False),
+    ({"key": "a" * 251 + ".io/x", "operator": "Exists"}, False),  # a prefix of 254 (at most 253)
+    ({"key": "a" * 249 + ".io/x", "operator": "Exists"}, True),
+    ({"key": "Example.com/x", "operator": "Exists"}, False),  # the prefix is a lower-case DNS-1123 subdomain
+    *(({"key": "a", "operator": "Exists", "effect": effect}, True) for effect in TAINT_EFFECTS),
+    *(({"key": "a", "operator": operator, "effect": "NoSchedule"}, True) for operator in TOLERATION_OPERATORS),
 ]
 
 

@@ -15,7 +15,8 @@ from typing import Any
 
 from jsonschema import Draft202012Validator
 
-DNS1123_LABEL = r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$"
+from heterojob.api.names import DNS1123_LABEL_RE, LABEL_KEY_RE, LABEL_VALUE_RE, TAINT_EFFECTS, TOLERATION_OPERATORS
+
 QUANTITY = r"^[+-]?([0-9]+(\.[0-9]*)?|\.[0-9]+)(([KMGTPE]i)|[numkMGTPE]|[eE][+-]?[0-9]+)?$"  # k8s resource.Quantity
 
 _STRING_MAP = {"type": "object", "additionalProperties": {"type": "string"}}
@@ -26,7 +27,7 @@ _CONTAINER = {
     "type": "object",
     "required": ["name", "image"],
     "properties": {
-        "name": {"type": "string", "maxLength": 63, "pattern": DNS1123_LABEL},
+        "name": {"type": "string", "maxLength": 63, "pattern": DNS1123_LABEL_RE},
         "image": {"type": "string", "minLength": 1},
         "command": {"type": "array", "items": {"type": "string"}},
         "args": {"type": "array", "items": {"type": "string"}},
@@ -38,12 +39,6 @@ _CONTAINER = {
         "ports": _LIST_OF_OBJECTS,
     },
 }
-TAINT_EFFECTS = ("NoSchedule", "PreferNoSchedule", "NoExecute")
-# a label key (apimachinery IsQualifiedName: an optional DNS-1123 subdomain prefix and '/', a name of at most
-# 63) and a label value (IsValidLabelValue: at most 63, may be empty)
-_SUBDOMAIN = r"[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*"
-QUALIFIED_NAME = rf"^((?=[^/]{{1,253}}/){_SUBDOMAIN}/)?(?=[^/]{{1,63}}$)([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9]$"
-LABEL_VALUE = r"^(?=.{0,63}$)(([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9])?$"
 # a toleration as kube-apiserver v1.32 validates it (pkg/apis/core/validation ValidateTolerations): a key is a
 # qualified name, operator Equal (or empty) or Exists, a known effect (or empty: every effect),
 # tolerationSeconds (null: unset) only with NoExecute, no value with Exists, a label value with Equal (so a
@@ -51,9 +46,9 @@ LABEL_VALUE = r"^(?=.{0,63}$)(([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9])?$"
 _TOLERATION = {
     "type": "object",
     "properties": {
-        "key": {"type": "string", "anyOf": [{"const": ""}, {"pattern": QUALIFIED_NAME}]},
-        "value": {"type": "string", "pattern": LABEL_VALUE},
-        "operator": {"enum": ["", "Equal", "Exists"]}, "effect": {"enum": ["", *TAINT_EFFECTS]},
+        "key": {"type": "string", "anyOf": [{"const": ""}, {"pattern": LABEL_KEY_RE}]},
+        "value": {"type": "string", "pattern": LABEL_VALUE_RE},
+        "operator": {"enum": ["", *TOLERATION_OPERATORS]}, "effect": {"enum": ["", *TAINT_EFFECTS]},
         "tolerationSeconds": {"type": ["integer", "null"]},
     },
     "allOf": [
@@ -115,13 +110,13 @@ def _describe(error: Any) -> str:
         return f"not allowed; {_FIXES.get(field, 'remove it')}"
     if error.validator == "type":
         return f"must be {_article(error.validator_value)}, not {_kind(error.instance)} {error.instance!r:.60}"
-    if error.validator == "pattern" and error.validator_value == DNS1123_LABEL:
+    if error.validator == "pattern" and error.validator_value == DNS1123_LABEL_RE:
         return (f"invalid name {error.instance!r}: lower-case letters, digits and '-', starting and ending with a "
                 "letter or digit (RFC 1123 label)")
     if error.validator == "anyOf" and error.absolute_path and error.absolute_path[-1] == "key":
         return (f"invalid key {error.instance!r:.80}: a label key, e.g. 'gpu' or 'example.com/gpu-health' (letters, "
                 "digits, '-', '_' and '.', starting and ending with a letter or digit, at most 63 after the prefix)")
-    if error.validator == "pattern" and error.validator_value == LABEL_VALUE:
+    if error.validator == "pattern" and error.validator_value == LABEL_VALUE_RE:
         return (f"invalid value {error.instance!r:.80}: a label value (at most 63 letters, digits, '-', '_' and '.', "
                 "starting and ending with a letter or digit)")
     if error.validator == "anyOf":

@@ -16,12 +16,13 @@ from typing import Any, TypeVar
 import kubernetes
 from kubernetes.client import ApiException
 
+from heterojob.api.names import LABEL_VALUE_RE
 from heterojob.constants import API_VERSION, GROUP, LABEL_JOB, VERSION
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")
 EVENTS_REMEMBERED = 4096  # Events that a repeat bumps instead of creating another (oldest forgotten first)
-_LABEL_VALUE = re.compile(r"^(?=.{0,63}$)(([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9])?$")  # a valid label value
+_LABEL_VALUE = re.compile(LABEL_VALUE_RE)  # a valid label value
 
 
 def now_iso() -> str:

@@ -14,14 +14,12 @@ from collections.abc import Callable, Mapping
 from decimal import Decimal, InvalidOperation
 from typing import Any
 
+from heterojob.api.names import (
+    DNS1035_LABEL, DNS1123_LABEL, DNS1123_SUBDOMAIN, LABEL_VALUE, QUALIFIED_NAME, TAINT_EFFECTS, TOLERATION_OPERATORS,
+)
 from heterojob.sim.cluster import errors
 from heterojob.sim.cluster.errors import ApiError, FieldError
 
-DNS1123_LABEL = "[a-z0-9]([-a-z0-9]*[a-z0-9])?"
-DNS1123_SUBDOMAIN = DNS1123_LABEL + r"(\." + DNS1123_LABEL + ")*"
-DNS1035_LABEL = "[a-z]([-a-z0-9]*[a-z0-9])?"
-QUALIFIED_NAME = "([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9]"
-LABEL_VALUE = "(([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9])?"
 ENV_NAME = "[-._a-zA-Z][-._a-zA-Z0-9]*"
 QUANTITY = r"^([+-]?[0-9.]+)([eEinumkKMGTP]*[-+]?[0-9]*)$"
 
@@ -212,10 +210,6 @@ def _go_type(value: Any) -> str:
     if isinstance(value, (int, float)):
         return "number"
     return {str: "string", list: "array", dict: "object"}.get(type(value), "value")
-
-
-TOLERATION_OPERATORS = ("Equal", "Exists")
-TAINT_EFFECTS = ("NoSchedule", "PreferNoSchedule", "NoExecute")
 
 
 def validate_tolerations(tolerations: Any, where: str, kind: str = "Pod", api_version: str = "v1"
