@@ -108,14 +108,17 @@ def _demo(args: argparse.Namespace) -> int:
     from heterojob.sim.demo import Demo, inject, parse_members
 
     if args.action == "inject":
-        from heterojob.sim.demo import DemoNotRunning, follow, pick_target
+        from heterojob.sim.demo import CLEAR, DemoNotRunning, follow, pick_target
 
         if not args.fault:
-            raise SystemExit("usage: heterojob demo inject FAULT [NODE] [--device N] [--value V]")
+            raise SystemExit("usage: heterojob demo inject FAULT [NODE] [--device N] [--value V]; "
+                             "heterojob demo inject clear [NODE] [--device N]")
         try:
             job = None
             node, device = args.node, args.device if args.device is not None else 0
-            if not node:
+            if args.fault == CLEAR:  # no device: the whole node; no node: the whole fleet
+                device = args.device
+            elif not node:
                 node, picked, job, pod = pick_target(args.fault, args.workdir)
                 device = picked if args.device is None else args.device
                 print(f"{args.fault} on {node} device {device}: it is under job {job} (pod {pod})")
@@ -277,12 +280,15 @@ def parser() -> argparse.ArgumentParser:
     demo.add_argument("action", nargs="?", choices=["run", "inject"], default="run",
                       help="run (default) or inject a fault into a running demo")
     demo.add_argument("fault", nargs="?", help="inject: fatal-xid, application-xid, overheat, npu-unhealthy, "
-                                                "npu-unknown, vanish, exporter-down, straggle; or what the node "
-                                                "controller writes: node-unreachable, node-notready, node-ready")
+                                                "npu-unknown, vanish, exporter-down, straggle; clear (heals them); or what "
+                                                "the node controller writes: node-unreachable, node-notready, "
+                                                "node-ready")
     demo.add_argument("node", nargs="?", help="inject: the node, e.g. cn-east-nvidia-h100-00; without one, a node "
-                                               "that hosts a running job (the job's next steps are printed)")
+                                               "that hosts a running job (the job's next steps are printed); clear without one: "
+                                               "every node")
     demo.add_argument("--device", type=int, default=None,
-                      help="inject: device index on the node (default 0, or the picked job's first device)")
+                      help="inject: device index on the node (default 0, or the picked job's first device; "
+                           "clear: default every device of the node)")
     demo.add_argument("--value", type=float, default=None, help="inject: XID code, temperature or slow-down")
     demo.add_argument("--port", type=int, default=8501, help="console port (0: any free port)")
     demo.add_argument("--smoke", action="store_true",

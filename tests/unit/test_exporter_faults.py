@@ -1,5 +1,6 @@
 """The simulated exporters' POST /faults answers an unknown node or device by naming it and what exists
-(`heterojob demo inject` prints that answer), not with a KeyError repr and the request-body format."""
+(`heterojob demo inject` prints that answer), not with a KeyError repr and the request-body format; and
+`heterojob demo inject clear` heals a device, a node or the fleet (what the exporters then serve)."""
 
 from __future__ import annotations
 
@@ -7,10 +8,11 @@ import json
 import urllib.error
 import urllib.request
 from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
 
-from heterojob.sim.demo import fleet_nodes
+from heterojob.sim.demo import CLEAR, STATE, fleet_nodes, inject
 from heterojob.sim.telemetry.exporters import ExporterFleet
 
 
@@ -51,3 +53,76 @@ def test_bad_kind_and_missing_field_still_show_the_format(url: str) -> None:
     code, text = post(url, {"kind": "overheat"})
     assert code == 400 and "send {kind:" in text
     assert post(url, {"kind": "overheat", "node": "cn-hohhot-ascend-910b-00", "device": 3})[0] == 200
+
+
+# --- `heterojob demo inject clear`: the fleet recovers -----------------------------------------------------------
+
+GPU_NODE, NPU_NODE = "cn-east-nvidia-h100-00", "cn-hohhot-ascend-910b-00"
+
+
+def scraped(base: str, node: str) -> dict[tuple[str, str], float] | None:
+    """(metric, device index) -> value of a node's /metrics as Prometheus scrapes it; None when it answers 503."""
+    from prometheus_client.parser import text_string_to_metric_families
+
+    try:
+        with urllib.request.urlopen(f"{base}/nodes/{node}/metrics", timeout=5) as r:
+            text = r.read().decode()
+    except urllib.error.HTTPError as exc:
+        assert exc.code == 503
+        return None
+    return {(s.name, s.labels.get("gpu", s.labels.get("id", ""))): s.value
+            for family in text_string_to_metric_families(text) for s in family.samples}
+
+
+@pytest.fixture()
+def demo(tmp_path: Path) -> Iterator[tuple[str, Path]]:
+    """A simulated fleet's exporters and the state file `heterojob demo inject` finds a running demo by."""
+    exporters = ExporterFleet(fleet_nodes(("cn-east", "cn-hohhot")), seed=1)
+    host, port = exporters.serve()
+    base = f"http://{host}:{port}"
+    (tmp_path / STATE).write_text(json.dumps({"exporters": base, "kubeconfig": str(tmp_path / "kubeconfig")}))
+    try:
+        yield base, tmp_path
+    finally:
+        exporters.stop()
+
+
+def test_clear_heals_one_device_and_leaves_the_others_broken(demo: tuple[str, Path]) -> None:
+    base, workdir = demo
+    inject("fatal-xid", GPU_NODE, 2, 79, workdir)
+    inject("overheat", GPU_NODE, 3, 97, workdir)
+    inject("npu-unhealthy", NPU_NODE, 1, None, workdir)
+    broken = scraped(base, GPU_NODE)
+    assert broken is not None and broken[("DCGM_FI_DEV_XID_ERRORS", "2")] == 79
+    assert broken[("DCGM_FI_DEV_GPU_TEMP", "3")] == 97
+
+    said = inject(CLEAR, GPU_NODE, 2, None, workdir)
+    assert said.startswith(f"cleared every exporter fault on {GPU_NODE} device 2")
+    healed = scraped(base, GPU_NODE)
+    assert healed is not None and healed[("DCGM_FI_DEV_XID_ERRORS", "2")] == 0  # as after an exporter restart
+    assert healed[("DCGM_FI_DEV_GPU_TEMP", "3")] == 97  # another device's fault stays
+    assert scraped(base, NPU_NODE)[("npu_chip_info_health_status", "1")] == 0  # type: ignore[index]
+
+
+def test_clear_a_node_brings_its_exporter_back_and_clear_alone_heals_the_fleet(demo: tuple[str, Path]) -> None:
+    base, workdir = demo
+    inject("straggle", GPU_NODE, 0, 0.1, workdir)
+    inject("exporter-down", GPU_NODE, 0, None, workdir)
+    inject("npu-unhealthy", NPU_NODE, 5, None, workdir)
+    assert scraped(base, GPU_NODE) is None
+    inject(CLEAR, GPU_NODE, None, None, workdir)  # no device: the whole node, its exporter up again
+    up = scraped(base, GPU_NODE)
+    assert up is not None and all(v == 0 for (m, _), v in up.items() if m == "DCGM_FI_DEV_XID_ERRORS")
+    assert scraped(base, NPU_NODE)[("npu_chip_info_health_status", "5")] == 0  # type: ignore[index]
+    assert inject(CLEAR, None, None, None, workdir).endswith("on every node: it reports healthy from the next scrape")
+    assert scraped(base, NPU_NODE)[("npu_chip_info_health_status", "5")] == 1  # type: ignore[index]
+    with urllib.request.urlopen(f"{base}/faults", timeout=5) as r:
+        assert json.loads(r.read()) == []
+
+
+def test_clear_names_an_unknown_node_or_device(demo: tuple[str, Path]) -> None:
+    _, workdir = demo
+    with pytest.raises(ValueError, match="no node 'cn-north-ascend-910b-00'"):
+        inject(CLEAR, "cn-north-ascend-910b-00", None, None, workdir)
+    with pytest.raises(ValueError, match="has devices 0-7, not 9"):
+        inject(CLEAR, NPU_NODE, 9, None, workdir)

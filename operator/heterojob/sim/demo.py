@@ -19,6 +19,7 @@ import sys
 import threading
 import time
 import urllib.error
+import urllib.parse
 import urllib.request
 from pathlib import Path
 from collections.abc import Callable, Iterable, Mapping
@@ -257,14 +258,30 @@ def _node_fault(kind: str, node: str, state: Mapping[str, Any]) -> str:
     raise ValueError(f"no node {node!r} in the demo's clusters")
 
 
-def inject(kind: str, node: str, device: int = 0, value: float | None = None, workdir: Path | None = None) -> str:
-    """Break something in the running demo (found through its state file); the answer for the user."""
+CLEAR = "clear"  # heals what the exporter faults broke (not a node fault: `node-ready` undoes those)
+
+
+def inject(kind: str, node: str | None, device: int | None = 0, value: float | None = None,
+           workdir: Path | None = None) -> str:
+    """Break something in the running demo (found through its state file), or heal it (`clear`: every exporter
+    fault of `device` on `node`, of the whole node when no device, of the fleet when no node); the answer for
+    the user."""
     if kind in NODE_FAULTS:
+        if not node:
+            raise ValueError(f"{kind} needs a node, e.g. `heterojob demo inject {kind} cn-east-nvidia-h100-01`")
         return _node_fault(kind, node, demo_state(workdir))
     url = demo_state(workdir)["exporters"]
-    body = json.dumps({"kind": kind, "node": node, "device": device, "value": value}).encode()
-    request = urllib.request.Request(f"{url}/faults", data=body, method="POST",
-                                     headers={"Content-Type": "application/json"})
+    if kind == CLEAR:
+        query = urllib.parse.urlencode({k: v for k, v in (("node", node), ("device", device)) if v is not None})
+        request = urllib.request.Request(f"{url}/faults" + (f"?{query}" if query else ""), method="DELETE")
+        where = (f"{node} device {device}" if device is not None else f"every device of {node}" if node
+                 else "every node")
+        said = f"cleared every exporter fault on {where}: it reports healthy from the next scrape"
+    else:
+        body = json.dumps({"kind": kind, "node": node, "device": device or 0, "value": value}).encode()
+        request = urllib.request.Request(f"{url}/faults", data=body, method="POST",
+                                         headers={"Content-Type": "application/json"})
+        said = f"injected {kind} on {node} device {device or 0}"
     try:
         with urllib.request.urlopen(request, timeout=5) as r:
             r.read()
@@ -272,7 +289,7 @@ def inject(kind: str, node: str, device: int = 0, value: float | None = None, wo
         raise ValueError(exc.read().decode().strip()) from None
     except (urllib.error.URLError, OSError) as exc:
         raise _demo_down(url, exc, workdir) from None
-    return f"injected {kind} on {node} device {device}"
+    return said
 
 
 def fleet_nodes(regions: tuple[str, ...] | None = None) -> list[dict[str, Any]]:

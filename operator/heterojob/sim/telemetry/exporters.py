@@ -23,6 +23,8 @@ injected over HTTP (`POST /faults`) or in process (`ExporterFleet.inject`):
   straggle [factor=0.2] (utilization scaled down)
   npu-network-down (npu_chip_info_network_status 0)   npu-link-down (npu_chip_info_link_status 0, hccn_tool "DOWN")
 
+`DELETE /faults[?node=N[&device=D]]` (`ExporterFleet.clear`) heals them: every node, one node, or one device.
+
 `ExporterFleet.share` gives a device to several pods at once (time-sliced GPU, vNPUs of one chip).
 """
 
@@ -235,12 +237,22 @@ class ExporterFleet:
             elif fault == Fault.NPU_LINK_DOWN:
                 d.link = 0
 
-    def clear(self, node: str | None = None) -> None:
-        """Undo every fault (on one node, or on all)."""
+    def clear(self, node: str | None = None, device: int | None = None) -> None:
+        """Undo every fault: on all nodes, on one `node` (its exporter up again too), or on one `device` of it
+        (its exporter's state untouched). A cleared XID is what an exporter restart does: the last value is 0.
+        KeyError for an unknown node or device."""
         with self.lock:
+            if node is not None and node not in self.nodes:
+                raise KeyError(f"no node {node!r} in the simulated fleet")
             for sim in ([self.nodes[node]] if node else self.nodes.values()):
-                sim.down = False
-                for d in sim.devices:
+                devices = sim.devices
+                if device is not None:
+                    if not 0 <= device < len(sim.devices):
+                        raise KeyError(f"node {sim.name!r} has devices 0-{len(sim.devices) - 1}, not {device}")
+                    devices = [sim.devices[device]]
+                else:
+                    sim.down = False
+                for d in devices:
                     d.xid, d.celsius, d.npu_health, d.vanished, d.factor = 0, None, 1, False, 1.0
                     d.uncollected, d.network, d.link = False, 1, 1
 
@@ -470,11 +482,15 @@ class ExporterFleet:
                 url = urlparse(self.path)
                 if url.path.strip("/") != "faults":
                     return self._send(404, b"not found\n")
-                node = (parse_qs(url.query).get("node") or [None])[0]
+                query = parse_qs(url.query)
+                node = (query.get("node") or [None])[0]
+                device = (query.get("device") or [None])[0]
                 try:
-                    fleet.clear(node)
-                except KeyError:
-                    return self._send(404, b"no such node\n")
+                    fleet.clear(node, int(device) if device is not None else None)
+                except KeyError as exc:  # an unknown node or device: say which
+                    return self._send(404, f"{exc.args[0]}\n".encode())
+                except ValueError:
+                    return self._send(400, f"bad device {device!r}: a device index, e.g. 0\n".encode())
                 self._send(200, b"ok\n")
 
         class Server(ThreadingHTTPServer):
