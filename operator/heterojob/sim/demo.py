@@ -542,6 +542,8 @@ class Demo:
                   + self._members_text() +
                   f"  break a GPU:  heterojob demo inject fatal-xid"
                   + (f" --workdir {self.workdir}" if self.workdir != DEFAULT_WORKDIR else "") + "\n"
+                  f"  heal it:      heterojob demo inject clear <node> [--device N]"
+                  + (f" --workdir {self.workdir}" if self.workdir != DEFAULT_WORKDIR else "") + "\n"
                   f"  logs:         {self.workdir}\n  stop:         Ctrl-C\n", flush=True)
             while True:
                 time.sleep(1)
