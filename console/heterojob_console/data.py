@@ -16,6 +16,7 @@ Regions are the manager's.
 from __future__ import annotations
 
 import json
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
@@ -34,6 +35,17 @@ from heterojob_console import members as member_clusters
 
 WAITING = (None, "", "Pending", "Preempted", "Migrating", "Resizing")  # ... and no placement: in the queue
 DONE = ("Succeeded", "Failed")
+
+
+def utilization(status: Mapping[str, Any]) -> float | None:
+    """A job's status.utilization.average while it holds devices (a placement, not finished), else None (shown
+    as none, never 0): the operator clears the figure when the placement ends (controller/status.py), so
+    kubectl's Util column and the console agree, for objects a previous operator version left stale as well."""
+    placement, figures = status.get("placement"), status.get("utilization")
+    if not placement or status.get("phase") in DONE or not isinstance(figures, Mapping):
+        return None
+    average = figures.get("average")
+    return float(average) if isinstance(average, (int, float)) and not isinstance(average, bool) else None
 NODE_COLUMNS = ["node", "region", "class", "kind", "resource", "capacity", "held", "ready", "schedulable", "reason",
                 "software", "network", "member", "unreachable"]
 JOB_COLUMNS = ["namespace", "name", "priority", "phase", "class", "region", "member", "replicas", "devices",
@@ -166,7 +178,7 @@ def read_cluster(api: kubernetes.client.ApiClient) -> Cluster:
             "member": (p.get("cluster") or member_clusters.LOCAL) if p else None,
             "replicas": p.get("replicas"),
             "devices": int(p.get("replicas", 0)) * int(p.get("perReplica", 0)) if live else 0,
-            "utilization": (status.get("utilization") or {}).get("average"),
+            "utilization": utilization(status),
             "generation": p.get("generation") or status.get("lastGeneration") or None,
             "migrations": sum(1 for h in status.get("history") or [] if h.get("action") == "migrate"),
             "queue": queue.get(key),

@@ -158,6 +158,20 @@ def test_unavailable_telemetry_keeps_last_figures_and_says_so() -> None:
     assert conds["DevicesHealthy"]["status"] == "Unknown"
 
 
+def test_a_running_job_whose_pods_no_exporter_reports_loses_its_figures_not_keeps_them() -> None:
+    """Prometheus answers but no device reports the job's pods (they are gone, or the devices serve other pods
+    now): the utilization is unknown, so it is removed (kubectl's Util empty), unlike an unavailable Prometheus."""
+    first = status.patch(None, [], job_telemetry(JOB, one(results(ALL_BUSY))), "2026-11-21T10:00:00Z")
+    assert first is not None
+    others = JobRef("team-a", "train", "cn-east", generation=3, replicas=2, per_replica=2)  # its pods are gone
+    t = job_telemetry(others, one(results(ALL_BUSY)))
+    assert t.no_series and t.seen == 0
+    p = status.patch(first["utilization"], first["conditions"], t, "2026-11-21T10:01:00Z")
+    assert p is not None and "utilization" in p and p["utilization"] is None  # a merge patch's null deletes it
+    assert {c["type"]: c for c in p["conditions"]}["TelemetryUnavailable"]["reason"] == "NoSeries"
+    assert status.patch(None, p["conditions"], t, "2026-11-21T10:01:15Z") is None  # gone already: no write
+
+
 # --- the second round: `seen` only for the scrape targets of doubled devices --------------------------------
 
 def test_seen_is_asked_only_for_the_targets_whose_devices_changed_pods() -> None:

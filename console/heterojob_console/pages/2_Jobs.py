@@ -11,7 +11,7 @@ from heterojob.api.job import Phase
 from heterojob_console import figures, filters, kpis, preview, ui
 from heterojob_console import jobs as story
 from heterojob_console.auth import identity, is_admin
-from heterojob_console.data import client
+from heterojob_console.data import client, utilization
 from heterojob_console.members import LOCAL
 
 ui.setup("Jobs")
@@ -133,7 +133,7 @@ c[0].metric("Phase", status.get("phase") or "New")
 c[1].metric("Placement", f"{placement.get('region', '-')}/{placement.get('deviceClass', '-')}")
 c[2].metric("Replicas", placement.get("replicas", 0))
 c[3].metric("Generation", placement.get("generation") or status.get("lastGeneration") or "-")
-util = (status.get("utilization") or {}).get("average")
+util = utilization(status)
 c[4].metric("Utilization", f"{util:.0f}%" if util is not None else "-", help=kpis.HELP["utilization"])
 created = obj["metadata"].get("creationTimestamp", "")
 workload = (obj.get("spec") or {}).get("workload")

@@ -175,6 +175,14 @@ class StatusPatch:
         s["speeds"] = kept[-SPEEDS_MAX:]
         return self
 
+    def _ends(self, out: dict[str, Any]) -> tuple[bool, bool]:
+        """(the placement ends: set to None or replaced by another generation, the job finishes)."""
+        old = self.status.placement
+        new = out["placement"] if "placement" in out else old
+        new_generation = new.get("generation") if isinstance(new, Mapping) else getattr(new, "generation", None)
+        ends = old is not None and "placement" in out and (new is None or new_generation != old.generation)
+        return ends, out.get("phase") in (Phase.SUCCEEDED.value, Phase.FAILED.value)
+
     def _account(self, out: dict[str, Any], now: float) -> None:
         """A placement that ends (set to None or replaced by another generation) or a job that finishes:
         its run is counted once (accountedGeneration) into status.scheduling, attained device-seconds and
@@ -182,10 +190,8 @@ class StatusPatch:
         old = self.status.placement
         if old is None:
             return
-        new = out.get("placement", old) if "placement" in out else old
-        new_generation = new.get("generation") if isinstance(new, Mapping) else getattr(new, "generation", None)
-        ends = "placement" in out and (new is None or new_generation != old.generation)
-        finishes = out.get("phase") in (Phase.SUCCEEDED.value, Phase.FAILED.value)
+        ends, finishes = self._ends(out)
+        new = out["placement"] if "placement" in out else old
         if not (ends or finishes):
             return
         s = self.scheduling()
@@ -201,8 +207,21 @@ class StatusPatch:
                 s["waitingSince"] = iso(now)
         out["scheduling"] = s
 
+    def _forget_utilization(self, out: dict[str, Any]) -> None:
+        """status.utilization measures the devices of the current placement (the monitor writes it while the job
+        runs): a job that holds none (its placement ended, replaced by a new gang not measured yet, finished,
+        or none at all) has none, absent rather than 0 or its last run's figure (kubectl's Util column, the
+        console, the low-utilization policy)."""
+        if "utilization" in out or self.status.utilization is None:
+            return
+        ends, finishes = self._ends(out)
+        holds = (out["placement"] if "placement" in out else self.status.placement) is not None
+        if ends or finishes or not holds:
+            out["utilization"] = None
+
     def body(self, observed_generation: int | None) -> dict[str, Any]:
         self._account(self.fields, time.time())
+        self._forget_utilization(self.fields)
         if "scheduling" in self.status._repaired:
             self.scheduling()  # cleaned, with what did not read deleted by name
         out = dict(self.fields)

@@ -263,6 +263,9 @@ class JobTelemetry:
     seen: int = 0  # devices reported for the job's pods
     expected: int = 0
     unknown: tuple[tuple[int, DeviceSample], ...] = ()  # (rank, device) whose health nothing tells
+    # Prometheus answers, but no device of the job's pods is reported (none yet, or its pods are gone): its
+    # utilization is unknown now, not the last figure measured
+    no_series: bool = False
 
 
 def job_telemetry(job: JobRef, snapshot: Snapshot, stragglers: StragglerPolicy = StragglerPolicy()
@@ -289,7 +292,8 @@ def job_telemetry(job: JobRef, snapshot: Snapshot, stragglers: StragglerPolicy =
     known = [u for u in per_replica if u is not None]
     average = round(statistics.fmean(known), 1) if known else None
     slow, why = _stragglers(per_replica, stragglers)
-    if seen == 0:
+    no_series = seen == 0
+    if no_series:
         availability, message = Availability.UNAVAILABLE, "no exporter reports a device of this job's pods yet"
     elif seen < expected or silent or region.availability == Availability.DEGRADED:
         availability = Availability.DEGRADED
@@ -300,7 +304,7 @@ def job_telemetry(job: JobRef, snapshot: Snapshot, stragglers: StragglerPolicy =
     else:
         availability, message = Availability.OK, f"{seen} devices reported"
     return JobTelemetry(availability, message, average, tuple(per_replica), slow, why, tuple(unhealthy),
-                        seen, expected, tuple(unknown))
+                        seen, expected, tuple(unknown), no_series)
 
 
 def _network_failed(device: DeviceSample, replicas: int) -> DeviceSample:

@@ -39,7 +39,7 @@ def conditions(current: Sequence[Mapping[str, Any]], t: JobTelemetry, now: str, 
     out = [dict(c) for c in current]
     unavailable = t.availability == Availability.UNAVAILABLE
     if unavailable:
-        reason = "NoSeries" if "no exporter" in t.message else "PrometheusUnavailable"
+        reason = "NoSeries" if t.no_series else "PrometheusUnavailable"
         out = set_condition(out, TELEMETRY_UNAVAILABLE, "True", reason,
                             f"{t.message}; no action is taken on missing data", now)
     else:
@@ -103,7 +103,10 @@ def patch(current_utilization: Mapping[str, Any] | None, current_conditions: Seq
     wanted = conditions(current_conditions, t, now)
     if not same(wanted, current_conditions):
         out["conditions"] = wanted
-    if t.availability != Availability.UNAVAILABLE:  # the last known figures stay; the condition says stale
+    if t.no_series:  # Prometheus answers and reports no device of the job's pods: no figure, not the last one
+        if current_utilization is not None:
+            out["utilization"] = None
+    elif t.availability != Availability.UNAVAILABLE:  # (Prometheus unavailable: the last figures stay, stale)
         old = current_utilization or {}
         new = utilization(t, now)
         old_per = list(old.get("perReplica") or [])
