@@ -22,7 +22,9 @@ from heterojob.controller import FleetSource
 from heterojob.controller.monitor import Monitor, TelemetryConfig
 from heterojob.kube import convert
 from heterojob.telemetry import sources as telemetry_sources
-from heterojob.telemetry.adapters import DCGM_1X, HOST_LABELS, NODE_LABELS, RELABELLED_NODE_LABELS, node_of_series
+from heterojob.telemetry.adapters import (
+    DCGM_1X, HOST_LABELS, NODE_LABEL, NODE_LABELS, RELABELLED_NODE_LABELS, with_node_label,
+)
 from heterojob.telemetry.failures import describe
 from heterojob.telemetry.prometheus import connect
 
@@ -231,10 +233,13 @@ def heat_series(prometheus_url: str, minutes: int, nodes: list[str] | None = Non
     end = now or time.time()
     step = max(1, int(minutes * 60 / HEAT_POINTS))
     keys = ", ".join(NODE_LABELS)
-    if nodes is None:
-        queries = [f"avg by ({keys}) ({gpu_utilization(None, keys)})", f"avg by ({keys}) ({UTIL['npu']})"]
-    else:
-        queries = [gpu_utilization(nodes, keys), f"max by (id, {keys}) ({_select(UTIL['npu'], nodes)})"]
+    # one series per device (a GPU by its UUID, `uuid` read as it; a chip by its node and id) on its node as the
+    # operator resolves it, however many exporters or scrape targets report it (an exporter upgrade, two
+    # DaemonSets): a node's average counts each device once
+    gpus = (f"max by (UUID, {NODE_LABEL}) (label_replace({with_node_label(gpu_utilization(nodes, keys))}, "
+            f'"UUID", "$1", "uuid", "(.+)"))')
+    npus = f"max by (id, {NODE_LABEL}) ({with_node_label(_select(UTIL['npu'], nodes))})"
+    queries = [gpus, npus] if nodes is not None else [f"avg by ({NODE_LABEL}) ({q})" for q in (gpus, npus)]
     prom = connect(prometheus_url, TIMEOUT_S)
     series: dict[str, dict[pd.Timestamp, float]] = {}
     where: dict[str, str] = {}
@@ -242,9 +247,10 @@ def heat_series(prometheus_url: str, minutes: int, nodes: list[str] | None = Non
         for s in prom.custom_query_range(query, start_time=_dt(end - minutes * 60), end_time=_dt(end),
                                          step=f"{step}s"):
             labels = s.get("metric") or {}
-            node = node_of_series(labels)  # the operator's rule: a relabelled node label before Hostname
-            name = node if nodes is None else (labels.get("UUID") or labels.get("uuid")  # 1.x: `uuid`
-                                               or f"{node}/npu-{labels.get('id', '?')}")
+            node = labels.get(NODE_LABEL) or ""
+            if not node:
+                continue  # no label says where it is
+            name = node if nodes is None else labels.get("UUID") or f"{node}/npu-{labels.get('id', '?')}"
             series[name] = {pd.Timestamp(float(t), unit="s", tz="UTC"): float(v) for t, v in s.get("values", [])}
             where[name] = node
     frame = pd.DataFrame(series).T

@@ -6,12 +6,24 @@ from __future__ import annotations
 from typing import Any
 
 from heterojob.alerts.rules import fatal_xid_expr
+from heterojob.telemetry.adapters import NODE_LABEL, with_node_label
+
+
+def per_gpu(expr: str) -> str:
+    """One series per GPU (by UUID, `uuid` with --use-old-namespace), however many exporters report it."""
+    return f'max by (UUID, GPU_I_ID) (label_replace({expr}, "UUID", "$1", "uuid", "(.+)"))'
+
+
+def per_npu(expr: str) -> str:
+    """One series per NPU (by its node and chip id), however many exporters report it."""
+    return f"max by (id, {NODE_LABEL}) ({with_node_label(expr)})"
+
 
 PANELS: list[tuple[str, str, str]] = [  # (title, PromQL, unit)
     ("GPU utilization by node", "avg by (node) (DCGM_FI_DEV_GPU_UTIL)", "percent"),
     ("NPU utilization by node", "avg by (node) (npu_chip_info_utilization)", "percent"),
-    ("Devices with a fatal XID", f"count({fatal_xid_expr()}) or vector(0)", "short"),
-    ("NPUs unhealthy", "count(npu_chip_info_health_status == 0) or vector(0)", "short"),
+    ("Devices with a fatal XID", f"count({per_gpu(fatal_xid_expr())}) or vector(0)", "short"),
+    ("NPUs unhealthy", f"count({per_npu('npu_chip_info_health_status == 0')}) or vector(0)", "short"),
     ("Alerts received /s", "sum by (status) (rate(heterojob_alerts_received_total[5m]))", "ops"),
     ("Alerts de-duplicated and unmatched /s",
      "rate(heterojob_alerts_deduplicated_total[5m]) or rate(heterojob_alerts_unmatched_total[5m])", "ops"),

@@ -42,7 +42,7 @@ def test_queries_are_fleet_wide_and_windowed() -> None:
     assert queries["instant"] == (f'max by (__name__, {keys}, xid) '
         '({__name__=~"DCGM_FI_DEV_FB_USED|dcgm_fb_used|DCGM_FI_DEV_POWER_USAGE|dcgm_power_usage|'
         'DCGM_FI_DEV_XID_ERRORS|dcgm_xid_errors|DCGM_EXP_XID_ERRORS_COUNT"})')
-    assert queries["fb_total"].startswith("sum by (UUID, uuid, GPU_I_ID) ")  # beside it, not joined to it
+    assert queries["fb_total"].startswith("max by (UUID, GPU_I_ID) ")  # beside it, not joined to it
     assert AscendAdapter().queries(30)["health"] == (
         "max by (id, node, kubernetes_node, node_name, Hostname, hostname, exported_instance, instance) "
         "(max_over_time(npu_chip_info_health_status[30s]))")

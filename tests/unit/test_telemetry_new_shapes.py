@@ -257,3 +257,22 @@ def test_dcgm_exporter_1x_names_are_read_through_the_same_adapter() -> None:
     assert (m0.memory_used_mib, m0.memory_total_mib, m0.power_w, m0.health) == (12740, 16160, 231.5, Health.HEALTHY)
     assert m1.health == Health.FAILED and m1.xid == 79 and m1.pod is None
     assert snap.region("cn-east").availability == Availability.OK
+
+
+def test_a_gpu_under_both_name_generations_reads_the_current_name_whatever_the_answers_order() -> None:
+    """Two exporters (an upgrade: the old one with the 1.x-compatibility CSV) report one GPU under both names, at
+    different scrapes: the grouped answer holds both, the current name's figures are read (Prometheus orders
+    a vector as it likes), and the device is one device."""
+    labels = {"gpu": "0", "UUID": "GPU-u0", "node": "gpu-node-u", "namespace": "team-u", "pod": "u-g1-0"}
+    instant = [s(30500, __name__="dcgm_fb_used", UUID="GPU-u0"), s(310, __name__="dcgm_power_usage", UUID="GPU-u0"),
+               s(30112, __name__="DCGM_FI_DEV_FB_USED", UUID="GPU-u0"),
+               s(301.5, __name__="DCGM_FI_DEV_POWER_USAGE", UUID="GPU-u0")]
+    for answer in (instant, instant[::-1]):
+        res = {"dcgm:util": [s(88, **labels), s(86, **{**labels, "instance": "old:9400"})],
+               "dcgm:temp": [s(63, **labels)], "dcgm:fb_total": [s(40536, UUID="GPU-u0")], "dcgm:instant": answer,
+               "up": []}
+        snap = build([SourceResult("p", frozenset({"*"}), res)], {"gpu-node-u": NodeFacts("cn-east", "a100", 1)},
+                     {}, POLICY)
+        [d] = snap.devices.values()
+        assert (d.memory_used_mib, d.memory_total_mib, d.power_w) == (30112, 40536, 301.5)
+        assert sum(snap.region("cn-east").devices.values()) == 1

@@ -223,10 +223,13 @@ def test_the_xid_count_decides_when_enabled() -> None:
 
 def test_memory_total_includes_the_reserved_framebuffer() -> None:
     # Prometheus sums used + free + reserved per device (one series, not three); the e2e test checks the figure
+    # (summed per exporter and name generation, then one figure per device: the e2e tests check it, two exporters
+    # of one GPU included, tests/e2e/test_telemetry_two_exporters_e2e.py)
     q = DcgmAdapter().queries(60)["fb_total"]
-    assert ('sum by (UUID, uuid, GPU_I_ID) ({__name__=~"DCGM_FI_DEV_FB_USED|DCGM_FI_DEV_FB_FREE|'
-            'DCGM_FI_DEV_FB_RESERVED|dcgm_fb_used|dcgm_fb_free"}) '
-            'and on (UUID, uuid, GPU_I_ID) {__name__=~"DCGM_FI_DEV_FB_FREE|dcgm_fb_free"}') in q
+    one = "UUID, uuid, GPU_I_ID, exported_instance, instance"
+    assert (f'(sum by ({one}) (max by (__name__, {one}) ({{__name__=~"DCGM_FI_DEV_FB_USED|DCGM_FI_DEV_FB_FREE|'
+            f'DCGM_FI_DEV_FB_RESERVED"}})) and on ({one}) DCGM_FI_DEV_FB_FREE) or (sum by ({one}) '
+            f'(max by (__name__, {one}) ({{__name__=~"dcgm_fb_used|dcgm_fb_free"}})) and on ({one}) dcgm_fb_free)') in q
     labels = {"UUID": "GPU-a", "gpu": "0", "Hostname": "g0"}
     res = {"util": [s(97, **labels)], "instant": [s(69087, __name__="DCGM_FI_DEV_FB_USED", UUID="GPU-a")],
            "fb_total": [s(81159, UUID="GPU-a")]}

@@ -82,6 +82,27 @@ DCGM_1X = {"DCGM_FI_DEV_GPU_UTIL": "dcgm_gpu_utilization", "DCGM_FI_DEV_GPU_TEMP
            "DCGM_FI_DEV_POWER_USAGE": "dcgm_power_usage", "DCGM_FI_DEV_XID_ERRORS": "dcgm_xid_errors"}
 
 
+# One exporter's series of a device: its scrape target (behind a federation, the original target is
+# `exported_instance`). Two exporters can report one GPU (an upgrade, or a ServiceMonitor scraping an old and a
+# new DaemonSet): a sum per device must first be taken per exporter.
+EXPORTER_LABELS = INSTANCE_LABELS
+
+
+def framebuffer_total(generations: Sequence[tuple[Sequence[str], str]]) -> str:
+    """PromQL: each GPU's framebuffer total, used + free (+ reserved where reported), counting the device once.
+
+    `generations`: (metric names, the free one) per naming generation, newest first. Per exporter and metric
+    name first (`max`: the copies a per-pod mapping adds, --kubernetes-virtual-gpus or per-process metrics, are
+    one figure), summed over the names only where the exporter reports free memory (no total from `used`
+    alone), one generation per exporter (the newest it reports), then the largest per device across
+    exporters, `uuid` (--use-old-namespace, 1.x) read as `UUID`."""
+    device = "UUID, uuid, GPU_I_ID"
+    one = f"{device}, {', '.join(EXPORTER_LABELS)}"
+    sums = [f'(sum by ({one}) (max by (__name__, {one}) ({{__name__=~"{"|".join(names)}"}})) and on ({one}) {free})'
+            for names, free in generations]
+    return f'max by (UUID, GPU_I_ID) (label_replace({" or ".join(sums)}, "UUID", "$1", "uuid", "(.+)"))'
+
+
 def _first(labels: Mapping[str, str], *names: str) -> str:
     get = labels.get
     for name in names:
@@ -109,6 +130,24 @@ def node_of_series(labels: Mapping[str, str], is_node: Callable[[str], bool] | N
         if candidate and (is_node is None or is_node(candidate)):
             return candidate
     return ""
+
+
+# The node `with_node_label` resolves in PromQL: what `node_of_series` reads, as one label to group by.
+NODE_LABEL = "heterojob_node"
+
+
+def with_node_label(expr: str) -> str:
+    """PromQL: `expr` with NODE_LABEL set to each series' node as `node_of_series` reads it without a Node list
+    (a relabelled node label, else Hostname/hostname, else the host of exported_instance, then of instance;
+    `host:port`, `[v6]:port` or `host`), so a sum or average per node counts the node's devices once, whichever
+    exporter or scrape target reported them. The labels are joined in that order and the first one set is kept
+    (one label_join and one label_replace: Prometheus caches both per series)."""
+    order = ", ".join(f'"{label}"' for label in (*RELABELLED_NODE_LABELS, *HOST_LABELS, *INSTANCE_LABELS))
+    # the first field set: `[v6]` inside its brackets, else up to a port (a node name has no '|', ':' or '[');
+    # backslashes doubled for the PromQL string
+    first = r"[|]*(?:\\[([^|\\]]*)\\]|([^|:]*)).*"
+    return f'label_replace(label_join({expr}, "{NODE_LABEL}", "|", {order}), "{NODE_LABEL}", "$1$2", ' \
+           f'"{NODE_LABEL}", "{first}")'
 
 
 def workload_of(labels: Mapping[str, str], exporter_pods: frozenset[tuple[str, str]] = frozenset()
@@ -274,11 +313,16 @@ class Adapter:
                                                    if role != INSTANT}
         # metric (or figure) name -> role
         role_of = {m: role for role, r in self.roles.items() if not r.fn for m in r.names}
+        legacy = {r.legacy for r in self.roles.values() if r.legacy}
+        older: list[tuple[str, Mapping[str, Any]]] = []
         for series in results.get(INSTANT) or ():
             labels = series.get("metric") or {}
-            role = role_of.get(labels.get("__name__") or labels.get(ROLE_LABEL) or "")
+            name = labels.get("__name__") or labels.get(ROLE_LABEL) or ""
+            role = role_of.get(name)
             if role is not None:
-                out.setdefault(role, []).append(series)
+                (older.append((role, series)) if name in legacy else out.setdefault(role, []).append(series))
+        for role, series in older:  # after the current name's: a device reported under both reads the current one
+            out.setdefault(role, []).append(series)
         return out
 
     def device_id(self, labels: Mapping[str, str], ctx: Context = Context()) -> str | None:
@@ -484,10 +528,11 @@ class DcgmAdapter(Adapter):
         # held for the window: hysteresis on overheat
         "temp": Role("DCGM_FI_DEV_GPU_TEMP", "min_over_time", legacy=DCGM_1X["DCGM_FI_DEV_GPU_TEMP"]),
         "fb_used": Role("DCGM_FI_DEV_FB_USED", legacy=DCGM_1X["DCGM_FI_DEV_FB_USED"]),
-        # used + free + reserved (reserved when present), summed by Prometheus: one series per device, not three
-        "fb_total": Role("fb_total", param='sum by (UUID, uuid, GPU_I_ID) ({__name__=~"DCGM_FI_DEV_FB_USED|'
-                         'DCGM_FI_DEV_FB_FREE|DCGM_FI_DEV_FB_RESERVED|dcgm_fb_used|dcgm_fb_free"}) '
-                         'and on (UUID, uuid, GPU_I_ID) {__name__=~"DCGM_FI_DEV_FB_FREE|dcgm_fb_free"}'),
+        # used + free + reserved (reserved when present), summed by Prometheus: one series per device, not three,
+        # and one device however many exporters or name generations report it
+        "fb_total": Role("fb_total", param=framebuffer_total((
+            (("DCGM_FI_DEV_FB_USED", "DCGM_FI_DEV_FB_FREE", "DCGM_FI_DEV_FB_RESERVED"), "DCGM_FI_DEV_FB_FREE"),
+            ((DCGM_1X["DCGM_FI_DEV_FB_USED"], DCGM_1X["DCGM_FI_DEV_FB_FREE"]), DCGM_1X["DCGM_FI_DEV_FB_FREE"])))),
         "power": Role("DCGM_FI_DEV_POWER_USAGE", legacy=DCGM_1X["DCGM_FI_DEV_POWER_USAGE"]),
         # the code of the last XID, not a count
         "xid": Role("DCGM_FI_DEV_XID_ERRORS", legacy=DCGM_1X["DCGM_FI_DEV_XID_ERRORS"]),
