@@ -255,6 +255,8 @@ def test_a_fatal_xid_migrates_the_job_off_the_node_without_waiting(
         eventually(lambda: ((cluster.job("victim")["status"].get("checkpoint") or {}).get("last") or {}).get("step")
                    == 300, what="checkpoint recorded")
         exporters.bind({first: [("team-a", "victim-g1-0", 4)]})
+        eventually(lambda: ((cluster.job("victim")["status"].get("utilization") or {}).get("average") or 0) > 80,
+                   timeout=30, interval=0.3, what="the first gang's utilization")
         exporters.inject("fatal-xid", first, 1, 79)
 
         def moved() -> Any:
@@ -264,6 +266,9 @@ def test_a_fatal_xid_migrates_the_job_off_the_node_without_waiting(
 
         s = eventually(moved, timeout=30, interval=0.3, what="placed again after the fault")
         assert s["placement"]["nodes"] != [first]
+        # the figure measured the first gang's devices: the new one, not reported yet, has none (kubectl's Util
+        # empty), not the last one's
+        assert "utilization" not in s
         [new] = eventually(lambda: [p for p in cluster.pods("victim")
                                     if p.metadata.labels["heterojob.io/generation"] == "2"], what="the new pod")
         env = {e.name: e.value for e in new.spec.containers[0].env}
