@@ -319,8 +319,10 @@ class Adapter:
             labels = series.get("metric") or {}
             name = labels.get("__name__") or labels.get(ROLE_LABEL) or ""
             role = role_of.get(name)
-            if role is not None:
-                (older.append((role, series)) if name in legacy else out.setdefault(role, []).append(series))
+            if role is not None and name in legacy:
+                older.append((role, series))
+            elif role is not None:
+                out.setdefault(role, []).append(series)
         for role, series in older:  # after the current name's: a device reported under both reads the current one
             out.setdefault(role, []).append(series)
         return out
