@@ -272,6 +272,9 @@ def inject(kind: str, node: str | None, device: int | None = 0, value: float | N
         return _node_fault(kind, node, demo_state(workdir))
     url = demo_state(workdir)["exporters"]
     if kind == CLEAR:
+        if device is not None and not node:
+            raise ValueError("clear --device N needs the node, e.g. `heterojob demo inject clear "
+                             "cn-east-nvidia-h100-00 --device N`")
         query = urllib.parse.urlencode({k: v for k, v in (("node", node), ("device", device)) if v is not None})
         request = urllib.request.Request(f"{url}/faults" + (f"?{query}" if query else ""), method="DELETE")
         where = (f"{node} device {device}" if device is not None else f"every device of {node}" if node

@@ -204,11 +204,7 @@ class ExporterFleet:
         """Inject `fault` on `node` (device index `device`; exporter-down is node-wide). KeyError if unknown."""
         fault = Fault(fault)
         with self.lock:
-            if node not in self.nodes:
-                known = sorted(self.nodes)
-                raise KeyError(f"no node {node!r} in the simulated fleet ({len(known)} nodes: "
-                               f"{', '.join(known[:4])}{', ...' if len(known) > 4 else ''})")
-            sim = self.nodes[node]
+            sim = self._node(node)
             if fault == Fault.EXPORTER_DOWN:
                 sim.down = True
                 return
@@ -237,14 +233,20 @@ class ExporterFleet:
             elif fault == Fault.NPU_LINK_DOWN:
                 d.link = 0
 
+    def _node(self, node: str) -> SimNode:
+        """The simulated node; KeyError naming the nodes that exist."""
+        if node not in self.nodes:
+            known = sorted(self.nodes)
+            raise KeyError(f"no node {node!r} in the simulated fleet ({len(known)} nodes: "
+                           f"{', '.join(known[:4])}{', ...' if len(known) > 4 else ''})")
+        return self.nodes[node]
+
     def clear(self, node: str | None = None, device: int | None = None) -> None:
         """Undo every fault: on all nodes, on one `node` (its exporter up again too), or on one `device` of it
         (its exporter's state untouched). A cleared XID is what an exporter restart does: the last value is 0.
         KeyError for an unknown node or device."""
         with self.lock:
-            if node is not None and node not in self.nodes:
-                raise KeyError(f"no node {node!r} in the simulated fleet")
-            for sim in ([self.nodes[node]] if node else self.nodes.values()):
+            for sim in ([self._node(node)] if node is not None else list(self.nodes.values())):
                 devices = sim.devices
                 if device is not None:
                     if not 0 <= device < len(sim.devices):
