@@ -13,6 +13,7 @@ import asyncio
 import time
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
+from datetime import datetime
 from typing import Any
 
 from heterojob.alerts.mapping import Placed
@@ -135,8 +136,8 @@ class Controller:
         await self.queue.stop()
 
     async def alert(self, key: str, fingerprint: str, firing: bool, action: str, nodes: tuple[str, ...],
-                    message: str) -> None:
-        await self.alerts.alert(key, fingerprint, firing, action, nodes, message)
+                    message: str, starts_at: datetime) -> None:
+        await self.alerts.alert(key, fingerprint, firing, action, nodes, message, starts_at)
 
     async def load(self) -> None:
         """Rebuild the cache from every job's status (at start, before any placement)."""
