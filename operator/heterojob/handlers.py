@@ -15,7 +15,7 @@ import kubernetes
 
 from heterojob.alerts import mapping as alerts_mapping
 from heterojob.alerts.payload import Alert
-from heterojob.alerts.receiver import AlertReceiver
+from heterojob.alerts.receiver import AlertReceiver, NotReady
 from heterojob.alerts.restore import Restorer, shown
 from heterojob.constants import GROUP, LABEL_JOB, VERSION
 from heterojob.controller import Controller, ControllerConfig, FleetSource
@@ -45,6 +45,7 @@ class OperatorConfig:
     alerts_tls_dir: str | None = None  # tls.crt + tls.key here (a kubernetes.io/tls Secret): serve HTTPS
     alertmanager_url: str | None = None  # read the firing alerts back from here at start (alerts/restore.py)
     alertmanager_timeout_s: float = 5.0  # per request to it
+    alert_wait_s: float = 30.0  # an alert waits this long for the controller, then is handed in again later
     discovery: DiscoveryConfig = field(default_factory=DiscoveryConfig)
     members: MembersConfig = field(default_factory=MembersConfig)  # member clusters (docs/multicluster.md)
 
@@ -62,6 +63,7 @@ class Runtime:
     restore_task: asyncio.Task[None] | None = None
     alerts_port: int | None = None  # where the receiver listens (the real port when asked for 0)
     lock: asyncio.Lock = field(default_factory=asyncio.Lock)
+    ready: asyncio.Event = field(default_factory=asyncio.Event)  # set once `controller` is
 
 
 def tls_context(directory: str | None) -> ssl.SSLContext | None:
@@ -121,14 +123,14 @@ async def _restored(runtime: Runtime) -> None:
 
 async def _on_alert(runtime: Runtime, config: OperatorConfig, alert: Alert) -> None:
     """Map one alert to running jobs and an action, and hand it to the controller."""
-    for _ in range(300):  # the controller is built on the first watch event; wait for it (30 s at most)
-        if runtime.controller is not None:
-            break
-        await asyncio.sleep(0.1)
+    if runtime.controller is None:  # it is built on the first watch event: wait for it, a bounded while
+        try:
+            await asyncio.wait_for(runtime.ready.wait(), config.alert_wait_s)
+        except TimeoutError:
+            # not taken: the receiver forgets it and hands it in again (no alert is lost to a slow start)
+            raise NotReady(f"the controller is not running after {config.alert_wait_s:g} s") from None
     ctl = runtime.controller
-    if ctl is None:
-        log.warning("alert %s dropped: the controller is not running yet", alert.fingerprint)
-        return
+    assert ctl is not None
     action = alerts_mapping.action_for(alert.labels, alert.annotations, config.alert_actions)
     if action is None:
         runtime.metrics.alerts_unmatched.inc()
@@ -147,7 +149,8 @@ async def _on_alert(runtime: Runtime, config: OperatorConfig, alert: Alert) -> N
             log.info("alert %s (%s) names no job heterojob runs: %s", alert.name, alert.fingerprint, alert.labels)
         return
     for hit in hits:
-        await ctl.alert(hit.job, alert.fingerprint, alert.status == "firing", action, hit.nodes, message)
+        await ctl.alert(hit.job, alert.fingerprint, alert.status == "firing", action, hit.nodes, message,
+                        alert.starts_at)
     runtime.metrics.alerts_acted.labels(action).inc()
 
 
@@ -263,6 +266,9 @@ def register(registry: kopf.OperatorRegistry, config: OperatorConfig) -> None:
             ctl = Controller(runtime.kube, source, config.controller, runtime.metrics, members)
             await ctl.load()
             runtime.controller = ctl  # alerts are handled from here on; other handlers still wait for the lock
+            runtime.ready.set()
+            if runtime.receiver is not None:  # alerts that came before it, handed in now, before any placement
+                await runtime.receiver.retry_deferred()
             await _restored(runtime)
             ctl.start_resync(config.resync_seconds)
             runtime.members = members

@@ -23,6 +23,9 @@ class OperatorMetrics:
         self.alerts_restored = Counter("heterojob_alerts_restored",
                                        "Firing alerts read back from Alertmanager's API at start, by verdict "
                                        "(new, duplicate of a webhook's, stale).", ["verdict"], registry=r)
+        self.alerts_deferred = Counter("heterojob_alerts_deferred",
+                                       "Alerts the operator could not take yet (its controller not running): "
+                                       "forgotten, and handed in again.", registry=r)
         self.alert_queue = Gauge("heterojob_alert_queue_length", "Alerts waiting to be processed.", registry=r)
         self.migrations = Counter("heterojob_migrations", "Migrations and resizes started, by trigger.",
                                   ["action", "trigger"], registry=r)

@@ -480,6 +480,60 @@ def test_a_victim_raised_after_it_gave_its_devices_back_stays_preempted(cluster:
         assert not [e for e in cluster.events("low") if e.reason == "PreemptionCancelled"]
 
 
+@contextmanager
+def reclaiming(cluster: Cluster, emulator: Any, lender_priority: str, taker_priority: str
+               ) -> Iterator[OperatorRunner]:
+    """An operator where the elastic job "elastic" (admitted at 1 replica) has grown onto both nodes, and "taker"
+    arrives and asks it to checkpoint and shrink back (a reclaim: `then=resize`, by taker; a long deadline)."""
+    cluster.seed([node(f"h100-{i}", "cn-east", "nvidia-h100") for i in range(2)])
+    with OperatorRunner(emulator.kubeconfig) as runner:
+        cluster.create_job("elastic", spec(replicas={"min": 1, "max": 2, "initial": 1}, priority=lender_priority,
+                                           checkpoint={"timeoutSeconds": 300}, policy={"cooldownSeconds": 0}))
+        [first] = eventually(lambda: live_pods(cluster, "elastic", 1), what="elastic placed")
+        cluster.set_pod_phase(first.metadata.name, "Running")  # it grows at once: asked to checkpoint first
+        [grow] = asked(cluster, "elastic")
+        ack(cluster, grow, 10)
+        run(cluster, "elastic", 2, generation=2)
+        cluster.create_job("taker", spec(replicas={"min": 1}, priority=taker_priority))
+        asked(cluster, "elastic", 2)
+        pending = status(cluster, "elastic")["checkpoint"]["pending"]
+        assert (pending["then"], pending["by"]) == ("resize", "team-a/taker")
+        yield runner
+
+
+def runs_on_grown(cluster: Cluster, cause: str) -> None:
+    """The reclaim called off: "elastic" runs on at its grown size, on its grown placement, and says why."""
+    eventually(lambda: status(cluster, "elastic").get("reason") == "ReclaimCancelled", timeout=10,
+               what=f"the reclaim called off ({cause})")
+    s = status(cluster, "elastic")
+    assert s["phase"] == "Running" and (s["placement"]["generation"], s["placement"]["replicas"]) == (2, 2)
+    assert cause in s["message"] and not (s.get("checkpoint") or {}).get("pending") and not s.get("migration")
+    [cond] = [c for c in s["conditions"] if c["type"] == "Checkpointing"]
+    assert (cond["status"], cond["reason"]) == ("False", cause)
+    said = eventually(lambda: [e for e in cluster.events("elastic") if e.reason == "ReclaimCancelled"],
+                      what="an Event")
+    assert said[0].type == "Normal" and cause in said[0].message
+    time.sleep(1)
+    assert len(live_pods(cluster, "elastic", 2)) == 2 and not live_pods(cluster, "elastic", 3)
+    assert [h["action"] for h in status(cluster, "elastic").get("history") or []] == ["resize"]  # the growth only
+
+
+def test_a_reclaim_whose_taker_is_deleted_mid_checkpoint_lets_the_grown_job_run_on(
+        cluster: Cluster, emulator: Any) -> None:
+    """Before, a reclaim was never re-checked: the grown job shrank for a job that no longer existed."""
+    with reclaiming(cluster, emulator, "high", "high"):
+        cluster.delete_job("taker")
+        runs_on_grown(cluster, "PreemptorGone")
+
+
+def test_a_grown_job_raised_above_its_taker_mid_checkpoint_keeps_its_lent_devices(
+        cluster: Cluster, emulator: Any) -> None:
+    with reclaiming(cluster, emulator, "medium", "medium"):
+        patch_spec(cluster, "elastic", {"priority": "high"})
+        runs_on_grown(cluster, "NotOutranked")
+        eventually(lambda: status(cluster, "taker").get("reason") == "NoRoom", timeout=10, what="taker waits")
+
+
 def test_an_operator_stopped_between_a_moves_placement_and_its_pods_keeps_the_move_when_they_are_refused(
         cluster: Cluster, emulator: Any, monkeypatch: pytest.MonkeyPatch) -> None:
     """The operator records a move's landing (Admitted, the new placement) and stops before it creates the

@@ -115,8 +115,8 @@ def test_restored_alerts_and_webhooks_of_one_episode_are_handled_once() -> None:
         return first, again, metrics
 
     first, again, metrics = asyncio.run(run())
-    assert first == {"new": 2, "duplicate": 0, "stale": 0}
-    assert again == {"new": 0, "duplicate": 1, "stale": 1}
+    assert first == {"new": 2, "duplicate": 0, "stale": 0, "deferred": 0}
+    assert again == {"new": 0, "duplicate": 1, "stale": 1, "deferred": 0}
     assert handled == [("56f68162160295ae", "firing"), ("6a6b6c6d6e6f7071", "firing"),
                        ("56f68162160295ae", "resolved")]
     assert metrics.alerts_restored.labels("new")._value.get() == 2
@@ -239,3 +239,94 @@ def test_a_broken_alertmanager_url_is_refused_at_start_with_what_to_give(
     assert "hunter2" not in err
     args = parser().parse_args(["operator", "run", "--alertmanager-url", " http://u:p@am.monitoring:9093 "])
     assert args.alertmanager_url == "http://u:p@am.monitoring:9093"
+
+
+def test_an_alert_the_handler_cannot_take_yet_is_forgotten_and_handed_in_again() -> None:
+    """The operator's handler raises NotReady while its controller is not built. Before, such an alert was
+    dropped yet remembered as seen: the webhook's re-send of the same episode was a duplicate, never handled.
+    Now its episode is forgotten (the re-send is new), and it is handed in again, de-duplicated again then:
+    the latest state of its fingerprint wins."""
+    from heterojob.alerts.receiver import NotReady
+
+    ready = False
+    handled: list[tuple[str, str]] = []
+
+    async def handle(a: Alert) -> None:
+        if not ready:
+            raise NotReady("the controller is not running after 0.1 s")
+        handled.append((a.fingerprint, a.status))
+
+    firing_ = Alert.model_validate(WEBHOOK_ALERT)
+    resolved = Alert.model_validate({**WEBHOOK_ALERT, "status": "resolved", "endsAt": "2026-11-23T04:10:00Z"})
+    other = Alert.model_validate({**WEBHOOK_ALERT, "fingerprint": "f2", "labels": {**XID, "Hostname": "g2"}})
+
+    async def run() -> tuple[dict[str, int], dict[str, int], int, OperatorMetrics]:
+        nonlocal ready
+        metrics = OperatorMetrics()
+        receiver = AlertReceiver(handle, None, metrics, retry_s=3600)
+        first = await receiver.restore([firing_, other])
+        again = await receiver.restore([firing_])  # not remembered: new again (and deferred again)
+        await receiver._process(resolved)  # a later state of the first heard (webhook) meanwhile, deferred too
+        ready = True
+        taken = await receiver.retry_deferred()
+        await receiver.stop()
+        return first, again, taken, metrics
+
+    first, again, taken, metrics = asyncio.run(run())
+    assert first == {"new": 2, "duplicate": 0, "stale": 0, "deferred": 2}
+    assert again == {"new": 1, "duplicate": 0, "stale": 0, "deferred": 1}
+    # each fingerprint once, in its latest state: the first one's firing is superseded by its resolve
+    assert taken == 2 and sorted(handled) == [("56f68162160295ae", "resolved"), ("f2", "firing")]
+    assert metrics.alerts_deferred._value.get() == 4
+
+
+def test_deferred_alerts_are_retried_on_their_own_and_a_newer_state_heard_meanwhile_wins() -> None:
+    from heterojob.alerts.receiver import NotReady
+
+    ready = asyncio.Event()
+    handled: list[tuple[str, str]] = []
+
+    async def handle(a: Alert) -> None:
+        if not ready.is_set():
+            raise NotReady("not yet")
+        handled.append((a.fingerprint, a.status))
+
+    firing_ = Alert.model_validate(WEBHOOK_ALERT)
+    resolved = Alert.model_validate({**WEBHOOK_ALERT, "status": "resolved", "endsAt": "2026-11-23T04:10:00Z"})
+
+    async def run() -> None:
+        receiver = AlertReceiver(handle, None, OperatorMetrics(), retry_s=0.05)
+        await receiver.restore([firing_])
+        ready.set()
+        await receiver.restore([resolved])  # taken at once: the deferred firing is now stale
+        await asyncio.sleep(0.2)  # the retry has run
+        await receiver.stop()
+
+    asyncio.run(run())
+    assert handled == [("56f68162160295ae", "resolved")]
+
+
+def test_a_symptom_counts_from_its_firing_episode_and_a_later_episode_is_a_new_firing() -> None:
+    """`controller.alerts.episode`: Alertmanager names an alert by its label set's fingerprint and each
+    firing episode by its startsAt (a firing that begins after the stored one resolved replaces it; one that
+    overlaps is merged, keeping the earlier startsAt)."""
+    from datetime import UTC, datetime
+
+    from heterojob.api.job import AlertSymptom
+    from heterojob.controller.alerts import episode, episode_key
+    from heterojob.state.times import timestamp
+
+    t1 = datetime(2026, 11, 23, 10, 0, 0, 123000, tzinfo=UTC)
+    t2 = datetime(2026, 11, 23, 11, 0, 0, 456000, tzinfo=UTC)
+    now = timestamp("2026-11-23T12:00:00Z") or 0.0
+    assert episode(None, t1, now) == "2026-11-23T10:00:00Z"  # first heard: since its episode began
+    assert episode(None, t2, timestamp("2026-11-23T10:30:00Z") or 0.0) == "2026-11-23T10:30:00Z"  # clock ahead
+    known = AlertSymptom(fingerprint="f", since="2026-11-23T10:00:05Z", starts_at=episode_key(t1))
+    assert known.starts_at == "2026-11-23T10:00:00.123Z"
+    assert episode(known, t1, now) == "2026-11-23T10:00:05Z"  # the same episode heard again keeps its since
+    assert episode(known, t2, now) == "2026-11-23T11:00:00Z"  # fired again: a new firing
+    assert episode(AlertSymptom(fingerprint="f", since="x", starts_at=episode_key(t2)), t1, now) is None  # stale
+    # an entry from before startsAt was kept: since is when the old episode was heard while it fired
+    legacy = AlertSymptom(fingerprint="f", since="2026-11-23T10:05:00Z")
+    assert episode(legacy, t1, now) == "2026-11-23T10:05:00Z"
+    assert episode(legacy, t2, now) == "2026-11-23T11:00:00Z"

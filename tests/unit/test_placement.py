@@ -331,3 +331,19 @@ def test_a_yield_ends_when_its_preemptor_is_gone_placed_or_no_longer_above_the_v
     assert yield_ends(1, Preemptor(0, waiting=True), by_level=True) == YieldEnd.NOT_OUTRANKED  # preemptor lowered
     assert yield_ends(2, Preemptor(2, waiting=True), by_level=False) == YieldEnd.NOT_OUTRANKED  # fifo: equal
     assert yield_ends(2, Preemptor(2, waiting=True), by_level=True) is None  # mlfq: a level displacement holds
+
+
+def test_a_reclaim_ends_when_the_job_it_shrinks_for_is_gone_placed_or_below_it() -> None:
+    """A reclaim (`then=resize` asked by another job) is re-checked as a preemption is. Lent room goes back to
+    a job of the same priority or above (`plan_reclaim`), so an equal priority holds whatever the policy."""
+    from heterojob.engine.preemption import Preemptor, Yield, YieldEnd, yield_ends, yield_of
+
+    assert yield_of("resize", "ns/taker") == Yield.RECLAIM and yield_of("preempt", "ns/vip") == Yield.PREEMPT
+    assert yield_of("resize", None) is None and yield_of("migrate", "ns/x") is None  # its own resize, a move
+    assert (Yield.PREEMPT.cancelled, Yield.RECLAIM.cancelled) == ("PreemptionCancelled", "ReclaimCancelled")
+    r = Yield.RECLAIM
+    assert yield_ends(1, Preemptor(1, waiting=True), by_level=False, kind=r) is None  # fifo: equal takes it back
+    assert yield_ends(1, Preemptor(2, waiting=True), by_level=True, kind=r) is None
+    assert yield_ends(1, None, by_level=False, kind=r) == YieldEnd.PREEMPTOR_GONE
+    assert yield_ends(1, Preemptor(2, waiting=False), by_level=False, kind=r) == YieldEnd.PREEMPTOR_NOT_WAITING
+    assert yield_ends(2, Preemptor(1, waiting=True), by_level=True, kind=r) == YieldEnd.NOT_OUTRANKED

@@ -16,6 +16,12 @@ older episode) is stale and ignored, so it can never re-arm a symptom. Re-sends 
 are de-duplicated. Memory of episodes is bounded. The alerts read back from Alertmanager's API at start
 (`restore`, from alerts/restore.py) go through the same de-duplication and handler.
 
+A handler that cannot take an alert yet (`NotReady`: the operator's controller is not built) leaves no trace
+of it: its episode is forgotten (a re-send is new again) and the alert is kept (the latest of each
+fingerprint) and handed in again (`retry_deferred`: every `retry_s`, and by the operator as soon as its
+controller runs), de-duplicated again then, so a newer state heard meanwhile wins. No alert is lost to a slow
+start.
+
 TLS: `start(..., ssl_context=...)` serves HTTPS (the operator loads a certificate mounted from a Secret).
 """
 
@@ -51,6 +57,13 @@ UNLOCATED_HINT = ("labels.namespace + labels.pod, exported_namespace + exported_
                   "UUID, uuid")
 
 
+RETRY_S = 5.0  # a deferred alert is handed in again this often
+
+
+class NotReady(Exception):
+    """Raised by the handler: it cannot take the alert yet (the message says why); it is handed in again."""
+
+
 class Refused(Exception):
     def __init__(self, code: int, text: str) -> None:
         super().__init__(text)
@@ -67,6 +80,9 @@ class Verdict:
     NEW = "new"
     DUPLICATE = "duplicate"
     STALE = "stale"
+
+
+DEFERRED = "deferred"  # `restore`'s count of new alerts the handler could not take yet
 
 
 def order(episodes: OrderedDict[str, Episode], alert: Alert, remember: int) -> str:
@@ -86,6 +102,11 @@ def order(episodes: OrderedDict[str, Episode], alert: Alert, remember: int) -> s
     while len(episodes) > remember:
         episodes.popitem(last=False)
     return Verdict.NEW
+
+
+def newer(a: Alert, b: Alert) -> bool:
+    """Whether `a` is a later state of its fingerprint than `b` (later episode, or its resolve)."""
+    return (a.starts_at, a.status == "resolved") > (b.starts_at, b.status == "resolved")
 
 
 async def read_capped(request: web.Request, cap: int) -> bytes:
@@ -141,7 +162,8 @@ def decode(body: bytes) -> object:
 
 class AlertReceiver:
     def __init__(self, handle: Callable[[Alert], Awaitable[None]], token: str | None, metrics: OperatorMetrics,
-                 *, queue_size: int = 20_000, remember: int = 100_000, max_body: int = MAX_BODY) -> None:
+                 *, queue_size: int = 20_000, remember: int = 100_000, max_body: int = MAX_BODY,
+                 retry_s: float = RETRY_S) -> None:
         self.handle = handle
         self._token = token.encode() if token else None
         self.metrics = metrics
@@ -149,6 +171,9 @@ class AlertReceiver:
         self.queue: asyncio.Queue[Alert] = asyncio.Queue(maxsize=queue_size)
         self._episodes: OrderedDict[str, Episode] = OrderedDict()
         self._remember = remember
+        self._deferred: OrderedDict[str, Alert] = OrderedDict()  # fingerprint -> its latest alert not yet taken
+        self._retry_s = retry_s
+        self._retrying: asyncio.Task[None] | None = None
         self.app = web.Application(client_max_size=max_body)
         self.app.add_routes([web.post("/alerts", self._alerts), web.get("/metrics", self._metrics),
                              web.get("/healthz", self._healthz)])
@@ -230,18 +255,55 @@ class AlertReceiver:
             self.metrics.alerts_restored.labels(verdict).inc()
             if verdict == Verdict.NEW:
                 new.append(alert)
-        await asyncio.gather(*(self._process(alert) for alert in new))
+        taken = await asyncio.gather(*(self._process(alert) for alert in new))
+        counts[DEFERRED] = taken.count(False)
         return counts
 
-    async def _process(self, alert: Alert) -> None:
+    async def _process(self, alert: Alert) -> bool:
+        """Hand one alert to the handler; False when it was deferred (`NotReady`)."""
         try:
             await self.handle(alert)
         except asyncio.CancelledError:
             raise
+        except NotReady as exc:
+            self._defer(alert, str(exc))
+            return False
         except Exception:  # noqa: BLE001 - one bad alert must not stop the intake
             log.exception("alert %s (%s) could not be processed", alert.fingerprint, alert.name)
         finally:
             self.processed += 1
+        return True
+
+    def _defer(self, alert: Alert, why: str) -> None:
+        """Not taken: its episode is forgotten (unless a later state was heard since) and it is kept to be
+        handed in again, the latest state of its fingerprint only."""
+        if self._episodes.get(alert.fingerprint) == Episode(alert.starts_at, alert.status == "resolved"):
+            del self._episodes[alert.fingerprint]
+        held = self._deferred.get(alert.fingerprint)
+        if held is None or newer(alert, held):
+            self._deferred[alert.fingerprint] = alert
+            self._deferred.move_to_end(alert.fingerprint)
+            while len(self._deferred) > self._remember:
+                self._deferred.popitem(last=False)
+        self.metrics.alerts_deferred.inc()
+        log.info("alert %s (%s) %s not taken yet (%s): handed in again once the controller runs",
+                 alert.name, alert.fingerprint, alert.status, why)
+        if self._retrying is None or self._retrying.done():
+            self._retrying = asyncio.get_running_loop().create_task(self._retry_loop(), name="alerts-retry")
+
+    async def _retry_loop(self) -> None:
+        while self._deferred:
+            await asyncio.sleep(self._retry_s)
+            await self.retry_deferred()
+
+    async def retry_deferred(self) -> int:
+        """Hand the deferred alerts in again, together (as `restore` does), each de-duplicated again first
+        (a newer state heard meanwhile makes it stale). How many were taken."""
+        batch = list(self._deferred.values())
+        self._deferred.clear()
+        new = [a for a in batch if order(self._episodes, a, self._remember) == Verdict.NEW]
+        taken = await asyncio.gather(*(self._process(alert) for alert in new))
+        return taken.count(True)
 
     async def _work(self) -> None:
         while True:
@@ -268,8 +330,9 @@ class AlertReceiver:
         return int(sockets[0].getsockname()[1]) if sockets else port
 
     async def stop(self) -> None:
-        for task in self._workers:
+        tasks = [*self._workers, *([self._retrying] if self._retrying is not None else [])]
+        for task in tasks:
             task.cancel()
-        await asyncio.gather(*self._workers, return_exceptions=True)
+        await asyncio.gather(*tasks, return_exceptions=True)
         if self._runner is not None:
             await self._runner.cleanup()

@@ -121,9 +121,10 @@ class Restorer:
         if len(skipped) > 20:
             log.info("... and %d more skipped", len(skipped) - 20)
         counts = await self.feed(alerts)
-        log.info("restored the firing alerts from Alertmanager at %s: %d read, %d new, %d already known, "
-                 "%d skipped", shown(self.url), len(alerts), counts.get("new", 0),
-                 counts.get("duplicate", 0) + counts.get("stale", 0), len(skipped))
+        log.info("restored the firing alerts from Alertmanager at %s: %d read, %d new (%d of them handed in again "
+                 "once the controller runs), %d already known, %d skipped", shown(self.url), len(alerts),
+                 counts.get("new", 0), counts.get("deferred", 0), counts.get("duplicate", 0) + counts.get("stale", 0),
+                 len(skipped))
         return counts
 
     async def run(self) -> None:

@@ -327,7 +327,11 @@ class AlertSymptom(StatusModel):
     """A firing Alertmanager alert that names where the job runs (kept until it resolves)."""
 
     fingerprint: str = Field(description="Alertmanager's fingerprint of the alert")
-    since: str = Field(description="when heterojob heard it")
+    since: str = Field(description=(
+        "when its firing episode began (Alertmanager's startsAt, never later than when heterojob heard it)"))
+    starts_at: str | None = Field(None, description=(
+        "Alertmanager's startsAt of the firing episode, to the millisecond: a later one (the alert resolved and "
+        "fired again) is a new firing, with a new since"))
     nodes: list[str] = Field(default_factory=list, description="the nodes it names")
     message: str = Field("", description="alert name and summary")
     urgent: bool = Field(False, description="the device is dead: move from the last checkpoint at once")

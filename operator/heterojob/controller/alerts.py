@@ -4,19 +4,25 @@ The alert receiver maps an alert to jobs (`alerts.mapping`); this step records a
 job's status (`status.alerts`, so an operator restart loses none) and pokes the job, whose disruption step
 weighs it like any other symptom; a resolved alert is removed. An alert asking only for a checkpoint asks
 for one (recorded in status by the checkpoint protocol itself).
+
+A symptom counts from its firing episode's start (Alertmanager's `startsAt`, `episode`): the same episode
+heard again (its repeat, or read back after a restart) keeps its `since`; a later one (the alert resolved and
+fired again, perhaps while no operator ran to hear the resolve) is a new firing with a new `since`.
 """
 
 from __future__ import annotations
 
 import asyncio
+import time
 from collections.abc import Awaitable, Callable, Sequence
+from datetime import UTC, datetime
 
 from heterojob.alerts import mapping
-from heterojob.api.job import ALERTS_MAX, HeteroJobStatus
+from heterojob.api.job import ALERTS_MAX, AlertSymptom, HeteroJobStatus
 from heterojob.controller.status import StatusPatch, StatusWriter, read_status
 from heterojob.engine import migration
-from heterojob.kube.api import Kube, now_iso
-from heterojob.state.times import timestamp
+from heterojob.kube.api import Kube
+from heterojob.state.times import iso, timestamp
 
 
 class AlertSymptoms:
@@ -46,8 +52,9 @@ class AlertSymptoms:
         return {node: f"alert: {why}" for node, why in self._dead.values()}
 
     async def alert(self, key: str, fingerprint: str, firing: bool, action: str, nodes: tuple[str, ...],
-                    message: str) -> None:
-        """An alert about `key` (already mapped): a firing one is recorded, a resolved one removed."""
+                    message: str, starts_at: datetime) -> None:
+        """An alert about `key` (already mapped): a firing one is recorded, a resolved one removed.
+        `starts_at`: Alertmanager's start of its firing episode."""
         if firing and action == mapping.CHECKPOINT:
             await self.checkpoint(key, f"alert: {message}")
             return
@@ -55,7 +62,7 @@ class AlertSymptoms:
         self._locks[key] = (lock, users + 1)  # counted before any await: queued in arrival order (FIFO)
         try:
             async with lock:
-                await self._record(key, fingerprint, firing, action, nodes, message)
+                await self._record(key, fingerprint, firing, action, nodes, message, starts_at)
         finally:
             lock, users = self._locks[key]
             if users > 1:
@@ -64,19 +71,21 @@ class AlertSymptoms:
                 del self._locks[key]  # nobody holds or waits for it
 
     async def _record(self, key: str, fingerprint: str, firing: bool, action: str, nodes: tuple[str, ...],
-                      message: str) -> None:
+                      message: str, starts_at: datetime) -> None:
         namespace, name = key.split("/", 1)
         job = await self.kube.get_job(namespace, name)
         if job is None:
             return
         status = read_status(job)
+        known = next((a for a in status.alerts if a.fingerprint == fingerprint), None)
+        if known is not None and episode(known, starts_at, time.time()) is None:
+            return  # about an older episode than the one recorded (a late webhook): stale, changes nothing
         kept = [a.model_dump(by_alias=True, exclude_none=True) for a in status.alerts
                 if a.fingerprint != fingerprint]
         if firing:
-            # heard again (read back from Alertmanager after a restart, or its repeat): the symptom has lasted
-            # since it was first heard, which is what a migration's hold time counts from
-            known = next((a for a in status.alerts if a.fingerprint == fingerprint), None)
-            entry = {"fingerprint": fingerprint, "since": known.since if known is not None else now_iso(),
+            since = episode(known, starts_at, time.time())
+            assert since is not None
+            entry = {"fingerprint": fingerprint, "since": since, "startsAt": episode_key(starts_at),
                      "nodes": sorted(nodes), "message": message[:512], "urgent": action == mapping.MIGRATE_NOW}
             if known is not None and known.model_dump(by_alias=True, exclude_none=True) == entry:
                 self.poke(key)
@@ -86,6 +95,32 @@ class AlertSymptoms:
             return  # a resolved alert we never kept
         await self.writer.write(job, StatusPatch(status).set(alerts=kept[-ALERTS_MAX:]))
         self.poke(key)
+
+
+def episode_key(starts_at: datetime) -> str:
+    """`startsAt` as status keeps it: UTC, to the millisecond (as the receiver compares episodes)."""
+    return starts_at.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%S.%f")[:-3] + "Z"
+
+
+def episode(known: AlertSymptom | None, starts_at: datetime, now: float) -> str | None:
+    """The `since` of a firing alert's symptom whose episode began at `starts_at`, given what status holds of
+    its fingerprint (`known`), or None when that is an older episode (stale: nothing to write).
+
+    The same episode keeps its since (heard again: Alertmanager's repeat, or read back after a restart). A
+    later one is a new firing: since is its startsAt (no later than `now`, for an Alertmanager clock ahead of
+    ours). An entry written before startsAt was kept has only its since, when the old episode was heard
+    while it fired: an episode starting after that began after the old one resolved."""
+    began = iso(min(starts_at.timestamp(), now))
+    if known is None:
+        return began
+    if known.starts_at is not None:
+        theirs = episode_key(starts_at)
+        if theirs == known.starts_at:
+            return known.since
+        before = timestamp(known.starts_at)
+        return None if before is not None and starts_at.timestamp() < before else began
+    heard = timestamp(known.since)
+    return began if heard is None or starts_at.timestamp() > heard else known.since
 
 
 def symptoms(status: HeteroJobStatus, nodes: Sequence[str], now: float) -> list[migration.Symptom]:

@@ -109,7 +109,7 @@ class Checkpoints:
 
     async def cancel(self, job: dict[str, Any], status: HeteroJobStatus, why: str, saved: Decision | None = None,
                      what: str = "move", reason: str = "MoveCancelled", cause: str = "Cancelled") -> None:
-        """Call off a move (`what`: or a preemption) still at its checkpoint (its pods run on): the reservation
+        """Call off a move (`what`: or a preemption, a reclaim) still at its checkpoint (its pods run on): the reservation
         ends, the job runs on, and the job it yielded to (if any) plans again. `saved`: the ranks had all saved
         it (CHECKPOINT_DONE), so it becomes the last checkpoint. `reason`: the phase's and the Event's reason;
         `cause`: the Checkpointing condition's."""

@@ -28,7 +28,7 @@ from heterojob.controller.knowledge import sizes_on
 from heterojob.engine import completion, migration, transfer
 from heterojob.engine.fleet import Allocation, DeviceClass, Fleet, Node
 from heterojob.engine.placement import Request
-from heterojob.engine.preemption import Preemptor, YieldEnd, yield_ends
+from heterojob.engine.preemption import Preemptor, Yield, YieldEnd, yield_ends, yield_of
 from heterojob.kube.api import Kube
 from heterojob.metrics import OperatorMetrics
 from heterojob.state.cache import Cache
@@ -225,20 +225,23 @@ class Disruption:
         now = ((job["metadata"].get("annotations") or {}).get(ANNOTATION_MIGRATE) or "").strip()
         return None if now == move.request else f"the {ANNOTATION_MIGRATE} annotation was removed"
 
-    def yield_ends(self, spec: HeteroJobSpec | None, status: HeteroJobStatus) -> tuple[YieldEnd, str] | None:
-        """Why a preemption victim still at its checkpoint runs on instead (`engine.preemption.yield_ends`: its
-        preemptor deleted, placed or finished, or a priority edited), with that in words, or None. An urgent
-        one (a fault's: it leaves anyway) is left alone; once its devices are given back it is too late."""
+    def yield_ends(self, spec: HeteroJobSpec | None, status: HeteroJobStatus
+                   ) -> tuple[Yield, YieldEnd, str] | None:
+        """Why a job still at the checkpoint it was asked for on another's behalf (a preemption's victim, a
+        reclaim's grown job) runs on as it is instead (`engine.preemption.yield_ends`: the job it yields to
+        deleted, placed or finished, or a priority edited), which yield it was, and that in words; or None. An
+        urgent one (a fault's: it leaves anyway) is left alone; once its devices are given back it is too late."""
         pending = status.checkpoint.pending if status.checkpoint else None
-        if (status.phase != Phase.CHECKPOINTING or pending is None or pending.then != "preempt" or not pending.by
-                or spec is None or status.placement is None):
+        kind = yield_of(pending.then, pending.by) if pending is not None else None
+        if status.phase != Phase.CHECKPOINTING or pending is None or kind is None or spec is None \
+                or status.placement is None:
             return None
         requested, deadline = timestamp(pending.requested_at), timestamp(pending.deadline)
         if requested is not None and deadline is not None and deadline <= requested:
             return None
-        e = self.cache.entries.get(pending.by)
+        e = self.cache.entries.get(pending.by or "")
         why = yield_ends(spec.priority.rank, Preemptor(e.priority, e.request is not None) if e else None,
-                         self.by_level)
+                         self.by_level, kind)
         if why is None:
             return None
         if why == YieldEnd.PREEMPTOR_GONE:
@@ -249,7 +252,7 @@ class Disruption:
             theirs = next((p.value for p in Priority if e is not None and p.rank == e.priority), "?")
             words = (f"its priority ({spec.priority.value}) is no longer below that of {pending.by} ({theirs}), "
                      f"which it was yielding to")
-        return why, f"{words} ({why.value})"
+        return kind, why, f"{words} ({why.value})"
 
     def _reserve(self, key: str, reserved: dict[str, Any] | None) -> None:
         """The cache holds the reservation at once, so the next plan sees it before the status comes back."""

@@ -24,7 +24,8 @@ FAULT_TRIGGERS = frozenset({"deviceFailed", "nodeNotReady", "overheat", "straggl
 FIXED: dict[str, EventType] = {
     "Admitted": NORMAL, "Waiting": NORMAL, "Preempting": NORMAL, "Reclaiming": NORMAL,  # admission
     "Running": NORMAL,
-    "CheckpointRequested": NORMAL, "MoveCancelled": NORMAL, "PreemptionCancelled": NORMAL, "MigrationHeld": NORMAL,
+    "CheckpointRequested": NORMAL, "MoveCancelled": NORMAL, "PreemptionCancelled": NORMAL, "ReclaimCancelled": NORMAL,
+    "MigrationHeld": NORMAL,
     "ClassProposed": NORMAL, "Drained": NORMAL,  # engine.lifecycle's DRAIN: a drain someone asked for
     "SpecChangeDeferred": NORMAL, "SpecChangeApplied": NORMAL,  # engine.spec_changes': a spec edit read
     "AllReplicasSucceeded": NORMAL,  # engine.lifecycle's SUCCEED

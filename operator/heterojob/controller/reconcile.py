@@ -13,6 +13,7 @@ import asyncio
 import time
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
+from datetime import datetime
 from typing import Any
 
 from heterojob.alerts.mapping import Placed
@@ -135,8 +136,8 @@ class Controller:
         await self.queue.stop()
 
     async def alert(self, key: str, fingerprint: str, firing: bool, action: str, nodes: tuple[str, ...],
-                    message: str) -> None:
-        await self.alerts.alert(key, fingerprint, firing, action, nodes, message)
+                    message: str, starts_at: datetime) -> None:
+        await self.alerts.alert(key, fingerprint, firing, action, nodes, message, starts_at)
 
     async def load(self) -> None:
         """Rebuild the cache from every job's status (at start, before any placement)."""
@@ -219,9 +220,10 @@ class Controller:
             await self.checkpoints.cancel(job, status, why, saved=decision)
             return
         ended = self.disruption.yield_ends(spec, status)
-        if ended is not None:  # its preemptor no longer needs its room: the checkpoint it took is harmless
-            await self.checkpoints.cancel(job, status, ended[1], saved=decision, what="preemption",
-                                          reason="PreemptionCancelled", cause=ended[0].value)
+        if ended is not None:  # the job it yields to no longer needs its room: the checkpoint it took is harmless
+            kind, cause, words = ended
+            await self.checkpoints.cancel(job, status, words, saved=decision, what=kind.value,
+                                          reason=kind.cancelled, cause=cause.value)
             return
         if decision.action == Action.NONE and status.phase is not None and status.phase.terminal:
             self.queue.settle(key)

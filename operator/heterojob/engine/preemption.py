@@ -4,7 +4,8 @@
 `plan_reclaim` the fewest grown elastic jobs that, shrunk back to the size they were admitted with, would
 (growth only borrows room nobody waited for). Both disturb jobs on a scratch `Ledger` until the job fits,
 then spare every one it fits without. Called by `engine.admission`, never by actuators directly.
-`yield_ends` says whether a victim still at its checkpoint still yields (asked by `controller.disruption`).
+`yield_ends` says whether a job still at the checkpoint it was asked for on another's behalf still yields
+(a preemption's victim, or a reclaim's grown job; asked by `controller.disruption`).
 """
 
 from __future__ import annotations
@@ -52,8 +53,29 @@ def plan_preemption(request: Request, fleet: Fleet, running: Iterable[RunningJob
     return Preemption(found[0], found[1]) if found else None
 
 
+class Yield(StrEnum):
+    """What a job asked to give room to a waiting one does (the value names it in messages)."""
+
+    PREEMPT = "preemption"  # checkpoints, gives all its devices back and waits (`plan_preemption`)
+    RECLAIM = "reclaim"  # checkpoints and shrinks back to its admitted size: the lent devices go back (`plan_reclaim`)
+
+    @property
+    def cancelled(self) -> str:
+        """The reason (phase and Event) written when it is called off and the job runs on as it is."""
+        return "PreemptionCancelled" if self is Yield.PREEMPT else "ReclaimCancelled"
+
+
+def yield_of(then: str, by: str | None) -> Yield | None:
+    """Which yield a pending checkpoint serves (`then` what follows it, `by` the job it is asked for), or
+    None: a checkpoint the job asked for itself (a move, its own resize, a periodic one)."""
+    if not by:
+        return None
+    return Yield.PREEMPT if then == "preempt" else Yield.RECLAIM if then == "resize" else None
+
+
 class YieldEnd(StrEnum):
-    """Why a victim still at its preemption checkpoint yields no more (the value is the reason written)."""
+    """Why a job still at the checkpoint it was asked for on another's behalf yields no more (the value is the
+    reason written)."""
 
     PREEMPTOR_GONE = "PreemptorGone"  # the job it yields to was deleted
     PREEMPTOR_NOT_WAITING = "PreemptorNotWaiting"  # it runs elsewhere, finished, or waits for nothing
@@ -68,17 +90,23 @@ class Preemptor:
     waiting: bool  # still waits for room (no placement, not finished)
 
 
-def yield_ends(victim_priority: int, preemptor: Preemptor | None, by_level: bool) -> YieldEnd | None:
-    """Why a victim asked to checkpoint and leave for `preemptor` should run on instead, or None (it yields).
+def yield_ends(victim_priority: int, preemptor: Preemptor | None, by_level: bool,
+               kind: Yield = Yield.PREEMPT) -> YieldEnd | None:
+    """Why a job asked to checkpoint and give room to `preemptor` should run on as it is instead, or None (it
+    yields).
 
-    As kube-scheduler re-checks a nominated pod's victims: the yield holds while the preemptor exists, still
-    waits, and may still preempt the victim by spec priority: strictly above it, or at it when the queue policy
-    displaces by level (`by_level`, MLFQ: an earlier level displaces a later one of the same priority)."""
+    As kube-scheduler re-checks a nominated pod's victims: the yield holds while the job it yields to exists,
+    still waits, and may still take the room by spec priority. A preemption: strictly above the victim, or at
+    it when the queue policy displaces by level (`by_level`, MLFQ: an earlier level displaces a later one of the
+    same priority). A reclaim (`kind`): at or above the grown job, whatever the queue policy, as `plan_reclaim`
+    takes lent room back."""
     if preemptor is None:
         return YieldEnd.PREEMPTOR_GONE
     if not preemptor.waiting:
         return YieldEnd.PREEMPTOR_NOT_WAITING
-    if victim_priority > preemptor.priority or victim_priority == preemptor.priority and not by_level:
+    if victim_priority > preemptor.priority:
+        return YieldEnd.NOT_OUTRANKED
+    if victim_priority == preemptor.priority and kind is Yield.PREEMPT and not by_level:
         return YieldEnd.NOT_OUTRANKED
     return None
 
