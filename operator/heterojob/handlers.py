@@ -24,6 +24,7 @@ from heterojob.engine.fleet import DeviceClass, Node, RegionInfo
 from heterojob.kube import convert
 from heterojob.kube.api import Kube, load_client
 from heterojob.kube.members import Members, MembersConfig, member_ref
+from heterojob.state.faults import Faults, faults
 from heterojob.metrics import OperatorMetrics
 from heterojob.controller.monitor import Monitor, TelemetryConfig
 from heterojob.telemetry.snapshot import WatchedJob
@@ -99,13 +100,12 @@ def _sum_usage(index: Mapping[Any, Any]) -> dict[tuple[str, str], int]:
     return used
 
 
-def _unhealthy(runtime: Runtime) -> Mapping[str, str]:
-    """Nodes with a failed device in the last telemetry snapshot (computed once per cycle, not per placement)
-    or named by a firing alert about a dead device."""
+def _faults(runtime: Runtime) -> Faults:
+    """Failed, overheating and network-down devices per node: the last telemetry snapshot's (computed once per
+    cycle, not per placement) and the firing alerts'."""
     snapshot = runtime.monitor.snapshot if runtime.monitor else None
-    failed = snapshot.failed_nodes if snapshot is not None else {}
-    alerted = runtime.controller.alerts.unhealthy() if runtime.controller is not None else {}
-    return {**alerted, **failed} if alerted else failed
+    alerts = runtime.controller.alerts if runtime.controller is not None else None
+    return faults(snapshot, alerts.dead() if alerts else None, alerts.hot() if alerts else None)
 
 
 async def _restored(runtime: Runtime) -> None:
@@ -139,8 +139,9 @@ async def _on_alert(runtime: Runtime, config: OperatorConfig, alert: Alert) -> N
         return
     summary = alert.annotations.get("summary") or alert.annotations.get("description") or ""
     message = f"{alert.name}" + (f": {summary}" if summary else "")
-    ctl.alerts.node_alert(alert.fingerprint, alert.status == "firing", action,
-                          alerts_mapping.node_of(alert.labels, ctl.fleet_source.nodes()), message)
+    node = alerts_mapping.node_of(alert.labels, ctl.fleet_source.nodes())
+    ctl.alerts.node_alert(alert.fingerprint, alert.status == "firing", action, node, message,
+                          alerts_mapping.device_of(alert.labels, node))
     snapshot = runtime.monitor.snapshot if runtime.monitor else None
     hits = alerts_mapping.jobs_for(alert.labels, ctl.placed, snapshot.node_of if snapshot else {})
     if not hits or action == alerts_mapping.IGNORE:
@@ -256,7 +257,7 @@ def register(registry: kopf.OperatorRegistry, config: OperatorConfig) -> None:
                 nodes=lambda: members.fleet_nodes(_index_values(nodes), _index_values(regions)),
                 classes=lambda: _index_values(classes),
                 regions=lambda: _index_values(regions), foreign_usage=lambda: _sum_usage(pods),
-                quota_objects=lambda: _index_values(quotas), unhealthy=lambda: _unhealthy(runtime),
+                quota_objects=lambda: _index_values(quotas), faults=lambda: _faults(runtime),
                 telemetry=lambda: runtime.monitor.snapshot if runtime.monitor else None)
             if member_refs:  # every member tried once before the first placement (bounded: one call's timeout)
                 try:

@@ -5,7 +5,7 @@ from __future__ import annotations
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from heterojob.engine.fleet import Allocation, DeviceClass, Fleet, Node, usage
+from heterojob.engine.fleet import Allocation, DeviceClass, Failed, Fleet, Node, usage
 from heterojob.engine.placement import Alternative, Request, pack, place
 
 H100 = DeviceClass("nvidia-h100", "nvidia.com/gpu", {"gpu": "h100"}, throughput=1.0)
@@ -347,3 +347,51 @@ def test_a_reclaim_ends_when_the_job_it_shrinks_for_is_gone_placed_or_below_it()
     assert yield_ends(1, None, by_level=False, kind=r) == YieldEnd.PREEMPTOR_GONE
     assert yield_ends(1, Preemptor(2, waiting=False), by_level=False, kind=r) == YieldEnd.PREEMPTOR_NOT_WAITING
     assert yield_ends(2, Preemptor(1, waiting=True), by_level=True, kind=r) == YieldEnd.NOT_OUTRANKED
+
+# --- bad devices: failed, overheating, network down -------------------------------------------------------
+
+def test_a_node_whose_device_plugin_withholds_its_failed_gpu_offers_the_rest() -> None:
+    """One GPU failed on every node of the region (telemetry or a firing alert says so). Where the device plugin
+    has taken it out of allocatable (capacity 8, allocatable 7, as NVIDIA's k8s-device-plugin does on a fatal
+    XID), the kubelet hands out only the 7 healthy ones: a replica of 4 fits. Where allocatable still counts it,
+    a new pod could be given the dead GPU: the whole node stays out."""
+    withheld = [gpu_node(n, devices=7, capacity={"nvidia.com/gpu": 8}) for n in ("a", "b")]
+    failed = {n: Failed(1, f"GPU-{n}: fatal XID 79") for n in ("a", "b")}
+    f = Fleet({n.name: n for n in withheld}, CLASSES, failed=failed)
+    chosen = place(request(replicas=2, per=4), f).chosen
+    assert chosen is not None and sorted(chosen.nodes) == ["a", "b"]
+    result = place(request(replicas=1, per=8), f)  # 8 per replica: 7 healthy GPUs on each node
+    assert result.chosen is None and "room for 0 of 1 replicas (14 free on 2 node(s)" in result.explain()
+    counted = Fleet({n: gpu_node(n) for n in ("a", "b")}, CLASSES, failed=failed)  # allocatable still 8
+    result = place(request(replicas=1, per=4), counted)
+    assert result.chosen is None and "unhealthy (GPU-a: fatal XID 79)" in result.explain()
+    two = Fleet({"a": withheld[0]}, CLASSES, failed={"a": Failed(2, "GPU-a: fatal XID 79")})  # only 1 withheld
+    assert place(request(replicas=1, per=4), two).chosen is None
+
+
+def test_an_overheating_node_takes_nothing_new() -> None:
+    f = Fleet({n.name: n for n in (gpu_node("a"), gpu_node("b"))}, CLASSES,
+              unhealthy={"a": "GPU-a3: overheat 97°C >= 90°C"}, used=usage([Allocation("nvidia.com/gpu", {"a": 4})]))
+    chosen = place(request(replicas=1, per=4), f).chosen
+    assert chosen is not None and chosen.nodes == ("b",)  # best fit alone would fill a's 4 free GPUs
+
+
+def npu_fleet(**kw: object) -> Fleet:
+    return Fleet({n.name: n for n in (npu_node("n1"), npu_node("n2"), npu_node("n3"))}, CLASSES, **kw)  # type: ignore[arg-type]
+
+
+def test_a_gang_of_several_replicas_is_not_placed_on_a_chip_whose_network_is_down() -> None:
+    """npu-exporter says chip 3 of n1 has its RoCE link down: a job of several replicas would fail at once there
+    (its collectives cross that link), so placement leaves n1 out for it, naming the filter; a job of one
+    replica needs no network and may use n1."""
+    down = {"n1": "n1/npu-3: NPU link status 0 (down)"}
+    gang = request(replicas=2, per=8, classes=("ascend-910b",))
+    chosen = place(gang, npu_fleet(network_down=down)).chosen
+    assert chosen is not None and sorted(chosen.nodes) == ["n2", "n3"]
+    result = place(request(replicas=3, per=8, classes=("ascend-910b",)), npu_fleet(network_down=down))
+    assert result.chosen is None
+    assert ("cn-north/ascend-910b: room for 2 of 3 replicas (16 free on 2 node(s), 8 per replica); 1 node(s) left "
+            "out, network down (an Ascend chip's collectives cannot cross it; a job of 3 replicas needs them): "
+            "n1: n1/npu-3: NPU link status 0 (down)") in result.explain()
+    solo = place(request(replicas=1, per=8, classes=("ascend-910b",)), npu_fleet(network_down=down)).chosen
+    assert solo is not None and solo.nodes == ("n1",)  # the first by name among equals: one replica may use it

@@ -72,6 +72,17 @@ INSTANCE_LABELS = ("exported_instance", "instance")
 DEVICE_LABELS = ("UUID", "uuid")
 
 
+def device_of(labels: Mapping[str, str], node: str) -> str:
+    """The device an alert names, as the telemetry snapshot names it (telemetry/adapters.py): a GPU's `UUID`
+    (a MIG instance `<UUID>/mig-<GPU_I_ID>`), an Ascend chip `<node>/npu-<id>`; "" when it names none."""
+    uuid = next((labels[n] for n in DEVICE_LABELS if labels.get(n)), "")
+    if uuid:
+        gi = labels.get("GPU_I_ID") or ""
+        return f"{uuid}/mig-{gi}" if gi else uuid
+    chip = labels.get("id") or ""
+    return f"{node}/npu-{chip}" if chip and node else ""
+
+
 def node_candidates(labels: Mapping[str, str]) -> list[str]:
     """Every node name an alert's labels may mean, most trusted first, without repeats."""
     found = [labels.get(name) or "" for name in NODE_LABELS]

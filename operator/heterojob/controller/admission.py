@@ -147,9 +147,12 @@ class Admission:
 
     async def _wait(self, job: dict[str, Any], spec: HeteroJobSpec, status: HeteroJobStatus,
                     plan: planner.Admission) -> None:
-        phase = status.phase if status.phase in (Phase.PREEMPTED, *MOVING) else Phase.PENDING
         meta = job["metadata"]
         key = f"{meta['namespace']}/{meta['name']}"
+        if status.phase in MOVING and plan.outcome == Outcome.NO_ROOM:
+            await self._requeue(job, status, plan)
+            return
+        phase = status.phase if status.phase in (Phase.PREEMPTED, *MOVING) else Phase.PENDING
         changed = (status.phase, status.reason) != (phase, plan.outcome.value)
         now = time.monotonic()
         # the message carries live figures (free devices): while the outcome holds, refresh it now and then,
@@ -185,6 +188,27 @@ class Admission:
                     namespace = d.job.split("/", 1)[0]
                     self.cache.reserve(d.job, keep.allocation(namespace))
                     self.cache.disrupt(d.job)
+
+    async def _requeue(self, job: dict[str, Any], status: HeteroJobStatus, plan: planner.Admission) -> None:
+        """A move that fits nowhere it may go (not even by preempting) ends: the job goes back to the queue as
+        Pending with the planner's per-candidate message, its move's history entry closed, its exclusions and
+        reservation dropped (the node health filters keep it off bad devices from now on), and it is placed
+        as any waiting job when room frees, instead of waiting in Migrating with room held for it."""
+        meta = job["metadata"]
+        key = f"{meta['namespace']}/{meta['name']}"
+        what = "resize" if status.phase == Phase.RESIZING else "move"
+        patch = StatusPatch(status).phase(Phase.PENDING, plan.outcome.value, plan.message).set(migration=None)
+        patch.finish_move("requeued: no room")
+        patch.condition("Admitted", "False", plan.outcome.value, plan.message)
+        if not await self.writer.write(job, patch):
+            return
+        self._noted[key] = time.monotonic()
+        message = f"the {what} found no room anywhere it may go; back in the queue: {plan.message}"
+        self.kube.post_event(job, "Warning", "MoveRequeued", message)
+        decided(key, "requeue", message, result=plan.outcome.value)
+        if self.cache.unreserve(key):
+            self.checkpoints.room_freed()  # the healthy part of its old room is free for anyone
+        self.poke(key)
 
     async def _admit(self, job: dict[str, Any], spec: HeteroJobSpec, status: HeteroJobStatus,
                      plan: planner.Admission, seen_generation: int, started: dict[str, Any]) -> None:

@@ -32,24 +32,37 @@ class AlertSymptoms:
         self.writer = writer
         self.poke = poke
         self.checkpoint = checkpoint  # (job, reason): ask for a checkpoint the job goes on from
-        self._dead: dict[str, tuple[str, str]] = {}  # fingerprint -> (node, why) of a firing migrate-now alert
+        self._dead: dict[str, tuple[str, str, str]] = {}  # fingerprint -> (node, device, why): firing migrate-now
+        self._hot: dict[str, tuple[str, str]] = {}  # fingerprint -> (node, why) of a firing migrate alert
         # one alert write per job at a time, in arrival order: the receiver's workers run concurrently, and a
         # resolve whose read of status.alerts came before its firing's write would find nothing to remove
         # (the symptom then stays: Alertmanager sends a resolve once); two firings would drop each other
         self._locks: dict[str, tuple[asyncio.Lock, int]] = {}  # job -> its lock, how many hold or wait
 
-    def node_alert(self, fingerprint: str, firing: bool, action: str, node: str, message: str) -> None:
-        """A firing alert that says a node's device is dead keeps new work off that node until it resolves
-        (whether or not a job runs there now); kept in memory: at start the firing alerts are read back from
-        Alertmanager (alerts/restore.py, with --alertmanager-url), and Alertmanager repeats them."""
-        if firing and action == mapping.MIGRATE_NOW and node:
-            self._dead[fingerprint] = (node, message)
-        else:
-            self._dead.pop(fingerprint, None)
+    def node_alert(self, fingerprint: str, firing: bool, action: str, node: str, message: str, device: str = ""
+                   ) -> None:
+        """A firing alert about a node's device, until it resolves (whether or not a job runs there now): one
+        that says the device is dead (migrate-now) counts it failed (`device`: its id, "" unknown), one that asks
+        to move off (migrate: an overheating device) keeps new work off the node. Kept in memory: at start the
+        firing alerts are read back from Alertmanager (alerts/restore.py, with --alertmanager-url), and
+        Alertmanager repeats them."""
+        self._dead.pop(fingerprint, None)
+        self._hot.pop(fingerprint, None)
+        if firing and node and action == mapping.MIGRATE_NOW:
+            self._dead[fingerprint] = (node, device or f"alert {fingerprint}", message)
+        elif firing and node and action == mapping.MIGRATE:
+            self._hot[fingerprint] = (node, message)
 
-    def unhealthy(self) -> dict[str, str]:
-        """node -> why placement must avoid it (a firing alert names a dead device there)."""
-        return {node: f"alert: {why}" for node, why in self._dead.values()}
+    def dead(self) -> dict[str, dict[str, str]]:
+        """node -> device -> why: the devices firing alerts say are dead."""
+        out: dict[str, dict[str, str]] = {}
+        for node, device, why in self._dead.values():
+            out.setdefault(node, {})[device] = f"alert: {why}"
+        return out
+
+    def hot(self) -> dict[str, str]:
+        """node -> why nothing new may go there (a firing alert asks to move off it)."""
+        return {node: f"alert: {why}" for node, why in self._hot.values()}
 
     async def alert(self, key: str, fingerprint: str, firing: bool, action: str, nodes: tuple[str, ...],
                     message: str, starts_at: datetime) -> None:

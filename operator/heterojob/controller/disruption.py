@@ -112,17 +112,20 @@ class Disruption:
         assert symptom is not None
         p = status.placement
         assert p is not None
-        move = {"exclude": sorted(symptom.nodes), "reason": f"{symptom.trigger}: {symptom.message}",
+        # every node a fault or symptom names is left, not only the one that decides the move (a failed GPU moves
+        # the job at once; a second node of its, overheating, must not be kept for it as "the healthy part")
+        avoid = tuple(sorted(set(symptom.nodes).union(*(s.nodes for s in symptoms if s.trigger != migration.MANUAL))))
+        move = {"exclude": list(avoid), "reason": f"{symptom.trigger}: {symptom.message}",
                 "replicas": p.replicas, "trigger": symptom.trigger}
         if symptom.trigger == migration.MANUAL:
             move["request"] = (annotations.get(ANNOTATION_MIGRATE) or "").strip()
         if symptom.urgent:  # the job may be dead: go now, keeping the healthy part of its room while re-placed
             move["involuntary"] = True
-            healthy = [n for n in p.nodes if n not in symptom.nodes]
+            healthy = [n for n in p.nodes if n not in avoid]
             reserved = reservation(p.region, p.device_class, p.per_replica, healthy) if healthy else None
             self._reserve(key, reserved)
         else:  # make before break: the destination is reserved before the checkpoint is asked for
-            request = move_request(key, job, spec, p.region, p.device_class, symptom.nodes, p.replicas)
+            request = move_request(key, job, spec, p.region, p.device_class, avoid, p.replicas)
             weigh = transfer_move(spec, status, p.region, p.device_class, p.replicas, self.classes(), now,
                                   self.transfer, symptom.trigger)
             dest, reserved = await self._plan_and_reserve(key, request, now, weigh)
@@ -135,7 +138,7 @@ class Disruption:
         decided(key, "migrate", symptom.message, trigger=symptom.trigger)
         self.metrics.migrations.labels("migrate", symptom.trigger).inc()
         if not await self.checkpoints.ask(key, then="migrate", by=None, reason=move["reason"],
-                                          exclude=symptom.nodes, urgent=symptom.urgent, replicas=p.replicas,
+                                          exclude=avoid, urgent=symptom.urgent, replicas=p.replicas,
                                           migration={**move, "reserved": reserved}):
             self._unreserve(key)  # nothing was asked (another checkpoint goes on): the room goes back
 
@@ -208,7 +211,8 @@ class Disruption:
             elif not n.ready or not n.schedulable or n.taints:
                 why = n.reason or ("not Ready" if not n.ready else "cordoned or tainted")
             else:
-                why = fleet.unhealthy.get(name)
+                cls = fleet.classes.get(move.reserved.device_class)
+                why = fleet.keep_off(n, cls.resource_name if cls else move.reserved.device_class)
             if why:
                 gone.append(f"{name} ({why})")
         if not gone:

@@ -30,7 +30,7 @@ FIXED: dict[str, EventType] = {
     "SpecChangeDeferred": NORMAL, "SpecChangeApplied": NORMAL,  # engine.spec_changes': a spec edit read
     "AllReplicasSucceeded": NORMAL,  # engine.lifecycle's SUCCEED
     "CheckpointMissed": WARNING, "Restarting": WARNING, "MemberLost": WARNING, "StatusRepaired": WARNING,
-    "PodRejected": WARNING, "PodsRefused": WARNING, "FaultWhileCheckpointing": WARNING,
+    "PodRejected": WARNING, "PodsRefused": WARNING, "FaultWhileCheckpointing": WARNING, "MoveRequeued": WARNING,
     "InvalidSpec": WARNING, "Unschedulable": WARNING, "BackoffLimitExceeded": WARNING,  # engine.lifecycle's
 }
 

@@ -21,6 +21,9 @@ class Node:
     # driver / cuda / cann versions its own labels publish (engine.discovery.node_software); a version it
     # does not publish is taken from its AcceleratorClass's `software`
     software: Mapping[str, str] = field(default_factory=dict)
+    # resource name -> every device the node has (status.capacity: its device plugins' Unhealthy ones too);
+    # empty when unknown (taken as its allocatable)
+    capacity: Mapping[str, int] = field(default_factory=dict)
 
     @property
     def region(self) -> str | None:
@@ -28,6 +31,14 @@ class Node:
 
     def matches(self, selector: Mapping[str, str]) -> bool:
         return all(self.labels.get(k) == v for k, v in selector.items())
+
+    def holds(self, resource: str) -> int:
+        """Every device of `resource` the node has (capacity), usable now or not."""
+        return max(self.capacity.get(resource, 0), self.allocatable.get(resource, 0))
+
+    def withheld(self, resource: str) -> int:
+        """Devices of `resource` its device plugin reports Unhealthy (capacity keeps them, allocatable not)."""
+        return self.holds(resource) - self.allocatable.get(resource, 0)
 
 
 @dataclass(frozen=True)
@@ -100,6 +111,14 @@ def quota_room(limits: Iterable[Limit], held: Mapping[tuple[str, str], int], dev
     return None
 
 
+@dataclass(frozen=True)
+class Failed:
+    """The devices of one node that telemetry or a firing alert says failed."""
+
+    devices: int  # how many (distinct devices)
+    why: str  # the first one and its reason, for messages
+
+
 @dataclass
 class Fleet:
     nodes: Mapping[str, Node]
@@ -110,8 +129,14 @@ class Fleet:
     # namespace -> its HeteroQuota limits; namespace -> (class, region) -> devices its jobs hold
     quotas: Mapping[str, Sequence[Limit]] = field(default_factory=dict)
     held: Mapping[str, Mapping[tuple[str, str], int]] = field(default_factory=dict)
-    # node -> why telemetry says it must not get new work (a failed device)
+    # node -> why nothing new may go there (an overheating, throttled device; a firing alert asking to move off)
     unhealthy: Mapping[str, str] = field(default_factory=dict)
+    # node -> its failed devices: it takes new work on the others only once its device plugin has taken as many
+    # out of allocatable (`keep_off`); before that a new pod could be handed a failed one
+    failed: Mapping[str, Failed] = field(default_factory=dict)
+    # node -> why one of its Ascend chips cannot carry collectives (network health or RoCE link down): kept off
+    # for gangs of more than one replica only (`placement.place`)
+    network_down: Mapping[str, str] = field(default_factory=dict)
 
     def region_of(self, node: Node) -> str | None:
         """A Region whose selector the node matches; without Region objects, the node's region label."""
@@ -125,6 +150,17 @@ class Fleet:
         for cls in self.classes.values():
             if node.matches(cls.node_selector) and node.allocatable.get(cls.resource_name, 0) > 0:
                 return cls
+        return None
+
+    def keep_off(self, node: Node, resource: str) -> str | None:
+        """Why telemetry or an alert keeps every new replica off `node` (for devices of `resource`), or None. A
+        node whose failed devices its device plugin already withholds offers the rest: the kubelet hands out
+        only devices the plugin reports Healthy."""
+        if node.name in self.unhealthy:
+            return self.unhealthy[node.name]
+        failed = self.failed.get(node.name)
+        if failed is not None and failed.devices > node.withheld(resource):
+            return failed.why
         return None
 
     def free(self, node: str, resource: str) -> int:

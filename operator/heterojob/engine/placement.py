@@ -192,8 +192,10 @@ def software_summary(failures: Mapping[str, int], limit: int = 2) -> str:
     return f"{total} node(s) fail the software check: {reasons}"
 
 
-def node_unfit(node: Node, cls: DeviceClass, unhealthy: Mapping[str, str]) -> str | None:
-    """Why a node cannot take this class's replicas now, or None. Pods tolerate only the class's own taint."""
+def node_unfit(node: Node, cls: DeviceClass, fleet: Fleet) -> str | None:
+    """Why a node cannot take this class's replicas now, or None. Pods tolerate only the class's own taint;
+    telemetry and alerts keep a node off by `Fleet.keep_off` (a failed device its device plugin does not
+    withhold yet, an overheating one, a firing alert)."""
     if not node.matches(cls.node_selector) or node.allocatable.get(cls.resource_name, 0) <= 0:
         return "not of this class"
     if not node.ready:
@@ -202,13 +204,12 @@ def node_unfit(node: Node, cls: DeviceClass, unhealthy: Mapping[str, str]) -> st
         return "cordoned"
     if not node.taints <= {cls.resource_name}:
         return "tainted"
-    if node.name in unhealthy:
-        return f"unhealthy ({unhealthy[node.name]})"
-    return None
+    why = fleet.keep_off(node, cls.resource_name)
+    return None if why is None else f"unhealthy ({why})"
 
 
 class _View:
-    """What a FleetIndex reads of a fleet but `used`: its nodes, classes, regions and unhealthy nodes. Holds
+    """What a FleetIndex reads of a fleet but `used`: its nodes, classes, regions and node health. Holds
     the objects it was computed from, so while it is memoised their ids name them and nothing else."""
 
     def __init__(self, fleet: Fleet) -> None:
@@ -230,7 +231,7 @@ def _view(fleet: Fleet) -> _View:
     key = (tuple((name, id(node)) for name, node in fleet.nodes.items()),
            tuple((name, id(cls)) for name, cls in fleet.classes.items()),
            tuple((name, id(region)) for name, region in fleet.regions.items()),
-           tuple(sorted(fleet.unhealthy.items())))
+           tuple(sorted(fleet.unhealthy.items())), tuple(sorted(fleet.failed.items())))
     view = _VIEWS.get(key)
     if view is None:
         if len(_VIEWS) >= _VIEWS_KEPT:
@@ -241,7 +242,7 @@ def _view(fleet: Fleet) -> _View:
 
 class FleetIndex:
     """Per class, per region: the nodes that may take its replicas (computed once per fleet view: indexes
-    of fleets with the same nodes, classes, regions and unhealthy nodes, whatever is used, share it)."""
+    of fleets with the same nodes, classes, regions and node health, whatever is used, share it)."""
 
     def __init__(self, fleet: Fleet) -> None:
         self.fleet = fleet
@@ -260,7 +261,7 @@ class FleetIndex:
             unfit: dict[str, int] = defaultdict(int)
             unfit_why: dict[str, dict[str, int]] = defaultdict(lambda: defaultdict(int))
             for node in self.fleet.nodes.values():
-                why = node_unfit(node, cls, self.fleet.unhealthy)
+                why = node_unfit(node, cls, self.fleet)
                 if why == "not of this class":
                     continue
                 region = self.fleet.region_of(node)
@@ -398,12 +399,17 @@ def place(request: Request, fleet: Fleet, index: FleetIndex | None = None) -> Re
                 result.rejections.append(Rejection(label, over, quota=True))
                 continue
             names = [n for n in by_region.get(region, ()) if n not in request.exclude_nodes]
+            cut: list[str] = []
+            if request.replicas > 1 and fleet.network_down:  # a gang's collectives cross every chip's network
+                cut = [n for n in names if n in fleet.network_down]
+                names = [n for n in names if n not in fleet.network_down]
             free = {n: max(0, capacity[n] - used.get((n, resource), 0)) for n in names}
             nodes = pack(free, request.replicas, alt.per_replica)
             if nodes is None:
                 result.rejections.append(Rejection(label, _no_room(free, request, alt,
                                                                    index.unfit_reasons(cls, region),
-                                                                   soft_failed.get(region, {}))))
+                                                                   soft_failed.get(region, {}),
+                                                                   {n: fleet.network_down[n] for n in cut})))
                 continue
             score = _score(i, len(request.alternatives), cls, region, request, capacity, free, nodes, alt.per_replica)
             feasible.append(Candidate(region, i, cls.name, cls.resource_name, alt.per_replica, nodes, score))
@@ -417,10 +423,13 @@ def _class_nodes(index: FleetIndex, cls: DeviceClass) -> Iterable[str]:
         yield from names
 
 
+NETWORK_DOWN = "network down"  # the filter's name in messages: a chip's network or RoCE link is down
+
+
 def _no_room(free: Mapping[str, int], request: Request, alt: Alternative, unfit_why: Mapping[str, int],
-             soft_failed: Mapping[str, int]) -> str:
+             soft_failed: Mapping[str, int], network_down: Mapping[str, str] = {}) -> str:  # noqa: B006 - read only
     unfit = sum(unfit_why.values())
-    if not free and not soft_failed and len(unfit_why) == 1 and unfit:
+    if not free and not soft_failed and not network_down and len(unfit_why) == 1 and unfit:
         # no node of the region counts, for one reason (a lost member cluster, all NotReady...): say that,
         # not "0 free on 0 node(s)"
         why = next(iter(unfit_why))
@@ -433,6 +442,11 @@ def _no_room(free: Mapping[str, int], request: Request, alt: Alternative, unfit_
         whys = ", ".join(f"{why} ({n})" if len(unfit_why) > 1 else why
                          for why, n in sorted(unfit_why.items(), key=lambda kv: (-kv[1], kv[0]))[:3])
         text += f"; {unfit} node(s) not Ready, cordoned, tainted or unhealthy: {whys}"
+    if network_down:
+        first = sorted(network_down)[0]
+        text += (f"; {len(network_down)} node(s) left out, {NETWORK_DOWN} (an Ascend chip's collectives cannot "
+                 f"cross it; a job of {request.replicas} replicas needs them): {first}: {network_down[first]}"
+                 + (f" and {len(network_down) - 1} more" if len(network_down) > 1 else ""))
     return text + (f"; {software_summary(soft_failed)}" if soft_failed else "")
 
 
@@ -472,7 +486,8 @@ class Ledger:
         self.used: dict[tuple[str, str], int] = dict(fleet.used)
         self.held: dict[str, dict[tuple[str, str], int]] = {ns: dict(h) for ns, h in fleet.held.items()}
         self.fleet = Fleet(nodes=fleet.nodes, classes=fleet.classes, regions=fleet.regions, used=self.used,
-                           quotas=fleet.quotas, held=self.held, unhealthy=fleet.unhealthy)
+                           quotas=fleet.quotas, held=self.held, unhealthy=fleet.unhealthy, failed=fleet.failed,
+                           network_down=fleet.network_down)
         self.index = FleetIndex(self.fleet)
         self._failed: dict[tuple[object, ...], Result] = {}
         self.given_back = 0  # how many times room was given back (what failed to fit before may fit now)

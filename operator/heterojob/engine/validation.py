@@ -38,8 +38,9 @@ def _known(names: Collection[str], limit: int = 8) -> str:
 
 
 def node_capacity(cls: DeviceClass, nodes: Iterable[Node]) -> int | None:
-    """The most devices of this class one node holds (None: no node of the class is known)."""
-    counts = [n.allocatable.get(cls.resource_name, 0) for n in nodes if n.matches(cls.node_selector)]
+    """The most devices of this class one node holds (None: no node of the class is known). Its capacity, not its
+    allocatable: a device its device plugin reports Unhealthy for now leaves the node's size unchanged."""
+    counts = [n.holds(cls.resource_name) for n in nodes if n.matches(cls.node_selector)]
     counts = [c for c in counts if c > 0]
     return max(counts) if counts else None
 

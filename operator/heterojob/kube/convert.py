@@ -46,6 +46,7 @@ def node_view(obj: Mapping[str, Any]) -> Node:
     spec = obj.get("spec") or {}
     status = obj.get("status") or {}
     allocatable = {k: quantity(v) for k, v in (status.get("allocatable") or {}).items()}
+    capacity = {k: quantity(v) for k, v in (status.get("capacity") or {}).items()}
     ready_cond = ready_condition(obj)
     ready = bool(ready_cond) and ready_cond.get("status") == "True"
     reasons = []
@@ -69,6 +70,7 @@ def node_view(obj: Mapping[str, Any]) -> Node:
         taints=frozenset(taints),
         reason=", ".join(reasons),
         software=node_software(labels),
+        capacity=capacity,
     )
 
 

@@ -191,6 +191,8 @@ class Cache:
         """The fleet with every job's devices and reservations counted as used, except `exclude`'s."""
         excluded = set(exclude)
         allocations = [a for k, e in self.entries.items() if k not in excluded for a in e.footprint()]
+        faults = source.faults()
         return Fleet(nodes=source.nodes(), classes=source.classes(), regions=source.regions(),
                      used=usage(allocations, source.foreign_usage()), quotas=source.quotas(),
-                     held=holdings(allocations), unhealthy=source.unhealthy())
+                     held=holdings(allocations), unhealthy=faults.unhealthy, failed=faults.failed,
+                     network_down=faults.network_down)

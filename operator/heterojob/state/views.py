@@ -10,6 +10,7 @@ from typing import Any
 
 from heterojob.engine.fleet import DeviceClass, Limit, Node, RegionInfo
 from heterojob.kube import convert
+from heterojob.state.faults import Faults
 from heterojob.telemetry.snapshot import Snapshot
 
 
@@ -21,9 +22,9 @@ class FleetSource:
     classes: Callable[[], Mapping[str, DeviceClass]]
     regions: Callable[[], Mapping[str, RegionInfo]]
     foreign_usage: Callable[[], Mapping[tuple[str, str], int]]
-    # (namespace, name) -> a HeteroQuota's (limits, spec error); node -> why telemetry keeps new work off it
+    # (namespace, name) -> a HeteroQuota's (limits, spec error); what telemetry and alerts say of nodes' devices
     quota_objects: Callable[[], Mapping[tuple[str, str], tuple[Sequence[Limit], str | None]]] = dict
-    unhealthy: Callable[[], Mapping[str, str]] = dict
+    faults: Callable[[], Faults] = Faults
     telemetry: Callable[[], Snapshot | None] = lambda: None  # the monitor's last fleet snapshot
 
     def quotas(self) -> dict[str, list[Limit]]:

@@ -103,6 +103,11 @@ class Snapshot:
     by_pod: Mapping[tuple[str, str], tuple[DeviceSample, ...]] = field(default_factory=dict)
     # node -> "<device>: <reason>" of a failed device on it (placement keeps new work off these nodes)
     failed_nodes: Mapping[str, str] = field(default_factory=dict)
+    failed_devices: Mapping[str, frozenset[str]] = field(default_factory=dict)  # node -> its failed devices' ids
+    # node -> "<device>: <reason>" of an overheating (clock-throttled) device on it: nothing new goes there
+    hot_nodes: Mapping[str, str] = field(default_factory=dict)
+    # node -> "<device>: <why>" of a chip whose network or RoCE link is down (kept off for gangs of >1 replica)
+    network_down: Mapping[str, str] = field(default_factory=dict)
     node_of: Mapping[str, str] = field(default_factory=dict)  # device id -> node (alerts name devices)
     reports: Mapping[str, ParseReport] = field(default_factory=dict)  # source name -> what its answers lacked
 
@@ -183,10 +188,18 @@ def build(sources: Sequence[SourceResult], nodes: Mapping[str, NodeFacts], previ
     counts: dict[str, dict[Health, int]] = defaultdict(lambda: defaultdict(int))
     by_pod: dict[tuple[str, str], list[DeviceSample]] = defaultdict(list)
     failed: dict[str, str] = {}
-    for sample in devices.values():
+    failed_ids: dict[str, set[str]] = defaultdict(set)
+    hot: dict[str, str] = {}
+    network: dict[str, str] = {}
+    for sample in sorted(devices.values(), key=lambda d: d.device_id):
         counts[sample.region or "*"][sample.health] += 1
         if sample.health == Health.FAILED:
             failed.setdefault(sample.node, f"{sample.device_id}: {sample.reason}")
+            failed_ids[sample.node].add(sample.device_id)
+        elif sample.health == Health.DEGRADED:
+            hot.setdefault(sample.node, f"{sample.device_id}: {sample.reason}")
+        if sample.network_fault and sample.health != Health.FAILED:
+            network.setdefault(sample.node, f"{sample.device_id}: {sample.network_fault}")
         if sample.namespace and sample.pod and not sample.shared:
             by_pod[(sample.namespace, sample.pod)].append(sample)
     regions = {name: replace(r, devices=dict(counts.get(name, {}))) for name, r in regions.items()}
@@ -195,7 +208,8 @@ def build(sources: Sequence[SourceResult], nodes: Mapping[str, NodeFacts], previ
             regions[name] = replace(regions["*"], devices=dict(per_health))
     return Snapshot(devices=devices, regions=regions, exporters_down=frozenset(down),
                     by_pod={k: tuple(sorted(v, key=lambda d: d.device_id)) for k, v in by_pod.items()},
-                    failed_nodes=failed, node_of={d: s.node for d, s in devices.items()}, reports=reports)
+                    failed_nodes=failed, failed_devices={n: frozenset(ids) for n, ids in failed_ids.items()},
+                    hot_nodes=hot, network_down=network, node_of={d: s.node for d, s in devices.items()}, reports=reports)
 
 
 def _serves(source: SourceResult, facts: NodeFacts | None, own_regions: frozenset[str]) -> bool:

@@ -1,0 +1,50 @@
+"""What placement's health filter reads (state/faults.py) from a telemetry snapshot and firing alerts, on plain
+data; how placement uses it is in test_placement.py, the operator end to end in tests/harness/test_bad_devices.py."""
+
+from __future__ import annotations
+
+from heterojob.alerts.mapping import device_of
+from heterojob.engine.fleet import DeviceClass, Node
+from heterojob.engine.validation import job_problems
+from heterojob.state.faults import faults
+from tests.unit.test_telemetry_snapshot import ALL_BUSY, one, results
+
+
+def hot_and_failed() -> dict:
+    res = results(ALL_BUSY, xids={("g0", 1): 79})  # GPU-g0-1 fell off the bus
+    res["dcgm:temp"] = [{**s, "value": [0, "97" if s["metric"]["UUID"] == "GPU-g1-0" else "50"]}
+                        for s in res["dcgm:temp"]]  # GPU-g1-0 overheats (its clocks throttle)
+    return res
+
+
+def test_the_snapshot_names_failed_devices_and_overheating_nodes() -> None:
+    s = one(hot_and_failed())
+    assert s.failed_devices == {"g0": frozenset({"GPU-g0-1"})}
+    assert s.hot_nodes == {"g1": "GPU-g1-0: overheat 97°C >= 90°C"}
+    f = faults(s)
+    assert f.failed["g0"].devices == 1 and "fatal XID 79" in f.failed["g0"].why
+    assert f.unhealthy == {"g1": "GPU-g1-0: overheat 97°C >= 90°C"}  # an overheating device takes nothing new
+
+
+def test_a_device_named_by_telemetry_and_by_an_alert_counts_once() -> None:
+    labels = {"alertname": "HeteroJobGPUFatalXID", "UUID": "GPU-g0-1", "gpu": "1", "Hostname": "g0"}
+    dead = {"g0": {device_of(labels, "g0"): "alert: HeteroJobGPUFatalXID"}}
+    assert faults(one(hot_and_failed()), dead).failed["g0"].devices == 1
+    other = {"g0": {"GPU-g0-0": "alert: x", "alert fp9": "alert: a dead device, none named"}}
+    assert faults(one(hot_and_failed()), other).failed["g0"].devices == 3
+    assert faults(None, hot={"g2": "alert: HeteroJobGPUOverheat"}).unhealthy == {"g2": "alert: HeteroJobGPUOverheat"}
+
+
+def test_an_alert_names_a_device_as_the_snapshot_does() -> None:
+    assert device_of({"UUID": "GPU-1", "GPU_I_ID": "2"}, "g0") == "GPU-1/mig-2"
+    assert device_of({"id": "3"}, "npu-a") == "npu-a/npu-3"
+    assert device_of({"Hostname": "g0"}, "g0") == ""
+
+
+def test_a_node_with_an_unhealthy_device_still_holds_its_capacity_for_validation() -> None:
+    """The user trial: with one GPU of every node withheld (allocatable 7 of capacity 8), a job of 8 per replica
+    was failed InvalidSpec while it moved ("more than any node holds"); the nodes still hold 8."""
+    h100 = DeviceClass("nvidia-h100", "nvidia.com/gpu", {"gpu": "h100"})
+    nodes = [Node(n, {"gpu": "h100"}, {"nvidia.com/gpu": 7}, capacity={"nvidia.com/gpu": 8}) for n in ("a", "b")]
+    assert job_problems([("nvidia-h100", 8)], [], [], {h100.name: h100}, set(), nodes) == []
+    assert job_problems([("nvidia-h100", 9)], [], [], {h100.name: h100}, set(), nodes)
