@@ -87,8 +87,8 @@ import kmock
 import yaml
 from typing_extensions import override
 
-from heterojob.sim.cluster import (admission, builtin, discovery, events, evictions, ipam, openapi, paging,
-                                   patching, protobuf, quotas, reviews, scale, schema, tables)
+from heterojob.sim.cluster import (admission, builtin, discovery, events, evictions, ipam, managedfields, openapi,
+                                   paging, patching, protobuf, quotas, reviews, scale, schema, tables)
 from heterojob.sim.cluster.errors import ApiError, invalid_object
 from heterojob.sim.cluster.selectors import (CR_FIELD_LABELS, FIELD_LABELS, Matcher, SelectorError, field_matcher,
                                              label_matcher)
@@ -250,6 +250,8 @@ class ApiServerEmulator(kmock.KubernetesEmulator):
     openapi_cache: dict[Any, tuple[bytes, str]] = attrs.field(factory=dict, init=False)
     max_body_bytes: int = 3 * 1024 * 1024  # kube-apiserver's MaxRequestBodyBytes default
     request_log: collections.deque[tuple[str, str, int, float]] = attrs.field(factory=collections.deque, init=False)
+    _writer: tuple[str, bool] | None = attrs.field(default=None, init=False)  # (field manager, force) of a write
+    _applied_fields: list[dict[str, Any]] | None = attrs.field(default=None, init=False)  # managedFields of an apply
 
     def __attrs_post_init__(self) -> None:
         super().__attrs_post_init__()
@@ -633,6 +635,16 @@ class ApiServerEmulator(kmock.KubernetesEmulator):
 
     def _write(self, raw: aiohttp.web.BaseRequest, route: Route, kind: Kind, data: Any, dry_run: bool,
                strict: str, query: Mapping[str, str]) -> tuple[Any, int]:
+        # the field manager (handlers/rest.go managerOrUserAgent): `fieldManager`, else the User-Agent's first part
+        agent = raw.headers.get("User-Agent", "").split("/")[0][:128]
+        self._writer = (query.get("fieldManager") or agent or "unknown", query.get("force") == "true")
+        try:
+            return self._write_as(raw, route, kind, data, dry_run, strict, query)
+        finally:
+            self._writer = None
+
+    def _write_as(self, raw: aiohttp.web.BaseRequest, route: Route, kind: Kind, data: Any, dry_run: bool,
+                  strict: str, query: Mapping[str, str]) -> tuple[Any, int]:
         method, sub = raw.method, route.subresource
         if method == "POST" and sub == "binding":
             return self._bind(route, kind, data, dry_run), 201
@@ -916,6 +928,8 @@ class ApiServerEmulator(kmock.KubernetesEmulator):
             obj["status"] = {"phase": "Active"}  # the namespace strategy's PrepareForCreate
         meta.pop("deletionTimestamp", None)
         meta.update(uid=str(uuid.uuid4()), creationTimestamp=_now(), generation=1)
+        _drop_empty(meta)
+        self._track_update(kind, None, obj, None)
         if dry_run:
             return obj
         meta["resourceVersion"] = self._next_rv()
@@ -945,10 +959,12 @@ class ApiServerEmulator(kmock.KubernetesEmulator):
             else:
                 meta.pop(fixed, None)
         new["apiVersion"], new["kind"] = kind.api_version, kind.kind
+        _drop_empty(meta)
         meta["resourceVersion"] = old["metadata"]["resourceVersion"]
         meta["generation"] = old["metadata"].get("generation", 1)
         if subresource != "binding":
             self._enforce(kind, new, old, subresource, strict)
+        self._track_update(kind, old, new, subresource)
         if dry_run:
             return new
         if new == old:
@@ -967,6 +983,22 @@ class ApiServerEmulator(kmock.KubernetesEmulator):
         if kind.key == ("apiextensions.k8s.io", "customresourcedefinitions"):
             self._register_crd(new)
         return new
+
+    def _track_update(self, kind: Kind, old: dict[str, Any] | None, new: dict[str, Any], subresource: str | None
+                      ) -> None:
+        """managedFields after a write (managedfields.py): custom resources only; the client's own copy is
+        ignored; a write from inside the emulator (the garbage collector) or to a subresource changes no owner."""
+        meta = new["metadata"]
+        kept = (old or {}).get("metadata", {}).get("managedFields")
+        meta.pop("managedFields", None)
+        if self.crd_version(kind.group, kind.version, kind.plural) is None:
+            return
+        if self._applied_fields is not None:
+            kept = self._applied_fields
+        elif self._writer is not None and subresource is None:
+            kept = managedfields.record_update(kept, self._writer[0], kind.api_version, old, new, _now())
+        if kept:
+            meta["managedFields"] = kept
 
     def _patch(self, route: Route, kind: Kind, data: Any, content_type: str, dry_run: bool = False,
                strict: str = "Warn") -> dict[str, Any]:
@@ -1009,12 +1041,35 @@ class ApiServerEmulator(kmock.KubernetesEmulator):
             create_route = Route(route.group, route.version, route.plural, route.namespace, None, None)
             body = copy.deepcopy(data)
             body.setdefault("metadata", {})["name"] = route.name
-            return self._create(create_route, kind, body, dry_run=dry_run, strict=strict)
+            if self.crd_version(kind.group, kind.version, kind.plural) is not None:
+                manager = (self._writer or ("unknown", False))[0]
+                self._applied_fields = managedfields.record_apply(None, manager, kind.api_version, data, {}, body,
+                                                                  _now())[1]
+            try:
+                return self._create(create_route, kind, body, dry_run=dry_run, strict=strict)
+            finally:
+                self._applied_fields = None
         applied = {k: v for k, v in data.items() if k not in ("apiVersion", "kind")}
-        # built-ins: lists with a merge key (containers, env, ...) merge by it, as their listType=map does in SSA
-        merge = patching.merge_patch if self.crd_version(kind.group, kind.version, kind.plural) is not None \
-            else patching.strategic_merge_patch
-        return self._commit(kind, old, copy.deepcopy(merge(old, applied)), route.subresource, dry_run, strict)
+        if self.crd_version(kind.group, kind.version, kind.plural) is None:
+            # built-ins: lists with a merge key (containers, env, ...) merge by it, as their listType=map does in SSA
+            merged = patching.strategic_merge_patch(old, applied)
+            return self._commit(kind, old, copy.deepcopy(merged), route.subresource, dry_run, strict)
+        manager, force = self._writer or ("unknown", False)
+        managed = old["metadata"].get("managedFields")
+        if route.subresource is None:
+            conflicts = [] if force else managedfields.apply_conflicts(managed, manager, applied, old)
+            if conflicts:
+                raise ApiError(409, "Conflict", managedfields.conflict_message(conflicts),
+                               {"causes": managedfields.conflict_causes(conflicts)})
+            merged, managed = managedfields.record_apply(managed, manager, kind.api_version, applied, old,
+                                                         patching.merge_patch(old, applied), _now())
+        else:
+            merged = patching.merge_patch(old, applied)
+        self._applied_fields = managed  # the apply's ownership, recorded instead of an Update entry
+        try:
+            return self._commit(kind, old, merged, route.subresource, dry_run, strict)
+        finally:
+            self._applied_fields = None
 
     def _replace(self, route: Route, kind: Kind, data: Any, dry_run: bool = False, strict: str = "Warn"
                  ) -> dict[str, Any]:
@@ -1103,8 +1158,7 @@ class ApiServerEmulator(kmock.KubernetesEmulator):
             self._delete_namespace_contents(key[1])
         else:
             self._sync_quotas(key[0])
-        if not orphan:
-            self._collect_dependents(last["metadata"]["uid"])
+        self._collect_dependents(last["metadata"]["uid"], orphan)
 
     @staticmethod
     def _deleted_line(watcher: Watcher, old: dict[str, Any], rv: int) -> bytes | None:
@@ -1124,7 +1178,10 @@ class ApiServerEmulator(kmock.KubernetesEmulator):
                 return self._kind(Route(res.group, res.version, res.plural, None, None, None))
         return None
 
-    def _collect_dependents(self, owner_uid: str) -> None:
+    def _collect_dependents(self, owner_uid: str, orphan: bool = False) -> None:
+        """The garbage collector's answer to an owner gone (pkg/controller/garbagecollector v1.32): a dependent
+        left with no live owner is deleted (background); one orphaned (`propagationPolicy=Orphan`, `kubectl delete
+        --cascade=orphan`) or with another live owner stays, without its references to the owner gone."""
         live_uids = None
         for rkey, objects in list(self._store.items()):
             for okey, obj in list(objects.items()):
@@ -1137,7 +1194,15 @@ class ApiServerEmulator(kmock.KubernetesEmulator):
                 if live_uids is None:
                     live_uids = {o["metadata"]["uid"] for objs in self._store.values() for o in objs.values()}
                 remaining = [r for r in refs if r.get("uid") != owner_uid and r.get("uid") in live_uids]
-                if remaining:
+                if orphan:
+                    new = copy.deepcopy(obj)
+                    kept = [r for r in refs if r.get("uid") != owner_uid]
+                    if kept:
+                        new["metadata"]["ownerReferences"] = kept
+                    else:
+                        new["metadata"].pop("ownerReferences", None)
+                    self._commit(kind, obj, new, None)
+                elif remaining:
                     new = copy.deepcopy(obj)
                     new["metadata"]["ownerReferences"] = remaining
                     self._commit(kind, obj, new, None)
@@ -1243,6 +1308,18 @@ def _is_discovery(path: str) -> bool:
 def _qualified(kind: Kind) -> str:
     """`schema.GroupResource.String()`: `heterojobs.heterojob.io`, `pods`."""
     return f"{kind.plural}.{kind.group}" if kind.group else kind.plural
+
+
+# ObjectMeta's `omitempty` collections: the server stores an object as its typed ObjectMeta (for custom resources
+# too: apiextensions-apiserver schema/objectmeta Coerce round-trips it), so an empty one is not kept (`kubectl diff`
+# of an object never applied client-side sends `annotations: {}`, and a real server shows no change)
+_OMIT_EMPTY = ("labels", "annotations", "finalizers", "ownerReferences")
+
+
+def _drop_empty(meta: dict[str, Any]) -> None:
+    for name in _OMIT_EMPTY:
+        if name in meta and meta[name] in (None, {}, []):
+            del meta[name]
 
 
 def _spec_of(obj: Mapping[str, Any]) -> dict[str, Any]:
