@@ -152,15 +152,8 @@ def test_delete_cascade_orphan_keeps_dependents_without_the_reference(cluster: t
     emulator.reset()
     for step in STEPS[:2]:
         assert _check(kubectl, emulator, work, step) is None
-    uid = _run(kubectl, emulator, work, Step("uid", n("get", "hj", "train", "-o", "jsonpath={.metadata.uid}"), 0))
-    ref = {"apiVersion": "heterojob.io/v1alpha1", "kind": "HeteroJob", "name": "train", "uid": uid.stdout.strip()}
-    for name in ("kept", "collected"):
-        pod = {"apiVersion": "v1", "kind": "Pod",
-               "metadata": {"name": f"train-{name}", "namespace": NS, "ownerReferences": [ref]},
-               "spec": {"containers": [{"name": "main", "image": "example/train:1"}]}}
-        (work / f"pod-{name}.yaml").write_text(yaml.safe_dump(pod))
+    _owned_pod(kubectl, emulator, work, "train-kept", None)
     steps = [
-        Step("dependent", ["apply", "-f", "pod-kept.yaml"], 0, [r"pod/train-kept created"]),
         Step("orphan", n("delete", "hj", "train", "--cascade=orphan"), 0, [r'heterojob.heterojob.io "train" deleted']),
         Step("kept, no reference", n("get", "pod", "train-kept", "-o",
                                      "jsonpath={.metadata.name}:{.metadata.ownerReferences}"), 0, [r"^train-kept:$"]),
@@ -168,15 +161,58 @@ def test_delete_cascade_orphan_keeps_dependents_without_the_reference(cluster: t
     ]
     failures = [f for step in steps if (f := _check(kubectl, emulator, work, step))]
     assert not failures, "\n\n".join(failures)
-    uid = _run(kubectl, emulator, work, Step("uid", n("get", "hj", "train", "-o", "jsonpath={.metadata.uid}"), 0))
-    pod = yaml.safe_load((work / "pod-collected.yaml").read_text())
-    pod["metadata"]["ownerReferences"][0]["uid"] = uid.stdout.strip()
-    (work / "pod-collected.yaml").write_text(yaml.safe_dump(pod))
+    _owned_pod(kubectl, emulator, work, "train-collected", None)
     steps = [
-        Step("dependent", ["apply", "-f", "pod-collected.yaml"], 0, [r"pod/train-collected created"]),
         Step("background", n("delete", "hj", "train"), 0, [r'"train" deleted']),
         Step("collected", n("get", "pod", "train-collected"), 1, [r'pods "train-collected" not found']),
         Step("the orphan stays", n("get", "pod", "train-kept", "-o", "name"), 0, [r"^pod/train-kept$"]),
+    ]
+    failures = [f for step in steps if (f := _check(kubectl, emulator, work, step))]
+    assert not failures, "\n\n".join(failures)
+
+
+def _owned_pod(kubectl: str, emulator: Emulator, work: Path, name: str, node: str | None) -> None:
+    uid = _run(kubectl, emulator, work, Step("uid", n("get", "hj", "train", "-o", "jsonpath={.metadata.uid}"), 0))
+    ref = {"apiVersion": "heterojob.io/v1alpha1", "kind": "HeteroJob", "name": "train", "uid": uid.stdout.strip(),
+           "controller": True, "blockOwnerDeletion": True}  # as the operator's pods (kube/manifests.py)
+    spec: dict = {"containers": [{"name": "main", "image": "example/train:1"}]}
+    if node:
+        spec["nodeName"] = node
+    pod = {"apiVersion": "v1", "kind": "Pod",
+           "metadata": {"name": name, "namespace": NS, "ownerReferences": [ref]}, "spec": spec}
+    (work / f"{name}.yaml").write_text(yaml.safe_dump(pod))
+    assert _check(kubectl, emulator, work, Step("pod", ["apply", "-f", f"{name}.yaml"], 0, [r"created"])) is None
+
+
+@pytest.mark.parametrize("kubectl", KUBECTLS)
+def test_delete_cascade_foreground_keeps_the_owner_until_its_dependents_are_gone(cluster: tuple[Emulator, Path],
+                                                                                  kubectl: str) -> None:
+    emulator, work = cluster
+    emulator.reset()
+    for step in STEPS[:2]:
+        assert _check(kubectl, emulator, work, step) is None
+    # a pod bound to a node is deleted gracefully: it stays Terminating (no kubelet here), so the owner waits
+    _owned_pod(kubectl, emulator, work, "train-0", "gpu-node-1")
+    steps = [
+        Step("foreground", n("delete", "hj", "train", "--cascade=foreground", "--wait=false"), 0,
+             [r'heterojob.heterojob.io "train" deleted']),
+        Step("owner waits", n("get", "hj", "train", "-o",
+                              "jsonpath={.metadata.finalizers} {.metadata.deletionTimestamp}"), 0,
+             [r'^\["foregroundDeletion"\] \d{4}-']),
+        Step("dependent terminating", n("get", "pod", "train-0", "-o", "jsonpath={.metadata.deletionTimestamp}"), 0,
+             [r"^\d{4}-"]),
+        Step("dependent gone", n("delete", "pod", "train-0", "--grace-period=0", "--force"), 0, [r"force deleted"]),
+        Step("owner gone", n("get", "hj", "train"), 1, [r'heterojobs.heterojob.io "train" not found']),
+    ]
+    failures = [f for step in steps if (f := _check(kubectl, emulator, work, step))]
+    assert not failures, "\n\n".join(failures)
+    # with no dependent left to wait for, a foreground deletion ends at once (kubectl waits for it)
+    assert _check(kubectl, emulator, work, STEPS[1]) is None
+    _owned_pod(kubectl, emulator, work, "train-1", None)
+    steps = [
+        Step("foreground, waiting", n("delete", "hj", "train", "--cascade=foreground", "--timeout=10s"), 0,
+             [r'"train" deleted']),
+        Step("both gone", n("get", "hj,pods", "-o", "name"), 0, [], [r"train"]),
     ]
     failures = [f for step in steps if (f := _check(kubectl, emulator, work, step))]
     assert not failures, "\n\n".join(failures)

@@ -252,6 +252,7 @@ class ApiServerEmulator(kmock.KubernetesEmulator):
     request_log: collections.deque[tuple[str, str, int, float]] = attrs.field(factory=collections.deque, init=False)
     _writer: tuple[str, bool] | None = attrs.field(default=None, init=False)  # (field manager, force) of a write
     _applied_fields: list[dict[str, Any]] | None = attrs.field(default=None, init=False)  # managedFields of an apply
+    _foreground: dict[str, tuple[tuple[str, str], Key]] = attrs.field(factory=dict, init=False)  # owner uid -> where
 
     def __attrs_post_init__(self) -> None:
         super().__attrs_post_init__()
@@ -320,6 +321,7 @@ class ApiServerEmulator(kmock.KubernetesEmulator):
         self.close_watches()
         self._store.clear()
         self._history.clear()
+        self._foreground.clear()
         self.ensure_system_namespaces()
 
     def ensure_system_namespaces(self) -> None:
@@ -1111,6 +1113,8 @@ class ApiServerEmulator(kmock.KubernetesEmulator):
     def _delete_object(self, kind: Kind, old: dict[str, Any], policy: str, grace: int | None = None
                        ) -> dict[str, Any]:
         key = (old["metadata"].get("namespace"), old["metadata"]["name"])
+        if policy == "Foreground" and kind.key != ("", "pods"):
+            return self._delete_foreground(kind, key, old)
         if kind.key == ("", "pods"):
             # graceful deletion: a pod on a node stays, Terminating, until its kubelet has stopped it and
             # deletes it with grace 0 (a pod on an unreachable node stays until the node answers again or is
@@ -1144,6 +1148,58 @@ class ApiServerEmulator(kmock.KubernetesEmulator):
         self._remove(kind, key, old, orphan=(policy == "Orphan"))
         return old
 
+    def _delete_foreground(self, kind: Kind, key: Key, old: dict[str, Any]) -> dict[str, Any]:
+        """propagationPolicy=Foreground (`kubectl delete --cascade=foreground`), as the API server and the garbage
+        collector do it (k8s.io/apiserver registry/generic/registry/store.go updateForGracefulDeletionAndFinalizers;
+        pkg/controller/garbagecollector processDeletingDependentsItem): the owner gets deletionTimestamp and the
+        `foregroundDeletion` finalizer, its dependents are deleted, and the finalizer goes (so the owner too) once
+        no dependent with `blockOwnerDeletion: true` is left; a Terminating pod still blocks."""
+        uid = old["metadata"]["uid"]
+        new = copy.deepcopy(old)
+        meta = new["metadata"]
+        if "foregroundDeletion" not in (meta.get("finalizers") or []):
+            meta["finalizers"] = [*(meta.get("finalizers") or []), "foregroundDeletion"]
+            meta.setdefault("deletionTimestamp", _now())
+            meta.setdefault("deletionGracePeriodSeconds", 0)
+            meta["resourceVersion"] = self._next_rv()
+            self._store[kind.key][key] = new
+            self._emit(kind, old, new)
+        self._foreground[uid] = (kind.key, key)
+        for dep_kind, dep in self._dependents(uid):
+            if dep["metadata"].get("deletionTimestamp") is None or dep_kind.key == ("", "pods"):
+                self._delete_object(dep_kind, dep, "Background")
+        self._release_foreground(uid)
+        return self._store[kind.key].get(key, new)
+
+    def _dependents(self, owner_uid: str, blocking: bool = False) -> list[tuple[Kind, dict[str, Any]]]:
+        found = []
+        for rkey, objects in self._store.items():
+            for obj in objects.values():
+                refs = [r for r in obj["metadata"].get("ownerReferences") or [] if r.get("uid") == owner_uid]
+                if refs and (not blocking or any(r.get("blockOwnerDeletion") for r in refs)):
+                    dep_kind = self._kind_by_key(rkey)
+                    if dep_kind is not None:
+                        found.append((dep_kind, obj))
+        return found
+
+    def _release_foreground(self, owner_uid: str) -> None:
+        """Drop an owner's `foregroundDeletion` finalizer once no blocking dependent is left."""
+        where = self._foreground.get(owner_uid)
+        if where is None or self._dependents(owner_uid, blocking=True):
+            return
+        del self._foreground[owner_uid]
+        owner = self._store[where[0]].get(where[1])
+        kind = self._kind_by_key(where[0])
+        if owner is None or kind is None or owner["metadata"]["uid"] != owner_uid:
+            return
+        new = copy.deepcopy(owner)
+        kept = [f for f in new["metadata"].get("finalizers") or [] if f != "foregroundDeletion"]
+        if kept:
+            new["metadata"]["finalizers"] = kept
+        else:
+            new["metadata"].pop("finalizers", None)
+        self._commit(kind, owner, new, None)
+
     def _remove(self, kind: Kind, key: Key, last: dict[str, Any], orphan: bool = False) -> None:
         previous = self._store[kind.key].pop(key, None)
         rv = int(self._next_rv())
@@ -1159,6 +1215,9 @@ class ApiServerEmulator(kmock.KubernetesEmulator):
         else:
             self._sync_quotas(key[0])
         self._collect_dependents(last["metadata"]["uid"], orphan)
+        for ref in last["metadata"].get("ownerReferences") or []:
+            if ref.get("uid") in self._foreground:
+                self._release_foreground(ref["uid"])
 
     @staticmethod
     def _deleted_line(watcher: Watcher, old: dict[str, Any], rv: int) -> bytes | None:
