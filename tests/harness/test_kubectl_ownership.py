@@ -47,8 +47,13 @@ def _job(priority: str = "high", workload: str | None = "llama3-8b") -> dict:
             "metadata": {"name": "train", "namespace": NS, "labels": {"team": "ml"}}, "spec": spec}
 
 
+EVENT = {"apiVersion": "v1", "kind": "Event", "metadata": {"name": "train.1", "namespace": NS},
+         "involvedObject": {"apiVersion": "heterojob.io/v1alpha1", "kind": "HeteroJob", "name": "train",
+                            "namespace": NS},
+         "reason": "Admitted", "message": "placed", "type": "Normal", "source": {"component": "heterojob"}}
 FILES = {"ns.yaml": {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": NS}},
-         "job.yaml": _job(), "job-low.yaml": _job("low"), "job-no-workload.yaml": _job(workload=None)}
+         "job.yaml": _job(), "job-low.yaml": _job("low"), "job-no-workload.yaml": _job(workload=None),
+         "event.yaml": EVENT}
 CONFLICT_ADVICE = r"Please review the fields above--they currently have other managers"
 
 
@@ -72,6 +77,25 @@ STEPS: list[Step] = [
     Step("another manager conflicts", ["apply", "--server-side", "--field-manager=ops", "-f", "job-low.yaml"], 1,
          [r'^error: Apply failed with 1 conflict: conflict with "kubectl": \.spec\.priority$', CONFLICT_ADVICE]),
     Step("unchanged", n("get", "hj", "train", "-o", "jsonpath={.spec.priority}"), 0, [r"^high$"]),
+    # the status subresource (apiextensions-apiserver pkg/registry/customresource strategy.go/status_strategy.go):
+    # /status keeps the spec, the main resource keeps the status
+    Step("patch status", n("patch", "hj", "train", "--subresource=status", "--type=merge", "-p",
+                           '{"spec":{"priority":"urgent"},"status":{"phase":"Running"}}'), 0, [r"train patched"],
+         min_minor=24),
+    Step("status on the main resource", n("patch", "hj", "train", "--type=merge", "-p",
+                                          '{"status":{"phase":"Failed"}}'), 0, [r"patched \(no change\)"]),
+    Step("spec and status kept", n("get", "hj", "train", "-o", "jsonpath={.spec.priority} {.status.phase}"), 0,
+         [r"^high Running$"], min_minor=24),
+    Step("get --subresource=status", n("get", "hj", "train", "--subresource=status", "-o", "yaml"), 0,
+         [r"^  phase: Running$"], min_minor=24),
+    # an Event's involvedObject field labels (pkg/registry/core/event/strategy.go ToSelectableFields)
+    Step("event", ["apply", "-f", "event.yaml"], 0, [r"event/train.1 created"]),
+    Step("events of the job", n("get", "events", "--field-selector",
+                                "involvedObject.kind=HeteroJob,involvedObject.name=train", "-o", "name"), 0,
+         [r"^event/train.1$"]),
+    Step("events of another", n("get", "events", "--field-selector",
+                                "involvedObject.kind=HeteroJob,involvedObject.name=eval"), 0,
+         [r"No resources found in own namespace"]),
     # the same value is co-owned, no conflict
     Step("co-own", ["apply", "--server-side", "--field-manager=ops", "-f", "job.yaml"], 0,
          [r"serverside-applied"]),
@@ -139,9 +163,10 @@ KUBECTLS = _kubectls() or [pytest.param("", marks=pytest.mark.skip("no kubectl")
 def test_ownership_and_selectors(cluster: tuple[Emulator, Path], kubectl: str) -> None:
     emulator, work = cluster
     emulator.reset()
-    if _minor(kubectl) < 22:
+    minor = _minor(kubectl)
+    if minor < 22:
         pytest.skip("server-side apply conflicts need kubectl >= 1.22")
-    failures = [f for step in STEPS if (f := _check(kubectl, emulator, work, step))]
+    failures = [f for step in STEPS if minor >= step.min_minor and (f := _check(kubectl, emulator, work, step))]
     assert not failures, "\n\n".join(failures)
 
 

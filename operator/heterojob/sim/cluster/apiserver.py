@@ -27,7 +27,9 @@ discovery.py, events.py, patching.py, selectors.py, paging.py, scale.py, evictio
   dialing backend"; an unscheduled pod's log is empty); review resources (`kubectl auth can-i|whoami`) answered as
   with AlwaysAllow authorization (reviews.py).
 - finalizers and `deletionTimestamp`; deleting a namespace deletes what is in it; owner-reference
-  garbage collection (background; an object is collected when all its owners are gone).
+  garbage collection (background: an object is collected when all its owners are gone; orphan: the owner's
+  references are removed; foreground: the `foregroundDeletion` finalizer until no blocking dependent is left).
+- field ownership of custom resources (`metadata.managedFields`, server-side apply conflicts; managedfields.py).
 - watches: `labelSelector`, `fieldSelector`, `timeoutSeconds`, resume from a `resourceVersion` (410
   `Expired` when it is older than the bounded event history), ADDED/DELETED when an object enters or
   leaves a selector.
@@ -51,10 +53,10 @@ Still different from a real API server (tests must not rely on these):
   OpenAPI has their schemas) only when the `kubernetes-validate` package is installed (it carries the v1.32
   definitions); no defaulting of built-in kinds beyond a pod's common fields;
 - deleting a CRD does not unregister its resource;
-- server-side apply without field ownership (no managedFields, no conflicts); no `$patch` directives in
+- server-side apply on built-in kinds without field ownership (no managedFields, no conflicts); no `$patch` directives in
   strategic merge patches merge by key only for the core lists patching.py names; protobuf request bodies only
   for the kinds and fields protobuf.py decodes (the rest, e.g. `kubectl autoscale`, answer 415);
-- foreground deletion behaves like background; a namespace's pods go at once when it is deleted;
+- a namespace's pods go at once when it is deleted;
 - no authentication or RBAC (every request is allowed); no TokenRequest (`kubectl create token`: 404); no
   bookmarks; a continued list reads current objects (no snapshot at the first page's resourceVersion, no 410);
 - no controllers: deployments/jobs create no pods, a PodDisruptionBudget's expected pods are the pods it selects;
