@@ -169,7 +169,8 @@ def conflict_causes(conflicts: list[Conflict]) -> list[dict[str, str]]:
 
 
 def record_apply(managed: list[dict[str, Any]] | None, manager: str, api_version: str, applied: Mapping[str, Any],
-                 live: Mapping[str, Any], merged: dict[str, Any], now: str) -> tuple[dict[str, Any], list[dict[str, Any]]]:
+                 live: Mapping[str, Any], merged: dict[str, Any], now: str
+                 ) -> tuple[dict[str, Any], list[dict[str, Any]]]:
     """After an apply that may go ahead (no conflicts, or forced): the object without the fields this manager
     applied before, no longer applies, and nobody else owns; and the managedFields, in which the manager owns what
     it applied and the others lose what it changed."""
