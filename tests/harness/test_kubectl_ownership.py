@@ -20,11 +20,13 @@ Each expectation is what kube-apiserver v1.32 answers (paths in github.com/kuber
 
 from __future__ import annotations
 
+import json
 import re
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+import urllib3
 import yaml
 
 from heterojob.sim.cluster.harness import Emulator
@@ -241,3 +243,24 @@ def test_delete_cascade_foreground_keeps_the_owner_until_its_dependents_are_gone
     ]
     failures = [f for step in steps if (f := _check(kubectl, emulator, work, step))]
     assert not failures, "\n\n".join(failures)
+
+
+def test_patch_options_are_validated(cluster: tuple[Emulator, Path]) -> None:
+    """ValidatePatchOptions (k8s.io/apimachinery pkg/apis/meta/v1/validation/validation.go), answered by
+    handlers/patch.go as 422 Invalid on PatchOptions: kubectl always names a manager, a controller must."""
+    emulator, _ = cluster
+    emulator.reset()
+    path = f"{emulator.url}/api/v1/namespaces/default/configmaps/cm"
+    body = json.dumps({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "cm"}})
+    answer = urllib3.request("PATCH", path, body=body, headers={"Content-Type": "application/apply-patch+yaml"})
+    assert answer.status == 422
+    assert answer.json()["message"] == ('PatchOptions.meta.k8s.io "" is invalid: fieldManager: Required value: '
+                                        "is required for apply patch")
+    answer = urllib3.request("PATCH", path + "?fieldManager=ops", body=body,
+                             headers={"Content-Type": "application/apply-patch+yaml"})
+    assert answer.status == 201, answer.data
+    answer = urllib3.request("PATCH", path + "?force=true", body="{}",
+                             headers={"Content-Type": "application/merge-patch+json"})
+    assert answer.status == 422
+    assert answer.json()["message"] == ('PatchOptions.meta.k8s.io "" is invalid: force: Forbidden: may not be '
+                                        "specified for non-apply patch")

@@ -656,7 +656,11 @@ class ApiServerEmulator(kmock.KubernetesEmulator):
             return self._create(route, kind, data, dry_run=dry_run, strict=strict), 201
         if method == "PATCH" and route.name is not None:
             content_type = raw.headers.get("Content-Type", "").split(";")[0].strip()
-            return self._patch(route, kind, data, content_type, dry_run, strict), 200
+            _check_patch_options(content_type, query)
+            # an apply that creates the object answers 201 Created (handlers/patch.go, wasCreated)
+            created = content_type == patching.APPLY_PATCH and \
+                (route.namespace if kind.namespaced else None, route.name) not in self._store[kind.key]
+            return self._patch(route, kind, data, content_type, dry_run, strict), 201 if created else 200
         if method == "PUT" and route.name is not None:
             return self._replace(route, kind, data, dry_run, strict), 200
         if method == "DELETE":
@@ -1369,6 +1373,19 @@ def _is_discovery(path: str) -> bool:
 def _qualified(kind: Kind) -> str:
     """`schema.GroupResource.String()`: `heterojobs.heterojob.io`, `pods`."""
     return f"{kind.plural}.{kind.group}" if kind.group else kind.plural
+
+
+def _check_patch_options(content_type: str, query: Mapping[str, str]) -> None:
+    """apimachinery meta/v1/validation ValidatePatchOptions, as handlers/patch.go answers it (422 on PatchOptions):
+    an apply names its field manager; only an apply may force."""
+    found = []
+    if content_type != patching.APPLY_PATCH:
+        if "force" in query:
+            found.append(builtin.errors.forbidden("force", "may not be specified for non-apply patch"))
+    elif not query.get("fieldManager"):
+        found.append(builtin.errors.required("fieldManager", "is required for apply patch"))
+    if found:
+        raise invalid_object("PatchOptions", "meta.k8s.io", "", found)
 
 
 # ObjectMeta's `omitempty` collections: the server stores an object as its typed ObjectMeta (for custom resources
