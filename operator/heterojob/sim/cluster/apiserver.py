@@ -54,8 +54,8 @@ Still different from a real API server (tests must not rely on these):
   definitions); no defaulting of built-in kinds beyond a pod's common fields;
 - deleting a CRD does not unregister its resource;
 - server-side apply on built-in kinds without field ownership (no managedFields, no conflicts); no `$patch`
-  directives in strategic merge patches merge by key only for the core lists patching.py names; protobuf request bodies only
-  for the kinds and fields protobuf.py decodes (the rest, e.g. `kubectl autoscale`, answer 415);
+  directives in strategic merge patches merge by key only for the core lists patching.py names; protobuf request
+  bodies only for the kinds and fields protobuf.py decodes (the rest, e.g. `kubectl autoscale`, answer 415);
 - a namespace's pods go at once when it is deleted;
 - no authentication or RBAC (every request is allowed); no TokenRequest (`kubectl create token`: 404); no
   bookmarks; a continued list reads current objects (no snapshot at the first page's resourceVersion, no 410);
