@@ -135,6 +135,9 @@ STEPS: list[Step] = [
     Step("-l good", n("get", "hj", "-l", "team=ml", "-o", "name"), 0, [r"^heterojob.heterojob.io/train$"]),
     Step("label with two slashes", n("label", "hj", "train", "a/b/c=x"), 1,
          [r'metadata.labels: Invalid value: "a/b/c": a qualified name must consist of alphanumeric characters']),
+    # ValidateAnnotations: the key checked in lower case, named as given
+    Step("annotate a bad key", n("annotate", "hj", "train", "Bad Key!=x"), 1,
+         [r'metadata.annotations: Invalid value: "Bad Key!": name part must consist of']),
     Step("label with an empty prefix", n("label", "hj", "train", "/c=x"), 1,
          [r'metadata.labels: Invalid value: "/c": prefix part must be non-empty$']),
 ]

@@ -149,7 +149,8 @@ def validate_metadata(meta: Mapping[str, Any], *, name_rule: str = "subdomain") 
     annotations = meta.get("annotations") or {}
     total = 0
     for key, value in annotations.items() if isinstance(annotations, dict) else ():
-        found.extend(_qualified_key(key.lower(), "metadata.annotations"))
+        # IsQualifiedName of the key in lower case (case does not matter), the error naming the key as given
+        found.extend(errors.invalid("metadata.annotations", key, msg) for msg in qualified_name_errors(key.lower()))
         total += len(key) + len(str(value))
     if total > TOTAL_ANNOTATION_SIZE:
         found.append(errors.too_long("metadata.annotations", TOTAL_ANNOTATION_SIZE))
