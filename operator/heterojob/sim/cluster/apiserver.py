@@ -27,7 +27,9 @@ discovery.py, events.py, patching.py, selectors.py, paging.py, scale.py, evictio
   dialing backend"; an unscheduled pod's log is empty); review resources (`kubectl auth can-i|whoami`) answered as
   with AlwaysAllow authorization (reviews.py).
 - finalizers and `deletionTimestamp`; deleting a namespace deletes what is in it; owner-reference
-  garbage collection (background; an object is collected when all its owners are gone).
+  garbage collection (background: an object is collected when all its owners are gone; orphan: the owner's
+  references are removed; foreground: the `foregroundDeletion` finalizer until no blocking dependent is left).
+- field ownership of custom resources (`metadata.managedFields`, server-side apply conflicts; managedfields.py).
 - watches: `labelSelector`, `fieldSelector`, `timeoutSeconds`, resume from a `resourceVersion` (410
   `Expired` when it is older than the bounded event history), ADDED/DELETED when an object enters or
   leaves a selector.
@@ -51,10 +53,10 @@ Still different from a real API server (tests must not rely on these):
   OpenAPI has their schemas) only when the `kubernetes-validate` package is installed (it carries the v1.32
   definitions); no defaulting of built-in kinds beyond a pod's common fields;
 - deleting a CRD does not unregister its resource;
-- server-side apply without field ownership (no managedFields, no conflicts); no `$patch` directives in
-  strategic merge patches merge by key only for the core lists patching.py names; protobuf request bodies only
-  for the kinds and fields protobuf.py decodes (the rest, e.g. `kubectl autoscale`, answer 415);
-- foreground deletion behaves like background; a namespace's pods go at once when it is deleted;
+- server-side apply on built-in kinds without field ownership (no managedFields, no conflicts); no `$patch`
+  directives in strategic merge patches merge by key only for the core lists patching.py names; protobuf request
+  bodies only for the kinds and fields protobuf.py decodes (the rest, e.g. `kubectl autoscale`, answer 415);
+- a namespace's pods go at once when it is deleted;
 - no authentication or RBAC (every request is allowed); no TokenRequest (`kubectl create token`: 404); no
   bookmarks; a continued list reads current objects (no snapshot at the first page's resourceVersion, no 410);
 - no controllers: deployments/jobs create no pods, a PodDisruptionBudget's expected pods are the pods it selects;
@@ -87,8 +89,8 @@ import kmock
 import yaml
 from typing_extensions import override
 
-from heterojob.sim.cluster import (admission, builtin, discovery, events, evictions, ipam, openapi, paging,
-                                   patching, protobuf, quotas, reviews, scale, schema, tables)
+from heterojob.sim.cluster import (admission, builtin, discovery, events, evictions, ipam, managedfields, openapi,
+                                   paging, patching, protobuf, quotas, reviews, scale, schema, tables)
 from heterojob.sim.cluster.errors import ApiError, invalid_object
 from heterojob.sim.cluster.selectors import (CR_FIELD_LABELS, FIELD_LABELS, Matcher, SelectorError, field_matcher,
                                              label_matcher)
@@ -250,6 +252,9 @@ class ApiServerEmulator(kmock.KubernetesEmulator):
     openapi_cache: dict[Any, tuple[bytes, str]] = attrs.field(factory=dict, init=False)
     max_body_bytes: int = 3 * 1024 * 1024  # kube-apiserver's MaxRequestBodyBytes default
     request_log: collections.deque[tuple[str, str, int, float]] = attrs.field(factory=collections.deque, init=False)
+    _writer: tuple[str, bool] | None = attrs.field(default=None, init=False)  # (field manager, force) of a write
+    _applied_fields: list[dict[str, Any]] | None = attrs.field(default=None, init=False)  # managedFields of an apply
+    _foreground: dict[str, tuple[tuple[str, str], Key]] = attrs.field(factory=dict, init=False)  # owner uid -> where
 
     def __attrs_post_init__(self) -> None:
         super().__attrs_post_init__()
@@ -318,6 +323,7 @@ class ApiServerEmulator(kmock.KubernetesEmulator):
         self.close_watches()
         self._store.clear()
         self._history.clear()
+        self._foreground.clear()
         self.ensure_system_namespaces()
 
     def ensure_system_namespaces(self) -> None:
@@ -633,6 +639,16 @@ class ApiServerEmulator(kmock.KubernetesEmulator):
 
     def _write(self, raw: aiohttp.web.BaseRequest, route: Route, kind: Kind, data: Any, dry_run: bool,
                strict: str, query: Mapping[str, str]) -> tuple[Any, int]:
+        # the field manager (handlers/rest.go managerOrUserAgent): `fieldManager`, else the User-Agent's first part
+        agent = raw.headers.get("User-Agent", "").split("/")[0][:128]
+        self._writer = (query.get("fieldManager") or agent or "unknown", query.get("force") == "true")
+        try:
+            return self._write_as(raw, route, kind, data, dry_run, strict, query)
+        finally:
+            self._writer = None
+
+    def _write_as(self, raw: aiohttp.web.BaseRequest, route: Route, kind: Kind, data: Any, dry_run: bool,
+                  strict: str, query: Mapping[str, str]) -> tuple[Any, int]:
         method, sub = raw.method, route.subresource
         if method == "POST" and sub == "binding":
             return self._bind(route, kind, data, dry_run), 201
@@ -640,7 +656,11 @@ class ApiServerEmulator(kmock.KubernetesEmulator):
             return self._create(route, kind, data, dry_run=dry_run, strict=strict), 201
         if method == "PATCH" and route.name is not None:
             content_type = raw.headers.get("Content-Type", "").split(";")[0].strip()
-            return self._patch(route, kind, data, content_type, dry_run, strict), 200
+            _check_patch_options(content_type, query)
+            # an apply that creates the object answers 201 Created (handlers/patch.go, wasCreated)
+            created = content_type == patching.APPLY_PATCH and \
+                (route.namespace if kind.namespaced else None, route.name) not in self._store[kind.key]
+            return self._patch(route, kind, data, content_type, dry_run, strict), 201 if created else 200
         if method == "PUT" and route.name is not None:
             return self._replace(route, kind, data, dry_run, strict), 200
         if method == "DELETE":
@@ -916,6 +936,8 @@ class ApiServerEmulator(kmock.KubernetesEmulator):
             obj["status"] = {"phase": "Active"}  # the namespace strategy's PrepareForCreate
         meta.pop("deletionTimestamp", None)
         meta.update(uid=str(uuid.uuid4()), creationTimestamp=_now(), generation=1)
+        _drop_empty(meta)
+        self._track_update(kind, None, obj, None)
         if dry_run:
             return obj
         meta["resourceVersion"] = self._next_rv()
@@ -945,10 +967,12 @@ class ApiServerEmulator(kmock.KubernetesEmulator):
             else:
                 meta.pop(fixed, None)
         new["apiVersion"], new["kind"] = kind.api_version, kind.kind
+        _drop_empty(meta)
         meta["resourceVersion"] = old["metadata"]["resourceVersion"]
         meta["generation"] = old["metadata"].get("generation", 1)
         if subresource != "binding":
             self._enforce(kind, new, old, subresource, strict)
+        self._track_update(kind, old, new, subresource)
         if dry_run:
             return new
         if new == old:
@@ -967,6 +991,22 @@ class ApiServerEmulator(kmock.KubernetesEmulator):
         if kind.key == ("apiextensions.k8s.io", "customresourcedefinitions"):
             self._register_crd(new)
         return new
+
+    def _track_update(self, kind: Kind, old: dict[str, Any] | None, new: dict[str, Any], subresource: str | None
+                      ) -> None:
+        """managedFields after a write (managedfields.py): custom resources only; the client's own copy is
+        ignored; a write from inside the emulator (the garbage collector) or to a subresource changes no owner."""
+        meta = new["metadata"]
+        kept = (old or {}).get("metadata", {}).get("managedFields")
+        meta.pop("managedFields", None)
+        if self.crd_version(kind.group, kind.version, kind.plural) is None:
+            return
+        if self._applied_fields is not None:
+            kept = self._applied_fields
+        elif self._writer is not None and subresource is None:
+            kept = managedfields.record_update(kept, self._writer[0], kind.api_version, old, new, _now())
+        if kept:
+            meta["managedFields"] = kept
 
     def _patch(self, route: Route, kind: Kind, data: Any, content_type: str, dry_run: bool = False,
                strict: str = "Warn") -> dict[str, Any]:
@@ -1009,12 +1049,35 @@ class ApiServerEmulator(kmock.KubernetesEmulator):
             create_route = Route(route.group, route.version, route.plural, route.namespace, None, None)
             body = copy.deepcopy(data)
             body.setdefault("metadata", {})["name"] = route.name
-            return self._create(create_route, kind, body, dry_run=dry_run, strict=strict)
+            if self.crd_version(kind.group, kind.version, kind.plural) is not None:
+                manager = (self._writer or ("unknown", False))[0]
+                self._applied_fields = managedfields.record_apply(None, manager, kind.api_version, data, {}, body,
+                                                                  _now())[1]
+            try:
+                return self._create(create_route, kind, body, dry_run=dry_run, strict=strict)
+            finally:
+                self._applied_fields = None
         applied = {k: v for k, v in data.items() if k not in ("apiVersion", "kind")}
-        # built-ins: lists with a merge key (containers, env, ...) merge by it, as their listType=map does in SSA
-        merge = patching.merge_patch if self.crd_version(kind.group, kind.version, kind.plural) is not None \
-            else patching.strategic_merge_patch
-        return self._commit(kind, old, copy.deepcopy(merge(old, applied)), route.subresource, dry_run, strict)
+        if self.crd_version(kind.group, kind.version, kind.plural) is None:
+            # built-ins: lists with a merge key (containers, env, ...) merge by it, as their listType=map does in SSA
+            merged = patching.strategic_merge_patch(old, applied)
+            return self._commit(kind, old, copy.deepcopy(merged), route.subresource, dry_run, strict)
+        manager, force = self._writer or ("unknown", False)
+        managed = old["metadata"].get("managedFields")
+        if route.subresource is None:
+            conflicts = [] if force else managedfields.apply_conflicts(managed, manager, applied, old)
+            if conflicts:
+                raise ApiError(409, "Conflict", managedfields.conflict_message(conflicts),
+                               {"causes": managedfields.conflict_causes(conflicts)})
+            merged, managed = managedfields.record_apply(managed, manager, kind.api_version, applied, old,
+                                                         patching.merge_patch(old, applied), _now())
+        else:
+            merged = patching.merge_patch(old, applied)
+        self._applied_fields = managed  # the apply's ownership, recorded instead of an Update entry
+        try:
+            return self._commit(kind, old, merged, route.subresource, dry_run, strict)
+        finally:
+            self._applied_fields = None
 
     def _replace(self, route: Route, kind: Kind, data: Any, dry_run: bool = False, strict: str = "Warn"
                  ) -> dict[str, Any]:
@@ -1056,6 +1119,8 @@ class ApiServerEmulator(kmock.KubernetesEmulator):
     def _delete_object(self, kind: Kind, old: dict[str, Any], policy: str, grace: int | None = None
                        ) -> dict[str, Any]:
         key = (old["metadata"].get("namespace"), old["metadata"]["name"])
+        if policy == "Foreground" and kind.key != ("", "pods"):
+            return self._delete_foreground(kind, key, old)
         if kind.key == ("", "pods"):
             # graceful deletion: a pod on a node stays, Terminating, until its kubelet has stopped it and
             # deletes it with grace 0 (a pod on an unreachable node stays until the node answers again or is
@@ -1089,6 +1154,58 @@ class ApiServerEmulator(kmock.KubernetesEmulator):
         self._remove(kind, key, old, orphan=(policy == "Orphan"))
         return old
 
+    def _delete_foreground(self, kind: Kind, key: Key, old: dict[str, Any]) -> dict[str, Any]:
+        """propagationPolicy=Foreground (`kubectl delete --cascade=foreground`), as the API server and the garbage
+        collector do it (k8s.io/apiserver registry/generic/registry/store.go updateForGracefulDeletionAndFinalizers;
+        pkg/controller/garbagecollector processDeletingDependentsItem): the owner gets deletionTimestamp and the
+        `foregroundDeletion` finalizer, its dependents are deleted, and the finalizer goes (so the owner too) once
+        no dependent with `blockOwnerDeletion: true` is left; a Terminating pod still blocks."""
+        uid = old["metadata"]["uid"]
+        new = copy.deepcopy(old)
+        meta = new["metadata"]
+        if "foregroundDeletion" not in (meta.get("finalizers") or []):
+            meta["finalizers"] = [*(meta.get("finalizers") or []), "foregroundDeletion"]
+            meta.setdefault("deletionTimestamp", _now())
+            meta.setdefault("deletionGracePeriodSeconds", 0)
+            meta["resourceVersion"] = self._next_rv()
+            self._store[kind.key][key] = new
+            self._emit(kind, old, new)
+        self._foreground[uid] = (kind.key, key)
+        for dep_kind, dep in self._dependents(uid):
+            if dep["metadata"].get("deletionTimestamp") is None or dep_kind.key == ("", "pods"):
+                self._delete_object(dep_kind, dep, "Background")
+        self._release_foreground(uid)
+        return self._store[kind.key].get(key, new)
+
+    def _dependents(self, owner_uid: str, blocking: bool = False) -> list[tuple[Kind, dict[str, Any]]]:
+        found = []
+        for rkey, objects in self._store.items():
+            for obj in objects.values():
+                refs = [r for r in obj["metadata"].get("ownerReferences") or [] if r.get("uid") == owner_uid]
+                if refs and (not blocking or any(r.get("blockOwnerDeletion") for r in refs)):
+                    dep_kind = self._kind_by_key(rkey)
+                    if dep_kind is not None:
+                        found.append((dep_kind, obj))
+        return found
+
+    def _release_foreground(self, owner_uid: str) -> None:
+        """Drop an owner's `foregroundDeletion` finalizer once no blocking dependent is left."""
+        where = self._foreground.get(owner_uid)
+        if where is None or self._dependents(owner_uid, blocking=True):
+            return
+        del self._foreground[owner_uid]
+        owner = self._store[where[0]].get(where[1])
+        kind = self._kind_by_key(where[0])
+        if owner is None or kind is None or owner["metadata"]["uid"] != owner_uid:
+            return
+        new = copy.deepcopy(owner)
+        kept = [f for f in new["metadata"].get("finalizers") or [] if f != "foregroundDeletion"]
+        if kept:
+            new["metadata"]["finalizers"] = kept
+        else:
+            new["metadata"].pop("finalizers", None)
+        self._commit(kind, owner, new, None)
+
     def _remove(self, kind: Kind, key: Key, last: dict[str, Any], orphan: bool = False) -> None:
         previous = self._store[kind.key].pop(key, None)
         rv = int(self._next_rv())
@@ -1103,8 +1220,10 @@ class ApiServerEmulator(kmock.KubernetesEmulator):
             self._delete_namespace_contents(key[1])
         else:
             self._sync_quotas(key[0])
-        if not orphan:
-            self._collect_dependents(last["metadata"]["uid"])
+        self._collect_dependents(last["metadata"]["uid"], orphan)
+        for ref in last["metadata"].get("ownerReferences") or []:
+            if ref.get("uid") in self._foreground:
+                self._release_foreground(ref["uid"])
 
     @staticmethod
     def _deleted_line(watcher: Watcher, old: dict[str, Any], rv: int) -> bytes | None:
@@ -1124,7 +1243,10 @@ class ApiServerEmulator(kmock.KubernetesEmulator):
                 return self._kind(Route(res.group, res.version, res.plural, None, None, None))
         return None
 
-    def _collect_dependents(self, owner_uid: str) -> None:
+    def _collect_dependents(self, owner_uid: str, orphan: bool = False) -> None:
+        """The garbage collector's answer to an owner gone (pkg/controller/garbagecollector v1.32): a dependent
+        left with no live owner is deleted (background); one orphaned (`propagationPolicy=Orphan`, `kubectl delete
+        --cascade=orphan`) or with another live owner stays, without its references to the owner gone."""
         live_uids = None
         for rkey, objects in list(self._store.items()):
             for okey, obj in list(objects.items()):
@@ -1137,7 +1259,15 @@ class ApiServerEmulator(kmock.KubernetesEmulator):
                 if live_uids is None:
                     live_uids = {o["metadata"]["uid"] for objs in self._store.values() for o in objs.values()}
                 remaining = [r for r in refs if r.get("uid") != owner_uid and r.get("uid") in live_uids]
-                if remaining:
+                if orphan:
+                    new = copy.deepcopy(obj)
+                    kept = [r for r in refs if r.get("uid") != owner_uid]
+                    if kept:
+                        new["metadata"]["ownerReferences"] = kept
+                    else:
+                        new["metadata"].pop("ownerReferences", None)
+                    self._commit(kind, obj, new, None)
+                elif remaining:
                     new = copy.deepcopy(obj)
                     new["metadata"]["ownerReferences"] = remaining
                     self._commit(kind, obj, new, None)
@@ -1243,6 +1373,31 @@ def _is_discovery(path: str) -> bool:
 def _qualified(kind: Kind) -> str:
     """`schema.GroupResource.String()`: `heterojobs.heterojob.io`, `pods`."""
     return f"{kind.plural}.{kind.group}" if kind.group else kind.plural
+
+
+def _check_patch_options(content_type: str, query: Mapping[str, str]) -> None:
+    """apimachinery meta/v1/validation ValidatePatchOptions, as handlers/patch.go answers it (422 on PatchOptions):
+    an apply names its field manager; only an apply may force."""
+    found = []
+    if content_type != patching.APPLY_PATCH:
+        if "force" in query:
+            found.append(builtin.errors.forbidden("force", "may not be specified for non-apply patch"))
+    elif not query.get("fieldManager"):
+        found.append(builtin.errors.required("fieldManager", "is required for apply patch"))
+    if found:
+        raise invalid_object("PatchOptions", "meta.k8s.io", "", found)
+
+
+# ObjectMeta's `omitempty` collections: the server stores an object as its typed ObjectMeta (for custom resources
+# too: apiextensions-apiserver schema/objectmeta Coerce round-trips it), so an empty one is not kept (`kubectl diff`
+# of an object never applied client-side sends `annotations: {}`, and a real server shows no change)
+_OMIT_EMPTY = ("labels", "annotations", "finalizers", "ownerReferences")
+
+
+def _drop_empty(meta: dict[str, Any]) -> None:
+    for name in _OMIT_EMPTY:
+        if name in meta and meta[name] in (None, {}, []):
+            del meta[name]
 
 
 def _spec_of(obj: Mapping[str, Any]) -> dict[str, Any]:

@@ -86,18 +86,41 @@ def undecodable(kind: str, api_version: str, detail: str) -> ApiError:
     return ApiError(400, "BadRequest", f'{kind} in version "{version}" cannot be handled as a {kind}: {detail}')
 
 
-def _qualified_key(key: str, where: str, name_msg: str = MSG_QUALIFIED) -> list[FieldError]:
-    prefix, _, name = key.rpartition("/")
-    found: list[FieldError] = []
-    if prefix and (len(prefix) > 253 or not _SUBDOMAIN.match(prefix)):
-        found.append(errors.invalid(where, key, "prefix part " + MSG_SUBDOMAIN))
+def qualified_name_errors(key: str) -> list[str]:
+    """apimachinery v0.32 validation.IsQualifiedName: an optional DNS subdomain prefix and '/', then a name of at
+    most 63 characters; one message per fault, in its words (a key with two '/' gets one message)."""
+    parts = key.split("/")
+    if len(parts) > 2:
+        return ["a qualified name " + MSG_QUALIFIED.removeprefix("name part ")
+                + " with an optional DNS subdomain prefix and '/' (e.g. 'example.com/MyName')"]
+    found: list[str] = []
+    name = parts[-1]
+    if len(parts) == 2:
+        prefix = parts[0]
+        if not prefix:
+            found.append("prefix part must be non-empty")
+        else:
+            if len(prefix) > 253:
+                found.append("prefix part must be no more than 253 characters")
+            if not _SUBDOMAIN.match(prefix):
+                found.append("prefix part " + MSG_SUBDOMAIN)
     if not name:
-        found.append(errors.invalid(where, key, "name part must be non-empty"))
+        found.append("name part must be non-empty")
     elif len(name) > 63:
-        found.append(errors.invalid(where, key, "name part must be no more than 63 characters"))
-    elif not _QUALIFIED.match(name):
-        found.append(errors.invalid(where, key, name_msg))
+        found.append("name part must be no more than 63 characters")
+    if not _QUALIFIED.match(name):
+        found.append(MSG_QUALIFIED)
     return found
+
+
+def label_value_errors(value: str) -> list[str]:
+    """apimachinery v0.32 validation.IsValidLabelValue."""
+    found = ["must be no more than 63 characters"] if len(value) > 63 else []
+    return found + ([] if _LABEL_VALUE.match(value) else [MSG_LABEL_VALUE])
+
+
+def _qualified_key(key: str, where: str) -> list[FieldError]:
+    return [errors.invalid(where, key, msg) for msg in qualified_name_errors(key)]
 
 
 def validate_metadata(meta: Mapping[str, Any], *, name_rule: str = "subdomain") -> list[FieldError]:
@@ -119,14 +142,13 @@ def validate_metadata(meta: Mapping[str, Any], *, name_rule: str = "subdomain") 
         found.extend(_qualified_key(key, "metadata.labels"))
         if not isinstance(value, str):
             found.append(errors.invalid("metadata.labels", value, "must be a string"))
-        elif len(value) > 63:
-            found.append(errors.invalid("metadata.labels", value, "must be no more than 63 characters"))
-        elif not _LABEL_VALUE.match(value):
-            found.append(errors.invalid("metadata.labels", value, MSG_LABEL_VALUE))
+        else:
+            found.extend(errors.invalid("metadata.labels", value, msg) for msg in label_value_errors(value))
     annotations = meta.get("annotations") or {}
     total = 0
     for key, value in annotations.items() if isinstance(annotations, dict) else ():
-        found.extend(_qualified_key(key.lower(), "metadata.annotations"))
+        # IsQualifiedName of the key in lower case (case does not matter), the error naming the key as given
+        found.extend(errors.invalid("metadata.annotations", key, msg) for msg in qualified_name_errors(key.lower()))
         total += len(key) + len(str(value))
     if total > TOTAL_ANNOTATION_SIZE:
         found.append(errors.too_long("metadata.annotations", TOTAL_ANNOTATION_SIZE))

@@ -6,6 +6,8 @@ import re
 from collections.abc import Callable, Mapping
 from typing import Any
 
+from heterojob.sim.cluster.builtin import label_value_errors, qualified_name_errors
+
 Matcher = Callable[[Mapping[str, Any]], bool]
 
 _EQ_EXPR = re.compile(r"^\s*([^\s!=,()]+)\s*(==|=|!=)\s*([^\s!=,()]*)\s*$")
@@ -115,18 +117,16 @@ class _Parser:
         if kind != "id":
             raise SelectorError(f"found '{key}', expected: identifier")
         if negated:  # `!key` is complete: what follows must be ',' or the end
+            _validate(key, "!", set())
             return key, "!", set()
         if self.peek()[0] in ("end", ","):
+            _validate(key, "exists", set())
             return key, "exists", set()
         op, lit = self.take(values=False)
         if op not in _BINARY:
             raise SelectorError(f"found '{lit}', expected: {_BINARY_NAMES}")
         values = self.values() if op in ("in", "notin") else self.exact()
-        if op in (">", "<"):
-            for i, value in enumerate(sorted(values)):
-                if not re.fullmatch(r"[-+]?[0-9]+", value):
-                    raise SelectorError(f'values[{i}]: Invalid value: "{value}": for \'Gt\', \'Lt\' operators, '
-                                        "the value must be an integer")
+        _validate(key, op, values)
         return key, op, values
 
     def exact(self) -> set[str]:
@@ -172,6 +172,22 @@ class _Parser:
         if self.take()[0] != ")":
             raise SelectorError(f"found '{first}', expected: ')'")
         return found
+
+
+def _validate(key: str, op: str, values: set[str]) -> None:
+    """labels.NewRequirement's checks once a term has parsed: the key a qualified name, `>`/`<` values integers,
+    every value a label value; its field errors (paths `key`, `values[i]`, `values[i][key]`) aggregated as
+    `[a, b]` when there are several."""
+    found = [f'key: Invalid value: "{key}": {"; ".join(msgs)}'] if (msgs := qualified_name_errors(key)) else []
+    ordered = sorted(values)
+    if op in (">", "<"):
+        found += [f'values[{i}]: Invalid value: "{value}": for \'Gt\', \'Lt\' operators, the value must be an integer'
+                  for i, value in enumerate(ordered) if not re.fullmatch(r"[-+]?[0-9]+", value)]
+    for i, value in enumerate(ordered):
+        if msgs := label_value_errors(value):
+            found.append(f'values[{i}][{key}]: Invalid value: "{value}": {"; ".join(msgs)}')
+    if found:
+        raise SelectorError(found[0] if len(found) == 1 else f"[{', '.join(found)}]")
 
 
 def _integer(value: str | None) -> int | None:
@@ -297,4 +313,7 @@ def label_selector_matcher(selector: Mapping[str, Any] | None) -> Matcher:
         key, op, values = expr.get("key", ""), expr.get("operator", ""), expr.get("values") or []
         terms.append({"In": f"{key} in ({','.join(values)})", "NotIn": f"{key} notin ({','.join(values)})",
                       "Exists": key, "DoesNotExist": f"!{key}"}.get(op, f"{key} in ()"))
-    return label_matcher(",".join(terms))
+    try:
+        return label_matcher(",".join(terms))
+    except SelectorError:  # a real server refuses such a selector when the object is written; match nothing
+        return lambda _obj: False
