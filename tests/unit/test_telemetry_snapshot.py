@@ -158,18 +158,22 @@ def test_unavailable_telemetry_keeps_last_figures_and_says_so() -> None:
     assert conds["DevicesHealthy"]["status"] == "Unknown"
 
 
-def test_a_running_job_whose_pods_no_exporter_reports_loses_its_figures_not_keeps_them() -> None:
-    """Prometheus answers but no device reports the job's pods (they are gone, or the devices serve other pods
-    now): the utilization is unknown, so it is removed (kubectl's Util empty), unlike an unavailable Prometheus."""
+def test_an_exporter_down_since_before_a_restart_wipes_no_figure() -> None:
+    """The operator restarts (no previous snapshot) while the exporters of both of a job's nodes answer
+    `up == 0`: no device reports its pods, which looks exactly like pods no exporter reports. That is
+    missing data: the condition says NoSeries and the last figure stays (only the placement's end removes it,
+    `controller/status.py`). A review found it wiped the measured 91%."""
     first = status.patch(None, [], job_telemetry(JOB, one(results(ALL_BUSY))), "2026-11-21T10:00:00Z")
-    assert first is not None
-    others = JobRef("team-a", "train", "cn-east", generation=3, replicas=2, per_replica=2)  # its pods are gone
-    t = job_telemetry(others, one(results(ALL_BUSY)))
-    assert t.no_series and t.seen == 0
+    assert first is not None and first["utilization"]["average"] == 91.0
+    after_restart = one(results({}, up={"g0": 0, "g1": 0}))  # no previous snapshot: nothing to carry over
+    t = job_telemetry(JOB, after_restart)
+    assert t.no_series and t.seen == 0 and t.availability == Availability.UNAVAILABLE
     p = status.patch(first["utilization"], first["conditions"], t, "2026-11-21T10:01:00Z")
-    assert p is not None and "utilization" in p and p["utilization"] is None  # a merge patch's null deletes it
-    assert {c["type"]: c for c in p["conditions"]}["TelemetryUnavailable"]["reason"] == "NoSeries"
-    assert status.patch(None, p["conditions"], t, "2026-11-21T10:01:15Z") is None  # gone already: no write
+    assert p is not None and "utilization" not in p  # kept, not nulled
+    conds = {c["type"]: c for c in p["conditions"]}
+    assert conds["TelemetryUnavailable"]["status"] == "True" and conds["TelemetryUnavailable"]["reason"] == "NoSeries"
+    assert "no action is taken" in conds["TelemetryUnavailable"]["message"]
+    assert status.patch(first["utilization"], p["conditions"], t, "2026-11-21T10:01:15Z") is None  # no write loop
 
 
 # --- the second round: `seen` only for the scrape targets of doubled devices --------------------------------

@@ -277,8 +277,8 @@ class JobTelemetry:
     seen: int = 0  # devices reported for the job's pods
     expected: int = 0
     unknown: tuple[tuple[int, DeviceSample], ...] = ()  # (rank, device) whose health nothing tells
-    # Prometheus answers, but no device of the job's pods is reported (none yet, or its pods are gone): its
-    # utilization is unknown now, not the last figure measured
+    # Prometheus answers, but no device of the job's pods is reported (none yet, its pods are gone, or their
+    # nodes' exporters are down): the condition says NoSeries; the last figure stays (missing data wipes nothing)
     no_series: bool = False
 
 

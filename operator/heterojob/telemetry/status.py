@@ -103,10 +103,10 @@ def patch(current_utilization: Mapping[str, Any] | None, current_conditions: Seq
     wanted = conditions(current_conditions, t, now)
     if not same(wanted, current_conditions):
         out["conditions"] = wanted
-    if t.no_series:  # Prometheus answers and reports no device of the job's pods: no figure, not the last one
-        if current_utilization is not None:
-            out["utilization"] = None
-    elif t.availability != Availability.UNAVAILABLE:  # (Prometheus unavailable: the last figures stay, stale)
+    # unavailable (Prometheus down, or no series for the job's pods: an exporter down since before this
+    # operator started looks exactly like that): the last figures stay, stale, beside TelemetryUnavailable.
+    # Missing data never wipes a figure; `controller/status.py` removes it when the job stops holding devices.
+    if t.availability != Availability.UNAVAILABLE:
         old = current_utilization or {}
         new = utilization(t, now)
         old_per = list(old.get("perReplica") or [])
