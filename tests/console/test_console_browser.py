@@ -126,6 +126,10 @@ def test_every_page_renders_in_chromium(cluster: Cluster, emulator: Any, tmp_pat
             page.mouse.click(box["x"] + 12, box["y"] + 35 + 17)  # the first row's selection cell
             page.wait_for_selector(".js-plotly-plot .barlayer", state="attached", timeout=30_000)  # its timeline
             page.screenshot(path=str(SHOTS / "console-jobs.png"), full_page=True)
+            cluster.custom.patch_namespaced_custom_object_status(GROUP, VERSION, "team-a", "heterojobs", "train", {
+                "status": {"phase": "Checkpointing"}})  # the job moves on: its details follow (they froze)
+            page.wait_for_function("[...document.querySelectorAll('[data-testid=stMetricValue]')]"
+                                   ".some(m => m.innerText.trim() === 'Checkpointing')", timeout=20_000)
 
             page.goto(f"{url}/Quotas", wait_until="domcontentloaded", timeout=60_000)
             page.wait_for_selector("text=Audit", timeout=60_000)
