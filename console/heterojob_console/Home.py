@@ -67,9 +67,11 @@ def overview() -> None:
         st.markdown("**Jobs by phase**")
         phases = jobs.groupby("phase", as_index=False).size().rename(columns={"size": "jobs"})
         st.dataframe(phases.sort_values("jobs", ascending=False), hide_index=True, width="stretch", key="phases",
-                     column_config={"jobs": st.column_config.ProgressColumn(
-                         "jobs", format="%d", min_value=0, max_value=max(int(phases["jobs"].max()), 1)
-                         if len(phases) else 1)})
+                     column_config={  # sized: "Checkpointing" made the grid scroll at 1280 px
+                         "phase": st.column_config.TextColumn(width=110),
+                         "jobs": st.column_config.ProgressColumn(
+                             "jobs", format="%d", width=110, min_value=0,
+                             max_value=max(int(phases["jobs"].max()), 1) if len(phases) else 1)})
 
     # under the map, the page's whole width: its seven columns fit at 1280 px (beside the map they were cut off)
     st.markdown("**Regions**")

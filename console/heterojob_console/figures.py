@@ -24,4 +24,6 @@ def gantt(segments: pd.DataFrame, moves: pd.DataFrame) -> go.Figure:
 def series(frame: pd.DataFrame, title: str, unit: str) -> go.Figure:
     fig = px.line(frame, x="time", y="value", labels={"value": unit or title}, title=title, markers=len(frame) < 40)
     fig.update_layout(height=220, margin={"l": 0, "r": 0, "t": 40, "b": 0})
+    # none of a device's series goes below 0: an idle or failed device's flat 0 was drawn on a -1..1 axis
+    fig.update_yaxes(rangemode="nonnegative")
     return fig

@@ -25,6 +25,7 @@ TELEMETRY_S = 15  # ... and Prometheus this often: a common scrape interval, no 
 
 
 SIDEBAR_PX = 200  # the page list needs no more (Streamlit's default, 300 px, took a fifth of a 1500 px screen)
+NARROW_PX, NARROW_SIDEBAR_PX = 1024, 150  # below 1024 px wide, 200 px was a quarter of the page: 150 still fits
 
 
 def setup(title: str) -> None:
@@ -33,9 +34,13 @@ def setup(title: str) -> None:
     # `heterojob console` command sets it); the running-man status widget goes too. The sidebar is narrower
     # and the main column keeps 1.5rem at its sides instead of 5rem, so the tables' columns fit at 1280 px
     # (set_page_config's sidebar width applied on some pages' first load only: CSS holds on every page).
+    # Only the open sidebar is sized: sized when collapsed, it slid away but kept its 200 px as a blank column.
+    open_ = "[data-testid='stSidebar'][data-collapsed='false']"
     st.markdown("<style>[data-testid='stStatusWidget'],[data-testid='stDeployButton']{display:none}"
-                f"[data-testid='stSidebar']{{width:{SIDEBAR_PX}px !important;min-width:{SIDEBAR_PX}px !important;"
+                f"{open_}{{width:{SIDEBAR_PX}px !important;min-width:{SIDEBAR_PX}px !important;"
                 f"max-width:{SIDEBAR_PX}px !important}}"
+                f"@media (max-width:{NARROW_PX}px){{{open_}{{width:{NARROW_SIDEBAR_PX}px !important;"
+                f"min-width:{NARROW_SIDEBAR_PX}px !important;max-width:{NARROW_SIDEBAR_PX}px !important}}}}"
                 "[data-testid='stMainBlockContainer']{padding:3rem 1.5rem 4rem 1.5rem}</style>",
                 unsafe_allow_html=True)
 

@@ -126,6 +126,10 @@ def test_every_page_renders_in_chromium(cluster: Cluster, emulator: Any, tmp_pat
             page.mouse.click(box["x"] + 12, box["y"] + 35 + 17)  # the first row's selection cell
             page.wait_for_selector(".js-plotly-plot .barlayer", state="attached", timeout=30_000)  # its timeline
             page.screenshot(path=str(SHOTS / "console-jobs.png"), full_page=True)
+            cluster.custom.patch_namespaced_custom_object_status(GROUP, VERSION, "team-a", "heterojobs", "train", {
+                "status": {"phase": "Checkpointing"}})  # the job moves on: its details follow (they froze)
+            page.wait_for_function("[...document.querySelectorAll('[data-testid=stMetricValue]')]"
+                                   ".some(m => m.innerText.trim() === 'Checkpointing')", timeout=20_000)
 
             page.goto(f"{url}/Quotas", wait_until="domcontentloaded", timeout=60_000)
             page.wait_for_selector("text=Audit", timeout=60_000)
@@ -144,6 +148,16 @@ def test_every_page_renders_in_chromium(cluster: Cluster, emulator: Any, tmp_pat
                                      full_page=True)
                     tables_fit(sized, f"{path} at {w}x{h}")
                 sized.close()
+            narrow = browser.new_page(viewport={"width": 800, "height": 900})  # a small window, a half screen
+            narrow.goto(f"{url}/Jobs", wait_until="domcontentloaded", timeout=60_000)
+            narrow.wait_for_selector("[data-testid='stDataFrame']", timeout=60_000)
+            assert narrow.locator("[data-testid=stSidebar]").bounding_box()["width"] <= 150  # not a quarter
+            narrow.hover("[data-testid=stSidebar]")
+            narrow.locator("[data-testid=stSidebarCollapseButton] button").click()
+            narrow.wait_for_timeout(600)  # the slide
+            main = narrow.locator("[data-testid=stMain]").bounding_box()
+            assert main is not None and main["x"] < 1 and main["width"] > 780, main  # collapsed: no blank column
+            narrow.close()
 
             page.goto(f"{url}/Device", wait_until="domcontentloaded", timeout=60_000)  # the failed GPU first
             try:

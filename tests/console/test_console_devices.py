@@ -8,6 +8,7 @@ from importlib.resources import files
 from pathlib import Path
 from typing import Any
 
+import pandas as pd
 import pytest
 import streamlit as st
 from streamlit.testing.v1 import AppTest
@@ -101,3 +102,13 @@ def test_without_prometheus_the_page_says_so(cluster: Cluster, emulator: Any,
         words = at.warning[0].value
         assert "No Prometheus configured" in words and "HETEROJOB_PROMETHEUS_URL" in words
         assert "spec.prometheusURL" in words
+
+
+def test_a_flat_zero_history_is_not_drawn_on_a_negative_axis() -> None:
+    """A failed or idle GPU's utilization and memory are 0 throughout: plotly's autorange put that line in
+    the middle of -1..1, with negative percent and MiB ticks (seen in Chromium on the Device page)."""
+    from heterojob_console import figures
+
+    frame = pd.DataFrame({"time": pd.date_range("2026-01-01", periods=5, freq="min"), "value": [0.0] * 5})
+    fig = figures.series(frame, "Utilization", "%")
+    assert fig.layout.yaxis.rangemode in ("nonnegative", "tozero")

@@ -103,6 +103,10 @@ def test_a_concurrent_change_of_the_limits_is_detected_not_overwritten(page: App
     at.button("apply:team-a").click().run()
     assert "changed by someone else" in at.warning[0].value
     assert stored(cluster)["spec"]["limits"][0]["devices"] == 4  # theirs kept
+    at.button("reload-button:team-a").click().run()  # the Reload it offers does reload (it was a dead button)
+    assert not at.exception and not any("someone else" in w.value for w in at.warning)
+    assert list(at.get("data_editor")[0].value["devices"]) == [4]  # their limits, the stale edit dropped
+    assert not any(m.value.startswith("**Change:**") for m in at.markdown)  # nothing to apply until edited again
 
 
 def test_the_operators_status_write_does_not_fail_an_edit(page: AppTest, cluster: Cluster) -> None:

@@ -118,57 +118,67 @@ def migrate(namespace: str, name: str, who: str) -> None:
 
 
 table()
-key = st.session_state.get(SELECTED)
-cluster = ui.cluster()
-obj = cluster.job(*key.split("/", 1)) if key else None
-if obj is None:
-    st.stop()
-namespace, name = key.split("/", 1)
-api = client(ui.kubeconfig())
-status = obj.get("status") or {}
-placement = status.get("placement") or {}
-st.subheader(key)
-c = st.columns([1, 2, 1, 1, 1])
-c[0].metric("Phase", status.get("phase") or "New")
-c[1].metric("Placement", f"{placement.get('region', '-')}/{placement.get('deviceClass', '-')}")
-c[2].metric("Replicas", placement.get("replicas", 0))
-c[3].metric("Generation", placement.get("generation") or status.get("lastGeneration") or "-")
-util = utilization(status)
-c[4].metric("Utilization", f"{util:.0f}%" if util is not None else "-", help=kpis.HELP["utilization"])
-created = obj["metadata"].get("creationTimestamp", "")
-workload = (obj.get("spec") or {}).get("workload")
-st.caption(f"priority {(obj.get('spec') or {}).get('priority', 'medium')} · created {created}"
-           + (f" · workload {workload} (shares measured speeds)" if workload else "")
-           + (f" · {status['message']}" if status.get("message") else ""))
-if flash := st.session_state.pop("flash", None):
-    st.success(flash)
 
-who = identity()
-requested = ((obj["metadata"].get("annotations") or {}).get("heterojob.io/migrate") or "").strip()
-if is_admin(who) and status.get("phase") == "Running":
-    a, b, _ = st.columns([1, 1, 3])
-    if a.button("Request a checkpoint", key="checkpoint"):
-        story.request(api, namespace, name, "checkpoint", who)
-        st.success("Checkpoint requested.")
-    if requested:
-        st.info(f"A migration is requested ({requested}) and not yet acted on.")
-        if b.button("Cancel the migration request", key="cancel-migrate"):
-            story.cancel_migration(api, namespace, name)
-            st.success("Migration request withdrawn.")
-    elif b.button("Migrate…", key="migrate"):
-        st.session_state[MIGRATING] = key
-    if st.session_state.get(MIGRATING) == key:
-        migrate(namespace, name, who)
 
-bars, points = story.segments(obj, cluster.at)
-if not bars.empty:
-    st.plotly_chart(figures.gantt(bars, points), width="stretch", key="timeline")
-st.subheader("History")
-st.dataframe(story.timeline(obj), hide_index=True, width="stretch", key="history")
-pods = cluster.pods[(cluster.pods["namespace"] == namespace) & (cluster.pods["job"] == name)]
-if not pods.empty:
-    st.subheader("Pods")
-    st.caption("Read from the cluster they run in (member: a member cluster; manager: the operator's own).")
-    st.dataframe(pods.drop(columns=["namespace", "job"]), hide_index=True, width="stretch", key="pods")
-st.subheader("Events")
-st.dataframe(story.events(api, namespace, name), hide_index=True, width="stretch", key="events")
+@st.fragment(run_every=ui.REFRESH_S)
+def detail() -> None:
+    """The selected job, live like the table (once drawn outside a fragment, it froze at the click: the
+    phase, the buttons and the history stayed as they were while the job moved on)."""
+    key = st.session_state.get(SELECTED)
+    cluster = ui.cluster()
+    obj = cluster.job(*key.split("/", 1)) if key else None
+    if obj is None:
+        return
+    namespace, name = key.split("/", 1)
+    api = client(ui.kubeconfig())
+    status = obj.get("status") or {}
+    placement = status.get("placement") or {}
+    st.subheader(key)
+    c = st.columns([1, 2, 1, 1, 1])
+    c[0].metric("Phase", status.get("phase") or "New")
+    c[1].metric("Placement", f"{placement.get('region', '-')}/{placement.get('deviceClass', '-')}")
+    c[2].metric("Replicas", placement.get("replicas", 0))
+    c[3].metric("Generation", placement.get("generation") or status.get("lastGeneration") or "-")
+    util = utilization(status)
+    c[4].metric("Utilization", f"{util:.0f}%" if util is not None else "-", help=kpis.HELP["utilization"])
+    created = obj["metadata"].get("creationTimestamp", "")
+    workload = (obj.get("spec") or {}).get("workload")
+    st.caption(f"priority {(obj.get('spec') or {}).get('priority', 'medium')} · created {created}"
+               + (f" · workload {workload} (shares measured speeds)" if workload else "")
+               + (f" · {status['message']}" if status.get("message") else ""))
+    if flash := st.session_state.pop("flash", None):
+        st.success(flash)
+
+    who = identity()
+    requested = ((obj["metadata"].get("annotations") or {}).get("heterojob.io/migrate") or "").strip()
+    if is_admin(who) and status.get("phase") == "Running":
+        a, b, _ = st.columns([1, 1, 3])
+        if a.button("Request a checkpoint", key="checkpoint"):
+            story.request(api, namespace, name, "checkpoint", who)
+            st.success("Checkpoint requested.")
+        if requested:
+            st.info(f"A migration is requested ({requested}) and not yet acted on.")
+            if b.button("Cancel the migration request", key="cancel-migrate"):
+                story.cancel_migration(api, namespace, name)
+                st.success("Migration request withdrawn.")
+        elif b.button("Migrate…", key="migrate"):
+            st.session_state[MIGRATING] = key
+            st.rerun(scope="app")  # the dialog opens from the page, not from this fragment's 5 s reruns
+
+    bars, points = story.segments(obj, cluster.at)
+    if not bars.empty:
+        st.plotly_chart(figures.gantt(bars, points), width="stretch", key="timeline")
+    st.subheader("History")
+    st.dataframe(story.timeline(obj), hide_index=True, width="stretch", key="history")
+    pods = cluster.pods[(cluster.pods["namespace"] == namespace) & (cluster.pods["job"] == name)]
+    if not pods.empty:
+        st.subheader("Pods")
+        st.caption("Read from the cluster they run in (member: a member cluster; manager: the operator's own).")
+        st.dataframe(pods.drop(columns=["namespace", "job"]), hide_index=True, width="stretch", key="pods")
+    st.subheader("Events")
+    st.dataframe(story.events(api, namespace, name), hide_index=True, width="stretch", key="events")
+
+
+detail()
+if (moving := st.session_state.get(MIGRATING)) and moving == st.session_state.get(SELECTED) and is_admin(identity()):
+    migrate(*moving.split("/", 1), identity())

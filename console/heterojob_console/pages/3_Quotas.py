@@ -68,6 +68,16 @@ def editor(quota: quotas.Quota) -> None:
         st.session_state[f"reload:{name}"] = False
     base: quotas.Quota = st.session_state[base_key]
     st.markdown(f"**Edit {namespace}/{name}**")
+    conflict = f"conflict:{namespace}/{name}"
+    if conflict in st.session_state:  # shown until reloaded: a button nested under Apply would never fire
+
+        def reload() -> None:  # a callback, so the editor's and the checkbox's state can still be dropped
+            for stale in (conflict, f"editor:{namespace}/{name}", f"confirm:{name}"):
+                st.session_state.pop(stale, None)
+            st.session_state[f"reload:{name}"] = True
+
+        st.warning(st.session_state[conflict])
+        st.button("Reload", key=f"reload-button:{name}", on_click=reload)
     table = pd.DataFrame(base.limits, columns=quotas.COLUMNS)
     edited = st.data_editor(table, num_rows="dynamic", hide_index=True, key=f"editor:{namespace}/{name}",
                             column_config={"devices": st.column_config.NumberColumn(min_value=0, step=1)})
@@ -95,10 +105,8 @@ def editor(quota: quotas.Quota) -> None:
         try:
             quotas.apply(api, base, limits, who)
         except quotas.Conflict as exc:
-            st.warning(str(exc))
-            if st.button("Reload", key=f"reload-button:{name}"):
-                st.session_state[f"reload:{name}"] = True
-                st.rerun()
+            st.session_state[conflict] = str(exc)
+            st.rerun()
         else:
             st.session_state[f"reload:{name}"] = True
             st.success(f"Applied by {who}.")
