@@ -89,7 +89,6 @@ import kmock
 import yaml
 from typing_extensions import override
 
-from heterojob.api.names import DNS1123_SUBDOMAIN
 from heterojob.sim.cluster import (admission, builtin, discovery, events, evictions, ipam, managedfields, openapi,
                                    paging, patching, protobuf, quotas, reviews, scale, schema, tables)
 from heterojob.sim.cluster.errors import ApiError, invalid_object
@@ -98,7 +97,6 @@ from heterojob.sim.cluster.selectors import (CR_FIELD_LABELS, FIELD_LABELS, Matc
 
 log = logging.getLogger(__name__)
 
-SUBDOMAIN = re.compile(f"^(?:{DNS1123_SUBDOMAIN})$")
 PDB_KEY = ("policy", "poddisruptionbudgets")
 ALL_VERBS = {"get", "list", "watch", "create", "update", "patch", "delete", "deletecollection"}
 
