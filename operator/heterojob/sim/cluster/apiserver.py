@@ -72,7 +72,6 @@ import copy
 import datetime
 import json
 import logging
-import re
 import signal
 import sys
 import time
