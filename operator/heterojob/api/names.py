@@ -1,9 +1,12 @@
 """What kube-apiserver v1.32 accepts as names, label keys and values, and in a toleration: one definition for
-the template check (`api.template`, a JSON schema), the label checks of `kube.api` and the emulated API server
-(`sim.cluster.builtin`), so the operator refuses up front exactly what the API server would refuse.
+the template check (`api.template`, a JSON schema), the CRD types' names and `requires.nodeLabels` (`api.common`,
+`api.job`, `api.accelerator`), the label checks of `kube.api` and the emulated API server (`sim.cluster.builtin`),
+so the operator refuses up front exactly what the API server would refuse.
 
 Patterns as apimachinery spells them (pkg/util/validation/validation.go), unanchored; the `*_RE` forms are whole
-strings with their length limits, one regex each (a JSON schema pattern has no length check of its own).
+strings with their length limits, one regex each (a JSON schema pattern has no length check of its own). The
+lookaheads those need are Python's: pydantic's and the CRD's (RE2) engines have none, so the types use the plain
+shapes and `label_key_problem` for a label key's lengths.
 """
 
 from __future__ import annotations
