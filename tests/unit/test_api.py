@@ -154,7 +154,8 @@ TOLERATIONS = [  # (toleration, whether kube-apiserver v1.32's ValidateToleratio
     *(({"key": "a", "operator": operator, "effect": "NoSchedule"}, True) for operator in ("Equal", "Exists")),
     *(({"key": "a", "operator": "Exists", "effect": effect}, False)
       for effect in ("Noschedule", "NoExecution", "noSchedule", "PreferNoschedule")),
-    *(({"key": "a", "operator": operator, "effect": "NoSchedule"}, False) for operator in ("Equals", "exists", "Exist")),
+    *(({"key": "a", "operator": operator, "effect": "NoSchedule"}, False)
+      for operator in ("Equals", "exists", "Exist")),
 ]
 
 # Label keys as kube-apiserver v1.32's IsQualifiedName takes them (a Node's labels, `requires.nodeLabels`)
