@@ -61,7 +61,7 @@ UNLOCATED_HINT = ("labels.namespace + labels.pod, exported_namespace + exported_
 
 
 RETRY_S = 5.0  # a deferred alert is handed in again this long after the round before ended
-MAX_FAILURES = 10  # handler errors (not NotReady) in a row for one state of an alert before it is given up
+MAX_FAILURES = 60  # handler errors (not NotReady) in a row for one state before it is given up: ~5 min of rounds
 
 
 class NotReady(Exception):
