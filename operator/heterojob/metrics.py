@@ -24,8 +24,13 @@ class OperatorMetrics:
                                        "Firing alerts read back from Alertmanager's API at start, by verdict "
                                        "(new, duplicate of a webhook's, stale).", ["verdict"], registry=r)
         self.alerts_deferred = Counter("heterojob_alerts_deferred",
-                                       "Alerts the operator could not take yet (its controller not running): "
-                                       "forgotten, and handed in again.", registry=r)
+                                       "Hand-ins of an alert not taken (its controller not running yet, or an "
+                                       "API error): forgotten and handed in again; one per alert per round, "
+                                       "so one alert deferred three times counts 3.", registry=r)
+        self.alerts_given_up = Counter("heterojob_alerts_given_up",
+                                       "Alert states given up after MAX_FAILURES handler errors in a row "
+                                       "(remembered: their re-sends are duplicates until a newer state).",
+                                       registry=r)
         self.alert_queue = Gauge("heterojob_alert_queue_length", "Alerts waiting to be processed.", registry=r)
         self.migrations = Counter("heterojob_migrations", "Migrations and resizes started, by trigger.",
                                   ["action", "trigger"], registry=r)

@@ -117,7 +117,7 @@ def test_an_alert_read_back_while_the_controller_is_slow_to_start_is_taken_once_
             assert [p.metadata.annotations["heterojob.io/node"] for p in pods] == ["h100-1"]
             metrics = requests.get(f"http://127.0.0.1:{alerts_port}/metrics", timeout=5).text
             assert "heterojob_alerts_deferred_total 1.0" in metrics
-        assert "handed in again once the controller runs" in operator.output
+        assert "not taken yet (the controller is not running" in operator.output
         assert "Traceback" not in operator.output
 
 

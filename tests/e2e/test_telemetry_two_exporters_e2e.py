@@ -119,6 +119,10 @@ def test_the_console_counts_each_gpu_once(prometheus: PrometheusServer) -> None:
     {"instance": "[fd00::7]:9400"},
     {"instance": "gpu-node-x"},
     {"gpu": "0"},
+    {"instance": "http://h:9400/metrics"},  # host_of drops a scheme and a path
+    {"instance": "https://[fd00::8]:9400/metrics"},
+    {"instance": "fe80::1"},  # a bare IPv6 address is kept whole
+    {"exported_instance": "http://fe80::2/metrics", "instance": "fed:9090"},
 ])
 def test_the_heat_maps_node_label_is_the_operators_node(prometheus: PrometheusServer, labels: dict[str, str]) -> None:
     """`with_node_label` (PromQL, evaluated by the real Prometheus) names the node `node_of_series` (Python) does."""

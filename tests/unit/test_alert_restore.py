@@ -330,3 +330,48 @@ def test_a_symptom_counts_from_its_firing_episode_and_a_later_episode_is_a_new_f
     legacy = AlertSymptom(fingerprint="f", since="2026-11-23T10:05:00Z")
     assert episode(legacy, t1, now) == "2026-11-23T10:05:00Z"
     assert episode(legacy, t2, now) == "2026-11-23T11:00:00Z"
+
+
+def test_an_alert_whose_handling_fails_with_an_api_error_is_handed_in_again_and_given_up_after_a_bound(
+        caplog: pytest.LogCaptureFixture) -> None:
+    """Before, only NotReady was deferred: a 503 from the API server while handling left the episode
+    remembered, so every re-send of it (repeat_interval, the restore) was a duplicate and the job never got the
+    symptom. Now a failed alert is forgotten and handed in again; a state that fails MAX_FAILURES times in a row
+    is given up once (one warning, counted) and its re-sends are duplicates, so it cannot loop for ever."""
+    from heterojob.alerts.receiver import MAX_FAILURES
+
+    failures = {"56f68162160295ae": 1, "bad": 10**6}
+    handled: list[str] = []
+
+    async def handle(a: Alert) -> None:
+        if failures.get(a.fingerprint, 0) > 0:
+            failures[a.fingerprint] -= 1
+            raise RuntimeError("(503) Reason: Service Unavailable")
+        handled.append(a.fingerprint)
+
+    once = Alert.model_validate(WEBHOOK_ALERT)
+    bad = Alert.model_validate({**WEBHOOK_ALERT, "fingerprint": "bad", "labels": {**XID, "Hostname": "g9"}})
+
+    async def run() -> tuple[dict[str, int], dict[str, int], int, OperatorMetrics]:
+        metrics = OperatorMetrics()
+        receiver = AlertReceiver(handle, None, metrics, retry_s=3600)
+        first = await receiver.restore([once, bad])
+        taken = await receiver.retry_deferred()  # the API answers again: the first is handled now
+        for _ in range(MAX_FAILURES):
+            await receiver.retry_deferred()
+        assert not receiver._deferred  # given up: no more rounds
+        again = await receiver.restore([once, bad])  # both remembered now: duplicates
+        await receiver.stop()
+        return first, again, taken, metrics
+
+    with caplog.at_level(logging.INFO, logger="heterojob.alerts"):
+        first, again, taken, metrics = asyncio.run(run())
+    assert first["deferred"] == 2 and taken == 1 and handled == ["56f68162160295ae"]
+    assert again == {"new": 0, "duplicate": 2, "stale": 0, "deferred": 0}
+    assert failures["bad"] == 10**6 - MAX_FAILURES  # tried exactly MAX_FAILURES times
+    assert metrics.alerts_given_up._value.get() == 1
+    given_up = [r for r in caplog.records if "given up" in r.getMessage()]
+    assert len(given_up) == 1 and "bad" in given_up[0].getMessage()
+    # one line per round, not one per alert: the first round deferred two alerts in one line
+    rounds = [r.getMessage() for r in caplog.records if "not taken yet" in r.getMessage()]
+    assert rounds[0].startswith("2 alert(s)") and len(rounds) == MAX_FAILURES - 1  # the last try gave up

@@ -14,7 +14,7 @@ from heterojob.api.common import check_object_name
 from heterojob.api.quota import HeteroQuotaSpec
 from heterojob.api.region import RegionSpec
 from heterojob.api import crds
-from heterojob.api.names import TAINT_EFFECTS, TOLERATION_OPERATORS
+from heterojob.api.names import LABEL_KEY_RE, label_key_problem
 from heterojob.api.template import problems
 from heterojob.sim.cluster.builtin import validate_tolerations
 
@@ -147,9 +147,61 @@ TOLERATIONS = [  # (toleration, whether kube-apiserver v1.32's ValidateToleratio
     ({"key": "a" * 251 + ".io/x", "operator": "Exists"}, False),  # a prefix of 254 (at most 253)
     ({"key": "a" * 249 + ".io/x", "operator": "Exists"}, True),
     ({"key": "Example.com/x", "operator": "Exists"}, False),  # the prefix is a lower-case DNS-1123 subdomain
-    *(({"key": "a", "operator": "Exists", "effect": effect}, True) for effect in TAINT_EFFECTS),
-    *(({"key": "a", "operator": operator, "effect": "NoSchedule"}, True) for operator in TOLERATION_OPERATORS),
+    # kube-apiserver v1.32's lists, written out (pkg/apis/core/validation validateTaintEffect and
+    # ValidateTolerations), not read from the constants under test; a letter off is refused by both checks
+    *(({"key": "a", "operator": "Exists", "effect": effect}, True)
+      for effect in ("NoSchedule", "PreferNoSchedule", "NoExecute")),
+    *(({"key": "a", "operator": operator, "effect": "NoSchedule"}, True) for operator in ("Equal", "Exists")),
+    *(({"key": "a", "operator": "Exists", "effect": effect}, False)
+      for effect in ("Noschedule", "NoExecution", "noSchedule", "PreferNoschedule")),
+    *(({"key": "a", "operator": operator, "effect": "NoSchedule"}, False)
+      for operator in ("Equals", "exists", "Exist")),
 ]
+
+# Label keys as kube-apiserver v1.32's IsQualifiedName takes them (a Node's labels, `requires.nodeLabels`)
+LABEL_KEYS = [
+    ("feature.node.kubernetes.io/rdma.available", True),
+    ("a" * 63, True),
+    ("a" * 64, False),  # a name part of 64
+    ("example.com/" + "b" * 63, True),
+    ("example.com/" + "b" * 64, False),
+    ("a..b/x", False),  # a prefix with an empty label
+    ("Example.com/x", False),  # the prefix is lower case
+    ("-a.com/x", False),
+    ("/x", False),
+    ("a/b/c", False),
+    ("a" * 249 + ".io/x", True),
+    ("a" * 251 + ".io/x", False),  # a prefix of 254
+]
+
+
+@pytest.mark.parametrize(("key", "valid"), LABEL_KEYS)
+def test_a_node_label_key_no_node_can_carry_is_refused_with_its_field(key: str, valid: bool) -> None:
+    """Before, `requires.nodeLabels` took keys such as a 64-character name part or the prefix 'a..b' (its own
+    looser pattern): no Node can carry them, so the job waited for ever instead of being refused."""
+    import re
+
+    assert (label_key_problem(key) is None) is valid and bool(re.fullmatch(LABEL_KEY_RE, key)) is valid
+    job = {"devices": [{"deviceClass": "cpu", "requires": {"nodeLabels": {key: "true"}}}], "template": TEMPLATE}
+    if valid:
+        assert parse_spec(HeteroJobSpec, job).devices[0].requires.node_labels == {key: "true"}
+        return
+    with pytest.raises(SpecError) as raised:
+        parse_spec(HeteroJobSpec, job)
+    (problem,) = raised.value.problems
+    assert problem.path.startswith("spec.devices[0].requires.nodeLabels")
+    assert label_key_problem(key) in problem.message  # which part is wrong and the fix, not a bare regex
+
+
+@pytest.mark.parametrize(("name", "valid"), [("nvidia.com/gpu", True), ("cpu", True), ("a..b/gpu", False),
+                                             ("example.com/" + "g" * 64, False), ("huawei.com/Ascend910", True)])
+def test_an_accelerator_class_resource_name_is_a_qualified_name(name: str, valid: bool) -> None:
+    spec = {"vendor": "nvidia", "resourceName": name}
+    if valid:
+        assert parse_spec(AcceleratorClassSpec, spec).resource_name == name
+        return
+    with pytest.raises(SpecError, match="resourceName"):
+        parse_spec(AcceleratorClassSpec, spec)
 
 
 @pytest.mark.parametrize(("toleration", "valid"), TOLERATIONS)

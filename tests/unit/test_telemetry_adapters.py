@@ -138,3 +138,47 @@ def test_a_vanished_device_fails_but_a_silent_exporter_is_unknown() -> None:
     gone = {s.device_id: s for s in vanished(before, now)}
     assert gone["GPU-b"].health == Health.FAILED and "vanished" in gone["GPU-b"].reason
     assert gone["GPU-c"].health == Health.UNKNOWN
+
+
+# (instance, the host `host_of` gives): the forms a scrape target's address takes, written out
+INSTANCES = [
+    ("10.0.0.7:9400", "10.0.0.7"),
+    ("gpu-node-x", "gpu-node-x"),
+    ("gpu-node-x:9400", "gpu-node-x"),
+    ("[fd00::7]:9400", "fd00::7"),
+    ("[fd00::7]", "fd00::7"),
+    ("fe80::1", "fe80::1"),  # a bare IPv6 address: kept whole
+    ("http://h:9400/metrics", "h"),
+    ("https://[fd00::8]:9400/metrics", "fd00::8"),
+    ("http://fe80::2/metrics", "fe80::2"),
+    ("h:9400/metrics", "h"),
+]
+
+
+def _label_replace_node(labels: dict[str, str]) -> str:
+    """What Prometheus makes of `with_node_label`'s two steps for one series: label_join with '|' (a missing
+    label is ''), then label_replace, its regex anchored at both ends (Go's RE2, leftmost-first as Python's `re`
+    for these constructs), `$n` of a group that took no part empty, and an empty result no label. The same cases
+    run against the real Prometheus (2.42.0, Debian 12) in tests/e2e/test_telemetry_two_exporters_e2e.py."""
+    import re
+
+    from heterojob.telemetry.adapters import HOST_LABELS, INSTANCE_LABELS, NODE_FIELD_RE, RELABELLED_NODE_LABELS
+
+    joined = "|".join(labels.get(n, "") for n in (*RELABELLED_NODE_LABELS, *HOST_LABELS, *INSTANCE_LABELS))
+    found = re.fullmatch(f"(?:{NODE_FIELD_RE})", joined)
+    return joined if found is None else "".join(g or "" for g in found.groups())
+
+
+def test_the_promql_node_label_reads_an_instance_as_host_of_does() -> None:
+    """Before, the PromQL regex cut `instance` at its first ':': `http://h:9400/metrics` gave 'http' and
+    `fe80::1` gave 'fe80', other nodes than the operator's `host_of`/`node_of_series` name."""
+    from heterojob.telemetry.adapters import host_of, node_of_series, with_node_label
+
+    for instance, host in INSTANCES:
+        assert host_of(instance) == host, instance
+        for labels in ({"instance": instance}, {"exported_instance": instance, "instance": "fed:9090"},
+                       {"instance": instance, "gpu": "0"}):
+            assert _label_replace_node(labels) == node_of_series(labels) == host, labels
+    assert _label_replace_node({"Hostname": "n4", "instance": "http://x:1/m"}) == "n4"
+    assert _label_replace_node({"node": "n1", "instance": "fe80::1"}) == "n1"
+    assert "$1$2$3" in with_node_label("up")

@@ -16,11 +16,14 @@ older episode) is stale and ignored, so it can never re-arm a symptom. Re-sends 
 are de-duplicated. Memory of episodes is bounded. The alerts read back from Alertmanager's API at start
 (`restore`, from alerts/restore.py) go through the same de-duplication and handler.
 
-A handler that cannot take an alert yet (`NotReady`: the operator's controller is not built) leaves no trace
-of it: its episode is forgotten (a re-send is new again) and the alert is kept (the latest of each
-fingerprint) and handed in again (`retry_deferred`: every `retry_s`, and by the operator as soon as its
-controller runs), de-duplicated again then, so a newer state heard meanwhile wins. No alert is lost to a slow
-start.
+A handler that cannot take an alert (`NotReady`: the operator's controller is not built; or any other error, a
+503/429/timeout from the API server) leaves no trace of it: its episode is forgotten (a re-send is new again)
+and the alert is kept (the latest of each fingerprint) and handed in again (`retry_deferred`: every `retry_s`
+after the round before, and by the operator as soon as its controller runs), de-duplicated again then, so a
+newer state heard meanwhile wins. No alert is lost to a slow start or a passing API error. `NotReady` is retried
+until the controller runs; a handler error at most `MAX_FAILURES` times in a row for one state of an alert,
+then that state is given up (one warning, `heterojob_alerts_given_up_total`) and stays remembered, so its
+re-sends are duplicates: a bad alert cannot loop for ever. Each round logs one line, not one per alert.
 
 TLS: `start(..., ssl_context=...)` serves HTTPS (the operator loads a certificate mounted from a Secret).
 """
@@ -57,7 +60,8 @@ UNLOCATED_HINT = ("labels.namespace + labels.pod, exported_namespace + exported_
                   "UUID, uuid")
 
 
-RETRY_S = 5.0  # a deferred alert is handed in again this often
+RETRY_S = 5.0  # a deferred alert is handed in again this long after the round before ended
+MAX_FAILURES = 60  # handler errors (not NotReady) in a row for one state before it is given up: ~5 min of rounds
 
 
 class NotReady(Exception):
@@ -172,6 +176,9 @@ class AlertReceiver:
         self._episodes: OrderedDict[str, Episode] = OrderedDict()
         self._remember = remember
         self._deferred: OrderedDict[str, Alert] = OrderedDict()  # fingerprint -> its latest alert not yet taken
+        # fingerprint -> (the state that failed, how many times in a row): the bound on handler errors
+        self._failures: dict[str, tuple[Episode, int]] = {}
+        self._why: str = ""  # why the last alert was not taken (the round's log line)
         self._retry_s = retry_s
         self._retrying: asyncio.Task[None] | None = None
         self.app = web.Application(client_max_size=max_body)
@@ -255,28 +262,53 @@ class AlertReceiver:
             self.metrics.alerts_restored.labels(verdict).inc()
             if verdict == Verdict.NEW:
                 new.append(alert)
-        taken = await asyncio.gather(*(self._process(alert) for alert in new))
+        taken = await asyncio.gather(*(self._process(alert, quiet=True) for alert in new))
         counts[DEFERRED] = taken.count(False)
+        self._log_round(counts[DEFERRED], "read back from Alertmanager")
         return counts
 
-    async def _process(self, alert: Alert) -> bool:
-        """Hand one alert to the handler; False when it was deferred (`NotReady`)."""
+    async def _process(self, alert: Alert, quiet: bool = False) -> bool:
+        """Hand one alert to the handler; False when it was not taken and is handed in again (`NotReady`, or
+        a handler error under the bound). `quiet`: part of a round that logs one line for all."""
+        state = Episode(alert.starts_at, alert.status == "resolved")
         try:
             await self.handle(alert)
         except asyncio.CancelledError:
             raise
         except NotReady as exc:
             self._defer(alert, str(exc))
-            return False
-        except Exception:  # noqa: BLE001 - one bad alert must not stop the intake
-            log.exception("alert %s (%s) could not be processed", alert.fingerprint, alert.name)
+        except Exception as exc:  # noqa: BLE001 - one bad alert must not stop the intake
+            failed, times = self._failures.get(alert.fingerprint, (state, 0))
+            times = times + 1 if failed == state else 1
+            if times >= MAX_FAILURES:
+                self._failures.pop(alert.fingerprint, None)
+                self.metrics.alerts_given_up.inc()
+                log.warning("alert %s (%s) %s, startsAt %s: given up after %d failed attempts in a row (last: "
+                            "%s); its re-sends are duplicates until a newer state", alert.name,
+                            alert.fingerprint, alert.status, alert.starts_at.isoformat(), times, exc,
+                            exc_info=log.isEnabledFor(logging.DEBUG))
+                return True
+            self._failures[alert.fingerprint] = (state, times)
+            self._defer(alert, f"failed: {type(exc).__name__}: {str(exc)[:200]}")
+        else:
+            self._failures.pop(alert.fingerprint, None)
+            return True
         finally:
             self.processed += 1
-        return True
+        if not quiet:
+            self._log_round(1, f"{alert.name} ({alert.fingerprint}) {alert.status}")
+        return False
+
+    def _log_round(self, deferred: int, what: str) -> None:
+        """One line per round of hand-ins, however many alerts it deferred."""
+        if deferred:
+            log.info("%d alert(s) %s not taken yet (%s): handed in again %g s after this round, or once the "
+                     "controller runs", deferred, what, self._why, self._retry_s)
 
     def _defer(self, alert: Alert, why: str) -> None:
         """Not taken: its episode is forgotten (unless a later state was heard since) and it is kept to be
         handed in again, the latest state of its fingerprint only."""
+        self._why = why
         if self._episodes.get(alert.fingerprint) == Episode(alert.starts_at, alert.status == "resolved"):
             del self._episodes[alert.fingerprint]
         held = self._deferred.get(alert.fingerprint)
@@ -286,8 +318,6 @@ class AlertReceiver:
             while len(self._deferred) > self._remember:
                 self._deferred.popitem(last=False)
         self.metrics.alerts_deferred.inc()
-        log.info("alert %s (%s) %s not taken yet (%s): handed in again once the controller runs",
-                 alert.name, alert.fingerprint, alert.status, why)
         if self._retrying is None or self._retrying.done():
             self._retrying = asyncio.get_running_loop().create_task(self._retry_loop(), name="alerts-retry")
 
@@ -302,7 +332,8 @@ class AlertReceiver:
         batch = list(self._deferred.values())
         self._deferred.clear()
         new = [a for a in batch if order(self._episodes, a, self._remember) == Verdict.NEW]
-        taken = await asyncio.gather(*(self._process(alert) for alert in new))
+        taken = await asyncio.gather(*(self._process(alert, quiet=True) for alert in new))
+        self._log_round(taken.count(False), "handed in again")
         return taken.count(True)
 
     async def _work(self) -> None:

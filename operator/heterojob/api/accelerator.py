@@ -3,10 +3,19 @@
 from __future__ import annotations
 
 from enum import StrEnum
+from typing import Annotated
 
-from pydantic import Field
+from pydantic import AfterValidator, Field
 
 from heterojob.api.common import Model, PrinterColumn, ResourceDef, StatusModel
+from heterojob.api.names import LABEL_KEY, LABEL_KEY_MAX, label_key_problem
+
+
+def _resource_name(name: str) -> str:
+    """A resource name is a qualified name, as kube-apiserver checks it (lengths included)."""
+    if problem := label_key_problem(name):
+        raise ValueError(f"not a resource name: {problem}")
+    return name
 
 
 class Vendor(StrEnum):
@@ -43,8 +52,8 @@ class AcceleratorClassSpec(Model):
     """How to find this class's devices and what they run."""
 
     vendor: Vendor = Field(description="nvidia, huawei, amd, cambricon, hygon or cpu")
-    resource_name: str = Field(
-        min_length=1, max_length=253, pattern=r"^([a-z0-9.-]+/)?[A-Za-z0-9][-A-Za-z0-9_.]*$",
+    resource_name: Annotated[str, AfterValidator(_resource_name)] = Field(
+        min_length=1, max_length=LABEL_KEY_MAX, pattern=f"^{LABEL_KEY}$",
         description="extended resource, e.g. nvidia.com/gpu or huawei.com/Ascend910; 'cpu' counts cores",
     )
     node_selector: dict[str, str] = Field(default_factory=dict, description="labels a node of this class carries")

@@ -10,8 +10,10 @@ import pydantic
 from pydantic import BaseModel, ConfigDict
 from pydantic.alias_generators import to_camel
 
-DNS_LABEL = r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$"
-DNS_LABEL_MAX = 63
+from heterojob.api.names import DNS1123_LABEL_RE, NAME_MAX
+
+DNS_LABEL = DNS1123_LABEL_RE
+DNS_LABEL_MAX = NAME_MAX
 # A job's name also names its pods (`<job>-g<generation>-<rank>`) and its headless Service,
 # which must stay a DNS label: leave room for the suffix.
 JOB_NAME_MAX = 45

@@ -5,10 +5,11 @@ from __future__ import annotations
 from enum import StrEnum
 from typing import Annotated, Any
 
-from pydantic import Field, PrivateAttr, field_validator, model_validator
+from pydantic import AfterValidator, Field, PrivateAttr, field_validator, model_validator
 
 from heterojob.constants import CHECKPOINT_SIZE_MAX
 from heterojob.engine.versions import parse_requirement
+from heterojob.api.names import LABEL_VALUE, NAME_MAX, label_key_problem
 from heterojob.api.template import QUANTITY, problems as template_problems
 from heterojob.api.common import DNS_LABEL, JOB_NAME_MAX, Model, NestedProblems, PrinterColumn, ResourceDef, StatusModel
 
@@ -18,12 +19,21 @@ MAX_DEVICES_PER_REPLICA = 64  # beyond any single node built today; CPU classes 
 MAX_CPU_PER_REPLICA = 512
 SIZE_MAX = CHECKPOINT_SIZE_MAX
 
-LabelKey = Annotated[str, Field(max_length=316, pattern=r"^([a-z0-9]([-a-z0-9.]*[a-z0-9])?/)?[A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?$",
-                                 description="a node label key")]
-LabelValue = Annotated[str, Field(max_length=63, pattern=r"^(([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9])?$",
-                                  description="a node label value")]
-ClassName = Annotated[str, Field(pattern=DNS_LABEL, max_length=63, description="an AcceleratorClass name")]
-RegionName = Annotated[str, Field(pattern=DNS_LABEL, max_length=63, description="a Region name")]
+
+
+def _label_key(key: str) -> str:
+    """A key no Node can carry (kube-apiserver's IsQualifiedName, its lengths included) is refused up front."""
+    if problem := label_key_problem(key):
+        raise ValueError(f"not a label key a Node can carry: {problem}")
+    return key
+
+
+# one check (`names.label_key_problem`: shape and lengths, which pydantic's lookahead-free patterns cannot hold
+# together), so a refusal says which part is wrong and how to fix it
+LabelKey = Annotated[str, Field(description="a node label key"), AfterValidator(_label_key)]
+LabelValue = Annotated[str, Field(max_length=NAME_MAX, pattern=f"^{LABEL_VALUE}$", description="a node label value")]
+ClassName = Annotated[str, Field(pattern=DNS_LABEL, max_length=NAME_MAX, description="an AcceleratorClass name")]
+RegionName = Annotated[str, Field(pattern=DNS_LABEL, max_length=NAME_MAX, description="a Region name")]
 
 
 class Priority(StrEnum):

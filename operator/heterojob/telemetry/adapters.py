@@ -138,16 +138,26 @@ NODE_LABEL = "heterojob_node"
 
 def with_node_label(expr: str) -> str:
     """PromQL: `expr` with NODE_LABEL set to each series' node as `node_of_series` reads it without a Node list
-    (a relabelled node label, else Hostname/hostname, else the host of exported_instance, then of instance;
-    `host:port`, `[v6]:port` or `host`), so a sum or average per node counts the node's devices once, whichever
-    exporter or scrape target reported them. The labels are joined in that order and the first one set is kept
-    (one label_join and one label_replace: Prometheus caches both per series)."""
+    (a relabelled node label, else Hostname/hostname, else the host of exported_instance, then of instance, as
+    `host_of` reads it: `host:port`, `[v6]:port`, `host`, a bare IPv6 address, or any of those in a URL), so a sum
+    or average per node counts the node's devices once, whichever exporter or scrape target reported them. The
+    labels are joined in that order and the first one set is kept (one label_join and one label_replace:
+    Prometheus caches both per series)."""
     order = ", ".join(f'"{label}"' for label in (*RELABELLED_NODE_LABELS, *HOST_LABELS, *INSTANCE_LABELS))
-    # the first field set: `[v6]` inside its brackets, else up to a port (a node name has no '|', ':' or '[');
     # backslashes doubled for the PromQL string
-    first = r"[|]*(?:\\[([^|\\]]*)\\]|([^|:]*)).*"
-    return f'label_replace(label_join({expr}, "{NODE_LABEL}", "|", {order}), "{NODE_LABEL}", "$1$2", ' \
-           f'"{NODE_LABEL}", "{first}")'
+    regex = NODE_FIELD_RE.replace("\\", "\\\\")
+    return f'label_replace(label_join({expr}, "{NODE_LABEL}", "|", {order}), "{NODE_LABEL}", "$1$2$3", ' \
+           f'"{NODE_LABEL}", "{regex}")'
+
+
+# `host_of` in RE2 (no lookaround; Go's leftmost-first alternation, anchored by label_replace) over the joined
+# labels: skip empty fields; in the first one set, drop a scheme (up to its first '://'); then the host is the
+# inside of `[v6]` ($1), else what precedes the port when exactly one ':' comes before the path or field end ($2),
+# else all of it up to the path (a bare IPv6 address, a host without port, a node name: $3). A node name has no
+# '|', ':', '/' or '['.
+NODE_FIELD_RE = (r"[|]*(?:[^|]*?://)?"
+                 r"(?:\[([^|\]/]*)(?:\][^|/]*)?|([^|:/]*):[^|:/]*|([^|/]*))"
+                 r"(?:[/|].*)?")
 
 
 def workload_of(labels: Mapping[str, str], exporter_pods: frozenset[tuple[str, str]] = frozenset()

@@ -72,7 +72,6 @@ import copy
 import datetime
 import json
 import logging
-import re
 import signal
 import sys
 import time
@@ -97,7 +96,6 @@ from heterojob.sim.cluster.selectors import (CR_FIELD_LABELS, FIELD_LABELS, Matc
 
 log = logging.getLogger(__name__)
 
-SUBDOMAIN = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$")
 PDB_KEY = ("policy", "poddisruptionbudgets")
 ALL_VERBS = {"get", "list", "watch", "create", "update", "patch", "delete", "deletecollection"}
 
