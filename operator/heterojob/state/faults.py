@@ -2,7 +2,8 @@
 devices the monitor's last telemetry snapshot shows and the firing alerts name, merged into `Faults`.
 
 A device both sources name counts once (alerts name it as the snapshot does: `alerts.mapping.device_of`); an
-alert naming no device counts as one device of its own. How placement uses each: `engine.fleet.Fleet.keep_off`
+alert naming no device (`""`, e.g. the shipped `HeteroJobDeviceVanished`, `count by (node)`) means "at least one":
+it counts one only on a node where neither the snapshot nor another alert names a failed device. How placement uses each: `engine.fleet.Fleet.keep_off`
 (failed, overheating) and `engine.placement.place` (network down, for gangs of more than one replica).
 """
 
@@ -27,7 +28,7 @@ NONE = Faults()
 
 def faults(snapshot: Snapshot | None, dead: Mapping[str, Mapping[str, str]] | None = None,
            hot: Mapping[str, str] | None = None) -> Faults:
-    """`dead`: node -> device -> why, firing alerts naming a dead device; `hot`: node -> why, firing alerts asking
+    """`dead`: node -> device ("" none named) -> why, firing alerts saying a device is dead; `hot`: node -> why, firing alerts asking
     to move off a node (an overheating device)."""
     dead, hot = dead or {}, hot or {}
     if snapshot is None and not dead and not hot:
@@ -38,10 +39,14 @@ def faults(snapshot: Snapshot | None, dead: Mapping[str, Mapping[str, str]] | No
         for node, ids in snapshot.failed_devices.items():
             failed_ids[node] = set(ids)
             why[node] = snapshot.failed_nodes.get(node, "")
+    unnamed: set[str] = set()  # nodes an alert naming no device says have at least one dead device
     for node, devices in dead.items():
-        failed_ids.setdefault(node, set()).update(devices)
+        failed_ids.setdefault(node, set()).update(d for d in devices if d)
+        if "" in devices:
+            unnamed.add(node)
         why.setdefault(node, next(iter(devices.values()), ""))
     unhealthy = {**hot, **(snapshot.hot_nodes if snapshot is not None else {})}
     return Faults(unhealthy=unhealthy,
-                  failed={node: Failed(len(ids), why.get(node) or "failed device") for node, ids in failed_ids.items()},
+                  failed={node: Failed(max(len(ids), int(node in unnamed)), why.get(node) or "failed device")
+                          for node, ids in failed_ids.items()},
                   network_down=dict(snapshot.network_down) if snapshot is not None else {})
