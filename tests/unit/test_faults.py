@@ -51,6 +51,30 @@ def test_an_alert_naming_no_device_adds_nothing_to_a_failed_device_the_snapshot_
     assert faults(None, {"g5": {"": "alert: HeteroJobDeviceVanished"}}).failed["g5"].devices == 1
 
 
+def test_a_vanished_gpu_stops_counting_once_the_node_no_longer_has_it() -> None:
+    """GPU-g0-1 falls off the bus: its series vanish while g0's exporter reports GPU-g0-0, and the snapshot
+    remembers it FAILED for as long as the Node exists. While capacity still counts it (2/2: kept off until the
+    device plugin withholds it; 2/1: the healthy one offered) it counts; once the device plugin restarts or the
+    node reboots it is enumerated no more (1/1) and the node offers its healthy GPU again, not shut out until the
+    operator restarts. An XID-failed GPU, still reported, keeps counting whatever the capacity."""
+    first = one(results(ALL_BUSY))
+    after = one(results({k: v for k, v in ALL_BUSY.items() if k != ("g0", 1)}), previous=first.devices)
+    later = one(results({k: v for k, v in ALL_BUSY.items() if k != ("g0", 1)}), previous=after.devices)
+    assert later.failed_devices["g0"] == {"GPU-g0-1"} and later.vanished_devices == {"g0": frozenset({"GPU-g0-1"})}
+    failed = faults(later).failed
+    r = "nvidia.com/gpu"
+
+    def kept_off(allocatable: int, capacity: int, f: dict = failed) -> bool:
+        g0 = Node("g0", {}, {r: allocatable}, capacity={r: capacity})
+        return Fleet(nodes={"g0": g0}, classes={}, failed=f).keep_off(g0, r) is not None
+
+    assert kept_off(2, 2)  # the plugin still offers it: a new pod could be handed the dead GPU
+    assert not kept_off(1, 2)  # withheld: the healthy one offered
+    assert not kept_off(1, 1)  # the plugin enumerates it no more: nothing of it left on the node
+    xid = faults(one(hot_and_failed())).failed  # GPU-g0-1 failed by XID 79, still reported
+    assert kept_off(1, 1, xid) and not kept_off(1, 2, xid)
+
+
 def test_an_alert_names_a_device_as_the_snapshot_does() -> None:
     assert device_of({"UUID": "GPU-1", "GPU_I_ID": "2"}, "g0") == "GPU-1/mig-2"
     assert device_of({"id": "3"}, "npu-a") == "npu-a/npu-3"

@@ -33,7 +33,7 @@ def guarded(fleet: Fleet, name: str) -> str | None:
     if cls is None:
         return "offers no device class"
     why = node_unfit(node, cls, fleet)
-    if why is None and name in fleet.failed:
+    if why is None and name in fleet.failed and fleet.failed[name].counted(node.holds(cls.resource_name)):
         why = f"failed device withheld ({fleet.failed[name].why})"
     return why
 
