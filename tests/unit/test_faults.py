@@ -56,7 +56,10 @@ def test_a_vanished_gpu_stops_counting_once_the_node_no_longer_has_it() -> None:
     remembers it FAILED for as long as the Node exists. While capacity still counts it (2/2: kept off until the
     device plugin withholds it; 2/1: the healthy one offered) it counts; once the device plugin restarts or the
     node reboots it is enumerated no more (1/1) and the node offers its healthy GPU again, not shut out until the
-    operator restarts. An XID-failed GPU, still reported, keeps counting whatever the capacity."""
+    operator restarts. An XID-failed GPU, still reported, keeps counting whatever the capacity. Reproduces NVIDIA
+    k8s-device-plugin (v0.17): devices come from NVML enumeration at plugin start, so a GPU fallen off the bus
+    (Xid 79) is no longer enumerated after a restart (NVIDIA/k8s-device-plugin#2038); the kubelet's capacity counts
+    the devices a plugin registers, healthy or not."""
     first = one(results(ALL_BUSY))
     after = one(results({k: v for k, v in ALL_BUSY.items() if k != ("g0", 1)}), previous=first.devices)
     later = one(results({k: v for k, v in ALL_BUSY.items() if k != ("g0", 1)}), previous=after.devices)
