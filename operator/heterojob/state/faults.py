@@ -3,8 +3,9 @@ devices the monitor's last telemetry snapshot shows and the firing alerts name, 
 
 A device both sources name counts once (alerts name it as the snapshot does: `alerts.mapping.device_of`); an
 alert naming no device (`""`, e.g. the shipped `HeteroJobDeviceVanished`, `count by (node)`) means "at least one":
-it counts one only on a node where neither the snapshot nor another alert names a failed device. How placement uses each: `engine.fleet.Fleet.keep_off`
-(failed, overheating) and `engine.placement.place` (network down, for gangs of more than one replica).
+it counts one only on a node where neither the snapshot nor another alert names a failed device. How placement
+uses each: `engine.fleet.Fleet.keep_off` (failed, overheating) and `engine.placement.place` (network down, for
+gangs of more than one replica).
 """
 
 from __future__ import annotations
