@@ -10,6 +10,7 @@ from pathlib import Path
 
 import heterojob
 from heterojob.engine import transfer
+from heterojob.engine.requeue import REQUEUE_AFTER_S
 
 
 def _operator_run(args: argparse.Namespace) -> int:
@@ -60,6 +61,7 @@ def _operator_run(args: argparse.Namespace) -> int:
                                                         advisory=args.advisory, queue_policy=args.queue_policy,
                                                         queue_thresholds_device_h=args.mlfq_thresholds,
                                                         starvation_s=args.starvation_bound,
+                                                        move_requeue_after_s=args.move_requeue_after,
                                                         transfer=_transfer_settings(args)))
     registry = make_registry(config)
     namespaces = args.namespace or ()
@@ -221,6 +223,10 @@ def parser() -> argparse.ArgumentParser:
     run.add_argument("--starvation-bound", type=_positive_seconds, default=4 * 3600.0, metavar="S",
                      help="mlfq: a job that has waited this long since it last ran goes to the first level "
                           "(default 14400)")
+    run.add_argument("--move-requeue-after", type=_positive_seconds, default=REQUEUE_AFTER_S, metavar="S",
+                     help="a move off failed, hot, NotReady or cordoned nodes that fits nowhere for this long "
+                          "since it began goes back to the queue as Pending, giving back its reserved room "
+                          "(default 120)")
     run.add_argument("--advisory", action="store_true",
                      help="decide migrations and resizes, record them (Events, decision log), touch nothing")
     mc = run.add_argument_group("member clusters (docs/multicluster.md)")

@@ -18,6 +18,7 @@ from typing import Any
 import pytest
 import requests
 
+from heterojob.controller.reconcile import ControllerConfig
 from heterojob.sim.cluster.harness import Emulator, OperatorRunner
 from heterojob.sim.cluster.kubelet import Kubelet
 from heterojob.sim.cluster.nodes import node
@@ -77,12 +78,14 @@ def kubelet(cluster: Cluster) -> Iterator[tuple[Kubelet, ExporterFleet]]:
 def test_one_bad_gpu_on_every_node_lands_what_still_fits_and_requeues_the_rest(
         cluster: Cluster, emulator: Emulator, kubelet: tuple[Kubelet, ExporterFleet]) -> None:
     """The user trial: one GPU broken on each node of the region. The 4-GPU job still fits on the 7 healthy GPUs
-    of the other node and lands there; the 8-GPU job fits nowhere and goes back to the queue as Pending with
-    the per-candidate message, not left in Migrating; and nothing hot-loops on it."""
+    of the other node and lands there; the 8-GPU job fits nowhere: it waits in Migrating for the bound
+    (`--move-requeue-after`, 4 s here), its room kept, then goes back to the queue as Pending with the
+    per-candidate message, not left in Migrating; and nothing hot-loops on it."""
     _, exporters = kubelet
     port = free_port()
     url = f"http://127.0.0.1:{port}/alerts"
-    with OperatorRunner(emulator.kubeconfig, alerts_port=port, alert_token=TOKEN) as operator:
+    with OperatorRunner(emulator.kubeconfig, alerts_port=port, alert_token=TOKEN,
+                        controller=ControllerConfig(move_requeue_after_s=4.0)) as operator:
         cluster.create_job("whole", spec(8))
         whole = running_on(cluster, "whole")
         cluster.create_job("half", spec(4))
@@ -97,7 +100,10 @@ def test_one_bad_gpu_on_every_node_lands_what_still_fits_and_requeues_the_rest(
         assert r.status_code == 200
         # the 4-GPU job leaves its node (the alert names it) and lands on the other node's healthy GPUs
         assert running_on(cluster, "half", generation=2) == whole
-        # the 8-GPU job fits on no node with 7 healthy GPUs: back in the queue, saying why per candidate
+        # the 8-GPU job fits on no node with 7 healthy GPUs: first it waits for the bound (a shortage may pass)
+        s = eventually(lambda: (s := status(cluster, "whole")).get("reason") == "NoRoom" and s, what="no room")
+        assert s["phase"] == "Migrating" and s["migration"]["exclude"] == ["h100-0"], s
+        # then back in the queue, saying why per candidate
         s = eventually(lambda: (s := status(cluster, "whole")).get("phase") == "Pending" and s, timeout=30,
                        what="whole back in the queue as Pending")
         assert s.get("placement") is None and not s.get("migration")
@@ -137,3 +143,35 @@ def test_a_rescue_move_does_not_land_on_an_overheating_node(cluster: Cluster, em
         assert "Traceback" not in operator.output
     finally:
         k.stop()
+
+
+def test_a_gang_unschedulable_on_the_only_node_that_fits_waits_instead_of_cycling(
+        cluster: Cluster, emulator: Emulator) -> None:
+    """kube-scheduler cannot fit the gang on h100-0 (requests placement does not model: memory here), the only
+    node of its class. The move off it fits nowhere; placement finds h100-0 healthy, so back in the queue the job
+    would be placed there again, found unschedulable again, forever (pods, Events, history). It waits in
+    Migrating with h100-0 excluded instead. The scheduler's verdict is held as the real one would hold it: every
+    new pod on h100-0 is marked Unschedulable (PodScheduled False, as kube-scheduler v1.32 writes it)."""
+    cluster.seed([node("h100-0", "cn-east", "nvidia-h100")])
+    message = "0/1 nodes are available: 1 Insufficient memory. preemption: 0/1 nodes are available."
+    marked: set[str] = set()
+    with OperatorRunner(emulator.kubeconfig) as operator:
+        cluster.create_job("fat", spec(8))
+        deadline = time.monotonic() + 8  # several passes: the loop went round within ~1 s a cycle
+        while time.monotonic() < deadline:
+            for pod in cluster.pods("fat"):
+                if pod.metadata.deletion_timestamp or pod.metadata.name in marked:
+                    continue
+                cluster.core.patch_namespaced_pod_status(pod.metadata.name, "team-a", {"status": {
+                    "phase": "Pending", "conditions": [{
+                        "type": "PodScheduled", "status": "False", "reason": "Unschedulable", "message": message,
+                        "lastTransitionTime": "2026-01-01T00:00:00Z"}]}})  # past the 60 s bound: acted on at once
+                marked.add(pod.metadata.name)
+            time.sleep(0.1)
+        s = status(cluster, "fat")
+        generations = {p.metadata.labels["heterojob.io/generation"] for p in cluster.pods("fat")}
+        assert s["phase"] == "Migrating" and s["migration"]["exclude"] == ["h100-0"], s
+        assert "placement" not in s and len(marked) == 1, (marked, generations)
+        assert not [e for e in cluster.events("fat") if e.reason == "MoveRequeued"]
+        assert [h["action"] for h in s["history"]].count("reschedule") == 1, s["history"]
+    assert "Traceback" not in operator.output

@@ -4,7 +4,7 @@ data; how placement uses it is in test_placement.py, the operator end to end in 
 from __future__ import annotations
 
 from heterojob.alerts.mapping import device_of
-from heterojob.engine.fleet import DeviceClass, Node
+from heterojob.engine.fleet import DeviceClass, Fleet, Node
 from heterojob.engine.validation import job_problems
 from heterojob.state.faults import faults
 from tests.unit.test_telemetry_snapshot import ALL_BUSY, one, results
@@ -30,9 +30,52 @@ def test_a_device_named_by_telemetry_and_by_an_alert_counts_once() -> None:
     labels = {"alertname": "HeteroJobGPUFatalXID", "UUID": "GPU-g0-1", "gpu": "1", "Hostname": "g0"}
     dead = {"g0": {device_of(labels, "g0"): "alert: HeteroJobGPUFatalXID"}}
     assert faults(one(hot_and_failed()), dead).failed["g0"].devices == 1
-    other = {"g0": {"GPU-g0-0": "alert: x", "alert fp9": "alert: a dead device, none named"}}
-    assert faults(one(hot_and_failed()), other).failed["g0"].devices == 3
+    other = {"g0": {"GPU-g0-0": "alert: x", "": "alert: a dead device, none named"}}
+    assert faults(one(hot_and_failed()), other).failed["g0"].devices == 2  # the unnamed one is one of these
     assert faults(None, hot={"g2": "alert: HeteroJobGPUOverheat"}).unhealthy == {"g2": "alert: HeteroJobGPUOverheat"}
+
+
+def test_an_alert_naming_no_device_adds_nothing_to_a_failed_device_the_snapshot_shows() -> None:
+    """The shipped HeteroJobDeviceVanished is `count by (node)`: no device label, "at least one device of this node
+    is gone". With the snapshot already showing GPU-g0-1 failed it is that one: counted twice, a node whose plugin
+    withholds one GPU (allocatable 7 of 8) would shut out its 7 healthy ones while the alert fires."""
+    vanished = {"alertname": "HeteroJobDeviceVanished", "node": "g0"}
+    assert device_of(vanished, "g0") == ""
+    dead = {"g0": {device_of(vanished, "g0"): "alert: HeteroJobDeviceVanished"}}
+    f = faults(one(hot_and_failed()), dead)
+    assert f.failed["g0"].devices == 1
+    r = "nvidia.com/gpu"
+    g0 = Node("g0", {}, {r: 7}, capacity={r: 8})
+    assert Fleet(nodes={"g0": g0}, classes={}, failed=f.failed).keep_off(g0, r) is None
+    # alone it still says one device of the node is dead
+    assert faults(None, {"g5": {"": "alert: HeteroJobDeviceVanished"}}).failed["g5"].devices == 1
+
+
+def test_a_vanished_gpu_stops_counting_once_the_node_no_longer_has_it() -> None:
+    """GPU-g0-1 falls off the bus: its series vanish while g0's exporter reports GPU-g0-0, and the snapshot
+    remembers it FAILED for as long as the Node exists. While capacity still counts it (2/2: kept off until the
+    device plugin withholds it; 2/1: the healthy one offered) it counts; once the device plugin restarts or the
+    node reboots it is enumerated no more (1/1) and the node offers its healthy GPU again, not shut out until the
+    operator restarts. An XID-failed GPU, still reported, keeps counting whatever the capacity. Reproduces NVIDIA
+    k8s-device-plugin (v0.17): devices come from NVML enumeration at plugin start, so a GPU fallen off the bus
+    (Xid 79) is no longer enumerated after a restart (NVIDIA/k8s-device-plugin#2038); the kubelet's capacity counts
+    the devices a plugin registers, healthy or not."""
+    first = one(results(ALL_BUSY))
+    after = one(results({k: v for k, v in ALL_BUSY.items() if k != ("g0", 1)}), previous=first.devices)
+    later = one(results({k: v for k, v in ALL_BUSY.items() if k != ("g0", 1)}), previous=after.devices)
+    assert later.failed_devices["g0"] == {"GPU-g0-1"} and later.vanished_devices == {"g0": frozenset({"GPU-g0-1"})}
+    failed = faults(later).failed
+    r = "nvidia.com/gpu"
+
+    def kept_off(allocatable: int, capacity: int, f: dict = failed) -> bool:
+        g0 = Node("g0", {}, {r: allocatable}, capacity={r: capacity})
+        return Fleet(nodes={"g0": g0}, classes={}, failed=f).keep_off(g0, r) is not None
+
+    assert kept_off(2, 2)  # the plugin still offers it: a new pod could be handed the dead GPU
+    assert not kept_off(1, 2)  # withheld: the healthy one offered
+    assert not kept_off(1, 1)  # the plugin enumerates it no more: nothing of it left on the node
+    xid = faults(one(hot_and_failed())).failed  # GPU-g0-1 failed by XID 79, still reported
+    assert kept_off(1, 1, xid) and not kept_off(1, 2, xid)
 
 
 def test_an_alert_names_a_device_as_the_snapshot_does() -> None:

@@ -30,7 +30,7 @@ from heterojob.engine import transfer
 from heterojob.engine.fleet import DeviceClass, Fleet
 from heterojob.engine.placement import Request
 from heterojob.controller.knowledge import Knower
-from heterojob.engine import completion, queueing
+from heterojob.engine import completion, queueing, requeue
 from heterojob.engine import policy as heterogeneity
 from heterojob.engine.queueing import QueueSettings
 from heterojob.kube.api import Kube, now_iso
@@ -38,7 +38,7 @@ from heterojob.metrics import OperatorMetrics
 from heterojob.state.cache import Cache
 from heterojob.constants import ANNOTATION_MIGRATE
 from heterojob.controller.disruption import MIGRATE
-from heterojob.state.requests import MOVING, origin_of, request_for, reservation, transfer_move
+from heterojob.state.requests import MOVING, move_began, origin_of, request_for, reservation, transfer_move
 from heterojob.state.times import timestamp
 
 PROBE_SHARE = 0.05  # a probe may cost at most this share of the job's expected remaining time (as the replay)
@@ -51,7 +51,8 @@ class Admission:
                  poke: Callable[[str], None], forget: Callable[[str], None],
                  queue: QueueSettings | None = None, classes: Callable[[], Mapping[str, DeviceClass]] = dict,
                  transfer_settings: transfer.Settings = transfer.Settings(),
-                 wake_at: Callable[[str, float], None] | None = None) -> None:
+                 wake_at: Callable[[str, float], None] | None = None,
+                 requeue_after_s: float = requeue.REQUEUE_AFTER_S) -> None:
         self.kube = kube
         self.writer = writer
         self.cache = cache
@@ -69,6 +70,7 @@ class Admission:
         self.transfer = transfer_settings  # what a move between regions is assumed to cost (engine.transfer)
         self.knower = Knower(cache)  # engine.policy's Knowledge from the jobs' status.scheduling
         self.wake_at = wake_at  # a waiting job's next look at its starvation promotion
+        self.requeue_after_s = requeue_after_s  # a move off bad nodes that fits nowhere this long: back to the queue
 
     def upgrade_for(self, key: str, classes: Sequence[str], now: float, save_s: float | None = None
                     ) -> completion.Upgrade | None:
@@ -127,9 +129,14 @@ class Admission:
                     {k: v for k, v in started.items() if v is not None})
             for d in plan.disruptions:
                 self.cache.yield_to(d.job, key)
+            back: float | None = None  # a move that fits nowhere: when it goes back to the queue
+            if plan.outcome == Outcome.NO_ROOM and status.phase in MOVING and status.migration is not None:
+                m = status.migration
+                back = requeue.requeue_at(m.exclude, bool(m.involuntary), move_began(status), fleet,
+                                          self.requeue_after_s)
         decided(key, "place", plan.message, result=plan.outcome.value)
         if plan.outcome != Outcome.PLACED:
-            await self._wait(job, spec, status, plan)
+            await self._wait(job, spec, status, plan, back)
             return
         await self._admit(job, spec, status, plan, seen_generation, started)
 
@@ -146,10 +153,12 @@ class Admission:
                              voluntary=False)
 
     async def _wait(self, job: dict[str, Any], spec: HeteroJobSpec, status: HeteroJobStatus,
-                    plan: planner.Admission) -> None:
+                    plan: planner.Admission, back: float | None = None) -> None:
+        """`back`: when this move, which found no room, goes back to the queue (`engine.requeue`; None: it
+        keeps waiting in its phase with its exclusions and reservation)."""
         meta = job["metadata"]
         key = f"{meta['namespace']}/{meta['name']}"
-        if status.phase in MOVING and plan.outcome == Outcome.NO_ROOM:
+        if back is not None and back <= time.time():
             await self._requeue(job, status, plan)
             return
         phase = status.phase if status.phase in (Phase.PREEMPTED, *MOVING) else Phase.PENDING
@@ -167,8 +176,9 @@ class Admission:
                 self.kube.post_event(job, "Normal", plan.outcome.value if plan.disruptions else "Waiting",
                                      plan.message)
         promote = queueing.promotion_time(waited_from(job, status), self.queue) if self.queue is not None else None
-        if promote is not None and promote > time.time() and self.wake_at is not None:
-            self.wake_at(key, promote)  # promoted to the first level then: planned again
+        wake = [t for t in (promote, back) if t is not None and t > time.time()]
+        if wake and self.wake_at is not None:
+            self.wake_at(key, min(wake))  # promoted to the first level, or back to the queue, then: planned again
         for key in plan.wake:
             self.poke(key)
         for d in plan.disruptions:
@@ -190,10 +200,10 @@ class Admission:
                     self.cache.disrupt(d.job)
 
     async def _requeue(self, job: dict[str, Any], status: HeteroJobStatus, plan: planner.Admission) -> None:
-        """A move that fits nowhere it may go (not even by preempting) ends: the job goes back to the queue as
+        """A move that has fitted nowhere it may go (not even by preempting) for `engine.requeue.REQUEUE_AFTER_S`
+        ends, when the health filters keep it off every node it left anyway: the job goes back to the queue as
         Pending with the planner's per-candidate message, its move's history entry closed, its exclusions and
-        reservation dropped (the node health filters keep it off bad devices from now on), and it is placed
-        as any waiting job when room frees, instead of waiting in Migrating with room held for it."""
+        reservation dropped, and it is placed as any waiting job when room frees."""
         meta = job["metadata"]
         key = f"{meta['namespace']}/{meta['name']}"
         what = "resize" if status.phase == Phase.RESIZING else "move"

@@ -49,12 +49,12 @@ class AlertSymptoms:
         self._dead.pop(fingerprint, None)
         self._hot.pop(fingerprint, None)
         if firing and node and action == mapping.MIGRATE_NOW:
-            self._dead[fingerprint] = (node, device or f"alert {fingerprint}", message)
+            self._dead[fingerprint] = (node, device, message)
         elif firing and node and action == mapping.MIGRATE:
             self._hot[fingerprint] = (node, message)
 
     def dead(self) -> dict[str, dict[str, str]]:
-        """node -> device -> why: the devices firing alerts say are dead."""
+        """node -> device -> why: the devices firing alerts say are dead ("": an alert naming none, at least one)."""
         out: dict[str, dict[str, str]] = {}
         for node, device, why in self._dead.values():
             out.setdefault(node, {})[device] = f"alert: {why}"

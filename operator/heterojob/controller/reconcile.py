@@ -38,6 +38,7 @@ from heterojob.kube import convert
 from heterojob.kube.api import Kube, now_iso
 from heterojob.kube.members import Members
 from heterojob.metrics import OperatorMetrics
+from heterojob.engine.requeue import REQUEUE_AFTER_S
 from heterojob.state.cache import Cache
 from heterojob.state.times import timestamp
 from heterojob.state.views import FleetSource
@@ -56,6 +57,7 @@ class ControllerConfig:
     queue_thresholds_device_h: tuple[float, ...] = QueueSettings().thresholds_device_h  # MLFQ level boundaries
     starvation_s: float = QueueSettings().starvation_s  # MLFQ: a job waiting this long is promoted
     transfer: transfer.Settings = field(default_factory=transfer.Settings)  # moves between regions (links)
+    move_requeue_after_s: float = REQUEUE_AFTER_S  # a move off bad nodes that fits nowhere this long: Pending
 
 
 class Controller:
@@ -81,7 +83,7 @@ class Controller:
                               starvation_s=self.config.starvation_s) if policy != QueuePolicy.FIFO else None
         self.admission = Admission(kube, self.writer, self.cache, self.pods, self.checkpoints, self.fleet, settings,
                                    self.metrics, self.poke, self.forget, queue, fleet.classes, self.config.transfer,
-                                   wake_at=self.queue.wake_at)
+                                   wake_at=self.queue.wake_at, requeue_after_s=self.config.move_requeue_after_s)
         self.disruption = Disruption(kube, self.writer, self.cache, self.checkpoints, fleet.nodes,
                                      fleet.telemetry, self.fleet, self.queue.wake_at, self.metrics,
                                      self.config.disruption_budget, self.config.advisory, settings, fleet.classes,

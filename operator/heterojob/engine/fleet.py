@@ -117,6 +117,17 @@ class Failed:
 
     devices: int  # how many (distinct devices)
     why: str  # the first one and its reason, for messages
+    vanished: int = 0  # of them, devices whose series vanished while the node's exporter answers
+    reported: int = 0  # devices the node's exporter reports now (0 unknown)
+
+    def counted(self, holds: int) -> int:
+        """Its failed devices the node still has, of the `holds` its capacity counts: a vanished one only while
+        the capacity counts more devices than the exporter reports. A device plugin restarted (or a node
+        rebooted) after the device fell off the bus no longer enumerates it: capacity and allocatable both
+        leave it out, and counting it would shut the node's healthy devices out until the operator restarts."""
+        if not self.vanished or not self.reported:
+            return self.devices
+        return self.devices - self.vanished + min(self.vanished, max(0, holds - self.reported))
 
 
 @dataclass
@@ -159,7 +170,7 @@ class Fleet:
         if node.name in self.unhealthy:
             return self.unhealthy[node.name]
         failed = self.failed.get(node.name)
-        if failed is not None and failed.devices > node.withheld(resource):
+        if failed is not None and failed.counted(node.holds(resource)) > node.withheld(resource):
             return failed.why
         return None
 

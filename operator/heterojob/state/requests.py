@@ -56,6 +56,12 @@ def origin_of(status: HeteroJobStatus) -> tuple[str, str]:
     return region, cls
 
 
+def move_began(status: HeteroJobStatus) -> float | None:
+    """When the open move began: its history entry's time (None: no open move entry)."""
+    last = status.history[-1] if status.history else None
+    return timestamp(last.time) if last is not None and last.action in MOVES and not last.to else None
+
+
 def transfer_move(spec: HeteroJobSpec, status: HeteroJobStatus, origin: str, device_class: str, replicas: int,
                   classes: Mapping[str, DeviceClass], now: float, settings: transfer.Settings,
                   trigger: str | None = None, voluntary: bool = True) -> transfer.Move:

@@ -104,6 +104,10 @@ class Snapshot:
     # node -> "<device>: <reason>" of a failed device on it (placement keeps new work off these nodes)
     failed_nodes: Mapping[str, str] = field(default_factory=dict)
     failed_devices: Mapping[str, frozenset[str]] = field(default_factory=dict)  # node -> its failed devices' ids
+    # node -> its devices whose series vanished while its exporter answers (remembered FAILED while the Node exists)
+    vanished_devices: Mapping[str, frozenset[str]] = field(default_factory=dict)
+    # node -> physical devices its exporter reports now (MIG instances of one GPU count once)
+    reported: Mapping[str, int] = field(default_factory=dict)
     # node -> "<device>: <reason>" of an overheating (clock-throttled) device on it: nothing new goes there
     hot_nodes: Mapping[str, str] = field(default_factory=dict)
     # node -> "<device>: <why>" of a chip whose network or RoCE link is down (kept off for gangs of >1 replica)
@@ -149,6 +153,8 @@ def build(sources: Sequence[SourceResult], nodes: Mapping[str, NodeFacts], previ
     regions: dict[str, RegionTelemetry] = {}
     reports: dict[str, ParseReport] = {}
     down: set[str] = set()
+    fell_off: dict[str, set[str]] = defaultdict(set)
+    reported: dict[str, set[str]] = defaultdict(set)
     own_regions = region_sources.own((source.name, source.regions) for source in sources)
     for source in sources:
         if source.results is None:
@@ -171,7 +177,11 @@ def build(sources: Sequence[SourceResult], nodes: Mapping[str, NodeFacts], previ
         # a device is remembered while its Node exists; one missing while its exporter answers vanished
         before = {k: v for k, v in previous.items() if v.node in nodes and _serves(source, nodes[v.node], own_regions)}
         reporting = [d for d in served.values() if d.node not in source_down]
+        for d in reporting:
+            reported[d.node].add(d.device_id.partition("/mig-")[0])
         for gone in vanished(before, reporting):
+            if gone.device_id not in served and gone.health == Health.FAILED:
+                fell_off[gone.node].add(gone.device_id)
             served.setdefault(gone.device_id, gone)
         for device_id, sample in served.items():
             if sample.node in source_down:
@@ -209,6 +219,8 @@ def build(sources: Sequence[SourceResult], nodes: Mapping[str, NodeFacts], previ
     return Snapshot(devices=devices, regions=regions, exporters_down=frozenset(down),
                     by_pod={k: tuple(sorted(v, key=lambda d: d.device_id)) for k, v in by_pod.items()},
                     failed_nodes=failed, failed_devices={n: frozenset(ids) for n, ids in failed_ids.items()},
+                    vanished_devices={n: frozenset(ids) for n, ids in fell_off.items()},
+                    reported={n: len(ids) for n, ids in reported.items()},
                     hot_nodes=hot, network_down=network, node_of={d: s.node for d, s in devices.items()}, reports=reports)
 
 
