@@ -14,6 +14,11 @@ Each expectation is what kube-apiserver v1.32 answers (paths in github.com/kuber
   qualified name must consist of ... with an optional DNS subdomain prefix and '/'").
 - empty ObjectMeta maps are not stored (typed ObjectMeta, omitempty; CRs through apiextensions-apiserver
   pkg/apiserver/schema/objectmeta Coerce), so `kubectl diff` of a server-side-applied object shows nothing.
+- managedFields a write sends: k8s.io/apimachinery pkg/util/managedfields/internal/fieldmanager.go decodeLiveOrNew and
+  isResetManagedFields (a valid list owning fields replaces the stored one, `[]` or `[{}]` resets it, the write's
+  own update recorded on top); kubectl >= 1.26 sends such a JSON patch when `apply --server-side` follows a
+  client-side `apply` (k8s.io/client-go util/csaupgrade UpgradeManagedFields: `kubectl-client-side-apply` fields
+  move to `kubectl`/Apply, the last-applied annotation to `kubectl-last-applied`).
 - `--cascade=orphan`: pkg/controller/garbagecollector orphanDependents removes the owner's reference from each
   dependent, which stays.
 """
@@ -196,6 +201,35 @@ def test_delete_cascade_orphan_keeps_dependents_without_the_reference(cluster: t
         Step("background", n("delete", "hj", "train"), 0, [r'"train" deleted']),
         Step("collected", n("get", "pod", "train-collected"), 1, [r'pods "train-collected" not found']),
         Step("the orphan stays", n("get", "pod", "train-kept", "-o", "name"), 0, [r"^pod/train-kept$"]),
+    ]
+    failures = [f for step in steps if (f := _check(kubectl, emulator, work, step))]
+    assert not failures, "\n\n".join(failures)
+
+
+@pytest.mark.parametrize("kubectl", KUBECTLS)
+def test_server_side_apply_takes_over_a_client_side_apply(cluster: tuple[Emulator, Path], kubectl: str) -> None:
+    """After `kubectl apply`, `kubectl apply --server-side` migrates the client-side ownership to its own Apply
+    entry, so the edited file applies server-side without a conflict with "kubectl-client-side-apply"."""
+    emulator, work = cluster
+    emulator.reset()
+    if _minor(kubectl) < 26:
+        pytest.skip("kubectl migrates client-side apply ownership since 1.26")
+    assert _check(kubectl, emulator, work, STEPS[0]) is None
+    steps = [
+        Step("client-side", ["apply", "-f", "job.yaml"], 0, [r"train created"]),
+        Step("client-side owner", MANAGERS, 0, [r"^kubectl-client-side-apply:Update$"]),
+        Step("server-side, migrated", ["apply", "--server-side", "-f", "job.yaml"], 0, [r"serverside-applied"]),
+        Step("migrated owners", MANAGERS, 0, [r"^kubectl:Apply kubectl-last-applied:Apply$"]),
+        Step("server-side, edited", ["apply", "--server-side", "-f", "job-low.yaml"], 0, [r"serverside-applied"],
+             [r"conflict"]),
+        Step("applied", n("get", "hj", "train", "-o", "jsonpath={.spec.priority}"), 0, [r"^low$"]),
+        # "Clearing ManagedFields" (server-side apply docs): one empty entry resets ownership, the patch owns nothing
+        Step("reset", n("patch", "hj", "train", "--type=json", "-p",
+                        '[{"op":"replace","path":"/metadata/managedFields","value":[{}]}]'), 0, [r"patched"]),
+        Step("no owners", MANAGERS, 0, [], [r"."]),
+        Step("nobody to conflict with", ["apply", "--server-side", "--field-manager=ops", "-f", "job.yaml"], 0,
+             [r"serverside-applied"]),
+        Step("ops owns it all", MANAGERS, 0, [r"^ops:Apply$"]),
     ]
     failures = [f for step in steps if (f := _check(kubectl, emulator, work, step))]
     assert not failures, "\n\n".join(failures)

@@ -994,13 +994,16 @@ class ApiServerEmulator(kmock.KubernetesEmulator):
 
     def _track_update(self, kind: Kind, old: dict[str, Any] | None, new: dict[str, Any], subresource: str | None
                       ) -> None:
-        """managedFields after a write (managedfields.py): custom resources only; the client's own copy is
-        ignored; a write from inside the emulator (the garbage collector) or to a subresource changes no owner."""
+        """managedFields after a write (managedfields.py): custom resources only; those the client sends are
+        honoured as the real field manager does (managedfields.sent), except on a subresource; a write from
+        inside the emulator (the garbage collector) or to a subresource changes no owner."""
         meta = new["metadata"]
         kept = (old or {}).get("metadata", {}).get("managedFields")
-        meta.pop("managedFields", None)
+        wanted = meta.pop("managedFields", None)
         if self.crd_version(kind.group, kind.version, kind.plural) is None:
             return
+        if subresource is None and self._writer is not None:
+            kept = managedfields.sent(wanted, kept)
         if self._applied_fields is not None:
             kept = self._applied_fields
         elif self._writer is not None and subresource is None:
