@@ -14,8 +14,16 @@ Each expectation is what kube-apiserver v1.32 answers (paths in github.com/kuber
   qualified name must consist of ... with an optional DNS subdomain prefix and '/'").
 - empty ObjectMeta maps are not stored (typed ObjectMeta, omitempty; CRs through apiextensions-apiserver
   pkg/apiserver/schema/objectmeta Coerce), so `kubectl diff` of a server-side-applied object shows nothing.
+- managedFields a write sends: k8s.io/apimachinery pkg/util/managedfields/internal/fieldmanager.go decodeLiveOrNew and
+  isResetManagedFields (a valid list owning fields replaces the stored one, `[]` or `[{}]` resets it, the write's
+  own update recorded on top); kubectl >= 1.26 sends such a JSON patch when `apply --server-side` follows a
+  client-side `apply` (k8s.io/client-go util/csaupgrade UpgradeManagedFields: `kubectl-client-side-apply` fields
+  move to `kubectl`/Apply, the last-applied annotation to `kubectl-last-applied`).
 - `--cascade=orphan`: pkg/controller/garbagecollector orphanDependents removes the owner's reference from each
-  dependent, which stays.
+  dependent, which stays. The DELETE adds the `orphan` finalizer beside the object's own (k8s.io/apiserver
+  pkg/registry/generic/registry/store.go deletionFinalizersForGarbageCollection), and the garbage collector removes
+  it once the dependents are orphaned; so an owner kept by another finalizer (kopf's) orphans them all the same,
+  and `foregroundDeletion` goes once the dependents are, leaving the other finalizer to keep the owner.
 """
 
 from __future__ import annotations
@@ -55,7 +63,9 @@ EVENT = {"apiVersion": "v1", "kind": "Event", "metadata": {"name": "train.1", "n
          "reason": "Admitted", "message": "placed", "type": "Normal", "source": {"component": "heterojob"}}
 FILES = {"ns.yaml": {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": NS}},
          "job.yaml": _job(), "job-low.yaml": _job("low"), "job-no-workload.yaml": _job(workload=None),
-         "event.yaml": EVENT}
+         "event.yaml": EVENT,
+         "job-kopf.yaml": {**_job(), "metadata": {**_job()["metadata"],
+                                                  "finalizers": ["kopf.zalando.org/KopfFinalizerMarker"]}}}
 CONFLICT_ADVICE = r"Please review the fields above--they currently have other managers"
 
 
@@ -196,6 +206,76 @@ def test_delete_cascade_orphan_keeps_dependents_without_the_reference(cluster: t
         Step("background", n("delete", "hj", "train"), 0, [r'"train" deleted']),
         Step("collected", n("get", "pod", "train-collected"), 1, [r'pods "train-collected" not found']),
         Step("the orphan stays", n("get", "pod", "train-kept", "-o", "name"), 0, [r"^pod/train-kept$"]),
+    ]
+    failures = [f for step in steps if (f := _check(kubectl, emulator, work, step))]
+    assert not failures, "\n\n".join(failures)
+
+
+@pytest.mark.parametrize("kubectl", KUBECTLS)
+def test_server_side_apply_takes_over_a_client_side_apply(cluster: tuple[Emulator, Path], kubectl: str) -> None:
+    """After `kubectl apply`, `kubectl apply --server-side` migrates the client-side ownership to its own Apply
+    entry, so the edited file applies server-side without a conflict with "kubectl-client-side-apply"."""
+    emulator, work = cluster
+    emulator.reset()
+    if _minor(kubectl) < 26:
+        pytest.skip("kubectl migrates client-side apply ownership since 1.26")
+    assert _check(kubectl, emulator, work, STEPS[0]) is None
+    steps = [
+        Step("client-side", ["apply", "-f", "job.yaml"], 0, [r"train created"]),
+        Step("client-side owner", MANAGERS, 0, [r"^kubectl-client-side-apply:Update$"]),
+        Step("server-side, migrated", ["apply", "--server-side", "-f", "job.yaml"], 0, [r"serverside-applied"]),
+        Step("migrated owners", MANAGERS, 0, [r"^kubectl:Apply kubectl-last-applied:Apply$"]),
+        Step("server-side, edited", ["apply", "--server-side", "-f", "job-low.yaml"], 0, [r"serverside-applied"],
+             [r"conflict"]),
+        Step("applied", n("get", "hj", "train", "-o", "jsonpath={.spec.priority}"), 0, [r"^low$"]),
+        # "Clearing ManagedFields" (server-side apply docs): one empty entry resets ownership, the patch owns nothing
+        Step("reset", n("patch", "hj", "train", "--type=json", "-p",
+                        '[{"op":"replace","path":"/metadata/managedFields","value":[{}]}]'), 0, [r"patched"]),
+        Step("no owners", MANAGERS, 0, [], [r"."]),
+        Step("nobody to conflict with", ["apply", "--server-side", "--field-manager=ops", "-f", "job.yaml"], 0,
+             [r"serverside-applied"]),
+        Step("ops owns it all", MANAGERS, 0, [r"^ops:Apply$"]),
+    ]
+    failures = [f for step in steps if (f := _check(kubectl, emulator, work, step))]
+    assert not failures, "\n\n".join(failures)
+
+
+KOPF_DONE = Step("kopf releases it", n("patch", "hj", "train", "--type=json", "-p",
+                                      '[{"op":"remove","path":"/metadata/finalizers/0"}]'), 0, [r"patched"])
+
+
+@pytest.mark.parametrize("kubectl", KUBECTLS)
+def test_cascade_holds_when_another_finalizer_keeps_the_owner(cluster: tuple[Emulator, Path], kubectl: str) -> None:
+    """A HeteroJob with kopf's finalizer: `--cascade=orphan` still orphans its pod (the GC's `orphan` finalizer),
+    `--cascade=foreground` deletes it; kopf's finalizer alone keeps the job until kopf removes it."""
+    emulator, work = cluster
+    emulator.reset()
+    assert _check(kubectl, emulator, work, STEPS[0]) is None
+    job = Step("job with kopf's finalizer", ["apply", "--server-side", "-f", "job-kopf.yaml"], 0, [r"applied"])
+    assert _check(kubectl, emulator, work, job) is None
+    _owned_pod(kubectl, emulator, work, "train-0", None)
+    finalizers = n("get", "hj", "train", "-o", "jsonpath={.metadata.finalizers} {.metadata.deletionTimestamp}")
+    steps = [
+        Step("orphan", n("delete", "hj", "train", "--cascade=orphan", "--wait=false"), 0, [r'"train" deleted']),
+        Step("kept by kopf alone", finalizers, 0, [r'^\["kopf.zalando.org/KopfFinalizerMarker"\] \d{4}-']),
+        Step("orphaned at once", n("get", "pod", "train-0", "-o", "jsonpath={.metadata.ownerReferences}"), 0, [],
+             [r"."]),
+        KOPF_DONE,
+        Step("job gone", n("get", "hj", "train"), 1, [r'"train" not found']),
+        Step("the orphan stays", n("get", "pod", "train-0", "-o", "name"), 0, [r"^pod/train-0$"]),
+    ]
+    failures = [f for step in steps if (f := _check(kubectl, emulator, work, step))]
+    assert not failures, "\n\n".join(failures)
+    assert _check(kubectl, emulator, work, job) is None
+    _owned_pod(kubectl, emulator, work, "train-1", None)
+    steps = [
+        Step("foreground", n("delete", "hj", "train", "--cascade=foreground", "--wait=false"), 0,
+             [r'"train" deleted']),
+        Step("dependent deleted", n("get", "pod", "train-1"), 1, [r'pods "train-1" not found']),
+        Step("foregroundDeletion gone, kopf's kept", finalizers, 0,
+             [r'^\["kopf.zalando.org/KopfFinalizerMarker"\] \d{4}-']),
+        KOPF_DONE,
+        Step("job gone", n("get", "hj", "train"), 1, [r'"train" not found']),
     ]
     failures = [f for step in steps if (f := _check(kubectl, emulator, work, step))]
     assert not failures, "\n\n".join(failures)

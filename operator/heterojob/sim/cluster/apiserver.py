@@ -27,8 +27,9 @@ discovery.py, events.py, patching.py, selectors.py, paging.py, scale.py, evictio
   dialing backend"; an unscheduled pod's log is empty); review resources (`kubectl auth can-i|whoami`) answered as
   with AlwaysAllow authorization (reviews.py).
 - finalizers and `deletionTimestamp`; deleting a namespace deletes what is in it; owner-reference
-  garbage collection (background: an object is collected when all its owners are gone; orphan: the owner's
-  references are removed; foreground: the `foregroundDeletion` finalizer until no blocking dependent is left).
+  garbage collection (background: an object is collected when all its owners are gone; orphan: the `orphan`
+  finalizer until the owner's references are removed; foreground: the `foregroundDeletion` finalizer until no
+  blocking dependent is left; cascade.py).
 - field ownership of custom resources (`metadata.managedFields`, server-side apply conflicts; managedfields.py).
 - watches: `labelSelector`, `fieldSelector`, `timeoutSeconds`, resume from a `resourceVersion` (410
   `Expired` when it is older than the bounded event history), ADDED/DELETED when an object enters or
@@ -88,8 +89,8 @@ import kmock
 import yaml
 from typing_extensions import override
 
-from heterojob.sim.cluster import (admission, builtin, discovery, events, evictions, ipam, managedfields, openapi,
-                                   paging, patching, protobuf, quotas, reviews, scale, schema, tables)
+from heterojob.sim.cluster import (admission, builtin, cascade, discovery, events, evictions, ipam, managedfields,
+                                   openapi, paging, patching, protobuf, quotas, reviews, scale, schema, tables)
 from heterojob.sim.cluster.errors import ApiError, invalid_object
 from heterojob.sim.cluster.selectors import (CR_FIELD_LABELS, FIELD_LABELS, Matcher, SelectorError, field_matcher,
                                              label_matcher)
@@ -663,7 +664,7 @@ class ApiServerEmulator(kmock.KubernetesEmulator):
             return self._replace(route, kind, data, dry_run, strict), 200
         if method == "DELETE":
             options = data if isinstance(data, dict) else {}
-            policy = options.get("propagationPolicy") or query.get("propagationPolicy") or "Background"
+            policy = cascade.policy_of(options, query)
             dry_run = dry_run or "All" in (options.get("dryRun") or [])
             grace = _grace(options, query)
             if route.name is None:
@@ -992,13 +993,16 @@ class ApiServerEmulator(kmock.KubernetesEmulator):
 
     def _track_update(self, kind: Kind, old: dict[str, Any] | None, new: dict[str, Any], subresource: str | None
                       ) -> None:
-        """managedFields after a write (managedfields.py): custom resources only; the client's own copy is
-        ignored; a write from inside the emulator (the garbage collector) or to a subresource changes no owner."""
+        """managedFields after a write (managedfields.py): custom resources only; those the client sends are
+        honoured as the real field manager does (managedfields.sent), except on a subresource; a write from
+        inside the emulator (the garbage collector) or to a subresource changes no owner."""
         meta = new["metadata"]
         kept = (old or {}).get("metadata", {}).get("managedFields")
-        meta.pop("managedFields", None)
+        wanted = meta.pop("managedFields", None)
         if self.crd_version(kind.group, kind.version, kind.plural) is None:
             return
+        if subresource is None and self._writer is not None:
+            kept = managedfields.sent(wanted, kept)
         if self._applied_fields is not None:
             kept = self._applied_fields
         elif self._writer is not None and subresource is None:
@@ -1117,63 +1121,78 @@ class ApiServerEmulator(kmock.KubernetesEmulator):
     def _delete_object(self, kind: Kind, old: dict[str, Any], policy: str, grace: int | None = None
                        ) -> dict[str, Any]:
         key = (old["metadata"].get("namespace"), old["metadata"]["name"])
-        if policy == "Foreground" and kind.key != ("", "pods"):
-            return self._delete_foreground(kind, key, old)
-        if kind.key == ("", "pods"):
-            # graceful deletion: a pod on a node stays, Terminating, until its kubelet has stopped it and
-            # deletes it with grace 0 (a pod on an unreachable node stays until the node answers again or is
-            # deleted, or someone force-deletes it: `kubectl delete --grace-period=0 --force`); a shorter
-            # grace period moves the deadline (BeforeDelete: the old deletionTimestamp - the old period + the
-            # new); finalizers keep it, whatever the period, until they are gone
-            period = pod_grace_period(old, grace)
-            meta = old["metadata"]
-            current = meta.get("deletionGracePeriodSeconds")
-            if period > 0 or meta.get("finalizers"):
-                if current is not None and period >= current:
-                    return old  # already terminating, as soon or sooner
-                new = copy.deepcopy(old)
-                since = _parse(meta.get("deletionTimestamp"), current)
-                new["metadata"]["deletionTimestamp"] = _now(period) if since is None else _iso(since + period)
-                new["metadata"]["deletionGracePeriodSeconds"] = period
-                new["metadata"]["resourceVersion"] = self._next_rv()
-                self._store[kind.key][key] = new
-                self._emit(kind, old, new)
-                return new
-        if old["metadata"].get("finalizers"):
-            if old["metadata"].get("deletionTimestamp"):
-                return old
+        if kind.key != ("", "pods"):
+            return self._delete_finalized(kind, key, old, policy)
+        # graceful deletion: a pod on a node stays, Terminating, until its kubelet has stopped it and
+        # deletes it with grace 0 (a pod on an unreachable node stays until the node answers again or is
+        # deleted, or someone force-deletes it: `kubectl delete --grace-period=0 --force`); a shorter
+        # grace period moves the deadline (BeforeDelete: the old deletionTimestamp - the old period + the
+        # new); finalizers keep it, whatever the period, until they are gone
+        period = pod_grace_period(old, grace)
+        meta = old["metadata"]
+        current = meta.get("deletionGracePeriodSeconds")
+        if period > 0 or meta.get("finalizers"):
+            if current is not None and period >= current:
+                return old  # already terminating, as soon or sooner
             new = copy.deepcopy(old)
-            new["metadata"]["deletionTimestamp"] = _now()
-            new["metadata"]["deletionGracePeriodSeconds"] = 0
+            since = _parse(meta.get("deletionTimestamp"), current)
+            new["metadata"]["deletionTimestamp"] = _now(period) if since is None else _iso(since + period)
+            new["metadata"]["deletionGracePeriodSeconds"] = period
             new["metadata"]["resourceVersion"] = self._next_rv()
             self._store[kind.key][key] = new
             self._emit(kind, old, new)
             return new
-        self._remove(kind, key, old, orphan=(policy == "Orphan"))
+        if policy == cascade.ORPHAN_POLICY:
+            self._orphan_dependents(old["metadata"]["uid"])
+        self._remove(kind, key, old)
         return old
 
-    def _delete_foreground(self, kind: Kind, key: Key, old: dict[str, Any]) -> dict[str, Any]:
-        """propagationPolicy=Foreground (`kubectl delete --cascade=foreground`), as the API server and the garbage
-        collector do it (k8s.io/apiserver registry/generic/registry/store.go updateForGracefulDeletionAndFinalizers;
-        pkg/controller/garbagecollector processDeletingDependentsItem): the owner gets deletionTimestamp and the
-        `foregroundDeletion` finalizer, its dependents are deleted, and the finalizer goes (so the owner too) once
-        no dependent with `blockOwnerDeletion: true` is left; a Terminating pod still blocks."""
+    def _delete_finalized(self, kind: Kind, key: Key, old: dict[str, Any], policy: str) -> dict[str, Any]:
+        """A DELETE of anything but a pod, as the API server and the garbage collector do it (k8s.io/apiserver
+        registry/generic/registry/store.go Delete, updateForGracefulDeletionAndFinalizers; cascade.py): with
+        finalizers left the object gets deletionTimestamp and stays; the garbage collector (pkg/controller/
+        garbagecollector v1.32) acts on its GC finalizer at once. `orphan` (`kubectl delete --cascade=orphan`):
+        the owner's references are stripped from its dependents, then the finalizer goes. `foregroundDeletion`
+        (`--cascade=foreground`, processDeletingDependentsItem): the dependents are deleted, and the finalizer goes
+        once no dependent with `blockOwnerDeletion: true` is left (a Terminating pod still blocks). The object goes
+        with its last finalizer (another's, e.g. kopf's, keeps it)."""
         uid = old["metadata"]["uid"]
+        finalizers = cascade.finalizers_on_delete(old["metadata"].get("finalizers") or [], policy)
+        if not finalizers:
+            self._remove(kind, key, old)
+            return old
         new = copy.deepcopy(old)
         meta = new["metadata"]
-        if "foregroundDeletion" not in (meta.get("finalizers") or []):
-            meta["finalizers"] = [*(meta.get("finalizers") or []), "foregroundDeletion"]
-            meta.setdefault("deletionTimestamp", _now())
-            meta.setdefault("deletionGracePeriodSeconds", 0)
+        meta["finalizers"] = finalizers
+        meta.setdefault("deletionTimestamp", _now())
+        meta.setdefault("deletionGracePeriodSeconds", 0)
+        if new != old:
             meta["resourceVersion"] = self._next_rv()
             self._store[kind.key][key] = new
             self._emit(kind, old, new)
-        self._foreground[uid] = (kind.key, key)
-        for dep_kind, dep in self._dependents(uid):
-            if dep["metadata"].get("deletionTimestamp") is None or dep_kind.key == ("", "pods"):
-                self._delete_object(dep_kind, dep, "Background")
-        self._release_foreground(uid)
+        if cascade.FOREGROUND not in finalizers:
+            self._foreground.pop(uid, None)
+        if cascade.ORPHAN in finalizers:
+            self._orphan_dependents(uid)
+            self._drop_finalizer(uid, (kind.key, key), cascade.ORPHAN)
+        elif cascade.FOREGROUND in finalizers:
+            self._foreground[uid] = (kind.key, key)
+            for dep_kind, dep in self._dependents(uid):
+                if dep["metadata"].get("deletionTimestamp") is None or dep_kind.key == ("", "pods"):
+                    self._delete_object(dep_kind, dep, cascade.BACKGROUND_POLICY)
+            self._release_foreground(uid)
         return self._store[kind.key].get(key, new)
+
+    def _orphan_dependents(self, owner_uid: str) -> None:
+        """garbagecollector orphanDependents: each dependent loses its references to the owner, and stays."""
+        for dep_kind, dep in self._dependents(owner_uid):
+            new = copy.deepcopy(dep)
+            kept = [r for r in dep["metadata"].get("ownerReferences") or [] if r.get("uid") != owner_uid]
+            if kept:
+                new["metadata"]["ownerReferences"] = kept
+            else:
+                new["metadata"].pop("ownerReferences", None)
+            self._commit(dep_kind, dep, new, None)
 
     def _dependents(self, owner_uid: str, blocking: bool = False) -> list[tuple[Kind, dict[str, Any]]]:
         found = []
@@ -1192,19 +1211,23 @@ class ApiServerEmulator(kmock.KubernetesEmulator):
         if where is None or self._dependents(owner_uid, blocking=True):
             return
         del self._foreground[owner_uid]
+        self._drop_finalizer(owner_uid, where, cascade.FOREGROUND)
+
+    def _drop_finalizer(self, owner_uid: str, where: tuple[tuple[str, str], Key], finalizer: str) -> None:
+        """The garbage collector removing its finalizer from an owner (which goes if it was the last)."""
         owner = self._store[where[0]].get(where[1])
         kind = self._kind_by_key(where[0])
         if owner is None or kind is None or owner["metadata"]["uid"] != owner_uid:
             return
         new = copy.deepcopy(owner)
-        kept = [f for f in new["metadata"].get("finalizers") or [] if f != "foregroundDeletion"]
+        kept = [f for f in new["metadata"].get("finalizers") or [] if f != finalizer]
         if kept:
             new["metadata"]["finalizers"] = kept
         else:
             new["metadata"].pop("finalizers", None)
         self._commit(kind, owner, new, None)
 
-    def _remove(self, kind: Kind, key: Key, last: dict[str, Any], orphan: bool = False) -> None:
+    def _remove(self, kind: Kind, key: Key, last: dict[str, Any]) -> None:
         previous = self._store[kind.key].pop(key, None)
         rv = int(self._next_rv())
         old = previous if previous is not None else last
@@ -1218,7 +1241,7 @@ class ApiServerEmulator(kmock.KubernetesEmulator):
             self._delete_namespace_contents(key[1])
         else:
             self._sync_quotas(key[0])
-        self._collect_dependents(last["metadata"]["uid"], orphan)
+        self._collect_dependents(last["metadata"]["uid"])
         for ref in last["metadata"].get("ownerReferences") or []:
             if ref.get("uid") in self._foreground:
                 self._release_foreground(ref["uid"])
@@ -1241,10 +1264,10 @@ class ApiServerEmulator(kmock.KubernetesEmulator):
                 return self._kind(Route(res.group, res.version, res.plural, None, None, None))
         return None
 
-    def _collect_dependents(self, owner_uid: str, orphan: bool = False) -> None:
+    def _collect_dependents(self, owner_uid: str) -> None:
         """The garbage collector's answer to an owner gone (pkg/controller/garbagecollector v1.32): a dependent
-        left with no live owner is deleted (background); one orphaned (`propagationPolicy=Orphan`, `kubectl delete
-        --cascade=orphan`) or with another live owner stays, without its references to the owner gone."""
+        left with no live owner is deleted (background); one with another live owner stays, without its
+        references to the owner gone (an orphaned one has lost them already: _orphan_dependents)."""
         live_uids = None
         for rkey, objects in list(self._store.items()):
             for okey, obj in list(objects.items()):
@@ -1257,15 +1280,7 @@ class ApiServerEmulator(kmock.KubernetesEmulator):
                 if live_uids is None:
                     live_uids = {o["metadata"]["uid"] for objs in self._store.values() for o in objs.values()}
                 remaining = [r for r in refs if r.get("uid") != owner_uid and r.get("uid") in live_uids]
-                if orphan:
-                    new = copy.deepcopy(obj)
-                    kept = [r for r in refs if r.get("uid") != owner_uid]
-                    if kept:
-                        new["metadata"]["ownerReferences"] = kept
-                    else:
-                        new["metadata"].pop("ownerReferences", None)
-                    self._commit(kind, obj, new, None)
-                elif remaining:
+                if remaining:
                     new = copy.deepcopy(obj)
                     new["metadata"]["ownerReferences"] = remaining
                     self._commit(kind, obj, new, None)

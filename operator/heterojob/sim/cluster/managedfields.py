@@ -9,7 +9,10 @@ using heterojob.io/v1alpha1: .spec.priority`, internal/conflict.go) unless force
 else owns, is removed from the object. Fields are the object's leaves outside `metadata`, `status`, `apiVersion` and
 `kind`, plus each label and annotation; every list is one field (a CRD's lists are atomic unless the schema says
 `x-kubernetes-list-type`, which heterojob's CRDs do not). Not modelled: status-subresource entries, sets and maps
-inside lists (`k:`/`v:` elements), a client resetting managedFields, the `.` marker of a map owned as a whole.
+inside lists (`k:`/`v:` elements), the `.` marker of a map owned as a whole.
+
+A write may set managedFields itself (`sent`, below): kubectl does, when `apply --server-side` takes over what
+`kubectl apply` owned (a JSON patch moving the `kubectl-client-side-apply` entries to `kubectl`/`Apply`).
 """
 
 from __future__ import annotations
@@ -106,6 +109,25 @@ def _rebuild(entries: list[dict[str, Any]], sets: list[set[Path]]) -> list[dict[
             entry = {**entry, "fieldsV1": fields_v1(paths)}
         kept.append(entry)
     return kept
+
+
+def sent(sent_fields: Any, live: list[dict[str, Any]] | None) -> list[dict[str, Any]]:
+    """The ownership a non-apply write starts from, as v1.32's field manager decides it (k8s.io/apimachinery
+    pkg/util/managedfields/internal/fieldmanager.go decodeLiveOrNew, isResetManagedFields): an empty list, or one
+    empty entry, resets it; any other decodable list replaces the stored one (its entries owning nothing dropped, as
+    the updater drops empty managers); anything else (absent, not decodable) keeps the stored one. The write's own
+    update is then recorded on top."""
+    if sent_fields == [] or sent_fields == [{}]:
+        return []
+    if not isinstance(sent_fields, list) or not sent_fields or not all(_decodable(e) for e in sent_fields):
+        return list(live or [])
+    return [copy.deepcopy(e) for e in sent_fields if owned(e)]
+
+
+def _decodable(entry: Any) -> bool:
+    """internal/managedfields.go decodeManagedFieldsEntrySet: a FieldsV1 entry whose set is an object."""
+    return (isinstance(entry, dict) and entry.get("fieldsType") == "FieldsV1"
+            and isinstance(entry.get("fieldsV1", {}), dict) and entry.get("operation") in ("Apply", "Update"))
 
 
 def record_update(managed: list[dict[str, Any]] | None, manager: str, api_version: str, old: Mapping[str, Any] | None,
