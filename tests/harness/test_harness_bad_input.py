@@ -136,8 +136,9 @@ def test_fixing_a_rejected_spec_admits_the_job(cluster: Cluster, operator: Any) 
 
 
 def test_a_running_job_is_never_rejected_when_its_node_shrinks(cluster: Cluster, operator: Any) -> None:
-    """The fleet checks (perReplica beyond any node) apply before placement only: a device plugin lowering
-    allocatable (a GPU gone bad) must not fail a job that already runs."""
+    """The fleet checks (perReplica beyond any node) read a node's capacity, not its allocatable: a device
+    plugin withholding a GPU gone bad (allocatable 8 -> 7) fails neither the job that runs there nor a new
+    job of 8 per replica; the new one waits (the GPU may be repaired), and one beyond the capacity is refused."""
     cluster.seed([node("h100-a", "cn-east", "nvidia-h100")])
     cluster.create_job("runs", variant(devices__0__perReplica=8))
     pods = eventually(lambda: cluster.pods("runs"), what="placed")
@@ -146,9 +147,12 @@ def test_a_running_job_is_never_rejected_when_its_node_shrinks(cluster: Cluster,
     cluster.core.patch_node_status("h100-a", {"status": {"allocatable": {"nvidia.com/gpu": "7"}}})
     cluster.custom.patch_namespaced_custom_object("heterojob.io", "v1alpha1", "team-a", "heterojobs", "runs",
                                                   {"metadata": {"labels": {"touched": "yes"}}})  # reconciled again
-    cluster.create_job("later", variant(devices__0__perReplica=8))  # not placed yet: rejected, with the fix
-    status = eventually(lambda: cluster.job("later").get("status", {}).get("phase") == "Failed"
-                        and cluster.job("later")["status"], what="later rejected")
-    assert "spec.devices[0].perReplica: 8 is more than any node of class nvidia-h100 holds (7 devices)" \
+    cluster.create_job("later", variant(devices__0__perReplica=8))
+    eventually(lambda: cluster.job("later").get("status", {}).get("phase") == "Pending", what="later waits")
+    cluster.create_job("never", variant(devices__0__perReplica=9))
+    status = eventually(lambda: cluster.job("never").get("status", {}).get("phase") == "Failed"
+                        and cluster.job("never")["status"], what="never rejected")
+    assert "spec.devices[0].perReplica: 9 is more than any node of class nvidia-h100 holds (8 devices)" \
         in status["message"]
+    assert cluster.job("later")["status"]["phase"] == "Pending"
     assert cluster.job("runs")["status"]["phase"] == "Running"
