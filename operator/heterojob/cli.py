@@ -50,6 +50,7 @@ def _operator_run(args: argparse.Namespace) -> int:
                             alerts_port=args.alerts_port, alert_token=token, alert_actions=table,
                             alerts_tls_dir=args.alerts_tls_dir, alertmanager_url=args.alertmanager_url or None,
                             alertmanager_timeout_s=args.alertmanager_timeout,
+                            alertmanager_sync_s=args.alertmanager_sync,
                             discovery=DiscoveryConfig(
                                 namespace=args.discovery_namespace or os.environ.get("POD_NAMESPACE")
                                 or "heterojob-system", create_classes=args.create_discovered_classes),
@@ -259,6 +260,10 @@ def parser() -> argparse.ArgumentParser:
                          "node with a dead device is known before its next repeat; needs --alerts-port")
     al.add_argument("--alertmanager-timeout", type=_positive_seconds, default=5.0, metavar="S",
                     help="per request to --alertmanager-url (default 5)")
+    al.add_argument("--alertmanager-sync", type=_positive_seconds, default=300.0, metavar="S",
+                    help="read the active alerts from --alertmanager-url again this often and resolve a held "
+                         "alert no longer active there, so a lost resolve notification holds a node at most "
+                         "this long (default 300)")
     tel = run.add_argument_group("telemetry")
     tel.add_argument("--prometheus-url", default=os.environ.get("HETEROJOB_PROMETHEUS_URL"),
                      help="Prometheus for every region without spec.prometheusURL ($HETEROJOB_PROMETHEUS_URL)")

@@ -46,6 +46,7 @@ class OperatorConfig:
     alerts_tls_dir: str | None = None  # tls.crt + tls.key here (a kubernetes.io/tls Secret): serve HTTPS
     alertmanager_url: str | None = None  # read the firing alerts back from here at start (alerts/restore.py)
     alertmanager_timeout_s: float = 5.0  # per request to it
+    alertmanager_sync_s: float = 300.0  # then read them again this often: a held alert no longer active resolves
     alert_wait_s: float = 30.0  # an alert waits this long for the controller, then is handed in again later
     discovery: DiscoveryConfig = field(default_factory=DiscoveryConfig)
     members: MembersConfig = field(default_factory=MembersConfig)  # member clusters (docs/multicluster.md)
@@ -198,8 +199,9 @@ def register(registry: kopf.OperatorRegistry, config: OperatorConfig) -> None:
         elif config.alertmanager_url and runtime.receiver is not None:
             # in the background: startup never waits for Alertmanager; the first placement does, a bounded while
             runtime.restorer = Restorer(config.alertmanager_url, config.alertmanager_timeout_s,
-                                        runtime.receiver.restore)
-            runtime.restore_task = asyncio.get_running_loop().create_task(runtime.restorer.run(),
+                                        runtime.receiver.restore, sync=runtime.receiver.sync,
+                                        sync_s=config.alertmanager_sync_s)
+            runtime.restore_task = asyncio.get_running_loop().create_task(runtime.restorer.run_all(),
                                                                           name="alerts-restore")
 
     @kopf.index("nodes", id="hj_nodes", registry=registry)

@@ -51,6 +51,7 @@ class Skipped:
     index: int
     fingerprint: str  # "" when the entry has none
     reason: str
+    suppressed: bool = False  # a valid alert the webhook would not send (silenced, inhibited, muted)
 
     def __str__(self) -> str:
         return f"[{self.index}]" + (f" ({self.fingerprint})" if self.fingerprint else "") + f": {self.reason}"
@@ -89,7 +90,7 @@ def firing(data: object) -> tuple[list[Alert], list[Skipped]]:
             continue
         why = _suppressed(active.status)
         if why is not None:
-            skipped.append(Skipped(i, active.fingerprint, why))
+            skipped.append(Skipped(i, active.fingerprint, why, suppressed=True))
             continue
         alerts.append(Alert(status="firing", labels=active.labels, annotations=active.annotations,
                             startsAt=active.starts_at, endsAt=ZERO_TIME, generatorURL=active.generator_url or "",

@@ -35,17 +35,19 @@ import hmac
 import json
 import logging
 import ssl
+import time
 import zlib
 from collections import OrderedDict
 from collections.abc import Awaitable, Callable, Iterable
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import UTC, datetime
 
 from aiohttp import web
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 
 from heterojob.alerts.mapping import locatable
 from heterojob.alerts.payload import Alert, PayloadError, parse
+from heterojob.alerts.sync import Held, plan
 from heterojob.metrics import OperatorMetrics
 
 log = logging.getLogger("heterojob.alerts")
@@ -176,6 +178,7 @@ class AlertReceiver:
         self._episodes: OrderedDict[str, Episode] = OrderedDict()
         self._remember = remember
         self._deferred: OrderedDict[str, Alert] = OrderedDict()  # fingerprint -> its latest alert not yet taken
+        self._held: OrderedDict[str, Held] = OrderedDict()  # fingerprint -> the firing alert the handler took
         # fingerprint -> (the state that failed, how many times in a row): the bound on handler errors
         self._failures: dict[str, tuple[Episode, int]] = {}
         self._why: str = ""  # why the last alert was not taken (the round's log line)
@@ -267,6 +270,29 @@ class AlertReceiver:
         self._log_round(counts[DEFERRED], "read back from Alertmanager")
         return counts
 
+    async def sync(self, active: list[Alert], unreadable: set[str], began: float) -> dict[str, int]:
+        """Alertmanager's active alerts read again (`alerts.sync`): each held firing alert no longer listed is
+        handed in resolved (its episode forgotten first, so a later listing of it is new again: Alertmanager's
+        API is the authority), each listed one not held is taken as `restore` takes it. `unreadable`: the
+        fingerprints of entries that could not be read; `began`: when the read began (time.monotonic())."""
+        todo = plan(self._held, active, unreadable, began, datetime.now(UTC))
+        for alert in todo.resolve:
+            self._episodes.pop(alert.fingerprint, None)
+        taken = await asyncio.gather(*(self._process(alert, quiet=True) for alert in todo.resolve))
+        self._log_round(taken.count(False), "resolved by the sync")
+        counts = await self.restore(todo.take) if todo.take else {}
+        return {**counts, "resolved": len(todo.resolve), "kept": len(todo.kept)}
+
+    def _took(self, alert: Alert) -> None:
+        """The handler took (or gave up) this state: a firing one is held until it resolves."""
+        if alert.status == "resolved":
+            self._held.pop(alert.fingerprint, None)
+            return
+        self._held[alert.fingerprint] = Held(alert, time.monotonic())
+        self._held.move_to_end(alert.fingerprint)
+        while len(self._held) > self._remember:
+            self._held.popitem(last=False)
+
     async def _process(self, alert: Alert, quiet: bool = False) -> bool:
         """Hand one alert to the handler; False when it was not taken and is handed in again (`NotReady`, or
         a handler error under the bound). `quiet`: part of a round that logs one line for all."""
@@ -287,11 +313,13 @@ class AlertReceiver:
                             "%s); its re-sends are duplicates until a newer state", alert.name,
                             alert.fingerprint, alert.status, alert.starts_at.isoformat(), times, exc,
                             exc_info=log.isEnabledFor(logging.DEBUG))
+                self._took(alert)
                 return True
             self._failures[alert.fingerprint] = (state, times)
             self._defer(alert, f"failed: {type(exc).__name__}: {str(exc)[:200]}")
         else:
             self._failures.pop(alert.fingerprint, None)
+            self._took(alert)
             return True
         finally:
             self.processed += 1

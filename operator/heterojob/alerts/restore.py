@@ -9,6 +9,11 @@ each alert goes through the receiver's de-duplication and handler like a webhook
 episode later changes nothing. An Alertmanager that is absent, slow or answers something else never holds up
 or stops the operator: a warning names the URL and what to check, and the read is tried again later (backoff
 up to 5 minutes) until it succeeds once.
+
+Then, every `sync_s` (`--alertmanager-sync`, 5 minutes by default), the list is read again and handed to
+`sync` (`AlertReceiver.sync`, planned by `alerts.sync`): a held alert no longer active is resolved, so a lost
+resolve notification holds a node at most that long. A failed sync changes nothing: the held alerts stay, one
+warning per outage, one line when Alertmanager answers again.
 """
 
 from __future__ import annotations
@@ -17,6 +22,7 @@ import asyncio
 import json
 import logging
 import re
+import time
 from collections.abc import Awaitable, Callable
 from urllib.parse import urlsplit
 
@@ -24,7 +30,7 @@ import requests
 from requests.adapters import HTTPAdapter
 from urllib3.util.retry import Retry
 
-from heterojob.alerts.active import PATH, QUERY, ActiveError, firing
+from heterojob.alerts.active import PATH, QUERY, ActiveError, Skipped, firing
 from heterojob.alerts.payload import Alert
 from heterojob.telemetry.failures import describe
 
@@ -32,6 +38,7 @@ log = logging.getLogger("heterojob.alerts")
 
 MAX_ANSWER = 64 << 20  # 64 MiB: some 50,000 alerts; a bigger answer is not read
 RETRY_MIN_S, RETRY_MAX_S = 10.0, 300.0
+SYNC_S = 300.0  # the active alerts are read again this often (--alertmanager-sync)
 EXAMPLE = "http://alertmanager-operated.monitoring.svc:9093"
 
 
@@ -89,16 +96,24 @@ def read(url: str, timeout_s: float, max_bytes: int = MAX_ANSWER) -> object:
         session.close()
 
 
+Sync = Callable[[list[Alert], set[str], float], Awaitable[dict[str, int]]]
+
+
 class Restorer:
     """Reads the firing alerts once (retrying until it succeeds) and hands them to `feed`
-    (`AlertReceiver.restore`)."""
+    (`AlertReceiver.restore`); then, with `sync`, reads them again every `sync_s` and hands them to it
+    (`AlertReceiver.sync`)."""
 
     def __init__(self, url: str, timeout_s: float, feed: Callable[[list[Alert]], Awaitable[dict[str, int]]],
-                 retry_s: tuple[float, float] = (RETRY_MIN_S, RETRY_MAX_S)) -> None:
+                 retry_s: tuple[float, float] = (RETRY_MIN_S, RETRY_MAX_S), *, sync: Sync | None = None,
+                 sync_s: float = SYNC_S) -> None:
         self.url = url
         self.timeout_s = timeout_s
         self.feed = feed
         self.retry_s = retry_s
+        self.sync = sync
+        self.sync_s = sync_s
+        self.syncs = 0  # syncs that read the alerts and handed them in
         self.first_done = asyncio.Event()  # the first try has ended, whatever its outcome
         self.done = False  # the alerts were read and fed
 
@@ -107,7 +122,8 @@ class Restorer:
         """The longest the first read can take: two connections and reads (one retry), plus its backoff."""
         return 4 * self.timeout_s + 1.0
 
-    async def _once(self) -> dict[str, int]:
+    async def _read(self, quiet: bool = False) -> tuple[list[Alert], list[Skipped]]:
+        """The active alerts and what was skipped, or RestoreError. `quiet`: skipped entries not logged."""
         try:
             data = await asyncio.wait_for(asyncio.to_thread(read, self.url, self.timeout_s), self.first_try_s)
         except TimeoutError:
@@ -116,10 +132,15 @@ class Restorer:
             alerts, skipped = firing(data)
         except ActiveError as exc:
             raise RestoreError(str(exc)) from None
-        for s in skipped[:20]:
+        shown_skips = [] if quiet else skipped
+        for s in shown_skips[:20]:
             log.info("active alert %s from Alertmanager at %s skipped", s, shown(self.url))
-        if len(skipped) > 20:
-            log.info("... and %d more skipped", len(skipped) - 20)
+        if len(shown_skips) > 20:
+            log.info("... and %d more skipped", len(shown_skips) - 20)
+        return alerts, skipped
+
+    async def _once(self) -> dict[str, int]:
+        alerts, skipped = await self._read()
         counts = await self.feed(alerts)
         log.info("restored the firing alerts from Alertmanager at %s: %d read, %d new (%d of them handed in again "
                  "once the controller runs), %d already known, %d skipped", shown(self.url), len(alerts),
@@ -145,3 +166,41 @@ class Restorer:
                 self.first_done.set()
             await asyncio.sleep(delay)
             delay = min(delay * 2, self.retry_s[1])
+
+    async def sync_once(self) -> dict[str, int]:
+        """Read the active alerts again and hand them to `sync`; RestoreError (nothing handed in) if unread."""
+        assert self.sync is not None
+        began = time.monotonic()
+        alerts, skipped = await self._read(quiet=True)
+        unreadable = {s.fingerprint for s in skipped if not s.suppressed}
+        counts = await self.sync(alerts, unreadable, began)
+        self.syncs += 1
+        if counts.get("resolved") or counts.get("new") or counts.get("deferred"):
+            log.info("synced the firing alerts with Alertmanager at %s: %d no longer active, resolved; %d new; "
+                     "%d unreadable entries", shown(self.url), counts.get("resolved", 0), counts.get("new", 0),
+                     len(unreadable))
+        return counts
+
+    async def run_syncs(self) -> None:
+        """Every `sync_s`, `sync_once`; an outage is one warning (the held alerts stay), its end one line."""
+        down = False
+        while True:
+            await asyncio.sleep(self.sync_s)
+            try:
+                await self.sync_once()
+            except RestoreError as exc:
+                if not down:
+                    log.warning("cannot read the active alerts from Alertmanager at %s to sync them: %s. The "
+                                "alerts held stay held (a lost resolve is not noticed) until it answers; trying "
+                                "again every %g s", shown(self.url), exc, self.sync_s)
+                down = True
+                continue
+            if down:
+                log.info("Alertmanager at %s answers again: the firing alerts are synced", shown(self.url))
+            down = False
+
+    async def run_all(self) -> None:
+        """`run` (the restore), then `run_syncs` when there is a `sync`."""
+        await self.run()
+        if self.sync is not None:
+            await self.run_syncs()
