@@ -141,8 +141,9 @@ async def _on_alert(runtime: Runtime, config: OperatorConfig, alert: Alert) -> N
     summary = alert.annotations.get("summary") or alert.annotations.get("description") or ""
     message = f"{alert.name}" + (f": {summary}" if summary else "")
     node = alerts_mapping.node_of(alert.labels, ctl.fleet_source.nodes())
-    ctl.alerts.node_alert(alert.fingerprint, alert.status == "firing", action, node, message,
-                          alerts_mapping.device_of(alert.labels, node))
+    if ctl.alerts.node_alert(alert.fingerprint, alert.status == "firing", action, node, message,
+                             alerts_mapping.device_of(alert.labels, node)):
+        ctl.poke_pending(delay=0.2)  # the node takes work again: a waiting job may fit there now
     snapshot = runtime.monitor.snapshot if runtime.monitor else None
     hits = alerts_mapping.jobs_for(alert.labels, ctl.placed, snapshot.node_of if snapshot else {})
     if not hits or action == alerts_mapping.IGNORE:

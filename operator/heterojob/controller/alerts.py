@@ -40,18 +40,19 @@ class AlertSymptoms:
         self._locks: dict[str, tuple[asyncio.Lock, int]] = {}  # job -> its lock, how many hold or wait
 
     def node_alert(self, fingerprint: str, firing: bool, action: str, node: str, message: str, device: str = ""
-                   ) -> None:
+                   ) -> bool:
         """A firing alert about a node's device, until it resolves (whether or not a job runs there now): one
         that says the device is dead (migrate-now) counts it failed (`device`: its id, "" unknown), one that asks
         to move off (migrate: an overheating device) keeps new work off the node. Kept in memory: at start the
         firing alerts are read back from Alertmanager (alerts/restore.py, with --alertmanager-url), and
-        Alertmanager repeats them."""
-        self._dead.pop(fingerprint, None)
-        self._hot.pop(fingerprint, None)
+        Alertmanager repeats them (and, with --alertmanager-sync, one no longer active there is resolved).
+        Whether this lifted a hold on a node (a waiting job may fit there now)."""
+        lifted = (self._dead.pop(fingerprint, None), self._hot.pop(fingerprint, None)) != (None, None)
         if firing and node and action == mapping.MIGRATE_NOW:
             self._dead[fingerprint] = (node, device, message)
         elif firing and node and action == mapping.MIGRATE:
             self._hot[fingerprint] = (node, message)
+        return lifted and not firing
 
     def dead(self) -> dict[str, dict[str, str]]:
         """node -> device -> why: the devices firing alerts say are dead ("": an alert naming none, at least one)."""
