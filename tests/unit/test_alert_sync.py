@@ -67,3 +67,14 @@ def test_the_receiver_resolves_what_alertmanager_no_longer_lists_and_a_later_lis
 
     asyncio.run(scenario())
     assert handled.count(("a", "resolved")) == 2 and handled.count(("b", "firing")) == 1
+
+
+def test_only_a_resolve_that_lifts_a_nodes_hold_says_so_so_the_waiting_jobs_are_looked_at_again() -> None:
+    from heterojob.controller.alerts import AlertSymptoms
+
+    symptoms = AlertSymptoms(None, None, lambda _: None, None)  # type: ignore[arg-type]  # node_alert uses none
+    assert symptoms.node_alert("a", True, "migrate-now", "g0", "xid", "GPU-1") is False
+    assert symptoms.node_alert("a", True, "migrate-now", "g0", "xid", "GPU-1") is False  # a repeat lifts nothing
+    assert symptoms.node_alert("b", False, "migrate", "g1", "hot") is False  # never held
+    assert symptoms.node_alert("a", False, "migrate-now", "g0", "xid", "GPU-1") is True
+    assert symptoms.dead() == {} and symptoms.node_alert("a", False, "migrate-now", "g0", "xid") is False
