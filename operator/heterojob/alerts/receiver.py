@@ -14,7 +14,9 @@ Ordering follows Alertmanager's timestamps, not arrival: one alert (fingerprint)
 with its own `startsAt`; once an episode is resolved, a late `firing` of that episode (or anything of an
 older episode) is stale and ignored, so it can never re-arm a symptom. Re-sends of what we already have
 are de-duplicated. Memory of episodes is bounded. The alerts read back from Alertmanager's API at start
-(`restore`, from alerts/restore.py) go through the same de-duplication and handler.
+(`restore`, from alerts/restore.py) go through the same de-duplication and handler; so do those of its periodic
+re-read (`sync`), which also resolves each firing alert held (`_held`: taken by the handler) that is no longer
+listed (planned by alerts/sync.py).
 
 A handler that cannot take an alert (`NotReady`: the operator's controller is not built; or any other error, a
 503/429/timeout from the API server) leaves no trace of it: its episode is forgotten (a re-send is new again)

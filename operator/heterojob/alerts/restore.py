@@ -1,4 +1,5 @@
-"""At start, read the alerts that fire now back from Alertmanager's API and feed them to the receiver.
+"""At start, and then every `--alertmanager-sync`, read the alerts that fire now from Alertmanager's API and
+feed them to the receiver.
 
 What a firing alert says about a node (a dead device: keep new work off it) is kept in memory only, and
 Alertmanager repeats a firing notification only every `repeat_interval` (4 h by default): without this, an
