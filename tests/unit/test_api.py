@@ -212,3 +212,18 @@ def test_template_tolerations_are_refused_up_front_as_the_api_server_would(toler
     found = problems({"spec": {"containers": [{"name": "m", "image": "x"}], "tolerations": [toleration]}})
     assert (not found) is valid and (not validate_tolerations([toleration], "spec.tolerations")) is valid
     assert all(path.startswith(".spec.tolerations[0]") for path, _ in found)
+
+
+def test_the_structural_schema_is_the_same_whatever_the_pydantic_version_emits() -> None:
+    """pydantic 2.8 wraps a described $ref in a one-item allOf, and up to 2.10 writes a float field's bound 90
+    as 90.0, and each version orders keywords its own way: `heterojob generate --check` must hold on every
+    pydantic pyproject.toml allows, so these all render alike (checked by hand on 2.8 to 2.14)."""
+    structural = crds.structural
+    defs = {"Priority": {"type": "string", "enum": ["high", "low"]}}
+    wrapped = structural({"allOf": [{"$ref": "#/$defs/Priority"}], "description": "p", "default": "low"}, defs)
+    plain = structural({"default": "low", "$ref": "#/$defs/Priority", "description": "p"}, defs)
+    assert wrapped == plain == {"description": "p", "type": "string", "enum": ["high", "low"], "default": "low"}
+    assert list(wrapped) == list(plain)  # one keyword order
+    bounds = structural({"type": "number", "maximum": 90.0, "exclusiveMinimum": 0.5})
+    assert bounds == {"type": "number", "minimum": 0.5, "exclusiveMinimum": True, "maximum": 90}
+    assert isinstance(bounds["maximum"], int) and list(bounds) == ["type", "minimum", "exclusiveMinimum", "maximum"]

@@ -25,12 +25,21 @@ _KEEP = {"type", "description", "enum", "minimum", "maximum", "minLength", "maxL
          "minItems", "maxItems", "required", "format", "default", "items", "properties", "additionalProperties"}
 
 
+_ORDER = {k: i for i, k in enumerate((
+    "description", "type", "enum", "format", "default", "minimum", "exclusiveMinimum", "maximum", "exclusiveMaximum",
+    "minLength", "maxLength", "pattern", "minItems", "maxItems", "items", "properties", "required",
+    "additionalProperties", "x-kubernetes-preserve-unknown-fields"))}
+_BOUNDS = frozenset({"minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum"})
+
+
 def structural(schema: dict[str, Any], defs: dict[str, Any] | None = None) -> dict[str, Any]:
     defs = defs if defs is not None else schema.get("$defs", {})
     if "$ref" in schema:
         target = defs[schema["$ref"].rsplit("/", 1)[-1]]
         merged = {**target, **{k: v for k, v in schema.items() if k != "$ref"}}
         return structural(merged, defs)
+    if "allOf" in schema and len(schema["allOf"]) == 1:  # pydantic < 2.9 wraps a described $ref in allOf
+        return structural({**schema["allOf"][0], **{k: v for k, v in schema.items() if k != "allOf"}}, defs)
     if "anyOf" in schema:  # Optional[X]: keep X (absent fields are how we spell "none")
         options = [o for o in schema["anyOf"] if o.get("type") != "null"]
         if len(options) != 1:
@@ -45,6 +54,8 @@ def structural(schema: dict[str, Any], defs: dict[str, Any] | None = None) -> di
 
     out: dict[str, Any] = {}
     for key, value in schema.items():
+        if key in _BOUNDS and isinstance(value, float) and value.is_integer():
+            value = int(value)  # pydantic < 2.11 writes a float field's bound 90 as 90.0: one rendering for all
         if key == "exclusiveMinimum":
             out["minimum"], out["exclusiveMinimum"] = value, True
         elif key == "exclusiveMaximum":
@@ -70,7 +81,8 @@ def structural(schema: dict[str, Any], defs: dict[str, Any] | None = None) -> di
         out["x-kubernetes-preserve-unknown-fields"] = True
     if out.get("default") == {} or out.get("default") == []:
         out.pop("default")
-    return out
+    # keywords in one order, whatever order the pydantic version emits them in (property order is kept)
+    return dict(sorted(out.items(), key=lambda kv: _ORDER.get(kv[0], len(_ORDER))))
 
 
 # as Kubernetes' own types describe them (kubectl explain pod.apiVersion)
