@@ -1,21 +1,23 @@
 .PHONY: test generate check-crds bench
 
+# Each runs in heterojob's environment (scripts/run: the active virtualenv, else .venv from scripts/install-deps).
+
 test:
-	python3 -m pytest -q
+	scripts/run python3 -m pytest -q
 
 generate:
-	heterojob generate
+	scripts/run heterojob generate
 
 # Fails when crds/ or manifests/defaults/ drift from the code.
 check-crds:
-	heterojob generate --check
+	scripts/run heterojob generate --check
 
 bench:
-	python3 bench/admission.py
-	python3 bench/telemetry.py
-	python3 bench/placement.py
-	python3 bench/recovery.py
-	python3 bench/alerts.py
-	python3 bench/console.py
-	python3 bench/efficiency.py
-	python3 bench/chaos.py
+	scripts/run python3 bench/admission.py
+	scripts/run python3 bench/telemetry.py
+	scripts/run python3 bench/placement.py
+	scripts/run python3 bench/recovery.py
+	scripts/run python3 bench/alerts.py
+	scripts/run python3 bench/console.py
+	scripts/run python3 bench/efficiency.py
+	scripts/run python3 bench/chaos.py
