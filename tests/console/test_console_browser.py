@@ -151,6 +151,9 @@ def test_every_page_renders_in_chromium(cluster: Cluster, emulator: Any, tmp_pat
             narrow = browser.new_page(viewport={"width": 800, "height": 900})  # a small window, a half screen
             narrow.goto(f"{url}/Jobs", wait_until="domcontentloaded", timeout=60_000)
             narrow.wait_for_selector("[data-testid='stDataFrame']", timeout=60_000)
+            # the sidebar's width is animated (a CSS transition): wait for it to settle, then check it
+            narrow.wait_for_function("(() => { const s = document.querySelector('[data-testid=stSidebar]');"
+                                     " return s && s.getBoundingClientRect().width <= 150; })()", timeout=10_000)
             assert narrow.locator("[data-testid=stSidebar]").bounding_box()["width"] <= 150  # not a quarter
             narrow.hover("[data-testid=stSidebar]")
             narrow.locator("[data-testid=stSidebarCollapseButton] button").click()
