@@ -47,7 +47,7 @@ _LINE = re.compile(r'^([^=]+)="(.*)"$')
 
 def read_annotations(path: Path) -> dict[str, str]:
     """The downward API's `key="value"` lines (values escaped as Go strings: \\" and \\\\)."""
-    out = {}
+    out: dict[str, str] = {}
     try:
         text = path.read_text()
     except OSError:

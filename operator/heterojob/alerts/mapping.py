@@ -14,6 +14,7 @@ import re
 from collections.abc import Collection, Mapping
 from dataclasses import dataclass
 
+from heterojob.state.cache import Placed
 from heterojob.telemetry.adapters import host_of
 
 MIGRATE = "migrate"  # checkpoint, then move off the named node(s)
@@ -33,20 +34,6 @@ DEFAULT_TABLE: dict[str, str] = {
 }
 
 _POD = re.compile(r"^(?P<job>[a-z0-9]([-a-z0-9]*[a-z0-9])?)-g(?P<generation>\d+)-(?P<rank>\d+)$")
-
-
-@dataclass(frozen=True)
-class Placed:
-    """A running job as the mapping needs it."""
-
-    namespace: str
-    name: str
-    generation: int
-    nodes: tuple[str, ...]  # by rank
-
-    @property
-    def key(self) -> str:
-        return f"{self.namespace}/{self.name}"
 
 
 @dataclass(frozen=True)

@@ -8,6 +8,7 @@ from typing import Annotated, Any
 from pydantic import AfterValidator, Field, PrivateAttr, field_validator, model_validator
 
 from heterojob.constants import CHECKPOINT_SIZE_MAX
+from heterojob.engine.phases import Phase
 from heterojob.engine.versions import parse_requirement
 from heterojob.api.names import LABEL_VALUE, NAME_MAX, label_key_problem
 from heterojob.api.template import QUANTITY, problems as template_problems
@@ -48,22 +49,6 @@ class Priority(StrEnum):
     def rank(self) -> int:
         """Larger is more important."""
         return {"urgent": 3, "high": 2, "medium": 1, "low": 0}[self.value]
-
-
-class Phase(StrEnum):
-    PENDING = "Pending"
-    ADMITTED = "Admitted"
-    RUNNING = "Running"
-    CHECKPOINTING = "Checkpointing"
-    MIGRATING = "Migrating"
-    RESIZING = "Resizing"
-    PREEMPTED = "Preempted"
-    SUCCEEDED = "Succeeded"
-    FAILED = "Failed"
-
-    @property
-    def terminal(self) -> bool:
-        return self in (Phase.SUCCEEDED, Phase.FAILED)
 
 
 class Replicas(Model):
@@ -461,7 +446,7 @@ def clean_scheduling(value: Any) -> tuple[dict[str, Any], list[str]]:
             if n is not None:
                 out[key] = n
         elif key == "waitingSince":
-            from heterojob.state.times import timestamp
+            from heterojob.api.times import timestamp
 
             if timestamp(raw) is None:
                 notes.append(f"waitingSince={str(raw)[:40]!r} is not an RFC 3339 time: ignored")

@@ -19,10 +19,11 @@ from datetime import UTC, datetime
 
 from heterojob.alerts import mapping
 from heterojob.api.job import ALERTS_MAX, AlertSymptom, HeteroJobStatus
-from heterojob.controller.status import StatusPatch, StatusWriter, read_status
+from heterojob.controller.status import StatusPatch, StatusWriter
+from heterojob.state.job_status import read_status
 from heterojob.engine import migration
 from heterojob.kube.api import Kube
-from heterojob.state.times import iso, timestamp
+from heterojob.api.times import iso, timestamp
 
 
 class AlertSymptoms:

@@ -19,12 +19,13 @@ from heterojob.api.job import HeteroJobSpec, HeteroJobStatus, Phase
 from heterojob.controller.decisionlog import decided
 from heterojob.controller.events import move_event
 from heterojob.controller.pods import Pods
-from heterojob.controller.status import StatusPatch, StatusWriter, read_status, where
+from heterojob.controller.status import StatusPatch, StatusWriter
+from heterojob.state.job_status import read_status, where
 from heterojob.engine import lifecycle
 from heterojob.engine.lifecycle import Action, Decision, PodView
 from heterojob.kube.api import Kube, now_iso
 from heterojob.state.cache import Cache
-from heterojob.state.times import iso, timestamp
+from heterojob.api.times import iso, timestamp
 
 log = logging.getLogger("heterojob.controller")
 

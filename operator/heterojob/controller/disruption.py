@@ -24,7 +24,7 @@ from heterojob.controller.checkpoints import PERIODIC, Checkpoints, resume_from
 from heterojob.controller.decisionlog import decided
 from heterojob.controller.status import StatusPatch, StatusWriter
 from heterojob.engine import admission as planner
-from heterojob.controller.knowledge import sizes_on
+from heterojob.state.knowledge import sizes_on
 from heterojob.engine import completion, migration, transfer
 from heterojob.engine.fleet import Allocation, DeviceClass, Fleet, Node
 from heterojob.engine.placement import Request
@@ -33,7 +33,7 @@ from heterojob.kube.api import Kube
 from heterojob.metrics import OperatorMetrics
 from heterojob.state.cache import Cache
 from heterojob.state.requests import move_request, request_for, reservation, transfer_move
-from heterojob.state.times import timestamp
+from heterojob.api.times import timestamp
 from heterojob.telemetry.model import Health
 from heterojob.telemetry.snapshot import JobRef, Snapshot, StragglerPolicy, job_telemetry
 
@@ -137,7 +137,7 @@ class Disruption:
         await self._clear_hold(job, status)
         decided(key, "migrate", symptom.message, trigger=symptom.trigger)
         self.metrics.migrations.labels("migrate", symptom.trigger).inc()
-        if not await self.checkpoints.ask(key, then="migrate", by=None, reason=move["reason"],
+        if not await self.checkpoints.ask(key, then="migrate", by=None, reason=str(move["reason"]),
                                           exclude=avoid, urgent=symptom.urgent, replicas=p.replicas,
                                           migration={**move, "reserved": reserved}):
             self._unreserve(key)  # nothing was asked (another checkpoint goes on): the room goes back
@@ -402,7 +402,6 @@ class Disruption:
                                   self.cache.disrupted())
         if not verdict.act:
             return self._note_held(key, "hold-resize", verdict.reason)
-        p = status.placement
         request = move_request(key, job, spec, p.region, p.device_class, (), change.replicas)
         dest, reserved = await self._plan_and_reserve(key, request, now)
         if reserved is None:  # make before break: no room for the new size, the job runs on as it is

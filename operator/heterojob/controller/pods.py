@@ -26,7 +26,7 @@ from heterojob.kube.api import Kube
 from heterojob.kube.members import Members
 from heterojob.state.cache import Cache
 from heterojob.state.requests import MOVES, MOVING
-from heterojob.state.times import iso
+from heterojob.api.times import iso
 
 log = logging.getLogger("heterojob.controller")
 

@@ -16,7 +16,6 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
-from heterojob.alerts.mapping import Placed
 from heterojob.api.common import SpecError, check_object_name, parse_spec
 from heterojob.api.job import JOB_NAME_MAX, HeteroJobSpec, HeteroJobStatus, Phase
 from heterojob.constants import ANNOTATION_CHECKPOINT_REQUEST
@@ -28,7 +27,8 @@ from heterojob.controller.disruption import Disruption
 from heterojob.controller.pods import Pods
 from heterojob.controller.queue import WorkQueue
 from heterojob.controller.quotas import QuotaStatus
-from heterojob.controller.status import StatusPatch, StatusWriter, read_status, where
+from heterojob.controller.status import StatusPatch, StatusWriter
+from heterojob.state.job_status import read_status, where
 from heterojob.engine import admission as planner
 from heterojob.engine import lifecycle, spec_changes, transfer, validation
 from heterojob.engine.fleet import Fleet
@@ -39,8 +39,8 @@ from heterojob.kube.api import Kube, now_iso
 from heterojob.kube.members import Members
 from heterojob.metrics import OperatorMetrics
 from heterojob.engine.requeue import REQUEUE_AFTER_S
-from heterojob.state.cache import Cache
-from heterojob.state.times import timestamp
+from heterojob.state.cache import Cache, Placed
+from heterojob.api.times import timestamp
 from heterojob.state.views import FleetSource
 
 
@@ -54,7 +54,7 @@ class ControllerConfig:
     # "mlfq": engine.policy orders the queue by attained service (status.scheduling), picks classes by
     # expected completion and displaces by level; "fifo": oldest first within a priority, the user's classes
     queue_policy: str = "mlfq"
-    queue_thresholds_device_h: tuple[float, ...] = QueueSettings().thresholds_device_h  # MLFQ level boundaries
+    queue_thresholds_device_h: tuple[float, ...] = tuple(QueueSettings().thresholds_device_h)  # MLFQ level boundaries
     starvation_s: float = QueueSettings().starvation_s  # MLFQ: a job waiting this long is promoted
     transfer: transfer.Settings = field(default_factory=transfer.Settings)  # moves between regions (links)
     move_requeue_after_s: float = REQUEUE_AFTER_S  # a move off bad nodes that fits nowhere this long: Pending
@@ -284,14 +284,14 @@ class Controller:
         assert self.members is not None and status.placement is not None and status.placement.cluster is not None
         meta = job["metadata"]
         key = f"{meta['namespace']}/{meta['name']}"
-        p = status.placement
-        if not self.members.lost(p.cluster, now):
-            self.queue.wake_at(key, self.members.lost_at(p.cluster))
+        p, cluster = status.placement, status.placement.cluster
+        if not self.members.lost(cluster, now):
+            self.queue.wake_at(key, self.members.lost_at(cluster))
             return
         if status.phase is not None and status.phase.terminal:
             return  # it finished there: nothing to move
         resume = status.checkpoint.last if status.checkpoint else None
-        message = (f"the member cluster of region {p.cluster} is lost ({self.members.problem(p.cluster)}); "
+        message = (f"the member cluster of region {cluster} is lost ({self.members.problem(cluster)}); "
                    f"placing the job again from " + (f"checkpoint {resume.id}" if resume else "the start"))
         last = resume.model_dump(by_alias=True, exclude_none=True) if resume else None
         patch = StatusPatch(status).phase(Phase.MIGRATING, "MemberLost", message).set(

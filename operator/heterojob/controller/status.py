@@ -12,85 +12,19 @@ import time
 from collections.abc import Mapping
 from typing import Any
 
-from pydantic import ValidationError
-
 from heterojob.api.job import SPEEDS_MAX, HeteroJobStatus, Phase
 from heterojob.engine import queueing, spec_changes
 from heterojob.kube.api import Kube, now_iso
-from heterojob.kube.conditions import set_condition
+from heterojob.api.conditions import set_condition
+from heterojob.state.job_status import FIELDS
+from heterojob.state.job_status import read_status  # noqa: F401 - controller/admission.py (the lead's) imports it from here
 from heterojob.state.requests import MOVES
-from heterojob.state.times import iso, timestamp
+from heterojob.api.times import iso, timestamp
 
 log = logging.getLogger("heterojob.controller")
 
 HISTORY_LIMIT = 50
 REASON_MAX = 512
-
-
-def read_status(job: Mapping[str, Any]) -> HeteroJobStatus:
-    """The job's status as far as it is readable (status is untrusted input: anyone with write access to
-    the status subresource can put anything there). An unreadable field is dropped and an unreadable list
-    entry (a history entry, a condition) is left out, so one bad value never erases the rest; what was
-    dropped is remembered (`_repaired`) and rewritten, cleaned, with the next status write."""
-    raw = job.get("status")
-    meta = job.get("metadata") or {}
-    if raw is None:
-        return HeteroJobStatus()
-    try:
-        return _scheduling_notes(HeteroJobStatus.model_validate(raw), meta)
-    except ValidationError:
-        pass
-    cleaned: dict[str, Any] = {}
-    repaired: list[str] = []
-    for name, value in (raw.items() if isinstance(raw, Mapping) else ()):
-        field = _FIELDS.get(name)
-        if field is None:
-            continue  # a field this version does not know: dropped from the model, not rewritten
-        if isinstance(value, list) and name in _LISTS:
-            kept = [item for item in value if _valid({name: [item]})]
-            cleaned[name] = kept
-            if len(kept) != len(value):
-                repaired.append(name)
-        elif _valid({name: value}):
-            cleaned[name] = value
-        else:
-            repaired.append(name)
-    status = HeteroJobStatus.model_validate(cleaned)
-    status._repaired = sorted(set(repaired))
-    if repaired or not isinstance(raw, Mapping):
-        log.warning("status of %s/%s: unreadable %s dropped", meta.get("namespace"), meta.get("name"),
-                    ", ".join(repaired) or "status")
-    return _scheduling_notes(status, meta)
-
-
-def _scheduling_notes(status: HeteroJobStatus, meta: Mapping[str, Any]) -> HeteroJobStatus:
-    """status.scheduling is read part by part (`api.job.clean_scheduling`): what it had to drop or clamp is
-    logged and the field rewritten, cleaned, with the next status write."""
-    notes = status.scheduling._notes if status.scheduling is not None else []
-    if notes:
-        log.warning("status of %s/%s: status.scheduling: %s", meta.get("namespace"), meta.get("name"),
-                    "; ".join(notes))
-        if "scheduling" not in status._repaired:
-            status._repaired = sorted({*status._repaired, "scheduling"})
-    return status
-
-
-_FIELDS = {(f.alias or n): n for n, f in HeteroJobStatus.model_fields.items()}
-_LISTS = {"conditions", "history"}
-
-
-def _valid(fragment: dict[str, Any]) -> bool:
-    try:
-        HeteroJobStatus.model_validate(fragment)
-        return True
-    except ValidationError:
-        return False
-
-
-def where(status: HeteroJobStatus) -> str | None:
-    """`region/class xN (generation G)` of the job's placement, as history entries spell it."""
-    p = status.placement
-    return f"{p.region}/{p.device_class} x{p.replicas} (generation {p.generation})" if p else None
 
 
 class StatusPatch:
@@ -227,7 +161,7 @@ class StatusPatch:
         out = dict(self.fields)
         for name in self.status._repaired:  # write back what reading had to leave out
             if name not in out:
-                value = getattr(self.status, _FIELDS[name])
+                value = getattr(self.status, FIELDS[name])
                 out[name] = [v.model_dump(by_alias=True, exclude_none=True) for v in value] \
                     if isinstance(value, list) else value.model_dump(by_alias=True, exclude_none=True) \
                     if hasattr(value, "model_dump") else value
@@ -260,7 +194,8 @@ class StatusWriter:
         body = patch.body(seen if seen is not None else meta.get("generation"))
         if not patch.status.observed_spec:
             body.setdefault("observedSpec", spec_changes.digests(job.get("spec")))
-        current = job.get("status") if isinstance(job.get("status"), Mapping) else {}
+        raw = job.get("status")
+        current: Mapping[str, Any] = raw if isinstance(raw, Mapping) else {}
         changed = {k: v for k, v in body.items() if current.get(k) != v}
         if not changed:
             return True

@@ -10,7 +10,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from enum import StrEnum
 
-from heterojob.api.job import Phase
+from heterojob.engine.phases import Phase
 from heterojob.constants import CHECKPOINT_SIZE_MAX, EVICTED_BY_EVICTION_API
 from heterojob.engine.placement import replicas_text
 

@@ -10,7 +10,7 @@ from heterojob.api.job import DeviceAlternative, HeteroJobSpec, HeteroJobStatus,
 from heterojob.engine import transfer
 from heterojob.engine.fleet import DeviceClass
 from heterojob.engine.placement import OUTSIDE_ALLOWED, Alternative, Request
-from heterojob.state.times import timestamp
+from heterojob.api.times import timestamp
 
 UPGRADE = "upgrade"  # engine.migration.UPGRADE: a move up (or a probe) to the class it reserved
 MOVING = (Phase.MIGRATING, Phase.RESIZING)  # placed again after a checkpoint, avoiding the nodes it left

@@ -26,7 +26,7 @@ from heterojob.constants import (ANNOTATION_CHECKPOINT_ACK, ANNOTATION_CHECKPOIN
 from heterojob.kube.convert import ready_condition
 from heterojob.sim.cluster import ipam
 from heterojob.sim.cluster.stepping import Stepping
-from heterojob.state.times import timestamp
+from heterojob.api.times import timestamp
 
 log = logging.getLogger(__name__)
 
