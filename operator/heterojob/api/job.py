@@ -10,6 +10,7 @@ from pydantic import AfterValidator, Field, PrivateAttr, field_validator, model_
 from heterojob.constants import CHECKPOINT_SIZE_MAX
 from heterojob.engine.phases import Phase
 from heterojob.engine.versions import parse_requirement
+from heterojob.api.onsets import SymptomOnsets
 from heterojob.api.names import LABEL_VALUE, NAME_MAX, label_key_problem
 from heterojob.api.template import QUANTITY, problems as template_problems
 from heterojob.api.common import DNS_LABEL, JOB_NAME_MAX, Model, NestedProblems, PrinterColumn, ResourceDef, StatusModel
@@ -518,6 +519,8 @@ class HeteroJobStatus(StatusModel):
     handled: dict[str, str] = Field(default_factory=dict, description=(
         "request annotations already acted on, by kind (migrate, checkpoint): a request is never lost or "
         "acted on twice across an operator restart"))
+    symptoms: SymptomOnsets | None = Field(None, description=(
+        "when each symptom that must last (overheat, straggler) began on the current placement"))
     scheduling: Scheduling | None = Field(None, description=(
         "what the queue policy keeps across runs and restarts: attained service, the starvation clock, time "
         "run per class, measured speeds"))

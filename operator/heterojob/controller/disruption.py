@@ -2,7 +2,7 @@
 
 Called by the reconcile pass for a Running job with no disruptive checkpoint pending. In order: a
 checkpoint asked for by annotation; symptoms (NotReady node, manual request, firing alerts, failed or
-overheating devices and stragglers from the monitor's snapshot) judged against the job's policy and the
+overheating devices and stragglers from the monitor's snapshot, gathered by `state.symptoms`) judged against the job's policy and the
 disruption budget; with no symptom, an elastic job's shrink or growth (growth as far as the planner
 lends room); else the periodic checkpoint. A held move is announced once (Event MigrationHeld). A voluntary
 move goes to another region only where its checkpoint's transfer pays (`engine.transfer`, through
@@ -19,7 +19,6 @@ from typing import Any
 
 from heterojob.api.job import HeteroJobSpec, HeteroJobStatus, Phase, Priority
 from heterojob.constants import ANNOTATION_CHECKPOINT_NOW, ANNOTATION_MIGRATE
-from heterojob.controller.alerts import symptoms as alert_symptoms
 from heterojob.controller.checkpoints import PERIODIC, Checkpoints, resume_from
 from heterojob.controller.decisionlog import decided
 from heterojob.controller.status import StatusPatch, StatusWriter
@@ -33,9 +32,10 @@ from heterojob.kube.api import Kube
 from heterojob.metrics import OperatorMetrics
 from heterojob.state.cache import Cache
 from heterojob.state.requests import move_request, request_for, reservation, transfer_move
+from heterojob.state.symptoms import Gathered, gather, ripens_at
+from heterojob.state.symptoms import changed as onsets_changed
 from heterojob.api.times import timestamp
-from heterojob.telemetry.model import Health
-from heterojob.telemetry.snapshot import JobRef, Snapshot, StragglerPolicy, job_telemetry
+from heterojob.telemetry.snapshot import Snapshot
 
 
 class Disruption:
@@ -91,7 +91,10 @@ class Disruption:
                                           handled={CHECKPOINT: asked}):
                 await self.kube.annotate_job(meta["namespace"], meta["name"], {ANNOTATION_CHECKPOINT_NOW: None})
             return
-        symptoms = self.symptoms(job, spec, status, now)
+        gathered = self.symptoms(job, spec, status, now)
+        if onsets_changed(status.symptoms, gathered.onsets):  # each held symptom's clock, kept in status
+            await self.writer.write(job, StatusPatch(status).onsets(gathered.onsets))
+        symptoms = gathered.symptoms
         periodic_pending = bool(status.checkpoint and status.checkpoint.pending)
         if not symptoms:
             await self._clear_hold(job, status)
@@ -104,9 +107,9 @@ class Disruption:
         if not verdict.act:
             if verdict.symptom is not None:
                 await self._hold(job, status, verdict.reason)
-            hold = [s for s in symptoms if s.trigger in migration.HOLD]
-            if hold:  # look again when the oldest holding symptom ripens
-                self.wake_at(key, min(s.since for s in hold) + max(rules.overheat_for_s, 1.0))
+            ripe_at = ripens_at(symptoms, rules)
+            if ripe_at is not None:  # look again when the first holding symptom has lasted its time
+                self.wake_at(key, max(ripe_at, now + 1.0))
             return
         symptom = verdict.symptom
         assert symptom is not None
@@ -157,7 +160,7 @@ class Disruption:
         requested, deadline = timestamp(pending.requested_at), timestamp(pending.deadline)
         if requested is not None and deadline is not None and deadline <= requested:
             return False  # urgent already
-        urgent = [s for s in self.symptoms(job, spec, status, now) if s.urgent]
+        urgent = [s for s in self.symptoms(job, spec, status, now).symptoms if s.urgent]
         verdict = migration.judge(urgent, self._rules(spec), now, _moves(status), self.cache.disrupted())
         if not verdict.act or verdict.symptom is None:
             return False
@@ -300,41 +303,12 @@ class Disruption:
                                                                        "no move is waiting"))
 
     def symptoms(self, job: Mapping[str, Any], spec: HeteroJobSpec, status: HeteroJobStatus,
-                 now: float) -> list[migration.Symptom]:
-        p = status.placement
-        assert p is not None
+                 now: float) -> Gathered:
+        """The job's symptoms (`state.symptoms.gather`) and the onsets status.symptoms keeps."""
         meta = job["metadata"]
-        since = {c.type: timestamp(c.last_transition_time) or now for c in status.conditions}
-        out: list[migration.Symptom] = []
-        nodes = self.nodes()
-        down = sorted(n for n in set(p.nodes) if n in nodes and not nodes[n].ready)
-        if down:
-            out.append(migration.Symptom(migration.NODE_NOT_READY, now, tuple(down),
-                                         f"node(s) {', '.join(down)} not Ready", urgent=True))
         manual = ((meta.get("annotations") or {}).get(ANNOTATION_MIGRATE) or "").strip()
-        if manual and manual != status.handled.get(MIGRATE):
-            out.append(migration.Symptom(migration.MANUAL, now, tuple(sorted(set(p.nodes))),
-                                         f"migration requested: {manual}"))
-        out.extend(alert_symptoms(status, p.nodes, now))  # firing alerts still about where the job runs
-        snapshot = self.telemetry()
-        if snapshot is not None:
-            ref = JobRef(meta["namespace"], meta["name"], p.region, p.generation, p.replicas, p.per_replica)
-            t = job_telemetry(ref, snapshot, StragglerPolicy(ratio=spec.policy.straggler_ratio))
-            failed = [(r, d) for r, d in t.unhealthy if d.health == Health.FAILED]
-            hot = [(r, d) for r, d in t.unhealthy if d.health == Health.DEGRADED]
-            if failed:
-                out.append(migration.Symptom(
-                    migration.DEVICE_FAILED, now, tuple(sorted({d.node for _, d in failed})),
-                    "; ".join(f"rank {r}: {d.device_id} on {d.node}: {d.reason}" for r, d in failed), urgent=True))
-            if hot:
-                out.append(migration.Symptom(
-                    migration.OVERHEAT, since.get("DevicesHealthy", now), tuple(sorted({d.node for _, d in hot})),
-                    "; ".join(f"rank {r}: {d.device_id} on {d.node}: {d.reason}" for r, d in hot)))
-            if t.stragglers:
-                out.append(migration.Symptom(
-                    migration.STRAGGLER, since.get("Straggler", now),
-                    tuple(sorted({p.nodes[r] for r in t.stragglers if r < len(p.nodes)})), t.straggler_message))
-        return out
+        return gather(meta, spec, status, self.nodes(), self.telemetry(),
+                      manual if manual and manual != status.handled.get(MIGRATE) else None, now)
 
     def _rules(self, spec: HeteroJobSpec, extra: Iterable[str] = ()) -> migration.Rules:
         return migration.Rules(

@@ -36,7 +36,6 @@ class TelemetryConfig:
     window_s: int = 60  # avg_over_time / min_over_time window: hysteresis against one bad scrape
     timeout_s: float = 5.0
     policy: HealthPolicy = field(default_factory=HealthPolicy)
-    stragglers: snap.StragglerPolicy = field(default_factory=snap.StragglerPolicy)
     write_concurrency: int = 16
 
 
@@ -102,7 +101,7 @@ class Monitor:
             cls = classes.get(job.device_class)
             if cls is None or cls.exporter == "none":
                 continue  # nothing reports these devices (e.g. CPU): no claim either way
-            t = snap.job_telemetry(job.ref, snapshot, self.config.stragglers)
+            t = snap.job_telemetry(job.ref, snapshot, job.stragglers)
             if t.unhealthy or t.stragglers:
                 self.symptomatic.append(key)
             patch = job_status.patch(job.utilization, job.conditions, t, now)

@@ -13,6 +13,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from heterojob.api.job import SPEEDS_MAX, HeteroJobStatus, Phase
+from heterojob.api.onsets import SymptomOnsets
 from heterojob.engine import queueing, spec_changes
 from heterojob.kube.api import Kube, now_iso
 from heterojob.api.conditions import set_condition
@@ -49,6 +50,10 @@ class StatusPatch:
             self._conditions = [c.model_dump(by_alias=True, exclude_none=True) for c in self.status.conditions]
         self._conditions = set_condition(self._conditions, type_, status, reason, message, now_iso())
         return self
+
+    def onsets(self, onsets: SymptomOnsets | None) -> StatusPatch:
+        """status.symptoms: when each held symptom of the current placement began (`state.symptoms`)."""
+        return self.set(symptoms=onsets.model_dump(by_alias=True, exclude_none=True) if onsets else None)
 
     def history_entries(self) -> list[dict[str, Any]]:
         if self._history is None:
@@ -153,9 +158,18 @@ class StatusPatch:
         if ends or finishes or not holds:
             out["utilization"] = None
 
+    def _forget_onsets(self, out: dict[str, Any]) -> None:
+        """status.symptoms is about the current placement: gone with it."""
+        if "symptoms" in out or self.status.symptoms is None:
+            return
+        ends, finishes = self._ends(out)
+        if ends or finishes:
+            out["symptoms"] = None
+
     def body(self, observed_generation: int | None) -> dict[str, Any]:
         self._account(self.fields, time.time())
         self._forget_utilization(self.fields)
+        self._forget_onsets(self.fields)
         if "scheduling" in self.status._repaired:
             self.scheduling()  # cleaned, with what did not read deleted by name
         out = dict(self.fields)

@@ -5,7 +5,24 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from heterojob.telemetry.snapshot import JobRef, WatchedJob
+from pydantic import ValidationError
+
+from heterojob.api.job import Policy
+from heterojob.telemetry.snapshot import JobRef, StragglerPolicy, WatchedJob
+
+
+def straggler_policy(policy: Policy) -> StragglerPolicy:
+    """The one straggler policy of a job: its spec.policy.stragglerRatio (the monitor's Straggler condition
+    and the symptom that moves the job judge alike)."""
+    return StragglerPolicy(ratio=policy.straggler_ratio)
+
+
+def _policy(spec: object) -> Policy:
+    raw = spec.get("policy") if isinstance(spec, Mapping) else None
+    try:
+        return Policy.model_validate(raw if isinstance(raw, Mapping) else {})
+    except ValidationError:
+        return Policy()  # the API server validated the spec: only a hand-made object lands here
 
 
 def watched_job(obj: Mapping[str, Any]) -> WatchedJob | None:
@@ -26,4 +43,5 @@ def watched_job(obj: Mapping[str, Any]) -> WatchedJob | None:
     utilization = raw_utilization if isinstance(raw_utilization, dict) else None
     return WatchedJob(ref=ref, device_class=str(placement.get("deviceClass", "")),
                       resource_version=str(meta.get("resourceVersion", "")), utilization=utilization,
-                      conditions=tuple(c for c in conditions if isinstance(c, dict)))
+                      conditions=tuple(c for c in conditions if isinstance(c, dict)),
+                      stragglers=straggler_policy(_policy(obj.get("spec"))))
