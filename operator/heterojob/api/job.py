@@ -8,7 +8,7 @@ from typing import Annotated, Any
 from pydantic import AfterValidator, Field, PrivateAttr, field_validator, model_validator
 
 from heterojob.constants import CHECKPOINT_SIZE_MAX
-from heterojob.engine.phases import Phase
+from heterojob.engine.phases import Phase, Then
 from heterojob.engine.versions import parse_requirement
 from heterojob.api.onsets import SymptomOnsets
 from heterojob.api.names import LABEL_VALUE, NAME_MAX, label_key_problem
@@ -289,7 +289,8 @@ class PendingCheckpoint(StatusModel):
     reason: str = Field(description="why it was asked for")
     requested_at: str = Field(description="when it was asked for")
     deadline: str = Field(description="when heterojob stops waiting for it")
-    then: str = Field("preempt", description="what follows the checkpoint: preempt, migrate, resize or continue")
+    then: Then = Field(Then.PREEMPT, description="what follows the checkpoint: preempt, migrate, resize or continue "
+                                                "(a periodic checkpoint: the job goes on where it is)")
     by: str | None = Field(None, description="the job that preempts this one (namespace/name)")
     exclude: list[str] = Field(default_factory=list, description="nodes the next placement avoids (migrate)")
     replicas: int | None = Field(None, description="the replicas to restart with (resize)")

@@ -17,7 +17,7 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import replace
 from typing import Any
 
-from heterojob.api.job import HeteroJobSpec, HeteroJobStatus, Phase, Priority
+from heterojob.api.job import HeteroJobSpec, HeteroJobStatus, MigrationState, Phase, Priority, Reservation
 from heterojob.constants import ANNOTATION_CHECKPOINT_NOW, ANNOTATION_MIGRATE
 from heterojob.controller.checkpoints import PERIODIC, Checkpoints, resume_from
 from heterojob.controller.decisionlog import decided
@@ -26,6 +26,7 @@ from heterojob.engine import admission as planner
 from heterojob.state.knowledge import sizes_on
 from heterojob.engine import completion, migration, transfer
 from heterojob.engine.fleet import Allocation, DeviceClass, Fleet, Node
+from heterojob.engine.phases import MOVE_THENS, Then
 from heterojob.engine.placement import Request
 from heterojob.engine.preemption import Preemptor, Yield, YieldEnd, yield_ends, yield_of
 from heterojob.kube.api import Kube
@@ -118,12 +119,12 @@ class Disruption:
         # every node a fault or symptom names is left, not only the one that decides the move (a failed GPU moves
         # the job at once; a second node of its, overheating, must not be kept for it as "the healthy part")
         avoid = tuple(sorted(set(symptom.nodes).union(*(s.nodes for s in symptoms if s.trigger != migration.MANUAL))))
-        move = {"exclude": list(avoid), "reason": f"{symptom.trigger}: {symptom.message}",
-                "replicas": p.replicas, "trigger": symptom.trigger}
+        move = MigrationState(exclude=list(avoid), reason=f"{symptom.trigger}: {symptom.message}",
+                              replicas=p.replicas, trigger=symptom.trigger)
         if symptom.trigger == migration.MANUAL:
-            move["request"] = (annotations.get(ANNOTATION_MIGRATE) or "").strip()
+            move.request = (annotations.get(ANNOTATION_MIGRATE) or "").strip()
         if symptom.urgent:  # the job may be dead: go now, keeping the healthy part of its room while re-placed
-            move["involuntary"] = True
+            move.involuntary = True
             healthy = [n for n in p.nodes if n not in avoid]
             reserved = reservation(p.region, p.device_class, p.per_replica, healthy) if healthy else None
             self._reserve(key, reserved)
@@ -136,13 +137,14 @@ class Disruption:
             if reserved is None:
                 await self._hold(job, status, dest.message, dest.reason or "Held")
                 return
-            move["reason"] = f"{move['reason']}; {dest.message}" if c and c.region != p.region else move["reason"]
+            if c and c.region != p.region:
+                move.reason = f"{move.reason}; {dest.message}"
         await self._clear_hold(job, status)
         decided(key, "migrate", symptom.message, trigger=symptom.trigger)
         self.metrics.migrations.labels("migrate", symptom.trigger).inc()
-        if not await self.checkpoints.ask(key, then="migrate", by=None, reason=str(move["reason"]),
-                                          exclude=avoid, urgent=symptom.urgent, replicas=p.replicas,
-                                          migration={**move, "reserved": reserved}):
+        move.reserved = reserved
+        if not await self.checkpoints.ask(key, then=Then.MIGRATE, by=None, reason=move.reason,
+                                          exclude=avoid, urgent=symptom.urgent, replicas=p.replicas, migration=move):
             self._unreserve(key)  # nothing was asked (another checkpoint goes on): the room goes back
 
     async def escalate(self, job: Mapping[str, Any], spec: HeteroJobSpec, status: HeteroJobStatus,
@@ -169,23 +171,19 @@ class Disruption:
         key = f"{meta['namespace']}/{meta['name']}"
         reason = f"{symptom.trigger}: {symptom.message} (while checkpointing for {pending.reason})"
         exclude = sorted(set(pending.exclude) | set(symptom.nodes))
-        last = status.checkpoint.last.model_dump(by_alias=True, exclude_none=True) \
-            if status.checkpoint and status.checkpoint.last else None
+        last = status.checkpoint.last if status.checkpoint else None
         message = f"{reason}: checkpoint {pending.id} abandoned, the job {resume_from(last)}"
-        patch = StatusPatch(status).set(checkpoint={
-            "pending": {**pending.model_dump(by_alias=True, exclude_none=True), "reason": reason,
-                        "deadline": pending.requested_at, "exclude": exclude},
-            "last": last})
+        urgent_now = pending.model_copy(update={"reason": reason, "deadline": pending.requested_at,
+                                                "exclude": exclude})
         reserved = status.migration.reserved if status.migration is not None else None
         if reserved is not None and set(reserved.nodes) & set(symptom.nodes):
             reserved = None  # the fault is on its destination: placed again wherever it fits
-        if status.migration is not None and pending.then != "preempt":
-            move = status.migration.model_dump(by_alias=True, exclude_none=True)
-            move.update({"exclude": exclude, "reason": reason, "trigger": symptom.trigger, "involuntary": True,
-                         "reserved": reserved.model_dump(by_alias=True, exclude_none=True) if reserved else None})
-            patch.set(migration=move)
-        patch.condition("Checkpointing", "True", "Urgent", message)
-        patch.phase(Phase.CHECKPOINTING, "FaultWhileCheckpointing", message)
+        move = None
+        if status.migration is not None and pending.then != Then.PREEMPT:
+            move = status.migration.model_copy(update={"exclude": exclude, "reason": reason,
+                                                       "trigger": symptom.trigger, "involuntary": True,
+                                                       "reserved": reserved})
+        patch = StatusPatch(status).escalate(urgent_now, move, message)
         if not await self.writer.write(job, patch):
             return False
         if reserved is None and status.migration is not None and status.migration.reserved is not None:
@@ -201,7 +199,7 @@ class Disruption:
         off before the job gives up its devices; its next pass plans it again (and holds it without room)."""
         pending = status.checkpoint.pending if status.checkpoint else None
         move = status.migration
-        if (status.phase != Phase.CHECKPOINTING or pending is None or pending.then not in THEN_MOVE
+        if (status.phase != Phase.CHECKPOINTING or pending is None or pending.then not in MOVE_THENS
                 or move is None or move.involuntary or move.reserved is None):
             return None
         fleet = self.fleet([key])
@@ -226,7 +224,7 @@ class Disruption:
         """Why a manual move still at its checkpoint is called off (its annotation was removed), or None."""
         pending = status.checkpoint.pending if status.checkpoint else None
         move = status.migration
-        if (status.phase != Phase.CHECKPOINTING or pending is None or pending.then != "migrate" or move is None
+        if (status.phase != Phase.CHECKPOINTING or pending is None or pending.then != Then.MIGRATE or move is None
                 or move.trigger != migration.MANUAL or not move.request):
             return None
         now = ((job["metadata"].get("annotations") or {}).get(ANNOTATION_MIGRATE) or "").strip()
@@ -261,17 +259,16 @@ class Disruption:
                      f"which it was yielding to")
         return kind, why, f"{words} ({why.value})"
 
-    def _reserve(self, key: str, reserved: dict[str, Any] | None) -> None:
+    def _reserve(self, key: str, reserved: Reservation | None) -> None:
         """The cache holds the reservation at once, so the next plan sees it before the status comes back."""
         if reserved is None:
             return
-        classes = self.classes()
-        cls = classes.get(reserved["deviceClass"])
+        cls = self.classes().get(reserved.device_class)
         per_node: dict[str, int] = {}
-        for node in reserved["nodes"]:
-            per_node[node] = per_node.get(node, 0) + reserved["perReplica"]
-        self.cache.reserve(key, Allocation(cls.resource_name if cls else reserved["deviceClass"], per_node,
-                                           key.split("/", 1)[0], reserved["deviceClass"], reserved["region"]))
+        for node in reserved.nodes:
+            per_node[node] = per_node.get(node, 0) + reserved.per_replica
+        self.cache.reserve(key, Allocation(cls.resource_name if cls else reserved.device_class, per_node,
+                                           key.split("/", 1)[0], reserved.device_class, reserved.region))
         self.cache.disrupt(key)
 
     def _unreserve(self, key: str) -> None:
@@ -382,11 +379,10 @@ class Disruption:
             return self._note_held(key, "hold-resize", dest.message)
         decided(key, "resize", change.reason, trigger=change.trigger)
         self.metrics.migrations.labels("resize", change.trigger).inc()
-        if not await self.checkpoints.ask(key, then="resize", by=None, reason=f"{change.trigger}: {change.reason}",
-                                          replicas=change.replicas,
-                                          migration={"exclude": [], "reason": f"{change.trigger}: {change.reason}",
-                                                     "replicas": change.replicas, "trigger": change.trigger,
-                                                     "reserved": reserved}):
+        reason = f"{change.trigger}: {change.reason}"
+        if not await self.checkpoints.ask(key, then=Then.RESIZE, by=None, reason=reason, replicas=change.replicas,
+                                          migration=MigrationState(reason=reason, replicas=change.replicas,
+                                                                   trigger=change.trigger, reserved=reserved)):
             self._unreserve(key)
             return False
         return True
@@ -427,15 +423,15 @@ class Disruption:
         reason = f"{migration.UPGRADE}: {what}"
         decided(key, "migrate", what, trigger=migration.UPGRADE)
         self.metrics.migrations.labels("migrate", migration.UPGRADE).inc()
-        if not await self.checkpoints.ask(key, then="migrate", by=None, reason=reason, replicas=p.replicas,
-                                          migration={"exclude": [], "reason": reason, "replicas": p.replicas,
-                                                     "trigger": migration.UPGRADE, "reserved": reserved}):
+        if not await self.checkpoints.ask(key, then=Then.MIGRATE, by=None, reason=reason, replicas=p.replicas,
+                                          migration=MigrationState(reason=reason, replicas=p.replicas,
+                                                                   trigger=migration.UPGRADE, reserved=reserved)):
             self._unreserve(key)
             return False
         return True
 
     async def _plan_and_reserve(self, key: str, request: Request, now: float, weigh: transfer.Move | None = None
-                                ) -> tuple[planner.Admission, dict[str, Any] | None]:
+                                ) -> tuple[planner.Admission, Reservation | None]:
         """Where a move would go (make before break) and that room reserved for it, at once under the lock:
         no placement can take it in between. The reservation is None when there is no room."""
         async with self.lock:
@@ -466,7 +462,6 @@ class Disruption:
             self.wake_at(key, since + interval)
 
 
-THEN_MOVE = ("migrate", "resize")  # what follows a checkpoint that lands the job on a reservation
 HOLD_REFRESH_S = 5.0  # a held move's changed reason is said again at most this often
 MIGRATE, CHECKPOINT = "migrate", "checkpoint"  # kinds of request annotations (status.handled keys)
 

@@ -25,7 +25,8 @@ from heterojob.kube import convert, manifests
 from heterojob.kube.api import Kube
 from heterojob.kube.members import Members
 from heterojob.state.cache import Cache
-from heterojob.state.requests import MOVES, MOVING
+from heterojob.engine.phases import MOVING
+from heterojob.state.requests import MOVES
 from heterojob.api.times import iso
 
 log = logging.getLogger("heterojob.controller")

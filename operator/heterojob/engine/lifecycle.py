@@ -10,7 +10,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from enum import StrEnum
 
-from heterojob.engine.phases import Phase
+from heterojob.engine.phases import Phase, Then
 from heterojob.constants import CHECKPOINT_SIZE_MAX, EVICTED_BY_EVICTION_API
 from heterojob.engine.placement import replicas_text
 
@@ -41,7 +41,7 @@ class PendingCheckpoint:
 
     id: str
     deadline: float  # unix seconds
-    then: str
+    then: Then
     requested: float | None = None  # unix seconds; a deadline at or before it: an urgent move that waits for none
 
     @property
@@ -102,7 +102,7 @@ class Decision:
 
 REASON_INVALID_SPEC = "InvalidSpec"
 REASON_DRAINED = "Drained"
-PERIODIC = "continue"  # PendingCheckpoint.then of a periodic checkpoint: the job goes on where it is
+PERIODIC = Then.CONTINUE  # PendingCheckpoint.then of a periodic checkpoint: the job goes on where it is
 
 
 def decide(job: JobView) -> Decision:

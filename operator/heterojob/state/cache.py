@@ -14,14 +14,12 @@ from dataclasses import dataclass, field
 from heterojob.api.job import HeteroJobSpec, HeteroJobStatus, Phase, Scheduling
 from heterojob.engine.admission import Holder
 from heterojob.engine.fleet import Allocation, DeviceClass, Fleet, holdings, same_room, usage
+from heterojob.engine.phases import DISRUPTED, WAITING, YIELDS
 from heterojob.engine.placement import Request
 from heterojob.state.requests import base_request, request_for
 from heterojob.api.times import timestamp
 from heterojob.state.views import FleetSource
 
-WAITING = (None, Phase.PENDING, Phase.PREEMPTED, Phase.MIGRATING, Phase.RESIZING)
-DISRUPTED = (Phase.CHECKPOINTING, Phase.MIGRATING, Phase.RESIZING)  # moving: lends nothing
-YIELDS = ("preempt", "resize")  # what follows a checkpoint asked for on behalf of another job
 
 
 @dataclass(frozen=True)
