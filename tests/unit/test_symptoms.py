@@ -9,7 +9,9 @@ from heterojob.api.common import parse_spec
 from heterojob.api.job import HeteroJobSpec, HeteroJobStatus
 from heterojob.api.times import iso
 from heterojob.engine import migration
-from heterojob.state.symptoms import changed, gather, ripens_at
+from heterojob.engine.phases import Phase
+from heterojob.engine.running import Rules, Running, RunningJob, decide
+from heterojob.state.symptoms import changed, gather
 from heterojob.telemetry.model import DeviceSample, Health
 from heterojob.telemetry.snapshot import Availability, RegionTelemetry, Snapshot
 
@@ -85,7 +87,8 @@ def test_overheat_celsius_80_moves_a_job_at_85_degrees_after_overheat_for_second
     hot = snapshot(temperature=(60, 85, 60))
     verdict, st = look(s, status(), hot, T0)
     assert not verdict.act and "overheat for 0s of 120s" in verdict.reason
-    assert ripens_at(gather(META, s, st, {}, hot, None, T0 + 10).symptoms, rules(s)) == T0 + 120
+    held = gather(META, s, st, {}, hot, None, T0 + 10).symptoms
+    assert decide(RunningJob(T0 + 10, Phase.RUNNING, symptoms=tuple(held)), Running(), Rules(rules(s))).at == T0 + 120
     verdict, st = look(s, st, hot, T0 + 119)
     assert not verdict.act
     verdict, st = look(s, st, hot, T0 + 120)

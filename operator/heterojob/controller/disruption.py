@@ -1,12 +1,14 @@
-"""Disruption of a running job: gather its symptoms, let `engine.migration` judge, then ask a checkpoint.
+"""Disruption of a running job: the views its next step is decided from, and the moves that carry it out.
 
-Called by the reconcile pass for a Running job with no disruptive checkpoint pending. In order: a
-checkpoint asked for by annotation; symptoms (NotReady node, manual request, firing alerts, failed or
-overheating devices and stragglers from the monitor's snapshot, gathered by `state.symptoms`) judged against the job's policy and the
-disruption budget; with no symptom, an elastic job's shrink or growth (growth as far as the planner
-lends room); else the periodic checkpoint. A held move is announced once (Event MigrationHeld). A voluntary
-move goes to another region only where its checkpoint's transfer pays (`engine.transfer`, through
-`plan_move`); an urgent one is marked involuntary, so its placement prefers the cheapest transfer.
+`decide` gathers the job's symptoms (`state.symptoms`), builds the views (`state.running.view` and what the
+cache, the fleet and the planner say: a called-off request, a dead reserved destination, the job a yield
+gives room to, room to grow, an upgrade that pays) and asks `engine.running.decide`, the one place the order
+of competing causes lives. The reconcile pass applies the answer: `escalate`, a cancel through
+`Checkpoints.cancel`, or `apply` for a Running job (a checkpoint asked by annotation, a move, a hold, a
+resize, an upgrade, the periodic checkpoint). A held move is announced once (Event MigrationHeld). A voluntary
+move reserves its destination before the checkpoint is asked for (make before break) and goes to another
+region only where its checkpoint's transfer pays (`engine.transfer`, through `plan_move`); an urgent one is
+marked involuntary, so its placement prefers the cheapest transfer.
 """
 
 from __future__ import annotations
@@ -23,19 +25,21 @@ from heterojob.controller.checkpoints import PERIODIC, Checkpoints, resume_from
 from heterojob.controller.decisionlog import decided
 from heterojob.controller.status import StatusPatch, StatusWriter
 from heterojob.engine import admission as planner
-from heterojob.state.knowledge import sizes_on
 from heterojob.engine import completion, migration, transfer
 from heterojob.engine.fleet import Allocation, DeviceClass, Fleet, Node
 from heterojob.engine.phases import MOVE_THENS, Then
+from heterojob.engine.lifecycle import Action
 from heterojob.engine.placement import Request
-from heterojob.engine.preemption import Preemptor, Yield, YieldEnd, yield_ends, yield_of
+from heterojob.engine.running import Decision, Rules, Running, Step, decide
+from heterojob.engine.preemption import Preemptor, YieldEnd
 from heterojob.kube.api import Kube
 from heterojob.metrics import OperatorMetrics
 from heterojob.state.cache import Cache
 from heterojob.state.requests import move_request, request_for, reservation, transfer_move
-from heterojob.state.symptoms import Gathered, gather, ripens_at
+from heterojob.state import running
+from heterojob.state.running import MIGRATE as MIGRATE  # controller/admission.py (the lead's) imports it here
+from heterojob.state.symptoms import Gathered, gather
 from heterojob.state.symptoms import changed as onsets_changed
-from heterojob.api.times import timestamp
 from heterojob.telemetry.snapshot import Snapshot
 
 
@@ -76,43 +80,82 @@ class Disruption:
         """Jobs whose move waits (for room, the cooldown, the budget): room that frees may let them go."""
         return list(self._held)
 
-    async def consider(self, job: Mapping[str, Any], spec: HeteroJobSpec, status: HeteroJobStatus,
-                       now: float) -> None:
+    # --- the views `engine.running.decide` reads, and its answer applied -------------------------------
+
+    def decide(self, key: str, job: Mapping[str, Any], spec: HeteroJobSpec | None, status: HeteroJobStatus,
+               lifecycle: Action, now: float) -> tuple[Decision, Gathered | None]:
+        """The running job's next step (`engine.running.decide`) from its views, with its symptoms gathered
+        (and the onsets status.symptoms is to keep)."""
+        gathered = None
+        if spec is not None and status.placement is not None and status.phase in (Phase.RUNNING,
+                                                                                  Phase.CHECKPOINTING):
+            gathered = self.symptoms(job, spec, status, now)
+        asked = ((job["metadata"].get("annotations") or {}).get(ANNOTATION_CHECKPOINT_NOW) or "").strip()
+        view = running.view(spec, status, gathered.symptoms if gathered else (), lifecycle, now, asked)
+        pending = status.checkpoint.pending if status.checkpoint else None
+        fleetwise = Running(
+            disrupted_now=self.cache.disrupted(), cancelled=self.cancelled(job, status),
+            destination=self.destination_gone(key, status), preemptor=self.preemptor(pending.by) if pending else None,
+            grow_to=lambda: self.room_to_grow(key, job, spec, status) if spec is not None else None,
+            upgrade=lambda: self._upgrade_for(key, spec, status, now))
+        if spec is None:
+            return decide(view, fleetwise, Rules(migration.Rules(frozenset()))), gathered
+        return decide(view, fleetwise, running.rules(spec, self.budget, self.advisory, self.by_level)), gathered
+
+    async def apply(self, job: Mapping[str, Any], spec: HeteroJobSpec, status: HeteroJobStatus, d: Decision,
+                    gathered: Gathered | None, now: float) -> None:
+        """Act on a Running job's step (CHECKPOINT to PERIODIC, HOLD, NONE): request annotations already acted
+        on are removed, the symptoms' onsets written, then the step is taken."""
         meta = job["metadata"]
         key = f"{meta['namespace']}/{meta['name']}"
         annotations = meta.get("annotations") or {}
-        for kind, name in ((CHECKPOINT, ANNOTATION_CHECKPOINT_NOW), (MIGRATE, ANNOTATION_MIGRATE)):
+        for kind, name in ((running.CHECKPOINT, ANNOTATION_CHECKPOINT_NOW), (running.MIGRATE, ANNOTATION_MIGRATE)):
             value = (annotations.get(name) or "").strip()
             if value and value == status.handled.get(kind):  # acted on; the annotation outlived a restart
                 await self.kube.annotate_job(meta["namespace"], meta["name"], {name: None})
-        asked = (annotations.get(ANNOTATION_CHECKPOINT_NOW) or "").strip()
-        if asked and asked != status.handled.get(CHECKPOINT) and not (status.checkpoint and status.checkpoint.pending):
+        if d.step == Step.CHECKPOINT:
+            asked = (annotations.get(ANNOTATION_CHECKPOINT_NOW) or "").strip()
             # intent first (status says which request it serves), then the annotation goes
-            if await self.checkpoints.ask(key, then=PERIODIC, by=None, reason=f"checkpoint requested: {asked}",
-                                          handled={CHECKPOINT: asked}):
+            if await self.checkpoints.ask(key, then=PERIODIC, by=None, reason=d.reason,
+                                          handled={running.CHECKPOINT: asked}):
                 await self.kube.annotate_job(meta["namespace"], meta["name"], {ANNOTATION_CHECKPOINT_NOW: None})
             return
-        gathered = self.symptoms(job, spec, status, now)
-        if onsets_changed(status.symptoms, gathered.onsets):  # each held symptom's clock, kept in status
+        if gathered is not None and onsets_changed(status.symptoms, gathered.onsets):  # each held clock
             await self.writer.write(job, StatusPatch(status).onsets(gathered.onsets))
-        symptoms = gathered.symptoms
-        periodic_pending = bool(status.checkpoint and status.checkpoint.pending)
-        if not symptoms:
+        if d.at is not None:
+            self.wake_at(key, d.at)
+        if d.step == Step.MIGRATE:
+            await self._migrate(job, spec, status, d, now)
+            return
+        if d.step == Step.HOLD:
+            await self._hold(job, status, d.reason)
+            return
+        if not d.symptoms:
             await self._clear_hold(job, status)
-            if not periodic_pending and not await self._resize(job, spec, status, now) \
-                    and not await self._upgrade(job, spec, status, now):
-                await self._periodic(key, spec, status, now)
-            return
-        rules = self._rules(spec)
-        verdict = migration.judge(symptoms, rules, now, _moves(status), self.cache.disrupted())
-        if not verdict.act:
-            if verdict.symptom is not None:
-                await self._hold(job, status, verdict.reason)
-            ripe_at = ripens_at(symptoms, rules)
-            if ripe_at is not None:  # look again when the first holding symptom has lasted its time
-                self.wake_at(key, max(ripe_at, now + 1.0))
-            return
-        symptom = verdict.symptom
+        if d.idle is not None:  # its time starts the shrink's clock
+            idle, words = d.idle
+            await self.writer.write(job, StatusPatch(status).condition(
+                "LowUtilization", "True" if idle else "False", "Idle" if idle else "Busy", words))
+        for kind, reason in d.held:
+            self._note_held(key, kind.value, reason)
+        while d.step in (Step.RESIZE, Step.UPGRADE):
+            act = self._resize if d.step == Step.RESIZE else self._upgrade
+            if await act(key, job, spec, status, d, now) or d.otherwise is None:
+                return
+            d = d.otherwise()  # no room for it: the next candidate
+            for kind, reason in d.held:
+                self._note_held(key, kind.value, reason)
+            if d.at is not None:
+                self.wake_at(key, d.at)
+        if d.step == Step.PERIODIC:
+            await self.checkpoints.ask(key, then=PERIODIC, by=None, reason=d.reason)
+
+    async def _migrate(self, job: Mapping[str, Any], spec: HeteroJobSpec, status: HeteroJobStatus, d: Decision,
+                       now: float) -> None:
+        """A symptom moves the job: reserve where it goes (make before break), then ask for the checkpoint."""
+        meta = job["metadata"]
+        key = f"{meta['namespace']}/{meta['name']}"
+        symptom, symptoms = d.symptom, d.symptoms
         assert symptom is not None
         p = status.placement
         assert p is not None
@@ -122,7 +165,7 @@ class Disruption:
         move = MigrationState(exclude=list(avoid), reason=f"{symptom.trigger}: {symptom.message}",
                               replicas=p.replicas, trigger=symptom.trigger)
         if symptom.trigger == migration.MANUAL:
-            move.request = (annotations.get(ANNOTATION_MIGRATE) or "").strip()
+            move.request = ((meta.get("annotations") or {}).get(ANNOTATION_MIGRATE) or "").strip()
         if symptom.urgent:  # the job may be dead: go now, keeping the healthy part of its room while re-placed
             move.involuntary = True
             healthy = [n for n in p.nodes if n not in avoid]
@@ -147,8 +190,7 @@ class Disruption:
                                           exclude=avoid, urgent=symptom.urgent, replicas=p.replicas, migration=move):
             self._unreserve(key)  # nothing was asked (another checkpoint goes on): the room goes back
 
-    async def escalate(self, job: Mapping[str, Any], spec: HeteroJobSpec, status: HeteroJobStatus,
-                       now: float) -> bool:
+    async def escalate(self, job: Mapping[str, Any], status: HeteroJobStatus, d: Decision, now: float) -> bool:
         """A fault (a NotReady node, a failed device, an alert naming a dead one) arriving while the job
         checkpoints for something that was not urgent (a voluntary move, a resize, a preemption): a rank on a
         dead node never answers, so waiting for the deadline would hold the job there for the whole timeout.
@@ -156,17 +198,8 @@ class Disruption:
         completed checkpoint now), the fault's nodes are avoided, and a move becomes involuntary (it may no
         longer be cancelled; its reservation is kept unless it lies on those nodes). True when it wrote."""
         pending = status.checkpoint.pending if status.checkpoint else None
-        p = status.placement
-        if pending is None or p is None or pending.then == PERIODIC or status.phase != Phase.CHECKPOINTING:
-            return False
-        requested, deadline = timestamp(pending.requested_at), timestamp(pending.deadline)
-        if requested is not None and deadline is not None and deadline <= requested:
-            return False  # urgent already
-        urgent = [s for s in self.symptoms(job, spec, status, now).symptoms if s.urgent]
-        verdict = migration.judge(urgent, self._rules(spec), now, _moves(status), self.cache.disrupted())
-        if not verdict.act or verdict.symptom is None:
-            return False
-        symptom = verdict.symptom
+        symptom = d.symptom
+        assert pending is not None and symptom is not None
         meta = job["metadata"]
         key = f"{meta['namespace']}/{meta['name']}"
         reason = f"{symptom.trigger}: {symptom.message} (while checkpointing for {pending.reason})"
@@ -230,34 +263,25 @@ class Disruption:
         now = ((job["metadata"].get("annotations") or {}).get(ANNOTATION_MIGRATE) or "").strip()
         return None if now == move.request else f"the {ANNOTATION_MIGRATE} annotation was removed"
 
-    def yield_ends(self, spec: HeteroJobSpec | None, status: HeteroJobStatus
-                   ) -> tuple[Yield, YieldEnd, str] | None:
+    def preemptor(self, by: str | None) -> Preemptor | None:
+        """The job a yield gives room to, as the cache knows it now (None: gone)."""
+        e = self.cache.entries.get(by or "")
+        return Preemptor(e.priority, e.request is not None) if e is not None else None
+
+    def yield_words(self, spec: HeteroJobSpec | None, status: HeteroJobStatus, why: YieldEnd) -> str:
         """Why a job still at the checkpoint it was asked for on another's behalf (a preemption's victim, a
-        reclaim's grown job) runs on as it is instead (`engine.preemption.yield_ends`: the job it yields to
-        deleted, placed or finished, or a priority edited), which yield it was, and that in words; or None. An
-        urgent one (a fault's: it leaves anyway) is left alone; once its devices are given back it is too late."""
-        pending = status.checkpoint.pending if status.checkpoint else None
-        kind = yield_of(pending.then, pending.by) if pending is not None else None
-        if status.phase != Phase.CHECKPOINTING or pending is None or kind is None or spec is None \
-                or status.placement is None:
-            return None
-        requested, deadline = timestamp(pending.requested_at), timestamp(pending.deadline)
-        if requested is not None and deadline is not None and deadline <= requested:
-            return None
-        e = self.cache.entries.get(pending.by or "")
-        why = yield_ends(spec.priority.rank, Preemptor(e.priority, e.request is not None) if e else None,
-                         self.by_level, kind)
-        if why is None:
-            return None
+        reclaim's grown job) runs on as it is instead (`engine.preemption.yield_ends`), in words."""
+        by = status.checkpoint.pending.by if status.checkpoint and status.checkpoint.pending else None
         if why == YieldEnd.PREEMPTOR_GONE:
-            words = f"{pending.by}, which it was yielding to, is gone"
+            words = f"{by}, which it was yielding to, is gone"
         elif why == YieldEnd.PREEMPTOR_NOT_WAITING:
-            words = f"{pending.by}, which it was yielding to, no longer waits for room"
+            words = f"{by}, which it was yielding to, no longer waits for room"
         else:
+            e = self.cache.entries.get(by or "")
             theirs = next((p.value for p in Priority if e is not None and p.rank == e.priority), "?")
-            words = (f"its priority ({spec.priority.value}) is no longer below that of {pending.by} ({theirs}), "
-                     f"which it was yielding to")
-        return kind, why, f"{words} ({why.value})"
+            mine = spec.priority.value if spec is not None else "?"
+            words = f"its priority ({mine}) is no longer below that of {by} ({theirs}), which it was yielding to"
+        return f"{words} ({why.value})"
 
     def _reserve(self, key: str, reserved: Reservation | None) -> None:
         """The cache holds the reservation at once, so the next plan sees it before the status comes back."""
@@ -305,14 +329,7 @@ class Disruption:
         meta = job["metadata"]
         manual = ((meta.get("annotations") or {}).get(ANNOTATION_MIGRATE) or "").strip()
         return gather(meta, spec, status, self.nodes(), self.telemetry(),
-                      manual if manual and manual != status.handled.get(MIGRATE) else None, now)
-
-    def _rules(self, spec: HeteroJobSpec, extra: Iterable[str] = ()) -> migration.Rules:
-        return migration.Rules(
-            triggers=frozenset(t.value for t in spec.policy.triggers) | frozenset(extra),
-            overheat_for_s=spec.policy.overheat_for_seconds, straggler_for_s=spec.policy.straggler_for_seconds,
-            cooldown_s=spec.policy.cooldown_seconds, max_per_hour=spec.policy.max_migrations_per_hour,
-            budget=self.budget, advisory=self.advisory)
+                      manual if manual and manual != status.handled.get(running.MIGRATE) else None, now)
 
     def room_to_grow(self, key: str, job: Mapping[str, Any], spec: HeteroJobSpec, status: HeteroJobStatus
                      ) -> int | None:
@@ -326,53 +343,25 @@ class Disruption:
 
     @staticmethod
     def growth_limit(spec: HeteroJobSpec, status: HeteroJobStatus) -> int:
-        """The most replicas growth may reach on the job's class: as far as spec.replicas.max until its
-        measured scaling there says otherwise (`completion.growth_limit`, from status.scheduling.speeds;
-        with no speed measured at its admitted size, growing is the trial that measures it)."""
-        p = status.placement
-        base, upper = spec.replicas.start, spec.replicas.upper
-        if p is None:
-            return upper
-        measured = sizes_on(status.scheduling, p.device_class)
-        if base not in measured:
-            return upper
-        return completion.growth_limit(base, upper, measured)
+        """`state.running.growth_limit`."""
+        return running.growth_limit(spec, status)
 
-    async def _resize(self, job: Mapping[str, Any], spec: HeteroJobSpec, status: HeteroJobStatus,
-                      now: float) -> bool:
-        """Shrink an idle elastic job or grow one into free room, through a checkpoint; True if it acts."""
+    def _upgrade_for(self, key: str, spec: HeteroJobSpec | None, status: HeteroJobStatus, now: float
+                     ) -> completion.Upgrade | None:
+        """A move up to a faster class (or a probe of one) that pays (`Admission.upgrade_for`), within
+        spec.policy.allowCrossClass, or None."""
         p = status.placement
-        if p is None or spec.replicas.upper <= spec.replicas.min:
-            return False
-        meta = job["metadata"]
-        key = f"{meta['namespace']}/{meta['name']}"
-        average = status.utilization.average if status.utilization else None
-        low = average is not None and average < spec.policy.low_utilization_percent
-        old = next((c for c in status.conditions if c.type == "LowUtilization"), None)
-        if low != (old is not None and old.status == "True"):
-            text = f"average utilization {average:.0f}%" if average is not None else "no utilization data"
-            await self.writer.write(job, StatusPatch(status).condition(
-                "LowUtilization", "True" if low else "False", "Idle" if low else "Busy", text))
-            return False  # the next pass reads the condition's time
-        low_since = timestamp(old.last_transition_time) if low and old else None
-        change = migration.resize(p.replicas, spec.replicas.min, spec.replicas.upper, average, low_since, now,
-                                  spec.policy.low_utilization_percent, spec.policy.low_utilization_for_seconds,
-                                  self.room_to_grow(key, job, spec, status))
-        limit = self.growth_limit(spec, status)
-        if change is None and p.replicas > max(limit, spec.replicas.start):  # grown past where it scales well
-            change = migration.Resize(migration.GROW, max(limit, spec.replicas.start),
-                                      f"measured scaling too low at {p.replicas} replicas: {p.replicas} -> "
-                                      f"{max(limit, spec.replicas.start)}")
-        if change is None:
-            if low and low_since is not None:
-                self.wake_at(key, low_since + spec.policy.low_utilization_for_seconds)
-            return False
-        symptom = migration.Symptom(change.trigger, low_since or now, (), change.reason)
-        assert p is not None
-        verdict = migration.judge([symptom], self._rules(spec, extra=[migration.GROW]), now, _moves(status),
-                                  self.cache.disrupted())
-        if not verdict.act:
-            return self._note_held(key, "hold-resize", verdict.reason)
+        if self.upgrade_for is None or spec is None or p is None or not spec.policy.allow_cross_class \
+                or len(spec.devices) < 2:
+            return None
+        last = status.checkpoint.last if status.checkpoint else None
+        return self.upgrade_for(key, [a.device_class for a in spec.devices], now, last.save_seconds if last else None)
+
+    async def _resize(self, key: str, job: Mapping[str, Any], spec: HeteroJobSpec, status: HeteroJobStatus,
+                      d: Decision, now: float) -> bool:
+        """Shrink or grow the job through a checkpoint, its new size's room reserved first; False when no room."""
+        p, change = status.placement, d.resize
+        assert p is not None and change is not None
         request = move_request(key, job, spec, p.region, p.device_class, (), change.replicas)
         dest, reserved = await self._plan_and_reserve(key, request, now)
         if reserved is None:  # make before break: no room for the new size, the job runs on as it is
@@ -387,29 +376,13 @@ class Disruption:
             return False
         return True
 
-    async def _upgrade(self, job: Mapping[str, Any], spec: HeteroJobSpec, status: HeteroJobStatus,
-                       now: float) -> bool:
-        """Move the job up to a faster class (or probe one whose speed for it is only the sheet's guess) when
-        the policy says it pays (`Admission.upgrade_for`), through the rules every voluntary move obeys:
-        spec.policy.allowCrossClass, cooldown, moves per hour, the disruption budget, make before break (the
-        destination reserved before the checkpoint is asked for). True if it acts."""
-        p = status.placement
-        if self.upgrade_for is None or p is None or not spec.policy.allow_cross_class or len(spec.devices) < 2:
-            return False
-        meta = job["metadata"]
-        key = f"{meta['namespace']}/{meta['name']}"
-        last = status.checkpoint.last if status.checkpoint else None
-        u = self.upgrade_for(key, [a.device_class for a in spec.devices], now, last.save_seconds if last else None)
-        if u is None:
-            return False
-        what = (f"probe {u.to_class} (its speed there is only the class's declared throughput; the probe may "
-                f"cost {-u.saving_s:.0f}s)" if u.probe else
-                f"move up to {u.to_class}: expected to finish {u.saving_s:.0f}s sooner, the move's cost counted")
-        verdict = migration.judge([migration.Symptom(migration.UPGRADE, now, (), what)],
-                                  self._rules(spec, extra=[migration.UPGRADE]), now, _moves(status),
-                                  self.cache.disrupted())
-        if not verdict.act:
-            return self._note_held(key, "hold-upgrade", verdict.reason)
+    async def _upgrade(self, key: str, job: Mapping[str, Any], spec: HeteroJobSpec, status: HeteroJobStatus,
+                       d: Decision, now: float) -> bool:
+        """Move the job up to a faster class (or probe one whose speed for it is only the sheet's guess) through
+        the rules every voluntary move obeys (judged by `decide`) and make before break (the destination
+        reserved before the checkpoint is asked for); False when there is no room where it may go."""
+        p, u = status.placement, d.upgrade
+        assert p is not None and u is not None
         request = move_request(key, job, spec, p.region, p.device_class, (), p.replicas)
         request = replace(request, alternatives=[a for a in request.alternatives if a.device_class == u.to_class])
         if not request.alternatives:
@@ -420,8 +393,8 @@ class Disruption:
         dest, reserved = await self._plan_and_reserve(key, request, now, weigh)
         if reserved is None:  # the devices are free, but not where it may go: it runs on, nothing said
             return self._note_held(key, "hold-upgrade", dest.message)
-        reason = f"{migration.UPGRADE}: {what}"
-        decided(key, "migrate", what, trigger=migration.UPGRADE)
+        reason = f"{migration.UPGRADE}: {d.reason}"
+        decided(key, "migrate", d.reason, trigger=migration.UPGRADE)
         self.metrics.migrations.labels("migrate", migration.UPGRADE).inc()
         if not await self.checkpoints.ask(key, then=Then.MIGRATE, by=None, reason=reason, replicas=p.replicas,
                                           migration=MigrationState(reason=reason, replicas=p.replicas,
@@ -449,23 +422,5 @@ class Disruption:
             decided(key, kind, reason=reason)
         return False
 
-    async def _periodic(self, key: str, spec: HeteroJobSpec, status: HeteroJobStatus, now: float) -> None:
-        """Every spec.checkpoint.intervalSeconds, counted from the last checkpoint (or the placement)."""
-        interval = spec.checkpoint.interval_seconds
-        if not interval or status.placement is None:
-            return
-        last = status.checkpoint.last if status.checkpoint else None
-        since = (timestamp(last.time) if last else None) or timestamp(status.placement.since) or now
-        if now - since >= interval:
-            await self.checkpoints.ask(key, then=PERIODIC, by=None, reason=f"periodic checkpoint (every {interval}s)")
-        else:
-            self.wake_at(key, since + interval)
-
 
 HOLD_REFRESH_S = 5.0  # a held move's changed reason is said again at most this often
-MIGRATE, CHECKPOINT = "migrate", "checkpoint"  # kinds of request annotations (status.handled keys)
-
-
-def _moves(status: HeteroJobStatus) -> list[float]:
-    """When the job was migrated or resized before (from its history)."""
-    return [t for h in status.history if h.action in ("migrate", "resize") and (t := timestamp(h.time))]

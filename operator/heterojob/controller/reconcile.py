@@ -34,6 +34,7 @@ from heterojob.engine import lifecycle, spec_changes, transfer, validation
 from heterojob.engine.fleet import Fleet
 from heterojob.engine.lifecycle import Action, Decision, JobView
 from heterojob.engine.phases import Then
+from heterojob.engine.running import Step
 from heterojob.engine.queueing import QueuePolicy, QueueSettings
 from heterojob.kube import convert
 from heterojob.kube.api import Kube
@@ -215,24 +216,28 @@ class Controller:
             now=now,
             cordoned=self._cordoned(status),
         )
-        if pending is not None and spec is not None and await self.disruption.escalate(job, spec, status, now):
-            return  # a fault outranks what the job was checkpointing for: its next pass goes on at once
         decision = lifecycle.decide(view)
-        why = self.disruption.cancelled(job, status) or self.disruption.destination_gone(key, status)
-        if why is not None:
-            await self.checkpoints.cancel(job, status, why, saved=decision)
+        step, gathered = self.disruption.decide(key, job, spec, status, decision.action, now)
+        if step.step == Step.ESCALATE:  # a fault outranks what the job was checkpointing for
+            await self.disruption.escalate(job, status, step, now)
             return
-        ended = self.disruption.yield_ends(spec, status)
-        if ended is not None:  # the job it yields to no longer needs its room: the checkpoint it took is harmless
-            kind, cause, words = ended
-            await self.checkpoints.cancel(job, status, words, saved=decision, what=kind.value,
-                                          reason=kind.cancelled, cause=cause.value)
+        if step.step in (Step.CANCEL_MOVE, Step.DESTINATION_GONE):
+            await self.checkpoints.cancel(job, status, step.reason, saved=decision)
+            return
+        if step.step == Step.YIELD_ENDS:  # the job it yields to no longer needs its room: its checkpoint is harmless
+            assert step.yield_end is not None
+            kind, cause = step.yield_end
+            await self.checkpoints.cancel(job, status, self.disruption.yield_words(spec, status, cause),
+                                          saved=decision, what=kind.value, reason=kind.cancelled, cause=cause.value)
             return
         if decision.action == Action.NONE and status.phase is not None and status.phase.terminal:
             self.queue.settle(key)
         if decision.action != Action.NONE:
             decided(key, decision.action.value, decision.message, reason=decision.reason)
         await self._act(job, spec, status, decision, pods)
+        own = pending is not None and pending.then != PERIODIC  # a checkpoint of its own goes on
+        if spec is not None and status.phase == Phase.RUNNING and step.step != Step.LIFECYCLE and not own:
+            await self.disruption.apply(job, spec, status, step, gathered, now)
 
     async def _spec_edited(self, job: dict[str, Any], status: HeteroJobStatus, spec: HeteroJobSpec | None
                            ) -> None:
@@ -331,9 +336,7 @@ class Controller:
             stuck = [v.unschedulable_since for v in pods if v.unschedulable and v.phase == "Pending"]
             if stuck:  # look again when the first unschedulable rank has waited long enough
                 self.queue.wake_at(key, min(stuck) + lifecycle.JobView.unschedulable_after_s)
-            if status.phase == Phase.RUNNING and spec is not None and (pending is None or pending.then == PERIODIC):
-                await self.disruption.consider(job, spec, status, time.time())  # a fault outranks a periodic one
-            return
+            return  # a Running job's own step: `Disruption.apply`, after this
         if d.action == Action.REQUEST_CHECKPOINT:
             assert pending is not None
             await self._annotate_checkpoint(ns, d.pods, pending.id, name)

@@ -112,10 +112,3 @@ def changed(before: SymptomOnsets | None, after: SymptomOnsets | None) -> bool:
     def dump(o: SymptomOnsets | None) -> dict[str, object] | None:
         return o.model_dump(exclude_none=True) if o is not None else None
     return dump(before) != dump(after)
-
-
-def ripens_at(symptoms: Sequence[migration.Symptom], rules: migration.Rules) -> float | None:
-    """When the first symptom still holding (overheat, straggler) has lasted its time, or None."""
-    times = [s.since + getattr(rules, migration.HOLD[s.trigger]) for s in symptoms
-             if s.trigger in migration.HOLD and s.trigger in rules.triggers]
-    return min(times, default=None)
