@@ -97,13 +97,16 @@ class WorkQueue:
         finally:
             self._tasks.pop(key, None)
 
-    def start_resync(self, interval: float, periodic: Iterable[tuple[str, float, Callable[[], Awaitable[None]]]] = ()
-                     ) -> None:
-        """Every known job is looked at again each `interval`; each (name, seconds, task) runs that often."""
+    def start_resync(self, interval: float, periodic: Iterable[tuple[str, float, Callable[[], Awaitable[None]]]] = (),
+                     keys: Callable[[int], Iterable[str]] | None = None) -> None:
+        """Every known job (or what `keys(round)` names) is looked at again each `interval`; each (name,
+        seconds, task) runs that often."""
         async def resync() -> None:
+            round_ = 0
             while True:
                 await asyncio.sleep(interval)
-                for key in sorted(self.known):
+                round_ += 1
+                for key in (keys(round_) if keys is not None else sorted(self.known)):
                     self.poke(key)
 
         async def every(name: str, seconds: float, task: Callable[[], Awaitable[None]]) -> None:

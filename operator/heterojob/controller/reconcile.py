@@ -20,13 +20,13 @@ from heterojob.alerts.mapping import Placed
 from heterojob.api.common import SpecError, check_object_name, parse_spec
 from heterojob.api.job import JOB_NAME_MAX, HeteroJobSpec, HeteroJobStatus, Phase
 from heterojob.constants import ANNOTATION_CHECKPOINT_REQUEST
-from heterojob.controller.admission import Admission
 from heterojob.controller.alerts import AlertSymptoms
 from heterojob.controller.checkpoints import PERIODIC, Checkpoints, resume_from
 from heterojob.controller.decisionlog import decided
 from heterojob.controller.disruption import Disruption
 from heterojob.controller.pods import Pods
 from heterojob.controller.queue import WorkQueue
+from heterojob.controller.scheduler import Scheduler
 from heterojob.controller.quotas import QuotaStatus
 from heterojob.controller.status import StatusPatch, StatusWriter, read_status, where
 from heterojob.engine import admission as planner
@@ -42,6 +42,9 @@ from heterojob.engine.requeue import REQUEUE_AFTER_S
 from heterojob.state.cache import Cache
 from heterojob.state.times import timestamp
 from heterojob.state.views import FleetSource
+
+
+WAITING_RESYNC_EVERY = 10  # a waiting job is looked at by every 10th resync round only
 
 
 @dataclass(frozen=True)
@@ -81,13 +84,13 @@ class Controller:
         policy = QueuePolicy(self.config.queue_policy)
         queue = QueueSettings(policy=policy, thresholds_device_h=tuple(self.config.queue_thresholds_device_h),
                               starvation_s=self.config.starvation_s) if policy != QueuePolicy.FIFO else None
-        self.admission = Admission(kube, self.writer, self.cache, self.pods, self.checkpoints, self.fleet, settings,
+        self.scheduler = Scheduler(kube, self.writer, self.cache, self.pods, self.checkpoints, self.fleet, settings,
                                    self.metrics, self.poke, self.forget, queue, fleet.classes, self.config.transfer,
-                                   wake_at=self.queue.wake_at, requeue_after_s=self.config.move_requeue_after_s)
+                                   requeue_after_s=self.config.move_requeue_after_s)
         self.disruption = Disruption(kube, self.writer, self.cache, self.checkpoints, fleet.nodes,
                                      fleet.telemetry, self.fleet, self.queue.wake_at, self.metrics,
                                      self.config.disruption_budget, self.config.advisory, settings, fleet.classes,
-                                     self.admission.lock, self.config.transfer, self.admission.upgrade_for,
+                                     self.scheduler.lock, self.config.transfer, self.scheduler.upgrade_for,
                                      by_level=queue is not None)
         self.quotas = QuotaStatus(kube, self.cache, fleet.quota_objects, fleet.classes, fleet.regions)
 
@@ -105,8 +108,11 @@ class Controller:
         self.queue.poke(key)
 
     def poke_pending(self, delay: float = 0.0) -> None:
-        """Capacity may have freed: give every waiting job and every held move another look (coalesced)."""
-        self.queue.poke_all(lambda: [*(r.job for r in self.cache.waiting()), *self.disruption.held()], delay)
+        """Capacity may have freed (or the fleet changed): the scheduler plans the queue again, and every held
+        move gets another look (coalesced)."""
+        self.scheduler.room_freed()
+        if self.disruption.held():
+            self.queue.poke_all(self.disruption.held, delay)
 
     def node_changed(self, node: str) -> None:
         """A Node changed (Ready, cordon, taints): every job placed on it, or holding room there for a move,
@@ -122,19 +128,30 @@ class Controller:
         self.queue.forget(key)
         for victim in self.cache.yielders(key):  # they were yielding to it: they run on (reconcile)
             self.poke(victim)
-        self.admission.drop(key)
+        self.scheduler.drop(key)
         self.pods.forget(key)
         self.disruption.forget(key)
         if self.cache.forget(key):
             self.poke_pending()
 
     def start_resync(self, interval: float) -> None:
-        self.queue.start_resync(interval, [("HeteroQuota status write", 1.0, self.quotas.sync)])
+        self.scheduler.start()
+        self.queue.start_resync(interval, [("HeteroQuota status write", 1.0, self.quotas.sync)], self._resync_keys)
+
+    def _resync_keys(self, round_: int) -> list[str]:
+        """What a resync round looks at: every known job; a waiting job only every WAITING_RESYNC_EVERY-th
+        round (the scheduler plans it on every event that could change its verdict, and its own events reach
+        it; this is the safety net)."""
+        if round_ % WAITING_RESYNC_EVERY == 0:
+            return sorted(self.queue.known)
+        waiting = {k for k, e in self.cache.entries.items() if e.request is not None}
+        return sorted(k for k in self.queue.known if k not in waiting)
 
     async def sync_quotas(self) -> None:
         await self.quotas.sync()
 
     async def stop(self) -> None:
+        await self.scheduler.stop()
         await self.queue.stop()
 
     async def alert(self, key: str, fingerprint: str, firing: bool, action: str, nodes: tuple[str, ...],
@@ -369,7 +386,7 @@ class Controller:
             if until is not None and until > time.time():  # pods were refused for a passing reason: wait
                 self.queue.wake_at(key, until)
                 return
-            await self.admission.place(job, spec, status, max((v.generation for v in pods), default=0))
+            await self.scheduler.place(job, spec, status, max((v.generation for v in pods), default=0))
         elif d.action == Action.CREATE_PODS:
             await self.pods.create(job, spec, status, d.ranks)
         elif d.action == Action.CLEANUP:

@@ -40,7 +40,8 @@ from typing import TYPE_CHECKING
 from heterojob.engine import completion, preemption, transfer
 from heterojob.engine.fleet import Allocation, Fleet
 from heterojob.engine.placement import (
-    Alternative, Candidate, FleetIndex, Ledger, Request, Result, listed, place, replicas_text, room_to_grow,
+    Alternative, Candidate, FleetIndex, Ledger, Rejection, Request, Result, listed, place, replicas_text,
+    room_to_grow,
 )
 
 if TYPE_CHECKING:
@@ -516,7 +517,8 @@ def plan_one(request: Request, queue: Iterable[Request], holders: Iterable[Holde
     return plan_queue([*ahead, request], holders, fleet, now, settings)[request.job]
 
 
-def set_aside(request: Request, narrowed: Request, choice: completion.Choice | None, fleet: Fleet) -> str:
+def set_aside(request: Request, narrowed: Request, choice: completion.Choice | None, fleet: Fleet,
+              quota_memo: dict[tuple[object, ...], list[Rejection]] | None = None) -> str:
     """Why the classes of `request` that the policy left out of `narrowed` (`engine.policy.prepare`: a
     waiting job keeps only the classes worth taking now) are not where it waits, from `choice`'s estimates,
     and the quota limits that would refuse them besides: a waiting job's message accounts for every class
@@ -541,7 +543,12 @@ def set_aside(request: Request, narrowed: Request, choice: completion.Choice | N
         else:
             notes.append(f"{c}: waiting for it is expected to finish later (~{_hours(mine)}) than waiting for "
                          f"{first} (~{_hours(best)})")
-    blockers = [r for r in place(replace(request, alternatives=aside), fleet).rejections if r.quota]
+    aside_request = replace(request, alternatives=aside)
+    blockers = quota_memo.get(aside_request.shape) if quota_memo is not None else None
+    if blockers is None:  # equal shapes meet the same quotas (`quota_memo`: one fleet, one cycle)
+        blockers = [r for r in place(aside_request, fleet).rejections if r.quota]
+        if quota_memo is not None:
+            quota_memo[aside_request.shape] = blockers
     text = f"set aside: {listed(notes, 4)}"
     return text + (f"; and quota besides: {listed(blockers, 4)}" if blockers else "")
 
