@@ -31,7 +31,7 @@ from heterojob.controller.quotas import QuotaStatus
 from heterojob.controller.status import StatusPatch, StatusWriter, read_status, where
 from heterojob.engine import admission as planner
 from heterojob.engine import lifecycle, spec_changes, transfer, validation
-from heterojob.engine.fleet import Fleet
+from heterojob.engine.fleet import Fleet, Node
 from heterojob.engine.lifecycle import Action, Decision, JobView
 from heterojob.engine.queueing import QueuePolicy, QueueSettings
 from heterojob.kube import convert
@@ -44,6 +44,7 @@ from heterojob.state.times import timestamp
 from heterojob.state.views import FleetSource
 
 
+_UNSEEN = object()
 WAITING_RESYNC_EVERY = 10  # a waiting job is looked at by every 10th resync round only
 
 
@@ -76,7 +77,7 @@ class Controller:
         self.cache = Cache()
         self.queue = WorkQueue(self.reconcile_key, self.config.max_retry_delay, self.metrics.decision_seconds.time)
         self.writer = StatusWriter(kube)
-        self.pods = Pods(kube, self.writer, self.cache, self.fleet, self.poke, self.poke_pending, members)
+        self.pods = Pods(kube, self.writer, self.cache, self.layout, self.poke, self.poke_pending, members)
         self.checkpoints = Checkpoints(kube, self.writer, self.cache, self.pods, self.poke, self.poke_pending)
         self.alerts = AlertSymptoms(kube, self.writer, self.poke, lambda key, reason: self.checkpoints.ask(
             key, then=PERIODIC, by=None, reason=reason))
@@ -93,6 +94,8 @@ class Controller:
                                      self.scheduler.lock, self.config.transfer, self.scheduler.upgrade_for,
                                      by_level=queue is not None)
         self.quotas = QuotaStatus(kube, self.cache, fleet.quota_objects, fleet.classes, fleet.regions)
+        self._nodes: dict[str, Node] = {}  # each Node as the planner last read it (`node_news`)
+        self.fleet_version = 0  # bumped by every event that may change the fleet's nodes, classes or regions
 
     # --- the queue and the cache --------------------------------------------------------------------------
 
@@ -104,15 +107,39 @@ class Controller:
     def fleet(self, exclude: Iterable[str] = ()) -> Fleet:
         return self.cache.fleet(self.fleet_source, exclude)
 
+    def layout(self) -> Fleet:
+        """The fleet's nodes, classes and regions without what is used (what a pod manifest reads: cheap)."""
+        src = self.fleet_source
+        return Fleet(nodes=src.nodes(), classes=src.classes(), regions=src.regions())
+
     def poke(self, key: str) -> None:
         self.queue.poke(key)
 
     def poke_pending(self, delay: float = 0.0) -> None:
         """Capacity may have freed (or the fleet changed): the scheduler plans the queue again, and every held
         move gets another look (coalesced)."""
+        self.fleet_version += 1
         self.scheduler.room_freed()
         if self.disruption.held():
             self.queue.poke_all(self.disruption.held, delay)
+
+    def node_news(self, name: str, view: Node | None) -> bool:
+        """A Node event: whether it changed what the planner reads of the node (its view; None: deleted).
+        Node heartbeats (kubelet status updates every few seconds on each of thousands of nodes) do not. A
+        node seen for the first time gives every waiting job another chance; one that changed also reaches
+        the jobs placed on it or holding room there."""
+        before = self._nodes.get(name, _UNSEEN)
+        if before == view:
+            return False
+        self.fleet_version += 1
+        if view is None:
+            self._nodes.pop(name, None)
+        else:
+            self._nodes[name] = view
+        if before is not _UNSEEN:
+            self.node_changed(name)  # a NotReady node reaches its jobs now, not at the next resync
+        self.poke_pending(delay=0.2)  # new labels (an upgraded driver) may let a waiting job in
+        return True
 
     def node_changed(self, node: str) -> None:
         """A Node changed (Ready, cordon, taints): every job placed on it, or holding room there for a move,

@@ -108,6 +108,7 @@ class Scheduler:
         self.waiting: dict[str, Waiting] = {}  # job -> what its last pass said of it
         self.verdicts: dict[str, Verdict] = {}  # job -> the last cycle's plan for it, until its pass applies it
         self.waiting_for: frozenset[str] = frozenset()  # classes the last cycle's waiting jobs wait for
+        self.free: dict[str, int] = {}  # free devices per class after the last cycle's placements
         self.memo = ranking.Memo()  # what the policy may reuse between cycles (the plan is the same without it)
         self.cycles = 0  # cycles planned (tests, metrics)
         self._wake = asyncio.Event()
@@ -186,6 +187,7 @@ class Scheduler:
             self.metrics.cycle_waiting.set(len(waiting))
             self.waiting_for = cycle.waiting_for
             requests = {r.job: r for r in waiting}
+            free, _ = heterogeneity.devices_by_class(fleet)
             for job, admission in cycle.admissions.items():
                 request = requests[job]
                 entry = self.cache.entries.get(job)
@@ -193,6 +195,19 @@ class Scheduler:
                     continue  # edited or gone while it was planned: its own event plans it again
                 if self._decide(job, request, admission, fleet, now):
                     pokes.append(job)
+                if admission.outcome == Outcome.PLACED and admission.candidate is not None:
+                    c = admission.candidate
+                    free[c.device_class] = free.get(c.device_class, 0) - len(c.nodes) * c.per_replica
+            if policy is not None and any(n > self.free.get(c, 0) for c, n in free.items()):
+                # room freed on some class: the running jobs an upgrade move may pay for look now (each asks
+                # `upgrade_for` on its pass, with its own checkpoint's cost)
+                pokes.extend(u.job for u in heterogeneity.upgrades(
+                    [h for h in holders if not h.waiting], fleet, now, policy[0], self.waiting_for,
+                    completion.MoveCost(), self.settings.min_runtime_s, None, PROBE_SHARE))
+            self.free = free
+            if any(a.outcome == Outcome.PLACED or a.disruptions for a in cycle.admissions.values()):
+                self.trigger.room()  # what it placed and disturbed changes the snapshot: plan once more
+                self._wake.set()
             self._next = time.monotonic() + (time.monotonic() - started_at) * (1 - DUTY) / DUTY
         for job in pokes:
             self.poke(job)
@@ -257,9 +272,14 @@ class Scheduler:
         mine = [h for h in self.cache.holders_of(key) if not h.waiting]
         if not mine:
             return None
-        fleet = self.fleet()
-        free, _ = heterogeneity.devices_by_class(fleet)  # asked on every pass of a running job: cheap test first
         here = mine[0].allocation
+        # asked on every pass of a running job: cheap tests first (the last cycle's free room, then the fleet's
+        # now); room freed since wakes a cycle, which pokes the jobs an upgrade may pay for
+        if self.cycles and self.trigger.due(now) is False and not any(
+                self.free.get(c, 0) >= here.devices for c in classes if c != here.device_class):
+            return None
+        fleet = self.fleet()
+        free, _ = heterogeneity.devices_by_class(fleet)
         if not any(free.get(c, 0) >= here.devices for c in classes if c != here.device_class):
             return None
         known = self.knower.knowledge(fleet, self.cache.waiting(), self.cache.holders(), self.queue)

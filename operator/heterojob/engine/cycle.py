@@ -18,7 +18,9 @@ only when its verdict changes, so API writes follow decisions, not figures.
 
 `Trigger` says whether a cycle could change anything since the last one: a request added, edited or
 removed, room given back, the fleet changed, or a timer (a starvation promotion, a move's requeue bound)
-came due. A cycle with none of these plans the same queue on the same snapshot, so it is skipped.
+came due. A cycle with none of these plans the same queue on the same snapshot, so it is skipped. A cycle
+that placed or disturbed anyone changed the snapshot (the policy reads the free room), so its caller plans
+once more; cycles stop when one acts on nothing.
 """
 
 from __future__ import annotations
@@ -124,14 +126,15 @@ def _cheapest_tier(request: Request, queue: list[Request], holders: list[Holder]
 
 # --- what a waiting job's status says --------------------------------------------------------------------
 
-_FIGURES = re.compile(r"\d+(?:\.\d+)?")
+_FIGURES = re.compile(r"(room for \d+ of \d+)|\d+(?:\.\d+)?")
 _AHEAD = re.compile(r"(that fit first): [^;]*")
 
 
 def verdict(outcome: str | None, message: str | None) -> tuple[str, str]:
     """A waiting job's verdict: its outcome and its message without the figures that move while nothing is
-    decided (free devices, counts, hours) and without the names of the jobs ahead that fit first."""
-    return outcome or "", _FIGURES.sub("#", _AHEAD.sub(r"\1", message or ""))
+    decided (free devices, counts, hours) and without the names of the jobs ahead that fit first. How many
+    of its replicas a candidate has room for ("room for 1 of 2") is kept: that is how far it is from fitting."""
+    return outcome or "", _FIGURES.sub(lambda m: m.group(1) or "#", _AHEAD.sub(r"\1", message or ""))
 
 
 # --- when a cycle is worth running -----------------------------------------------------------------------
