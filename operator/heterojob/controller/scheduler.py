@@ -187,7 +187,6 @@ class Scheduler:
             self.metrics.cycle_waiting.set(len(waiting))
             self.waiting_for = cycle.waiting_for
             requests = {r.job: r for r in waiting}
-            free, _ = heterogeneity.devices_by_class(fleet)
             for job, admission in cycle.admissions.items():
                 request = requests[job]
                 entry = self.cache.entries.get(job)
@@ -195,17 +194,14 @@ class Scheduler:
                     continue  # edited or gone while it was planned: its own event plans it again
                 if self._decide(job, request, admission, fleet, now):
                     pokes.append(job)
-                if admission.outcome == Outcome.PLACED and admission.candidate is not None:
-                    c = admission.candidate
-                    free[c.device_class] = free.get(c.device_class, 0) - len(c.nodes) * c.per_replica
-            if policy is not None and any(n > self.free.get(c, 0) for c, n in free.items()):
-                # room freed on some class: the running jobs an upgrade move may pay for look now (each asks
-                # `upgrade_for` on its pass, with its own checkpoint's cost)
+            if policy is not None and cycle.room_grew(self.free):
+                # the running jobs an upgrade move may pay for look now (each asks `upgrade_for` on its pass,
+                # with its own checkpoint's cost)
                 pokes.extend(u.job for u in heterogeneity.upgrades(
                     [h for h in holders if not h.waiting], fleet, now, policy[0], self.waiting_for,
                     completion.MoveCost(), self.settings.min_runtime_s, None, PROBE_SHARE))
-            self.free = free
-            if any(a.outcome == Outcome.PLACED or a.disruptions for a in cycle.admissions.values()):
+            self.free = dict(cycle.free)
+            if cycle.acted:
                 self.trigger.room()  # what it placed and disturbed changes the snapshot: plan once more
                 self._wake.set()
             self._next = time.monotonic() + (time.monotonic() - started_at) * (1 - DUTY) / DUTY

@@ -46,15 +46,28 @@ if TYPE_CHECKING:
 
 @dataclass(frozen=True)
 class Cycle:
-    """The plan of one cycle: every waiting job's admission (messages final) and, under a queue policy,
-    the classes waiting jobs chose to wait for (upgrade moves keep off them)."""
+    """The plan of one cycle: every waiting job's admission (messages final), under a queue policy the
+    classes waiting jobs chose to wait for (upgrade moves keep off them), and the free devices per class
+    once its placements are taken."""
 
     plan: Plan
     waiting_for: frozenset[str] = frozenset()
+    free: Mapping[str, int] = field(default_factory=dict)
 
     @property
     def admissions(self) -> Mapping[str, Admission]:
         return self.plan.admissions
+
+    @property
+    def acted(self) -> bool:
+        """It placed or disturbed someone: that changes the snapshot (the policy reads the free room), so
+        the caller plans once more (`Trigger.room`)."""
+        return any(a.outcome == Outcome.PLACED or a.disruptions for a in self.plan.admissions.values())
+
+    def room_grew(self, before: Mapping[str, int]) -> bool:
+        """More devices of some class are free than after the cycle before (`before`: its `free`): running
+        jobs an upgrade move may pay for are looked at now, not on every pass of theirs."""
+        return any(n > before.get(c, 0) for c, n in self.free.items())
 
 
 def plan_cycle(queue: Iterable[Request], holders: Iterable[Holder], fleet: Fleet, now: float,
@@ -101,7 +114,19 @@ def plan_cycle(queue: Iterable[Request], holders: Iterable[Holder], fleet: Fleet
         if v.cost and v.cost.link:
             plan.admissions[job] = replace(admission, message=f"{admission.message}; the cheapest transfer that "
                                                               f"fits: {v.message}")
-    return Cycle(plan, waiting_for)
+    return Cycle(plan, waiting_for, _free_after(plan, fleet))
+
+
+def _free_after(plan: Plan, fleet: Fleet) -> dict[str, int]:
+    """Free devices per class on usable nodes once the plan's placements are taken."""
+    from heterojob.engine.policy import devices_by_class
+
+    free, _ = devices_by_class(fleet)
+    for a in plan.admissions.values():
+        if a.outcome == Outcome.PLACED and a.candidate is not None:
+            c = a.candidate
+            free[c.device_class] = free.get(c.device_class, 0) - len(c.nodes) * c.per_replica
+    return free
 
 
 def _cheapest_tier(request: Request, queue: list[Request], holders: list[Holder], fleet: Fleet, now: float,
