@@ -37,6 +37,7 @@ log = logging.getLogger("heterojob.operator")
 class OperatorConfig:
     kubeconfig: str | None = None  # None: in-cluster, else ~/.kube/config or $KUBECONFIG
     resync_seconds: float = 30.0  # every job is looked at again this often, whatever the events said
+    resync_rate: float = 50.0  # ... but at most this many jobs a second (a resync round over a big fleet is paced)
     api_workers: int = 16
     api_rate: RateLimit = field(default_factory=RateLimit)  # --kube-api-qps, --kube-api-burst
     telemetry: TelemetryConfig = field(default_factory=TelemetryConfig)
@@ -281,7 +282,7 @@ def register(registry: kopf.OperatorRegistry, config: OperatorConfig) -> None:
             if runtime.receiver is not None:  # alerts that came before it, handed in now, before any placement
                 await runtime.receiver.retry_deferred()
             await _restored(runtime)
-            ctl.start_resync(config.resync_seconds)
+            ctl.start_resync(config.resync_seconds, config.resync_rate)
             runtime.members = members
             members.start()
             running = kwargs["hj_running"]

@@ -161,9 +161,10 @@ class Controller:
         if self.cache.forget(key):
             self.poke_pending()
 
-    def start_resync(self, interval: float) -> None:
+    def start_resync(self, interval: float, rate: float = 0.0) -> None:
         self.scheduler.start()
-        self.queue.start_resync(interval, [("HeteroQuota status write", 1.0, self.quotas.sync)], self._resync_keys)
+        self.queue.start_resync(interval, [("HeteroQuota status write", 1.0, self.quotas.sync)], self._resync_keys,
+                                rate)
 
     def _resync_keys(self, round_: int) -> list[str]:
         """What a resync round looks at: every known job; a waiting job only every WAITING_RESYNC_EVERY-th

@@ -65,7 +65,8 @@ class Kube:
     def __init__(self, client: kubernetes.client.ApiClient, workers: int = 16,
                  rate: RateLimit | None = None) -> None:
         self.client = client
-        self._limiter = (rate or RateLimit()).limiter()
+        self._rate = rate or RateLimit()
+        self._limiter: tuple[asyncio.AbstractEventLoop, AsyncLimiter | None] | None = None  # one per event loop
         self.core = kubernetes.client.CoreV1Api(client)
         self.custom = kubernetes.client.CustomObjectsApi(client)
         self._pool = ThreadPoolExecutor(max_workers=workers, thread_name_prefix="heterojob-api")
@@ -73,9 +74,11 @@ class Kube:
         self._events: dict[tuple[Any, ...], tuple[str, int]] = {}  # (object, type, reason, message) -> Event
 
     async def call(self, fn: Callable[..., T], *args: Any, **kwargs: Any) -> T:
-        if self._limiter is not None:
-            await self._limiter.acquire()
         loop = asyncio.get_running_loop()
+        if self._limiter is None or self._limiter[0] is not loop:
+            self._limiter = (loop, self._rate.limiter())
+        if self._limiter[1] is not None:
+            await self._limiter[1].acquire()
         return await loop.run_in_executor(self._pool, functools.partial(fn, *args, **kwargs))
 
     def close(self) -> None:
