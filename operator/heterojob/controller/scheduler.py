@@ -57,6 +57,7 @@ log = logging.getLogger("heterojob.controller")
 
 PROBE_SHARE = 0.05  # a probe may cost at most this share of the job's expected remaining time (as the replay)
 BATCH_S = 0.02  # events within this long of the first are planned in one cycle
+INLINE_WAIT_S = 2.0  # a waiting job's pass waits this long for the cycle that plans its new request
 DUTY = 0.5  # after a cycle of c CPU-seconds the next starts no sooner than c * (1 - DUTY) / DUTY later
 
 
@@ -114,6 +115,8 @@ class Scheduler:
         self._wake = asyncio.Event()
         self._task: asyncio.Task[None] | None = None
         self._next = 0.0  # monotonic time before which no cycle starts (the duty bound)
+        self._done: asyncio.Future[None] | None = None  # resolved when the next cycle has planned
+        self._passes: set[str] = set()  # jobs whose pass waits for the next cycle's verdict (no poke needed)
 
     # --- events --------------------------------------------------------------------------------------------
 
@@ -205,8 +208,11 @@ class Scheduler:
                 self.trigger.room()  # what it placed and disturbed changes the snapshot: plan once more
                 self._wake.set()
             self._next = time.monotonic() + (time.monotonic() - started_at) * (1 - DUTY) / DUTY
+        if self._done is not None and not self._done.done():
+            self._done.set_result(None)
         for job in pokes:
-            self.poke(job)
+            if job not in self._passes:
+                self.poke(job)
         return True
 
     def _decide(self, job: str, request: Request, admission: planner.Admission, fleet: Fleet, now: float) -> bool:
@@ -319,8 +325,26 @@ class Scheduler:
             self.cache.wait(key, request)
             self.trigger.request(key)
             self.wake()
+            # the next cycle plans it soon: this pass waits for it (bounded) and applies its verdict, rather than
+            # leaving it to another pass (a read of the job and its pods again)
+            self._passes.add(key)
+            try:
+                await asyncio.wait_for(asyncio.shield(self._cycled()), INLINE_WAIT_S)
+            except TimeoutError:
+                pass
+            finally:
+                self._passes.discard(key)
+            planned = self.verdicts.get(key)
+            if planned is not None and planned.request == request:
+                await self.place(job, spec, status, seen_generation)
         elif key not in self.trigger.timers and self.queue is not None:
             self.trigger.at(key, queueing.promotion_time(waited_from(job, status), self.queue))
+
+    def _cycled(self) -> asyncio.Future[None]:
+        """Done when the next cycle has been planned."""
+        if self._done is None or self._done.done():
+            self._done = asyncio.get_running_loop().create_future()
+        return self._done
 
     def _involuntary(self, spec: HeteroJobSpec, status: HeteroJobStatus, request: Request, now: float
                      ) -> transfer.Move | None:
