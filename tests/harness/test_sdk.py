@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 
 from heterojob.constants import ANNOTATION_CHECKPOINT_ACK, ANNOTATION_MIGRATE
-from heterojob.sdk import Checkpointer, read_annotations
+from heterojob_sdk import Checkpointer, PodClient, read_annotations
 from heterojob.sim.cluster.nodes import node
 from tests.conftest import Cluster, eventually
 
@@ -39,7 +39,7 @@ def checkpointer(cluster: Cluster, pod: Any, tmp_path: Path) -> Checkpointer:
     env = env_of(pod)
     return Checkpointer(directory=env["HETEROJOB_CHECKPOINT_DIR"], pod=env["HETEROJOB_POD_NAME"],
                         namespace=env["HETEROJOB_NAMESPACE"], podinfo=tmp_path / "no-downward-api",
-                        api=cluster.api, poll_s=0.02, resume_from=env.get("HETEROJOB_RESUME_FROM"))
+                        api=PodClient(cluster.api.configuration.host, token="emulator"), poll_s=0.02, resume_from=env.get("HETEROJOB_RESUME_FROM"))
 
 
 @pytest.mark.harness
