@@ -183,7 +183,7 @@ class Checkpointer:
         self._read_logged = (why, now)
         source = ("and there is no downward-API file " + str(self.annotations_file)
                   if not self.annotations_file.exists() else "(the downward-API file still counts)")
-        log.warning("heterojob: cannot read pod %s/%s for checkpoint requests %s: %s%s; trying again in %.0fs, "
+        log.warning("heterojob: cannot read pod %s/%s for checkpoint requests %s: %s%s; trying again in %.3gs, "
                     "training goes on", self.namespace, self.pod, source, why,
                     f"; {HINT_403}" if getattr(exc, "status", None) == 403 else "", delay)
 
@@ -217,7 +217,7 @@ class Checkpointer:
             size = _size(save(uri))
         except Exception:  # noqa: BLE001 - the user's save: logged with its traceback, asked again later
             delay = self._save_retry.failed()
-            log.exception("heterojob: save(%r) for checkpoint %s raised; trying again in %.0fs, training goes on",
+            log.exception("heterojob: save(%r) for checkpoint %s raised; trying again in %.3gs, training goes on",
                           uri, wanted, delay)
             return None
         self._save_retry.succeeded()
@@ -238,7 +238,7 @@ class Checkpointer:
         except Exception as exc:  # noqa: BLE001 - 403, 5xx, timeouts, no API: retried, training goes on
             delay = self._ack_retry.failed()
             log.warning("heterojob: could not acknowledge checkpoint %s on pod %s/%s (attempt %d): %s%s; "
-                        "trying again in %.0fs, training goes on", wanted, self.namespace, self.pod,
+                        "trying again in %.3gs, training goes on", wanted, self.namespace, self.pod,
                         self._ack_retry.failures, _why(exc),
                         f"; {HINT_403}" if getattr(exc, "status", None) == 403 else "", delay)
             return False
