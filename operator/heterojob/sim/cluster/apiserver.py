@@ -36,7 +36,8 @@ discovery.py, events.py, patching.py, selectors.py, paging.py, scale.py, evictio
 - watches: `labelSelector`, `fieldSelector`, `timeoutSeconds`, resume from a `resourceVersion` (410
   `Expired` when it is older than the bounded event history), ADDED/DELETED when an object enters or
   leaves a selector.
-- a CustomResourceDefinition created (or updated) through the API registers its resource for discovery, and
+- a CustomResourceDefinition created (or updated) through the API registers its resource for discovery, gets the
+  status its controllers write (NamesAccepted, Established: crdstatus.py), and
   its `openAPIV3Schema` is enforced from then on (`schema.py`: pruning of undeclared fields, defaults, types,
   enums, bounds, patterns, required; the status subresource too); ObjectMeta and pods are validated as
   kube-apiserver v1.32 does (`builtin.py`; pod specs are immutable, `pods/binding` sets the node); 422
@@ -91,9 +92,9 @@ import kmock
 import yaml
 from typing_extensions import override
 
-from heterojob.sim.cluster import (admission, auth, builtin, cascade, discovery, events, evictions, ipam,
-                                   managedfields, openapi, paging, patching, protobuf, quotas, reviews, scale, schema,
-                                   tables)
+from heterojob.sim.cluster import (admission, auth, builtin, cascade, crdstatus, discovery, events, evictions,
+                                   ipam, managedfields, openapi, paging, patching, protobuf, quotas, reviews, scale,
+                                   schema, tables)
 from heterojob.sim.cluster.errors import ApiError, invalid_object
 from heterojob.sim.cluster.selectors import (CR_FIELD_LABELS, FIELD_LABELS, Matcher, SelectorError, field_matcher,
                                              label_matcher)
@@ -956,6 +957,8 @@ class ApiServerEmulator(kmock.KubernetesEmulator):
         if dry_run:
             return obj
         meta["resourceVersion"] = self._next_rv()
+        if kind.key == ("apiextensions.k8s.io", "customresourcedefinitions"):
+            obj["status"] = crdstatus.established(obj)  # served at once: names accepted, established
         self._store[kind.key][(meta.get("namespace"), name)] = obj
         self._emit(kind, None, obj)
         if kind.key == ("apiextensions.k8s.io", "customresourcedefinitions"):
@@ -995,6 +998,8 @@ class ApiServerEmulator(kmock.KubernetesEmulator):
         if _spec_of(new) != _spec_of(old):
             meta["generation"] = meta["generation"] + 1
         meta["resourceVersion"] = self._next_rv()
+        if kind.key == ("apiextensions.k8s.io", "customresourcedefinitions"):
+            new["status"] = crdstatus.established(new, old.get("status"))
         key = (meta.get("namespace"), meta["name"])
         # ShouldDeleteDuringUpdate: the last finalizer gone from an object being deleted with no grace left
         # (a Terminating pod waits for its kubelet's grace-0 DELETE)
