@@ -384,9 +384,11 @@ class ApiServerEmulator(kmock.KubernetesEmulator):
                 auth.authorize(self._store.__getitem__, user, raw_request.method, raw_request.query, route.group,
                                route.plural, route.subresource, route.namespace, route.name)
                 if kind.key == ("", "serviceaccounts") and route.subresource == "token" and raw_request.method == "POST":
+                    body = await self._read_body(raw_request)
+                    request = protobuf.decode(body) if body[:4] == protobuf.MAGIC else self._decode(body) if body \
+                        else None
                     response = self._json(self.tokens.request(self._store.__getitem__, route.namespace or "",
-                                                              route.name or "", self._decode(
-                                                                  await self._read_body(raw_request))), 201)
+                                                              route.name or "", request), 201)
                 else:
                     raw_request["user"] = user
                     response = await self._serve(raw_request, route, kind)

@@ -81,8 +81,8 @@ class Tokens:
 
     def request(self, store: Store, namespace: str, account: str, body: Any) -> dict[str, Any]:
         """A TokenRequest for `namespace/account`: the request with its status (token, expirationTimestamp)."""
-        sa = store(("", "serviceaccounts")).get((namespace, account))
-        if sa is None:
+        account_uid = _account_uid(store, namespace, account)
+        if account_uid is None:
             raise ApiError(404, "NotFound", f'serviceaccounts "{account}" not found',
                            {"name": account, "kind": "serviceaccounts"})
         spec = (body or {}).get("spec") if isinstance(body, dict) else None
@@ -112,10 +112,10 @@ class Tokens:
                 extra["authentication.kubernetes.io/node-name"] = [node]
         token = PREFIX + secrets.token_urlsafe(24)
         extra["authentication.kubernetes.io/credential-id"] = [f"JTI={secrets.token_hex(16)}"]
-        user = User(f"system:serviceaccount:{namespace}:{account}", sa["metadata"]["uid"],
+        user = User(f"system:serviceaccount:{namespace}:{account}", account_uid,
                     ("system:serviceaccounts", f"system:serviceaccounts:{namespace}", "system:authenticated"), extra)
         expires = time.time() + seconds
-        self.issued[token] = Issued(user, namespace, sa["metadata"]["uid"], pod_ref, expires)
+        self.issued[token] = Issued(user, namespace, account_uid, pod_ref, expires)
         stamp = datetime.datetime.fromtimestamp(expires, tz=datetime.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
         return {"apiVersion": "authentication.k8s.io/v1", "kind": "TokenRequest",
                 "metadata": {"name": account, "namespace": namespace, "creationTimestamp": None},
@@ -132,14 +132,24 @@ class Tokens:
             del self.issued[token]
             got = None
         if got is not None:
-            sa = store(("", "serviceaccounts")).get((got.namespace, got.user.name.rsplit(":", 1)[1]))
+            account_uid = _account_uid(store, got.namespace, got.user.name.rsplit(":", 1)[1])
             pod = store(("", "pods")).get((got.namespace, got.pod[0])) if got.pod else None
-            if sa is None or sa["metadata"]["uid"] != got.account_uid or (
+            if account_uid != got.account_uid or (
                     got.pod is not None and (pod is None or pod["metadata"]["uid"] != got.pod[1])):
                 got = None
         if got is None:
             raise ApiError(401, "Unauthorized", "Unauthorized")
         return got.user
+
+
+def _account_uid(store: Store, namespace: str, name: str) -> str | None:
+    """The ServiceAccount's uid; `default` counts as there even when not stored, as the emulator's ServiceAccount
+    admission takes it (the controller-manager creates it in every namespace)."""
+    sa = store(("", "serviceaccounts")).get((namespace, name))
+    if sa is not None:
+        return str(sa["metadata"]["uid"])
+    namespaces = store(("", "namespaces"))
+    return f"default-account-of-{namespace}" if name == "default" and (None, namespace) in namespaces else None
 
 
 # --- RBAC ----------------------------------------------------------------------------------------------------
