@@ -95,6 +95,11 @@ def test_training_migrated_mid_run_ends_where_an_uninterrupted_run_ends(cluster:
 
     resumed = checkpointer(cluster, new[0], tmp_path)
     assert resumed.resume_from == ack["uri"]
+    role = kubernetes.client.RbacAuthorizationV1Api(cluster.api).read_namespaced_role("fit-heterojob", "team-a")
+    assert role.rules[0].resource_names == [new[0].metadata.name]  # the new gang's: the old one's names lapsed
+    with pytest.raises(ApiError) as lapsed:  # the old pod's token no longer reaches anything (its pod is gone)
+        ckpt._client().get_pod("team-a", first.metadata.name)
+    assert lapsed.value.status in (401, 403)
     w_b, end_b, losses_b = train_numpy.train(STEPS, resumed)
     w_ref, end_ref, losses_ref = train_numpy.train(STEPS)
     assert end_b == end_ref == STEPS
