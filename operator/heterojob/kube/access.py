@@ -16,7 +16,7 @@ The operator may grant only what it holds (RBAC's escalation check): its Cluster
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 import kubernetes
@@ -80,11 +80,14 @@ async def _ensure(kube: Kube, obj: dict[str, Any]) -> None:
     rbac = kubernetes.client.RbacAuthorizationV1Api(kube.client)
     meta = obj["metadata"]
     namespace, name = meta["namespace"], meta["name"]
-    create, patch = {
-        "ServiceAccount": (kube.core.create_namespaced_service_account, kube.core.patch_namespaced_service_account),
-        "Role": (rbac.create_namespaced_role, rbac.patch_namespaced_role),
-        "RoleBinding": (rbac.create_namespaced_role_binding, rbac.patch_namespaced_role_binding),
-    }[obj["kind"]]
+    create: Callable[..., Any]
+    patch: Callable[..., Any]
+    if obj["kind"] == "ServiceAccount":
+        create, patch = kube.core.create_namespaced_service_account, kube.core.patch_namespaced_service_account
+    elif obj["kind"] == "Role":
+        create, patch = rbac.create_namespaced_role, rbac.patch_namespaced_role
+    else:
+        create, patch = rbac.create_namespaced_role_binding, rbac.patch_namespaced_role_binding
     try:
         await kube.call(create, namespace, obj, _preload_content=False)
         return
