@@ -311,9 +311,14 @@ STEPS: list[Step] = [
                            "{.spec.template.spec.containers[0].command}"), 0, [r'^Never \["python","-m","eval"\]$']),
     Step("create cronjob", n("create", "cronjob", "nightly", "--image=example/eval:1", "--schedule=0 2 * * *"), 0,
          [r"cronjob.batch/nightly created"], min_minor=21),
-    # no TokenRequest (serviceaccounts/token): refused as a server without a token issuer does (no route: 404)
-    Step("create token", n("create", "token", "default"), 1,
-         [r"failed to create token: the server could not find the requested resource"], min_minor=24),
+    # TokenRequest (serviceaccounts/token, sim/cluster/auth.py): the token alone on stdout, as a v1.32 server
+    # answers; an account that does not exist and a duration under 10 minutes are refused with its words
+    Step("create token", n("create", "token", "default"), 0, [r"^emulator-sa\.[\w-]+\n?$"], min_minor=24),
+    Step("create token of no account", n("create", "token", "nobody"), 1,
+         [r'failed to create token: serviceaccounts "nobody" not found'], min_minor=24),
+    Step("create token too short", n("create", "token", "default", "--duration=5m"), 1,
+         [r"spec.expirationSeconds: Invalid value: 300: may not specify a duration less than 10 minutes"],
+         min_minor=24),
     Step("create priorityclass", ["create", "priorityclass", "training-high", "--value=100000"], 0,
          [r"priorityclass.scheduling.k8s.io/training-high created"]),
     # strategic merge patch directives are applied, not stored ($setElementOrder from `kubectl set image`)

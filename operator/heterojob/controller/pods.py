@@ -21,7 +21,7 @@ from heterojob.constants import LABEL_HOSTNAME, LABEL_REGION
 from heterojob.controller.decisionlog import decided
 from heterojob.controller.status import StatusPatch, StatusWriter
 from heterojob.engine.fleet import Fleet, RegionInfo
-from heterojob.kube import convert, manifests
+from heterojob.kube import access, convert, manifests
 from heterojob.kube.api import Kube
 from heterojob.kube.members import Members
 from heterojob.state.cache import Cache
@@ -129,8 +129,12 @@ class Pods:
         if kube is not self.kube:  # a member cluster: the HeteroJob is not there for an owner to point at
             for obj in objs:
                 obj["metadata"].pop("ownerReferences", None)
-        results = await asyncio.gather(*(kube.create(o) for o in objs), return_exceptions=True)
-        refused = [(o, r) for o, r in zip(objs, results, strict=True) if isinstance(r, BaseException)]
+        gang = [manifests.pod_name(meta["name"], p.generation, r) for r in range(p.replicas)]
+        refused = [] if kube is not self.kube else await access.grant(  # what its pods may do (kube/access.py)
+            kube, job, [o for o in objs if o["kind"] == "Pod"], gang)
+        if not refused:
+            results = await asyncio.gather(*(kube.create(o) for o in objs), return_exceptions=True)
+            refused = [(o, r) for o, r in zip(objs, results, strict=True) if isinstance(r, BaseException)]
         if not refused:
             patch = StatusPatch(status)
             if status.migration is not None and status.phase not in MOVING:

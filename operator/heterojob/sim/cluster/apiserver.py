@@ -26,6 +26,8 @@ discovery.py, events.py, patching.py, selectors.py, paging.py, scale.py, evictio
   kube-apiserver's pod/container checks, then answer as when the node's kubelet cannot be dialled (500 "error
   dialing backend"; an unscheduled pod's log is empty); review resources (`kubectl auth can-i|whoami`) answered as
   with AlwaysAllow authorization (reviews.py).
+- service account tokens (TokenRequest, `serviceaccounts/token`) and RBAC for the requests made with them; any
+  other token is the admin's (auth.py).
 - finalizers and `deletionTimestamp`; deleting a namespace deletes what is in it; owner-reference
   garbage collection (background: an object is collected when all its owners are gone; orphan: the `orphan`
   finalizer until the owner's references are removed; foreground: the `foregroundDeletion` finalizer until no
@@ -34,7 +36,8 @@ discovery.py, events.py, patching.py, selectors.py, paging.py, scale.py, evictio
 - watches: `labelSelector`, `fieldSelector`, `timeoutSeconds`, resume from a `resourceVersion` (410
   `Expired` when it is older than the bounded event history), ADDED/DELETED when an object enters or
   leaves a selector.
-- a CustomResourceDefinition created (or updated) through the API registers its resource for discovery, and
+- a CustomResourceDefinition created (or updated) through the API registers its resource for discovery, gets the
+  status its controllers write (NamesAccepted, Established: crdstatus.py), and
   its `openAPIV3Schema` is enforced from then on (`schema.py`: pruning of undeclared fields, defaults, types,
   enums, bounds, patterns, required; the status subresource too); ObjectMeta and pods are validated as
   kube-apiserver v1.32 does (`builtin.py`; pod specs are immutable, `pods/binding` sets the node); 422
@@ -58,8 +61,8 @@ Still different from a real API server (tests must not rely on these):
   directives in strategic merge patches merge by key only for the core lists patching.py names; protobuf request
   bodies only for the kinds and fields protobuf.py decodes (the rest, e.g. `kubectl autoscale`, answer 415);
 - a namespace's pods go at once when it is deleted;
-- no authentication or RBAC (every request is allowed); no TokenRequest (`kubectl create token`: 404); no
-  bookmarks; a continued list reads current objects (no snapshot at the first page's resourceVersion, no 410);
+- authentication and RBAC only for service account tokens this server issued (auth.py): every other request is
+  the admin's; no bookmarks; a continued list reads current objects (no snapshot at the first page's resourceVersion, no 410);
 - no controllers: deployments/jobs create no pods, a PodDisruptionBudget's expected pods are the pods it selects;
 - field selectors on resources without a known field-label list (selectors.FIELD_LABELS) accept any path.
 """
@@ -89,8 +92,9 @@ import kmock
 import yaml
 from typing_extensions import override
 
-from heterojob.sim.cluster import (admission, builtin, cascade, discovery, events, evictions, ipam, managedfields,
-                                   openapi, paging, patching, protobuf, quotas, reviews, scale, schema, tables)
+from heterojob.sim.cluster import (admission, auth, builtin, cascade, crdstatus, discovery, events, evictions,
+                                   ipam, managedfields, openapi, paging, patching, protobuf, quotas, reviews, scale,
+                                   schema, tables)
 from heterojob.sim.cluster.errors import ApiError, invalid_object
 from heterojob.sim.cluster.selectors import (CR_FIELD_LABELS, FIELD_LABELS, Matcher, SelectorError, field_matcher,
                                              label_matcher)
@@ -254,6 +258,7 @@ class ApiServerEmulator(kmock.KubernetesEmulator):
     _writer: tuple[str, bool] | None = attrs.field(default=None, init=False)  # (field manager, force) of a write
     _applied_fields: list[dict[str, Any]] | None = attrs.field(default=None, init=False)  # managedFields of an apply
     _foreground: dict[str, tuple[tuple[str, str], Key]] = attrs.field(factory=dict, init=False)  # owner uid -> where
+    tokens: auth.Tokens = attrs.field(factory=auth.Tokens, init=False)  # service account tokens issued (auth.py)
 
     def __attrs_post_init__(self) -> None:
         super().__attrs_post_init__()
@@ -356,6 +361,7 @@ class ApiServerEmulator(kmock.KubernetesEmulator):
         kind = self._kind(route) if route is not None else None
         self._warnings = []
         try:
+            user = self.tokens.authenticate(self._store.__getitem__, raw_request.headers.get("Authorization"))
             served = self._serve_meta(raw_request, path)
             if served is not None:
                 response: aiohttp.web.StreamResponse = served
@@ -375,7 +381,17 @@ class ApiServerEmulator(kmock.KubernetesEmulator):
             elif kind is None:
                 raise ApiError(404, "NotFound", f"the server could not find the requested resource ({path})")
             else:
-                response = await self._serve(raw_request, route, kind)
+                auth.authorize(self._store.__getitem__, user, raw_request.method, raw_request.query, route.group,
+                               route.plural, route.subresource, route.namespace, route.name)
+                if kind.key == ("", "serviceaccounts") and route.subresource == "token" and raw_request.method == "POST":
+                    body = await self._read_body(raw_request)
+                    request = protobuf.decode(body) if body[:4] == protobuf.MAGIC else self._decode(body) if body \
+                        else None
+                    response = self._json(self.tokens.request(self._store.__getitem__, route.namespace or "",
+                                                              route.name or "", request), 201)
+                else:
+                    raw_request["user"] = user
+                    response = await self._serve(raw_request, route, kind)
         except ApiError as exc:
             response = aiohttp.web.json_response(exc.status(), status=exc.code)
         except aiohttp.web.HTTPRequestEntityTooLarge:
@@ -640,6 +656,9 @@ class ApiServerEmulator(kmock.KubernetesEmulator):
                strict: str, query: Mapping[str, str]) -> tuple[Any, int]:
         # the field manager (handlers/rest.go managerOrUserAgent): `fieldManager`, else the User-Agent's first part
         agent = raw.headers.get("User-Agent", "").split("/")[0][:128]
+        name = route.name or ((data.get("metadata") or {}).get("name") if isinstance(data, dict) else None) or ""
+        auth.confirm_no_escalation(self._store.__getitem__, raw.get("user", auth.ADMIN), route.group, route.plural,
+                                   route.namespace, name, data)
         self._writer = (query.get("fieldManager") or agent or "unknown", query.get("force") == "true")
         try:
             return self._write_as(raw, route, kind, data, dry_run, strict, query)
@@ -940,6 +959,8 @@ class ApiServerEmulator(kmock.KubernetesEmulator):
         if dry_run:
             return obj
         meta["resourceVersion"] = self._next_rv()
+        if kind.key == ("apiextensions.k8s.io", "customresourcedefinitions"):
+            obj["status"] = crdstatus.established(obj)  # served at once: names accepted, established
         self._store[kind.key][(meta.get("namespace"), name)] = obj
         self._emit(kind, None, obj)
         if kind.key == ("apiextensions.k8s.io", "customresourcedefinitions"):
@@ -979,6 +1000,8 @@ class ApiServerEmulator(kmock.KubernetesEmulator):
         if _spec_of(new) != _spec_of(old):
             meta["generation"] = meta["generation"] + 1
         meta["resourceVersion"] = self._next_rv()
+        if kind.key == ("apiextensions.k8s.io", "customresourcedefinitions"):
+            new["status"] = crdstatus.established(new, old.get("status"))
         key = (meta.get("namespace"), meta["name"])
         # ShouldDeleteDuringUpdate: the last finalizer gone from an object being deleted with no grace left
         # (a Terminating pod waits for its kubelet's grace-0 DELETE)
