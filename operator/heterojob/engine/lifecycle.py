@@ -101,6 +101,8 @@ class Decision:
 
 
 REASON_INVALID_SPEC = "InvalidSpec"
+REASON_POD_REJECTED = "PodRejected"  # the API server refused its pods for good (invalid, PodSecurity)
+REASON_SPEC_EDITED = "SpecEdited"
 REASON_DRAINED = "Drained"
 PERIODIC = "continue"  # PendingCheckpoint.then of a periodic checkpoint: the job goes on where it is
 
@@ -160,6 +162,17 @@ def decide(job: JobView) -> Decision:
         if job.phase != Phase.RUNNING:
             return Decision(Action.RUNNING, "AllReplicasRunning", f"{replicas_text(job.replicas)} running")
     return Decision(Action.NONE)
+
+
+def after_edit(phase: Phase | None, reason: str | None, spec_valid: bool) -> Decision | None:
+    """What a spec edit does to a job that failed because of its spec. An invalid spec is checked on every pass
+    (`decide`: SpecFixed once it is valid); a job whose pods the API server refused for good (PodRejected:
+    an invalid pod, PodSecurity) can only be fixed by an edit, so any valid edit brings it back to Pending to be
+    placed and its pods created again, as an InvalidSpec job comes back. None: the edit changes no phase."""
+    if phase == Phase.FAILED and reason == REASON_POD_REJECTED and spec_valid:
+        return Decision(Action.REVALIDATED, REASON_SPEC_EDITED,
+                        "the spec was edited after the API server refused the job's pods; placing it again")
+    return None
 
 
 def _drained(job: JobView, current: Sequence[PodView], by_rank: dict[int, PodView]) -> Decision | None:
