@@ -3,6 +3,7 @@ refused before any pod is built. The emulator refuses like a real v1.32 API serv
 
 from __future__ import annotations
 
+import time
 from typing import Any
 
 import pytest
@@ -192,3 +193,42 @@ def test_a_pod_the_server_finds_invalid_fails_the_job_without_a_partial_gang(clu
     s = status(cluster, "train")
     assert s["reason"] == "PodRejected" and "Invalid value" in s["message"], s["message"]
     assert not live(cluster, "train")
+
+
+@pytest.mark.harness
+def test_a_pod_the_scheduler_cannot_fit_names_the_schedulers_reason_on_the_job_once(cluster: Cluster,
+                                                                                   operator: Any) -> None:
+    """Issue 33 item 8d: while kube-scheduler refuses a rank (PodScheduled False, Unschedulable; here written
+    as the scheduler would), the waiting job says why in its message, condition PodsScheduled and one Warning
+    Event, in the scheduler's stable words; a pass that finds the same verdict writes nothing; the condition
+    turns True once the gang is bound."""
+    cluster.seed([node("h100-0", "cn-east", "nvidia-h100")])
+    cluster.create_job("big", spec(1, container={"resources": {"requests": {"memory": "3000Gi"}}}))
+    (pod,) = eventually(lambda: live(cluster, "big"), what="a pod")
+    words = "0/8 nodes are available: 8 Insufficient memory. preemption: 0/8 nodes are available: 8 No " \
+            "preemption victims found for incoming pod."
+
+    def refuse() -> None:  # now: a refusal older than the bound (60 s) moves the gang elsewhere
+        at = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
+        cluster.core.patch_namespaced_pod_status(pod.metadata.name, "team-a", {"status": {"phase": "Pending",
+            "conditions": [{"type": "PodScheduled", "status": "False", "reason": "Unschedulable", "message": words,
+                            "lastTransitionTime": at}]}})
+
+    refuse()
+    eventually(lambda: status(cluster, "big").get("reason") == "Unschedulable", what="the scheduler's reason")
+    s = status(cluster, "big")
+    assert s["phase"] == "Admitted" and s["message"] == f"the scheduler cannot place the job's pods: {words}"
+    cond = next(c for c in s["conditions"] if c["type"] == "PodsScheduled")
+    assert (cond["status"], cond["reason"], cond["message"]) == ("False", "Unschedulable", s["message"])
+    event = eventually(lambda: [e for e in cluster.events("big") if e.reason == "Unschedulable"], what="an Event")
+    assert event[0].type == "Warning" and event[0].message == s["message"]
+    version = cluster.job("big")["metadata"]["resourceVersion"]
+    time.sleep(1.0)
+    refuse()  # the scheduler tried again: same words
+    time.sleep(1.5)
+    assert cluster.job("big")["metadata"]["resourceVersion"] == version  # nothing rewritten
+    again = [e for e in cluster.events("big") if e.reason == "Unschedulable"]
+    assert len(again) == 1 and (again[0].count or 1) == 1
+    cluster.set_pod_phase(pod.metadata.name, "Running")
+    eventually(lambda: next(c for c in status(cluster, "big")["conditions"] if c["type"] == "PodsScheduled"
+                            )["status"] == "True", what="PodsScheduled True once bound")

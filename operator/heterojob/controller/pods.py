@@ -20,7 +20,7 @@ from heterojob.constants import LABEL_HOSTNAME, LABEL_REGION
 from heterojob.controller.decisionlog import decided
 from heterojob.controller.status import StatusPatch, StatusWriter
 from heterojob.engine.fleet import Fleet, RegionInfo
-from heterojob.engine.lifecycle import REASON_POD_REJECTED
+from heterojob.engine.lifecycle import REASON_POD_REJECTED, Verdict
 from heterojob.kube import convert, manifests
 from heterojob.kube.api import Kube, OwnedElsewhere
 from heterojob.kube.members import Members
@@ -34,6 +34,7 @@ log = logging.getLogger("heterojob.controller")
 
 BACKOFF_FIRST_S = 10.0
 BACKOFF_MAX_S = 600.0
+UNSCHEDULABLE = "Unschedulable"  # lifecycle.scheduling's reason while the scheduler refuses a rank
 
 
 def refusal(error: BaseException) -> Refusal:
@@ -218,6 +219,31 @@ class Pods:
         await self.writer.write(job, patch)
         self.kube.post_event(job, "Warning", "PodsRefused", refused_words)
         decided(key, "back-off", message, attempts=attempts)
+
+    async def scheduling(self, job: dict[str, Any], status: HeteroJobStatus, verdict: Verdict | None) -> bool:
+        """Say kube-scheduler's verdict on the current gang (`lifecycle.scheduling`): condition PodsScheduled and,
+        for a gang waiting to start (Admitted), the job's message; a Warning Event `Unschedulable` when it turns
+        False or its words change. Written only on a change (a True only ends a False). True when it wrote."""
+        if verdict is None:
+            return False
+        old = next((c for c in status.conditions if c.type == "PodsScheduled"), None)
+        said = old is not None and (old.status, old.reason, old.message) == (verdict.status, verdict.reason,
+                                                                             verdict.message)
+        patch = StatusPatch(status)
+        if not said and (old is not None or verdict.status == "False"):
+            patch.condition("PodsScheduled", verdict.status, verdict.reason, verdict.message)
+        if status.phase == Phase.ADMITTED and status.message != verdict.message and (
+                verdict.status == "False" or status.reason == UNSCHEDULABLE):
+            patch.phase(Phase.ADMITTED, verdict.reason, verdict.message)
+        if not patch:
+            return False
+        if not await self.writer.write(job, patch):
+            return False
+        meta = job["metadata"]
+        if not said and verdict.status == "False":
+            self.kube.post_event(job, "Warning", "Unschedulable", verdict.message)
+            decided(f"{meta['namespace']}/{meta['name']}", "unschedulable", verdict.message, reason=verdict.reason)
+        return True
 
     async def delete(self, namespace: str, pods: Sequence[str], key: str | None = None) -> None:
         kube = self.kube_of(key)

@@ -230,6 +230,9 @@ class Controller:
         if decision.action == Action.NONE and status.phase is not None and status.phase.terminal:
             await self.pods.drop_service(job)
             self.queue.settle(key)
+        if decision.action == Action.NONE and await self.pods.scheduling(job, status, lifecycle.scheduling(view)):
+            self.poke(key)  # the scheduler's verdict was written: the pass goes on from the status that says it
+            return
         if decision.action != Action.NONE:
             decided(key, decision.action.value, decision.message, reason=decision.reason)
         await self._act(job, spec, status, decision, pods)

@@ -30,6 +30,7 @@ class PodView:
     unschedulable_since: float = 0.0  # unix seconds
     disruption: str = ""  # the reason of its DisruptionTarget=True condition (EvictionByEvictionAPI, ...)
     deletion_at: float | None = None  # deletionTimestamp (unix seconds): the end of its grace period
+    scheduled: bool = False  # bound to a node (spec.nodeName, PodScheduled True) or past Pending
 
 
 EVICTED = EVICTED_BY_EVICTION_API  # a DisruptionTarget reason: the Eviction API (kubectl drain)
@@ -172,6 +173,32 @@ def after_edit(phase: Phase | None, reason: str | None, spec_valid: bool) -> Dec
     if phase == Phase.FAILED and reason == REASON_POD_REJECTED and spec_valid:
         return Decision(Action.REVALIDATED, REASON_SPEC_EDITED,
                         "the spec was edited after the API server refused the job's pods; placing it again")
+    return None
+
+
+@dataclass(frozen=True)
+class Verdict:
+    """A condition's status, reason and message (stable words: written, and said in an Event, only when they
+    change)."""
+
+    status: str
+    reason: str
+    message: str
+
+
+def scheduling(job: JobView) -> Verdict | None:
+    """The PodsScheduled condition the current gang warrants: False with kube-scheduler's own words while one of
+    its pods is Unschedulable (PodScheduled False: "0/8 nodes are available: 8 Insufficient memory."), True once
+    every rank is bound; None while neither is known (pods not created or not looked at by the scheduler yet).
+    The first refused rank's words, without pod names or times, so a gang placed again and refused again for
+    the same reason says the same thing."""
+    current = sorted((p for p in job.pods if job.generation and p.generation == job.generation and not p.deleting),
+                     key=lambda p: p.rank)
+    stuck = [p for p in current if p.phase == "Pending" and p.unschedulable]
+    if stuck:
+        return Verdict("False", "Unschedulable", f"the scheduler cannot place the job's pods: {stuck[0].unschedulable}")
+    if current and len(current) == job.replicas and all(p.scheduled for p in current):
+        return Verdict("True", "Scheduled", "every pod of the gang is bound to its node")
     return None
 
 
