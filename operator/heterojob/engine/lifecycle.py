@@ -11,7 +11,10 @@ from dataclasses import dataclass, field
 from enum import StrEnum
 
 from heterojob.api.job import Phase
-from heterojob.constants import CHECKPOINT_SIZE_MAX, EVICTED_BY_EVICTION_API
+from heterojob.constants import EVICTED_BY_EVICTION_API
+from heterojob.engine.acks import Ack, SaveTime, ignored_fields, parse_ack, save_time
+
+__all__ = ["Ack", "parse_ack"]  # the ack's reader lives in engine.acks; imported from here before it did
 from heterojob.engine.placement import replicas_text
 
 
@@ -25,7 +28,7 @@ class PodView:
     deleting: bool = False
     reason: str = ""
     checkpoint_request: str = ""  # the heterojob.io/checkpoint-request annotation it carries
-    checkpoint_ack: str = ""  # the SDK's answer, "<id>;<step>;<uri>[;size=<bytes>]"
+    checkpoint_ack: str = ""  # the SDK's answer, "<id>;<step>;<uri>[;size=<bytes>][;start=<s>;end=<s>]" (engine.acks)
     unschedulable: str = ""  # the scheduler's message while PodScheduled is False (Unschedulable)
     unschedulable_since: float = 0.0  # unix seconds
     disruption: str = ""  # the reason of its DisruptionTarget=True condition (EvictionByEvictionAPI, ...)
@@ -97,7 +100,8 @@ class Decision:
     step: int | None = None  # CHECKPOINT_DONE: the step every rank saved
     uri: str | None = None  # CHECKPOINT_DONE: where
     size_bytes: int | None = None  # CHECKPOINT_DONE: the bytes every rank wrote, summed (None: a rank did not say)
-    notes: tuple[str, ...] = ()  # CHECKPOINT_DONE: acks whose size was ignored, and why (for the log)
+    notes: tuple[str, ...] = ()  # CHECKPOINT_DONE: ack fields that were ignored, and why (for the log)
+    save: SaveTime | None = None  # CHECKPOINT_DONE: when the ranks say they saved (None: a rank did not say)
     deadline: float | None = None  # DRAIN: every rank still runs until then (grace period): checkpoint by then
 
 
@@ -240,42 +244,6 @@ def _restart_or_fail(job: JobView, why: str, current: Sequence[PodView]) -> Deci
                     f"{why}; restarting the gang ({job.restarts + 1}/{job.backoff_limit})", pods=pods)
 
 
-SIZE_FIELD = ";size="  # the optional last field of an ack: the bytes this rank wrote
-SIZE_MAX = CHECKPOINT_SIZE_MAX
-
-
-@dataclass(frozen=True)
-class Ack:
-    """One rank's answer: "<id>;<step>;<uri>" (any SDK) or "<id>;<step>;<uri>;size=<bytes>" (this SDK)."""
-
-    step: int
-    uri: str
-    size_bytes: int | None = None  # the bytes this rank wrote; None: not said, or not readable
-    problem: str = ""  # why a size that was given is ignored
-
-
-def parse_ack(value: str, wanted: str) -> Ack | None:
-    """The ack of checkpoint `wanted`, or None (another id, malformed). The URI may hold ';' itself; a size
-    that does not read as whole bytes is ignored (`problem` says why), never the ack."""
-    parts = value.split(";", 2)
-    if len(parts) != 3 or parts[0] != wanted or not parts[2]:
-        return None
-    try:
-        step = int(parts[1])
-    except ValueError:
-        return None
-    uri, sep, size = parts[2].rpartition(SIZE_FIELD)
-    if not sep or not uri:
-        return Ack(step, parts[2])
-    try:
-        n = int(size)
-    except ValueError:
-        return Ack(step, uri, None, f"size {size[:32]!r} is not a whole number of bytes; ignored")
-    if not 0 <= n <= SIZE_MAX:
-        return Ack(step, uri, None, f"size {n} is out of range; ignored")
-    return Ack(step, uri, n)
-
-
 def _checkpointing(job: JobView, pending: PendingCheckpoint, by_rank: dict[int, PodView],
                    current: Sequence[PodView]) -> Decision:
     """The checkpoint protocol: ask every rank, wait for every answer or the deadline, then go on. A rank
@@ -294,11 +262,10 @@ def _checkpointing(job: JobView, pending: PendingCheckpoint, by_rank: dict[int, 
         step = min(a.step for a in done.values())
         uri = (done.get(0) or next(iter(done.values()))).uri
         sizes = [a.size_bytes for a in done.values()]
-        notes = tuple(f"rank {r}: {a.problem}" for r, a in sorted(done.items()) if a.problem)
         return Decision(Action.CHECKPOINT_DONE, "CheckpointSaved",
                         f"checkpoint {pending.id} saved by all {replicas} replicas at step {step}", step=step, uri=uri,
                         size_bytes=sum(n for n in sizes if n is not None) if all(n is not None for n in sizes)
-                        else None, notes=notes)
+                        else None, notes=tuple(ignored_fields(done)), save=save_time(done.values()))
     if len(alive) < replicas:
         lost = sorted(set(range(replicas)) - set(alive))
         return Decision(Action.CHECKPOINT_TIMEOUT, "ReplicaLost",
