@@ -139,6 +139,7 @@ CORE = {  # client method -> (resource, verb)
     "list_namespaced_pod": ("pods", "list"), "create_namespaced_pod": ("pods", "create"),
     "delete_namespaced_pod": ("pods", "delete"), "patch_namespaced_pod": ("pods", "patch"),
     "create_namespaced_service": ("services", "create"), "create_namespaced_event": ("events", "create"),
+    "read_namespaced_service": ("services", "get"), "delete_namespaced_service": ("services", "delete"),
     "patch_namespaced_event": ("events", "patch"),
     "list_node": ("nodes", "list"), "list_namespaced_event": ("events", "list"),
     "read_namespaced_pod": ("pods", "get"), "list_pod_for_all_namespaces": ("pods", "list"),

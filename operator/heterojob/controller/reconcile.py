@@ -273,7 +273,11 @@ class Controller:
                                           reason=kind.cancelled, cause=cause.value)
             return
         if decision.action == Action.NONE and status.phase is not None and status.phase.terminal:
+            await self.pods.drop_service(job)
             self.queue.settle(key)
+        if decision.action == Action.NONE and await self.pods.scheduling(job, status, lifecycle.scheduling(view)):
+            self.poke(key)  # the scheduler's verdict was written: the pass goes on from the status that says it
+            return
         if decision.action != Action.NONE:
             decided(key, decision.action.value, decision.message, reason=decision.reason)
         await self._act(job, spec, status, decision, pods)
@@ -289,8 +293,15 @@ class Controller:
         generation = meta.get("generation")
         after = spec_changes.digests(job.get("spec"))
         patch = StatusPatch(status).set(observedGeneration=generation, observedSpec=after)
+        revived = lifecycle.after_edit(status.phase, status.reason, spec is not None)
+        if revived is not None:  # its pods were refused for good: the edit may fix them, so it is placed again
+            patch.phase(Phase.PENDING, revived.reason, revived.message).set(completionTime=None)
+            patch.condition("PodsCreated", "Unknown", revived.reason, revived.message)
         if not await self.writer.write(job, patch):
             return
+        if revived is not None:
+            self.kube.post_event(job, "Normal", "SpecEdited", revived.message)
+            decided(key, "revive", revived.message, reason=revived.reason)
         change = spec_changes.changes(status.observed_spec, after) if status.observed_spec else None
         held = status.placement is not None and not (status.phase is not None and status.phase.terminal)
         if change is not None and spec is not None and held:

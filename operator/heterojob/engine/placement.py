@@ -24,7 +24,7 @@ from dataclasses import dataclass, field
 from functools import cached_property, lru_cache
 
 from heterojob.engine import versions
-from heterojob.engine.fleet import Allocation, DeviceClass, Fleet, Node, quota_room
+from heterojob.engine.fleet import Allocation, DeviceClass, Fleet, Node, cpu_classes, quota_room
 
 
 @dataclass(frozen=True)
@@ -356,6 +356,7 @@ def place(request: Request, fleet: Fleet, index: FleetIndex | None = None) -> Re
     feasible: list[Candidate] = []
     limits = fleet.quotas.get(request.namespace, ())
     held = fleet.held.get(request.namespace, {})
+    cpu = cpu_classes(fleet.classes) if limits else frozenset()
     for i, alt in enumerate(request.alternatives):
         cls = fleet.classes.get(alt.device_class)
         if cls is None:
@@ -394,7 +395,7 @@ def place(request: Request, fleet: Fleet, index: FleetIndex | None = None) -> Re
             if request.allowed_regions and region not in request.allowed_regions:
                 result.rejections.append(Rejection(label, request.outside_allowed))
                 continue
-            over = quota_room(limits, held, cls.name, region, need)
+            over = quota_room(limits, held, cls.name, region, need, cpu)
             if over is not None:
                 result.rejections.append(Rejection(label, over, quota=True))
                 continue

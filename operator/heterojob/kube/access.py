@@ -64,13 +64,13 @@ async def grant(kube: Kube, job: Mapping[str, Any], pods: Sequence[dict[str, Any
                 ) -> list[tuple[dict[str, Any], BaseException]]:
     """Create or update the job's access objects before its pods (the ServiceAccount must exist first: admission
     refuses a pod naming a missing one); the object refused and why, else []."""
-    for obj in objects(job, pods, gang):
-        try:
-            await _ensure(kube, obj)
-        except asyncio.CancelledError:
-            raise
-        except Exception as exc:  # noqa: BLE001 - the caller treats it as a refusal of the gang
-            return [(obj, exc)]
+    objs = objects(job, pods, gang)  # at once: a RoleBinding may name a Role or account made a moment later
+    results = await asyncio.gather(*(_ensure(kube, obj) for obj in objs), return_exceptions=True)
+    for obj, result in zip(objs, results, strict=True):
+        if isinstance(result, asyncio.CancelledError):
+            raise result
+        if isinstance(result, BaseException):  # the caller treats it as a refusal of the gang
+            return [(obj, result)]
     return []
 
 

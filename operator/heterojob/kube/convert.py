@@ -119,7 +119,10 @@ def pod_view(obj: Mapping[str, Any]) -> PodView | None:
                 f" ({term['reason']})" if term.get("reason") else "")
             break
     unschedulable, since, disruption = "", 0.0, ""
+    scheduled = bool((obj.get("spec") or {}).get("nodeName")) or status.get("phase") not in (None, "Pending")
     for c in status.get("conditions") or []:
+        if isinstance(c, dict) and c.get("type") == "PodScheduled" and c.get("status") == "True":
+            scheduled = True
         if isinstance(c, dict) and c.get("type") == "DisruptionTarget" and c.get("status") == "True":
             disruption = str(c.get("reason") or "")
         if isinstance(c, dict) and c.get("type") == "PodScheduled" and c.get("status") == "False" \
@@ -140,6 +143,7 @@ def pod_view(obj: Mapping[str, Any]) -> PodView | None:
         unschedulable_since=since,
         disruption=disruption,
         deletion_at=timestamp(meta.get("deletionTimestamp")),
+        scheduled=scheduled,
     )
 
 

@@ -5,9 +5,9 @@ succeeds, or fails when `HETEROJOB_SIM_FAIL` is "1". A running pod gets the node
 own podIP from the node's podCIDR (`ipam`; the node's IP with hostNetwork), kept until it ends. With
 `device_health`, it plays the device plugins too: a node's allocatable leaves out its Unhealthy devices. Its step is ten per second of running. With
 `answer_checkpoints`, it plays the SDK: a pod asked for a checkpoint acknowledges it a moment later
-(`<id>;<step>;$HETEROJOB_CHECKPOINT_DIR/<id>/`), unless `HETEROJOB_SIM_NO_SDK` is "1"; a pod evicted (a drain)
-then runs on through its grace period until it has answered a checkpoint (`sdk.Checkpointer(checkpoint_on_eviction=
-True)`).
+(`<id>;<step>;$HETEROJOB_CHECKPOINT_DIR/<id>/;size=<bytes>;start=<unix s>;end=<unix s>`, engine.acks), unless
+`HETEROJOB_SIM_NO_SDK` is "1"; a pod evicted (a drain) then runs on through its grace period until it has
+answered a checkpoint (`sdk.Checkpointer(checkpoint_on_eviction=True)`).
 """
 
 from __future__ import annotations
@@ -250,10 +250,13 @@ class Kubelet(Stepping):
         step = int((now - self._started.get(f"{meta['namespace']}/{meta['name']}", now)) * 10)
         where = _env(pod, "HETEROJOB_CHECKPOINT_DIR", f"s3://heterojob-demo/{meta['namespace']}")
         ack = f"{wanted};{step};{where.rstrip('/')}/{wanted}/"
-        # this SDK reports the bytes each rank wrote; HETEROJOB_SIM_CHECKPOINT_BYTES="" plays an older SDK
+        # this SDK reports the bytes each rank wrote and when it began and finished saving (unix seconds: the
+        # save took from the request's first sight until now); HETEROJOB_SIM_CHECKPOINT_BYTES="" plays an older
+        # SDK, which says neither
         size = _env(pod, "HETEROJOB_SIM_CHECKPOINT_BYTES", str(SIM_RANK_CHECKPOINT_BYTES))
         if size:
-            ack += f";size={size}"
+            end = time.time()
+            ack += f";size={size};start={end - (now - self._asked[key]):.3f};end={end:.3f}"
         self.core.patch_namespaced_pod(meta["name"], meta["namespace"], {"metadata": {"annotations": {
             ANNOTATION_CHECKPOINT_ACK: ack}}})
         self._asked.pop(key, None)
