@@ -39,12 +39,16 @@ def test_queries_are_fleet_wide_and_windowed() -> None:
     # the temperature keeps the identity labels: it places a GPU that has no utilization metric (2.2.9-2.4.1)
     assert queries["temp"] == (f"max by ({', '.join(DcgmAdapter.identity_labels)}) "
                                "(min_over_time(DCGM_FI_DEV_GPU_TEMP[60s]) or min_over_time(dcgm_gpu_temp[60s]))")
+    # the fault series keep the identity labels too: a GPU that fell off the bus has nothing else (issue 33)
     assert queries["instant"] == (f'max by (__name__, {keys}, xid) '
-        '({__name__=~"DCGM_FI_DEV_FB_USED|dcgm_fb_used|DCGM_FI_DEV_POWER_USAGE|dcgm_power_usage|'
-        'DCGM_FI_DEV_XID_ERRORS|dcgm_xid_errors|DCGM_EXP_XID_ERRORS_COUNT"})')
+        '({__name__=~"DCGM_FI_DEV_FB_USED|dcgm_fb_used|DCGM_FI_DEV_POWER_USAGE|dcgm_power_usage"}) or '
+        f'max by (__name__, {", ".join(DcgmAdapter.identity_labels)}, xid) '
+        '({__name__=~"DCGM_FI_DEV_XID_ERRORS|dcgm_xid_errors|DCGM_EXP_XID_ERRORS_COUNT"})')
     assert queries["fb_total"].startswith("max by (UUID, GPU_I_ID) ")  # beside it, not joined to it
     assert AscendAdapter().queries(30)["health"] == (
-        "max by (id, node, kubernetes_node, node_name, Hostname, hostname, exported_instance, instance) "
+        "max by (id, exported_node, node, kubernetes_node, node_name, nodename, kubernetes_pod_node_name, "
+        "k8s_node_name, Hostname, hostname, job, exported_instance, instance, namespace, pod, model_name, "
+        "exported_namespace, exported_pod, pod_namespace, pod_name) "
         "(max_over_time(npu_chip_info_health_status[30s]))")
     # never a per-job or per-device selector: the only matcher is on the metric name
     assert all("=\"" not in q.replace('__name__=~"', "").replace('"heterojob_metric", "', "").replace('!=""', "")

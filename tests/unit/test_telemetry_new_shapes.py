@@ -40,7 +40,7 @@ def test_gpus_without_gpu_util_are_placed_and_measured_by_engine_activity() -> N
     # dropped as "series without a device or node label" and the region DEGRADED
     more = followups(old_answers(), window_s=60)
     q = more["dcgm:fallback"]
-    assert q.startswith("max by (UUID, uuid, GPU_I_ID, GPU_I_PROFILE, gpu, modelName, node,")
+    assert q.startswith("max by (UUID, uuid, GPU_I_ID, GPU_I_PROFILE, gpu, modelName, exported_node, node,")
     assert '100 * avg_over_time(DCGM_FI_PROF_GR_ENGINE_ACTIVE{UUID=~"GPU\\\\-i0|GPU\\\\-i1"}[60s])' in q
     answers = old_answers(**{"dcgm:fallback": [s(87.3412, **BUSY), s(0, **IDLE)]})
     snap = build([SourceResult("p", frozenset({"*"}), answers)], {"gpu-node-i": NodeFacts("cn-east", "nvidia-a100", 2)},

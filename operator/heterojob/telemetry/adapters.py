@@ -23,7 +23,7 @@ from dataclasses import dataclass, field, replace
 from typing import Any, ClassVar
 
 from heterojob.telemetry.model import (
-    ASCEND_SENTINELS, SHARED_POD, DeviceSample, HealthPolicy, classify_gpu, classify_npu, classify_npu_network, number,
+    ASCEND_SENTINELS, SHARED_POD, DeviceSample, Health, HealthPolicy, classify_gpu, classify_npu, classify_npu_network, number,
 )
 
 Vector = Sequence[Mapping[str, Any]]
@@ -54,26 +54,52 @@ class Context:
 
     is_node: Callable[[str], bool] | None = None  # None: no Node list (labels only, e.g. the CLI)
     exporter_pods: frozenset[tuple[str, str]] = frozenset()  # (namespace, pod) of scrape targets (`up`)
+    node_at: Mapping[str, str] = field(default_factory=dict)  # a Node's address (InternalIP, ...) -> its name
+    pod_nodes: Mapping[tuple[str, str], str] = field(default_factory=dict)  # a scrape target pod -> its Node
+
+    def node_named(self, name: str) -> str:
+        """The Node `name` names (its name, or one of its addresses), "" when none; without a Node list, `name`."""
+        if not name or self.is_node is None:
+            return name
+        return name if self.is_node(name) else self.node_at.get(name, "")
 
 
 INSTANT = "instant"  # the query name under which an adapter's grouped roles come back together
 SEEN = "seen"  # newest sample time per device and pod
 FALLBACK = "fallback"  # the identity from `fallback_identity`, asked only for devices the identity answer lacks
 ROLE_LABEL = "heterojob_metric"  # names the metric in a grouped query whose function dropped __name__
-# Set by relabelling from __meta_kubernetes_pod_node_name (manifests/telemetry): trusted first.
-RELABELLED_NODE_LABELS = ("node", "kubernetes_node", "node_name")
-# dcgm-exporter's own host label: the Node's name only when the exporter's NODE_NAME is set.
+# Where a series' node is read, most trusted first (docs/telemetry.md, "node"; `node_of_series`):
+# 1. a label a scrape configuration copies from the target's Node (__meta_kubernetes_pod_node_name or
+#    __meta_kubernetes_endpoint_node_name), taken as it is: `exported_node` (a series' own `node`, renamed because
+#    a federating or second scrape added its own), `node` (manifests/telemetry; prometheus-community/prometheus's
+#    kubernetes-pods and -service-endpoints jobs), `kubernetes_node` (the older stable/prometheus chart; NVIDIA's
+#    GPU operator docs), `node_name` (promtail / Grafana Agent style configs), `nodename` (the relabelings example
+#    of dcgm-exporter's Helm chart and of kube-prometheus-stack's exporters), `kubernetes_pod_node_name` (older
+#    example kubernetes-pods jobs), `k8s_node_name` (OpenTelemetry's k8s.node.name written to Prometheus);
+RELABELLED_NODE_LABELS = ("exported_node", "node", "kubernetes_node", "node_name", "nodename",
+                          "kubernetes_pod_node_name", "k8s_node_name")
+# 2. the scrape target's pod (`namespace`, `pod`: a ServiceMonitor's or PodMonitor's) through kube-state-metrics'
+#    kube_pod_info, which `snapshot.UP_QUERY` joins to `up` (Context.pod_nodes);
+EXPORTER_POD_LABELS = ("namespace", "pod")
+# 3. dcgm-exporter's own host label: the Node's name only when the exporter's NODE_NAME is set (else its pod's
+#    name), so only when it names a Node (by name or address);
 HOST_LABELS = ("Hostname", "hostname")
+# 4. `job`, only when it names a Node: npu-exporter's documented Prometheus job (mind-cluster docs, "Using with
+#    Prometheus") writes __meta_kubernetes_pod_node_name into `job`;
+JOB_LABELS = ("job",)
+# 5. the scrape target's host (`exported_instance` behind a federation or honor_labels: false, then `instance`),
+#    when it names a Node by name (kube-prometheus relabels `instance` to the node) or by one of its addresses
+#    (an exporter on the host network, a static config).
 # The workload's pod. With honorLabels: false the exporter's pod/namespace arrive as exported_*, and
 # pod/namespace name the exporter itself; dcgm-exporter --use-old-namespace says pod_name/pod_namespace.
 POD_LABELS = ("exported_namespace", "exported_pod", "namespace", "pod", "pod_namespace", "pod_name")
 # The scrape target: `instance`; behind a federation (or honor_labels: false) the exporter's own target is
 # `exported_instance` and `instance` is the federating Prometheus.
 INSTANCE_LABELS = ("exported_instance", "instance")
-LOCATION_LABELS = (*RELABELLED_NODE_LABELS, *HOST_LABELS, *INSTANCE_LABELS)
+LOCATION_LABELS = (*RELABELLED_NODE_LABELS, *HOST_LABELS, *JOB_LABELS, *INSTANCE_LABELS)
 # Every label that can say where a series comes from (kept for readers grouping by location, e.g. the console;
 # which one wins is `node_of_series`'s business).
-NODE_LABELS = ("Hostname", "hostname", "node", "kubernetes_node", "node_name", "exported_instance", "instance")
+NODE_LABELS = (*HOST_LABELS, *RELABELLED_NODE_LABELS, *INSTANCE_LABELS)
 # dcgm-exporter 1.x's name of each field heterojob reads (NVIDIA/gpu-monitoring-tools tag 1.0.0,
 # exporters/prometheus-dcgm/dcgm-exporter/dcgm-exporter: `dcgm_<field>{gpu, uuid}`; 2.3.0+ emits the same names
 # with etc/dcgm-exporter/1.x-compatibility-metrics.csv)
@@ -119,16 +145,25 @@ def host_of(instance: str) -> str:
     return rest.rsplit(":", 1)[0] if rest.count(":") == 1 else rest
 
 
-def node_of_series(labels: Mapping[str, str], is_node: Callable[[str], bool] | None = None) -> str:
-    """The node of a series: a relabelled node label first; then the exporter's Hostname, or the scrape
-    target's host (`exported_instance`, then `instance`), only when it names a known Node (without a Node
-    list: taken as is)."""
+def node_of_series(labels: Mapping[str, str], ctx: Context | Callable[[str], bool] | None = None) -> str:
+    """The node of a series, in the order of the labels above: a relabelled node label as it is; the scrape
+    target pod's Node (kube_pod_info); then Hostname/hostname, `job` and the scrape target's host
+    (`exported_instance`, then `instance`), each only when it names a Node by name or address (without a Node
+    list: Hostname and the host as they are, never `job`)."""
+    ctx = ctx if isinstance(ctx, Context) else Context(is_node=ctx)
     get = labels.get
-    if node := get("node") or get("kubernetes_node") or get("node_name"):
+    for name in RELABELLED_NODE_LABELS:
+        if node := get(name):
+            return node
+    if ctx.pod_nodes and (node := ctx.pod_nodes.get((get("namespace") or "", get("pod") or ""), "")):
         return node
-    for candidate in (_first(labels, *HOST_LABELS), *(host_of(get(n) or "") for n in INSTANCE_LABELS)):
-        if candidate and (is_node is None or is_node(candidate)):
-            return candidate
+    if node := ctx.node_named(_first(labels, *HOST_LABELS)):
+        return node
+    if ctx.is_node is not None and (node := ctx.node_named(_first(labels, *JOB_LABELS))):
+        return node
+    for name in INSTANCE_LABELS:
+        if node := ctx.node_named(host_of(get(name) or "")):
+            return node
     return ""
 
 
@@ -196,6 +231,9 @@ class Role:
     selector: str = ""  # a label matcher the fleet-wide query keeps (never one naming a job or device)
     over: str = ""  # in a windowed grouped query, this role's function instead of the adapter's `grouped_fn`
     legacy: str = ""  # the same figure under an older exporter's name (read with `or`: the current name wins)
+    # how a device's series of this role combine ("" the first; "max": the largest, e.g. a health held for the
+    # window, split in two series by a pod change: 0 only when both said so)
+    merge: str = ""
 
     @property
     def names(self) -> tuple[str, ...]:
@@ -222,9 +260,11 @@ class Adapter:
     identity_labels: ClassVar[tuple[str, ...]]  # what `sample` reads: the rest is dropped by Prometheus
     group_labels: ClassVar[tuple[str, ...]] = ()  # extra labels the grouped query keeps (e.g. `xid`)
     grouped_fn: ClassVar[str] = ""  # "" instant; "last_over_time" for exporters that stamp timestamps
-    # a windowed role grouped by the identity labels too, so a device without an identity series is still
-    # placed (node, pod, model) from it ("" none: every query keeps the location labels, as npu-exporter's)
-    labelled_role: ClassVar[str] = ""
+    # roles whose queries keep the identity labels too, so a device without an identity series is still placed
+    # (node, pod, model) from them, the first that reports it: a GPU without DCGM_FI_DEV_GPU_UTIL by its
+    # temperature, a GPU that fell off the bus (nothing but its XID left) or a broken NPU chip (nothing but its
+    # health) by its fault series. The first also selects the devices `fallback_query` asks for.
+    labelled_roles: ClassVar[tuple[str, ...]] = ()
     # the identity metric of devices without the usual one, asked in a second round only for those devices
     fallback_identity: ClassVar[Role | None] = None
     fallback_keys: ClassVar[tuple[str, ...]] = ()  # the labels that select a device in the fallback query
@@ -247,43 +287,51 @@ class Adapter:
             if role == self.identity:
                 out[role] = " or ".join(f"max by ({ident}) ({alt.expr('', window_s)})"
                                         for alt in (r, *self.identity_alternatives))
-            elif role == self.labelled_role:
+            elif role in self.labelled_roles:
                 out[role] = f"max by ({ident}) ({r.expr('', window_s)})"
             else:
                 out[role] = f"max by ({keys}) ({r.expr('', window_s)})"
         # a figure Prometheus computes is a query of its own: evaluated beside the grouped one, not after it
         # (joined with `or`, the two made the cycle's slowest query)
         out.update({role: r.param for role, r in self.roles.items() if not r.fn and r.param})
-        grouped = [r for r in self.roles.values() if not r.fn and not r.param]
-        if grouped and not self.grouped_fn:
-            by = ", ".join(("__name__", *self.key_labels, *self.group_labels))
-            out[INSTANT] = f'max by ({by}) ({{__name__=~"{"|".join(m for r in grouped for m in r.names)}"}})'
-        elif grouped:  # functions drop __name__: each metric is marked with a label of its own instead
-            by = ", ".join((*self.key_labels, *self.group_labels))
-            out[INSTANT] = " or ".join(
-                f'label_replace(max by ({by}) ({r.over or self.grouped_fn}({r.metric}[{window_s}s])), '
-                f'"{ROLE_LABEL}", "{r.metric}", "", "")' for r in grouped)
+        parts = []
+        for labelled in (False, True):  # fault series keep the identity labels: they may be all a device has
+            grouped = [r for role, r in self.roles.items()
+                       if not r.fn and not r.param and (role in self.labelled_roles) == labelled]
+            if not grouped:
+                continue
+            by = ", ".join(dict.fromkeys((*(self.identity_labels if labelled else self.key_labels),
+                                          *self.group_labels)))
+            if not self.grouped_fn:
+                parts.append(f'max by (__name__, {by}) ({{__name__=~"{"|".join(m for r in grouped for m in r.names)}"}})')
+            else:  # functions drop __name__: each metric is marked with a label of its own instead
+                parts += [f'label_replace(max by ({by}) ({r.over or self.grouped_fn}({r.metric}[{window_s}s])), '
+                          f'"{ROLE_LABEL}", "{r.metric}", "", "")' for r in grouped]
+        if parts:
+            out[INSTANT] = " or ".join(parts)
         return out
 
     def seen_query(self, instances: Collection[str] = ()) -> str:
         """The newest sample time of each identity series (by device, scrape target and pod), of the scrape
         targets `instances` (all when empty)."""
         only = f'instance=~"{_alternatives(instances)}"' if instances else ""
-        stand_in = (self.roles[self.labelled_role],) if self.labelled_role else ()
-        seen = " or ".join(f"timestamp({r.metric}{_matchers(r.selector, only)})"
-                           for r in (self.roles[self.identity], *self.identity_alternatives, *stand_in))
+        stand_ins = [(m, self.roles[role].selector) for role in self.labelled_roles for m in self.roles[role].names]
+        seen = " or ".join(f"timestamp({m}{_matchers(sel, only)})" for m, sel in
+                           ((r.metric, r.selector) for r in (self.roles[self.identity], *self.identity_alternatives)))
+        if stand_ins:
+            seen += " or " + " or ".join(f"timestamp({m}{_matchers(sel, only)})" for m, sel in stand_ins)
         by = dict.fromkeys((*self.key_labels, "instance", *POD_LABELS))
         return f"max by ({', '.join(by)}) ({seen})"
 
     def fallback_query(self, results: Mapping[str, Vector], window_s: int, most: int) -> str:
-        """The fallback identity query for the devices `labelled_role` reports and the identity answer lacks
-        (all devices when more than `most`), or "" when there are none."""
+        """The fallback identity query for the devices the first of `labelled_roles` reports and the identity
+        answer lacks (all devices when more than `most`), or "" when there are none."""
         r = self.fallback_identity
-        if r is None or not self.labelled_role:
+        if r is None or not self.labelled_roles:
             return ""
         have = {self.device_id(s_.get("metric") or {}) for s_ in results.get(self.identity) or ()}
         lacking: dict[str, set[str]] = {}
-        for series in results.get(self.labelled_role) or ():
+        for series in results.get(self.labelled_roles[0]) or ():
             labels = series.get("metric") or {}
             if self.device_id(labels) in have:
                 continue
@@ -301,20 +349,23 @@ class Adapter:
             parts.append(f"max by ({ident}) ({r.expr(only, window_s)})")
         return " or ".join(parts)
 
-    def doubled(self, identity: Vector, ctx: Context = Context(), labelled: Vector = ()) -> set[str]:
-        """Scrape targets (`instance`) of the devices the identity answer holds more than once (for devices
-        without an identity series, the `labelled_role` answer, which stands in for it)."""
+    def doubled(self, results: Mapping[str, Vector], ctx: Context = Context()) -> set[str]:
+        """Scrape targets (`instance`) of the devices the identity answer holds more than once (for a device
+        without an identity series, the answer of the first of `labelled_roles` that reports it, which stands
+        in for it). `results`: this family's answers by query name."""
+        by_role = self.split(results)
         by_device: dict[str, list[Mapping[str, str]]] = {}
-        for series in identity or ():
+        for series in by_role.get(self.identity) or ():
             labels = series.get("metric") or {}
             if (device := self.device_id(labels, ctx)) is not None:
                 by_device.setdefault(device, []).append(labels)
-        stand_ins: dict[str, list[Mapping[str, str]]] = {}
-        for series in labelled or ():
-            labels = series.get("metric") or {}
-            if (device := self.device_id(labels, ctx)) is not None and device not in by_device:
-                stand_ins.setdefault(device, []).append(labels)
-        by_device.update(stand_ins)
+        for role in self.labelled_roles:
+            stand_ins: dict[str, list[Mapping[str, str]]] = {}
+            for series in by_role.get(role) or ():
+                labels = series.get("metric") or {}
+                if (device := self.device_id(labels, ctx)) is not None and device not in by_device:
+                    stand_ins.setdefault(device, []).append(labels)
+            by_device.update(stand_ins)
         return {labels.get("instance", "") for found in by_device.values() if len(found) > 1 for labels in found}
 
     def split(self, results: Mapping[str, Vector]) -> dict[str, Vector]:
@@ -357,16 +408,18 @@ class Adapter:
         seen = results.pop(SEEN, None) or ()
         fallback = results.pop(FALLBACK, None) or ()
         candidates: dict[str, list[Mapping[str, Any]]] = {}
-        stand_ins: dict[str, list[Mapping[str, Any]]] = {}  # labels-only identity, for devices without one
+        # labels-only identity, for devices without one: device -> labelled role -> its series
+        stand_ins: dict[str, dict[str, list[Mapping[str, Any]]]] = {}
         values: dict[str, dict[str, Any]] = {}
         some_labels: dict[str, Mapping[str, str]] = {}  # a series of each device, for its node when no identity
         unresolved: dict[str, str] = {}
         at: float | None = None  # every query of a cycle is evaluated at the same instant
         device_id, clean, identity = self.device_id, self.clean, self.identity
-        labelled = self.labelled_role
+        labelled = self.labelled_roles
         for role, vector in results.items():
             is_identity, is_count = role == identity, role == "xid_count"
-            is_labelled = role == labelled
+            is_labelled = role in labelled
+            most = self.roles[role].merge == "max" if role in self.roles else False
             for series in vector or ():
                 labels = series.get("metric") or {}
                 device = device_id(labels, ctx)
@@ -380,7 +433,7 @@ class Adapter:
                     candidates.setdefault(device, []).append(series)
                     continue
                 if is_labelled:
-                    stand_ins.setdefault(device, []).append(series)
+                    stand_ins.setdefault(device, {}).setdefault(role, []).append(series)
                 pair = series.get("value") or (None, None)
                 if at is None:
                     at = number(pair[0])
@@ -399,17 +452,21 @@ class Adapter:
                     mine.setdefault("xid_counts", {})[code] = value
                 elif mine.get(role) is None:
                     mine[role] = value
+                elif most and value is not None:
+                    mine[role] = max(mine[role], value)
         # a device without an identity series (dcgm-exporter 2.2.9-2.4.1's counters CSVs comment out
         # DCGM_FI_DEV_GPU_UTIL) takes its fallback identity (engine activity, with the dcp CSV); without one, it
-        # is placed by the labels of its `labelled_role` series, its utilization unknown
+        # is placed by the labels of its series of the first `labelled_roles` that has one (a broken device's
+        # fault series may be all it has), its utilization unknown
         found: dict[str, list[Mapping[str, Any]]] = {}
         for series in fallback:
             device = device_id(series.get("metric") or {}, ctx)
             if device is not None and device not in candidates:
                 found.setdefault(device, []).append(series)
         candidates.update(found)
-        for device, series_list in stand_ins.items():
+        for device, by_role in stand_ins.items():
             if device not in candidates:
+                series_list = next(by_role[r] for r in labelled if r in by_role)
                 candidates[device] = [{"metric": s_.get("metric") or {}, "value": [(s_.get("value") or [None])[0],
                                                                                     None]} for s_ in series_list]
         newest = self._seen(seen, ctx) if any(len(c) > 1 for c in candidates.values()) else {}
@@ -436,7 +493,7 @@ class Adapter:
         locate = where or (lambda _node: (None, None))
         for device in sorted(values):
             labels = labels_of.get(device) or some_labels.get(device) or {}
-            node = node_of_series(labels, ctx.is_node) or node_of_series(some_labels.get(device, {}), ctx.is_node)
+            node = node_of_series(labels, ctx) or node_of_series(some_labels.get(device, {}), ctx)
             if not node:
                 if host := _unplaced(labels, ctx):
                     unresolved.setdefault(host, device)
@@ -557,8 +614,9 @@ class DcgmAdapter(Adapter):
                              Role(DCGM_1X["DCGM_FI_DEV_GPU_UTIL"], "avg_over_time"))
     # 2.2.9-2.4.1 (and earlier 2.x) comment DCGM_FI_DEV_GPU_UTIL out of both counters CSVs: a whole GPU is
     # placed by its temperature's labels, and its utilization is the engine activity, asked in a second round
-    # only for such GPUs
-    labelled_role = "temp"
+    # only for such GPUs. A GPU that fell off the bus (XID 79) has no readable field left: dcgm-exporter skips
+    # blank values (gpu_collector.go), so only its last XID (and the XID count) remains, with the pod's labels.
+    labelled_roles = ("temp", "xid", "xid_count")
     fallback_identity = Role("DCGM_FI_PROF_GR_ENGINE_ACTIVE", "avg_over_time", scale=100)
     fallback_keys = ("UUID", "uuid")
 
@@ -580,7 +638,8 @@ class DcgmAdapter(Adapter):
         used, total = values.get("fb_used"), values.get("fb_total")
         counts = tuple(sorted((values.get("xid_counts") or {}).items()))
         xid = values.get("xid")
-        health, reason, error = classify_gpu(xid, values.get("temp"), policy, None, counts)
+        live = any(values.get(role) is not None for role in ("util", "temp", "fb_used", "power"))
+        health, reason, error = classify_gpu(xid, values.get("temp"), policy, None, counts, live)
         model = labels.get("modelName", "")
         if labels.get("GPU_I_PROFILE"):
             model = f"{model} MIG {labels['GPU_I_PROFILE']}".strip()
@@ -604,13 +663,15 @@ class AscendAdapter(Adapter):
     the figure down. Health is the window's max: 0 only when the chip said unhealthy in every sample."""
 
     family = "npu-exporter"
-    key_labels = ("id", *LOCATION_LABELS)  # chip ids repeat on every node
-    identity_labels = (*key_labels, "model_name", *POD_LABELS)
+    # chip ids repeat on every node; the scrape target's pod (a ServiceMonitor's, without relabelling) can name it
+    key_labels = ("id", *LOCATION_LABELS, *EXPORTER_POD_LABELS)
+    identity_labels = tuple(dict.fromkeys((*key_labels, "model_name", *POD_LABELS)))
     grouped_fn = "last_over_time"
     roles = {
         "util": Role("npu_chip_info_utilization", "quantile_over_time", "0.5"),
         "temp": Role("npu_chip_info_temperature", "min_over_time"),
-        "health": Role("npu_chip_info_health_status", "max_over_time"),
+        # held for the window (0 only when every sample said so) and across a pod change's two series
+        "health": Role("npu_chip_info_health_status", "max_over_time", merge="max"),
         "hbm_used": Role("npu_chip_info_hbm_used_memory"),
         "hbm_total": Role("npu_chip_info_hbm_total_memory"),
         # chips without HBM (Ascend 310, 310P: npu-exporter's DdrCollector; the HbmCollector only serves 910A,
@@ -623,18 +684,26 @@ class AscendAdapter(Adapter):
         # (`snapshot.job_telemetry`), as mind-cluster's scheduler drops network-unhealthy chips only then
         "network": Role("npu_chip_info_network_status", over="max_over_time"),
         "link": Role("npu_chip_info_link_status", over="max_over_time"),
+        # the chip's first error code, present only while it has one (2021-era exporters: 0 when none); for the
+        # message, the health decides
+        "error_code": Role("npu_chip_info_error_code"),
     }
     # 2023-era exporters put the pod only on container_npu_utilization (same value, pod labels)
     identity_alternatives = (Role("container_npu_utilization", "quantile_over_time", "0.5"),)
+    # a chip the driver cannot read leaves its health (and error codes) only: npu-exporter drops a metric whose
+    # value is -1 or 4294967295 (common_utils.go validateNum), utilization and temperature included
+    labelled_roles = ("health",)
 
     def device_id(self, labels: Mapping[str, str], ctx: Context = Context()) -> str | None:
-        node = node_of_series(labels, ctx.is_node)
+        node = node_of_series(labels, ctx)
         chip = labels.get("id")
         return f"{node}/npu-{chip}" if node and chip else None
 
     def clean(self, role: str, value: float | None, labels: Mapping[str, str]) -> tuple[float | None, bool]:
         if value is None or role == "health":
             return value, False
+        if role == "error_code":  # codes are 32-bit (0x80E01801): only the "not collected" values are no reading
+            return (None, True) if value in ASCEND_SENTINELS else (value, False)
         if value in ASCEND_SENTINELS or value < 0 or value >= 2147483647 or (role == "util" and value > 100):
             return None, True
         return value, False
@@ -642,6 +711,8 @@ class AscendAdapter(Adapter):
     def sample(self, device_id: str, node: str, labels: Mapping[str, str], values: Mapping[str, Any],
                policy: HealthPolicy, where: Where = (None, None), ctx: Context = Context()) -> DeviceSample:
         health, reason, error = classify_npu(values.get("health"), values.get("temp"), policy)
+        if (code := values.get("error_code")) and health == Health.FAILED:
+            reason, error = f"{reason}, error code 0x{int(code):X}", f"{error} (0x{int(code):X})"
         network = classify_npu_network(values.get("network"), values.get("link"))
         namespace, pod = workload_of(labels, ctx.exporter_pods)
         hbm = values.get("hbm_used") is not None or values.get("hbm_total") is not None
