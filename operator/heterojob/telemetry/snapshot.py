@@ -131,14 +131,17 @@ class Snapshot:
 def _targets(up: Vector) -> tuple[list[Mapping[str, Any]], dict[tuple[str, str], str]]:
     """The `up` answer's scrape targets, and each target pod's Node (from kube_pod_info; a pod two Nodes claim
     names none)."""
-    targets, nodes, twice = [], {}, set()
+    targets: list[Mapping[str, Any]] = []
+    nodes: dict[tuple[str, str], str] = {}
+    twice: set[tuple[str, str]] = set()
     for series in up or ():
         labels = series.get("metric") or {}
         if labels.get(ROLE_LABEL) != POD_NODE:
             targets.append(series)
-        elif (key := (labels.get("namespace") or "", labels.get("pod") or "")) and labels.get("node"):
-            if nodes.setdefault(key, labels["node"]) != labels["node"]:
-                twice.add(key)
+            continue
+        key, node = (labels.get("namespace") or "", labels.get("pod") or ""), labels.get("node") or ""
+        if node and nodes.setdefault(key, node) != node:
+            twice.add(key)
     return targets, {k: v for k, v in nodes.items() if k not in twice}
 
 
