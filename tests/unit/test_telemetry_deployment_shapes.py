@@ -285,3 +285,14 @@ def test_a_health_split_by_a_pod_change_is_unhealthy_only_when_both_halves_say_s
     assert snap.devices["npu-c/npu-1"].health == Health.HEALTHY
     snap = build([SourceResult("p", frozenset({"*"}), npu_answers((0, old), (0, new)))], NODES, {}, POLICY)
     assert snap.devices["npu-c/npu-1"].health == Health.FAILED
+
+
+@pytest.mark.parametrize("labels, known, node", [
+    ({"job": "npu-c", "instance": "10.244.9.3:8082"}, {"npu-c"}, "npu-c"),  # mind-cluster's documented job
+    ({"job": "kubernetes-npu-exporter", "instance": "npu-c:8082"}, {"npu-c"}, "npu-c"),
+    ({"job": "npu-c", "instance": "10.244.9.3:8082"}, None, "10.244.9.3"),  # `job` only when it names a node
+    ({"kubernetes_pod_node_name": "gpu-b", "Hostname": "nvidia-dcgm-exporter-cmhft"}, None, "gpu-b"),
+])
+def test_an_alert_names_its_node_by_the_same_labels(labels: dict[str, str], known: set[str] | None,
+                                                    node: str) -> None:
+    assert node_of(labels, known) == node
