@@ -1,4 +1,4 @@
-"""The simulated exporters (sim/telemetry/exporters.py) emitting the newer real shapes the readers handle, served to
+"""The simulated exporters (sim/telemetry/: devices.py, metrics.py, exporters.py) emitting the newer real shapes the readers handle, served to
 Debian's real Prometheus and read by the monitor: dcgm-exporter 1.x names, 2.2.9-2.4.1 without
 DCGM_FI_DEV_GPU_UTIL, 4.x --kubernetes-virtual-gpus, a federated exporter placed by `exported_instance` only,
 npu-exporter on a 310P (DDR memory, a chip split into vNPUs) and a 910B chip whose RoCE link is down. Each shape
@@ -15,7 +15,8 @@ from heterojob import defaults
 from heterojob.controller import FleetSource
 from heterojob.controller.monitor import Monitor, TelemetryConfig
 from heterojob.sim.cluster.nodes import node
-from heterojob.sim.telemetry.exporters import ExporterFleet, ExporterProfile
+from heterojob.sim.telemetry.devices import ExporterProfile
+from heterojob.sim.telemetry.exporters import ExporterFleet
 from heterojob.sim.telemetry.prometheus import PrometheusServer
 from heterojob.telemetry.model import Health
 from heterojob.telemetry.snapshot import Availability, JobRef, job_telemetry

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from heterojob.telemetry.adapters import AscendAdapter, DcgmAdapter, ParseReport
+from heterojob.telemetry.adapters import AscendAdapter, DcgmAdapter
+from heterojob.telemetry.family import ParseReport
 from heterojob.telemetry.model import DeviceSample, Health, HealthPolicy, vanished
 
 POLICY = HealthPolicy()
@@ -166,7 +167,7 @@ def _label_replace_node(labels: dict[str, str]) -> str:
     run against the real Prometheus (2.42.0, Debian 12) in tests/e2e/test_telemetry_two_exporters_e2e.py."""
     import re
 
-    from heterojob.telemetry.adapters import HOST_LABELS, INSTANCE_LABELS, NODE_FIELD_RE, RELABELLED_NODE_LABELS
+    from heterojob.telemetry.labels import HOST_LABELS, INSTANCE_LABELS, NODE_FIELD_RE, RELABELLED_NODE_LABELS
 
     joined = "|".join(labels.get(n, "") for n in (*RELABELLED_NODE_LABELS, *HOST_LABELS, *INSTANCE_LABELS))
     found = re.fullmatch(f"(?:{NODE_FIELD_RE})", joined)
@@ -176,7 +177,7 @@ def _label_replace_node(labels: dict[str, str]) -> str:
 def test_the_promql_node_label_reads_an_instance_as_host_of_does() -> None:
     """Before, the PromQL regex cut `instance` at its first ':': `http://h:9400/metrics` gave 'http' and
     `fe80::1` gave 'fe80', other nodes than the operator's `host_of`/`node_of_series` name."""
-    from heterojob.telemetry.adapters import host_of, node_of_series, with_node_label
+    from heterojob.telemetry.labels import host_of, node_of_series, with_node_label
 
     for instance, host in INSTANCES:
         assert host_of(instance) == host, instance

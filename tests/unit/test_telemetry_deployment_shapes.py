@@ -20,7 +20,9 @@ from typing import Any
 import pytest
 
 from heterojob.alerts.mapping import node_of
-from heterojob.telemetry.adapters import AscendAdapter, Context, DcgmAdapter, ParseReport, node_of_series
+from heterojob.telemetry.adapters import AscendAdapter, DcgmAdapter
+from heterojob.telemetry.family import ParseReport
+from heterojob.telemetry.labels import Context, node_of_series
 from heterojob.telemetry.model import DEFAULT_FATAL_XIDS, Health, HealthPolicy
 from heterojob.telemetry.snapshot import (
     POD_NODE, Availability, JobRef, NodeFacts, SourceResult, build, job_telemetry,

@@ -7,7 +7,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from heterojob.telemetry.adapters import FALLBACK, AscendAdapter, DcgmAdapter, ParseReport
+from heterojob.telemetry.adapters import AscendAdapter, DcgmAdapter
+from heterojob.telemetry.family import FALLBACK, ParseReport
 from heterojob.telemetry.model import Health, HealthPolicy
 from heterojob.telemetry.snapshot import Availability, JobRef, NodeFacts, SourceResult, build, followups, job_telemetry
 
@@ -172,7 +173,7 @@ def test_hbm_wins_over_ddr_on_a_chip_that_has_both() -> None:
 def test_a_federated_series_is_placed_by_its_exported_instance() -> None:
     """The exporter's own target arrives as `exported_instance`; `instance` is the regional Prometheus. Without
     a relabelled node label the exporter's host names the Node (when it is one), never the Prometheus."""
-    from heterojob.telemetry.adapters import Context, node_of_series
+    from heterojob.telemetry.labels import Context, node_of_series
 
     labels = {"UUID": "GPU-f0", "gpu": "0", "exported_instance": "gpu-node-f:9400", "instance": "prom-east:9090",
               "exported_job": "dcgm-exporter", "job": "federate"}

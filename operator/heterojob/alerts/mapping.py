@@ -15,7 +15,7 @@ import re
 from collections.abc import Collection, Mapping
 from dataclasses import dataclass
 
-from heterojob.telemetry.adapters import HOST_LABELS, JOB_LABELS, RELABELLED_NODE_LABELS, host_of
+from heterojob.telemetry.labels import HOST_LABELS, JOB_LABELS, RELABELLED_NODE_LABELS, host_of
 
 MIGRATE = "migrate"  # checkpoint, then move off the named node(s)
 MIGRATE_NOW = "migrate-now"  # the device is gone: restore from the last checkpoint, do not wait

@@ -15,9 +15,9 @@ from enum import StrEnum
 from typing import Any
 
 from heterojob.telemetry import sources as region_sources
-from heterojob.telemetry.adapters import (
-    ADAPTERS, FALLBACK, ROLE_LABEL, SEEN, Adapter, Context, ParseReport, Vector, node_of_series,
-)
+from heterojob.telemetry.adapters import ADAPTERS
+from heterojob.telemetry.family import FALLBACK, ROLE_LABEL, SEEN, Adapter, ParseReport, Vector
+from heterojob.telemetry.labels import Context, node_of_series
 from heterojob.telemetry.model import DeviceSample, Health, HealthPolicy, number, settle_xid, vanished
 
 UP = "up"
