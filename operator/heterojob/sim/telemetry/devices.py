@@ -60,6 +60,9 @@ class Fault(StrEnum):
     STRAGGLE = "straggle"
     NPU_NETWORK_DOWN = "npu-network-down"
     NPU_LINK_DOWN = "npu-link-down"
+    # the device cannot be read at all: a GPU leaves nothing but its XID (79), as dcgm-exporter skips blank
+    # fields; an Ascend chip nothing but its health (0), as npu-exporter drops -1 / 4294967295 values
+    FELL_OFF_BUS = "fell-off-bus"
 
 
 @dataclass
@@ -80,6 +83,7 @@ class SimDevice:
     sharers: list[tuple[str, str]] = field(default_factory=list)  # (namespace, pod) using it at once (`share`)
     network: int = 1  # npu_chip_info_network_status
     link: int = 1  # npu_chip_info_link_status
+    off_bus: bool = False  # fell off the bus: nothing but its fault series
 
 
 @dataclass

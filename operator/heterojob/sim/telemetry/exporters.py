@@ -22,6 +22,7 @@ injected over HTTP (`POST /faults`) or in process (`ExporterFleet.inject`):
   vanish (the device's series disappear)   exporter-down (the node's scrape answers 503)
   straggle [factor=0.2] (utilization scaled down)
   npu-network-down (npu_chip_info_network_status 0)   npu-link-down (npu_chip_info_link_status 0, hccn_tool "DOWN")
+  fell-off-bus [code=79] (a GPU reports nothing but its XID; an NPU chip nothing but its health, 0)
 
 `DELETE /faults[?node=N[&device=D]]` (`ExporterFleet.clear`) heals them: every node, one node, or one device.
 
@@ -126,6 +127,12 @@ class ExporterFleet(ExporterMetrics):
                 d.network = 0
             elif fault == Fault.NPU_LINK_DOWN:
                 d.link = 0
+            elif fault == Fault.FELL_OFF_BUS:
+                d.off_bus = True
+                if sim.family == "dcgm":
+                    d.xid, d.xid_at = int(value or 79), time.time()
+                else:
+                    d.npu_health = 0
 
     def _node(self, node: str) -> SimNode:
         """The simulated node; KeyError naming the nodes that exist."""
@@ -150,7 +157,7 @@ class ExporterFleet(ExporterMetrics):
                     sim.down = False
                 for d in devices:
                     d.xid, d.celsius, d.npu_health, d.vanished, d.factor = 0, None, 1, False, 1.0
-                    d.uncollected, d.network, d.link = False, 1, 1
+                    d.uncollected, d.network, d.link, d.off_bus = False, 1, 1, False
 
     def unhealthy_devices(self) -> dict[str, int]:
         """node -> devices its device plugin reports Unhealthy to the kubelet (which then lowers the Node's

@@ -103,18 +103,21 @@ class ExporterMetrics:
             for namespace, pod, vgpu in pods:
                 values = [*ident, "trainer" if pod else "", namespace, pod, *([vgpu] if p.vgpu else []),
                           *([f"{node.name}:9400"] if p.federated else [])]
-                if not d.uncollected:
+                if d.off_bus:  # DCGM reads none of its fields: only the XID the exporter keeps is left
+                    pass
+                elif not d.uncollected:
                     if not p.mig and not no_util:  # MIG instances have no DCGM_FI_DEV_GPU_UTIL / MEM_COPY_UTIL
                         fams["util"].add_metric(values, round(util))
                         fams["mem"].add_metric(values, round(util * 0.4))
                     if (v3 or p.mig or no_util) and not v1:
                         fams["gract"].add_metric(values, round(util / 100, 6))
-                fams["used"].add_metric(values, used)
-                fams["free"].add_metric(values, memory - used)
-                if v3 and not p.mig:
-                    fams["reserved"].add_metric(values, reserved)
-                fams["temp"].add_metric(values, self._temperature(d, util))
-                fams["power"].add_metric(values, round(70 + util * 6.3, 1))
+                if not d.off_bus:
+                    fams["used"].add_metric(values, used)
+                    fams["free"].add_metric(values, memory - used)
+                    if v3 and not p.mig:
+                        fams["reserved"].add_metric(values, reserved)
+                    fams["temp"].add_metric(values, self._temperature(d, util))
+                    fams["power"].add_metric(values, round(70 + util * 6.3, 1))
                 code = XID_TEXT.get(d.xid, "Unknown Error")
                 fams["xid"].add_metric([*values, *((str(d.xid), code) if v3 else ())], d.xid)
                 if p.xid_count and d.xid:
@@ -173,6 +176,9 @@ class ExporterMetrics:
         def add(key: str, value: float, labels: list[str] = values) -> None:
             fams[key].add_metric(labels, value, timestamp=stamp)
 
+        if d.off_bus:  # every reading failed (-1: dropped by validateNum); the health query still answers
+            add("health", d.npu_health)
+            return
         busy = bool(d.pod or d.sharers)
         add("util", failed if d.uncollected else round(util))
         add("ddr_used" if ddr else "used", round(d.memory_mib * 0.8) if busy else 0)
