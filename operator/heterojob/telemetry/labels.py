@@ -49,15 +49,13 @@ HOST_LABELS = ("Hostname", "hostname")
 # 4. `job`, only when it names a Node: npu-exporter's documented Prometheus job (mind-cluster docs, "Using with
 #    Prometheus") writes __meta_kubernetes_pod_node_name into `job`;
 JOB_LABELS = ("job",)
-# 5. the scrape target's host (`exported_instance` behind a federation or honor_labels: false, then `instance`),
-#    when it names a Node by name (kube-prometheus relabels `instance` to the node) or by one of its addresses
-#    (an exporter on the host network, a static config).
+# 5. the scrape target's host (`exported_instance` behind a federation or honor_labels: false, where `instance`
+#    is the federating Prometheus; then `instance`), when it names a Node by name (kube-prometheus relabels
+#    `instance` to the node) or by one of its addresses (an exporter on the host network, a static config).
+INSTANCE_LABELS = ("exported_instance", "instance")
 # The workload's pod. With honorLabels: false the exporter's pod/namespace arrive as exported_*, and
 # pod/namespace name the exporter itself; dcgm-exporter --use-old-namespace says pod_name/pod_namespace.
 POD_LABELS = ("exported_namespace", "exported_pod", "namespace", "pod", "pod_namespace", "pod_name")
-# The scrape target: `instance`; behind a federation (or honor_labels: false) the exporter's own target is
-# `exported_instance` and `instance` is the federating Prometheus.
-INSTANCE_LABELS = ("exported_instance", "instance")
 LOCATION_LABELS = (*RELABELLED_NODE_LABELS, *HOST_LABELS, *JOB_LABELS, *INSTANCE_LABELS)
 # Every label that can say where a series comes from (kept for readers grouping by location, e.g. the console;
 # which one wins is `node_of_series`'s business).
