@@ -22,9 +22,8 @@ from heterojob.controller import FleetSource
 from heterojob.controller.monitor import Monitor, TelemetryConfig
 from heterojob.kube import convert
 from heterojob.telemetry import sources as telemetry_sources
-from heterojob.telemetry.adapters import (
-    DCGM_1X, HOST_LABELS, NODE_LABEL, NODE_LABELS, RELABELLED_NODE_LABELS, with_node_label,
-)
+from heterojob.telemetry.adapters import DCGM_1X
+from heterojob.telemetry.labels import HOST_LABELS, NODE_LABEL, NODE_LABELS, RELABELLED_NODE_LABELS, with_node_label
 from heterojob.telemetry.failures import describe
 from heterojob.telemetry.prometheus import connect
 

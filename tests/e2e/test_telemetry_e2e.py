@@ -326,7 +326,7 @@ import time  # noqa: E402
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer  # noqa: E402
 from pathlib import Path  # noqa: E402
 
-from heterojob.telemetry.adapters import ParseReport  # noqa: E402
+from heterojob.telemetry.family import ParseReport  # noqa: E402
 from heterojob.telemetry.model import HealthPolicy  # noqa: E402
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "exporters"
@@ -510,7 +510,7 @@ def test_the_snapshot_command_prints_what_heterojob_sees(recorded: tuple[Recorde
 
 # --- the simulated exporters in the demo's realistic mix, with pod churn -----------------------------------
 
-from heterojob.sim.telemetry.exporters import ExporterProfile, realistic_mix  # noqa: E402
+from heterojob.sim.telemetry.devices import ExporterProfile, realistic_mix  # noqa: E402
 
 MIX_NODES = [node(f"mg{i}", "cn-east", "nvidia-h100", devices=2) for i in range(4)] + \
             [node(f"mn{i}", "cn-north", "ascend-910b", devices=2) for i in range(4)] + \

@@ -87,7 +87,8 @@ class Monitor:
         for name, node in fleet.nodes.items():
             cls = fleet.class_of(node)
             out[name] = snap.NodeFacts(region=fleet.region_of(node), device_class=cls.name if cls else None,
-                                       devices=node.allocatable.get(cls.resource_name, 0) if cls else 0)
+                                       devices=node.allocatable.get(cls.resource_name, 0) if cls else 0,
+                                       addresses=node.addresses)
         return out
 
     # --- one cycle -----------------------------------------------------------------------------------

@@ -24,6 +24,8 @@ class Node:
     # resource name -> every device the node has (status.capacity: its device plugins' Unhealthy ones too);
     # empty when unknown (taken as its allocatable)
     capacity: Mapping[str, int] = field(default_factory=dict)
+    # status.addresses (InternalIP, ExternalIP, Hostname): a scrape target's host may name the node by one
+    addresses: tuple[str, ...] = ()
 
     @property
     def region(self) -> str | None:

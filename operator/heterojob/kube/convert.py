@@ -71,6 +71,8 @@ def node_view(obj: Mapping[str, Any]) -> Node:
         reason=", ".join(reasons),
         software=node_software(labels),
         capacity=capacity,
+        addresses=tuple(str(a["address"]) for a in status.get("addresses") or []
+                        if isinstance(a, Mapping) and a.get("address")),
     )
 
 

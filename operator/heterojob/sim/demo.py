@@ -33,7 +33,8 @@ from heterojob.constants import API_VERSION, GROUP, VERSION
 from heterojob.alerts.rules import rules_file
 from heterojob.sim.cluster.harness import Emulator, apply, seed
 from heterojob.sim import members as membership
-from heterojob.sim.telemetry.exporters import ExporterFleet, realistic_mix
+from heterojob.sim.telemetry.devices import realistic_mix
+from heterojob.sim.telemetry.exporters import ExporterFleet
 from heterojob.sim.cluster.kubelet import Kubelet
 from heterojob.sim.cluster.stepping import Stepping
 from heterojob.sim.cluster.tainteviction import TaintEviction
