@@ -42,9 +42,19 @@ from typing import TYPE_CHECKING
 from heterojob.engine import completion, preemption, transfer
 from heterojob.engine.fleet import Allocation, Fleet
 from heterojob.engine.placement import (
-    Alternative, Candidate, FleetIndex, Ledger, Rejection, Request, Result, listed, place, replicas_text,
+    Alternative,
+    Candidate,
+    FleetIndex,
+    Ledger,
+    Rejection,
+    Request,
+    Result,
+    listed,
+    place,
+    replicas_text,
     room_to_grow,
 )
+from heterojob.engine.rooms import Memory
 
 if TYPE_CHECKING:
     from heterojob.engine.policy import Knowledge, Prepared
@@ -144,13 +154,16 @@ PROMOTED_HELD = ("; promoted after waiting, it takes the next room first, but wh
 
 
 def plan_queue(queue: Iterable[Request], holders: Iterable[Holder], fleet: Fleet, now: float,
-               settings: Settings = Settings()) -> Plan:
+               settings: Settings = Settings(), memory: Memory | None = None) -> Plan:
     """Plan every waiting job of `queue` (steps in the module docstring); `fleet` counts every holder's
-    devices as used."""
+    devices as used. `memory`: a `rooms.Memory` the caller keeps from one cycle to the next, for one fleet
+    (what placement found per class and region while its free room is unchanged); the plan is the same
+    without it."""
     holders = list(holders)
     ordered = sorted(queue, key=lambda r: r.order)
     own = {h.job: h for h in holders if h.waiting}
-    ledger = Ledger(fleet)
+    index = FleetIndex(fleet, memory)  # nodes per class and region and their free room, on the fleet as given
+    ledger = Ledger(fleet, index)
     plan = Plan()
     for request in ordered:  # step 0: a moving job lands on the room it reserved, when that still fits it
         if request.job in own:
@@ -173,7 +186,6 @@ def plan_queue(queue: Iterable[Request], holders: Iterable[Holder], fleet: Fleet
             plan.admissions[request.job] = fenced
             ledger.take(fenced.candidate.allocation(request.namespace))
     pool = _Pool(holders)  # who may be disturbed, indexed once for the whole pass
-    index = FleetIndex(fleet)  # nodes per class and region, shared by every "would it fit alone" check
     alone_by_shape: dict[tuple[object, ...], Result] = {}  # the fleet does not change: equal shapes alike
     placed: list[str] = []  # jobs placed so far, in queue order
     said: dict[int, tuple[Result, str]] = {}  # a "would it fit alone" result's explanation
@@ -189,7 +201,7 @@ def plan_queue(queue: Iterable[Request], holders: Iterable[Holder], fleet: Fleet
                 placed.append(request.job)
                 continue
         if request.job in own:  # its own reservation is room it may use
-            mine = Ledger(fleet)
+            mine = Ledger(fleet, index)
             mine.take(own[request.job].allocation, -1)
             alone = place(request, mine.fleet, mine.index)
         else:
@@ -661,11 +673,12 @@ def top_priority(waiting: Iterable[Request], besides: str = "") -> int | None:
 
 def plan_with_policy(queue: Iterable[Request], holders: Iterable[Holder], fleet: Fleet, now: float,
                      knowledge: Knowledge, queue_settings: QueueSettings, settings: Settings = Settings(),
-                     memo: Memo | None = None) -> tuple[Plan, Prepared]:
+                     memo: Memo | None = None, memory: Memory | None = None) -> tuple[Plan, Prepared]:
     """`engine.policy.prepare` (queue order, class choice by expected completion), then `plan_queue`.
-    `memo`: `engine.ranking.Memo`, kept by the caller between passes (the plan is the same without it)."""
+    `memo`: `engine.ranking.Memo`, `memory`: `rooms.Memory`, both kept by the caller between passes (the
+    plan is the same without them)."""
     from heterojob.engine import policy
 
     prepared = policy.prepare(queue, holders, fleet, now, knowledge, queue_settings, settings.min_runtime_s, memo)
-    return plan_queue(prepared.queue, prepared.holders, fleet, now, settings), prepared
+    return plan_queue(prepared.queue, prepared.holders, fleet, now, settings, memory), prepared
 

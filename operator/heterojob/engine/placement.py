@@ -18,13 +18,22 @@ restart with. Preemption and reclaim are planned in `engine.preemption`; the pla
 
 from __future__ import annotations
 
+import heapq
+import itertools
 from collections import defaultdict
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from functools import cached_property, lru_cache
+from functools import cached_property
 
-from heterojob.engine import versions
-from heterojob.engine.fleet import Allocation, DeviceClass, Fleet, Node, cpu_classes, quota_room
+from heterojob.engine.filters import (  # noqa: F401 - re-exported: placement's filters
+    _version_check,
+    node_software_mismatch,
+    node_unfit,
+    software_mismatch,
+    software_summary,
+)
+from heterojob.engine.fleet import Allocation, DeviceClass, Fleet, cpu_classes, quota_room
+from heterojob.engine.rooms import Memory, Rooms, Verdict
 
 
 @dataclass(frozen=True)
@@ -34,7 +43,7 @@ class Alternative:
     requires: Mapping[str, str] = field(default_factory=dict)  # software -> PEP 440 specifier
     node_labels: Mapping[str, str] = field(default_factory=dict)  # labels every node must carry (e.g. RDMA)
 
-    @property
+    @cached_property
     def needs(self) -> tuple[tuple[tuple[str, str], ...], tuple[tuple[str, str], ...]]:
         """What the per-node software filter checks, as a hashable key."""
         return tuple(sorted(self.requires.items())), tuple(sorted(self.node_labels.items()))
@@ -141,72 +150,7 @@ def listed(items: Sequence[object], limit: int = 8) -> str:
     return shown + (f"; and {more} more" if more > 0 else "")
 
 
-# --- filters -------------------------------------------------------------------------------------------
-
-def software_mismatch(cls: DeviceClass, requires: Mapping[str, str]) -> str | None:
-    """Why the class's software stack does not meet `requires` (engine.versions: PEP 440 and CANN's RCs)."""
-    for name, spec in sorted(requires.items()):
-        mismatch = versions.check(name, cls.software.get(name), spec)
-        if mismatch is not None:
-            return str(mismatch)
-    return None
-
-
-@lru_cache(maxsize=4096)
-def _version_check(name: str, have: str | None, wanted: str, own: bool) -> str | None:
-    """One node's version against one requirement, short (cached: a fleet has few distinct versions)."""
-    mismatch = versions.check(name, have, wanted)
-    if mismatch is None:
-        return None
-    if have is None:
-        return f"no {name} version (no node label, none declared by the class)"
-    if mismatch.why.startswith(":"):
-        return str(mismatch)
-    return f"{name} {have} does not satisfy {wanted}" + ("" if own else " (the class's declared version)")
-
-
-def node_software_mismatch(node: Node, cls: DeviceClass, requires: Mapping[str, str],
-                           node_labels: Mapping[str, str] = {}) -> str | None:  # noqa: B006 - read only
-    """Why this node's software (its own labels first, else the class's stack) or labels miss the needs."""
-    for name, spec in sorted(requires.items()):
-        own = node.software.get(name)
-        why = _version_check(name, own or cls.software.get(name), spec, own is not None)
-        if why is not None:
-            return why
-    for key, value in sorted(node_labels.items()):
-        have = node.labels.get(key)
-        if have != value:
-            return f"label {key}={value} missing" if have is None else f"label {key} is {have!r}, not {value!r}"
-    return None
-
-
-def software_summary(failures: Mapping[str, int], limit: int = 2) -> str:
-    """`2 node(s) fail the software check: cuda 12.2 does not satisfy >=12.4` (the commonest reasons)."""
-    total = sum(failures.values())
-    ranked = sorted(failures.items(), key=lambda kv: (-kv[1], kv[0]))
-    if len(ranked) == 1:
-        reasons = ranked[0][0]
-    else:
-        reasons = "; ".join(f"{why} ({n})" for why, n in ranked[:limit]) + (
-            f"; and {len(ranked) - limit} more reason(s)" if len(ranked) > limit else "")
-    return f"{total} node(s) fail the software check: {reasons}"
-
-
-def node_unfit(node: Node, cls: DeviceClass, fleet: Fleet) -> str | None:
-    """Why a node cannot take this class's replicas now, or None. Pods tolerate only the class's own taint;
-    telemetry and alerts keep a node off by `Fleet.keep_off` (a failed device its device plugin does not
-    withhold yet, an overheating one, a firing alert)."""
-    if not node.matches(cls.node_selector) or node.allocatable.get(cls.resource_name, 0) <= 0:
-        return "not of this class"
-    if not node.ready:
-        return "not Ready"
-    if not node.schedulable:
-        return "cordoned"
-    if not node.taints <= {cls.resource_name}:
-        return "tainted"
-    why = fleet.keep_off(node, cls.resource_name)
-    return None if why is None else f"unhealthy ({why})"
-
+# --- the fleet's usable nodes per class and region ---------------------------------------------------
 
 class _View:
     """What a FleetIndex reads of a fleet but `used`: its nodes, classes, regions and node health. Holds
@@ -221,6 +165,15 @@ class _View:
         self.soft: dict[tuple[object, ...], tuple[dict[str, list[str]], dict[str, dict[str, int]]]] = {}
         self.capacity: dict[str, dict[str, int]] = {}
         self.regions: dict[str, list[str]] = {}
+        self.serial = next(_SERIALS)  # names this view in a `rooms.Memory`
+        self.where: dict[str, dict[str, str]] = {}  # class -> usable node -> its region
+        # (class, needs) -> region -> (the usable nodes that meet them, their devices of the class)
+        self.sets: dict[tuple[object, ...], dict[str, tuple[frozenset[str], int]]] = {}
+        # (class, needs) -> the rejection of an alternative every usable node of the class fails
+        self.soft_rejection: dict[tuple[object, ...], Rejection] = {}
+
+
+_SERIALS = itertools.count(1)
 
 
 _VIEWS: dict[tuple[object, ...], _View] = {}  # fleet views seen lately (a planner builds many indexes per pass)
@@ -242,11 +195,18 @@ def _view(fleet: Fleet) -> _View:
 
 class FleetIndex:
     """Per class, per region: the nodes that may take its replicas (computed once per fleet view: indexes
-    of fleets with the same nodes, classes, regions and node health, whatever is used, share it)."""
+    of fleets with the same nodes, classes, regions and node health, whatever is used, share it), and
+    their free room (`rooms.Rooms`, for the fleet's `used` as it is: only `Ledger.take` may change it).
 
-    def __init__(self, fleet: Fleet) -> None:
+    `memory`: a `rooms.Memory` the caller keeps between scheduling cycles (what places found per region
+    while its room is unchanged). `like`: an index of a fleet with the same view and devices in use, whose
+    tables this one starts from (a ledger's copy of a fleet)."""
+
+    def __init__(self, fleet: Fleet, memory: Memory | None = None, like: FleetIndex | None = None) -> None:
         self.fleet = fleet
-        self._shared: _View | None = None
+        self._shared: _View | None = like._shared if like is not None else None
+        self.rooms: Rooms = Rooms(memory, like.rooms if like is not None else None)
+        self._scope: tuple[object, ...] | None = like._scope if like is not None else None
 
     @property
     def _v(self) -> _View:
@@ -329,21 +289,53 @@ class FleetIndex:
             v.regions[cls.name] = sorted(set(v.by_class[cls.name]) | set(v.unfit[cls.name]))
         return v.regions[cls.name]
 
+    def usable(self, cls: DeviceClass, alt: Alternative) -> dict[str, tuple[frozenset[str], int]]:
+        """Per region: the class's usable nodes that meet `alt`'s needs, and their devices (cached)."""
+        key = (cls.name, alt.needs)
+        sets = self._v.sets.get(key)
+        if sets is None:
+            by_region, capacity = self.software(cls, alt)[0], self.capacity(cls)
+            sets = self._v.sets[key] = {r: (frozenset(names), sum(capacity[n] for n in names))
+                                        for r, names in by_region.items()}
+        return sets
+
+    def room(self, cls: DeviceClass) -> dict[str, dict[str, int]]:
+        """region -> node -> free devices, for the class's usable nodes with any free (`rooms.Rooms`)."""
+        rooms = self.rooms
+        if not rooms.built(cls.name):
+            v = self._v
+            where = v.where.get(cls.name)
+            if where is None:
+                where = v.where[cls.name] = {n: r for r, names in self.nodes(cls).items() for n in names}
+            if self._scope is None:
+                self._scope = (v.serial, tuple(sorted(self.fleet.network_down.items())))
+            rooms.build(cls.name, cls.resource_name, where, self.capacity(cls), self.regions(cls), self.fleet.used,
+                        self._scope)
+        return rooms.free[cls.name]
+
 
 def pack(free: Mapping[str, int], replicas: int, per_replica: int) -> tuple[str, ...] | None:
     """Best fit: each replica goes to the node with the least free room that still holds it.
 
     Keeps whole nodes free for larger gangs (less fragmentation). Returns one node per rank, or None.
+    Ties go to the node first by name.
     """
-    room = {n: f for n, f in free.items() if f >= per_replica}
+    if replicas <= 0:
+        return ()
+    if per_replica > 0 and sum(f // per_replica for f in free.values() if f >= per_replica) < replicas:
+        return None  # the whole gang cannot fit: no need to pick
+    heap = [(f, n) for n, f in free.items() if f >= per_replica]
+    heapq.heapify(heap)
     chosen: list[str] = []
     for _ in range(replicas):
-        if not room:
+        if not heap:
             return None
-        node = min(room, key=lambda n: (room[n], n))
-        room[node] -= per_replica
-        if room[node] < per_replica:
-            del room[node]
+        f, node = heap[0]
+        f -= per_replica
+        if f < per_replica:
+            heapq.heappop(heap)
+        else:
+            heapq.heapreplace(heap, (f, node))
         chosen.append(node)
     return tuple(chosen)
 
@@ -351,6 +343,8 @@ def pack(free: Mapping[str, int], replicas: int, per_replica: int) -> tuple[str,
 # --- the pipeline --------------------------------------------------------------------------------------
 
 def place(request: Request, fleet: Fleet, index: FleetIndex | None = None) -> Result:
+    """Where `request` goes on `fleet` now, or why it cannot (the pipeline in the module docstring). `index`:
+    the fleet's `FleetIndex` (a ledger's, or one shared by many calls on the same fleet)."""
     index = index or FleetIndex(fleet)
     result = Result(chosen=None)
     feasible: list[Candidate] = []
@@ -371,22 +365,9 @@ def place(request: Request, fleet: Fleet, index: FleetIndex | None = None) -> Re
             continue
         by_region, soft_failed = index.software(cls, alt)
         if soft_failed and not any(by_region.values()):
-            # every usable node of the class fails: one rejection, in the class's words when no node
-            # publishes its own version of what failed
-            mismatch = software_mismatch(cls, alt.requires)
-            own = any(name in index.fleet.nodes[n].software for n in _class_nodes(index, cls)
-                      for name in alt.requires)
-            if mismatch is not None and not own and not alt.node_labels:
-                result.rejections.append(Rejection(cls.name, f"software: {mismatch}"))
-            else:
-                merged: dict[str, int] = {}
-                for reasons in soft_failed.values():
-                    for why, n in reasons.items():
-                        merged[why] = merged.get(why, 0) + n
-                result.rejections.append(Rejection(cls.name, f"software: {software_summary(merged)}"))
+            result.rejections.append(_soft_rejection(index, cls, alt, soft_failed))
             continue
         need = request.replicas * alt.per_replica
-        capacity, used, resource = index.capacity(cls), fleet.used, cls.resource_name
         for region in request.allowed_regions:
             if region not in regions:  # say why an allowed region fails, ahead of the regions not allowed
                 result.rejections.append(Rejection(f"{region}/{cls.name}", f"no {cls.name} node in this region"))
@@ -395,28 +376,91 @@ def place(request: Request, fleet: Fleet, index: FleetIndex | None = None) -> Re
             if request.allowed_regions and region not in request.allowed_regions:
                 result.rejections.append(Rejection(label, request.outside_allowed))
                 continue
-            over = quota_room(limits, held, cls.name, region, need, cpu)
+            over = quota_room(limits, held, cls.name, region, need, cpu) if limits else None
             if over is not None:
                 result.rejections.append(Rejection(label, over, quota=True))
                 continue
-            names = [n for n in by_region.get(region, ()) if n not in request.exclude_nodes]
-            cut: list[str] = []
-            if request.replicas > 1 and fleet.network_down:  # a gang's collectives cross every chip's network
-                cut = [n for n in names if n in fleet.network_down]
-                names = [n for n in names if n not in fleet.network_down]
-            free = {n: max(0, capacity[n] - used.get((n, resource), 0)) for n in names}
-            nodes = pack(free, request.replicas, alt.per_replica)
-            if nodes is None:
-                result.rejections.append(Rejection(label, _no_room(free, request, alt,
-                                                                   index.unfit_reasons(cls, region),
-                                                                   soft_failed.get(region, {}),
-                                                                   {n: fleet.network_down[n] for n in cut})))
+            verdict = _verdict(index, fleet, cls, alt, region, request, soft_failed)
+            if verdict.nodes is None:
+                result.rejections.append(Rejection(label, verdict.reason))
                 continue
-            score = _score(i, len(request.alternatives), cls, region, request, capacity, free, nodes, alt.per_replica)
-            feasible.append(Candidate(region, i, cls.name, cls.resource_name, alt.per_replica, nodes, score))
+            score = _score(i, len(request.alternatives), cls, region, request, verdict)
+            feasible.append(Candidate(region, i, cls.name, cls.resource_name, alt.per_replica, verdict.nodes, score))
     if feasible:
         result.chosen = max(feasible, key=lambda c: (c.score, -c.alternative_index, c.region))
     return result
+
+
+def _soft_rejection(index: FleetIndex, cls: DeviceClass, alt: Alternative,
+                    soft_failed: Mapping[str, Mapping[str, int]]) -> Rejection:
+    """Every usable node of the class fails `alt`'s software or labels: one rejection, in the class's words
+    when no node publishes its own version of what failed (cached per fleet view)."""
+    key = (cls.name, alt.needs)
+    known = index._v.soft_rejection.get(key)
+    if known is None:
+        mismatch = software_mismatch(cls, alt.requires)
+        own = any(name in index.fleet.nodes[n].software for n in _class_nodes(index, cls) for name in alt.requires)
+        if mismatch is not None and not own and not alt.node_labels:
+            known = Rejection(cls.name, f"software: {mismatch}")
+        else:
+            merged: dict[str, int] = {}
+            for reasons in soft_failed.values():
+                for why, n in reasons.items():
+                    merged[why] = merged.get(why, 0) + n
+            known = Rejection(cls.name, f"software: {software_summary(merged)}")
+        index._v.soft_rejection[key] = known
+    return known
+
+
+_NO_NODES: tuple[frozenset[str], int] = (frozenset(), 0)
+
+
+def _verdict(index: FleetIndex, fleet: Fleet, cls: DeviceClass, alt: Alternative, region: str, request: Request,
+             soft_failed: Mapping[str, Mapping[str, int]]) -> Verdict:
+    """Where `request`'s gang of `alt` packs in `region` and the scorers that depend on the room there, or why
+    it does not fit: from the region's nodes with free room only (`rooms`), and kept per version of that room
+    (what it depends on besides: the gang's size, `alt`'s needs and the request's excluded nodes there)."""
+    per, replicas = alt.per_replica, request.replicas
+    names, devices = index.usable(cls, alt).get(region, _NO_NODES)
+    exclude = request.exclude_nodes
+    excluded = names & exclude if exclude and names else frozenset()
+    room = index.room(cls)[region]
+    verdicts = index.rooms.verdicts(cls.name, region)
+    key = (alt.needs, replicas, per, excluded)
+    known = verdicts.get(key)
+    if known is not None:
+        return known
+    down = fleet.network_down
+    cut: dict[str, str] = {}
+    if replicas > 1 and down:  # a gang's collectives cross every chip's network
+        cut = {n: down[n] for n in (down if len(down) <= len(names) else names)
+               if n in names and n in down and n not in excluded}
+    capacity = index.capacity(cls)
+    if per <= 0:  # every usable node counts, full or not
+        free = {n: max(0, capacity[n] - fleet.used.get((n, cls.resource_name), 0))
+                for n in names if n not in excluded and n not in cut}
+    elif alt.requires or alt.node_labels:
+        free = {n: f for n, f in room.items() if n in names and n not in excluded and n not in cut}
+    elif excluded or cut:
+        free = {n: f for n, f in room.items() if n not in excluded and n not in cut}
+    else:
+        free = room
+    nodes = pack(free, replicas, per)
+    if nodes is None:
+        counted = len(names) - len(excluded) - len(cut) > 0  # a node of the region is counted, free or not
+        verdict = Verdict(None, reason=_no_room(free, request, alt, index.unfit_reasons(cls, region),
+                                                soft_failed.get(region, {}), cut, counted))
+    else:
+        # packing: how full the chosen nodes are afterwards (fills partly used nodes, keeps empty ones whole)
+        chosen = set(nodes)
+        chosen_capacity = sum(capacity[n] for n in chosen) or 1
+        left = sum(free[n] for n in chosen) - len(nodes) * per
+        # balance: prefer the region with the larger share of this class still free afterwards
+        region_capacity = (devices - sum(capacity[n] for n in excluded) - sum(capacity[n] for n in cut)) or 1
+        verdict = Verdict(nodes, W_PACKING * (1 - left / chosen_capacity),
+                          W_BALANCE * (sum(free.values()) - len(nodes) * per) / region_capacity)
+    verdicts[key] = verdict
+    return verdict
 
 
 def _class_nodes(index: FleetIndex, cls: DeviceClass) -> Iterable[str]:
@@ -428,9 +472,14 @@ NETWORK_DOWN = "network down"  # the filter's name in messages: a chip's network
 
 
 def _no_room(free: Mapping[str, int], request: Request, alt: Alternative, unfit_why: Mapping[str, int],
-             soft_failed: Mapping[str, int], network_down: Mapping[str, str] = {}) -> str:  # noqa: B006 - read only
+             soft_failed: Mapping[str, int], network_down: Mapping[str, str] = {},  # noqa: B006 - read only
+             counted: bool | None = None) -> str:
+    """Why the gang does not fit the region's `free` room (nodes without free devices may be left out of it:
+    `counted` then says whether the region has any node counted, full or not)."""
     unfit = sum(unfit_why.values())
-    if not free and not soft_failed and not network_down and len(unfit_why) == 1 and unfit:
+    if counted is None:
+        counted = bool(free)
+    if not counted and not soft_failed and not network_down and len(unfit_why) == 1 and unfit:
         # no node of the region counts, for one reason (a lost member cluster, all NotReady...): say that,
         # not "0 free on 0 node(s)"
         why = next(iter(unfit_why))
@@ -455,26 +504,25 @@ def _no_room(free: Mapping[str, int], request: Request, alt: Alternative, unfit_
 W_PREFERENCE, W_PREFERRED_REGION, W_THROUGHPUT, W_PACKING, W_BALANCE = 100.0, 50.0, 10.0, 5.0, 3.0
 
 
-def _score(index: int, n_alts: int, cls: DeviceClass, region: str, request: Request, capacity: Mapping[str, int],
-           free: Mapping[str, int], nodes: tuple[str, ...], per_replica: int) -> float:
+def _score(index: int, n_alts: int, cls: DeviceClass, region: str, request: Request, verdict: Verdict) -> float:
+    """A feasible candidate's score: preference order, preferred region, throughput, then the region's
+    packing and balance (`_verdict`)."""
     preference = W_PREFERENCE * (n_alts - index)
     preferred = 0.0
     if region in request.preferred_regions:
         n = len(request.preferred_regions)
         preferred = W_PREFERRED_REGION * (n - list(request.preferred_regions).index(region)) / n
     throughput = W_THROUGHPUT * min(cls.throughput, 1.0)
-    # packing: how full the chosen nodes are afterwards (fills partly used nodes, keeps empty ones whole)
-    chosen = set(nodes)
-    chosen_capacity = sum(capacity[n] for n in chosen) or 1
-    left = sum(free[n] for n in chosen) - len(nodes) * per_replica
-    packing = W_PACKING * (1 - left / chosen_capacity)
-    # balance: prefer the region with the larger share of this class still free afterwards
-    region_capacity = sum(capacity[n] for n in free) or 1
-    balance = W_BALANCE * (sum(free.values()) - len(nodes) * per_replica) / region_capacity
-    return preference + preferred + throughput + packing + balance
+    return preference + preferred + throughput + verdict.packing + verdict.balance
 
 
 # --- a queue -------------------------------------------------------------------------------------------
+
+class _LedgerFleet(Fleet):
+    """A ledger's fleet: brings the ledger's index along, so a ledger made from it starts from its tables."""
+
+    ledger_index: FleetIndex | None = None
+
 
 class Ledger:
     """A mutable copy of what is used and held, to place several jobs one after another.
@@ -483,21 +531,27 @@ class Ledger:
     shape gets the first one's result at once (given-back room forgets these).
     """
 
-    def __init__(self, fleet: Fleet) -> None:
+    def __init__(self, fleet: Fleet, index: FleetIndex | None = None) -> None:
+        """`index`: `fleet`'s index, whose tables the ledger's own starts from (a ledger's fleet brings its
+        ledger's index along by itself)."""
         self.used: dict[tuple[str, str], int] = dict(fleet.used)
         self.held: dict[str, dict[tuple[str, str], int]] = {ns: dict(h) for ns, h in fleet.held.items()}
-        self.fleet = Fleet(nodes=fleet.nodes, classes=fleet.classes, regions=fleet.regions, used=self.used,
-                           quotas=fleet.quotas, held=self.held, unhealthy=fleet.unhealthy, failed=fleet.failed,
-                           network_down=fleet.network_down)
-        self.index = FleetIndex(self.fleet)
+        self.fleet = _LedgerFleet(nodes=fleet.nodes, classes=fleet.classes, regions=fleet.regions, used=self.used,
+                                  quotas=fleet.quotas, held=self.held, unhealthy=fleet.unhealthy, failed=fleet.failed,
+                                  network_down=fleet.network_down)
+        if index is None or index.fleet is not fleet:
+            index = fleet.ledger_index if isinstance(fleet, _LedgerFleet) else None
+        self.index = FleetIndex(self.fleet, like=index)
+        self.fleet.ledger_index = self.index
         self._failed: dict[tuple[object, ...], Result] = {}
         self.given_back = 0  # how many times room was given back (what failed to fit before may fit now)
         self.version = 0  # how many times room was taken or given back
-        self._free: dict[str, tuple[int, int, int]] = {}  # class -> (version, free devices, most on one node)
 
     def take(self, allocation: Allocation, sign: int = 1) -> None:
+        used, resource = self.used, allocation.resource
         for node, n in allocation.per_node.items():
-            self.used[(node, allocation.resource)] = self.used.get((node, allocation.resource), 0) + sign * n
+            used[(node, resource)] = used.get((node, resource), 0) + sign * n
+        self.index.rooms.changed(allocation.per_node, resource, used)
         mine = self.held.setdefault(allocation.namespace, {})
         key = (allocation.device_class, allocation.region)
         mine[key] = mine.get(key, 0) + sign * allocation.devices
@@ -514,17 +568,10 @@ class Ledger:
             cls = self.fleet.classes.get(alt.device_class)
             if cls is None:
                 continue
-            known = self._free.get(cls.name)
-            if known is None or known[0] != self.version:
-                used, resource, total, most = self.used, cls.resource_name, 0, 0
-                for node, capacity in self.index.capacity(cls).items():
-                    free = capacity - used.get((node, resource), 0)
-                    if free > 0:
-                        total += free
-                        most = max(most, free)
-                known = self._free[cls.name] = (self.version, total, most)
+            self.index.room(cls)
+            total, most = self.index.rooms.tally(cls.name)
             # one node with room for a replica, and room for the gang over all (`most` > 0 only when free)
-            if known[2] > 0 and known[2] >= alt.per_replica and known[1] >= request.replicas * alt.per_replica:
+            if most > 0 and most >= alt.per_replica and total >= request.replicas * alt.per_replica:
                 return True
         return False
 
