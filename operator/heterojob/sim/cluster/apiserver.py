@@ -127,7 +127,7 @@ def _iso(seconds: float) -> str:
 
 
 def _grace(options: Mapping[str, Any], query: Mapping[str, str]) -> int | None:
-    """DeleteOptions.gracePeriodSeconds, from the body or the query (the Python client sends the query); a
+    """DeleteOptions.gracePeriodSeconds, from the body or else (`query`: a DELETE without a body) the query; a
     negative one counts as 1 s (pkg/registry/rest/delete.go, BeforeDelete)."""
     value = options.get("gracePeriodSeconds", query.get("gracePeriodSeconds"))
     if value is None:
@@ -682,10 +682,13 @@ class ApiServerEmulator(kmock.KubernetesEmulator):
         if method == "PUT" and route.name is not None:
             return self._replace(route, kind, data, dry_run, strict), 200
         if method == "DELETE":
+            # DeleteOptions come from the body when there is one, else from the query, never both
+            # (handlers/delete.go DeleteResource/DeleteCollection: the query is decoded only for an empty body)
             options = data if isinstance(data, dict) else {}
-            policy = cascade.policy_of(options, query)
-            dry_run = dry_run or "All" in (options.get("dryRun") or [])
-            grace = _grace(options, query)
+            source: Mapping[str, str] = query if data is None else {}
+            policy = cascade.policy_of(options, source)
+            dry_run = (dry_run if data is None else False) or "All" in (options.get("dryRun") or [])
+            grace = _grace(options, source)
             if route.name is None:
                 return self._delete_collection(route, kind, query, policy, dry_run, grace), 200
             return self._delete(route, kind, options.get("preconditions") or {}, policy, dry_run, grace), 200

@@ -166,9 +166,9 @@ class Kubelet(Stepping):
                 alive.add(meta.get("uid", ""))
                 continue
             try:  # this pod, not one made again under its name since the list (the status manager's UID check)
-                self.core.delete_namespaced_pod(meta["name"], meta["namespace"], grace_period_seconds=0,
-                                                body={"preconditions": {"uid": meta.get("uid")}},
-                                                _preload_content=False)
+                # all options in the body: a server reads the query only for a DELETE without one
+                self.core.delete_namespaced_pod(meta["name"], meta["namespace"], body={
+                    "gracePeriodSeconds": 0, "preconditions": {"uid": meta.get("uid")}}, _preload_content=False)
             except ApiException as exc:
                 if exc.status not in (404, 409):
                     raise
