@@ -134,3 +134,29 @@ def test_a_move_with_no_destination_is_said_once_by_its_reason_also_after_a_rest
     held = next(c for c in kube.job["status"]["conditions"] if c["type"] == "MoveHeld")
     assert (held["status"], held["reason"]) == ("True", "NoDestination") and held["message"] == kube.events[0][2]
     assert len(kube.patches) == 1
+
+
+def test_a_hold_whose_cause_flips_with_the_fleet_is_said_again_at_most_every_few_seconds(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """The budget fills and frees as other jobs move, and between two such passes there is no destination:
+    each pass's verdict differs, but the job's status is not rewritten on every pass (a hot loop)."""
+    start = 1_800_000_000.0
+    kube = FakeKube(running_job(start - 3600))
+    clock = [0.0]
+    monkeypatch.setattr(time, "monotonic", lambda: clock[0])
+
+    async def passes() -> None:
+        cache = Cache()
+        d = Disruption(kube, StatusWriter(kube), cache, None, lambda: {}, lambda: None,  # type: ignore[arg-type]
+                       lambda exclude: Fleet({}, {H100.name: H100}, used={}), lambda key, at: None,
+                       OperatorMetrics(), 1, False, planner.Settings(), lambda: {H100.name: H100}, asyncio.Lock())
+        for i in range(20):  # 10 s, a pass every half second
+            clock[0] = i / 2
+            monkeypatch.setattr(cache, "disrupted", lambda: i % 2)  # the budget (1) full, then free
+            await d.consider(kube.job, parse_spec(HeteroJobSpec, kube.job["spec"]), read_status(kube.job),
+                             start + i / 2)
+
+    asyncio.run(passes())
+    assert {r for _, r, _ in kube.events} == {"MigrationHeld"}
+    reasons = [next(c for c in p["conditions"] if c["type"] == "MoveHeld")["reason"] for p in kube.patches]
+    assert 2 <= len(reasons) <= 3 and {"NoDestination", "DisruptionBudget"} <= set(reasons), reasons

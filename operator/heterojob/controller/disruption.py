@@ -13,6 +13,8 @@ move goes to another region only where its checkpoint's transfer pays (`engine.t
 from __future__ import annotations
 
 import asyncio
+import math
+import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import replace
 from typing import Any
@@ -65,9 +67,11 @@ class Disruption:
         self.upgrade_for = upgrade_for  # admission's: a move up that pays for a running job (mlfq), or None
         self.by_level = by_level  # the queue policy displaces a job of the same priority by level (mlfq)
         self._held: dict[str, str] = {}  # job -> why its move waits (resizes and upgrades: to log it once)
+        self._said_at: dict[str, float] = {}  # job -> when its held move's verdict was last written (monotonic)
 
     def forget(self, key: str) -> None:
         self._held.pop(key, None)
+        self._said_at.pop(key, None)
 
     def held(self) -> list[str]:
         """Jobs whose move waits (for room, the cooldown, the budget): room that frees may let them go."""
@@ -291,6 +295,10 @@ class Disruption:
         said = next((c for c in status.conditions if c.type == "MoveHeld"), None)
         if said is not None and said.status == "True" and said.reason == named and (by_reason or said.message == message):
             return
+        now = time.monotonic()
+        if said is not None and said.status == "True" and now - self._said_at.get(key, -math.inf) < HOLD_REFRESH_S:
+            return  # held still, for a cause that flips with the fleet (budget, no destination): said now and then
+        self._said_at[key] = now
         decided(key, "hold-migration", reason=detail, held=named)
         if not await self.writer.write(job, StatusPatch(status).condition("MoveHeld", "True", named, message)):
             return
@@ -503,6 +511,7 @@ class Disruption:
 
 THEN_MOVE = ("migrate", "resize")  # what follows a checkpoint that lands the job on a reservation
 NO_DESTINATION = "NoDestination"  # MoveHeld's reason: a voluntary move finds no room to reserve
+HOLD_REFRESH_S = 5.0  # a held move whose verdict changes is said again at most this often (causes flip)
 MIGRATE, CHECKPOINT = "migrate", "checkpoint"  # kinds of request annotations (status.handled keys)
 
 
