@@ -11,9 +11,11 @@ import re
 import uuid
 from collections.abc import Callable, Mapping
 from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
 from typing import Any, TypeVar
 
 import kubernetes
+from aiolimiter import AsyncLimiter
 from kubernetes.client import ApiException
 
 from heterojob.api.names import LABEL_VALUE_RE
@@ -47,9 +49,24 @@ class Conflict(Exception):
     """The object changed since the version a write was based on; read it again and retry."""
 
 
+@dataclass(frozen=True)
+class RateLimit:
+    """The client-side rate limit of API calls, as Kubernetes controllers set it (client-go's token bucket):
+    `qps` calls a second on average, up to `burst` at once. qps <= 0: unlimited."""
+
+    qps: float = 200.0
+    burst: int = 400
+
+    def limiter(self) -> AsyncLimiter | None:
+        return AsyncLimiter(max(1, self.burst), max(1, self.burst) / self.qps) if self.qps > 0 else None
+
+
 class Kube:
-    def __init__(self, client: kubernetes.client.ApiClient, workers: int = 16) -> None:
+    def __init__(self, client: kubernetes.client.ApiClient, workers: int = 16,
+                 rate: RateLimit | None = None) -> None:
         self.client = client
+        self._rate = rate or RateLimit()
+        self._limiter: tuple[asyncio.AbstractEventLoop, AsyncLimiter | None] | None = None  # one per event loop
         self.core = kubernetes.client.CoreV1Api(client)
         self.custom = kubernetes.client.CustomObjectsApi(client)
         self._pool = ThreadPoolExecutor(max_workers=workers, thread_name_prefix="heterojob-api")
@@ -58,6 +75,10 @@ class Kube:
 
     async def call(self, fn: Callable[..., T], *args: Any, **kwargs: Any) -> T:
         loop = asyncio.get_running_loop()
+        if self._limiter is None or self._limiter[0] is not loop:
+            self._limiter = (loop, self._rate.limiter())
+        if self._limiter[1] is not None:
+            await self._limiter[1].acquire()
         return await loop.run_in_executor(self._pool, functools.partial(fn, *args, **kwargs))
 
     def close(self) -> None:
