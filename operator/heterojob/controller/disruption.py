@@ -4,7 +4,8 @@ Called by the reconcile pass for a Running job with no disruptive checkpoint pen
 checkpoint asked for by annotation; symptoms (NotReady node, manual request, firing alerts, failed or
 overheating devices and stragglers from the monitor's snapshot) judged against the job's policy and the
 disruption budget; with no symptom, an elastic job's shrink or growth (growth as far as the planner
-lends room); else the periodic checkpoint. A held move is announced once (Event MigrationHeld). A voluntary
+lends room); else the periodic checkpoint. A held move is announced once per verdict (Event MigrationHeld,
+condition MoveHeld: a stable message, a countdown only in the decision log, as its status says). A voluntary
 move goes to another region only where its checkpoint's transfer pays (`engine.transfer`, through
 `plan_move`); an urgent one is marked involuntary, so its placement prefers the cheapest transfer.
 """
@@ -12,6 +13,7 @@ move goes to another region only where its checkpoint's transfer pays (`engine.t
 from __future__ import annotations
 
 import asyncio
+import math
 import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import replace
@@ -33,7 +35,7 @@ from heterojob.kube.api import Kube
 from heterojob.metrics import OperatorMetrics
 from heterojob.state.cache import Cache
 from heterojob.state.requests import move_request, request_for, reservation, transfer_move
-from heterojob.state.times import timestamp
+from heterojob.state.times import iso, timestamp
 from heterojob.telemetry.model import Health
 from heterojob.telemetry.snapshot import JobRef, Snapshot, StragglerPolicy, job_telemetry
 
@@ -64,12 +66,12 @@ class Disruption:
         self.transfer = transfer_settings  # what a move between regions is assumed to cost (engine.transfer)
         self.upgrade_for = upgrade_for  # admission's: a move up that pays for a running job (mlfq), or None
         self.by_level = by_level  # the queue policy displaces a job of the same priority by level (mlfq)
-        self._held: dict[str, str] = {}  # job -> why its move waits (to post the Event once)
-        self._held_at: dict[str, float] = {}  # job -> when that was last said
+        self._held: dict[str, str] = {}  # job -> why its move waits (resizes and upgrades: to log it once)
+        self._said_at: dict[str, float] = {}  # job -> when its held move's verdict was last written (monotonic)
 
     def forget(self, key: str) -> None:
         self._held.pop(key, None)
-        self._held_at.pop(key, None)
+        self._said_at.pop(key, None)
 
     def held(self) -> list[str]:
         """Jobs whose move waits (for room, the cooldown, the budget): room that frees may let them go."""
@@ -102,8 +104,10 @@ class Disruption:
         rules = self._rules(spec)
         verdict = migration.judge(symptoms, rules, now, _moves(status), self.cache.disrupted())
         if not verdict.act:
-            if verdict.symptom is not None:
-                await self._hold(job, status, verdict.reason)
+            if verdict.symptom is not None and verdict.hold is not None:
+                await self._hold(job, status, verdict.hold.value, held_message(verdict), verdict.reason)
+                if verdict.until is not None:
+                    self.wake_at(key, verdict.until)  # the cooldown or the hourly cap lifts then
             hold = [s for s in symptoms if s.trigger in migration.HOLD]
             if hold:  # look again when the oldest holding symptom ripens
                 self.wake_at(key, min(s.since for s in hold) + max(rules.overheat_for_s, 1.0))
@@ -131,7 +135,9 @@ class Disruption:
             dest, reserved = await self._plan_and_reserve(key, request, now, weigh)
             c = dest.candidate
             if reserved is None:
-                await self._hold(job, status, dest.message, dest.reason or "Held")
+                named = dest.reason or NO_DESTINATION
+                await self._hold(job, status, named, dest.message, dest.message, by_reason=True,
+                                 event=dest.message if named == NO_DESTINATION else f"{named}: {dest.message}")
                 return
             move["reason"] = f"{move['reason']}; {dest.message}" if c and c.region != p.region else move["reason"]
         await self._clear_hold(job, status)
@@ -275,22 +281,28 @@ class Disruption:
         self.cache.unreserve(key)
         self.cache.disrupt(key, False)
 
-    async def _hold(self, job: Mapping[str, Any], status: HeteroJobStatus, reason: str, named: str = "Held"
-                    ) -> None:
-        """The move waits: the job runs on; said once (Event, condition MoveHeld with the `named` reason, e.g.
-        TransferExceedsSaving) until the reason changes."""
+    async def _hold(self, job: Mapping[str, Any], status: HeteroJobStatus, named: str, message: str, detail: str,
+                    by_reason: bool = False, event: str | None = None) -> None:
+        """The move waits: the job runs on. Said once per verdict: the Event MigrationHeld (`event`, else the
+        message) and the condition MoveHeld (reason `named`, e.g. Cooldown, TransferExceedsSaving) are posted and
+        written only when the verdict changes, as the job's status tells (so a restarted operator says nothing
+        again); `detail` (live figures, a countdown) goes to the decision log then. The verdict is the reason
+        and the message, or the reason alone (`by_reason`: a destination's explanation, whose figures follow
+        the fleet)."""
         meta = job["metadata"]
         key = f"{meta['namespace']}/{meta['name']}"
-        if self._held.get(key) == reason:
+        self._held[key] = named  # room that frees may let it go (`held`)
+        said = next((c for c in status.conditions if c.type == "MoveHeld"), None)
+        if said is not None and said.status == "True" and said.reason == named and (by_reason or said.message == message):
             return
-        held = any(c.type == "MoveHeld" and c.status == "True" for c in status.conditions)
         now = time.monotonic()
-        if held and now - self._held_at.get(key, 0.0) < HOLD_REFRESH_S:
-            return  # still held, for a reason that flips with the fleet: said again now and then only
-        self._held[key], self._held_at[key] = reason, now
-        decided(key, "hold-migration", reason=reason, held=named)
-        self.kube.post_event(job, "Normal", "MigrationHeld", f"{named}: {reason}" if named != "Held" else reason)
-        await self.writer.write(job, StatusPatch(status).condition("MoveHeld", "True", named, reason))
+        if said is not None and said.status == "True" and now - self._said_at.get(key, -math.inf) < HOLD_REFRESH_S:
+            return  # held still, for a cause that flips with the fleet (budget, no destination): said now and then
+        self._said_at[key] = now
+        decided(key, "hold-migration", reason=detail, held=named)
+        if not await self.writer.write(job, StatusPatch(status).condition("MoveHeld", "True", named, message)):
+            return
+        self.kube.post_event(job, "Normal", "MigrationHeld", event or message)
 
     async def _clear_hold(self, job: Mapping[str, Any], status: HeteroJobStatus) -> None:
         meta = job["metadata"]
@@ -401,7 +413,7 @@ class Disruption:
         verdict = migration.judge([symptom], self._rules(spec, extra=[migration.GROW]), now, _moves(status),
                                   self.cache.disrupted())
         if not verdict.act:
-            return self._note_held(key, "hold-resize", verdict.reason)
+            return self._note_held(key, "hold-resize", verdict.reason, verdict)
         p = status.placement
         request = move_request(key, job, spec, p.region, p.device_class, (), change.replicas)
         dest, reserved = await self._plan_and_reserve(key, request, now)
@@ -440,7 +452,7 @@ class Disruption:
                                   self._rules(spec, extra=[migration.UPGRADE]), now, _moves(status),
                                   self.cache.disrupted())
         if not verdict.act:
-            return self._note_held(key, "hold-upgrade", verdict.reason)
+            return self._note_held(key, "hold-upgrade", verdict.reason, verdict)
         request = move_request(key, job, spec, p.region, p.device_class, (), p.replicas)
         request = replace(request, alternatives=[a for a in request.alternatives if a.device_class == u.to_class])
         if not request.alternatives:
@@ -473,11 +485,15 @@ class Disruption:
             self._reserve(key, reserved)
         return dest, reserved
 
-    def _note_held(self, key: str, kind: str, reason: str) -> bool:
-        """A resize or upgrade that does not act: logged once per reason (asked again on every pass). False."""
-        if self._held.get(key) != reason:
-            self._held[key] = reason
+    def _note_held(self, key: str, kind: str, reason: str, verdict: migration.Verdict | None = None) -> bool:
+        """A resize or upgrade that does not act: logged once per verdict (asked again on every pass; a hold of
+        `engine.migration` is the same verdict while its named cause and end are, whatever its countdown). False."""
+        same = f"{verdict.hold}: {held_message(verdict)}" if verdict is not None and verdict.hold else reason
+        if self._held.get(key) != same:
+            self._held[key] = same
             decided(key, kind, reason=reason)
+        if verdict is not None and verdict.until is not None:
+            self.wake_at(key, verdict.until)
         return False
 
     async def _periodic(self, key: str, spec: HeteroJobSpec, status: HeteroJobStatus, now: float) -> None:
@@ -494,8 +510,15 @@ class Disruption:
 
 
 THEN_MOVE = ("migrate", "resize")  # what follows a checkpoint that lands the job on a reservation
-HOLD_REFRESH_S = 5.0  # a held move's changed reason is said again at most this often
+NO_DESTINATION = "NoDestination"  # MoveHeld's reason: a voluntary move finds no room to reserve
+HOLD_REFRESH_S = 5.0  # a held move whose verdict changes is said again at most this often (causes flip)
 MIGRATE, CHECKPOINT = "migrate", "checkpoint"  # kinds of request annotations (status.handled keys)
+
+
+def held_message(verdict: migration.Verdict) -> str:
+    """A held move's words for its Event and condition: its cause, and when it lifts by itself (RFC 3339),
+    the same on every pass while the hold is (its countdown is the decision log's)."""
+    return verdict.cause + (f" until {iso(verdict.until)}" if verdict.until is not None else "")
 
 
 def _moves(status: HeteroJobStatus) -> list[float]:
