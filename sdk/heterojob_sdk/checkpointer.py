@@ -12,7 +12,9 @@
 in the downward-API annotations file the operator mounts at /etc/heterojob/annotations, falling back to
 the pod's own annotations through the API. On a new request it calls `save(uri)` with
 `$HETEROJOB_CHECKPOINT_DIR/<id>/` (spec.checkpoint.storage + the job's name) and answers with the pod annotation
-`heterojob.io/checkpoint-ack: "<id>;<step>;<uri>;size=<bytes>"`, written with the pod's service account (the
+`heterojob.io/checkpoint-ack: "<id>;<step>;<uri>;size=<bytes>"`, with, in the same write,
+`heterojob.io/checkpoint-save-time: "<id>;start=<unix s>;end=<unix s>"` (when this rank began and finished
+saving, so the operator's `saveSeconds` is the ranks' own save, not its observation), written with the pod's service account (the
 operator's per-job Role lets it get and patch its own gang's pods and nothing else). `save` may return the
 number of bytes this rank wrote (0 when it writes nothing, e.g. every rank but 0 in plain data parallelism):
 the operator sums the ranks' sizes into `status.checkpoint.last.sizeBytes`, and weighs that against the links
@@ -45,7 +47,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from heterojob_sdk.podapi import SERVICE_ACCOUNT_DIR, ApiError, PodAPI, PodClient
-from heterojob_sdk.protocol import (ANNOTATION_CHECKPOINT_ACK, ANNOTATION_CHECKPOINT_REQUEST, CHECKPOINT_SIZE_MAX,
+from heterojob_sdk.protocol import (ANNOTATION_CHECKPOINT_ACK, ANNOTATION_CHECKPOINT_SAVE_TIME, ANNOTATION_CHECKPOINT_REQUEST, CHECKPOINT_SIZE_MAX,
                                     EVICTED_BY_EVICTION_API, EXIT_SIGTERM)
 
 log = logging.getLogger("heterojob.sdk")
@@ -117,6 +119,7 @@ class Checkpointer:
         self._last_poll = -math.inf
         self._answered: set[str] = set()  # ids saved (acknowledged, or their ack pending)
         self.pending_ack: tuple[str, str] | None = None  # (id, ack) saved but not yet written to the pod
+        self._save_time = ""  # "<id>;start=<s>;end=<s>": when this rank saved it (written with its ack)
         self._ack_retry = Backoff(clock, retry_first_s, retry_max_s)
         self._save_retry = Backoff(clock, retry_first_s, retry_max_s)
         self._read_retry = Backoff(clock, retry_first_s, retry_max_s)
@@ -213,6 +216,7 @@ class Checkpointer:
         if wanted is None:
             return None
         uri = f"{self.directory}/{wanted}/"
+        started = time.time()  # when this rank began and finished saving, by its clock (the operator's saveSeconds)
         try:
             size = _size(save(uri))
         except Exception:  # noqa: BLE001 - the user's save: logged with its traceback, asked again later
@@ -223,6 +227,7 @@ class Checkpointer:
         self._save_retry.succeeded()
         self._answered.add(wanted)
         self.pending_ack = (wanted, f"{wanted};{step};{uri}" + (f";size={size}" if size is not None else ""))
+        self._save_time = f"{wanted};start={started:.3f};end={time.time():.3f}"
         self._ack_retry.succeeded()  # a new ack goes at once, whatever the last one met
         if self._acknowledge() and self.terminating:
             raise SystemExit(EXIT_SIGTERM)  # saved within the grace period: the drain may go on
@@ -233,8 +238,10 @@ class Checkpointer:
         assert self.pending_ack is not None
         wanted, ack = self.pending_ack
         try:
-            self._client().patch_pod(self.namespace, self.pod, {"metadata": {"annotations": {
-                ANNOTATION_CHECKPOINT_ACK: ack}}})
+            annotations = {ANNOTATION_CHECKPOINT_ACK: ack}
+            if self._save_time.startswith(f"{wanted};"):
+                annotations[ANNOTATION_CHECKPOINT_SAVE_TIME] = self._save_time
+            self._client().patch_pod(self.namespace, self.pod, {"metadata": {"annotations": annotations}})
         except Exception as exc:  # noqa: BLE001 - 403, 5xx, timeouts, no API: retried, training goes on
             delay = self._ack_retry.failed()
             log.warning("heterojob: could not acknowledge checkpoint %s on pod %s/%s (attempt %d): %s%s; "

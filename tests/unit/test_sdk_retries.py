@@ -15,7 +15,7 @@ from typing import Any
 
 import pytest
 
-from heterojob_sdk import ANNOTATION_CHECKPOINT_ACK, ApiError, Checkpointer, PodClient
+from heterojob_sdk import ANNOTATION_CHECKPOINT_ACK, ANNOTATION_CHECKPOINT_SAVE_TIME, ApiError, Checkpointer, PodClient
 
 
 class Script:
@@ -112,8 +112,9 @@ def test_a_refused_ack_is_logged_and_retried_with_backoff_and_training_goes_on(
         ckpt.maybe_checkpoint(22, saves.append)
     assert ckpt.pending_ack is None and saves == ["file:///ckpt/j/g1-7/"]  # saved once, acknowledged at last
     assert script.annotations[ANNOTATION_CHECKPOINT_ACK] == "g1-7;10;file:///ckpt/j/g1-7/;size=64"
-    assert script.asked[-1][2] == {"metadata": {"annotations": {ANNOTATION_CHECKPOINT_ACK: script.annotations[
-        ANNOTATION_CHECKPOINT_ACK]}}}
+    sent = script.asked[-1][2]["metadata"]["annotations"]
+    assert sent[ANNOTATION_CHECKPOINT_ACK] == script.annotations[ANNOTATION_CHECKPOINT_ACK]
+    assert set(sent) == {ANNOTATION_CHECKPOINT_ACK, ANNOTATION_CHECKPOINT_SAVE_TIME}  # nothing else of the pod
 
 
 def test_an_api_server_that_does_not_answer_in_time_costs_the_loop_one_timeout(
@@ -197,3 +198,21 @@ def test_a_save_that_raises_is_logged_and_asked_again_later(tmp_path: Path, serv
         clock.now += 1.0
         assert ckpt.maybe_checkpoint(3, save) == "file:///ckpt/j/g1-7/"
     assert script.annotations[ANNOTATION_CHECKPOINT_ACK] == "g1-7;3;file:///ckpt/j/g1-7/;size=8"
+
+
+def test_the_ack_goes_with_when_this_rank_saved_and_the_operator_reads_its_save_time(
+        tmp_path: Path, server: tuple[str, Script]) -> None:
+    """`saveSeconds` is the ranks' own save (issue: an operator down while they saved counted its downtime in):
+    the SDK writes when it began and finished saving beside its ack, and the operator's ack reader takes it."""
+    from heterojob.engine.acks import parse_ack, with_save_time
+
+    url, script = server
+    ckpt = make(requested(tmp_path), url, Clock())
+    before = time.time()
+    assert ckpt.maybe_checkpoint(10, lambda uri: time.sleep(0.2) or 64) == "file:///ckpt/j/g1-7/"
+    saved = script.annotations[ANNOTATION_CHECKPOINT_SAVE_TIME]
+    ack = with_save_time(parse_ack(script.annotations[ANNOTATION_CHECKPOINT_ACK], "g1-7"), saved, "g1-7")
+    assert ack is not None and ack.start is not None and ack.end is not None
+    assert before - 0.001 <= ack.start < ack.end <= time.time() + 0.001 and ack.end - ack.start >= 0.199  # ms
+    assert with_save_time(parse_ack(script.annotations[ANNOTATION_CHECKPOINT_ACK], "g1-7"),
+                          saved.replace("g1-7;", "g1-6;"), "g1-7").start is None  # another checkpoint's

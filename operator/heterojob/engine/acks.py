@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from heterojob.constants import CHECKPOINT_SIZE_MAX
 
@@ -52,6 +52,17 @@ def parse_ack(value: str, wanted: str) -> Ack | None:
     size = _size(fields.get("size"), problems)
     start, end = _times(fields.get("start"), fields.get("end"), problems)
     return Ack(step, rest, size, "; ".join(problems), start, end)
+
+
+def with_save_time(ack: Ack | None, raw: str, wanted: str) -> Ack | None:
+    """`ack` with the save time the SDK writes beside it (`heterojob.io/checkpoint-save-time`,
+    "<id>;start=<s>;end=<s>") when the ack carries none of its own; a value of another checkpoint, or one that
+    does not read, adds nothing."""
+    if ack is None or ack.start is not None or not raw.startswith(f"{wanted};"):
+        return ack
+    fields = dict(part.partition("=")[::2] for part in raw[len(wanted) + 1:].split(";"))
+    start, end = _times(fields.get("start"), fields.get("end"), [])
+    return replace(ack, start=start, end=end) if start is not None else ack
 
 
 def _size(raw: str | None, problems: list[str]) -> int | None:

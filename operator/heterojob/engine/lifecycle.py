@@ -12,7 +12,7 @@ from enum import StrEnum
 
 from heterojob.api.job import Phase
 from heterojob.constants import EVICTED_BY_EVICTION_API
-from heterojob.engine.acks import Ack, SaveTime, ignored_fields, parse_ack, save_time
+from heterojob.engine.acks import Ack, SaveTime, ignored_fields, parse_ack, save_time, with_save_time
 
 __all__ = ["Ack", "parse_ack"]  # the ack's reader lives in engine.acks; imported from here before it did
 from heterojob.engine.placement import replicas_text
@@ -29,6 +29,7 @@ class PodView:
     reason: str = ""
     checkpoint_request: str = ""  # the heterojob.io/checkpoint-request annotation it carries
     checkpoint_ack: str = ""  # the SDK's answer, "<id>;<step>;<uri>[;size=<bytes>][;start=<s>;end=<s>]" (engine.acks)
+    checkpoint_save_time: str = ""  # written with it by the SDK: "<id>;start=<s>;end=<s>" (engine.acks)
     unschedulable: str = ""  # the scheduler's message while PodScheduled is False (Unschedulable)
     unschedulable_since: float = 0.0  # unix seconds
     disruption: str = ""  # the reason of its DisruptionTarget=True condition (EvictionByEvictionAPI, ...)
@@ -256,7 +257,8 @@ def _checkpointing(job: JobView, pending: PendingCheckpoint, by_rank: dict[int, 
     unasked = tuple(p.name for p in alive.values() if p.checkpoint_request != pending.id)
     if unasked:
         return Decision(Action.REQUEST_CHECKPOINT, "CheckpointRequested", pods=unasked)
-    acks = {r: parse_ack(p.checkpoint_ack, pending.id) for r, p in alive.items()}
+    acks = {r: with_save_time(parse_ack(p.checkpoint_ack, pending.id), p.checkpoint_save_time, pending.id)
+            for r, p in alive.items()}
     if len(alive) == replicas and all(a is not None for a in acks.values()):
         done = {r: a for r, a in acks.items() if a is not None}
         step = min(a.step for a in done.values())

@@ -13,7 +13,16 @@ from heterojob.api.accelerator import AcceleratorClassSpec
 from heterojob.api.common import SpecError, parse_spec
 from heterojob.api.quota import HeteroQuotaSpec
 from heterojob.api.region import RegionSpec
-from heterojob.constants import ANNOTATION_CHECKPOINT_ACK, ANNOTATION_CHECKPOINT_REQUEST, ANNOTATION_NODE, LABEL_GENERATION, LABEL_JOB, LABEL_RANK, LABEL_REGION
+from heterojob.constants import (
+    ANNOTATION_CHECKPOINT_ACK,
+    ANNOTATION_CHECKPOINT_SAVE_TIME,
+    ANNOTATION_CHECKPOINT_REQUEST,
+    ANNOTATION_NODE,
+    LABEL_GENERATION,
+    LABEL_JOB,
+    LABEL_RANK,
+    LABEL_REGION,
+)
 from heterojob.engine.discovery import node_software
 from heterojob.engine.fleet import DeviceClass, Limit, Node, RegionInfo
 from heterojob.engine.transfer import Link
@@ -141,6 +150,7 @@ def pod_view(obj: Mapping[str, Any]) -> PodView | None:
         reason=reason,
         checkpoint_request=str((meta.get("annotations") or {}).get(ANNOTATION_CHECKPOINT_REQUEST, "")),
         checkpoint_ack=str((meta.get("annotations") or {}).get(ANNOTATION_CHECKPOINT_ACK, "")),
+        checkpoint_save_time=str((meta.get("annotations") or {}).get(ANNOTATION_CHECKPOINT_SAVE_TIME, "")),
         unschedulable=unschedulable,
         unschedulable_since=since,
         disruption=disruption,
