@@ -23,7 +23,9 @@ from heterojob.controller.monitor import Monitor, TelemetryConfig
 from heterojob.kube import convert
 from heterojob.telemetry import sources as telemetry_sources
 from heterojob.telemetry.adapters import DCGM_1X
-from heterojob.telemetry.labels import HOST_LABELS, NODE_LABEL, NODE_LABELS, RELABELLED_NODE_LABELS, with_node_label
+from heterojob.telemetry.labels import (
+    HOST_LABELS, JOB_LABELS, NODE_LABEL, NODE_LABELS, RELABELLED_NODE_LABELS, with_node_label,
+)
 from heterojob.telemetry.failures import describe
 from heterojob.telemetry.prometheus import connect
 
@@ -192,8 +194,9 @@ def current(cluster: Cluster, prometheus_url: str) -> tuple[pd.DataFrame, dict[s
     return Reader(prometheus_url).current(cluster)
 
 
-# the labels that can name a device's node, in the operator's order (a relabelled label before Hostname)
-NODE_MATCH_LABELS = (*RELABELLED_NODE_LABELS, *HOST_LABELS)
+# the labels that can name a device's node, in the operator's order (a relabelled label before Hostname; `job`
+# as npu-exporter's documented Prometheus job sets it)
+NODE_MATCH_LABELS = (*RELABELLED_NODE_LABELS, *HOST_LABELS, *JOB_LABELS)
 
 
 def device_matchers(device: str) -> tuple[list[str], bool]:

@@ -100,3 +100,12 @@ def test_the_consoles_heat_map_names_the_relabelled_node_not_the_exporter_pod(re
                        timeout=30, interval=0.5, what="a heat map row for gpu-node-p")[0]
     assert "dcgm-exporter-7xk2p" not in fleet.index
     assert set(fleet.loc["gpu-node-p"].drop("node").dropna()) == {96}
+
+
+def test_the_consoles_device_history_finds_a_chip_whose_node_is_in_job(recorded: PrometheusServer) -> None:
+    """mind-cluster's documented job puts the node in `job`: the Device page charts `<node>/npu-<id>` from it."""
+    from heterojob_console.devices import history
+
+    charted = eventually(lambda: (h := history(recorded.url, "npu-node-r/npu-0", 15)) and not h["Utilization"].empty
+                         and h, timeout=30, interval=0.5, what="a utilization history for npu-node-r/npu-0")
+    assert set(charted["Utilization"]["value"]) == {93}

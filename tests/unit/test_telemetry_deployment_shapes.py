@@ -298,3 +298,23 @@ def test_a_health_split_by_a_pod_change_is_unhealthy_only_when_both_halves_say_s
 def test_an_alert_names_its_node_by_the_same_labels(labels: dict[str, str], known: set[str] | None,
                                                     node: str) -> None:
     assert node_of(labels, known) == node
+
+
+def test_the_monitor_reads_node_addresses_so_an_instance_ip_names_its_node() -> None:
+    """An exporter on the host network (or a static config) is scraped at the Node's InternalIP: the Node's
+    `status.addresses` reach the snapshot through the operator's Node view (kube/convert.py)."""
+    from heterojob import defaults
+    from heterojob.controller.monitor import Monitor, TelemetryConfig
+    from heterojob.sim.cluster.nodes import node
+    from heterojob.state.views import FleetSource
+
+    obj = node("gpu-x", "cn-east", "nvidia-h100", devices=8)
+    obj["status"]["addresses"] = [{"type": "InternalIP", "address": "172.18.0.5"},
+                                  {"type": "Hostname", "address": "gpu-x"}]
+    facts = Monitor(None, FleetSource.from_objects([obj, *defaults.all_objects()]), dict,
+                    TelemetryConfig()).node_facts()
+    assert facts["gpu-x"].addresses == ("172.18.0.5", "gpu-x")
+    answers = {"dcgm:util": [s(50, UUID="GPU-x0", gpu="0", Hostname="dcgm-exporter-x", instance="172.18.0.5:9400")],
+               "up": []}
+    snap = build([SourceResult("p", frozenset({"*"}), answers)], facts, {}, POLICY)
+    assert (snap.devices["GPU-x0"].node, snap.devices["GPU-x0"].region) == ("gpu-x", "cn-east")
