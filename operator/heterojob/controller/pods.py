@@ -18,7 +18,7 @@ from kubernetes.client import ApiException
 from heterojob.api.job import HeteroJobSpec, HeteroJobStatus, Phase
 from heterojob.constants import LABEL_HOSTNAME, LABEL_REGION
 from heterojob.controller.decisionlog import decided
-from heterojob.controller.status import StatusPatch, StatusWriter
+from heterojob.controller.status import StatusPatch, StatusWriter, read_status
 from heterojob.engine.fleet import Fleet, RegionInfo
 from heterojob.engine.lifecycle import REASON_POD_REJECTED, Verdict
 from heterojob.kube import convert, manifests
@@ -148,6 +148,7 @@ class Pods:
                 patch.set(migration=None)  # a move's new gang exists: the move has landed
             if status.backoff is not None or _condition(status, "PodsCreated") not in (None, "True"):
                 # a refusal's condition ends with the gang that passes (after a backoff, or a revived job's)
+                patch = StatusPatch(await self._current_conditions(job, status)).set(**patch.fields)
                 patch.set(backoff=None).condition("PodsCreated", "True", "Created", f"{p.replicas} pods created")
             if patch:
                 await self.writer.write(job, patch)
@@ -183,6 +184,7 @@ class Pods:
                         "its leftover cleanup", key, cluster, type(exc).__name__, len(asked))
             if self.cache.release(key):
                 self.room_freed()
+        status = await self._current_conditions(job, status)
         patch = StatusPatch(status).set(placement=None)
         refused_words = f"the API server refused {what}: {verdict.message}"
         if verdict.permanent:
@@ -244,6 +246,16 @@ class Pods:
             self.kube.post_event(job, "Warning", "Unschedulable", verdict.message)
             decided(f"{meta['namespace']}/{meta['name']}", "unschedulable", verdict.message, reason=verdict.reason)
         return True
+
+    async def _current_conditions(self, job: dict[str, Any], status: HeteroJobStatus) -> HeteroJobStatus:
+        """`status` with the job's conditions as they are now. A placement's caller holds the status it read
+        before it wrote the placement (Admitted True): a patch of conditions built on that copy would write the
+        wait's old Admitted False back over it. Read again (only where a create ends a refusal or is refused)."""
+        meta = job["metadata"]
+        fresh = await self.kube.get_job(meta["namespace"], meta["name"])
+        if fresh is None:
+            return status
+        return status.model_copy(update={"conditions": read_status(fresh).conditions})
 
     async def delete(self, namespace: str, pods: Sequence[str], key: str | None = None) -> None:
         kube = self.kube_of(key)
