@@ -11,6 +11,7 @@ import json
 import logging
 import time
 from collections.abc import Callable, Sequence
+from dataclasses import replace
 from typing import Any
 
 from kubernetes.client import ApiException
@@ -23,6 +24,7 @@ from heterojob.engine.fleet import Fleet, RegionInfo
 from heterojob.engine.lifecycle import REASON_POD_REJECTED, Verdict
 from heterojob.kube import convert, manifests
 from heterojob.kube.api import Kube, OwnedElsewhere
+from heterojob.kube.conditions import MESSAGE_MAX
 from heterojob.kube.members import Members
 from heterojob.kube.refusals import Refusal, classify
 from heterojob.state.cache import Cache
@@ -228,6 +230,8 @@ class Pods:
         False or its words change. Written only on a change (a True only ends a False). True when it wrote."""
         if verdict is None:
             return False
+        # as the condition keeps it: a longer message would never read back equal, and be written on every pass
+        verdict = replace(verdict, message=verdict.message[:MESSAGE_MAX])
         old = next((c for c in status.conditions if c.type == "PodsScheduled"), None)
         said = old is not None and (old.status, old.reason, old.message) == (verdict.status, verdict.reason,
                                                                              verdict.message)
