@@ -105,8 +105,15 @@ class Pods:
         svc = manifests.service(job)
         if kube is not self.kube:  # a member cluster: made without an owner (`create`)
             svc["metadata"].pop("ownerReferences", None)
-        if await kube.delete_service(svc):
-            decided(key, "delete-service", f"the finished job's Service {meta['name']} deleted")
+        try:
+            if await kube.delete_service(svc):
+                decided(key, "delete-service", f"the finished job's Service {meta['name']} deleted")
+        except ApiException as exc:
+            if exc.status != 403:
+                raise  # the pass is retried
+            # an operator upgraded before its Role: said once, not retried on every pass of every finished job
+            log.warning("job %s: the finished job's Service %s is left: %s (the operator's Role needs get and "
+                        "delete on services)", key, meta["name"], _api_message(exc))
         self._serviceless.add(key)
 
     async def create(self, job: dict[str, Any], spec: HeteroJobSpec, status: HeteroJobStatus,
