@@ -92,7 +92,7 @@ FOREVER = str(10 * 365 * 24 * 3600)  # a showcase job's simulated run time: it r
 
 
 def quota(namespace: str) -> dict[str, Any]:
-    """Each team may hold 64 H100s anywhere and 160 devices of any class per region."""
+    """Each team may hold 64 H100s anywhere and 160 accelerators of any class in all (CPU cores are not counted)."""
     return {"apiVersion": API_VERSION, "kind": "HeteroQuota",
             "metadata": {"name": f"demo-{namespace}", "namespace": namespace},
             "spec": {"limits": [{"deviceClass": "nvidia-h100", "region": "*", "devices": 64},
