@@ -17,7 +17,8 @@ from tests.conftest import Cluster, eventually
 
 pytestmark = pytest.mark.harness
 
-B200 = {"nvidia.com/gpu.product": "NVIDIA-B200", "nvidia.com/gpu.memory": "183359", "nvidia.com/gpu.family": "blackwell"}
+B200 = {"nvidia.com/gpu.product": "NVIDIA-B200", "nvidia.com/gpu.memory": "183359",
+        "nvidia.com/gpu.family": "blackwell"}
 
 
 def report(cluster: Cluster) -> dict[str, Any] | None:

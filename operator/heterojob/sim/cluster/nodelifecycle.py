@@ -65,8 +65,8 @@ class NodeLifecycle(Stepping):
     def step(self, now: float) -> None:
         nodes = json.loads(self.core.list_node(_preload_content=False).data)["items"]
         leases = json.loads(self.coordination.list_namespaced_lease(LEASE_NAMESPACE, _preload_content=False).data)
-        renewed = {(l.get("metadata") or {}).get("name"): str((l.get("spec") or {}).get("renewTime") or "")
-                   for l in leases.get("items") or []}
+        renewed = {(lease.get("metadata") or {}).get("name"): str((lease.get("spec") or {}).get("renewTime") or "")
+                   for lease in leases.get("items") or []}
         names = set()
         for node in nodes:
             name = node["metadata"]["name"]
