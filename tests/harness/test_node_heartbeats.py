@@ -21,7 +21,7 @@ import pytest
 from heterojob.sim.cluster.kubelet import Kubelet
 from heterojob.sim.cluster.nodelifecycle import NodeLifecycle
 from heterojob.sim.cluster.nodes import UNREACHABLE_TAINT, node, set_node_lost, set_node_ready
-from tests.conftest import Cluster
+from tests.conftest import Cluster, eventually
 
 pytestmark = pytest.mark.harness
 
@@ -92,3 +92,18 @@ def test_a_node_lost_by_a_fault_stays_silent_until_it_is_ready_again(cluster: Cl
     set_node_ready(cluster.core, "h100-a")
     kubelet.step(T0 + 41)
     assert lease(cluster, "h100-a").spec.renew_time > renewed
+
+
+def test_running_on_its_own_thread_it_watches_and_marks_a_node_no_kubelet_heartbeats(cluster: Cluster) -> None:
+    cluster.seed([node("h100-a", "cn-east", "nvidia-h100"), node("h100-b", "cn-east", "nvidia-h100")])
+    kubelet = Kubelet(cluster.api, schedule=False, renew_s=0.2, interval=0.1)
+    kubelet.silence("h100-b")
+    kubelet.start()
+    controller = NodeLifecycle(cluster.api, interval=0.2, grace_s=2).start()
+    try:
+        eventually(lambda: ready(cluster, "h100-b").status == "Unknown", timeout=10, what="h100-b Unknown")
+        assert ready(cluster, "h100-a").status == "True" and not taints(cluster, "h100-a")
+        assert (UNREACHABLE_TAINT, "NoExecute") in taints(cluster, "h100-b")
+    finally:
+        controller.stop()
+        kubelet.stop()

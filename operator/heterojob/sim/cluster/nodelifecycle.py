@@ -15,7 +15,7 @@ Ready), zone states and rate-limited evictions (the taint-eviction controller, `
 from __future__ import annotations
 
 import datetime
-import json
+import functools
 import logging
 import time
 from collections.abc import Mapping
@@ -27,6 +27,7 @@ from kubernetes.client import ApiException
 
 from heterojob.kube.convert import ready_condition
 from heterojob.sim.cluster.heartbeats import LEASE_NAMESPACE
+from heterojob.sim.cluster.informer import Informer
 from heterojob.sim.cluster.nodes import NOT_READY_TAINT, UNREACHABLE_TAINT
 from heterojob.sim.cluster.stepping import Stepping
 
@@ -61,12 +62,29 @@ class NodeLifecycle(Stepping):
         self.coordination = kubernetes.client.CoordinationV1Api(api)
         self.grace_s = grace_s
         self.health: dict[str, Health] = {}
+        self.nodes = Informer(self.core.list_node, "nodes")
+        self.leases = Informer(functools.partial(self.coordination.list_namespaced_lease, LEASE_NAMESPACE), "leases")
+
+    def start(self) -> NodeLifecycle:
+        """Watch Nodes and Leases from now on (a step by hand lists them afresh)."""
+        self.nodes.start()
+        self.leases.start()
+        super().start()
+        return self
+
+    def stop(self) -> None:
+        super().stop()
+        self.nodes.stop()
+        self.leases.stop()
 
     def step(self, now: float) -> None:
-        nodes = json.loads(self.core.list_node(_preload_content=False).data)["items"]
-        leases = json.loads(self.coordination.list_namespaced_lease(LEASE_NAMESPACE, _preload_content=False).data)
+        for informer in (self.nodes, self.leases):
+            if not informer.watching:
+                informer.relist()
+            informer.drain()  # the controller reads the whole cache each period, as monitorNodeHealth does
+        nodes = self.nodes.items()
         renewed = {(lease.get("metadata") or {}).get("name"): str((lease.get("spec") or {}).get("renewTime") or "")
-                   for lease in leases.get("items") or []}
+                   for lease in self.leases.items()}
         names = set()
         for node in nodes:
             name = node["metadata"]["name"]
