@@ -20,7 +20,7 @@ def pod(requests: dict[str, str] | None = None, limits: dict[str, str] | None = 
 def diagnose(p: dict[str, Any], nodes: list[dict[str, Any]], used: dict[str, dict[str, int]] | None = None
              ) -> tuple[str, list[str]]:
     requests = scheduling.pod_requests(p)
-    found, fits = scheduling.diagnose(p, requests, ((n, (used or {}).get(n["metadata"]["name"], {}), 0)
+    found, fits = scheduling.diagnose(p, requests, ((n, (used or {}).get(n["metadata"]["name"], {}), 0, None)
                                                      for n in nodes))
     return scheduling.message(found, len(nodes)), [n["metadata"]["name"] for n in fits]
 

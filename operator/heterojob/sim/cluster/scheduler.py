@@ -31,7 +31,7 @@ from heterojob.sim.cluster.stepping import Stepping
 
 log = logging.getLogger(__name__)
 
-NodeState = tuple[dict[str, Any], Resources, int]  # the node, what its pods request, how many they are
+NodeState = tuple[dict[str, Any], Resources, int, Resources]  # the node, what its pods request, how many, allocatable
 
 
 @dataclass
@@ -78,6 +78,7 @@ class Scheduler(Stepping):
         self.stuck: dict[str, Stuck] = {}  # uid -> an unschedulable pod and why
         self._retold: set[str] = set()  # stuck pods whose diagnosis changed this step
         self._by_hostname: dict[str, set[str]] = {}  # label kubernetes.io/hostname -> nodes
+        self._free: dict[str, Resources] = {}  # node -> its allocatable, parsed
 
     def start(self) -> Scheduler:
         self.watch()
@@ -101,7 +102,8 @@ class Scheduler(Stepping):
 
     def _state(self, name: str) -> NodeState | None:
         node = self.nodes.get(name)
-        return None if node is None else (node, dict(self.used.get(name, {})), self.count.get(name, 0))
+        return None if node is None else (node, dict(self.used.get(name, {})), self.count.get(name, 0),
+                                          self._free.get(name, {}))
 
     def _changed(self, name: str, before: NodeState | None) -> None:
         """Node `name` went from `before` to what the cache holds now: look again at it, and only at it, for each
@@ -185,8 +187,10 @@ class Scheduler(Stepping):
                 self._by_hostname.get(_hostname(old), set()).discard(name)
             if new is None:
                 self.nodes.pop(name, None)
+                self._free.pop(name, None)
             else:
                 self.nodes[name] = new
+                self._free[name] = scheduling.allocatable(new)
                 self._by_hostname.setdefault(_hostname(new), set()).add(name)
             if before is None or new is None or _filtered(before[0]) != _filtered(new):
                 self._changed(name, before)  # a heartbeat (the Ready condition's time) changes nothing here
@@ -235,7 +239,7 @@ class Scheduler(Stepping):
     def _states(self, names: Iterable[str]) -> Iterator[NodeState]:
         for name in names:
             if (node := self.nodes.get(name)) is not None:
-                yield node, self.used.get(name, {}), self.count.get(name, 0)
+                yield node, self.used.get(name, {}), self.count.get(name, 0), self._free.get(name, {})
 
     def _bind_best(self, pod: dict[str, Any], requests: Resources, fits: list[dict[str, Any]]) -> None:
         best = max(fits, key=lambda n: (scheduling.score(requests, n, self.used.get(n["metadata"]["name"], {})),

@@ -156,9 +156,10 @@ def node_affinity_matches(pod: Mapping[str, Any], node: Mapping[str, Any]) -> bo
 
 
 def verdict(pod: Mapping[str, Any], requests: Mapping[str, int], node: Mapping[str, Any],
-            used: Mapping[str, int], pods_on_node: int) -> Verdict:
+            used: Mapping[str, int], pods_on_node: int, free: Mapping[str, int] | None = None) -> Verdict:
     """The first refusal of the default filters for `pod` (its `requests`) on `node`, where the pods counted there
-    (`pods_on_node` of them) request `used`; FITS when every filter passes."""
+    (`pods_on_node` of them) request `used`; FITS when every filter passes. (`free`: the node's allocatable,
+    when the caller keeps it parsed.)"""
     spec, node_spec = pod.get("spec") or {}, node.get("spec") or {}
     tolerations = [t for t in spec.get("tolerations") or [] if isinstance(t, dict)]
     if node_spec.get("unschedulable") and not any(
@@ -171,7 +172,7 @@ def verdict(pod: Mapping[str, Any], requests: Mapping[str, int], node: Mapping[s
                            False)
     if not node_affinity_matches(pod, node):
         return Verdict((AFFINITY,), False)
-    free = allocatable(node)
+    free = allocatable(node) if free is None else free
     reasons = []
     if pods_on_node + 1 > free.get("pods", MAX_PODS):  # a node that reports no `pods`: the kubelet's default
         reasons.append("Too many pods")
@@ -260,12 +261,13 @@ def counted(pod: Mapping[str, Any]) -> bool:
 
 
 def diagnose(pod: Mapping[str, Any], requests: Mapping[str, int],
-             nodes: Iterable[tuple[Mapping[str, Any], Mapping[str, int], int]]) -> tuple[Diagnosis, list[Any]]:
-    """Every node's verdict (`nodes`: node, what its pods request, how many): the diagnosis of the refusals and
-    the nodes that fit."""
+             nodes: Iterable[tuple[Mapping[str, Any], Mapping[str, int], int, Mapping[str, int] | None]]
+             ) -> tuple[Diagnosis, list[Any]]:
+    """Every node's verdict (`nodes`: node, what its pods request, how many, its allocatable or None): the
+    diagnosis of the refusals and the nodes that fit."""
     found, fits = Diagnosis.empty(), []
-    for node, used, count in nodes:
-        v = verdict(pod, requests, node, used, count)
+    for node, used, count, free in nodes:
+        v = verdict(pod, requests, node, used, count, free)
         if v.fits:
             fits.append(node)
         else:
