@@ -1,8 +1,9 @@
 """A stand-in kubelet for the emulated cluster: runs the operator's pods bound to its nodes, finishes them, and
 heartbeats every node (`heartbeats`: the node's Lease and Ready status, as a kubelet posts them).
 
-It never binds a pod: a scheduler does (`scheduler.Scheduler`; with `schedule`, the default, one runs at the start
-of each step on the same client, so a pod the scheduler refuses stays Pending with its PodScheduled False).
+It never binds a pod: a scheduler does (`scheduler.Scheduler`; with `schedule`, the default, one runs on the same
+client: on its own thread beside the kubelet's once started, else at the start of each step by hand), so a pod the
+scheduler refuses stays Pending with its PodScheduled False.
 
 A pod runs for `HETEROJOB_SIM_DURATION` seconds (env of its first container; default 120) and then
 succeeds, or fails when `HETEROJOB_SIM_FAIL` is "1". A running pod gets the node's InternalIP as hostIP and its
@@ -103,18 +104,20 @@ class Kubelet(Stepping):
         self.silenced.discard(node)
 
     def start(self) -> Kubelet:
+        """Run on its own thread; its scheduler too, on another (a step by hand runs the scheduler first)."""
         if self.scheduler is not None:
-            self.scheduler.watch()
+            self.scheduler.interval = self.interval
+            self.scheduler.start()
         super().start()
         return self
 
     def stop(self) -> None:
         super().stop()
         if self.scheduler is not None:
-            self.scheduler.close()
+            self.scheduler.stop()
 
     def step(self, now: float) -> None:
-        if self.scheduler is not None:
+        if self.scheduler is not None and not self.scheduler.running:
             self.scheduler.step(now)
         self._ips.clear()
         # one listing of the Nodes serves the whole step (device health, silent nodes, pod addresses)
