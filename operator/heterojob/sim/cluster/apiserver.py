@@ -786,8 +786,10 @@ class ApiServerEmulator(kmock.KubernetesEmulator):
         if not dry_run:
             new = copy.deepcopy(old)
             new["spec"]["nodeName"] = target["name"]
-            new.setdefault("status", {}).setdefault("conditions", []).append(
-                {"type": "PodScheduled", "status": "True", "lastTransitionTime": _now()})
+            status = new.setdefault("status", {})  # the one PodScheduled condition turns True (UpdatePodCondition)
+            status["conditions"] = [c for c in status.get("conditions") or [] if not isinstance(c, dict)
+                                    or c.get("type") != "PodScheduled"] + [
+                {"type": "PodScheduled", "status": "True", "lastTransitionTime": _now()}]
             self._commit(kind, old, new, "binding")
         return {"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Success", "code": 201}
 
@@ -977,6 +979,8 @@ class ApiServerEmulator(kmock.KubernetesEmulator):
             if subresource == "status":
                 new = {**old, "status": new.get("status")} if "status" in new else {
                     k: v for k, v in old.items() if k != "status"}
+            elif subresource == "binding":
+                pass  # a binding sets spec.nodeName and the PodScheduled condition
             elif "status" in old:
                 new["status"] = old["status"]
             else:
