@@ -81,9 +81,9 @@ def running_job(moved_at: float) -> dict[str, Any]:
 
 
 def disruption(kube: FakeKube, wakes: list[float]) -> Disruption:
-    return Disruption(kube, StatusWriter(kube), Cache(), None, lambda: {}, lambda: None,  # type: ignore[arg-type]
+    return Disruption(kube, StatusWriter(kube), Cache(), None, dict, lambda: None,  # type: ignore[arg-type]
                       lambda exclude: None, lambda key, at: wakes.append(at), OperatorMetrics(),  # type: ignore
-                      5, False, planner.Settings(), lambda: {}, asyncio.Lock())
+                      5, False, planner.Settings(), dict, asyncio.Lock())
 
 
 def test_a_move_held_by_cooldown_is_said_once_across_passes_and_a_restart(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -121,7 +121,7 @@ def test_a_move_with_no_destination_is_said_once_by_its_reason_also_after_a_rest
         return Fleet({}, {H100.name: H100}, used={})
 
     async def passes(times: list[float]) -> None:
-        d = Disruption(kube, StatusWriter(kube), Cache(), None, lambda: {}, lambda: None,  # type: ignore[arg-type]
+        d = Disruption(kube, StatusWriter(kube), Cache(), None, dict, lambda: None,  # type: ignore[arg-type]
                        no_room, lambda key, at: None, OperatorMetrics(), 5, False, planner.Settings(),
                        lambda: {H100.name: H100}, asyncio.Lock())
         for now in times:
@@ -147,12 +147,12 @@ def test_a_hold_whose_cause_flips_with_the_fleet_is_said_again_at_most_every_few
 
     async def passes() -> None:
         cache = Cache()
-        d = Disruption(kube, StatusWriter(kube), cache, None, lambda: {}, lambda: None,  # type: ignore[arg-type]
+        d = Disruption(kube, StatusWriter(kube), cache, None, dict, lambda: None,  # type: ignore[arg-type]
                        lambda exclude: Fleet({}, {H100.name: H100}, used={}), lambda key, at: None,
                        OperatorMetrics(), 1, False, planner.Settings(), lambda: {H100.name: H100}, asyncio.Lock())
         for i in range(20):  # 10 s, a pass every half second
             clock[0] = i / 2
-            monkeypatch.setattr(cache, "disrupted", lambda: i % 2)  # the budget (1) full, then free
+            monkeypatch.setattr(cache, "disrupted", lambda n=i % 2: n)  # the budget (1) full, then free
             await d.consider(kube.job, parse_spec(HeteroJobSpec, kube.job["spec"]), read_status(kube.job),
                              start + i / 2)
 

@@ -293,10 +293,11 @@ class Disruption:
         key = f"{meta['namespace']}/{meta['name']}"
         self._held[key] = named  # room that frees may let it go (`held`)
         said = next((c for c in status.conditions if c.type == "MoveHeld"), None)
-        if said is not None and said.status == "True" and said.reason == named and (by_reason or said.message == message):
+        held = said is not None and said.status == "True"
+        if held and said is not None and said.reason == named and (by_reason or said.message == message):
             return
         now = time.monotonic()
-        if said is not None and said.status == "True" and now - self._said_at.get(key, -math.inf) < HOLD_REFRESH_S:
+        if held and now - self._said_at.get(key, -math.inf) < HOLD_REFRESH_S:
             return  # held still, for a cause that flips with the fleet (budget, no destination): said now and then
         self._said_at[key] = now
         decided(key, "hold-migration", reason=detail, held=named)
