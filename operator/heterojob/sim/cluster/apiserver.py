@@ -92,9 +92,9 @@ from typing_extensions import override
 from heterojob.sim.cluster import (admission, builtin, cascade, discovery, events, evictions, ipam, managedfields,
                                    openapi, paging, patching, protobuf, quotas, reviews, scale, schema, tables)
 from heterojob.sim.cluster.errors import ApiError, invalid_object
-from heterojob.sim.cluster.store import Store
 from heterojob.sim.cluster.selectors import (CR_FIELD_LABELS, FIELD_LABELS, Matcher, SelectorError, field_matcher,
                                              label_matcher)
+from heterojob.sim.cluster.store import Store
 
 log = logging.getLogger(__name__)
 
