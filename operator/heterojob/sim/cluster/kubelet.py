@@ -17,7 +17,6 @@ answered a checkpoint (`sdk.Checkpointer(checkpoint_on_eviction=True)`).
 
 from __future__ import annotations
 
-import json
 import logging
 import time
 from collections.abc import Callable, Mapping
@@ -33,6 +32,7 @@ from heterojob.sim.cluster import ipam
 from heterojob.sim.cluster.heartbeats import LEASE_DURATION_S, RENEW_S, REPORT_S, Heartbeats
 from heterojob.sim.cluster.nodes import KUBELET_STOPPED
 from heterojob.sim.cluster.scheduler import Scheduler
+from heterojob.sim.cluster.mirror import Mirror
 from heterojob.sim.cluster.stepping import Stepping
 from heterojob.state.times import timestamp
 
@@ -93,6 +93,11 @@ class Kubelet(Stepping):
         self._started: dict[str, float] = {}
         self._last_ip: dict[str, str] = {}  # node -> the address host-local reserved last
         self._ips: dict[tuple[str, str], str] = {}  # (node, pod uid) -> the address given this step
+        self._used_ips: dict[str, set[str]] | None = None  # node -> its live pods' addresses, this step
+        # what a list of each would answer, caught up from the watch history each step (mirror.py)
+        self._nodes = Mirror(self.core.list_node)
+        self._pods = Mirror(self.core.list_pod_for_all_namespaces)
+        self._env_of: dict[tuple[str, str, str], str] = {}  # (pod uid, name, default) -> value (specs are immutable)
 
     def silence(self, node: str) -> None:
         """Stop node `node`'s kubelet: no Lease renewal, no status, its pods frozen (the node lifecycle controller
@@ -120,9 +125,9 @@ class Kubelet(Stepping):
         if self.scheduler is not None and not self.scheduler.running:
             self.scheduler.step(now)
         self._ips.clear()
-        # one listing of the Nodes serves the whole step (device health, silent nodes, pod addresses)
-        listed = json.loads(self.core.list_node(_preload_content=False).data)["items"]
-        nodes = {n["metadata"]["name"]: n for n in listed}
+        self._used_ips = None
+        # one view of the Nodes serves the whole step (device health, silent nodes, pod addresses)
+        nodes = {n["metadata"]["name"]: n for n in self._nodes.sync()}
         # a node whose kubelet is down (`silence`, or a fault: `nodes.set_node_lost`): no heartbeat, and its pods
         # neither run on, nor end, nor answer a checkpoint, nor finish a deletion, as far as the API server can tell
         silent = self.silenced | {name for name, n in nodes.items()
@@ -133,8 +138,9 @@ class Kubelet(Stepping):
             silent |= {name for name, n in nodes.items() if (ready_condition(n) or {}).get("status") == "Unknown"}
         if self.device_health is not None:
             self._report_health(self.device_health(), nodes)
-        pods = self.core.list_pod_for_all_namespaces(_preload_content=False)
-        every = json.loads(pods.data)["items"]
+        every = self._pods.sync()
+        uids = {(p.get("metadata") or {}).get("uid") for p in every}
+        self._env_of = {k: v for k, v in self._env_of.items() if k[0] in uids}
         mine = [p for p in every if LABEL_JOB in ((p.get("metadata") or {}).get("labels") or {})]
         answering = [p for p in every if (p.get("spec") or {}).get("nodeName") not in silent]
         self._finish_deletions(answering)
@@ -174,9 +180,9 @@ class Kubelet(Stepping):
                 elif phase == "Running":
                     if self.answer_checkpoints:
                         self._answer(pod, now)
-                    duration = float(_env(pod, "HETEROJOB_SIM_DURATION", "120"))
+                    duration = float(self._pod_env(pod, "HETEROJOB_SIM_DURATION", "120"))
                     if now - self._started.setdefault(key, now) >= duration:
-                        failed = _env(pod, "HETEROJOB_SIM_FAIL", "0") == "1"
+                        failed = self._pod_env(pod, "HETEROJOB_SIM_FAIL", "0") == "1"
                         self.core.patch_namespaced_pod_status(meta["name"], meta["namespace"], {"status": {
                             "phase": "Failed" if failed else "Succeeded",
                             "containerStatuses": ended(status.get("containerStatuses") or [], failed)}})
@@ -256,10 +262,13 @@ class Kubelet(Stepping):
             if host_ip:
                 out.update(podIP=host_ip, podIPs=[{"ip": host_ip}])
             return out
-        used = {(p.get("status") or {}).get("podIP") for p in items
-                if (p.get("spec") or {}).get("nodeName") == node_name and not (p.get("spec") or {}).get("hostNetwork")
-                and (p.get("status") or {}).get("phase") not in ("Succeeded", "Failed")}
-        used |= {ip for key, ip in self._ips.items() if key[0] == node_name}  # started this step, not listed yet
+        if self._used_ips is None:  # once a step: each node's live pods' addresses
+            self._used_ips = {}
+            for p in items:
+                spec = p.get("spec") or {}
+                if not spec.get("hostNetwork") and (p.get("status") or {}).get("phase") not in ("Succeeded", "Failed"):
+                    self._used_ips.setdefault(spec.get("nodeName"), set()).add((p.get("status") or {}).get("podIP"))
+        used = self._used_ips.get(node_name, set()) | {ip for key, ip in self._ips.items() if key[0] == node_name}
         cidr = ((node.get("spec") or {}).get("podCIDRs") or [(node.get("spec") or {}).get("podCIDR")])[0]
         pod_ip = ipam.next_pod_ip(cidr, {u for u in used if u}, self._last_ip.get(node_name)) if cidr else None
         if pod_ip is None:
@@ -269,6 +278,14 @@ class Kubelet(Stepping):
         self._ips[(node_name, pod["metadata"]["uid"])] = pod_ip
         out.update(podIP=pod_ip, podIPs=[{"ip": pod_ip}])
         return out
+
+    def _pod_env(self, pod: dict[str, Any], name: str, default: str) -> str:
+        """`_env`, remembered per pod (a pod's spec does not change)."""
+        key = ((pod.get("metadata") or {}).get("uid") or "", name, default)
+        found = self._env_of.get(key)
+        if found is None:
+            found = self._env_of[key] = _env(pod, name, default)
+        return found
 
     def _answer(self, pod: dict[str, Any], now: float) -> None:
         """Acknowledge a checkpoint request the way the SDK does, after `checkpoint_delay` seconds."""
