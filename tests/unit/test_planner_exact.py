@@ -19,7 +19,7 @@ import pytest
 from heterojob.engine import admission, completion, policy, queueing, rooms
 from heterojob.engine.admission import Holder, Plan, plan_queue
 from heterojob.engine.fleet import Allocation, DeviceClass, Failed, Fleet, Limit, Node, holdings, usage
-from heterojob.engine.placement import Alternative, Ledger, Request, place
+from heterojob.engine.placement import Alternative, Ledger, Request, fits, place
 from heterojob.engine.placement_reference import place_reference, reference
 
 NOW = 100_000.0
@@ -182,6 +182,7 @@ def test_a_place_on_a_ledger_that_takes_and_gives_back_room_is_the_full_scans(se
         fast = place(request, target.fleet, target.index)
         slow = place_reference(request, target.fleet, target.index)
         assert fast == slow, request.job
+        assert fits(request, target.fleet, target.index) == (fast.chosen is not None)
         assert target.may_fit(request) or fast.chosen is None
         if fast.chosen is not None and rng.random() < 0.7:
             target.take(fast.chosen.allocation(request.namespace))

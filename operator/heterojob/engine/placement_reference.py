@@ -2,7 +2,8 @@
 
 `place_reference` is `placement.place` as it was before free room was indexed (`engine.rooms`): for each
 (class, region) it reads every usable node, full or not, packs by scanning, and scores by summing over the
-region. `may_fit_reference` is `Ledger.may_fit` by a scan of the class's nodes. `reference()` swaps both in
+region. `may_fit_reference` is `Ledger.may_fit` by a scan of the class's nodes; `fewest_reference` is
+`preemption._fewest` placing the job after every victim added or spared. `reference()` swaps them in
 for the planner (`engine.admission`, `engine.preemption`), so a test or a benchmark can run the same plan
 either way and compare (tests/unit/test_planner_exact.py, bench/planner.py). Not used by the operator.
 """
@@ -10,11 +11,11 @@ either way and compare (tests/unit/test_planner_exact.py, bench/planner.py). Not
 from __future__ import annotations
 
 import sys
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 
-from heterojob.engine import placement
-from heterojob.engine.fleet import Fleet, cpu_classes, quota_room
+from heterojob.engine import placement, preemption
+from heterojob.engine.fleet import Allocation, Fleet, cpu_classes, quota_room
 from heterojob.engine.placement import (
     NETWORK_DOWN,
     W_BALANCE,
@@ -189,19 +190,70 @@ def may_fit_reference(ledger: Ledger, request: Request) -> bool:
     return False
 
 
+def fewest_reference(request: Request, ledger: Ledger, pool: Sequence[preemption._Disturbable]
+            ) -> tuple[tuple[str, ...], Candidate] | None:
+    """Disturb jobs of `pool` in order until `request` fits (each gives up its allocation and, with a
+    base request, is placed again at that size), then spare any it fits without, most important first."""
+    smaller: dict[str, Allocation | None] = {}
+
+    def disturb(item: preemption._Disturbable) -> bool:
+        ledger.take(item.allocation, -1)
+        if item.base is None:
+            smaller[item.job] = None
+            return True
+        result = ledger.place(item.base).chosen
+        if result is None:  # cannot go back to its base size in its class and region: leave it be
+            ledger.take(item.allocation, +1)
+            return False
+        smaller[item.job] = result.allocation(item.base.namespace)
+        return True
+
+    def spare(item: preemption._Disturbable) -> None:
+        shrunk = smaller.pop(item.job)
+        if shrunk is not None:
+            ledger.take(shrunk, -1)
+        ledger.take(item.allocation, +1)
+
+    chosen: list[preemption._Disturbable] = []
+    fits: Candidate | None = None
+    for item in pool:
+        if not disturb(item):
+            continue
+        chosen.append(item)
+        fits = (place_reference(request, ledger.fleet, ledger.index).chosen if may_fit_reference(ledger, request)
+                else None)
+        if fits is not None:
+            break
+    if fits is None:
+        return None
+    for item in sorted(chosen, key=lambda i: (-i.priority, i.since)):
+        spare(item)
+        spared = place_reference(request, ledger.fleet, ledger.index).chosen
+        if spared is not None:
+            chosen.remove(item)
+            fits = spared
+        else:
+            disturb(item)
+    final = place_reference(request, ledger.fleet, ledger.index).chosen
+    return tuple(i.job for i in chosen), final or fits
+
+
 @contextmanager
 def reference() -> Iterator[None]:
-    """Within: every module of heterojob that calls `placement.place` calls `place_reference`, and
-    `Ledger.may_fit` scans. Not thread-safe (it swaps module attributes)."""
-    fast, fits = placement.place, Ledger.may_fit
+    """Within: every module of heterojob that calls `placement.place` calls `place_reference`,
+    `Ledger.may_fit` scans and `preemption` looks for victims one placement per victim. Not thread-safe (it
+    swaps module attributes)."""
+    fast, fits, fewest = placement.place, Ledger.may_fit, preemption._fewest
     swapped = [m for name, m in list(sys.modules.items())
                if name.startswith("heterojob.") and m is not None and getattr(m, "place", None) is fast]
     for module in swapped:
         module.place = place_reference  # type: ignore[attr-defined]
     Ledger.may_fit = may_fit_reference  # type: ignore[assignment, method-assign]
+    preemption._fewest = fewest_reference
     try:
         yield
     finally:
         for module in swapped:
             module.place = fast  # type: ignore[attr-defined]
         Ledger.may_fit = fits  # type: ignore[method-assign]
+        preemption._fewest = fewest
