@@ -26,14 +26,14 @@ import pandas as pd
 
 from heterojob.api.job import Priority
 from heterojob.constants import GROUP, LABEL_GENERATION, LABEL_JOB, VERSION
-from heterojob.engine import discovery
+from heterojob.engine import discovery, phases
 from heterojob.engine.fleet import DeviceClass
 from heterojob.kube import convert
 from heterojob.kube.api import load_client
 
 from heterojob_console import members as member_clusters
 
-WAITING = (None, "", "Pending", "Preempted", "Migrating", "Resizing")  # ... and no placement: in the queue
+WAITING = ("", *phases.WAITING)  # ... and no placement: in the queue
 DONE = ("Succeeded", "Failed")
 
 

@@ -20,8 +20,6 @@ from typing import Any
 
 from heterojob.api.common import SpecError, parse_spec
 from heterojob.api.job import HeteroJobSpec
-from heterojob.controller.knowledge import Knower
-from heterojob.controller.status import read_status, where
 from heterojob.engine import admission as planner
 from heterojob.engine import migration, transfer
 from heterojob.engine.admission import Outcome
@@ -29,6 +27,8 @@ from heterojob.engine.fleet import Fleet, Limit, holdings
 from heterojob.engine.queueing import QueuePolicy, QueueSettings
 from heterojob.kube import convert
 from heterojob.state.cache import Cache
+from heterojob.state.job_status import read_status, where
+from heterojob.state.knowledge import Knower
 from heterojob.state.requests import move_request, transfer_move
 from heterojob.state.views import FleetSource
 

@@ -166,10 +166,11 @@ def _generate(args: argparse.Namespace) -> int:
 
 
 def _telemetry(args: argparse.Namespace) -> int:
+    from heterojob.kube.fleet import read_fleet
     from heterojob.telemetry.inspect import Options, run
 
     return run(Options(prometheus_url=args.prometheus_url, kubeconfig=args.kubeconfig, as_json=args.json,
-                       window_s=args.window, timeout_s=args.timeout))
+                       window_s=args.window, timeout_s=args.timeout), read_fleet=read_fleet)
 
 
 def _emulator(args: argparse.Namespace) -> int:
@@ -331,8 +332,8 @@ def parser() -> argparse.ArgumentParser:
     gen.add_argument("--root", default=".", help="repository root")
     gen.set_defaults(func=_generate)
 
-    tel = sub.add_parser("telemetry", help="see what heterojob sees in Prometheus")
-    tel_sub = tel.add_subparsers(dest="telemetry_command", required=True, metavar="ACTION")
+    telemetry = sub.add_parser("telemetry", help="see what heterojob sees in Prometheus")
+    tel_sub = telemetry.add_subparsers(dest="telemetry_command", required=True, metavar="ACTION")
     snap = tel_sub.add_parser(
         "snapshot", help="one row per device: node, region, class, utilization, memory, health, pod",
         description="Query Prometheus once as the operator does and print every device it reads, with the "

@@ -14,13 +14,14 @@ from heterojob.api.common import parse_spec
 from heterojob.api.job import HeteroJobSpec
 from heterojob.constants import ANNOTATION_MIGRATE
 from heterojob.controller.disruption import Disruption
-from heterojob.controller.status import StatusWriter, read_status
+from heterojob.controller.status import StatusWriter
+from heterojob.state.job_status import read_status
 from heterojob.engine import admission as planner
 from heterojob.engine.fleet import DeviceClass, Fleet
 from heterojob.engine.migration import MANUAL, Hold, Rules, Symptom, judge
 from heterojob.metrics import OperatorMetrics
 from heterojob.state.cache import Cache
-from heterojob.state.times import iso
+from heterojob.api.times import iso
 
 RULES = Rules(triggers=frozenset({MANUAL}), cooldown_s=600, max_per_hour=3, budget=2)
 H100 = DeviceClass("nvidia-h100", "nvidia.com/gpu", {"gpu": "h100"}, throughput=1.0)

@@ -10,13 +10,14 @@ import pytest
 
 from heterojob.api.job import HeteroJobSpec
 from heterojob.controller.checkpoints import measure
-from heterojob.controller.knowledge import Knower, facts_of, measured_rates
-from heterojob.controller.status import StatusPatch, read_status
+from heterojob.state.knowledge import Knower, facts_of, measured_rates
+from heterojob.controller.status import StatusPatch
+from heterojob.state.job_status import read_status
 from heterojob.engine import queueing
 from heterojob.engine.fleet import DeviceClass, Fleet, Node
 from heterojob.engine.placement import Alternative, Request
 from heterojob.state.cache import Cache
-from heterojob.state.times import iso, timestamp
+from heterojob.api.times import iso, timestamp
 
 T0 = timestamp("2026-01-01T00:00:00Z") or 0.0
 SPEC = HeteroJobSpec.model_validate({

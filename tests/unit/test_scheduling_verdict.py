@@ -8,7 +8,8 @@ from collections.abc import Mapping
 from typing import Any
 
 from heterojob.controller.pods import Pods
-from heterojob.controller.status import StatusWriter, read_status
+from heterojob.controller.status import StatusWriter
+from heterojob.state.job_status import read_status
 from heterojob.engine.lifecycle import Verdict
 from heterojob.state.cache import Cache
 

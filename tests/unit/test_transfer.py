@@ -8,7 +8,7 @@ import logging
 
 import pytest
 
-from heterojob.api.job import CheckpointRef, HeteroJobStatus
+from heterojob.api.job import CheckpointRef, HeteroJobSpec, HeteroJobStatus
 from heterojob.engine import admission as planner
 from heterojob.engine import migration, transfer
 from heterojob.engine.admission import Outcome

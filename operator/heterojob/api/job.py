@@ -8,7 +8,9 @@ from typing import Annotated, Any
 from pydantic import AfterValidator, Field, PrivateAttr, field_validator, model_validator
 
 from heterojob.constants import CHECKPOINT_SIZE_MAX
+from heterojob.engine.phases import Phase, Then
 from heterojob.engine.versions import parse_requirement
+from heterojob.api.onsets import SymptomOnsets
 from heterojob.api.names import LABEL_VALUE, NAME_MAX, label_key_problem
 from heterojob.api.template import QUANTITY, problems as template_problems
 from heterojob.api.common import DNS_LABEL, JOB_NAME_MAX, Model, NestedProblems, PrinterColumn, ResourceDef, StatusModel
@@ -48,22 +50,6 @@ class Priority(StrEnum):
     def rank(self) -> int:
         """Larger is more important."""
         return {"urgent": 3, "high": 2, "medium": 1, "low": 0}[self.value]
-
-
-class Phase(StrEnum):
-    PENDING = "Pending"
-    ADMITTED = "Admitted"
-    RUNNING = "Running"
-    CHECKPOINTING = "Checkpointing"
-    MIGRATING = "Migrating"
-    RESIZING = "Resizing"
-    PREEMPTED = "Preempted"
-    SUCCEEDED = "Succeeded"
-    FAILED = "Failed"
-
-    @property
-    def terminal(self) -> bool:
-        return self in (Phase.SUCCEEDED, Phase.FAILED)
 
 
 class Replicas(Model):
@@ -305,7 +291,8 @@ class PendingCheckpoint(StatusModel):
     reason: str = Field(description="why it was asked for")
     requested_at: str = Field(description="when it was asked for")
     deadline: str = Field(description="when heterojob stops waiting for it")
-    then: str = Field("preempt", description="what follows the checkpoint: preempt, migrate, resize or continue")
+    then: Then = Field(Then.PREEMPT, description="what follows the checkpoint: preempt, migrate, resize or continue "
+                                                "(a periodic checkpoint: the job goes on where it is)")
     by: str | None = Field(None, description="the job that preempts this one (namespace/name)")
     exclude: list[str] = Field(default_factory=list, description="nodes the next placement avoids (migrate)")
     replicas: int | None = Field(None, description="the replicas to restart with (resize)")
@@ -463,7 +450,7 @@ def clean_scheduling(value: Any) -> tuple[dict[str, Any], list[str]]:
             if n is not None:
                 out[key] = n
         elif key == "waitingSince":
-            from heterojob.state.times import timestamp
+            from heterojob.api.times import timestamp
 
             if timestamp(raw) is None:
                 notes.append(f"waitingSince={str(raw)[:40]!r} is not an RFC 3339 time: ignored")
@@ -535,6 +522,8 @@ class HeteroJobStatus(StatusModel):
     handled: dict[str, str] = Field(default_factory=dict, description=(
         "request annotations already acted on, by kind (migrate, checkpoint): a request is never lost or "
         "acted on twice across an operator restart"))
+    symptoms: SymptomOnsets | None = Field(None, description=(
+        "when each symptom that must last (overheat, straggler) began on the current placement"))
     scheduling: Scheduling | None = Field(None, description=(
         "what the queue policy keeps across runs and restarts: attained service, the starvation clock, time "
         "run per class, measured speeds"))

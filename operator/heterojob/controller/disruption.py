@@ -2,7 +2,7 @@
 
 Called by the reconcile pass for a Running job with no disruptive checkpoint pending. In order: a
 checkpoint asked for by annotation; symptoms (NotReady node, manual request, firing alerts, failed or
-overheating devices and stragglers from the monitor's snapshot) judged against the job's policy and the
+overheating devices and stragglers from the monitor's snapshot, gathered by `state.symptoms`) judged against the job's policy and the
 disruption budget; with no symptom, an elastic job's shrink or growth (growth as far as the planner
 lends room); else the periodic checkpoint. A held move is announced once per verdict (Event MigrationHeld,
 condition MoveHeld: a stable message, a countdown only in the decision log, as its status says). A voluntary
@@ -19,25 +19,26 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import replace
 from typing import Any
 
-from heterojob.api.job import HeteroJobSpec, HeteroJobStatus, Phase, Priority
+from heterojob.api.job import HeteroJobSpec, HeteroJobStatus, MigrationState, Phase, Priority, Reservation
 from heterojob.constants import ANNOTATION_CHECKPOINT_NOW, ANNOTATION_MIGRATE
-from heterojob.controller.alerts import symptoms as alert_symptoms
 from heterojob.controller.checkpoints import PERIODIC, Checkpoints, resume_from
 from heterojob.controller.decisionlog import decided
 from heterojob.controller.status import StatusPatch, StatusWriter
 from heterojob.engine import admission as planner
-from heterojob.controller.knowledge import sizes_on
+from heterojob.state.knowledge import sizes_on
 from heterojob.engine import completion, migration, transfer
 from heterojob.engine.fleet import Allocation, DeviceClass, Fleet, Node
+from heterojob.engine.phases import MOVE_THENS, Then
 from heterojob.engine.placement import Request
 from heterojob.engine.preemption import Preemptor, Yield, YieldEnd, yield_ends, yield_of
 from heterojob.kube.api import Kube
 from heterojob.metrics import OperatorMetrics
 from heterojob.state.cache import Cache
 from heterojob.state.requests import move_request, request_for, reservation, transfer_move
-from heterojob.state.times import iso, timestamp
-from heterojob.telemetry.model import Health
-from heterojob.telemetry.snapshot import JobRef, Snapshot, StragglerPolicy, job_telemetry
+from heterojob.state.symptoms import Gathered, gather, ripens_at
+from heterojob.state.symptoms import changed as onsets_changed
+from heterojob.api.times import iso, timestamp
+from heterojob.telemetry.snapshot import Snapshot
 
 
 class Disruption:
@@ -93,7 +94,10 @@ class Disruption:
                                           handled={CHECKPOINT: asked}):
                 await self.kube.annotate_job(meta["namespace"], meta["name"], {ANNOTATION_CHECKPOINT_NOW: None})
             return
-        symptoms = self.symptoms(job, spec, status, now)
+        gathered = self.symptoms(job, spec, status, now)
+        if onsets_changed(status.symptoms, gathered.onsets):  # each held symptom's clock, kept in status
+            await self.writer.write(job, StatusPatch(status).onsets(gathered.onsets))
+        symptoms = gathered.symptoms
         periodic_pending = bool(status.checkpoint and status.checkpoint.pending)
         if not symptoms:
             await self._clear_hold(job, status)
@@ -108,9 +112,9 @@ class Disruption:
                 await self._hold(job, status, verdict.hold.value, held_message(verdict), verdict.reason)
                 if verdict.until is not None:
                     self.wake_at(key, verdict.until)  # the cooldown or the hourly cap lifts then
-            hold = [s for s in symptoms if s.trigger in migration.HOLD]
-            if hold:  # look again when the oldest holding symptom ripens
-                self.wake_at(key, min(s.since for s in hold) + max(rules.overheat_for_s, 1.0))
+            ripe_at = ripens_at(symptoms, rules)
+            if ripe_at is not None:  # look again when the first holding symptom has lasted its time
+                self.wake_at(key, max(ripe_at, now + 1.0))
             return
         symptom = verdict.symptom
         assert symptom is not None
@@ -119,12 +123,12 @@ class Disruption:
         # every node a fault or symptom names is left, not only the one that decides the move (a failed GPU moves
         # the job at once; a second node of its, overheating, must not be kept for it as "the healthy part")
         avoid = tuple(sorted(set(symptom.nodes).union(*(s.nodes for s in symptoms if s.trigger != migration.MANUAL))))
-        move = {"exclude": list(avoid), "reason": f"{symptom.trigger}: {symptom.message}",
-                "replicas": p.replicas, "trigger": symptom.trigger}
+        move = MigrationState(exclude=list(avoid), reason=f"{symptom.trigger}: {symptom.message}",
+                              replicas=p.replicas, trigger=symptom.trigger)
         if symptom.trigger == migration.MANUAL:
-            move["request"] = (annotations.get(ANNOTATION_MIGRATE) or "").strip()
+            move.request = (annotations.get(ANNOTATION_MIGRATE) or "").strip()
         if symptom.urgent:  # the job may be dead: go now, keeping the healthy part of its room while re-placed
-            move["involuntary"] = True
+            move.involuntary = True
             healthy = [n for n in p.nodes if n not in avoid]
             reserved = reservation(p.region, p.device_class, p.per_replica, healthy) if healthy else None
             self._reserve(key, reserved)
@@ -139,13 +143,14 @@ class Disruption:
                 await self._hold(job, status, named, dest.message, dest.message, by_reason=True,
                                  event=dest.message if named == NO_DESTINATION else f"{named}: {dest.message}")
                 return
-            move["reason"] = f"{move['reason']}; {dest.message}" if c and c.region != p.region else move["reason"]
+            if c and c.region != p.region:
+                move.reason = f"{move.reason}; {dest.message}"
         await self._clear_hold(job, status)
         decided(key, "migrate", symptom.message, trigger=symptom.trigger)
         self.metrics.migrations.labels("migrate", symptom.trigger).inc()
-        if not await self.checkpoints.ask(key, then="migrate", by=None, reason=move["reason"],
-                                          exclude=avoid, urgent=symptom.urgent, replicas=p.replicas,
-                                          migration={**move, "reserved": reserved}):
+        move.reserved = reserved
+        if not await self.checkpoints.ask(key, then=Then.MIGRATE, by=None, reason=move.reason,
+                                          exclude=avoid, urgent=symptom.urgent, replicas=p.replicas, migration=move):
             self._unreserve(key)  # nothing was asked (another checkpoint goes on): the room goes back
 
     async def escalate(self, job: Mapping[str, Any], spec: HeteroJobSpec, status: HeteroJobStatus,
@@ -163,7 +168,7 @@ class Disruption:
         requested, deadline = timestamp(pending.requested_at), timestamp(pending.deadline)
         if requested is not None and deadline is not None and deadline <= requested:
             return False  # urgent already
-        urgent = [s for s in self.symptoms(job, spec, status, now) if s.urgent]
+        urgent = [s for s in self.symptoms(job, spec, status, now).symptoms if s.urgent]
         verdict = migration.judge(urgent, self._rules(spec), now, _moves(status), self.cache.disrupted())
         if not verdict.act or verdict.symptom is None:
             return False
@@ -172,23 +177,19 @@ class Disruption:
         key = f"{meta['namespace']}/{meta['name']}"
         reason = f"{symptom.trigger}: {symptom.message} (while checkpointing for {pending.reason})"
         exclude = sorted(set(pending.exclude) | set(symptom.nodes))
-        last = status.checkpoint.last.model_dump(by_alias=True, exclude_none=True) \
-            if status.checkpoint and status.checkpoint.last else None
+        last = status.checkpoint.last if status.checkpoint else None
         message = f"{reason}: checkpoint {pending.id} abandoned, the job {resume_from(last)}"
-        patch = StatusPatch(status).set(checkpoint={
-            "pending": {**pending.model_dump(by_alias=True, exclude_none=True), "reason": reason,
-                        "deadline": pending.requested_at, "exclude": exclude},
-            "last": last})
+        urgent_now = pending.model_copy(update={"reason": reason, "deadline": pending.requested_at,
+                                                "exclude": exclude})
         reserved = status.migration.reserved if status.migration is not None else None
         if reserved is not None and set(reserved.nodes) & set(symptom.nodes):
             reserved = None  # the fault is on its destination: placed again wherever it fits
-        if status.migration is not None and pending.then != "preempt":
-            move = status.migration.model_dump(by_alias=True, exclude_none=True)
-            move.update({"exclude": exclude, "reason": reason, "trigger": symptom.trigger, "involuntary": True,
-                         "reserved": reserved.model_dump(by_alias=True, exclude_none=True) if reserved else None})
-            patch.set(migration=move)
-        patch.condition("Checkpointing", "True", "Urgent", message)
-        patch.phase(Phase.CHECKPOINTING, "FaultWhileCheckpointing", message)
+        move = None
+        if status.migration is not None and pending.then != Then.PREEMPT:
+            move = status.migration.model_copy(update={"exclude": exclude, "reason": reason,
+                                                       "trigger": symptom.trigger, "involuntary": True,
+                                                       "reserved": reserved})
+        patch = StatusPatch(status).escalate(urgent_now, move, message)
         if not await self.writer.write(job, patch):
             return False
         if reserved is None and status.migration is not None and status.migration.reserved is not None:
@@ -204,7 +205,7 @@ class Disruption:
         off before the job gives up its devices; its next pass plans it again (and holds it without room)."""
         pending = status.checkpoint.pending if status.checkpoint else None
         move = status.migration
-        if (status.phase != Phase.CHECKPOINTING or pending is None or pending.then not in THEN_MOVE
+        if (status.phase != Phase.CHECKPOINTING or pending is None or pending.then not in MOVE_THENS
                 or move is None or move.involuntary or move.reserved is None):
             return None
         fleet = self.fleet([key])
@@ -229,7 +230,7 @@ class Disruption:
         """Why a manual move still at its checkpoint is called off (its annotation was removed), or None."""
         pending = status.checkpoint.pending if status.checkpoint else None
         move = status.migration
-        if (status.phase != Phase.CHECKPOINTING or pending is None or pending.then != "migrate" or move is None
+        if (status.phase != Phase.CHECKPOINTING or pending is None or pending.then != Then.MIGRATE or move is None
                 or move.trigger != migration.MANUAL or not move.request):
             return None
         now = ((job["metadata"].get("annotations") or {}).get(ANNOTATION_MIGRATE) or "").strip()
@@ -264,17 +265,16 @@ class Disruption:
                      f"which it was yielding to")
         return kind, why, f"{words} ({why.value})"
 
-    def _reserve(self, key: str, reserved: dict[str, Any] | None) -> None:
+    def _reserve(self, key: str, reserved: Reservation | None) -> None:
         """The cache holds the reservation at once, so the next plan sees it before the status comes back."""
         if reserved is None:
             return
-        classes = self.classes()
-        cls = classes.get(reserved["deviceClass"])
+        cls = self.classes().get(reserved.device_class)
         per_node: dict[str, int] = {}
-        for node in reserved["nodes"]:
-            per_node[node] = per_node.get(node, 0) + reserved["perReplica"]
-        self.cache.reserve(key, Allocation(cls.resource_name if cls else reserved["deviceClass"], per_node,
-                                           key.split("/", 1)[0], reserved["deviceClass"], reserved["region"]))
+        for node in reserved.nodes:
+            per_node[node] = per_node.get(node, 0) + reserved.per_replica
+        self.cache.reserve(key, Allocation(cls.resource_name if cls else reserved.device_class, per_node,
+                                           key.split("/", 1)[0], reserved.device_class, reserved.region))
         self.cache.disrupt(key)
 
     def _unreserve(self, key: str) -> None:
@@ -313,41 +313,12 @@ class Disruption:
                                                                        "no move is waiting"))
 
     def symptoms(self, job: Mapping[str, Any], spec: HeteroJobSpec, status: HeteroJobStatus,
-                 now: float) -> list[migration.Symptom]:
-        p = status.placement
-        assert p is not None
+                 now: float) -> Gathered:
+        """The job's symptoms (`state.symptoms.gather`) and the onsets status.symptoms keeps."""
         meta = job["metadata"]
-        since = {c.type: timestamp(c.last_transition_time) or now for c in status.conditions}
-        out: list[migration.Symptom] = []
-        nodes = self.nodes()
-        down = sorted(n for n in set(p.nodes) if n in nodes and not nodes[n].ready)
-        if down:
-            out.append(migration.Symptom(migration.NODE_NOT_READY, now, tuple(down),
-                                         f"node(s) {', '.join(down)} not Ready", urgent=True))
         manual = ((meta.get("annotations") or {}).get(ANNOTATION_MIGRATE) or "").strip()
-        if manual and manual != status.handled.get(MIGRATE):
-            out.append(migration.Symptom(migration.MANUAL, now, tuple(sorted(set(p.nodes))),
-                                         f"migration requested: {manual}"))
-        out.extend(alert_symptoms(status, p.nodes, now))  # firing alerts still about where the job runs
-        snapshot = self.telemetry()
-        if snapshot is not None:
-            ref = JobRef(meta["namespace"], meta["name"], p.region, p.generation, p.replicas, p.per_replica)
-            t = job_telemetry(ref, snapshot, StragglerPolicy(ratio=spec.policy.straggler_ratio))
-            failed = [(r, d) for r, d in t.unhealthy if d.health == Health.FAILED]
-            hot = [(r, d) for r, d in t.unhealthy if d.health == Health.DEGRADED]
-            if failed:
-                out.append(migration.Symptom(
-                    migration.DEVICE_FAILED, now, tuple(sorted({d.node for _, d in failed})),
-                    "; ".join(f"rank {r}: {d.device_id} on {d.node}: {d.reason}" for r, d in failed), urgent=True))
-            if hot:
-                out.append(migration.Symptom(
-                    migration.OVERHEAT, since.get("DevicesHealthy", now), tuple(sorted({d.node for _, d in hot})),
-                    "; ".join(f"rank {r}: {d.device_id} on {d.node}: {d.reason}" for r, d in hot)))
-            if t.stragglers:
-                out.append(migration.Symptom(
-                    migration.STRAGGLER, since.get("Straggler", now),
-                    tuple(sorted({p.nodes[r] for r in t.stragglers if r < len(p.nodes)})), t.straggler_message))
-        return out
+        return gather(meta, spec, status, self.nodes(), self.telemetry(),
+                      manual if manual and manual != status.handled.get(MIGRATE) else None, now)
 
     def _rules(self, spec: HeteroJobSpec, extra: Iterable[str] = ()) -> migration.Rules:
         return migration.Rules(
@@ -415,18 +386,16 @@ class Disruption:
                                   self.cache.disrupted())
         if not verdict.act:
             return self._note_held(key, "hold-resize", verdict.reason, verdict)
-        p = status.placement
         request = move_request(key, job, spec, p.region, p.device_class, (), change.replicas)
         dest, reserved = await self._plan_and_reserve(key, request, now)
         if reserved is None:  # make before break: no room for the new size, the job runs on as it is
             return self._note_held(key, "hold-resize", dest.message)
         decided(key, "resize", change.reason, trigger=change.trigger)
         self.metrics.migrations.labels("resize", change.trigger).inc()
-        if not await self.checkpoints.ask(key, then="resize", by=None, reason=f"{change.trigger}: {change.reason}",
-                                          replicas=change.replicas,
-                                          migration={"exclude": [], "reason": f"{change.trigger}: {change.reason}",
-                                                     "replicas": change.replicas, "trigger": change.trigger,
-                                                     "reserved": reserved}):
+        reason = f"{change.trigger}: {change.reason}"
+        if not await self.checkpoints.ask(key, then=Then.RESIZE, by=None, reason=reason, replicas=change.replicas,
+                                          migration=MigrationState(reason=reason, replicas=change.replicas,
+                                                                   trigger=change.trigger, reserved=reserved)):
             self._unreserve(key)
             return False
         return True
@@ -467,15 +436,15 @@ class Disruption:
         reason = f"{migration.UPGRADE}: {what}"
         decided(key, "migrate", what, trigger=migration.UPGRADE)
         self.metrics.migrations.labels("migrate", migration.UPGRADE).inc()
-        if not await self.checkpoints.ask(key, then="migrate", by=None, reason=reason, replicas=p.replicas,
-                                          migration={"exclude": [], "reason": reason, "replicas": p.replicas,
-                                                     "trigger": migration.UPGRADE, "reserved": reserved}):
+        if not await self.checkpoints.ask(key, then=Then.MIGRATE, by=None, reason=reason, replicas=p.replicas,
+                                          migration=MigrationState(reason=reason, replicas=p.replicas,
+                                                                   trigger=migration.UPGRADE, reserved=reserved)):
             self._unreserve(key)
             return False
         return True
 
     async def _plan_and_reserve(self, key: str, request: Request, now: float, weigh: transfer.Move | None = None
-                                ) -> tuple[planner.Admission, dict[str, Any] | None]:
+                                ) -> tuple[planner.Admission, Reservation | None]:
         """Where a move would go (make before break) and that room reserved for it, at once under the lock:
         no placement can take it in between. The reservation is None when there is no room."""
         async with self.lock:
@@ -510,7 +479,6 @@ class Disruption:
             self.wake_at(key, since + interval)
 
 
-THEN_MOVE = ("migrate", "resize")  # what follows a checkpoint that lands the job on a reservation
 NO_DESTINATION = "NoDestination"  # MoveHeld's reason: a voluntary move finds no room to reserve
 HOLD_REFRESH_S = 5.0  # a held move whose verdict changes is said again at most this often (causes flip)
 MIGRATE, CHECKPOINT = "migrate", "checkpoint"  # kinds of request annotations (status.handled keys)

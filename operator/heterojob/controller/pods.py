@@ -19,17 +19,19 @@ from kubernetes.client import ApiException
 from heterojob.api.job import HeteroJobSpec, HeteroJobStatus, Phase
 from heterojob.constants import LABEL_HOSTNAME, LABEL_REGION
 from heterojob.controller.decisionlog import decided
-from heterojob.controller.status import StatusPatch, StatusWriter, read_status
+from heterojob.controller.status import StatusPatch, StatusWriter
+from heterojob.state.job_status import read_status
 from heterojob.engine.fleet import Fleet, RegionInfo
 from heterojob.engine.lifecycle import REASON_POD_REJECTED, Verdict
 from heterojob.kube import access, convert, manifests
 from heterojob.kube.api import Kube, OwnedElsewhere
-from heterojob.kube.conditions import MESSAGE_MAX
+from heterojob.api.conditions import MESSAGE_MAX
 from heterojob.kube.members import Members
 from heterojob.kube.refusals import Refusal, classify
 from heterojob.state.cache import Cache
-from heterojob.state.requests import MOVES, MOVING
-from heterojob.state.times import iso
+from heterojob.engine.phases import MOVING
+from heterojob.state.requests import MOVES
+from heterojob.api.times import iso
 
 log = logging.getLogger("heterojob.controller")
 

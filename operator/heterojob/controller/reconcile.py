@@ -16,9 +16,8 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
-from heterojob.alerts.mapping import Placed
 from heterojob.api.common import SpecError, check_object_name, parse_spec
-from heterojob.api.job import JOB_NAME_MAX, HeteroJobSpec, HeteroJobStatus, Phase
+from heterojob.api.job import JOB_NAME_MAX, HeteroJobSpec, HeteroJobStatus, MigrationState, Phase
 from heterojob.constants import ANNOTATION_CHECKPOINT_REQUEST
 from heterojob.controller.alerts import AlertSymptoms
 from heterojob.controller.checkpoints import PERIODIC, Checkpoints, resume_from
@@ -28,19 +27,21 @@ from heterojob.controller.pods import Pods
 from heterojob.controller.queue import WorkQueue
 from heterojob.controller.scheduler import Scheduler
 from heterojob.controller.quotas import QuotaStatus
-from heterojob.controller.status import StatusPatch, StatusWriter, read_status, where
+from heterojob.controller.status import StatusPatch, StatusWriter
+from heterojob.state.job_status import read_status, where
 from heterojob.engine import admission as planner
 from heterojob.engine import lifecycle, spec_changes, transfer, validation
 from heterojob.engine.fleet import Fleet, Node
 from heterojob.engine.lifecycle import Action, Decision, JobView
+from heterojob.engine.phases import Then
 from heterojob.engine.queueing import QueuePolicy, QueueSettings
 from heterojob.kube import convert
-from heterojob.kube.api import Kube, now_iso
+from heterojob.kube.api import Kube
 from heterojob.kube.members import Members
 from heterojob.metrics import OperatorMetrics
 from heterojob.engine.requeue import REQUEUE_AFTER_S
-from heterojob.state.cache import Cache
-from heterojob.state.times import timestamp
+from heterojob.state.cache import Cache, Placed
+from heterojob.api.times import timestamp
 from heterojob.state.views import FleetSource
 
 
@@ -58,7 +59,7 @@ class ControllerConfig:
     # "mlfq": engine.policy orders the queue by attained service (status.scheduling), picks classes by
     # expected completion and displaces by level; "fifo": oldest first within a priority, the user's classes
     queue_policy: str = "mlfq"
-    queue_thresholds_device_h: tuple[float, ...] = QueueSettings().thresholds_device_h  # MLFQ level boundaries
+    queue_thresholds_device_h: tuple[float, ...] = tuple(QueueSettings().thresholds_device_h)  # MLFQ level boundaries
     starvation_s: float = QueueSettings().starvation_s  # MLFQ: a job waiting this long is promoted
     transfer: transfer.Settings = field(default_factory=transfer.Settings)  # moves between regions (links)
     move_requeue_after_s: float = REQUEUE_AFTER_S  # a move off bad nodes that fits nowhere this long: Pending
@@ -292,7 +293,7 @@ class Controller:
         key = f"{meta['namespace']}/{meta['name']}"
         generation = meta.get("generation")
         after = spec_changes.digests(job.get("spec"))
-        patch = StatusPatch(status).set(observedGeneration=generation, observedSpec=after)
+        patch = StatusPatch(status).observe(generation, after)
         revived = lifecycle.after_edit(status.phase, status.reason, spec is not None)
         if revived is not None:  # its pods were refused for good: the edit may fix them, so it is placed again
             patch.phase(Phase.PENDING, revived.reason, revived.message).set(completionTime=None)
@@ -326,8 +327,7 @@ class Controller:
             else Phase.ADMITTED
         message = (f"status said {status.phase.value} while {len(alive)} pod(s) of generation {p.generation} "
                    f"still run: repaired from the pods")
-        await self.writer.write(job, StatusPatch(status).phase(phase, "StatusRepaired", message).set(
-            completionTime=None))
+        await self.writer.write(job, StatusPatch(status).repair(phase, message))
         self.kube.post_event(job, "Warning", "StatusRepaired", message)
         decided(key, "repair", message)
         self.poke(key)
@@ -340,21 +340,19 @@ class Controller:
         assert self.members is not None and status.placement is not None and status.placement.cluster is not None
         meta = job["metadata"]
         key = f"{meta['namespace']}/{meta['name']}"
-        p = status.placement
-        if not self.members.lost(p.cluster, now):
-            self.queue.wake_at(key, self.members.lost_at(p.cluster))
+        p, cluster = status.placement, status.placement.cluster
+        if not self.members.lost(cluster, now):
+            self.queue.wake_at(key, self.members.lost_at(cluster))
             return
         if status.phase is not None and status.phase.terminal:
             return  # it finished there: nothing to move
         resume = status.checkpoint.last if status.checkpoint else None
-        message = (f"the member cluster of region {p.cluster} is lost ({self.members.problem(p.cluster)}); "
+        message = (f"the member cluster of region {cluster} is lost ({self.members.problem(cluster)}); "
                    f"placing the job again from " + (f"checkpoint {resume.id}" if resume else "the start"))
-        last = resume.model_dump(by_alias=True, exclude_none=True) if resume else None
-        patch = StatusPatch(status).phase(Phase.MIGRATING, "MemberLost", message).set(
-            placement=None, checkpoint={"pending": None, "last": last} if status.checkpoint else None,
-            migration={"exclude": [], "reason": message, "replicas": p.replicas,  # its nodes are not at fault
-                       "trigger": "memberLost", "involuntary": True})
-        patch.history("migrate", message, where(status)).condition("Ready", "False", "MemberLost", message)
+        patch = StatusPatch(status).drop_pending().begin_move(
+            Phase.MIGRATING, "MemberLost", message,  # its nodes are not at fault: none excluded
+            MigrationState(reason=message, replicas=p.replicas, trigger="memberLost", involuntary=True))
+        patch.history("migrate", message, where(status))
         if not await self.writer.write(job, patch):
             return
         self.kube.post_event(job, "Warning", "MemberLost", message)
@@ -402,21 +400,15 @@ class Controller:
             return
         patch = StatusPatch(status)
         if d.action == Action.REJECT:
-            patch.phase(Phase.FAILED, d.reason, d.message).set(placement=None)
-            if pending is not None or status.migration is not None:  # what it was doing ends with its pods
-                last = status.checkpoint.last if status.checkpoint else None
-                patch.set(checkpoint={"pending": None,
-                                      "last": last.model_dump(by_alias=True, exclude_none=True) if last else None},
-                          migration=None)
-                if self.cache.unreserve(key):
-                    self.poke_pending()
-            await self.writer.write(job, patch.condition("SpecValid", "False", d.reason, d.message))
+            patch.reject(d.reason, d.message)  # what it was doing ends with its pods
+            if (pending is not None or status.migration is not None) and self.cache.unreserve(key):
+                self.poke_pending()
+            await self.writer.write(job, patch)
             self.kube.post_event(job, "Warning", d.reason, d.message)
             await self.pods.release(key, [p.name for p in pods if not p.deleting])
             return
         if d.action == Action.REVALIDATED:
-            patch.phase(Phase.PENDING, None, d.message).condition("SpecValid", "True", d.reason, d.message)
-            await self.writer.write(job, patch)
+            await self.writer.write(job, patch.revalidate(d.reason, d.message))
             self.poke(key)
             return
         assert spec is not None
@@ -431,15 +423,10 @@ class Controller:
         elif d.action == Action.CLEANUP:
             await self.pods.delete(ns, d.pods, key)
         elif d.action == Action.RUNNING:
-            patch.phase(Phase.RUNNING, d.reason, d.message).condition("Ready", "True", d.reason, d.message)
-            if status.migration is not None:  # a landed move's, left by a stop before its gang was recorded
-                patch.set(migration=None)
-            await self.writer.write(job, patch)
+            await self.writer.write(job, patch.run(d.reason, d.message))
             self.kube.post_event(job, "Normal", "Running", d.message)
         elif d.action == Action.RESTART:
-            patch.phase(Phase.PENDING, d.reason, d.message).set(placement=None, restarts=status.restarts + 1)
-            patch.history("restart", d.message, where(status)).condition("Ready", "False", d.reason, d.message)
-            await self.writer.write(job, patch)
+            await self.writer.write(job, patch.restart(d.reason, d.message, where(status)))
             self.kube.post_event(job, "Warning", "Restarting", d.message)
             await self.pods.release(key, d.pods)
             self.poke(key)
@@ -447,10 +434,10 @@ class Controller:
             p = status.placement
             assert p is not None
             message = f"{d.message}; placing the gang elsewhere"
-            patch.phase(Phase.MIGRATING, d.reason, message).set(placement=None, migration={
-                "exclude": list(d.nodes), "reason": f"unschedulable: {d.message}", "replicas": p.replicas,
-                "trigger": "unschedulable", "involuntary": True})
-            patch.history("reschedule", d.message, where(status)).condition("Ready", "False", d.reason, message)
+            patch.begin_move(Phase.MIGRATING, d.reason, message, MigrationState(
+                exclude=list(d.nodes), reason=f"unschedulable: {d.message}", replicas=p.replicas,
+                trigger="unschedulable", involuntary=True))
+            patch.history("reschedule", d.message, where(status))
             await self.writer.write(job, patch)
             self.kube.post_event(job, "Warning", d.reason, d.message)
             await self.pods.release(key, d.pods)
@@ -458,10 +445,10 @@ class Controller:
         elif d.action == Action.DRAIN:  # voluntary: no restart counted
             p = status.placement
             assert p is not None
-            move = {"exclude": list(d.nodes), "reason": f"drain: {d.message}", "replicas": p.replicas,
-                    "trigger": "drain", "involuntary": True}
+            move = MigrationState(exclude=list(d.nodes), reason=f"drain: {d.message}", replicas=p.replicas,
+                                  trigger="drain", involuntary=True)
             if d.deadline is not None and d.deadline - time.time() >= 1.0:  # every rank runs: save in the grace
-                if await self.checkpoints.ask(key, then="migrate", by=None, reason=f"drain: {d.message}",
+                if await self.checkpoints.ask(key, then=Then.MIGRATE, by=None, reason=f"drain: {d.message}",
                                               exclude=d.nodes, replicas=p.replicas, migration=move,
                                               deadline=d.deadline):
                     self.kube.post_event(job, "Normal", d.reason, f"{d.message}; checkpointing within the evicted "
@@ -469,12 +456,9 @@ class Controller:
                     self.metrics.migrations.labels("migrate", "drain").inc()
                 return
             last = status.checkpoint.last if status.checkpoint else None
-            saved = last.model_dump(by_alias=True, exclude_none=True) if last else None
-            message = f"{d.message}; placing the gang off node(s) {', '.join(d.nodes)}, {resume_from(saved)}"
-            patch.phase(Phase.MIGRATING, d.reason, message).set(
-                placement=None, checkpoint={"pending": None, "last": saved} if status.checkpoint else None,
-                migration=move)
-            patch.history("migrate", d.message, where(status)).condition("Ready", "False", d.reason, message)
+            message = f"{d.message}; placing the gang off node(s) {', '.join(d.nodes)}, {resume_from(last)}"
+            patch.drop_pending().begin_move(Phase.MIGRATING, d.reason, message, move)
+            patch.history("migrate", d.message, where(status))
             if not await self.writer.write(job, patch):
                 return
             self.kube.post_event(job, "Normal", d.reason, message)
@@ -483,9 +467,7 @@ class Controller:
             self.poke(key)
         elif d.action in (Action.FAIL, Action.SUCCEED):
             failed = d.action == Action.FAIL
-            patch.phase(Phase.FAILED if failed else Phase.SUCCEEDED, d.reason, d.message)
-            patch.set(completionTime=now_iso()).condition("Ready", "False", d.reason, d.message)
-            await self.writer.write(job, patch)
+            await self.writer.write(job, patch.finish(failed, d.reason, d.message))
             self.kube.post_event(job, "Warning" if failed else "Normal", d.reason, d.message)
             await self.pods.release(key, list(d.pods) if failed else [])
 

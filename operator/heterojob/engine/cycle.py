@@ -106,13 +106,13 @@ def plan_cycle(queue: Iterable[Request], holders: Iterable[Holder], fleet: Fleet
             aside = set_aside(original[job], mine[job], prepared.choices.get(job), fleet, quota_memo)
             if aside:
                 plan.admissions[job] = replace(admission, message=f"{admission.message}; {aside}")
-    for job, request in narrowed.items():
-        admission = plan.admissions.get(job)
-        if admission is None or admission.outcome != Outcome.PLACED or admission.candidate is None:
+    for job in narrowed:
+        placed = plan.admissions.get(job)
+        if placed is None or placed.outcome != Outcome.PLACED or placed.candidate is None:
             continue
-        v = transfer.judge(moves[job], admission.candidate.region, fleet.regions)
+        v = transfer.judge(moves[job], placed.candidate.region, fleet.regions)
         if v.cost and v.cost.link:
-            plan.admissions[job] = replace(admission, message=f"{admission.message}; the cheapest transfer that "
+            plan.admissions[job] = replace(placed, message=f"{placed.message}; the cheapest transfer that "
                                                               f"fits: {v.message}")
     return Cycle(plan, waiting_for, _free_after(plan, fleet))
 

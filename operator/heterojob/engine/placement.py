@@ -31,6 +31,32 @@ from heterojob.engine.placement_types import (  # noqa: F401 - re-exported: what
 )
 from heterojob.engine.rooms import Verdict
 
+__all__ = [  # what other modules import from here (re-exports included)
+    "Alternative",
+    "Candidate",
+    "DeviceClass",
+    "FleetIndex",
+    "Ledger",
+    "NETWORK_DOWN",
+    "OUTSIDE_ALLOWED",
+    "Rejection",
+    "Request",
+    "Result",
+    "_replica_slots",
+    "fits",
+    "fits_where",
+    "listed",
+    "node_unfit",
+    "pack",
+    "place",
+    "replicas_text",
+    "room_to_grow",
+    "schedule",
+    "software_mismatch",
+    "software_summary",
+    "still_fits",
+]
+
 
 def pack(free: Mapping[str, int], replicas: int, per_replica: int) -> tuple[str, ...] | None:
     """Best fit: each replica goes to the node with the least free room that still holds it.

@@ -556,9 +556,9 @@ class Demo:
                   f"  prometheus:   {self._prometheus.url if self._prometheus else '(not installed)'}\n"
                   f"  alertmanager: {self._alertmanager.url if self._alertmanager else '(not installed)'}\n"
                   + self._members_text() +
-                  f"  break a GPU:  heterojob demo inject fatal-xid"
+                  "  break a GPU:  heterojob demo inject fatal-xid"
                   + (f" --workdir {self.workdir}" if self.workdir != DEFAULT_WORKDIR else "") + "\n"
-                  f"  heal it:      heterojob demo inject clear <node> [--device N]"
+                  "  heal it:      heterojob demo inject clear <node> [--device N]"
                   + (f" --workdir {self.workdir}" if self.workdir != DEFAULT_WORKDIR else "") + "\n"
                   f"  logs:         {self.workdir}\n  stop:         Ctrl-C\n", flush=True)
             while True:

@@ -296,6 +296,7 @@ class WatchedJob:
     resource_version: str
     utilization: Mapping[str, Any] | None = None
     conditions: tuple[Mapping[str, Any], ...] = ()
+    stragglers: StragglerPolicy = field(default_factory=lambda: StragglerPolicy())  # the job's spec.policy
 
 
 @dataclass(frozen=True)

@@ -377,7 +377,7 @@ class ApiServerEmulator(kmock.KubernetesEmulator):
                 response: aiohttp.web.StreamResponse = served
             elif path.rstrip("/") == "/version":
                 response = aiohttp.web.json_response(
-                    await self._serve_server_version(None))  # type: ignore[arg-type]
+                    await self._serve_server_version(None))  # type: ignore[arg-type]  # /version reads no request
             elif path.startswith("/_emulator/"):
                 response = await self._serve_admin(raw_request)
             elif (health := self._health(raw_request, path)) is not None:
@@ -1372,7 +1372,7 @@ class ApiServerEmulator(kmock.KubernetesEmulator):
         matches = self._matcher(query, kind)
         if route.name is not None:  # the deprecated single-object watch
             by_name, name = matches, route.name
-            matches = lambda obj: obj["metadata"].get("name") == name and by_name(obj)  # noqa: E731
+            matches = lambda obj: obj["metadata"].get("name") == name and by_name(obj)  # noqa: E731 - narrows the matcher in place
         namespace = self._namespace_of(route, kind)
         timeout = float(query.get("timeoutSeconds") or 1800)
         since = query.get("resourceVersion") or ""
@@ -1394,7 +1394,7 @@ class ApiServerEmulator(kmock.KubernetesEmulator):
             if int(since) < oldest - 1 and int(since) < self._rv:
                 expired = ApiError(410, "Expired", f"too old resource version: {since} ({oldest - 1})").status()
                 initial.append(json.dumps({"type": "ERROR", "object": expired}).encode() + b"\n")
-                watcher = None  # type: ignore[assignment]
+                watcher = None  # type: ignore[assignment]  # an expired watch ends after its ERROR event
             else:
                 for rv, old, new in history:
                     if rv <= int(since):

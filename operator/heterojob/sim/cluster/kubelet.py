@@ -34,7 +34,7 @@ from heterojob.sim.cluster.nodes import KUBELET_STOPPED
 from heterojob.sim.cluster.scheduler import Scheduler
 from heterojob.sim.cluster.mirror import Mirror
 from heterojob.sim.cluster.stepping import Stepping
-from heterojob.state.times import timestamp
+from heterojob.api.times import timestamp
 
 log = logging.getLogger(__name__)
 

@@ -1,0 +1,158 @@
+"""What the operator knows of each job for `engine.policy`, read from the jobs' statuses.
+
+Step of the pipeline: before admission plans (`engine.admission.plan_one` with the queue policy), this
+builds `engine.policy.Knowledge` from the cache, which follows each job's `status.scheduling`:
+- attained service and the starvation clock (`queueing.Service`): device-seconds over its ended
+  placements plus, for a running job, its current placement since `placement.since`; so a restarted
+  operator, or a job's next run, counts on from where it was and running jobs may be displaced by level;
+- the job's relative speed per class (`completion.speeds`): its own measured steps/s where it ran
+  (`status.scheduling.speeds`, from its checkpoint acks); elsewhere the AcceleratorClasses' declared
+  throughput or, when the job names a workload (`spec.workload`), the speeds the jobs of its namespace
+  naming that workload measured (`workload_sheets`, read from their statuses, finished jobs included
+  while they exist);
+- its work done: seconds run per class times its relative speed there (reference seconds);
+- the completed jobs' work (`completion.Residual`): every Succeeded HeteroJob this operator has seen, the
+  newest `HISTORY_MAX`. It is kept in memory and rebuilt at start from the Succeeded jobs still in the API
+  server (the controller syncs every job before placing any), so what survives a restart is exactly the
+  completed jobs not yet deleted.
+"""
+
+from __future__ import annotations
+
+from collections import OrderedDict
+from collections.abc import Iterable, Mapping
+
+from heterojob.api.job import Scheduling
+from heterojob.engine import completion, queueing
+from heterojob.engine.admission import Holder
+from heterojob.engine.fleet import Fleet
+from heterojob.engine.placement import Request
+from heterojob.engine.policy import Facts, Knowledge, devices_by_class
+from heterojob.state.cache import Cache, Entry
+from heterojob.api.times import timestamp
+
+HISTORY_MAX = 5000  # completed jobs' work kept for the residual estimate
+
+
+def measured_rates(scheduling: Scheduling | None) -> dict[str, float]:
+    """Steps/s per device class from the job's measurements, at one size so classes compare: the size
+    measured on the most classes (then the smallest); a class measured only at other sizes is scaled to it
+    linearly by replicas."""
+    if scheduling is None or not scheduling.speeds:
+        return {}
+    by_size: dict[int, dict[str, float]] = {}
+    for m in scheduling.speeds:
+        by_size.setdefault(m.replicas, {})[m.device_class] = m.steps_per_second
+    size = min(by_size, key=lambda r: (-len(by_size[r]), r))
+    out = dict(by_size[size])
+    for r, rates in sorted(by_size.items()):
+        for cls, rate in rates.items():
+            out.setdefault(cls, rate * size / r)
+    return out
+
+
+def sizes_on(scheduling: Scheduling | None, device_class: str) -> dict[int, float]:
+    """Measured steps/s per replica count on one class (what `completion.growth_limit` reads)."""
+    if scheduling is None:
+        return {}
+    return {m.replicas: m.steps_per_second for m in scheduling.speeds if m.device_class == device_class}
+
+
+def per_device(scheduling: Scheduling | None, devices: Mapping[str, int]) -> dict[str, float]:
+    """One job's measured steps/s per device on each class it ran on (the mean over its sizes there), so
+    jobs of one workload at different sizes compare; `devices`: its devices per replica on each class."""
+    if scheduling is None:
+        return {}
+    by_class: dict[str, list[float]] = {}
+    for m in scheduling.speeds:
+        by_class.setdefault(m.device_class, []).append(
+            m.steps_per_second / (m.replicas * max(1, devices.get(m.device_class, 1))))
+    return {c: sum(vs) / len(vs) for c, vs in by_class.items()}
+
+
+def workload_sheets(entries: Mapping[str, Entry], declared: Mapping[str, float]
+                    ) -> dict[tuple[str, str], dict[str, float]]:
+    """(namespace, workload) -> the sheet its jobs' speeds are scaled by (`completion.sheet` of the
+    `completion.pooled` measurements of every job there naming that workload)."""
+    samples: dict[tuple[str, str], list[dict[str, float]]] = {}
+    for key, e in entries.items():
+        if e.workload:
+            sample = per_device(e.scheduling, e.per_replica)
+            if sample:
+                samples.setdefault((key.split("/", 1)[0], e.workload), []).append(sample)
+    return {k: completion.sheet(declared, completion.pooled(v)) for k, v in samples.items()}
+
+
+def sheet_of(key: str, e: Entry | None, declared: Mapping[str, float],
+             sheets: Mapping[tuple[str, str], Mapping[str, float]]) -> Mapping[str, float]:
+    """What a job's speeds are scaled by: its workload's sheet, else the declared throughput."""
+    if e is None or not e.workload:
+        return declared
+    return sheets.get((key.split("/", 1)[0], e.workload), declared)
+
+
+def facts_of(scheduling: Scheduling | None, classes: Iterable[str], declared: Mapping[str, float],
+             created: float) -> Facts:
+    """One job's `Facts` from its status.scheduling; `classes`: those it may run on; `declared`: the classes'
+    declared throughput, or its workload's sheet (`workload_sheets`)."""
+    measured = measured_rates(scheduling)
+    classes = [c for c in dict.fromkeys(classes)]
+    rel = completion.speeds(declared, measured, classes)
+    if scheduling is None:
+        return Facts(queueing.Service(0.0, created), rel)
+    work = sum(seconds * rel.get(cls, 0.0) for cls, seconds in scheduling.run_seconds.items())
+    service = queueing.Service(scheduling.attained_device_seconds,
+                               timestamp(scheduling.waiting_since) or created, scheduling.promoted)
+    return Facts(service, rel, work, frozenset(c for c in measured if c in rel))
+
+
+class Knower:
+    """Builds `Knowledge` for each plan; keeps the completed jobs' work between plans."""
+
+    def __init__(self, cache: Cache, history_max: int = HISTORY_MAX) -> None:
+        self.cache = cache
+        self.history_max = history_max
+        self._done: OrderedDict[str, float] = OrderedDict()  # job -> its total work (reference seconds)
+        self._residual: completion.Residual | None = None
+
+    def residual(self, declared: Mapping[str, float],
+                 sheets: Mapping[tuple[str, str], Mapping[str, float]] | None = None) -> completion.Residual:
+        """The completed jobs' work, with any job that succeeded since the last call added (`sheets`: as
+        `workload_sheets` returns)."""
+        for key, e in self.cache.entries.items():
+            if e.succeeded and key not in self._done:
+                self._done[key] = facts_of(e.scheduling, e.classes, sheet_of(key, e, declared, sheets or {}),
+                                           e.created).work_s
+                self._residual = None
+                while len(self._done) > self.history_max:
+                    self._done.popitem(last=False)
+        if self._residual is None:
+            self._residual = completion.Residual(self._done.values())
+        return self._residual
+
+    def knowledge(self, fleet: Fleet, waiting: Iterable[Request], holders: Iterable[Holder],
+                  queue: queueing.QueueSettings) -> Knowledge:
+        """`Knowledge` for one plan; whether promoted jobs displace (`queueing.promoted_displacing`) is
+        judged on the devices the whole waiting queue asks for against the fleet's."""
+        waiting = list(waiting)
+        asked = sum(r.replicas * r.alternatives[0].per_replica for r in waiting if r.alternatives)
+        _, capacity = devices_by_class(fleet)
+        declared = {name: cls.throughput for name, cls in fleet.classes.items()}
+        sheets = workload_sheets(self.cache.entries, declared)
+
+        def sheet(job: str, e: Entry | None) -> Mapping[str, float]:
+            return sheet_of(job, e, declared, sheets)
+
+        facts: dict[str, Facts] = {}
+        for r in waiting:
+            e = self.cache.entries.get(r.job)
+            classes = (e.classes if e is not None and e.classes else ()) or [a.device_class for a in r.alternatives]
+            facts[r.job] = facts_of(e.scheduling if e else None, classes, sheet(r.job, e), r.created)
+        for h in holders:
+            if h.job in facts:
+                continue
+            e = self.cache.entries.get(h.job)
+            classes = (e.classes if e is not None and e.classes else ()) or [h.allocation.device_class]
+            facts[h.job] = facts_of(e.scheduling if e else None, classes, sheet(h.job, e), e.created if e else 0.0)
+        return Knowledge(facts, self.residual(declared, sheets), displace_by_level=True,
+                         promoted_displace=queueing.promoted_displacing(asked, sum(capacity.values()), queue))
