@@ -31,6 +31,9 @@ Measured, after the backlog is created and the operator has given every waiting 
   names no job), asked every second from the operator's start to the end, each with a 5 s timeout (a timeout or a
   failure counts 5 s); probe_failures counts answers that were not 2xx or never came;
 - wall_s.
+Also: operator_start_s (from its start to its first placements: Kopf lists and indexes every Node, pod and job
+first; --start-timeout ends the run there, with "aborted"), waiting (at the measurements) and waiting_end, the
+CPU-seconds of the operator, emulator and kubelet processes, fill_s and backlog_settle_s.
 Targets are printed beside each figure ("targets") and "met" says which hold. `--quick`: 2,000 devices, 300 jobs
 (150 waiting), short phases: the test suite's run. Last line: one JSON object. The operator's output goes to
 --workdir/operator.log.
@@ -408,9 +411,14 @@ class Settings:
     settle_timeout_s: float
     cycle_window_max_s: float
     fill_window: int
+    start_timeout_s: float
     fault_kind: str
     resync_s: float
     seed: int
+
+
+class Abort(Exception):
+    """A phase that cannot go on (the operator never placed the first jobs): the figures so far are reported."""
 
 
 class Scale:
@@ -504,6 +512,7 @@ class Scale:
         self.procs["kubelet"] = spawn([*me, "--run-kubelet", str(self.emu.kubeconfig)], self.workdir / "kubelet.log")
         health_port, self.alerts_port = free_port(), free_port()
         health = f"http://127.0.0.1:{health_port}/healthz"
+        self.op_started = time.monotonic()
         self.procs["operator"] = spawn(
             [sys.executable, "-m", "heterojob", "operator", "run", "--standalone", "--kubeconfig",
              str(self.emu.kubeconfig), "--resync-seconds", str(s.resync_s), "--preemption-min-runtime", "1e9",
@@ -543,7 +552,12 @@ class Scale:
         victims = [probe_job(f"victim-{i:02d}", VICTIM_REPLICAS, PER_NODE, "high") for i in range(s.fault_probes)]
         self.victims = [f"{PROBE_NS}/{v['metadata']['name']}" for v in victims]
         self.say(f"{len(victims)} fault victims in {PROBE_REGION}")
-        self.paced(victims, deadline)
+        placed = self.paced(victims, min(deadline, self.op_started + s.start_timeout_s))
+        self.notes["operator_start_s"] = round(time.monotonic() - self.op_started, 1)  # to its first placements
+        if placed < len(victims):
+            raise Abort(f"the operator placed {placed} of {len(victims)} jobs in the free probe region within "
+                        f"{s.start_timeout_s:g} s of its start (--start-timeout)")
+        self.say(f"operator: first placements {self.notes['operator_start_s']} s after its start")
         jobs = fill_jobs(self.rng, self.layout, max(1, s.jobs - s.backlog - s.fault_probes))
         self.notes["fill_jobs"] = len(jobs)
         self.notes["fill_pods"] = sum(j["spec"]["replicas"]["min"] for j in jobs)
@@ -667,33 +681,50 @@ class Scale:
 
     def run(self) -> dict[str, Any]:
         try:
-            self.start()
-            self.fill()
-            self.backlog()
-            first = cycle_histogram(self.metrics())
-            self.notes["cycle_cpu_source"] = "metric" if first is not None else "window"
-            self.idle()
-            self.admit(use_window=first is None)
-            self.faults()
-            if first is not None:
-                last = cycle_histogram(self.metrics()) or first
-                self.notes["cycle_cpu_s_p95"] = histogram_quantile(first, last, 0.95)
-                self.notes["cycle_count"] = int(last.get(float("inf"), 0) - first.get(float("inf"), 0))
-            op = self.procs["operator"]
-            alive = op.poll() is None
-            self.notes.update(operator_alive=alive, waiting_end=self.waiting(),
-                              operator_rss_mb=rss_peak_mb(op.pid) if alive else None,
-                              operator_cpu_s=round(self.operator_cpu(), 1) if alive else None,
-                              emulator_cpu_s=round(cpu_s(self.emu.pid), 1) if self.emu.pid else None)
-            self.say(f"operator writes by client: {self.writes()}")
+            self.phases()
+        except (Abort, KeyboardInterrupt) as exc:
+            self.notes["aborted"] = str(exc) or type(exc).__name__
+            self.say(f"aborted: {self.notes['aborted']}")
         finally:
             for stream in self.streams:
                 stream.stopped.set()
+            self.collect()
             for name in ("prober", "operator", "kubelet"):
                 stop(self.procs.get(name))
             if getattr(self, "emu", None) is not None:
                 self.emu.stop()
         return self.result()
+
+    def collect(self) -> None:
+        """What the operator process shows at the end (while it still runs)."""
+        op = self.procs.get("operator")
+        alive = op is not None and op.poll() is None
+        self.notes["operator_alive"] = alive
+        if alive and op is not None:
+            self.notes.update(operator_rss_mb=rss_peak_mb(op.pid), operator_cpu_s=round(cpu_s(op.pid), 1))
+            try:
+                self.say(f"writes by client: {self.writes()}")
+            except urllib3.exceptions.HTTPError:
+                pass
+        if getattr(self, "emu", None) is not None and self.emu.pid:
+            self.notes["emulator_cpu_s"] = round(cpu_s(self.emu.pid), 1)
+        if self.procs.get("kubelet") is not None and self.procs["kubelet"].poll() is None:
+            self.notes["kubelet_cpu_s"] = round(cpu_s(self.procs["kubelet"].pid), 1)
+
+    def phases(self) -> None:
+        self.start()
+        self.fill()
+        self.backlog()
+        first = cycle_histogram(self.metrics())
+        self.notes["cycle_cpu_source"] = "metric" if first is not None else "window"
+        self.idle()
+        self.admit(use_window=first is None)
+        self.faults()
+        if first is not None:
+            last = cycle_histogram(self.metrics()) or first
+            self.notes["cycle_cpu_s_p95"] = histogram_quantile(first, last, 0.95)
+            self.notes["cycle_count"] = int(last.get(float("inf"), 0) - first.get(float("inf"), 0))
+        self.notes["waiting_end"] = self.waiting()
 
     def result(self) -> dict[str, Any]:
         out: dict[str, Any] = {k: self.notes.get(k) for k in (
@@ -742,6 +773,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--fault-probes", type=int, default=None, help="node faults timed (10; quick 3)")
     ap.add_argument("--idle-seconds", type=float, default=None, help="the idle window (60; quick 15)")
     ap.add_argument("--probe-timeout", type=float, default=None, help="per admission or fault probe (120; quick 60)")
+    ap.add_argument("--start-timeout", type=float, default=None,
+                    help="from the operator's start to its first placements (1800; quick 300)")
     ap.add_argument("--fill-timeout", type=float, default=None, help="placing the running jobs (3600; quick 300)")
     ap.add_argument("--settle-timeout", type=float, default=None,
                     help="until every waiting job has a status (900; quick 120)")
@@ -775,6 +808,7 @@ def main(argv: list[str] | None = None) -> int:
                         120.0, 60.0), fill_timeout_s=pick(args.fill_timeout, 3600.0, 300.0),
                         settle_timeout_s=pick(args.settle_timeout, 900.0, 120.0),
                         cycle_window_max_s=pick(args.cycle_window_max, 120.0, 30.0), fill_window=args.fill_window,
+                        start_timeout_s=pick(args.start_timeout, 1800.0, 300.0),
                         resync_s=args.resync_seconds, seed=args.seed, fault_kind=args.fault_kind)
     workdir = args.workdir or Path(tempfile.mkdtemp(prefix="heterojob-scale-"))
     workdir.mkdir(parents=True, exist_ok=True)
