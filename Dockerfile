@@ -4,7 +4,9 @@ WORKDIR /src
 COPY pyproject.toml README.md ./
 COPY operator operator
 COPY console console
-RUN pip wheel --no-cache-dir --wheel-dir /wheels .
+COPY sdk sdk
+# the training SDK too (its own distribution, heterojob-sdk): `heterojob.sdk` re-exports it
+RUN pip wheel --no-cache-dir --wheel-dir /wheels ./sdk .
 
 FROM python:3.11-slim
 RUN useradd --uid 10001 --user-group --no-create-home --shell /usr/sbin/nologin heterojob

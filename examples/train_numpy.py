@@ -16,7 +16,7 @@ from urllib.parse import urlparse
 
 import numpy as np
 
-from heterojob.sdk import Checkpointer
+from heterojob_sdk import Checkpointer
 
 FEATURES = 16
 

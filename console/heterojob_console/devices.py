@@ -23,8 +23,9 @@ from heterojob.failures import describe
 from heterojob.kube import convert
 from heterojob.state.views import FleetSource
 from heterojob.telemetry import sources as telemetry_sources
-from heterojob.telemetry.adapters import (
-    DCGM_1X, HOST_LABELS, NODE_LABEL, NODE_LABELS, RELABELLED_NODE_LABELS, with_node_label,
+from heterojob.telemetry.adapters import DCGM_1X
+from heterojob.telemetry.labels import (
+    HOST_LABELS, JOB_LABELS, NODE_LABEL, NODE_LABELS, RELABELLED_NODE_LABELS, with_node_label,
 )
 from heterojob.telemetry.collect import Collector
 from heterojob.telemetry.facts import node_facts
@@ -202,8 +203,9 @@ def current(cluster: Cluster, prometheus_url: str) -> tuple[pd.DataFrame, dict[s
     return Reader(prometheus_url).current(cluster)
 
 
-# the labels that can name a device's node, in the operator's order (a relabelled label before Hostname)
-NODE_MATCH_LABELS = (*RELABELLED_NODE_LABELS, *HOST_LABELS)
+# the labels that can name a device's node, in the operator's order (a relabelled label before Hostname; `job`
+# as npu-exporter's documented Prometheus job sets it)
+NODE_MATCH_LABELS = (*RELABELLED_NODE_LABELS, *HOST_LABELS, *JOB_LABELS)
 
 
 def device_matchers(device: str) -> tuple[list[str], bool]:

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
@@ -119,8 +119,8 @@ def validate(rows: Sequence[Mapping[str, Any]], classes: Iterable[str], regions:
 
 
 def scope(device_class: str, region: str) -> str:
-    """'nvidia-h100 in any region', 'any class in cn-east'."""
-    return (f"{'any class' if device_class == '*' else device_class} in "
+    """'nvidia-h100 in any region', 'any accelerator class in cn-east' ('*' counts no CPU class)."""
+    return (f"{'any accelerator class' if device_class == '*' else device_class} in "
             f"{'any region' if region == '*' else region}")
 
 
@@ -142,23 +142,25 @@ def as_limits(rows: Sequence[Mapping[str, Any]], quota: str = "") -> list[Limit]
     return [Limit(str(r["deviceClass"]), str(r.get("region") or "*"), int(r["devices"]), quota) for r in rows]
 
 
-def used_beside_limits(limits: Sequence[Limit], held: Mapping[tuple[str, str], int]) -> list[dict[str, Any]]:
+def used_beside_limits(limits: Sequence[Limit], held: Mapping[tuple[str, str], int],
+                       cpu: Collection[str] = frozenset()) -> list[dict[str, Any]]:
     """One row per limit: its devices, what the namespace's jobs hold under it (`held`: (class, region) ->
-    devices, as the operator counts it for every HeteroQuota of the namespace; '*' matches any class or
-    region), what is free."""
+    devices, as the operator counts it for every HeteroQuota of the namespace; '*' matches any region and any
+    class but the CPU classes in `cpu`), what is free."""
     rows = []
     for lim in limits:
-        n = quota_usage.used_under(lim, held)
+        n = quota_usage.used_under(lim, held, cpu)
         rows.append({"deviceClass": lim.device_class, "region": lim.region, "limit": lim.devices, "used": n,
                      "free": lim.devices - n})
     return rows
 
 
-def below_use(limits: Sequence[Limit], held: Mapping[tuple[str, str], int]) -> list[str]:
+def below_use(limits: Sequence[Limit], held: Mapping[tuple[str, str], int], cpu: Collection[str] = frozenset()
+              ) -> list[str]:
     """Warnings for limits set below what the namespace already holds under them."""
     return [f"{scope(r['deviceClass'], r['region'])}: limit {r['limit']} is below the {r['used']} devices held "
             f"now; running jobs keep them, nothing new is admitted until use falls under the limit"
-            for r in used_beside_limits(limits, held) if r["used"] > r["limit"]]
+            for r in used_beside_limits(limits, held, cpu) if r["used"] > r["limit"]]
 
 
 def describe(limits: Sequence[Mapping[str, Any]]) -> dict[tuple[str, str], int]:

@@ -18,6 +18,7 @@ def _operator_run(args: argparse.Namespace) -> int:
 
     from heterojob import logs
     from heterojob.handlers import OperatorConfig, make_registry
+    from heterojob.kube.api import RateLimit
     from heterojob.controller.monitor import TelemetryConfig
     from heterojob.telemetry.model import DEFAULT_FATAL_XIDS, HealthPolicy
 
@@ -47,6 +48,8 @@ def _operator_run(args: argparse.Namespace) -> int:
     if args.alert_token_file:
         token = Path(args.alert_token_file).read_text().strip()
     config = OperatorConfig(kubeconfig=args.kubeconfig, resync_seconds=args.resync_seconds, telemetry=telemetry,
+                            resync_rate=args.resync_rate,
+                            api_rate=RateLimit(args.kube_api_qps, args.kube_api_burst),
                             alerts_port=args.alerts_port, alert_token=token, alert_actions=table,
                             alerts_tls_dir=args.alerts_tls_dir, alertmanager_url=args.alertmanager_url or None,
                             alertmanager_timeout_s=args.alertmanager_timeout,
@@ -207,6 +210,13 @@ def parser() -> argparse.ArgumentParser:
                      help="serve a health endpoint, e.g. http://0.0.0.0:8081/healthz (with --leader-elect also "
                           "/readyz: 200 on the leader only)")
     run.add_argument("--resync-seconds", type=float, default=30.0, help="look at every job again this often")
+    run.add_argument("--resync-rate", type=float, default=50.0, metavar="JOBS/S",
+                     help="at most this many jobs a second in a resync round (0: all at once); a round over more "
+                          "jobs takes longer than --resync-seconds, and the next starts that long after it ends")
+    run.add_argument("--kube-api-qps", type=float, default=200.0, metavar="QPS",
+                     help="client rate limit: API calls a second on average (0: unlimited)")
+    run.add_argument("--kube-api-burst", type=int, default=400, metavar="N",
+                     help="client rate limit: API calls at once above the average")
     run.add_argument("--preemption-min-runtime", type=float, default=300.0, metavar="S",
                      help="a job that has run less than this is never preempted (default 300)")
     run.add_argument("--disruption-budget", type=int, default=5, metavar="N",

@@ -6,7 +6,7 @@ from __future__ import annotations
 from typing import Any
 
 from heterojob.alerts.rules import fatal_xid_expr
-from heterojob.telemetry.adapters import NODE_LABEL, with_node_label
+from heterojob.telemetry.labels import NODE_LABEL, with_node_label
 
 
 def per_gpu(expr: str) -> str:

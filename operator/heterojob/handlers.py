@@ -22,9 +22,10 @@ from heterojob.controller import Controller, ControllerConfig, FleetSource
 from heterojob.controller.discovery import Discovery, DiscoveryConfig
 from heterojob.engine.fleet import DeviceClass, Node, RegionInfo
 from heterojob.kube import convert
-from heterojob.kube.api import Kube, load_client
+from heterojob.kube.api import Kube, RateLimit, load_client
 from heterojob.kube.members import Members, MembersConfig, member_ref
 from heterojob.state.faults import Faults, faults
+from heterojob.state.views import Versioned
 from heterojob.metrics import OperatorMetrics
 from heterojob.controller.monitor import Monitor, TelemetryConfig
 from heterojob.telemetry.snapshot import WatchedJob
@@ -37,7 +38,9 @@ log = logging.getLogger("heterojob.operator")
 class OperatorConfig:
     kubeconfig: str | None = None  # None: in-cluster, else ~/.kube/config or $KUBECONFIG
     resync_seconds: float = 30.0  # every job is looked at again this often, whatever the events said
+    resync_rate: float = 50.0  # ... but at most this many jobs a second (a resync round over a big fleet is paced)
     api_workers: int = 16
+    api_rate: RateLimit = field(default_factory=RateLimit)  # --kube-api-qps, --kube-api-burst
     telemetry: TelemetryConfig = field(default_factory=TelemetryConfig)
     controller: ControllerConfig = field(default_factory=ControllerConfig)
     alerts_port: int | None = None  # serve POST /alerts and GET /metrics here (0: any free port); None: off
@@ -187,7 +190,8 @@ def register(registry: kopf.OperatorRegistry, config: OperatorConfig) -> None:
         settings.watching.server_timeout = 300
         settings.watching.client_timeout = 330
         # Kopf gives every object a shallow copy of the memo: keep shared state in one mutable holder.
-        runtime = memo.runtime = Runtime(Kube(load_client(config.kubeconfig), workers=config.api_workers))
+        runtime = memo.runtime = Runtime(Kube(load_client(config.kubeconfig), workers=config.api_workers,
+                                                     rate=config.api_rate))
         if config.alerts_port is not None:
             if not config.alert_token:
                 log.warning("the alert receiver accepts requests without a token: set HETEROJOB_ALERT_TOKEN")
@@ -263,8 +267,12 @@ def register(registry: kopf.OperatorRegistry, config: OperatorConfig) -> None:
                               on_pods=lambda keys: _poke(runtime.controller, keys),
                               region_of=region_of,
                               on_fleet=lambda: runtime.controller.poke_pending(0.2) if runtime.controller else None)
+            # every Node (the manager's and the members'): read on every pass, built again only after an event
+            # that changed what the planner reads (`Controller.fleet_version`)
+            fleet_nodes = Versioned(lambda: members.fleet_nodes(_index_values(nodes), _index_values(regions)),
+                                    lambda: runtime.controller.fleet_version if runtime.controller else None)
             source = FleetSource(
-                nodes=lambda: members.fleet_nodes(_index_values(nodes), _index_values(regions)),
+                nodes=fleet_nodes,
                 classes=lambda: _index_values(classes),
                 regions=lambda: _index_values(regions), foreign_usage=lambda: _sum_usage(pods),
                 quota_objects=lambda: _index_values(quotas), faults=lambda: _faults(runtime),
@@ -281,7 +289,7 @@ def register(registry: kopf.OperatorRegistry, config: OperatorConfig) -> None:
             if runtime.receiver is not None:  # alerts that came before it, handed in now, before any placement
                 await runtime.receiver.retry_deferred()
             await _restored(runtime)
-            ctl.start_resync(config.resync_seconds)
+            ctl.start_resync(config.resync_seconds, config.resync_rate)
             runtime.members = members
             members.start()
             running = kwargs["hj_running"]
@@ -308,10 +316,12 @@ def register(registry: kopf.OperatorRegistry, config: OperatorConfig) -> None:
         ctl.poke(f"{namespace}/{labels[LABEL_JOB]}")
 
     @kopf.on.event("nodes", registry=registry)
-    async def node_event(name: str, memo: kopf.Memo, **kwargs: Any) -> None:
+    async def node_event(name: str, event: Mapping[str, Any], body: kopf.Body, memo: kopf.Memo, **kwargs: Any
+                         ) -> None:
         ctl = await controller(memo, kwargs)
-        ctl.node_changed(name)  # a NotReady node reaches its jobs now, not at the next resync
-        ctl.poke_pending(delay=0.2)  # new labels (an upgraded driver) may let a waiting job in
+        gone = event.get("type") == "DELETED"
+        if not ctl.node_news(name, None if gone else convert.node_view(body)):
+            return  # a heartbeat (Lease, Ready's lastHeartbeatTime): nothing the planner reads changed
         if memo.runtime.discovery is not None:
             memo.runtime.discovery.poke()
 

@@ -36,6 +36,12 @@ class OperatorMetrics:
                                   ["action", "trigger"], registry=r)
         self.preemptions = Counter("heterojob_preemptions", "Jobs asked to yield to a higher priority.",
                                    registry=r)
+        self.cycle_seconds = Histogram("heterojob_scheduler_cycle_cpu_seconds",
+                                       "CPU-seconds of one scheduling cycle's plan of the whole waiting queue.",
+                                       buckets=(0.001, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10),
+                                       registry=r)
+        self.cycle_waiting = Gauge("heterojob_scheduler_waiting_jobs", "Waiting jobs the last cycle planned.",
+                                   registry=r)
         self.decision_seconds = Histogram("heterojob_decision_seconds", "Time of one reconcile pass of a job.",
                                           buckets=(0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5),
                                           registry=r)

@@ -509,7 +509,7 @@ def test_the_snapshot_command_prints_what_heterojob_sees(recorded: tuple[Recorde
 
 # --- the simulated exporters in the demo's realistic mix, with pod churn -----------------------------------
 
-from heterojob.sim.telemetry.exporters import ExporterProfile, realistic_mix  # noqa: E402 - imported with the section that uses it
+from heterojob.sim.telemetry.devices import ExporterProfile, realistic_mix  # noqa: E402 - imported with the section that uses it
 
 MIX_NODES = [node(f"mg{i}", "cn-east", "nvidia-h100", devices=2) for i in range(4)] + \
             [node(f"mn{i}", "cn-north", "ascend-910b", devices=2) for i in range(4)] + \

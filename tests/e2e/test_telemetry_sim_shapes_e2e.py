@@ -1,4 +1,4 @@
-"""The simulated exporters (sim/telemetry/exporters.py) emitting the newer real shapes the readers handle, served to
+"""The simulated exporters (sim/telemetry/: devices.py, metrics.py, exporters.py) emitting the newer real shapes the readers handle, served to
 Debian's real Prometheus and read by the monitor: dcgm-exporter 1.x names, 2.2.9-2.4.1 without
 DCGM_FI_DEV_GPU_UTIL, 4.x --kubernetes-virtual-gpus, a federated exporter placed by `exported_instance` only,
 npu-exporter on a 310P (DDR memory, a chip split into vNPUs) and a 910B chip whose RoCE link is down. Each shape
@@ -15,7 +15,8 @@ from heterojob import defaults
 from heterojob.controller import FleetSource
 from heterojob.controller.monitor import Monitor, TelemetryConfig
 from heterojob.sim.cluster.nodes import node
-from heterojob.sim.telemetry.exporters import ExporterFleet, ExporterProfile
+from heterojob.sim.telemetry.devices import ExporterProfile
+from heterojob.sim.telemetry.exporters import ExporterFleet
 from heterojob.sim.telemetry.prometheus import PrometheusServer
 from heterojob.telemetry.model import Health
 from heterojob.telemetry.snapshot import Availability, JobRef, job_telemetry
@@ -70,6 +71,41 @@ def test_the_simulated_exporters_emit_the_newer_real_shapes() -> None:
         for region in ("cn-east", "cn-north"):
             assert s.region(region).availability == Availability.OK, s.region(region).message
         assert m.stats.queries <= 12
+    finally:
+        prom.stop()
+        exporters.stop()
+
+
+def test_a_device_that_fell_off_the_bus_reports_only_its_fault_series_and_fails_its_job() -> None:
+    """`fell-off-bus`: a GPU leaves nothing but its XID 79 (dcgm-exporter skips fields DCGM cannot read), an
+    Ascend chip nothing but its health 0 (npu-exporter drops -1 values), both with the pod's labels; each is a
+    FAILED row of its job, on nodes placed by the chart's relabelling or by Hostname (issue 33)."""
+    profiles = {"b-gpu": ExporterProfile("3.3.9-3.6.1"), "b-npu": ExporterProfile("2026")}
+    nodes = [node("b-gpu", "cn-east", "nvidia-h100", devices=2), node("b-npu", "cn-north", "ascend-910b", devices=2)]
+    exporters = ExporterFleet(nodes, seed=7, profiles=profiles)
+    exporters.bind({"b-gpu": [("team-b", "bus-g1-0", 2)], "b-npu": [("team-b", "npu-g1-0", 2)]})
+    exporters.inject("fell-off-bus", "b-gpu", 1)
+    exporters.inject("fell-off-bus", "b-npu", 1)
+    body = exporters.render("b-gpu").decode()
+    gone = [line for line in body.splitlines() if not line.startswith("#") and 'gpu="1"' in line]
+    assert gone and all(line.startswith("DCGM_FI_DEV_XID_ERRORS{") for line in gone), gone
+    host, port = exporters.serve()
+    prom = PrometheusServer(exporters.targets(), f"{host}:{port}", scrape_interval_s=1.0).start()
+    try:
+        m = Monitor(None, FleetSource.from_objects([*nodes, *defaults.all_objects()]), lambda: {},
+                    TelemetryConfig(prometheus_url=prom.url, window_s=4, timeout_s=3))
+        s = eventually(lambda: (s := collect(m)) and len(s.devices) == 4 and s, timeout=30, interval=0.5,
+                       what="4 simulated devices, two of them with fault series only")
+        by = {(d.node, d.index): d for d in s.devices.values()}
+        gpu, chip = by[("b-gpu", "1")], by[("b-npu", "1")]
+        assert (gpu.pod, gpu.health, gpu.xid, gpu.utilization) == ("bus-g1-0", Health.FAILED, 79, None)
+        assert (chip.pod, chip.health, chip.utilization) == ("npu-g1-0", Health.FAILED, None)
+        for job, region, bad in (("bus", "cn-east", gpu), ("npu", "cn-north", chip)):
+            t = job_telemetry(JobRef("team-b", job, region, 1, replicas=1, per_replica=2), s)
+            assert [(r, d.device_id) for r, d in t.unhealthy] == [(0, bad.device_id)]
+        exporters.clear()  # an exporter restart: the GPU reports again, XID 0; the chip healthy
+        s = eventually(lambda: (s := collect(m)) and all(d.health == Health.HEALTHY for d in s.devices.values())
+                       and s, timeout=30, interval=0.5, what="every device healthy again")
     finally:
         prom.stop()
         exporters.stop()

@@ -23,7 +23,7 @@ from heterojob.controller.monitor import Monitor, TelemetryConfig
 from heterojob.dashboard import per_gpu
 from heterojob.sim.cluster.nodes import node
 from heterojob.sim.telemetry.prometheus import PrometheusServer
-from heterojob.telemetry.adapters import NODE_LABEL, node_of_series, with_node_label
+from heterojob.telemetry.labels import NODE_LABEL, node_of_series, with_node_label
 from heterojob.telemetry.model import HealthPolicy
 from heterojob.telemetry.snapshot import JobRef, job_telemetry
 from tests.conftest import eventually

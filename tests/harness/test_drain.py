@@ -23,7 +23,7 @@ from typing import Any
 import pytest
 
 from heterojob.constants import ANNOTATION_CHECKPOINT_ACK, ANNOTATION_CHECKPOINT_REQUEST
-from heterojob.sdk import Checkpointer
+from heterojob_sdk import Checkpointer, PodClient
 from heterojob.sim.cluster.harness import Emulator
 from heterojob.sim.cluster.kubelet import Kubelet
 from heterojob.sim.cluster.nodes import node
@@ -149,7 +149,8 @@ def sdk_pod(cluster: Cluster, name: str, evicted: bool) -> Checkpointer:
         evict(cluster, name)
     else:
         cluster.core.delete_namespaced_pod(name, "team-a")
-    return Checkpointer(directory="s3://ckpt/j", pod=name, namespace="team-a", podinfo="/nonexistent", api=cluster.api,
+    return Checkpointer(directory="s3://ckpt/j", pod=name, namespace="team-a", podinfo="/nonexistent",
+                        api=PodClient(cluster.api.configuration.host, token="emulator"),
                         poll_s=0.0, checkpoint_on_eviction=True)
 
 

@@ -85,6 +85,28 @@ def test_status_subresource_splits_spec_and_status_and_bumps_generation(cluster:
     assert again["metadata"]["resourceVersion"] == after["metadata"]["resourceVersion"]
 
 
+def test_a_delete_with_a_body_takes_its_options_from_the_body_alone(cluster: Cluster) -> None:
+    """kube-apiserver (handlers/delete.go) decodes DeleteOptions from the body when there is one, and from the
+    query only when there is none: `delete(grace_period_seconds=0, body={preconditions})` is an ordinary graceful
+    delete there (the client sends the grace period in the query), so a kubelet must put it in the body."""
+    cluster.seed([])
+    spec = {"nodeName": "n1", "containers": [{"name": "main", "image": "busybox"}]}
+    uid = cluster.core.create_namespaced_pod("team-a", {"metadata": {"name": "p"}, "spec": spec}).metadata.uid
+    cluster.core.delete_namespaced_pod("p", "team-a", grace_period_seconds=0, body={"preconditions": {"uid": uid}})
+    held = cluster.core.read_namespaced_pod("p", "team-a")  # the query's grace period was not read
+    assert held.metadata.deletion_timestamp is not None and held.metadata.deletion_grace_period_seconds == 30
+    cluster.core.delete_namespaced_pod("p", "team-a", dry_run="All", body={"gracePeriodSeconds": 0})
+    with pytest.raises(ApiException) as err:  # nor its dryRun: the body's grace 0 removed the pod
+        cluster.core.read_namespaced_pod("p", "team-a")
+    assert err.value.status == 404
+    cluster.core.create_namespaced_pod("team-a", {"metadata": {"name": "q"}, "spec": spec})
+    cluster.core.delete_namespaced_pod("q", "team-a", grace_period_seconds=0)  # no body: the query counts
+    assert [p.metadata.name for p in cluster.core.list_namespaced_pod("team-a").items] == []
+    cluster.core.create_namespaced_config_map("team-a", {"metadata": {"name": "c"}})
+    cluster.core.delete_collection_namespaced_config_map("team-a", dry_run="All", body={})  # an empty object
+    assert cluster.core.list_namespaced_config_map("team-a").items == []
+
+
 def test_finalizers_hold_deletion_and_owner_references_collect_dependents(cluster: Cluster) -> None:
     cluster.seed([])
     owner = cluster.core.create_namespaced_config_map(

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import time
 from typing import Any
 
 import pytest
@@ -133,6 +134,33 @@ def test_deleting_a_job_removes_its_pods_and_service(cluster: Cluster, operator:
     # The devices it held are free again: a job needing the whole node is admitted.
     cluster.create_job("next", job_spec(replicas=1))
     eventually(lambda: cluster.pods("next"), what="the next job's pod")
+
+
+def test_the_service_of_a_finished_or_failed_job_goes_with_its_gang(cluster: Cluster, operator: Any) -> None:
+    """Issue 33 item 8b: a finished job's headless Service resolves nothing and counts against the namespace's
+    `services` ResourceQuota: it is deleted when the gang ends (Succeeded, Failed), not when the HeteroJob is.
+    A Service of the name that is not the job's is left alone."""
+    cluster.seed([node("h100-a", "cn-east", "nvidia-h100"), node("h100-b", "cn-east", "nvidia-h100")])
+    cluster.create_job("done", job_spec(replicas=1))
+    cluster.create_job("broken", job_spec(replicas=1, backoffLimit=0))
+    for name in ("done", "broken"):
+        eventually(lambda n=name: cluster.pods(n), what=f"{name}'s pod")
+        assert cluster.core.read_namespaced_service(name, "team-a").spec.cluster_ip == "None"
+    (ok,), (bad,) = cluster.pods("done"), cluster.pods("broken")
+    cluster.set_pod_phase(ok.metadata.name, "Succeeded")
+    cluster.set_pod_phase(bad.metadata.name, "Failed", exit_code=1)
+    eventually(lambda: phase(cluster, "done") == "Succeeded" and phase(cluster, "broken") == "Failed",
+               what="Succeeded and Failed")
+    services = lambda: {s.metadata.name for s in cluster.core.list_namespaced_service("team-a").items}  # noqa: E731 - a one-line probe
+    eventually(lambda: not services() & {"done", "broken"}, what="both Services deleted")
+    assert [p.metadata.name for p in cluster.pods("done")] == [ok.metadata.name]  # its pods stay, for their logs
+    # someone's own Service named like a finished job is not the operator's to delete
+    cluster.core.create_namespaced_service("team-a", {"metadata": {"name": "done"}, "spec": {
+        "clusterIP": "None", "ports": [{"port": 80}]}})
+    cluster.custom.patch_namespaced_custom_object("heterojob.io", "v1alpha1", "team-a", "heterojobs", "done",
+                                                  {"metadata": {"labels": {"touched": "yes"}}})  # another pass
+    time.sleep(1.0)
+    assert "done" in services()
 
 
 def test_operator_restart_resumes_from_status_without_duplicating_pods(cluster: Cluster, emulator: Any) -> None:

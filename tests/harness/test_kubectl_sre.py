@@ -36,10 +36,12 @@ def _job(name: str, priority: str = "high", labels: dict[str, str] | None = None
                      "template": {"spec": {"containers": [{"name": "main", "image": "example/train:1"}]}}}}
 
 
-def _pod(name: str, node: str | None, labels: dict[str, str]) -> dict:
+def _pod(name: str, node: str | None, labels: dict[str, str], selector: dict[str, str] | None = None) -> dict:
     spec: dict = {"containers": [{"name": "main", "image": "example/train:1"}]}
     if node:
         spec["nodeName"] = node
+    if selector:
+        spec["nodeSelector"] = selector
     return {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": name, "namespace": NS, "labels": labels},
             "spec": spec}
 
@@ -53,7 +55,8 @@ FILES = {
     "fleet.yaml": {"apiVersion": "v1", "kind": "List", "items": [
         {"apiVersion": "v1", "kind": "Node", "metadata": {"name": "gpu-node-1", "labels": {"region": "cn-east"}},
          "spec": {}},
-        _pod("worker-0", "gpu-node-1", {"app": "trainer"}), _pod("lonely", None, {"app": "probe"}),
+        _pod("worker-0", "gpu-node-1", {"app": "trainer"}),
+        _pod("lonely", None, {"app": "probe"}, {"region": "cn-west"}),  # no node there: the scheduler leaves it
         {"apiVersion": "apps/v1", "kind": "Deployment", "metadata": {"name": "web", "namespace": NS},
          "spec": {"replicas": 1, "selector": {"matchLabels": {"app": "web"}},
                   "template": {"metadata": {"labels": {"app": "web"}},
@@ -311,9 +314,14 @@ STEPS: list[Step] = [
                            "{.spec.template.spec.containers[0].command}"), 0, [r'^Never \["python","-m","eval"\]$']),
     Step("create cronjob", n("create", "cronjob", "nightly", "--image=example/eval:1", "--schedule=0 2 * * *"), 0,
          [r"cronjob.batch/nightly created"], min_minor=21),
-    # no TokenRequest (serviceaccounts/token): refused as a server without a token issuer does (no route: 404)
-    Step("create token", n("create", "token", "default"), 1,
-         [r"failed to create token: the server could not find the requested resource"], min_minor=24),
+    # TokenRequest (serviceaccounts/token, sim/cluster/auth.py): the token alone on stdout, as a v1.32 server
+    # answers; an account that does not exist and a duration under 10 minutes are refused with its words
+    Step("create token", n("create", "token", "default"), 0, [r"^emulator-sa\.[\w-]+\n?$"], min_minor=24),
+    Step("create token of no account", n("create", "token", "nobody"), 1,
+         [r'failed to create token: serviceaccounts "nobody" not found'], min_minor=24),
+    Step("create token too short", n("create", "token", "default", "--duration=5m"), 1,
+         [r"spec.expirationSeconds: Invalid value: 300: may not specify a duration less than 10 minutes"],
+         min_minor=24),
     Step("create priorityclass", ["create", "priorityclass", "training-high", "--value=100000"], 0,
          [r"priorityclass.scheduling.k8s.io/training-high created"]),
     # strategic merge patch directives are applied, not stored ($setElementOrder from `kubectl set image`)

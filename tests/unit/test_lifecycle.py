@@ -117,3 +117,25 @@ def test_a_rank_in_its_grace_period_is_asked_for_the_checkpoint_and_counted_aliv
                  replace(job, pods=(replace(asked[0], checkpoint_ack=""), asked[1]), now=130.0)):  # grace over
         d = decide(lost)
         assert (d.action, d.reason) == (Action.CHECKPOINT_TIMEOUT, "ReplicaLost")
+
+
+def test_the_schedulers_verdict_on_the_current_gang_in_its_own_stable_words() -> None:
+    """Issue 33 item 8d: PodsScheduled False with kube-scheduler's message (the first refused rank's, no pod
+    name or time, so a gang refused again for the same reason says the same thing), True once every rank is
+    bound, nothing while neither is known."""
+    from heterojob.engine.lifecycle import Verdict, scheduling
+
+    words = "0/8 nodes are available: 8 Insufficient memory."
+    refused = pod(1, "Pending", unschedulable=words, unschedulable_since=5.0)
+    verdict = scheduling(view(pods=(pod(0, "Pending", scheduled=True), refused)))
+    assert verdict == Verdict("False", "Unschedulable", f"the scheduler cannot place the job's pods: {words}")
+    moved = scheduling(view(generation=2, pods=(pod(0, "Pending", gen=2, unschedulable=words),
+                                                pod(1, "Pending", gen=2, unschedulable=words))))
+    assert moved == verdict  # the next placement, refused alike: the same words
+    assert scheduling(view(pods=(pod(0, "Pending"), pod(1, "Pending")))) is None  # not looked at yet
+    assert scheduling(view(pods=(pod(0, "Pending", scheduled=True),))) is None  # a rank not created yet
+    bound = scheduling(view(pods=(pod(0, "Pending", scheduled=True), pod(1, "Running", scheduled=True))))
+    assert bound is not None and bound.status == "True"
+    old = pod(0, "Pending", gen=1, unschedulable=words)  # an older generation's pod is not the gang's
+    assert scheduling(view(generation=2, replicas=1, pods=(old, pod(0, "Running", gen=2, scheduled=True)))
+                      ) == Verdict("True", "Scheduled", "every pod of the gang is bound to its node")

@@ -139,6 +139,7 @@ CORE = {  # client method -> (resource, verb)
     "list_namespaced_pod": ("pods", "list"), "create_namespaced_pod": ("pods", "create"),
     "delete_namespaced_pod": ("pods", "delete"), "patch_namespaced_pod": ("pods", "patch"),
     "create_namespaced_service": ("services", "create"), "create_namespaced_event": ("events", "create"),
+    "read_namespaced_service": ("services", "get"), "delete_namespaced_service": ("services", "delete"),
     "patch_namespaced_event": ("events", "patch"),
     "list_node": ("nodes", "list"), "list_namespaced_event": ("events", "list"),
     "read_namespaced_pod": ("pods", "get"), "list_pod_for_all_namespaces": ("pods", "list"),
@@ -154,6 +155,14 @@ CUSTOM = {  # custom-object method -> (verb, subresource)
 # What Kopf itself needs beyond the handlers' list/watch (standalone, no peering): CRD discovery, its Events.
 KOPF = {("apiextensions.k8s.io", "customresourcedefinitions", v) for v in ("list", "watch")} | {("", "events", "create")}
 LEASES = {"read_namespaced_lease": "get", "create_namespaced_lease": "create", "replace_namespaced_lease": "update"}
+OTHER = {  # client method -> (apiGroup, resource, verb): the per-job access of training pods (kube/access.py)
+    "create_namespaced_service_account": ("", "serviceaccounts", "create"),
+    "patch_namespaced_service_account": ("", "serviceaccounts", "patch"),
+    "create_namespaced_role": ("rbac.authorization.k8s.io", "roles", "create"),
+    "patch_namespaced_role": ("rbac.authorization.k8s.io", "roles", "patch"),
+    "create_namespaced_role_binding": ("rbac.authorization.k8s.io", "rolebindings", "create"),
+    "patch_namespaced_role_binding": ("rbac.authorization.k8s.io", "rolebindings", "patch"),
+}
 
 
 def used(files_: list[Path]) -> set[tuple[str, str, str]]:
@@ -169,6 +178,8 @@ def used(files_: list[Path]) -> set[tuple[str, str, str]]:
                 if node.attr in CORE:
                     resource, verb = CORE[node.attr]
                     out.add(("", resource, verb))
+                elif node.attr in OTHER:
+                    out.add(OTHER[node.attr])
                 elif node.attr in LEASES:
                     out.add(("coordination.k8s.io", "leases", LEASES[node.attr]))
                 elif node.attr in CUSTOM:
@@ -203,7 +214,11 @@ def granted(role: str) -> set[tuple[str, str, str]]:
 
 def test_the_operator_role_grants_exactly_what_the_operator_uses() -> None:
     pkg = ROOT / "operator" / "heterojob"
-    needed = used([pkg / "kube" / "api.py", pkg / "kube" / "leader.py"]) | watched(pkg / "handlers.py") | KOPF
+    needed = used([pkg / "kube" / "api.py", pkg / "kube" / "leader.py", pkg / "kube" / "access.py"]) \
+        | watched(pkg / "handlers.py") | KOPF
+    # RBAC's escalation check: the operator may grant a job's pods only what it holds itself
+    from heterojob.kube import access
+    needed |= {("", "pods", verb) for verb in access.VERBS}
     if "blockOwnerDeletion" in (pkg / "kube" / "manifests.py").read_text():
         # OwnerReferencesPermissionEnforcement: setting blockOwnerDeletion needs update on the owner's finalizers
         needed.add(("heterojob.io", "heterojobs/finalizers", "update"))

@@ -139,10 +139,11 @@ MEMBER_CALLS = {  # client method -> (resource, verb), for calls made against a 
     "list_service_for_all_namespaces": ("services", "list"), "delete_namespaced_service": ("services", "delete"),
     "list_namespaced_pod": ("pods", "list"), "create_namespaced_pod": ("pods", "create"),
     "create_namespaced_service": ("services", "create"), "patch_namespaced_pod": ("pods", "patch"),
-    "delete_namespaced_pod": ("pods", "delete"),
+    "delete_namespaced_pod": ("pods", "delete"), "read_namespaced_pod": ("pods", "get"),
+    "read_namespaced_service": ("services", "get"),
 }
 # the Kube methods the controller calls through `Pods.route` (a member's Kube), and what they call
-ROUTED = {"job_pods", "create", "annotate_pod", "delete_pod"}
+ROUTED = {"job_pods", "create", "annotate_pod", "delete_pod", "delete_service"}
 
 
 def calls_in(path: Path, functions: set[str] | None = None) -> set[str]:

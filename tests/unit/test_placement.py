@@ -185,6 +185,35 @@ def test_quota_filter_names_the_limit_and_wildcards_match() -> None:
     assert quota_room(limits, held, "ascend-910b", "eu-west", 100) is None  # nothing limits it
 
 
+def test_a_wildcard_class_limit_counts_accelerators_never_cpu_cores() -> None:
+    """Issue 33 item 8c: 16 cores of a CPU job took 16 of `*/cn-east: 32`. '*' as the class counts GPUs and
+    NPUs only; a CPU class (resourceName cpu) counts cores and is limited only by a limit naming it."""
+    from heterojob.engine import quota_usage
+    from heterojob.engine.fleet import cpu_classes
+
+    cpu_class = DeviceClass("cpu", "cpu", {"pool": "cpu"})
+    classes = {**CLASSES, "cpu": cpu_class}
+    cpu = cpu_classes(classes)
+    assert cpu == {"cpu"}
+    east = Limit("*", "cn-east", 32, "east")
+    held = {("cpu", "cn-east"): 16, ("nvidia-h100", "cn-east"): 8}
+    assert quota_usage.used_under(east, held, cpu) == 8  # the cores are not devices
+    assert quota_room([east], held, "nvidia-h100", "cn-east", 24, cpu) is None  # all 32 left for accelerators
+    assert quota_room([east], held, "nvidia-h100", "cn-east", 32, cpu) == \
+        "quota 8/32 used (east: * in cn-east; needs 32)"
+    assert quota_room([east], held, "cpu", "cn-east", 1000, cpu) is None  # '*' does not limit cores
+    cores = Limit("cpu", "*", 64, "cores")
+    assert quota_room([east, cores], held, "cpu", "cn-east", 64, cpu) == \
+        "quota 16/64 used (cores: cpu in any region; needs 64)"
+    assert quota_usage.summary([east, cores], held, cpu) == "*/cn-east: 8/32, cpu/*: 16/64"
+    # in the planner: a CPU job's cores leave the accelerators' room alone
+    cpu_node = Node("c1", {"pool": "cpu", "topology.kubernetes.io/region": "cn-east"}, {"cpu": 64})
+    f = Fleet({n.name: n for n in (gpu_node("a"), gpu_node("b"), cpu_node)}, classes,
+              quotas={"ns": [Limit("*", "cn-east", 16, "east")]}, held={"ns": {("cpu", "cn-east"): 48}})
+    assert place(request(), f).chosen is not None  # 16 GPUs fit under 16 although 48 cores are held
+    assert place(request(1, 16, ("cpu",)), f).chosen is not None  # and cores are not limited by it
+
+
 def test_quota_rejection_in_the_job_message() -> None:
     f = Fleet({n.name: n for n in (gpu_node("a"), gpu_node("b"))}, CLASSES,
               quotas={"ns": [Limit("nvidia-h100", "*", 16, "gpus")]}, held={"ns": {("nvidia-h100", "cn-east"): 16}})

@@ -30,7 +30,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from heterojob.engine import admission, completion, placement, policy, preemption, queueing, ranking
+from heterojob.engine import admission, completion, fleet_index, placement, policy, preemption, queueing, ranking
 from heterojob.engine import admission as planner
 from heterojob.engine.admission import Holder, Outcome
 from heterojob.engine.fleet import Allocation, Fleet, usage
@@ -163,7 +163,7 @@ def _runs(jobs: list[TraceJob], policy: str, config: Config, monkeypatch: pytest
     fast = _Recording(jobs, policy, config)
     fast_report = fast.run()
     with monkeypatch.context() as m:  # every index built from scratch, as before the shared views
-        m.setattr(placement, "_view", placement._View)
+        m.setattr(fleet_index, "_view", fleet_index._View)
         m.setattr(admission, "_Pool", _ScanPool)
         m.setattr(placement.Ledger, "may_fit", lambda self, request: True)  # place every job, as before
         m.setattr(placement, "_replica_slots", lambda *args: 1 << 30)  # try every size
@@ -219,7 +219,7 @@ def test_the_oracle_tells_a_different_scan_apart(monkeypatch: pytest.MonkeyPatch
     wrong = Skipping(jobs, "kueue", config)
     wrong.run()
     with monkeypatch.context() as m:
-        m.setattr(placement, "_view", placement._View)
+        m.setattr(fleet_index, "_view", fleet_index._View)
         slow = _BruteForce(jobs, "kueue", config)
         slow.run()
     assert wrong.log != slow.log

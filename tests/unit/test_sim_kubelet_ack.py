@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import time
 from typing import Any
 
 import kubernetes
@@ -36,6 +37,9 @@ def answer(env: list[dict[str, str]]) -> str:
 def test_the_ack_carries_the_rank_size_unless_an_older_sdk_is_played() -> None:
     ack = parse_ack(answer([]), "c7")
     assert ack is not None and ack.size_bytes == SIM_RANK_CHECKPOINT_BYTES and ack.uri.endswith("/c7/")
+    # and when it began and finished saving (unix seconds), as the SDK says them (engine.acks)
+    assert ack.start is not None and ack.end is not None and ack.start <= ack.end and not ack.problem
+    assert abs(ack.end - time.time()) < 60
     sized = parse_ack(answer([{"name": "HETEROJOB_SIM_CHECKPOINT_BYTES", "value": "1024"}]), "c7")
     assert sized is not None and sized.size_bytes == 1024
     old = answer([{"name": "HETEROJOB_SIM_CHECKPOINT_BYTES", "value": ""}])

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from heterojob.telemetry.adapters import AscendAdapter, DcgmAdapter, ParseReport
+from heterojob.telemetry.adapters import AscendAdapter, DcgmAdapter
+from heterojob.telemetry.family import ParseReport
 from heterojob.telemetry.model import DeviceSample, Health, HealthPolicy, vanished
 
 POLICY = HealthPolicy()
@@ -39,12 +40,16 @@ def test_queries_are_fleet_wide_and_windowed() -> None:
     # the temperature keeps the identity labels: it places a GPU that has no utilization metric (2.2.9-2.4.1)
     assert queries["temp"] == (f"max by ({', '.join(DcgmAdapter.identity_labels)}) "
                                "(min_over_time(DCGM_FI_DEV_GPU_TEMP[60s]) or min_over_time(dcgm_gpu_temp[60s]))")
+    # the fault series keep the identity labels too: a GPU that fell off the bus has nothing else (issue 33)
     assert queries["instant"] == (f'max by (__name__, {keys}, xid) '
-        '({__name__=~"DCGM_FI_DEV_FB_USED|dcgm_fb_used|DCGM_FI_DEV_POWER_USAGE|dcgm_power_usage|'
-        'DCGM_FI_DEV_XID_ERRORS|dcgm_xid_errors|DCGM_EXP_XID_ERRORS_COUNT"})')
+        '({__name__=~"DCGM_FI_DEV_FB_USED|dcgm_fb_used|DCGM_FI_DEV_POWER_USAGE|dcgm_power_usage"}) or '
+        f'max by (__name__, {", ".join(DcgmAdapter.identity_labels)}, xid) '
+        '({__name__=~"DCGM_FI_DEV_XID_ERRORS|dcgm_xid_errors|DCGM_EXP_XID_ERRORS_COUNT"})')
     assert queries["fb_total"].startswith("max by (UUID, GPU_I_ID) ")  # beside it, not joined to it
     assert AscendAdapter().queries(30)["health"] == (
-        "max by (id, node, kubernetes_node, node_name, Hostname, hostname, exported_instance, instance) "
+        "max by (id, exported_node, node, kubernetes_node, node_name, nodename, kubernetes_pod_node_name, "
+        "k8s_node_name, Hostname, hostname, job, exported_instance, instance, namespace, pod, model_name, "
+        "exported_namespace, exported_pod, pod_namespace, pod_name) "
         "(max_over_time(npu_chip_info_health_status[30s]))")
     # never a per-job or per-device selector: the only matcher is on the metric name
     assert all("=\"" not in q.replace('__name__=~"', "").replace('"heterojob_metric", "', "").replace('!=""', "")
@@ -162,7 +167,7 @@ def _label_replace_node(labels: dict[str, str]) -> str:
     run against the real Prometheus (2.42.0, Debian 12) in tests/e2e/test_telemetry_two_exporters_e2e.py."""
     import re
 
-    from heterojob.telemetry.adapters import HOST_LABELS, INSTANCE_LABELS, NODE_FIELD_RE, RELABELLED_NODE_LABELS
+    from heterojob.telemetry.labels import HOST_LABELS, INSTANCE_LABELS, NODE_FIELD_RE, RELABELLED_NODE_LABELS
 
     joined = "|".join(labels.get(n, "") for n in (*RELABELLED_NODE_LABELS, *HOST_LABELS, *INSTANCE_LABELS))
     found = re.fullmatch(f"(?:{NODE_FIELD_RE})", joined)
@@ -172,7 +177,7 @@ def _label_replace_node(labels: dict[str, str]) -> str:
 def test_the_promql_node_label_reads_an_instance_as_host_of_does() -> None:
     """Before, the PromQL regex cut `instance` at its first ':': `http://h:9400/metrics` gave 'http' and
     `fe80::1` gave 'fe80', other nodes than the operator's `host_of`/`node_of_series` name."""
-    from heterojob.telemetry.adapters import host_of, node_of_series, with_node_label
+    from heterojob.telemetry.labels import host_of, node_of_series, with_node_label
 
     for instance, host in INSTANCES:
         assert host_of(instance) == host, instance

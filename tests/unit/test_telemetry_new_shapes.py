@@ -7,7 +7,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from heterojob.telemetry.adapters import FALLBACK, AscendAdapter, DcgmAdapter, ParseReport
+from heterojob.telemetry.adapters import AscendAdapter, DcgmAdapter
+from heterojob.telemetry.family import FALLBACK, ParseReport
 from heterojob.telemetry.model import Health, HealthPolicy
 from heterojob.telemetry.snapshot import Availability, JobRef, NodeFacts, SourceResult, build, followups, job_telemetry
 
@@ -40,7 +41,7 @@ def test_gpus_without_gpu_util_are_placed_and_measured_by_engine_activity() -> N
     # dropped as "series without a device or node label" and the region DEGRADED
     more = followups(old_answers(), window_s=60)
     q = more["dcgm:fallback"]
-    assert q.startswith("max by (UUID, uuid, GPU_I_ID, GPU_I_PROFILE, gpu, modelName, node,")
+    assert q.startswith("max by (UUID, uuid, GPU_I_ID, GPU_I_PROFILE, gpu, modelName, exported_node, node,")
     assert '100 * avg_over_time(DCGM_FI_PROF_GR_ENGINE_ACTIVE{UUID=~"GPU\\\\-i0|GPU\\\\-i1"}[60s])' in q
     answers = old_answers(**{"dcgm:fallback": [s(87.3412, **BUSY), s(0, **IDLE)]})
     snap = build([SourceResult("p", frozenset({"*"}), answers)], {"gpu-node-i": NodeFacts("cn-east", "nvidia-a100", 2)},
@@ -172,7 +173,7 @@ def test_hbm_wins_over_ddr_on_a_chip_that_has_both() -> None:
 def test_a_federated_series_is_placed_by_its_exported_instance() -> None:
     """The exporter's own target arrives as `exported_instance`; `instance` is the regional Prometheus. Without
     a relabelled node label the exporter's host names the Node (when it is one), never the Prometheus."""
-    from heterojob.telemetry.adapters import Context, node_of_series
+    from heterojob.telemetry.labels import Context, node_of_series
 
     labels = {"UUID": "GPU-f0", "gpu": "0", "exported_instance": "gpu-node-f:9400", "instance": "prom-east:9090",
               "exported_job": "dcgm-exporter", "job": "federate"}

@@ -10,7 +10,9 @@ from __future__ import annotations
 from typing import Any
 
 from heterojob.telemetry import status
-from heterojob.telemetry.adapters import AscendAdapter, Context, DcgmAdapter, ParseReport
+from heterojob.telemetry.adapters import AscendAdapter, DcgmAdapter
+from heterojob.telemetry.family import ParseReport
+from heterojob.telemetry.labels import Context
 from heterojob.telemetry.model import Health, HealthPolicy
 from heterojob.telemetry.snapshot import Availability, JobRef, NodeFacts, SourceResult, build, job_telemetry
 

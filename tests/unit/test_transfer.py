@@ -16,7 +16,7 @@ from heterojob.engine.fleet import Fleet, RegionInfo, usage
 from heterojob.engine.lifecycle import Action, JobView, PendingCheckpoint, PodView, decide, parse_ack
 from heterojob.engine.placement import Alternative, Request
 from heterojob.engine.transfer import GIB, Link, Move, Reason, Size, SizeSource
-from heterojob.sdk import Checkpointer
+from heterojob_sdk import Checkpointer
 from tests.unit.test_placement import CLASSES, gpu_node
 
 NOW = 100_000.0
@@ -225,22 +225,21 @@ class FakePods:
     def __init__(self) -> None:
         self.patches: list[dict] = []
 
-    def read_namespaced_pod(self, *a: object) -> object:
+    def get_pod(self, namespace: str, name: str) -> dict:
         raise RuntimeError("no API")
 
-    def patch_namespaced_pod(self, name: str, namespace: str, body: dict) -> None:
-        self.patches.append(body)
+    def patch_pod(self, namespace: str, name: str, patch: dict) -> None:
+        self.patches.append(patch)
 
 
 @pytest.mark.parametrize("returned, suffix", [(4096, ";size=4096"), (None, ""), (-1, ""), ("4096", ""),
                                               (True, "")])
 def test_the_sdk_acks_what_save_returned_as_the_size_and_leaves_out_anything_else(
-        tmp_path, monkeypatch, caplog, returned: object, suffix: str) -> None:
+        tmp_path, caplog, returned: object, suffix: str) -> None:
     (tmp_path / "annotations").write_text('heterojob.io/checkpoint-request="g1-7"\n')
     fake = FakePods()
-    ckpt = Checkpointer(directory="s3://ckpt/j", pod="j-g1-0", namespace="ns", podinfo=tmp_path, api=object(),
+    ckpt = Checkpointer(directory="s3://ckpt/j", pod="j-g1-0", namespace="ns", podinfo=tmp_path, api=fake,
                         poll_s=0.0)
-    monkeypatch.setattr(ckpt, "_core", lambda: fake)
     with caplog.at_level(logging.WARNING, logger="heterojob.sdk"):
         assert ckpt.maybe_checkpoint(12, lambda uri: returned) == "s3://ckpt/j/g1-7/"
     ack = fake.patches[0]["metadata"]["annotations"]["heterojob.io/checkpoint-ack"]

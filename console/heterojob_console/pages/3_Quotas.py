@@ -7,6 +7,7 @@ from __future__ import annotations
 import pandas as pd
 import streamlit as st
 
+from heterojob.engine.fleet import cpu_classes
 from heterojob_console import preview, quotas, ui
 from heterojob_console.auth import identity, is_admin
 from heterojob_console.data import client
@@ -47,7 +48,8 @@ def in_use(name: str) -> None:
                  "until the spec is fixed; below is the limit it enforces meanwhile.")
     elif now.message:
         st.warning(now.message)
-    rows = pd.DataFrame(quotas.used_beside_limits(now.enforced, preview.held(live, namespace)),
+    rows = pd.DataFrame(quotas.used_beside_limits(now.enforced, preview.held(live, namespace),
+                                                  cpu_classes(live.classes)),
                         columns=["deviceClass", "region", "limit", "used", "free"])
     rows["use"] = (100 * rows["used"] / rows["limit"].where(rows["limit"] > 0)).fillna(0)
     st.dataframe(rows, hide_index=True, width="stretch", key=f"in-use:{name}", column_config={
@@ -87,7 +89,8 @@ def editor(quota: quotas.Quota) -> None:
     if problems or limits == base.limits:
         return
     st.markdown("**Change:** " + "; ".join(quotas.changes(base.limits, limits)))
-    for warning in quotas.below_use(quotas.as_limits(limits, name), preview.held(cluster, namespace)):
+    for warning in quotas.below_use(quotas.as_limits(limits, name), preview.held(cluster, namespace),
+                                    cpu_classes(cluster.classes)):
         st.warning(warning)
     st.markdown("**Preview** (the operator's planner, on the waiting queue)")
     try:

@@ -2,8 +2,9 @@
 
 Labels are read the way exporters and rules spell them (docs/telemetry.md): the workload pod
 (`exported_namespace` + `exported_pod`, `pod_name`, else `namespace` + `pod`) when it is one of ours, else the
-node (`exported_node`, `node`, `kubernetes_node`, `node_name`, `Hostname`, `hostname`, the `exported_instance`
-or `instance` host: the first that names a node one of our jobs runs on), else the device (`UUID`/`uuid`,
+node (a relabelled node label: `exported_node`, `node`, `kubernetes_node`, `node_name`, `nodename`, ...; then
+`Hostname`, `hostname`, the `exported_instance` or `instance` host, `job`: the first that names a node one of our
+jobs runs on), else the device (`UUID`/`uuid`,
 resolved to its node through the telemetry snapshot). The action comes
 from the alert's `heterojob_action` annotation, else from the alertname table.
 """
@@ -15,7 +16,7 @@ from collections.abc import Collection, Mapping
 from dataclasses import dataclass
 
 from heterojob.state.cache import Placed
-from heterojob.telemetry.adapters import host_of
+from heterojob.telemetry.labels import HOST_LABELS, JOB_LABELS, RELABELLED_NODE_LABELS, host_of
 
 MIGRATE = "migrate"  # checkpoint, then move off the named node(s)
 MIGRATE_NOW = "migrate-now"  # the device is gone: restore from the last checkpoint, do not wait
@@ -53,8 +54,9 @@ def action_for(labels: Mapping[str, str], annotations: Mapping[str, str], table:
 # `node` when the scrape target also had one (kube-state-metrics through a ServiceMonitor that relabels the
 # target's node: `node` is then the scraper's); then the label relabelled from __meta_kubernetes_pod_node_name;
 # then dcgm-exporter's Hostname (the exporter pod's name unless NODE_NAME is set); then the scrape target's host
-# (`exported_instance`: the original target behind a federation or honor_labels false).
-NODE_LABELS = ("exported_node", "node", "kubernetes_node", "node_name", "Hostname", "hostname")
+# (`exported_instance`: the original target behind a federation or honor_labels false); last `job`, which
+# npu-exporter's documented Prometheus job sets to the node (never taken unless it names a known node).
+NODE_LABELS = (*RELABELLED_NODE_LABELS, *HOST_LABELS)
 INSTANCE_LABELS = ("exported_instance", "instance")
 DEVICE_LABELS = ("UUID", "uuid")
 
@@ -77,12 +79,17 @@ def node_candidates(labels: Mapping[str, str]) -> list[str]:
     return list(dict.fromkeys(n for n in found if n))
 
 
+def _job_node(labels: Mapping[str, str], known: Collection[str]) -> str:
+    return next((labels[n] for n in JOB_LABELS if labels.get(n) in known), "")
+
+
 def node_of(labels: Mapping[str, str], known: Collection[str] | None = None) -> str:
     """The node an alert names: its most trusted node label (`node_candidates`) that is one of the `known`
     Nodes (dcgm-exporter's Hostname may be the exporter pod's name), else its most trusted one; "" when none."""
     candidates = node_candidates(labels)
     if known is not None:
-        return next((n for n in candidates if n in known), candidates[0] if candidates else "")
+        return next((n for n in candidates if n in known), "") or _job_node(labels, known) or \
+            (candidates[0] if candidates else "")
     return candidates[0] if candidates else ""
 
 

@@ -264,11 +264,13 @@ class CheckpointRef(StatusModel):
     id: str = Field(description="checkpoint id")
     step: int | None = Field(None, description="training step it holds")
     uri: str | None = Field(None, description="where it was written")
-    time: str | None = Field(None, description="when it completed")
+    time: str | None = Field(None, description="when it completed (the last rank's end of saving, when the acks "
+                                                "say it)")
     size_bytes: int | None = Field(None, ge=0, le=SIZE_MAX, description=(
         "its size in bytes, summed over the ranks' acks (absent when a rank did not report one)"))
     save_seconds: float | None = Field(None, ge=0, le=7 * 86400, description=(
-        "from the request to the last rank's ack (the planner's save and restore time for a move)"))
+        "the ranks' save, from the first rank's start to the last one's end as their acks say them (an older "
+        "SDK's acks: from the request to the last ack); the planner's save and restore time for a move"))
 
     @field_validator("size_bytes", "save_seconds", mode="wrap")
     @classmethod

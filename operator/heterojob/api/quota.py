@@ -11,9 +11,13 @@ _NAME_OR_WILDCARD = rf"^(\*|{DNS_LABEL[1:-1]})$"
 
 
 class QuotaLimit(Model):
-    """At most `devices` devices of a class in a region, summed over the namespace's jobs."""
+    """At most `devices` devices of a class in a region, summed over the namespace's jobs. '*' as the class
+    counts accelerators only: a CPU class (resourceName cpu) counts cores, which are not added to devices, and
+    is limited only by a limit naming it."""
 
-    device_class: str = Field(pattern=_NAME_OR_WILDCARD, max_length=63, description="an AcceleratorClass or '*'")
+    device_class: str = Field(pattern=_NAME_OR_WILDCARD, max_length=63, description=(
+        "an AcceleratorClass, or '*' for every accelerator class (a CPU class is counted only by a limit "
+        "naming it)"))
     region: str = Field(WILDCARD, pattern=_NAME_OR_WILDCARD, max_length=63, description="a Region or '*'")
     devices: int = Field(ge=0, le=1_000_000, description="the most devices (CPU classes: cores) at once")
 

@@ -21,7 +21,7 @@ from heterojob.controller.events import move_event
 from heterojob.controller.pods import Pods
 from heterojob.controller.status import StatusPatch, StatusWriter
 from heterojob.state.job_status import read_status, where
-from heterojob.engine import lifecycle
+from heterojob.engine import acks, lifecycle
 from heterojob.engine.lifecycle import Action, Decision, PodView
 from heterojob.engine.phases import THEN_PHASE, Then
 from heterojob.kube.api import Kube, now_iso
@@ -142,7 +142,7 @@ class Checkpoints:
         lost_s: float | None = 0.0
         if d.action == Action.CHECKPOINT_DONE:
             last = _saved(pending.id, pending.requested_at, d, now)
-            for note in d.notes:  # a size the SDK sent that does not read: the checkpoint counts, the size not
+            for note in d.notes:  # a size or times the SDK sent that do not read: the checkpoint counts, they not
                 log.warning("job %s checkpoint %s: %s", key, pending.id, note)
         else:
             since = timestamp(last.time) if last else None
@@ -151,7 +151,8 @@ class Checkpoints:
         then = pending.then
         patch = StatusPatch(status).end_checkpoint(last, d.reason, d.message)
         if d.action == Action.CHECKPOINT_DONE and d.step is not None:
-            measure(patch, status, d.step, timestamp(pending.requested_at) or now)
+            measure(patch, status, d.step, reached_at(d, timestamp(pending.requested_at), now))
+        patch.condition("Checkpointing", "False", d.reason, d.message)
         if then == PERIODIC:
             await self.writer.write(job, patch)
             if d.action != Action.CHECKPOINT_DONE:
@@ -186,10 +187,22 @@ class Checkpoints:
 
 
 def _saved(checkpoint_id: str, requested_at: str, d: Decision, now: float) -> CheckpointRef:
-    """status.checkpoint.last for a checkpoint every rank saved (`d`: CHECKPOINT_DONE)."""
+    """status.checkpoint.last for a checkpoint every rank saved (`d`: CHECKPOINT_DONE). Its save time and
+    completion are the ranks' own (their acks' start and end: `engine.acks.recorded`), so an operator that was
+    down, or slow to look, while they saved does not count into the figure the transfer model plans moves with;
+    an older SDK's acks, without times, leave the operator's observation."""
     asked = timestamp(requested_at)
-    return CheckpointRef(id=checkpoint_id, step=d.step, uri=d.uri, time=now_iso(), size_bytes=d.size_bytes,
-                         save_seconds=round(max(0.0, now - asked), 1) if asked else None)
+    seconds, ended = acks.recorded(d.save, asked, now)
+    return CheckpointRef(id=checkpoint_id, step=d.step, uri=d.uri, time=iso(ended), size_bytes=d.size_bytes,
+                         save_seconds=seconds)
+
+
+def reached_at(d: Decision, asked: float | None, now: float) -> float:
+    """When the ranks reached the step their checkpoint holds: the first rank's start of its save (within the
+    span from the request to `now`), else the request."""
+    if d.save is None or asked is None:
+        return asked if asked is not None else now
+    return min(now, max(asked, d.save.started))
 
 
 def measure(patch: StatusPatch, status: HeteroJobStatus, step: int, at: float) -> None:

@@ -5,7 +5,8 @@ cache, the fleet and the planner say: a called-off request, a dead reserved dest
 gives room to, room to grow, an upgrade that pays) and asks `engine.running.decide`, the one place the order
 of competing causes lives. The reconcile pass applies the answer: `escalate`, a cancel through
 `Checkpoints.cancel`, or `apply` for a Running job (a checkpoint asked by annotation, a move, a hold, a
-resize, an upgrade, the periodic checkpoint). A held move is announced once (Event MigrationHeld). A voluntary
+resize, an upgrade, the periodic checkpoint). A held move is announced once per verdict (Event MigrationHeld,
+condition MoveHeld: a stable message, a countdown only in the decision log, as its status says). A voluntary
 move reserves its destination before the checkpoint is asked for (make before break) and goes to another
 region only where its checkpoint's transfer pays (`engine.transfer`, through `plan_move`); an urgent one is
 marked involuntary, so its placement prefers the cheapest transfer.
@@ -14,6 +15,7 @@ marked involuntary, so its placement prefers the cheapest transfer.
 from __future__ import annotations
 
 import asyncio
+import math
 import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import replace
@@ -40,6 +42,7 @@ from heterojob.state import running
 from heterojob.state.running import MIGRATE as MIGRATE  # controller/admission.py (the lead's) imports it here
 from heterojob.state.symptoms import Gathered, gather
 from heterojob.state.symptoms import changed as onsets_changed
+from heterojob.api.times import iso
 from heterojob.telemetry.snapshot import Snapshot
 
 
@@ -69,12 +72,12 @@ class Disruption:
         self.transfer = transfer_settings  # what a move between regions is assumed to cost (engine.transfer)
         self.upgrade_for = upgrade_for  # admission's: a move up that pays for a running job (mlfq), or None
         self.by_level = by_level  # the queue policy displaces a job of the same priority by level (mlfq)
-        self._held: dict[str, str] = {}  # job -> why its move waits (to post the Event once)
-        self._held_at: dict[str, float] = {}  # job -> when that was last said
+        self._held: dict[str, str] = {}  # job -> why its move waits (resizes and upgrades: to log it once)
+        self._said_at: dict[str, float] = {}  # job -> when its held move's verdict was last written (monotonic)
 
     def forget(self, key: str) -> None:
         self._held.pop(key, None)
-        self._held_at.pop(key, None)
+        self._said_at.pop(key, None)
 
     def held(self) -> list[str]:
         """Jobs whose move waits (for room, the cooldown, the budget): room that frees may let them go."""
@@ -128,7 +131,9 @@ class Disruption:
             await self._migrate(job, spec, status, d, now)
             return
         if d.step == Step.HOLD:
-            await self._hold(job, status, d.reason)
+            v = d.verdict
+            if v is not None and v.hold is not None:
+                await self._hold(job, status, v.hold.value, held_message(v), v.reason)
             return
         if not d.symptoms:
             await self._clear_hold(job, status)
@@ -136,15 +141,15 @@ class Disruption:
             idle, words = d.idle
             await self.writer.write(job, StatusPatch(status).condition(
                 "LowUtilization", "True" if idle else "False", "Idle" if idle else "Busy", words))
-        for kind, reason in d.held:
-            self._note_held(key, kind.value, reason)
+        for kind, verdict in d.held:
+            self._note_held(key, kind.value, verdict.reason, verdict)
         while d.step in (Step.RESIZE, Step.UPGRADE):
             act = self._resize if d.step == Step.RESIZE else self._upgrade
             if await act(key, job, spec, status, d, now) or d.otherwise is None:
                 return
             d = d.otherwise()  # no room for it: the next candidate
-            for kind, reason in d.held:
-                self._note_held(key, kind.value, reason)
+            for kind, verdict in d.held:
+                self._note_held(key, kind.value, verdict.reason, verdict)
             if d.at is not None:
                 self.wake_at(key, d.at)
         if d.step == Step.PERIODIC:
@@ -178,7 +183,9 @@ class Disruption:
             dest, reserved = await self._plan_and_reserve(key, request, now, weigh)
             c = dest.candidate
             if reserved is None:
-                await self._hold(job, status, dest.message, dest.reason or "Held")
+                named = dest.reason or NO_DESTINATION
+                await self._hold(job, status, named, dest.message, dest.message, by_reason=True,
+                                 event=dest.message if named == NO_DESTINATION else f"{named}: {dest.message}")
                 return
             if c and c.region != p.region:
                 move.reason = f"{move.reason}; {dest.message}"
@@ -299,22 +306,29 @@ class Disruption:
         self.cache.unreserve(key)
         self.cache.disrupt(key, False)
 
-    async def _hold(self, job: Mapping[str, Any], status: HeteroJobStatus, reason: str, named: str = "Held"
-                    ) -> None:
-        """The move waits: the job runs on; said once (Event, condition MoveHeld with the `named` reason, e.g.
-        TransferExceedsSaving) until the reason changes."""
+    async def _hold(self, job: Mapping[str, Any], status: HeteroJobStatus, named: str, message: str, detail: str,
+                    by_reason: bool = False, event: str | None = None) -> None:
+        """The move waits: the job runs on. Said once per verdict: the Event MigrationHeld (`event`, else the
+        message) and the condition MoveHeld (reason `named`, e.g. Cooldown, TransferExceedsSaving) are posted and
+        written only when the verdict changes, as the job's status tells (so a restarted operator says nothing
+        again); `detail` (live figures, a countdown) goes to the decision log then. The verdict is the reason
+        and the message, or the reason alone (`by_reason`: a destination's explanation, whose figures follow
+        the fleet)."""
         meta = job["metadata"]
         key = f"{meta['namespace']}/{meta['name']}"
-        if self._held.get(key) == reason:
+        self._held[key] = named  # room that frees may let it go (`held`)
+        said = next((c for c in status.conditions if c.type == "MoveHeld"), None)
+        held = said is not None and said.status == "True"
+        if held and said is not None and said.reason == named and (by_reason or said.message == message):
             return
-        held = any(c.type == "MoveHeld" and c.status == "True" for c in status.conditions)
         now = time.monotonic()
-        if held and now - self._held_at.get(key, 0.0) < HOLD_REFRESH_S:
-            return  # still held, for a reason that flips with the fleet: said again now and then only
-        self._held[key], self._held_at[key] = reason, now
-        decided(key, "hold-migration", reason=reason, held=named)
-        self.kube.post_event(job, "Normal", "MigrationHeld", f"{named}: {reason}" if named != "Held" else reason)
-        await self.writer.write(job, StatusPatch(status).condition("MoveHeld", "True", named, reason))
+        if held and now - self._said_at.get(key, -math.inf) < HOLD_REFRESH_S:
+            return  # held still, for a cause that flips with the fleet (budget, no destination): said now and then
+        self._said_at[key] = now
+        decided(key, "hold-migration", reason=detail, held=named)
+        if not await self.writer.write(job, StatusPatch(status).condition("MoveHeld", "True", named, message)):
+            return
+        self.kube.post_event(job, "Normal", "MigrationHeld", event or message)
 
     async def _clear_hold(self, job: Mapping[str, Any], status: HeteroJobStatus) -> None:
         meta = job["metadata"]
@@ -415,12 +429,23 @@ class Disruption:
             self._reserve(key, reserved)
         return dest, reserved
 
-    def _note_held(self, key: str, kind: str, reason: str) -> bool:
-        """A resize or upgrade that does not act: logged once per reason (asked again on every pass). False."""
-        if self._held.get(key) != reason:
-            self._held[key] = reason
+    def _note_held(self, key: str, kind: str, reason: str, verdict: migration.Verdict | None = None) -> bool:
+        """A resize or upgrade that does not act: logged once per verdict (asked again on every pass; a hold of
+        `engine.migration` is the same verdict while its named cause and end are, whatever its countdown). False."""
+        same = f"{verdict.hold}: {held_message(verdict)}" if verdict is not None and verdict.hold else reason
+        if self._held.get(key) != same:
+            self._held[key] = same
             decided(key, kind, reason=reason)
+        if verdict is not None and verdict.until is not None:
+            self.wake_at(key, verdict.until)
         return False
 
 
-HOLD_REFRESH_S = 5.0  # a held move's changed reason is said again at most this often
+NO_DESTINATION = "NoDestination"  # MoveHeld's reason: a voluntary move finds no room to reserve
+HOLD_REFRESH_S = 5.0  # a held move whose verdict changes is said again at most this often (causes flip)
+
+
+def held_message(verdict: migration.Verdict) -> str:
+    """A held move's words for its Event and condition: its cause, and when it lifts by itself (RFC 3339),
+    the same on every pass while the hold is (its countdown is the decision log's)."""
+    return verdict.cause + (f" until {iso(verdict.until)}" if verdict.until is not None else "")

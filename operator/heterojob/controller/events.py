@@ -28,6 +28,7 @@ FIXED: dict[str, EventType] = {
     "MigrationHeld": NORMAL,
     "ClassProposed": NORMAL, "Drained": NORMAL,  # engine.lifecycle's DRAIN: a drain someone asked for
     "SpecChangeDeferred": NORMAL, "SpecChangeApplied": NORMAL,  # engine.spec_changes': a spec edit read
+    "SpecEdited": NORMAL,  # engine.lifecycle.after_edit: a job whose pods were refused for good, placed again
     "AllReplicasSucceeded": NORMAL,  # engine.lifecycle's SUCCEED
     "CheckpointMissed": WARNING, "Restarting": WARNING, "MemberLost": WARNING, "StatusRepaired": WARNING,
     "PodRejected": WARNING, "PodsRefused": WARNING, "FaultWhileCheckpointing": WARNING, "MoveRequeued": WARNING,

@@ -11,7 +11,7 @@ import json
 import logging
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import replace
 from typing import Any
 
 from kubernetes.client import ApiException
@@ -20,10 +20,14 @@ from heterojob.api.job import HeteroJobSpec, HeteroJobStatus, Phase
 from heterojob.constants import LABEL_HOSTNAME, LABEL_REGION
 from heterojob.controller.decisionlog import decided
 from heterojob.controller.status import StatusPatch, StatusWriter
+from heterojob.state.job_status import read_status
 from heterojob.engine.fleet import Fleet, RegionInfo
-from heterojob.kube import convert, manifests
-from heterojob.kube.api import Kube
+from heterojob.engine.lifecycle import REASON_POD_REJECTED, Verdict
+from heterojob.kube import access, convert, manifests
+from heterojob.kube.api import Kube, OwnedElsewhere
+from heterojob.api.conditions import MESSAGE_MAX
 from heterojob.kube.members import Members
+from heterojob.kube.refusals import Refusal, classify
 from heterojob.state.cache import Cache
 from heterojob.engine.phases import MOVING
 from heterojob.state.requests import MOVES
@@ -34,26 +38,16 @@ log = logging.getLogger("heterojob.controller")
 
 BACKOFF_FIRST_S = 10.0
 BACKOFF_MAX_S = 600.0
-
-
-@dataclass(frozen=True)
-class Refusal:
-    permanent: bool
-    message: str
+UNSCHEDULABLE = "Unschedulable"  # lifecycle.scheduling's reason while the scheduler refuses a rank
 
 
 def refusal(error: BaseException) -> Refusal:
-    """What an API server's refusal of a create means (Kubernetes v1.32 answers): 400 and 422 are invalid
-    objects; 403 is permanent for PodSecurity and a missing service account, transient for a ResourceQuota;
-    conflicts, throttling, server errors and timeouts pass."""
+    """What an API server's refusal of a create means (`kube.refusals`: permanent for invalid objects and
+    policies such as PodSecurity; a ResourceQuota, a missing service account, conflicts, overload pass)."""
     if isinstance(error, ApiException):
-        message = _api_message(error)
-        if error.status in (400, 422):
-            return Refusal(True, message)
-        if error.status == 403:
-            quota = "exceeded quota" in message or "failed quota" in message
-            return Refusal(not quota, message)
-        return Refusal(False, message or f"HTTP {error.status}")
+        return classify(error.status, _api_message(error))
+    if isinstance(error, OwnedElsewhere):
+        return Refusal(False, str(error))
     return Refusal(False, f"{type(error).__name__}: {error}")
 
 
@@ -76,6 +70,7 @@ class Pods:
         self.fleet = fleet
         self.poke = poke
         self.room_freed = room_freed  # waiting jobs get another look
+        self._serviceless: set[str] = set()  # finished jobs whose Service this operator has deleted
 
     def route(self, cluster: str | None) -> Kube:
         """The `Kube` of a placement's `cluster` (None: the operator's own)."""
@@ -97,6 +92,31 @@ class Pods:
 
     def forget(self, key: str) -> None:
         self._where.pop(key, None)
+        self._serviceless.discard(key)
+
+    async def drop_service(self, job: dict[str, Any]) -> None:
+        """A finished or failed job's headless Service is deleted with its gang: nothing resolves through it
+        any more, and it counts against the namespace's `services` ResourceQuota (as a Job's pods go, kept only
+        for their logs). Level-triggered from the job's terminal passes, once per job and operator; a job placed
+        again (a revived one) makes it again with its next gang."""
+        meta = job["metadata"]
+        key = f"{meta['namespace']}/{meta['name']}"
+        if key in self._serviceless:
+            return
+        kube = self.kube_of(key)
+        svc = manifests.service(job)
+        if kube is not self.kube:  # a member cluster: made without an owner (`create`)
+            svc["metadata"].pop("ownerReferences", None)
+        try:
+            if await kube.delete_service(svc):
+                decided(key, "delete-service", f"the finished job's Service {meta['name']} deleted")
+        except ApiException as exc:
+            if exc.status != 403:
+                raise  # the pass is retried
+            # an operator upgraded before its Role: said once, not retried on every pass of every finished job
+            log.warning("job %s: the finished job's Service %s is left: %s (the operator's Role needs get and "
+                        "delete on services)", key, meta["name"], _api_message(exc))
+        self._serviceless.add(key)
 
     async def create(self, job: dict[str, Any], spec: HeteroJobSpec, status: HeteroJobStatus,
                      ranks: Sequence[int], fleet: Fleet | None = None) -> None:
@@ -116,6 +136,7 @@ class Pods:
             return
         region = fleet.regions.get(p.region) or RegionInfo(p.region, {LABEL_REGION: p.region})
         objs: list[dict[str, Any]] = [manifests.service(job)] if len(ranks) == p.replicas else []
+        self._serviceless.discard(key)  # placed again: its Service is made with the gang (and goes when it ends)
         resume = status.checkpoint.last.uri if status.checkpoint and status.checkpoint.last else None
         for rank in ranks:
             node = p.nodes[rank]
@@ -130,13 +151,19 @@ class Pods:
         if kube is not self.kube:  # a member cluster: the HeteroJob is not there for an owner to point at
             for obj in objs:
                 obj["metadata"].pop("ownerReferences", None)
-        results = await asyncio.gather(*(kube.create(o) for o in objs), return_exceptions=True)
-        refused = [(o, r) for o, r in zip(objs, results, strict=True) if isinstance(r, BaseException)]
+        gang = [manifests.pod_name(meta["name"], p.generation, r) for r in range(p.replicas)]
+        refused = [] if kube is not self.kube else await access.grant(  # what its pods may do (kube/access.py)
+            kube, job, [o for o in objs if o["kind"] == "Pod"], gang)
+        if not refused:
+            results = await asyncio.gather(*(kube.create(o) for o in objs), return_exceptions=True)
+            refused = [(o, r) for o, r in zip(objs, results, strict=True) if isinstance(r, BaseException)]
         if not refused:
             patch = StatusPatch(status)
             if status.migration is not None and status.phase not in MOVING:
                 patch.set(migration=None)  # a move's new gang exists: the move has landed
-            if status.backoff is not None:
+            if status.backoff is not None or _condition(status, "PodsCreated") not in (None, "True"):
+                # a refusal's condition ends with the gang that passes (after a backoff, or a revived job's)
+                patch = StatusPatch(await self._current_conditions(job, status)).set(**patch.fields)
                 patch.set(backoff=None).condition("PodsCreated", "True", "Created", f"{p.replicas} pods created")
             if patch:
                 await self.writer.write(job, patch)
@@ -149,8 +176,9 @@ class Pods:
     async def _refused(self, job: dict[str, Any], status: HeteroJobStatus,
                        refused: Sequence[tuple[dict[str, Any], BaseException]], asked: Sequence[str] = ()) -> None:
         """A gang is all or nothing: any refused pod or Service takes the whole placement back. A refusal
-        that will not pass (invalid, PodSecurity, a missing service account) fails the job with the API
-        server's words; one that may (a ResourceQuota, conflicts, overload) waits and retries, backing off."""
+        that will not pass without an edit (invalid, PodSecurity) fails the job with the API server's words;
+        one that may (a ResourceQuota, a missing service account, a foreign object of the name, conflicts,
+        overload; `kube.refusals`) waits and retries, backing off."""
         meta = job["metadata"]
         key = f"{meta['namespace']}/{meta['name']}"
         obj, error = refused[0]
@@ -171,10 +199,15 @@ class Pods:
                         "its leftover cleanup", key, cluster, type(exc).__name__, len(asked))
             if self.cache.release(key):
                 self.room_freed()
+        status = await self._current_conditions(job, status)
         patch = StatusPatch(status).set(placement=None)
+        refused_words = f"the API server refused {what}: {verdict.message}"
         if verdict.permanent:
-            message = f"the API server refused {what}: {verdict.message}"
-            patch.phase(Phase.FAILED, "PodRejected", message).set(backoff=None)
+            message = refused_words
+            patch.phase(Phase.FAILED, REASON_POD_REJECTED, message).set(backoff=None)
+            # the placement is taken back: Admitted says so (the status admission read, and its conditions, may
+            # predate the placement, e.g. False/NoRoom from the wait before it)
+            patch.condition("Admitted", "False", "PodRejected", message)
             patch.condition("PodsCreated", "False", "Rejected", message)
             await self.writer.write(job, patch)
             self.kube.post_event(job, "Warning", "PodRejected", message)
@@ -182,7 +215,7 @@ class Pods:
             return
         attempts = (status.backoff.attempts if status.backoff else 0) + 1
         delay = min(BACKOFF_MAX_S, BACKOFF_FIRST_S * 2 ** (attempts - 1))
-        message = f"the API server refused {what}: {verdict.message}; placing again in {delay:.0f}s"
+        message = f"{refused_words}; placing again in {delay:.0f}s"
         phase = Phase.PENDING
         if status.migration is not None and status.phase in (*MOVING, Phase.ADMITTED):
             # a move's new gang refused (admission keeps status.migration until the gang exists, so a restarted
@@ -197,10 +230,49 @@ class Pods:
                 history[-1].pop("to", None)
         patch.phase(phase, "PodsRefused", message).set(
             backoff={"attempts": attempts, "until": iso(time.time() + delay), "reason": verdict.message})
-        patch.condition("PodsCreated", "False", "Refused", message)
+        # conditions and the Event say the refusal in stable words (no countdown): rewritten only when it changes
+        patch.condition("Admitted", "False", "PodsRefused", f"{refused_words}; placing again after a backoff")
+        patch.condition("PodsCreated", "False", "Refused", refused_words)
         await self.writer.write(job, patch)
-        self.kube.post_event(job, "Warning", "PodsRefused", f"the API server refused {what}: {verdict.message}")
+        self.kube.post_event(job, "Warning", "PodsRefused", refused_words)
         decided(key, "back-off", message, attempts=attempts)
+
+    async def scheduling(self, job: dict[str, Any], status: HeteroJobStatus, verdict: Verdict | None) -> bool:
+        """Say kube-scheduler's verdict on the current gang (`lifecycle.scheduling`): condition PodsScheduled and,
+        for a gang waiting to start (Admitted), the job's message; a Warning Event `Unschedulable` when it turns
+        False or its words change. Written only on a change (a True only ends a False). True when it wrote."""
+        if verdict is None:
+            return False
+        # as the condition keeps it: a longer message would never read back equal, and be written on every pass
+        verdict = replace(verdict, message=verdict.message[:MESSAGE_MAX])
+        old = next((c for c in status.conditions if c.type == "PodsScheduled"), None)
+        said = old is not None and (old.status, old.reason, old.message) == (verdict.status, verdict.reason,
+                                                                             verdict.message)
+        patch = StatusPatch(status)
+        if not said and (old is not None or verdict.status == "False"):
+            patch.condition("PodsScheduled", verdict.status, verdict.reason, verdict.message)
+        if status.phase == Phase.ADMITTED and status.message != verdict.message and (
+                verdict.status == "False" or status.reason == UNSCHEDULABLE):
+            patch.phase(Phase.ADMITTED, verdict.reason, verdict.message)
+        if not patch:
+            return False
+        if not await self.writer.write(job, patch):
+            return False
+        meta = job["metadata"]
+        if not said and verdict.status == "False":
+            self.kube.post_event(job, "Warning", "Unschedulable", verdict.message)
+            decided(f"{meta['namespace']}/{meta['name']}", "unschedulable", verdict.message, reason=verdict.reason)
+        return True
+
+    async def _current_conditions(self, job: dict[str, Any], status: HeteroJobStatus) -> HeteroJobStatus:
+        """`status` with the job's conditions as they are now. A placement's caller holds the status it read
+        before it wrote the placement (Admitted True): a patch of conditions built on that copy would write the
+        wait's old Admitted False back over it. Read again (only where a create ends a refusal or is refused)."""
+        meta = job["metadata"]
+        fresh = await self.kube.get_job(meta["namespace"], meta["name"])
+        if fresh is None:
+            return status
+        return status.model_copy(update={"conditions": read_status(fresh).conditions})
 
     async def delete(self, namespace: str, pods: Sequence[str], key: str | None = None) -> None:
         kube = self.kube_of(key)
@@ -211,6 +283,11 @@ class Pods:
         await self.delete(key.split("/", 1)[0], pods, key)
         if self.cache.release(key):
             self.room_freed()
+
+
+def _condition(status: HeteroJobStatus, type_: str) -> str | None:
+    """The status (True, False, Unknown) of the job's condition `type_`; None without one."""
+    return next((c.status for c in status.conditions if c.type == type_), None)
 
 
 def _moving_phase(status: HeteroJobStatus) -> Phase:

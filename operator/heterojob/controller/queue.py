@@ -98,13 +98,21 @@ class WorkQueue:
         finally:
             self._tasks.pop(key, None)
 
-    def start_resync(self, interval: float, periodic: Iterable[tuple[str, float, Callable[[], Awaitable[None]]]] = ()
-                     ) -> None:
-        """Every known job is looked at again each `interval`; each (name, seconds, task) runs that often."""
+    def start_resync(self, interval: float, periodic: Iterable[tuple[str, float, Callable[[], Awaitable[None]]]] = (),
+                     keys: Callable[[int], Iterable[str]] | None = None, rate: float = 0.0) -> None:
+        """Every known job (or what `keys(round)` names) is looked at again each `interval`; each (name,
+        seconds, task) runs that often. `rate` > 0 paces a round at that many jobs a second (a round over
+        thousands of jobs is spread out, and the next starts `interval` after it ends), so the safety net
+        costs a bounded share of the API and the operator whatever the fleet's size."""
         async def resync() -> None:
+            round_ = 0
             while True:
                 await asyncio.sleep(interval)
-                for key in sorted(self.known):
+                round_ += 1
+                started = time.monotonic()
+                for i, key in enumerate(keys(round_) if keys is not None else sorted(self.known)):
+                    if rate > 0 and (ahead := started + i / rate - time.monotonic()) > 0:
+                        await asyncio.sleep(ahead)
                     self.poke(key)
 
         async def every(name: str, seconds: float, task: Callable[[], Awaitable[None]]) -> None:

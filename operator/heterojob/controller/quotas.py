@@ -9,7 +9,7 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from heterojob.engine import quota_usage, validation
-from heterojob.engine.fleet import Limit, holdings
+from heterojob.engine.fleet import DeviceClass, Limit, cpu_classes, holdings
 from heterojob.kube.api import Kube
 from heterojob.state.cache import Cache
 
@@ -17,7 +17,7 @@ from heterojob.state.cache import Cache
 class QuotaStatus:
     def __init__(self, kube: Kube, cache: Cache,
                  quotas: Callable[[], Mapping[tuple[str, str], tuple[Sequence[Limit], str | None]]],
-                 classes: Callable[[], Mapping[str, object]], regions: Callable[[], Mapping[str, object]]) -> None:
+                 classes: Callable[[], Mapping[str, DeviceClass]], regions: Callable[[], Mapping[str, object]]) -> None:
         self.kube = kube
         self.cache = cache
         self.quotas = quotas
@@ -27,15 +27,17 @@ class QuotaStatus:
 
     async def sync(self) -> None:
         held = holdings(self.cache.allocations().values())
+        classes = self.classes()
+        cpu = cpu_classes(classes)
         for (namespace, name), (limits, error) in sorted(self.quotas().items()):
             mine = held.get(namespace, {})
             used = [{"deviceClass": c, "region": r, "devices": n} for (c, r), n in sorted(mine.items())
-                    if n and any(lim.covers(c, r) for lim in limits)]
+                    if n and any(lim.covers(c, r, c in cpu) for lim in limits)]
             problems = [] if error else validation.quota_problems(
-                [(lim.device_class, lim.region) for lim in limits], set(self.classes()), set(self.regions()))
+                [(lim.device_class, lim.region) for lim in limits], set(classes), set(self.regions()))
             if problems:
                 error = "; ".join(map(str, problems))
-            status = {"used": used, "summary": "invalid spec" if error else quota_usage.summary(limits, mine),
+            status = {"used": used, "summary": "invalid spec" if error else quota_usage.summary(limits, mine, cpu),
                       "message": f"invalid spec: {error}" if error else None}
             if self._written.get((namespace, name)) != status:
                 await self.kube.patch_quota_status(namespace, name, status)

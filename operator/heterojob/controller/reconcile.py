@@ -19,19 +19,19 @@ from typing import Any
 from heterojob.api.common import SpecError, check_object_name, parse_spec
 from heterojob.api.job import JOB_NAME_MAX, HeteroJobSpec, HeteroJobStatus, MigrationState, Phase
 from heterojob.constants import ANNOTATION_CHECKPOINT_REQUEST
-from heterojob.controller.admission import Admission
 from heterojob.controller.alerts import AlertSymptoms
 from heterojob.controller.checkpoints import PERIODIC, Checkpoints, resume_from
 from heterojob.controller.decisionlog import decided
 from heterojob.controller.disruption import Disruption
 from heterojob.controller.pods import Pods
 from heterojob.controller.queue import WorkQueue
+from heterojob.controller.scheduler import Scheduler
 from heterojob.controller.quotas import QuotaStatus
 from heterojob.controller.status import StatusPatch, StatusWriter
 from heterojob.state.job_status import read_status, where
 from heterojob.engine import admission as planner
 from heterojob.engine import lifecycle, spec_changes, transfer, validation
-from heterojob.engine.fleet import Fleet
+from heterojob.engine.fleet import Fleet, Node
 from heterojob.engine.lifecycle import Action, Decision, JobView
 from heterojob.engine.phases import Then
 from heterojob.engine.running import Step
@@ -44,6 +44,10 @@ from heterojob.engine.requeue import REQUEUE_AFTER_S
 from heterojob.state.cache import Cache, Placed
 from heterojob.api.times import timestamp
 from heterojob.state.views import FleetSource
+
+
+_UNSEEN = object()
+WAITING_RESYNC_EVERY = 10  # a waiting job is looked at by every 10th resync round only
 
 
 @dataclass(frozen=True)
@@ -75,7 +79,7 @@ class Controller:
         self.cache = Cache()
         self.queue = WorkQueue(self.reconcile_key, self.config.max_retry_delay, self.metrics.decision_seconds.time)
         self.writer = StatusWriter(kube)
-        self.pods = Pods(kube, self.writer, self.cache, self.fleet, self.poke, self.poke_pending, members)
+        self.pods = Pods(kube, self.writer, self.cache, self.layout, self.poke, self.poke_pending, members)
         self.checkpoints = Checkpoints(kube, self.writer, self.cache, self.pods, self.poke, self.poke_pending)
         self.alerts = AlertSymptoms(kube, self.writer, self.poke, lambda key, reason: self.checkpoints.ask(
             key, then=PERIODIC, by=None, reason=reason))
@@ -83,15 +87,17 @@ class Controller:
         policy = QueuePolicy(self.config.queue_policy)
         queue = QueueSettings(policy=policy, thresholds_device_h=tuple(self.config.queue_thresholds_device_h),
                               starvation_s=self.config.starvation_s) if policy != QueuePolicy.FIFO else None
-        self.admission = Admission(kube, self.writer, self.cache, self.pods, self.checkpoints, self.fleet, settings,
+        self.scheduler = Scheduler(kube, self.writer, self.cache, self.pods, self.checkpoints, self.fleet, settings,
                                    self.metrics, self.poke, self.forget, queue, fleet.classes, self.config.transfer,
-                                   wake_at=self.queue.wake_at, requeue_after_s=self.config.move_requeue_after_s)
+                                   requeue_after_s=self.config.move_requeue_after_s)
         self.disruption = Disruption(kube, self.writer, self.cache, self.checkpoints, fleet.nodes,
                                      fleet.telemetry, self.fleet, self.queue.wake_at, self.metrics,
                                      self.config.disruption_budget, self.config.advisory, settings, fleet.classes,
-                                     self.admission.lock, self.config.transfer, self.admission.upgrade_for,
+                                     self.scheduler.lock, self.config.transfer, self.scheduler.upgrade_for,
                                      by_level=queue is not None)
         self.quotas = QuotaStatus(kube, self.cache, fleet.quota_objects, fleet.classes, fleet.regions)
+        self._nodes: dict[str, Node] = {}  # each Node as the planner last read it (`node_news`)
+        self.fleet_version = 0  # bumped by every event that may change the fleet's nodes, classes or regions
 
     # --- the queue and the cache --------------------------------------------------------------------------
 
@@ -103,12 +109,39 @@ class Controller:
     def fleet(self, exclude: Iterable[str] = ()) -> Fleet:
         return self.cache.fleet(self.fleet_source, exclude)
 
+    def layout(self) -> Fleet:
+        """The fleet's nodes, classes and regions without what is used (what a pod manifest reads: cheap)."""
+        src = self.fleet_source
+        return Fleet(nodes=src.nodes(), classes=src.classes(), regions=src.regions())
+
     def poke(self, key: str) -> None:
         self.queue.poke(key)
 
     def poke_pending(self, delay: float = 0.0) -> None:
-        """Capacity may have freed: give every waiting job and every held move another look (coalesced)."""
-        self.queue.poke_all(lambda: [*(r.job for r in self.cache.waiting()), *self.disruption.held()], delay)
+        """Capacity may have freed (or the fleet changed): the scheduler plans the queue again, and every held
+        move gets another look (coalesced)."""
+        self.fleet_version += 1
+        self.scheduler.room_freed()
+        if self.disruption.held():
+            self.queue.poke_all(self.disruption.held, delay)
+
+    def node_news(self, name: str, view: Node | None) -> bool:
+        """A Node event: whether it changed what the planner reads of the node (its view; None: deleted).
+        Node heartbeats (kubelet status updates every few seconds on each of thousands of nodes) do not. A
+        node seen for the first time gives every waiting job another chance; one that changed also reaches
+        the jobs placed on it or holding room there."""
+        before = self._nodes.get(name, _UNSEEN)
+        if before == view:
+            return False
+        self.fleet_version += 1
+        if view is None:
+            self._nodes.pop(name, None)
+        else:
+            self._nodes[name] = view
+        if before is not _UNSEEN:
+            self.node_changed(name)  # a NotReady node reaches its jobs now, not at the next resync
+        self.poke_pending(delay=0.2)  # new labels (an upgraded driver) may let a waiting job in
+        return True
 
     def node_changed(self, node: str) -> None:
         """A Node changed (Ready, cordon, taints): every job placed on it, or holding room there for a move,
@@ -124,19 +157,31 @@ class Controller:
         self.queue.forget(key)
         for victim in self.cache.yielders(key):  # they were yielding to it: they run on (reconcile)
             self.poke(victim)
-        self.admission.drop(key)
+        self.scheduler.drop(key)
         self.pods.forget(key)
         self.disruption.forget(key)
         if self.cache.forget(key):
             self.poke_pending()
 
-    def start_resync(self, interval: float) -> None:
-        self.queue.start_resync(interval, [("HeteroQuota status write", 1.0, self.quotas.sync)])
+    def start_resync(self, interval: float, rate: float = 0.0) -> None:
+        self.scheduler.start()
+        self.queue.start_resync(interval, [("HeteroQuota status write", 1.0, self.quotas.sync)], self._resync_keys,
+                                rate)
+
+    def _resync_keys(self, round_: int) -> list[str]:
+        """What a resync round looks at: every known job; a waiting job only every WAITING_RESYNC_EVERY-th
+        round (the scheduler plans it on every event that could change its verdict, and its own events reach
+        it; this is the safety net)."""
+        if round_ % WAITING_RESYNC_EVERY == 0:
+            return sorted(self.queue.known)
+        waiting = {k for k, e in self.cache.entries.items() if e.request is not None}
+        return sorted(k for k in self.queue.known if k not in waiting)
 
     async def sync_quotas(self) -> None:
         await self.quotas.sync()
 
     async def stop(self) -> None:
+        await self.scheduler.stop()
         await self.queue.stop()
 
     async def alert(self, key: str, fingerprint: str, firing: bool, action: str, nodes: tuple[str, ...],
@@ -231,7 +276,11 @@ class Controller:
                                           saved=decision, what=kind.value, reason=kind.cancelled, cause=cause.value)
             return
         if decision.action == Action.NONE and status.phase is not None and status.phase.terminal:
+            await self.pods.drop_service(job)
             self.queue.settle(key)
+        if decision.action == Action.NONE and await self.pods.scheduling(job, status, lifecycle.scheduling(view)):
+            self.poke(key)  # the scheduler's verdict was written: the pass goes on from the status that says it
+            return
         if decision.action != Action.NONE:
             decided(key, decision.action.value, decision.message, reason=decision.reason)
         await self._act(job, spec, status, decision, pods)
@@ -250,8 +299,15 @@ class Controller:
         generation = meta.get("generation")
         after = spec_changes.digests(job.get("spec"))
         patch = StatusPatch(status).observe(generation, after)
+        revived = lifecycle.after_edit(status.phase, status.reason, spec is not None)
+        if revived is not None:  # its pods were refused for good: the edit may fix them, so it is placed again
+            patch.phase(Phase.PENDING, revived.reason, revived.message).set(completionTime=None)
+            patch.condition("PodsCreated", "Unknown", revived.reason, revived.message)
         if not await self.writer.write(job, patch):
             return
+        if revived is not None:
+            self.kube.post_event(job, "Normal", "SpecEdited", revived.message)
+            decided(key, "revive", revived.message, reason=revived.reason)
         change = spec_changes.changes(status.observed_spec, after) if status.observed_spec else None
         held = status.placement is not None and not (status.phase is not None and status.phase.terminal)
         if change is not None and spec is not None and held:
@@ -364,7 +420,7 @@ class Controller:
             if until is not None and until > time.time():  # pods were refused for a passing reason: wait
                 self.queue.wake_at(key, until)
                 return
-            await self.admission.place(job, spec, status, max((v.generation for v in pods), default=0))
+            await self.scheduler.place(job, spec, status, max((v.generation for v in pods), default=0))
         elif d.action == Action.CREATE_PODS:
             await self.pods.create(job, spec, status, d.ranks)
         elif d.action == Action.CLEANUP:

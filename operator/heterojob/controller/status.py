@@ -26,7 +26,6 @@ from heterojob.engine.phases import Then
 from heterojob.kube.api import Kube, now_iso
 from heterojob.api.conditions import set_condition
 from heterojob.state.job_status import FIELDS
-from heterojob.state.job_status import read_status  # noqa: F401 - controller/admission.py (the lead's) imports it from here
 from heterojob.state.requests import MOVES
 from heterojob.api.times import iso, timestamp
 

@@ -7,14 +7,16 @@ which running jobs are asked to give up room (preempted, or lent room reclaimed)
 jobs to look at again now. Steps of `plan_queue`, in order:
 
 1. Sort the queue: priority (urgent > high > medium > low), then age, then name.
-2. Place it in that order on a scratch ledger (`placement.schedule`): each placement takes its room
-   before the next job is tried, so no job takes room a job ahead of it can use now.
+2. Take the queue in that order on a scratch ledger: a job that fits is placed (`placement.schedule`) and
+   takes its room before the next job is tried, so no job takes room a job ahead of it can use now.
 3. A job that did not fit but would fit alone is QUEUED behind the jobs ahead that took the room.
 4. A job whose earlier victims are still checkpointing WAITS for them (nothing new is disturbed).
 5. Otherwise it takes back room lent to grown elastic jobs of its priority or below (RECLAIMING), or
    else preempts strictly lower-priority jobs that have run long enough (PREEMPTING), or gets NO_ROOM.
-   Each planned disruption frees its room for this job on the scratch ledger, so two waiting jobs never
-   pick the same victim and later jobs do not count on that room.
+   Each planned disruption takes this job's room (the victims' and the free room it counts on) on the
+   scratch ledger before the next job is tried, so two waiting jobs never pick the same victim and no
+   job behind it takes the room it preempts for.
+Each job's plan is therefore what it would get with only the jobs ahead of it in the queue (`plan_one`).
 
 A pass indexes the holders once (`_Pool`: who yields to whom, the others lowest priority first), so
 steps 4-5 cost per waiting job what it may disturb, not every holder; and it remembers which request shapes
@@ -40,8 +42,19 @@ from typing import TYPE_CHECKING
 from heterojob.engine import completion, preemption, transfer
 from heterojob.engine.fleet import Allocation, Fleet
 from heterojob.engine.placement import (
-    Alternative, Candidate, FleetIndex, Ledger, Request, Result, listed, place, replicas_text, room_to_grow,
+    Alternative,
+    Candidate,
+    FleetIndex,
+    Ledger,
+    Rejection,
+    Request,
+    Result,
+    listed,
+    place,
+    replicas_text,
+    room_to_grow,
 )
+from heterojob.engine.rooms import Memory
 
 if TYPE_CHECKING:
     from heterojob.engine.policy import Knowledge, Prepared
@@ -141,13 +154,16 @@ PROMOTED_HELD = ("; promoted after waiting, it takes the next room first, but wh
 
 
 def plan_queue(queue: Iterable[Request], holders: Iterable[Holder], fleet: Fleet, now: float,
-               settings: Settings = Settings()) -> Plan:
+               settings: Settings = Settings(), memory: Memory | None = None) -> Plan:
     """Plan every waiting job of `queue` (steps in the module docstring); `fleet` counts every holder's
-    devices as used."""
+    devices as used. `memory`: a `rooms.Memory` the caller keeps from one cycle to the next, for one fleet
+    (what placement found per class and region while its free room is unchanged); the plan is the same
+    without it."""
     holders = list(holders)
     ordered = sorted(queue, key=lambda r: r.order)
     own = {h.job: h for h in holders if h.waiting}
-    ledger = Ledger(fleet)
+    index = FleetIndex(fleet, memory)  # nodes per class and region and their free room, on the fleet as given
+    ledger = Ledger(fleet, index)
     plan = Plan()
     for request in ordered:  # step 0: a moving job lands on the room it reserved, when that still fits it
         if request.job in own:
@@ -169,14 +185,7 @@ def plan_queue(queue: Iterable[Request], holders: Iterable[Holder], fleet: Fleet
         if fenced is not None and fenced.candidate is not None:
             plan.admissions[request.job] = fenced
             ledger.take(fenced.candidate.allocation(request.namespace))
-    for request in [r for r in ordered if r.job not in plan.admissions]:  # step 2, `schedule` on the ledger
-        if not ledger.may_fit(request):
-            continue  # only what fits is kept of this step (a waiting job's message comes from step 3 or 5)
-        result = ledger.place(request)  # a placement takes its room before the next job is tried
-        if result.chosen is not None:
-            plan.admissions[request.job] = Admission(request.job, Outcome.PLACED, result.explain(), result.chosen)
     pool = _Pool(holders)  # who may be disturbed, indexed once for the whole pass
-    index = FleetIndex(fleet)  # nodes per class and region, shared by every "would it fit alone" check
     alone_by_shape: dict[tuple[object, ...], Result] = {}  # the fleet does not change: equal shapes alike
     placed: list[str] = []  # jobs placed so far, in queue order
     said: dict[int, tuple[Result, str]] = {}  # a "would it fit alone" result's explanation
@@ -184,8 +193,15 @@ def plan_queue(queue: Iterable[Request], holders: Iterable[Holder], fleet: Fleet
         if request.job in plan.admissions:
             placed.append(request.job)
             continue
+        if ledger.may_fit(request):  # step 2, `schedule` on the ledger: it takes its room before the next job
+            result = ledger.place(request)
+            if result.chosen is not None:
+                plan.admissions[request.job] = Admission(request.job, Outcome.PLACED, result.explain(),
+                                                         result.chosen)
+                placed.append(request.job)
+                continue
         if request.job in own:  # its own reservation is room it may use
-            mine = Ledger(fleet)
+            mine = Ledger(fleet, index)
             mine.take(own[request.job].allocation, -1)
             alone = place(request, mine.fleet, mine.index)
         else:
@@ -516,7 +532,8 @@ def plan_one(request: Request, queue: Iterable[Request], holders: Iterable[Holde
     return plan_queue([*ahead, request], holders, fleet, now, settings)[request.job]
 
 
-def set_aside(request: Request, narrowed: Request, choice: completion.Choice | None, fleet: Fleet) -> str:
+def set_aside(request: Request, narrowed: Request, choice: completion.Choice | None, fleet: Fleet,
+              quota_memo: dict[tuple[object, ...], list[Rejection]] | None = None) -> str:
     """Why the classes of `request` that the policy left out of `narrowed` (`engine.policy.prepare`: a
     waiting job keeps only the classes worth taking now) are not where it waits, from `choice`'s estimates,
     and the quota limits that would refuse them besides: a waiting job's message accounts for every class
@@ -541,7 +558,12 @@ def set_aside(request: Request, narrowed: Request, choice: completion.Choice | N
         else:
             notes.append(f"{c}: waiting for it is expected to finish later (~{_hours(mine)}) than waiting for "
                          f"{first} (~{_hours(best)})")
-    blockers = [r for r in place(replace(request, alternatives=aside), fleet).rejections if r.quota]
+    aside_request = replace(request, alternatives=aside)
+    blockers = quota_memo.get(aside_request.shape) if quota_memo is not None else None
+    if blockers is None:  # equal shapes meet the same quotas (`quota_memo`: one fleet, one cycle)
+        blockers = [r for r in place(aside_request, fleet).rejections if r.quota]
+        if quota_memo is not None:
+            quota_memo[aside_request.shape] = blockers
     text = f"set aside: {listed(notes, 4)}"
     return text + (f"; and quota besides: {listed(blockers, 4)}" if blockers else "")
 
@@ -651,11 +673,12 @@ def top_priority(waiting: Iterable[Request], besides: str = "") -> int | None:
 
 def plan_with_policy(queue: Iterable[Request], holders: Iterable[Holder], fleet: Fleet, now: float,
                      knowledge: Knowledge, queue_settings: QueueSettings, settings: Settings = Settings(),
-                     memo: Memo | None = None) -> tuple[Plan, Prepared]:
+                     memo: Memo | None = None, memory: Memory | None = None) -> tuple[Plan, Prepared]:
     """`engine.policy.prepare` (queue order, class choice by expected completion), then `plan_queue`.
-    `memo`: `engine.ranking.Memo`, kept by the caller between passes (the plan is the same without it)."""
+    `memo`: `engine.ranking.Memo`, `memory`: `rooms.Memory`, both kept by the caller between passes (the
+    plan is the same without them)."""
     from heterojob.engine import policy
 
     prepared = policy.prepare(queue, holders, fleet, now, knowledge, queue_settings, settings.min_runtime_s, memo)
-    return plan_queue(prepared.queue, prepared.holders, fleet, now, settings), prepared
+    return plan_queue(prepared.queue, prepared.holders, fleet, now, settings, memory), prepared
 

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections import defaultdict
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 
 from heterojob.engine.transfer import Link
@@ -24,6 +24,8 @@ class Node:
     # resource name -> every device the node has (status.capacity: its device plugins' Unhealthy ones too);
     # empty when unknown (taken as its allocatable)
     capacity: Mapping[str, int] = field(default_factory=dict)
+    # status.addresses (InternalIP, ExternalIP, Hostname): a scrape target's host may name the node by one
+    addresses: tuple[str, ...] = ()
 
     @property
     def region(self) -> str | None:
@@ -80,30 +82,42 @@ def same_room(a: Allocation, b: Allocation) -> bool:
     return (a.resource, a.device_class, a.region, a.namespace) == (b.resource, b.device_class, b.region, b.namespace)
 
 
+CPU_RESOURCE = "cpu"  # a DeviceClass of this resourceName counts CPU cores, not accelerator devices
+
+
+def cpu_classes(classes: Mapping[str, DeviceClass]) -> frozenset[str]:
+    """The classes whose devices are CPU cores (resourceName `cpu`), which a '*' quota limit does not count."""
+    return frozenset(name for name, cls in classes.items() if cls.resource_name == CPU_RESOURCE)
+
+
 @dataclass(frozen=True)
 class Limit:
-    """One HeteroQuota limit: devices of `device_class` in `region` ('*' matches any)."""
+    """One HeteroQuota limit: devices of `device_class` in `region` ('*' matches any region, and any
+    accelerator class: CPU cores are not devices, so a CPU class is limited only by a limit naming it)."""
 
     device_class: str
     region: str
     devices: int
     quota: str = ""  # the HeteroQuota's name, for messages
 
-    def covers(self, device_class: str, region: str) -> bool:
-        return self.device_class in ("*", device_class) and self.region in ("*", region)
+    def covers(self, device_class: str, region: str, cpu: bool = False) -> bool:
+        """Whether the limit counts `device_class` in `region`; `cpu`: the class counts CPU cores."""
+        named = self.device_class == device_class or (self.device_class == "*" and not cpu)
+        return named and self.region in ("*", region)
 
 
 def quota_room(limits: Iterable[Limit], held: Mapping[tuple[str, str], int], device_class: str, region: str,
-               need: int) -> str | None:
+               need: int, cpu: Collection[str] = frozenset()) -> str | None:
     """Why `need` more devices of class/region would break a limit, or None when every limit has room.
 
     `held` is what the namespace holds: (class, region) -> devices. A class or region no limit covers
-    is not limited (as with Kubernetes ResourceQuota).
+    is not limited (as with Kubernetes ResourceQuota). `cpu`: the classes that count CPU cores (`cpu_classes`),
+    counted only by limits that name them, never by a '*' class (accelerators and cores are not added up).
     """
     for limit in limits:
-        if not limit.covers(device_class, region):
+        if not limit.covers(device_class, region, device_class in cpu):
             continue
-        used = sum(n for (c, r), n in held.items() if limit.covers(c, r))
+        used = sum(n for (c, r), n in held.items() if limit.covers(c, r, c in cpu))
         if used + need > limit.devices:
             scope = f"{limit.device_class} in {'any region' if limit.region == '*' else limit.region}"
             return (f"quota {used}/{limit.devices} used ({limit.quota + ': ' if limit.quota else ''}{scope}; "

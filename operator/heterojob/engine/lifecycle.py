@@ -11,7 +11,10 @@ from dataclasses import dataclass, field
 from enum import StrEnum
 
 from heterojob.engine.phases import Phase, Then
-from heterojob.constants import CHECKPOINT_SIZE_MAX, EVICTED_BY_EVICTION_API
+from heterojob.constants import EVICTED_BY_EVICTION_API
+from heterojob.engine.acks import Ack, SaveTime, ignored_fields, parse_ack, save_time, with_save_time
+
+__all__ = ["Ack", "parse_ack"]  # the ack's reader lives in engine.acks; imported from here before it did
 from heterojob.engine.placement import replicas_text
 
 
@@ -25,11 +28,13 @@ class PodView:
     deleting: bool = False
     reason: str = ""
     checkpoint_request: str = ""  # the heterojob.io/checkpoint-request annotation it carries
-    checkpoint_ack: str = ""  # the SDK's answer, "<id>;<step>;<uri>[;size=<bytes>]"
+    checkpoint_ack: str = ""  # the SDK's answer, "<id>;<step>;<uri>[;size=<bytes>][;start=<s>;end=<s>]" (engine.acks)
+    checkpoint_save_time: str = ""  # written with it by the SDK: "<id>;start=<s>;end=<s>" (engine.acks)
     unschedulable: str = ""  # the scheduler's message while PodScheduled is False (Unschedulable)
     unschedulable_since: float = 0.0  # unix seconds
     disruption: str = ""  # the reason of its DisruptionTarget=True condition (EvictionByEvictionAPI, ...)
     deletion_at: float | None = None  # deletionTimestamp (unix seconds): the end of its grace period
+    scheduled: bool = False  # bound to a node (spec.nodeName, PodScheduled True) or past Pending
 
 
 EVICTED = EVICTED_BY_EVICTION_API  # a DisruptionTarget reason: the Eviction API (kubectl drain)
@@ -96,11 +101,14 @@ class Decision:
     step: int | None = None  # CHECKPOINT_DONE: the step every rank saved
     uri: str | None = None  # CHECKPOINT_DONE: where
     size_bytes: int | None = None  # CHECKPOINT_DONE: the bytes every rank wrote, summed (None: a rank did not say)
-    notes: tuple[str, ...] = ()  # CHECKPOINT_DONE: acks whose size was ignored, and why (for the log)
+    notes: tuple[str, ...] = ()  # CHECKPOINT_DONE: ack fields that were ignored, and why (for the log)
+    save: SaveTime | None = None  # CHECKPOINT_DONE: when the ranks say they saved (None: a rank did not say)
     deadline: float | None = None  # DRAIN: every rank still runs until then (grace period): checkpoint by then
 
 
 REASON_INVALID_SPEC = "InvalidSpec"
+REASON_POD_REJECTED = "PodRejected"  # the API server refused its pods for good (invalid, PodSecurity)
+REASON_SPEC_EDITED = "SpecEdited"
 REASON_DRAINED = "Drained"
 PERIODIC = Then.CONTINUE  # PendingCheckpoint.then of a periodic checkpoint: the job goes on where it is
 
@@ -162,6 +170,43 @@ def decide(job: JobView) -> Decision:
     return Decision(Action.NONE)
 
 
+def after_edit(phase: Phase | None, reason: str | None, spec_valid: bool) -> Decision | None:
+    """What a spec edit does to a job that failed because of its spec. An invalid spec is checked on every pass
+    (`decide`: SpecFixed once it is valid); a job whose pods the API server refused for good (PodRejected:
+    an invalid pod, PodSecurity) can only be fixed by an edit, so any valid edit brings it back to Pending to be
+    placed and its pods created again, as an InvalidSpec job comes back. None: the edit changes no phase."""
+    if phase == Phase.FAILED and reason == REASON_POD_REJECTED and spec_valid:
+        return Decision(Action.REVALIDATED, REASON_SPEC_EDITED,
+                        "the spec was edited after the API server refused the job's pods; placing it again")
+    return None
+
+
+@dataclass(frozen=True)
+class Verdict:
+    """A condition's status, reason and message (stable words: written, and said in an Event, only when they
+    change)."""
+
+    status: str
+    reason: str
+    message: str
+
+
+def scheduling(job: JobView) -> Verdict | None:
+    """The PodsScheduled condition the current gang warrants: False with kube-scheduler's own words while one of
+    its pods is Unschedulable (PodScheduled False: "0/8 nodes are available: 8 Insufficient memory."), True once
+    every rank is bound; None while neither is known (pods not created or not looked at by the scheduler yet).
+    The first refused rank's words, without pod names or times, so a gang placed again and refused again for
+    the same reason says the same thing."""
+    current = sorted((p for p in job.pods if job.generation and p.generation == job.generation and not p.deleting),
+                     key=lambda p: p.rank)
+    stuck = [p for p in current if p.phase == "Pending" and p.unschedulable]
+    if stuck:
+        return Verdict("False", "Unschedulable", f"the scheduler cannot place the job's pods: {stuck[0].unschedulable}")
+    if current and len(current) == job.replicas and all(p.scheduled for p in current):
+        return Verdict("True", "Scheduled", "every pod of the gang is bound to its node")
+    return None
+
+
 def _drained(job: JobView, current: Sequence[PodView], by_rank: dict[int, PodView]) -> Decision | None:
     """A rank of a running gang taken away by a drain, not by a fault: evicted (DisruptionTarget reason
     EvictionByEvictionAPI), or deleted, gone or ended while its node is cordoned. The job moves off those
@@ -200,42 +245,6 @@ def _restart_or_fail(job: JobView, why: str, current: Sequence[PodView]) -> Deci
                     f"{why}; restarting the gang ({job.restarts + 1}/{job.backoff_limit})", pods=pods)
 
 
-SIZE_FIELD = ";size="  # the optional last field of an ack: the bytes this rank wrote
-SIZE_MAX = CHECKPOINT_SIZE_MAX
-
-
-@dataclass(frozen=True)
-class Ack:
-    """One rank's answer: "<id>;<step>;<uri>" (any SDK) or "<id>;<step>;<uri>;size=<bytes>" (this SDK)."""
-
-    step: int
-    uri: str
-    size_bytes: int | None = None  # the bytes this rank wrote; None: not said, or not readable
-    problem: str = ""  # why a size that was given is ignored
-
-
-def parse_ack(value: str, wanted: str) -> Ack | None:
-    """The ack of checkpoint `wanted`, or None (another id, malformed). The URI may hold ';' itself; a size
-    that does not read as whole bytes is ignored (`problem` says why), never the ack."""
-    parts = value.split(";", 2)
-    if len(parts) != 3 or parts[0] != wanted or not parts[2]:
-        return None
-    try:
-        step = int(parts[1])
-    except ValueError:
-        return None
-    uri, sep, size = parts[2].rpartition(SIZE_FIELD)
-    if not sep or not uri:
-        return Ack(step, parts[2])
-    try:
-        n = int(size)
-    except ValueError:
-        return Ack(step, uri, None, f"size {size[:32]!r} is not a whole number of bytes; ignored")
-    if not 0 <= n <= SIZE_MAX:
-        return Ack(step, uri, None, f"size {n} is out of range; ignored")
-    return Ack(step, uri, n)
-
-
 def _checkpointing(job: JobView, pending: PendingCheckpoint, by_rank: dict[int, PodView],
                    current: Sequence[PodView]) -> Decision:
     """The checkpoint protocol: ask every rank, wait for every answer or the deadline, then go on. A rank
@@ -248,17 +257,17 @@ def _checkpointing(job: JobView, pending: PendingCheckpoint, by_rank: dict[int, 
     unasked = tuple(p.name for p in alive.values() if p.checkpoint_request != pending.id)
     if unasked:
         return Decision(Action.REQUEST_CHECKPOINT, "CheckpointRequested", pods=unasked)
-    acks = {r: parse_ack(p.checkpoint_ack, pending.id) for r, p in alive.items()}
+    acks = {r: with_save_time(parse_ack(p.checkpoint_ack, pending.id), p.checkpoint_save_time, pending.id)
+            for r, p in alive.items()}
     if len(alive) == replicas and all(a is not None for a in acks.values()):
         done = {r: a for r, a in acks.items() if a is not None}
         step = min(a.step for a in done.values())
         uri = (done.get(0) or next(iter(done.values()))).uri
         sizes = [a.size_bytes for a in done.values()]
-        notes = tuple(f"rank {r}: {a.problem}" for r, a in sorted(done.items()) if a.problem)
         return Decision(Action.CHECKPOINT_DONE, "CheckpointSaved",
                         f"checkpoint {pending.id} saved by all {replicas} replicas at step {step}", step=step, uri=uri,
                         size_bytes=sum(n for n in sizes if n is not None) if all(n is not None for n in sizes)
-                        else None, notes=notes)
+                        else None, notes=tuple(ignored_fields(done)), save=save_time(done.values()))
     if len(alive) < replicas:
         lost = sorted(set(range(replicas)) - set(alive))
         return Decision(Action.CHECKPOINT_TIMEOUT, "ReplicaLost",

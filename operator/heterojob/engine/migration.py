@@ -5,12 +5,15 @@ clock); `now` is an argument. Hysteresis comes from holding times (overheat and 
 then per-job cooldown, a per-hour cap, a cluster-wide disruption budget, and advisory mode, in that order.
 An involuntary move (`urgent`: a failed device, a NotReady node, an alert naming a dead device) is never
 held by cooldown, cap or budget: the job may be dead already, and holding it only strands it there.
+A held verdict names its cause (`Hold`) in words that stay the same while the hold does, with the time it
+lifts by itself (cooldown, hourly cap), so the controller says it once; its countdown is for the log.
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
+from enum import StrEnum
 
 DEVICE_FAILED = "deviceFailed"
 NODE_NOT_READY = "nodeNotReady"
@@ -40,11 +43,23 @@ class Rules:
     advisory: bool = False  # decide and record, touch nothing
 
 
+class Hold(StrEnum):
+    """Why a ripe voluntary move waits (the MoveHeld condition's reason)."""
+
+    COOLDOWN = "Cooldown"
+    HOURLY_CAP = "MaxMigrationsPerHour"
+    BUDGET = "DisruptionBudget"
+    ADVISORY = "Advisory"
+
+
 @dataclass(frozen=True)
 class Verdict:
     act: bool
     symptom: Symptom | None
-    reason: str  # why it acts, or why it does not (for the decision log and Events)
+    reason: str  # why it acts, or why it does not, with live figures (a countdown): for the decision log
+    hold: Hold | None = None  # a ripe move that waits: why, named
+    cause: str = ""  # that hold in words that stay the same while the hold does (for Events and conditions)
+    until: float | None = None  # unix seconds: when the hold lifts by itself (cooldown, hourly cap), if it does
 
 
 HOLD = {OVERHEAT: "overheat_for_s", STRAGGLER: "straggler_for_s"}
@@ -71,20 +86,29 @@ def judge(symptoms: Iterable[Symptom], rules: Rules, now: float, disruptions: Se
     if not ripe:
         return Verdict(False, None, ("holding: " + "; ".join(waiting)) if waiting else "healthy")
     symptom = sorted(ripe, key=lambda s: (not s.urgent, s.since))[0]
+    advisory = Verdict(False, symptom, f"advisory mode: would migrate ({symptom.message})", Hold.ADVISORY,
+                       f"advisory mode: would migrate ({symptom.trigger}"
+                       + (f" off {', '.join(symptom.nodes)})" if symptom.nodes else ")"))
     if symptom.urgent:
-        if rules.advisory:
-            return Verdict(False, symptom, f"advisory mode: would migrate ({symptom.message})")
-        return Verdict(True, symptom, symptom.message)
+        return advisory if rules.advisory else Verdict(True, symptom, symptom.message)
+    move = f"{symptom.trigger} move held"
     last = max(disruptions, default=None)
     if last is not None and now - last < rules.cooldown_s:
-        return Verdict(False, symptom, f"cooldown: {rules.cooldown_s - (now - last):.0f}s left after the last move")
-    recent = sum(1 for t in disruptions if now - t < 3600)
-    if recent >= rules.max_per_hour:
-        return Verdict(False, symptom, f"{recent} moves in the last hour (maxMigrationsPerHour {rules.max_per_hour})")
+        return Verdict(False, symptom, f"cooldown: {rules.cooldown_s - (now - last):.0f}s left after the last move",
+                       Hold.COOLDOWN, f"{move}: cooldown of {rules.cooldown_s:.0f}s after the last move",
+                       last + rules.cooldown_s)
+    recent = sorted(t for t in disruptions if now - t < 3600)
+    if len(recent) >= rules.max_per_hour:
+        # it lifts when enough of the last hour's moves are more than an hour old
+        lifts = recent[len(recent) - rules.max_per_hour] + 3600 if rules.max_per_hour > 0 else None
+        return Verdict(False, symptom, f"{len(recent)} moves in the last hour (maxMigrationsPerHour "
+                       f"{rules.max_per_hour})", Hold.HOURLY_CAP,
+                       f"{move}: maxMigrationsPerHour ({rules.max_per_hour}) reached", lifts)
     if disrupted_now >= rules.budget:
-        return Verdict(False, symptom, f"disruption budget: {disrupted_now} of {rules.budget} jobs already moving")
+        return Verdict(False, symptom, f"disruption budget: {disrupted_now} of {rules.budget} jobs already moving",
+                       Hold.BUDGET, f"{move}: the disruption budget ({rules.budget} jobs moving at once) is used up")
     if rules.advisory:
-        return Verdict(False, symptom, f"advisory mode: would migrate ({symptom.message})")
+        return advisory
     return Verdict(True, symptom, symptom.message)
 
 

@@ -377,8 +377,8 @@ def prepare(queue: Iterable[Request], holders: Iterable[Holder], fleet: Fleet, n
         if request.job in reserved and reserved[request.job] in need:
             # its room is reserved (a move's destination, already counted as used): make before break, so
             # the reserved class is never narrowed away, whatever waiting for another class would promise
-            mine = reserved[request.job]
-            out.append(ranking.ranked_request(request, rank, [mine, *(c for c in choice.classes if c != mine)],
+            held = reserved[request.job]  # not `mine`: busy() reads that dict for every job after this one
+            out.append(ranking.ranked_request(request, rank, [held, *(c for c in choice.classes if c != held)],
                                               memo, preempts, also))
             continue
         first = choice.classes[0]

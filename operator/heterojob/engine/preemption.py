@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from enum import StrEnum
 
 from heterojob.engine.fleet import Allocation, Fleet
-from heterojob.engine.placement import Candidate, Ledger, Request, place
+from heterojob.engine.placement import Candidate, Ledger, Request, fits, fits_where, place, still_fits
 
 
 @dataclass(frozen=True)
@@ -166,6 +166,8 @@ def _fewest(request: Request, ledger: Ledger, pool: Sequence[_Disturbable]
             ) -> tuple[tuple[str, ...], Candidate] | None:
     """Disturb jobs of `pool` in order until `request` fits (each gives up its allocation and, with a
     base request, is placed again at that size), then spare any it fits without, most important first."""
+    if pool and all(item.base is None for item in pool):
+        return _fewest_victims(request, ledger, pool)
     smaller: dict[str, Allocation | None] = {}
 
     def disturb(item: _Disturbable) -> bool:
@@ -207,3 +209,54 @@ def _fewest(request: Request, ledger: Ledger, pool: Sequence[_Disturbable]
             disturb(item)
     final = place(request, ledger.fleet, ledger.index).chosen
     return tuple(i.job for i in chosen), final or fits
+
+
+def _fewest_victims(request: Request, ledger: Ledger, pool: Sequence[_Disturbable]
+                    ) -> tuple[tuple[str, ...], Candidate] | None:
+    """`_fewest` for jobs that only give room back (none is placed again at a smaller size): the same victims
+    and candidate, found with fewer placements. Room only grows as more of `pool` (in order) give theirs
+    back, so whether `request` fits is monotone in how many do: the fewest are found by doubling, then
+    bisecting, asking only whether it fits (`placement.fits`). A victim whose room is not where the job fits
+    is spared without asking (`placement.still_fits`); sparing one and taking it again leaves the ledger as
+    it was, so the room after sparing still fits and only the last placement is made whole."""
+    done = 0  # pool[:done] have given their room back on `ledger`
+
+    def upto(k: int) -> bool:
+        nonlocal done
+        while done < k:
+            ledger.take(pool[done].allocation, -1)
+            done += 1
+        while done > k:
+            done -= 1
+            ledger.take(pool[done].allocation, +1)
+        return ledger.may_fit(request) and fits(request, ledger.fleet, ledger.index)
+
+    low, high = 0, 1  # `request` does not fit with pool[:low] given back (0: not asked, as `_fewest`)
+    while not upto(high):
+        if high == len(pool):
+            return None
+        low, high = high, min(2 * high, len(pool))
+    while high - low > 1:  # fits with pool[:high], not with pool[:low]
+        middle = (low + high) // 2
+        if upto(middle):
+            high = middle
+        else:
+            low = middle
+    upto(high)
+    spared: set[int] = set()
+    where = fits_where(request, ledger.fleet, ledger.index)  # where it fits now
+    for k in sorted(range(high), key=lambda k: (-pool[k].priority, pool[k].since)):
+        room = pool[k].allocation
+        ledger.take(room, +1)
+        if where is not None and still_fits(where, room, request, ledger.index):
+            spared.add(k)
+            continue
+        found = fits_where(request, ledger.fleet, ledger.index)
+        if found is not None:
+            spared.add(k)
+            where = found
+        else:
+            ledger.take(room, -1)  # as it was: `where` holds again
+    final = place(request, ledger.fleet, ledger.index).chosen
+    assert final is not None  # every step above left room it fits
+    return tuple(pool[k].job for k in range(high) if k not in spared), final

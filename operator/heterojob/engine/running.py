@@ -125,7 +125,8 @@ class Decision:
     yield_end: tuple[Yield, YieldEnd] | None = None
     at: float | None = None  # the earliest time the job must be looked at again
     idle: tuple[bool, str] | None = None  # the LowUtilization condition to note: (idle?, in words)
-    held: tuple[tuple[Step, str], ...] = ()  # a resize or upgrade the rules hold (HOLD_RESIZE, HOLD_UPGRADE)
+    verdict: migration.Verdict | None = None  # HOLD: the rules' verdict (why, named; until when)
+    held: tuple[tuple[Step, migration.Verdict], ...] = ()  # a resize or upgrade the rules hold (HOLD_RESIZE, ...)
     # RESIZE, UPGRADE: what to do instead when no room is found for it (the next candidate, asked then)
     otherwise: Callable[[], Decision] | None = None
 
@@ -159,16 +160,17 @@ def decide(job: RunningJob, running: Running, rules: Rules) -> Decision:
         if verdict.act and verdict.symptom is not None:
             return Decision(Step.MIGRATE, verdict.reason, verdict.symptom, job.symptoms)
         ripe = _ripens_at(job.symptoms, rules.migration)
-        at = max(ripe, now + 1.0) if ripe is not None else None
-        step = Step.HOLD if verdict.symptom is not None else Step.NONE
-        return Decision(step, verdict.reason, verdict.symptom, job.symptoms, at=at)
+        # look again when the first holding symptom has lasted its time, or when the cooldown or cap lifts
+        at = _first(max(ripe, now + 1.0) if ripe is not None else None, verdict.until)
+        step = Step.HOLD if verdict.symptom is not None and verdict.hold is not None else Step.NONE
+        return Decision(step, verdict.reason, verdict.symptom, job.symptoms, at=at, verdict=verdict)
     if c is not None:  # a periodic checkpoint goes on
         return Decision(Step.NONE)
     return _quiet(job, running, rules, Step.NONE, None, (), None)
 
 
 def _quiet(job: RunningJob, running: Running, rules: Rules, after: Step, idle: tuple[bool, str] | None,
-           held: tuple[tuple[Step, str], ...], at: float | None) -> Decision:
+           held: tuple[tuple[Step, migration.Verdict], ...], at: float | None) -> Decision:
     """No symptom: a resize, else an upgrade, else the periodic checkpoint (`after`: the candidates before it
     found no room)."""
     now, e = job.now, job.elastic
@@ -195,7 +197,7 @@ def _quiet(job: RunningJob, running: Running, rules: Rules, after: Step, idle: t
                     return Decision(Step.RESIZE, change.reason, symptom, resize=change, idle=idle, held=held,
                                     at=at, otherwise=lambda: _quiet(job, running, rules, Step.RESIZE, idle, held,
                                                                     at))
-                held = (*held, (Step.HOLD_RESIZE, verdict.reason))
+                held = (*held, (Step.HOLD_RESIZE, verdict))
     if after in (Step.NONE, Step.RESIZE):
         up = running.upgrade()
         if up is not None:
@@ -209,7 +211,7 @@ def _quiet(job: RunningJob, running: Running, rules: Rules, after: Step, idle: t
             if verdict.act:
                 return Decision(Step.UPGRADE, what, symptom, upgrade=up, idle=idle, held=held, at=at,
                                 otherwise=lambda: _quiet(job, running, rules, Step.UPGRADE, idle, held, at))
-            held = (*held, (Step.HOLD_UPGRADE, verdict.reason))
+            held = (*held, (Step.HOLD_UPGRADE, verdict))
     if job.interval_s:
         since = job.last_checkpoint_at if job.last_checkpoint_at is not None else now
         if now - since >= job.interval_s:

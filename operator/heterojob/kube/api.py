@@ -11,9 +11,11 @@ import re
 import uuid
 from collections.abc import Callable, Mapping
 from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
 from typing import Any, TypeVar
 
 import kubernetes
+from aiolimiter import AsyncLimiter
 from kubernetes.client import ApiException
 
 from heterojob.api.names import LABEL_VALUE_RE
@@ -47,9 +49,50 @@ class Conflict(Exception):
     """The object changed since the version a write was based on; read it again and retry."""
 
 
+@dataclass(frozen=True)
+class RateLimit:
+    """The client-side rate limit of API calls, as Kubernetes controllers set it (client-go's token bucket):
+    `qps` calls a second on average, up to `burst` at once. qps <= 0: unlimited."""
+
+    qps: float = 200.0
+    burst: int = 400
+
+    def limiter(self) -> AsyncLimiter | None:
+        return AsyncLimiter(max(1, self.burst), max(1, self.burst) / self.qps) if self.qps > 0 else None
+
+
+class OwnedElsewhere(Exception):
+    """An object of the name exists and is not the owner's (or is being deleted): created once it is gone."""
+
+
+def controller_uid(obj: Mapping[str, Any]) -> str | None:
+    """The uid of the object's controller (its ownerReference with `controller: true`), if any."""
+    refs = (obj.get("metadata") or {}).get("ownerReferences") or []
+    return next((str(r.get("uid")) for r in refs if isinstance(r, Mapping) and r.get("controller")), None)
+
+
+def foreign(wanted: Mapping[str, Any], found: Mapping[str, Any]) -> str | None:
+    """Why the object `found` under `wanted`'s name is not the one `wanted` describes (None: it is): being deleted,
+    or held by another controller than `wanted`'s owner. Without an owner in `wanted` (a member cluster, where
+    the HeteroJob is not), any object of the name that is not being deleted is taken as the one made before."""
+    if (found.get("metadata") or {}).get("deletionTimestamp"):
+        return "is being deleted; created once it is gone"
+    mine, theirs = controller_uid(wanted), controller_uid(found)
+    if mine is None or theirs == mine:
+        return None
+    if theirs is None:
+        return ("exists and has no controller: it is not this HeteroJob's (delete it, or rename the job); "
+                "created once it is gone")
+    return (f"belongs to another owner (uid {theirs}), an earlier HeteroJob of this name whose dependents "
+            f"the garbage collector has not deleted yet; created once it is gone")
+
+
 class Kube:
-    def __init__(self, client: kubernetes.client.ApiClient, workers: int = 16) -> None:
+    def __init__(self, client: kubernetes.client.ApiClient, workers: int = 16,
+                 rate: RateLimit | None = None) -> None:
         self.client = client
+        self._rate = rate or RateLimit()
+        self._limiter: tuple[asyncio.AbstractEventLoop, AsyncLimiter | None] | None = None  # one per event loop
         self.core = kubernetes.client.CoreV1Api(client)
         self.custom = kubernetes.client.CustomObjectsApi(client)
         self._pool = ThreadPoolExecutor(max_workers=workers, thread_name_prefix="heterojob-api")
@@ -58,6 +101,10 @@ class Kube:
 
     async def call(self, fn: Callable[..., T], *args: Any, **kwargs: Any) -> T:
         loop = asyncio.get_running_loop()
+        if self._limiter is None or self._limiter[0] is not loop:
+            self._limiter = (loop, self._rate.limiter())
+        if self._limiter[1] is not None:
+            await self._limiter[1].acquire()
         return await loop.run_in_executor(self._pool, functools.partial(fn, *args, **kwargs))
 
     def close(self) -> None:
@@ -108,16 +155,34 @@ class Kube:
         return json.loads(listed.data).get("items", [])
 
     async def create(self, obj: Mapping[str, Any]) -> bool:
-        """Create a pod or Service; False when it already exists (creation is idempotent by name)."""
-        namespace = obj["metadata"]["namespace"]
-        fn = self.core.create_namespaced_pod if obj["kind"] == "Pod" else self.core.create_namespaced_service
-        try:
-            await self.call(fn, namespace, obj, _preload_content=False)
-            return True
-        except ApiException as exc:
-            if exc.status == 409:
+        """Create a pod or Service; False when this owner's object of that name exists already (creation is
+        idempotent by name). A 409 is checked as Kubernetes' controllers check a controllerRef: an object of
+        that name held by another owner (an earlier HeteroJob of the same name whose dependents the garbage
+        collector has not deleted yet) or being deleted raises `OwnedElsewhere`, to be retried once it is gone."""
+        meta = obj["metadata"]
+        namespace, name = meta["namespace"], meta["name"]
+        pod = obj["kind"] == "Pod"
+        create = self.core.create_namespaced_pod if pod else self.core.create_namespaced_service
+        read = self.core.read_namespaced_pod if pod else self.core.read_namespaced_service
+        for _ in range(2):  # once more when the one in the way went between the 409 and the read
+            try:
+                await self.call(create, namespace, obj, _preload_content=False)
+                return True
+            except ApiException as exc:
+                if exc.status != 409:
+                    raise
+            try:
+                found = await self.call(read, name, namespace, _preload_content=False)
+            except ApiException as exc:
+                if exc.status == 404:
+                    continue
+                raise
+            why = foreign(obj, json.loads(found.data))
+            if why is None:
                 return False
-            raise
+            raise OwnedElsewhere(f"{obj['kind']} {namespace}/{name} already exists and {why}")
+        raise OwnedElsewhere(f"{obj['kind']} {namespace}/{name} already exists and is being replaced; created once "
+                             f"it is gone")
 
     async def annotate_pod(self, namespace: str, name: str, annotations: Mapping[str, str | None]) -> bool:
         """Merge `annotations` into a pod's (None removes one); False when the pod is gone."""
@@ -191,6 +256,23 @@ class Kube:
         except ApiException as exc:
             if exc.status != 404:
                 raise
+
+    async def delete_service(self, wanted: Mapping[str, Any]) -> bool:
+        """Delete the Service of `wanted`'s name when it is the one `wanted` describes (its owner's: `foreign`),
+        with a uid precondition so a Service made again meanwhile stays; False when there is none to delete."""
+        meta = wanted["metadata"]
+        try:
+            found = json.loads((await self.call(self.core.read_namespaced_service, meta["name"], meta["namespace"],
+                                                _preload_content=False)).data)
+            if foreign(wanted, found) is not None:
+                return False
+            await self.call(self.core.delete_namespaced_service, meta["name"], meta["namespace"],
+                            body={"preconditions": {"uid": found["metadata"]["uid"]}}, _preload_content=False)
+            return True
+        except ApiException as exc:
+            if exc.status in (404, 409):  # gone, or another one of the name since the read
+                return False
+            raise
 
     # --- Events --------------------------------------------------------------------------------------
 

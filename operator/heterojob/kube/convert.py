@@ -13,7 +13,16 @@ from heterojob.api.accelerator import AcceleratorClassSpec
 from heterojob.api.common import SpecError, parse_spec
 from heterojob.api.quota import HeteroQuotaSpec
 from heterojob.api.region import RegionSpec
-from heterojob.constants import ANNOTATION_CHECKPOINT_ACK, ANNOTATION_CHECKPOINT_REQUEST, ANNOTATION_NODE, LABEL_GENERATION, LABEL_JOB, LABEL_RANK, LABEL_REGION
+from heterojob.constants import (
+    ANNOTATION_CHECKPOINT_ACK,
+    ANNOTATION_CHECKPOINT_SAVE_TIME,
+    ANNOTATION_CHECKPOINT_REQUEST,
+    ANNOTATION_NODE,
+    LABEL_GENERATION,
+    LABEL_JOB,
+    LABEL_RANK,
+    LABEL_REGION,
+)
 from heterojob.engine.discovery import node_software
 from heterojob.engine.fleet import DeviceClass, Limit, Node, RegionInfo
 from heterojob.engine.transfer import Link
@@ -70,6 +79,8 @@ def node_view(obj: Mapping[str, Any]) -> Node:
         reason=", ".join(reasons),
         software=node_software(labels),
         capacity=capacity,
+        addresses=tuple(str(a["address"]) for a in status.get("addresses") or []
+                        if isinstance(a, Mapping) and a.get("address")),
     )
 
 
@@ -118,7 +129,10 @@ def pod_view(obj: Mapping[str, Any]) -> PodView | None:
                 f" ({term['reason']})" if term.get("reason") else "")
             break
     unschedulable, since, disruption = "", 0.0, ""
+    scheduled = bool((obj.get("spec") or {}).get("nodeName")) or status.get("phase") not in (None, "Pending")
     for c in status.get("conditions") or []:
+        if isinstance(c, dict) and c.get("type") == "PodScheduled" and c.get("status") == "True":
+            scheduled = True
         if isinstance(c, dict) and c.get("type") == "DisruptionTarget" and c.get("status") == "True":
             disruption = str(c.get("reason") or "")
         if isinstance(c, dict) and c.get("type") == "PodScheduled" and c.get("status") == "False" \
@@ -135,10 +149,12 @@ def pod_view(obj: Mapping[str, Any]) -> PodView | None:
         reason=reason,
         checkpoint_request=str((meta.get("annotations") or {}).get(ANNOTATION_CHECKPOINT_REQUEST, "")),
         checkpoint_ack=str((meta.get("annotations") or {}).get(ANNOTATION_CHECKPOINT_ACK, "")),
+        checkpoint_save_time=str((meta.get("annotations") or {}).get(ANNOTATION_CHECKPOINT_SAVE_TIME, "")),
         unschedulable=unschedulable,
         unschedulable_since=since,
         disruption=disruption,
         deletion_at=timestamp(meta.get("deletionTimestamp")),
+        scheduled=scheduled,
     )
 
 

@@ -31,10 +31,13 @@ import yaml
 
 from heterojob.constants import API_VERSION, GROUP, VERSION
 from heterojob.alerts.rules import rules_file
+from heterojob.controller.discovery import DiscoveryConfig
 from heterojob.sim.cluster.harness import Emulator, apply, seed
 from heterojob.sim import members as membership
-from heterojob.sim.telemetry.exporters import ExporterFleet, realistic_mix
+from heterojob.sim.telemetry.devices import realistic_mix
+from heterojob.sim.telemetry.exporters import ExporterFleet
 from heterojob.sim.cluster.kubelet import Kubelet
+from heterojob.sim.cluster.nodelifecycle import NodeLifecycle
 from heterojob.sim.cluster.stepping import Stepping
 from heterojob.sim.cluster.tainteviction import TaintEviction
 from heterojob.sim.telemetry.prometheus import AlertmanagerServer, PrometheusServer
@@ -44,6 +47,7 @@ EXAMPLES = Path(__file__).resolve().parents[3] / "examples"
 DEFAULT_WORKDIR = Path.home() / ".cache" / "heterojob" / "demo"
 STATE = "demo.json"  # where `heterojob demo inject` finds the running demo
 NAMESPACES = ("team-a", "team-b", "team-c")
+OPERATOR_NAMESPACE = DiscoveryConfig().namespace  # the operator's own (heterojob-system), as installed
 
 # region -> (device class, node count): eleven sites, 42 nodes (304 accelerators, 256 CPU cores), light
 # enough for CI. The eastern cities run NVIDIA, the western hubs mostly Ascend, some mix both.
@@ -91,7 +95,7 @@ FOREVER = str(10 * 365 * 24 * 3600)  # a showcase job's simulated run time: it r
 
 
 def quota(namespace: str) -> dict[str, Any]:
-    """Each team may hold 64 H100s anywhere and 160 devices of any class per region."""
+    """Each team may hold 64 H100s anywhere and 160 accelerators of any class in all (CPU cores are not counted)."""
     return {"apiVersion": API_VERSION, "kind": "HeteroQuota",
             "metadata": {"name": f"demo-{namespace}", "namespace": namespace},
             "spec": {"limits": [{"deviceClass": "nvidia-h100", "region": "*", "devices": 64},
@@ -295,6 +299,16 @@ def inject(kind: str, node: str | None, device: int | None = 0, value: float | N
     return said
 
 
+def prepare(api: kubernetes.client.ApiClient, members: tuple[str, ...] = ()) -> list[dict[str, Any]]:
+    """Seed the demo's (manager) cluster: CRDs, default classes and regions, the teams' namespaces and quotas, the
+    operator's namespace (the compute-discovery report and its Events live there) and the nodes of the regions
+    that are not `members`; those nodes."""
+    local = fleet_nodes(tuple(r for r in FLEET if r not in members))
+    seed(api, namespaces=(*NAMESPACES, OPERATOR_NAMESPACE), nodes=local)
+    apply(api, [quota(ns) for ns in NAMESPACES])
+    return local
+
+
 def fleet_nodes(regions: tuple[str, ...] | None = None) -> list[dict[str, Any]]:
     """The demo's nodes (of `regions` only, when given)."""
     nodes = []
@@ -470,7 +484,7 @@ class Demo:
 
     def run(self) -> int:
         emulator = Emulator(workdir=self.workdir)
-        kubelets: list[Stepping] = []  # each cluster's kubelet and taint-eviction controller
+        kubelets: list[Stepping] = []  # each cluster's kubelet (and scheduler) and controllers
         exporters: ExporterFleet | None = None
         # Both stop everything, whatever the shell: a background job of a non-interactive shell starts with
         # SIGINT ignored, and Python then never raises KeyboardInterrupt for it.
@@ -482,12 +496,9 @@ class Demo:
             api = emulator.client()
             self._start_members()
             nodes = fleet_nodes()
-            local = fleet_nodes(tuple(r for r in FLEET if r not in self.members))
-            _say(f"seeding {len(local)} nodes in {len(FLEET) - len(self.members)} regions, default classes and regions"
+            local = prepare(api, self.members)
+            _say(f"seeded {len(local)} nodes in {len(FLEET) - len(self.members)} regions, default classes and regions"
                  + (f"; {len(nodes) - len(local)} nodes in the members" if self.members else ""))
-            seed(api, namespaces=NAMESPACES, nodes=local)
-
-            apply(api, [quota(ns) for ns in NAMESPACES])
 
             exporters = ExporterFleet(nodes, seed=7, profiles=realistic_mix(nodes))  # as deployments vary
             host, port = exporters.serve()
@@ -508,10 +519,12 @@ class Demo:
             kubelets.append(Kubelet(api, on_bindings=bindings.of(""), answer_checkpoints=True,
                                     device_health=health).start())
             kubelets.append(TaintEviction(api).start())  # an unreachable node's pods go 300 s later
+            kubelets.append(NodeLifecycle(api).start())  # a node whose kubelet stops renewing goes Unknown
             for region, emu in self._member_emulators.items():
                 kubelets.append(Kubelet(emu.client(), on_bindings=bindings.of(region), answer_checkpoints=True,
                                         interval=1.0, device_health=health).start())
                 kubelets.append(TaintEviction(emu.client(), interval=2.0).start())
+                kubelets.append(NodeLifecycle(emu.client()).start())
             _say(f"starting the console on http://127.0.0.1:{self.console_port} (admin mode: local-admin)")
             self._spawn("console", [sys.executable, "-m", "heterojob", "console", "--port", str(self.console_port),
                                     "--kubeconfig", str(emulator.kubeconfig)],

@@ -55,6 +55,10 @@ class Entry:
     per_replica: Mapping[str, int] = field(default_factory=dict)  # devices per replica on each class it lists
     created: float = 0.0  # metadata.creationTimestamp
     succeeded: bool = False
+    # a scheduling cycle placed it for this request, on `allocation`, and its pass has not written the placement
+    # yet: syncing its (still waiting) status keeps the room held for it
+    planned: Request | None = None
+    asked: str | None = None  # a cycle asked it to yield to this job; said in its status soon (`yielding_to`)
 
     def footprint(self) -> list[Allocation]:
         """What it keeps from others now: its devices and its reservation. Where both are on one node of
@@ -82,6 +86,7 @@ class Cache:
         it holds beyond its admitted size (lent to it while nobody waited)."""
         e = self.entry(key)
         namespace, name = key.split("/", 1)
+        planned = (e.allocation, e.since, e.scheduling) if e.planned is not None and e.allocation is not None else None
         e.priority = spec.priority.rank if spec is not None else e.priority
         e.scheduling = status.scheduling
         e.classes = tuple(a.device_class for a in spec.devices) if spec is not None else e.classes
@@ -117,11 +122,22 @@ class Cache:
         e.disrupted = status.phase in DISRUPTED
         pending = status.checkpoint.pending if status.checkpoint else None
         e.yielding_to = pending.by if pending is not None and pending.then in YIELDS and pending.by else None
+        if e.asked is not None and e.yielding_to is None:
+            e.yielding_to = e.asked  # the cycle's ask is not in its status yet
         waiting = status.phase in WAITING and p is None and spec is not None
         e.request = request_for(key, job, spec, status) if waiting and spec is not None else None
+        if e.planned is not None:
+            if p is None and e.request == e.planned and planned is not None:
+                # placed by a cycle; its status says so soon
+                (e.allocation, e.since, e.scheduling), e.request = planned, None
+            else:
+                e.planned = None  # its status says where it is, or it no longer asks for what was planned
 
     def forget(self, key: str) -> bool:
         """Drop a deleted job; True when it held devices (room freed)."""
+        for other in self.entries.values():
+            if other.asked == key:
+                other.asked = None
         e = self.entries.pop(key, None)
         return e is not None and bool(e.footprint())
 
@@ -134,6 +150,27 @@ class Cache:
         """A placement was decided: the job holds its room from now on, waits no more, reserves nothing."""
         e = self.entry(key)
         e.allocation, e.priority, e.since, e.request, e.reserved = allocation, priority, since, None, None
+        e.planned = None
+
+    def plan(self, key: str, allocation: Allocation, priority: int, since: float, request: Request) -> None:
+        """A scheduling cycle placed the job for `request`: it holds that room until its pass writes the
+        placement (`hold`), or until it no longer asks for `request` (`sync`, `unplan`)."""
+        self.hold(key, allocation, priority, since)
+        self.entry(key).planned = request
+
+    def unplan(self, key: str) -> bool:
+        """A cycle's placement its pass will not write (the job asks for something else now): the room goes
+        back and the job waits again. True when it held a planned placement."""
+        e = self.entries.get(key)
+        if e is None or e.planned is None:
+            return False
+        e.request, e.planned, e.allocation, e.placed = e.planned, None, None, None
+        return True
+
+    def asked(self, key: str) -> None:
+        """The yield a cycle asked of the job was written to its status (or could not be): its status says."""
+        if key in self.entries:
+            self.entries[key].asked = None
 
     def reserve(self, key: str, allocation: Allocation | None) -> None:
         """Room held for the job's move from now on (None: the reservation ends)."""
@@ -155,8 +192,12 @@ class Cache:
         e.reserved = None
         return True
 
-    def yield_to(self, key: str, by: str) -> None:
-        self.entry(key).yielding_to = by
+    def yield_to(self, key: str, by: str, asked: bool = False) -> None:
+        """The job gives its room to `by` (`asked`: a cycle decided it; kept until `asked(key)`)."""
+        e = self.entry(key)
+        e.yielding_to = by
+        if asked:
+            e.asked = by
 
     def stop_yielding(self, key: str) -> None:
         if key in self.entries:
@@ -170,6 +211,19 @@ class Cache:
         self.entry(key).disrupted = on
 
     # --- what the planner and the other steps read --------------------------------------------------------
+
+    def holders_of(self, key: str) -> list[Holder]:
+        """`holders()` of one job."""
+        e = self.entries.get(key)
+        if e is None:
+            return []
+        if e.allocation is not None:
+            return [Holder(key, e.priority, e.since, e.allocation, e.base, e.yielding_to, e.disrupted,
+                           reserved=e.reserved)]
+        if e.reserved is not None:
+            return [Holder(key, e.priority, e.since, e.reserved, None, e.yielding_to, e.disrupted,
+                           waiting=e.request is not None)]
+        return []
 
     def waiting(self) -> list[Request]:
         return [e.request for e in self.entries.values() if e.request is not None]

@@ -6,12 +6,35 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Generic, TypeVar
 
 from heterojob.engine.fleet import DeviceClass, Limit, Node, RegionInfo
 from heterojob.kube import convert
 from heterojob.state.faults import Faults
 from heterojob.telemetry.snapshot import Snapshot
+
+
+T = TypeVar("T")
+
+
+class Versioned(Generic[T]):
+    """A view computed again only when `version()` changed since it was last computed (a big one, such as
+    every Node of the fleet, read on every reconcile pass but changed by a few events)."""
+
+    def __init__(self, compute: Callable[[], T], version: Callable[[], object]) -> None:
+        self.compute = compute
+        self.version = version
+        self._seen: object = _NEVER
+        self._value: T | None = None
+
+    def __call__(self) -> T:
+        v = self.version()
+        if v != self._seen or self._value is None:
+            self._value, self._seen = self.compute(), v
+        return self._value
+
+
+_NEVER = object()
 
 
 @dataclass

@@ -1,79 +1,21 @@
-"""One adapter per exporter family: the fleet-wide PromQL it needs, and how its results become samples.
-
-An adapter asks a fixed set of fleet-wide queries whatever the number of jobs or devices (docs/telemetry.md,
-"How heterojob reads the exporters"):
-- the identity query: every label that places a device (node, pod, model), with its windowed utilization;
-- one per other windowed role (min/max_over_time, so one noisy scrape does not trigger anything);
-- one per figure Prometheus computes (the framebuffer's total: used + free + reserved);
-- one for the remaining roles together (`{__name__=~"A|B"}`, split again by metric name), instant where the
-  exporter lets Prometheus mark vanished series stale, `last_over_time` over the window where it stamps its
-  own timestamps (npu-exporter: no staleness markers, an instant query would see a gone chip for 5 minutes);
-- `seen`, asked only in a second round and only for the scrape targets of devices the identity answer
-  holds twice: the newest sample time per device and pod, to tell the current pod from the one that held
-  the device earlier in the window (two series, one per pod, are not a data problem: the newest wins).
-Results are Prometheus instant vectors: `[{"metric": {labels}, "value": [ts, "str"]}, ...]`. AMD, Cambricon
-and Hygon plug in as further `Adapter` subclasses (metric names in docs/telemetry.md, section 3).
+"""One adapter per exporter family: NVIDIA dcgm-exporter and Huawei Ascend npu-exporter, each the roles it reads,
+the labels that name its devices and how its answers become samples (the shared machinery: `telemetry/family.py`;
+which labels place a series: `telemetry/labels.py`).
 """
 
 from __future__ import annotations
 
-import re
-from collections.abc import Callable, Collection, Mapping, Sequence
-from dataclasses import dataclass, field, replace
-from typing import Any, ClassVar
+from collections.abc import Mapping, Sequence
+from typing import Any
 
+from heterojob.telemetry.family import Adapter, Role, Where
+from heterojob.telemetry.labels import (
+    EXPORTER_POD_LABELS, INSTANCE_LABELS, LOCATION_LABELS, POD_LABELS, Context, node_of_series, shared, workload_of,
+)
 from heterojob.telemetry.model import (
-    ASCEND_SENTINELS, SHARED_POD, DeviceSample, HealthPolicy, classify_gpu, classify_npu, classify_npu_network, number,
+    ASCEND_SENTINELS, DeviceSample, Health, HealthPolicy, classify_gpu, classify_npu, classify_npu_network,
 )
 
-Vector = Sequence[Mapping[str, Any]]
-Where = tuple[str | None, str | None]  # (region, device class) of a node
-
-
-@dataclass
-class ParseReport:
-    """What was wrong with the data, for the TelemetryDegraded condition (never an action)."""
-
-    missing_labels: int = 0
-    duplicates: int = 0
-    bad_values: int = 0
-    unresolved_nodes: int = 0  # a host label that names no Node and no relabelled node label
-    uncollected: int = 0  # the exporter's own "not collected" values (-1, 4294967295): missing, not wrong
-    pod_changes: int = 0  # devices whose pod changed within the window (the newest pod kept)
-    shared: int = 0  # devices serving several pods at once (GPU sharing, Ascend 310P vNPUs): no one pod's
-    notes: list[str] = field(default_factory=list)
-
-    @property
-    def degraded(self) -> bool:
-        return bool(self.missing_labels or self.duplicates or self.bad_values or self.unresolved_nodes)
-
-
-@dataclass(frozen=True)
-class Context:
-    """What the parse needs beyond the answers: which nodes exist and which pods are the exporters."""
-
-    is_node: Callable[[str], bool] | None = None  # None: no Node list (labels only, e.g. the CLI)
-    exporter_pods: frozenset[tuple[str, str]] = frozenset()  # (namespace, pod) of scrape targets (`up`)
-
-
-INSTANT = "instant"  # the query name under which an adapter's grouped roles come back together
-SEEN = "seen"  # newest sample time per device and pod
-FALLBACK = "fallback"  # the identity from `fallback_identity`, asked only for devices the identity answer lacks
-ROLE_LABEL = "heterojob_metric"  # names the metric in a grouped query whose function dropped __name__
-# Set by relabelling from __meta_kubernetes_pod_node_name (manifests/telemetry): trusted first.
-RELABELLED_NODE_LABELS = ("node", "kubernetes_node", "node_name")
-# dcgm-exporter's own host label: the Node's name only when the exporter's NODE_NAME is set.
-HOST_LABELS = ("Hostname", "hostname")
-# The workload's pod. With honorLabels: false the exporter's pod/namespace arrive as exported_*, and
-# pod/namespace name the exporter itself; dcgm-exporter --use-old-namespace says pod_name/pod_namespace.
-POD_LABELS = ("exported_namespace", "exported_pod", "namespace", "pod", "pod_namespace", "pod_name")
-# The scrape target: `instance`; behind a federation (or honor_labels: false) the exporter's own target is
-# `exported_instance` and `instance` is the federating Prometheus.
-INSTANCE_LABELS = ("exported_instance", "instance")
-LOCATION_LABELS = (*RELABELLED_NODE_LABELS, *HOST_LABELS, *INSTANCE_LABELS)
-# Every label that can say where a series comes from (kept for readers grouping by location, e.g. the console;
-# which one wins is `node_of_series`'s business).
-NODE_LABELS = ("Hostname", "hostname", "node", "kubernetes_node", "node_name", "exported_instance", "instance")
 # dcgm-exporter 1.x's name of each field heterojob reads (NVIDIA/gpu-monitoring-tools tag 1.0.0,
 # exporters/prometheus-dcgm/dcgm-exporter/dcgm-exporter: `dcgm_<field>{gpu, uuid}`; 2.3.0+ emits the same names
 # with etc/dcgm-exporter/1.x-compatibility-metrics.csv)
@@ -101,427 +43,6 @@ def framebuffer_total(generations: Sequence[tuple[Sequence[str], str]]) -> str:
     sums = [f'(sum by ({one}) (max by (__name__, {one}) ({{__name__=~"{"|".join(names)}"}})) and on ({one}) {free})'
             for names, free in generations]
     return f'max by (UUID, GPU_I_ID) (label_replace({" or ".join(sums)}, "UUID", "$1", "uuid", "(.+)"))'
-
-
-def _first(labels: Mapping[str, str], *names: str) -> str:
-    get = labels.get
-    for name in names:
-        if value := get(name):
-            return value
-    return ""
-
-
-def host_of(instance: str) -> str:
-    """A scrape target's host: `host:port`, `[v6]:port`, `host` or a URL -> host."""
-    rest = instance.split("://", 1)[-1].split("/", 1)[0]
-    if rest.startswith("["):
-        return rest[1:].split("]", 1)[0]
-    return rest.rsplit(":", 1)[0] if rest.count(":") == 1 else rest
-
-
-def node_of_series(labels: Mapping[str, str], is_node: Callable[[str], bool] | None = None) -> str:
-    """The node of a series: a relabelled node label first; then the exporter's Hostname, or the scrape
-    target's host (`exported_instance`, then `instance`), only when it names a known Node (without a Node
-    list: taken as is)."""
-    get = labels.get
-    if node := get("node") or get("kubernetes_node") or get("node_name"):
-        return node
-    for candidate in (_first(labels, *HOST_LABELS), *(host_of(get(n) or "") for n in INSTANCE_LABELS)):
-        if candidate and (is_node is None or is_node(candidate)):
-            return candidate
-    return ""
-
-
-# The node `with_node_label` resolves in PromQL: what `node_of_series` reads, as one label to group by.
-NODE_LABEL = "heterojob_node"
-
-
-def with_node_label(expr: str) -> str:
-    """PromQL: `expr` with NODE_LABEL set to each series' node as `node_of_series` reads it without a Node list
-    (a relabelled node label, else Hostname/hostname, else the host of exported_instance, then of instance, as
-    `host_of` reads it: `host:port`, `[v6]:port`, `host`, a bare IPv6 address, or any of those in a URL), so a sum
-    or average per node counts the node's devices once, whichever exporter or scrape target reported them. The
-    labels are joined in that order and the first one set is kept (one label_join and one label_replace:
-    Prometheus caches both per series)."""
-    order = ", ".join(f'"{label}"' for label in (*RELABELLED_NODE_LABELS, *HOST_LABELS, *INSTANCE_LABELS))
-    # backslashes doubled for the PromQL string
-    regex = NODE_FIELD_RE.replace("\\", "\\\\")
-    return f'label_replace(label_join({expr}, "{NODE_LABEL}", "|", {order}), "{NODE_LABEL}", "$1$2$3", ' \
-           f'"{NODE_LABEL}", "{regex}")'
-
-
-# `host_of` in RE2 (no lookaround; Go's leftmost-first alternation, anchored by label_replace) over the joined
-# labels: skip empty fields; in the first one set, drop a scheme (up to its first '://'); then the host is the
-# inside of `[v6]` ($1), else what precedes the port when exactly one ':' comes before the path or field end ($2),
-# else all of it up to the path (a bare IPv6 address, a host without port, a node name: $3). A node name has no
-# '|', ':', '/' or '['.
-NODE_FIELD_RE = (r"[|]*(?:[^|]*?://)?"
-                 r"(?:\[([^|\]/]*)(?:\][^|/]*)?|([^|:/]*):[^|:/]*|([^|/]*))"
-                 r"(?:[/|].*)?")
-
-
-def workload_of(labels: Mapping[str, str], exporter_pods: frozenset[tuple[str, str]] = frozenset()
-                ) -> tuple[str | None, str | None]:
-    """(namespace, pod) of the workload a series is about, or (None, None).
-
-    `exported_*` first (honorLabels: false); `pod`/`namespace` unless they name a scrape target (the exporter);
-    npu-exporter's not_displayed_for_multi_pod is no pod at all.
-    """
-    if labels.get("exported_pod"):
-        namespace, pod = labels.get("exported_namespace") or "", labels["exported_pod"]
-    elif labels.get("pod_name"):  # npu-exporter; dcgm-exporter --use-old-namespace (no collision with `pod`)
-        namespace, pod = _first(labels, "exported_namespace", "pod_namespace", "namespace"), labels["pod_name"]
-    elif labels.get("pod"):
-        namespace, pod = labels.get("namespace") or "", labels["pod"]
-        if (namespace, pod) in exporter_pods:
-            return None, None
-    else:
-        return None, None
-    if not pod or pod == SHARED_POD or namespace == SHARED_POD:
-        return None, None
-    return namespace or None, pod
-
-
-def shared(labels: Mapping[str, str]) -> bool:
-    return SHARED_POD in (labels.get("pod_name"), labels.get("pod"), labels.get("exported_pod"))
-
-
-@dataclass(frozen=True)
-class Role:
-    metric: str
-    fn: str = ""  # "" for the grouped query; else a function over the window, e.g. "avg_over_time"
-    param: str = ""  # a leading argument of `fn`, e.g. "0.5" for quantile_over_time; without `fn`, the PromQL
-    # of a figure Prometheus computes per device (`metric` then only names it)
-    scale: float = 1.0  # DCGM_FI_PROF_* are ratios: x100 to a percent
-    selector: str = ""  # a label matcher the fleet-wide query keeps (never one naming a job or device)
-    over: str = ""  # in a windowed grouped query, this role's function instead of the adapter's `grouped_fn`
-    legacy: str = ""  # the same figure under an older exporter's name (read with `or`: the current name wins)
-
-    @property
-    def names(self) -> tuple[str, ...]:
-        return (self.metric, self.legacy) if self.legacy else (self.metric,)
-
-    def expr(self, selector: str, window_s: int) -> str:
-        sel = selector or self.selector
-        if not self.fn:
-            return f"{self.metric}{sel}"
-        args = f"{self.param}, " if self.param else ""
-        out = " or ".join(f"{self.fn}({args}{m}{sel}[{window_s}s])" for m in self.names)
-        if self.scale != 1:
-            return f"{self.scale:g} * ({out})" if self.legacy else f"{self.scale:g} * {out}"
-        return out
-
-
-class Adapter:
-    family: ClassVar[str]
-    # role -> Role; the identity role may have alternatives (the first metric a device has wins)
-    roles: ClassVar[dict[str, Role]]
-    identity: ClassVar[str] = "util"
-    identity_alternatives: ClassVar[tuple[Role, ...]] = ()
-    key_labels: ClassVar[tuple[str, ...]]  # enough to name the device
-    identity_labels: ClassVar[tuple[str, ...]]  # what `sample` reads: the rest is dropped by Prometheus
-    group_labels: ClassVar[tuple[str, ...]] = ()  # extra labels the grouped query keeps (e.g. `xid`)
-    grouped_fn: ClassVar[str] = ""  # "" instant; "last_over_time" for exporters that stamp timestamps
-    # a windowed role grouped by the identity labels too, so a device without an identity series is still
-    # placed (node, pod, model) from it ("" none: every query keeps the location labels, as npu-exporter's)
-    labelled_role: ClassVar[str] = ""
-    # the identity metric of devices without the usual one, asked in a second round only for those devices
-    fallback_identity: ClassVar[Role | None] = None
-    fallback_keys: ClassVar[tuple[str, ...]] = ()  # the labels that select a device in the fallback query
-
-    metrics: ClassVar[dict[str, tuple[str, str]]]  # role -> (metric, function): what is read, for listings
-
-    def __init_subclass__(cls, **kwargs: Any) -> None:
-        super().__init_subclass__(**kwargs)
-        cls.metrics = {role: (r.metric, r.fn) for role, r in cls.roles.items()}
-
-    def queries(self, window_s: int) -> dict[str, str]:
-        """Query name -> PromQL: identity, one per other windowed role and the grouped roles (`seen` is asked
-        apart, by `seen_query`, only when needed)."""
-        out = {}
-        keys = ", ".join(self.key_labels)
-        ident = ", ".join(self.identity_labels)
-        for role, r in self.roles.items():
-            if not r.fn:
-                continue
-            if role == self.identity:
-                out[role] = " or ".join(f"max by ({ident}) ({alt.expr('', window_s)})"
-                                        for alt in (r, *self.identity_alternatives))
-            elif role == self.labelled_role:
-                out[role] = f"max by ({ident}) ({r.expr('', window_s)})"
-            else:
-                out[role] = f"max by ({keys}) ({r.expr('', window_s)})"
-        # a figure Prometheus computes is a query of its own: evaluated beside the grouped one, not after it
-        # (joined with `or`, the two made the cycle's slowest query)
-        out.update({role: r.param for role, r in self.roles.items() if not r.fn and r.param})
-        grouped = [r for r in self.roles.values() if not r.fn and not r.param]
-        if grouped and not self.grouped_fn:
-            by = ", ".join(("__name__", *self.key_labels, *self.group_labels))
-            out[INSTANT] = f'max by ({by}) ({{__name__=~"{"|".join(m for r in grouped for m in r.names)}"}})'
-        elif grouped:  # functions drop __name__: each metric is marked with a label of its own instead
-            by = ", ".join((*self.key_labels, *self.group_labels))
-            out[INSTANT] = " or ".join(
-                f'label_replace(max by ({by}) ({r.over or self.grouped_fn}({r.metric}[{window_s}s])), '
-                f'"{ROLE_LABEL}", "{r.metric}", "", "")' for r in grouped)
-        return out
-
-    def seen_query(self, instances: Collection[str] = ()) -> str:
-        """The newest sample time of each identity series (by device, scrape target and pod), of the scrape
-        targets `instances` (all when empty)."""
-        only = f'instance=~"{_alternatives(instances)}"' if instances else ""
-        stand_in = (self.roles[self.labelled_role],) if self.labelled_role else ()
-        seen = " or ".join(f"timestamp({r.metric}{_matchers(r.selector, only)})"
-                           for r in (self.roles[self.identity], *self.identity_alternatives, *stand_in))
-        by = dict.fromkeys((*self.key_labels, "instance", *POD_LABELS))
-        return f"max by ({', '.join(by)}) ({seen})"
-
-    def fallback_query(self, results: Mapping[str, Vector], window_s: int, most: int) -> str:
-        """The fallback identity query for the devices `labelled_role` reports and the identity answer lacks
-        (all devices when more than `most`), or "" when there are none."""
-        r = self.fallback_identity
-        if r is None or not self.labelled_role:
-            return ""
-        have = {self.device_id(s_.get("metric") or {}) for s_ in results.get(self.identity) or ()}
-        lacking: dict[str, set[str]] = {}
-        for series in results.get(self.labelled_role) or ():
-            labels = series.get("metric") or {}
-            if self.device_id(labels) in have:
-                continue
-            key = next((k for k in self.fallback_keys if labels.get(k)), None)
-            if key is not None:
-                lacking.setdefault(key, set()).add(labels[key])
-        if not lacking:
-            return ""
-        ident = ", ".join(self.identity_labels)
-        if sum(map(len, lacking.values())) > most:
-            return f"max by ({ident}) ({r.expr('', window_s)})"
-        parts = []
-        for key, values in sorted(lacking.items()):
-            only = _matchers(r.selector, key + '=~"' + _alternatives(values) + '"')
-            parts.append(f"max by ({ident}) ({r.expr(only, window_s)})")
-        return " or ".join(parts)
-
-    def doubled(self, identity: Vector, ctx: Context = Context(), labelled: Vector = ()) -> set[str]:
-        """Scrape targets (`instance`) of the devices the identity answer holds more than once (for devices
-        without an identity series, the `labelled_role` answer, which stands in for it)."""
-        by_device: dict[str, list[Mapping[str, str]]] = {}
-        for series in identity or ():
-            labels = series.get("metric") or {}
-            if (device := self.device_id(labels, ctx)) is not None:
-                by_device.setdefault(device, []).append(labels)
-        stand_ins: dict[str, list[Mapping[str, str]]] = {}
-        for series in labelled or ():
-            labels = series.get("metric") or {}
-            if (device := self.device_id(labels, ctx)) is not None and device not in by_device:
-                stand_ins.setdefault(device, []).append(labels)
-        by_device.update(stand_ins)
-        return {labels.get("instance", "") for found in by_device.values() if len(found) > 1 for labels in found}
-
-    def split(self, results: Mapping[str, Vector]) -> dict[str, Vector]:
-        """Results by query name -> results by role (the grouped query is split by metric name)."""
-        out: dict[str, list[Mapping[str, Any]]] = {role: list(v or ()) for role, v in results.items()
-                                                   if role != INSTANT}
-        # metric (or figure) name -> role
-        role_of = {m: role for role, r in self.roles.items() if not r.fn for m in r.names}
-        legacy = {r.legacy for r in self.roles.values() if r.legacy}
-        older: list[tuple[str, Mapping[str, Any]]] = []
-        for series in results.get(INSTANT) or ():
-            labels = series.get("metric") or {}
-            name = labels.get("__name__") or labels.get(ROLE_LABEL) or ""
-            role = role_of.get(name)
-            if role is not None and name in legacy:
-                older.append((role, series))
-            elif role is not None:
-                out.setdefault(role, []).append(series)
-        for role, series in older:  # after the current name's: a device reported under both reads the current one
-            out.setdefault(role, []).append(series)
-        return out
-
-    def device_id(self, labels: Mapping[str, str], ctx: Context = Context()) -> str | None:
-        """The device a series is about, or None when its labels do not say."""
-        raise NotImplementedError
-
-    def clean(self, role: str, value: float | None, labels: Mapping[str, str]) -> tuple[float | None, bool]:
-        """(value, uncollected): the exporter's "not collected" markers become None."""
-        return value, False
-
-    def sample(self, device_id: str, node: str, labels: Mapping[str, str], values: Mapping[str, Any],
-               policy: HealthPolicy, where: Where = (None, None), ctx: Context = Context()) -> DeviceSample:
-        """The canonical sample; `where` is (region, device class) joined from the Node."""
-        raise NotImplementedError
-
-    def parse(self, results: Mapping[str, Vector], policy: HealthPolicy, report: ParseReport | None = None,
-              where: Callable[[str], Where] | None = None, ctx: Context = Context()) -> list[DeviceSample]:
-        report = report if report is not None else ParseReport()
-        results = self.split(results)
-        seen = results.pop(SEEN, None) or ()
-        fallback = results.pop(FALLBACK, None) or ()
-        candidates: dict[str, list[Mapping[str, Any]]] = {}
-        stand_ins: dict[str, list[Mapping[str, Any]]] = {}  # labels-only identity, for devices without one
-        values: dict[str, dict[str, Any]] = {}
-        some_labels: dict[str, Mapping[str, str]] = {}  # a series of each device, for its node when no identity
-        unresolved: dict[str, str] = {}
-        at: float | None = None  # every query of a cycle is evaluated at the same instant
-        device_id, clean, identity = self.device_id, self.clean, self.identity
-        labelled = self.labelled_role
-        for role, vector in results.items():
-            is_identity, is_count = role == identity, role == "xid_count"
-            is_labelled = role == labelled
-            for series in vector or ():
-                labels = series.get("metric") or {}
-                device = device_id(labels, ctx)
-                if device is None:
-                    if (host := _unplaced(labels, ctx)) and _first(labels, "UUID", "uuid", "id"):
-                        unresolved.setdefault(host, role)
-                    else:
-                        report.missing_labels += 1
-                    continue
-                if is_identity:
-                    candidates.setdefault(device, []).append(series)
-                    continue
-                if is_labelled:
-                    stand_ins.setdefault(device, []).append(series)
-                pair = series.get("value") or (None, None)
-                if at is None:
-                    at = number(pair[0])
-                raw = pair[1]
-                value = number(raw)
-                if value is None and raw is not None:
-                    report.bad_values += 1
-                value, uncollected = clean(role, value, labels)
-                report.uncollected += uncollected
-                mine = values.get(device)
-                if mine is None:
-                    mine = values[device] = {}
-                    some_labels[device] = labels
-                if is_count:
-                    code = int(number(labels.get("xid")) or 0)
-                    mine.setdefault("xid_counts", {})[code] = value
-                elif mine.get(role) is None:
-                    mine[role] = value
-        # a device without an identity series (dcgm-exporter 2.2.9-2.4.1's counters CSVs comment out
-        # DCGM_FI_DEV_GPU_UTIL) takes its fallback identity (engine activity, with the dcp CSV); without one, it
-        # is placed by the labels of its `labelled_role` series, its utilization unknown
-        found: dict[str, list[Mapping[str, Any]]] = {}
-        for series in fallback:
-            device = device_id(series.get("metric") or {}, ctx)
-            if device is not None and device not in candidates:
-                found.setdefault(device, []).append(series)
-        candidates.update(found)
-        for device, series_list in stand_ins.items():
-            if device not in candidates:
-                candidates[device] = [{"metric": s_.get("metric") or {}, "value": [(s_.get("value") or [None])[0],
-                                                                                    None]} for s_ in series_list]
-        newest = self._seen(seen, ctx) if any(len(c) > 1 for c in candidates.values()) else {}
-        labels_of: dict[str, Mapping[str, str]] = {}
-        several: set[str] = set()  # devices serving several pods at once
-        for device, series_list in candidates.items():
-            if len(series_list) == 1:
-                chosen = series_list[0]
-            else:
-                chosen, shared_now = self._newest(device, series_list, newest, ctx, report)
-                if shared_now:
-                    several.add(device)
-            labels = labels_of[device] = chosen.get("metric") or {}
-            pair = chosen.get("value") or (None, None)
-            if at is None:
-                at = number(pair[0])
-            value = number(pair[1])
-            if value is None and pair[1] is not None:
-                report.bad_values += 1
-            value, uncollected = clean(identity, value, labels)
-            report.uncollected += uncollected
-            values.setdefault(device, {})[identity] = value
-        out = []
-        locate = where or (lambda _node: (None, None))
-        for device in sorted(values):
-            labels = labels_of.get(device) or some_labels.get(device) or {}
-            node = node_of_series(labels, ctx.is_node) or node_of_series(some_labels.get(device, {}), ctx.is_node)
-            if not node:
-                if host := _unplaced(labels, ctx):
-                    unresolved.setdefault(host, device)
-                else:
-                    report.missing_labels += 1  # no node label in any of its series: cannot place it
-                continue
-            mine = values[device]
-            mine["at"] = at
-            sample = self.sample(device, node, labels, mine, policy, locate(node), ctx)
-            if device in several:
-                sample = replace(sample, shared=True, namespace=None, pod=None)
-            out.append(sample)
-        if unresolved:
-            report.unresolved_nodes += len(unresolved)
-            hosts = ", ".join(sorted(unresolved)[:3])
-            report.notes.append(f"host label(s) {hosts} name no Node: relabel __meta_kubernetes_pod_node_name "
-                                f"to `node` (manifests/telemetry)")
-        return out
-
-    def _seen(self, seen: Vector, ctx: Context) -> dict[tuple[str, Any], float]:
-        """(device, origin) -> its newest sample time, from the `seen` query."""
-        newest: dict[tuple[str, Any], float] = {}
-        for series in seen:
-            labels = series.get("metric") or {}
-            device = self.device_id(labels, ctx)
-            ts = number((series.get("value") or [None, None])[1])
-            if device is not None and ts is not None:
-                key = (device, _origin(labels, ctx))
-                newest[key] = max(ts, newest.get(key, ts))
-        return newest
-
-    @staticmethod
-    def _newest(device: str, series_list: list[Mapping[str, Any]], newest: Mapping[tuple[str, Any], float],
-                ctx: Context, report: ParseReport) -> tuple[Mapping[str, Any], bool]:
-        """(one identity series per device, shared?): the one sampled most recently (its pod and exporter are
-        the current ones); among equals, one naming a workload. Equally recent series naming different
-        workloads are one device serving several pods at once (dcgm-exporter --kubernetes-virtual-gpus,
-        since 4.1.1-4.0.3: a copy per pod sharing the GPU, with a `vgpu` label; npu-exporter on a 310P split
-        into vNPUs: a copy per vNPU's pod): shared, the device-level series (no pod) when there is one.
-        Equals that name the same workload, or none, are duplicates (two exporters for one device?)."""
-        if len(series_list) == 1:
-            return series_list[0], False
-
-        def when(series: Mapping[str, Any]) -> float:
-            return newest.get((device, _origin(series.get("metric") or {}, ctx)), float("-inf"))
-
-        def rank(series: Mapping[str, Any]) -> tuple[float, bool]:
-            return when(series), workload_of(series.get("metric") or {}, ctx.exporter_pods) != (None, None)
-
-        ranked = sorted(series_list, key=rank, reverse=True)
-        latest = [s_ for s_ in ranked if when(s_) == when(ranked[0])]
-        current = {workload_of(s_.get("metric") or {}, ctx.exporter_pods) for s_ in latest} - {(None, None)}
-        if len(current) > 1 and when(ranked[0]) > float("-inf"):  # without sample times, nothing says "at once"
-            report.shared += 1
-            return min(latest, key=lambda s_: rank(s_)[1]), True
-        pods = {workload_of(s_.get("metric") or {}, ctx.exporter_pods) for s_ in series_list} - {(None, None)}
-        if rank(ranked[0]) == rank(ranked[1]):
-            report.duplicates += 1  # two series at once that nothing orders: two exporters for one device?
-        elif len(pods) > 1:
-            report.pod_changes += 1
-        return ranked[0], False
-
-
-def _matchers(selector: str, extra: str) -> str:
-    """`{a="x"}` + `b=~"y"` -> `{a="x", b=~"y"}`."""
-    inner = [m for m in (selector.strip().strip("{}").strip(), extra) if m]
-    return "{" + ", ".join(inner) + "}" if inner else ""
-
-
-def _alternatives(values: Collection[str]) -> str:
-    """A PromQL regex matching exactly these label values (RE2 syntax, escaped for a double-quoted string)."""
-    regex = "|".join(re.escape(v) for v in sorted(values))
-    return regex.replace("\\", "\\\\").replace('"', '\\"')
-
-
-def _origin(labels: Mapping[str, str], ctx: Context) -> tuple[Any, ...]:
-    """Which pod a series is about and which exporter reported it: what changes when a device changes hands."""
-    return workload_of(labels, ctx.exporter_pods), labels.get("instance", "")
-
-
-def _unplaced(labels: Mapping[str, str], ctx: Context) -> str:
-    """The host label that failed to name a Node (for the message), or "" when there is none."""
-    if ctx.is_node is None or _first(labels, *RELABELLED_NODE_LABELS):
-        return ""
-    return _first(labels, *HOST_LABELS, *INSTANCE_LABELS)
 
 
 class DcgmAdapter(Adapter):
@@ -557,8 +78,9 @@ class DcgmAdapter(Adapter):
                              Role(DCGM_1X["DCGM_FI_DEV_GPU_UTIL"], "avg_over_time"))
     # 2.2.9-2.4.1 (and earlier 2.x) comment DCGM_FI_DEV_GPU_UTIL out of both counters CSVs: a whole GPU is
     # placed by its temperature's labels, and its utilization is the engine activity, asked in a second round
-    # only for such GPUs
-    labelled_role = "temp"
+    # only for such GPUs. A GPU that fell off the bus (XID 79) has no readable field left: dcgm-exporter skips
+    # blank values (gpu_collector.go), so only its last XID (and the XID count) remains, with the pod's labels.
+    labelled_roles = ("temp", "xid", "xid_count")
     fallback_identity = Role("DCGM_FI_PROF_GR_ENGINE_ACTIVE", "avg_over_time", scale=100)
     fallback_keys = ("UUID", "uuid")
 
@@ -580,7 +102,8 @@ class DcgmAdapter(Adapter):
         used, total = values.get("fb_used"), values.get("fb_total")
         counts = tuple(sorted((values.get("xid_counts") or {}).items()))
         xid = values.get("xid")
-        health, reason, error = classify_gpu(xid, values.get("temp"), policy, None, counts)
+        live = any(values.get(role) is not None for role in ("util", "temp", "fb_used", "power"))
+        health, reason, error = classify_gpu(xid, values.get("temp"), policy, None, counts, live)
         model = labels.get("modelName", "")
         if labels.get("GPU_I_PROFILE"):
             model = f"{model} MIG {labels['GPU_I_PROFILE']}".strip()
@@ -604,13 +127,15 @@ class AscendAdapter(Adapter):
     the figure down. Health is the window's max: 0 only when the chip said unhealthy in every sample."""
 
     family = "npu-exporter"
-    key_labels = ("id", *LOCATION_LABELS)  # chip ids repeat on every node
-    identity_labels = (*key_labels, "model_name", *POD_LABELS)
+    # chip ids repeat on every node; the scrape target's pod (a ServiceMonitor's, without relabelling) can name it
+    key_labels = ("id", *LOCATION_LABELS, *EXPORTER_POD_LABELS)
+    identity_labels = tuple(dict.fromkeys((*key_labels, "model_name", *POD_LABELS)))
     grouped_fn = "last_over_time"
     roles = {
         "util": Role("npu_chip_info_utilization", "quantile_over_time", "0.5"),
         "temp": Role("npu_chip_info_temperature", "min_over_time"),
-        "health": Role("npu_chip_info_health_status", "max_over_time"),
+        # held for the window (0 only when every sample said so) and across a pod change's two series
+        "health": Role("npu_chip_info_health_status", "max_over_time", merge="max"),
         "hbm_used": Role("npu_chip_info_hbm_used_memory"),
         "hbm_total": Role("npu_chip_info_hbm_total_memory"),
         # chips without HBM (Ascend 310, 310P: npu-exporter's DdrCollector; the HbmCollector only serves 910A,
@@ -623,18 +148,26 @@ class AscendAdapter(Adapter):
         # (`snapshot.job_telemetry`), as mind-cluster's scheduler drops network-unhealthy chips only then
         "network": Role("npu_chip_info_network_status", over="max_over_time"),
         "link": Role("npu_chip_info_link_status", over="max_over_time"),
+        # the chip's first error code, present only while it has one (2021-era exporters: 0 when none); for the
+        # message, the health decides
+        "error_code": Role("npu_chip_info_error_code"),
     }
     # 2023-era exporters put the pod only on container_npu_utilization (same value, pod labels)
     identity_alternatives = (Role("container_npu_utilization", "quantile_over_time", "0.5"),)
+    # a chip the driver cannot read leaves its health (and error codes) only: npu-exporter drops a metric whose
+    # value is -1 or 4294967295 (common_utils.go validateNum), utilization and temperature included
+    labelled_roles = ("health",)
 
     def device_id(self, labels: Mapping[str, str], ctx: Context = Context()) -> str | None:
-        node = node_of_series(labels, ctx.is_node)
+        node = node_of_series(labels, ctx)
         chip = labels.get("id")
         return f"{node}/npu-{chip}" if node and chip else None
 
     def clean(self, role: str, value: float | None, labels: Mapping[str, str]) -> tuple[float | None, bool]:
         if value is None or role == "health":
             return value, False
+        if role == "error_code":  # codes are 32-bit (0x80E01801): only the "not collected" values are no reading
+            return (None, True) if value in ASCEND_SENTINELS else (value, False)
         if value in ASCEND_SENTINELS or value < 0 or value >= 2147483647 or (role == "util" and value > 100):
             return None, True
         return value, False
@@ -642,6 +175,8 @@ class AscendAdapter(Adapter):
     def sample(self, device_id: str, node: str, labels: Mapping[str, str], values: Mapping[str, Any],
                policy: HealthPolicy, where: Where = (None, None), ctx: Context = Context()) -> DeviceSample:
         health, reason, error = classify_npu(values.get("health"), values.get("temp"), policy)
+        if (code := values.get("error_code")) and health == Health.FAILED:
+            reason, error = f"{reason}, error code 0x{int(code):X}", f"{error} (0x{int(code):X})"
         network = classify_npu_network(values.get("network"), values.get("link"))
         namespace, pod = workload_of(labels, ctx.exporter_pods)
         hbm = values.get("hbm_used") is not None or values.get("hbm_total") is not None

@@ -12,5 +12,6 @@ def node_facts(fleet: Fleet) -> dict[str, NodeFacts]:
     for name, node in fleet.nodes.items():
         cls = fleet.class_of(node)
         out[name] = NodeFacts(region=fleet.region_of(node), device_class=cls.name if cls else None,
-                              devices=node.allocatable.get(cls.resource_name, 0) if cls else 0)
+                              devices=node.allocatable.get(cls.resource_name, 0) if cls else 0,
+                              addresses=node.addresses)
     return out

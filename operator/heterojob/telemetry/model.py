@@ -82,14 +82,18 @@ def number(value: Any) -> float | None:
 
 
 def classify_gpu(xid: float | None, temperature: float | None, policy: HealthPolicy,
-                 xid_age_s: float | None = None, xid_counts: tuple[tuple[int, float], ...] = ()
-                 ) -> tuple[Health, str, str]:
+                 xid_age_s: float | None = None, xid_counts: tuple[tuple[int, float], ...] = (),
+                 live: bool = True) -> tuple[Health, str, str]:
     """(health, reason, last_error) of an NVIDIA GPU from its last XID and temperature.
 
     `xid_age_s`: how long the same last XID has been seen; past `policy.xid_hold_s` a fatal one is taken
     as recovered (the exporter never clears it). `xid_counts`: DCGM_EXP_XID_ERRORS_COUNT per XID over its
-    window; when given it decides instead of the sticky last value.
+    window; when given it decides instead of the sticky last value. `live`: the GPU reports some reading
+    (utilization, temperature, memory or power). Without one, only its XID series is left: a fatal XID then
+    fails it however old (it never came back: fell off the bus), anything else says nothing (UNKNOWN).
     """
+    if not live:
+        return _xid_only(xid, policy, xid_counts)
     code = int(xid) if xid is not None else None
     if xid_counts:
         recent = sorted(c for c, n in xid_counts if n and n > 0)
@@ -119,6 +123,22 @@ def classify_gpu(xid: float | None, temperature: float | None, policy: HealthPol
         kind = "application XID" if code in APPLICATION_XIDS else "non-fatal XID"
         return Health.HEALTHY, f"{kind} {code} (no action)", last_error
     return Health.HEALTHY, "", ""
+
+
+def _xid_only(xid: float | None, policy: HealthPolicy, xid_counts: tuple[tuple[int, float], ...]
+              ) -> tuple[Health, str, str]:
+    """A GPU with nothing but its XID series (no utilization, temperature, memory or power)."""
+    recent = sorted(c for c, n in xid_counts if n and n > 0)
+    fatal = [c for c in recent if c in policy.fatal_xids]
+    if fatal:
+        return (Health.FAILED, f"fatal XID {fatal[-1]} (DCGM_EXP_XID_ERRORS_COUNT); no other series",
+                f"XID {fatal[-1]}")
+    code = int(xid) if xid is not None else (recent[-1] if recent else None)
+    if code and code in policy.fatal_xids:
+        return (Health.FAILED, f"fatal XID {code}; no other series (the GPU reports nothing else: fell off the bus?)",
+                f"XID {code}")
+    return Health.UNKNOWN, f"no reading, only its XID series (last XID {code or 0}: no fault)", \
+        f"XID {code}" if code else ""
 
 
 def classify_npu(status: float | None, temperature: float | None, policy: HealthPolicy
@@ -166,8 +186,14 @@ def settle_xid(sample: DeviceSample, before: DeviceSample | None, policy: Health
     if before is not None and before.xid == sample.xid and before.xid_since is not None:
         since = before.xid_since
     age = sample.observed_at - since if sample.observed_at is not None and since is not None else None
-    health, reason, error = classify_gpu(sample.xid, sample.temperature_c, policy, age)
+    health, reason, error = classify_gpu(sample.xid, sample.temperature_c, policy, age, live=live(sample))
     return replace(sample, xid_since=since, health=health, reason=reason, last_error=error)
+
+
+def live(sample: DeviceSample) -> bool:
+    """Whether a device reports any reading (utilization, memory, temperature, power), not only fault series."""
+    return any(v is not None for v in (sample.utilization, sample.memory_used_mib, sample.temperature_c,
+                                       sample.power_w))
 
 
 def vanished(previous: dict[str, DeviceSample], current: list[DeviceSample]) -> list[DeviceSample]:

@@ -15,7 +15,7 @@ import requests
 from prometheus_api_client import PrometheusApiClientException, PrometheusConnect
 from urllib3.util.retry import Retry
 
-from heterojob.telemetry.adapters import Vector
+from heterojob.telemetry.family import Vector
 from heterojob.failures import describe
 
 

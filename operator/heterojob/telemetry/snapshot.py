@@ -15,10 +15,18 @@ from enum import StrEnum
 from typing import Any
 
 from heterojob.telemetry import sources as region_sources
-from heterojob.telemetry.adapters import ADAPTERS, FALLBACK, SEEN, Adapter, Context, ParseReport, Vector, node_of_series
+from heterojob.telemetry.adapters import ADAPTERS
+from heterojob.telemetry.family import FALLBACK, ROLE_LABEL, SEEN, Adapter, ParseReport, Vector
+from heterojob.telemetry.labels import Context, node_of_series
 from heterojob.telemetry.model import DeviceSample, Health, HealthPolicy, number, settle_xid, vanished
 
 UP = "up"
+# `up`, and the Node of each scrape target pod where kube-state-metrics is scraped too (kube_pod_info, one series
+# per DaemonSet pod that is a target): a device series whose scrape configuration relabels no node label is
+# placed by its exporter pod (`Context.pod_nodes`). One query still; without kube-state-metrics, just `up`.
+POD_NODE = "pod_node"
+UP_QUERY = (f'up or label_replace(max by (namespace, pod, node) (kube_pod_info{{created_by_kind="DaemonSet", '
+            f'node!=""}} and on (namespace, pod) up), "{ROLE_LABEL}", "{POD_NODE}", "", "")')
 
 
 @dataclass(frozen=True)
@@ -28,6 +36,7 @@ class NodeFacts:
     region: str | None
     device_class: str | None
     devices: int = 0  # allocatable devices of its class
+    addresses: tuple[str, ...] = ()  # status.addresses (InternalIP, ExternalIP, Hostname): what `instance` may say
 
 
 @dataclass(frozen=True)
@@ -43,7 +52,7 @@ class SourceResult:
 def queries(window_s: int, adapters: Iterable[Adapter] = ADAPTERS.values()) -> dict[str, str]:
     """The whole cycle's queries, named `<family>:<query>`, plus `up` for exporters that are down."""
     out = {f"{a.family}:{name}": q for a in adapters for name, q in a.queries(window_s).items()}
-    out[UP] = UP
+    out[UP] = UP_QUERY
     return out
 
 
@@ -59,11 +68,10 @@ def followups(results: Mapping[str, Vector], adapters: Iterable[Adapter] = ADAPT
     and where some devices have no identity series, their fallback identity (`Adapter.fallback_query`)."""
     out = {}
     for a in adapters:
-        labelled = results.get(f"{a.family}:{a.labelled_role}") or () if a.labelled_role else ()
-        targets = a.doubled(results.get(f"{a.family}:{a.identity}") or (), labelled=labelled)
+        mine = {q[len(a.family) + 1:]: v for q, v in results.items() if q.startswith(f"{a.family}:")}
+        targets = a.doubled(mine)
         if targets:
             out[f"{a.family}:{SEEN}"] = a.seen_query(targets if len(targets) <= SEEN_TARGETS_MAX else ())
-        mine = {q[len(a.family) + 1:]: v for q, v in results.items() if q.startswith(f"{a.family}:")}
         if fallback := a.fallback_query(mine, window_s, SEEN_TARGETS_MAX):
             out[f"{a.family}:{FALLBACK}"] = fallback
     return out
@@ -120,10 +128,27 @@ class Snapshot:
             Availability.UNAVAILABLE, "no Prometheus serves this region")
 
 
+def _targets(up: Vector) -> tuple[list[Mapping[str, Any]], dict[tuple[str, str], str]]:
+    """The `up` answer's scrape targets, and each target pod's Node (from kube_pod_info; a pod two Nodes claim
+    names none)."""
+    targets: list[Mapping[str, Any]] = []
+    nodes: dict[tuple[str, str], str] = {}
+    twice: set[tuple[str, str]] = set()
+    for series in up or ():
+        labels = series.get("metric") or {}
+        if labels.get(ROLE_LABEL) != POD_NODE:
+            targets.append(series)
+            continue
+        key, node = (labels.get("namespace") or "", labels.get("pod") or ""), labels.get("node") or ""
+        if node and nodes.setdefault(key, node) != node:
+            twice.add(key)
+    return targets, {k: v for k, v in nodes.items() if k not in twice}
+
+
 def _exporters_down(up: Vector, ctx: Context = Context()) -> frozenset[str]:
     down = set()
     for series in up or ():
-        node = node_of_series(series.get("metric") or {}, ctx.is_node)
+        node = node_of_series(series.get("metric") or {}, ctx)
         value = number((series.get("value") or [None, None])[1])
         if node and value == 0:
             down.add(node)
@@ -149,6 +174,7 @@ def build(sources: Sequence[SourceResult], nodes: Mapping[str, NodeFacts], previ
         facts = nodes.get(node)
         return (facts.region, facts.device_class) if facts else (None, None)
 
+    node_at = {address: name for name, facts in nodes.items() for address in facts.addresses if address != name}
     devices: dict[str, DeviceSample] = {}
     regions: dict[str, RegionTelemetry] = {}
     reports: dict[str, ParseReport] = {}
@@ -164,14 +190,15 @@ def build(sources: Sequence[SourceResult], nodes: Mapping[str, NodeFacts], previ
         report = reports[source.name] = ParseReport()
         found: list[DeviceSample] = []
         # with a Node list, a host label counts only when it names a Node; without one, labels alone decide
-        ctx = Context(is_node=nodes.__contains__ if nodes else None,
-                      exporter_pods=_exporter_pods(source.results.get(UP) or ()))
+        up, pod_nodes = _targets(source.results.get(UP) or ())
+        ctx = Context(is_node=nodes.__contains__ if nodes else None, exporter_pods=_exporter_pods(up),
+                      node_at=node_at, pod_nodes=pod_nodes)
         for adapter in adapters:
             prefix = f"{adapter.family}:"
             mine = {k[len(prefix):]: v for k, v in source.results.items() if k.startswith(prefix)}
             found += [settle_xid(d, previous.get(d.device_id), policy)
                       for d in adapter.parse(mine, policy, report, where, ctx)]
-        source_down = _exporters_down(source.results.get(UP) or (), ctx)
+        source_down = _exporters_down(up, ctx)
         down |= source_down
         served = {d.device_id: d for d in found if _serves(source, nodes.get(d.node), own_regions)}
         # a device is remembered while its Node exists; one missing while its exporter answers vanished

@@ -7,7 +7,7 @@ decoded (ObjectMeta: name, generateName, namespace, labels, annotations, finaliz
 the server answers 415 as it does for a format it cannot read. Besides those kinds: the bodies `kubectl drain`
 (policy/v1 Eviction, meta/v1 DeleteOptions) and `kubectl auth can-i|whoami` (authorization/v1
 SelfSubjectAccessReview, SelfSubjectRulesReview; authentication/v1 SelfSubjectReview) send, and what `kubectl
-create role|clusterrole|rolebinding|clusterrolebinding|pdb|priorityclass|deployment|job|cronjob` send
+create role|clusterrole|rolebinding|clusterrolebinding|pdb|priorityclass|deployment|job|cronjob|token` send
 (`_SCHEMAS`: the fields those commands set; a pod template's containers with name, image, command, args,
 workingDir, ports, env, resources, imagePullPolicy, stdin, tty), field numbers from
 k8s.io/api/{core,apps,batch,policy,authorization,authentication,rbac,scheduling}/v1/generated.proto and
@@ -151,13 +151,20 @@ _SCHEMAS: dict[str, dict[int, tuple[str, str, bool]]] = {
     "CronJob": {2: ("spec", "CronJobSpec", False)},
     "PriorityClass": {2: ("value", "int", False), 3: ("globalDefault", "bool", False),
                       4: ("description", "string", False), 5: ("preemptionPolicy", "string", False)},
+    # authentication/v1 TokenRequest (`kubectl create token`)
+    "TokenRequest": {2: ("spec", "TokenRequestSpec", False)},
+    "TokenRequestSpec": {1: ("audiences", "string", True), 4: ("expirationSeconds", "int", False),
+                         3: ("boundObjectRef", "BoundObjectReference", False)},
+    "BoundObjectReference": {1: ("kind", "string", False), 2: ("apiVersion", "string", False),
+                             3: ("name", "string", False), 4: ("uid", "string", False)},
 }
 _KINDS = {("rbac.authorization.k8s.io/v1", "Role"): "Role", ("rbac.authorization.k8s.io/v1", "ClusterRole"):
           "ClusterRole", ("rbac.authorization.k8s.io/v1", "RoleBinding"): "RoleBinding",
           ("rbac.authorization.k8s.io/v1", "ClusterRoleBinding"): "RoleBinding",
           ("policy/v1", "PodDisruptionBudget"): "PodDisruptionBudget",
           ("scheduling.k8s.io/v1", "PriorityClass"): "PriorityClass", ("apps/v1", "Deployment"): "Deployment",
-          ("batch/v1", "Job"): "Job", ("batch/v1", "CronJob"): "CronJob"}
+          ("batch/v1", "Job"): "Job", ("batch/v1", "CronJob"): "CronJob",
+          ("authentication.k8s.io/v1", "TokenRequest"): "TokenRequest"}
 
 
 def _int(value: int) -> int:

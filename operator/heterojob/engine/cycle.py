@@ -1,0 +1,200 @@
+"""One scheduling cycle for the whole waiting queue (Kueue's scheduling cycle). Pure.
+
+Step of the pipeline: a snapshot of the cache (every waiting request, every holder, the fleet) in, every
+waiting job's verdict out, in one plan. The operator (`controller.scheduler`) and the trace replay
+(`replay.replay`) both run their admission through `plan_cycle`, so the replay measures the loop that
+ships. Inside it:
+
+1. Involuntary moves out of a region (a dead node, a lost member cluster) keep their priority and age;
+   each is narrowed to the cheapest tier of regions (`transfer.tiers`) where the planner places it now,
+   as `admission.plan_relocation` would, and keeps every class its user listed.
+2. With a queue policy, `policy.prepare` orders the queue and narrows each other job's classes
+   (`admission.plan_with_policy`); then `admission.plan_queue` plans the whole queue once.
+3. A job that waits is told which listed classes the policy set aside (`admission.set_aside`).
+
+`verdict` is what of a waiting job's plan its status must say: the outcome and the message without its
+live figures (free devices, hours, the jobs ahead that fit first). The caller writes a waiting job's status
+only when its verdict changes, so API writes follow decisions, not figures.
+
+`Trigger` says whether a cycle could change anything since the last one: a request added, edited or
+removed, room given back, the fleet changed, or a timer (a starvation promotion, a move's requeue bound)
+came due. A cycle with none of these plans the same queue on the same snapshot, so it is skipped. A cycle
+that placed or disturbed anyone changed the snapshot (the policy reads the free room), so its caller plans
+once more; cycles stop when one acts on nothing.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field, replace
+from typing import TYPE_CHECKING
+
+from heterojob.engine import transfer
+from heterojob.engine.admission import (
+    Admission, Holder, Outcome, Plan, Settings, _regions, plan_one, plan_queue, set_aside,
+)
+from heterojob.engine.fleet import Fleet
+from heterojob.engine.placement import Ledger, Rejection, Request, place
+
+if TYPE_CHECKING:
+    from heterojob.engine.policy import Knowledge
+    from heterojob.engine.queueing import QueueSettings
+    from heterojob.engine.ranking import Memo
+
+
+@dataclass(frozen=True)
+class Cycle:
+    """The plan of one cycle: every waiting job's admission (messages final), under a queue policy the
+    classes waiting jobs chose to wait for (upgrade moves keep off them), and the free devices per class
+    once its placements are taken."""
+
+    plan: Plan
+    waiting_for: frozenset[str] = frozenset()
+    free: Mapping[str, int] = field(default_factory=dict)
+
+    @property
+    def admissions(self) -> Mapping[str, Admission]:
+        return self.plan.admissions
+
+    @property
+    def acted(self) -> bool:
+        """It placed or disturbed someone: that changes the snapshot (the policy reads the free room), so
+        the caller plans once more (`Trigger.room`)."""
+        return any(a.outcome == Outcome.PLACED or a.disruptions for a in self.plan.admissions.values())
+
+    def room_grew(self, before: Mapping[str, int]) -> bool:
+        """More devices of some class are free than after the cycle before (`before`: its `free`): running
+        jobs an upgrade move may pay for are looked at now, not on every pass of theirs."""
+        return any(n > before.get(c, 0) for c, n in self.free.items())
+
+
+def plan_cycle(queue: Iterable[Request], holders: Iterable[Holder], fleet: Fleet, now: float,
+               settings: Settings = Settings(), policy: tuple[Knowledge, QueueSettings] | None = None,
+               moves: Mapping[str, transfer.Move] | None = None, memo: Memo | None = None) -> Cycle:
+    """Plan every waiting job of `queue` at once (steps in the module docstring). `fleet` counts every
+    holder's devices as used; `moves`: job -> the transfer an involuntary move out of its region weighs;
+    `memo` (`engine.ranking.Memo`, kept by the caller between cycles) only saves recomputing equal values."""
+    queue, holders = list(queue), list(holders)
+    moves = moves or {}
+    narrowed: dict[str, Request] = {}
+    for request in queue:
+        if request.job in moves:
+            narrowed[request.job] = _cheapest_tier(request, queue, holders, fleet, now, settings, moves[request.job])
+    if narrowed:
+        queue = [narrowed.get(r.job, r) for r in queue]
+    if policy is None:
+        plan = plan_queue(queue, holders, fleet, now, settings)
+        waiting_for: frozenset[str] = frozenset()
+    else:
+        from heterojob.engine import policy as heterogeneity
+
+        knowledge, queue_settings = policy
+        prepared = heterogeneity.prepare(queue, holders, fleet, now, knowledge, queue_settings,
+                                         settings.min_runtime_s, memo)
+        ordered = [replace(r, alternatives=narrowed[r.job].alternatives) if r.job in narrowed else r
+                   for r in prepared.queue]  # an involuntary move keeps every class its user listed
+        plan = plan_queue(ordered, prepared.holders, fleet, now, settings)
+        waiting_for = prepared.waiting_for
+        mine = {r.job: r for r in ordered}
+        original = {r.job: r for r in queue}
+        quota_memo: dict[tuple[object, ...], list[Rejection]] = {}
+        for job, admission in list(plan.admissions.items()):
+            if admission.outcome == Outcome.PLACED or job in narrowed:
+                continue
+            aside = set_aside(original[job], mine[job], prepared.choices.get(job), fleet, quota_memo)
+            if aside:
+                plan.admissions[job] = replace(admission, message=f"{admission.message}; {aside}")
+    for job in narrowed:
+        placed = plan.admissions.get(job)
+        if placed is None or placed.outcome != Outcome.PLACED or placed.candidate is None:
+            continue
+        v = transfer.judge(moves[job], placed.candidate.region, fleet.regions)
+        if v.cost and v.cost.link:
+            plan.admissions[job] = replace(placed, message=f"{placed.message}; the cheapest transfer that "
+                                                              f"fits: {v.message}")
+    return Cycle(plan, waiting_for, _free_after(plan, fleet))
+
+
+def _free_after(plan: Plan, fleet: Fleet) -> dict[str, int]:
+    """Free devices per class on usable nodes once the plan's placements are taken."""
+    from heterojob.engine.policy import devices_by_class
+
+    free, _ = devices_by_class(fleet)
+    for a in plan.admissions.values():
+        if a.outcome == Outcome.PLACED and a.candidate is not None:
+            c = a.candidate
+            free[c.device_class] = free.get(c.device_class, 0) - len(c.nodes) * c.per_replica
+    return free
+
+
+def _cheapest_tier(request: Request, queue: list[Request], holders: list[Holder], fleet: Fleet, now: float,
+                   settings: Settings, move: transfer.Move) -> Request:
+    """`request` narrowed to the first tier of regions (its own, then by transfer time, unlinked last) where
+    the planner places it now with the jobs ahead of it; unchanged when no tier places it."""
+    groups = transfer.tiers(move, _regions(request, fleet), fleet.regions)
+    if len(groups) <= 1:
+        return request
+    mine = Ledger(fleet)  # room reserved for the job itself (the healthy part of its old room) is its own
+    for h in holders:
+        if h.job == request.job and h.waiting:
+            mine.take(h.allocation, -1)
+    for tier in groups:
+        narrowed = replace(request, allowed_regions=tier)
+        if place(narrowed, mine.fleet, mine.index).chosen is None:
+            continue  # nothing fits there even alone
+        if plan_one(narrowed, queue, holders, fleet, now, settings).outcome == Outcome.PLACED:
+            return narrowed
+    return request
+
+
+# --- what a waiting job's status says --------------------------------------------------------------------
+
+_FIGURES = re.compile(r"(room for \d+ of \d+)|\d+(?:\.\d+)?")
+_AHEAD = re.compile(r"(that fit first): [^;]*")
+
+
+def verdict(outcome: str | None, message: str | None) -> tuple[str, str]:
+    """A waiting job's verdict: its outcome and its message without the figures that move while nothing is
+    decided (free devices, counts, hours) and without the names of the jobs ahead that fit first. How many
+    of its replicas a candidate has room for ("room for 1 of 2") is kept: that is how far it is from fitting."""
+    return outcome or "", _FIGURES.sub(lambda m: m.group(1) or "#", _AHEAD.sub(r"\1", message or ""))
+
+
+# --- when a cycle is worth running -----------------------------------------------------------------------
+
+@dataclass
+class Trigger:
+    """What happened since the last cycle, and the earliest timer; `due` says whether a cycle may change
+    anything. Time is an argument."""
+
+    changed: set[str] = field(default_factory=set)  # jobs whose request was added, edited or removed
+    freed: bool = False  # room was given back, or the fleet (nodes, classes, regions, quotas, faults) changed
+    timers: dict[str, float] = field(default_factory=dict)  # job -> when its plan changes by the clock alone
+
+    def request(self, job: str) -> None:
+        self.changed.add(job)
+
+    def room(self) -> None:
+        self.freed = True
+
+    def at(self, job: str, when: float | None) -> None:
+        """The job's plan changes at `when` by the clock alone (None: never)."""
+        if when is None or not math.isfinite(when):
+            self.timers.pop(job, None)
+        else:
+            self.timers[job] = when
+
+    def next_timer(self) -> float | None:
+        return min(self.timers.values(), default=None)
+
+    def due(self, now: float) -> bool:
+        return bool(self.changed) or self.freed or any(t <= now for t in self.timers.values())
+
+    def planned(self, now: float) -> None:
+        """A cycle ran on everything that happened so far: timers that came due are spent."""
+        self.changed.clear()
+        self.freed = False
+        for job in [j for j, t in self.timers.items() if t <= now]:
+            del self.timers[job]

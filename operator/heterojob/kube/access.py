@@ -1,0 +1,101 @@
+"""What a training pod may do: acknowledge checkpoints on its own gang's pods, and nothing else.
+
+The SDK (`heterojob_sdk`) reads its pod and writes the ack annotation with the pod's service account token.
+For each job in the operator's own cluster the operator keeps, owned by the HeteroJob (garbage-collected with it):
+
+- a ServiceAccount `<job>-heterojob`, which the gang's pods run as, unless the template names its own account
+  (`serviceAccountName`: kept, e.g. for a cloud identity that writes the checkpoints; that account is bound then);
+- a Role `<job>-heterojob` allowing `get` and `patch` on `pods` with `resourceNames` = the pods of the current
+  generation's gang (rewritten when a new gang is made, so an old gang's names lapse);
+- a RoleBinding `<job>-heterojob` binding that Role to the account.
+
+The operator may grant only what it holds (RBAC's escalation check): its ClusterRole has `get` and `patch` on pods
+(manifests/base/rbac-operator.yaml). Pods placed in a member cluster are left as their template says.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any
+
+import kubernetes
+from kubernetes.client import ApiException
+
+from heterojob.constants import LABEL_JOB, LABEL_MANAGED_BY, MANAGED_BY
+from heterojob.kube import manifests
+from heterojob.kube.api import Kube
+
+RBAC_GROUP = "rbac.authorization.k8s.io"
+VERBS = ("get", "patch")  # on the gang's own pods: the SDK reads its pod and writes its ack annotation
+
+
+def name_for(job: str) -> str:
+    """The ServiceAccount, Role and RoleBinding of a job (a job name is a DNS label: this fits every limit)."""
+    return f"{job}-heterojob"
+
+
+def objects(job: Mapping[str, Any], pods: Sequence[dict[str, Any]], gang: Sequence[str]) -> list[dict[str, Any]]:
+    """The ServiceAccount (unless the template names an account), Role and RoleBinding that let `gang` (the pod
+    names of the current generation) acknowledge; sets `pods`' serviceAccountName to the job's account (pure)."""
+    meta = job["metadata"]
+    name, namespace = name_for(meta["name"]), meta["namespace"]
+    common = {"namespace": namespace, "labels": {LABEL_JOB: meta["name"], LABEL_MANAGED_BY: MANAGED_BY},
+              "ownerReferences": [manifests.owner_reference(job)]}
+    named = {(p.get("spec") or {}).get("serviceAccountName") or (p.get("spec") or {}).get("serviceAccount")
+             for p in pods}
+    account = next(iter(named)) if len(named) == 1 and None not in named else None
+    out: list[dict[str, Any]] = []
+    if account is None:
+        account = name
+        for pod in pods:
+            pod["spec"]["serviceAccountName"] = name
+        out.append({"apiVersion": "v1", "kind": "ServiceAccount", "metadata": {"name": name, **common}})
+    out.append({"apiVersion": f"{RBAC_GROUP}/v1", "kind": "Role", "metadata": {"name": name, **common},
+                "rules": [{"apiGroups": [""], "resources": ["pods"], "resourceNames": sorted(gang),
+                           "verbs": list(VERBS)}]})
+    out.append({"apiVersion": f"{RBAC_GROUP}/v1", "kind": "RoleBinding", "metadata": {"name": name, **common},
+                "roleRef": {"apiGroup": RBAC_GROUP, "kind": "Role", "name": name},
+                "subjects": [{"kind": "ServiceAccount", "name": account, "namespace": namespace}]})
+    return out
+
+
+async def grant(kube: Kube, job: Mapping[str, Any], pods: Sequence[dict[str, Any]], gang: Sequence[str]
+                ) -> list[tuple[dict[str, Any], BaseException]]:
+    """Create or update the job's access objects before its pods (the ServiceAccount must exist first: admission
+    refuses a pod naming a missing one); the object refused and why, else []."""
+    objs = objects(job, pods, gang)  # at once: a RoleBinding may name a Role or account made a moment later
+    results = await asyncio.gather(*(_ensure(kube, obj) for obj in objs), return_exceptions=True)
+    for obj, result in zip(objs, results, strict=True):
+        if isinstance(result, asyncio.CancelledError):
+            raise result
+        if isinstance(result, BaseException):  # the caller treats it as a refusal of the gang
+            return [(obj, result)]
+    return []
+
+
+async def _ensure(kube: Kube, obj: dict[str, Any]) -> None:
+    """Create `obj`; when it exists, write what this gang needs into it (the rules or subjects, and this job as
+    its owner: one left by an earlier job of the same name, not yet collected, is taken over rather than lost)."""
+    rbac = kubernetes.client.RbacAuthorizationV1Api(kube.client)
+    meta = obj["metadata"]
+    namespace, name = meta["namespace"], meta["name"]
+    create: Callable[..., Any]
+    patch: Callable[..., Any]
+    if obj["kind"] == "ServiceAccount":
+        create, patch = kube.core.create_namespaced_service_account, kube.core.patch_namespaced_service_account
+    elif obj["kind"] == "Role":
+        create, patch = rbac.create_namespaced_role, rbac.patch_namespaced_role
+    else:
+        create, patch = rbac.create_namespaced_role_binding, rbac.patch_namespaced_role_binding
+    try:
+        await kube.call(create, namespace, obj, _preload_content=False)
+        return
+    except ApiException as exc:
+        if exc.status != 409:
+            raise
+    body: dict[str, Any] = {"metadata": {"labels": meta["labels"], "ownerReferences": meta["ownerReferences"]}}
+    for key in ("rules", "subjects"):
+        if key in obj:
+            body[key] = obj[key]
+    await kube.call(patch, name, namespace, body, _preload_content=False)

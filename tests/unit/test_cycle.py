@@ -1,0 +1,182 @@
+"""One scheduling cycle for the whole queue (`engine.cycle`): the same plans the per-job planner made, each
+shortcut checked against the full computation, and what of a waiting job's plan its status must say."""
+
+from __future__ import annotations
+
+import random
+
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from heterojob.engine import admission as planner
+from heterojob.engine import transfer
+from heterojob.engine.admission import Holder, Outcome, Settings
+from heterojob.engine.cycle import Trigger, plan_cycle, verdict
+from heterojob.engine.fleet import Allocation, DeviceClass, Fleet, Node, RegionInfo, usage
+from heterojob.engine.placement import Alternative, Request
+from heterojob.engine.policy import Facts, Knowledge
+from heterojob.engine.queueing import QueueSettings, Service
+from heterojob.engine.ranking import Memo
+
+NOW = 100_000.0
+CLASSES = {"h100": DeviceClass("h100", "nvidia.com/gpu", {"acc": "h100"}, 1.0),
+           "910b": DeviceClass("910b", "huawei.com/Ascend910", {"acc": "910b"}, 0.5)}
+REGIONS = ("east", "west", "north")
+
+
+def _fleet(rng: random.Random, nodes: int, holders: list[Holder]) -> Fleet:
+    out = {}
+    for i in range(nodes):
+        cls = CLASSES["h100" if i % 2 == 0 else "910b"]
+        region = REGIONS[i % 3]
+        out[f"n{i}"] = Node(f"n{i}", {"topology.kubernetes.io/region": region, **cls.node_selector},
+                            {cls.resource_name: 8}, ready=rng.random() > 0.05)
+    return Fleet(out, CLASSES, used=usage(h.allocation for h in holders))
+
+
+def _scene(seed: int, nodes: int = 24, waiting: int = 30, running: int = 12
+           ) -> tuple[list[Request], list[Holder], Fleet]:
+    rng = random.Random(seed)
+    names = [f"n{i}" for i in range(nodes)]
+    holders: list[Holder] = []
+    taken: set[str] = set()
+    for j in range(running):
+        node = rng.choice([n for n in names if n not in taken])
+        taken.add(node)
+        i = int(node[1:])
+        cls = CLASSES["h100" if i % 2 == 0 else "910b"]
+        holders.append(Holder(f"ns/run{j}", rng.randrange(4), NOW - rng.choice([10.0, 10_000.0]),
+                              Allocation(cls.resource_name, {node: rng.choice([4, 8])}, "ns", cls.name,
+                                         REGIONS[i % 3])))
+    queue = []
+    for k in range(waiting):
+        per = rng.choice([1, 2, 4, 8])
+        alts = [Alternative(rng.choice(list(CLASSES)), per)]
+        if rng.random() < 0.4:
+            alts.append(Alternative("910b" if alts[0].device_class == "h100" else "h100", per))
+        queue.append(Request(f"ns/w{k}", alts, rng.choice([1, 1, 2, 3]), priority=rng.randrange(4),
+                             created=float(rng.randrange(1000)),
+                             allowed_regions=tuple(rng.sample(REGIONS, 2)) if rng.random() < 0.2 else ()))
+    return queue, holders, _fleet(rng, nodes, holders)
+
+
+@settings(max_examples=40, deadline=None)
+@given(st.integers(0, 10_000))
+def test_a_cycle_without_a_policy_is_the_whole_queue_planned_once(seed: int) -> None:
+    queue, holders, fleet = _scene(seed)
+    cycle = plan_cycle(queue, holders, fleet, NOW)
+    full = planner.plan_queue(queue, holders, fleet, NOW)
+    assert cycle.admissions == full.admissions
+
+
+@settings(max_examples=30, deadline=None)
+@given(st.integers(0, 10_000))
+def test_the_first_job_in_queue_order_gets_what_the_per_job_planner_gave_it(seed: int) -> None:
+    """The per-job planner (`plan_one`) planned the jobs ahead of a job first: for the first job of the queue
+    the cycle and the per-job plan agree, outcome, candidate, victims and message alike."""
+    queue, holders, fleet = _scene(seed)
+    first = min(queue, key=lambda r: r.order)
+    one = planner.plan_one(first, queue, holders, fleet, NOW)
+    assert plan_cycle(queue, holders, fleet, NOW).admissions[first.job] == one
+
+
+def _knowledge(queue: list[Request]) -> Knowledge:
+    facts = {r.job: Facts(Service(0.0, r.created), {"h100": 1.0, "910b": 0.5}) for r in queue}
+    return Knowledge(facts)
+
+
+@settings(max_examples=25, deadline=None)
+@given(st.integers(0, 10_000))
+def test_a_cycle_with_the_policy_is_plan_with_policy_and_the_memo_changes_nothing(seed: int) -> None:
+    queue, holders, fleet = _scene(seed)
+    known, qs = _knowledge(queue), QueueSettings()
+    plan, _ = planner.plan_with_policy(queue, holders, fleet, NOW, known, qs)
+    memo = Memo()
+    first = plan_cycle(queue, holders, fleet, NOW, policy=(known, qs), memo=memo)
+    again = plan_cycle(queue, holders, fleet, NOW, policy=(known, qs), memo=memo)  # kept across cycles
+    for job, admission in plan.admissions.items():
+        mine = first.admissions[job]
+        assert (mine.outcome, mine.candidate, mine.disruptions) == (admission.outcome, admission.candidate,
+                                                                    admission.disruptions)
+        assert mine.message.startswith(admission.message)  # plus what the policy set aside, if anything
+    assert again.admissions == first.admissions and again.waiting_for == first.waiting_for
+
+
+def test_an_involuntary_move_takes_the_cheapest_region_that_fits_as_plan_relocation_did() -> None:
+    nodes = {f"{r}-{i}": Node(f"{r}-{i}", {"topology.kubernetes.io/region": r, "acc": "h100"},
+                              {"nvidia.com/gpu": 8}) for r in ("east", "west", "far") for i in range(2)}
+    link = transfer.Link(bandwidth_gbps=10.0, latency_ms=5.0)
+    regions = {"east": RegionInfo("east", {"topology.kubernetes.io/region": "east"}, links={"west": link}),
+               "west": RegionInfo("west", {"topology.kubernetes.io/region": "west"}, links={"east": link}),
+               "far": RegionInfo("far", {"topology.kubernetes.io/region": "far"})}
+    busy = Holder("ns/busy", 3, 0.0, Allocation("nvidia.com/gpu", {"east-0": 8, "east-1": 8}, "ns", "h100", "east"))
+    fleet = Fleet(nodes, CLASSES, regions, used=usage([busy.allocation]))
+    mover = Request("ns/mover", [Alternative("h100", 8)], 2, priority=1)
+    other = Request("ns/other", [Alternative("h100", 8)], 2, priority=0, created=5.0)
+    move = transfer.Move(origin="east", size=transfer.Size(500 * 2**30, transfer.SizeSource.REPORTED), save_s=60.0,
+                         voluntary=False)
+    old = planner.plan_relocation(mover, [mover, other], [busy], fleet, NOW, Settings(), move)
+    cycle = plan_cycle([other, mover], [busy], fleet, NOW, moves={mover.job: move})
+    assert old.outcome == Outcome.PLACED and old.candidate is not None and old.candidate.region == "west"
+    assert cycle.admissions[mover.job] == old
+    assert cycle.admissions[other.job].outcome == Outcome.PLACED  # the rest of the queue in the same plan
+    assert cycle.admissions[other.job].candidate.region == "far"  # type: ignore[union-attr]
+
+
+def test_a_verdict_ignores_live_figures_and_names_ahead_but_not_what_decides() -> None:
+    a = verdict("NoRoom", "east/h100: room for 1 of 2 replicas (8 free on 1 node(s), 8 per replica)")
+    assert a == verdict("NoRoom", "east/h100: room for 1 of 2 replicas (12 free on 3 node(s), 8 per replica)")
+    assert a != verdict("NoRoom", "east/h100: room for 0 of 2 replicas (4 free on 1 node(s), 8 per replica)")
+    assert a != verdict("Queued", "east/h100: room for 1 of 2 replicas (8 free on 1 node(s), 8 per replica)")
+    assert a != verdict("NoRoom", "east/h100: quota 16/16 used (team: h100 in any region; needs 8)")
+    queued = "queued behind 3 higher-priority or older job(s) that fit first: ns/a, ns/b, ns/c"
+    assert verdict("Queued", queued) == verdict("Queued", queued.replace("3", "2").replace(", ns/c", ""))
+    assert verdict("Queued", queued) != verdict("Queued", queued + "; set aside: 910b: declined")
+
+
+def test_a_trigger_is_due_only_after_something_happened_or_a_timer_came() -> None:
+    t = Trigger()
+    assert not t.due(NOW)
+    t.request("ns/a")
+    assert t.due(NOW)
+    t.planned(NOW)
+    assert not t.due(NOW)
+    t.room()
+    assert t.due(NOW)
+    t.planned(NOW)
+    t.at("ns/a", NOW + 60)
+    assert not t.due(NOW) and t.next_timer() == NOW + 60 and t.due(NOW + 60)
+    t.planned(NOW + 60)
+    assert t.next_timer() is None and not t.due(NOW + 120)
+    t.at("ns/b", NOW + 5)
+    t.at("ns/b", None)
+    assert t.next_timer() is None
+
+
+@settings(max_examples=20, deadline=None)
+@given(st.integers(0, 10_000))
+def test_skipping_a_cycle_with_nothing_new_loses_nothing(seed: int) -> None:
+    """The shortcut the scheduler takes. A cycle that placed or disturbed someone changed the snapshot (the
+    policy's class choices read free room), so the scheduler plans once more; once a cycle acts on nothing,
+    with no request added, edited or removed, no room given back and no timer due, the next cycle would plan
+    exactly what it planned, so it is skipped."""
+    queue, holders, fleet = _scene(seed)
+    known, qs = _knowledge(queue), QueueSettings()
+    memo = Memo()
+    for _ in range(10):
+        cycle = plan_cycle(queue, holders, fleet, NOW, policy=(known, qs), memo=memo)
+        assert cycle.admissions == plan_cycle(queue, holders, fleet, NOW, policy=(known, qs)).admissions
+        placed = [a for a in cycle.admissions.values() if a.outcome == Outcome.PLACED and a.candidate]
+        yielding = {d.job: d.by for a in cycle.admissions.values() for d in a.disruptions}
+        if not placed and not yielding:
+            break
+        # what the scheduler records in the cache before the next cycle: placements held, victims yielding
+        priority = {r.job: r.priority for r in queue}
+        holders = [Holder(h.job, h.priority, h.since, h.allocation, h.base, yielding.get(h.job, h.yielding_to))
+                   for h in holders] + [Holder(a.job, priority[a.job], NOW, a.candidate.allocation("ns"))
+                                        for a in placed if a.candidate]
+        fleet = Fleet(fleet.nodes, fleet.classes, used=usage(h.allocation for h in holders))
+        queue = [r for r in queue if r.job not in {a.job for a in placed}]
+    else:
+        raise AssertionError("ten cycles in a row placed or disturbed someone")
+    assert plan_cycle(queue, holders, fleet, NOW, policy=(known, qs), memo=memo).admissions == cycle.admissions
