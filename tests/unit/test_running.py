@@ -90,6 +90,10 @@ def test_a_symptom_held_by_the_cooldown_is_a_hold_and_one_not_ripe_says_when_to_
     moved = RunningJob(now=T0, phase=Phase.RUNNING, symptoms=(HOT,), moves=(T0 - 60,))
     d = decide(moved, Running(), RULES)
     assert d.step == Step.HOLD and "cooldown" in d.reason
+    assert d.verdict is not None and d.verdict.hold == migration.Hold.COOLDOWN
+    assert d.at == T0 - 60 + 600  # when the cooldown lifts, not a look every second while it holds
+    d = decide(RunningJob(now=T0, phase=Phase.RUNNING, symptoms=(HOT,)), Running(disrupted_now=5), RULES)
+    assert d.step == Step.HOLD and d.at is None  # the budget: looked at again when room frees
     young = migration.Symptom(migration.OVERHEAT, T0 - 30, ("n2",), "hot")
     d = decide(RunningJob(now=T0, phase=Phase.RUNNING, symptoms=(young,)), Running(), RULES)
     assert d.step == Step.NONE and d.at == T0 - 30 + 120

@@ -159,9 +159,9 @@ def decide(job: RunningJob, running: Running, rules: Rules) -> Decision:
         verdict = migration.judge(job.symptoms, rules.migration, now, job.moves, running.disrupted_now)
         if verdict.act and verdict.symptom is not None:
             return Decision(Step.MIGRATE, verdict.reason, verdict.symptom, job.symptoms)
-        ripe = _ripens_at(job.symptoms, rules.migration)
-        # look again when the first holding symptom has lasted its time, or when the cooldown or cap lifts
-        at = _first(max(ripe, now + 1.0) if ripe is not None else None, verdict.until)
+        # look again when the next holding symptom has lasted its time, or when the cooldown or cap lifts (a
+        # budget's hold lifts when room frees: the controller looks at its held jobs then)
+        at = _first(_ripens_at(job.symptoms, rules.migration, now), verdict.until)
         step = Step.HOLD if verdict.symptom is not None and verdict.hold is not None else Step.NONE
         return Decision(step, verdict.reason, verdict.symptom, job.symptoms, at=at, verdict=verdict)
     if c is not None:  # a periodic checkpoint goes on
@@ -229,8 +229,8 @@ def _with(rules: migration.Rules, trigger: str) -> migration.Rules:
     return replace(rules, triggers=rules.triggers | {trigger})
 
 
-def _ripens_at(symptoms: tuple[migration.Symptom, ...], rules: migration.Rules) -> float | None:
-    """When the first symptom still holding (overheat, straggler) has lasted its time, or None."""
-    times = [s.since + float(getattr(rules, migration.HOLD[s.trigger])) for s in symptoms
-             if s.trigger in migration.HOLD and s.trigger in rules.triggers]
+def _ripens_at(symptoms: tuple[migration.Symptom, ...], rules: migration.Rules, now: float) -> float | None:
+    """When the next symptom still holding (overheat, straggler) will have lasted its time, or None."""
+    times = [t for s in symptoms if s.trigger in migration.HOLD and s.trigger in rules.triggers
+             and (t := s.since + float(getattr(rules, migration.HOLD[s.trigger]))) > now]
     return min(times, default=None)
