@@ -4,7 +4,7 @@ from each job's spec and status as the operator does), the fleet into its views 
 from the same objects the operator watches), and the questions go to the planner the operator calls:
 `engine.admission.plan_with_policy` for "what would this quota edit admit?" (placements, queueing,
 reclaim and preemption as the operator would plan them, in its queue policy's order, from what
-`controller.knowledge` reads of each job's `status.scheduling`; the policy is the operator's default,
+`state.knowledge` reads of each job's `status.scheduling`; the policy is the operator's default,
 `mlfq`, unless HETEROJOB_QUEUE_POLICY names the one its `--queue-policy` was given) and
 `engine.admission.plan_move` for "where would this job go?" (make before break: the destination the
 operator would reserve, or why there is none).

@@ -1,5 +1,5 @@
 """status.scheduling: what the queue policy keeps across runs and restarts, written by `controller.status`,
-measured by `controller.checkpoints.measure`, read back as `engine.policy.Facts` by `controller.knowledge`."""
+measured by `controller.checkpoints.measure`, read back as `engine.policy.Facts` by `state.knowledge`."""
 
 from __future__ import annotations
 

@@ -39,7 +39,7 @@ from heterojob.metrics import OperatorMetrics
 from heterojob.state.cache import Cache
 from heterojob.state.requests import move_request, request_for, reservation, transfer_move
 from heterojob.state import running
-from heterojob.state.running import MIGRATE as MIGRATE  # controller/admission.py (the lead's) imports it here
+from heterojob.state.running import MIGRATE as MIGRATE  # controller/scheduler.py imports it from here
 from heterojob.state.symptoms import Gathered, gather
 from heterojob.state.symptoms import changed as onsets_changed
 from heterojob.api.times import iso

@@ -9,7 +9,7 @@ from typing import Any
 from heterojob.api.job import DeviceAlternative, HeteroJobSpec, HeteroJobStatus, Priority, Reservation
 from heterojob.engine import transfer
 from heterojob.engine.fleet import DeviceClass
-from heterojob.engine.phases import MOVING as MOVING  # controller/admission.py (the lead's) imports it from here
+from heterojob.engine.phases import MOVING as MOVING  # controller/scheduler.py imports it from here
 from heterojob.engine.placement import OUTSIDE_ALLOWED, Alternative, Request
 from heterojob.api.times import timestamp
 
