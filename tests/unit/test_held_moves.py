@@ -10,6 +10,8 @@ from typing import Any
 
 import pytest
 
+from heterojob.engine.lifecycle import Action
+
 from heterojob.api.common import parse_spec
 from heterojob.api.job import HeteroJobSpec
 from heterojob.constants import ANNOTATION_MIGRATE
@@ -81,6 +83,12 @@ def running_job(moved_at: float) -> dict[str, Any]:
                                     "to": "cn-east/nvidia-h100 x1 (generation 2)"}]}}
 
 
+async def consider(d: Disruption, job: dict[str, Any], spec: HeteroJobSpec, status: Any, now: float) -> None:
+    """A Running job's pass as the reconcile pass runs it: its step decided (`engine.running.decide`), applied."""
+    step, gathered = d.decide("ns/mover", job, spec, status, Action.NONE, now)
+    await d.apply(job, spec, status, step, gathered, now)
+
+
 def disruption(kube: FakeKube, wakes: list[float]) -> Disruption:
     return Disruption(kube, StatusWriter(kube), Cache(), None, dict, lambda: None,  # type: ignore[arg-type]
                       lambda exclude: None, lambda key, at: wakes.append(at), OperatorMetrics(),  # type: ignore
@@ -98,7 +106,7 @@ def test_a_move_held_by_cooldown_is_said_once_across_passes_and_a_restart(monkey
         for now in times:
             clock[0] = now
             spec = parse_spec(HeteroJobSpec, kube.job["spec"])
-            await d.consider(kube.job, spec, read_status(kube.job), now)
+            await consider(d, kube.job, spec, read_status(kube.job), now)
 
     asyncio.run(passes(disruption(kube, wakes), [moved_at + 100 + 2.5 * i for i in range(60)]))  # 2.5 min
     assert [(t, r) for t, r, _ in kube.events] == [("Normal", "MigrationHeld")], kube.events
@@ -126,7 +134,7 @@ def test_a_move_with_no_destination_is_said_once_by_its_reason_also_after_a_rest
                        no_room, lambda key, at: None, OperatorMetrics(), 5, False, planner.Settings(),
                        lambda: {H100.name: H100}, asyncio.Lock())
         for now in times:
-            await d.consider(kube.job, parse_spec(HeteroJobSpec, kube.job["spec"]), read_status(kube.job), now)
+            await consider(d, kube.job, parse_spec(HeteroJobSpec, kube.job["spec"]), read_status(kube.job), now)
 
     asyncio.run(passes([moved_at + i for i in range(5)]))
     asyncio.run(passes([moved_at + 10 + i for i in range(5)]))  # a restarted operator finds the same hold
@@ -154,7 +162,7 @@ def test_a_hold_whose_cause_flips_with_the_fleet_is_said_again_at_most_every_few
         for i in range(20):  # 10 s, a pass every half second
             clock[0] = i / 2
             monkeypatch.setattr(cache, "disrupted", lambda n=i % 2: n)  # the budget (1) full, then free
-            await d.consider(kube.job, parse_spec(HeteroJobSpec, kube.job["spec"]), read_status(kube.job),
+            await consider(d, kube.job, parse_spec(HeteroJobSpec, kube.job["spec"]), read_status(kube.job),
                              start + i / 2)
 
     asyncio.run(passes())
