@@ -2,7 +2,9 @@
 
 The cost of a cycle is one read (a fixed set of queries per Prometheus) and a status write only for jobs
 whose figures or conditions changed. The snapshot is kept for the rest of the operator (health-driven
-decisions read `Monitor.snapshot`).
+decisions read `Monitor.snapshot`). A job whose ranks serve the SDK's step metric gets its measured speed
+into status.scheduling.speeds (`telemetry.steps`: when none is recorded for its class and size, or the
+recorded one is off by more than 10% and 5 minutes old), which the scheduler reads as a checkpoint's.
 """
 
 from __future__ import annotations
@@ -15,11 +17,14 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from heterojob.engine.fleet import Fleet
+from heterojob.api.times import timestamp
 from heterojob.kube.api import Conflict, Kube, now_iso
 from heterojob.state.views import FleetSource
 from heterojob.telemetry import snapshot as snap
 from heterojob.telemetry import sources as telemetry_sources
 from heterojob.telemetry import status as job_status
+from heterojob.telemetry import steps
+from heterojob.controller.status import speeds_patch
 from heterojob.telemetry.collect import Collector
 from heterojob.telemetry.facts import node_facts
 from heterojob.telemetry.model import DeviceSample, HealthPolicy
@@ -34,6 +39,7 @@ class TelemetryConfig:
     prometheus_url: str | None = None  # serves every region without a prometheusURL of its own
     interval_s: float = 15.0
     window_s: int = 60  # avg_over_time / min_over_time window: hysteresis against one bad scrape
+    steps_window_s: int = steps.STEPS_WINDOW_S  # the step rate's window: a job's speed is known after this long
     timeout_s: float = 5.0
     policy: HealthPolicy = field(default_factory=HealthPolicy)
     write_concurrency: int = 16
@@ -47,6 +53,7 @@ class CycleStats:
     jobs: int = 0
     writes: int = 0
     conflicts: int = 0
+    speeds: int = 0  # jobs whose measured speed (from the step metric) this cycle's patches record
 
 
 class Monitor:
@@ -60,7 +67,8 @@ class Monitor:
         self.config = config
         self.snapshot: snap.Snapshot | None = None
         self.stats = CycleStats()
-        self.collector = Collector(config.prometheus_url, config.window_s, config.timeout_s, config.policy)
+        self.collector = Collector(config.prometheus_url, config.window_s, config.timeout_s, config.policy,
+                                   config.steps_window_s)
         self._task: asyncio.Task[None] | None = None
         self.symptomatic: list[str] = []
 
@@ -97,17 +105,33 @@ class Monitor:
         classes = self.fleet.classes()
         out = []
         self.symptomatic = []
+        self.stats.speeds = 0
+        at = timestamp(now) or time.time()
         for key, job in self.jobs().items():
+            speed = self._speed(job, snapshot, at)  # any class, CPU too: the step metric is the job's own
             cls = classes.get(job.device_class)
             if cls is None or cls.exporter == "none":
+                if speed is not None:
+                    out.append((job, speed))
                 continue  # nothing reports these devices (e.g. CPU): no claim either way
             t = snap.job_telemetry(job.ref, snapshot, job.stragglers)
             if t.unhealthy or t.stragglers:
                 self.symptomatic.append(key)
             patch = job_status.patch(job.utilization, job.conditions, t, now)
-            if patch is not None:
-                out.append((job, patch))
+            if patch is not None or speed is not None:
+                out.append((job, {**(patch or {}), **(speed or {})}))
         return out
+
+    def _speed(self, job: snap.WatchedJob, snapshot: snap.Snapshot, at: float) -> dict[str, Any] | None:
+        """The status patch recording the job's steps/s from the step metric, when that is news
+        (`steps.worth_writing`); None without a figure (no SDK metric, not scraped, too young: never a fault)."""
+        ref = job.ref
+        rate = steps.job_rate(ref.namespace, [ref.pod(r) for r in range(ref.replicas)], snapshot.step_rates)
+        if rate is None or not job.device_class or not steps.worth_writing(
+                job.speeds, job.device_class, ref.replicas, rate, at):
+            return None
+        self.stats.speeds += 1
+        return speeds_patch(job.speeds, job.device_class, ref.replicas, rate, at)
 
     async def cycle(self) -> snap.Snapshot | None:
         started = time.monotonic()

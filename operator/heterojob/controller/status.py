@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from pydantic import BaseModel
@@ -207,10 +207,7 @@ class StatusPatch:
     def measured(self, device_class: str, replicas: int, steps_per_second: float, now: float) -> StatusPatch:
         """Record the job's measured speed at a class and size (the newest per pair; at most SPEEDS_MAX)."""
         s = self.scheduling()
-        kept = [x for x in s["speeds"] if (x.get("deviceClass"), x.get("replicas")) != (device_class, replicas)]
-        kept.append({"deviceClass": device_class, "replicas": replicas,
-                     "stepsPerSecond": float(f"{steps_per_second:.6g}"), "time": iso(now)})
-        s["speeds"] = kept[-SPEEDS_MAX:]
+        s["speeds"] = with_speed(s["speeds"], device_class, replicas, steps_per_second, now)
         return self
 
     def _ends(self, out: dict[str, Any]) -> tuple[bool, bool]:
@@ -287,6 +284,24 @@ class StatusPatch:
 
     def __bool__(self) -> bool:
         return bool(self.fields) or self._conditions is not None or self._history is not None
+
+
+def with_speed(speeds: Sequence[Mapping[str, Any]], device_class: str, replicas: int, steps_per_second: float,
+               now: float) -> list[dict[str, Any]]:
+    """status.scheduling.speeds with the job's speed at (class, replicas) recorded: the newest per pair, at
+    most SPEEDS_MAX. From a checkpoint's ack (`StatusPatch.measured`) or the step metric (`speeds_patch`)."""
+    kept = [dict(x) for x in speeds if (x.get("deviceClass"), x.get("replicas")) != (device_class, replicas)]
+    kept.append({"deviceClass": device_class, "replicas": replicas,
+                 "stepsPerSecond": float(f"{steps_per_second:.6g}"), "time": iso(now)})
+    return kept[-SPEEDS_MAX:]
+
+
+def speeds_patch(speeds: Sequence[Mapping[str, Any]], device_class: str, replicas: int, steps_per_second: float,
+                 now: float) -> dict[str, Any]:
+    """The monitor's status merge patch for a speed read from the step metric: status.scheduling.speeds only
+    (a merge patch leaves the rest of status.scheduling as it is; the monitor sends it with a resourceVersion
+    precondition, so a list changed meanwhile is never overwritten)."""
+    return {"scheduling": {"speeds": with_speed(speeds, device_class, replicas, steps_per_second, now)}}
 
 
 def _dump(model: BaseModel | None) -> dict[str, Any] | None:

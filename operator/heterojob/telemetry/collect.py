@@ -14,6 +14,7 @@ from concurrent.futures import ThreadPoolExecutor
 
 from heterojob.telemetry import snapshot as snap
 from heterojob.telemetry import sources as telemetry_sources
+from heterojob.telemetry import steps
 from heterojob.telemetry.model import DeviceSample, HealthPolicy
 from heterojob.telemetry.prometheus import PrometheusReader, TelemetryError
 
@@ -25,9 +26,11 @@ SOURCES_AT_ONCE = 16  # Prometheus servers asked in parallel in one read (one pe
 class Collector:
     """Reads every Prometheus the regions name; keeps one client per URL across reads."""
 
-    def __init__(self, default_url: str | None, window_s: int, timeout_s: float, policy: HealthPolicy) -> None:
+    def __init__(self, default_url: str | None, window_s: int, timeout_s: float, policy: HealthPolicy,
+                 steps_window_s: int = steps.STEPS_WINDOW_S) -> None:
         self.default_url = default_url  # serves every region without a prometheusURL of its own
         self.window_s = window_s
+        self.steps_window_s = steps_window_s  # the training pods' step rates (`telemetry.steps`)
         self.timeout_s = timeout_s
         self.policy = policy
         self._readers: dict[str, PrometheusReader] = {}
@@ -56,7 +59,8 @@ class Collector:
         def ask(url: str, regions: frozenset[str]) -> tuple[snap.SourceResult, int]:
             reader = self._reader(url)
             try:
-                answered, n = snap.gather(lambda q: reader.query(q, at=at), self.window_s)
+                answered, n = snap.gather(lambda q: reader.query(q, at=at), self.window_s,
+                                          steps_window_s=self.steps_window_s)
                 return snap.SourceResult(url, regions, answered), n
             except TelemetryError as exc:
                 log.warning("telemetry from %s unavailable: %s", url, exc)

@@ -7,7 +7,7 @@ from typing import Any
 
 from pydantic import ValidationError
 
-from heterojob.api.job import Policy
+from heterojob.api.job import Policy, Scheduling
 from heterojob.telemetry.snapshot import JobRef, StragglerPolicy, WatchedJob
 
 
@@ -44,4 +44,15 @@ def watched_job(obj: Mapping[str, Any]) -> WatchedJob | None:
     return WatchedJob(ref=ref, device_class=str(placement.get("deviceClass", "")),
                       resource_version=str(meta.get("resourceVersion", "")), utilization=utilization,
                       conditions=tuple(c for c in conditions if isinstance(c, dict)),
-                      stragglers=straggler_policy(_policy(obj.get("spec"))))
+                      stragglers=straggler_policy(_policy(obj.get("spec"))), speeds=_speeds(status.get("scheduling")))
+
+
+def _speeds(raw: object) -> tuple[dict[str, Any], ...]:
+    """status.scheduling.speeds as far as it reads (status is untrusted: what does not read is dropped)."""
+    if not isinstance(raw, Mapping):
+        return ()
+    try:
+        scheduling = Scheduling.model_validate(dict(raw))
+    except ValidationError:
+        return ()
+    return tuple(s.model_dump(by_alias=True, exclude_none=True) for s in scheduling.speeds)
