@@ -35,9 +35,11 @@ def up(value: str, **labels: str) -> dict[str, Any]:
 def test_the_step_rate_rides_on_the_up_query_over_its_own_window() -> None:
     q = queries(60, steps_window_s=240)
     assert len(q) == len(queries(60))  # no extra query per cycle
-    assert q[UP].startswith("up or ") and "rate(heterojob_training_steps_total[240s])" in q[UP]
+    assert q[UP].startswith("up or ") and "deriv(heterojob_training_steps_total[240s])" in q[UP]
     # only counters that started before the window: a pod's start, restore or warm-up is never a slow step
     assert "heterojob_training_steps_created < time() - 240" in q[UP]
+    assert (f"max_over_time(heterojob_training_steps_total[240s]) - min_over_time(heterojob_training_steps_total"
+            f"[240s]) >= {steps.MIN_STEPS}") in q[UP]
     assert f'"{ROLE_LABEL}", "{steps.STEPS}"' in q[UP]
 
 

@@ -2,10 +2,14 @@
 
 The SDK (heterojob_sdk/metrics.py) serves `heterojob_training_steps_total` from every rank whose container
 declares the port `heterojob-steps`; the shipped PodMonitor (or scrape config) scrapes it with the pod's
-`namespace` and `pod`. One query per Prometheus, folded into the `up` query (no extra round trip): the rate per
+`namespace` and `pod`. One query per Prometheus, folded into the `up` query (no extra round trip): steps/s per
 pod over `window_s`, only for counters that started (`_created`, the rank's first step) before the window did,
-so a pod's start, restore or warm-up never reads as slow steps. A job's rate is the fastest of its ranks'
-(data-parallel ranks step together; a rank whose series is missing says nothing).
+so a pod's start, restore or warm-up never reads as slow steps, and that counted at least MIN_STEPS in it (a
+slower job's figure would be mostly rounding). The slope is `deriv` (least squares over the samples present),
+not `rate`: a counter that started before the window has no reset in it (a restarted process has a new
+`_created`), and `rate` divides by the whole window, so a pod Prometheus discovered late in it (service
+discovery takes its time) would read as slow. A job's rate is the fastest of its ranks' (data-parallel ranks
+step together; a rank whose series is missing says nothing).
 
 Pure: plain vectors in, numbers out; time is an argument.
 """
@@ -23,6 +27,7 @@ STEPS_TOTAL = "heterojob_training_steps_total"
 STEPS_CREATED = "heterojob_training_steps_created"
 STEPS = "steps"  # ROLE_LABEL of the step-rate series in the `up` answer
 STEPS_WINDOW_S = 300  # a job's speed is known after its ranks have stepped this long (and at least 2 scrapes)
+MIN_STEPS = 5  # steps a window must count for a figure: a job slower than this is measured by its checkpoints only
 # A scrape target labelled with a heterojob pod's job (the shipped PodMonitor relabels the pod label
 # heterojob.io/job to `heterojob_job`; a labelmap of every pod label gives `heterojob_io_job`) is a training pod,
 # not an exporter: its `pod`/`namespace` name the workload and its `up` says nothing about a node's exporter.
@@ -34,11 +39,13 @@ REWRITE_AFTER_S = 300.0
 
 
 def query(window_s: int) -> str:
-    """PromQL: steps/s per (namespace, pod) over the window, for counters older than the window, tagged with
-    ROLE_LABEL=STEPS so it can ride on the `up` query."""
+    """PromQL: steps/s per (namespace, pod) over the window, for counters older than the window that counted
+    MIN_STEPS in it, tagged with ROLE_LABEL=STEPS so it can ride on the `up` query."""
     w = max(1, int(window_s))
-    return (f'label_replace(max by (namespace, pod) (rate({STEPS_TOTAL}[{w}s]) and on (namespace, pod) '
-            f'({STEPS_CREATED} < time() - {w})), "{ROLE_LABEL}", "{STEPS}", "", "")')
+    counted = f"max_over_time({STEPS_TOTAL}[{w}s]) - min_over_time({STEPS_TOTAL}[{w}s]) >= {MIN_STEPS}"
+    return (f'label_replace(max by (namespace, pod) (deriv({STEPS_TOTAL}[{w}s]) '
+            f'and on (namespace, pod) ({STEPS_CREATED} < time() - {w}) and on (namespace, pod) ({counted})), '
+            f'"{ROLE_LABEL}", "{STEPS}", "", "")')
 
 
 def is_training_target(labels: Mapping[str, str]) -> bool:
