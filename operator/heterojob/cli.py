@@ -27,7 +27,7 @@ def _operator_run(args: argparse.Namespace) -> int:
     fatal = (DEFAULT_FATAL_XIDS | frozenset(args.fatal_xid or ())) - frozenset(args.non_fatal_xid or ())
     telemetry = TelemetryConfig(
         prometheus_url=args.prometheus_url, interval_s=args.telemetry_interval, window_s=args.telemetry_window,
-        timeout_s=args.prometheus_timeout,
+        timeout_s=args.prometheus_timeout, steps_window_s=args.steps_window,
         policy=HealthPolicy(fatal_xids=frozenset(fatal), overheat_celsius=args.overheat_celsius))
     from heterojob.controller import ControllerConfig
     from heterojob.controller.discovery import DiscoveryConfig
@@ -281,6 +281,9 @@ def parser() -> argparse.ArgumentParser:
     tel.add_argument("--telemetry-interval", type=float, default=15.0, metavar="S", help="seconds between cycles")
     tel.add_argument("--telemetry-window", type=int, default=60, metavar="S",
                      help="avg/min_over_time window in seconds (hysteresis)")
+    tel.add_argument("--steps-window", type=int, default=300, metavar="S",
+                     help="the training step rate's window (the SDK's heterojob_training_steps_total): a job's "
+                          "speed is known once its ranks have stepped this long (default 300; docs/telemetry.md)")
     tel.add_argument("--prometheus-timeout", type=float, default=5.0, metavar="S")
     tel.add_argument("--overheat-celsius", type=float, default=90.0)
     tel.add_argument("--fatal-xid", type=int, action="append", metavar="N", help="also treat XID N as fatal")
