@@ -16,7 +16,7 @@ Figures (process CPU time, the steadier one on a shared machine; the worst of `-
   keep, after a few running jobs finished (their room freed), at backlog 5,000;
 - `reference_cpu_s` / `speedup_vs_reference`: the same plan at backlog 1,000 on 2,500 nodes with the
   straightforward placement the planner had before its free room was indexed
-  (`engine.placement_reference`), against the planner's own in the same run; `same_plan`: both plans
+  (`engine.reference`), against the planner's own in the same run; `same_plan`: both plans
   equal, admission by admission.
 Last line: one JSON object. Target (issue 35): a full plan at backlog 5,000 on 100,000 devices well under
 half of a cycle's 1.0 CPU-s (`target_cpu_s` 0.5).
@@ -38,7 +38,7 @@ from heterojob.engine.fleet import (  # noqa: E402
     Allocation, DeviceClass, Failed, Fleet, Limit, Node, holdings, usage,
 )
 from heterojob.engine.placement import Alternative, Request  # noqa: E402
-from heterojob.engine.placement_reference import reference  # noqa: E402
+from heterojob.engine.reference import reference  # noqa: E402
 from heterojob.engine.policy import Knowledge  # noqa: E402
 from heterojob.engine.queueing import QueueSettings  # noqa: E402
 

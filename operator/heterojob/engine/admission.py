@@ -31,8 +31,9 @@ completion, `engine.completion`), then `plan_queue` on what it returns.
 from __future__ import annotations
 
 import bisect
+import itertools
 import math
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from enum import StrEnum
 from typing import TYPE_CHECKING
@@ -273,6 +274,7 @@ def _may_disrupt(request: Request, holders: Sequence[Holder], taken: set[str]) -
 
 
 _NEVER = float("inf")
+_STAMPS = itertools.count(1)
 
 
 class _Pool:
@@ -290,9 +292,12 @@ class _Pool:
         self.lenders: list[tuple[int, str]] = []
         self.free: dict[str, Holder] = {}  # neither yielding nor waiting: may be asked to give room
         self.grown: list[preemption.GrownJob] = []  # ... and lend room (not moving right now)
-        self._running: list[preemption.RunningJob] | None = None  # ... all of them, lowest priority first
+        self._running: dict[str, tuple[list[preemption.RunningJob], list[int]]] | None = None  # ... per class
         self._on: dict[str, list[tuple[float, Mapping[str, int], str]]] | None = None
         self._most: dict[tuple[object, ...], int] = {}  # `_most_replicas` per ledger state
+        self._fit: dict[tuple[object, ...], tuple[tuple[int, int], Ledger, int]] = {}  # ... its regions' counts
+        self._extras: dict[tuple[str, int], tuple[dict[str, int], set[str], set[str],
+                                                  dict[str, list[Mapping[str, int]]], dict[str | None, int]]] = {}
         for h in holders:
             if h.yielding_to is not None:
                 self.yielding.setdefault(h.yielding_to, []).append(h.job)
@@ -315,6 +320,7 @@ class _Pool:
         and the lowest lender, so only those are kept of the sorted lists (the rest is not built)."""
         pool = cls.__new__(cls)
         pool.yielding, pool.yielders, pool._running, pool._on, pool._most = {}, {}, None, None, {}
+        pool._fit, pool._extras = {}, {}
         pool.free = {h.job: h for h in holders}
         pool.lowest = [min((h.priority, h.job) for h in holders)] if holders else []
         lenders = [(h.priority, h.job) for h in holders if h.base is not None]
@@ -323,12 +329,16 @@ class _Pool:
         return pool
 
     @property
-    def running(self) -> list[preemption.RunningJob]:
-        """The free holders as `plan_preemption` takes them, lowest priority first (built on first use)."""
+    def running(self) -> dict[str, tuple[list[preemption.RunningJob], list[int]]]:
+        """The free holders as `plan_preemption` takes them, per class, in its order (lowest priority, then
+        youngest, then name), with their priorities (built on first use)."""
         if self._running is None:
-            self._running = sorted((preemption.RunningJob(h.job, h.priority, h.since, h.allocation)
-                                    for h in self.free.values()), key=lambda r: r.priority)
-            self.priorities = [r.priority for r in self._running]
+            self._running = {}
+            for r in sorted((preemption.RunningJob(h.job, h.priority, h.since, h.allocation)
+                             for h in self.free.values()), key=lambda r: (r.priority, -r.since, r.job)):
+                self._running.setdefault(r.allocation.device_class, ([], []))[0].append(r)
+            for jobs, priorities in self._running.values():
+                priorities.extend(r.priority for r in jobs)
         return self._running
 
     def below(self, priority: int, taken: set[str]) -> bool:
@@ -375,26 +385,58 @@ class _Pool:
     def _most_replicas(self, alt: Alternative, request: Request, ledger: Ledger, taken: set[str], now: float,
                        min_runtime_s: float) -> int:
         """The most replicas of `alt` one region could hold if every holder `request` may disturb gave up its
-        devices (`may_make_room`)."""
+        devices (`may_make_room`). A region's count is kept while the devices in use on its nodes
+        (`rooms.Rooms.touched`) and those of the holders it may disturb there are unchanged."""
         cls = ledger.fleet.classes[alt.device_class]
-        used, resource, capacity = ledger.used, cls.resource_name, ledger.index.capacity(cls)
-        rank, per = request.priority, alt.per_replica
-        extra: dict[str, int] = {}
-        for below, per_node, job in self.disturbable(resource, now, min_runtime_s):
-            if below < rank and job not in taken:
-                for n, devices in per_node.items():
-                    extra[n] = extra.get(n, 0) + devices
+        index = ledger.index
+        index.room(cls)
+        resource, rank, per = cls.resource_name, request.priority, alt.per_replica
+        extra, stamps = self._extra(resource, rank, taken, now, min_runtime_s, index)
+        used, capacity, touched = ledger.used, index.capacity(cls), index.rooms.touched
         most = 0
-        for region, names in ledger.index.nodes(cls).items():
+        for region, names in index.nodes(cls).items():
             if request.allowed_regions and region not in request.allowed_regions:
                 continue
-            fit = 0
-            for n in names:
-                have = capacity[n] - used.get((n, resource), 0) + extra.get(n, 0)
-                if have >= per:
-                    fit += have // per
+            stamp = (touched[(cls.name, region)], stamps.get(region, stamps[None]))
+            key = (cls.name, per, rank, region)
+            known = self._fit.get(key)
+            if known is not None and known[0] == stamp and known[1] is ledger:
+                fit = known[2]
+            else:
+                fit = 0
+                for n in names:
+                    have = capacity[n] - used.get((n, resource), 0) + extra.get(n, 0)
+                    if have >= per:
+                        fit += have // per
+                self._fit[key] = (stamp, ledger, fit)
             most = max(most, fit)
         return most
+
+    def _extra(self, resource: str, rank: int, taken: set[str], now: float, min_runtime_s: float,
+               index: FleetIndex) -> tuple[dict[str, int], dict[str | None, int]]:
+        """node -> the devices of `resource` there of the holders a job of priority `rank` may disturb, but
+        `taken` (`disturbable`); and per region a stamp that changes with it. Kept per (resource, rank) and
+        brought up to date as `taken` grows (one set, that only grows, per pass)."""
+        state = self._extras.get((resource, rank))
+        if state is None or state[2] is not taken or not len(state[1]) <= len(taken):
+            extra: dict[str, int] = {}
+            holds: dict[str, list[Mapping[str, int]]] = {}
+            for below, per_node, job in self.disturbable(resource, now, min_runtime_s):
+                if below < rank:
+                    holds.setdefault(job, []).append(per_node)
+                    if job not in taken:
+                        for n, devices in per_node.items():
+                            extra[n] = extra.get(n, 0) + devices
+            state = self._extras[(resource, rank)] = (extra, set(taken), taken, holds, {None: next(_STAMPS)})
+        elif len(state[1]) < len(taken):
+            extra, accounted, _, holds, stamps = state
+            for job in taken - accounted:
+                for per_node in holds.get(job, ()):
+                    for n, devices in per_node.items():
+                        extra[n] -= devices
+                        stamps[index.region_of(n)] = next(_STAMPS)
+            accounted |= taken
+        return state[0], state[4]
 
     def disturbable(self, resource: str, now: float, min_runtime_s: float
                     ) -> list[tuple[float, Mapping[str, int], str]]:
@@ -416,16 +458,14 @@ class _Pool:
                     self._on.setdefault(h.reserved.resource, []).append((below, h.reserved.per_node, h.job))
         return self._on.get(resource, [])
 
-    def victims(self, request: Request, taken: set[str]) -> list[preemption.RunningJob]:
-        """The free holders of lower priority than `request` not yet taken (in no particular order:
-        `plan_preemption` orders them)."""
-        running = self.running
-        below = bisect.bisect_left(self.priorities, request.preempt_priority)
-        out = [r for r in running[:below] if r.job not in taken]
-        if request.also_preempts:
-            out += [r for r in running[below:bisect.bisect_left(self.priorities, request.priority)]
-                    if r.job in request.also_preempts and r.job not in taken]
-        return out
+    def victims(self, request: Request, taken: set[str]) -> preemption.Ordered:
+        """The free holders of lower priority than `request` not yet taken, of its classes (those
+        `plan_preemption` may pick), in its order, read lazily (`taken` must not change meanwhile)."""
+        runs = []
+        for cls in dict.fromkeys(a.device_class for a in request.alternatives):
+            if cls in self.running:
+                runs.append(_below(*self.running[cls], request, taken))
+        return preemption.Ordered(*runs)
 
     def cannot_preempt(self, request: Request, ledger: Ledger) -> bool:
         if request.also_preempts:
@@ -439,6 +479,18 @@ class _Pool:
         known = self.hopeless.get(request.shape)
         if known is None or known[1] != ledger.given_back or known[0] < request.preempt_priority:
             self.hopeless[request.shape] = (request.preempt_priority, ledger.given_back)
+
+
+def _below(running: list[preemption.RunningJob], priorities: list[int], request: Request, taken: set[str]
+           ) -> Iterator[preemption.RunningJob]:
+    """Of one class's free holders (in `plan_preemption`'s order, with their priorities), those `request` may
+    preempt by priority, or besides (`also_preempts`), not `taken`."""
+    below = bisect.bisect_left(priorities, request.preempt_priority)
+    also = request.also_preempts
+    upto = bisect.bisect_left(priorities, request.priority) if also else below
+    for k, r in enumerate(itertools.islice(running, upto)):
+        if r.job not in taken and (k < below or r.job in also):
+            yield r
 
 
 def _in_flight(request: Request, in_flight: Sequence[Holder], ledger: Ledger, taken: set[str]) -> Admission | None:

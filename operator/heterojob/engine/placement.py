@@ -160,6 +160,7 @@ class _Quota:
         self.limits = fleet.quotas.get(namespace, ())
         self.held: Mapping[tuple[str, str], int] = fleet.held.get(namespace, {}) if self.limits else {}
         self._spent: list[int | None] = [None] * len(self.limits)
+        self._said: dict[tuple[int, int], str | None] = {}
 
     def refuses(self, device_class: str, region: str, need: int) -> str | None:
         if not self.limits:
@@ -171,7 +172,10 @@ class _Quota:
             if used is None:
                 used = self._spent[k] = sum(n for (c, r), n in self.held.items() if limit.covers(c, r))
             if used + need > limit.devices:
-                return quota_room((limit,), self.held, device_class, region, need)
+                key = (k, need)  # the message names the limit, what it counts and the need
+                if key not in self._said:
+                    self._said[key] = quota_room((limit,), self.held, device_class, region, need)
+                return self._said[key]
         return None
 
 
@@ -375,6 +379,27 @@ class Ledger:
         mine = self.held.setdefault(allocation.namespace, {})
         key = (allocation.device_class, allocation.region)
         mine[key] = mine.get(key, 0) + sign * allocation.devices
+        self.version += 1
+        if sign < 0:
+            self._failed.clear()
+            self.given_back += 1
+
+    def take_all(self, allocations: Iterable[Allocation], sign: int = 1) -> None:
+        """`take` each of `allocations` (or give them back), the free room of their nodes brought up to date
+        once."""
+        used, held, nodes = self.used, self.held, dict[str, set[str]]()
+        for allocation in allocations:
+            resource = allocation.resource
+            for node, n in allocation.per_node.items():
+                used[(node, resource)] = used.get((node, resource), 0) + sign * n
+            nodes.setdefault(resource, set()).update(allocation.per_node)
+            mine = held.setdefault(allocation.namespace, {})
+            key = (allocation.device_class, allocation.region)
+            mine[key] = mine.get(key, 0) + sign * allocation.devices
+        if not nodes:
+            return
+        for resource, names in nodes.items():
+            self.index.rooms.changed(names, resource, used)
         self.version += 1
         if sign < 0:
             self._failed.clear()
