@@ -55,7 +55,13 @@ NOW = 1_000_000.0
 NAMESPACES = [f"team-{i}" for i in range(12)]
 
 
-def fleet(nodes: int, seed: int = 1) -> tuple[Fleet, list[Holder]]:
+# running jobs' priorities: at steady state the queue's jobs mostly wait behind jobs of their priority or above
+# (those it outranked have been preempted); a surge, right after many urgent jobs arrived, outranks most
+RUNNING = {"steady": [1, 2, 2, 3, 3], "surge": [0, 0, 1, 1, 2, 3]}
+WAITING = {"steady": [0, 0, 1, 1, 2, 2], "surge": [0, 1, 1, 2, 3]}
+
+
+def fleet(nodes: int, scenario: str = "steady", seed: int = 1) -> tuple[Fleet, list[Holder]]:
     rng = random.Random(seed)
     names = list(CLASSES)
     weights = [CLASSES[c][3] for c in names]
@@ -92,19 +98,19 @@ def fleet(nodes: int, seed: int = 1) -> tuple[Fleet, list[Holder]]:
                 alloc = Allocation(resource, per_node, ns, cls, region)
                 base = Request(f"{ns}/run-{k}", [Alternative(cls, d)], 1, allowed_regions=(region,)) \
                     if len(per_node) > 1 and rng.random() < 0.2 else None
-                holders.append(Holder(f"{ns}/run-{k}", rng.choice([0, 0, 1, 1, 2, 3]),
+                holders.append(Holder(f"{ns}/run-{k}", rng.choice(RUNNING[scenario]),
                                       NOW - rng.choice([60.0, 3600.0, 86400.0]), alloc, base=base))
                 k += 1
     allocations = [h.allocation for h in holders]
     sample = rng.sample(sorted(out), 30)
     return Fleet(out, classes, used=usage(allocations), held=holdings(allocations),
-                 quotas={ns: [Limit("*", "*", 6000, ns)] for ns in NAMESPACES[:4]},
+                 quotas={ns: [Limit("*", "*", 8500, ns)] for ns in NAMESPACES[:4]},
                  unhealthy={n: "GPU 2 over 90 C" for n in sample[:10]},
                  failed={n: Failed(1, "device 0: fatal XID 79") for n in sample[10:20]},
                  network_down={n: "chip 3 RoCE link down" for n in sample[20:]}), holders
 
 
-def queue(waiting: int, seed: int = 2) -> list[Request]:
+def queue(waiting: int, scenario: str = "steady", seed: int = 2) -> list[Request]:
     rng = random.Random(seed)
     out = []
     accelerators = ["nvidia-h100", "nvidia-a100", "ascend-910b"]
@@ -118,7 +124,8 @@ def queue(waiting: int, seed: int = 2) -> list[Request]:
             alternatives.append(Alternative(rng.choice([a for a in accelerators if a != first]), per))
         out.append(Request(f"{rng.choice(NAMESPACES)}/job-{k}", alternatives, replicas,
                            preferred_regions=(rng.choice(REGIONS),) if rng.random() < 0.2 else (),
-                           priority=rng.choice([0, 1, 1, 2, 3]), created=NOW - waiting + k))
+                           priority=3 if rng.random() < 0.01 else rng.choice(WAITING[scenario]),
+                           created=NOW - waiting + k))
     return out
 
 

@@ -39,7 +39,7 @@ from enum import StrEnum
 from typing import TYPE_CHECKING
 
 from heterojob.engine import completion, preemption, transfer
-from heterojob.engine.fleet import Allocation, Fleet
+from heterojob.engine.fleet import Allocation, Fleet, quota_room
 from heterojob.engine.placement import (
     Alternative,
     Candidate,
@@ -298,6 +298,8 @@ class _Pool:
         self._fit: dict[tuple[object, ...], tuple[tuple[int, int], Ledger, int]] = {}  # ... its regions' counts
         self._extras: dict[tuple[str, int], tuple[dict[str, int], set[str], set[str],
                                                   dict[str, list[Mapping[str, int]]], dict[str | None, int]]] = {}
+        self._backs: dict[tuple[str, int], tuple[dict[tuple[str, str], int], set[str], set[str],
+                                                 dict[str, list[Allocation]]]] = {}
         for h in holders:
             if h.yielding_to is not None:
                 self.yielding.setdefault(h.yielding_to, []).append(h.job)
@@ -320,7 +322,7 @@ class _Pool:
         and the lowest lender, so only those are kept of the sorted lists (the rest is not built)."""
         pool = cls.__new__(cls)
         pool.yielding, pool.yielders, pool._running, pool._on, pool._most = {}, {}, None, None, {}
-        pool._fit, pool._extras = {}, {}
+        pool._fit, pool._extras, pool._backs = {}, {}, {}
         pool.free = {h.job: h for h in holders}
         pool.lowest = [min((h.priority, h.job) for h in holders)] if holders else []
         lenders = [(h.priority, h.job) for h in holders if h.base is not None]
@@ -370,6 +372,8 @@ class _Pool:
         most its devices there). A necessary condition, checked before the full search."""
         if any(j not in taken for j in self.yielding.get(request.job, ())):
             return True
+        if not self.quota_allows(request, ledger, taken, now, min_runtime_s):
+            return False
         for alt in request.alternatives:
             if alt.per_replica <= 0 or alt.device_class not in ledger.fleet.classes:
                 return True  # nothing to bound by: search
@@ -412,6 +416,55 @@ class _Pool:
             most = max(most, fit)
         return most
 
+    def quota_allows(self, request: Request, ledger: Ledger, taken: set[str], now: float,
+                     min_runtime_s: float) -> bool:
+        """False only when the namespace's quota refuses `request` in every class and region it may use even
+        once every holder of its classes it may disturb (`disturbable`, not `taken`) gave back all it holds in
+        that namespace (a victim's room comes back to its namespace; a reclaimed job keeps some). A necessary
+        condition."""
+        limits = ledger.fleet.quotas.get(request.namespace)
+        if not limits:
+            return True
+        back = self._given_back(request.namespace, request.priority, taken, now, min_runtime_s)
+        classes = {a.device_class for a in request.alternatives}  # only holders of these are disturbed for it
+        held = {key: n - back.get(key, 0) if key[0] in classes else n
+                for key, n in ledger.held.get(request.namespace, {}).items()}
+        for alt in request.alternatives:
+            cls = ledger.fleet.classes.get(alt.device_class)
+            if cls is None:
+                continue
+            need = request.replicas * alt.per_replica
+            for region in ledger.index.regions(cls):
+                if request.allowed_regions and region not in request.allowed_regions:
+                    continue
+                if quota_room(limits, held, cls.name, region, need) is None:
+                    return True
+        return False
+
+    def _given_back(self, namespace: str, rank: int, taken: set[str], now: float, min_runtime_s: float
+                    ) -> dict[tuple[str, str], int]:
+        """(class, region) -> the devices held in `namespace` by the holders a job of priority `rank` may
+        disturb, but `taken`; kept per (namespace, rank) as `taken` grows (as `_extra`)."""
+        state = self._backs.get((namespace, rank))
+        if state is None or state[2] is not taken or not len(state[1]) <= len(taken):
+            back: dict[tuple[str, str], int] = {}
+            holds: dict[str, list[Allocation]] = {}
+            for h in self.free.values():
+                if self._below(h, now, min_runtime_s) < rank:
+                    for a in h.footprint:
+                        if a.namespace == namespace:
+                            holds.setdefault(h.job, []).append(a)
+                            if h.job not in taken:
+                                back[(a.device_class, a.region)] = back.get((a.device_class, a.region), 0) + a.devices
+            state = self._backs[(namespace, rank)] = (back, set(taken), taken, holds)
+        elif len(state[1]) < len(taken):
+            back, accounted, _, holds = state
+            for job in taken - accounted:
+                for a in holds.get(job, ()):
+                    back[(a.device_class, a.region)] -= a.devices
+            accounted |= taken
+        return state[0]
+
     def _extra(self, resource: str, rank: int, taken: set[str], now: float, min_runtime_s: float,
                index: FleetIndex) -> tuple[dict[str, int], dict[str | None, int]]:
         """node -> the devices of `resource` there of the holders a job of priority `rank` may disturb, but
@@ -446,17 +499,23 @@ class _Pool:
         if self._on is None:
             self._on = {}
             for h in self.free.values():
-                below = _NEVER
-                if now - h.since >= min_runtime_s:
-                    below = h.priority
-                if h.base is not None and not h.disrupted and h.priority - 1 < below:
-                    below = h.priority - 1
+                below = self._below(h, now, min_runtime_s)
                 if below is _NEVER:
                     continue
                 self._on.setdefault(h.allocation.resource, []).append((below, h.allocation.per_node, h.job))
                 if h.reserved is not None:
                     self._on.setdefault(h.reserved.resource, []).append((below, h.reserved.per_node, h.job))
         return self._on.get(resource, [])
+
+    @staticmethod
+    def _below(h: Holder, now: float, min_runtime_s: float) -> float:
+        """A waiting job of a priority above this may disturb `h` (`_NEVER`: none may)."""
+        below = _NEVER
+        if now - h.since >= min_runtime_s:
+            below = h.priority
+        if h.base is not None and not h.disrupted and h.priority - 1 < below:
+            below = h.priority - 1
+        return below
 
     def victims(self, request: Request, taken: set[str]) -> preemption.Ordered:
         """The free holders of lower priority than `request` not yet taken, of its classes (those

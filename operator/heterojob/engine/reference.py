@@ -5,7 +5,8 @@
 region. `may_fit_reference` is `Ledger.may_fit` by a scan of the class's nodes; `fewest_reference` is
 `preemption._fewest` placing the job after every victim added or spared; `victims_reference` and
 `most_replicas_reference` are `admission._Pool.victims` as one list of every class (sorted by
-`plan_preemption`) and `_Pool._most_replicas` by a scan of every node and disturbable holder. `reference()`
+`plan_preemption`) and `_Pool._most_replicas` by a scan of every node and disturbable holder; the pool's
+bound on quota (`_Pool.quota_allows`) is left out (every search runs). `reference()`
 swaps them in for the planner (`engine.admission`, `engine.preemption`), so a test or a benchmark can run
 the same plan either way and compare (tests/unit/test_planner_exact.py, bench/planner.py). Not used by the
 operator.
@@ -266,7 +267,7 @@ def reference() -> Iterator[None]:
     `Ledger.may_fit` scans and `preemption` looks for victims one placement per victim. Not thread-safe (it
     swaps module attributes)."""
     fast, fits, fewest = placement.place, Ledger.may_fit, preemption._fewest
-    victims, most = admission._Pool.victims, admission._Pool._most_replicas
+    victims, most, quota = admission._Pool.victims, admission._Pool._most_replicas, admission._Pool.quota_allows
     swapped = [m for name, m in list(sys.modules.items())
                if name.startswith("heterojob.") and m is not None and getattr(m, "place", None) is fast]
     for module in swapped:
@@ -275,6 +276,7 @@ def reference() -> Iterator[None]:
     preemption._fewest = fewest_reference
     admission._Pool.victims = victims_reference  # type: ignore[assignment, method-assign]
     admission._Pool._most_replicas = most_replicas_reference  # type: ignore[assignment, method-assign]
+    admission._Pool.quota_allows = lambda *args: True  # type: ignore[method-assign]
     try:
         yield
     finally:
@@ -284,3 +286,4 @@ def reference() -> Iterator[None]:
         preemption._fewest = fewest
         admission._Pool.victims = victims  # type: ignore[method-assign]
         admission._Pool._most_replicas = most  # type: ignore[method-assign]
+        admission._Pool.quota_allows = quota  # type: ignore[method-assign]

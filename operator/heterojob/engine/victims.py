@@ -103,8 +103,10 @@ class Search:
         self._change(room, -1)
 
     def _judge(self, pair: _Pair) -> None:
-        ok = pair.slots >= self.replicas and all(
-            self._spent[j] + pair.need <= self._limits[j][0] for j in pair.limits)
+        ok = pair.slots >= self.replicas
+        if ok and pair.limits:
+            spent, limits, need = self._spent, self._limits, pair.need
+            ok = all(spent[j] + need <= limits[j][0] for j in pair.limits)
         if ok != pair.ok:
             pair.ok = ok
             self._good += 1 if ok else -1
