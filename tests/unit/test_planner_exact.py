@@ -14,12 +14,14 @@ from __future__ import annotations
 
 import random
 from dataclasses import replace
+from typing import Any
 
 import pytest
 from heterojob.engine import admission, completion, policy, preemption, queueing, rooms, victims
 from heterojob.engine.admission import Holder, Plan, plan_queue
 from heterojob.engine.fleet import Allocation, DeviceClass, Failed, Fleet, Limit, Node, holdings, usage
 from heterojob.engine.placement import Alternative, Ledger, Request, fits, place
+from heterojob.engine import reference as reference_module
 from heterojob.engine.reference import fewest_reference, most_replicas_reference, place_reference, reference
 
 NOW = 100_000.0
@@ -243,6 +245,57 @@ def test_the_fewest_victims_are_those_placing_after_each_victim_finds(seed: int)
         expected = fewest_reference(request, Ledger(fleet), pool)
         assert preemption._fewest(request, Ledger(fleet), iter(pool), victims_only=True) == expected
         assert preemption._fewest_on_ledger(request, Ledger(fleet), pool) == expected
+        # grown jobs, each placed again at its admitted size once disturbed (a reclaim), among them
+        grown = [preemption._Disturbable(h.job, h.priority, h.since, h.allocation, h.base)
+                 for h in holders if h.base is not None and all(d.job != h.job for d in pool)]
+        mixed = sorted(pool + rng.sample(grown, min(len(grown), rng.randint(0, 20))), key=lambda d: d.since)
+        expected = fewest_reference(request, Ledger(fleet), mixed)
+        assert preemption._fewest(request, Ledger(fleet), mixed) == expected
+        assert preemption._fewest_placing(request, Ledger(fleet), mixed) == expected
+
+
+@pytest.mark.parametrize("seed", range(30))
+def test_a_reclaim_whose_last_room_does_not_fit_goes_back_to_the_last_room_that_did(
+        seed: int, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Should the job not fit once every grown job is spared or taken again (one placed at its admitted size
+    elsewhere than before), `_fewest` answers where it fit last, as placing after each step did (there: the
+    last placement that fit): the ledger goes back over what it took since. Forced here by refusing the
+    final placement of the job itself, in both."""
+    queue, holders, fleet = scene(seed, jobs=12)
+    rng = random.Random(seed)
+    grown = [preemption._Disturbable(h.job, h.priority, h.since, h.allocation, h.base)
+             for h in holders if h.base is not None]
+    checked = 0
+    for request in queue:
+        pool = rng.sample(grown, min(len(grown), rng.randint(1, 20)))
+
+        def refusing(real: Any, last: int | None, job: str = request.job) -> tuple[Any, list[int]]:
+            """`real`, refusing the job's placement number `last` (None: the first after the search)."""
+            calls: list[int] = []
+
+            def place_(r: Request, *args: Any) -> Any:
+                result = real(r, *args)
+                if r.job == job:
+                    calls.append(1)
+                    if len(calls) == (last or 1):
+                        return replace(result, chosen=None)
+                return result
+            return place_, calls
+
+        counting, calls = refusing(reference_module.place_reference, -1)
+        with monkeypatch.context() as m:
+            m.setattr(reference_module, "place_reference", counting)
+            if fewest_reference(request, Ledger(fleet), pool) is None:
+                continue
+        oracle, _ = refusing(reference_module.place_reference, len(calls))  # its last: the final placement
+        ours, _ = refusing(preemption.place, None)  # the search places the job only at the end
+        with monkeypatch.context() as m:
+            m.setattr(reference_module, "place_reference", oracle)
+            m.setattr(preemption, "place", ours)
+            expected = fewest_reference(request, Ledger(fleet), pool)
+            assert preemption._fewest(request, Ledger(fleet), pool) == expected
+        checked += 1
+    assert checked or not grown
 
 
 @pytest.mark.parametrize("seed", range(30))

@@ -49,13 +49,11 @@ def plan_preemption(request: Request, fleet: Fleet, running: Iterable[RunningJob
     (then it is read only as far as the victims go).
     """
     classes = {a.device_class for a in request.alternatives}
-    chosen = (r for r in running if request.may_preempt(r.priority, r.job) and now - r.since >= min_runtime_s
-              and r.allocation.device_class in classes)
-    pool: Iterable[_Disturbable]
-    if isinstance(running, Ordered):
-        pool = (_Disturbable(r.job, r.priority, r.since, r.allocation) for r in chosen)
-    else:
-        pool = [_Disturbable(r.job, r.priority, r.since, r.allocation) for r in sorted(chosen, key=_order)]
+    may = request.may_preempt
+    pool: Iterable[_Disturbable] = (
+        _Disturbable(r.job, r.priority, r.since, r.allocation)
+        for r in (running if isinstance(running, Ordered) else sorted(running, key=_order))
+        if now - r.since >= min_runtime_s and r.allocation.device_class in classes and may(r.priority, r.job))
     found = _fewest(request, Ledger(fleet), pool, victims_only=True)
     return Preemption(found[0], found[1]) if found else None
 
@@ -191,9 +189,76 @@ def _fewest(request: Request, ledger: Ledger, pool: Iterable[_Disturbable], vict
             ) -> tuple[tuple[str, ...], Candidate] | None:
     """Disturb jobs of `pool` in order until `request` fits (each gives up its allocation and, with a
     base request, is placed again at that size), then spare any it fits without, most important first.
-    `victims_only`: no job of `pool` has a base (then `pool` is read only as far as needed)."""
+    `victims_only`: no job of `pool` has a base (then `pool` is read only as far as needed). Whether it
+    fits after each step is asked of `victims.Search`, not placed; the ledger still places each job at its
+    base size."""
     if victims_only:  # the same, with fewer placements
         return _fewest_victims(request, ledger, pool)
+    search = victims.Search(request, ledger)
+    if not search.known:
+        return _fewest_placing(request, ledger, list(pool))
+    if not search.pairs:
+        return None  # it fits nowhere, whoever gives room
+    smaller: dict[str, Allocation | None] = {}
+    since_fit: list[tuple[Allocation, int]] = []  # what the ledger took since the last room it fit in
+
+    def take(room: Allocation, sign: int) -> None:
+        if sign > 0:  # the search first: it reads what the ledger used before
+            search.take(room)
+        else:
+            search.give(room)
+        ledger.take(room, sign)
+        since_fit.append((room, sign))
+
+    def disturb(item: _Disturbable) -> bool:
+        take(item.allocation, -1)
+        if item.base is None:
+            smaller[item.job] = None
+            return True
+        # `ledger.place(item.base)`, its room taken by `take` (its memo of failed shapes only saves time)
+        result = place(item.base, ledger.fleet, ledger.index).chosen
+        if result is None:  # cannot go back to its base size in its class and region: leave it be
+            take(item.allocation, +1)
+            return False
+        smaller[item.job] = shrunk = result.allocation(item.base.namespace)
+        take(shrunk, +1)
+        return True
+
+    def spare(item: _Disturbable) -> None:
+        shrunk = smaller.pop(item.job)
+        if shrunk is not None:
+            take(shrunk, -1)
+        take(item.allocation, +1)
+
+    chosen: list[_Disturbable] = []
+    for item in pool:
+        if not disturb(item):
+            continue
+        chosen.append(item)
+        if search.fits():
+            since_fit.clear()
+            break
+    else:
+        return None
+    for item in sorted(chosen, key=lambda i: (-i.priority, i.since)):
+        spare(item)
+        if search.fits():
+            chosen.remove(item)
+            since_fit.clear()
+        else:
+            disturb(item)
+    final = place(request, ledger.fleet, ledger.index).chosen
+    if final is None:  # the last room it fit in: back to it
+        for room, sign in reversed(since_fit):
+            ledger.take(room, -sign)
+        final = place(request, ledger.fleet, ledger.index).chosen
+    assert final is not None
+    return tuple(i.job for i in chosen), final
+
+
+def _fewest_placing(request: Request, ledger: Ledger, pool: Sequence[_Disturbable]
+                    ) -> tuple[tuple[str, ...], Candidate] | None:
+    """`_fewest`, placing `request` after every step (when `victims.Search` cannot tell)."""
     smaller: dict[str, Allocation | None] = {}
 
     def disturb(item: _Disturbable) -> bool:
@@ -246,17 +311,22 @@ def _fewest_victims(request: Request, ledger: Ledger, pool: Iterable[_Disturbabl
     search = victims.Search(request, ledger)
     if not search.known:
         return _fewest_on_ledger(request, ledger, list(pool))
-    seen: list[_Disturbable] = []
-
-    def rooms() -> Iterator[Allocation]:
-        for item in pool:
-            seen.append(item)
-            yield item.allocation
-
-    first = victims.first_fit(search, rooms())
-    if first is None:
+    if not search.pairs:
         return None
-    chosen = seen[:first]
+    chosen: list[_Disturbable] = []  # `victims.first_fit`, inline: victims added until it fits
+    fits = search.fits()  # it fits already: the first victim is added before it is asked
+    for item in pool:
+        chosen.append(item)
+        if fits:
+            break
+        search.give(item.allocation)
+        if search.fits():
+            break
+    else:
+        return None
+    if fits:
+        search.give(chosen[0].allocation)
+    first = len(chosen)
     spared: set[int] = set()
     for k in sorted(range(first), key=lambda k: (-chosen[k].priority, chosen[k].since)):
         search.take(chosen[k].allocation)

@@ -7,8 +7,8 @@ the replicas the free room of the nodes it may use there holds (the sum of free 
 replica: what `placement.pack` needs to place the gang) and whether its namespace's quota lets it in, and
 updates them as a victim's room comes back or is taken again. The filters are `placement.fits_where`'s: the
 class exists and has nodes, some usable node meets the alternative's needs, the region is allowed, the
-excluded nodes and (for a gang) the nodes with a chip's network down are left out. The ledger it starts from
-is not changed.
+excluded nodes and (for a gang) the nodes with a chip's network down are left out. The search does not
+change the ledger it starts from; a caller that changes it too tells the search first.
 """
 
 from __future__ import annotations
@@ -34,7 +34,8 @@ class _Pair:
 class Search:
     """`request` on `ledger` as rooms are given back (`give`) or taken again (`take`); `fits` says whether
     `placement.fits` would now. `known` is False when it cannot tell (a replica of no devices, or no
-    replicas): then ask `placement.fits`."""
+    replicas): then ask `placement.fits`. Should the ledger change as well, tell the search of each change
+    before the ledger makes it."""
 
     def __init__(self, request: Request, ledger: Ledger) -> None:
         fleet, index = ledger.fleet, ledger.index
@@ -89,7 +90,8 @@ class Search:
         for c, cls in classes.items():
             self._by_resource.setdefault(cls.resource_name, []).append(c)
         self._used = ledger.used
-        self._given: dict[tuple[str, str], int] = {}  # devices given back (less taken again) per node
+        self._base: dict[tuple[str, str], int] = {}  # devices in use per node when first told of it
+        self._given: dict[tuple[str, str], int] = {}  # devices given back (less taken again) per node since
 
     def fits(self) -> bool:
         return self._good > 0
@@ -114,10 +116,13 @@ class Search:
     def _change(self, room: Allocation, sign: int) -> None:
         names = self._by_resource.get(room.resource)
         if names:
-            used, given = self._used, self._given
+            used, given, base = self._used, self._given, self._base
             for node, devices in room.per_node.items():
                 key = (node, room.resource)
-                before = used.get(key, 0) - given.get(key, 0)
+                start = base.get(key)
+                if start is None:  # the ledger's, before anything the search was told of
+                    start = base[key] = used.get(key, 0)
+                before = start - given.get(key, 0)
                 given[key] = given.get(key, 0) + sign * devices
                 after = before - sign * devices
                 for c in names:
