@@ -555,17 +555,13 @@ def _below(running: list[preemption.RunningJob], priorities: list[int], request:
 def _in_flight(request: Request, in_flight: Sequence[Holder], ledger: Ledger, taken: set[str]) -> Admission | None:
     """The job's room once the jobs yielding to it have released theirs, when it fits there: their room is
     freed on `ledger` (the caller takes the returned candidate) and they are `taken`; else None."""
-    scratch = Ledger(ledger.fleet)
-    for h in in_flight:
-        for a in h.footprint:
-            scratch.take(a, -1)
-    fits = place(request, scratch.fleet, scratch.index).chosen
+    rooms = [a for h in in_flight for a in h.footprint]
+    ledger.take_all(rooms, -1)
+    fits = place(request, ledger.fleet, ledger.index).chosen
     if fits is None:
+        ledger.take_all(rooms, +1)  # as it was
         return None
-    for h in in_flight:
-        for a in h.footprint:
-            ledger.take(a, -1)
-        taken.add(h.job)
+    taken.update(h.job for h in in_flight)
     outcome = Outcome.RECLAIMING if all(h.base is not None for h in in_flight) else Outcome.PREEMPTING
     names = ", ".join(h.job for h in in_flight)
     return Admission(request.job, outcome, f"waiting for {len(in_flight)} preempted or reclaimed job(s) to "

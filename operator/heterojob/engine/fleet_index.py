@@ -66,9 +66,13 @@ class FleetIndex:
 
     def __init__(self, fleet: Fleet, memory: Memory | None = None, like: FleetIndex | None = None) -> None:
         self.fleet = fleet
-        self._shared: _View | None = like._shared if like is not None else None
+        self._shared: _View | None = None
+        self._scope: tuple[object, ...] | None = None
+        if like is not None:  # its view, and every class's room (built there once, copied here)
+            for cls in like.fleet.classes.values():
+                like.room(cls)
+            self._shared, self._scope = like._v, like._scope
         self.rooms: Rooms = Rooms(memory, like.rooms if like is not None else None)
-        self._scope: tuple[object, ...] | None = like._scope if like is not None else None
 
     @property
     def _v(self) -> _View:
