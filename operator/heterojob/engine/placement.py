@@ -14,6 +14,12 @@ Every rejected candidate keeps the reason a user reads in the job's message, e.g
 takes room that one ahead of it can use now; `room_to_grow` is the most replicas an elastic job could
 restart with. Preemption and reclaim are planned in `engine.preemption`; the planner that combines them is
 `engine.admission`.
+
+Cost: a region is judged from its nodes with free devices only (`engine.rooms`: a full node is never
+picked, and the message counts free devices), and what was found there for a gang of a given size (its
+nodes and scorers, or why it does not fit) is kept while the region's free room is unchanged, within a
+plan and, with a `rooms.Memory`, across plans. `fits` answers whether `place` would choose a candidate,
+without messages or scores. `engine.reference` keeps the straightforward scan these must equal.
 """
 
 from __future__ import annotations
