@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import heapq
 from collections.abc import Iterable, Mapping, Sequence
+from typing import cast
 
 from heterojob.engine.filters import (  # noqa: F401 - re-exported: placement's filters
     _version_check, node_software_mismatch, node_unfit, software_mismatch, software_summary,
@@ -211,14 +212,14 @@ class _Room:
         """`verdict(region, request).nodes is not None`, without a message when it does not."""
         excluded, key = self._key(region, request)
         verdicts = self.rooms.verdicts(self.cls.name, region)
-        known = verdicts.get(key)
+        known = cast(Verdict | None, verdicts.get(key))
         if known is not None:
             return known.nodes is not None
         per, replicas = self.alt.per_replica, request.replicas
         if replicas <= 0 or per <= 0:
             return self.verdict(region, request).nodes is not None
         held = ("holds", key)
-        answer = verdicts.get(held)
+        answer = cast(Verdict | None, verdicts.get(held))
         if answer is None:
             free, _ = self._free(region, request, excluded)
             answer = verdicts[held] = Verdict(() if sum(f // per for f in free.values()) >= replicas else None)
@@ -247,7 +248,7 @@ class _Room:
     def verdict(self, region: str, request: Request) -> Verdict:
         excluded, key = self._key(region, request)
         verdicts = self.rooms.verdicts(self.cls.name, region)
-        known = verdicts.get(key)
+        known = cast(Verdict | None, verdicts.get(key))
         if known is not None:
             return known
         names, devices = self.sets.get(region, _NO_NODES)

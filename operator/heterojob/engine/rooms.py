@@ -44,7 +44,7 @@ class Memory:
 
     scope: Hashable = None  # the fleet view and network-down chips the rooms below are of
     rooms: dict[tuple[str, str], tuple[dict[str, int], int]] = field(default_factory=dict)
-    verdicts: dict[int, dict[Hashable, Verdict]] = field(default_factory=dict)
+    verdicts: dict[int, dict[Hashable, object]] = field(default_factory=dict)  # a `Verdict`, or a count
 
     def begin(self) -> None:
         """A new plan: forget the verdicts of rooms that were not a plan's starting room (a ledger's steps)."""
@@ -163,8 +163,9 @@ class Rooms:
         sizes = self._sizes[device_class]
         return self._total[device_class], max(sizes) if sizes else 0
 
-    def verdicts(self, device_class: str, region: str) -> dict[Hashable, Verdict]:
-        """The verdicts kept for the current room of (class, region)."""
+    def verdicts(self, device_class: str, region: str) -> dict[Hashable, object]:
+        """What was found for the current room of (class, region): `Verdict`s, and counts
+        (`victims.Search`)."""
         version = self.versions[(device_class, region)]
         table = self.memory.verdicts.get(version)
         if table is None:

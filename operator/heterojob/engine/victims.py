@@ -23,11 +23,12 @@ class _Pair:
     """One (alternative, region) the job may use: its nodes, the replicas their free room holds, and the
     limits of its namespace's quota that cover it."""
 
-    __slots__ = ("cls", "region", "need", "per", "members", "slots", "limits", "ok")
+    __slots__ = ("cls", "region", "need", "per", "names", "out", "slots", "limits", "ok")
 
-    def __init__(self, cls: DeviceClass, region: str, need: int, per: int, members: frozenset[str] | set[str],
-                 slots: int, limits: list[int]) -> None:
-        self.cls, self.region, self.need, self.per, self.members = cls, region, need, per, members
+    def __init__(self, cls: DeviceClass, region: str, need: int, per: int, names: frozenset[str],
+                 out: frozenset[str], slots: int, limits: list[int]) -> None:
+        self.cls, self.region, self.need, self.per = cls, region, need, per
+        self.names, self.out = names, out  # its nodes: the usable ones meeting its needs, but those left out
         self.slots, self.limits, self.ok = slots, limits, False
 
 
@@ -71,13 +72,17 @@ class Search:
             for region in regions:
                 if request.allowed_regions and region not in request.allowed_regions:
                     continue
-                members: frozenset[str] | set[str] = sets[region][0] if region in sets else frozenset()
-                if request.exclude_nodes:
-                    members = members.difference(request.exclude_nodes)
+                names = sets[region][0] if region in sets else frozenset()
+                out = names & request.exclude_nodes if request.exclude_nodes and names else frozenset()
                 if down is not None:
-                    members = members.difference(down)
-                pair = _Pair(cls, region, replicas * per, per, members,
-                             sum(f // per for n, f in free[region].items() if n in members),
+                    out = out | {n for n in (down if len(down) <= len(names) else names) if n in names and n in down}
+                # the replicas the room holds there (kept with the region's verdicts while its room is unchanged)
+                verdicts = index.rooms.verdicts(cls.name, region)
+                key = ("slots", alt.needs, per, out)
+                slots = verdicts.get(key)
+                if slots is None:
+                    slots = verdicts[key] = sum(f // per for n, f in free[region].items() if n in names and n not in out)
+                pair = _Pair(cls, region, replicas * per, per, names, out, slots,  # type: ignore[arg-type]
                              [j for j, (_, covers) in enumerate(self._limits) if covers(cls.name, region)])
                 self.pairs.append(pair)
                 self._at.setdefault(cls.name, {}).setdefault(region, []).append(pair)
@@ -137,7 +142,7 @@ class Search:
                     if was == now:
                         continue
                     for pair in pairs:
-                        if node in pair.members:
+                        if node in pair.names and node not in pair.out:
                             pair.slots += now // pair.per - was // pair.per
                             self._judge(pair)
         if self._limits and room.namespace == self.namespace:
