@@ -3,23 +3,26 @@
 One plan is `engine.admission.plan_with_policy` over every waiting job (the queue policy, class choice by
 expected completion, then `plan_queue`: placements, who waits behind whom, preemptions and reclaims), as one
 scheduling cycle of the operator runs it. The fleet: 100,000 devices on 12,500 nodes of 8 across 11 regions,
-with two GPU classes (sharing `nvidia.com/gpu`), an NPU class and a CPU class, about 95% held by running jobs
-of four priorities (some young, some grown past their admitted size), a few nodes NotReady, unhealthy or with
-a chip's network down, quotas on some namespaces. The queue: single devices up to 16-replica gangs, several
-priorities and namespaces, a third listing two device alternatives, some requiring a software version.
+with two GPU classes (sharing `nvidia.com/gpu`), an NPU class and a CPU class, about 96% held by running jobs
+of 1 to 8 devices per node (some gangs of whole nodes, some grown past their admitted size, some younger than
+the preemption bound), a few nodes NotReady, unhealthy or with a chip's network down, quotas on some
+namespaces. The queue: single devices up to 16-replica gangs, several priorities and namespaces, a third
+listing two device alternatives, some requiring a software version. At steady state the queue mostly waits
+behind running jobs of its priority or above; a surge outranks most of them.
 
 Figures (process CPU time, the steadier one on a shared machine; the worst of `--repeat` runs):
-- `cpu_s[backlog]`: a plan from scratch (no memory) at backlogs 100 / 1,000 / 5,000 on 12,500 nodes, and
-  10,000 with `--large`; `small_fleet_cpu_s`: the same on 2,500 nodes;
-- `growth_1000_to_5000`: cpu_s[5000] / cpu_s[1000] (linear growth: about 5; quadratic: about 25);
-- `cycle_with_memory_cpu_s`: the next cycle's plan with the `rooms.Memory` and `ranking.Memo` the cycles
-  keep, after a few running jobs finished (their room freed), at backlog 5,000;
-- `reference_cpu_s` / `speedup_vs_reference`: the same plan at backlog 1,000 on 2,500 nodes with the
-  straightforward placement the planner had before its free room was indexed
-  (`engine.reference`), against the planner's own in the same run; `same_plan`: both plans
-  equal, admission by admission.
-Last line: one JSON object. Target (issue 35): a full plan at backlog 5,000 on 100,000 devices well under
-half of a cycle's 1.0 CPU-s (`target_cpu_s` 0.5).
+- `cpu_s[backlog]`: a plan from scratch (no memo, no memory) at backlogs 100 / 1,000 / 5,000 on 12,500 nodes
+  (and 10,000 with `--large`); `small_fleet_cpu_s`: the same on 2,500 nodes; `growth_1000_to_5000`:
+  cpu_s[5000] / cpu_s[1000] (linear growth past the fixed part: under 5; quadratic: about 25);
+- `cycle_cpu_s`: the next cycles, each on the last plan acted on (placed jobs run, the jobs asked to give room
+  checkpoint for their taker) with a few running jobs finished, keeping the `ranking.Memo` and `rooms.Memory`
+  the operator keeps between cycles (each plan checked equal to one without them);
+- `surge_1000_cpu_s`: a plan of 1,000 waiting jobs that outrank most running jobs (many preemptions);
+- `reference_1000_small_cpu_s` / `speedup_vs_reference`: a plan of 1,000 waiting jobs on 2,500 nodes with the
+  straightforward placement and preemption search the planner had before (`engine.reference`), against the
+  planner's own in the same run; `same_plan`: both plans equal, admission by admission.
+Last line: one JSON object. Target (issue 35): a full plan at backlog 5,000 on 100,000 devices well under half
+of a cycle's 1.0 CPU-s (`target_cpu_s` 0.5).
 """
 
 from __future__ import annotations
