@@ -341,11 +341,13 @@ def plan_one(request: Request, queue: Iterable[Request], holders: Iterable[Holde
     return plan_queue([*ahead, request], holders, fleet, now, settings)[request.job]
 
 
-def set_aside(request: Request, narrowed: Request, choice: completion.Choice | None, fleet: Fleet) -> str:
+def set_aside(request: Request, narrowed: Request, choice: completion.Choice | None, fleet: Fleet,
+              index: FleetIndex | None = None) -> str:
     """Why the classes of `request` that the policy left out of `narrowed` (`engine.policy.prepare`: a
     waiting job keeps only the classes worth taking now) are not where it waits, from `choice`'s estimates,
     and the quota limits that would refuse them besides: a waiting job's message accounts for every class
-    the user listed, not only those its plan explains. Empty when none was set aside."""
+    the user listed, not only those its plan explains. Empty when none was set aside. `index`: `fleet`'s
+    `FleetIndex`, shared by the calls of one cycle (built once)."""
     kept = {a.device_class for a in narrowed.alternatives}
     aside = [a for a in request.alternatives if a.device_class not in kept]
     if not aside:
@@ -366,7 +368,7 @@ def set_aside(request: Request, narrowed: Request, choice: completion.Choice | N
         else:
             notes.append(f"{c}: waiting for it is expected to finish later (~{_hours(mine)}) than waiting for "
                          f"{first} (~{_hours(best)})")
-    blockers = [r for r in place(replace(request, alternatives=aside), fleet).rejections if r.quota]
+    blockers = [r for r in place(replace(request, alternatives=aside), fleet, index).rejections if r.quota]
     text = f"set aside: {listed(notes, 4)}"
     return text + (f"; and quota besides: {listed(blockers, 4)}" if blockers else "")
 
