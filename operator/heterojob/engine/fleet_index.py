@@ -28,6 +28,7 @@ class _View:
         self.regions: dict[str, list[str]] = {}
         self.serial = next(_SERIALS)  # names this view in a `rooms.Memory`
         self.where: dict[str, dict[str, str]] = {}  # class -> usable node -> its region
+        self.region_of: dict[str, str | None] = {}  # node -> its region (`FleetIndex.region_of`)
         # (class, needs) -> region -> (the usable nodes that meet them, their devices of the class)
         self.sets: dict[tuple[object, ...], dict[str, tuple[frozenset[str], int]]] = {}
         # (class, needs) -> the rejection of an alternative every usable node of the class fails
@@ -65,9 +66,13 @@ class FleetIndex:
 
     def __init__(self, fleet: Fleet, memory: Memory | None = None, like: FleetIndex | None = None) -> None:
         self.fleet = fleet
-        self._shared: _View | None = like._shared if like is not None else None
+        self._shared: _View | None = None
+        self._scope: tuple[object, ...] | None = None
+        if like is not None:  # its view, and every class's room (built there once, copied here)
+            for cls in like.fleet.classes.values():
+                like.room(cls)
+            self._shared, self._scope = like._v, like._scope
         self.rooms: Rooms = Rooms(memory, like.rooms if like is not None else None)
-        self._scope: tuple[object, ...] | None = like._scope if like is not None else None
 
     @property
     def _v(self) -> _View:
@@ -149,6 +154,14 @@ class FleetIndex:
             self.nodes(cls)
             v.regions[cls.name] = sorted(set(v.by_class[cls.name]) | set(v.unfit[cls.name]))
         return v.regions[cls.name]
+
+    def region_of(self, node: str) -> str | None:
+        """The region of a node of the fleet (None: no such node, or in no region), cached per view."""
+        known = self._v.region_of
+        if node not in known:
+            got = self.fleet.nodes.get(node)
+            known[node] = None if got is None else self.fleet.region_of(got)
+        return known[node]
 
     def usable(self, cls: DeviceClass, alt: Alternative) -> dict[str, tuple[frozenset[str], int]]:
         """Per region: the class's usable nodes that meet `alt`'s needs, and their devices (cached)."""

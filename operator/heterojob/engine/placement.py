@@ -14,12 +14,19 @@ Every rejected candidate keeps the reason a user reads in the job's message, e.g
 takes room that one ahead of it can use now; `room_to_grow` is the most replicas an elastic job could
 restart with. Preemption and reclaim are planned in `engine.preemption`; the planner that combines them is
 `engine.admission`.
+
+Cost: a region is judged from its nodes with free devices only (`engine.rooms`: a full node is never
+picked, and the message counts free devices), and what was found there for a gang of a given size (its
+nodes and scorers, or why it does not fit) is kept while the region's free room is unchanged, within a
+plan and, with a `rooms.Memory`, across plans. `fits` answers whether `place` would choose a candidate,
+without messages or scores. `engine.reference` keeps the straightforward scan these must equal.
 """
 
 from __future__ import annotations
 
 import heapq
 from collections.abc import Iterable, Mapping, Sequence
+from typing import cast
 
 from heterojob.engine.filters import (  # noqa: F401 - re-exported: placement's filters
     _version_check, node_software_mismatch, node_unfit, software_mismatch, software_summary,
@@ -187,6 +194,7 @@ class _Quota:
         self.held: Mapping[tuple[str, str], int] = fleet.held.get(namespace, {}) if self.limits else {}
         self.cpu = cpu_classes(fleet.classes) if self.limits else frozenset()  # cores: only a limit naming them
         self._spent: list[int | None] = [None] * len(self.limits)
+        self._said: dict[tuple[int, int], str | None] = {}
 
     def refuses(self, device_class: str, region: str, need: int) -> str | None:
         if not self.limits:
@@ -199,7 +207,10 @@ class _Quota:
             if used is None:
                 used = self._spent[k] = sum(n for (c, r), n in self.held.items() if limit.covers(c, r, c in cpu))
             if used + need > limit.devices:
-                return quota_room((limit,), self.held, device_class, region, need, cpu)
+                key = (k, need)  # the message names the limit, what it counts and the need
+                if key not in self._said:
+                    self._said[key] = quota_room((limit,), self.held, device_class, region, need, cpu)
+                return self._said[key]
         return None
 
 
@@ -229,14 +240,14 @@ class _Room:
         """`verdict(region, request).nodes is not None`, without a message when it does not."""
         excluded, key = self._key(region, request)
         verdicts = self.rooms.verdicts(self.cls.name, region)
-        known = verdicts.get(key)
+        known = cast(Verdict | None, verdicts.get(key))
         if known is not None:
             return known.nodes is not None
         per, replicas = self.alt.per_replica, request.replicas
         if replicas <= 0 or per <= 0:
             return self.verdict(region, request).nodes is not None
         held = ("holds", key)
-        answer = verdicts.get(held)
+        answer = cast(Verdict | None, verdicts.get(held))
         if answer is None:
             free, _ = self._free(region, request, excluded)
             answer = verdicts[held] = Verdict(() if sum(f // per for f in free.values()) >= replicas else None)
@@ -265,7 +276,7 @@ class _Room:
     def verdict(self, region: str, request: Request) -> Verdict:
         excluded, key = self._key(region, request)
         verdicts = self.rooms.verdicts(self.cls.name, region)
-        known = verdicts.get(key)
+        known = cast(Verdict | None, verdicts.get(key))
         if known is not None:
             return known
         names, devices = self.sets.get(region, _NO_NODES)
@@ -403,6 +414,27 @@ class Ledger:
         mine = self.held.setdefault(allocation.namespace, {})
         key = (allocation.device_class, allocation.region)
         mine[key] = mine.get(key, 0) + sign * allocation.devices
+        self.version += 1
+        if sign < 0:
+            self._failed.clear()
+            self.given_back += 1
+
+    def take_all(self, allocations: Iterable[Allocation], sign: int = 1) -> None:
+        """`take` each of `allocations` (or give them back), the free room of their nodes brought up to date
+        once."""
+        used, held, nodes = self.used, self.held, dict[str, set[str]]()
+        for allocation in allocations:
+            resource = allocation.resource
+            for node, n in allocation.per_node.items():
+                used[(node, resource)] = used.get((node, resource), 0) + sign * n
+            nodes.setdefault(resource, set()).update(allocation.per_node)
+            mine = held.setdefault(allocation.namespace, {})
+            key = (allocation.device_class, allocation.region)
+            mine[key] = mine.get(key, 0) + sign * allocation.devices
+        if not nodes:
+            return
+        for resource, names in nodes.items():
+            self.index.rooms.changed(names, resource, used)
         self.version += 1
         if sign < 0:
             self._failed.clear()

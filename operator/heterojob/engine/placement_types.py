@@ -53,11 +53,11 @@ class Request:
         """Whether a running job of this (effective) priority may be preempted for this one."""
         return priority < self.preempt_priority or priority < self.priority and job in self.also_preempts
 
-    @property
+    @cached_property
     def namespace(self) -> str:
         return self.job.split("/", 1)[0]
 
-    @property
+    @cached_property
     def order(self) -> tuple[int, float, str]:
         return (-self.priority, self.created, self.job)
 
