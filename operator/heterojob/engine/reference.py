@@ -18,7 +18,7 @@ import sys
 from collections.abc import Iterable, Iterator, Mapping
 from contextlib import contextmanager
 
-from heterojob.engine import admission, placement, pool, preemption
+from heterojob.engine import placement, pool, preemption
 from heterojob.engine.fleet import Allocation, Fleet, cpu_classes, quota_room
 from heterojob.engine.placement import (
     NETWORK_DOWN, W_BALANCE, W_PACKING, W_PREFERENCE, W_PREFERRED_REGION, W_THROUGHPUT, Alternative, Candidate,
