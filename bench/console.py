@@ -39,7 +39,7 @@ from heterojob import defaults  # noqa: E402
 from heterojob.constants import GROUP, VERSION  # noqa: E402
 from heterojob.sim.cluster.harness import Emulator, seed  # noqa: E402
 from heterojob.sim.cluster.nodes import node  # noqa: E402
-from heterojob.sim.demo import FLEET  # noqa: E402
+from heterojob.sim.demo.fleet import FLEET  # noqa: E402
 from heterojob.sim.telemetry.exporters import ExporterFleet  # noqa: E402
 from heterojob.sim.telemetry.prometheus import PrometheusServer, free_port  # noqa: E402
 

@@ -21,7 +21,8 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import replace
 from typing import Any
 
-from heterojob.api.job import HeteroJobSpec, HeteroJobStatus, MigrationState, Phase, Priority, Reservation
+from heterojob.api.job import HeteroJobSpec, Phase, Priority
+from heterojob.api.job_status import HeteroJobStatus, MigrationState, Reservation
 from heterojob.constants import ANNOTATION_CHECKPOINT_NOW, ANNOTATION_MIGRATE
 from heterojob.controller.checkpoints import PERIODIC, Checkpoints, resume_from
 from heterojob.controller.decisionlog import decided
