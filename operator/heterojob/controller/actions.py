@@ -2,7 +2,7 @@
 place it (through the scheduler, after a pod-creation backoff), create or clean up its pods, ask the ranks for a
 checkpoint or finish one, mark it Running, restart its gang, move it off unschedulable or drained nodes, reject,
 revalidate or finish it. A Running job's own next step (`engine.running.decide`) is carried out after this by
-`controller/disruption.py`."""
+`controller/moves.py`."""
 
 from __future__ import annotations
 
@@ -57,7 +57,7 @@ class Actions:
             stuck = [v.unschedulable_since for v in pods if v.unschedulable and v.phase == "Pending"]
             if stuck:  # look again when the first unschedulable rank has waited long enough
                 self.wake_at(key, min(stuck) + lifecycle.JobView.unschedulable_after_s)
-            return  # a Running job's own step: `Disruption.apply`, after this
+            return  # a Running job's own step: `Moves.apply`, after this
         if d.action == Action.REQUEST_CHECKPOINT:
             assert pending is not None
             await self._annotate_checkpoint(ns, d.pods, pending.id, name)

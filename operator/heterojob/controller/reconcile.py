@@ -2,7 +2,7 @@
 
 A pass reads the job and its pods fresh from the API, syncs the cache from the status, asks
 `engine.lifecycle.decide` what comes next and dispatches to the step that acts (`controller/actions.py`):
-admission (place), pods (create, clean up), checkpoints (ask, finish), disruption (migrate, resize, periodic
+admission (place), pods (create, clean up), checkpoints (ask, finish), moves (migrate, resize, periodic
 checkpoint).
 Every step writes status through `controller.status` before it touches pods, so a pass is level-triggered
 and idempotent and a restarted operator re-derives the same next step.
@@ -23,7 +23,7 @@ from heterojob.controller.alerts import AlertSymptoms
 from heterojob.controller.actions import Actions
 from heterojob.controller.checkpoints import PERIODIC, Checkpoints
 from heterojob.controller.decisionlog import decided
-from heterojob.controller.disruption import Disruption
+from heterojob.controller.moves import Moves
 from heterojob.controller.pods import Pods
 from heterojob.controller.queue import WorkQueue
 from heterojob.controller.scheduler import Scheduler
@@ -90,7 +90,7 @@ class Controller:
         self.scheduler = Scheduler(kube, self.writer, self.cache, self.pods, self.checkpoints, self.fleet, settings,
                                    self.metrics, self.poke, self.forget, queue, fleet.classes, self.config.transfer,
                                    requeue_after_s=self.config.move_requeue_after_s)
-        self.disruption = Disruption(kube, self.writer, self.cache, self.checkpoints, fleet.nodes,
+        self.moves = Moves(kube, self.writer, self.cache, self.checkpoints, fleet.nodes,
                                      fleet.telemetry, self.fleet, self.queue.wake_at, self.metrics,
                                      self.config.disruption_budget, self.config.advisory, settings, fleet.classes,
                                      self.scheduler.lock, self.config.transfer, self.scheduler.upgrade_for,
@@ -124,8 +124,8 @@ class Controller:
         move gets another look (coalesced)."""
         self.fleet_version += 1
         self.scheduler.room_freed()
-        if self.disruption.held():
-            self.queue.poke_all(self.disruption.held, delay)
+        if self.moves.held():
+            self.queue.poke_all(self.moves.held, delay)
 
     def node_news(self, name: str, view: Node | None) -> bool:
         """A Node event: whether it changed what the planner reads of the node (its view; None: deleted).
@@ -161,7 +161,7 @@ class Controller:
             self.poke(victim)
         self.scheduler.drop(key)
         self.pods.forget(key)
-        self.disruption.forget(key)
+        self.moves.forget(key)
         if self.cache.forget(key):
             self.poke_pending()
 
@@ -264,9 +264,9 @@ class Controller:
             cordoned=self._cordoned(status),
         )
         decision = lifecycle.decide(view)
-        step, gathered = self.disruption.decide(key, job, spec, status, decision.action, now)
+        step, gathered = self.moves.decide(key, job, spec, status, decision.action, now)
         if step.step == Step.ESCALATE:  # a fault outranks what the job was checkpointing for
-            await self.disruption.escalate(job, status, step, now)
+            await self.moves.escalate(job, status, step, now)
             return
         if step.step in (Step.CANCEL_MOVE, Step.DESTINATION_GONE):
             await self.checkpoints.cancel(job, status, step.reason, saved=decision)
@@ -274,7 +274,7 @@ class Controller:
         if step.step == Step.YIELD_ENDS:  # the job it yields to no longer needs its room: its checkpoint is harmless
             assert step.yield_end is not None
             kind, cause = step.yield_end
-            await self.checkpoints.cancel(job, status, self.disruption.yield_words(spec, status, cause),
+            await self.checkpoints.cancel(job, status, self.moves.yield_words(spec, status, cause),
                                           saved=decision, what=kind.value, reason=kind.cancelled, cause=cause.value)
             return
         if decision.action == Action.NONE and status.phase is not None and status.phase.terminal:
@@ -288,7 +288,7 @@ class Controller:
         await self.actions.act(job, spec, status, decision, pods)
         own = pending is not None and pending.then != PERIODIC  # a checkpoint of its own goes on
         if spec is not None and status.phase == Phase.RUNNING and step.step != Step.LIFECYCLE and not own:
-            await self.disruption.apply(job, spec, status, step, gathered, now)
+            await self.moves.apply(job, spec, status, step, gathered, now)
 
     async def _spec_edited(self, job: dict[str, Any], status: HeteroJobStatus, spec: HeteroJobSpec | None
                            ) -> None:
