@@ -36,15 +36,15 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "operator"))
 
-from heterojob.engine import completion, ranking, rooms  # noqa: E402
-from heterojob.engine.admission import Holder, Outcome, Plan, Settings, plan_with_policy  # noqa: E402
-from heterojob.engine.fleet import (  # noqa: E402
+from heterojob.engine import completion, ranking, rooms  # noqa: E402 - after the sys.path entry above (run as a script)
+from heterojob.engine.admission import Holder, Outcome, Plan, Settings, plan_with_policy  # noqa: E402 - after the sys.path entry above (run as a script)
+from heterojob.engine.fleet import (  # noqa: E402 - after the sys.path entry above (run as a script)
     Allocation, DeviceClass, Failed, Fleet, Limit, Node, holdings, usage,
 )
-from heterojob.engine.placement import Alternative, Request  # noqa: E402
-from heterojob.engine.reference import reference  # noqa: E402
-from heterojob.engine.policy import Knowledge  # noqa: E402
-from heterojob.engine.queueing import QueueSettings  # noqa: E402
+from heterojob.engine.placement import Alternative, Request  # noqa: E402 - after the sys.path entry above (run as a script)
+from heterojob.engine.reference import reference  # noqa: E402 - after the sys.path entry above (run as a script)
+from heterojob.engine.policy import Knowledge  # noqa: E402 - after the sys.path entry above (run as a script)
+from heterojob.engine.queueing import QueueSettings  # noqa: E402 - after the sys.path entry above (run as a script)
 
 REGIONS = [f"cn-{c}" for c in ("beijing", "shanghai", "guangzhou", "shenzhen", "hangzhou", "chengdu", "wuhan",
                                "xian", "nanjing", "tianjin", "hohhot")]

@@ -2,7 +2,7 @@
 
 Set-up (defaults): the API emulator, the stand-in kubelet and a prober each in their own process, the operator
 (`python -m heterojob operator run --standalone`) in another, so its CPU (/proc/<pid>/stat) is its own. 100,000
-devices: Nodes of 8 in the demo's eleven regions (sim/demo.py FLEET: NVIDIA H100 and A100, Ascend 910B, CPU
+devices: Nodes of 8 in the demo's eleven regions (sim/demo/fleet.py FLEET: NVIDIA H100 and A100, Ascend 910B, CPU
 pools, in the demo's proportions). 10,000 HeteroJobs in eight team namespaces, each under a HeteroQuota:
 - running ("fill"): --jobs less --backlog, one class and region each (that pool), replicas of 8, 4, 2 or 1
   devices, gangs of up to 16, sized so the pools are exactly full; created largest replica size first, each size
@@ -62,11 +62,11 @@ import urllib3
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "operator"))
 
-from heterojob.constants import GROUP, LABEL_GENERATION, LABEL_JOB, VERSION  # noqa: E402
-from heterojob.sim.cluster.harness import Emulator, apply, seed  # noqa: E402
-from heterojob.sim.cluster.nodes import node, set_node_lost, set_node_ready  # noqa: E402
-from heterojob.sim.demo import FLEET  # noqa: E402
-from heterojob.sim.telemetry.prometheus import free_port  # noqa: E402
+from heterojob.constants import GROUP, LABEL_GENERATION, LABEL_JOB, VERSION  # noqa: E402 - after the sys.path entry above (run as a script)
+from heterojob.sim.cluster.harness import Emulator, apply, seed  # noqa: E402 - after the sys.path entry above (run as a script)
+from heterojob.sim.cluster.nodes import node, set_node_lost, set_node_ready  # noqa: E402 - after the sys.path entry above (run as a script)
+from heterojob.sim.demo.fleet import FLEET  # noqa: E402 - after the sys.path entry above (run as a script)
+from heterojob.sim.telemetry.prometheus import free_port  # noqa: E402 - after the sys.path entry above (run as a script)
 
 TARGETS = {"cycle_cpu_s_p95": 1.0, "admit_free_p95_s": 2.0, "fault_to_pods_p95_s": 2.0, "idle_writes_per_s": 1.0,
            "operator_rss_mb": 2000.0, "probe_p99_s": 1.0}

@@ -111,10 +111,12 @@ def _console(args: argparse.Namespace) -> int:
 
 
 def _demo(args: argparse.Namespace) -> int:
-    from heterojob.sim.demo import Demo, inject, parse_members
+    from heterojob.sim.demo.fleet import parse_members
+    from heterojob.sim.demo.inject import inject
+    from heterojob.sim.demo.run import Demo
 
     if args.action == "inject":
-        from heterojob.sim.demo import CLEAR, DemoNotRunning, follow, pick_target
+        from heterojob.sim.demo.inject import CLEAR, DemoNotRunning, follow, pick_target
 
         if not args.fault:
             raise SystemExit("usage: heterojob demo inject FAULT [NODE] [--device N] [--value V]; "

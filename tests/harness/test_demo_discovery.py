@@ -12,7 +12,7 @@ import pytest
 
 from heterojob.sim.cluster.harness import Emulator, OperatorRunner
 from heterojob.sim.cluster.nodes import node
-from heterojob.sim.demo import OPERATOR_NAMESPACE, prepare
+from heterojob.sim.demo.fleet import OPERATOR_NAMESPACE, prepare
 from tests.conftest import Cluster, eventually
 
 pytestmark = pytest.mark.harness

@@ -150,7 +150,7 @@ def test_garbage_in_status_scheduling_is_dropped_or_clamped_logged_and_rewritten
 
 
 def test_growth_is_held_to_measured_scaling_and_a_job_past_it_goes_back() -> None:
-    from heterojob.controller.disruption import Disruption
+    from heterojob.controller.moves import Moves
 
     elastic = HeteroJobSpec.model_validate({
         "replicas": {"min": 1, "max": 8, "initial": 1}, "devices": [{"deviceClass": "fast", "perReplica": 8}],
@@ -159,7 +159,7 @@ def test_growth_is_held_to_measured_scaling_and_a_job_past_it_goes_back() -> Non
     def limit(speeds: list[tuple[int, float]], replicas: int = 1) -> int:
         st = read_status(job({"placement": placed(replicas=replicas), "scheduling": {"speeds": [
             {"deviceClass": "fast", "replicas": r, "stepsPerSecond": v} for r, v in speeds]}}))
-        return Disruption.growth_limit(elastic, st)
+        return Moves.growth_limit(elastic, st)
 
     assert limit([]) == 8  # nothing measured at its admitted size: growing is the trial that measures it
     assert limit([(1, 10.0)]) == 8

@@ -6,7 +6,8 @@ from __future__ import annotations
 from typing import Any
 
 from heterojob.api.common import parse_spec
-from heterojob.api.job import HeteroJobSpec, HeteroJobStatus
+from heterojob.api.job import HeteroJobSpec
+from heterojob.api.job_status import HeteroJobStatus
 from heterojob.api.times import iso
 from heterojob.engine import migration
 from heterojob.engine.phases import Phase

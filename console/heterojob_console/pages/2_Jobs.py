@@ -35,7 +35,9 @@ COLUMNS = {
     "generation": st.column_config.NumberColumn("gen.", width=50, help="placement generation: +1 on every move"),
     "migrations": st.column_config.NumberColumn("moves", width=58, help="migrate entries in status.history"),
     "queue": st.column_config.NumberColumn("queue", width=58, help="position among the waiting jobs, in the "
-                                                                   "operator's order: priority, then age"),
+                                                                   "order the operator plans them: its queue "
+                                                                   "policy's (mlfq: priority, then the level of "
+                                                                   "attained service; fifo: priority), then age"),
 }
 
 

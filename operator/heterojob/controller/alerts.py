@@ -18,7 +18,7 @@ from collections.abc import Awaitable, Callable
 from datetime import UTC, datetime
 
 from heterojob.alerts import mapping
-from heterojob.api.job import ALERTS_MAX, AlertSymptom
+from heterojob.api.job_status import ALERTS_MAX, AlertSymptom
 from heterojob.controller.status import StatusPatch, StatusWriter
 from heterojob.state.job_status import read_status
 from heterojob.kube.api import Kube

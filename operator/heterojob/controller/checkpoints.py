@@ -15,7 +15,8 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from heterojob.api.common import SpecError, parse_spec
-from heterojob.api.job import CheckpointRef, HeteroJobSpec, HeteroJobStatus, MigrationState, PendingCheckpoint
+from heterojob.api.job import HeteroJobSpec
+from heterojob.api.job_status import CheckpointRef, HeteroJobStatus, MigrationState, PendingCheckpoint
 from heterojob.controller.decisionlog import decided
 from heterojob.controller.events import move_event
 from heterojob.controller.pods import Pods

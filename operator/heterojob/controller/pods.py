@@ -16,7 +16,8 @@ from typing import Any
 
 from kubernetes.client import ApiException
 
-from heterojob.api.job import HeteroJobSpec, HeteroJobStatus, Phase
+from heterojob.api.job import HeteroJobSpec, Phase
+from heterojob.api.job_status import HeteroJobStatus
 from heterojob.constants import LABEL_HOSTNAME, LABEL_REGION
 from heterojob.controller.decisionlog import decided
 from heterojob.controller.status import StatusPatch, StatusWriter

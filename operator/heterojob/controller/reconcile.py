@@ -1,15 +1,15 @@
 """The reconcile pass, and the `Controller` that wires the steps together.
 
 A pass reads the job and its pods fresh from the API, syncs the cache from the status, asks
-`engine.lifecycle.decide` what comes next and dispatches to the step that acts: admission (place),
-pods (create, clean up), checkpoints (ask, finish), disruption (migrate, resize, periodic checkpoint).
+`engine.lifecycle.decide` what comes next and dispatches to the step that acts (`controller/actions.py`):
+admission (place), pods (create, clean up), checkpoints (ask, finish), moves (migrate, resize, periodic
+checkpoint).
 Every step writes status through `controller.status` before it touches pods, so a pass is level-triggered
 and idempotent and a restarted operator re-derives the same next step.
 """
 
 from __future__ import annotations
 
-import asyncio
 import time
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
@@ -17,12 +17,13 @@ from datetime import datetime
 from typing import Any
 
 from heterojob.api.common import SpecError, check_object_name, parse_spec
-from heterojob.api.job import JOB_NAME_MAX, HeteroJobSpec, HeteroJobStatus, MigrationState, Phase
-from heterojob.constants import ANNOTATION_CHECKPOINT_REQUEST
+from heterojob.api.job import JOB_NAME_MAX, HeteroJobSpec, Phase
+from heterojob.api.job_status import HeteroJobStatus, MigrationState
 from heterojob.controller.alerts import AlertSymptoms
-from heterojob.controller.checkpoints import PERIODIC, Checkpoints, resume_from
+from heterojob.controller.actions import Actions
+from heterojob.controller.checkpoints import PERIODIC, Checkpoints
 from heterojob.controller.decisionlog import decided
-from heterojob.controller.disruption import Disruption
+from heterojob.controller.moves import Moves
 from heterojob.controller.pods import Pods
 from heterojob.controller.queue import WorkQueue
 from heterojob.controller.scheduler import Scheduler
@@ -32,8 +33,7 @@ from heterojob.state.job_status import read_status, where
 from heterojob.engine import admission as planner
 from heterojob.engine import lifecycle, spec_changes, transfer, validation
 from heterojob.engine.fleet import Fleet, Node
-from heterojob.engine.lifecycle import Action, Decision, JobView
-from heterojob.engine.phases import Then
+from heterojob.engine.lifecycle import Action, JobView
 from heterojob.engine.running import Step
 from heterojob.engine.queueing import QueuePolicy, QueueSettings
 from heterojob.kube import convert
@@ -90,11 +90,13 @@ class Controller:
         self.scheduler = Scheduler(kube, self.writer, self.cache, self.pods, self.checkpoints, self.fleet, settings,
                                    self.metrics, self.poke, self.forget, queue, fleet.classes, self.config.transfer,
                                    requeue_after_s=self.config.move_requeue_after_s)
-        self.disruption = Disruption(kube, self.writer, self.cache, self.checkpoints, fleet.nodes,
+        self.moves = Moves(kube, self.writer, self.cache, self.checkpoints, fleet.nodes,
                                      fleet.telemetry, self.fleet, self.queue.wake_at, self.metrics,
                                      self.config.disruption_budget, self.config.advisory, settings, fleet.classes,
                                      self.scheduler.lock, self.config.transfer, self.scheduler.upgrade_for,
                                      by_level=queue is not None)
+        self.actions = Actions(kube, self.writer, self.cache, self.pods, self.checkpoints, self.scheduler,
+                               self.metrics, self.poke, self.poke_pending, self.queue.wake_at)
         self.quotas = QuotaStatus(kube, self.cache, fleet.quota_objects, fleet.classes, fleet.regions)
         self._nodes: dict[str, Node] = {}  # each Node as the planner last read it (`node_news`)
         self.fleet_version = 0  # bumped by every event that may change the fleet's nodes, classes or regions
@@ -122,8 +124,8 @@ class Controller:
         move gets another look (coalesced)."""
         self.fleet_version += 1
         self.scheduler.room_freed()
-        if self.disruption.held():
-            self.queue.poke_all(self.disruption.held, delay)
+        if self.moves.held():
+            self.queue.poke_all(self.moves.held, delay)
 
     def node_news(self, name: str, view: Node | None) -> bool:
         """A Node event: whether it changed what the planner reads of the node (its view; None: deleted).
@@ -159,7 +161,7 @@ class Controller:
             self.poke(victim)
         self.scheduler.drop(key)
         self.pods.forget(key)
-        self.disruption.forget(key)
+        self.moves.forget(key)
         if self.cache.forget(key):
             self.poke_pending()
 
@@ -262,9 +264,9 @@ class Controller:
             cordoned=self._cordoned(status),
         )
         decision = lifecycle.decide(view)
-        step, gathered = self.disruption.decide(key, job, spec, status, decision.action, now)
+        step, gathered = self.moves.decide(key, job, spec, status, decision.action, now)
         if step.step == Step.ESCALATE:  # a fault outranks what the job was checkpointing for
-            await self.disruption.escalate(job, status, step, now)
+            await self.moves.escalate(job, status, step, now)
             return
         if step.step in (Step.CANCEL_MOVE, Step.DESTINATION_GONE):
             await self.checkpoints.cancel(job, status, step.reason, saved=decision)
@@ -272,7 +274,7 @@ class Controller:
         if step.step == Step.YIELD_ENDS:  # the job it yields to no longer needs its room: its checkpoint is harmless
             assert step.yield_end is not None
             kind, cause = step.yield_end
-            await self.checkpoints.cancel(job, status, self.disruption.yield_words(spec, status, cause),
+            await self.checkpoints.cancel(job, status, self.moves.yield_words(spec, status, cause),
                                           saved=decision, what=kind.value, reason=kind.cancelled, cause=cause.value)
             return
         if decision.action == Action.NONE and status.phase is not None and status.phase.terminal:
@@ -283,10 +285,10 @@ class Controller:
             return
         if decision.action != Action.NONE:
             decided(key, decision.action.value, decision.message, reason=decision.reason)
-        await self._act(job, spec, status, decision, pods)
+        await self.actions.act(job, spec, status, decision, pods)
         own = pending is not None and pending.then != PERIODIC  # a checkpoint of its own goes on
         if spec is not None and status.phase == Phase.RUNNING and step.step != Step.LIFECYCLE and not own:
-            await self.disruption.apply(job, spec, status, step, gathered, now)
+            await self.moves.apply(job, spec, status, step, gathered, now)
 
     async def _spec_edited(self, job: dict[str, Any], status: HeteroJobStatus, spec: HeteroJobSpec | None
                            ) -> None:
@@ -378,104 +380,3 @@ class Controller:
         return validation.job_problems(
             [(a.device_class, a.per_replica) for a in spec.devices], spec.regions.allowed, spec.regions.preferred,
             self.fleet_source.classes(), set(self.fleet_source.regions()), self.fleet_source.nodes().values())
-
-    async def _act(self, job: dict[str, Any], spec: HeteroJobSpec | None, status: HeteroJobStatus,
-                   d: Decision, pods: list[lifecycle.PodView]) -> None:
-        meta = job["metadata"]
-        ns, name = meta["namespace"], meta["name"]
-        key = f"{ns}/{name}"
-        pending = status.checkpoint.pending if status.checkpoint else None
-
-        if d.action == Action.NONE:
-            if pending is not None:
-                self.queue.wake_at(key, timestamp(pending.deadline) or time.time())
-            stuck = [v.unschedulable_since for v in pods if v.unschedulable and v.phase == "Pending"]
-            if stuck:  # look again when the first unschedulable rank has waited long enough
-                self.queue.wake_at(key, min(stuck) + lifecycle.JobView.unschedulable_after_s)
-            return  # a Running job's own step: `Disruption.apply`, after this
-        if d.action == Action.REQUEST_CHECKPOINT:
-            assert pending is not None
-            await self._annotate_checkpoint(ns, d.pods, pending.id, name)
-            self.queue.wake_at(key, timestamp(pending.deadline) or time.time())
-            return
-        if d.action in (Action.CHECKPOINT_DONE, Action.CHECKPOINT_TIMEOUT):
-            await self.checkpoints.finish(job, status, d, pods)
-            return
-        patch = StatusPatch(status)
-        if d.action == Action.REJECT:
-            patch.reject(d.reason, d.message)  # what it was doing ends with its pods
-            if (pending is not None or status.migration is not None) and self.cache.unreserve(key):
-                self.poke_pending()
-            await self.writer.write(job, patch)
-            self.kube.post_event(job, "Warning", d.reason, d.message)
-            await self.pods.release(key, [p.name for p in pods if not p.deleting])
-            return
-        if d.action == Action.REVALIDATED:
-            await self.writer.write(job, patch.revalidate(d.reason, d.message))
-            self.poke(key)
-            return
-        assert spec is not None
-        if d.action == Action.PLACE:
-            until = timestamp(status.backoff.until) if status.backoff else None
-            if until is not None and until > time.time():  # pods were refused for a passing reason: wait
-                self.queue.wake_at(key, until)
-                return
-            await self.scheduler.place(job, spec, status, max((v.generation for v in pods), default=0))
-        elif d.action == Action.CREATE_PODS:
-            await self.pods.create(job, spec, status, d.ranks)
-        elif d.action == Action.CLEANUP:
-            await self.pods.delete(ns, d.pods, key)
-        elif d.action == Action.RUNNING:
-            await self.writer.write(job, patch.run(d.reason, d.message))
-            self.kube.post_event(job, "Normal", "Running", d.message)
-        elif d.action == Action.RESTART:
-            await self.writer.write(job, patch.restart(d.reason, d.message, where(status)))
-            self.kube.post_event(job, "Warning", "Restarting", d.message)
-            await self.pods.release(key, d.pods)
-            self.poke(key)
-        elif d.action == Action.UNSCHEDULABLE:  # nothing ran: no checkpoint, the gang goes elsewhere
-            p = status.placement
-            assert p is not None
-            message = f"{d.message}; placing the gang elsewhere"
-            patch.begin_move(Phase.MIGRATING, d.reason, message, MigrationState(
-                exclude=list(d.nodes), reason=f"unschedulable: {d.message}", replicas=p.replicas,
-                trigger="unschedulable", involuntary=True))
-            patch.history("reschedule", d.message, where(status))
-            await self.writer.write(job, patch)
-            self.kube.post_event(job, "Warning", d.reason, d.message)
-            await self.pods.release(key, d.pods)
-            self.poke(key)
-        elif d.action == Action.DRAIN:  # voluntary: no restart counted
-            p = status.placement
-            assert p is not None
-            move = MigrationState(exclude=list(d.nodes), reason=f"drain: {d.message}", replicas=p.replicas,
-                                  trigger="drain", involuntary=True)
-            if d.deadline is not None and d.deadline - time.time() >= 1.0:  # every rank runs: save in the grace
-                if await self.checkpoints.ask(key, then=Then.MIGRATE, by=None, reason=f"drain: {d.message}",
-                                              exclude=d.nodes, replicas=p.replicas, migration=move,
-                                              deadline=d.deadline):
-                    self.kube.post_event(job, "Normal", d.reason, f"{d.message}; checkpointing within the evicted "
-                                         f"pod's grace period, then placing the gang off node(s) {', '.join(d.nodes)}")
-                    self.metrics.migrations.labels("migrate", "drain").inc()
-                return
-            last = status.checkpoint.last if status.checkpoint else None
-            message = f"{d.message}; placing the gang off node(s) {', '.join(d.nodes)}, {resume_from(last)}"
-            patch.drop_pending().begin_move(Phase.MIGRATING, d.reason, message, move)
-            patch.history("migrate", d.message, where(status))
-            if not await self.writer.write(job, patch):
-                return
-            self.kube.post_event(job, "Normal", d.reason, message)
-            self.metrics.migrations.labels("migrate", "drain").inc()
-            await self.pods.release(key, d.pods)
-            self.poke(key)
-        elif d.action in (Action.FAIL, Action.SUCCEED):
-            failed = d.action == Action.FAIL
-            await self.writer.write(job, patch.finish(failed, d.reason, d.message))
-            self.kube.post_event(job, "Warning" if failed else "Normal", d.reason, d.message)
-            await self.pods.release(key, list(d.pods) if failed else [])
-
-    async def _annotate_checkpoint(self, namespace: str, pods: Iterable[str], checkpoint: str, job: str) -> None:
-        """Step 1 of the protocol on the pods: each rank sees the request it must answer."""
-        kube = self.pods.kube_of(f"{namespace}/{job}")
-        await asyncio.gather(*(kube.annotate_pod(namespace, p, {ANNOTATION_CHECKPOINT_REQUEST: checkpoint})
-                               for p in pods))

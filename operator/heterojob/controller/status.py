@@ -17,9 +17,9 @@ from typing import Any
 
 from pydantic import BaseModel
 
-from heterojob.api.job import (
-    SPEEDS_MAX, CheckpointRef, HeteroJobStatus, MigrationState, PendingCheckpoint, Phase,
-)
+from heterojob.api.job import Phase
+from heterojob.api.job_status import CheckpointRef, HeteroJobStatus, MigrationState, PendingCheckpoint
+from heterojob.api.scheduling import SPEEDS_MAX
 from heterojob.api.onsets import SymptomOnsets
 from heterojob.engine import queueing, spec_changes
 from heterojob.engine.phases import Then

@@ -5,7 +5,7 @@
 (growth only borrows room nobody waited for). Both disturb jobs on a scratch `Ledger` until the job fits,
 then spare every one it fits without. Called by `engine.admission`, never by actuators directly.
 `yield_ends` says whether a job still at the checkpoint it was asked for on another's behalf still yields
-(a preemption's victim, or a reclaim's grown job; asked by `controller.disruption`).
+(a preemption's victim, or a reclaim's grown job; asked by `controller.moves`).
 """
 
 from __future__ import annotations

@@ -1,7 +1,7 @@
 """A running job's next step, chosen in one place (pure: `now` is in the view, nothing here acts).
 
 The reconcile pass reads the job, syncs the cache, builds these views (`state.running`) and calls `decide`;
-the controller applies the answer (`controller.disruption`, `controller.checkpoints`). Competing causes are
+the controller applies the answer (`controller.moves`, `controller.checkpoints`). Competing causes are
 weighed in this order, the first that applies wins:
 
 1. a fault (an urgent symptom the rules let act) while the job checkpoints for something that was not urgent

@@ -158,10 +158,12 @@ def pod_view(obj: Mapping[str, Any]) -> PodView | None:
     )
 
 
-def pod_usage(obj: Mapping[str, Any]) -> dict[tuple[str, str], int]:
-    """Devices a pod that heterojob does not manage holds on its node, by resource."""
-    meta = obj.get("metadata") or {}
-    if LABEL_JOB in (meta.get("labels") or {}) or pod_terminal(obj):
+def pod_holds(obj: Mapping[str, Any]) -> dict[tuple[str, str], int]:
+    """What a pod holds on its node, by (node, resource), whoever manages it: its containers' requests, a limit
+    without a request standing for it (the API server's defaulting; what kube-scheduler counts and `kubectl
+    describe node` lists under "Allocated resources"), in whole units, CPU rounded up (a node's whole cores
+    left free are what a job can take). Nothing for a pod not bound to a node, or finished."""
+    if pod_terminal(obj):
         return {}
     spec = obj.get("spec") or {}
     node = spec.get("nodeName")
@@ -170,13 +172,22 @@ def pod_usage(obj: Mapping[str, Any]) -> dict[tuple[str, str], int]:
     used: dict[tuple[str, str], int] = {}
     for container in spec.get("containers") or []:
         resources = container.get("resources") or {}
-        wanted = {**(resources.get("requests") or {}), **(resources.get("limits") or {})}
+        wanted = {**(resources.get("limits") or {}), **(resources.get("requests") or {})}
         for name, value in wanted.items():
             if name in ("memory", "ephemeral-storage") or name.startswith("hugepages-"):
                 continue
             amount = parse_quantity(value) if name == "cpu" else Decimal(quantity(value))
             used[(node, name)] = used.get((node, name), 0) + int(amount.to_integral_value(rounding="ROUND_CEILING"))
     return used
+
+
+def pod_usage(obj: Mapping[str, Any]) -> dict[tuple[str, str], int]:
+    """What a pod that heterojob does not manage holds on its node, by resource (`pod_holds`; heterojob's own
+    pods are counted from their jobs' placements)."""
+    meta = obj.get("metadata") or {}
+    if LABEL_JOB in (meta.get("labels") or {}):
+        return {}
+    return pod_holds(obj)
 
 
 def quota_limits(obj: Mapping[str, Any]) -> tuple[list[Limit], str | None]:

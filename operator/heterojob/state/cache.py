@@ -11,7 +11,9 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 
-from heterojob.api.job import HeteroJobSpec, HeteroJobStatus, Phase, Scheduling
+from heterojob.api.job import HeteroJobSpec, Phase
+from heterojob.api.job_status import HeteroJobStatus
+from heterojob.api.scheduling import Scheduling
 from heterojob.engine.admission import Holder
 from heterojob.engine.fleet import Allocation, DeviceClass, Fleet, holdings, same_room, usage
 from heterojob.engine.phases import DISRUPTED, WAITING, YIELDS

@@ -9,7 +9,7 @@ from typing import Any
 
 from pydantic import ValidationError
 
-from heterojob.api.job import HeteroJobStatus
+from heterojob.api.job_status import HeteroJobStatus
 
 log = logging.getLogger("heterojob.controller")
 
@@ -51,7 +51,7 @@ def read_status(job: Mapping[str, Any]) -> HeteroJobStatus:
 
 
 def _scheduling_notes(status: HeteroJobStatus, meta: Mapping[str, Any]) -> HeteroJobStatus:
-    """status.scheduling is read part by part (`api.job.clean_scheduling`): what it had to drop or clamp is
+    """status.scheduling is read part by part (`api.scheduling.clean_scheduling`): what it had to drop or clamp is
     logged and the field rewritten, cleaned, with the next status write."""
     notes = status.scheduling._notes if status.scheduling is not None else []
     if notes:

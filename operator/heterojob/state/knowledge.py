@@ -22,7 +22,7 @@ from __future__ import annotations
 from collections import OrderedDict
 from collections.abc import Iterable, Mapping
 
-from heterojob.api.job import Scheduling
+from heterojob.api.scheduling import Scheduling
 from heterojob.engine import completion, queueing
 from heterojob.engine.admission import Holder
 from heterojob.engine.fleet import Fleet

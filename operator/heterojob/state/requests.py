@@ -6,7 +6,8 @@ from collections.abc import Iterable, Mapping
 from dataclasses import replace
 from typing import Any
 
-from heterojob.api.job import DeviceAlternative, HeteroJobSpec, HeteroJobStatus, Priority, Reservation
+from heterojob.api.job import DeviceAlternative, HeteroJobSpec, Priority
+from heterojob.api.job_status import HeteroJobStatus, Reservation
 from heterojob.engine import transfer
 from heterojob.engine.fleet import DeviceClass
 from heterojob.engine.phases import MOVING as MOVING  # controller/scheduler.py imports it from here

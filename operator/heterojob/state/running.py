@@ -4,7 +4,8 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
 
-from heterojob.api.job import HeteroJobSpec, HeteroJobStatus
+from heterojob.api.job import HeteroJobSpec
+from heterojob.api.job_status import HeteroJobStatus
 from heterojob.api.times import timestamp
 from heterojob.engine import completion, migration
 from heterojob.engine.lifecycle import Action

@@ -15,7 +15,8 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
-from heterojob.api.job import HeteroJobSpec, HeteroJobStatus
+from heterojob.api.job import HeteroJobSpec
+from heterojob.api.job_status import HeteroJobStatus
 from heterojob.api.onsets import SymptomOnsets
 from heterojob.api.times import iso, timestamp
 from heterojob.engine import migration
