@@ -50,7 +50,7 @@ from heterojob.kube.api import Kube, now_iso
 from heterojob.metrics import OperatorMetrics
 from heterojob.state.cache import Cache
 from heterojob.constants import ANNOTATION_MIGRATE
-from heterojob.controller.disruption import MIGRATE
+from heterojob.state.running import MIGRATE
 from heterojob.state.requests import MOVING, move_began, origin_of, request_for, reservation, transfer_move
 from heterojob.api.times import timestamp
 
