@@ -12,7 +12,7 @@ from collections.abc import Iterator, Mapping, Sequence
 from typing import TYPE_CHECKING
 
 from heterojob.engine import preemption
-from heterojob.engine.fleet import Allocation, quota_room
+from heterojob.engine.fleet import Allocation, cpu_classes, quota_room
 from heterojob.engine.placement import Alternative, FleetIndex, Ledger, Request
 
 if TYPE_CHECKING:
@@ -192,7 +192,7 @@ class _Pool:
             for region in ledger.index.regions(cls):
                 if request.allowed_regions and region not in request.allowed_regions:
                     continue
-                if quota_room(limits, held, cls.name, region, need) is None:
+                if quota_room(limits, held, cls.name, region, need, cpu_classes(ledger.fleet.classes)) is None:
                     return True
         return False
 
