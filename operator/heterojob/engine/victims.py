@@ -126,19 +126,23 @@ class Search:
         if names:
             used, given, base, where, at = self._used, self._given, self._base, self._where, self._at
             for node, devices in room.per_node.items():
-                hits = [(c, pairs) for c in names if (region := where[c].get(node)) is not None
-                        and (pairs := at[c].get(region))]
-                if not hits:
-                    continue  # on no node the job may use: its devices there are never read
-                touched = True
-                key = (node, room.resource)
-                start = base.get(key)
-                if start is None:  # the ledger's, before anything the search was told of
-                    start = base[key] = used.get(key, 0)
-                before = start - given.get(key, 0)
-                given[key] = given.get(key, 0) + sign * devices
-                after = before - sign * devices
-                for c, pairs in hits:
+                read, before, after = False, 0, 0
+                for c in names:
+                    region = where[c].get(node)
+                    if region is None:
+                        continue
+                    pairs = at[c].get(region)
+                    if not pairs:
+                        continue  # on no node the job may use: its devices there are never read
+                    if not read:
+                        read = touched = True
+                        key = (node, room.resource)
+                        start = base.get(key)
+                        if start is None:  # the ledger's, before anything the search was told of
+                            start = base[key] = used.get(key, 0)
+                        before = start - given.get(key, 0)
+                        given[key] = given.get(key, 0) + sign * devices
+                        after = before - sign * devices
                     cap = self._capacity[c][node]
                     was, now = max(0, cap - before), max(0, cap - after)
                     if was == now:
