@@ -337,6 +337,10 @@ def test_a_memory_kept_across_cycles_plans_what_a_fresh_plan_plans(seed: int) ->
         fast, slow = _both(queue, holders, fleet, memory)
         assert fast == slow == plan_queue(queue, holders, fleet, NOW), cycle
         reused += sum(len(v) for v in memory.verdicts.values())
+        if cycle == 4:  # a memory lent to another fleet once (an empty one) plans that one right, and ours after
+            empty = replace(fleet, used={}, held={})
+            assert plan_queue(queue, [], empty, NOW, memory=memory) == plan_queue(queue, [], empty, NOW)
+            assert plan_queue(queue, holders, fleet, NOW, memory=memory) == fast
         step = rng.random()
         if step < 0.5:  # the placed jobs start; the rest wait
             for a in fast.placed:

@@ -182,6 +182,7 @@ def plan_queue(queue: Iterable[Request], holders: Iterable[Holder], fleet: Fleet
     pool = _Pool(holders)  # who may be disturbed, indexed once for the whole pass
     alone_by_shape: dict[tuple[object, ...], Result] = {}  # the fleet does not change: equal shapes alike
     placed: list[str] = []  # jobs placed so far, in queue order
+    ahead: tuple[tuple[str, ...], str] | None = None  # `placed` as a tuple, and a queued job's message
     said: dict[int, tuple[Result, str]] = {}  # a "would it fit alone" result's explanation
     for request in ordered:
         if request.job in plan.admissions:
@@ -203,10 +204,11 @@ def plan_queue(queue: Iterable[Request], holders: Iterable[Holder], fleet: Fleet
                 alone_by_shape[request.shape] = place(request, fleet, index)
             alone = alone_by_shape[request.shape]
         if alone.chosen is not None:  # step 3
-            plan.admissions[request.job] = Admission(
-                request.job, Outcome.QUEUED,
-                f"queued behind {len(placed)} higher-priority or older job(s) that fit first: "
-                f"{', '.join(placed[:5])}{' ...' if len(placed) > 5 else ''}", alone.chosen, wake=tuple(placed))
+            if ahead is None or len(ahead[0]) != len(placed):  # made again only once more are placed
+                ahead = (tuple(placed), f"queued behind {len(placed)} higher-priority or older job(s) that fit "
+                                        f"first: {', '.join(placed[:5])}{' ...' if len(placed) > 5 else ''}")
+            plan.admissions[request.job] = Admission(request.job, Outcome.QUEUED, ahead[1], alone.chosen,
+                                                     wake=ahead[0])
             continue
         known = said.get(id(alone))
         if known is None or known[0] is not alone:

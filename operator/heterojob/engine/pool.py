@@ -50,11 +50,12 @@ class _Pool:
         self._running: dict[str, tuple[list[preemption.RunningJob], list[int]]] | None = None  # ... per class
         self._on: dict[str, list[tuple[float, Mapping[str, int], str]]] | None = None
         self._most: dict[tuple[object, ...], int] = {}  # `_most_replicas` per ledger state
-        self._fit: dict[tuple[object, ...], tuple[tuple[int, int], Ledger, int]] = {}  # ... its regions' counts
+        # ... per class, rank and region: devices a node could offer -> nodes (kept while they are unchanged)
+        self._fit: dict[tuple[object, ...], tuple[tuple[int, int], Ledger, dict[int, int]]] = {}
         self._extras: dict[tuple[str, int], tuple[dict[str, int], set[str], set[str],
                                                   dict[str, list[Mapping[str, int]]], dict[str | None, int]]] = {}
-        self._backs: dict[tuple[str, int], tuple[dict[tuple[str, str], int], set[str], set[str],
-                                                 dict[str, list[Allocation]]]] = {}
+        self._backs: dict[int, tuple[dict[str, dict[tuple[str, str], int]], set[str], set[str],
+                                     dict[str, list[Allocation]]]] = {}
         for h in holders:
             if h.yielding_to is not None:
                 self.yielding.setdefault(h.yielding_to, []).append(h.job)
@@ -157,17 +158,18 @@ class _Pool:
             if request.allowed_regions and region not in request.allowed_regions:
                 continue
             stamp = (touched[(cls.name, region)], stamps.get(region, stamps[None]))
-            key = (cls.name, per, rank, region)
+            key = (cls.name, rank, region)
             known = self._fit.get(key)
             if known is not None and known[0] == stamp and known[1] is ledger:
-                fit = known[2]
-            else:
-                fit = 0
+                have_by = known[2]
+            else:  # devices a node could offer -> how many nodes (for every size of replica at once)
+                have_by = {}
                 for n in names:
                     have = capacity[n] - used.get((n, resource), 0) + extra.get(n, 0)
-                    if have >= per:
-                        fit += have // per
-                self._fit[key] = (stamp, ledger, fit)
+                    if have > 0:
+                        have_by[have] = have_by.get(have, 0) + 1
+                self._fit[key] = (stamp, ledger, have_by)
+            fit = sum(count * (have // per) for have, count in have_by.items() if have >= per)
             most = max(most, fit)
         return most
 
@@ -199,26 +201,27 @@ class _Pool:
     def _given_back(self, namespace: str, rank: int, taken: set[str], now: float, min_runtime_s: float
                     ) -> dict[tuple[str, str], int]:
         """(class, region) -> the devices held in `namespace` by the holders a job of priority `rank` may
-        disturb, but `taken`; kept per (namespace, rank) as `taken` grows (as `_extra`)."""
-        state = self._backs.get((namespace, rank))
+        disturb, but `taken`; kept per rank (every namespace in one pass over the holders) as `taken` grows
+        (as `_extra`)."""
+        state = self._backs.get(rank)
         if state is None or state[2] is not taken or not len(state[1]) <= len(taken):
-            back: dict[tuple[str, str], int] = {}
+            back: dict[str, dict[tuple[str, str], int]] = {}
             holds: dict[str, list[Allocation]] = {}
             for h in self.free.values():
                 if self._below(h, now, min_runtime_s) < rank:
-                    for a in h.footprint:
-                        if a.namespace == namespace:
-                            holds.setdefault(h.job, []).append(a)
-                            if h.job not in taken:
-                                back[(a.device_class, a.region)] = back.get((a.device_class, a.region), 0) + a.devices
-            state = self._backs[(namespace, rank)] = (back, set(taken), taken, holds)
+                    holds[h.job] = h.footprint
+                    if h.job not in taken:
+                        for a in h.footprint:
+                            mine = back.setdefault(a.namespace, {})
+                            mine[(a.device_class, a.region)] = mine.get((a.device_class, a.region), 0) + a.devices
+            state = self._backs[rank] = (back, set(taken), taken, holds)
         elif len(state[1]) < len(taken):
             back, accounted, _, holds = state
             for job in taken - accounted:
                 for a in holds.get(job, ()):
-                    back[(a.device_class, a.region)] -= a.devices
+                    back[a.namespace][(a.device_class, a.region)] -= a.devices
             accounted |= taken
-        return state[0]
+        return state[0].get(namespace, {})
 
     def _extra(self, resource: str, rank: int, taken: set[str], now: float, min_runtime_s: float,
                index: FleetIndex) -> tuple[dict[str, int], dict[str | None, int]]:

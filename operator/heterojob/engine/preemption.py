@@ -14,6 +14,7 @@ import heapq
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from enum import StrEnum
+from typing import NamedTuple
 
 from heterojob.engine.fleet import Allocation, Fleet
 from heterojob.engine import victims
@@ -176,8 +177,7 @@ def plan_reclaim(request: Request, fleet: Fleet, grown: Iterable[GrownJob]) -> R
     return Reclaim(tuple((j, replicas[j]) for j in found[0]), found[1])
 
 
-@dataclass(frozen=True)
-class _Disturbable:
+class _Disturbable(NamedTuple):  # a tuple: made for every victim a search reads
     job: str
     priority: int
     since: float
@@ -314,21 +314,25 @@ def _fewest_victims(request: Request, ledger: Ledger, pool: Iterable[_Disturbabl
     if not search.pairs:
         return None
     chosen: list[_Disturbable] = []  # `victims.first_fit`, inline: victims added until it fits
+    read: list[bool] = []  # whether the search reads anything of each
     fits = search.fits()  # it fits already: the first victim is added before it is asked
     for item in pool:
         chosen.append(item)
         if fits:
             break
-        search.give(item.allocation)
+        read.append(search.give(item.allocation))
         if search.fits():
             break
     else:
         return None
     if fits:
-        search.give(chosen[0].allocation)
+        read.append(search.give(chosen[0].allocation))
     first = len(chosen)
     spared: set[int] = set()
     for k in sorted(range(first), key=lambda k: (-chosen[k].priority, chosen[k].since)):
+        if not read[k]:  # taken again, it changes nothing the search reads: the job still fits
+            spared.add(k)
+            continue
         search.take(chosen[k].allocation)
         if search.fits():
             spared.add(k)

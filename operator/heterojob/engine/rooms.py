@@ -1,7 +1,7 @@
 """Free room per class, region and node for one state of a fleet's devices in use, kept current as a ledger
 takes and gives back room; and `Memory`, what a scheduling cycle may carry to the next. Pure.
 
-Step of the pipeline: none of its own; `placement.FleetIndex` holds a `Rooms` and `placement.Ledger.take`
+Step of the pipeline: none of its own; `fleet_index.FleetIndex` holds a `Rooms` and `placement.Ledger.take`
 tells it which nodes changed. Only nodes with free devices matter to a placement (`placement.pack` never
 picks a full node and the "no room" message counts only free devices), so `place` reads the few nodes with
 room of a region instead of every node of it, and a busy fleet of 100,000 devices costs what its free room
@@ -12,7 +12,8 @@ versions are unique in the process, so a version stands for one free room of one
 classes, regions, node health, network-down chips). What `place` found in a region for a gang of a given
 size (where it packs, or why it does not fit: `Verdict`) is kept per version and reused while that room is
 unchanged, within a plan and, with a `Memory` the caller keeps, from one cycle to the next: a region's
-"does not fit" (and its message) holds until its free room changes.
+"does not fit" (and its message) holds until its free room changes. `victims.Search` keeps its counts of the
+replicas a region's room holds there too.
 """
 
 from __future__ import annotations

@@ -81,7 +81,8 @@ class Search:
                 key = ("slots", alt.needs, per, out)
                 slots = verdicts.get(key)
                 if slots is None:
-                    slots = verdicts[key] = sum(f // per for n, f in free[region].items() if n in names and n not in out)
+                    slots = verdicts[key] = sum(f // per for n, f in free[region].items()
+                                                if n in names and n not in out)
                 pair = _Pair(cls, region, replicas * per, per, names, out, slots,  # type: ignore[arg-type]
                              [j for j, (_, covers) in enumerate(self._limits) if covers(cls.name, region)])
                 self.pairs.append(pair)
@@ -101,13 +102,14 @@ class Search:
     def fits(self) -> bool:
         return self._good > 0
 
-    def give(self, room: Allocation) -> None:
-        """`room` comes back (a victim)."""
-        self._change(room, 1)
+    def give(self, room: Allocation) -> bool:
+        """`room` comes back (a victim). False: it changes nothing the search reads (none of its nodes is one
+        the job may use, and it is not of the job's namespace under quota), now or whenever."""
+        return self._change(room, 1)
 
-    def take(self, room: Allocation) -> None:
-        """`room` is taken again (a victim spared)."""
-        self._change(room, -1)
+    def take(self, room: Allocation) -> bool:
+        """`room` is taken again (a victim spared); False as for `give`."""
+        return self._change(room, -1)
 
     def _judge(self, pair: _Pair) -> None:
         ok = pair.slots >= self.replicas
@@ -118,25 +120,29 @@ class Search:
             pair.ok = ok
             self._good += 1 if ok else -1
 
-    def _change(self, room: Allocation, sign: int) -> None:
+    def _change(self, room: Allocation, sign: int) -> bool:
+        touched = False
         names = self._by_resource.get(room.resource)
         if names:
-            used, given, base = self._used, self._given, self._base
+            used, given, base, where, at = self._used, self._given, self._base, self._where, self._at
             for node, devices in room.per_node.items():
-                key = (node, room.resource)
-                start = base.get(key)
-                if start is None:  # the ledger's, before anything the search was told of
-                    start = base[key] = used.get(key, 0)
-                before = start - given.get(key, 0)
-                given[key] = given.get(key, 0) + sign * devices
-                after = before - sign * devices
+                read, before, after = False, 0, 0
                 for c in names:
-                    region = self._where[c].get(node)
+                    region = where[c].get(node)
                     if region is None:
                         continue
-                    pairs = self._at[c].get(region)
+                    pairs = at[c].get(region)
                     if not pairs:
-                        continue
+                        continue  # on no node the job may use: its devices there are never read
+                    if not read:
+                        read = touched = True
+                        key = (node, room.resource)
+                        start = base.get(key)
+                        if start is None:  # the ledger's, before anything the search was told of
+                            start = base[key] = used.get(key, 0)
+                        before = start - given.get(key, 0)
+                        given[key] = given.get(key, 0) + sign * devices
+                        after = before - sign * devices
                     cap = self._capacity[c][node]
                     was, now = max(0, cap - before), max(0, cap - after)
                     if was == now:
@@ -152,8 +158,10 @@ class Search:
                     self._spent[j] -= sign * room.devices
                     changed = True
             if changed:
+                touched = True
                 for pair in self.pairs:
                     self._judge(pair)
+        return touched
 
 
 def first_fit(search: Search, rooms: Iterable[Allocation]) -> int | None:
