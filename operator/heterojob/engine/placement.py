@@ -39,29 +39,9 @@ from heterojob.engine.placement_types import (  # noqa: F401 - re-exported: what
 from heterojob.engine.rooms import Verdict
 
 __all__ = [  # what other modules import from here (re-exports included)
-    "Alternative",
-    "Candidate",
-    "DeviceClass",
-    "FleetIndex",
-    "Ledger",
-    "NETWORK_DOWN",
-    "OUTSIDE_ALLOWED",
-    "Rejection",
-    "Request",
-    "Result",
-    "_replica_slots",
-    "fits",
-    "fits_where",
-    "listed",
-    "node_unfit",
-    "pack",
-    "place",
-    "replicas_text",
-    "room_to_grow",
-    "schedule",
-    "software_mismatch",
-    "software_summary",
-    "still_fits",
+    "Alternative", "Candidate", "DeviceClass", "FleetIndex", "Ledger", "NETWORK_DOWN", "OUTSIDE_ALLOWED",
+    "Rejection", "Request", "Result", "_replica_slots", "fits", "fits_where", "listed", "node_unfit", "pack",
+    "place", "replicas_text", "room_to_grow", "schedule", "software_mismatch", "software_summary", "still_fits",
 ]
 
 

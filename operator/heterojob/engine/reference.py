@@ -274,9 +274,9 @@ def reference() -> Iterator[None]:
         module.place = place_reference  # type: ignore[attr-defined]  # swapped in for the comparison
     Ledger.may_fit = may_fit_reference  # type: ignore[assignment, method-assign]  # swapped in for the comparison
     preemption._fewest = fewest_reference
-    pool._Pool.victims = victims_reference  # type: ignore[assignment, method-assign]
-    pool._Pool._most_replicas = most_replicas_reference  # type: ignore[assignment, method-assign]
-    pool._Pool.quota_allows = lambda *args: True  # type: ignore[method-assign]
+    pool._Pool.victims = victims_reference  # type: ignore[assignment, method-assign]  # swapped in for the comparison
+    pool._Pool._most_replicas = most_replicas_reference  # type: ignore[assignment, method-assign]  # swapped in for the comparison
+    pool._Pool.quota_allows = lambda *args: True  # type: ignore[method-assign]  # swapped in for the comparison
     try:
         yield
     finally:
@@ -284,6 +284,6 @@ def reference() -> Iterator[None]:
             module.place = fast  # type: ignore[attr-defined]  # put back
         Ledger.may_fit = fits  # type: ignore[method-assign]  # put back
         preemption._fewest = fewest
-        pool._Pool.victims = victims  # type: ignore[method-assign]
-        pool._Pool._most_replicas = most  # type: ignore[method-assign]
-        pool._Pool.quota_allows = quota  # type: ignore[method-assign]
+        pool._Pool.victims = victims  # type: ignore[method-assign]  # put back
+        pool._Pool._most_replicas = most  # type: ignore[method-assign]  # put back
+        pool._Pool.quota_allows = quota  # type: ignore[method-assign]  # put back

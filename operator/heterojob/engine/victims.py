@@ -13,9 +13,9 @@ change the ledger it starts from; a caller that changes it too tells the search 
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 
-from heterojob.engine.fleet import Allocation, DeviceClass
+from heterojob.engine.fleet import Allocation, DeviceClass, Limit, cpu_classes
 from heterojob.engine.placement import Ledger, Request
 
 
@@ -49,7 +49,8 @@ class Search:
         if not self.known:
             return
         limits = fleet.quotas.get(request.namespace, ())
-        self._limits = [(limit.devices, limit.covers) for limit in limits]
+        cpu = cpu_classes(fleet.classes) if limits else frozenset()  # cores: counted only by a limit naming them
+        self._limits = [(limit.devices, _covers(limit, cpu)) for limit in limits]
         held = ledger.held.get(request.namespace, {}) if limits else {}
         self._spent = [sum(n for (c, r), n in held.items() if covers(c, r)) for _, covers in self._limits]
         down = fleet.network_down.keys() if replicas > 1 and fleet.network_down else None
@@ -83,7 +84,7 @@ class Search:
                 if slots is None:
                     slots = verdicts[key] = sum(f // per for n, f in free[region].items()
                                                 if n in names and n not in out)
-                pair = _Pair(cls, region, replicas * per, per, names, out, slots,  # type: ignore[arg-type]
+                pair = _Pair(cls, region, replicas * per, per, names, out, slots,  # type: ignore[arg-type]  # mypy reads the slots tuple loosely
                              [j for j, (_, covers) in enumerate(self._limits) if covers(cls.name, region)])
                 self.pairs.append(pair)
                 self._at.setdefault(cls.name, {}).setdefault(region, []).append(pair)
@@ -182,3 +183,8 @@ def first_fit(search: Search, rooms: Iterable[Allocation]) -> int | None:
         if search.fits():
             return k
     return None
+
+
+def _covers(limit: Limit, cpu: frozenset[str]) -> Callable[[str, str], bool]:
+    """`limit.covers` of a class and region, CPU classes counted apart (`engine.fleet.Limit.covers`)."""
+    return lambda device_class, region: limit.covers(device_class, region, device_class in cpu)
