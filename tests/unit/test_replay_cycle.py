@@ -6,16 +6,22 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from hypothesis import given, settings
-from hypothesis import strategies as st
-
 from heterojob.engine import completion, policy
 from heterojob.engine.admission import Holder, Outcome
-from heterojob.engine.cycle import Cycle, plan_cycle, timer, upgrade_candidates, upgrade_of
+from heterojob.engine.cycle import (
+    Cycle,
+    plan_cycle,
+    timer,
+    upgrade_candidates,
+    upgrade_of,
+)
 from heterojob.engine.fleet import Fleet, usage
 from heterojob.engine.queueing import QueuePolicy, QueueSettings, Service
 from heterojob.engine.ranking import Memo
 from heterojob.engine.rooms import Memory
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
 from tests.unit.test_cycle import NOW, _knowledge, _scene
 
 COST = completion.MoveCost()
@@ -67,7 +73,7 @@ def test_a_waiting_job_is_timed_for_its_promotion_by_its_own_bound() -> None:
 
 def _running(seed: int) -> tuple[list[Holder], Fleet, policy.Knowledge]:
     """The scene's running jobs, settled, with speeds that make moves to the faster class pay."""
-    queue, holders, fleet = _scene(seed, waiting=0)
+    _, holders, fleet = _scene(seed, waiting=0)
     holders = [replace(h, since=NOW - 10_000.0) for h in holders]
     facts = {h.job: policy.Facts(Service(5e4, 0.0), {"h100": 1.0, "910b": 0.5}, 4e4,
                                  frozenset({h.allocation.device_class})) for h in holders}

@@ -29,10 +29,16 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from hypothesis import HealthCheck, given, settings
-from hypothesis import strategies as st
-
-from heterojob.engine import admission, completion, cycle, placement, policy, preemption, queueing, ranking
+from heterojob.engine import (
+    admission,
+    completion,
+    cycle,
+    placement,
+    policy,
+    preemption,
+    queueing,
+    ranking,
+)
 from heterojob.engine import admission as planner
 from heterojob.engine.admission import Holder, Outcome
 from heterojob.engine.fleet import Allocation, Fleet, usage
@@ -43,6 +49,9 @@ from heterojob.replay.fifo import Fifo
 from heterojob.replay.replay import CLASSES, NAMESPACE, POLICIES, Config, _Replay
 from heterojob.replay.scheduler import Scheduler
 from heterojob.replay.traces import TraceJob, synthetic_trace
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
 from tests.unit.test_placement import CLASSES as PLACEMENT_CLASSES
 from tests.unit.test_placement import gpu_node, npu_node
 

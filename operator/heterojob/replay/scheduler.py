@@ -26,7 +26,14 @@ from heterojob.api.job import Policy
 from heterojob.engine import admission as planner
 from heterojob.engine import completion, migration, queueing, ranking, rooms
 from heterojob.engine.admission import Disruption, DisruptionKind, Holder, Outcome
-from heterojob.engine.cycle import Cycle, Trigger, plan_cycle, timer, upgrade_candidates, upgrade_of
+from heterojob.engine.cycle import (
+    Cycle,
+    Trigger,
+    plan_cycle,
+    timer,
+    upgrade_candidates,
+    upgrade_of,
+)
 from heterojob.engine.fleet import Allocation
 from heterojob.engine.placement import Alternative, Request, place
 from heterojob.replay.devices import Run
@@ -251,6 +258,7 @@ class Scheduler:
             if now < run.started:
                 continue  # still restoring from its last move
             most = self.most(job, run.cls, base)
+            change: migration.Resize | None
             if run.replicas > most:  # grown past where it scales well: back to the last good size
                 freed = devices.current_fleet(without=run)
                 change = migration.Resize(migration.GROW, most, f"scaling below {config.growth_efficiency:g} "
