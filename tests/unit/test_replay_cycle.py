@@ -19,10 +19,13 @@ from heterojob.engine.fleet import Fleet, usage
 from heterojob.engine.queueing import QueuePolicy, QueueSettings, Service
 from heterojob.engine.ranking import Memo
 from heterojob.engine.rooms import Memory
+from heterojob.replay.replay import Config, _Replay
+from heterojob.replay.scheduler import Scheduler
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from tests.unit.test_cycle import NOW, _knowledge, _scene
+from tests.unit.test_replay import job
 
 COST = completion.MoveCost()
 
@@ -104,3 +107,20 @@ def test_running_jobs_look_for_upgrades_only_when_free_room_grew(seed: int) -> N
     assert upgrade_candidates(cycle, {}, holders, fleet, NOW, known, COST, 300.0, 0.05) == expected
     assert upgrade_candidates(cycle, {}, holders, fleet, NOW, known, COST, 300.0, 0.05, Memo()) == expected
     assert upgrade_candidates(cycle, dict(cycle.free), holders, fleet, NOW, known, COST, 300.0, 0.05) == []
+
+
+def test_the_replay_plans_the_events_of_one_instant_in_one_cycle() -> None:
+    """Two alike jobs arriving at the same instant are one batch, as the operator's scheduler coalesces
+    events: one cycle places both and one more finds nothing left to do; they finish at one instant too, and
+    one cycle (an empty queue: only the free room) follows. A cycle per event would take six."""
+    def cycles(batched: bool) -> int:
+        sim = _Replay([job(1, gpus=1, hours=1), job(2, gpus=1, hours=1)],
+                      "heterojob", Config(nodes_per_class_region=1, regions=1, mtbf_h=1e9, elastic=False))
+        sim.batched = batched
+        report = sim.run()
+        assert isinstance(sim.queue, Scheduler)
+        assert report.jobs == 2 and max(report.jcts_h) < 1.1  # both started at once
+        return sim.queue.cycles
+
+    assert cycles(True) == 3
+    assert cycles(False) == 6

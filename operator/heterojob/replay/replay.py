@@ -134,6 +134,7 @@ class _Replay:
         self.metrics = Metrics(jobs, config.devices, self.arrival)
         self.known = Known(DECLARED, NAMESPACE)
         self.queue: Fifo | Scheduler = Scheduler(self) if policy == "heterojob" else Fifo(self)
+        self.batched = policy == "heterojob"  # the baselines look after every event
         self.pending = set(range(*config.window)) if config.window else None
         self.by_position = {j.id: i for i, j in enumerate(jobs)}
 
@@ -183,6 +184,9 @@ class _Replay:
             elif kind == "wake":
                 self.freed.update(CLASSES)  # a job's growth cooldown ended: look at growing it again
             # "timer": a waiting job's promotion; the scheduler's trigger says whether a cycle is due
+            if self.batched and self.events and self.events[0][0] == now:
+                continue  # events at one instant (a node's jobs restarting, a preemption's victims) are
+                # planned in one cycle, as the operator's scheduler plans the events of one batch
             self.queue.place(now)
             self.freed.clear()
             self.arrived.clear()
