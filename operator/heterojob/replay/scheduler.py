@@ -5,6 +5,7 @@ What the operator's scheduler (`controller.scheduler`) does, with the replay's e
   a stopped run (resize, preemption, upgrade), a failed or repaired node gives room back or changes the
   fleet: `Trigger.room`; a waiting job's starvation promotion is a timer (`engine.cycle.timer`), put on the
   replay's event queue so the clock stops there;
+- events of one instant are one batch (as the operator plans the events of one batch in one cycle);
 - when the trigger is due, one cycle plans the whole waiting queue (`engine.cycle.plan_cycle`, with the
   queue policy, one `ranking.Memo` and one `rooms.Memory` kept across cycles); a cycle that acted
   (`Cycle.acted`) is followed by another; cycles stop when one acts on nothing;
