@@ -638,11 +638,13 @@ class Scale:
             self.seen.wait(lambda key=key: not any(self.seen.live(key, g) for g in self.seen.generations(key)), 60)
             self.say(f"admit {key} ({replicas}x{per}): {times[-1]:.2f} s" + ("" if ok else " (timed out)")
                      + (f"; cycle {cycles[-1]:.2f} CPU-s" + (" (capped)" if cap else "") if use_window else ""))
+            # after every probe: a run cut short keeps what it measured
+            self.notes.update(admit_free_p95_s=p(times, 0.95), admit_free_p50_s=p(times, 0.5),
+                              admit_timeouts=timeouts, admit_samples=[round(t, 2) for t in times])
+            if use_window:
+                self.notes.update(cycle_cpu_s_p95=p(cycles, 0.95), cycle_cpu_samples=[round(c, 2) for c in cycles],
+                                  cycle_windows_capped=capped)
             time.sleep(1.0)
-        self.notes.update(admit_free_p95_s=p(times, 0.95), admit_free_p50_s=p(times, 0.5), admit_timeouts=timeouts)
-        if use_window:
-            self.notes.update(cycle_cpu_s_p95=p(cycles, 0.95), cycle_cpu_samples=[round(c, 2) for c in cycles],
-                              cycle_windows_capped=capped)
 
     def faults(self) -> None:
         times, timeouts = [], 0
@@ -667,9 +669,9 @@ class Scale:
             timeouts += not ok
             self.say(f"fault {where} ({key} g{gen}): {times[-1]:.2f} s" + ("" if ok else " (timed out)"))
             set_node_ready(self.core, where)
+            self.notes.update(fault_to_pods_p95_s=p(times, 0.95), fault_to_pods_p50_s=p(times, 0.5),
+                              fault_timeouts=timeouts, fault_samples=[round(t, 2) for t in times])
             time.sleep(1.0)
-        self.notes.update(fault_to_pods_p95_s=p(times, 0.95), fault_to_pods_p50_s=p(times, 0.5),
-                          fault_timeouts=timeouts)
 
     def probes(self) -> dict[str, Any]:
         path = self.workdir / "probes.jsonl"
