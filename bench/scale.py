@@ -111,6 +111,9 @@ def fleet_nodes(layout: dict[tuple[str, str], int]) -> list[dict[str, Any]]:
     for (region, cls), count in layout.items():
         for i in range(count):
             n = node(f"{region}-{cls}-{i:05d}", region, cls, devices=PER_NODE, stack=i)
+            # a fleet's cluster CIDR (10.0.0.0/8, a /24 per node); kind's 10.244.0.0/16 holds only 256 nodes
+            cidr = f"10.{len(out) // 256}.{len(out) % 256}.0/24"
+            n["spec"].update(podCIDR=cidr, podCIDRs=[cidr])
             out.append(n)
     return out
 

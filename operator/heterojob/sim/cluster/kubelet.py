@@ -93,8 +93,9 @@ class Kubelet(Stepping):
         if self.device_health is not None:
             self._report_health(self.device_health(), nodes)
         every = self._pods.sync()
-        uids = {(p.get("metadata") or {}).get("uid") for p in every}
-        self._env_of = {k: v for k, v in self._env_of.items() if k[0] in uids}
+        if len(self._env_of) > 4 * len(every) + 1000:  # forget the pods gone, now and then
+            uids = {(p.get("metadata") or {}).get("uid") for p in every}
+            self._env_of = {k: v for k, v in self._env_of.items() if k[0] in uids}
         # a node whose kubelet stopped posting status (Ready Unknown): its pods neither run on, nor end, nor
         # answer a checkpoint, nor finish a deletion, as far as the API server can tell
         silent = {name for name, n in nodes.items() if (ready_condition(n) or {}).get("status") == "Unknown"}
