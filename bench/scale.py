@@ -28,8 +28,9 @@ Measured, after the backlog is created and the operator has given every waiting 
   for every replica; then the node is Ready again;
 - operator_rss_mb: the operator's peak RSS (VmHWM);
 - probe_p99_s: the operator's /healthz (Kopf's liveness endpoint), /metrics and its alert webhook (an alert that
-  names no job), asked every second from the operator's start to the end, each with a 5 s timeout (a timeout or a
-  failure counts 5 s); probe_failures counts answers that were not 2xx or never came;
+  names no job), asked every second from each one's first answer (the operator's start is not timed) to the end,
+  each with a 5 s timeout (a timeout or a failure counts 5 s); probe_failures counts answers that were not 2xx or
+  never came;
 - wall_s.
 Also: operator_start_s (from its start to its first placements: Kopf lists and indexes every Node, pod and job
 first; --start-timeout ends the run there, with "aborted"), waiting (at the measurements) and waiting_end, the
