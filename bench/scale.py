@@ -28,8 +28,9 @@ Measured, after the backlog is created and the operator has given every waiting 
   for every replica; then the node is Ready again;
 - operator_rss_mb: the operator's peak RSS (VmHWM);
 - probe_p99_s: the operator's /healthz (Kopf's liveness endpoint), /metrics and its alert webhook (an alert that
-  names no job), asked every second from the operator's start to the end, each with a 5 s timeout (a timeout or a
-  failure counts 5 s); probe_failures counts answers that were not 2xx or never came;
+  names no job), asked every second from each one's first answer (the operator's start is not timed) to the end,
+  each with a 5 s timeout (a timeout or a failure counts 5 s); probe_failures counts answers that were not 2xx or
+  never came;
 - wall_s.
 Also: operator_start_s (from its start to its first placements: Kopf lists and indexes every Node, pod and job
 first; --start-timeout ends the run there, with "aborted"), waiting (at the measurements) and waiting_end, the
@@ -111,6 +112,9 @@ def fleet_nodes(layout: dict[tuple[str, str], int]) -> list[dict[str, Any]]:
     for (region, cls), count in layout.items():
         for i in range(count):
             n = node(f"{region}-{cls}-{i:05d}", region, cls, devices=PER_NODE, stack=i)
+            # a fleet's cluster CIDR (10.0.0.0/8, a /24 per node); kind's 10.244.0.0/16 holds only 256 nodes
+            cidr = f"10.{len(out) // 256}.{len(out) % 256}.0/24"
+            n["spec"].update(podCIDR=cidr, podCIDRs=[cidr])
             out.append(n)
     return out
 
@@ -638,11 +642,13 @@ class Scale:
             self.seen.wait(lambda key=key: not any(self.seen.live(key, g) for g in self.seen.generations(key)), 60)
             self.say(f"admit {key} ({replicas}x{per}): {times[-1]:.2f} s" + ("" if ok else " (timed out)")
                      + (f"; cycle {cycles[-1]:.2f} CPU-s" + (" (capped)" if cap else "") if use_window else ""))
+            # after every probe: a run cut short keeps what it measured
+            self.notes.update(admit_free_p95_s=p(times, 0.95), admit_free_p50_s=p(times, 0.5),
+                              admit_timeouts=timeouts, admit_samples=[round(t, 2) for t in times])
+            if use_window:
+                self.notes.update(cycle_cpu_s_p95=p(cycles, 0.95), cycle_cpu_samples=[round(c, 2) for c in cycles],
+                                  cycle_windows_capped=capped)
             time.sleep(1.0)
-        self.notes.update(admit_free_p95_s=p(times, 0.95), admit_free_p50_s=p(times, 0.5), admit_timeouts=timeouts)
-        if use_window:
-            self.notes.update(cycle_cpu_s_p95=p(cycles, 0.95), cycle_cpu_samples=[round(c, 2) for c in cycles],
-                              cycle_windows_capped=capped)
 
     def faults(self) -> None:
         times, timeouts = [], 0
@@ -667,9 +673,9 @@ class Scale:
             timeouts += not ok
             self.say(f"fault {where} ({key} g{gen}): {times[-1]:.2f} s" + ("" if ok else " (timed out)"))
             set_node_ready(self.core, where)
+            self.notes.update(fault_to_pods_p95_s=p(times, 0.95), fault_to_pods_p50_s=p(times, 0.5),
+                              fault_timeouts=timeouts, fault_samples=[round(t, 2) for t in times])
             time.sleep(1.0)
-        self.notes.update(fault_to_pods_p95_s=p(times, 0.95), fault_to_pods_p50_s=p(times, 0.5),
-                          fault_timeouts=timeouts)
 
     def probes(self) -> dict[str, Any]:
         path = self.workdir / "probes.jsonl"

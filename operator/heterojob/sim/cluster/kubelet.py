@@ -139,8 +139,9 @@ class Kubelet(Stepping):
         if self.device_health is not None:
             self._report_health(self.device_health(), nodes)
         every = self._pods.sync()
-        uids = {(p.get("metadata") or {}).get("uid") for p in every}
-        self._env_of = {k: v for k, v in self._env_of.items() if k[0] in uids}
+        if len(self._env_of) > 4 * len(every) + 1000:  # forget the pods gone, now and then
+            uids = {(p.get("metadata") or {}).get("uid") for p in every}
+            self._env_of = {k: v for k, v in self._env_of.items() if k[0] in uids}
         mine = [p for p in every if LABEL_JOB in ((p.get("metadata") or {}).get("labels") or {})]
         answering = [p for p in every if (p.get("spec") or {}).get("nodeName") not in silent]
         self._finish_deletions(answering)
