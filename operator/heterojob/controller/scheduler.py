@@ -43,7 +43,7 @@ from heterojob.engine.cycle import Trigger, plan_cycle, verdict
 from heterojob.engine.fleet import DeviceClass, Fleet
 from heterojob.engine.placement import Request
 from heterojob.state.knowledge import Knower
-from heterojob.engine import completion, queueing, ranking, requeue
+from heterojob.engine import completion, queueing, ranking, requeue, rooms
 from heterojob.engine import policy as heterogeneity
 from heterojob.engine.queueing import QueueSettings
 from heterojob.kube.api import Kube, now_iso
@@ -112,6 +112,7 @@ class Scheduler:
         self.waiting_for: frozenset[str] = frozenset()  # classes the last cycle's waiting jobs wait for
         self.free: dict[str, int] = {}  # free devices per class after the last cycle's placements
         self.memo = ranking.Memo()  # what the policy may reuse between cycles (the plan is the same without it)
+        self.memory = rooms.Memory()  # what placement found per class and region while its room is unchanged
         self.cycles = 0  # cycles planned (tests, metrics)
         self._wake = asyncio.Event()
         self._task: asyncio.Task[None] | None = None
@@ -185,7 +186,7 @@ class Scheduler:
             moves = {r.job: w.move for r in waiting if (w := self.waiting.get(r.job)) is not None and w.move}
             started_at = time.monotonic()
             cycle, cpu = await asyncio.to_thread(_timed, plan_cycle, waiting, holders, fleet, now, self.settings,
-                                                 policy, moves, self.memo)
+                                                 policy, moves, self.memo, self.memory)
             self.cycles += 1
             self.metrics.cycle_seconds.observe(cpu)
             self.metrics.cycle_waiting.set(len(waiting))

@@ -36,7 +36,7 @@ from heterojob.engine.admission import (
     Admission, Holder, Outcome, Plan, Settings, _regions, plan_one, plan_queue, set_aside,
 )
 from heterojob.engine.fleet import Fleet
-from heterojob.engine.placement import Ledger, Rejection, Request, place
+from heterojob.engine.placement import FleetIndex, Ledger, Rejection, Request, place
 from heterojob.engine.rooms import Memory
 
 if TYPE_CHECKING:
@@ -106,10 +106,11 @@ def plan_cycle(queue: Iterable[Request], holders: Iterable[Holder], fleet: Fleet
         mine = {r.job: r for r in ordered}
         original = {r.job: r for r in queue}
         quota_memo: dict[tuple[object, ...], list[Rejection]] = {}
+        index = FleetIndex(fleet, memory)  # one for every job's set-aside classes: the free room read once
         for job, admission in list(plan.admissions.items()):
             if admission.outcome == Outcome.PLACED or job in narrowed:
                 continue
-            aside = set_aside(original[job], mine[job], prepared.choices.get(job), fleet, quota_memo)
+            aside = set_aside(original[job], mine[job], prepared.choices.get(job), fleet, quota_memo, index)
             if aside:
                 plan.admissions[job] = replace(admission, message=f"{admission.message}; {aside}")
     for job in narrowed:
