@@ -16,13 +16,7 @@ MODULE_MAX = 500  # lines
 CLASS_MAX = 400  # lines, from `class` to its last line
 
 EXCEPTION = "operator/heterojob/sim/cluster/apiserver.py"  # the request flow of every verb in one place
-ALLOWED = {
-    # the planner: the scheduling-cycle work is rewriting it as this test is written; split when it lands
-    "operator/heterojob/engine/admission.py": "being rewritten by the scheduling-cycle work",
-    # the replay: being moved onto the operator's admission loop and `running.decide` (issue 32), which splits
-    # `_Replay` into its event loop, its fleet state and its metrics
-    "operator/heterojob/replay/replay.py": "being moved onto the operator's loop",
-}
+ALLOWED: dict[str, str] = {}  # none: the planner and the replay were split when their rewrites landed
 
 
 def oversized(text: str) -> list[str]:
