@@ -58,6 +58,8 @@ log = logging.getLogger("heterojob.controller")
 
 PROBE_SHARE = 0.05  # a probe may cost at most this share of the job's expected remaining time (as the replay)
 BATCH_S = 0.02  # events within this long of the first are planned in one cycle
+RECHECK_S = 30.0  # while jobs wait, a cycle at least this often (what the clock alone changes in a plan)
+CLOCK = "\x00clock"  # the Trigger timer of that recheck (no job is named so)
 INLINE_WAIT_S = 2.0  # a waiting job's pass waits this long for the cycle that plans its new request
 DUTY = 0.5  # after a cycle of c CPU-seconds the next starts no sooner than c * (1 - DUTY) / DUTY later
 
@@ -209,6 +211,9 @@ class Scheduler:
             if cycle.acted:
                 self.trigger.room()  # what it placed and disturbed changes the snapshot: plan once more
                 self._wake.set()
+            # a plan drifts with the clock alone (expected completions, the minimum runtime before preemption,
+            # attained-service levels): while jobs wait, the queue is planned again at least this often
+            self.trigger.at(CLOCK, now + RECHECK_S if waiting else None)
             self._next = time.monotonic() + (time.monotonic() - started_at) * (1 - DUTY) / DUTY
         if self._done is not None and not self._done.done():
             self._done.set_result(None)

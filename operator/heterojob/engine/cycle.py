@@ -18,7 +18,9 @@ only when its verdict changes, so API writes follow decisions, not figures.
 
 `Trigger` says whether a cycle could change anything since the last one: a request added, edited or
 removed, room given back, the fleet changed, or a timer (a starvation promotion, a move's requeue bound)
-came due. A cycle with none of these plans the same queue on the same snapshot, so it is skipped. A cycle
+came due. A cycle with none of these plans the same queue on the same snapshot at another time; what the
+clock alone changes (expected completions, the minimum runtime, levels) is left to a timer the caller sets
+(the operator: at least every 30 s while jobs wait). A cycle
 that placed or disturbed anyone changed the snapshot (the policy reads the free room), so its caller plans
 once more; cycles stop when one acts on nothing.
 """
