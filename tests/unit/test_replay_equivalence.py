@@ -29,17 +29,10 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from heterojob.engine import (
-    admission,
-    completion,
-    cycle,
-    fleet_index,
-    placement,
-    policy,
-    preemption,
-    queueing,
-    ranking,
-)
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from heterojob.engine import admission, completion, cycle, fleet_index, placement, policy, preemption, queueing, ranking
 from heterojob.engine import admission as planner
 from heterojob.engine.admission import Holder, Outcome
 from heterojob.engine.fleet import Allocation, Fleet, usage
@@ -50,9 +43,6 @@ from heterojob.replay.fifo import Fifo
 from heterojob.replay.replay import CLASSES, NAMESPACE, POLICIES, Config, _Replay
 from heterojob.replay.scheduler import Scheduler
 from heterojob.replay.traces import TraceJob, synthetic_trace
-from hypothesis import HealthCheck, given, settings
-from hypothesis import strategies as st
-
 from tests.unit.test_placement import CLASSES as PLACEMENT_CLASSES
 from tests.unit.test_placement import gpu_node, npu_node
 
@@ -632,3 +622,4 @@ def test_may_act_tells_a_queue_that_can_preempt_from_one_that_cannot() -> None:
        waits=st.dictionaries(st.sampled_from(["a", "b", "c"]), st.sampled_from([0.0, 60.0]) | st.floats(0, 1e6)))
 def test_choose_with_its_shortcut_is_choose_in_full(left: float, rel: dict[str, float], waits: dict[str, float]) -> None:
     assert completion.choose(left, rel, waits) == _choose_in_full(left, rel, waits)
+
