@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from typing import Any, TypeVar
 
 import kubernetes
+import urllib3
 from aiolimiter import AsyncLimiter
 from kubernetes.client import ApiException
 
@@ -43,6 +44,16 @@ def load_client(kubeconfig: str | None = None, pool: int = 32) -> kubernetes.cli
         kubernetes.config.load_kube_config(config_file=kubeconfig, client_configuration=config)
     config.connection_pool_maxsize = pool
     return kubernetes.client.ApiClient(config)
+
+
+def _read_through(fn: Callable[..., T], *args: Any, **kwargs: Any) -> T:
+    """`fn(...)`; an answer asked for unread (`_preload_content=False`, to skip the client's deserialization) is
+    read to its end here, in the worker, so its connection goes back to the pool (urllib3 releases it only then:
+    an answer left unread closes its connection when collected, and every such call would open a new one)."""
+    result = fn(*args, **kwargs)
+    if isinstance(result, urllib3.BaseHTTPResponse):
+        result.data  # noqa: B018 - kept on the response for the caller
+    return result
 
 
 class Conflict(Exception):
@@ -105,7 +116,7 @@ class Kube:
             self._limiter = (loop, self._rate.limiter())
         if self._limiter[1] is not None:
             await self._limiter[1].acquire()
-        return await loop.run_in_executor(self._pool, functools.partial(fn, *args, **kwargs))
+        return await loop.run_in_executor(self._pool, functools.partial(_read_through, fn, *args, **kwargs))
 
     def close(self) -> None:
         self._pool.shutdown(wait=False, cancel_futures=True)
