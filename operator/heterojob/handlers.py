@@ -300,12 +300,15 @@ def register(registry: kopf.OperatorRegistry, config: OperatorConfig) -> None:
         key = f"{namespace}/{name}"
         if event.get("type") == "DELETED":
             ctl.forget(key)
-        else:
+        elif ctl.seen(key, event.get("object") or {}):  # not the echo of a write its pass settled
             ctl.poke(key)
 
     @kopf.on.event("pods", labels={LABEL_JOB: kopf.PRESENT}, registry=registry)
-    async def pod_event(namespace: str, labels: Mapping[str, str], memo: kopf.Memo, **kwargs: Any) -> None:
+    async def pod_event(namespace: str, name: str, labels: Mapping[str, str], event: Mapping[str, Any],
+                        memo: kopf.Memo, **kwargs: Any) -> None:
         ctl = await controller(memo, kwargs)
+        if event.get("type") == "ADDED" and ctl.kube.made(namespace, name, (event.get("object") or {})):
+            return  # the pod as the operator created it: the pass that created it counted it
         ctl.poke(f"{namespace}/{labels[LABEL_JOB]}")
 
     @kopf.on.event("nodes", registry=registry)

@@ -24,11 +24,12 @@ from heterojob.controller.alerts import AlertSymptoms
 from heterojob.controller.checkpoints import PERIODIC, Checkpoints, resume_from
 from heterojob.controller.decisionlog import decided
 from heterojob.controller.disruption import Disruption
+from heterojob.controller.known import Known
 from heterojob.controller.pods import Pods
 from heterojob.controller.queue import WorkQueue
 from heterojob.controller.scheduler import Scheduler
 from heterojob.controller.quotas import QuotaStatus
-from heterojob.controller.status import StatusPatch, StatusWriter, read_status, where
+from heterojob.controller.status import STATUS_SCHEMA, StatusPatch, StatusWriter, read_status, where
 from heterojob.engine import admission as planner
 from heterojob.engine import lifecycle, spec_changes, transfer, validation
 from heterojob.engine.fleet import Fleet, Node
@@ -76,7 +77,8 @@ class Controller:
         self.metrics = metrics or OperatorMetrics()
         self.cache = Cache()
         self.queue = WorkQueue(self.reconcile_key, self.config.max_retry_delay, self.metrics.decision_seconds.time)
-        self.writer = StatusWriter(kube)
+        self.known = Known(STATUS_SCHEMA)  # each job's newest body and the versions acted on (`controller.known`)
+        self.writer = StatusWriter(kube, self.known)
         self.pods = Pods(kube, self.writer, self.cache, self.layout, self.poke, self.poke_pending, members)
         self.checkpoints = Checkpoints(kube, self.writer, self.cache, self.pods, self.poke, self.poke_pending)
         self.alerts = AlertSymptoms(kube, self.writer, self.poke, lambda key, reason: self.checkpoints.ask(
@@ -151,8 +153,14 @@ class Controller:
             if entry.reserved is not None and node in entry.reserved.per_node:
                 self.poke(key)
 
+    def seen(self, key: str, body: Mapping[str, Any]) -> bool:
+        """A watch event brought the job's `body`; True when a pass should look (`Known.event`: not the echo of
+        a write whose pass settled it)."""
+        return self.known.event(key, body)
+
     def forget(self, key: str) -> None:
         self.queue.forget(key)
+        self.known.forget(key)
         for victim in self.cache.yielders(key):  # they were yielding to it: they run on (reconcile)
             self.poke(victim)
         self.scheduler.drop(key)
@@ -171,9 +179,13 @@ class Controller:
         round (the scheduler plans it on every event that could change its verdict, and its own events reach
         it; this is the safety net)."""
         if round_ % WAITING_RESYNC_EVERY == 0:
-            return sorted(self.queue.known)
-        waiting = {k for k, e in self.cache.entries.items() if e.request is not None}
-        return sorted(k for k in self.queue.known if k not in waiting)
+            keys = sorted(self.queue.known)
+        else:
+            waiting = {k for k, e in self.cache.entries.items() if e.request is not None}
+            keys = sorted(k for k in self.queue.known if k not in waiting)
+        for key in keys:  # whatever the events said: read from the API server
+            self.known.stale(key)
+        return keys
 
     async def sync_quotas(self) -> None:
         await self.quotas.sync()
@@ -201,14 +213,32 @@ class Controller:
     # --- one pass ---------------------------------------------------------------------------------------
 
     async def reconcile_key(self, key: str) -> None:
-        await self.reconcile(*key.split("/", 1))
+        """One pass on the newest body known (`controller.known`; read from the API server when none is); when
+        the pass did not settle what it wrote, one more pass, as its write's watch event would start."""
+        namespace, name = key.split("/", 1)
+        job = self.known.read(key)
+        if job is None:
+            job = await self.kube.get_job(namespace, name)
+            if job is not None:
+                self.known.fetched(key, job)
+        token = self.known.begin(key, job or {})
+        try:
+            settled = await self.reconcile(namespace, name, job)
+        except BaseException:
+            self.known.abort(key, token)
+            raise
+        if self.known.end(key, token, settled):
+            self.poke(key)
 
-    async def reconcile(self, namespace: str, name: str) -> None:
+    async def reconcile(self, namespace: str, name: str, job: dict[str, Any] | None | object = _UNSEEN) -> bool:
+        """One pass over `job` (read from the API server when not given). True when it settled what it wrote:
+        nothing the written version calls for is left to another pass."""
         key = f"{namespace}/{name}"
-        job = await self.kube.get_job(namespace, name)
-        if job is None or (job.get("metadata") or {}).get("deletionTimestamp"):
+        if job is _UNSEEN:
+            job = await self.kube.get_job(namespace, name)
+        if not isinstance(job, dict) or (job.get("metadata") or {}).get("deletionTimestamp"):
             self.forget(key)
-            return
+            return False
         status = read_status(job)
         spec: HeteroJobSpec | None = None
         problems: list[Any] = check_object_name(name, JOB_NAME_MAX)
@@ -223,21 +253,21 @@ class Controller:
         generation = (job.get("metadata") or {}).get("generation")
         if status.observed_generation is not None and generation != status.observed_generation:
             await self._spec_edited(job, status, None if problems else spec)
-            return
+            return False
         cluster = status.placement.cluster if status.placement else None
         if cluster is not None and self.members is not None and not self.members.reachable(cluster):
             await self._member_away(job, status, now)
-            return
+            return False
         try:
             listed = await self.pods.list(namespace, name, cluster)
         except Exception:
             if cluster is None or self.members is None:
                 raise
             self.queue.wake_at(key, now + self.members.config.poll_seconds * 2)  # it went away meanwhile
-            return
+            return False
         pods = [v for v in map(convert.pod_view, listed) if v is not None]
         if await self._repair(job, status, pods):
-            return
+            return False
         known = self.cache.entries.get(key)
         before = (known.priority, known.request is not None) if known is not None else None
         self.cache.sync(key, job, status, spec, self.fleet_source.classes(), now)
@@ -260,27 +290,27 @@ class Controller:
             cordoned=self._cordoned(status),
         )
         if pending is not None and spec is not None and await self.disruption.escalate(job, spec, status, now):
-            return  # a fault outranks what the job was checkpointing for: its next pass goes on at once
+            return False  # a fault outranks what the job was checkpointing for: its next pass goes on at once
         decision = lifecycle.decide(view)
         why = self.disruption.cancelled(job, status) or self.disruption.destination_gone(key, status)
         if why is not None:
             await self.checkpoints.cancel(job, status, why, saved=decision)
-            return
+            return False
         ended = self.disruption.yield_ends(spec, status)
         if ended is not None:  # the job it yields to no longer needs its room: the checkpoint it took is harmless
             kind, cause, words = ended
             await self.checkpoints.cancel(job, status, words, saved=decision, what=kind.value,
                                           reason=kind.cancelled, cause=cause.value)
-            return
+            return False
         if decision.action == Action.NONE and status.phase is not None and status.phase.terminal:
             await self.pods.drop_service(job)
             self.queue.settle(key)
         if decision.action == Action.NONE and await self.pods.scheduling(job, status, lifecycle.scheduling(view)):
             self.poke(key)  # the scheduler's verdict was written: the pass goes on from the status that says it
-            return
+            return False
         if decision.action != Action.NONE:
             decided(key, decision.action.value, decision.message, reason=decision.reason)
-        await self._act(job, spec, status, decision, pods)
+        return await self._act(job, spec, status, decision, pods)
 
     async def _spec_edited(self, job: dict[str, Any], status: HeteroJobStatus, spec: HeteroJobSpec | None
                            ) -> None:
@@ -377,7 +407,8 @@ class Controller:
             self.fleet_source.classes(), set(self.fleet_source.regions()), self.fleet_source.nodes().values())
 
     async def _act(self, job: dict[str, Any], spec: HeteroJobSpec | None, status: HeteroJobStatus,
-                   d: Decision, pods: list[lifecycle.PodView]) -> None:
+                   d: Decision, pods: list[lifecycle.PodView]) -> bool:
+        """Act on the pass's decision; True when what it wrote is settled (`_placed`)."""
         meta = job["metadata"]
         ns, name = meta["namespace"], meta["name"]
         key = f"{ns}/{name}"
@@ -391,15 +422,15 @@ class Controller:
                 self.queue.wake_at(key, min(stuck) + lifecycle.JobView.unschedulable_after_s)
             if status.phase == Phase.RUNNING and spec is not None and (pending is None or pending.then == PERIODIC):
                 await self.disruption.consider(job, spec, status, time.time())  # a fault outranks a periodic one
-            return
+            return False
         if d.action == Action.REQUEST_CHECKPOINT:
             assert pending is not None
             await self._annotate_checkpoint(ns, d.pods, pending.id, name)
             self.queue.wake_at(key, timestamp(pending.deadline) or time.time())
-            return
+            return False
         if d.action in (Action.CHECKPOINT_DONE, Action.CHECKPOINT_TIMEOUT):
             await self.checkpoints.finish(job, status, d, pods)
-            return
+            return False
         patch = StatusPatch(status)
         if d.action == Action.REJECT:
             patch.phase(Phase.FAILED, d.reason, d.message).set(placement=None)
@@ -413,19 +444,20 @@ class Controller:
             await self.writer.write(job, patch.condition("SpecValid", "False", d.reason, d.message))
             self.kube.post_event(job, "Warning", d.reason, d.message)
             await self.pods.release(key, [p.name for p in pods if not p.deleting])
-            return
+            return False
         if d.action == Action.REVALIDATED:
             patch.phase(Phase.PENDING, None, d.message).condition("SpecValid", "True", d.reason, d.message)
             await self.writer.write(job, patch)
             self.poke(key)
-            return
+            return False
         assert spec is not None
         if d.action == Action.PLACE:
             until = timestamp(status.backoff.until) if status.backoff else None
             if until is not None and until > time.time():  # pods were refused for a passing reason: wait
                 self.queue.wake_at(key, until)
-                return
+                return False
             await self.scheduler.place(job, spec, status, max((v.generation for v in pods), default=0))
+            return self._placed(key, spec)
         elif d.action == Action.CREATE_PODS:
             await self.pods.create(job, spec, status, d.ranks)
         elif d.action == Action.CLEANUP:
@@ -467,7 +499,7 @@ class Controller:
                     self.kube.post_event(job, "Normal", d.reason, f"{d.message}; checkpointing within the evicted "
                                          f"pod's grace period, then placing the gang off node(s) {', '.join(d.nodes)}")
                     self.metrics.migrations.labels("migrate", "drain").inc()
-                return
+                return False
             last = status.checkpoint.last if status.checkpoint else None
             saved = last.model_dump(by_alias=True, exclude_none=True) if last else None
             message = f"{d.message}; placing the gang off node(s) {', '.join(d.nodes)}, {resume_from(saved)}"
@@ -476,7 +508,7 @@ class Controller:
                 migration=move)
             patch.history("migrate", d.message, where(status)).condition("Ready", "False", d.reason, message)
             if not await self.writer.write(job, patch):
-                return
+                return False
             self.kube.post_event(job, "Normal", d.reason, message)
             self.metrics.migrations.labels("migrate", "drain").inc()
             await self.pods.release(key, d.pods)
@@ -488,6 +520,21 @@ class Controller:
             await self.writer.write(job, patch)
             self.kube.post_event(job, "Warning" if failed else "Normal", d.reason, d.message)
             await self.pods.release(key, list(d.pods) if failed else [])
+        return False
+
+    def _placed(self, key: str, spec: HeteroJobSpec) -> bool:
+        """After a waiting job's pass: True when that pass placed it (the newest body known says Admitted with a
+        placement in this cluster). The pass wrote the placement and created the gang, so the pass its write's
+        echo would start has nothing to do but sync the cache from the status, done here. Anything else (still
+        waiting, refused pods backing off, a member cluster's placement) is looked at again, as before."""
+        body = self.known.read(key)
+        if body is None:
+            return False
+        status = read_status(body)
+        if status.phase != Phase.ADMITTED or status.placement is None or status.placement.cluster is not None:
+            return False
+        self.cache.sync(key, body, status, spec, self.fleet_source.classes(), time.time())
+        return True
 
     async def _annotate_checkpoint(self, namespace: str, pods: Iterable[str], checkpoint: str, job: str) -> None:
         """Step 1 of the protocol on the pods: each rank sees the request it must answer."""

@@ -25,6 +25,7 @@ from heterojob.constants import API_VERSION, GROUP, LABEL_JOB, VERSION
 log = logging.getLogger(__name__)
 T = TypeVar("T")
 EVENTS_REMEMBERED = 4096  # Events that a repeat bumps instead of creating another (oldest forgotten first)
+MADE_REMEMBERED = 4096  # pods created whose watch event has not come yet (oldest forgotten first)
 _LABEL_VALUE = re.compile(LABEL_VALUE_RE)  # a valid label value
 
 
@@ -109,6 +110,8 @@ class Kube:
         self._pool = ThreadPoolExecutor(max_workers=workers, thread_name_prefix="heterojob-api")
         self._background: set[asyncio.Task[Any]] = set()
         self._events: dict[tuple[Any, ...], tuple[str, int]] = {}  # (object, type, reason, message) -> Event
+        self._made: dict[tuple[str, str], str] = {}  # pods this client created -> the resourceVersion it got back
+        self._making: set[tuple[str, str]] = set()  # pods whose create is on its way
 
     async def call(self, fn: Callable[..., T], *args: Any, **kwargs: Any) -> T:
         loop = asyncio.get_running_loop()
@@ -177,11 +180,17 @@ class Kube:
         read = self.core.read_namespaced_pod if pod else self.core.read_namespaced_service
         for _ in range(2):  # once more when the one in the way went between the 409 and the read
             try:
-                await self.call(create, namespace, obj, _preload_content=False)
+                if pod:
+                    self._making.add((namespace, name))
+                made = await self.call(create, namespace, obj, _preload_content=False)
+                if pod:
+                    self._remember_made(namespace, name, made)
                 return True
             except ApiException as exc:
                 if exc.status != 409:
                     raise
+            finally:
+                self._making.discard((namespace, name))
             try:
                 found = await self.call(read, name, namespace, _preload_content=False)
             except ApiException as exc:
@@ -194,6 +203,27 @@ class Kube:
             raise OwnedElsewhere(f"{obj['kind']} {namespace}/{name} already exists and {why}")
         raise OwnedElsewhere(f"{obj['kind']} {namespace}/{name} already exists and is being replaced; created once "
                              f"it is gone")
+
+    def _remember_made(self, namespace: str, name: str, answer: Any) -> None:
+        try:
+            rv = json.loads(answer.data)["metadata"]["resourceVersion"]
+        except (AttributeError, KeyError, TypeError, ValueError):
+            return
+        self._made[(namespace, name)] = rv
+        while len(self._made) > MADE_REMEMBERED:
+            self._made.pop(next(iter(self._made)))
+
+    def made(self, namespace: str, name: str, pod: Mapping[str, Any]) -> bool:
+        """Whether the watch event's `pod` (its ADDED event) is the pod as this client created it (the same
+        resourceVersion its create got back, or its create has not come back yet: the pod is the one it made, or
+        one of the name it finds in its way): nothing happened to it that its creator does not know."""
+        if (namespace, name) in self._making:
+            return True
+        rv = (pod.get("metadata") or {}).get("resourceVersion")
+        if rv is None or self._made.get((namespace, name)) != rv:
+            return False
+        del self._made[(namespace, name)]
+        return True
 
     async def annotate_pod(self, namespace: str, name: str, annotations: Mapping[str, str | None]) -> bool:
         """Merge `annotations` into a pod's (None removes one); False when the pod is gone."""
