@@ -307,7 +307,7 @@ def register(registry: kopf.OperatorRegistry, config: OperatorConfig) -> None:
     async def pod_event(namespace: str, name: str, labels: Mapping[str, str], event: Mapping[str, Any],
                         memo: kopf.Memo, **kwargs: Any) -> None:
         ctl = await controller(memo, kwargs)
-        if event.get("type") == "ADDED" and ctl.kube.made(namespace, name, (event.get("object") or {})):
+        if ctl.kube.made(namespace, name, event.get("object") or {}, first=event.get("type") in (None, "ADDED")):
             return  # the pod as the operator created it: the pass that created it counted it
         ctl.poke(f"{namespace}/{labels[LABEL_JOB]}")
 

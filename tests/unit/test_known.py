@@ -50,6 +50,7 @@ def test_an_answer_is_as_written_with_the_crds_defaults_and_not_with_anyone_else
 def test_the_echo_of_a_settled_write_starts_no_pass_and_the_pass_reads_the_answer() -> None:
     known = Known()
     assert known.event(KEY, body("5"))  # a new version: a pass looks
+    assert not known.event(KEY, body("5"))  # the same again (a watch's listing and its ADDED): asked already
     read = known.read(KEY)
     assert read is not None and read["metadata"]["resourceVersion"] == "5"
     sent = {"phase": "Admitted"}

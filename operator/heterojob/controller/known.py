@@ -87,6 +87,7 @@ class _Job:
     body: dict[str, Any] | None = None  # the newest body known; None: read it from the API server
     version: int = 0  # its resourceVersion (0: none known)
     acted: int = 0  # the newest version a pass acted on
+    asked: int = 0  # the newest version a pass was asked for (a poke: it runs, or runs once more)
     passing: bool = False  # the job's pass runs now
     start: int = 0  # the version the running pass read
     writes: dict[int, bool] = field(default_factory=dict)  # the pass's own writes: version -> as written
@@ -119,9 +120,9 @@ class Known:
             return True
         if v > job.version:
             job.body, job.version = dict(body), v
-            return True
-        if v <= job.acted or job.passing:
-            return False  # acted on, or the running pass decides at its end (`end`)
+        elif v <= max(job.acted, job.asked) or job.passing:
+            return False  # acted on or asked for already (a repeat), or the running pass decides at its end
+        job.asked = v
         return True
 
     def read(self, key: str) -> dict[str, Any] | None:
@@ -204,7 +205,10 @@ class Known:
             job.acted = max(job.acted, max(writes))
         else:
             job.acted = max(job.acted, job.start)
-        return not job.blind and job.version > job.acted
+        if job.blind or job.version <= max(job.acted, job.asked):
+            return False
+        job.asked = job.version
+        return True
 
     def abort(self, key: str, token: contextvars.Token[str | None]) -> None:
         """The pass raised: nothing it did counts as acted on (the queue retries it after a backoff)."""

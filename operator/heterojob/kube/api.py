@@ -213,11 +213,11 @@ class Kube:
         while len(self._made) > MADE_REMEMBERED:
             self._made.pop(next(iter(self._made)))
 
-    def made(self, namespace: str, name: str, pod: Mapping[str, Any]) -> bool:
-        """Whether the watch event's `pod` (its ADDED event) is the pod as this client created it (the same
-        resourceVersion its create got back, or its create has not come back yet: the pod is the one it made, or
-        one of the name it finds in its way): nothing happened to it that its creator does not know."""
-        if (namespace, name) in self._making:
+    def made(self, namespace: str, name: str, pod: Mapping[str, Any], first: bool = False) -> bool:
+        """Whether a watch event's `pod` is the pod as this client created it (the resourceVersion its create got
+        back; `first`: the pod's first event, ADDED or a listing's, while its create has not come back: the pod it
+        made, or one of the name it finds in its way): nothing happened to it that its creator does not know."""
+        if first and (namespace, name) in self._making:
             return True
         rv = (pod.get("metadata") or {}).get("resourceVersion")
         if rv is None or self._made.get((namespace, name)) != rv:
