@@ -8,7 +8,7 @@ import functools
 import json
 import logging
 import re
-import uuid
+import time
 from collections.abc import Callable, Mapping
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
@@ -341,7 +341,7 @@ class Kube:
                     except ApiException as exc:
                         if exc.status != 404:
                             raise
-                name = f"{meta['name']}.{uuid.uuid4().hex[:12]}"
+                name = f"{meta['name']}.{time.time_ns():x}"  # client-go's recorder: <object>.<unix nanoseconds, hex>
                 body = {
                     "apiVersion": "v1", "kind": "Event",
                     "metadata": {"name": name, "namespace": meta["namespace"]},
