@@ -1,10 +1,12 @@
 """The reconcile pass, and the `Controller` that wires the steps together.
 
-A pass reads the job and its pods fresh from the API, syncs the cache from the status, asks
-`engine.lifecycle.decide` what comes next and dispatches to the step that acts: admission (place),
-pods (create, clean up), checkpoints (ask, finish), disruption (migrate, resize, periodic checkpoint).
-Every step writes status through `controller.status` before it touches pods, so a pass is level-triggered
-and idempotent and a restarted operator re-derives the same next step.
+A pass reads the job (its newest body known: `controller.known`, the API server's when none is) and lists
+its pods from the API, syncs the cache from the status, asks `engine.lifecycle.decide` what comes next and
+dispatches to the step that acts: admission (place), pods (create, clean up), checkpoints (ask, finish),
+disruption (migrate, resize, periodic checkpoint). Every step writes status through `controller.status`
+before it touches pods, so a pass is level-triggered and idempotent and a restarted operator re-derives the
+same next step. A pass that placed its job settles what it wrote (`_placed`); any other write is followed by
+one more pass, as its watch event would start.
 """
 
 from __future__ import annotations
