@@ -9,10 +9,10 @@ from urllib.parse import unquote
 
 import pytest
 import urllib3
-
 from heterojob.constants import LABEL_JOB
 from heterojob.sim.cluster.harness import Emulator
 from heterojob.sim.cluster.nodes import node
+
 from tests.conftest import Cluster, eventually
 
 pytestmark = pytest.mark.harness

@@ -11,7 +11,6 @@ from typing import Any
 
 import kubernetes
 import pytest
-
 from heterojob.kube.api import Kube, RateLimit
 
 
@@ -27,7 +26,7 @@ class _Handler(BaseHTTPRequestHandler):
         super().setup()
         self.server.connections += 1  # type: ignore[attr-defined]
 
-    def do_POST(self) -> None:  # noqa: N802 - http.server's name
+    def do_POST(self) -> None:
         length = int(self.headers.get("Content-Length") or 0)
         sent = json.loads(self.rfile.read(length) or b"{}")
         sent.setdefault("metadata", {})["resourceVersion"] = "7"

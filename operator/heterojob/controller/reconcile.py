@@ -29,11 +29,12 @@ from heterojob.controller.disruption import Disruption
 from heterojob.controller.known import Known
 from heterojob.controller.pods import Pods
 from heterojob.controller.queue import WorkQueue
+from heterojob.controller.repairs import Repairs
 from heterojob.controller.scheduler import Scheduler
 from heterojob.controller.quotas import QuotaStatus
 from heterojob.controller.status import STATUS_SCHEMA, StatusPatch, StatusWriter, read_status, where
 from heterojob.engine import admission as planner
-from heterojob.engine import lifecycle, spec_changes, transfer, validation
+from heterojob.engine import lifecycle, transfer, validation
 from heterojob.engine.fleet import Fleet, Node
 from heterojob.engine.lifecycle import Action, Decision, JobView
 from heterojob.engine.queueing import QueuePolicy, QueueSettings
@@ -67,7 +68,7 @@ class ControllerConfig:
     move_requeue_after_s: float = REQUEUE_AFTER_S  # a move off bad nodes that fits nowhere this long: Pending
 
 
-class Controller:
+class Controller(Repairs):
     """Owns the job cache and the work queue, and wires the pipeline's steps (each in its own module)."""
 
     def __init__(self, kube: Kube, fleet: FleetSource, config: ControllerConfig | None = None,
@@ -313,87 +314,6 @@ class Controller:
         if decision.action != Action.NONE:
             decided(key, decision.action.value, decision.message, reason=decision.reason)
         return await self._act(job, spec, status, decision, pods)
-
-    async def _spec_edited(self, job: dict[str, Any], status: HeteroJobStatus, spec: HeteroJobSpec | None
-                           ) -> None:
-        """The spec was edited since status.observedGeneration: record that it was read (observedGeneration,
-        observedSpec) and, for a job holding a placement, say in an Event which changed fields apply now and
-        which at its next placement (`engine.spec_changes`). The pass then runs again on the new spec (an
-        invalid edit is refused there, as on creation)."""
-        meta = job["metadata"]
-        key = f"{meta['namespace']}/{meta['name']}"
-        generation = meta.get("generation")
-        after = spec_changes.digests(job.get("spec"))
-        patch = StatusPatch(status).set(observedGeneration=generation, observedSpec=after)
-        revived = lifecycle.after_edit(status.phase, status.reason, spec is not None)
-        if revived is not None:  # its pods were refused for good: the edit may fix them, so it is placed again
-            patch.phase(Phase.PENDING, revived.reason, revived.message).set(completionTime=None)
-            patch.condition("PodsCreated", "Unknown", revived.reason, revived.message)
-        if not await self.writer.write(job, patch):
-            return
-        if revived is not None:
-            self.kube.post_event(job, "Normal", "SpecEdited", revived.message)
-            decided(key, "revive", revived.message, reason=revived.reason)
-        change = spec_changes.changes(status.observed_spec, after) if status.observed_spec else None
-        held = status.placement is not None and not (status.phase is not None and status.phase.terminal)
-        if change is not None and spec is not None and held:
-            message = change.message(int(generation or 0))
-            self.kube.post_event(job, "Normal", change.reason, message)
-            decided(key, "spec-edited", message, reason=change.reason)
-        self.poke(key)
-
-    async def _repair(self, job: dict[str, Any], status: HeteroJobStatus, pods: list[lifecycle.PodView]) -> bool:
-        """Status is untrusted: a finished phase while the placement's pods still run (someone wrote it) is
-        repaired from the pods, before the cache would give their devices away. True when it wrote."""
-        p = status.placement
-        if p is None or not (status.phase and status.phase.terminal):
-            return False
-        alive = [v for v in pods if v.generation == p.generation and not v.deleting
-                 and v.phase in ("Pending", "Running")]
-        if not alive:
-            return False
-        meta = job["metadata"]
-        key = f"{meta['namespace']}/{meta['name']}"
-        phase = Phase.RUNNING if len(alive) == p.replicas and all(v.phase == "Running" for v in alive) \
-            else Phase.ADMITTED
-        message = (f"status said {status.phase.value} while {len(alive)} pod(s) of generation {p.generation} "
-                   f"still run: repaired from the pods")
-        await self.writer.write(job, StatusPatch(status).phase(phase, "StatusRepaired", message).set(
-            completionTime=None))
-        self.kube.post_event(job, "Warning", "StatusRepaired", message)
-        decided(key, "repair", message)
-        self.poke(key)
-        return True
-
-    async def _member_away(self, job: dict[str, Any], status: HeteroJobStatus, now: float) -> None:
-        """The job's member cluster does not answer. Before its loss timeout nothing is done (a slow member
-        is not a fault); after it, the job is lost there and placed again from its last checkpoint: an
-        involuntary move. Its pods there are not waited for: `kube.members` removes them when it returns."""
-        assert self.members is not None and status.placement is not None and status.placement.cluster is not None
-        meta = job["metadata"]
-        key = f"{meta['namespace']}/{meta['name']}"
-        p = status.placement
-        if not self.members.lost(p.cluster, now):
-            self.queue.wake_at(key, self.members.lost_at(p.cluster))
-            return
-        if status.phase is not None and status.phase.terminal:
-            return  # it finished there: nothing to move
-        resume = status.checkpoint.last if status.checkpoint else None
-        message = (f"the member cluster of region {p.cluster} is lost ({self.members.problem(p.cluster)}); "
-                   f"placing the job again from " + (f"checkpoint {resume.id}" if resume else "the start"))
-        last = resume.model_dump(by_alias=True, exclude_none=True) if resume else None
-        patch = StatusPatch(status).phase(Phase.MIGRATING, "MemberLost", message).set(
-            placement=None, checkpoint={"pending": None, "last": last} if status.checkpoint else None,
-            migration={"exclude": [], "reason": message, "replicas": p.replicas,  # its nodes are not at fault
-                       "trigger": "memberLost", "involuntary": True})
-        patch.history("migrate", message, where(status)).condition("Ready", "False", "MemberLost", message)
-        if not await self.writer.write(job, patch):
-            return
-        self.kube.post_event(job, "Warning", "MemberLost", message)
-        decided(key, "member-lost", message, reason="MemberLost")
-        if self.cache.release(key):
-            self.poke_pending()
-        self.poke(key)
 
     def _cordoned(self, status: HeteroJobStatus) -> frozenset[str]:
         """The job's nodes that are cordoned (spec.unschedulable: kubectl cordon, the first step of a drain)."""
