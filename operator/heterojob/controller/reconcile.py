@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
@@ -49,6 +49,10 @@ from heterojob.state.views import FleetSource
 
 
 _UNSEEN = object()
+# what a pass does only on the pods as listed from the API server, not as watched: it deletes pods, ends a gang or
+# a checkpoint from what the pods say (a watch event may bring an eviction before the deletion it belongs to)
+CONFIRMED = frozenset({Action.RESTART, Action.FAIL, Action.SUCCEED, Action.UNSCHEDULABLE, Action.DRAIN,
+                       Action.CLEANUP, Action.CHECKPOINT_DONE, Action.CHECKPOINT_TIMEOUT})
 WAITING_RESYNC_EVERY = 10  # a waiting job is looked at by every 10th resync round only
 
 
@@ -72,7 +76,8 @@ class Controller(Repairs):
     """Owns the job cache and the work queue, and wires the pipeline's steps (each in its own module)."""
 
     def __init__(self, kube: Kube, fleet: FleetSource, config: ControllerConfig | None = None,
-                 metrics: OperatorMetrics | None = None, members: Members | None = None) -> None:
+                 metrics: OperatorMetrics | None = None, members: Members | None = None,
+                 watched_pods: Callable[[str, str], Iterable[Mapping[str, Any]]] | None = None) -> None:
         self.kube = kube
         self.members = members  # member clusters (docs/multicluster.md); None: one cluster
         self.fleet_source = fleet
@@ -82,7 +87,8 @@ class Controller(Repairs):
         self.queue = WorkQueue(self.reconcile_key, self.config.max_retry_delay, self.metrics.decision_seconds.time)
         self.known = Known(STATUS_SCHEMA)  # each job's newest body and the versions acted on (`controller.known`)
         self.writer = StatusWriter(kube, self.known)
-        self.pods = Pods(kube, self.writer, self.cache, self.layout, self.poke, self.poke_pending, members)
+        self.pods = Pods(kube, self.writer, self.cache, self.layout, self.poke, self.poke_pending, members,
+                         watched_pods)
         self.checkpoints = Checkpoints(kube, self.writer, self.cache, self.pods, self.poke, self.poke_pending)
         self.alerts = AlertSymptoms(kube, self.writer, self.poke, lambda key, reason: self.checkpoints.ask(
             key, then=PERIODIC, by=None, reason=reason))
@@ -220,22 +226,25 @@ class Controller(Repairs):
         the pass did not settle what it wrote, one more pass, as its write's watch event would start."""
         namespace, name = key.split("/", 1)
         job = self.known.read(key)
+        fresh = job is None  # read from the API server: its pods are too (a resync round's safety net)
         if job is None:
             job = await self.kube.get_job(namespace, name)
             if job is not None:
                 self.known.fetched(key, job)
         token = self.known.begin(key, job or {})
         try:
-            settled = await self.reconcile(namespace, name, job)
+            settled = await self.reconcile(namespace, name, job, fresh)
         except BaseException:
             self.known.abort(key, token)
             raise
         if self.known.end(key, token, settled):
             self.poke(key)
 
-    async def reconcile(self, namespace: str, name: str, job: dict[str, Any] | None | object = _UNSEEN) -> bool:
-        """One pass over `job` (read from the API server when not given). True when it settled what it wrote:
-        nothing the written version calls for is left to another pass."""
+    async def reconcile(self, namespace: str, name: str, job: dict[str, Any] | None | object = _UNSEEN,
+                        fresh: bool = True) -> bool:
+        """One pass over `job` (read from the API server when not given) and its pods (listed when `fresh`, else as
+        watched). True when it settled what it wrote: nothing the written version calls for is left to another
+        pass."""
         key = f"{namespace}/{name}"
         if job is _UNSEEN:
             job = await self.kube.get_job(namespace, name)
@@ -262,13 +271,15 @@ class Controller(Repairs):
             await self._member_away(job, status, now)
             return False
         try:
-            listed = await self.pods.list(namespace, name, cluster)
+            listed = await self.pods.list(namespace, name, cluster, fresh)
         except Exception:
             if cluster is None or self.members is None:
                 raise
             self.queue.wake_at(key, now + self.members.config.poll_seconds * 2)  # it went away meanwhile
             return False
         pods = [v for v in map(convert.pod_view, listed) if v is not None]
+        if not fresh and self._alive(status, pods):
+            return await self.reconcile(namespace, name, job, True)  # a repair acts on the pods as listed
         if await self._repair(job, status, pods):
             return False
         known = self.cache.entries.get(key)
@@ -295,6 +306,8 @@ class Controller(Repairs):
         if pending is not None and spec is not None and await self.disruption.escalate(job, spec, status, now):
             return False  # a fault outranks what the job was checkpointing for: its next pass goes on at once
         decision = lifecycle.decide(view)
+        if not fresh and decision.action in CONFIRMED:
+            return await self.reconcile(namespace, name, job, True)  # decided again on the pods as listed
         why = self.disruption.cancelled(job, status) or self.disruption.destination_gone(key, status)
         if why is not None:
             await self.checkpoints.cancel(job, status, why, saved=decision)

@@ -50,15 +50,21 @@ class Repairs(_Base):
             decided(key, "spec-edited", message, reason=change.reason)
         self.poke(key)
 
+    @staticmethod
+    def _alive(status: HeteroJobStatus, pods: list[lifecycle.PodView]) -> list[lifecycle.PodView]:
+        """The placement's pods that still run while the status says the job finished (`_repair`'s case)."""
+        p = status.placement
+        if p is None or not (status.phase and status.phase.terminal):
+            return []
+        return [v for v in pods if v.generation == p.generation and not v.deleting
+                and v.phase in ("Pending", "Running")]
+
     async def _repair(self, job: dict[str, Any], status: HeteroJobStatus, pods: list[lifecycle.PodView]) -> bool:
         """Status is untrusted: a finished phase while the placement's pods still run (someone wrote it) is
         repaired from the pods, before the cache would give their devices away. True when it wrote."""
+        alive = self._alive(status, pods)
         p = status.placement
-        if p is None or not (status.phase and status.phase.terminal):
-            return False
-        alive = [v for v in pods if v.generation == p.generation and not v.deleting
-                 and v.phase in ("Pending", "Running")]
-        if not alive:
+        if not alive or p is None:
             return False
         meta = job["metadata"]
         key = f"{meta['namespace']}/{meta['name']}"

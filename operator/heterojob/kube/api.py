@@ -21,11 +21,11 @@ from kubernetes.client import ApiException
 
 from heterojob.api.names import LABEL_VALUE_RE
 from heterojob.constants import API_VERSION, GROUP, LABEL_JOB, VERSION
+from heterojob.kube.ownpods import OwnPods, answer_body
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")
 EVENTS_REMEMBERED = 4096  # Events that a repeat bumps instead of creating another (oldest forgotten first)
-MADE_REMEMBERED = 4096  # pods created whose watch event has not come yet (oldest forgotten first)
 _LABEL_VALUE = re.compile(LABEL_VALUE_RE)  # a valid label value
 
 
@@ -110,8 +110,7 @@ class Kube:
         self._pool = ThreadPoolExecutor(max_workers=workers, thread_name_prefix="heterojob-api")
         self._background: set[asyncio.Task[Any]] = set()
         self._events: dict[tuple[Any, ...], tuple[str, int]] = {}  # (object, type, reason, message) -> Event
-        self._made: dict[tuple[str, str], str] = {}  # pods this client created -> the resourceVersion it got back
-        self._making: set[tuple[str, str]] = set()  # pods whose create is on its way
+        self.own_pods = OwnPods()  # pods this client wrote whose watch event has not come yet
 
     async def call(self, fn: Callable[..., T], *args: Any, **kwargs: Any) -> T:
         loop = asyncio.get_running_loop()
@@ -181,16 +180,16 @@ class Kube:
         for _ in range(2):  # once more when the one in the way went between the 409 and the read
             try:
                 if pod:
-                    self._making.add((namespace, name))
+                    self.own_pods.making.add((namespace, name))
                 made = await self.call(create, namespace, obj, _preload_content=False)
                 if pod:
-                    self._remember_made(namespace, name, made)
+                    self.own_pods.written(namespace, name, answer_body(made))
                 return True
             except ApiException as exc:
                 if exc.status != 409:
                     raise
             finally:
-                self._making.discard((namespace, name))
+                self.own_pods.making.discard((namespace, name))
             try:
                 found = await self.call(read, name, namespace, _preload_content=False)
             except ApiException as exc:
@@ -204,32 +203,12 @@ class Kube:
         raise OwnedElsewhere(f"{obj['kind']} {namespace}/{name} already exists and is being replaced; created once "
                              f"it is gone")
 
-    def _remember_made(self, namespace: str, name: str, answer: Any) -> None:
-        try:
-            rv = json.loads(answer.data)["metadata"]["resourceVersion"]
-        except (AttributeError, KeyError, TypeError, ValueError):
-            return
-        self._made[(namespace, name)] = rv
-        while len(self._made) > MADE_REMEMBERED:
-            self._made.pop(next(iter(self._made)))
-
-    def made(self, namespace: str, name: str, pod: Mapping[str, Any], first: bool = False) -> bool:
-        """Whether a watch event's `pod` is the pod as this client created it (the resourceVersion its create got
-        back; `first`: the pod's first event, ADDED or a listing's, while its create has not come back: the pod it
-        made, or one of the name it finds in its way): nothing happened to it that its creator does not know."""
-        if first and (namespace, name) in self._making:
-            return True
-        rv = (pod.get("metadata") or {}).get("resourceVersion")
-        if rv is None or self._made.get((namespace, name)) != rv:
-            return False
-        del self._made[(namespace, name)]
-        return True
-
     async def annotate_pod(self, namespace: str, name: str, annotations: Mapping[str, str | None]) -> bool:
         """Merge `annotations` into a pod's (None removes one); False when the pod is gone."""
         try:
-            await self.call(self.core.patch_namespaced_pod, name, namespace,
-                            {"metadata": {"annotations": dict(annotations)}}, _preload_content=False)
+            answer = await self.call(self.core.patch_namespaced_pod, name, namespace,
+                                     {"metadata": {"annotations": dict(annotations)}}, _preload_content=False)
+            self.own_pods.written(namespace, name, answer_body(answer))
             return True
         except ApiException as exc:
             if exc.status == 404:
@@ -293,10 +272,12 @@ class Kube:
 
     async def delete_pod(self, namespace: str, name: str) -> None:
         try:
-            await self.call(self.core.delete_namespaced_pod, name, namespace, _preload_content=False)
+            answer = await self.call(self.core.delete_namespaced_pod, name, namespace, _preload_content=False)
+            self.own_pods.deleted(namespace, name, answer_body(answer))
         except ApiException as exc:
             if exc.status != 404:
                 raise
+            self.own_pods.deleted(namespace, name, None)
 
     async def delete_service(self, wanted: Mapping[str, Any]) -> bool:
         """Delete the Service of `wanted`'s name when it is the one `wanted` describes (its owner's: `foreign`),
