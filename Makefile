@@ -1,9 +1,15 @@
-.PHONY: test generate check-crds bench
+.PHONY: test check generate check-crds bench
 
 # Each runs in heterojob's environment (scripts/run: the active virtualenv, else .venv from scripts/install-deps).
 
 test:
 	scripts/run python3 -m pytest -q
+
+# The fast checks CI runs before the tests (seconds): import layers, ruff, mypy.
+check:
+	scripts/run lint-imports
+	scripts/run ruff check .
+	scripts/run mypy
 
 generate:
 	scripts/run heterojob generate

@@ -27,9 +27,9 @@ from kopf.testing import KopfRunner
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from heterojob.constants import GROUP, LABEL_JOB, VERSION  # noqa: E402
-from heterojob.sim.cluster.harness import Emulator, OperatorRunner, seed  # noqa: E402
-from heterojob.sim.cluster.nodes import node  # noqa: E402
+from heterojob.constants import GROUP, LABEL_JOB, VERSION  # noqa: E402 - after the sys.path entry above (run as a script)
+from heterojob.sim.cluster.harness import Emulator, OperatorRunner, seed  # noqa: E402 - after the sys.path entry above (run as a script)
+from heterojob.sim.cluster.nodes import node  # noqa: E402 - after the sys.path entry above (run as a script)
 
 SEQUENTIAL = 20
 BURST = 200

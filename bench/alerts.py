@@ -38,10 +38,10 @@ import kubernetes
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from heterojob.constants import GROUP, VERSION  # noqa: E402
-from heterojob.sim.cluster.harness import Emulator, OperatorRunner, seed  # noqa: E402
-from heterojob.sim.cluster.nodes import node  # noqa: E402
-from heterojob.sim.telemetry.prometheus import alerting_stack, free_port  # noqa: E402
+from heterojob.constants import GROUP, VERSION  # noqa: E402 - after the sys.path entry above (run as a script)
+from heterojob.sim.cluster.harness import Emulator, OperatorRunner, seed  # noqa: E402 - after the sys.path entry above (run as a script)
+from heterojob.sim.cluster.nodes import node  # noqa: E402 - after the sys.path entry above (run as a script)
+from heterojob.sim.telemetry.prometheus import alerting_stack, free_port  # noqa: E402 - after the sys.path entry above (run as a script)
 
 TOKEN = "bench-token"
 DISTINCT, COPIES, PER_REQUEST, IN_FLIGHT = 5000, 2, 20, 16

@@ -78,12 +78,12 @@ import urllib3
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from heterojob.constants import (ANNOTATION_MIGRATE, ANNOTATION_NODE, GROUP, LABEL_GENERATION,  # noqa: E402
+from heterojob.constants import (ANNOTATION_MIGRATE, ANNOTATION_NODE, GROUP, LABEL_GENERATION,  # noqa: E402 - after the sys.path entry above (run as a script)
                                  LABEL_JOB, LABEL_RANK, VERSION)
-from heterojob.sim.cluster.harness import Emulator, seed  # noqa: E402
-from heterojob.sim.cluster.kubelet import Kubelet, pod_devices  # noqa: E402
-from heterojob.sim.cluster.nodes import node  # noqa: E402
-from heterojob.sim.telemetry.prometheus import free_port  # noqa: E402
+from heterojob.sim.cluster.harness import Emulator, seed  # noqa: E402 - after the sys.path entry above (run as a script)
+from heterojob.sim.cluster.kubelet import Kubelet, pod_devices  # noqa: E402 - after the sys.path entry above (run as a script)
+from heterojob.sim.cluster.nodes import node  # noqa: E402 - after the sys.path entry above (run as a script)
+from heterojob.sim.telemetry.prometheus import free_port  # noqa: E402 - after the sys.path entry above (run as a script)
 
 TOKEN = "chaos-token"
 NAMESPACES = ("chaos-a", "chaos-b")

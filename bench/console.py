@@ -35,13 +35,13 @@ import kubernetes
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from heterojob import defaults  # noqa: E402
-from heterojob.constants import GROUP, VERSION  # noqa: E402
-from heterojob.sim.cluster.harness import Emulator, seed  # noqa: E402
-from heterojob.sim.cluster.nodes import node  # noqa: E402
-from heterojob.sim.demo import FLEET  # noqa: E402
-from heterojob.sim.telemetry.exporters import ExporterFleet  # noqa: E402
-from heterojob.sim.telemetry.prometheus import PrometheusServer, free_port  # noqa: E402
+from heterojob import defaults  # noqa: E402 - after the sys.path entry above (run as a script)
+from heterojob.constants import GROUP, VERSION  # noqa: E402 - after the sys.path entry above (run as a script)
+from heterojob.sim.cluster.harness import Emulator, seed  # noqa: E402 - after the sys.path entry above (run as a script)
+from heterojob.sim.cluster.nodes import node  # noqa: E402 - after the sys.path entry above (run as a script)
+from heterojob.sim.demo.fleet import FLEET  # noqa: E402 - after the sys.path entry above (run as a script)
+from heterojob.sim.telemetry.exporters import ExporterFleet  # noqa: E402 - after the sys.path entry above (run as a script)
+from heterojob.sim.telemetry.prometheus import PrometheusServer, free_port  # noqa: E402 - after the sys.path entry above (run as a script)
 
 _spec = importlib.util.spec_from_file_location("bench_telemetry", Path(__file__).with_name("telemetry.py"))
 assert _spec is not None and _spec.loader is not None

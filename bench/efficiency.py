@@ -66,9 +66,9 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "operator"))
 
-from heterojob.replay import capacity  # noqa: E402
-from heterojob.replay.replay import Config, replay  # noqa: E402
-from heterojob.replay.traces import CLASSES, load_trace, synthetic_trace, throughputs  # noqa: E402
+from heterojob.replay import capacity  # noqa: E402 - after the sys.path entry above (run as a script)
+from heterojob.replay.replay import Config, replay  # noqa: E402 - after the sys.path entry above (run as a script)
+from heterojob.replay.traces import CLASSES, load_trace, synthetic_trace, throughputs  # noqa: E402 - after the sys.path entry above (run as a script)
 
 DATA = Path(__file__).resolve().parents[1] / "data" / "gavel"
 TABLE = DATA / "isolated_throughputs.csv"

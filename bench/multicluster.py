@@ -30,10 +30,10 @@ import kubernetes
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from heterojob.constants import GROUP, LABEL_JOB, VERSION  # noqa: E402
-from heterojob.kube.members import MembersConfig  # noqa: E402
-from heterojob.sim.cluster.harness import Emulator, OperatorRunner, apply, seed  # noqa: E402
-from heterojob.sim.cluster.nodes import node  # noqa: E402
+from heterojob.constants import GROUP, LABEL_JOB, VERSION  # noqa: E402 - after the sys.path entry above (run as a script)
+from heterojob.kube.members import MembersConfig  # noqa: E402 - after the sys.path entry above (run as a script)
+from heterojob.sim.cluster.harness import Emulator, OperatorRunner, apply, seed  # noqa: E402 - after the sys.path entry above (run as a script)
+from heterojob.sim.cluster.nodes import node  # noqa: E402 - after the sys.path entry above (run as a script)
 
 NAMESPACE = "bench"
 PER_NODE = 8  # an nvidia-h100 node of the simulated fleet

@@ -26,14 +26,14 @@ import kubernetes
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from heterojob import defaults  # noqa: E402
-from heterojob.constants import GROUP, LABEL_JOB, VERSION  # noqa: E402
-from heterojob.controller import Controller, ControllerConfig, FleetSource  # noqa: E402
-from heterojob.kube.api import Kube, load_client  # noqa: E402
-from heterojob.sim.cluster.harness import Emulator, seed  # noqa: E402
-from heterojob.sim.cluster.nodes import node  # noqa: E402
-from heterojob.telemetry.model import DeviceSample, Health  # noqa: E402
-from heterojob.telemetry.snapshot import Availability, RegionTelemetry, Snapshot  # noqa: E402
+from heterojob import defaults  # noqa: E402 - after the sys.path entry above (run as a script)
+from heterojob.constants import GROUP, LABEL_JOB, VERSION  # noqa: E402 - after the sys.path entry above (run as a script)
+from heterojob.controller import Controller, ControllerConfig, FleetSource  # noqa: E402 - after the sys.path entry above (run as a script)
+from heterojob.kube.api import Kube, load_client  # noqa: E402 - after the sys.path entry above (run as a script)
+from heterojob.sim.cluster.harness import Emulator, seed  # noqa: E402 - after the sys.path entry above (run as a script)
+from heterojob.sim.cluster.nodes import node  # noqa: E402 - after the sys.path entry above (run as a script)
+from heterojob.telemetry.model import DeviceSample, Health  # noqa: E402 - after the sys.path entry above (run as a script)
+from heterojob.telemetry.snapshot import Availability, RegionTelemetry, Snapshot  # noqa: E402 - after the sys.path entry above (run as a script)
 
 FAULTS = 50
 NAMESPACE = "bench"

@@ -27,15 +27,15 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from heterojob import defaults  # noqa: E402
-from heterojob.controller import FleetSource  # noqa: E402
-from heterojob.controller.monitor import Monitor, TelemetryConfig  # noqa: E402
-from heterojob.sim.telemetry.exporters import ExporterFleet  # noqa: E402
-from heterojob.sim.cluster.nodes import node  # noqa: E402
-from heterojob.sim.telemetry.prometheus import PrometheusServer, free_port  # noqa: E402
-from heterojob.telemetry.adapters import ADAPTERS  # noqa: E402
-from heterojob.telemetry.prometheus import PrometheusReader  # noqa: E402
-from heterojob.telemetry.snapshot import JobRef, WatchedJob  # noqa: E402
+from heterojob import defaults  # noqa: E402 - after the sys.path entry above (run as a script)
+from heterojob.controller import FleetSource  # noqa: E402 - after the sys.path entry above (run as a script)
+from heterojob.controller.monitor import Monitor, TelemetryConfig  # noqa: E402 - after the sys.path entry above (run as a script)
+from heterojob.sim.telemetry.exporters import ExporterFleet  # noqa: E402 - after the sys.path entry above (run as a script)
+from heterojob.sim.cluster.nodes import node  # noqa: E402 - after the sys.path entry above (run as a script)
+from heterojob.sim.telemetry.prometheus import PrometheusServer, free_port  # noqa: E402 - after the sys.path entry above (run as a script)
+from heterojob.telemetry.adapters import ADAPTERS  # noqa: E402 - after the sys.path entry above (run as a script)
+from heterojob.telemetry.prometheus import PrometheusReader  # noqa: E402 - after the sys.path entry above (run as a script)
+from heterojob.telemetry.snapshot import JobRef, WatchedJob  # noqa: E402 - after the sys.path entry above (run as a script)
 
 REGIONS = ("cn-east", "cn-north", "eu-west", "us-west", "ap-south")
 NODES_PER_REGION = 250  # 100 H100, 50 A100, 100 Ascend 910B; 8 devices each

@@ -6,7 +6,11 @@ every page comes from the same objects. The vocabulary (definitions in `kpis`):
 - accelerators: GPUs and NPUs, the extended resources of the AcceleratorClasses (nvidia.com/gpu,
   huawei.com/Ascend910); CPU cores are counted apart, never as "devices";
 - held: what the scheduled, non-terminated pods request of a node's class resource -- what
-  `kubectl describe node` lists under "Allocated resources".
+  `kubectl describe node` lists under "Allocated resources" (`kube.convert.pod_holds`, as the operator counts
+  the pods it does not manage);
+- a node's class and region: the operator's (`engine.fleet.Fleet.class_of`, `region_of`): "-" for a node no
+  AcceleratorClass or no Region selects;
+- queue: a waiting job's position in the order the operator plans the queue (`preview.queue_positions`).
 
 With member clusters (docs/multicluster.md), nodes and pods are read from each member too (`members`:
 the member column says which cluster, "manager" for the manager's own); jobs, quotas, classes and
@@ -24,16 +28,15 @@ from typing import Any
 import kubernetes
 import pandas as pd
 
-from heterojob.api.job import Priority
 from heterojob.constants import GROUP, LABEL_GENERATION, LABEL_JOB, VERSION
 from heterojob.engine import discovery
-from heterojob.engine.fleet import DeviceClass
+from heterojob.engine.fleet import DeviceClass, Fleet
 from heterojob.kube import convert
 from heterojob.kube.api import load_client
 
 from heterojob_console import members as member_clusters
+from heterojob_console import preview
 
-WAITING = (None, "", "Pending", "Preempted", "Migrating", "Resizing")  # ... and no placement: in the queue
 DONE = ("Succeeded", "Failed")
 
 
@@ -91,17 +94,6 @@ def _raw(call: Any, *args: Any) -> list[dict[str, Any]]:
     return list(json.loads(call(*args, _preload_content=False).data).get("items") or [])
 
 
-def pod_holds(pod: dict[str, Any], resource: str) -> int:
-    """Whole units of `resource` a pod requests (requests default to limits, as the API server does)."""
-    total = 0
-    for c in (pod.get("spec") or {}).get("containers") or []:
-        res = c.get("resources") or {}
-        value = (res.get("requests") or {}).get(resource, (res.get("limits") or {}).get(resource))
-        if value is not None:
-            total += convert.quantity(value)
-    return total
-
-
 def read_cluster(api: kubernetes.client.ApiClient) -> Cluster:
     core, custom = kubernetes.client.CoreV1Api(api), kubernetes.client.CustomObjectsApi(api)
     at = datetime.now(UTC)
@@ -125,16 +117,14 @@ def read_cluster(api: kubernetes.client.ApiClient) -> Cluster:
                 if (p.get("spec") or {}).get("nodeName") and (p.get("status") or {}).get("phase") not in DONE]
 
     views = {o["metadata"]["name"]: convert.node_view(o) for o in node_objs}
-    node_class: dict[str, DeviceClass | None] = {}
-    for name, view in views.items():
-        node_class[name] = next((c for c in classes.values() if view.matches(c.node_selector)
-                                 and view.allocatable.get(c.resource_name, 0) > 0), None)
+    layout = Fleet(nodes=views, classes=classes, regions=regions_info)  # the operator's class and region of a node
+    node_class: dict[str, DeviceClass | None] = {name: layout.class_of(view) for name, view in views.items()}
     held: dict[str, int] = {}
     pods_by_node: dict[str, list[dict[str, str]]] = {}
     for pod in pod_objs:
         node = pod["spec"]["nodeName"]
         cls = node_class.get(node)
-        n = pod_holds(pod, cls.resource_name) if cls else 0
+        n = convert.pod_holds(pod).get((node, cls.resource_name), 0) if cls else 0
         held[node] = held.get(node, 0) + n
         meta = pod["metadata"]
         job = (meta.get("labels") or {}).get(LABEL_JOB, "")
@@ -142,18 +132,12 @@ def read_cluster(api: kubernetes.client.ApiClient) -> Cluster:
             "pod": f"{meta['namespace']}/{meta['name']}", "job": f"{meta['namespace']}/{job}" if job else "",
             "held": str(n)})
 
-    def region_of(view: Any) -> str:
-        for r in regions_info.values():
-            if view.matches(r.node_selector):
-                return r.name
-        return view.region or "-"
-
     nodes = []
     for name, view in views.items():
         cls = node_class[name]
         member = node_member.get(name, member_clusters.LOCAL)
         unreachable = member in away  # its member does not answer: not ready (the operator sees it so too)
-        nodes.append({"node": name, "region": region_of(view), "class": cls.name if cls else "-",
+        nodes.append({"node": name, "region": layout.region_of(view) or "-", "class": cls.name if cls else "-",
                       "kind": ("cpu" if cls.resource_name == "cpu" else "accelerator") if cls else "-",
                       "resource": cls.resource_name if cls else "",
                       "capacity": view.allocatable.get(cls.resource_name, 0) if cls else 0,
@@ -165,26 +149,6 @@ def read_cluster(api: kubernetes.client.ApiClient) -> Cluster:
                       "network": ", ".join(discovery.network_features(view.labels)),
                       "member": member, "unreachable": unreachable})
 
-    queue = _queue(job_objs)
-    jobs = []
-    for obj in job_objs:
-        meta, spec, status = obj["metadata"], obj.get("spec") or {}, obj.get("status") or {}
-        p = status.get("placement") or {}
-        live = bool(p) and status.get("phase") not in DONE
-        key = f"{meta['namespace']}/{meta['name']}"
-        jobs.append({
-            "namespace": meta["namespace"], "name": meta["name"], "priority": spec.get("priority", "medium"),
-            "phase": status.get("phase") or "New", "class": p.get("deviceClass"), "region": p.get("region"),
-            "member": (p.get("cluster") or member_clusters.LOCAL) if p else None,
-            "replicas": p.get("replicas"),
-            "devices": int(p.get("replicas", 0)) * int(p.get("perReplica", 0)) if live else 0,
-            "utilization": utilization(status),
-            "generation": p.get("generation") or status.get("lastGeneration") or None,
-            "migrations": sum(1 for h in status.get("history") or [] if h.get("action") == "migrate"),
-            "queue": queue.get(key),
-            "migrate_requested": ((meta.get("annotations") or {}).get("heterojob.io/migrate") or ""),
-            "message": status.get("message") or "", "created": meta.get("creationTimestamp"),
-        })
     regions = [{"region": o["metadata"]["name"], "city": o["spec"]["location"].get("city", o["metadata"]["name"]),
                 "name": o["spec"].get("displayName") or o["metadata"]["name"],
                 "latitude": float(o["spec"]["location"]["latitude"]),
@@ -209,33 +173,38 @@ def read_cluster(api: kubernetes.client.ApiClient) -> Cluster:
              "generation": labels.get(LABEL_GENERATION, "")}
             for member, pod in all_pods
             if LABEL_JOB in (labels := ((meta := pod["metadata"]).get("labels") or {}))]
-    frame = pd.DataFrame(jobs, columns=JOB_COLUMNS)
-    frame["created"] = pd.to_datetime(frame["created"], utc=True, errors="coerce")
-    return Cluster(
-        at=at, nodes=pd.DataFrame(nodes, columns=NODE_COLUMNS), jobs=frame,
+    cluster = Cluster(  # its jobs table next: a waiting job's queue position is planned from the cluster
+        at=at, nodes=pd.DataFrame(nodes, columns=NODE_COLUMNS), jobs=pd.DataFrame(columns=JOB_COLUMNS),
         regions=pd.DataFrame(regions, columns=["region", "city", "name", "latitude", "longitude"]),
         links=pd.DataFrame(links, columns=["a", "b", "bandwidth_gbps", "latency_ms"]), classes=classes,
         objects={"HeteroJob": job_objs, "HeteroQuota": quota_objs, "AcceleratorClass": class_objs,
                  "Region": region_objs, "Node": node_objs, "Pod": pod_objs},
         pods_by_node=pods_by_node, members=member_clusters.frame(member_reads),
         pods=pd.DataFrame(pods, columns=POD_COLUMNS))
-
-
-def _queue(job_objs: list[dict[str, Any]]) -> dict[str, int]:
-    """namespace/name -> 1-based position among the waiting jobs, in the operator's order (priority, then
-    age, then name)."""
-    waiting = []
-    for o in job_objs:
-        status = o.get("status") or {}
-        if status.get("placement") or status.get("phase") not in WAITING:
-            continue
-        meta = o["metadata"]
-        try:
-            prio = Priority((o.get("spec") or {}).get("priority", "medium")).rank
-        except ValueError:
-            prio = Priority.MEDIUM.rank
-        waiting.append((-prio, meta.get("creationTimestamp") or "", f"{meta['namespace']}/{meta['name']}"))
-    return {key: i for i, (_, _, key) in enumerate(sorted(waiting), start=1)}
+    queue = preview.queue_positions(cluster, at.timestamp())
+    jobs = []
+    for obj in job_objs:
+        meta, spec, status = obj["metadata"], obj.get("spec") or {}, obj.get("status") or {}
+        p = status.get("placement") or {}
+        live = bool(p) and status.get("phase") not in DONE
+        key = f"{meta['namespace']}/{meta['name']}"
+        jobs.append({
+            "namespace": meta["namespace"], "name": meta["name"], "priority": spec.get("priority", "medium"),
+            "phase": status.get("phase") or "New", "class": p.get("deviceClass"), "region": p.get("region"),
+            "member": (p.get("cluster") or member_clusters.LOCAL) if p else None,
+            "replicas": p.get("replicas"),
+            "devices": int(p.get("replicas", 0)) * int(p.get("perReplica", 0)) if live else 0,
+            "utilization": utilization(status),
+            "generation": p.get("generation") or status.get("lastGeneration") or None,
+            "migrations": sum(1 for h in status.get("history") or [] if h.get("action") == "migrate"),
+            "queue": queue.get(key),
+            "migrate_requested": ((meta.get("annotations") or {}).get("heterojob.io/migrate") or ""),
+            "message": status.get("message") or "", "created": meta.get("creationTimestamp"),
+        })
+    frame = pd.DataFrame(jobs, columns=JOB_COLUMNS)
+    frame["created"] = pd.to_datetime(frame["created"], utc=True, errors="coerce")
+    cluster.jobs = frame
+    return cluster
 
 
 def moves(cluster: Cluster, since: datetime) -> pd.DataFrame:

@@ -18,16 +18,20 @@ from typing import Any
 
 import pandas as pd
 
-from heterojob.controller import FleetSource
-from heterojob.controller.monitor import Monitor, TelemetryConfig
+from heterojob.engine.fleet import Fleet
+from heterojob.failures import describe
 from heterojob.kube import convert
+from heterojob.state.views import FleetSource
 from heterojob.telemetry import sources as telemetry_sources
 from heterojob.telemetry.adapters import DCGM_1X
 from heterojob.telemetry.labels import (
     HOST_LABELS, JOB_LABELS, NODE_LABEL, NODE_LABELS, RELABELLED_NODE_LABELS, with_node_label,
 )
-from heterojob.telemetry.failures import describe
+from heterojob.telemetry.collect import Collector
+from heterojob.telemetry.facts import node_facts
+from heterojob.telemetry.model import HealthPolicy
 from heterojob.telemetry.prometheus import connect
+from heterojob.telemetry.snapshot import Snapshot
 
 from heterojob_console.data import Cluster
 
@@ -60,14 +64,18 @@ def fleet_source(cluster: Cluster) -> FleetSource:
 
 
 class Reader:
-    """The devices now, through one operator Monitor kept across reads: like the operator, it carries a
-    device's last sample over a read where its Prometheus does not answer (missing telemetry is not a
-    fault), and says which regions' telemetry is unavailable."""
+    """The devices now, through one telemetry reader kept across reads (the operator's monitor reads through
+    the same `telemetry.collect.Collector`): like the operator, it carries a device's last sample over a read
+    where its Prometheus does not answer (missing telemetry is not a fault), and says which regions'
+    telemetry is unavailable."""
+
+    WINDOW_S = 60  # the operator's default --telemetry-window
 
     def __init__(self, prometheus_url: str | None, timeout_s: float = TIMEOUT_S) -> None:
         self.url = prometheus_url
         self.timeout_s = timeout_s
-        self.monitor: Monitor | None = None
+        self.collector = Collector(prometheus_url, self.WINDOW_S, timeout_s, HealthPolicy())
+        self.snapshot: Snapshot | None = None
 
     def current(self, cluster: Cluster) -> tuple[pd.DataFrame, dict[str, str]]:
         """(one row per device the monitor knows, region -> why its telemetry is unavailable or degraded).
@@ -78,16 +86,17 @@ class Reader:
         A device's pod comes from the exporter's pod mapping; when the exporter has none (a GPU that fell
         off the bus stops reporting its pod), from the pods holding accelerators on its node."""
         source = fleet_source(cluster)
-        if self.monitor is None:
-            self.monitor = Monitor(None, source, dict, TelemetryConfig(prometheus_url=self.url,
-                                                                       timeout_s=self.timeout_s))
-        self.monitor.fleet = source
-        snapshot = self.monitor.collect(time.time(), self.monitor.node_facts())
+        regions = source.regions()
+        facts = node_facts(Fleet(nodes=source.nodes(), classes=source.classes(), regions=regions))
+        read = self.collector.collect(time.time(), {r.name: r.prometheus_url for r in regions.values()}, facts,
+                                      self.snapshot.devices if self.snapshot else {})
+        snapshot = read[0] if read is not None else None
         if snapshot is not None:
-            self.monitor.snapshot = snapshot
+            self.snapshot = snapshot
         holders = {node: [p for p in pods if p["held"] != "0"] for node, pods in cluster.pods_by_node.items()}
         job_of_pod = {p["pod"]: p["job"] for pods in holders.values() for p in pods}
         rows = []
+        down = snapshot.exporters_down if snapshot else frozenset()
         for d in snapshot.devices.values() if snapshot else []:
             pod = f"{d.namespace}/{d.pod}" if d.pod else ""
             if not pod and holders.get(d.node):
@@ -100,7 +109,7 @@ class Reader:
                          "reason": d.reason, "pod": pod, "job": job,
                          # a sample of this read, its exporter up: not one the monitor remembers (a device
                          # whose series vanished, or one behind an exporter that is down)
-                         "reporting": d.observed_at is not None and d.node not in snapshot.exporters_down})
+                         "reporting": d.observed_at is not None and d.node not in down})
         problems = {name: r.message for name, r in (snapshot.regions.items() if snapshot else [])
                     if r.availability.value != "ok"}
         return pd.DataFrame(rows, columns=COLUMNS), problems

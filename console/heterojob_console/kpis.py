@@ -33,7 +33,7 @@ HELP = {
              "answered since the console started is named under the figure, its nodes unknown.",
     "jobs_running": "HeteroJobs in phase Running (kubectl get hj -A).",
     "jobs_waiting": "HeteroJobs waiting for room: no placement, phase new, Pending, Preempted, or Migrating/Resizing "
-                    "between two placements.",
+                    "between two placements, with a spec the operator can read (the jobs it plans).",
 }
 
 

@@ -27,7 +27,7 @@ import pandas as pd
 from kubernetes.client import ApiException
 
 from heterojob.kube.members import KubeconfigInvalid, MemberRef, decode_secret_value, member_configuration, member_ref
-from heterojob.telemetry.failures import describe
+from heterojob.failures import describe
 
 log = logging.getLogger("heterojob.console")
 

@@ -4,10 +4,11 @@ from each job's spec and status as the operator does), the fleet into its views 
 from the same objects the operator watches), and the questions go to the planner the operator calls:
 `engine.admission.plan_with_policy` for "what would this quota edit admit?" (placements, queueing,
 reclaim and preemption as the operator would plan them, in its queue policy's order, from what
-`controller.knowledge` reads of each job's `status.scheduling`; the policy is the operator's default,
+`state.knowledge` reads of each job's `status.scheduling`; the policy is the operator's default,
 `mlfq`, unless HETEROJOB_QUEUE_POLICY names the one its `--queue-policy` was given) and
 `engine.admission.plan_move` for "where would this job go?" (make before break: the destination the
-operator would reserve, or why there is none).
+operator would reserve, or why there is none); and `engine.policy.prepare` for "where is this job in the
+queue?" (`queue_positions`: the order the planner takes the queue in).
 """
 
 from __future__ import annotations
@@ -16,24 +17,26 @@ import os
 import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from heterojob.api.common import SpecError, parse_spec
 from heterojob.api.job import HeteroJobSpec
-from heterojob.controller.knowledge import Knower
-from heterojob.controller.status import read_status, where
 from heterojob.engine import admission as planner
-from heterojob.engine import migration, transfer
+from heterojob.engine import migration, policy, transfer
 from heterojob.engine.admission import Outcome
 from heterojob.engine.fleet import Fleet, Limit, holdings
 from heterojob.engine.queueing import QueuePolicy, QueueSettings
 from heterojob.kube import convert
 from heterojob.state.cache import Cache
+from heterojob.state.job_status import read_status, where
+from heterojob.state.knowledge import Knower
 from heterojob.state.requests import move_request, transfer_move
 from heterojob.state.views import FleetSource
 
 from heterojob_console import quotas
-from heterojob_console.data import Cluster
+
+if TYPE_CHECKING:  # data.read_cluster asks `queue_positions`
+    from heterojob_console.data import Cluster
 
 
 def _spec(obj: Mapping[str, Any]) -> HeteroJobSpec | None:
@@ -105,6 +108,28 @@ def plan(jobs: Cache, fleet: Fleet, now: float) -> planner.Plan:
         return planner.plan_queue(waiting, holders, fleet, now)
     knowledge = Knower(jobs).knowledge(fleet, waiting, holders, settings)
     return planner.plan_with_policy(waiting, holders, fleet, now, knowledge, settings)[0]
+
+
+def queue_positions(cluster: Cluster, now: float) -> dict[str, int]:
+    """namespace/name -> 1-based position of each job the operator would plan (its cache's waiting jobs), in
+    the order its planner takes the queue (`Request.order`): under its queue policy the effective priorities
+    `engine.policy.prepare` gives from what `state.knowledge` reads of each job's status.scheduling (mlfq:
+    priority, then level of attained service, level 0 once starved; then age), under fifo priority, then age.
+    A HETEROJOB_QUEUE_POLICY that names no policy (the Quotas page says so) is taken as the default."""
+    jobs = cache(cluster, now)
+    waiting = jobs.waiting()
+    if not waiting:
+        return {}
+    try:
+        settings = queue_settings()
+    except ValueError:
+        settings = QueueSettings()
+    if settings is not None:
+        holders, fleet = jobs.holders(), jobs.fleet(source(cluster))
+        knowledge = Knower(jobs).knowledge(fleet, waiting, holders, settings)
+        waiting = policy.prepare(waiting, holders, fleet, now, knowledge, settings,
+                                 planner.Settings().min_runtime_s).queue
+    return {r.job: i for i, r in enumerate(sorted(waiting, key=lambda r: r.order), start=1)}
 
 
 def quota_change(cluster: Cluster, namespace: str, quota: str, limits: Sequence[Mapping[str, Any]]

@@ -102,7 +102,7 @@ def validate(rows: Sequence[Mapping[str, Any]], classes: Iterable[str], regions:
                             f"keep one of the two rows")
         first.setdefault((cls, region), i)
         try:
-            devices = float(raw)  # type: ignore[arg-type]
+            devices = float(raw)
             if devices != int(devices) or devices < 0:
                 raise ValueError
         except (TypeError, ValueError):

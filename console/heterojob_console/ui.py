@@ -13,7 +13,7 @@ from datetime import UTC, datetime
 import pandas as pd
 import streamlit as st
 
-from heterojob.telemetry.failures import describe
+from heterojob.failures import describe
 from heterojob.telemetry.prometheus import TelemetryError
 
 from heterojob_console import devices as dev

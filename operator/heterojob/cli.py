@@ -27,7 +27,7 @@ def _operator_run(args: argparse.Namespace) -> int:
     fatal = (DEFAULT_FATAL_XIDS | frozenset(args.fatal_xid or ())) - frozenset(args.non_fatal_xid or ())
     telemetry = TelemetryConfig(
         prometheus_url=args.prometheus_url, interval_s=args.telemetry_interval, window_s=args.telemetry_window,
-        timeout_s=args.prometheus_timeout,
+        timeout_s=args.prometheus_timeout, steps_window_s=args.steps_window,
         policy=HealthPolicy(fatal_xids=frozenset(fatal), overheat_celsius=args.overheat_celsius))
     from heterojob.controller import ControllerConfig
     from heterojob.controller.discovery import DiscoveryConfig
@@ -111,10 +111,12 @@ def _console(args: argparse.Namespace) -> int:
 
 
 def _demo(args: argparse.Namespace) -> int:
-    from heterojob.sim.demo import Demo, inject, parse_members
+    from heterojob.sim.demo.fleet import parse_members
+    from heterojob.sim.demo.inject import inject
+    from heterojob.sim.demo.run import Demo
 
     if args.action == "inject":
-        from heterojob.sim.demo import CLEAR, DemoNotRunning, follow, pick_target
+        from heterojob.sim.demo.inject import CLEAR, DemoNotRunning, follow, pick_target
 
         if not args.fault:
             raise SystemExit("usage: heterojob demo inject FAULT [NODE] [--device N] [--value V]; "
@@ -166,10 +168,11 @@ def _generate(args: argparse.Namespace) -> int:
 
 
 def _telemetry(args: argparse.Namespace) -> int:
+    from heterojob.kube.fleet import read_fleet
     from heterojob.telemetry.inspect import Options, run
 
     return run(Options(prometheus_url=args.prometheus_url, kubeconfig=args.kubeconfig, as_json=args.json,
-                       window_s=args.window, timeout_s=args.timeout))
+                       window_s=args.window, timeout_s=args.timeout), read_fleet=read_fleet)
 
 
 def _emulator(args: argparse.Namespace) -> int:
@@ -280,6 +283,9 @@ def parser() -> argparse.ArgumentParser:
     tel.add_argument("--telemetry-interval", type=float, default=15.0, metavar="S", help="seconds between cycles")
     tel.add_argument("--telemetry-window", type=int, default=60, metavar="S",
                      help="avg/min_over_time window in seconds (hysteresis)")
+    tel.add_argument("--steps-window", type=int, default=300, metavar="S",
+                     help="the training step rate's window (the SDK's heterojob_training_steps_total): a job's "
+                          "speed is known once its ranks have stepped this long (default 300; docs/telemetry.md)")
     tel.add_argument("--prometheus-timeout", type=float, default=5.0, metavar="S")
     tel.add_argument("--overheat-celsius", type=float, default=90.0)
     tel.add_argument("--fatal-xid", type=int, action="append", metavar="N", help="also treat XID N as fatal")
@@ -331,8 +337,8 @@ def parser() -> argparse.ArgumentParser:
     gen.add_argument("--root", default=".", help="repository root")
     gen.set_defaults(func=_generate)
 
-    tel = sub.add_parser("telemetry", help="see what heterojob sees in Prometheus")
-    tel_sub = tel.add_subparsers(dest="telemetry_command", required=True, metavar="ACTION")
+    telemetry = sub.add_parser("telemetry", help="see what heterojob sees in Prometheus")
+    tel_sub = telemetry.add_subparsers(dest="telemetry_command", required=True, metavar="ACTION")
     snap = tel_sub.add_parser(
         "snapshot", help="one row per device: node, region, class, utilization, memory, health, pod",
         description="Query Prometheus once as the operator does and print every device it reads, with the "

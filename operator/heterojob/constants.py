@@ -28,6 +28,10 @@ LABEL_ZONE = "topology.kubernetes.io/zone"
 LABEL_HOSTNAME = "kubernetes.io/hostname"
 
 MASTER_PORT = 29500
+# A training container that declares a port of this name opts in to the step metric: the operator sets
+# METRICS_PORT_ENV to it, the SDK serves heterojob_training_steps_total there, the shipped PodMonitor scrapes it.
+METRICS_PORT_NAME = "heterojob-steps"
+METRICS_PORT_ENV = "HETEROJOB_METRICS_PORT"
 CHECKPOINT_SIZE_MAX = 1 << 62  # bytes (4 EiB): a larger checkpoint size is not believed
 # the reason of the pod condition DisruptionTarget=True the API server adds before an Eviction deletes the pod
 # (kube-apiserver pkg/registry/core/pod/storage/eviction.go; PodDisruptionConditions, GA in v1.31)

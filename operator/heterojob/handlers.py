@@ -5,7 +5,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import ssl
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -30,6 +30,7 @@ from heterojob.state.views import Versioned
 from heterojob.metrics import OperatorMetrics
 from heterojob.controller.monitor import Monitor, TelemetryConfig
 from heterojob.telemetry.snapshot import WatchedJob
+from heterojob.telemetry.watched import watched_job
 
 log = logging.getLogger("heterojob.operator")
 
@@ -161,6 +162,12 @@ async def _on_alert(runtime: Runtime, config: OperatorConfig, alert: Alert) -> N
     runtime.metrics.alerts_acted.labels(action).inc()
 
 
+def _poke(ctl: Controller | None, keys: Iterable[str]) -> None:
+    if ctl is not None:
+        for key in keys:
+            ctl.poke(key)
+
+
 def register(registry: kopf.OperatorRegistry, config: OperatorConfig) -> None:
     """Register every handler on `registry` (a fresh one per operator instance, e.g. per test)."""
 
@@ -168,8 +175,8 @@ def register(registry: kopf.OperatorRegistry, config: OperatorConfig) -> None:
     def login(**_: Any) -> kopf.ConnectionInfo:
         client = load_client(config.kubeconfig)
         cfg: kubernetes.client.Configuration = client.configuration
-        token = (cfg.api_key or {}).get("authorization", "") or (cfg.api_key or {}).get("BearerToken", "")
-        scheme, _, token = token.partition(" ") if " " in token else ("Bearer", "", token)
+        token: str = (cfg.api_key or {}).get("authorization", "") or (cfg.api_key or {}).get("BearerToken", "")
+        scheme, _sep, token = token.partition(" ") if " " in token else ("Bearer", "", token)
         return kopf.ConnectionInfo(
             server=cfg.host, ca_path=cfg.ssl_ca_cert, insecure=not cfg.verify_ssl,
             username=cfg.username or None, password=cfg.password or None,
@@ -230,7 +237,7 @@ def register(registry: kopf.OperatorRegistry, config: OperatorConfig) -> None:
         return {name: ref} if ref else None
 
     @kopf.index("pods", id="hj_foreign_pods", registry=registry)
-    def hj_foreign_pods(namespace: str, name: str, body: kopf.Body, **_: Any) -> dict[Any, Any] | None:
+    def hj_foreign_pods(namespace: str | None, name: str, body: kopf.Body, **_: Any) -> dict[Any, Any] | None:
         used = convert.pod_usage(body)
         return {(namespace, name): used} if used else None
 
@@ -240,12 +247,12 @@ def register(registry: kopf.OperatorRegistry, config: OperatorConfig) -> None:
         return {(namespace, labels[LABEL_JOB]): kept(body)}
 
     @kopf.index(GROUP, VERSION, "heteroquotas", id="hj_quotas", registry=registry)
-    def hj_quotas(namespace: str, name: str, body: kopf.Body, **_: Any) -> dict[Any, Any]:
+    def hj_quotas(namespace: str | None, name: str, body: kopf.Body, **_: Any) -> dict[Any, Any]:
         return {(namespace, name): convert.quota_limits(body)}
 
     @kopf.index(GROUP, VERSION, "heterojobs", id="hj_running", registry=registry)
-    def hj_running(namespace: str, name: str, body: kopf.Body, **_: Any) -> dict[str, WatchedJob] | None:
-        job = convert.watched_job(body)
+    def hj_running(namespace: str | None, name: str, body: kopf.Body, **_: Any) -> dict[str, WatchedJob] | None:
+        job = watched_job(body)
         return {f"{namespace}/{name}": job} if job else None
 
     async def controller(memo: kopf.Memo, kwargs: Mapping[str, Any]) -> Controller:
@@ -263,7 +270,7 @@ def register(registry: kopf.OperatorRegistry, config: OperatorConfig) -> None:
                 return entry.allocation.region if entry is not None and entry.allocation is not None else None
 
             members = Members(runtime.kube, lambda: _index_values(member_refs), config.members,
-                              on_pods=lambda keys: [runtime.controller.poke(k) for k in keys if runtime.controller],
+                              on_pods=lambda keys: _poke(runtime.controller, keys),
                               region_of=region_of,
                               on_fleet=lambda: runtime.controller.poke_pending(0.2) if runtime.controller else None)
             # every Node (the manager's and the members'): read on every pass, built again only after an event
@@ -295,14 +302,14 @@ def register(registry: kopf.OperatorRegistry, config: OperatorConfig) -> None:
             members.start()
             running = kwargs["hj_running"]
             runtime.monitor = Monitor(runtime.kube, source, lambda: _index_values(running), config.telemetry,
-                                      on_symptoms=lambda keys: [ctl.poke(k) for k in keys])
+                                      on_symptoms=lambda keys: _poke(ctl, keys))
             runtime.monitor.start()
             runtime.discovery = Discovery(runtime.kube, source.nodes, source.classes, config.discovery)
             runtime.discovery.start(config.resync_seconds)
             return ctl
 
     @kopf.on.event(GROUP, VERSION, "heterojobs", registry=registry)
-    async def job_event(event: Mapping[str, Any], namespace: str, name: str, memo: kopf.Memo, **kwargs: Any
+    async def job_event(event: Mapping[str, Any], namespace: str | None, name: str, memo: kopf.Memo, **kwargs: Any
                         ) -> None:
         ctl = await controller(memo, kwargs)
         key = f"{namespace}/{name}"
@@ -312,10 +319,10 @@ def register(registry: kopf.OperatorRegistry, config: OperatorConfig) -> None:
             ctl.poke(key)
 
     @kopf.on.event("pods", labels={LABEL_JOB: kopf.PRESENT}, registry=registry)
-    async def pod_event(namespace: str, name: str, labels: Mapping[str, str], event: Mapping[str, Any],
+    async def pod_event(namespace: str | None, name: str, labels: Mapping[str, str], event: Mapping[str, Any],
                         memo: kopf.Memo, **kwargs: Any) -> None:
         ctl = await controller(memo, kwargs)
-        if ctl.kube.own_pods.seen(namespace, name, event.get("object") or {}, event.get("type")):
+        if ctl.kube.own_pods.seen(namespace or "", name, event.get("object") or {}, event.get("type")):
             return  # the pod as the operator created it: the pass that created it counted it
         ctl.poke(f"{namespace}/{labels[LABEL_JOB]}")
 

@@ -33,6 +33,11 @@ With `checkpoint_on_eviction=True` (main thread only: it installs a SIGTERM hand
 pod) keeps training through its grace period until its checkpoint is acknowledged, then exits (SystemExit 143,
 as SIGTERM would); any other SIGTERM ends it at the next `maybe_checkpoint`. The kubelet kills it at the end of
 the grace period (terminationGracePeriodSeconds) if no request came or no ack went through.
+
+Every `maybe_checkpoint(step, ...)` (or `report(step)`, for a loop that checkpoints elsewhere) also counts the
+step into the Prometheus metric `heterojob_training_steps_total`, served on `$HETEROJOB_METRICS_PORT` (or
+`metrics_port=`) when set: the operator reads each job's step rate from it, without any checkpoint
+(metrics.py; docs/telemetry.md, "Training steps"). Off when no port is given.
 """
 
 from __future__ import annotations
@@ -46,6 +51,7 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
+from heterojob_sdk import metrics as step_metrics
 from heterojob_sdk.podapi import SERVICE_ACCOUNT_DIR, ApiError, PodAPI, PodClient
 from heterojob_sdk.protocol import (ANNOTATION_CHECKPOINT_ACK, ANNOTATION_CHECKPOINT_SAVE_TIME, ANNOTATION_CHECKPOINT_REQUEST, CHECKPOINT_SIZE_MAX,
                                     EVICTED_BY_EVICTION_API, EXIT_SIGTERM)
@@ -103,9 +109,10 @@ class Checkpointer:
                  podinfo: str | Path | None = None, api: PodAPI | None = None, poll_s: float = 1.0,
                  resume_from: str | None = None, clock: Callable[[], float] = time.monotonic,
                  checkpoint_on_eviction: bool = False, retry_first_s: float = RETRY_FIRST_S,
-                 retry_max_s: float = RETRY_MAX_S) -> None:
+                 retry_max_s: float = RETRY_MAX_S, metrics_port: int | None = None, metrics_host: str = "") -> None:
         """Everything defaults to what the operator puts in the pod's environment; `api` to the in-cluster
-        API server (`PodClient.in_cluster()`, made at first use)."""
+        API server (`PodClient.in_cluster()`, made at first use); `metrics_port` to $HETEROJOB_METRICS_PORT
+        (unset or 0: the step metric is not served)."""
         env = os.environ
         self.directory = (directory or env.get("HETEROJOB_CHECKPOINT_DIR")
                           or f"file:///tmp/heterojob/{env.get('HETEROJOB_JOB', 'job')}").rstrip("/")
@@ -128,6 +135,23 @@ class Checkpointer:
         self._evicted: bool | None = None  # whether that SIGTERM is an eviction's (read once, from the pod)
         if checkpoint_on_eviction:
             signal.signal(signal.SIGTERM, self._on_sigterm)
+        self.metrics: step_metrics.StepMetrics | None = None
+        try:
+            port = step_metrics.port_from(metrics_port if metrics_port is not None
+                                          else env.get(step_metrics.METRICS_PORT_ENV))
+            if port is not None:
+                self.metrics = step_metrics.serve(port, metrics_host)
+        except Exception:  # noqa: BLE001 - the metric is an extra: never a reason not to train
+            log.exception("heterojob: the step metric could not be started; training goes on without it")
+
+    def report(self, step: int) -> None:
+        """Count `step` into the step metric (a no-op without a metrics port); never raises."""
+        if self.metrics is None:
+            return
+        try:
+            self.metrics.report(step)
+        except Exception:  # noqa: BLE001 - never into the training loop
+            log.exception("heterojob: counting step %r failed; training goes on", step)
 
     def _on_sigterm(self, signum: int, frame: object) -> None:
         self.terminating = True
@@ -194,7 +218,9 @@ class Checkpointer:
         """At a step boundary: save and acknowledge if a checkpoint is asked for; the URI saved, or None.
         `save(uri)` may return the bytes this rank wrote (reported with the ack). After SIGTERM (with
         `checkpoint_on_eviction`) it raises SystemExit: at once unless the pod was evicted, else once its
-        checkpoint is acknowledged. Nothing else is raised: failures are logged and retried."""
+        checkpoint is acknowledged. Nothing else is raised: failures are logged and retried. The step is
+        counted into the step metric (`report`) on every call."""
+        self.report(step)
         if self.terminating and self._evicted is None:
             self._evicted = self._was_evicted()
         if self.terminating and not self._evicted:

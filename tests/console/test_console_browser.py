@@ -18,7 +18,7 @@ import pytest
 
 from heterojob.constants import GROUP, VERSION
 from heterojob.defaults import REGIONS
-from heterojob.sim.demo import fleet_nodes
+from heterojob.sim.demo.fleet import fleet_nodes
 from heterojob.sim.telemetry.exporters import ExporterFleet
 from heterojob.sim.telemetry.prometheus import PrometheusServer, free_port
 from tests.conftest import Cluster, eventually

@@ -1,4 +1,4 @@
-"""Member and Prometheus failures in words (heterojob.telemetry.failures): the real clients (kubernetes'
+"""Member and Prometheus failures in words (heterojob.failures): the real clients (kubernetes'
 with retries off, as for members; prometheus-api-client through the operator's PrometheusReader) pointed at
 a closed port, a port that accepts and never answers, https against a plain-HTTP server, and a server that
 answers 401 and 403. What people see names what happened, never urllib3's pool-and-retry text."""
@@ -13,7 +13,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 import kubernetes
 import pytest
 
-from heterojob.telemetry.failures import describe
+from heterojob.failures import describe
 from heterojob.telemetry.prometheus import PrometheusReader, TelemetryError
 
 RAW = ("MaxRetryError", "HTTPConnectionPool", "NewConnectionError", "Caused by", "urllib3")

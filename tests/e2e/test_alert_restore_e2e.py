@@ -136,7 +136,7 @@ def test_an_alert_that_resolved_and_fired_again_while_the_operator_was_down_is_a
     that begins after the stored one resolved replaces it, with its own startsAt: a new firing episode of the
     same fingerprint. The operator down across resolve and re-fire reads that episode back at start: its
     symptom counts from the new startsAt, not from when the old episode was first heard."""
-    from heterojob.state.times import timestamp
+    from heterojob.api.times import timestamp
 
     cluster.seed([node(f"h100-{i}", "cn-east", "nvidia-h100") for i in range(2)])
     now = datetime.datetime.now(datetime.UTC)

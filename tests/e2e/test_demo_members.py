@@ -17,7 +17,7 @@ from typing import Any
 
 import pytest
 
-from heterojob.sim.demo import DEFAULT_MEMBERS, parse_members
+from heterojob.sim.demo.fleet import DEFAULT_MEMBERS, parse_members
 
 
 def kubectl(*args: str) -> str:

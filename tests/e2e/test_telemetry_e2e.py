@@ -320,14 +320,13 @@ def test_overheat_must_persist_before_the_job_moves(
 
 # --- recorded shapes of real exporters (tests/fixtures/exporters), served to the real Prometheus ------------
 
-import re  # noqa: E402
-import threading  # noqa: E402
-import time  # noqa: E402
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer  # noqa: E402
-from pathlib import Path  # noqa: E402
+import re  # noqa: E402 - imported with the section that uses it
+import threading  # noqa: E402 - imported with the section that uses it
+import time  # noqa: E402 - imported with the section that uses it
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer  # noqa: E402 - imported with the section that uses it
+from pathlib import Path  # noqa: E402 - imported with the section that uses it
 
-from heterojob.telemetry.family import ParseReport  # noqa: E402
-from heterojob.telemetry.model import HealthPolicy  # noqa: E402
+from heterojob.telemetry.model import HealthPolicy  # noqa: E402 - imported with the section that uses it
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "exporters"
 STAMPED = re.compile(r"^([^#].*\}|[^#{ ]+) (\S+) (\d{12,})$")  # a sample with an explicit ms timestamp
@@ -362,7 +361,7 @@ class RecordedExporters:
             def log_message(self, *_: Any) -> None:
                 pass
 
-            def do_GET(self) -> None:  # noqa: N802
+            def do_GET(self) -> None:  # noqa: N802 - the name http.server calls
                 name = self.path.strip("/").split("/")[0]
                 if name not in bodies:
                     self.send_response(404)
@@ -510,7 +509,7 @@ def test_the_snapshot_command_prints_what_heterojob_sees(recorded: tuple[Recorde
 
 # --- the simulated exporters in the demo's realistic mix, with pod churn -----------------------------------
 
-from heterojob.sim.telemetry.devices import ExporterProfile, realistic_mix  # noqa: E402
+from heterojob.sim.telemetry.devices import ExporterProfile, realistic_mix  # noqa: E402 - imported with the section that uses it
 
 MIX_NODES = [node(f"mg{i}", "cn-east", "nvidia-h100", devices=2) for i in range(4)] + \
             [node(f"mn{i}", "cn-north", "ascend-910b", devices=2) for i in range(4)] + \
@@ -580,6 +579,8 @@ def test_the_shipped_scrape_configs_relabel_the_node_in_a_real_prometheus(
             "npu-exporter": ("npu-node-h", "npu-exporter", "8082", "npu-exporter")}
     jobs = []
     for job in shipped:
+        if job["job_name"] not in meta:  # the training pods' step metric: tests/e2e/test_step_metric_e2e.py
+            continue
         node_name, app, container_port, _ = meta[job["job_name"]]
         static = {"targets": [f"{host}:{port}"],
                   "labels": {"__metrics_path__": f"/{node_name}/metrics", "__meta_kubernetes_pod_node_name": node_name,

@@ -17,7 +17,8 @@ from typing import Any
 import aiohttp
 import pytest
 
-from heterojob.alerts.mapping import Placed, jobs_for
+from heterojob.alerts.mapping import jobs_for
+from heterojob.state.cache import Placed
 from heterojob.alerts.payload import Alert
 from heterojob.alerts.receiver import AlertReceiver
 from heterojob.metrics import OperatorMetrics

@@ -8,7 +8,8 @@ from typing import Any
 
 import aiohttp
 
-from heterojob.alerts.mapping import DEFAULT_TABLE, MIGRATE_NOW, Placed, action_for, jobs_for
+from heterojob.alerts.mapping import DEFAULT_TABLE, MIGRATE_NOW, action_for, jobs_for
+from heterojob.state.cache import Placed
 from heterojob.alerts.payload import Alert
 from heterojob.alerts.receiver import AlertReceiver
 from heterojob.metrics import OperatorMetrics
@@ -138,12 +139,12 @@ def test_the_mapping_of_labels_to_jobs_and_actions() -> None:
 
 # --- on the operator (harness) ----------------------------------------------------------------------------
 
-import pytest  # noqa: E402
-import requests  # noqa: E402
+import pytest  # noqa: E402 - imported with the section that uses it
+import requests  # noqa: E402 - imported with the section that uses it
 
-from heterojob.sim.cluster.nodes import node  # noqa: E402
-from heterojob.sim.telemetry.prometheus import free_port  # noqa: E402
-from tests.conftest import Cluster, eventually  # noqa: E402
+from heterojob.sim.cluster.nodes import node  # noqa: E402 - imported with the section that uses it
+from heterojob.sim.telemetry.prometheus import free_port  # noqa: E402 - imported with the section that uses it
+from tests.conftest import Cluster, eventually  # noqa: E402 - imported with the section that uses it
 
 
 @pytest.mark.harness

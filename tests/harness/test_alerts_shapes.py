@@ -14,7 +14,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from heterojob.alerts.mapping import Placed, jobs_for, locatable, node_of
+from heterojob.alerts.mapping import jobs_for, locatable, node_of
+from heterojob.state.cache import Placed
 from tests.harness.test_alerts_http import AUTH, alert, body, exchange, notification
 
 RUNNING = {"team-a/train": Placed("team-a", "train", 2, ("gpu-1", "gpu-2")),

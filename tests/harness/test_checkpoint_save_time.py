@@ -10,7 +10,7 @@ import pytest
 
 from heterojob.constants import ANNOTATION_CHECKPOINT_ACK, ANNOTATION_CHECKPOINT_REQUEST
 from heterojob.sim.cluster.harness import OperatorRunner
-from heterojob.state.times import timestamp
+from heterojob.api.times import timestamp
 from tests.conftest import Cluster, eventually
 from tests.harness.test_fault_sequences import asked_to_move
 from tests.harness.test_migration import status

@@ -5,7 +5,6 @@ open and nothing answers, so the manager sees request timeouts, as across a real
 from __future__ import annotations
 
 import time
-from typing import Any
 
 import pytest
 

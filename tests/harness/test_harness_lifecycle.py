@@ -151,7 +151,7 @@ def test_the_service_of_a_finished_or_failed_job_goes_with_its_gang(cluster: Clu
     cluster.set_pod_phase(bad.metadata.name, "Failed", exit_code=1)
     eventually(lambda: phase(cluster, "done") == "Succeeded" and phase(cluster, "broken") == "Failed",
                what="Succeeded and Failed")
-    services = lambda: {s.metadata.name for s in cluster.core.list_namespaced_service("team-a").items}  # noqa: E731
+    services = lambda: {s.metadata.name for s in cluster.core.list_namespaced_service("team-a").items}  # noqa: E731 - a one-line probe
     eventually(lambda: not services() & {"done", "broken"}, what="both Services deleted")
     assert [p.metadata.name for p in cluster.pods("done")] == [ok.metadata.name]  # its pods stay, for their logs
     # someone's own Service named like a finished job is not the operator's to delete

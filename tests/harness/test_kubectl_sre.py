@@ -36,10 +36,12 @@ def _job(name: str, priority: str = "high", labels: dict[str, str] | None = None
                      "template": {"spec": {"containers": [{"name": "main", "image": "example/train:1"}]}}}}
 
 
-def _pod(name: str, node: str | None, labels: dict[str, str]) -> dict:
+def _pod(name: str, node: str | None, labels: dict[str, str], selector: dict[str, str] | None = None) -> dict:
     spec: dict = {"containers": [{"name": "main", "image": "example/train:1"}]}
     if node:
         spec["nodeName"] = node
+    if selector:
+        spec["nodeSelector"] = selector
     return {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": name, "namespace": NS, "labels": labels},
             "spec": spec}
 
@@ -53,7 +55,8 @@ FILES = {
     "fleet.yaml": {"apiVersion": "v1", "kind": "List", "items": [
         {"apiVersion": "v1", "kind": "Node", "metadata": {"name": "gpu-node-1", "labels": {"region": "cn-east"}},
          "spec": {}},
-        _pod("worker-0", "gpu-node-1", {"app": "trainer"}), _pod("lonely", None, {"app": "probe"}),
+        _pod("worker-0", "gpu-node-1", {"app": "trainer"}),
+        _pod("lonely", None, {"app": "probe"}, {"region": "cn-west"}),  # no node there: the scheduler leaves it
         {"apiVersion": "apps/v1", "kind": "Deployment", "metadata": {"name": "web", "namespace": NS},
          "spec": {"replicas": 1, "selector": {"matchLabels": {"app": "web"}},
                   "template": {"metadata": {"labels": {"app": "web"}},

@@ -130,7 +130,7 @@ def test_application_xids_do_not_make_a_gpu_unhealthy() -> None:
 
 
 def test_the_demo_marks_a_node_in_whichever_cluster_has_it(two_nodes: Cluster, emulator: Emulator) -> None:
-    from heterojob.sim.demo import _node_fault
+    from heterojob.sim.demo.inject import _node_fault
 
     state = {"kubeconfig": str(emulator.kubeconfig), "members": {}}
     said = _node_fault("node-unreachable", "h100-b", state)

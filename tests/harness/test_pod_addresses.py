@@ -14,7 +14,7 @@ from typing import Any
 
 import pytest
 
-from heterojob.constants import ANNOTATION_NODE, LABEL_JOB
+from heterojob.constants import ANNOTATION_NODE, LABEL_HOSTNAME, LABEL_JOB
 from heterojob.sim.cluster.ipam import next_node_cidr, next_pod_ip
 from heterojob.sim.cluster.kubelet import Kubelet
 from heterojob.sim.cluster.nodes import node
@@ -28,6 +28,7 @@ def pod(name: str, on: str, host_network: bool = False) -> dict[str, Any]:
                                             "env": [{"name": "HETEROJOB_SIM_DURATION", "value": "3600"}]}]}
     if host_network:
         spec["hostNetwork"] = True
+    spec["nodeSelector"] = {LABEL_HOSTNAME: on}  # the scheduler places it there, as the operator's affinity does
     return {"apiVersion": "v1", "kind": "Pod", "spec": spec,
             "metadata": {"name": name, "labels": {LABEL_JOB: "j"}, "annotations": {ANNOTATION_NODE: on}}}
 

@@ -63,7 +63,10 @@ def test_a_missing_service_account_backs_off_and_the_gang_runs_once_it_exists(cl
     eventually(lambda: len(live(cluster, "train")) == 1, timeout=40, what="the gang once the account exists")
     eventually(lambda: next(c for c in status(cluster, "train")["conditions"] if c["type"] == "PodsCreated"
                             )["status"] == "True", what="PodsCreated True")
-    assert status(cluster, "train").get("phase") != "Failed"
+    s = status(cluster, "train")
+    assert s["phase"] == "Admitted" and "backoff" not in s
+    admitted = next(c for c in s["conditions"] if c["type"] == "Admitted")  # not the refusal's, written back
+    assert (admitted["status"], admitted["reason"]) == ("True", "Placed"), admitted
 
 
 @pytest.mark.harness
@@ -129,10 +132,13 @@ def test_a_job_whose_pods_were_refused_for_good_is_placed_again_when_its_templat
     cluster.custom.patch_namespaced_custom_object(GROUP, VERSION, "team-a", "heterojobs", "train",
                                                   {"spec": {"template": fixed}})
     eventually(lambda: len(live(cluster, "train")) == 1, what="the gang of the edited template")
+    # the refusal's condition ends with the gang that passed
+    eventually(lambda: next(c for c in status(cluster, "train")["conditions"] if c["type"] == "PodsCreated"
+                            )["status"] == "True", what="PodsCreated True")
     s = status(cluster, "train")
     assert s["phase"] == "Admitted" and s["observedGeneration"] == 2
-    created = next(c for c in s["conditions"] if c["type"] == "PodsCreated")
-    assert created["status"] == "True", created  # the refusal's condition ends with the gang that passed
+    admitted = next(c for c in s["conditions"] if c["type"] == "Admitted")
+    assert (admitted["status"], admitted["reason"]) == ("True", "Placed"), admitted
     eventually(lambda: any(e.reason == "SpecEdited" for e in cluster.events("train")), what="a SpecEdited Event")
 
 

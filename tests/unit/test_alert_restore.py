@@ -312,9 +312,9 @@ def test_a_symptom_counts_from_its_firing_episode_and_a_later_episode_is_a_new_f
     overlaps is merged, keeping the earlier startsAt)."""
     from datetime import UTC, datetime
 
-    from heterojob.api.job import AlertSymptom
+    from heterojob.api.job_status import AlertSymptom
     from heterojob.controller.alerts import episode, episode_key
-    from heterojob.state.times import timestamp
+    from heterojob.api.times import timestamp
 
     t1 = datetime(2026, 11, 23, 10, 0, 0, 123000, tzinfo=UTC)
     t2 = datetime(2026, 11, 23, 11, 0, 0, 456000, tzinfo=UTC)

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from heterojob.api.job import HeteroJobSpec, HeteroJobStatus
+from heterojob.api.job import HeteroJobSpec
+from heterojob.api.job_status import HeteroJobStatus
 from heterojob.engine.fleet import DeviceClass
 from heterojob.state.cache import Cache
 

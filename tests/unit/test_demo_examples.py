@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from heterojob.sim.demo import FLEET, fleet_nodes
+from heterojob.sim.demo.fleet import FLEET, fleet_nodes
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
 RESOURCE = {"nvidia-h100": "nvidia.com/gpu", "nvidia-a100": "nvidia.com/gpu",
@@ -52,7 +52,8 @@ def test_readme_inject_examples_name_demo_nodes() -> None:
 
 
 def test_workload_pauses_while_the_queue_is_full(tmp_path: Path) -> None:
-    from heterojob.sim.demo import WAITING_CAP, Demo, waiting
+    from heterojob.sim.demo.fleet import WAITING_CAP, waiting
+    from heterojob.sim.demo.run import Demo
     assert waiting([{}, {"status": {"phase": "Pending"}}, {"status": {"phase": "Preempted"}},
                     {"status": {"phase": "Running"}}, {"status": {"phase": "Succeeded"}}]) == 3
     demo = Demo(workdir=tmp_path)

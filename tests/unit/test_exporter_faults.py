@@ -12,7 +12,8 @@ from pathlib import Path
 
 import pytest
 
-from heterojob.sim.demo import CLEAR, STATE, fleet_nodes, inject
+from heterojob.sim.demo.fleet import fleet_nodes
+from heterojob.sim.demo.inject import CLEAR, STATE, inject
 from heterojob.sim.telemetry.exporters import ExporterFleet
 
 

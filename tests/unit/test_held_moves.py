@@ -10,17 +10,20 @@ from typing import Any
 
 import pytest
 
+from heterojob.engine.lifecycle import Action
+
 from heterojob.api.common import parse_spec
 from heterojob.api.job import HeteroJobSpec
 from heterojob.constants import ANNOTATION_MIGRATE
-from heterojob.controller.disruption import Disruption
-from heterojob.controller.status import StatusWriter, read_status
+from heterojob.controller.moves import Moves
+from heterojob.controller.status import StatusWriter
+from heterojob.state.job_status import read_status
 from heterojob.engine import admission as planner
 from heterojob.engine.fleet import DeviceClass, Fleet
 from heterojob.engine.migration import MANUAL, Hold, Rules, Symptom, judge
 from heterojob.metrics import OperatorMetrics
 from heterojob.state.cache import Cache
-from heterojob.state.times import iso
+from heterojob.api.times import iso
 
 RULES = Rules(triggers=frozenset({MANUAL}), cooldown_s=600, max_per_hour=3, budget=2)
 H100 = DeviceClass("nvidia-h100", "nvidia.com/gpu", {"gpu": "h100"}, throughput=1.0)
@@ -46,7 +49,7 @@ def test_a_held_verdict_names_its_cause_in_words_that_do_not_count_down() -> Non
 
 
 class FakeKube:
-    """What `Disruption` and `StatusWriter` call: status patches applied to one stored job, Events kept."""
+    """What `Moves` and `StatusWriter` call: status patches applied to one stored job, Events kept."""
 
     def __init__(self, job: dict[str, Any]) -> None:
         self.job = job
@@ -80,10 +83,16 @@ def running_job(moved_at: float) -> dict[str, Any]:
                                     "to": "cn-east/nvidia-h100 x1 (generation 2)"}]}}
 
 
-def disruption(kube: FakeKube, wakes: list[float]) -> Disruption:
-    return Disruption(kube, StatusWriter(kube), Cache(), None, lambda: {}, lambda: None,  # type: ignore[arg-type]
+async def consider(d: Moves, job: dict[str, Any], spec: HeteroJobSpec, status: Any, now: float) -> None:
+    """A Running job's pass as the reconcile pass runs it: its step decided (`engine.running.decide`), applied."""
+    step, gathered = d.decide("ns/mover", job, spec, status, Action.NONE, now)
+    await d.apply(job, spec, status, step, gathered, now)
+
+
+def moves(kube: FakeKube, wakes: list[float]) -> Moves:
+    return Moves(kube, StatusWriter(kube), Cache(), None, dict, lambda: None,  # type: ignore[arg-type]
                       lambda exclude: None, lambda key, at: wakes.append(at), OperatorMetrics(),  # type: ignore
-                      5, False, planner.Settings(), lambda: {}, asyncio.Lock())
+                      5, False, planner.Settings(), dict, asyncio.Lock())
 
 
 def test_a_move_held_by_cooldown_is_said_once_across_passes_and_a_restart(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -93,13 +102,13 @@ def test_a_move_held_by_cooldown_is_said_once_across_passes_and_a_restart(monkey
     clock = [0.0]
     monkeypatch.setattr(time, "monotonic", lambda: clock[0])  # the passes' time goes by as in the cluster
 
-    async def passes(d: Disruption, times: list[float]) -> None:
+    async def passes(d: Moves, times: list[float]) -> None:
         for now in times:
             clock[0] = now
             spec = parse_spec(HeteroJobSpec, kube.job["spec"])
-            await d.consider(kube.job, spec, read_status(kube.job), now)
+            await consider(d, kube.job, spec, read_status(kube.job), now)
 
-    asyncio.run(passes(disruption(kube, wakes), [moved_at + 100 + 2.5 * i for i in range(60)]))  # 2.5 min
+    asyncio.run(passes(moves(kube, wakes), [moved_at + 100 + 2.5 * i for i in range(60)]))  # 2.5 min
     assert [(t, r) for t, r, _ in kube.events] == [("Normal", "MigrationHeld")], kube.events
     message = f"manual move held: cooldown of 600s after the last move until {iso(moved_at + 600)}"
     assert kube.events[0][2] == message
@@ -108,7 +117,7 @@ def test_a_move_held_by_cooldown_is_said_once_across_passes_and_a_restart(monkey
     assert (held["status"], held["reason"], held["message"]) == ("True", "Cooldown", message)
     assert moved_at + 600 in wakes  # it looks again when the cooldown ends
 
-    asyncio.run(passes(disruption(kube, wakes), [moved_at + 300, moved_at + 301]))  # a restarted operator
+    asyncio.run(passes(moves(kube, wakes), [moved_at + 300, moved_at + 301]))  # a restarted operator
     assert len(kube.events) == 1 and len(kube.patches) == 1
 
 
@@ -121,11 +130,11 @@ def test_a_move_with_no_destination_is_said_once_by_its_reason_also_after_a_rest
         return Fleet({}, {H100.name: H100}, used={})
 
     async def passes(times: list[float]) -> None:
-        d = Disruption(kube, StatusWriter(kube), Cache(), None, lambda: {}, lambda: None,  # type: ignore[arg-type]
+        d = Moves(kube, StatusWriter(kube), Cache(), None, dict, lambda: None,  # type: ignore[arg-type]
                        no_room, lambda key, at: None, OperatorMetrics(), 5, False, planner.Settings(),
                        lambda: {H100.name: H100}, asyncio.Lock())
         for now in times:
-            await d.consider(kube.job, parse_spec(HeteroJobSpec, kube.job["spec"]), read_status(kube.job), now)
+            await consider(d, kube.job, parse_spec(HeteroJobSpec, kube.job["spec"]), read_status(kube.job), now)
 
     asyncio.run(passes([moved_at + i for i in range(5)]))
     asyncio.run(passes([moved_at + 10 + i for i in range(5)]))  # a restarted operator finds the same hold
@@ -147,13 +156,13 @@ def test_a_hold_whose_cause_flips_with_the_fleet_is_said_again_at_most_every_few
 
     async def passes() -> None:
         cache = Cache()
-        d = Disruption(kube, StatusWriter(kube), cache, None, lambda: {}, lambda: None,  # type: ignore[arg-type]
+        d = Moves(kube, StatusWriter(kube), cache, None, dict, lambda: None,  # type: ignore[arg-type]
                        lambda exclude: Fleet({}, {H100.name: H100}, used={}), lambda key, at: None,
                        OperatorMetrics(), 1, False, planner.Settings(), lambda: {H100.name: H100}, asyncio.Lock())
         for i in range(20):  # 10 s, a pass every half second
             clock[0] = i / 2
-            monkeypatch.setattr(cache, "disrupted", lambda: i % 2)  # the budget (1) full, then free
-            await d.consider(kube.job, parse_spec(HeteroJobSpec, kube.job["spec"]), read_status(kube.job),
+            monkeypatch.setattr(cache, "disrupted", lambda n=i % 2: n)  # the budget (1) full, then free
+            await consider(d, kube.job, parse_spec(HeteroJobSpec, kube.job["spec"]), read_status(kube.job),
                              start + i / 2)
 
     asyncio.run(passes())

@@ -101,7 +101,7 @@ def test_a_pending_message_says_a_lost_members_region_is_unreachable_since_when_
             "2026-11-18T11:06:40Z): its 3 node(s) are not counted") in text
     assert "0 free on 0 node(s)" not in text
     member.last_ok = None  # never answered: since the manager began following it
-    assert f"no answer since 1970-01-01T00:16:40Z" in next(iter(pool.nodes().values())).reason
+    assert "no answer since 1970-01-01T00:16:40Z" in next(iter(pool.nodes().values())).reason
 
 
 def test_the_planner_sees_a_member_regions_nodes_only_in_that_member() -> None:

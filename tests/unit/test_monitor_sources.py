@@ -44,7 +44,7 @@ def test_every_source_is_asked_at_once_and_each_serves_its_regions() -> None:
     assert DEFAULT in sources["http://prom.default:9090"] and "cn-east" not in sources["http://prom.default:9090"]
     asked = {url: threading.Event() for url in sources}
     readers = {url: Reader(url, asked) for url in sources}
-    monitor._reader = readers.__getitem__  # type: ignore[method-assign]
+    monitor.collector._reader = readers.__getitem__  # type: ignore[method-assign]  # a stand-in reader per source
     snapshot = monitor.collect(0.0, facts={})
     assert snapshot is not None
     assert all(e.is_set() for e in asked.values())

@@ -150,9 +150,9 @@ def test_a_taint_keyed_by_the_class_resource_is_tolerated_and_any_other_blocks()
 
 # --- filters and scorers added for quotas, software, health, queue and preemption -------------------------
 
-from heterojob.engine.fleet import Limit, holdings, quota_room  # noqa: E402
-from heterojob.engine.placement import schedule, software_mismatch
-from heterojob.engine.preemption import RunningJob, plan_preemption  # noqa: E402
+from heterojob.engine.fleet import Limit, holdings, quota_room  # noqa: E402 - imported with the tests that use it
+from heterojob.engine.placement import schedule, software_mismatch  # noqa: E402 - imported with the tests that use it
+from heterojob.engine.preemption import RunningJob, plan_preemption  # noqa: E402 - imported with the tests that use it
 
 H100_SW = DeviceClass("nvidia-h100", "nvidia.com/gpu", {"gpu": "h100"}, 1.0, {"driver": "550.54.15", "cuda": "12.4"})
 NPU_SW = DeviceClass("ascend-910b", "huawei.com/Ascend910", {"npu": "910b"}, 0.6, {"cann": "8.0.RC3"})
@@ -314,7 +314,7 @@ def test_a_schedule_never_exceeds_quota_or_capacity_nor_uses_an_unhealthy_node(
 
 # --- reclaiming lent devices ----------------------------------------------------------------------------
 
-from heterojob.engine.preemption import GrownJob, plan_reclaim  # noqa: E402
+from heterojob.engine.preemption import GrownJob, plan_reclaim  # noqa: E402 - imported with the tests that use it
 
 
 def grown(job: str, priority: int, since: float, nodes: dict[str, int], base_replicas: int) -> GrownJob:

@@ -31,6 +31,8 @@ def test_a_missing_service_account_is_transient_a_pod_security_refusal_is_not() 
                              'limited: pods=1').permanent
     assert not classify(403, 'pods "x" is forbidden: User "system:serviceaccount:heterojob-system:heterojob" '
                              'cannot create resource "pods" in API group "" in the namespace "team-a"').permanent
+    assert not classify(403, 'services "train" is forbidden: User "system:serviceaccount:heterojob-system:heterojob" '
+                             'cannot get resource "services" in API group "" in the namespace "team-a"').permanent
     assert not classify(403, 'pods "x" is forbidden: unable to create new content in namespace team-a because it '
                              'is being terminated').permanent
     assert classify(422, 'Pod "x" is invalid: spec.containers[0].env[0].name: Invalid value').permanent

@@ -1,21 +1,23 @@
-"""The replay's and planner's shortcuts decide exactly what the brute-force scans decide.
+"""The replay's and planner's shortcuts decide exactly what the brute-force computations decide.
 
-The replay walks its queue per fit group (`_Replay.fit_key`) instead of job by job, keeps the highest waiting
-priority and the free room up to date instead of recomputing them, and `placement.FleetIndex` shares its
-per-class node tables between indexes of one fleet view; the planner (`admission.plan_queue`) indexes the
-holders once per pass (`_Pool`), skips preemption searches a pass already found hopeless, and skips
-placements `Ledger.may_fit` rules out; heterojob's policy reuses a node's class and a holder's and a request's
-ranked copies across passes (`ranking.Memo`: also a rank over the span it cannot change, what it reads of a
-request, the fleet's devices per class), finds expected waits by bisection (`completion.Ends`), skips the
-planning of a queue in which no job could start or disturb anyone (`admission.may_act`) and the preemption
-search for a job no disturbable holder could make room for (`_Pool.may_make_room`), and growth tries no
-size its region's free devices cannot hold
-(`placement._replica_slots`) and is not searched where its class and region have no free device. The oracle is
-the code those replaced: a replay that rescans every waiting job in queue order on every pass, recomputes the
-room and the fleet each time it looks, builds every index from scratch, asks every holder every question,
-places every job, keeps nothing between passes and tries every size. Both run the same
-overloaded traces (queues far longer than a pass plans, failures, two priorities, every policy) and must
-start the same jobs at the same times on the same nodes, with the same report; random plain-data plans
+heterojob's replay runs the operator's scheduling cycle (`replay.scheduler`: `engine.cycle.plan_cycle` when
+`engine.cycle.Trigger` says a cycle is due), so its shortcuts are the operator's: the Trigger skips cycles
+after events that changed no request, gave no room back and fired no timer; the policy reuses ranks and
+reads across cycles (`ranking.Memo`: also a rank over the span it cannot change, the fleet's devices per
+class) and placement what it found per class and region while its room is unchanged (`rooms.Memory`); an
+empty queue is not planned. Below those, the planner (`admission.plan_queue`) indexes the holders once per
+cycle (`_Pool`), skips preemption searches a cycle already found hopeless and placements `Ledger.may_fit`
+rules out, `placement.FleetIndex` shares its per-class node tables between indexes of one fleet view, the
+policy finds expected waits by bisection (`completion.Ends`), and growth tries no size its region's free
+devices cannot hold (`placement._replica_slots`) and is not searched where its class and region have no
+free device. The static and kueue baselines walk their queue per fit group (`Fifo.fit_key`) instead of job
+by job and keep the free room up to date instead of recomputing it.
+
+The oracles are the computations those replace: a replay that keeps nothing between cycles, builds every
+index from scratch, asks every holder every question, places every job and tries every size, plans a
+cycle after every event the Trigger skips (each must act on nothing), and rescans every waiting job in
+queue order. Both run the same overloaded traces (long queues, failures, two priorities, every policy) and
+must start the same jobs at the same times on the same nodes, with the same report; random plain-data plans
 must come out equal, admission by admission.
 """
 
@@ -27,17 +29,30 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from hypothesis import HealthCheck, given, settings
-from hypothesis import strategies as st
-
-from heterojob.engine import admission, completion, placement, policy, preemption, queueing, ranking
+from heterojob.engine import (
+    admission,
+    completion,
+    cycle,
+    fleet_index,
+    placement,
+    policy,
+    preemption,
+    queueing,
+    ranking,
+)
 from heterojob.engine import admission as planner
 from heterojob.engine.admission import Holder, Outcome
 from heterojob.engine.fleet import Allocation, Fleet, usage
 from heterojob.engine.placement import Alternative, Request, place
 from heterojob.replay import replay as replay_module
-from heterojob.replay.replay import CLASSES, NAMESPACE, POLICIES, Config, _Replay, _room
+from heterojob.replay.devices import Devices, room
+from heterojob.replay.fifo import Fifo
+from heterojob.replay.replay import CLASSES, NAMESPACE, POLICIES, Config, _Replay
+from heterojob.replay.scheduler import Scheduler
 from heterojob.replay.traces import TraceJob, synthetic_trace
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
 from tests.unit.test_placement import CLASSES as PLACEMENT_CLASSES
 from tests.unit.test_placement import gpu_node, npu_node
 
@@ -57,19 +72,12 @@ class _Recording(_Replay):
     def start(self, job: TraceJob, cls: str, region: str, nodes: Sequence[str], per: int, now: float,
               pause: float = 0.0) -> None:
         self.log.append((now, job.id, cls, region, tuple(nodes), per, pause))
-        self.longest = max(self.longest, len(self.queue))
+        self.longest = max(self.longest, len(self.queue.waiting))
         super().start(job, cls, region, nodes, per, now, pause)
 
 
-class _BruteForce(_Recording):
-    """The scans the replay had before its shortcuts: every waiting job, in queue order, every pass."""
-
-    def __init__(self, jobs: Sequence[TraceJob], policy: str, config: Config) -> None:
-        super().__init__(jobs, policy, config)
-        self.memo = None  # nothing carried from one pass to the next
-
-    def region_free(self) -> dict[tuple[str, str], int]:
-        return _Everywhere()  # every running job's growth is searched
+class _FreshDevices(Devices):
+    """Every snapshot computed afresh each time it is asked for; every job's growth searched."""
 
     def current_fleet(self, without: Any = None) -> Fleet:
         used = dict(self.used)
@@ -79,55 +87,86 @@ class _BruteForce(_Recording):
         return Fleet(self.nodes_view, self.base.classes, used=used)
 
     def room(self) -> dict[str, tuple[int, int]]:
-        return _room(self.current_fleet(), self.down)
+        return room(self.current_fleet(), self.down)
 
-    def place_fifo(self, now: float) -> None:
-        if not (self.freed or self.arrived):
+    def region_free(self) -> dict[tuple[str, str], int]:
+        return _Everywhere()
+
+    def by_id(self) -> list[Any]:
+        return sorted(self.running.values(), key=lambda r: r.job.id)
+
+
+class _ScanFifo(Fifo):
+    """The scan the baselines had before their fit groups: every waiting job, in queue order, every pass."""
+
+    def place(self, now: float) -> None:
+        sim = self.sim
+        if not (sim.freed or sim.arrived):
             return
-        pool = [self.keys[j.id] for j in self.arrived if j.id in self.keys] if not self.freed else None
-        room = self.room()
+        pool = [self.keys[j.id] for j in sim.arrived if j.id in self.keys] if not sim.freed else None
+        free = sim.devices.room()
         for k in (sorted(pool) if pool is not None else list(self.order_list)):
-            if not any(room[c][0] for c in CLASSES):
+            if not any(free[c][0] for c in CLASSES):
                 break
-            job = self.queue[k[2]]
-            replicas, per = self.shape(job)
-            flavors = [c for c in self.flavors(job) if room[c][0] >= replicas * per and room[c][1] >= per]
+            job = self.waiting[k[2]]
+            replicas, per = sim.shape(job)
+            flavors = [c for c in self.flavors(job) if free[c][0] >= replicas * per and free[c][1] >= per]
             if not flavors:
                 continue
             result = place(Request(f"{NAMESPACE}/{job.id}", [Alternative(c, per) for c in flavors], replicas),
-                           self.current_fleet())
+                           sim.devices.current_fleet())
             if result.chosen is not None:
                 c = result.chosen
-                self.start(job, c.device_class, c.region, c.nodes, per, now)
-                room = self.room()
+                sim.start(job, c.device_class, c.region, c.nodes, per, now)
+                free = sim.devices.room()
 
-    def candidates(self) -> list[TraceJob]:
-        if not (self.freed or self.promoted):
-            return [j for j in self.arrived if j.id in self.queue]
-        out: list[TraceJob] = []
-        room = self.room()
-        extra = 0
-        for i, k in enumerate(self.order_list):
-            job = self.queue[k[2]]
-            if i < self.config.lookahead:
-                out.append(job)
-                continue
-            if extra >= self.config.lookahead or not any(room[c][0] for c in CLASSES):
-                break
-            replicas, per = self.shape(job)
-            if any(room[c][0] >= replicas * per and room[c][1] >= per for c in job.classes):
-                out.append(job)
-                extra += 1
-        return out
+
+class _EveryCycle(Scheduler):
+    """The operator's cycle with nothing kept between cycles. At every event whose Trigger is not due, a cycle
+    is planned anyway (side-effect free) on the state as it is, at the time of the last cycle, and must act on
+    nothing: every change a cycle reads but the clock fed the Trigger. (The clock alone does move plans: a
+    cycle planned at the skipped event's own time may act, `drifted`.) The kept count of waiting jobs per priority
+    is checked against a scan of the queue."""
+
+    def __init__(self, sim: _Replay) -> None:
+        super().__init__(sim)
+        self.memo = None  # type: ignore[assignment]
+        self.memory = None  # type: ignore[assignment]
+        self.skipped = 0  # cycles the Trigger skipped, planned here anyway
+        self.last = -1.0  # when the last cycle was planned
+        self.drifted: list[float] = []  # skipped events at which a cycle planned now would act
+
+    def plan(self, now: float) -> None:
+        if not self.trigger.due(now) and self.last >= 0:
+            self.skipped += 1
+            assert not self.skipped_cycle(self.last).acted, self.last
+            if self.skipped_cycle(now).acted:
+                self.drifted.append(now)
+        cycles = self.cycles
+        super().plan(now)
+        if self.cycles > cycles:
+            self.last = now
+
+    def skipped_cycle(self, at: float) -> cycle.Cycle:
+        config = self.sim.config
+        knowledge = self.sim.known.knowledge
+        knowledge.promoted_displace = queueing.promoted_displacing(self.waiting_devices, config.devices, config.queue)
+        knowledge.displace_by_level = queueing.displacing(self.waiting_devices, config.devices, config.queue)
+        return cycle.plan_cycle([self.request(j) for j in self.waiting.values()], self.holders(),
+                                self.sim.devices.current_fleet(), at, self.settings, (knowledge, config.queue))
 
     def grow(self, now: float) -> None:
-        top = planner.top_priority(self.request(j) for j in self.queue.values())
+        top = planner.top_priority(self.request(j) for j in self.waiting.values())
         kept = max((p for p, n in self.priorities.items() if n), default=None)
         assert top == kept, (top, kept)  # the count kept up to date is the scan's answer
         super().grow(now)
 
-    def by_id(self) -> list[Any]:
-        return sorted(self.running.values(), key=lambda r: r.job.id)
+
+class _BruteForce(_Recording):
+    def __init__(self, jobs: Sequence[TraceJob], policy: str, config: Config) -> None:
+        super().__init__(jobs, policy, config)
+        self.devices = _FreshDevices(self.base)
+        self.queue = _EveryCycle(self) if policy == "heterojob" else _ScanFifo(self)
 
 
 class _ScanEnds(completion.Ends):
@@ -158,18 +197,33 @@ class _Everywhere(dict[tuple[str, str], int]):
         return 1
 
 
+def _plan_cycle_in_full(queue: Any, holders: Any, fleet: Fleet, now: float, settings: admission.Settings,
+                        with_policy: Any, moves: Any = None, memo: Any = None, memory: Any = None) -> cycle.Cycle:
+    """`plan_cycle` with an empty queue planned like any other (through the policy and the planner)."""
+    queue = list(queue)
+    if queue:
+        return _PLAN_CYCLE(queue, holders, fleet, now, settings, with_policy, moves, memo, memory)
+    knowledge, queue_settings = with_policy
+    prepared = policy.prepare([], holders, fleet, now, knowledge, queue_settings, settings.min_runtime_s)
+    plan = planner.plan_queue([], prepared.holders, fleet, now, settings)
+    return cycle.Cycle(plan, prepared.waiting_for, cycle._free_after(plan, fleet))
+
+
+_PLAN_CYCLE = cycle.plan_cycle
+
+
 def _runs(jobs: list[TraceJob], policy: str, config: Config, monkeypatch: pytest.MonkeyPatch
-          ) -> tuple[_Recording, _Recording]:
+          ) -> tuple[_Recording, _BruteForce]:
     fast = _Recording(jobs, policy, config)
     fast_report = fast.run()
     with monkeypatch.context() as m:  # every index built from scratch, as before the shared views
-        m.setattr(placement, "_view", placement._View)
+        m.setattr(fleet_index, "_view", fleet_index._View)
         m.setattr(admission, "_Pool", _ScanPool)
         m.setattr(placement.Ledger, "may_fit", lambda self, request: True)  # place every job, as before
         m.setattr(placement, "_replica_slots", lambda *args: 1 << 30)  # try every size
-        m.setattr(admission, "may_act", lambda *args: True)  # plan every pass's queue
         m.setattr(completion, "Ends", _ScanEnds)  # every wait by a sort and a scan
         m.setattr(completion, "choose", _choose_in_full)
+        m.setattr("heterojob.replay.scheduler.plan_cycle", _plan_cycle_in_full)
         slow = _BruteForce(jobs, policy, config)
         slow_report = slow.run()
     assert fast_report.summary() == slow_report.summary()
@@ -178,24 +232,30 @@ def _runs(jobs: list[TraceJob], policy: str, config: Config, monkeypatch: pytest
 
 
 @pytest.mark.parametrize("policy", POLICIES)
-def test_the_grouped_queue_scans_start_what_the_full_rescan_starts(policy: str,
-                                                                    monkeypatch: pytest.MonkeyPatch) -> None:
-    # 16 devices per class, 4 jobs/h: far past every policy's knee, so the queue outgrows a pass's lookahead
+def test_the_replays_shortcuts_start_what_the_full_computation_starts(policy: str,
+                                                                       monkeypatch: pytest.MonkeyPatch) -> None:
+    # 16 devices per class, 4 jobs/h: far past every policy's knee, so the queue grows long
     jobs = synthetic_trace(260, 4, TABLE, seed=7, high_priority_share=0.15, fastest_share=0.7)
-    config = Config(nodes_per_class_region=2, regions=2, devices_per_node=4, mtbf_h=3000, lookahead=4, seed=3)
+    config = Config(nodes_per_class_region=2, regions=2, devices_per_node=4, mtbf_h=3000, seed=3)
     fast, slow = _runs(jobs, policy, config, monkeypatch)
     assert fast.log == slow.log
     assert len(fast.log) >= len(jobs)
-    assert fast.longest > 8 * config.lookahead  # the scans had far more to look at than a pass plans
-    assert fast.restarts > 0  # failures happened, so room also came back through repairs
+    assert fast.longest > 32  # the scans had far more to look at than a pass starts
+    assert fast.metrics.restarts > 0  # failures happened, so room also came back through repairs
     if policy == "heterojob":  # the policy's shortcuts were exercised: growth, preemption, upgrade moves
-        assert fast.resizes > 0 and fast.preemptions > 0 and fast.upgrades > 0
+        m = fast.metrics
+        assert m.resizes > 0 and m.preemptions > 0 and m.upgrades > 0
+        assert isinstance(slow.queue, _EveryCycle) and slow.queue.skipped > 0  # the Trigger skipped cycles
+        # what the Trigger does not see: with nothing else changed, the clock alone moves the policy's
+        # estimates (a job that chose to wait for a faster class takes a slower free one some 800 s later),
+        # so a cycle planned then would act; the operator waits for the next event (no timer covers it)
+        assert slow.queue.drifted
 
 
 def test_the_oracle_tells_a_growth_bound_one_short_apart(monkeypatch: pytest.MonkeyPatch) -> None:
     """A slot bound that cut one size too many would be caught: heterojob's logs then differ."""
     jobs = synthetic_trace(120, 1, TABLE, seed=7)
-    config = Config(nodes_per_class_region=2, regions=2, devices_per_node=4, mtbf_h=1e9, lookahead=4)
+    config = Config(nodes_per_class_region=2, regions=2, devices_per_node=4, mtbf_h=1e9)
     real = placement._replica_slots
     with monkeypatch.context() as m:
         m.setattr(placement, "_replica_slots", lambda *args: real(*args) - 1)
@@ -203,26 +263,44 @@ def test_the_oracle_tells_a_growth_bound_one_short_apart(monkeypatch: pytest.Mon
         wrong.run()
     right = _Recording(jobs, "heterojob", config)
     right.run()
-    assert right.resizes > wrong.resizes and wrong.log != right.log
+    assert right.metrics.resizes > wrong.metrics.resizes and wrong.log != right.log
 
 
 def test_the_oracle_tells_a_different_scan_apart(monkeypatch: pytest.MonkeyPatch) -> None:
     """A shortcut that skipped one group of the queue would be caught: the logs then differ."""
     jobs = synthetic_trace(200, 3, TABLE, seed=7, fastest_share=0.7)
-    config = Config(nodes_per_class_region=2, regions=2, devices_per_node=4, mtbf_h=1e9, lookahead=4)
+    config = Config(nodes_per_class_region=2, regions=2, devices_per_node=4, mtbf_h=1e9)
 
-    class Skipping(_Recording):
+    class Skipping(Fifo):
         def fit_key(self, job: TraceJob) -> tuple[tuple[str, ...], int, int]:
             classes, replicas, per = super().fit_key(job)
             return (classes[:1], replicas, per) if job.gpus == 2 else (classes, replicas, per)
 
-    wrong = Skipping(jobs, "kueue", config)
+    wrong = _Recording(jobs, "kueue", config)
+    wrong.queue = Skipping(wrong)
     wrong.run()
     with monkeypatch.context() as m:
-        m.setattr(placement, "_view", placement._View)
+        m.setattr(fleet_index, "_view", fleet_index._View)
         slow = _BruteForce(jobs, "kueue", config)
         slow.run()
     assert wrong.log != slow.log
+
+
+def test_the_oracle_tells_a_trigger_that_skips_a_request_apart() -> None:
+    """A Trigger that missed an added request (a requeued victim, an arrival) would skip a cycle that acts:
+    the oracle's side-effect-free cycle at that event then places someone."""
+    jobs = synthetic_trace(60, 1, TABLE, seed=7)
+    config = Config(nodes_per_class_region=2, regions=2, devices_per_node=4, mtbf_h=1e9)
+
+    class Deaf(_EveryCycle):
+        def add(self, job: TraceJob, now: float, run_s: float) -> None:
+            super().add(job, now, run_s)
+            self.trigger.changed.discard(self.key(job))
+
+    sim = _Recording(jobs, "heterojob", config)
+    sim.queue = Deaf(sim)
+    with pytest.raises(AssertionError):
+        sim.run()
 
 
 def test_fleet_indexes_of_one_view_share_their_tables_and_a_changed_node_gets_its_own() -> None:

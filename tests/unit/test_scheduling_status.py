@@ -1,5 +1,5 @@
 """status.scheduling: what the queue policy keeps across runs and restarts, written by `controller.status`,
-measured by `controller.checkpoints.measure`, read back as `engine.policy.Facts` by `controller.knowledge`."""
+measured by `controller.checkpoints.measure`, read back as `engine.policy.Facts` by `state.knowledge`."""
 
 from __future__ import annotations
 
@@ -10,13 +10,14 @@ import pytest
 
 from heterojob.api.job import HeteroJobSpec
 from heterojob.controller.checkpoints import measure
-from heterojob.controller.knowledge import Knower, facts_of, measured_rates
-from heterojob.controller.status import StatusPatch, read_status
+from heterojob.state.knowledge import Knower, facts_of, measured_rates
+from heterojob.controller.status import StatusPatch
+from heterojob.state.job_status import read_status
 from heterojob.engine import queueing
 from heterojob.engine.fleet import DeviceClass, Fleet, Node
 from heterojob.engine.placement import Alternative, Request
 from heterojob.state.cache import Cache
-from heterojob.state.times import iso, timestamp
+from heterojob.api.times import iso, timestamp
 
 T0 = timestamp("2026-01-01T00:00:00Z") or 0.0
 SPEC = HeteroJobSpec.model_validate({
@@ -149,7 +150,7 @@ def test_garbage_in_status_scheduling_is_dropped_or_clamped_logged_and_rewritten
 
 
 def test_growth_is_held_to_measured_scaling_and_a_job_past_it_goes_back() -> None:
-    from heterojob.controller.disruption import Disruption
+    from heterojob.controller.moves import Moves
 
     elastic = HeteroJobSpec.model_validate({
         "replicas": {"min": 1, "max": 8, "initial": 1}, "devices": [{"deviceClass": "fast", "perReplica": 8}],
@@ -158,7 +159,7 @@ def test_growth_is_held_to_measured_scaling_and_a_job_past_it_goes_back() -> Non
     def limit(speeds: list[tuple[int, float]], replicas: int = 1) -> int:
         st = read_status(job({"placement": placed(replicas=replicas), "scheduling": {"speeds": [
             {"deviceClass": "fast", "replicas": r, "stepsPerSecond": v} for r, v in speeds]}}))
-        return Disruption.growth_limit(elastic, st)
+        return Moves.growth_limit(elastic, st)
 
     assert limit([]) == 8  # nothing measured at its admitted size: growing is the trial that measures it
     assert limit([(1, 10.0)]) == 8

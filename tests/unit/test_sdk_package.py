@@ -39,7 +39,7 @@ def test_the_sdk_imports_the_standard_library_only() -> None:
 
 def test_the_sdk_speaks_the_operators_protocol() -> None:
     for name in ("ANNOTATION_CHECKPOINT_REQUEST", "ANNOTATION_CHECKPOINT_ACK", "ANNOTATION_CHECKPOINT_SAVE_TIME", "CHECKPOINT_SIZE_MAX",
-                 "EVICTED_BY_EVICTION_API"):
+                 "EVICTED_BY_EVICTION_API", "METRICS_PORT_NAME", "METRICS_PORT_ENV"):
         assert getattr(heterojob_sdk, name) == getattr(constants, name), name
     from heterojob import sdk  # the operator package's name for it: the same objects, no second copy
     assert sdk.Checkpointer is heterojob_sdk.Checkpointer

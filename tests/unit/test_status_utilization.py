@@ -9,7 +9,8 @@ from typing import Any
 import pytest
 
 from heterojob.api.job import HeteroJobSpec, Phase
-from heterojob.controller.status import StatusPatch, read_status
+from heterojob.controller.status import StatusPatch
+from heterojob.state.job_status import read_status
 
 SPEC = HeteroJobSpec.model_validate({"devices": [{"deviceClass": "fast", "perReplica": 8}],
                                      "template": {"spec": {"containers": [{"name": "main", "image": "x"}]}}})

@@ -26,7 +26,7 @@ def server() -> Iterator[tuple[str, type[Behaviour]]]:
         def log_message(self, *_: Any) -> None:
             pass
 
-        def do_GET(self) -> None:  # noqa: N802
+        def do_GET(self) -> None:  # noqa: N802 - the name http.server calls
             time.sleep(Behaviour.delay)
             bodies: dict[str, tuple[int, bytes]] = {
                 "ok": (200, json.dumps({"status": "success", "data": {"resultType": "vector", "result": [

@@ -8,7 +8,8 @@ import logging
 
 import pytest
 
-from heterojob.api.job import CheckpointRef, HeteroJobStatus
+from heterojob.api.job import HeteroJobSpec
+from heterojob.api.job_status import CheckpointRef, HeteroJobStatus
 from heterojob.engine import admission as planner
 from heterojob.engine import migration, transfer
 from heterojob.engine.admission import Outcome

@@ -7,6 +7,7 @@ from __future__ import annotations
 import streamlit as st
 
 from heterojob.api.job import Phase
+from heterojob.engine.phases import DISRUPTED
 
 from heterojob_console import figures, filters, kpis, preview, ui
 from heterojob_console import jobs as story
@@ -34,7 +35,9 @@ COLUMNS = {
     "generation": st.column_config.NumberColumn("gen.", width=50, help="placement generation: +1 on every move"),
     "migrations": st.column_config.NumberColumn("moves", width=58, help="migrate entries in status.history"),
     "queue": st.column_config.NumberColumn("queue", width=58, help="position among the waiting jobs, in the "
-                                                                   "operator's order: priority, then age"),
+                                                                   "order the operator plans them: its queue "
+                                                                   "policy's (mlfq: priority, then the level of "
+                                                                   "attained service; fifo: priority), then age"),
 }
 
 
@@ -50,7 +53,7 @@ def table() -> None:
     k = st.columns(4)
     k[0].metric("Jobs running", int((jobs["phase"] == "Running").sum()), help=kpis.HELP["jobs_running"])
     k[1].metric("Jobs waiting", int(jobs["queue"].notna().sum()), help=kpis.HELP["jobs_waiting"])
-    k[2].metric("Moving", int(jobs["phase"].isin(["Checkpointing", "Migrating", "Resizing"]).sum()),
+    k[2].metric("Moving", int(jobs["phase"].isin([p.value for p in DISRUPTED]).sum()),
                 help="Jobs checkpointing, migrating or resizing now.")
     util = jobs["utilization"].dropna()
     k[3].metric("Job utilization", kpis.pct(float(util.mean()) if len(util) else None),

@@ -8,7 +8,7 @@ import time
 import pandas as pd
 import streamlit as st
 
-from heterojob.telemetry.failures import describe
+from heterojob.failures import describe
 
 from heterojob_console import devices as dev
 from heterojob_console import figures, ui

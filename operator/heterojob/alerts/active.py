@@ -93,6 +93,6 @@ def firing(data: object) -> tuple[list[Alert], list[Skipped]]:
             skipped.append(Skipped(i, active.fingerprint, why, suppressed=True))
             continue
         alerts.append(Alert(status="firing", labels=active.labels, annotations=active.annotations,
-                            startsAt=active.starts_at, endsAt=ZERO_TIME, generatorURL=active.generator_url or "",
+                            starts_at=active.starts_at, ends_at=ZERO_TIME, generator_url=active.generator_url or "",
                             fingerprint=active.fingerprint))
     return alerts, skipped

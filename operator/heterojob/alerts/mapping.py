@@ -15,6 +15,7 @@ import re
 from collections.abc import Collection, Mapping
 from dataclasses import dataclass
 
+from heterojob.state.cache import Placed
 from heterojob.telemetry.labels import HOST_LABELS, JOB_LABELS, RELABELLED_NODE_LABELS, host_of
 
 MIGRATE = "migrate"  # checkpoint, then move off the named node(s)
@@ -34,20 +35,6 @@ DEFAULT_TABLE: dict[str, str] = {
 }
 
 _POD = re.compile(r"^(?P<job>[a-z0-9]([-a-z0-9]*[a-z0-9])?)-g(?P<generation>\d+)-(?P<rank>\d+)$")
-
-
-@dataclass(frozen=True)
-class Placed:
-    """A running job as the mapping needs it."""
-
-    namespace: str
-    name: str
-    generation: int
-    nodes: tuple[str, ...]  # by rank
-
-    @property
-    def key(self) -> str:
-        return f"{self.namespace}/{self.name}"
 
 
 @dataclass(frozen=True)

@@ -33,7 +33,7 @@ from urllib3.util.retry import Retry
 
 from heterojob.alerts.active import PATH, QUERY, ActiveError, Skipped, firing
 from heterojob.alerts.payload import Alert
-from heterojob.telemetry.failures import describe
+from heterojob.failures import describe
 
 log = logging.getLogger("heterojob.alerts")
 

@@ -53,7 +53,7 @@ def plan(held: Mapping[str, Held], active: Sequence[Alert], unreadable: Collecti
             continue
         out.resolve.append(h.alert.model_copy(update={"status": "resolved", "ends_at": ends}))
     for fingerprint, alert in listed.items():
-        h = held.get(fingerprint)
-        if h is None or h.alert.starts_at != alert.starts_at:
+        was = held.get(fingerprint)
+        if was is None or was.alert.starts_at != alert.starts_at:
             out.take.append(alert)
     return out

@@ -2,7 +2,8 @@
 
 from heterojob.api.accelerator import AcceleratorClass, AcceleratorClassSpec
 from heterojob.api.common import SpecError, parse_spec
-from heterojob.api.job import HeteroJob, HeteroJobSpec, HeteroJobStatus, Phase, Priority
+from heterojob.api.job import HeteroJob, HeteroJobSpec, Phase, Priority
+from heterojob.api.job_status import HeteroJobStatus
 from heterojob.api.quota import HeteroQuota, HeteroQuotaSpec
 from heterojob.api.region import Region, RegionSpec
 

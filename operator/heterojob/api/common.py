@@ -17,6 +17,7 @@ DNS_LABEL_MAX = NAME_MAX
 # A job's name also names its pods (`<job>-g<generation>-<rank>`) and its headless Service,
 # which must stay a DNS label: leave room for the suffix.
 JOB_NAME_MAX = 45
+MAX_REPLICAS = 1024  # a job's replicas (spec.replicas) and a measured speed's (status.scheduling)
 
 
 class Model(BaseModel):

@@ -47,10 +47,10 @@ def structural(schema: dict[str, Any], defs: dict[str, Any] | None = None) -> di
         rest = {k: v for k, v in schema.items() if k != "anyOf"}
         if rest.get("default", 0) is None:
             rest.pop("default")
-        out = structural({**options[0], **rest}, defs)
+        one = structural({**options[0], **rest}, defs)
         if len(options) < len(schema["anyOf"]):
-            out["nullable"] = True  # e.g. a rank without data in status.utilization.perReplica
-        return out
+            one["nullable"] = True  # e.g. a rank without data in status.utilization.perReplica
+        return one
 
     out: dict[str, Any] = {}
     for key, value in schema.items():

@@ -14,15 +14,15 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Awaitable, Callable
 from datetime import UTC, datetime
 
 from heterojob.alerts import mapping
-from heterojob.api.job import ALERTS_MAX, AlertSymptom, HeteroJobStatus
-from heterojob.controller.status import StatusPatch, StatusWriter, read_status
-from heterojob.engine import migration
+from heterojob.api.job_status import ALERTS_MAX, AlertSymptom
+from heterojob.controller.status import StatusPatch, StatusWriter
+from heterojob.state.job_status import read_status
 from heterojob.kube.api import Kube
-from heterojob.state.times import iso, timestamp
+from heterojob.api.times import iso, timestamp
 
 
 class AlertSymptoms:
@@ -135,13 +135,3 @@ def episode(known: AlertSymptom | None, starts_at: datetime, now: float) -> str 
         return None if before is not None and starts_at.timestamp() < before else began
     heard = timestamp(known.since)
     return began if heard is None or starts_at.timestamp() > heard else known.since
-
-
-def symptoms(status: HeteroJobStatus, nodes: Sequence[str], now: float) -> list[migration.Symptom]:
-    """The job's firing alerts that still name a node it runs on, as migration symptoms."""
-    out = []
-    for a in status.alerts:
-        if set(a.nodes) & set(nodes):
-            out.append(migration.Symptom(migration.ALERT, timestamp(a.since) or now, tuple(a.nodes), a.message,
-                                         urgent=a.urgent))
-    return out

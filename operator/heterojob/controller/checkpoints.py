@@ -15,29 +15,31 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from heterojob.api.common import SpecError, parse_spec
-from heterojob.api.job import HeteroJobSpec, HeteroJobStatus, Phase
+from heterojob.api.job import HeteroJobSpec
+from heterojob.api.job_status import CheckpointRef, HeteroJobStatus, MigrationState, PendingCheckpoint
 from heterojob.controller.decisionlog import decided
 from heterojob.controller.events import move_event
 from heterojob.controller.pods import Pods
-from heterojob.controller.status import StatusPatch, StatusWriter, read_status, where
+from heterojob.controller.status import StatusPatch, StatusWriter
+from heterojob.state.job_status import read_status, where
 from heterojob.engine import acks, lifecycle
 from heterojob.engine.lifecycle import Action, Decision, PodView
+from heterojob.engine.phases import THEN_PHASE, Then
 from heterojob.kube.api import Kube, now_iso
 from heterojob.state.cache import Cache
-from heterojob.state.times import iso, timestamp
+from heterojob.api.times import iso, timestamp
 
 log = logging.getLogger("heterojob.controller")
 
 MIN_SPAN_S = 2.0  # a speed is measured over at least this long (status times are whole seconds)
 MAX_STEPS_PER_S = 1e9  # what status.scheduling.speeds accepts
 PERIODIC = lifecycle.PERIODIC  # what follows a periodic checkpoint: the job goes on where it is
-THEN_PHASE = {"migrate": Phase.MIGRATING, "resize": Phase.RESIZING}
 
 
-def resume_from(last: Mapping[str, Any] | None) -> str:
+def resume_from(last: CheckpointRef | None) -> str:
     """Where a job placed again starts, from its last completed checkpoint (`status.checkpoint.last`): the
     words every message about a move uses, so none promises a checkpoint the job never saved."""
-    return f"resumes from {last['uri']}" if last and last.get("uri") else "restarts from scratch"
+    return f"resumes from {last.uri}" if last is not None and last.uri else "restarts from scratch"
 
 
 class Checkpoints:
@@ -50,8 +52,9 @@ class Checkpoints:
         self.poke = poke
         self.room_freed = room_freed
 
-    async def ask(self, key: str, then: str, by: str | None, reason: str, exclude: Sequence[str] = (),
-                  urgent: bool = False, replicas: int | None = None, migration: dict[str, Any] | None = None,
+    async def ask(self, key: str, then: Then | str, by: str | None, reason: str, exclude: Sequence[str] = (),
+                  urgent: bool = False, replicas: int | None = None,
+                  migration: MigrationState | Mapping[str, Any] | None = None,
                   handled: dict[str, str] | None = None, deadline: float | None = None) -> bool:
         """Record a pending checkpoint in the job's status (step 1); its own passes annotate the pods.
 
@@ -60,8 +63,11 @@ class Checkpoints:
         earlier one than spec.checkpoint.timeoutSeconds gives (a drain's grace period). `migration` (the move's
         state, with the room reserved for it) and `handled` (the request annotation this consumes) are
         written in the same patch: intent is in the status before any trigger is let go. False when
-        nothing was asked.
+        nothing was asked. (`then` as a string and `migration` as API-named fields are read into `Then` and
+        `MigrationState`.)
         """
+        then = Then(then)
+        move = MigrationState.model_validate(migration) if isinstance(migration, Mapping) else migration
         namespace, name = key.split("/", 1)
         job = await self.kube.get_job(namespace, name)
         if job is None:
@@ -84,21 +90,13 @@ class Checkpoints:
             checkpoint_id = f"g{generation}-{int(now * 1000)}"
         if deadline is not None and not urgent:
             timeout = max(0, min(timeout, int(deadline - now)))
-        pending = {"id": checkpoint_id, "reason": reason, "requestedAt": now_iso(),
-                   "deadline": iso(now if urgent else now + timeout), "then": then, "by": by,
-                   "exclude": sorted(exclude), "replicas": replicas}
-        last = status.checkpoint.last.model_dump(by_alias=True, exclude_none=True) \
-            if status.checkpoint and status.checkpoint.last else None
+        pending = PendingCheckpoint(id=checkpoint_id, reason=reason, requested_at=now_iso(),
+                                    deadline=iso(now if urgent else now + timeout), then=then, by=by,
+                                    exclude=sorted(exclude), replicas=replicas)
+        last = status.checkpoint.last if status.checkpoint else None
         message = (f"{reason}: moving at once, {resume_from(last)}" if urgent else
-                   f"{reason}: checkpoint {pending['id']} requested, deadline in {timeout}s")
-        patch = StatusPatch(status).set(checkpoint={"pending": pending, "last": last})
-        if migration is not None:
-            patch.set(migration=migration)
-        if handled:
-            patch.set(handled={**status.handled, **handled})
-        patch.condition("Checkpointing", "True", then.capitalize(), message)
-        if then != PERIODIC:  # a periodic checkpoint leaves the job Running: it is not a disruption
-            patch.phase(Phase.CHECKPOINTING, then.capitalize() + "Requested", message)
+                   f"{reason}: checkpoint {pending.id} requested, deadline in {timeout}s")
+        patch = StatusPatch(status).ask_checkpoint(pending, message, move, handled)
         if not await self.writer.write(job, patch):
             return False
         if then != PERIODIC:
@@ -116,14 +114,11 @@ class Checkpoints:
         meta = job["metadata"]
         key = f"{meta['namespace']}/{meta['name']}"
         message = f"{what} cancelled: {why}; the job runs on where it is"
-        last = status.checkpoint.last.model_dump(by_alias=True, exclude_none=True) \
-            if status.checkpoint and status.checkpoint.last else None
+        last = status.checkpoint.last if status.checkpoint else None
         pending = status.checkpoint.pending if status.checkpoint else None
         if saved is not None and saved.action == Action.CHECKPOINT_DONE and pending is not None:
             last = _saved(pending.id, pending.requested_at, saved, time.time())
-        patch = StatusPatch(status).phase(Phase.RUNNING, reason, message)
-        patch.set(checkpoint={"pending": None, "last": last}, migration=None)
-        patch.condition("Checkpointing", "False", cause, message)
+        patch = StatusPatch(status).cancel_move(last, reason, cause, message)
         if not await self.writer.write(job, patch):
             return
         self.kube.post_event(job, "Normal", reason, message)
@@ -143,8 +138,7 @@ class Checkpoints:
         key = f"{meta['namespace']}/{meta['name']}"
         assert status.checkpoint is not None and status.checkpoint.pending is not None
         pending = status.checkpoint.pending
-        last = status.checkpoint.last.model_dump(by_alias=True, exclude_none=True) \
-            if status.checkpoint.last else None
+        last = status.checkpoint.last
         now = time.time()
         lost_s: float | None = 0.0
         if d.action == Action.CHECKPOINT_DONE:
@@ -152,11 +146,11 @@ class Checkpoints:
             for note in d.notes:  # a size or times the SDK sent that do not read: the checkpoint counts, they not
                 log.warning("job %s checkpoint %s: %s", key, pending.id, note)
         else:
-            since = timestamp(last.get("time")) if last else None
+            since = timestamp(last.time) if last else None
             since = since or (timestamp(status.placement.since) if status.placement else None)
             lost_s = round(now - since, 1) if since else None
         then = pending.then
-        patch = StatusPatch(status).set(checkpoint={"pending": None, "last": last})
+        patch = StatusPatch(status).end_checkpoint(last, d.reason, d.message)
         if d.action == Action.CHECKPOINT_DONE and d.step is not None:
             measure(patch, status, d.step, reached_at(d, timestamp(pending.requested_at), now))
         patch.condition("Checkpointing", "False", d.reason, d.message)
@@ -172,18 +166,15 @@ class Checkpoints:
                       progressLostSteps=0 if d.action == Action.CHECKPOINT_DONE else None,
                       progressLostSeconds=lost_s)
         resume = resume_from(last)
-        patch.set(placement=None)
         if then in THEN_PHASE:
             phase = THEN_PHASE[then]
             message = f"{pending.reason}; {d.message}; placing again, {resume}"
-            move = status.migration.model_dump(by_alias=True, exclude_none=True) if status.migration else {}
-            move.update({"exclude": list(pending.exclude), "reason": pending.reason, "replicas": pending.replicas})
-            patch.phase(phase, phase.value, message).set(migration=move)
-            patch.condition("Ready", "False", phase.value, message)
+            move = (status.migration or MigrationState()).model_copy(update={
+                "exclude": list(pending.exclude), "reason": pending.reason, "replicas": pending.replicas})
+            patch.begin_move(phase, phase.value, message, move)
         else:
             message = f"{pending.reason}; {d.message}; requeued, {resume} when room frees"
-            patch.phase(Phase.PREEMPTED, "Preempted", message).condition("Ready", "False", "Preempted", message)
-            patch.set(migration=None)
+            patch.preempt(message)
         if not await self.writer.write(job, patch):
             return
         trigger = status.migration.trigger if status.migration is not None else None
@@ -196,16 +187,15 @@ class Checkpoints:
         self.poke(key)
 
 
-def _saved(checkpoint_id: str, requested_at: str, d: Decision, now: float) -> dict[str, Any]:
+def _saved(checkpoint_id: str, requested_at: str, d: Decision, now: float) -> CheckpointRef:
     """status.checkpoint.last for a checkpoint every rank saved (`d`: CHECKPOINT_DONE). Its save time and
     completion are the ranks' own (their acks' start and end: `engine.acks.recorded`), so an operator that was
     down, or slow to look, while they saved does not count into the figure the transfer model plans moves with;
     an older SDK's acks, without times, leave the operator's observation."""
     asked = timestamp(requested_at)
     seconds, ended = acks.recorded(d.save, asked, now)
-    last = {"id": checkpoint_id, "step": d.step, "uri": d.uri, "time": iso(ended), "sizeBytes": d.size_bytes,
-            "saveSeconds": seconds}
-    return {k: v for k, v in last.items() if v is not None}
+    return CheckpointRef(id=checkpoint_id, step=d.step, uri=d.uri, time=iso(ended), size_bytes=d.size_bytes,
+                         save_seconds=seconds)
 
 
 def reached_at(d: Decision, asked: float | None, now: float) -> float:

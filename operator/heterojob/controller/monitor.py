@@ -1,9 +1,10 @@
-"""The monitoring cycle: query every Prometheus once, build the fleet snapshot, write jobs' telemetry.
+"""The monitoring cycle: read the fleet's telemetry (`telemetry.collect`), write jobs' telemetry.
 
-The cost of a cycle is a fixed set of queries per Prometheus (never one per job or device; plus a second
-round, `seen`, only for scrape targets whose devices changed pods within the window), one snapshot build
-linear in devices, and a status write only for jobs whose figures or conditions changed.
-The snapshot is kept for the rest of the operator (health-driven decisions read `Monitor.snapshot`).
+The cost of a cycle is one read (a fixed set of queries per Prometheus) and a status write only for jobs
+whose figures or conditions changed. The snapshot is kept for the rest of the operator (health-driven
+decisions read `Monitor.snapshot`). A job whose ranks serve the SDK's step metric gets its measured speed
+into status.scheduling.speeds (`telemetry.steps`: when none is recorded for its class and size, or the
+recorded one is off by more than 10% and 5 minutes old), which the scheduler reads as a checkpoint's.
 """
 
 from __future__ import annotations
@@ -12,23 +13,25 @@ import asyncio
 import logging
 import time
 from collections.abc import Callable, Mapping
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any
 
-from heterojob.state.views import FleetSource
 from heterojob.engine.fleet import Fleet
+from heterojob.api.times import timestamp
 from heterojob.kube.api import Conflict, Kube, now_iso
+from heterojob.state.views import FleetSource
 from heterojob.telemetry import snapshot as snap
 from heterojob.telemetry import sources as telemetry_sources
 from heterojob.telemetry import status as job_status
+from heterojob.telemetry import steps
+from heterojob.controller.status import speeds_patch
+from heterojob.telemetry.collect import Collector
+from heterojob.telemetry.facts import node_facts
 from heterojob.telemetry.model import DeviceSample, HealthPolicy
-from heterojob.telemetry.prometheus import PrometheusReader, TelemetryError
 
 log = logging.getLogger("heterojob.telemetry")
 
 DEFAULT = telemetry_sources.DEFAULT
-SOURCES_AT_ONCE = 16  # Prometheus servers asked in parallel in one cycle (one per member site)
 
 
 @dataclass(frozen=True)
@@ -36,9 +39,9 @@ class TelemetryConfig:
     prometheus_url: str | None = None  # serves every region without a prometheusURL of its own
     interval_s: float = 15.0
     window_s: int = 60  # avg_over_time / min_over_time window: hysteresis against one bad scrape
+    steps_window_s: int = steps.STEPS_WINDOW_S  # the step rate's window: a job's speed is known after this long
     timeout_s: float = 5.0
     policy: HealthPolicy = field(default_factory=HealthPolicy)
-    stragglers: snap.StragglerPolicy = field(default_factory=snap.StragglerPolicy)
     write_concurrency: int = 16
 
 
@@ -50,6 +53,7 @@ class CycleStats:
     jobs: int = 0
     writes: int = 0
     conflicts: int = 0
+    speeds: int = 0  # jobs whose measured speed (from the step metric) this cycle's patches record
 
 
 class Monitor:
@@ -63,62 +67,35 @@ class Monitor:
         self.config = config
         self.snapshot: snap.Snapshot | None = None
         self.stats = CycleStats()
-        self._readers: dict[str, PrometheusReader] = {}
+        self.collector = Collector(config.prometheus_url, config.window_s, config.timeout_s, config.policy,
+                                   config.steps_window_s)
         self._task: asyncio.Task[None] | None = None
-        self._said_off = False
         self.symptomatic: list[str] = []
 
     # --- sources -------------------------------------------------------------------------------------
 
     def sources(self) -> dict[str, frozenset[str]]:
         """Prometheus URL -> the regions it serves (DEFAULT: every region without one of its own)."""
-        return telemetry_sources.sources({r.name: r.prometheus_url for r in self.fleet.regions().values()},
-                                         self.config.prometheus_url)
+        return self.collector.sources(self._region_urls())
 
-    def _reader(self, url: str) -> PrometheusReader:
-        if url not in self._readers:
-            self._readers[url] = PrometheusReader(url, timeout_s=self.config.timeout_s)
-        return self._readers[url]
+    def _region_urls(self) -> dict[str, str | None]:
+        return {r.name: r.prometheus_url for r in self.fleet.regions().values()}
 
     def node_facts(self) -> dict[str, snap.NodeFacts]:
         """Region, class and device count of every Node, as the snapshot joins them."""
-        fleet = Fleet(nodes=self.fleet.nodes(), classes=self.fleet.classes(), regions=self.fleet.regions())
-        out = {}
-        for name, node in fleet.nodes.items():
-            cls = fleet.class_of(node)
-            out[name] = snap.NodeFacts(region=fleet.region_of(node), device_class=cls.name if cls else None,
-                                       devices=node.allocatable.get(cls.resource_name, 0) if cls else 0,
-                                       addresses=node.addresses)
-        return out
+        return node_facts(Fleet(nodes=self.fleet.nodes(), classes=self.fleet.classes(),
+                                regions=self.fleet.regions()))
 
     # --- one cycle -----------------------------------------------------------------------------------
 
     def collect(self, at: float, facts: Mapping[str, snap.NodeFacts] | None = None) -> snap.Snapshot | None:
         """Query every source at instant `at` and build the snapshot (blocking; None when telemetry is off)."""
-        sources = self.sources()
-        if not sources:
-            if not self._said_off:
-                log.warning("telemetry is off: no --prometheus-url and no Region with spec.prometheusURL")
-                self._said_off = True
-            return None
-
-        def ask(url: str, regions: frozenset[str]) -> tuple[snap.SourceResult, int]:
-            reader = self._reader(url)
-            try:
-                answered, n = snap.gather(lambda q: reader.query(q, at=at), self.config.window_s)
-                return snap.SourceResult(url, regions, answered), n
-            except TelemetryError as exc:
-                log.warning("telemetry from %s unavailable: %s", url, exc)
-                return snap.SourceResult(url, regions, None, str(exc)), 0
-
-        # every source at once: a member site's Prometheus that hangs costs the cycle one timeout, not one each
-        with ThreadPoolExecutor(max_workers=min(len(sources), SOURCES_AT_ONCE)) as pool:
-            answers = list(pool.map(lambda item: ask(*item), sources.items()))
-        results = [result for result, _ in answers]
-        asked = sum(n for _, n in answers)
         previous: Mapping[str, DeviceSample] = self.snapshot.devices if self.snapshot else {}
-        snapshot = snap.build(results, facts if facts is not None else self.node_facts(), previous,
-                              self.config.policy)
+        read = self.collector.collect(at, self._region_urls(), facts if facts is not None else self.node_facts(),
+                                      previous)
+        if read is None:
+            return None
+        snapshot, asked = read
         self.stats.queries = asked
         self.stats.devices = len(snapshot.devices)
         return snapshot
@@ -128,17 +105,33 @@ class Monitor:
         classes = self.fleet.classes()
         out = []
         self.symptomatic = []
+        self.stats.speeds = 0
+        at = timestamp(now) or time.time()
         for key, job in self.jobs().items():
+            speed = self._speed(job, snapshot, at)  # any class, CPU too: the step metric is the job's own
             cls = classes.get(job.device_class)
             if cls is None or cls.exporter == "none":
+                if speed is not None:
+                    out.append((job, speed))
                 continue  # nothing reports these devices (e.g. CPU): no claim either way
-            t = snap.job_telemetry(job.ref, snapshot, self.config.stragglers)
+            t = snap.job_telemetry(job.ref, snapshot, job.stragglers)
             if t.unhealthy or t.stragglers:
                 self.symptomatic.append(key)
             patch = job_status.patch(job.utilization, job.conditions, t, now)
-            if patch is not None:
-                out.append((job, patch))
+            if patch is not None or speed is not None:
+                out.append((job, {**(patch or {}), **(speed or {})}))
         return out
+
+    def _speed(self, job: snap.WatchedJob, snapshot: snap.Snapshot, at: float) -> dict[str, Any] | None:
+        """The status patch recording the job's steps/s from the step metric, when that is news
+        (`steps.worth_writing`); None without a figure (no SDK metric, not scraped, too young: never a fault)."""
+        ref = job.ref
+        rate = steps.job_rate(ref.namespace, [ref.pod(r) for r in range(ref.replicas)], snapshot.step_rates)
+        if rate is None or not job.device_class or not steps.worth_writing(
+                job.speeds, job.device_class, ref.replicas, rate, at):
+            return None
+        self.stats.speeds += 1
+        return speeds_patch(job.speeds, job.device_class, ref.replicas, rate, at)
 
     async def cycle(self) -> snap.Snapshot | None:
         started = time.monotonic()
@@ -191,5 +184,4 @@ class Monitor:
         if self._task is not None:
             self._task.cancel()
             await asyncio.gather(self._task, return_exceptions=True)
-        for reader in self._readers.values():
-            reader.close()
+        self.collector.close()

@@ -11,23 +11,28 @@ import json
 import logging
 import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import replace
 from typing import Any
 
 from kubernetes.client import ApiException
 
-from heterojob.api.job import HeteroJobSpec, HeteroJobStatus, Phase
+from heterojob.api.job import HeteroJobSpec, Phase
+from heterojob.api.job_status import HeteroJobStatus
 from heterojob.constants import LABEL_HOSTNAME, LABEL_REGION
 from heterojob.controller.decisionlog import decided
 from heterojob.controller.status import StatusPatch, StatusWriter
+from heterojob.state.job_status import read_status
 from heterojob.engine.fleet import Fleet, RegionInfo
 from heterojob.engine.lifecycle import REASON_POD_REJECTED, Verdict
 from heterojob.kube import access, convert, manifests
 from heterojob.kube.api import Kube, OwnedElsewhere
+from heterojob.api.conditions import MESSAGE_MAX
 from heterojob.kube.members import Members
 from heterojob.kube.refusals import Refusal, classify
 from heterojob.state.cache import Cache
-from heterojob.state.requests import MOVES, MOVING
-from heterojob.state.times import iso
+from heterojob.engine.phases import MOVING
+from heterojob.state.requests import MOVES
+from heterojob.api.times import iso
 
 log = logging.getLogger("heterojob.controller")
 
@@ -110,8 +115,15 @@ class Pods:
         svc = manifests.service(job)
         if kube is not self.kube:  # a member cluster: made without an owner (`create`)
             svc["metadata"].pop("ownerReferences", None)
-        if await kube.delete_service(svc):
-            decided(key, "delete-service", f"the finished job's Service {meta['name']} deleted")
+        try:
+            if await kube.delete_service(svc):
+                decided(key, "delete-service", f"the finished job's Service {meta['name']} deleted")
+        except ApiException as exc:
+            if exc.status != 403:
+                raise  # the pass is retried
+            # an operator upgraded before its Role: said once, not retried on every pass of every finished job
+            log.warning("job %s: the finished job's Service %s is left: %s (the operator's Role needs get and "
+                        "delete on services)", key, meta["name"], _api_message(exc))
         self._serviceless.add(key)
 
     async def create(self, job: dict[str, Any], spec: HeteroJobSpec, status: HeteroJobStatus,
@@ -159,6 +171,7 @@ class Pods:
                 patch.set(migration=None)  # a move's new gang exists: the move has landed
             if status.backoff is not None or _condition(status, "PodsCreated") not in (None, "True"):
                 # a refusal's condition ends with the gang that passes (after a backoff, or a revived job's)
+                patch = StatusPatch(await self._current_conditions(job, status)).set(**patch.fields)
                 patch.set(backoff=None).condition("PodsCreated", "True", "Created", f"{p.replicas} pods created")
             if patch:
                 await self.writer.write(job, patch)
@@ -194,6 +207,7 @@ class Pods:
                         "its leftover cleanup", key, cluster, type(exc).__name__, len(asked))
             if self.cache.release(key):
                 self.room_freed()
+        status = await self._current_conditions(job, status)
         patch = StatusPatch(status).set(placement=None)
         refused_words = f"the API server refused {what}: {verdict.message}"
         if verdict.permanent:
@@ -237,6 +251,8 @@ class Pods:
         False or its words change. Written only on a change (a True only ends a False). True when it wrote."""
         if verdict is None:
             return False
+        # as the condition keeps it: a longer message would never read back equal, and be written on every pass
+        verdict = replace(verdict, message=verdict.message[:MESSAGE_MAX])
         old = next((c for c in status.conditions if c.type == "PodsScheduled"), None)
         said = old is not None and (old.status, old.reason, old.message) == (verdict.status, verdict.reason,
                                                                              verdict.message)
@@ -255,6 +271,16 @@ class Pods:
             self.kube.post_event(job, "Warning", "Unschedulable", verdict.message)
             decided(f"{meta['namespace']}/{meta['name']}", "unschedulable", verdict.message, reason=verdict.reason)
         return True
+
+    async def _current_conditions(self, job: dict[str, Any], status: HeteroJobStatus) -> HeteroJobStatus:
+        """`status` with the job's conditions as they are now. A placement's caller holds the status it read
+        before it wrote the placement (Admitted True): a patch of conditions built on that copy would write the
+        wait's old Admitted False back over it. Read again (only where a create ends a refusal or is refused)."""
+        meta = job["metadata"]
+        fresh = await self.kube.get_job(meta["namespace"], meta["name"])
+        if fresh is None:
+            return status
+        return status.model_copy(update={"conditions": read_status(fresh).conditions})
 
     async def delete(self, namespace: str, pods: Sequence[str], key: str | None = None) -> None:
         kube = self.kube_of(key)

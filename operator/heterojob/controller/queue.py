@@ -13,6 +13,7 @@ import logging
 import random
 import time
 from collections.abc import Awaitable, Callable, Iterable
+from contextlib import AbstractContextManager
 
 log = logging.getLogger("heterojob.controller")
 
@@ -23,7 +24,7 @@ class WorkQueue:
     """Owns the per-job tasks, the dirty set, the retry counters and the timers."""
 
     def __init__(self, run: Pass, max_retry_delay: float = 60.0,
-                 on_pass: Callable[[], object] | None = None) -> None:
+                 on_pass: Callable[[], AbstractContextManager[object]] | None = None) -> None:
         self._run = run
         self._max_retry_delay = max_retry_delay
         self._on_pass = on_pass  # a context manager factory timing each pass (metrics), or None
@@ -79,7 +80,7 @@ class WorkQueue:
                 self._dirty.discard(key)
                 try:
                     if self._on_pass is not None:
-                        with self._on_pass():  # type: ignore[attr-defined]
+                        with self._on_pass():
                             await self._run(key)
                     else:
                         await self._run(key)

@@ -1,50 +1,52 @@
 """The reconcile pass, and the `Controller` that wires the steps together.
 
-A pass reads the job (its newest body known: `controller.known`, the API server's when none is) and lists
-its pods from the API, syncs the cache from the status, asks `engine.lifecycle.decide` what comes next and
-dispatches to the step that acts: admission (place), pods (create, clean up), checkpoints (ask, finish),
-disruption (migrate, resize, periodic checkpoint). Every step writes status through `controller.status`
-before it touches pods, so a pass is level-triggered and idempotent and a restarted operator re-derives the
-same next step. A pass that placed its job settles what it wrote (`_placed`); any other write is followed by
-one more pass, as its watch event would start.
+A pass reads the job (its newest body known: `controller.known`; the API server's when none is) and its pods
+(as watched, with the operator's own writes since: `kube.ownpods`; listed from the API server by a resync
+round and before a step that deletes pods or ends a gang or a checkpoint), syncs the cache from the status,
+asks `engine.lifecycle.decide` what comes next and dispatches to the step that acts (`controller/actions.py`):
+admission (place), pods (create, clean up), checkpoints (ask, finish), moves (migrate, resize, periodic
+checkpoint).
+Every step writes status through `controller.status` before it touches pods, so a pass is level-triggered
+and idempotent and a restarted operator re-derives the same next step. A pass that placed its job settles
+what it wrote (`_placed`); any other write is followed by one more pass, as its watch event would start.
 """
 
 from __future__ import annotations
 
-import asyncio
 import time
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
-from heterojob.alerts.mapping import Placed
 from heterojob.api.common import SpecError, check_object_name, parse_spec
-from heterojob.api.job import JOB_NAME_MAX, HeteroJobSpec, HeteroJobStatus, Phase
-from heterojob.constants import ANNOTATION_CHECKPOINT_REQUEST
+from heterojob.api.job import JOB_NAME_MAX, HeteroJobSpec, Phase
+from heterojob.api.job_status import HeteroJobStatus, MigrationState
 from heterojob.controller.alerts import AlertSymptoms
-from heterojob.controller.checkpoints import PERIODIC, Checkpoints, resume_from
+from heterojob.controller.actions import Actions
+from heterojob.controller.checkpoints import PERIODIC, Checkpoints
 from heterojob.controller.decisionlog import decided
-from heterojob.controller.disruption import Disruption
 from heterojob.controller.known import Known
+from heterojob.controller.moves import Moves
 from heterojob.controller.pods import Pods
 from heterojob.controller.queue import WorkQueue
-from heterojob.controller.repairs import Repairs
 from heterojob.controller.scheduler import Scheduler
 from heterojob.controller.quotas import QuotaStatus
-from heterojob.controller.status import STATUS_SCHEMA, StatusPatch, StatusWriter, read_status, where
+from heterojob.controller.status import STATUS_SCHEMA, StatusPatch, StatusWriter
+from heterojob.state.job_status import read_status, where
 from heterojob.engine import admission as planner
-from heterojob.engine import lifecycle, transfer, validation
+from heterojob.engine import lifecycle, spec_changes, transfer, validation
 from heterojob.engine.fleet import Fleet, Node
-from heterojob.engine.lifecycle import Action, Decision, JobView
+from heterojob.engine.lifecycle import Action, JobView
+from heterojob.engine.running import Step
 from heterojob.engine.queueing import QueuePolicy, QueueSettings
 from heterojob.kube import convert
-from heterojob.kube.api import Kube, now_iso
+from heterojob.kube.api import Kube
 from heterojob.kube.members import Members
 from heterojob.metrics import OperatorMetrics
 from heterojob.engine.requeue import REQUEUE_AFTER_S
-from heterojob.state.cache import Cache
-from heterojob.state.times import timestamp
+from heterojob.state.cache import Cache, Placed
+from heterojob.api.times import timestamp
 from heterojob.state.views import FleetSource
 
 
@@ -66,13 +68,13 @@ class ControllerConfig:
     # "mlfq": engine.policy orders the queue by attained service (status.scheduling), picks classes by
     # expected completion and displaces by level; "fifo": oldest first within a priority, the user's classes
     queue_policy: str = "mlfq"
-    queue_thresholds_device_h: tuple[float, ...] = QueueSettings().thresholds_device_h  # MLFQ level boundaries
+    queue_thresholds_device_h: tuple[float, ...] = tuple(QueueSettings().thresholds_device_h)  # MLFQ level boundaries
     starvation_s: float = QueueSettings().starvation_s  # MLFQ: a job waiting this long is promoted
     transfer: transfer.Settings = field(default_factory=transfer.Settings)  # moves between regions (links)
     move_requeue_after_s: float = REQUEUE_AFTER_S  # a move off bad nodes that fits nowhere this long: Pending
 
 
-class Controller(Repairs):
+class Controller:
     """Owns the job cache and the work queue, and wires the pipeline's steps (each in its own module)."""
 
     def __init__(self, kube: Kube, fleet: FleetSource, config: ControllerConfig | None = None,
@@ -99,11 +101,13 @@ class Controller(Repairs):
         self.scheduler = Scheduler(kube, self.writer, self.cache, self.pods, self.checkpoints, self.fleet, settings,
                                    self.metrics, self.poke, self.forget, queue, fleet.classes, self.config.transfer,
                                    requeue_after_s=self.config.move_requeue_after_s)
-        self.disruption = Disruption(kube, self.writer, self.cache, self.checkpoints, fleet.nodes,
+        self.moves = Moves(kube, self.writer, self.cache, self.checkpoints, fleet.nodes,
                                      fleet.telemetry, self.fleet, self.queue.wake_at, self.metrics,
                                      self.config.disruption_budget, self.config.advisory, settings, fleet.classes,
                                      self.scheduler.lock, self.config.transfer, self.scheduler.upgrade_for,
                                      by_level=queue is not None)
+        self.actions = Actions(kube, self.writer, self.cache, self.pods, self.checkpoints, self.scheduler,
+                               self.metrics, self.poke, self.poke_pending, self.queue.wake_at)
         self.quotas = QuotaStatus(kube, self.cache, fleet.quota_objects, fleet.classes, fleet.regions)
         self._nodes: dict[str, Node] = {}  # each Node as the planner last read it (`node_news`)
         self.fleet_version = 0  # bumped by every event that may change the fleet's nodes, classes or regions
@@ -131,8 +135,8 @@ class Controller(Repairs):
         move gets another look (coalesced)."""
         self.fleet_version += 1
         self.scheduler.room_freed()
-        if self.disruption.held():
-            self.queue.poke_all(self.disruption.held, delay)
+        if self.moves.held():
+            self.queue.poke_all(self.moves.held, delay)
 
     def node_news(self, name: str, view: Node | None) -> bool:
         """A Node event: whether it changed what the planner reads of the node (its view; None: deleted).
@@ -174,7 +178,7 @@ class Controller(Repairs):
             self.poke(victim)
         self.scheduler.drop(key)
         self.pods.forget(key)
-        self.disruption.forget(key)
+        self.moves.forget(key)
         if self.cache.forget(key):
             self.poke_pending()
 
@@ -226,7 +230,7 @@ class Controller(Repairs):
         the pass did not settle what it wrote, one more pass, as its write's watch event would start."""
         namespace, name = key.split("/", 1)
         job = self.known.read(key)
-        fresh = job is None  # read from the API server: its pods are too (a resync round's safety net)
+        fresh = job is None  # read from the API server: its pods are listed too (a resync round's safety net)
         if job is None:
             job = await self.kube.get_job(namespace, name)
             if job is not None:
@@ -303,20 +307,21 @@ class Controller(Repairs):
             now=now,
             cordoned=self._cordoned(status),
         )
-        if pending is not None and spec is not None and await self.disruption.escalate(job, spec, status, now):
-            return False  # a fault outranks what the job was checkpointing for: its next pass goes on at once
         decision = lifecycle.decide(view)
         if not fresh and decision.action in CONFIRMED:
             return await self.reconcile(namespace, name, job, True)  # decided again on the pods as listed
-        why = self.disruption.cancelled(job, status) or self.disruption.destination_gone(key, status)
-        if why is not None:
-            await self.checkpoints.cancel(job, status, why, saved=decision)
+        step, gathered = self.moves.decide(key, job, spec, status, decision.action, now)
+        if step.step == Step.ESCALATE:  # a fault outranks what the job was checkpointing for
+            await self.moves.escalate(job, status, step, now)
             return False
-        ended = self.disruption.yield_ends(spec, status)
-        if ended is not None:  # the job it yields to no longer needs its room: the checkpoint it took is harmless
-            kind, cause, words = ended
-            await self.checkpoints.cancel(job, status, words, saved=decision, what=kind.value,
-                                          reason=kind.cancelled, cause=cause.value)
+        if step.step in (Step.CANCEL_MOVE, Step.DESTINATION_GONE):
+            await self.checkpoints.cancel(job, status, step.reason, saved=decision)
+            return False
+        if step.step == Step.YIELD_ENDS:  # the job it yields to no longer needs its room: its checkpoint is harmless
+            assert step.yield_end is not None
+            kind, cause = step.yield_end
+            await self.checkpoints.cancel(job, status, self.moves.yield_words(spec, status, cause),
+                                          saved=decision, what=kind.value, reason=kind.cancelled, cause=cause.value)
             return False
         if decision.action == Action.NONE and status.phase is not None and status.phase.terminal:
             await self.pods.drop_service(job)
@@ -326,135 +331,12 @@ class Controller(Repairs):
             return False
         if decision.action != Action.NONE:
             decided(key, decision.action.value, decision.message, reason=decision.reason)
-        return await self._act(job, spec, status, decision, pods)
-
-    def _cordoned(self, status: HeteroJobStatus) -> frozenset[str]:
-        """The job's nodes that are cordoned (spec.unschedulable: kubectl cordon, the first step of a drain)."""
-        if status.placement is None:
-            return frozenset()
-        nodes = self.fleet_source.nodes()
-        return frozenset(n for n in status.placement.nodes if n in nodes and not nodes[n].schedulable)
-
-    def _fleet_problems(self, spec: HeteroJobSpec) -> list[validation.Problem]:
-        """What this spec asks that the fleet can never give (engine.validation)."""
-        return validation.job_problems(
-            [(a.device_class, a.per_replica) for a in spec.devices], spec.regions.allowed, spec.regions.preferred,
-            self.fleet_source.classes(), set(self.fleet_source.regions()), self.fleet_source.nodes().values())
-
-    async def _act(self, job: dict[str, Any], spec: HeteroJobSpec | None, status: HeteroJobStatus,
-                   d: Decision, pods: list[lifecycle.PodView]) -> bool:
-        """Act on the pass's decision; True when what it wrote is settled (`_placed`)."""
-        meta = job["metadata"]
-        ns, name = meta["namespace"], meta["name"]
-        key = f"{ns}/{name}"
-        pending = status.checkpoint.pending if status.checkpoint else None
-
-        if d.action == Action.NONE:
-            if pending is not None:
-                self.queue.wake_at(key, timestamp(pending.deadline) or time.time())
-            stuck = [v.unschedulable_since for v in pods if v.unschedulable and v.phase == "Pending"]
-            if stuck:  # look again when the first unschedulable rank has waited long enough
-                self.queue.wake_at(key, min(stuck) + lifecycle.JobView.unschedulable_after_s)
-            if status.phase == Phase.RUNNING and spec is not None and (pending is None or pending.then == PERIODIC):
-                await self.disruption.consider(job, spec, status, time.time())  # a fault outranks a periodic one
-            return False
-        if d.action == Action.REQUEST_CHECKPOINT:
-            assert pending is not None
-            await self._annotate_checkpoint(ns, d.pods, pending.id, name)
-            self.queue.wake_at(key, timestamp(pending.deadline) or time.time())
-            return False
-        if d.action in (Action.CHECKPOINT_DONE, Action.CHECKPOINT_TIMEOUT):
-            await self.checkpoints.finish(job, status, d, pods)
-            return False
-        patch = StatusPatch(status)
-        if d.action == Action.REJECT:
-            patch.phase(Phase.FAILED, d.reason, d.message).set(placement=None)
-            if pending is not None or status.migration is not None:  # what it was doing ends with its pods
-                last = status.checkpoint.last if status.checkpoint else None
-                patch.set(checkpoint={"pending": None,
-                                      "last": last.model_dump(by_alias=True, exclude_none=True) if last else None},
-                          migration=None)
-                if self.cache.unreserve(key):
-                    self.poke_pending()
-            await self.writer.write(job, patch.condition("SpecValid", "False", d.reason, d.message))
-            self.kube.post_event(job, "Warning", d.reason, d.message)
-            await self.pods.release(key, [p.name for p in pods if not p.deleting])
-            return False
-        if d.action == Action.REVALIDATED:
-            patch.phase(Phase.PENDING, None, d.message).condition("SpecValid", "True", d.reason, d.message)
-            await self.writer.write(job, patch)
-            self.poke(key)
-            return False
-        assert spec is not None
-        if d.action == Action.PLACE:
-            until = timestamp(status.backoff.until) if status.backoff else None
-            if until is not None and until > time.time():  # pods were refused for a passing reason: wait
-                self.queue.wake_at(key, until)
-                return False
-            await self.scheduler.place(job, spec, status, max((v.generation for v in pods), default=0))
-            return self._placed(key, spec)
-        elif d.action == Action.CREATE_PODS:
-            await self.pods.create(job, spec, status, d.ranks)
-        elif d.action == Action.CLEANUP:
-            await self.pods.delete(ns, d.pods, key)
-        elif d.action == Action.RUNNING:
-            patch.phase(Phase.RUNNING, d.reason, d.message).condition("Ready", "True", d.reason, d.message)
-            if status.migration is not None:  # a landed move's, left by a stop before its gang was recorded
-                patch.set(migration=None)
-            await self.writer.write(job, patch)
-            self.kube.post_event(job, "Normal", "Running", d.message)
-        elif d.action == Action.RESTART:
-            patch.phase(Phase.PENDING, d.reason, d.message).set(placement=None, restarts=status.restarts + 1)
-            patch.history("restart", d.message, where(status)).condition("Ready", "False", d.reason, d.message)
-            await self.writer.write(job, patch)
-            self.kube.post_event(job, "Warning", "Restarting", d.message)
-            await self.pods.release(key, d.pods)
-            self.poke(key)
-        elif d.action == Action.UNSCHEDULABLE:  # nothing ran: no checkpoint, the gang goes elsewhere
-            p = status.placement
-            assert p is not None
-            message = f"{d.message}; placing the gang elsewhere"
-            patch.phase(Phase.MIGRATING, d.reason, message).set(placement=None, migration={
-                "exclude": list(d.nodes), "reason": f"unschedulable: {d.message}", "replicas": p.replicas,
-                "trigger": "unschedulable", "involuntary": True})
-            patch.history("reschedule", d.message, where(status)).condition("Ready", "False", d.reason, message)
-            await self.writer.write(job, patch)
-            self.kube.post_event(job, "Warning", d.reason, d.message)
-            await self.pods.release(key, d.pods)
-            self.poke(key)
-        elif d.action == Action.DRAIN:  # voluntary: no restart counted
-            p = status.placement
-            assert p is not None
-            move = {"exclude": list(d.nodes), "reason": f"drain: {d.message}", "replicas": p.replicas,
-                    "trigger": "drain", "involuntary": True}
-            if d.deadline is not None and d.deadline - time.time() >= 1.0:  # every rank runs: save in the grace
-                if await self.checkpoints.ask(key, then="migrate", by=None, reason=f"drain: {d.message}",
-                                              exclude=d.nodes, replicas=p.replicas, migration=move,
-                                              deadline=d.deadline):
-                    self.kube.post_event(job, "Normal", d.reason, f"{d.message}; checkpointing within the evicted "
-                                         f"pod's grace period, then placing the gang off node(s) {', '.join(d.nodes)}")
-                    self.metrics.migrations.labels("migrate", "drain").inc()
-                return False
-            last = status.checkpoint.last if status.checkpoint else None
-            saved = last.model_dump(by_alias=True, exclude_none=True) if last else None
-            message = f"{d.message}; placing the gang off node(s) {', '.join(d.nodes)}, {resume_from(saved)}"
-            patch.phase(Phase.MIGRATING, d.reason, message).set(
-                placement=None, checkpoint={"pending": None, "last": saved} if status.checkpoint else None,
-                migration=move)
-            patch.history("migrate", d.message, where(status)).condition("Ready", "False", d.reason, message)
-            if not await self.writer.write(job, patch):
-                return False
-            self.kube.post_event(job, "Normal", d.reason, message)
-            self.metrics.migrations.labels("migrate", "drain").inc()
-            await self.pods.release(key, d.pods)
-            self.poke(key)
-        elif d.action in (Action.FAIL, Action.SUCCEED):
-            failed = d.action == Action.FAIL
-            patch.phase(Phase.FAILED if failed else Phase.SUCCEEDED, d.reason, d.message)
-            patch.set(completionTime=now_iso()).condition("Ready", "False", d.reason, d.message)
-            await self.writer.write(job, patch)
-            self.kube.post_event(job, "Warning" if failed else "Normal", d.reason, d.message)
-            await self.pods.release(key, list(d.pods) if failed else [])
+        await self.actions.act(job, spec, status, decision, pods)
+        if decision.action == Action.PLACE:
+            return spec is not None and self._placed(key, spec)
+        own = pending is not None and pending.then != PERIODIC  # a checkpoint of its own goes on
+        if spec is not None and status.phase == Phase.RUNNING and step.step != Step.LIFECYCLE and not own:
+            await self.moves.apply(job, spec, status, step, gathered, now)
         return False
 
     def _placed(self, key: str, spec: HeteroJobSpec) -> bool:
@@ -471,8 +353,99 @@ class Controller(Repairs):
         self.cache.sync(key, body, status, spec, self.fleet_source.classes(), time.time())
         return True
 
-    async def _annotate_checkpoint(self, namespace: str, pods: Iterable[str], checkpoint: str, job: str) -> None:
-        """Step 1 of the protocol on the pods: each rank sees the request it must answer."""
-        kube = self.pods.kube_of(f"{namespace}/{job}")
-        await asyncio.gather(*(kube.annotate_pod(namespace, p, {ANNOTATION_CHECKPOINT_REQUEST: checkpoint})
-                               for p in pods))
+    async def _spec_edited(self, job: dict[str, Any], status: HeteroJobStatus, spec: HeteroJobSpec | None
+                           ) -> None:
+        """The spec was edited since status.observedGeneration: record that it was read (observedGeneration,
+        observedSpec) and, for a job holding a placement, say in an Event which changed fields apply now and
+        which at its next placement (`engine.spec_changes`). The pass then runs again on the new spec (an
+        invalid edit is refused there, as on creation)."""
+        meta = job["metadata"]
+        key = f"{meta['namespace']}/{meta['name']}"
+        generation = meta.get("generation")
+        after = spec_changes.digests(job.get("spec"))
+        patch = StatusPatch(status).observe(generation, after)
+        revived = lifecycle.after_edit(status.phase, status.reason, spec is not None)
+        if revived is not None:  # its pods were refused for good: the edit may fix them, so it is placed again
+            patch.phase(Phase.PENDING, revived.reason, revived.message).set(completionTime=None)
+            patch.condition("PodsCreated", "Unknown", revived.reason, revived.message)
+        if not await self.writer.write(job, patch):
+            return
+        if revived is not None:
+            self.kube.post_event(job, "Normal", "SpecEdited", revived.message)
+            decided(key, "revive", revived.message, reason=revived.reason)
+        change = spec_changes.changes(status.observed_spec, after) if status.observed_spec else None
+        held = status.placement is not None and not (status.phase is not None and status.phase.terminal)
+        if change is not None and spec is not None and held:
+            message = change.message(int(generation or 0))
+            self.kube.post_event(job, "Normal", change.reason, message)
+            decided(key, "spec-edited", message, reason=change.reason)
+        self.poke(key)
+
+    @staticmethod
+    def _alive(status: HeteroJobStatus, pods: list[lifecycle.PodView]) -> list[lifecycle.PodView]:
+        """The placement's pods that still run while the status says the job finished (`_repair`'s case)."""
+        p = status.placement
+        if p is None or not (status.phase and status.phase.terminal):
+            return []
+        return [v for v in pods if v.generation == p.generation and not v.deleting
+                and v.phase in ("Pending", "Running")]
+
+    async def _repair(self, job: dict[str, Any], status: HeteroJobStatus, pods: list[lifecycle.PodView]) -> bool:
+        """Status is untrusted: a finished phase while the placement's pods still run (someone wrote it) is
+        repaired from the pods, before the cache would give their devices away. True when it wrote."""
+        alive = self._alive(status, pods)
+        p = status.placement
+        if not alive or p is None or status.phase is None:
+            return False
+        meta = job["metadata"]
+        key = f"{meta['namespace']}/{meta['name']}"
+        phase = Phase.RUNNING if len(alive) == p.replicas and all(v.phase == "Running" for v in alive) \
+            else Phase.ADMITTED
+        message = (f"status said {status.phase.value} while {len(alive)} pod(s) of generation {p.generation} "
+                   f"still run: repaired from the pods")
+        await self.writer.write(job, StatusPatch(status).repair(phase, message))
+        self.kube.post_event(job, "Warning", "StatusRepaired", message)
+        decided(key, "repair", message)
+        self.poke(key)
+        return True
+
+    async def _member_away(self, job: dict[str, Any], status: HeteroJobStatus, now: float) -> None:
+        """The job's member cluster does not answer. Before its loss timeout nothing is done (a slow member
+        is not a fault); after it, the job is lost there and placed again from its last checkpoint: an
+        involuntary move. Its pods there are not waited for: `kube.members` removes them when it returns."""
+        assert self.members is not None and status.placement is not None and status.placement.cluster is not None
+        meta = job["metadata"]
+        key = f"{meta['namespace']}/{meta['name']}"
+        p, cluster = status.placement, status.placement.cluster
+        if not self.members.lost(cluster, now):
+            self.queue.wake_at(key, self.members.lost_at(cluster))
+            return
+        if status.phase is not None and status.phase.terminal:
+            return  # it finished there: nothing to move
+        resume = status.checkpoint.last if status.checkpoint else None
+        message = (f"the member cluster of region {cluster} is lost ({self.members.problem(cluster)}); "
+                   f"placing the job again from " + (f"checkpoint {resume.id}" if resume else "the start"))
+        patch = StatusPatch(status).drop_pending().begin_move(
+            Phase.MIGRATING, "MemberLost", message,  # its nodes are not at fault: none excluded
+            MigrationState(reason=message, replicas=p.replicas, trigger="memberLost", involuntary=True))
+        patch.history("migrate", message, where(status))
+        if not await self.writer.write(job, patch):
+            return
+        self.kube.post_event(job, "Warning", "MemberLost", message)
+        decided(key, "member-lost", message, reason="MemberLost")
+        if self.cache.release(key):
+            self.poke_pending()
+        self.poke(key)
+
+    def _cordoned(self, status: HeteroJobStatus) -> frozenset[str]:
+        """The job's nodes that are cordoned (spec.unschedulable: kubectl cordon, the first step of a drain)."""
+        if status.placement is None:
+            return frozenset()
+        nodes = self.fleet_source.nodes()
+        return frozenset(n for n in status.placement.nodes if n in nodes and not nodes[n].schedulable)
+
+    def _fleet_problems(self, spec: HeteroJobSpec) -> list[validation.Problem]:
+        """What this spec asks that the fleet can never give (engine.validation)."""
+        return validation.job_problems(
+            [(a.device_class, a.per_replica) for a in spec.devices], spec.regions.allowed, spec.regions.preferred,
+            self.fleet_source.classes(), set(self.fleet_source.regions()), self.fleet_source.nodes().values())

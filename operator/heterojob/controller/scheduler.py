@@ -34,24 +34,25 @@ from heterojob.api.job import HeteroJobSpec, HeteroJobStatus, Phase, Scheduling
 from heterojob.controller.checkpoints import Checkpoints
 from heterojob.controller.decisionlog import decided
 from heterojob.controller.pods import Pods
-from heterojob.controller.status import StatusPatch, StatusWriter, read_status
+from heterojob.controller.status import StatusPatch, StatusWriter
+from heterojob.state.job_status import read_status
 from heterojob.engine import admission as planner
 from heterojob.engine.admission import DisruptionKind, Outcome
 from heterojob.engine import transfer
 from heterojob.engine.cycle import Trigger, plan_cycle, verdict
 from heterojob.engine.fleet import DeviceClass, Fleet
 from heterojob.engine.placement import Request
-from heterojob.controller.knowledge import Knower
-from heterojob.engine import completion, queueing, ranking, requeue
+from heterojob.state.knowledge import Knower
+from heterojob.engine import completion, queueing, ranking, requeue, rooms
 from heterojob.engine import policy as heterogeneity
 from heterojob.engine.queueing import QueueSettings
 from heterojob.kube.api import Kube, now_iso
 from heterojob.metrics import OperatorMetrics
 from heterojob.state.cache import Cache
 from heterojob.constants import ANNOTATION_MIGRATE
-from heterojob.controller.disruption import MIGRATE
+from heterojob.state.running import MIGRATE
 from heterojob.state.requests import MOVING, move_began, origin_of, request_for, reservation, transfer_move
-from heterojob.state.times import timestamp
+from heterojob.api.times import timestamp
 
 log = logging.getLogger("heterojob.controller")
 
@@ -111,6 +112,7 @@ class Scheduler:
         self.waiting_for: frozenset[str] = frozenset()  # classes the last cycle's waiting jobs wait for
         self.free: dict[str, int] = {}  # free devices per class after the last cycle's placements
         self.memo = ranking.Memo()  # what the policy may reuse between cycles (the plan is the same without it)
+        self.memory = rooms.Memory()  # what placement found per class and region while its room is unchanged
         self.cycles = 0  # cycles planned (tests, metrics)
         self._wake = asyncio.Event()
         self._task: asyncio.Task[None] | None = None
@@ -184,7 +186,7 @@ class Scheduler:
             moves = {r.job: w.move for r in waiting if (w := self.waiting.get(r.job)) is not None and w.move}
             started_at = time.monotonic()
             cycle, cpu = await asyncio.to_thread(_timed, plan_cycle, waiting, holders, fleet, now, self.settings,
-                                                 policy, moves, self.memo)
+                                                 policy, moves, self.memo, self.memory)
             self.cycles += 1
             self.metrics.cycle_seconds.observe(cpu)
             self.metrics.cycle_waiting.set(len(waiting))
@@ -454,6 +456,7 @@ class Scheduler:
         entry = self.cache.entries.get(key)
         if entry is not None and entry.planned is not None:  # its placement is in its status now
             self.cache.hold(key, chosen.allocation(meta["namespace"]), entry.priority, entry.since)
+        self.waiting.pop(key, None)  # placed: when it waits again (a refused gang, a restart), that is new
         self.kube.post_event(job, "Normal", "Admitted", plan.message)
         if request and ((meta.get("annotations") or {}).get(ANNOTATION_MIGRATE) or "").strip() == request:
             await self.kube.annotate_job(meta["namespace"], meta["name"], {ANNOTATION_MIGRATE: None})

@@ -2,98 +2,40 @@
 
 Every step of the controller accumulates its changes in a `StatusPatch` and hands it to `StatusWriter`,
 which applies it once (with observedGeneration) through the status subresource. Conditions keep their
-lastTransitionTime while their status holds; history is bounded.
+lastTransitionTime while their status holds; history is bounded. Each change of a job's lifecycle has one
+builder over the API's models ("transitions" below: `ask_checkpoint`, `cancel_move`, `end_checkpoint`,
+`escalate`, `begin_move`, `preempt`, `reject`, `revalidate`, `run`, `restart`, `finish`, `repair`,
+`observe`); a field the merge patch must delete is written as None by name.
 """
 
 from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any
 
-from pydantic import ValidationError
+from pydantic import BaseModel
 
 from heterojob.api import crds
-from heterojob.api.job import SPEEDS_MAX, HeteroJob, HeteroJobStatus, Phase
-from heterojob.engine import queueing, spec_changes
+from heterojob.api.job import HeteroJob, Phase
+from heterojob.api.job_status import CheckpointRef, HeteroJobStatus, MigrationState, PendingCheckpoint
+from heterojob.api.scheduling import SPEEDS_MAX
+from heterojob.api.onsets import SymptomOnsets
 from heterojob.controller.known import Known
+from heterojob.engine import queueing, spec_changes
+from heterojob.engine.phases import Then
 from heterojob.kube.api import Kube, now_iso
-from heterojob.kube.conditions import set_condition
+from heterojob.api.conditions import set_condition
+from heterojob.state.job_status import FIELDS
 from heterojob.state.requests import MOVES
-from heterojob.state.times import iso, timestamp
+from heterojob.api.times import iso, timestamp
 
 log = logging.getLogger("heterojob.controller")
 
 HISTORY_LIMIT = 50
 REASON_MAX = 512
 STATUS_SCHEMA = crds.object_schema(HeteroJob)["properties"]["status"]  # the CRD's: the defaults the API server fills
-
-
-def read_status(job: Mapping[str, Any]) -> HeteroJobStatus:
-    """The job's status as far as it is readable (status is untrusted input: anyone with write access to
-    the status subresource can put anything there). An unreadable field is dropped and an unreadable list
-    entry (a history entry, a condition) is left out, so one bad value never erases the rest; what was
-    dropped is remembered (`_repaired`) and rewritten, cleaned, with the next status write."""
-    raw = job.get("status")
-    meta = job.get("metadata") or {}
-    if raw is None:
-        return HeteroJobStatus()
-    try:
-        return _scheduling_notes(HeteroJobStatus.model_validate(raw), meta)
-    except ValidationError:
-        pass
-    cleaned: dict[str, Any] = {}
-    repaired: list[str] = []
-    for name, value in (raw.items() if isinstance(raw, Mapping) else ()):
-        field = _FIELDS.get(name)
-        if field is None:
-            continue  # a field this version does not know: dropped from the model, not rewritten
-        if isinstance(value, list) and name in _LISTS:
-            kept = [item for item in value if _valid({name: [item]})]
-            cleaned[name] = kept
-            if len(kept) != len(value):
-                repaired.append(name)
-        elif _valid({name: value}):
-            cleaned[name] = value
-        else:
-            repaired.append(name)
-    status = HeteroJobStatus.model_validate(cleaned)
-    status._repaired = sorted(set(repaired))
-    if repaired or not isinstance(raw, Mapping):
-        log.warning("status of %s/%s: unreadable %s dropped", meta.get("namespace"), meta.get("name"),
-                    ", ".join(repaired) or "status")
-    return _scheduling_notes(status, meta)
-
-
-def _scheduling_notes(status: HeteroJobStatus, meta: Mapping[str, Any]) -> HeteroJobStatus:
-    """status.scheduling is read part by part (`api.job.clean_scheduling`): what it had to drop or clamp is
-    logged and the field rewritten, cleaned, with the next status write."""
-    notes = status.scheduling._notes if status.scheduling is not None else []
-    if notes:
-        log.warning("status of %s/%s: status.scheduling: %s", meta.get("namespace"), meta.get("name"),
-                    "; ".join(notes))
-        if "scheduling" not in status._repaired:
-            status._repaired = sorted({*status._repaired, "scheduling"})
-    return status
-
-
-_FIELDS = {(f.alias or n): n for n, f in HeteroJobStatus.model_fields.items()}
-_LISTS = {"conditions", "history"}
-
-
-def _valid(fragment: dict[str, Any]) -> bool:
-    try:
-        HeteroJobStatus.model_validate(fragment)
-        return True
-    except ValidationError:
-        return False
-
-
-def where(status: HeteroJobStatus) -> str | None:
-    """`region/class xN (generation G)` of the job's placement, as history entries spell it."""
-    p = status.placement
-    return f"{p.region}/{p.device_class} x{p.replicas} (generation {p.generation})" if p else None
 
 
 class StatusPatch:
@@ -118,6 +60,102 @@ class StatusPatch:
             self._conditions = [c.model_dump(by_alias=True, exclude_none=True) for c in self.status.conditions]
         self._conditions = set_condition(self._conditions, type_, status, reason, message, now_iso())
         return self
+
+    def onsets(self, onsets: SymptomOnsets | None) -> StatusPatch:
+        """status.symptoms: when each held symptom of the current placement began (`state.symptoms`)."""
+        return self.set(symptoms=onsets.model_dump(by_alias=True, exclude_none=True) if onsets else None)
+
+    # --- transitions: one builder per change of a job's lifecycle ------------------------------------------
+
+    def checkpoint(self, pending: PendingCheckpoint | None, last: CheckpointRef | None) -> StatusPatch:
+        """status.checkpoint: the one in progress (None: none) and the last completed."""
+        return self.set(checkpoint={"pending": _dump(pending), "last": _dump(last)})
+
+    def drop_pending(self) -> StatusPatch:
+        """The checkpoint in progress ends with the placement (the last completed one stays)."""
+        c = self.status.checkpoint
+        return self.checkpoint(None, c.last) if c is not None else self.set(checkpoint=None)
+
+    def migration(self, move: MigrationState | None) -> StatusPatch:
+        """status.migration: the move in progress (None: none)."""
+        return self.set(migration=_dump(move))
+
+    def ask_checkpoint(self, pending: PendingCheckpoint, message: str, move: MigrationState | None = None,
+                       handled: Mapping[str, str] | None = None) -> StatusPatch:
+        """A checkpoint asked for (step 1), with the move it serves and the request annotation it consumes:
+        intent is in the status before any trigger is let go. A periodic one leaves the job Running."""
+        self.checkpoint(pending, self.status.checkpoint.last if self.status.checkpoint else None)
+        if move is not None:
+            self.migration(move)
+        if handled:
+            self.set(handled={**self.status.handled, **handled})
+        word = pending.then.value.capitalize()
+        self.condition("Checkpointing", "True", word, message)
+        if pending.then != Then.CONTINUE:  # a periodic checkpoint is not a disruption
+            self.phase(Phase.CHECKPOINTING, f"{word}Requested", message)
+        return self
+
+    def cancel_move(self, last: CheckpointRef | None, reason: str, cause: str, message: str) -> StatusPatch:
+        """A move (or preemption, reclaim) called off at its checkpoint: the job runs on where it is."""
+        self.phase(Phase.RUNNING, reason, message).checkpoint(None, last).migration(None)
+        return self.condition("Checkpointing", "False", cause, message)
+
+    def end_checkpoint(self, last: CheckpointRef | None, reason: str, message: str) -> StatusPatch:
+        """The checkpoint in progress is over: saved (`last` is it) or missed (`last` as it was)."""
+        return self.checkpoint(None, last).condition("Checkpointing", "False", reason, message)
+
+    def escalate(self, pending: PendingCheckpoint, move: MigrationState | None, message: str) -> StatusPatch:
+        """A fault while the job checkpoints for something that was not urgent: the checkpoint is urgent now."""
+        self.checkpoint(pending, self.status.checkpoint.last if self.status.checkpoint else None)
+        if move is not None:
+            self.migration(move)
+        self.condition("Checkpointing", "True", "Urgent", message)
+        return self.phase(Phase.CHECKPOINTING, "FaultWhileCheckpointing", message)
+
+    def begin_move(self, phase: Phase, reason: str, message: str, move: MigrationState,
+                   ready_reason: str | None = None) -> StatusPatch:
+        """The placement ends and the job is placed again (Migrating, Resizing) as `move` says."""
+        self.phase(phase, reason, message).set(placement=None).migration(move)
+        return self.condition("Ready", "False", ready_reason or reason, message)
+
+    def preempt(self, message: str) -> StatusPatch:
+        """The placement ends and the job goes back to the queue (Preempted)."""
+        self.phase(Phase.PREEMPTED, "Preempted", message).set(placement=None).migration(None)
+        return self.condition("Ready", "False", "Preempted", message)
+
+    def reject(self, reason: str, message: str) -> StatusPatch:
+        """The spec can never run: Failed; a checkpoint or move in progress ends with its pods."""
+        self.phase(Phase.FAILED, reason, message).set(placement=None)
+        if (self.status.checkpoint and self.status.checkpoint.pending) or self.status.migration is not None:
+            self.drop_pending().migration(None)
+        return self.condition("SpecValid", "False", reason, message)
+
+    def revalidate(self, reason: str, message: str) -> StatusPatch:
+        """A rejected spec, edited, now reads: the job waits again."""
+        return self.phase(Phase.PENDING, None, message).condition("SpecValid", "True", reason, message)
+
+    def run(self, reason: str, message: str) -> StatusPatch:
+        """Every rank runs; a landed move's state, left by a stop before its gang was recorded, ends."""
+        self.phase(Phase.RUNNING, reason, message).condition("Ready", "True", reason, message)
+        return self.migration(None) if self.status.migration is not None else self
+
+    def restart(self, reason: str, message: str, from_: str | None) -> StatusPatch:
+        """A replica failed: the gang starts again (restarts + 1) from the queue."""
+        self.phase(Phase.PENDING, reason, message).set(placement=None, restarts=self.status.restarts + 1)
+        return self.history("restart", message, from_).condition("Ready", "False", reason, message)
+
+    def finish(self, failed: bool, reason: str, message: str) -> StatusPatch:
+        """The job succeeded or failed for good."""
+        self.phase(Phase.FAILED if failed else Phase.SUCCEEDED, reason, message).set(completionTime=now_iso())
+        return self.condition("Ready", "False", reason, message)
+
+    def repair(self, phase: Phase, message: str) -> StatusPatch:
+        """A finished phase someone wrote while the placement's pods still run, repaired from the pods."""
+        return self.phase(phase, "StatusRepaired", message).set(completionTime=None)
+
+    def observe(self, generation: int | None, digests: Mapping[str, str]) -> StatusPatch:
+        """The spec edit was read (`engine.spec_changes`)."""
+        return self.set(observedGeneration=generation, observedSpec=dict(digests))
 
     def history_entries(self) -> list[dict[str, Any]]:
         if self._history is None:
@@ -172,10 +210,7 @@ class StatusPatch:
     def measured(self, device_class: str, replicas: int, steps_per_second: float, now: float) -> StatusPatch:
         """Record the job's measured speed at a class and size (the newest per pair; at most SPEEDS_MAX)."""
         s = self.scheduling()
-        kept = [x for x in s["speeds"] if (x.get("deviceClass"), x.get("replicas")) != (device_class, replicas)]
-        kept.append({"deviceClass": device_class, "replicas": replicas,
-                     "stepsPerSecond": float(f"{steps_per_second:.6g}"), "time": iso(now)})
-        s["speeds"] = kept[-SPEEDS_MAX:]
+        s["speeds"] = with_speed(s["speeds"], device_class, replicas, steps_per_second, now)
         return self
 
     def _ends(self, out: dict[str, Any]) -> tuple[bool, bool]:
@@ -222,15 +257,24 @@ class StatusPatch:
         if ends or finishes or not holds:
             out["utilization"] = None
 
+    def _forget_onsets(self, out: dict[str, Any]) -> None:
+        """status.symptoms is about the current placement: gone with it."""
+        if "symptoms" in out or self.status.symptoms is None:
+            return
+        ends, finishes = self._ends(out)
+        if ends or finishes:
+            out["symptoms"] = None
+
     def body(self, observed_generation: int | None) -> dict[str, Any]:
         self._account(self.fields, time.time())
         self._forget_utilization(self.fields)
+        self._forget_onsets(self.fields)
         if "scheduling" in self.status._repaired:
             self.scheduling()  # cleaned, with what did not read deleted by name
         out = dict(self.fields)
         for name in self.status._repaired:  # write back what reading had to leave out
             if name not in out:
-                value = getattr(self.status, _FIELDS[name])
+                value = getattr(self.status, FIELDS[name])
                 out[name] = [v.model_dump(by_alias=True, exclude_none=True) for v in value] \
                     if isinstance(value, list) else value.model_dump(by_alias=True, exclude_none=True) \
                     if hasattr(value, "model_dump") else value
@@ -243,6 +287,28 @@ class StatusPatch:
 
     def __bool__(self) -> bool:
         return bool(self.fields) or self._conditions is not None or self._history is not None
+
+
+def with_speed(speeds: Sequence[Mapping[str, Any]], device_class: str, replicas: int, steps_per_second: float,
+               now: float) -> list[dict[str, Any]]:
+    """status.scheduling.speeds with the job's speed at (class, replicas) recorded: the newest per pair, at
+    most SPEEDS_MAX. From a checkpoint's ack (`StatusPatch.measured`) or the step metric (`speeds_patch`)."""
+    kept = [dict(x) for x in speeds if (x.get("deviceClass"), x.get("replicas")) != (device_class, replicas)]
+    kept.append({"deviceClass": device_class, "replicas": replicas,
+                 "stepsPerSecond": float(f"{steps_per_second:.6g}"), "time": iso(now)})
+    return kept[-SPEEDS_MAX:]
+
+
+def speeds_patch(speeds: Sequence[Mapping[str, Any]], device_class: str, replicas: int, steps_per_second: float,
+                 now: float) -> dict[str, Any]:
+    """The monitor's status merge patch for a speed read from the step metric: status.scheduling.speeds only
+    (a merge patch leaves the rest of status.scheduling as it is; the monitor sends it with a resourceVersion
+    precondition, so a list changed meanwhile is never overwritten)."""
+    return {"scheduling": {"speeds": with_speed(speeds, device_class, replicas, steps_per_second, now)}}
+
+
+def _dump(model: BaseModel | None) -> dict[str, Any] | None:
+    return model.model_dump(by_alias=True, exclude_none=True) if model is not None else None
 
 
 class StatusWriter:
@@ -267,7 +333,8 @@ class StatusWriter:
         body = patch.body(seen if seen is not None else meta.get("generation"))
         if not patch.status.observed_spec:
             body.setdefault("observedSpec", spec_changes.digests(job.get("spec")))
-        current = base.get("status") if isinstance(base.get("status"), Mapping) else {}
+        raw = base.get("status")
+        current: Mapping[str, Any] = raw if isinstance(raw, Mapping) else {}
         changed = {k: v for k, v in body.items() if current.get(k) != v}
         if not changed:
             return True

@@ -21,7 +21,11 @@ Each job's plan is therefore what it would get with only the jobs ahead of it in
 A pass indexes the holders once (`_Pool`: who yields to whom, the others lowest priority first), so
 steps 4-5 cost per waiting job what it may disturb, not every holder; and it remembers which request shapes
 no preemption could make room for until room is given back. Its cost grows with the queue it is given and
-the holders, not with their product.
+the holders, not with their product. Placement reads only the nodes with free room (`engine.rooms`;
+`memory`, a `rooms.Memory` the caller keeps, carries what it found per region to the next cycle while the
+room there is unchanged), and the preemption and reclaim searches ask `engine.victims.Search` whether a job
+fits as victims come and go instead of placing it each time (tests/unit/test_planner_exact.py checks every
+plan against the straightforward scan, `engine.reference`; `bench/planner.py` measures it).
 
 `growth` says how far an elastic job may grow: never while a job of its priority or above waits.
 
@@ -32,9 +36,8 @@ completion, `engine.completion`), then `plan_queue` on what it returns.
 
 from __future__ import annotations
 
-import bisect
 import math
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field, replace
 from enum import StrEnum
 from typing import TYPE_CHECKING
@@ -42,18 +45,9 @@ from typing import TYPE_CHECKING
 from heterojob.engine import completion, preemption, transfer
 from heterojob.engine.fleet import Allocation, Fleet
 from heterojob.engine.placement import (
-    Alternative,
-    Candidate,
-    FleetIndex,
-    Ledger,
-    Rejection,
-    Request,
-    Result,
-    listed,
-    place,
-    replicas_text,
-    room_to_grow,
+    Candidate, FleetIndex, Ledger, Rejection, Request, Result, listed, place, replicas_text, room_to_grow,
 )
+from heterojob.engine.pool import _may_disrupt, _Pool  # noqa: F401 - _may_disrupt: the pool's oracle
 from heterojob.engine.rooms import Memory
 
 if TYPE_CHECKING:
@@ -188,6 +182,7 @@ def plan_queue(queue: Iterable[Request], holders: Iterable[Holder], fleet: Fleet
     pool = _Pool(holders)  # who may be disturbed, indexed once for the whole pass
     alone_by_shape: dict[tuple[object, ...], Result] = {}  # the fleet does not change: equal shapes alike
     placed: list[str] = []  # jobs placed so far, in queue order
+    ahead: tuple[tuple[str, ...], str] | None = None  # `placed` as a tuple, and a queued job's message
     said: dict[int, tuple[Result, str]] = {}  # a "would it fit alone" result's explanation
     for request in ordered:
         if request.job in plan.admissions:
@@ -209,10 +204,11 @@ def plan_queue(queue: Iterable[Request], holders: Iterable[Holder], fleet: Fleet
                 alone_by_shape[request.shape] = place(request, fleet, index)
             alone = alone_by_shape[request.shape]
         if alone.chosen is not None:  # step 3
-            plan.admissions[request.job] = Admission(
-                request.job, Outcome.QUEUED,
-                f"queued behind {len(placed)} higher-priority or older job(s) that fit first: "
-                f"{', '.join(placed[:5])}{' ...' if len(placed) > 5 else ''}", alone.chosen, wake=tuple(placed))
+            if ahead is None or len(ahead[0]) != len(placed):  # made again only once more are placed
+                ahead = (tuple(placed), f"queued behind {len(placed)} higher-priority or older job(s) that fit "
+                                        f"first: {', '.join(placed[:5])}{' ...' if len(placed) > 5 else ''}")
+            plan.admissions[request.job] = Admission(request.job, Outcome.QUEUED, ahead[1], alone.chosen,
+                                                     wake=ahead[0])
             continue
         known = said.get(id(alone))
         if known is None or known[0] is not alone:
@@ -267,198 +263,16 @@ def _where(c: Candidate) -> str:
     return f"{c.region}/{c.device_class}: {replicas_text(len(c.nodes))} on {len(set(c.nodes))} node(s)"
 
 
-def _may_disrupt(request: Request, holders: Sequence[Holder], taken: set[str]) -> bool:
-    """Whether steps 4-5 could find anything for `request`: a holder yielding to it, a lender of its
-    priority or below, or a running job of lower priority (a cheap test before the full search; `_Pool`
-    answers the same per pass without rescanning the holders)."""
-    return any(h.job not in taken and (h.yielding_to == request.job or h.yielding_to is None and not h.waiting and (
-        request.may_preempt(h.priority, h.job) or h.base is not None and h.priority <= request.priority))
-        for h in holders)
-
-
-_NEVER = float("inf")
-
-
-class _Pool:
-    """The holders one pass may disturb, sorted once: those yielding to each waiting job, and the others
-    (then the lenders among them) lowest priority first, so `may_disrupt` looks at the few holders already
-    `taken` and one more instead of every holder. Also remembers, per request shape, the highest priority
-    for which no preemption could make room while no room has been given back on the pass's ledger: room
-    only shrinks and the candidate victims of a job of that shape and priority or below are a subset, so
-    it cannot make room either."""
-
-    def __init__(self, holders: Sequence[Holder]) -> None:
-        self.yielding: dict[str, list[str]] = {}
-        self.yielders: dict[str, list[Holder]] = {}  # the same, as holders in the order given
-        self.lowest: list[tuple[int, str]] = []
-        self.lenders: list[tuple[int, str]] = []
-        self.free: dict[str, Holder] = {}  # neither yielding nor waiting: may be asked to give room
-        self.grown: list[preemption.GrownJob] = []  # ... and lend room (not moving right now)
-        self._running: list[preemption.RunningJob] | None = None  # ... all of them, lowest priority first
-        self._on: dict[str, list[tuple[float, Mapping[str, int], str]]] | None = None
-        self._most: dict[tuple[object, ...], int] = {}  # `_most_replicas` per ledger state
-        for h in holders:
-            if h.yielding_to is not None:
-                self.yielding.setdefault(h.yielding_to, []).append(h.job)
-                self.yielders.setdefault(h.yielding_to, []).append(h)
-            elif not h.waiting:
-                self.lowest.append((h.priority, h.job))
-                self.free[h.job] = h
-                if h.base is not None:
-                    self.lenders.append((h.priority, h.job))
-                    if not h.disrupted:
-                        self.grown.append(preemption.GrownJob(h.job, h.priority, h.since, h.allocation, h.base))
-        self.lowest.sort()
-        self.lenders.sort()
-        self.hopeless: dict[tuple[object, ...], tuple[int, int]] = {}  # shape -> (priority, ledger.given_back)
-
-    @classmethod
-    def untaken(cls, holders: Sequence[Holder]) -> _Pool:
-        """The pool as the first job of a pass sees it, for `may_disrupt` and `may_make_room` with nothing
-        taken, from holders none of which yields or waits: `may_disrupt` then reads only the lowest holder
-        and the lowest lender, so only those are kept of the sorted lists (the rest is not built)."""
-        pool = cls.__new__(cls)
-        pool.yielding, pool.yielders, pool._running, pool._on, pool._most = {}, {}, None, None, {}
-        pool.free = {h.job: h for h in holders}
-        pool.lowest = [min((h.priority, h.job) for h in holders)] if holders else []
-        lenders = [(h.priority, h.job) for h in holders if h.base is not None]
-        pool.lenders = [min(lenders)] if lenders else []
-        pool.grown, pool.hopeless = [], {}
-        return pool
-
-    @property
-    def running(self) -> list[preemption.RunningJob]:
-        """The free holders as `plan_preemption` takes them, lowest priority first (built on first use)."""
-        if self._running is None:
-            self._running = sorted((preemption.RunningJob(h.job, h.priority, h.since, h.allocation)
-                                    for h in self.free.values()), key=lambda r: r.priority)
-            self.priorities = [r.priority for r in self._running]
-        return self._running
-
-    def below(self, priority: int, taken: set[str]) -> bool:
-        """Whether a free holder not taken runs at a priority below `priority`."""
-        return next((p < priority for p, job in self.lowest if job not in taken), False)
-
-    def may_disrupt(self, request: Request, taken: set[str]) -> bool:
-        """`_may_disrupt`, from the sorted lists."""
-        if any(j not in taken for j in self.yielding.get(request.job, ())):
-            return True
-        for priority, job in self.lowest:
-            if job not in taken:
-                if priority < request.preempt_priority:
-                    return True
-                break
-        if any(j in self.free and j not in taken for j in request.also_preempts):
-            return True
-        for priority, job in self.lenders:
-            if job not in taken:
-                return priority <= request.priority
-        return False
-
-    def may_make_room(self, request: Request, ledger: Ledger, taken: set[str], now: float,
-                      min_runtime_s: float) -> bool:
-        """False only when steps 4-5 cannot give `request` room: no job yields to it, and on the usable nodes
-        of no class and region it may use do the free devices plus those of the holders it may disturb
-        (lower priority and past `min_runtime_s`, or lent room of its priority or below) hold its gang, one
-        replica per node's share (`place` packs whole replicas per node, and a disturbed holder frees at
-        most its devices there). A necessary condition, checked before the full search."""
-        if any(j not in taken for j in self.yielding.get(request.job, ())):
-            return True
-        for alt in request.alternatives:
-            if alt.per_replica <= 0 or alt.device_class not in ledger.fleet.classes:
-                return True  # nothing to bound by: search
-            key = (alt.device_class, alt.per_replica, request.priority, tuple(request.allowed_regions), ledger.version,
-                   len(taken))
-            most = self._most.get(key)
-            if most is None:
-                most = self._most[key] = self._most_replicas(alt, request, ledger, taken, now, min_runtime_s)
-            if most >= request.replicas:
-                return True
-        return False
-
-    def _most_replicas(self, alt: Alternative, request: Request, ledger: Ledger, taken: set[str], now: float,
-                       min_runtime_s: float) -> int:
-        """The most replicas of `alt` one region could hold if every holder `request` may disturb gave up its
-        devices (`may_make_room`)."""
-        cls = ledger.fleet.classes[alt.device_class]
-        used, resource, capacity = ledger.used, cls.resource_name, ledger.index.capacity(cls)
-        rank, per = request.priority, alt.per_replica
-        extra: dict[str, int] = {}
-        for below, per_node, job in self.disturbable(resource, now, min_runtime_s):
-            if below < rank and job not in taken:
-                for n, devices in per_node.items():
-                    extra[n] = extra.get(n, 0) + devices
-        most = 0
-        for region, names in ledger.index.nodes(cls).items():
-            if request.allowed_regions and region not in request.allowed_regions:
-                continue
-            fit = 0
-            for n in names:
-                have = capacity[n] - used.get((n, resource), 0) + extra.get(n, 0)
-                if have >= per:
-                    fit += have // per
-            most = max(most, fit)
-        return most
-
-    def disturbable(self, resource: str, now: float, min_runtime_s: float
-                    ) -> list[tuple[float, Mapping[str, int], str]]:
-        """(rank, devices per node, job) of the free holders' room of `resource`: a waiting job of a priority
-        above `rank` may disturb the holder (it is of lower priority and past `min_runtime_s`, or lends room
-        and is of its priority or below). Built on first use (`now` is the pass's)."""
-        if self._on is None:
-            self._on = {}
-            for h in self.free.values():
-                below = _NEVER
-                if now - h.since >= min_runtime_s:
-                    below = h.priority
-                if h.base is not None and not h.disrupted and h.priority - 1 < below:
-                    below = h.priority - 1
-                if below is _NEVER:
-                    continue
-                self._on.setdefault(h.allocation.resource, []).append((below, h.allocation.per_node, h.job))
-                if h.reserved is not None:
-                    self._on.setdefault(h.reserved.resource, []).append((below, h.reserved.per_node, h.job))
-        return self._on.get(resource, [])
-
-    def victims(self, request: Request, taken: set[str]) -> list[preemption.RunningJob]:
-        """The free holders of lower priority than `request` not yet taken (in no particular order:
-        `plan_preemption` orders them)."""
-        running = self.running
-        below = bisect.bisect_left(self.priorities, request.preempt_priority)
-        out = [r for r in running[:below] if r.job not in taken]
-        if request.also_preempts:
-            out += [r for r in running[below:bisect.bisect_left(self.priorities, request.priority)]
-                    if r.job in request.also_preempts and r.job not in taken]
-        return out
-
-    def cannot_preempt(self, request: Request, ledger: Ledger) -> bool:
-        if request.also_preempts:
-            return False  # its victims are not those of a priority: nothing to compare with
-        known = self.hopeless.get(request.shape)
-        return known is not None and known[1] == ledger.given_back and request.preempt_priority <= known[0]
-
-    def preempt_failed(self, request: Request, ledger: Ledger) -> None:
-        if request.also_preempts:
-            return
-        known = self.hopeless.get(request.shape)
-        if known is None or known[1] != ledger.given_back or known[0] < request.preempt_priority:
-            self.hopeless[request.shape] = (request.preempt_priority, ledger.given_back)
-
-
 def _in_flight(request: Request, in_flight: Sequence[Holder], ledger: Ledger, taken: set[str]) -> Admission | None:
     """The job's room once the jobs yielding to it have released theirs, when it fits there: their room is
     freed on `ledger` (the caller takes the returned candidate) and they are `taken`; else None."""
-    scratch = Ledger(ledger.fleet)
-    for h in in_flight:
-        for a in h.footprint:
-            scratch.take(a, -1)
-    fits = place(request, scratch.fleet, scratch.index).chosen
+    rooms = [a for h in in_flight for a in h.footprint]
+    ledger.take_all(rooms, -1)
+    fits = place(request, ledger.fleet, ledger.index).chosen
     if fits is None:
+        ledger.take_all(rooms, +1)  # as it was
         return None
-    for h in in_flight:
-        for a in h.footprint:
-            ledger.take(a, -1)
-        taken.add(h.job)
+    taken.update(h.job for h in in_flight)
     outcome = Outcome.RECLAIMING if all(h.base is not None for h in in_flight) else Outcome.PREEMPTING
     names = ", ".join(h.job for h in in_flight)
     return Admission(request.job, outcome, f"waiting for {len(in_flight)} preempted or reclaimed job(s) to "
@@ -533,11 +347,13 @@ def plan_one(request: Request, queue: Iterable[Request], holders: Iterable[Holde
 
 
 def set_aside(request: Request, narrowed: Request, choice: completion.Choice | None, fleet: Fleet,
-              quota_memo: dict[tuple[object, ...], list[Rejection]] | None = None) -> str:
+              quota_memo: dict[tuple[object, ...], list[Rejection]] | None = None, index: FleetIndex | None = None
+              ) -> str:
     """Why the classes of `request` that the policy left out of `narrowed` (`engine.policy.prepare`: a
     waiting job keeps only the classes worth taking now) are not where it waits, from `choice`'s estimates,
     and the quota limits that would refuse them besides: a waiting job's message accounts for every class
-    the user listed, not only those its plan explains. Empty when none was set aside."""
+    the user listed, not only those its plan explains. Empty when none was set aside. `index`: `fleet`'s
+    `FleetIndex`, shared by the calls of one cycle (built once)."""
     kept = {a.device_class for a in narrowed.alternatives}
     aside = [a for a in request.alternatives if a.device_class not in kept]
     if not aside:
@@ -561,7 +377,7 @@ def set_aside(request: Request, narrowed: Request, choice: completion.Choice | N
     aside_request = replace(request, alternatives=aside)
     blockers = quota_memo.get(aside_request.shape) if quota_memo is not None else None
     if blockers is None:  # equal shapes meet the same quotas (`quota_memo`: one fleet, one cycle)
-        blockers = [r for r in place(aside_request, fleet).rejections if r.quota]
+        blockers = [r for r in place(aside_request, fleet, index).rejections if r.quota]
         if quota_memo is not None:
             quota_memo[aside_request.shape] = blockers
     text = f"set aside: {listed(notes, 4)}"

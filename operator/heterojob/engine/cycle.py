@@ -27,7 +27,7 @@ from __future__ import annotations
 
 import math
 import re
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING
 
@@ -36,9 +36,11 @@ from heterojob.engine.admission import (
     Admission, Holder, Outcome, Plan, Settings, _regions, plan_one, plan_queue, set_aside,
 )
 from heterojob.engine.fleet import Fleet
-from heterojob.engine.placement import Ledger, Rejection, Request, place
+from heterojob.engine.placement import FleetIndex, Ledger, Rejection, Request, place
+from heterojob.engine.rooms import Memory
 
 if TYPE_CHECKING:
+    from heterojob.engine.completion import MoveCost, Upgrade
     from heterojob.engine.policy import Knowledge
     from heterojob.engine.queueing import QueueSettings
     from heterojob.engine.ranking import Memo
@@ -72,11 +74,15 @@ class Cycle:
 
 def plan_cycle(queue: Iterable[Request], holders: Iterable[Holder], fleet: Fleet, now: float,
                settings: Settings = Settings(), policy: tuple[Knowledge, QueueSettings] | None = None,
-               moves: Mapping[str, transfer.Move] | None = None, memo: Memo | None = None) -> Cycle:
+               moves: Mapping[str, transfer.Move] | None = None, memo: Memo | None = None,
+               memory: Memory | None = None) -> Cycle:
     """Plan every waiting job of `queue` at once (steps in the module docstring). `fleet` counts every
     holder's devices as used; `moves`: job -> the transfer an involuntary move out of its region weighs;
-    `memo` (`engine.ranking.Memo`, kept by the caller between cycles) only saves recomputing equal values."""
+    `memo` (`engine.ranking.Memo`) and `memory` (`engine.rooms.Memory`, for one fleet), both kept by the
+    caller between cycles, only save recomputing equal values: the cycle is the same without them."""
     queue, holders = list(queue), list(holders)
+    if not queue:  # nothing to plan: only the free room (what `room_grew` compares)
+        return Cycle(Plan(), frozenset(), _free_after(Plan(), fleet, memo))
     moves = moves or {}
     narrowed: dict[str, Request] = {}
     for request in queue:
@@ -85,7 +91,7 @@ def plan_cycle(queue: Iterable[Request], holders: Iterable[Holder], fleet: Fleet
     if narrowed:
         queue = [narrowed.get(r.job, r) for r in queue]
     if policy is None:
-        plan = plan_queue(queue, holders, fleet, now, settings)
+        plan = plan_queue(queue, holders, fleet, now, settings, memory)
         waiting_for: frozenset[str] = frozenset()
     else:
         from heterojob.engine import policy as heterogeneity
@@ -95,33 +101,34 @@ def plan_cycle(queue: Iterable[Request], holders: Iterable[Holder], fleet: Fleet
                                          settings.min_runtime_s, memo)
         ordered = [replace(r, alternatives=narrowed[r.job].alternatives) if r.job in narrowed else r
                    for r in prepared.queue]  # an involuntary move keeps every class its user listed
-        plan = plan_queue(ordered, prepared.holders, fleet, now, settings)
+        plan = plan_queue(ordered, prepared.holders, fleet, now, settings, memory)
         waiting_for = prepared.waiting_for
         mine = {r.job: r for r in ordered}
         original = {r.job: r for r in queue}
         quota_memo: dict[tuple[object, ...], list[Rejection]] = {}
+        index = FleetIndex(fleet, memory)  # one for every job's set-aside classes: the free room read once
         for job, admission in list(plan.admissions.items()):
             if admission.outcome == Outcome.PLACED or job in narrowed:
                 continue
-            aside = set_aside(original[job], mine[job], prepared.choices.get(job), fleet, quota_memo)
+            aside = set_aside(original[job], mine[job], prepared.choices.get(job), fleet, quota_memo, index)
             if aside:
                 plan.admissions[job] = replace(admission, message=f"{admission.message}; {aside}")
-    for job, request in narrowed.items():
-        admission = plan.admissions.get(job)
-        if admission is None or admission.outcome != Outcome.PLACED or admission.candidate is None:
+    for job in narrowed:
+        placed = plan.admissions.get(job)
+        if placed is None or placed.outcome != Outcome.PLACED or placed.candidate is None:
             continue
-        v = transfer.judge(moves[job], admission.candidate.region, fleet.regions)
+        v = transfer.judge(moves[job], placed.candidate.region, fleet.regions)
         if v.cost and v.cost.link:
-            plan.admissions[job] = replace(admission, message=f"{admission.message}; the cheapest transfer that "
+            plan.admissions[job] = replace(placed, message=f"{placed.message}; the cheapest transfer that "
                                                               f"fits: {v.message}")
-    return Cycle(plan, waiting_for, _free_after(plan, fleet))
+    return Cycle(plan, waiting_for, _free_after(plan, fleet, memo))
 
 
-def _free_after(plan: Plan, fleet: Fleet) -> dict[str, int]:
+def _free_after(plan: Plan, fleet: Fleet, memo: Memo | None = None) -> dict[str, int]:
     """Free devices per class on usable nodes once the plan's placements are taken."""
     from heterojob.engine.policy import devices_by_class
 
-    free, _ = devices_by_class(fleet)
+    free, _ = devices_by_class(fleet, memo)
     for a in plan.admissions.values():
         if a.outcome == Outcome.PLACED and a.candidate is not None:
             c = a.candidate
@@ -198,3 +205,53 @@ class Trigger:
         self.freed = False
         for job in [j for j, t in self.timers.items() if t <= now]:
             del self.timers[job]
+
+
+# --- what a cycle leaves to the clock and to the running jobs ----------------------------------------------
+
+def timer(now: float, waited_from: float, queue: QueueSettings | None, run_s: float = 0.0,
+          back: float | None = None) -> float | None:
+    """When a waiting job's plan changes by the clock alone, after a cycle at `now` left it waiting: its
+    starvation promotion (`queueing.promotion_time`: the bound grows with `run_s`, its run time since its
+    last promotion, under a `promote_ratio`) or `back`, a move's requeue bound; None: neither is ahead."""
+    from heterojob.engine import queueing
+
+    promote = queueing.promotion_time(waited_from, queue, run_s) if queue is not None else None
+    return min((t for t in (promote, back) if t is not None and t > now), default=None)
+
+
+def upgrade_candidates(cycle: Cycle, before: Mapping[str, int], holders: Iterable[Holder], fleet: Fleet,
+                       now: float, knowledge: Knowledge, cost: MoveCost, min_runtime_s: float,
+                       probe_share: float, memo: Memo | None = None) -> list[str]:
+    """The running jobs an upgrade move may pay for, looked at only when the free room of some class grew
+    since the cycle before (`Cycle.room_grew`; `before`: its `free`). `holders` and `fleet`: the snapshot the
+    cycle planned. Each then checks its own move (`upgrade_of`), with its own classes and checkpoint cost.
+    `memo`: as `plan_cycle`'s."""
+    if not cycle.room_grew(before):
+        return []
+    from heterojob.engine import policy as heterogeneity
+
+    return [u.job for u in heterogeneity.upgrades([h for h in holders if not h.waiting], fleet, now, knowledge,
+                                                  cycle.waiting_for, cost, min_runtime_s, None, probe_share, memo)]
+
+
+def upgrade_of(mine: Sequence[Holder], classes: Sequence[str], fleet: Fleet, now: float, knowledge: Knowledge,
+               waiting_for: Iterable[str], cost: MoveCost, min_runtime_s: float, probe_share: float,
+               memo: Memo | None = None) -> Upgrade | None:
+    """A running job's own upgrade move (or probe) onto free devices of `classes` that no waiting job chose
+    to wait for (`waiting_for`: the last cycle's, empty when none waits), when it pays
+    (`engine.policy.upgrades`); `mine`: the job's holders (its placement first). None when no listed class
+    other than its own has room for it (exactly when `upgrades` proposes nothing: moves go to free room).
+    `memo`: as `plan_cycle`'s."""
+    from heterojob.engine import policy as heterogeneity
+
+    held = [h for h in mine if not h.waiting]
+    if not held:
+        return None
+    here = held[0].allocation
+    free, _ = heterogeneity.devices_by_class(fleet, memo)
+    if not any(free.get(c, 0) >= here.devices for c in classes if c != here.device_class):
+        return None
+    moves = heterogeneity.upgrades(held, fleet, now, knowledge, waiting_for, cost, min_runtime_s,
+                                   {held[0].job: list(classes)}, probe_share, memo)
+    return moves[0] if moves else None

@@ -10,7 +10,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from enum import StrEnum
 
-from heterojob.api.job import Phase
+from heterojob.engine.phases import Phase, Then
 from heterojob.constants import EVICTED_BY_EVICTION_API
 from heterojob.engine.acks import Ack, SaveTime, ignored_fields, parse_ack, save_time, with_save_time
 
@@ -46,7 +46,7 @@ class PendingCheckpoint:
 
     id: str
     deadline: float  # unix seconds
-    then: str
+    then: Then
     requested: float | None = None  # unix seconds; a deadline at or before it: an urgent move that waits for none
 
     @property
@@ -110,7 +110,7 @@ REASON_INVALID_SPEC = "InvalidSpec"
 REASON_POD_REJECTED = "PodRejected"  # the API server refused its pods for good (invalid, PodSecurity)
 REASON_SPEC_EDITED = "SpecEdited"
 REASON_DRAINED = "Drained"
-PERIODIC = "continue"  # PendingCheckpoint.then of a periodic checkpoint: the job goes on where it is
+PERIODIC = Then.CONTINUE  # PendingCheckpoint.then of a periodic checkpoint: the job goes on where it is
 
 
 def decide(job: JobView) -> Decision:

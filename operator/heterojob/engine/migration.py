@@ -1,6 +1,6 @@
 """Whether a running job should be disrupted now (migrated), from its symptoms and the safety rules.
 
-Pure: symptoms carry when they began (a status condition's lastTransitionTime, so a restart keeps the
+Pure: symptoms carry when they began (`state.symptoms`: kept in status.symptoms, so a restart keeps the
 clock); `now` is an argument. Hysteresis comes from holding times (overheat and stragglers must persist),
 then per-job cooldown, a per-hour cap, a cluster-wide disruption budget, and advisory mode, in that order.
 An involuntary move (`urgent`: a failed device, a NotReady node, an alert naming a dead device) is never

@@ -14,304 +14,35 @@ Every rejected candidate keeps the reason a user reads in the job's message, e.g
 takes room that one ahead of it can use now; `room_to_grow` is the most replicas an elastic job could
 restart with. Preemption and reclaim are planned in `engine.preemption`; the planner that combines them is
 `engine.admission`.
+
+Cost: a region is judged from its nodes with free devices only (`engine.rooms`: a full node is never
+picked, and the message counts free devices), and what was found there for a gang of a given size (its
+nodes and scorers, or why it does not fit) is kept while the region's free room is unchanged, within a
+plan and, with a `rooms.Memory`, across plans. `fits` answers whether `place` would choose a candidate,
+without messages or scores. `engine.reference` keeps the straightforward scan these must equal.
 """
 
 from __future__ import annotations
 
 import heapq
-import itertools
-from collections import defaultdict
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass, field
-from functools import cached_property
+from typing import cast
 
 from heterojob.engine.filters import (  # noqa: F401 - re-exported: placement's filters
-    _version_check,
-    node_software_mismatch,
-    node_unfit,
-    software_mismatch,
-    software_summary,
+    _version_check, node_software_mismatch, node_unfit, software_mismatch, software_summary,
 )
 from heterojob.engine.fleet import Allocation, DeviceClass, Fleet, cpu_classes, quota_room
-from heterojob.engine.rooms import Memory, Rooms, Verdict
+from heterojob.engine.fleet_index import FleetIndex, _View, _view  # noqa: F401 - re-exported
+from heterojob.engine.placement_types import (  # noqa: F401 - re-exported: what placement reads and answers
+    OUTSIDE_ALLOWED, Alternative, Candidate, Rejection, Request, Result, listed, replicas_text,
+)
+from heterojob.engine.rooms import Verdict
 
-
-@dataclass(frozen=True)
-class Alternative:
-    device_class: str
-    per_replica: int
-    requires: Mapping[str, str] = field(default_factory=dict)  # software -> PEP 440 specifier
-    node_labels: Mapping[str, str] = field(default_factory=dict)  # labels every node must carry (e.g. RDMA)
-
-    @cached_property
-    def needs(self) -> tuple[tuple[tuple[str, str], ...], tuple[tuple[str, str], ...]]:
-        """What the per-node software filter checks, as a hashable key."""
-        return tuple(sorted(self.requires.items())), tuple(sorted(self.node_labels.items()))
-
-
-OUTSIDE_ALLOWED = "region not in spec.regions.allowed"  # a Request's default refusal outside its allowed regions
-
-
-@dataclass(frozen=True)
-class Request:
-    job: str  # namespace/name
-    alternatives: Sequence[Alternative]
-    replicas: int
-    allowed_regions: Sequence[str] = ()
-    preferred_regions: Sequence[str] = ()
-    exclude_nodes: frozenset[str] = frozenset()
-    priority: int = 0  # larger is more important
-    created: float = 0.0  # unix seconds: older first among equal priorities
-    outside_allowed: str = OUTSIDE_ALLOWED  # why a region outside allowed_regions is refused
-    # the priority it preempts with, when lower than the one it is ordered by (a job the queue policy
-    # moved up, e.g. promoted after waiting, that takes the next room first but displaces fewer for it) ...
-    preempts: int | None = None
-    # ... and the running jobs between the two it may preempt nonetheless (expected to run longer than it)
-    also_preempts: frozenset[str] = frozenset()
-
-    @property
-    def preempt_priority(self) -> int:
-        """Running jobs of strictly lower priority than this may be preempted for it (and `also_preempts`)."""
-        return self.priority if self.preempts is None else min(self.priority, self.preempts)
-
-    def may_preempt(self, priority: int, job: str) -> bool:
-        """Whether a running job of this (effective) priority may be preempted for this one."""
-        return priority < self.preempt_priority or priority < self.priority and job in self.also_preempts
-
-    @property
-    def namespace(self) -> str:
-        return self.job.split("/", 1)[0]
-
-    @property
-    def order(self) -> tuple[int, float, str]:
-        return (-self.priority, self.created, self.job)
-
-    @cached_property
-    def shape(self) -> tuple[object, ...]:
-        """Everything placement looks at but the scorers: equal shapes fit, or not, alike."""
-        return (tuple((a.device_class, a.per_replica, a.needs) for a in self.alternatives),
-                self.replicas, tuple(self.allowed_regions), self.exclude_nodes, self.namespace, self.outside_allowed)
-
-
-@dataclass(frozen=True)
-class Candidate:
-    region: str
-    alternative_index: int
-    device_class: str
-    resource: str
-    per_replica: int
-    nodes: tuple[str, ...]  # one per rank
-    score: float = 0.0
-
-    @property
-    def per_node(self) -> dict[str, int]:
-        out: dict[str, int] = {}
-        for node in self.nodes:
-            out[node] = out.get(node, 0) + self.per_replica
-        return out
-
-    def allocation(self, namespace: str) -> Allocation:
-        return Allocation(self.resource, self.per_node, namespace, self.device_class, self.region)
-
-
-def replicas_text(n: int) -> str:
-    """'1 replica', '2 replicas': how messages count a gang."""
-    return f"{n} replica" if n == 1 else f"{n} replicas"
-
-
-@dataclass(frozen=True)
-class Rejection:
-    candidate: str  # "region/class" or "class"
-    reason: str
-    quota: bool = False  # a HeteroQuota limit refuses it (the devices may well be free)
-
-    def __str__(self) -> str:
-        return f"{self.candidate}: {self.reason}"
-
-
-@dataclass
-class Result:
-    chosen: Candidate | None
-    rejections: list[Rejection] = field(default_factory=list)
-
-    def explain(self, limit: int = 8) -> str:
-        if self.chosen is not None:
-            c = self.chosen
-            return f"placed on {c.region}/{c.device_class}: {replicas_text(len(c.nodes))} on {len(set(c.nodes))} node(s)"
-        if not self.rejections:
-            return "no candidate: the job lists no device alternatives"
-        return f"no room: {listed(self.rejections, limit)}"
-
-
-def listed(items: Sequence[object], limit: int = 8) -> str:
-    """`items` joined by '; ', at most `limit` of them, then how many more: how messages stay bounded."""
-    shown = "; ".join(str(r) for r in items[:limit])
-    more = len(items) - limit
-    return shown + (f"; and {more} more" if more > 0 else "")
-
-
-# --- the fleet's usable nodes per class and region ---------------------------------------------------
-
-class _View:
-    """What a FleetIndex reads of a fleet but `used`: its nodes, classes, regions and node health. Holds
-    the objects it was computed from, so while it is memoised their ids name them and nothing else."""
-
-    def __init__(self, fleet: Fleet) -> None:
-        self.objects = (tuple(fleet.nodes.values()), tuple(fleet.classes.values()), tuple(fleet.regions.values()))
-        self.by_class: dict[str, dict[str, list[str]]] = {}
-        self.unfit: dict[str, dict[str, int]] = {}
-        self.unfit_why: dict[str, dict[str, dict[str, int]]] = {}  # class -> region -> why -> nodes
-        # (class, needs) -> (region -> nodes that pass, region -> reason -> nodes that fail)
-        self.soft: dict[tuple[object, ...], tuple[dict[str, list[str]], dict[str, dict[str, int]]]] = {}
-        self.capacity: dict[str, dict[str, int]] = {}
-        self.regions: dict[str, list[str]] = {}
-        self.serial = next(_SERIALS)  # names this view in a `rooms.Memory`
-        self.where: dict[str, dict[str, str]] = {}  # class -> usable node -> its region
-        # (class, needs) -> region -> (the usable nodes that meet them, their devices of the class)
-        self.sets: dict[tuple[object, ...], dict[str, tuple[frozenset[str], int]]] = {}
-        # (class, needs) -> the rejection of an alternative every usable node of the class fails
-        self.soft_rejection: dict[tuple[object, ...], Rejection] = {}
-
-
-_SERIALS = itertools.count(1)
-
-
-_VIEWS: dict[tuple[object, ...], _View] = {}  # fleet views seen lately (a planner builds many indexes per pass)
-_VIEWS_KEPT = 64
-
-
-def _view(fleet: Fleet) -> _View:
-    key = (tuple((name, id(node)) for name, node in fleet.nodes.items()),
-           tuple((name, id(cls)) for name, cls in fleet.classes.items()),
-           tuple((name, id(region)) for name, region in fleet.regions.items()),
-           tuple(sorted(fleet.unhealthy.items())), tuple(sorted(fleet.failed.items())))
-    view = _VIEWS.get(key)
-    if view is None:
-        if len(_VIEWS) >= _VIEWS_KEPT:
-            del _VIEWS[next(iter(_VIEWS))]
-        view = _VIEWS[key] = _View(fleet)
-    return view
-
-
-class FleetIndex:
-    """Per class, per region: the nodes that may take its replicas (computed once per fleet view: indexes
-    of fleets with the same nodes, classes, regions and node health, whatever is used, share it), and
-    their free room (`rooms.Rooms`, for the fleet's `used` as it is: only `Ledger.take` may change it).
-
-    `memory`: a `rooms.Memory` the caller keeps between scheduling cycles (what places found per region
-    while its room is unchanged). `like`: an index of a fleet with the same view and devices in use, whose
-    tables this one starts from (a ledger's copy of a fleet)."""
-
-    def __init__(self, fleet: Fleet, memory: Memory | None = None, like: FleetIndex | None = None) -> None:
-        self.fleet = fleet
-        self._shared: _View | None = like._shared if like is not None else None
-        self.rooms: Rooms = Rooms(memory, like.rooms if like is not None else None)
-        self._scope: tuple[object, ...] | None = like._scope if like is not None else None
-
-    @property
-    def _v(self) -> _View:
-        if self._shared is None:
-            self._shared = _view(self.fleet)
-        return self._shared
-
-    def nodes(self, cls: DeviceClass) -> dict[str, list[str]]:
-        v = self._v
-        if cls.name not in v.by_class:
-            by_region: dict[str, list[str]] = defaultdict(list)
-            unfit: dict[str, int] = defaultdict(int)
-            unfit_why: dict[str, dict[str, int]] = defaultdict(lambda: defaultdict(int))
-            for node in self.fleet.nodes.values():
-                why = node_unfit(node, cls, self.fleet)
-                if why == "not of this class":
-                    continue
-                region = self.fleet.region_of(node)
-                if region is None:
-                    continue
-                if why is None:
-                    by_region[region].append(node.name)
-                else:
-                    unfit[region] += 1
-                    unfit_why[region][why if why.startswith("unhealthy") else node.reason or why] += 1
-            v.by_class[cls.name] = dict(by_region)
-            v.unfit[cls.name] = dict(unfit)
-            v.unfit_why[cls.name] = {r: dict(w) for r, w in unfit_why.items()}
-        return v.by_class[cls.name]
-
-    def software(self, cls: DeviceClass, alt: Alternative
-                 ) -> tuple[dict[str, list[str]], dict[str, dict[str, int]]]:
-        """The class's usable nodes per region that also meet `alt`'s software and label needs, and per
-        region why the others do not (reason -> nodes). Cached per (class, needs) for the fleet view."""
-        by_region = self.nodes(cls)
-        if not alt.requires and not alt.node_labels:
-            return by_region, {}
-        key = (cls.name, alt.needs)
-        soft = self._v.soft
-        if key not in soft:
-            ok: dict[str, list[str]] = {}
-            failed: dict[str, dict[str, int]] = {}
-            nodes = self.fleet.nodes
-            for region, names in by_region.items():
-                passing = []
-                for name in names:
-                    why = node_software_mismatch(nodes[name], cls, alt.requires, alt.node_labels)
-                    if why is None:
-                        passing.append(name)
-                    else:
-                        reasons = failed.setdefault(region, {})
-                        reasons[why] = reasons.get(why, 0) + 1
-                ok[region] = passing
-            soft[key] = (ok, failed)
-        return soft[key]
-
-    def capacity(self, cls: DeviceClass) -> dict[str, int]:
-        """node -> its allocatable devices of the class's resource, for the class's usable nodes (cached)."""
-        capacity = self._v.capacity
-        if cls.name not in capacity:
-            nodes, resource = self.fleet.nodes, cls.resource_name
-            capacity[cls.name] = {n: nodes[n].allocatable.get(resource, 0)
-                                  for names in self.nodes(cls).values() for n in names}
-        return capacity[cls.name]
-
-    def unfit(self, cls: DeviceClass, region: str) -> int:
-        self.nodes(cls)
-        return self._v.unfit[cls.name].get(region, 0)
-
-    def unfit_reasons(self, cls: DeviceClass, region: str) -> dict[str, int]:
-        """Why the class's nodes in `region` that cannot take replicas cannot (the node's own reason, e.g. a
-        lost member cluster's, else not Ready / cordoned / tainted / unhealthy) -> how many nodes."""
-        self.nodes(cls)
-        return self._v.unfit_why[cls.name].get(region, {})
-
-    def regions(self, cls: DeviceClass) -> list[str]:
-        v = self._v
-        if cls.name not in v.regions:
-            self.nodes(cls)
-            v.regions[cls.name] = sorted(set(v.by_class[cls.name]) | set(v.unfit[cls.name]))
-        return v.regions[cls.name]
-
-    def usable(self, cls: DeviceClass, alt: Alternative) -> dict[str, tuple[frozenset[str], int]]:
-        """Per region: the class's usable nodes that meet `alt`'s needs, and their devices (cached)."""
-        key = (cls.name, alt.needs)
-        sets = self._v.sets.get(key)
-        if sets is None:
-            by_region, capacity = self.software(cls, alt)[0], self.capacity(cls)
-            sets = self._v.sets[key] = {r: (frozenset(names), sum(capacity[n] for n in names))
-                                        for r, names in by_region.items()}
-        return sets
-
-    def room(self, cls: DeviceClass) -> dict[str, dict[str, int]]:
-        """region -> node -> free devices, for the class's usable nodes with any free (`rooms.Rooms`)."""
-        rooms = self.rooms
-        if not rooms.built(cls.name):
-            v = self._v
-            where = v.where.get(cls.name)
-            if where is None:
-                where = v.where[cls.name] = {n: r for r, names in self.nodes(cls).items() for n in names}
-            if self._scope is None:
-                self._scope = (v.serial, tuple(sorted(self.fleet.network_down.items())))
-            rooms.build(cls.name, cls.resource_name, where, self.capacity(cls), self.regions(cls), self.fleet.used,
-                        self._scope)
-        return rooms.free[cls.name]
+__all__ = [  # what other modules import from here (re-exports included)
+    "Alternative", "Candidate", "DeviceClass", "FleetIndex", "Ledger", "NETWORK_DOWN", "OUTSIDE_ALLOWED",
+    "Rejection", "Request", "Result", "_replica_slots", "fits", "fits_where", "listed", "node_unfit", "pack",
+    "place", "replicas_text", "room_to_grow", "schedule", "software_mismatch", "software_summary", "still_fits",
+]
 
 
 def pack(free: Mapping[str, int], replicas: int, per_replica: int) -> tuple[str, ...] | None:
@@ -348,9 +79,8 @@ def place(request: Request, fleet: Fleet, index: FleetIndex | None = None) -> Re
     index = index or FleetIndex(fleet)
     result = Result(chosen=None)
     feasible: list[Candidate] = []
-    limits = fleet.quotas.get(request.namespace, ())
-    held = fleet.held.get(request.namespace, {})
-    cpu = cpu_classes(fleet.classes) if limits else frozenset()
+    quota = _Quota(fleet, request.namespace)
+    allowed = request.allowed_regions
     for i, alt in enumerate(request.alternatives):
         cls = fleet.classes.get(alt.device_class)
         if cls is None:
@@ -368,27 +98,187 @@ def place(request: Request, fleet: Fleet, index: FleetIndex | None = None) -> Re
             result.rejections.append(_soft_rejection(index, cls, alt, soft_failed))
             continue
         need = request.replicas * alt.per_replica
-        for region in request.allowed_regions:
+        for region in allowed:
             if region not in regions:  # say why an allowed region fails, ahead of the regions not allowed
                 result.rejections.append(Rejection(f"{region}/{cls.name}", f"no {cls.name} node in this region"))
+        room = _Room(index, fleet, cls, alt, soft_failed)
         for region in regions:
-            label = f"{region}/{cls.name}"
-            if request.allowed_regions and region not in request.allowed_regions:
-                result.rejections.append(Rejection(label, request.outside_allowed))
+            if allowed and region not in allowed:
+                result.rejections.append(Rejection(f"{region}/{cls.name}", request.outside_allowed))
                 continue
-            over = quota_room(limits, held, cls.name, region, need, cpu) if limits else None
+            over = quota.refuses(cls.name, region, need)
             if over is not None:
-                result.rejections.append(Rejection(label, over, quota=True))
+                result.rejections.append(Rejection(f"{region}/{cls.name}", over, quota=True))
                 continue
-            verdict = _verdict(index, fleet, cls, alt, region, request, soft_failed)
+            verdict = room.verdict(region, request)
             if verdict.nodes is None:
-                result.rejections.append(Rejection(label, verdict.reason))
+                result.rejections.append(Rejection(f"{region}/{cls.name}", verdict.reason))
                 continue
             score = _score(i, len(request.alternatives), cls, region, request, verdict)
             feasible.append(Candidate(region, i, cls.name, cls.resource_name, alt.per_replica, verdict.nodes, score))
     if feasible:
         result.chosen = max(feasible, key=lambda c: (c.score, -c.alternative_index, c.region))
     return result
+
+
+def fits(request: Request, fleet: Fleet, index: FleetIndex | None = None) -> bool:
+    """Whether `place` would choose a candidate (`place(...).chosen is not None`), without its messages and
+    scores: the same filters, and a region passes once its free room holds the gang."""
+    return fits_where(request, fleet, index) is not None
+
+
+def fits_where(request: Request, fleet: Fleet, index: FleetIndex | None = None) -> tuple[DeviceClass, str] | None:
+    """`fits`, saying where: the first (class, region) whose room holds the gang, or None."""
+    index = index or FleetIndex(fleet)
+    quota = _Quota(fleet, request.namespace)
+    allowed = request.allowed_regions
+    for alt in request.alternatives:
+        cls = fleet.classes.get(alt.device_class)
+        if cls is None:
+            continue
+        regions = index.regions(cls)
+        if not regions:
+            continue
+        by_region, soft_failed = index.software(cls, alt)
+        if soft_failed and not any(by_region.values()):
+            continue
+        need = request.replicas * alt.per_replica
+        room = _Room(index, fleet, cls, alt, soft_failed)
+        for region in regions:
+            if allowed and region not in allowed or quota.refuses(cls.name, region, need) is not None:
+                continue
+            if room.holds(region, request):
+                return cls, region
+    return None
+
+
+def still_fits(where: tuple[DeviceClass, str], taken: Allocation, request: Request, index: FleetIndex) -> bool:
+    """Whether `request`, which fit in `where` (`fits_where`), still fits there once `taken` is taken: yes
+    when `taken` uses none of the class's usable nodes in that region and, should the request's namespace
+    have a quota, is of another namespace (nothing else `fits_where` reads there changed). False: ask again."""
+    cls, region = where
+    if taken.namespace == request.namespace and index.fleet.quotas.get(request.namespace):
+        return False
+    if taken.resource != cls.resource_name:
+        return True
+    index.room(cls)
+    usable = index._v.where[cls.name]
+    return all(usable.get(node) != region for node in taken.per_node)
+
+
+class _Quota:
+    """`fleet.quota_room` for one namespace, with what it holds under each limit summed once."""
+
+    def __init__(self, fleet: Fleet, namespace: str) -> None:
+        self.limits = fleet.quotas.get(namespace, ())
+        self.held: Mapping[tuple[str, str], int] = fleet.held.get(namespace, {}) if self.limits else {}
+        self.cpu = cpu_classes(fleet.classes) if self.limits else frozenset()  # cores: only a limit naming them
+        self._spent: list[int | None] = [None] * len(self.limits)
+        self._said: dict[tuple[int, int], str | None] = {}
+
+    def refuses(self, device_class: str, region: str, need: int) -> str | None:
+        if not self.limits:
+            return None
+        cpu = self.cpu
+        for k, limit in enumerate(self.limits):
+            if not limit.covers(device_class, region, device_class in cpu):
+                continue
+            used = self._spent[k]
+            if used is None:
+                used = self._spent[k] = sum(n for (c, r), n in self.held.items() if limit.covers(c, r, c in cpu))
+            if used + need > limit.devices:
+                key = (k, need)  # the message names the limit, what it counts and the need
+                if key not in self._said:
+                    self._said[key] = quota_room((limit,), self.held, device_class, region, need, cpu)
+                return self._said[key]
+        return None
+
+
+_NO_NODES: tuple[frozenset[str], int] = (frozenset(), 0)
+
+
+class _Room:
+    """One alternative's class on one fleet index: per region, where a request's gang packs (`verdict`) or
+    whether it does (`holds`), from the region's nodes with free room only (`rooms`), kept per version of
+    that room (what a verdict depends on besides: the gang's size, `alt`'s needs and the request's excluded
+    nodes in the region)."""
+
+    def __init__(self, index: FleetIndex, fleet: Fleet, cls: DeviceClass, alt: Alternative,
+                 soft_failed: Mapping[str, Mapping[str, int]]) -> None:
+        self.index, self.fleet, self.cls, self.alt, self.soft_failed = index, fleet, cls, alt, soft_failed
+        self.sets = index.usable(cls, alt)
+        self.free = index.room(cls)
+        self.rooms = index.rooms
+
+    def _key(self, region: str, request: Request) -> tuple[frozenset[str], tuple[object, ...]]:
+        names = self.sets.get(region, _NO_NODES)[0]
+        exclude = request.exclude_nodes
+        excluded = names & exclude if exclude and names else frozenset()
+        return excluded, (self.alt.needs, request.replicas, self.alt.per_replica, excluded)
+
+    def holds(self, region: str, request: Request) -> bool:
+        """`verdict(region, request).nodes is not None`, without a message when it does not."""
+        excluded, key = self._key(region, request)
+        verdicts = self.rooms.verdicts(self.cls.name, region)
+        known = cast(Verdict | None, verdicts.get(key))
+        if known is not None:
+            return known.nodes is not None
+        per, replicas = self.alt.per_replica, request.replicas
+        if replicas <= 0 or per <= 0:
+            return self.verdict(region, request).nodes is not None
+        held = ("holds", key)
+        answer = cast(Verdict | None, verdicts.get(held))
+        if answer is None:
+            free, _ = self._free(region, request, excluded)
+            answer = verdicts[held] = Verdict(() if sum(f // per for f in free.values()) >= replicas else None)
+        return answer.nodes is not None
+
+    def _free(self, region: str, request: Request, excluded: frozenset[str]
+              ) -> tuple[Mapping[str, int], dict[str, str]]:
+        """The region's free devices per node the gang may use (nodes without any left out when `per` > 0), and
+        the nodes left out for a chip's network down (a gang of more than one replica)."""
+        names = self.sets.get(region, _NO_NODES)[0]
+        room, alt, down = self.free[region], self.alt, self.fleet.network_down
+        cut: dict[str, str] = {}
+        if request.replicas > 1 and down:  # a gang's collectives cross every chip's network
+            cut = {n: down[n] for n in (down if len(down) <= len(names) else names)
+                   if n in names and n in down and n not in excluded}
+        if alt.per_replica <= 0:  # every usable node counts, full or not
+            capacity, used, resource = self.index.capacity(self.cls), self.fleet.used, self.cls.resource_name
+            return {n: max(0, capacity[n] - used.get((n, resource), 0))
+                    for n in names if n not in excluded and n not in cut}, cut
+        if alt.requires or alt.node_labels:
+            return {n: f for n, f in room.items() if n in names and n not in excluded and n not in cut}, cut
+        if excluded or cut:
+            return {n: f for n, f in room.items() if n not in excluded and n not in cut}, cut
+        return room, cut
+
+    def verdict(self, region: str, request: Request) -> Verdict:
+        excluded, key = self._key(region, request)
+        verdicts = self.rooms.verdicts(self.cls.name, region)
+        known = cast(Verdict | None, verdicts.get(key))
+        if known is not None:
+            return known
+        names, devices = self.sets.get(region, _NO_NODES)
+        per, cls = self.alt.per_replica, self.cls
+        free, cut = self._free(region, request, excluded)
+        nodes = pack(free, request.replicas, per)
+        capacity = self.index.capacity(cls)
+        if nodes is None:
+            counted = len(names) - len(excluded) - len(cut) > 0  # a node of the region is counted, free or not
+            verdict = Verdict(None, reason=_no_room(free, request, self.alt, self.index.unfit_reasons(cls, region),
+                                                    self.soft_failed.get(region, {}), cut, counted))
+        else:
+            # packing: how full the chosen nodes are afterwards (fills partly used nodes, keeps empty ones whole)
+            chosen = set(nodes)
+            chosen_capacity = sum(capacity[n] for n in chosen) or 1
+            left = sum(free[n] for n in chosen) - len(nodes) * per
+            # balance: prefer the region with the larger share of this class still free afterwards
+            region_capacity = (devices - sum(capacity[n] for n in excluded) - sum(capacity[n] for n in cut)) or 1
+            verdict = Verdict(nodes, W_PACKING * (1 - left / chosen_capacity),
+                              W_BALANCE * (sum(free.values()) - len(nodes) * per) / region_capacity)
+        verdicts[key] = verdict
+        return verdict
 
 
 def _soft_rejection(index: FleetIndex, cls: DeviceClass, alt: Alternative,
@@ -410,57 +300,6 @@ def _soft_rejection(index: FleetIndex, cls: DeviceClass, alt: Alternative,
             known = Rejection(cls.name, f"software: {software_summary(merged)}")
         index._v.soft_rejection[key] = known
     return known
-
-
-_NO_NODES: tuple[frozenset[str], int] = (frozenset(), 0)
-
-
-def _verdict(index: FleetIndex, fleet: Fleet, cls: DeviceClass, alt: Alternative, region: str, request: Request,
-             soft_failed: Mapping[str, Mapping[str, int]]) -> Verdict:
-    """Where `request`'s gang of `alt` packs in `region` and the scorers that depend on the room there, or why
-    it does not fit: from the region's nodes with free room only (`rooms`), and kept per version of that room
-    (what it depends on besides: the gang's size, `alt`'s needs and the request's excluded nodes there)."""
-    per, replicas = alt.per_replica, request.replicas
-    names, devices = index.usable(cls, alt).get(region, _NO_NODES)
-    exclude = request.exclude_nodes
-    excluded = names & exclude if exclude and names else frozenset()
-    room = index.room(cls)[region]
-    verdicts = index.rooms.verdicts(cls.name, region)
-    key = (alt.needs, replicas, per, excluded)
-    known = verdicts.get(key)
-    if known is not None:
-        return known
-    down = fleet.network_down
-    cut: dict[str, str] = {}
-    if replicas > 1 and down:  # a gang's collectives cross every chip's network
-        cut = {n: down[n] for n in (down if len(down) <= len(names) else names)
-               if n in names and n in down and n not in excluded}
-    capacity = index.capacity(cls)
-    if per <= 0:  # every usable node counts, full or not
-        free = {n: max(0, capacity[n] - fleet.used.get((n, cls.resource_name), 0))
-                for n in names if n not in excluded and n not in cut}
-    elif alt.requires or alt.node_labels:
-        free = {n: f for n, f in room.items() if n in names and n not in excluded and n not in cut}
-    elif excluded or cut:
-        free = {n: f for n, f in room.items() if n not in excluded and n not in cut}
-    else:
-        free = room
-    nodes = pack(free, replicas, per)
-    if nodes is None:
-        counted = len(names) - len(excluded) - len(cut) > 0  # a node of the region is counted, free or not
-        verdict = Verdict(None, reason=_no_room(free, request, alt, index.unfit_reasons(cls, region),
-                                                soft_failed.get(region, {}), cut, counted))
-    else:
-        # packing: how full the chosen nodes are afterwards (fills partly used nodes, keeps empty ones whole)
-        chosen = set(nodes)
-        chosen_capacity = sum(capacity[n] for n in chosen) or 1
-        left = sum(free[n] for n in chosen) - len(nodes) * per
-        # balance: prefer the region with the larger share of this class still free afterwards
-        region_capacity = (devices - sum(capacity[n] for n in excluded) - sum(capacity[n] for n in cut)) or 1
-        verdict = Verdict(nodes, W_PACKING * (1 - left / chosen_capacity),
-                          W_BALANCE * (sum(free.values()) - len(nodes) * per) / region_capacity)
-    verdicts[key] = verdict
-    return verdict
 
 
 def _class_nodes(index: FleetIndex, cls: DeviceClass) -> Iterable[str]:
@@ -555,6 +394,27 @@ class Ledger:
         mine = self.held.setdefault(allocation.namespace, {})
         key = (allocation.device_class, allocation.region)
         mine[key] = mine.get(key, 0) + sign * allocation.devices
+        self.version += 1
+        if sign < 0:
+            self._failed.clear()
+            self.given_back += 1
+
+    def take_all(self, allocations: Iterable[Allocation], sign: int = 1) -> None:
+        """`take` each of `allocations` (or give them back), the free room of their nodes brought up to date
+        once."""
+        used, held, nodes = self.used, self.held, dict[str, set[str]]()
+        for allocation in allocations:
+            resource = allocation.resource
+            for node, n in allocation.per_node.items():
+                used[(node, resource)] = used.get((node, resource), 0) + sign * n
+            nodes.setdefault(resource, set()).update(allocation.per_node)
+            mine = held.setdefault(allocation.namespace, {})
+            key = (allocation.device_class, allocation.region)
+            mine[key] = mine.get(key, 0) + sign * allocation.devices
+        if not nodes:
+            return
+        for resource, names in nodes.items():
+            self.index.rooms.changed(names, resource, used)
         self.version += 1
         if sign < 0:
             self._failed.clear()

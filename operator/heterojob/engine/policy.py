@@ -80,6 +80,9 @@ def devices_by_class(fleet: Fleet, memo: ranking.Memo | None = None) -> tuple[di
     capacity: dict[str, int] = dict.fromkeys(fleet.classes, 0)
     signature = ranking.signature(fleet)
     if memo is not None:  # a node's class per node object (a Node is immutable)
+        last = memo.devices
+        if last is not None and last[2] == signature and last[0] == fleet.nodes and last[1] == fleet.used:
+            return dict(last[3]), dict(last[4])  # the same nodes (objects), devices used and classes
         used = fleet.used
         for node in fleet.nodes.values():
             if not node.ready or not node.schedulable:
@@ -90,6 +93,7 @@ def devices_by_class(fleet: Fleet, memo: ranking.Memo | None = None) -> tuple[di
             total = node.allocatable.get(cls.resource_name, 0)
             capacity[cls.name] += total
             free[cls.name] += max(0, total - used.get((node.name, cls.resource_name), 0))  # Fleet.free
+        memo.devices = (dict(fleet.nodes), dict(used), signature, dict(free), dict(capacity))
         return free, capacity
     for node in fleet.nodes.values():
         if not node.ready or not node.schedulable:
@@ -377,8 +381,8 @@ def prepare(queue: Iterable[Request], holders: Iterable[Holder], fleet: Fleet, n
         if request.job in reserved and reserved[request.job] in need:
             # its room is reserved (a move's destination, already counted as used): make before break, so
             # the reserved class is never narrowed away, whatever waiting for another class would promise
-            mine = reserved[request.job]
-            out.append(ranking.ranked_request(request, rank, [mine, *(c for c in choice.classes if c != mine)],
+            held = reserved[request.job]  # not `mine`: busy() reads that dict for every job after this one
+            out.append(ranking.ranked_request(request, rank, [held, *(c for c in choice.classes if c != held)],
                                               memo, preempts, also))
             continue
         first = choice.classes[0]

@@ -71,6 +71,10 @@ class Memo:
     # the last pass's holders and facts, as given, and what was read of them, with the span it holds over
     last_held: tuple[tuple[object, ...], list[object], object, bool, float, float, list[Holder],
                      list[tuple[object, ...]], list[Steady]] | None = None
+    # the last fleet's nodes and devices used (copies), the classes' signature, and its free and total devices
+    # per class (`policy.devices_by_class`)
+    devices: tuple[dict[str, Node], dict[tuple[str, str], int], Signature, dict[str, int], dict[str, int]] | None = \
+        None
 
     keep: int = 4096  # entries per table past which those no pass used since the last such cut are dropped
 

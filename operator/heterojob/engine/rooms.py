@@ -1,7 +1,7 @@
 """Free room per class, region and node for one state of a fleet's devices in use, kept current as a ledger
 takes and gives back room; and `Memory`, what a scheduling cycle may carry to the next. Pure.
 
-Step of the pipeline: none of its own; `placement.FleetIndex` holds a `Rooms` and `placement.Ledger.take`
+Step of the pipeline: none of its own; `fleet_index.FleetIndex` holds a `Rooms` and `placement.Ledger.take`
 tells it which nodes changed. Only nodes with free devices matter to a placement (`placement.pack` never
 picks a full node and the "no room" message counts only free devices), so `place` reads the few nodes with
 room of a region instead of every node of it, and a busy fleet of 100,000 devices costs what its free room
@@ -12,7 +12,8 @@ versions are unique in the process, so a version stands for one free room of one
 classes, regions, node health, network-down chips). What `place` found in a region for a gang of a given
 size (where it packs, or why it does not fit: `Verdict`) is kept per version and reused while that room is
 unchanged, within a plan and, with a `Memory` the caller keeps, from one cycle to the next: a region's
-"does not fit" (and its message) holds until its free room changes.
+"does not fit" (and its message) holds until its free room changes. `victims.Search` keeps its counts of the
+replicas a region's room holds there too.
 """
 
 from __future__ import annotations
@@ -44,7 +45,7 @@ class Memory:
 
     scope: Hashable = None  # the fleet view and network-down chips the rooms below are of
     rooms: dict[tuple[str, str], tuple[dict[str, int], int]] = field(default_factory=dict)
-    verdicts: dict[int, dict[Hashable, Verdict]] = field(default_factory=dict)
+    verdicts: dict[int, dict[Hashable, object]] = field(default_factory=dict)  # a `Verdict`, or a count
 
     def begin(self) -> None:
         """A new plan: forget the verdicts of rooms that were not a plan's starting room (a ledger's steps)."""
@@ -85,6 +86,9 @@ class Rooms:
         self.memory: Memory = memory if memory is not None else parent.memory if parent is not None else Memory()
         self.free: dict[str, dict[str, dict[str, int]]] = {}
         self.versions: dict[tuple[str, str], int] = {}
+        # (class, region) -> changes whenever the devices in use on one of its usable nodes change, whether or
+        # not its free room does (an overcommitted node's)
+        self.touched: dict[tuple[str, str], int] = {}
         self._sources: dict[str, _Source] = {}
         self._by_resource: dict[str, list[str]] = {}
         self._total: dict[str, int] = {}
@@ -92,6 +96,7 @@ class Rooms:
         if parent is not None:
             self.free = {c: {r: dict(room) for r, room in regions.items()} for c, regions in parent.free.items()}
             self.versions = dict(parent.versions)
+            self.touched = dict(parent.touched)
             self._sources = dict(parent._sources)
             self._by_resource = {r: list(cs) for r, cs in parent._by_resource.items()}
             self._total = dict(parent._total)
@@ -119,6 +124,7 @@ class Rooms:
         for region, room in free.items():
             self.versions[(device_class, region)] = (
                 self.memory.version(scope, device_class, region, room) if self.root else next(_VERSIONS))
+            self.touched[(device_class, region)] = next(_VERSIONS)
         self._sources[device_class] = _Source(resource, where, capacity)
         self._by_resource.setdefault(resource, []).append(device_class)
         self._total[device_class], self._sizes[device_class] = total, sizes
@@ -136,6 +142,7 @@ class Rooms:
                 if region is None:
                     continue
                 room = regions[region]
+                self.touched[(device_class, region)] = next(_VERSIONS)
                 f = max(0, source.capacity[node] - used.get((node, resource), 0))
                 old = room.get(node, 0)
                 if f == old:
@@ -157,8 +164,9 @@ class Rooms:
         sizes = self._sizes[device_class]
         return self._total[device_class], max(sizes) if sizes else 0
 
-    def verdicts(self, device_class: str, region: str) -> dict[Hashable, Verdict]:
-        """The verdicts kept for the current room of (class, region)."""
+    def verdicts(self, device_class: str, region: str) -> dict[Hashable, object]:
+        """What was found for the current room of (class, region): `Verdict`s, and counts
+        (`victims.Search`)."""
         version = self.versions[(device_class, region)]
         table = self.memory.verdicts.get(version)
         if table is None:

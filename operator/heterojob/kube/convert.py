@@ -27,8 +27,7 @@ from heterojob.engine.discovery import node_software
 from heterojob.engine.fleet import DeviceClass, Limit, Node, RegionInfo
 from heterojob.engine.transfer import Link
 from heterojob.engine.lifecycle import PodView
-from heterojob.state.times import timestamp
-from heterojob.telemetry.snapshot import JobRef, WatchedJob
+from heterojob.api.times import timestamp
 
 log = logging.getLogger(__name__)
 
@@ -57,7 +56,7 @@ def node_view(obj: Mapping[str, Any]) -> Node:
     allocatable = {k: quantity(v) for k, v in (status.get("allocatable") or {}).items()}
     capacity = {k: quantity(v) for k, v in (status.get("capacity") or {}).items()}
     ready_cond = ready_condition(obj)
-    ready = bool(ready_cond) and ready_cond.get("status") == "True"
+    ready = ready_cond is not None and ready_cond.get("status") == "True"
     reasons = []
     if not ready:
         reasons.append("NotReady" if ready_cond and ready_cond.get("status") == "False" else "ReadyUnknown")
@@ -159,10 +158,12 @@ def pod_view(obj: Mapping[str, Any]) -> PodView | None:
     )
 
 
-def pod_usage(obj: Mapping[str, Any]) -> dict[tuple[str, str], int]:
-    """Devices a pod that heterojob does not manage holds on its node, by resource."""
-    meta = obj.get("metadata") or {}
-    if LABEL_JOB in (meta.get("labels") or {}) or pod_terminal(obj):
+def pod_holds(obj: Mapping[str, Any]) -> dict[tuple[str, str], int]:
+    """What a pod holds on its node, by (node, resource), whoever manages it: its containers' requests, a limit
+    without a request standing for it (the API server's defaulting; what kube-scheduler counts and `kubectl
+    describe node` lists under "Allocated resources"), in whole units, CPU rounded up (a node's whole cores
+    left free are what a job can take). Nothing for a pod not bound to a node, or finished."""
+    if pod_terminal(obj):
         return {}
     spec = obj.get("spec") or {}
     node = spec.get("nodeName")
@@ -171,7 +172,7 @@ def pod_usage(obj: Mapping[str, Any]) -> dict[tuple[str, str], int]:
     used: dict[tuple[str, str], int] = {}
     for container in spec.get("containers") or []:
         resources = container.get("resources") or {}
-        wanted = {**(resources.get("requests") or {}), **(resources.get("limits") or {})}
+        wanted = {**(resources.get("limits") or {}), **(resources.get("requests") or {})}
         for name, value in wanted.items():
             if name in ("memory", "ephemeral-storage") or name.startswith("hugepages-"):
                 continue
@@ -180,24 +181,13 @@ def pod_usage(obj: Mapping[str, Any]) -> dict[tuple[str, str], int]:
     return used
 
 
-def watched_job(obj: Mapping[str, Any]) -> WatchedJob | None:
-    """A Running HeteroJob as the monitor needs it, or None (not running, not placed, unreadable)."""
+def pod_usage(obj: Mapping[str, Any]) -> dict[tuple[str, str], int]:
+    """What a pod that heterojob does not manage holds on its node, by resource (`pod_holds`; heterojob's own
+    pods are counted from their jobs' placements)."""
     meta = obj.get("metadata") or {}
-    status = obj.get("status") or {}
-    placement = status.get("placement") or {}
-    if status.get("phase") != "Running" or not isinstance(placement, dict):
-        return None
-    try:
-        ref = JobRef(namespace=meta["namespace"], name=meta["name"], region=str(placement["region"]),
-                     generation=int(placement["generation"]), replicas=int(placement["replicas"]),
-                     per_replica=int(placement["perReplica"]))
-    except (KeyError, TypeError, ValueError):
-        return None
-    conditions = status.get("conditions") if isinstance(status.get("conditions"), list) else []
-    utilization = status.get("utilization") if isinstance(status.get("utilization"), dict) else None
-    return WatchedJob(ref=ref, device_class=str(placement.get("deviceClass", "")),
-                      resource_version=str(meta.get("resourceVersion", "")), utilization=utilization,
-                      conditions=tuple(c for c in conditions if isinstance(c, dict)))
+    if LABEL_JOB in (meta.get("labels") or {}):
+        return {}
+    return pod_holds(obj)
 
 
 def quota_limits(obj: Mapping[str, Any]) -> tuple[list[Limit], str | None]:
@@ -208,4 +198,4 @@ def quota_limits(obj: Mapping[str, Any]) -> tuple[list[Limit], str | None]:
         spec = parse_spec(HeteroQuotaSpec, obj.get("spec"))
     except SpecError as exc:
         return [Limit("*", "*", 0, quota=f"{name} (invalid spec, fix it)")], str(exc)
-    return [Limit(l.device_class, l.region, l.devices, quota=name) for l in spec.limits], None
+    return [Limit(lim.device_class, lim.region, lim.devices, quota=name) for lim in spec.limits], None

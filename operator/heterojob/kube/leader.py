@@ -134,7 +134,7 @@ class LeaderElector:
                     continue
                 self.is_leader = False
                 return "another replica holds the Lease now"
-            except Exception as exc:  # noqa: BLE001
+            except Exception as exc:  # noqa: BLE001 - a failed renewal is retried until the renew deadline
                 log.warning("leader election: renewing Lease %s/%s failed: %s", self.config.namespace,
                             self.config.name, _short(exc))
             if time.monotonic() - last_ok >= self.config.renew_deadline_s:

@@ -9,7 +9,7 @@ from typing import Any
 from heterojob.api.job import HeteroJobSpec, TemplateOverride
 from heterojob.constants import (
     ANNOTATION_NODE, API_VERSION, LABEL_DEVICE_CLASS, LABEL_GENERATION, LABEL_HOSTNAME, LABEL_JOB,
-    LABEL_MANAGED_BY, LABEL_RANK, MANAGED_BY, MASTER_PORT,
+    LABEL_MANAGED_BY, LABEL_RANK, MANAGED_BY, MASTER_PORT, METRICS_PORT_ENV, METRICS_PORT_NAME,
 )
 from heterojob.engine.fleet import DeviceClass, RegionInfo
 
@@ -56,6 +56,15 @@ def service(job: Mapping[str, Any]) -> dict[str, Any]:
 def _merge_env(env: list[dict[str, Any]], extra: Mapping[str, str]) -> list[dict[str, Any]]:
     kept = [e for e in env if e.get("name") not in extra]
     return kept + [{"name": k, "value": v} for k, v in extra.items()]
+
+
+def _metrics_port(container: Mapping[str, Any]) -> dict[str, str]:
+    """The SDK's step metric port: the container's port named METRICS_PORT_NAME, if it declares one (the
+    opt-in; the shipped PodMonitor scrapes that port name); else nothing, and the SDK serves nothing."""
+    for port in container.get("ports") or []:
+        if isinstance(port, Mapping) and port.get("name") == METRICS_PORT_NAME and port.get("containerPort"):
+            return {METRICS_PORT_ENV: str(port["containerPort"])}
+    return {}
 
 
 def _apply_override(container: dict[str, Any], override: TemplateOverride | None) -> None:
@@ -136,7 +145,7 @@ def pod(
         env["HETEROJOB_RESUME_FROM"] = resume_from
 
     for i, container in enumerate(pspec["containers"]):
-        container["env"] = _merge_env(container.get("env") or [], env)
+        container["env"] = _merge_env(container.get("env") or [], {**env, **_metrics_port(container)})
         mounts = container.setdefault("volumeMounts", [])
         mounts.append({"name": PODINFO_VOLUME, "mountPath": PODINFO_PATH, "readOnly": True})
         if i == 0:  # the training container: devices and the per-class override

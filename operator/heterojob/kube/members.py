@@ -33,9 +33,9 @@ from heterojob.constants import GROUP, LABEL_JOB, VERSION
 from heterojob.engine.fleet import Node, RegionInfo
 from heterojob.kube import convert
 from heterojob.kube.api import Kube, now_iso
-from heterojob.kube.conditions import same, set_condition
-from heterojob.state.times import iso
-from heterojob.telemetry.failures import describe
+from heterojob.api.conditions import same, set_condition
+from heterojob.api.times import iso
+from heterojob.failures import describe
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")

@@ -9,24 +9,26 @@ names something the cluster itself will change passes:
 - a missing ServiceAccount (`error looking up service account ns/sa: serviceaccount "sa" not found`): a new
   namespace's `default` account is created asynchronously by kube-controller-manager (and again after it
   restarts or lags), and a named one is often applied after the job that uses it;
-- the operator's own RBAC (`User "..." cannot create resource "pods"`): an administrator grants it;
+- the operator's own RBAC (`User "..." cannot create resource "pods"`, or `get` for the read a 409 makes):
+  an administrator grants it;
 - a namespace being deleted (`because it is being terminated`): the job goes with it.
 """
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 
 # 403 messages that pass without an edit (kube-apiserver v1.32 wording; the second ServiceAccount form is
-# the one releases before v1.24 gave)
-TRANSIENT_FORBIDDEN: tuple[str, ...] = (
-    "exceeded quota",
-    "failed quota",
-    "error looking up service account",
-    "retry after the service account is created",
-    " cannot create resource ",
-    "because it is being terminated",
-)
+# the one releases before v1.24 gave; RBAC's "cannot <verb> resource")
+TRANSIENT_FORBIDDEN = re.compile("|".join((
+    r"exceeded quota",
+    r"failed quota",
+    r"error looking up service account",
+    r"retry after the service account is created",
+    r" cannot [a-z]+ resource ",
+    r"because it is being terminated",
+)))
 
 
 @dataclass(frozen=True)
@@ -41,5 +43,5 @@ def classify(status: int | None, message: str) -> Refusal:
     if status in (400, 422):
         return Refusal(True, message)
     if status == 403:
-        return Refusal(not any(words in message for words in TRANSIENT_FORBIDDEN), message)
+        return Refusal(TRANSIENT_FORBIDDEN.search(message) is None, message)
     return Refusal(False, message or (f"HTTP {status}" if status else "no answer"))

@@ -11,18 +11,31 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 
-from heterojob.alerts.mapping import Placed
-from heterojob.api.job import HeteroJobSpec, HeteroJobStatus, Phase, Scheduling
+from heterojob.api.job import HeteroJobSpec, Phase
+from heterojob.api.job_status import HeteroJobStatus
+from heterojob.api.scheduling import Scheduling
 from heterojob.engine.admission import Holder
 from heterojob.engine.fleet import Allocation, DeviceClass, Fleet, holdings, same_room, usage
+from heterojob.engine.phases import DISRUPTED, WAITING, YIELDS
 from heterojob.engine.placement import Request
 from heterojob.state.requests import base_request, request_for
-from heterojob.state.times import timestamp
+from heterojob.api.times import timestamp
 from heterojob.state.views import FleetSource
 
-WAITING = (None, Phase.PENDING, Phase.PREEMPTED, Phase.MIGRATING, Phase.RESIZING)
-DISRUPTED = (Phase.CHECKPOINTING, Phase.MIGRATING, Phase.RESIZING)  # moving: lends nothing
-YIELDS = ("preempt", "resize")  # what follows a checkpoint asked for on behalf of another job
+
+
+@dataclass(frozen=True)
+class Placed:
+    """A running job as `alerts.mapping` needs it: where each rank runs."""
+
+    namespace: str
+    name: str
+    generation: int
+    nodes: tuple[str, ...]  # by rank
+
+    @property
+    def key(self) -> str:
+        return f"{self.namespace}/{self.name}"
 
 
 @dataclass
@@ -81,7 +94,8 @@ class Cache:
         e.classes = tuple(a.device_class for a in spec.devices) if spec is not None else e.classes
         e.workload = spec.workload if spec is not None else e.workload
         e.per_replica = {a.device_class: a.per_replica for a in spec.devices} if spec is not None else e.per_replica
-        e.created = timestamp((job.get("metadata") or {}).get("creationTimestamp")) or e.created  # type: ignore[union-attr]
+        meta = job.get("metadata")
+        e.created = timestamp(meta.get("creationTimestamp") if isinstance(meta, Mapping) else None) or e.created
         e.succeeded = status.phase == Phase.SUCCEEDED
         p = status.placement
         if p is not None and not (status.phase and status.phase.terminal):

@@ -6,14 +6,15 @@ from collections.abc import Iterable, Mapping
 from dataclasses import replace
 from typing import Any
 
-from heterojob.api.job import DeviceAlternative, HeteroJobSpec, HeteroJobStatus, Phase, Priority
+from heterojob.api.job import DeviceAlternative, HeteroJobSpec, Priority
+from heterojob.api.job_status import HeteroJobStatus, Reservation
 from heterojob.engine import transfer
 from heterojob.engine.fleet import DeviceClass
+from heterojob.engine.phases import MOVING as MOVING  # controller/scheduler.py imports it from here
 from heterojob.engine.placement import OUTSIDE_ALLOWED, Alternative, Request
-from heterojob.state.times import timestamp
+from heterojob.api.times import timestamp
 
 UPGRADE = "upgrade"  # engine.migration.UPGRADE: a move up (or a probe) to the class it reserved
-MOVING = (Phase.MIGRATING, Phase.RESIZING)  # placed again after a checkpoint, avoiding the nodes it left
 MOVES = ("migrate", "resize", "reschedule")  # history actions that open a move (closed by the next placement)
 
 
@@ -129,6 +130,6 @@ def base_request(mine: Request, device_class: str, region: str, replicas: int) -
                    allowed_regions=(region,), priority=mine.priority, created=mine.created)
 
 
-def reservation(candidate_region: str, device_class: str, per_replica: int, nodes: Iterable[str]) -> dict[str, Any]:
+def reservation(candidate_region: str, device_class: str, per_replica: int, nodes: Iterable[str]) -> Reservation:
     """status.migration.reserved for room held for a move."""
-    return {"region": candidate_region, "deviceClass": device_class, "perReplica": per_replica, "nodes": list(nodes)}
+    return Reservation(region=candidate_region, device_class=device_class, per_replica=per_replica, nodes=list(nodes))

@@ -221,7 +221,7 @@ class Adapter:
                 out.setdefault(role, []).append(series)
         for role, series in older:  # after the current name's: a device reported under both reads the current one
             out.setdefault(role, []).append(series)
-        return out
+        return {role: series for role, series in out.items()}
 
     def device_id(self, labels: Mapping[str, str], ctx: Context = Context()) -> str | None:
         """The device a series is about, or None when its labels do not say."""

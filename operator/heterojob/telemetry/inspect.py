@@ -12,10 +12,12 @@ from __future__ import annotations
 import json
 import sys
 import time
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any, TextIO
 
+from heterojob.engine.fleet import Fleet
+from heterojob.telemetry.facts import node_facts
 from heterojob.telemetry.model import DeviceSample, HealthPolicy
 from heterojob.telemetry.prometheus import PrometheusReader, TelemetryError
 from heterojob.telemetry.snapshot import NodeFacts, Snapshot, SourceResult, build, gather
@@ -31,39 +33,6 @@ class Options:
     as_json: bool = False
     window_s: int = 60
     timeout_s: float = 10.0
-
-
-def node_facts(kubeconfig: str) -> dict[str, NodeFacts]:
-    """Region, class and device count of every Node the kubeconfig's cluster has (AcceleratorClass and Region
-    objects when the CRDs are installed, else the built-in defaults)."""
-    from kubernetes import client, config
-
-    from heterojob import constants, defaults
-    from heterojob.engine.fleet import Fleet
-    from heterojob.kube import convert
-
-    api_client = config.new_client_from_config(config_file=kubeconfig)
-    nodes = api_client.sanitize_for_serialization(client.CoreV1Api(api_client).list_node().items)
-    custom = client.CustomObjectsApi(api_client)
-
-    def listed(plural: str, kind: str) -> list[dict[str, Any]]:
-        try:
-            items = custom.list_cluster_custom_object(constants.GROUP, constants.VERSION, plural)["items"]
-        except client.ApiException:
-            items = []
-        return items or [o for o in defaults.all_objects() if o.get("kind") == kind]
-
-    classes = {c.name: c for o in listed("acceleratorclasses", "AcceleratorClass")
-               if (c := convert.device_class(o)) is not None}
-    regions = {r.name: r for o in listed("regions", "Region") if (r := convert.region_info(o)) is not None}
-    fleet = Fleet(nodes={n["metadata"]["name"]: convert.node_view(n) for n in nodes}, classes=classes,
-                  regions=regions)
-    out = {}
-    for name, node in fleet.nodes.items():
-        cls = fleet.class_of(node)
-        out[name] = NodeFacts(region=fleet.region_of(node), device_class=cls.name if cls else None,
-                              devices=node.allocatable.get(cls.resource_name, 0) if cls else 0, addresses=node.addresses)
-    return out
 
 
 def take(options: Options, facts: Mapping[str, NodeFacts]) -> Snapshot:
@@ -120,12 +89,14 @@ def table(rows: list[dict[str, Any]]) -> str:
     return "\n".join("  ".join(v.ljust(w) for v, w in zip(line, widths, strict=True)).rstrip() for line in cells)
 
 
-def run(options: Options, out: TextIO | None = None, err: TextIO | None = None) -> int:
+def run(options: Options, out: TextIO | None = None, err: TextIO | None = None,
+        read_fleet: Callable[[str], Fleet] | None = None) -> int:
+    """`read_fleet` reads the kubeconfig's cluster (`kube.fleet.read_fleet`, passed in by the CLI)."""
     out, err = out or sys.stdout, err or sys.stderr
     facts: dict[str, NodeFacts] = {}
-    if options.kubeconfig:
+    if options.kubeconfig and read_fleet is not None:
         try:
-            facts = node_facts(options.kubeconfig)
+            facts = node_facts(read_fleet(options.kubeconfig))
         except Exception as exc:  # noqa: BLE001 - any failure to use the kubeconfig is reported, not raised
             print(f"heterojob telemetry snapshot: cannot read Nodes with --kubeconfig {options.kubeconfig}: "
                   f"{' '.join(str(exc).split())[:300]}", file=err)

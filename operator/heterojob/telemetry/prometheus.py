@@ -16,7 +16,7 @@ from prometheus_api_client import PrometheusApiClientException, PrometheusConnec
 from urllib3.util.retry import Retry
 
 from heterojob.telemetry.family import Vector
-from heterojob.telemetry.failures import describe
+from heterojob.failures import describe
 
 
 class TelemetryError(Exception):

@@ -15,6 +15,7 @@ from enum import StrEnum
 from typing import Any
 
 from heterojob.telemetry import sources as region_sources
+from heterojob.telemetry import steps
 from heterojob.telemetry.adapters import ADAPTERS
 from heterojob.telemetry.family import FALLBACK, ROLE_LABEL, SEEN, Adapter, ParseReport, Vector
 from heterojob.telemetry.labels import Context, node_of_series
@@ -27,6 +28,7 @@ UP = "up"
 POD_NODE = "pod_node"
 UP_QUERY = (f'up or label_replace(max by (namespace, pod, node) (kube_pod_info{{created_by_kind="DaemonSet", '
             f'node!=""}} and on (namespace, pod) up), "{ROLE_LABEL}", "{POD_NODE}", "", "")')
+# The training pods' step rates (`telemetry.steps`) ride on the same query: still one.
 
 
 @dataclass(frozen=True)
@@ -49,10 +51,12 @@ class SourceResult:
     error: str = ""
 
 
-def queries(window_s: int, adapters: Iterable[Adapter] = ADAPTERS.values()) -> dict[str, str]:
-    """The whole cycle's queries, named `<family>:<query>`, plus `up` for exporters that are down."""
+def queries(window_s: int, adapters: Iterable[Adapter] = ADAPTERS.values(),
+            steps_window_s: int = steps.STEPS_WINDOW_S) -> dict[str, str]:
+    """The whole cycle's queries, named `<family>:<query>`, plus `up` for exporters that are down (and, in the
+    same query, the training pods' step rates over `steps_window_s`)."""
     out = {f"{a.family}:{name}": q for a in adapters for name, q in a.queries(window_s).items()}
-    out[UP] = UP_QUERY
+    out[UP] = f"{UP_QUERY} or {steps.query(steps_window_s)}"
     return out
 
 
@@ -78,11 +82,12 @@ def followups(results: Mapping[str, Vector], adapters: Iterable[Adapter] = ADAPT
 
 
 def gather(ask: Callable[[Mapping[str, str]], Mapping[str, Vector]], window_s: int,
-           adapters: Iterable[Adapter] = ADAPTERS.values()) -> tuple[dict[str, Vector], int]:
+           adapters: Iterable[Adapter] = ADAPTERS.values(), steps_window_s: int = steps.STEPS_WINDOW_S
+           ) -> tuple[dict[str, Vector], int]:
     """One source's answers for a cycle, through `ask` (query name -> PromQL, all at one instant), and how
     many queries that took: the fixed set, then `followups` when the first answers need them."""
     adapters = list(adapters)
-    first = queries(window_s, adapters)
+    first = queries(window_s, adapters, steps_window_s)
     answered = dict(ask(first))
     more = followups(answered, adapters, window_s)
     if more:
@@ -122,6 +127,8 @@ class Snapshot:
     network_down: Mapping[str, str] = field(default_factory=dict)
     node_of: Mapping[str, str] = field(default_factory=dict)  # device id -> node (alerts name devices)
     reports: Mapping[str, ParseReport] = field(default_factory=dict)  # source name -> what its answers lacked
+    # (namespace, pod) -> steps/s of a training pod serving the SDK's step counter (`telemetry.steps`)
+    step_rates: Mapping[tuple[str, str], float] = field(default_factory=dict)
 
     def region(self, name: str) -> RegionTelemetry:
         return self.regions.get(name) or self.regions.get("*") or RegionTelemetry(
@@ -129,15 +136,20 @@ class Snapshot:
 
 
 def _targets(up: Vector) -> tuple[list[Mapping[str, Any]], dict[tuple[str, str], str]]:
-    """The `up` answer's scrape targets, and each target pod's Node (from kube_pod_info; a pod two Nodes claim
-    names none)."""
+    """The `up` answer's exporter scrape targets, and each target pod's Node (from kube_pod_info; a pod two Nodes
+    claim names none). A training pod scraped for its steps is no exporter (`steps.is_training_target`, or it
+    serves a step rate): its pod is the workload devices report, and its `up` says nothing of a node."""
     targets: list[Mapping[str, Any]] = []
     nodes: dict[tuple[str, str], str] = {}
     twice: set[tuple[str, str]] = set()
+    training = set(steps.rates(up))
     for series in up or ():
         labels = series.get("metric") or {}
-        if labels.get(ROLE_LABEL) != POD_NODE:
-            targets.append(series)
+        role = labels.get(ROLE_LABEL)
+        if role != POD_NODE:
+            if not role and not steps.is_training_target(labels) \
+                    and (labels.get("namespace") or "", labels.get("pod") or "") not in training:
+                targets.append(series)
             continue
         key, node = (labels.get("namespace") or "", labels.get("pod") or ""), labels.get("node") or ""
         if node and nodes.setdefault(key, node) != node:
@@ -178,6 +190,7 @@ def build(sources: Sequence[SourceResult], nodes: Mapping[str, NodeFacts], previ
     devices: dict[str, DeviceSample] = {}
     regions: dict[str, RegionTelemetry] = {}
     reports: dict[str, ParseReport] = {}
+    step_rates: dict[tuple[str, str], float] = {}
     down: set[str] = set()
     fell_off: dict[str, set[str]] = defaultdict(set)
     reported: dict[str, set[str]] = defaultdict(set)
@@ -188,6 +201,8 @@ def build(sources: Sequence[SourceResult], nodes: Mapping[str, NodeFacts], previ
                 regions[region] = RegionTelemetry(Availability.UNAVAILABLE, f"{source.name}: {source.error}")
             continue
         report = reports[source.name] = ParseReport()
+        for key, rate in steps.rates(source.results.get(UP) or ()).items():
+            step_rates[key] = max(rate, step_rates.get(key, 0.0))
         found: list[DeviceSample] = []
         # with a Node list, a host label counts only when it names a Node; without one, labels alone decide
         up, pod_nodes = _targets(source.results.get(UP) or ())
@@ -248,7 +263,8 @@ def build(sources: Sequence[SourceResult], nodes: Mapping[str, NodeFacts], previ
                     failed_nodes=failed, failed_devices={n: frozenset(ids) for n, ids in failed_ids.items()},
                     vanished_devices={n: frozenset(ids) for n, ids in fell_off.items()},
                     reported={n: len(ids) for n, ids in reported.items()},
-                    hot_nodes=hot, network_down=network, node_of={d: s.node for d, s in devices.items()}, reports=reports)
+                    hot_nodes=hot, network_down=network, node_of={d: s.node for d, s in devices.items()}, reports=reports,
+                    step_rates=step_rates)
 
 
 def _serves(source: SourceResult, facts: NodeFacts | None, own_regions: frozenset[str]) -> bool:
@@ -296,6 +312,8 @@ class WatchedJob:
     resource_version: str
     utilization: Mapping[str, Any] | None = None
     conditions: tuple[Mapping[str, Any], ...] = ()
+    stragglers: StragglerPolicy = field(default_factory=lambda: StragglerPolicy())  # the job's spec.policy
+    speeds: tuple[Mapping[str, Any], ...] = ()  # status.scheduling.speeds as read (cleaned): what a new rate is news to
 
 
 @dataclass(frozen=True)

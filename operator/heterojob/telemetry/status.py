@@ -13,7 +13,7 @@ from collections.abc import Mapping, Sequence
 from datetime import datetime
 from typing import Any
 
-from heterojob.kube.conditions import same, set_condition
+from heterojob.api.conditions import same, set_condition
 from heterojob.telemetry.model import Health
 from heterojob.telemetry.snapshot import Availability, JobTelemetry
 

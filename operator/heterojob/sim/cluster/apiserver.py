@@ -3,10 +3,13 @@
 kmock 0.8 (by Kopf's author) serves API discovery well but stores objects as plain JSON without the
 semantics that Kopf and the `kubernetes` client rely on (see docs/emulator.md). This subclass
 keeps kmock's HTTP server, discovery and resource registry, and serves every resource request from its
-own store with these real API server semantics (the one module of the package over ~500 lines, on
-purpose: it is the request flow of every verb -- read, check, admit, store, notify watchers -- in one
-place; what each step consults lives beside it: schema.py, builtin.py, admission.py, tables.py, openapi.py,
-discovery.py, events.py, patching.py, selectors.py, paging.py, scale.py, evictions.py, reviews.py):
+own store with these real API server semantics. This module is the one of the project over 500 lines, and
+`ApiServerEmulator` the one class over 400 (tests/unit/test_sizes.py names them), on purpose: it is the request
+flow of every verb -- read, check, admit, store, notify watchers -- in one place, so the order a real API
+server keeps (a write is checked and admitted before it is stored, and stored before any watcher hears of it)
+reads top to bottom rather than across modules; what each step consults lives beside it: schema.py,
+builtin.py, admission.py, tables.py, openapi.py, discovery.py, events.py, patching.py, selectors.py, paging.py,
+scale.py, evictions.py, reviews.py, cascade.py, managedfields.py:
 
 - `resourceVersion` (one global counter), `uid`, `creationTimestamp`, `generation` (bumped on spec
   changes), `metadata.namespace` from the URL; 201 on create; 409 `AlreadyExists` and 409 `Conflict` on
@@ -98,10 +101,12 @@ from heterojob.sim.cluster import (admission, auth, builtin, cascade, crdstatus,
 from heterojob.sim.cluster.errors import ApiError, invalid_object
 from heterojob.sim.cluster.selectors import (CR_FIELD_LABELS, FIELD_LABELS, Matcher, SelectorError, field_matcher,
                                              label_matcher)
+from heterojob.sim.cluster.store import Store
 
 log = logging.getLogger(__name__)
 
 PDB_KEY = ("policy", "poddisruptionbudgets")
+WRITE_METHODS = frozenset({"POST", "PUT", "PATCH", "DELETE"})
 ALL_VERBS = {"get", "list", "watch", "create", "update", "patch", "delete", "deletecollection"}
 
 
@@ -208,7 +213,14 @@ class Watcher:
     convert: Callable[[Any], Any] | None = None  # the events.k8s.io view
     headers_sent: bool = False
 
-    def line(self, etype: str, obj: dict[str, Any]) -> bytes:
+    def line(self, etype: str, obj: dict[str, Any], memo: dict[str, bytes] | None = None) -> bytes:
+        """One watch event's line; `memo` (etype -> line of this one object) shares the encoding between the
+        watchers that show the object as it is (no Table, no view)."""
+        if memo is not None and self.table is None and self.convert is None:
+            found = memo.get(etype)
+            if found is None:
+                found = memo[etype] = json.dumps({"type": etype, "object": obj}).encode() + b"\n"
+            return found
         shown: Any = obj
         if self.table is not None and etype != "ERROR":
             shown = self.table(obj, not self.headers_sent)
@@ -240,8 +252,7 @@ class ApiServerEmulator(kmock.KubernetesEmulator):
     request_log_limit: int = 2000
 
     _kinds: dict[tuple[str, str, str], Kind] = attrs.field(factory=dict, init=False)
-    _store: dict[tuple[str, str], dict[Key, dict[str, Any]]] = attrs.field(
-        factory=lambda: collections.defaultdict(dict), init=False)
+    _store: Store = attrs.field(factory=Store, init=False)
     _history: dict[tuple[str, str], collections.deque[tuple[int, dict[str, Any] | None, dict[str, Any] | None]]] = \
         attrs.field(factory=dict, init=False)
     _watchers: dict[tuple[str, str], set[Watcher]] = attrs.field(
@@ -255,6 +266,8 @@ class ApiServerEmulator(kmock.KubernetesEmulator):
     openapi_cache: dict[Any, tuple[bytes, str]] = attrs.field(factory=dict, init=False)
     max_body_bytes: int = 3 * 1024 * 1024  # kube-apiserver's MaxRequestBodyBytes default
     request_log: collections.deque[tuple[str, str, int, float]] = attrs.field(factory=collections.deque, init=False)
+    # (client: the User-Agent's first part, method, resource, subresource) -> writes asked (any answer)
+    writes: collections.Counter[tuple[str, str, str, str]] = attrs.field(factory=collections.Counter, init=False)
     _writer: tuple[str, bool] | None = attrs.field(default=None, init=False)  # (field manager, force) of a write
     _applied_fields: list[dict[str, Any]] | None = attrs.field(default=None, init=False)  # managedFields of an apply
     _foreground: dict[str, tuple[tuple[str, str], Key]] = attrs.field(factory=dict, init=False)  # owner uid -> where
@@ -367,7 +380,7 @@ class ApiServerEmulator(kmock.KubernetesEmulator):
                 response: aiohttp.web.StreamResponse = served
             elif path.rstrip("/") == "/version":
                 response = aiohttp.web.json_response(
-                    await self._serve_server_version(None))  # type: ignore[arg-type]
+                    await self._serve_server_version(None))  # type: ignore[arg-type]  # /version reads no request
             elif path.startswith("/_emulator/"):
                 response = await self._serve_admin(raw_request)
             elif (health := self._health(raw_request, path)) is not None:
@@ -406,6 +419,9 @@ class ApiServerEmulator(kmock.KubernetesEmulator):
                 response.headers.add("Warning", '299 - ' + json.dumps(warning))
         self.request_log.append((raw_request.method, raw_request.path_qs, response.status,
                                  time.perf_counter() - started))
+        if route is not None and raw_request.method in WRITE_METHODS:
+            agent = raw_request.headers.get("User-Agent", "").split("/")[0][:128]
+            self.writes[(agent, raw_request.method, route.plural, route.subresource or "")] += 1
         return response
 
     async def _serve_admin(self, raw_request: aiohttp.web.BaseRequest) -> aiohttp.web.StreamResponse:
@@ -414,6 +430,9 @@ class ApiServerEmulator(kmock.KubernetesEmulator):
             return aiohttp.web.json_response({"reset": True})
         if raw_request.path == "/_emulator/requests":
             return aiohttp.web.json_response([list(r) for r in self.request_log])
+        if raw_request.path == "/_emulator/writes":
+            return aiohttp.web.json_response([{"agent": a, "method": m, "resource": r, "subresource": sub, "count": n}
+                                              for (a, m, r, sub), n in sorted(self.writes.items())])
         raise ApiError(404, "NotFound", f"no emulator endpoint {raw_request.path}")
 
     @staticmethod
@@ -557,7 +576,7 @@ class ApiServerEmulator(kmock.KubernetesEmulator):
     def _pdb_view(self, pdb: dict[str, Any]) -> dict[str, Any]:
         """A PodDisruptionBudget with the status the disruption controller would keep (see evictions.py)."""
         namespace = pdb["metadata"].get("namespace")
-        pods = [p for (ns, _), p in self._store[("", "pods")].items() if ns == namespace]
+        pods = list(self._store[("", "pods")].in_namespace(namespace).values())
         disrupted = (pdb.get("status") or {}).get("disruptedPods")
         status = evictions.budget(pdb, pods).status(int(pdb["metadata"].get("generation") or 1), disrupted)
         return {**pdb, "status": status}
@@ -633,8 +652,8 @@ class ApiServerEmulator(kmock.KubernetesEmulator):
         dry_run = dry_run or "All" in (options.get("dryRun") or [])
         pod = self._get(route, kind)
         namespace = pod["metadata"].get("namespace")
-        pdbs = [b for (ns, _), b in self._store[PDB_KEY].items() if ns == namespace]
-        pods = [p for (ns, _), p in self._store[("", "pods")].items() if ns == namespace]
+        pdbs = list(self._store[PDB_KEY].in_namespace(namespace).values())
+        pods = list(self._store[("", "pods")].in_namespace(namespace).values())
         decision = evictions.decide(pod, pdbs, pods, _now())
         if decision.budget_name is not None and decision.budget_status is not None and not dry_run:
             pdb_kind = self._kind(Route("policy", "v1", "poddisruptionbudgets", None, None, None))
@@ -764,11 +783,14 @@ class ApiServerEmulator(kmock.KubernetesEmulator):
         namespace = obj["metadata"].get("namespace") or ""
         name = obj["metadata"].get("name") or ""
         ns = self._store[("", "namespaces")].get((None, namespace))
-        accounts = [n for (ns_, n) in self._store[("", "serviceaccounts")] if ns_ == namespace]
-        quotas = [q for (ns_, _), q in self._store[("", "resourcequotas")].items() if ns_ == namespace]
-        pods = [p for (ns_, _), p in self._store[("", "pods")].items() if ns_ == namespace]
-        for why in (admission.pod_security(obj, ns), admission.service_account(obj, namespace, accounts),
-                    admission.resource_quota(obj, quotas, pods) if quotas else None):
+        accounts = list(self._store[("", "serviceaccounts")].in_namespace(namespace))
+        quotas = list(self._store[("", "resourcequotas")].in_namespace(namespace).values())
+        checks = (lambda: admission.pod_security(obj, ns), lambda: admission.service_account(obj, namespace, accounts),
+                  lambda: admission.resource_quota(
+                      obj, quotas, list(self._store[("", "pods")].in_namespace(namespace).values()))
+                  if quotas else None)
+        for check in checks:
+            why = check()
             if why:
                 raise ApiError(403, "Forbidden", f'pods "{name}" is forbidden: {why}',
                                {"name": name, "kind": "pods"})
@@ -786,8 +808,10 @@ class ApiServerEmulator(kmock.KubernetesEmulator):
         if not dry_run:
             new = copy.deepcopy(old)
             new["spec"]["nodeName"] = target["name"]
-            new.setdefault("status", {}).setdefault("conditions", []).append(
-                {"type": "PodScheduled", "status": "True", "lastTransitionTime": _now()})
+            status = new.setdefault("status", {})  # the one PodScheduled condition turns True (UpdatePodCondition)
+            status["conditions"] = [c for c in status.get("conditions") or [] if not isinstance(c, dict)
+                                    or c.get("type") != "PodScheduled"] + [
+                {"type": "PodScheduled", "status": "True", "lastTransitionTime": _now()}]
             self._commit(kind, old, new, "binding")
         return {"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Success", "code": 201}
 
@@ -842,8 +866,9 @@ class ApiServerEmulator(kmock.KubernetesEmulator):
         namespace = self._namespace_of(route, kind)
         matches = self._matcher(query, kind)
         page = paging.Page.of(query, self._rv)
-        items = [obj for (ns, _), obj in self._store[kind.key].items()
-                 if (namespace is None or ns == namespace) and matches(obj)]
+        bucket = self._store[kind.key]
+        items = [obj for obj in (bucket.values() if namespace is None else bucket.in_namespace(namespace).values())
+                 if matches(obj)]
         selected = bool(query.get("labelSelector") or query.get("fieldSelector"))
         items, meta = page.cut(items, self._rv, with_remaining=not selected)
         return {"apiVersion": kind.api_version, "kind": f"{kind.kind}List", "metadata": meta, "items": items}
@@ -861,8 +886,9 @@ class ApiServerEmulator(kmock.KubernetesEmulator):
         if history is None:
             history = self._history[kind.key] = collections.deque(maxlen=self.history_limit)
         history.append((rv, old, new))
+        memo: dict[str, bytes] = {}
         for watcher in self._watchers.get(kind.key, ()):
-            line = self._event_line(watcher, old, new)
+            line = self._event_line(watcher, old, new, memo)
             if line is not None:
                 watcher.queue.put_nowait(line)
         self._sync_quotas(new["metadata"].get("namespace"))
@@ -870,17 +896,20 @@ class ApiServerEmulator(kmock.KubernetesEmulator):
     def _sync_quotas(self, namespace: str | None) -> None:
         """The resource quota controller: store each ResourceQuota's status of `namespace` when it changed."""
         key = ("", "resourcequotas")
-        names = [name for (ns, name) in self._store.get(key, {}) if ns == namespace] if namespace else []
+        bucket = self._store.get(key)
+        names = list(bucket.in_namespace(namespace)) if namespace and bucket is not None else []
         if not names:
             return
         kind = self._kind(Route("", "v1", "resourcequotas", namespace, None, None))
         if kind is None:
             return
-        pods = [p for (ns, _), p in self._store.get(("", "pods"), {}).items() if ns == namespace]
+        held = self._store.get(("", "pods"))
+        pods = list(held.in_namespace(namespace).values()) if held is not None else []
 
         def count(resource: str) -> int:
             plural, _, group = resource.partition(".")
-            return sum(1 for (ns, _) in self._store.get((group, plural), {}) if ns == namespace)
+            found = self._store.get((group, plural))
+            return len(found.in_namespace(namespace)) if found is not None else 0
 
         for name in names:
             old = self._store[key][(namespace, name)]
@@ -893,7 +922,8 @@ class ApiServerEmulator(kmock.KubernetesEmulator):
             self._emit(kind, old, new)
 
     @staticmethod
-    def _event_line(watcher: Watcher, old: dict[str, Any] | None, new: dict[str, Any]) -> bytes | None:
+    def _event_line(watcher: Watcher, old: dict[str, Any] | None, new: dict[str, Any],
+                    memo: dict[str, bytes] | None = None) -> bytes | None:
         """ADDED/MODIFIED for a create or update, or DELETED when it leaves the watcher's selector."""
         if watcher.namespace is not None and new["metadata"].get("namespace") != watcher.namespace:
             return None
@@ -902,7 +932,7 @@ class ApiServerEmulator(kmock.KubernetesEmulator):
         if not (was or now):
             return None
         etype = "MODIFIED" if was and now else "ADDED" if now else "DELETED"
-        return watcher.line(etype, new)
+        return watcher.line(etype, new, memo)
 
     def _check_namespace(self, kind: Kind, namespace: str | None) -> None:
         if not kind.namespaced:
@@ -952,7 +982,8 @@ class ApiServerEmulator(kmock.KubernetesEmulator):
             self._admit(kind, obj)
             obj["status"] = {"phase": "Pending", "qosClass": builtin.qos_class(obj)}
         elif kind.key == ("", "nodes"):  # the node IPAM controller and the kubelet's registration
-            ipam.assign_node_addresses(obj, self._store[kind.key].values())
+            nodes = self._store[kind.key]
+            ipam.assign_node_addresses(obj, cidrs=nodes.cidrs, ips=nodes.ips)
         elif kind.key == ("", "namespaces"):
             obj["status"] = {"phase": "Active"}  # the namespace strategy's PrepareForCreate
         meta.pop("deletionTimestamp", None)
@@ -977,6 +1008,8 @@ class ApiServerEmulator(kmock.KubernetesEmulator):
             if subresource == "status":
                 new = {**old, "status": new.get("status")} if "status" in new else {
                     k: v for k, v in old.items() if k != "status"}
+            elif subresource == "binding":
+                pass  # a binding sets spec.nodeName and the PodScheduled condition
             elif "status" in old:
                 new["status"] = old["status"]
             else:
@@ -1222,13 +1255,12 @@ class ApiServerEmulator(kmock.KubernetesEmulator):
 
     def _dependents(self, owner_uid: str, blocking: bool = False) -> list[tuple[Kind, dict[str, Any]]]:
         found = []
-        for rkey, objects in self._store.items():
-            for obj in objects.values():
-                refs = [r for r in obj["metadata"].get("ownerReferences") or [] if r.get("uid") == owner_uid]
-                if refs and (not blocking or any(r.get("blockOwnerDeletion") for r in refs)):
-                    dep_kind = self._kind_by_key(rkey)
-                    if dep_kind is not None:
-                        found.append((dep_kind, obj))
+        for rkey, obj in self._store.dependents(owner_uid):
+            refs = [r for r in obj["metadata"].get("ownerReferences") or [] if r.get("uid") == owner_uid]
+            if refs and (not blocking or any(r.get("blockOwnerDeletion") for r in refs)):
+                dep_kind = self._kind_by_key(rkey)
+                if dep_kind is not None:
+                    found.append((dep_kind, obj))
         return found
 
     def _release_foreground(self, owner_uid: str) -> None:
@@ -1259,8 +1291,9 @@ class ApiServerEmulator(kmock.KubernetesEmulator):
         old = previous if previous is not None else last
         history = self._history.setdefault(kind.key, collections.deque(maxlen=self.history_limit))
         history.append((rv, old, None))
+        memo: dict[str, bytes] = {}
         for watcher in self._watchers.get(kind.key, ()):
-            line = self._deleted_line(watcher, old, rv)
+            line = self._deleted_line(watcher, old, rv, memo)
             if line is not None:
                 watcher.queue.put_nowait(line)
         if kind.key == ("", "namespaces"):
@@ -1273,13 +1306,14 @@ class ApiServerEmulator(kmock.KubernetesEmulator):
                 self._release_foreground(ref["uid"])
 
     @staticmethod
-    def _deleted_line(watcher: Watcher, old: dict[str, Any], rv: int) -> bytes | None:
+    def _deleted_line(watcher: Watcher, old: dict[str, Any], rv: int, memo: dict[str, bytes] | None = None
+                      ) -> bytes | None:
         if watcher.namespace is not None and old["metadata"].get("namespace") != watcher.namespace:
             return None
         if not watcher.matches(old):
             return None
         final = {**old, "metadata": {**old["metadata"], "resourceVersion": str(rv)}}
-        return watcher.line("DELETED", final)
+        return watcher.line("DELETED", final, memo)
 
     def _kind_by_key(self, key: tuple[str, str]) -> Kind | None:
         for kind in self._kinds.values():
@@ -1294,32 +1328,34 @@ class ApiServerEmulator(kmock.KubernetesEmulator):
         """The garbage collector's answer to an owner gone (pkg/controller/garbagecollector v1.32): a dependent
         left with no live owner is deleted (background); one with another live owner stays, without its
         references to the owner gone (an orphaned one has lost them already: _orphan_dependents)."""
-        live_uids = None
-        for rkey, objects in list(self._store.items()):
-            for okey, obj in list(objects.items()):
+        for rkey, obj in list(self._store.dependents(owner_uid)):
+            objects = self._store[rkey]
+            okey = (obj["metadata"].get("namespace"), obj["metadata"]["name"])
+            refs = obj["metadata"].get("ownerReferences") or []
+            kind = self._kind_by_key(rkey)
+            if kind is None:
+                continue
+            if objects.get(okey) is not obj:  # changed or gone since (an earlier dependent's collection)
+                obj = objects.get(okey)
+                if obj is None or not any(r.get("uid") == owner_uid
+                                          for r in obj["metadata"].get("ownerReferences") or []):
+                    continue
                 refs = obj["metadata"].get("ownerReferences") or []
-                if not any(r.get("uid") == owner_uid for r in refs):
-                    continue
-                kind = self._kind_by_key(rkey)
-                if kind is None:
-                    continue
-                if live_uids is None:
-                    live_uids = {o["metadata"]["uid"] for objs in self._store.values() for o in objs.values()}
-                remaining = [r for r in refs if r.get("uid") != owner_uid and r.get("uid") in live_uids]
-                if remaining:
-                    new = copy.deepcopy(obj)
-                    new["metadata"]["ownerReferences"] = remaining
-                    self._commit(kind, obj, new, None)
-                elif okey in objects:
-                    self._delete_object(kind, obj, "Background")
+            remaining = [r for r in refs if r.get("uid") != owner_uid and self._store.holds_uid(str(r.get("uid")))]
+            if remaining:
+                new = copy.deepcopy(obj)
+                new["metadata"]["ownerReferences"] = remaining
+                self._commit(kind, obj, new, None)
+            else:
+                self._delete_object(kind, obj, "Background")
 
     def _delete_namespace_contents(self, namespace: str) -> None:
         for rkey, objects in list(self._store.items()):
             kind = self._kind_by_key(rkey)
             if kind is None or not kind.namespaced:
                 continue
-            for okey, obj in list(objects.items()):
-                if okey[0] == namespace and okey in objects:
+            for name, obj in list(objects.in_namespace(namespace).items()):
+                if (namespace, name) in objects:
                     # a real namespace stays Terminating until its pods are gone; this one goes at once, so
                     # its pods do too (else they would outlive it, and show in a namespace made again)
                     self._delete_object(kind, obj, "Background", 0)
@@ -1339,7 +1375,7 @@ class ApiServerEmulator(kmock.KubernetesEmulator):
         matches = self._matcher(query, kind)
         if route.name is not None:  # the deprecated single-object watch
             by_name, name = matches, route.name
-            matches = lambda obj: obj["metadata"].get("name") == name and by_name(obj)  # noqa: E731
+            matches = lambda obj: obj["metadata"].get("name") == name and by_name(obj)  # noqa: E731 - narrows the matcher in place
         namespace = self._namespace_of(route, kind)
         timeout = float(query.get("timeoutSeconds") or 1800)
         since = query.get("resourceVersion") or ""
@@ -1361,7 +1397,7 @@ class ApiServerEmulator(kmock.KubernetesEmulator):
             if int(since) < oldest - 1 and int(since) < self._rv:
                 expired = ApiError(410, "Expired", f"too old resource version: {since} ({oldest - 1})").status()
                 initial.append(json.dumps({"type": "ERROR", "object": expired}).encode() + b"\n")
-                watcher = None  # type: ignore[assignment]
+                watcher = None  # type: ignore[assignment]  # an expired watch ends after its ERROR event
             else:
                 for rv, old, new in history:
                     if rv <= int(since):
@@ -1475,6 +1511,18 @@ async def serve(host: str, port: int, kubeconfig_path: Path | None, crd_dir: Pat
         emulator.close_watches()
 
 
+def _raise_open_files() -> None:
+    """Allow as many connections as the hard limit does (a fleet's clients and watches outgrow a soft 1024)."""
+    try:
+        import resource
+
+        soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+        if hard == resource.RLIM_INFINITY or soft < hard:
+            resource.setrlimit(resource.RLIMIT_NOFILE, (hard if hard != resource.RLIM_INFINITY else 65536, hard))
+    except (ImportError, ValueError, OSError):
+        pass
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m heterojob.sim.cluster.apiserver",
                                      description="Serve the Kubernetes API emulator on a loopback port.")
@@ -1484,6 +1532,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--crds", type=Path, help="register the CRDs in this directory at start")
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.WARNING, format="%(asctime)s %(name)s %(levelname)s %(message)s")
+    _raise_open_files()
 
     async def run() -> None:
         stop = asyncio.Event()

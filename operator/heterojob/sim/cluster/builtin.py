@@ -337,9 +337,9 @@ def _qos(pod: Mapping[str, Any]) -> str:
     containers = (pod.get("spec") or {}).get("containers") or []
     reqs = [((c.get("resources") or {}).get("requests") or {}) for c in containers]
     lims = [((c.get("resources") or {}).get("limits") or {}) for c in containers]
-    if not any(r.get(k) or l.get(k) for r, l in zip(reqs, lims) for k in ("cpu", "memory")):
+    if not any(r.get(k) or lim.get(k) for r, lim in zip(reqs, lims) for k in ("cpu", "memory")):
         return "BestEffort"
-    if all(l.get(k) and quantity(l[k]) == quantity(r.get(k, l[k])) for r, l in zip(reqs, lims)
+    if all(lim.get(k) and quantity(lim[k]) == quantity(r.get(k, lim[k])) for r, lim in zip(reqs, lims)
            for k in ("cpu", "memory")):
         return "Guaranteed"
     return "Burstable"

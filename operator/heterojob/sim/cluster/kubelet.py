@@ -1,4 +1,9 @@
-"""A stand-in kubelet for the emulated cluster: binds the operator's pods, runs them, finishes them.
+"""A stand-in kubelet for the emulated cluster: runs the operator's pods bound to its nodes, finishes them, and
+heartbeats every node (`heartbeats`: the node's Lease and Ready status, as a kubelet posts them).
+
+It never binds a pod: a scheduler does (`scheduler.Scheduler`; with `schedule`, the default, one runs on the same
+client: on its own thread beside the kubelet's once started, else at the start of each step by hand), so a pod the
+scheduler refuses stays Pending with its PodScheduled False.
 
 A pod runs for `HETEROJOB_SIM_DURATION` seconds (env of its first container; default 120) and then
 succeeds, or fails when `HETEROJOB_SIM_FAIL` is "1". A running pod gets the node's InternalIP as hostIP and its
@@ -12,7 +17,6 @@ answered a checkpoint (`sdk.Checkpointer(checkpoint_on_eviction=True)`).
 
 from __future__ import annotations
 
-import json
 import logging
 import time
 from collections.abc import Callable, Mapping
@@ -21,12 +25,16 @@ from typing import Any
 import kubernetes
 from kubernetes.client import ApiException
 
-from heterojob.constants import (ANNOTATION_CHECKPOINT_ACK, ANNOTATION_CHECKPOINT_REQUEST, ANNOTATION_NODE,
-                                 EVICTED_BY_EVICTION_API, LABEL_JOB)
+from heterojob.constants import (ANNOTATION_CHECKPOINT_ACK, ANNOTATION_CHECKPOINT_REQUEST, EVICTED_BY_EVICTION_API,
+                                 LABEL_JOB)
 from heterojob.kube.convert import ready_condition
 from heterojob.sim.cluster import ipam
+from heterojob.sim.cluster.heartbeats import LEASE_DURATION_S, RENEW_S, REPORT_S, Heartbeats
+from heterojob.sim.cluster.nodes import KUBELET_STOPPED
+from heterojob.sim.cluster.scheduler import Scheduler
+from heterojob.sim.cluster.mirror import Mirror
 from heterojob.sim.cluster.stepping import Stepping
-from heterojob.state.times import timestamp
+from heterojob.api.times import timestamp
 
 log = logging.getLogger(__name__)
 
@@ -61,14 +69,20 @@ def pod_devices(pod: dict[str, Any]) -> int:
 class Kubelet(Stepping):
     def __init__(self, api: kubernetes.client.ApiClient, start_delay: float = 1.0, interval: float = 0.5,
                  on_bindings: Callable[[Bindings], None] | None = None, answer_checkpoints: bool = False,
-                 checkpoint_delay: float = 1.0, device_health: Callable[[], Mapping[str, int]] | None = None
-                 ) -> None:
+                 checkpoint_delay: float = 1.0, device_health: Callable[[], Mapping[str, int]] | None = None,
+                 schedule: bool = True, heartbeats: bool = True, renew_s: float = RENEW_S,
+                 lease_duration_s: int = LEASE_DURATION_S, report_s: float = REPORT_S) -> None:
         """`on_bindings` hears, after every step, which running pods hold which node's devices;
         `device_health` says how many of each node's devices its device plugin reports Unhealthy (the node's
-        allocatable then leaves them out, as the kubelet's device manager does; capacity keeps them)."""
+        allocatable then leaves them out, as the kubelet's device manager does; capacity keeps them);
+        `schedule`: run a `Scheduler` first in each step (False when one runs on its own); `heartbeats`: renew
+        each node's Lease every `renew_s` and post its Ready status every `report_s` (`heartbeats.Heartbeats`)."""
+        self.scheduler = Scheduler(api) if schedule else None
+        self.silenced: set[str] = set()  # nodes whose kubelet is down (`silence`)
         self.device_health = device_health
         self._reported: dict[str, int] = {}  # node -> unhealthy devices its allocatable leaves out now
         self.core = kubernetes.client.CoreV1Api(api)
+        self.heartbeats = Heartbeats(self.core, renew_s, lease_duration_s, report_s) if heartbeats else None
         self.on_bindings = on_bindings
         self.answer_checkpoints = answer_checkpoints
         self.checkpoint_delay = checkpoint_delay
@@ -79,19 +93,55 @@ class Kubelet(Stepping):
         self._started: dict[str, float] = {}
         self._last_ip: dict[str, str] = {}  # node -> the address host-local reserved last
         self._ips: dict[tuple[str, str], str] = {}  # (node, pod uid) -> the address given this step
+        self._used_ips: dict[str, set[str]] | None = None  # node -> its live pods' addresses, this step
+        # what a list of each would answer, caught up from the watch history each step (mirror.py)
+        self._nodes = Mirror(self.core.list_node)
+        self._pods = Mirror(self.core.list_pod_for_all_namespaces)
+        self._env_of: dict[tuple[str, str, str], str] = {}  # (pod uid, name, default) -> value (specs are immutable)
+
+    def silence(self, node: str) -> None:
+        """Stop node `node`'s kubelet: no Lease renewal, no status, its pods frozen (the node lifecycle controller
+        then marks the node Unknown after its grace period)."""
+        self.silenced.add(node)
+
+    def answer(self, node: str) -> None:
+        """Start node `node`'s kubelet again: it renews the Lease and posts Ready at its next step."""
+        self.silenced.discard(node)
+
+    def start(self) -> Kubelet:
+        """Run on its own thread; its scheduler too, on another (a step by hand runs the scheduler first)."""
+        if self.scheduler is not None:
+            self.scheduler.interval = self.interval
+            self.scheduler.start()
+        super().start()
+        return self
+
+    def stop(self) -> None:
+        super().stop()
+        if self.scheduler is not None:
+            self.scheduler.stop()
 
     def step(self, now: float) -> None:
+        if self.scheduler is not None and not self.scheduler.running:
+            self.scheduler.step(now)
         self._ips.clear()
-        # one listing of the Nodes serves the whole step (device health, silent nodes, pod addresses)
-        listed = json.loads(self.core.list_node(_preload_content=False).data)["items"]
-        nodes = {n["metadata"]["name"]: n for n in listed}
+        self._used_ips = None
+        # one view of the Nodes serves the whole step (device health, silent nodes, pod addresses)
+        nodes = {n["metadata"]["name"]: n for n in self._nodes.sync()}
+        # a node whose kubelet is down (`silence`, or a fault: `nodes.set_node_lost`): no heartbeat, and its pods
+        # neither run on, nor end, nor answer a checkpoint, nor finish a deletion, as far as the API server can tell
+        silent = self.silenced | {name for name, n in nodes.items()
+                                  if KUBELET_STOPPED in ((n.get("metadata") or {}).get("annotations") or {})}
+        if self.heartbeats is not None:
+            self.heartbeats.beat(nodes, silent, now)  # a running kubelet answers a node marked Unknown
+        else:
+            silent |= {name for name, n in nodes.items() if (ready_condition(n) or {}).get("status") == "Unknown"}
         if self.device_health is not None:
             self._report_health(self.device_health(), nodes)
-        pods = self.core.list_pod_for_all_namespaces(_preload_content=False)
-        every = json.loads(pods.data)["items"]
-        # a node whose kubelet stopped posting status (Ready Unknown): its pods neither run on, nor end, nor
-        # answer a checkpoint, nor finish a deletion, as far as the API server can tell
-        silent = {name for name, n in nodes.items() if (ready_condition(n) or {}).get("status") == "Unknown"}
+        every = self._pods.sync()
+        if len(self._env_of) > 4 * len(every) + 1000:  # forget the pods gone, now and then
+            uids = {(p.get("metadata") or {}).get("uid") for p in every}
+            self._env_of = {k: v for k, v in self._env_of.items() if k[0] in uids}
         mine = [p for p in every if LABEL_JOB in ((p.get("metadata") or {}).get("labels") or {})]
         answering = [p for p in every if (p.get("spec") or {}).get("nodeName") not in silent]
         self._finish_deletions(answering)
@@ -115,20 +165,12 @@ class Kubelet(Stepping):
                 self._started.pop(key, None)
                 continue
             try:
-                if phase == "Pending":
+                node = (pod.get("spec") or {}).get("nodeName")
+                if phase == "Pending" and node:  # bound by the scheduler: this node's kubelet starts it
                     first_seen = self._started.setdefault(key, now)
                     if now - first_seen >= self.start_delay:
-                        node = (meta.get("annotations") or {}).get(ANNOTATION_NODE)
-                        if node and not (pod.get("spec") or {}).get("nodeName"):
-                            # a pod's spec is immutable: the scheduler binds it (pods/{name}/binding)
-                            self.core.create_namespaced_pod_binding(
-                                meta["name"], meta["namespace"],
-                                {"apiVersion": "v1", "kind": "Binding", "metadata": {"name": meta["name"]},
-                                 "target": {"apiVersion": "v1", "kind": "Node", "name": node}},
-                                _preload_content=False)
                         containers = (pod.get("spec") or {}).get("containers") or []
-                        addresses = self._addresses(pod, nodes.get(node or (pod.get("spec") or {}).get("nodeName")),
-                                                    items)
+                        addresses = self._addresses(pod, nodes.get(node), items)
                         self.core.patch_namespaced_pod_status(meta["name"], meta["namespace"], {"status": {
                             "phase": "Running", **addresses,
                             "containerStatuses": [{"name": c.get("name"), "ready": True, "restartCount": 0,
@@ -139,9 +181,9 @@ class Kubelet(Stepping):
                 elif phase == "Running":
                     if self.answer_checkpoints:
                         self._answer(pod, now)
-                    duration = float(_env(pod, "HETEROJOB_SIM_DURATION", "120"))
+                    duration = float(self._pod_env(pod, "HETEROJOB_SIM_DURATION", "120"))
                     if now - self._started.setdefault(key, now) >= duration:
-                        failed = _env(pod, "HETEROJOB_SIM_FAIL", "0") == "1"
+                        failed = self._pod_env(pod, "HETEROJOB_SIM_FAIL", "0") == "1"
                         self.core.patch_namespaced_pod_status(meta["name"], meta["namespace"], {"status": {
                             "phase": "Failed" if failed else "Succeeded",
                             "containerStatuses": ended(status.get("containerStatuses") or [], failed)}})
@@ -221,10 +263,13 @@ class Kubelet(Stepping):
             if host_ip:
                 out.update(podIP=host_ip, podIPs=[{"ip": host_ip}])
             return out
-        used = {(p.get("status") or {}).get("podIP") for p in items
-                if (p.get("spec") or {}).get("nodeName") == node_name and not (p.get("spec") or {}).get("hostNetwork")
-                and (p.get("status") or {}).get("phase") not in ("Succeeded", "Failed")}
-        used |= {ip for key, ip in self._ips.items() if key[0] == node_name}  # started this step, not listed yet
+        if self._used_ips is None:  # once a step: each node's live pods' addresses
+            self._used_ips = {}
+            for p in items:
+                spec = p.get("spec") or {}
+                if not spec.get("hostNetwork") and (p.get("status") or {}).get("phase") not in ("Succeeded", "Failed"):
+                    self._used_ips.setdefault(spec.get("nodeName"), set()).add((p.get("status") or {}).get("podIP"))
+        used = self._used_ips.get(node_name, set()) | {ip for key, ip in self._ips.items() if key[0] == node_name}
         cidr = ((node.get("spec") or {}).get("podCIDRs") or [(node.get("spec") or {}).get("podCIDR")])[0]
         pod_ip = ipam.next_pod_ip(cidr, {u for u in used if u}, self._last_ip.get(node_name)) if cidr else None
         if pod_ip is None:
@@ -234,6 +279,14 @@ class Kubelet(Stepping):
         self._ips[(node_name, pod["metadata"]["uid"])] = pod_ip
         out.update(podIP=pod_ip, podIPs=[{"ip": pod_ip}])
         return out
+
+    def _pod_env(self, pod: dict[str, Any], name: str, default: str) -> str:
+        """`_env`, remembered per pod (a pod's spec does not change)."""
+        key = ((pod.get("metadata") or {}).get("uid") or "", name, default)
+        found = self._env_of.get(key)
+        if found is None:
+            found = self._env_of[key] = _env(pod, name, default)
+        return found
 
     def _answer(self, pod: dict[str, Any], now: float) -> None:
         """Acknowledge a checkpoint request the way the SDK does, after `checkpoint_delay` seconds."""

@@ -81,6 +81,12 @@ UNREACHABLE_TAINT = "node.kubernetes.io/unreachable"
 NOT_READY_TAINT = "node.kubernetes.io/not-ready"
 
 
+# A fault the emulator injects from outside (e.g. `heterojob demo inject node-unreachable`, in another process): the
+# node's kubelet is down; the stand-in kubelet then neither heartbeats it nor runs or ends its pods until
+# `set_node_ready` takes the annotation off. Not something a real cluster writes.
+KUBELET_STOPPED = "sim.heterojob.io/kubelet-stopped"
+
+
 def _iso_now() -> str:
     import datetime
 
@@ -93,8 +99,10 @@ def _read(core: Any, name: str) -> dict[str, Any]:
     return json.loads(core.read_node(name, _preload_content=False).data)
 
 
-def _mark(core: Any, name: str, ready: dict[str, Any], taint: str | None) -> None:
+def _mark(core: Any, name: str, ready: dict[str, Any], taint: str | None, stopped: bool = False) -> None:
     node = _read(core, name)
+    if stopped != (KUBELET_STOPPED in ((node.get("metadata") or {}).get("annotations") or {})):
+        core.patch_node(name, {"metadata": {"annotations": {KUBELET_STOPPED: "true" if stopped else None}}})
     others = [c for c in (node.get("status") or {}).get("conditions") or [] if c.get("type") != "Ready"]
     core.patch_node_status(name, {"status": {"conditions": [*others, ready]}})
     taints = [t for t in (node.get("spec") or {}).get("taints") or []
@@ -107,18 +115,19 @@ def _mark(core: Any, name: str, ready: dict[str, Any], taint: str | None) -> Non
 
 def set_node_lost(core: Any, name: str, *, reachable: bool = False) -> None:
     """Mark Node `name` as the node lifecycle controller does (`core`: a kubernetes CoreV1Api): unreachable
-    (Ready Unknown, NodeStatusUnknown, taint node.kubernetes.io/unreachable) or, with `reachable`, reporting
-    NotReady (Ready False, taint node.kubernetes.io/not-ready); both taints NoSchedule and NoExecute."""
+    (Ready Unknown, NodeStatusUnknown, taint node.kubernetes.io/unreachable; its kubelet stopped: `KUBELET_STOPPED`)
+    or, with `reachable`, reporting NotReady (Ready False, taint node.kubernetes.io/not-ready; its kubelet runs on
+    and keeps reporting that); both taints NoSchedule and NoExecute."""
     now = _iso_now()
     _mark(core, name, {"type": "Ready", "status": "False" if reachable else "Unknown",
                        "reason": "KubeletNotReady" if reachable else "NodeStatusUnknown",
                        "message": "container runtime is down" if reachable else "Kubelet stopped posting node status.",
                        "lastTransitionTime": now, "lastHeartbeatTime": now},
-          NOT_READY_TAINT if reachable else UNREACHABLE_TAINT)
+          NOT_READY_TAINT if reachable else UNREACHABLE_TAINT, stopped=not reachable)
 
 
 def set_node_ready(core: Any, name: str) -> None:
-    """The kubelet posts Ready again: the controller takes its taints off."""
+    """The kubelet runs again and posts Ready: the controller takes its taints off."""
     now = _iso_now()
     _mark(core, name, {"type": "Ready", "status": "True", "reason": "KubeletReady",
                        "message": "kubelet is posting ready status", "lastTransitionTime": now,

@@ -69,7 +69,7 @@ _REF = "#/$defs/"
 def builtin_definitions() -> dict[str, dict[str, Any]]:
     """Kubernetes' own definitions (OpenAPI names -> schema, refs as `#/$defs/<name>`); {} when not installed."""
     try:
-        import kubernetes_validate  # type: ignore[import-untyped]
+        import kubernetes_validate  # type: ignore[import-untyped]  # it ships no type hints
     except ImportError:
         return {}
     from pathlib import Path

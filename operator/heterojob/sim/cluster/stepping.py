@@ -26,6 +26,11 @@ class Stepping:
         self._thread.start()
         return self
 
+    @property
+    def running(self) -> bool:
+        """Stepped by its own thread (not by hand)."""
+        return self._thread.is_alive()
+
     def stop(self) -> None:
         self._stop.set()
         self._thread.join(timeout=5)

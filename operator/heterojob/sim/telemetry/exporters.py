@@ -191,7 +191,7 @@ class ExporterFleet(ExporterMetrics):
                 self.end_headers()
                 self.wfile.write(body)
 
-            def do_GET(self) -> None:  # noqa: N802
+            def do_GET(self) -> None:  # noqa: N802 - the name http.server calls
                 path = urlparse(self.path).path.strip("/").split("/")
                 if len(path) == 3 and path[0] == "nodes" and path[2] == "metrics":
                     try:
@@ -207,7 +207,7 @@ class ExporterFleet(ExporterMetrics):
                     return self._send(200, json.dumps(fleet.targets()).encode(), "application/json")
                 self._send(404, b"not found\n")
 
-            def do_POST(self) -> None:  # noqa: N802
+            def do_POST(self) -> None:  # noqa: N802 - the name http.server calls
                 if urlparse(self.path).path.strip("/") != "faults":
                     return self._send(404, b"not found\n")
                 kinds = ", ".join(f.value for f in Fault)
@@ -225,7 +225,7 @@ class ExporterFleet(ExporterMetrics):
                     return self._send(400, f"bad fault {exc!r}: {usage}\n".encode())
                 self._send(200, b"ok\n")
 
-            def do_DELETE(self) -> None:  # noqa: N802
+            def do_DELETE(self) -> None:  # noqa: N802 - the name http.server calls
                 url = urlparse(self.path)
                 if url.path.strip("/") != "faults":
                     return self._send(404, b"not found\n")

@@ -47,9 +47,9 @@ def http_status(exc: BaseException) -> int | None:
         status = getattr(e, "status", None)
         if isinstance(status, int) and 100 <= status < 600:
             return status
-        response = getattr(e, "response", None)
-        if isinstance(getattr(response, "status_code", None), int):
-            return int(response.status_code)
+        code = getattr(getattr(e, "response", None), "status_code", None)
+        if isinstance(code, int):
+            return code
         m = _HTTP_STATUS.search(str(e)) if type(e).__name__ == "PrometheusApiClientException" else None
         if m:
             return int(m.group(1))

@@ -1,10 +1,15 @@
-"""The straightforward placement the fast one replaced, kept as the oracle it must equal. Pure.
+"""The straightforward planner pieces the fast ones replaced, kept as the oracle they must equal. Pure.
 
 `place_reference` is `placement.place` as it was before free room was indexed (`engine.rooms`): for each
 (class, region) it reads every usable node, full or not, packs by scanning, and scores by summing over the
-region. `may_fit_reference` is `Ledger.may_fit` by a scan of the class's nodes. `reference()` swaps both in
-for the planner (`engine.admission`, `engine.preemption`), so a test or a benchmark can run the same plan
-either way and compare (tests/unit/test_planner_exact.py, bench/planner.py). Not used by the operator.
+region. `may_fit_reference` is `Ledger.may_fit` by a scan of the class's nodes; `fewest_reference` is
+`preemption._fewest` placing the job after every victim added or spared; `victims_reference` and
+`most_replicas_reference` are `pool._Pool.victims` as one list of every class (sorted by
+`plan_preemption`) and `_Pool._most_replicas` by a scan of every node and disturbable holder; the pool's
+bound on quota (`_Pool.quota_allows`) is left out (every search runs). `reference()`
+swaps them in for the planner (`engine.admission`, `engine.preemption`), so a test or a benchmark can run
+the same plan either way and compare (tests/unit/test_planner_exact.py, bench/planner.py). Not used by the
+operator.
 """
 
 from __future__ import annotations
@@ -13,25 +18,11 @@ import sys
 from collections.abc import Iterable, Iterator, Mapping
 from contextlib import contextmanager
 
-from heterojob.engine import placement
-from heterojob.engine.fleet import Fleet, cpu_classes, quota_room
+from heterojob.engine import placement, pool, preemption
+from heterojob.engine.fleet import Allocation, Fleet, cpu_classes, quota_room
 from heterojob.engine.placement import (
-    NETWORK_DOWN,
-    W_BALANCE,
-    W_PACKING,
-    W_PREFERENCE,
-    W_PREFERRED_REGION,
-    W_THROUGHPUT,
-    Alternative,
-    Candidate,
-    DeviceClass,
-    FleetIndex,
-    Ledger,
-    Rejection,
-    Request,
-    Result,
-    software_mismatch,
-    software_summary,
+    NETWORK_DOWN, W_BALANCE, W_PACKING, W_PREFERENCE, W_PREFERRED_REGION, W_THROUGHPUT, Alternative, Candidate,
+    DeviceClass, FleetIndex, Ledger, Rejection, Request, Result, software_mismatch, software_summary,
 )
 
 
@@ -189,19 +180,110 @@ def may_fit_reference(ledger: Ledger, request: Request) -> bool:
     return False
 
 
+def fewest_reference(request: Request, ledger: Ledger, pool: Iterable[preemption._Disturbable],
+                     victims_only: bool = False) -> tuple[tuple[str, ...], Candidate] | None:
+    """Disturb jobs of `pool` in order until `request` fits (each gives up its allocation and, with a
+    base request, is placed again at that size), then spare any it fits without, most important first."""
+    smaller: dict[str, Allocation | None] = {}
+
+    def disturb(item: preemption._Disturbable) -> bool:
+        ledger.take(item.allocation, -1)
+        if item.base is None:
+            smaller[item.job] = None
+            return True
+        result = ledger.place(item.base).chosen
+        if result is None:  # cannot go back to its base size in its class and region: leave it be
+            ledger.take(item.allocation, +1)
+            return False
+        smaller[item.job] = result.allocation(item.base.namespace)
+        return True
+
+    def spare(item: preemption._Disturbable) -> None:
+        shrunk = smaller.pop(item.job)
+        if shrunk is not None:
+            ledger.take(shrunk, -1)
+        ledger.take(item.allocation, +1)
+
+    chosen: list[preemption._Disturbable] = []
+    fits: Candidate | None = None
+    for item in pool:
+        if not disturb(item):
+            continue
+        chosen.append(item)
+        fits = (place_reference(request, ledger.fleet, ledger.index).chosen if may_fit_reference(ledger, request)
+                else None)
+        if fits is not None:
+            break
+    if fits is None:
+        return None
+    for item in sorted(chosen, key=lambda i: (-i.priority, i.since)):
+        spare(item)
+        spared = place_reference(request, ledger.fleet, ledger.index).chosen
+        if spared is not None:
+            chosen.remove(item)
+            fits = spared
+        else:
+            disturb(item)
+    final = place_reference(request, ledger.fleet, ledger.index).chosen
+    return tuple(i.job for i in chosen), final or fits
+
+
+def victims_reference(pool: pool._Pool, request: Request, taken: set[str]) -> list[preemption.RunningJob]:
+    """The free holders of lower priority than `request` not yet taken (and those between it preempts
+    besides), of every class, in no particular order."""
+    return [preemption.RunningJob(h.job, h.priority, h.since, h.allocation) for h in pool.free.values()
+            if h.job not in taken and (h.priority < request.preempt_priority or
+                                       h.priority < request.priority and h.job in request.also_preempts)]
+
+
+def most_replicas_reference(pool: pool._Pool, alt: Alternative, request: Request, ledger: Ledger,
+                            taken: set[str], now: float, min_runtime_s: float) -> int:
+    """The most replicas of `alt` one region could hold if every holder `request` may disturb gave up its
+    devices, by a scan of every disturbable holder and every usable node."""
+    cls = ledger.fleet.classes[alt.device_class]
+    used, resource, capacity = ledger.used, cls.resource_name, ledger.index.capacity(cls)
+    rank, per = request.priority, alt.per_replica
+    extra: dict[str, int] = {}
+    for below, per_node, job in pool.disturbable(resource, now, min_runtime_s):
+        if below < rank and job not in taken:
+            for n, devices in per_node.items():
+                extra[n] = extra.get(n, 0) + devices
+    most = 0
+    for region, names in ledger.index.nodes(cls).items():
+        if request.allowed_regions and region not in request.allowed_regions:
+            continue
+        fit = 0
+        for n in names:
+            have = capacity[n] - used.get((n, resource), 0) + extra.get(n, 0)
+            if have >= per:
+                fit += have // per
+        most = max(most, fit)
+    return most
+
+
 @contextmanager
 def reference() -> Iterator[None]:
-    """Within: every module of heterojob that calls `placement.place` calls `place_reference`, and
-    `Ledger.may_fit` scans. Not thread-safe (it swaps module attributes)."""
-    fast, fits = placement.place, Ledger.may_fit
+    """Within: every module of heterojob that calls `placement.place` calls `place_reference`,
+    `Ledger.may_fit` scans and `preemption` looks for victims one placement per victim. Not thread-safe (it
+    swaps module attributes)."""
+    fast, fits, fewest = placement.place, Ledger.may_fit, preemption._fewest
+    victims, most, quota = pool._Pool.victims, pool._Pool._most_replicas, pool._Pool.quota_allows
     swapped = [m for name, m in list(sys.modules.items())
                if name.startswith("heterojob.") and m is not None and getattr(m, "place", None) is fast]
     for module in swapped:
-        module.place = place_reference  # type: ignore[attr-defined]
-    Ledger.may_fit = may_fit_reference  # type: ignore[assignment, method-assign]
+        module.place = place_reference  # type: ignore[attr-defined]  # swapped in for the comparison
+    Ledger.may_fit = may_fit_reference  # type: ignore[assignment, method-assign]  # swapped in for the comparison
+    preemption._fewest = fewest_reference
+    pool._Pool.victims = victims_reference  # type: ignore[assignment, method-assign]  # swapped in for the comparison
+    pool._Pool._most_replicas = most_replicas_reference  # type: ignore[assignment, method-assign]  # swapped in for the comparison
+    pool._Pool.quota_allows = lambda *args: True  # type: ignore[method-assign]  # swapped in for the comparison
     try:
         yield
     finally:
         for module in swapped:
-            module.place = fast  # type: ignore[attr-defined]
-        Ledger.may_fit = fits  # type: ignore[method-assign]
+            module.place = fast  # type: ignore[attr-defined]  # put back
+        Ledger.may_fit = fits  # type: ignore[method-assign]  # put back
+        preemption._fewest = fewest
+        pool._Pool.victims = victims  # type: ignore[method-assign]  # put back
+        pool._Pool._most_replicas = most  # type: ignore[method-assign]  # put back
+        pool._Pool.quota_allows = quota  # type: ignore[method-assign]  # put back

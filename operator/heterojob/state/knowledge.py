@@ -22,14 +22,14 @@ from __future__ import annotations
 from collections import OrderedDict
 from collections.abc import Iterable, Mapping
 
-from heterojob.api.job import Scheduling
+from heterojob.api.scheduling import Scheduling
 from heterojob.engine import completion, queueing
 from heterojob.engine.admission import Holder
 from heterojob.engine.fleet import Fleet
 from heterojob.engine.placement import Request
 from heterojob.engine.policy import Facts, Knowledge, devices_by_class
 from heterojob.state.cache import Cache, Entry
-from heterojob.state.times import timestamp
+from heterojob.api.times import timestamp
 
 HISTORY_MAX = 5000  # completed jobs' work kept for the residual estimate
 

@@ -11,9 +11,9 @@ MESSAGE_MAX = 1024
 def set_condition(conditions: Iterable[Mapping[str, Any]], type_: str, status: str, reason: str, message: str,
                   now: str) -> list[dict[str, Any]]:
     """`conditions` with `type_` set; its lastTransitionTime moves only when its status changes."""
-    conditions = [dict(c) for c in conditions]
-    out = [c for c in conditions if c.get("type") != type_]
-    old = next((c for c in conditions if c.get("type") == type_), None)
+    copies = [dict(c) for c in conditions]
+    out = [c for c in copies if c.get("type") != type_]
+    old = next((c for c in copies if c.get("type") == type_), None)
     since = old.get("lastTransitionTime") if old and old.get("status") == status else now
     out.append({"type": type_, "status": status, "reason": reason, "message": message[:MESSAGE_MAX],
                 "lastTransitionTime": since})

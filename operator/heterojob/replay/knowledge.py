@@ -1,0 +1,89 @@
+"""What the operator knows of each job in the replay, as its status would carry it: attained service and when
+it last waited (`engine.queueing.Service`), the speeds it measured where it ran, its work done, and what the
+jobs of its type (its `spec.workload`) measured, pooled (`engine.completion.pooled`). The policy never reads a
+job's total steps or its speed on a class it has not run on."""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from collections.abc import Callable, Iterable
+
+from heterojob.engine import completion, queueing
+from heterojob.engine import policy as engine_policy
+from heterojob.replay.traces import TraceJob
+
+
+class Known:
+    def __init__(self, declared: dict[str, float], namespace: str) -> None:
+        self.declared, self.namespace = declared, namespace
+        self.service: dict[int, queueing.Service] = {}
+        self.measured: dict[int, dict[str, float]] = defaultdict(dict)
+        # spec.workload: the trace's job type; each job's steps/s per device where it ran, pooled per type
+        self.samples: dict[str, dict[int, dict[str, float]]] = defaultdict(dict)
+        self.sample_counts: dict[tuple[str, str], int] = defaultdict(int)
+        self.sheets: dict[str, tuple[int, dict[str, float]]] = {}  # type -> (version, `completion.sheet`)
+        self.measured_sizes: dict[tuple[int, str], dict[int, float]] = defaultdict(dict)  # steps/s per replicas
+        self.work_s: dict[int, float] = defaultdict(float)  # reference seconds trained (estimated speeds)
+        self.residual = completion.Residual()
+        self.rels: dict[int, tuple[tuple[int, int], dict[str, float]]] = {}
+        self.facts: dict[str, engine_policy.Facts] = {}  # what each job's status tells the operator
+        self.knowledge = engine_policy.Knowledge(self.facts, self.residual)
+
+    def rel(self, job: TraceJob) -> dict[str, float]:
+        """Relative speed per class the job runs on: measured where it ran, elsewhere scaled by its workload's
+        sheet (what the jobs of its type measured, `completion.sheet`), else by the declared throughput."""
+        measured = self.measured.get(job.id, {})
+        version, sheet = self.sheets.get(job.job_type, (0, self.declared))
+        cached = self.rels.get(job.id)
+        if cached is None or cached[0] != (len(measured), version):
+            cached = self.rels[job.id] = ((len(measured), version), completion.speeds(sheet, measured, job.classes))
+        return cached[1]
+
+    def waits(self, job: TraceJob, now: float) -> float:
+        """The job (re)enters the queue: its starvation clock starts; its run time since its last promotion."""
+        old = self.service.get(job.id) or queueing.Service()
+        self.service[job.id] = queueing.Service(old.attained_device_s, now, run_s=old.run_s)
+        self.refresh(job)
+        return old.run_s
+
+    def starts(self, job: TraceJob, cls: str, replicas: int, raw: float, now: float,
+               queue: queueing.QueueSettings | None, others: Callable[[], Iterable[TraceJob]]) -> None:
+        """The job starts on `cls` at `replicas` (steps/s `raw`); `queue`: heterojob's order (its service
+        counts), else None; `others`: the jobs a new sample of its type refreshes."""
+        if queue is not None:
+            self.service[job.id] = queueing.on_start(self.service[job.id], now, queue)
+        if cls not in self.measured[job.id]:
+            self.pool(job, cls, others)
+        self.measured[job.id][cls] = job.rate(cls)  # the SDK reports steps/s once it trains there
+        self.measured_sizes[(job.id, cls)][replicas] = raw  # ... at the size it runs at
+        self.refresh(job)
+
+    def trained(self, job: TraceJob, cls: str, seconds: float, devices: int) -> None:
+        """The job trained `seconds` on `devices` of `cls`: its work and attained service grow."""
+        rel = self.rel(job)
+        self.work_s[job.id] += seconds * rel.get(cls, 0.0)
+        svc = self.service.get(job.id, queueing.Service())
+        self.service[job.id] = queueing.Service(svc.attained_device_s + seconds * devices, svc.waiting_since,
+                                                svc.promoted, svc.run_s + seconds)
+        self.refresh(job)
+
+    def pool(self, job: TraceJob, cls: str, others: Callable[[], Iterable[TraceJob]]) -> None:
+        """A job measured its speed on a class for the first time: its workload's sheet takes it in. The sheet
+        is read again (and the type's jobs' facts with it) when a class's sample count reaches a power of
+        two: it is a median, which later samples barely move (the operator reads it afresh every plan)."""
+        self.samples[job.job_type].setdefault(job.id, {})[cls] = job.rate(cls) / job.gpus  # per device
+        n = self.sample_counts[(job.job_type, cls)] = self.sample_counts[(job.job_type, cls)] + 1
+        if n & (n - 1):
+            return
+        version = self.sheets.get(job.job_type, (0, self.declared))[0] + 1
+        self.sheets[job.job_type] = (version, completion.sheet(self.declared, completion.pooled(
+            self.samples[job.job_type].values())))
+        for other in others():
+            if other.job_type == job.job_type and other.id != job.id:
+                self.refresh(other)
+
+    def refresh(self, job: TraceJob) -> None:
+        """The job's facts as its status would carry them (attained service, speeds, work done)."""
+        self.facts[f"{self.namespace}/{job.id}"] = engine_policy.Facts(
+            self.service.get(job.id, queueing.Service()), self.rel(job), self.work_s[job.id],
+            frozenset(self.measured.get(job.id, ())))
