@@ -242,7 +242,7 @@ def register(registry: kopf.OperatorRegistry, config: OperatorConfig) -> None:
         return {(namespace, name): used} if used else None
 
     @kopf.index("pods", id="hj_job_pods", labels={LABEL_JOB: kopf.PRESENT}, registry=registry)
-    def hj_job_pods(namespace: str, labels: Mapping[str, str], body: kopf.Body, **_: Any) -> dict[Any, Any]:
+    def hj_job_pods(namespace: str | None, labels: Mapping[str, str], body: kopf.Body, **_: Any) -> dict[Any, Any]:
         """Each job's pods as the watch has them (what a pass reads of them: `kube.ownpods.kept`)."""
         return {(namespace, labels[LABEL_JOB]): kept(body)}
 

@@ -96,7 +96,7 @@ class Pods:
         self._where[key] = cluster
         if not fresh and cluster is None and self.watched is not None:
             return self.kube.own_pods.merged(namespace, name, self.watched(namespace, name))
-        return await self.route(cluster).job_pods(namespace, name)
+        return list(await self.route(cluster).job_pods(namespace, name))
 
     def forget(self, key: str) -> None:
         self._where.pop(key, None)

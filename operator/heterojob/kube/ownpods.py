@@ -96,11 +96,11 @@ class OwnPods:
             if ns == namespace and ((made.get("metadata") or {}).get("labels") or {}).get(LABEL_JOB) == job \
                     and _version(made) > _version(pods.get(name)):
                 pods[name] = made
-        for (ns, name), pod in self._gone.items():
+        for (ns, name), gone in self._gone.items():
             if ns != namespace or name not in pods:
                 continue
-            if pod is None:
+            if gone is None:
                 del pods[name]
-            elif _version(pod) > _version(pods[name]):
-                pods[name] = pod
+            elif _version(gone) > _version(pods[name]):
+                pods[name] = gone
         return list(pods.values())
