@@ -24,6 +24,7 @@ from heterojob.engine.fleet import DeviceClass, Node, RegionInfo
 from heterojob.kube import convert
 from heterojob.kube.api import Kube, RateLimit, load_client
 from heterojob.kube.members import Members, MembersConfig, member_ref
+from heterojob.kube.ownpods import kept
 from heterojob.state.faults import Faults, faults
 from heterojob.state.views import Versioned
 from heterojob.metrics import OperatorMetrics
@@ -240,6 +241,11 @@ def register(registry: kopf.OperatorRegistry, config: OperatorConfig) -> None:
         used = convert.pod_usage(body)
         return {(namespace, name): used} if used else None
 
+    @kopf.index("pods", id="hj_job_pods", labels={LABEL_JOB: kopf.PRESENT}, registry=registry)
+    def hj_job_pods(namespace: str | None, labels: Mapping[str, str], body: kopf.Body, **_: Any) -> dict[Any, Any]:
+        """Each job's pods as the watch has them (what a pass reads of them: `kube.ownpods.kept`)."""
+        return {(namespace, labels[LABEL_JOB]): kept(body)}
+
     @kopf.index(GROUP, VERSION, "heteroquotas", id="hj_quotas", registry=registry)
     def hj_quotas(namespace: str | None, name: str, body: kopf.Body, **_: Any) -> dict[Any, Any]:
         return {(namespace, name): convert.quota_limits(body)}
@@ -282,7 +288,9 @@ def register(registry: kopf.OperatorRegistry, config: OperatorConfig) -> None:
                     await asyncio.wait_for(members.poll(), config.members.request_timeout_s)
                 except TimeoutError:
                     pass
-            ctl = Controller(runtime.kube, source, config.controller, runtime.metrics, members)
+            job_pods = kwargs["hj_job_pods"]
+            ctl = Controller(runtime.kube, source, config.controller, runtime.metrics, members,
+                             watched_pods=lambda namespace, job: list(job_pods.get((namespace, job), ())))
             await ctl.load()
             runtime.controller = ctl  # alerts are handled from here on; other handlers still wait for the lock
             runtime.ready.set()
@@ -307,12 +315,15 @@ def register(registry: kopf.OperatorRegistry, config: OperatorConfig) -> None:
         key = f"{namespace}/{name}"
         if event.get("type") == "DELETED":
             ctl.forget(key)
-        else:
+        elif ctl.seen(key, event.get("object") or {}):  # not the echo of a write its pass settled
             ctl.poke(key)
 
     @kopf.on.event("pods", labels={LABEL_JOB: kopf.PRESENT}, registry=registry)
-    async def pod_event(namespace: str | None, labels: Mapping[str, str], memo: kopf.Memo, **kwargs: Any) -> None:
+    async def pod_event(namespace: str | None, name: str, labels: Mapping[str, str], event: Mapping[str, Any],
+                        memo: kopf.Memo, **kwargs: Any) -> None:
         ctl = await controller(memo, kwargs)
+        if ctl.kube.own_pods.seen(namespace or "", name, event.get("object") or {}, event.get("type")):
+            return  # the pod as the operator created it: the pass that created it counted it
         ctl.poke(f"{namespace}/{labels[LABEL_JOB]}")
 
     @kopf.on.event("nodes", registry=registry)

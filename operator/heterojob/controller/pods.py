@@ -10,7 +10,7 @@ import asyncio
 import json
 import logging
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import replace
 from typing import Any
 
@@ -62,8 +62,10 @@ def _api_message(error: ApiException) -> str:
 class Pods:
     def __init__(self, kube: Kube, writer: StatusWriter, cache: Cache, fleet: Callable[[], Fleet],
                  poke: Callable[[str], None], room_freed: Callable[[], None],
-                 members: Members | None = None) -> None:
+                 members: Members | None = None,
+                 watched: Callable[[str, str], Iterable[Mapping[str, Any]]] | None = None) -> None:
         self.kube = kube
+        self.watched = watched  # (namespace, job) -> its pods in this cluster as the watch has them; None: list them
         self.members = members  # member clusters (kube/members.py); None: every pod in `kube`'s cluster
         self._where: dict[str, str | None] = {}  # job key -> the cluster its pods were last listed or made in
         self.writer = writer
@@ -85,11 +87,16 @@ class Pods:
         """The `Kube` holding the job's pods, as of its last listing or creation."""
         return self.route(self._where.get(key)) if key is not None else self.kube
 
-    async def list(self, namespace: str, name: str, cluster: str | None) -> list[dict[str, Any]]:
-        """The job's pods in its placement's `cluster` (remembered for the pass's deletes and annotations)."""
+    async def list(self, namespace: str, name: str, cluster: str | None, fresh: bool = True
+                   ) -> list[Mapping[str, Any]]:
+        """The job's pods in its placement's `cluster` (remembered for the pass's deletes and annotations): in this
+        cluster as the watch has them with this operator's own creates and deletes since (`kube.ownpods`), unless
+        `fresh` (read from the API server: a resync round's safety net) or in a member cluster (not watched)."""
         key = f"{namespace}/{name}"
         self._where[key] = cluster
-        return await self.route(cluster).job_pods(namespace, name)
+        if not fresh and cluster is None and self.watched is not None:
+            return self.kube.own_pods.merged(namespace, name, self.watched(namespace, name))
+        return list(await self.route(cluster).job_pods(namespace, name))
 
     def forget(self, key: str) -> None:
         self._where.pop(key, None)

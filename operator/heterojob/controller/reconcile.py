@@ -1,17 +1,20 @@
 """The reconcile pass, and the `Controller` that wires the steps together.
 
-A pass reads the job and its pods fresh from the API, syncs the cache from the status, asks
-`engine.lifecycle.decide` what comes next and dispatches to the step that acts (`controller/actions.py`):
+A pass reads the job (its newest body known: `controller.known`; the API server's when none is) and its pods
+(as watched, with the operator's own writes since: `kube.ownpods`; listed from the API server by a resync
+round and before a step that deletes pods or ends a gang or a checkpoint), syncs the cache from the status,
+asks `engine.lifecycle.decide` what comes next and dispatches to the step that acts (`controller/actions.py`):
 admission (place), pods (create, clean up), checkpoints (ask, finish), moves (migrate, resize, periodic
 checkpoint).
 Every step writes status through `controller.status` before it touches pods, so a pass is level-triggered
-and idempotent and a restarted operator re-derives the same next step.
+and idempotent and a restarted operator re-derives the same next step. A pass that placed its job settles
+what it wrote (`_placed`); any other write is followed by one more pass, as its watch event would start.
 """
 
 from __future__ import annotations
 
 import time
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
@@ -23,12 +26,13 @@ from heterojob.controller.alerts import AlertSymptoms
 from heterojob.controller.actions import Actions
 from heterojob.controller.checkpoints import PERIODIC, Checkpoints
 from heterojob.controller.decisionlog import decided
+from heterojob.controller.known import Known
 from heterojob.controller.moves import Moves
 from heterojob.controller.pods import Pods
 from heterojob.controller.queue import WorkQueue
 from heterojob.controller.scheduler import Scheduler
 from heterojob.controller.quotas import QuotaStatus
-from heterojob.controller.status import StatusPatch, StatusWriter
+from heterojob.controller.status import STATUS_SCHEMA, StatusPatch, StatusWriter
 from heterojob.state.job_status import read_status, where
 from heterojob.engine import admission as planner
 from heterojob.engine import lifecycle, spec_changes, transfer, validation
@@ -47,6 +51,10 @@ from heterojob.state.views import FleetSource
 
 
 _UNSEEN = object()
+# what a pass does only on the pods as listed from the API server, not as watched: it deletes pods, ends a gang or
+# a checkpoint from what the pods say (a watch event may bring an eviction before the deletion it belongs to)
+CONFIRMED = frozenset({Action.RESTART, Action.FAIL, Action.SUCCEED, Action.UNSCHEDULABLE, Action.DRAIN,
+                       Action.CLEANUP, Action.CHECKPOINT_DONE, Action.CHECKPOINT_TIMEOUT})
 WAITING_RESYNC_EVERY = 10  # a waiting job is looked at by every 10th resync round only
 
 
@@ -70,7 +78,8 @@ class Controller:
     """Owns the job cache and the work queue, and wires the pipeline's steps (each in its own module)."""
 
     def __init__(self, kube: Kube, fleet: FleetSource, config: ControllerConfig | None = None,
-                 metrics: OperatorMetrics | None = None, members: Members | None = None) -> None:
+                 metrics: OperatorMetrics | None = None, members: Members | None = None,
+                 watched_pods: Callable[[str, str], Iterable[Mapping[str, Any]]] | None = None) -> None:
         self.kube = kube
         self.members = members  # member clusters (docs/multicluster.md); None: one cluster
         self.fleet_source = fleet
@@ -78,8 +87,10 @@ class Controller:
         self.metrics = metrics or OperatorMetrics()
         self.cache = Cache()
         self.queue = WorkQueue(self.reconcile_key, self.config.max_retry_delay, self.metrics.decision_seconds.time)
-        self.writer = StatusWriter(kube)
-        self.pods = Pods(kube, self.writer, self.cache, self.layout, self.poke, self.poke_pending, members)
+        self.known = Known(STATUS_SCHEMA)  # each job's newest body and the versions acted on (`controller.known`)
+        self.writer = StatusWriter(kube, self.known)
+        self.pods = Pods(kube, self.writer, self.cache, self.layout, self.poke, self.poke_pending, members,
+                         watched_pods)
         self.checkpoints = Checkpoints(kube, self.writer, self.cache, self.pods, self.poke, self.poke_pending)
         self.alerts = AlertSymptoms(kube, self.writer, self.poke, lambda key, reason: self.checkpoints.ask(
             key, then=PERIODIC, by=None, reason=reason))
@@ -155,8 +166,14 @@ class Controller:
             if entry.reserved is not None and node in entry.reserved.per_node:
                 self.poke(key)
 
+    def seen(self, key: str, body: Mapping[str, Any]) -> bool:
+        """A watch event brought the job's `body`; True when a pass should look (`Known.event`: not the echo of
+        a write whose pass settled it)."""
+        return self.known.event(key, body)
+
     def forget(self, key: str) -> None:
         self.queue.forget(key)
+        self.known.forget(key)
         for victim in self.cache.yielders(key):  # they were yielding to it: they run on (reconcile)
             self.poke(victim)
         self.scheduler.drop(key)
@@ -175,9 +192,13 @@ class Controller:
         round (the scheduler plans it on every event that could change its verdict, and its own events reach
         it; this is the safety net)."""
         if round_ % WAITING_RESYNC_EVERY == 0:
-            return sorted(self.queue.known)
-        waiting = {k for k, e in self.cache.entries.items() if e.request is not None}
-        return sorted(k for k in self.queue.known if k not in waiting)
+            keys = sorted(self.queue.known)
+        else:
+            waiting = {k for k, e in self.cache.entries.items() if e.request is not None}
+            keys = sorted(k for k in self.queue.known if k not in waiting)
+        for key in keys:  # whatever the events said: read from the API server
+            self.known.stale(key)
+        return keys
 
     async def sync_quotas(self) -> None:
         await self.quotas.sync()
@@ -205,14 +226,35 @@ class Controller:
     # --- one pass ---------------------------------------------------------------------------------------
 
     async def reconcile_key(self, key: str) -> None:
-        await self.reconcile(*key.split("/", 1))
+        """One pass on the newest body known (`controller.known`; read from the API server when none is); when
+        the pass did not settle what it wrote, one more pass, as its write's watch event would start."""
+        namespace, name = key.split("/", 1)
+        job = self.known.read(key)
+        fresh = job is None  # read from the API server: its pods are listed too (a resync round's safety net)
+        if job is None:
+            job = await self.kube.get_job(namespace, name)
+            if job is not None:
+                self.known.fetched(key, job)
+        token = self.known.begin(key, job or {})
+        try:
+            settled = await self.reconcile(namespace, name, job, fresh)
+        except BaseException:
+            self.known.abort(key, token)
+            raise
+        if self.known.end(key, token, settled):
+            self.poke(key)
 
-    async def reconcile(self, namespace: str, name: str) -> None:
+    async def reconcile(self, namespace: str, name: str, job: dict[str, Any] | None | object = _UNSEEN,
+                        fresh: bool = True) -> bool:
+        """One pass over `job` (read from the API server when not given) and its pods (listed when `fresh`, else as
+        watched). True when it settled what it wrote: nothing the written version calls for is left to another
+        pass."""
         key = f"{namespace}/{name}"
-        job = await self.kube.get_job(namespace, name)
-        if job is None or (job.get("metadata") or {}).get("deletionTimestamp"):
+        if job is _UNSEEN:
+            job = await self.kube.get_job(namespace, name)
+        if not isinstance(job, dict) or (job.get("metadata") or {}).get("deletionTimestamp"):
             self.forget(key)
-            return
+            return False
         status = read_status(job)
         spec: HeteroJobSpec | None = None
         problems: list[Any] = check_object_name(name, JOB_NAME_MAX)
@@ -227,21 +269,23 @@ class Controller:
         generation = (job.get("metadata") or {}).get("generation")
         if status.observed_generation is not None and generation != status.observed_generation:
             await self._spec_edited(job, status, None if problems else spec)
-            return
+            return False
         cluster = status.placement.cluster if status.placement else None
         if cluster is not None and self.members is not None and not self.members.reachable(cluster):
             await self._member_away(job, status, now)
-            return
+            return False
         try:
-            listed = await self.pods.list(namespace, name, cluster)
+            listed = await self.pods.list(namespace, name, cluster, fresh)
         except Exception:
             if cluster is None or self.members is None:
                 raise
             self.queue.wake_at(key, now + self.members.config.poll_seconds * 2)  # it went away meanwhile
-            return
+            return False
         pods = [v for v in map(convert.pod_view, listed) if v is not None]
+        if not fresh and self._alive(status, pods):
+            return await self.reconcile(namespace, name, job, True)  # a repair acts on the pods as listed
         if await self._repair(job, status, pods):
-            return
+            return False
         known = self.cache.entries.get(key)
         before = (known.priority, known.request is not None) if known is not None else None
         self.cache.sync(key, job, status, spec, self.fleet_source.classes(), now)
@@ -264,31 +308,50 @@ class Controller:
             cordoned=self._cordoned(status),
         )
         decision = lifecycle.decide(view)
+        if not fresh and decision.action in CONFIRMED:
+            return await self.reconcile(namespace, name, job, True)  # decided again on the pods as listed
         step, gathered = self.moves.decide(key, job, spec, status, decision.action, now)
         if step.step == Step.ESCALATE:  # a fault outranks what the job was checkpointing for
             await self.moves.escalate(job, status, step, now)
-            return
+            return False
         if step.step in (Step.CANCEL_MOVE, Step.DESTINATION_GONE):
             await self.checkpoints.cancel(job, status, step.reason, saved=decision)
-            return
+            return False
         if step.step == Step.YIELD_ENDS:  # the job it yields to no longer needs its room: its checkpoint is harmless
             assert step.yield_end is not None
             kind, cause = step.yield_end
             await self.checkpoints.cancel(job, status, self.moves.yield_words(spec, status, cause),
                                           saved=decision, what=kind.value, reason=kind.cancelled, cause=cause.value)
-            return
+            return False
         if decision.action == Action.NONE and status.phase is not None and status.phase.terminal:
             await self.pods.drop_service(job)
             self.queue.settle(key)
         if decision.action == Action.NONE and await self.pods.scheduling(job, status, lifecycle.scheduling(view)):
             self.poke(key)  # the scheduler's verdict was written: the pass goes on from the status that says it
-            return
+            return False
         if decision.action != Action.NONE:
             decided(key, decision.action.value, decision.message, reason=decision.reason)
         await self.actions.act(job, spec, status, decision, pods)
+        if decision.action == Action.PLACE:
+            return spec is not None and self._placed(key, spec)
         own = pending is not None and pending.then != PERIODIC  # a checkpoint of its own goes on
         if spec is not None and status.phase == Phase.RUNNING and step.step != Step.LIFECYCLE and not own:
             await self.moves.apply(job, spec, status, step, gathered, now)
+        return False
+
+    def _placed(self, key: str, spec: HeteroJobSpec) -> bool:
+        """After a waiting job's pass: True when that pass placed it (the newest body known says Admitted with a
+        placement in this cluster). The pass wrote the placement and created the gang, so the pass its write's
+        echo would start has nothing to do but sync the cache from the status, done here. Anything else (still
+        waiting, refused pods backing off, a member cluster's placement) is looked at again, as before."""
+        body = self.known.read(key)
+        if body is None:
+            return False
+        status = read_status(body)
+        if status.phase != Phase.ADMITTED or status.placement is None or status.placement.cluster is not None:
+            return False
+        self.cache.sync(key, body, status, spec, self.fleet_source.classes(), time.time())
+        return True
 
     async def _spec_edited(self, job: dict[str, Any], status: HeteroJobStatus, spec: HeteroJobSpec | None
                            ) -> None:
@@ -318,15 +381,21 @@ class Controller:
             decided(key, "spec-edited", message, reason=change.reason)
         self.poke(key)
 
+    @staticmethod
+    def _alive(status: HeteroJobStatus, pods: list[lifecycle.PodView]) -> list[lifecycle.PodView]:
+        """The placement's pods that still run while the status says the job finished (`_repair`'s case)."""
+        p = status.placement
+        if p is None or not (status.phase and status.phase.terminal):
+            return []
+        return [v for v in pods if v.generation == p.generation and not v.deleting
+                and v.phase in ("Pending", "Running")]
+
     async def _repair(self, job: dict[str, Any], status: HeteroJobStatus, pods: list[lifecycle.PodView]) -> bool:
         """Status is untrusted: a finished phase while the placement's pods still run (someone wrote it) is
         repaired from the pods, before the cache would give their devices away. True when it wrote."""
+        alive = self._alive(status, pods)
         p = status.placement
-        if p is None or not (status.phase and status.phase.terminal):
-            return False
-        alive = [v for v in pods if v.generation == p.generation and not v.deleting
-                 and v.phase in ("Pending", "Running")]
-        if not alive:
+        if not alive or p is None or status.phase is None:
             return False
         meta = job["metadata"]
         key = f"{meta['namespace']}/{meta['name']}"

@@ -17,10 +17,12 @@ from typing import Any
 
 from pydantic import BaseModel
 
-from heterojob.api.job import Phase
+from heterojob.api import crds
+from heterojob.api.job import HeteroJob, Phase
 from heterojob.api.job_status import CheckpointRef, HeteroJobStatus, MigrationState, PendingCheckpoint
 from heterojob.api.scheduling import SPEEDS_MAX
 from heterojob.api.onsets import SymptomOnsets
+from heterojob.controller.known import Known
 from heterojob.engine import queueing, spec_changes
 from heterojob.engine.phases import Then
 from heterojob.kube.api import Kube, now_iso
@@ -33,6 +35,7 @@ log = logging.getLogger("heterojob.controller")
 
 HISTORY_LIMIT = 50
 REASON_MAX = 512
+STATUS_SCHEMA = crds.object_schema(HeteroJob)["properties"]["status"]  # the CRD's: the defaults the API server fills
 
 
 class StatusPatch:
@@ -314,21 +317,30 @@ class StatusWriter:
     A patch that changes nothing the job's status already says is not sent: passes are level-triggered
     and run often, and a write per pass is load on the API server and noise for every watcher."""
 
-    def __init__(self, kube: Kube) -> None:
+    def __init__(self, kube: Kube, known: Known | None = None) -> None:
         self.kube = kube
+        self.known = known  # what the operator knows of each job: told every answer (`controller.known`)
 
     async def write(self, job: Mapping[str, Any], patch: StatusPatch) -> bool:
         """Apply `patch`; False when the job is gone."""
         meta = job["metadata"]
+        key = f"{meta['namespace']}/{meta['name']}"
+        # a step holding the body its pass read, after another step of the pass wrote: written onto that answer
+        base = self.known.base(key, job) if self.known is not None else job
         # observedGeneration advances only where the reconcile pass read the edit (`spec_changes`), so no
         # other write (telemetry, a checkpoint) swallows it; a job's first write records what it read
         seen = patch.status.observed_generation
         body = patch.body(seen if seen is not None else meta.get("generation"))
         if not patch.status.observed_spec:
             body.setdefault("observedSpec", spec_changes.digests(job.get("spec")))
-        raw = job.get("status")
+        raw = base.get("status")
         current: Mapping[str, Any] = raw if isinstance(raw, Mapping) else {}
         changed = {k: v for k, v in body.items() if current.get(k) != v}
         if not changed:
             return True
-        return await self.kube.patch_job_status(meta["namespace"], meta["name"], body) is not None
+        answer = await self.kube.patch_job_status(meta["namespace"], meta["name"], body)
+        if answer is None:
+            return False
+        if self.known is not None:
+            self.known.written(key, answer, base, body)
+        return True

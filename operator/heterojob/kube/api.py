@@ -8,18 +8,20 @@ import functools
 import json
 import logging
 import re
-import uuid
+import time
 from collections.abc import Callable, Mapping
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
 import kubernetes
+import urllib3
 from aiolimiter import AsyncLimiter
 from kubernetes.client import ApiException
 
 from heterojob.api.names import LABEL_VALUE_RE
 from heterojob.constants import API_VERSION, GROUP, LABEL_JOB, VERSION
+from heterojob.kube.ownpods import OwnPods, answer_body
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")
@@ -43,6 +45,16 @@ def load_client(kubeconfig: str | None = None, pool: int = 32) -> kubernetes.cli
         kubernetes.config.load_kube_config(config_file=kubeconfig, client_configuration=config)
     config.connection_pool_maxsize = pool
     return kubernetes.client.ApiClient(config)
+
+
+def _read_through(fn: Callable[..., T], *args: Any, **kwargs: Any) -> T:
+    """`fn(...)`; an answer asked for unread (`_preload_content=False`, to skip the client's deserialization) is
+    read to its end here, in the worker, so its connection goes back to the pool (urllib3 releases it only then:
+    an answer left unread closes its connection when collected, and every such call would open a new one)."""
+    result = fn(*args, **kwargs)
+    if isinstance(result, urllib3.BaseHTTPResponse):
+        result.data  # noqa: B018 - kept on the response for the caller
+    return result
 
 
 class Conflict(Exception):
@@ -98,6 +110,7 @@ class Kube:
         self._pool = ThreadPoolExecutor(max_workers=workers, thread_name_prefix="heterojob-api")
         self._background: set[asyncio.Task[Any]] = set()
         self._events: dict[tuple[Any, ...], tuple[str, int]] = {}  # (object, type, reason, message) -> Event
+        self.own_pods = OwnPods()  # pods this client wrote whose watch event has not come yet
 
     async def call(self, fn: Callable[..., T], *args: Any, **kwargs: Any) -> T:
         loop = asyncio.get_running_loop()
@@ -105,7 +118,7 @@ class Kube:
             self._limiter = (loop, self._rate.limiter())
         if self._limiter[1] is not None:
             await self._limiter[1].acquire()
-        return await loop.run_in_executor(self._pool, functools.partial(fn, *args, **kwargs))
+        return await loop.run_in_executor(self._pool, functools.partial(_read_through, fn, *args, **kwargs))
 
     def close(self) -> None:
         self._pool.shutdown(wait=False, cancel_futures=True)
@@ -166,11 +179,17 @@ class Kube:
         read = self.core.read_namespaced_pod if pod else self.core.read_namespaced_service
         for _ in range(2):  # once more when the one in the way went between the 409 and the read
             try:
-                await self.call(create, namespace, obj, _preload_content=False)
+                if pod:
+                    self.own_pods.making.add((namespace, name))
+                made = await self.call(create, namespace, obj, _preload_content=False)
+                if pod:
+                    self.own_pods.written(namespace, name, answer_body(made))
                 return True
             except ApiException as exc:
                 if exc.status != 409:
                     raise
+            finally:
+                self.own_pods.making.discard((namespace, name))
             try:
                 found = await self.call(read, name, namespace, _preload_content=False)
             except ApiException as exc:
@@ -187,8 +206,9 @@ class Kube:
     async def annotate_pod(self, namespace: str, name: str, annotations: Mapping[str, str | None]) -> bool:
         """Merge `annotations` into a pod's (None removes one); False when the pod is gone."""
         try:
-            await self.call(self.core.patch_namespaced_pod, name, namespace,
-                            {"metadata": {"annotations": dict(annotations)}}, _preload_content=False)
+            answer = await self.call(self.core.patch_namespaced_pod, name, namespace,
+                                     {"metadata": {"annotations": dict(annotations)}}, _preload_content=False)
+            self.own_pods.written(namespace, name, answer_body(answer))
             return True
         except ApiException as exc:
             if exc.status == 404:
@@ -252,10 +272,12 @@ class Kube:
 
     async def delete_pod(self, namespace: str, name: str) -> None:
         try:
-            await self.call(self.core.delete_namespaced_pod, name, namespace, _preload_content=False)
+            answer = await self.call(self.core.delete_namespaced_pod, name, namespace, _preload_content=False)
+            self.own_pods.deleted(namespace, name, answer_body(answer))
         except ApiException as exc:
             if exc.status != 404:
                 raise
+            self.own_pods.deleted(namespace, name, None)
 
     async def delete_service(self, wanted: Mapping[str, Any]) -> bool:
         """Delete the Service of `wanted`'s name when it is the one `wanted` describes (its owner's: `foreign`),
@@ -300,7 +322,7 @@ class Kube:
                     except ApiException as exc:
                         if exc.status != 404:
                             raise
-                name = f"{meta['name']}.{uuid.uuid4().hex[:12]}"
+                name = f"{meta['name']}.{time.time_ns():x}"  # client-go's recorder: <object>.<unix nanoseconds, hex>
                 body = {
                     "apiVersion": "v1", "kind": "Event",
                     "metadata": {"name": name, "namespace": meta["namespace"]},

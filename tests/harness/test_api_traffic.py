@@ -1,0 +1,51 @@
+"""What admitting a job costs the API server, counted in the emulator's request log."""
+
+from __future__ import annotations
+
+import json
+import time
+from typing import Any
+from urllib.parse import unquote
+
+import pytest
+import urllib3
+from heterojob.constants import LABEL_JOB
+from heterojob.sim.cluster.harness import Emulator
+from heterojob.sim.cluster.nodes import node
+
+from tests.conftest import Cluster, eventually
+
+pytestmark = pytest.mark.harness
+
+JOBS = ("alpha", "beta", "gamma")
+
+
+def requests(emulator: Emulator) -> list[tuple[str, str]]:
+    log = json.loads(urllib3.request("GET", f"{emulator.url}/_emulator/requests").data)
+    return [(method, unquote(path)) for method, path, _, _ in log]
+
+
+def test_admitting_a_job_reads_nothing_from_the_api_server_and_writes_its_status_once(
+        emulator: Emulator, cluster: Cluster, operator: Any) -> None:
+    """The pass that places a job reads it from its watch event and its pods from the pods' watch (no GET, no
+    list), writes Admitted and creates the gang; the watch events of that status write and of those pods start
+    no other pass (each would read the job and its pods again)."""
+    cluster.seed([node(f"h100-{i}", "cn-east", "nvidia-h100") for i in range(3)])
+    for name in JOBS:
+        cluster.create_job(name, {"replicas": {"min": 2}, "devices": [{"deviceClass": "nvidia-h100", "perReplica": 1}],
+                                  "template": {"spec": {"containers": [{"name": "main", "image": "train:1"}]}}})
+        # the namespace's pods, not by the job's label: the operator's own list of its pods is what is counted
+        eventually(lambda n=name: sum(p.metadata.labels.get(LABEL_JOB) == n
+                                      for p in cluster.core.list_namespaced_pod("team-a").items) == 2,
+                   what=f"{name}'s 2 pods")
+    time.sleep(1.5)  # the watch events of its writes and pods come, and any pass they start runs
+    log = requests(emulator)
+    for name in JOBS:
+        job = f"/apis/heterojob.io/v1alpha1/namespaces/team-a/heterojobs/{name}"
+        calls = {
+            "get": sum(1 for m, p in log if m == "GET" and p == job),
+            "status writes": sum(1 for m, p in log if m == "PATCH" and p == f"{job}/status"),
+            "pod lists": sum(1 for m, p in log if m == "GET" and p.startswith("/api/v1/namespaces/team-a/pods?")
+                             and f"labelSelector={LABEL_JOB}={name}" in p),
+        }
+        assert calls == {"get": 0, "status writes": 1, "pod lists": 0}, (name, calls)
