@@ -6,7 +6,7 @@ from the same objects the operator watches), and the questions go to the planner
 reclaim and preemption as the operator would plan them, in its queue policy's order, from what
 `state.knowledge` reads of each job's `status.scheduling`; the policy is the operator's default,
 `mlfq`, unless HETEROJOB_QUEUE_POLICY names the one its `--queue-policy` was given) and
-`engine.admission.plan_move` for "where would this job go?" (make before break: the destination the
+`engine.relocation.plan_move` for "where would this job go?" (make before break: the destination the
 operator would reserve, or why there is none); and `engine.policy.prepare` for "where is this job in the
 queue?" (`queue_positions`: the order the planner takes the queue in).
 """
@@ -22,6 +22,7 @@ from typing import TYPE_CHECKING, Any
 from heterojob.api.common import SpecError, parse_spec
 from heterojob.api.job import HeteroJobSpec
 from heterojob.engine import admission as planner
+from heterojob.engine import relocation
 from heterojob.engine import migration, policy, transfer
 from heterojob.engine.admission import Outcome
 from heterojob.engine.fleet import Fleet, Limit, holdings
@@ -192,6 +193,6 @@ def migration_target(cluster: Cluster, namespace: str, name: str) -> Move | None
     # region (the operator's --default-link, when set, is not known here: such a preview says NoLink)
     weigh = transfer_move(spec, status, p.region, p.device_class, p.replicas, cluster.classes, now,
                           transfer.Settings(), migration.MANUAL)
-    return Move(where(status) or "", planner.plan_move(request, jobs.waiting(), jobs.holders(),
+    return Move(where(status) or "", relocation.plan_move(request, jobs.waiting(), jobs.holders(),
                                                        jobs.fleet(source(cluster), exclude=[key]), now,
                                                        move=weigh))

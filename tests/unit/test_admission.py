@@ -7,6 +7,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from heterojob.engine import admission as planner
+from heterojob.engine import relocation
 from heterojob.engine.admission import DisruptionKind, Holder, Outcome, Settings
 from heterojob.engine.fleet import Allocation, Fleet, usage
 from heterojob.engine.placement import Alternative, Request
@@ -151,7 +152,7 @@ def test_a_voluntary_move_into_a_full_fleet_is_held_and_disturbs_nobody() -> Non
     running = [holder("mover", {"a": 8}, priority=3), holder("low", {"b": 8}, priority=0)]
     leaving = Request("ns/mover", [Alternative("nvidia-h100", 8)], 1, priority=3, exclude_nodes=frozenset({"a"}))
     f_without_mover = fleet_with("ab", running[1:])
-    move = planner.plan_move(leaving, [], running, f_without_mover, NOW)
+    move = relocation.plan_move(leaving, [], running, f_without_mover, NOW)
     assert move.outcome == Outcome.NO_ROOM and move.candidate is None and not move.disruptions
     assert move.message.startswith("no destination:")
 
@@ -159,9 +160,9 @@ def test_a_voluntary_move_into_a_full_fleet_is_held_and_disturbs_nobody() -> Non
 def test_a_voluntary_move_gets_a_destination_no_job_ahead_of_it_needs() -> None:
     running = [holder("mover", {"a": 8}, priority=1)]
     leaving = Request("ns/mover", [Alternative("nvidia-h100", 8)], 1, priority=1, exclude_nodes=frozenset({"a"}))
-    assert planner.plan_move(leaving, [], running, fleet_with("abc", []), NOW).candidate.nodes in (("b",), ("c",))
+    assert relocation.plan_move(leaving, [], running, fleet_with("abc", []), NOW).candidate.nodes in (("b",), ("c",))
     ahead = [req("older", priority=1, created=-1.0), req("urgent", priority=3), req("high", priority=2)]
-    move = planner.plan_move(leaving, ahead, running, fleet_with("abc", []), NOW)
+    move = relocation.plan_move(leaving, ahead, running, fleet_with("abc", []), NOW)
     assert move.outcome == Outcome.NO_ROOM  # the three waiting jobs ahead of it take a, b and c
     assert not move.disruptions
 

@@ -9,6 +9,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from heterojob.engine import admission as planner
+from heterojob.engine import relocation
 from heterojob.engine import transfer
 from heterojob.engine.admission import Holder, Outcome, Settings
 from heterojob.engine.cycle import Trigger, plan_cycle, verdict
@@ -115,7 +116,7 @@ def test_an_involuntary_move_takes_the_cheapest_region_that_fits_as_plan_relocat
     other = Request("ns/other", [Alternative("h100", 8)], 2, priority=0, created=5.0)
     move = transfer.Move(origin="east", size=transfer.Size(500 * 2**30, transfer.SizeSource.REPORTED), save_s=60.0,
                          voluntary=False)
-    old = planner.plan_relocation(mover, [mover, other], [busy], fleet, NOW, Settings(), move)
+    old = relocation.plan_relocation(mover, [mover, other], [busy], fleet, NOW, Settings(), move)
     cycle = plan_cycle([other, mover], [busy], fleet, NOW, moves={mover.job: move})
     assert old.outcome == Outcome.PLACED and old.candidate is not None and old.candidate.region == "west"
     assert cycle.admissions[mover.job] == old

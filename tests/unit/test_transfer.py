@@ -1,5 +1,5 @@
 """The cost of moving a checkpoint between regions (`engine.transfer`) and the planner's move paths that use it
-(`admission.plan_move` for voluntary moves, `admission.plan_relocation` for involuntary ones), on plain data;
+(`relocation.plan_move` for voluntary moves, `relocation.plan_relocation` for involuntary ones), on plain data;
 the SDK's ack with the checkpoint's size and how the operator reads it (`lifecycle.parse_ack`, status)."""
 
 from __future__ import annotations
@@ -11,6 +11,7 @@ import pytest
 from heterojob.api.job import HeteroJobSpec
 from heterojob.api.job_status import CheckpointRef, HeteroJobStatus
 from heterojob.engine import admission as planner
+from heterojob.engine import relocation
 from heterojob.engine import migration, transfer
 from heterojob.engine.admission import Outcome
 from heterojob.engine.fleet import Fleet, RegionInfo, usage
@@ -116,26 +117,26 @@ def test_plan_move_skips_a_region_the_transfer_does_not_pay_for_and_takes_one_th
     r = regions(("a", "b", 100, 10), ("a", "c", 1, 80))
     f = fleet({"a1": "a", "b1": "b", "b2": "b", "c1": "c", "c2": "c"}, r, used={"a1": 8})
     move = Move("a", Size(400 * 10**9, SizeSource.REPORTED), save_s=30.0, saves_s=1800.0)
-    plan = planner.plan_move(job(), [], [], f, NOW, move=move)
+    plan = relocation.plan_move(job(), [], [], f, NOW, move=move)
     assert plan.outcome == Outcome.PLACED and plan.candidate.region == "b"
     assert "b: 372.5 GiB (reported by the SDK) over 100 Gbit/s" in plan.message
     # b full: c is the only room, but 400 GB over 1 Gbit/s takes ~53 min against ~30 min saved: held
     busy = fleet({"a1": "a", "b1": "b", "b2": "b", "c1": "c", "c2": "c"}, r, used={"a1": 8, "b1": 8, "b2": 8})
-    held = planner.plan_move(job(), [], [], busy, NOW, move=move)
+    held = relocation.plan_move(job(), [], [], busy, NOW, move=move)
     assert held.outcome == Outcome.NO_ROOM and held.reason == Reason.NOT_WORTH.value
     assert held.message.startswith("no destination worth the move: c: ") and "3200s" in held.message
     # without the cost model (one-cluster callers), the same fleet moves it to c
-    assert planner.plan_move(job(), [], [], busy, NOW).candidate.region == "c"
+    assert relocation.plan_move(job(), [], [], busy, NOW).candidate.region == "c"
 
 
 def test_plan_move_names_a_missing_link_and_plain_no_room_stays_no_room() -> None:
     r = regions(("a", "b", 100, 10))
     f = fleet({"a1": "a", "c1": "c", "c2": "c"}, r, used={"a1": 8})
     move = Move("a", Size(10**9, SizeSource.REPORTED), save_s=1.0, saves_s=3600.0)
-    held = planner.plan_move(job(), [], [], f, NOW, move=move)
+    held = relocation.plan_move(job(), [], [], f, NOW, move=move)
     assert held.reason == Reason.NO_LINK.value and "c: no link from a" in held.message
     full = fleet({"a1": "a", "b1": "b"}, r, used={"a1": 8, "b1": 8})
-    nothing = planner.plan_move(job(), [], [], full, NOW, move=move)
+    nothing = relocation.plan_move(job(), [], [], full, NOW, move=move)
     assert nothing.outcome == Outcome.NO_ROOM and nothing.reason == "" and nothing.message.startswith("no destination:")
 
 
@@ -143,7 +144,7 @@ def test_plan_move_within_the_region_is_not_weighed() -> None:
     r = regions(("a", "b", 0.001, 1000))
     f = fleet({"a1": "a", "a2": "a", "a3": "a"}, r, used={"a1": 8})
     move = Move("a", Size(10**15, SizeSource.ESTIMATE), save_s=None, saves_s=1.0)
-    plan = planner.plan_move(job(), [], [], f, NOW, move=move)
+    plan = relocation.plan_move(job(), [], [], f, NOW, move=move)
     assert plan.outcome == Outcome.PLACED and set(plan.candidate.nodes) == {"a2", "a3"}
 
 
@@ -154,12 +155,12 @@ def test_an_involuntary_move_lands_where_the_transfer_is_cheapest_among_those_th
     move = Move("a", Size(500 * 10**9, SizeSource.REPORTED), voluntary=False)
     # c wins on the planner's own scores (equal scores: the last name); the transfer picks b
     assert planner.plan_one(job(), [], [], lost, NOW).candidate.region == "c"
-    plan = planner.plan_relocation(job(), [], [], lost, NOW, move=move)
+    plan = relocation.plan_relocation(job(), [], [], lost, NOW, move=move)
     assert plan.outcome == Outcome.PLACED and plan.candidate.region == "b"
     assert "the cheapest transfer that fits: b:" in plan.message
     # b full: it still moves, to the dearer c (an involuntary move is never held for its cost)
     crowded = fleet(nodes, r, used={"a1": 8, "b1": 8, "b2": 8})
-    assert planner.plan_relocation(job(), [], [], crowded, NOW, move=move).candidate.region == "c"
+    assert relocation.plan_relocation(job(), [], [], crowded, NOW, move=move).candidate.region == "c"
 
 
 def test_an_involuntary_move_keeps_to_its_region_when_its_reserved_healthy_room_and_a_spare_node_fit() -> None:
@@ -169,7 +170,7 @@ def test_an_involuntary_move_keeps_to_its_region_when_its_reserved_healthy_room_
     f = Fleet({n: gpu_node(n, reg) for n, reg in {"a1": "a", "a2": "a", "a3": "a", "b1": "b", "b2": "b"}.items()},
               CLASSES, r, used=usage([kept]))
     dead = Request("ns/mover", [Alternative("nvidia-h100", 8)], 2, exclude_nodes=frozenset({"a2"}), priority=1)
-    plan = planner.plan_relocation(dead, [dead], [mine], f, NOW, move=Move("a", Size(10**12, SizeSource.HINT),
+    plan = relocation.plan_relocation(dead, [dead], [mine], f, NOW, move=Move("a", Size(10**12, SizeSource.HINT),
                                                                             voluntary=False))
     assert plan.outcome == Outcome.PLACED and plan.candidate.region == "a" and "a2" not in plan.candidate.nodes
 
@@ -180,7 +181,7 @@ def test_an_involuntary_move_that_fits_nowhere_plans_as_before_and_may_preempt()
                                                                       "nvidia-h100", "b"))]
     f = Fleet({n: gpu_node(n, reg) for n, reg in {"b1": "b", "b2": "b"}.items()}, CLASSES, r,
               used=usage(h.allocation for h in running))
-    plan = planner.plan_relocation(job(), [], running, f, NOW, move=Move("a", Size(1, SizeSource.HINT),
+    plan = relocation.plan_relocation(job(), [], running, f, NOW, move=Move("a", Size(1, SizeSource.HINT),
                                                                           voluntary=False))
     assert plan.outcome == Outcome.PREEMPTING and [d.job for d in plan.disruptions] == ["ns/low"]
 
@@ -296,7 +297,7 @@ def test_a_job_re_placed_from_scratch_prices_no_transfer_and_needs_no_link() -> 
         v = transfer.judge(move, region, r)
         assert v.ok and v.cost is not None and v.cost.total_s == 0.0 and "restarts from scratch" in v.message
     lost = fleet({"a1": "a", "b1": "b", "b2": "b", "c1": "c", "c2": "c"}, r, used={"a1": 8})
-    plan = planner.plan_relocation(job(), [], [], lost, NOW, move=move)
+    plan = relocation.plan_relocation(job(), [], [], lost, NOW, move=move)
     # no transfer to prefer b for: the planner's own choice, as plan_one makes it (c: equal scores, last name)
     assert plan.candidate.region == planner.plan_one(job(), [], [], lost, NOW).candidate.region == "c"
     assert "transfer" not in plan.message and "GiB" not in plan.message
@@ -305,7 +306,7 @@ def test_a_job_re_placed_from_scratch_prices_no_transfer_and_needs_no_link() -> 
         "id": "c1", "uri": "s3://c/1/", "sizeBytes": 500 * 10**9}}})
     carried = transfer_move(_spec(), acked, "a", "nvidia-h100", 2, CLASSES, NOW, transfer.Settings(), voluntary=False)
     assert not carried.from_scratch
-    assert planner.plan_relocation(job(), [], [], lost, NOW, move=carried).candidate.region == "b"
+    assert relocation.plan_relocation(job(), [], [], lost, NOW, move=carried).candidate.region == "b"
 
 
 def test_a_voluntary_move_to_another_region_before_any_checkpoint_weighs_the_run_a_restart_would_lose() -> None:
@@ -335,9 +336,9 @@ def test_a_voluntary_move_to_another_region_before_any_checkpoint_weighs_the_run
                           transfer.Settings(), migration.STRAGGLER)
     assert not weigh.checkpointed and weigh.lost_s == pytest.approx(5000.0) and weigh.saves_s == pytest.approx(4500.0)
     f = fleet({"a1": "a", "a2": "a", "b1": "b", "b2": "b"}, r, used={"a1": 8, "a2": 8})  # only b has room
-    held = planner.plan_move(job(), [], [], f, NOW, move=weigh)
+    held = relocation.plan_move(job(), [], [], f, NOW, move=weigh)
     assert held.outcome == Outcome.NO_ROOM and held.reason == Reason.LOST_WORK.value
     assert held.message.startswith("no destination worth the move: b: no checkpoint acked yet")
     with_ack = HeteroJobStatus.model_validate({**placed, "checkpoint": {"last": {"id": "c", "uri": "s3://c/"}}})
     go = transfer_move(_spec(), with_ack, "a", "nvidia-h100", 2, CLASSES, NOW, transfer.Settings(), migration.STRAGGLER)
-    assert planner.plan_move(job(), [], [], f, NOW, move=go).outcome == Outcome.PLACED
+    assert relocation.plan_move(job(), [], [], f, NOW, move=go).outcome == Outcome.PLACED

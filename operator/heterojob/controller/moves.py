@@ -29,6 +29,7 @@ from heterojob.controller.checkpoints import PERIODIC, Checkpoints, resume_from
 from heterojob.controller.decisionlog import decided
 from heterojob.controller.status import StatusPatch, StatusWriter
 from heterojob.engine import admission as planner
+from heterojob.engine import relocation
 from heterojob.engine import completion, migration, transfer
 from heterojob.engine.fleet import Allocation, DeviceClass, Fleet, Node
 from heterojob.engine.phases import MOVE_THENS, Then
@@ -425,7 +426,7 @@ class Moves:
         """Where a move would go (make before break) and that room reserved for it, at once under the lock:
         no placement can take it in between. The reservation is None when there is no room."""
         async with self.lock:
-            dest = planner.plan_move(request, self.cache.waiting(), self.cache.holders(), self.fleet([key]), now,
+            dest = relocation.plan_move(request, self.cache.waiting(), self.cache.holders(), self.fleet([key]), now,
                                      self.settings, weigh)
             c = dest.candidate
             reserved = reservation(c.region, c.device_class, c.per_replica, c.nodes) if c else None

@@ -42,7 +42,7 @@ from dataclasses import dataclass, field, replace
 from enum import StrEnum
 from typing import TYPE_CHECKING
 
-from heterojob.engine import completion, preemption, transfer
+from heterojob.engine import completion, preemption
 from heterojob.engine.fleet import Allocation, Fleet
 from heterojob.engine.placement import (
     Candidate, FleetIndex, Ledger, Rejection, Request, Result, listed, place, replicas_text, room_to_grow,
@@ -386,88 +386,6 @@ def set_aside(request: Request, narrowed: Request, choice: completion.Choice | N
 
 def _hours(seconds: float) -> str:
     return f"{seconds / 3600:.1f} h"
-
-
-def plan_move(request: Request, queue: Iterable[Request], holders: Iterable[Holder], fleet_without_it: Fleet,
-              now: float, settings: Settings = Settings(), move: transfer.Move | None = None) -> Admission:
-    """Where a running job would land if it moved now (make before break): PLACED with the destination to
-    reserve before its checkpoint is asked for, or why there is none. A voluntary move takes no room a job
-    ahead of it in the queue could use and disturbs nobody. `fleet_without_it` must not count the job's
-    own devices (it gives them up when it moves); `request` says which nodes it leaves. With `move` (its
-    checkpoint and the region it leaves), a destination in another region is taken only when
-    `transfer.judge` lets it: the move saves more than it costs and a link leads there; when only such
-    regions had room, the answer names the reason (`reason`: NoLink, TransferExceedsSaving or
-    LostWorkExceedsSaving)."""
-    verdicts: dict[str, transfer.Verdict] = {}
-    open_ = True
-    if move is not None:
-        verdicts = {r: transfer.judge(move, r, fleet_without_it.regions) for r in _regions(request, fleet_without_it)}
-        if any(not v.ok for v in verdicts.values()):
-            request = replace(request, allowed_regions=tuple(sorted(r for r, v in verdicts.items() if v.ok)))
-            open_ = bool(request.allowed_regions)
-    others = [h for h in holders if h.job != request.job]
-    if open_:
-        admission = plan_one(request, [r for r in queue if r.job != request.job], others, fleet_without_it, now,
-                             settings)
-    else:  # every region is refused
-        admission = Admission(request.job, Outcome.NO_ROOM, "no region may be moved to")
-    if admission.outcome == Outcome.PLACED:
-        assert admission.candidate is not None
-        verdict = verdicts.get(admission.candidate.region)
-        if verdict is not None and verdict.cost is not None and verdict.cost.link is not None:
-            return replace(admission, message=f"{admission.message}; {verdict.message}")
-        return admission
-    why = admission.message if admission.outcome in (Outcome.QUEUED, Outcome.NO_ROOM) else \
-        place(request, fleet_without_it).explain()
-    refused = {r: v for r, v in verdicts.items() if not v.ok}
-    if refused:  # would it have fitted in a region the transfer rules out? then that is why it is held
-        fits = place(replace(request, allowed_regions=tuple(sorted(refused))), fleet_without_it).chosen
-        if fits is not None:
-            v = refused[fits.region]
-            others_refused = "; ".join(x.message for r, x in sorted(refused.items()) if r != fits.region)
-            return Admission(request.job, Outcome.NO_ROOM, f"no destination worth the move: {v.message}"
-                             + (f"; also {others_refused}" if others_refused else "")
-                             + (f"; elsewhere {why}" if open_ else ""), reason=v.reason.value)
-    return Admission(request.job, Outcome.NO_ROOM, f"no destination: {why}")
-
-
-def plan_relocation(request: Request, queue: Iterable[Request], holders: Iterable[Holder], fleet: Fleet, now: float,
-                    settings: Settings = Settings(), move: transfer.Move | None = None) -> Admission:
-    """`plan_one` for a job that must leave where it ran (an involuntary move: a dead device, a lost member):
-    with `move`, the regions that fit are tried cheapest transfer first (`transfer.tiers`: its own region,
-    then by transfer time, unlinked regions last), and the first tier where it is placed wins; when none
-    places it, the plan over every allowed region (it may preempt or queue there) as before."""
-    queue = list(queue)
-    if move is None:
-        return plan_one(request, queue, holders, fleet, now, settings)
-    holders = list(holders)
-    groups = transfer.tiers(move, _regions(request, fleet), fleet.regions)
-    if len(groups) > 1:
-        mine = Ledger(fleet)  # room reserved for the job itself (the healthy part of its old room) is its own
-        for h in holders:
-            if h.job == request.job and h.waiting:
-                mine.take(h.allocation, -1)
-        for tier in groups:
-            narrowed = replace(request, allowed_regions=tier)
-            if place(narrowed, mine.fleet, mine.index).chosen is None:
-                continue  # nothing fits there even alone: no plan needed
-            admission = plan_one(narrowed, queue, holders, fleet, now, settings)
-            if admission.outcome == Outcome.PLACED:
-                assert admission.candidate is not None
-                v = transfer.judge(move, admission.candidate.region, fleet.regions)
-                note = f"; the cheapest transfer that fits: {v.message}" if v.cost and v.cost.link else ""
-                return replace(admission, message=admission.message + note)
-    return plan_one(request, queue, holders, fleet, now, settings)
-
-
-def _regions(request: Request, fleet: Fleet) -> list[str]:
-    """The regions `request` may go to: its allowed ones, else every region of the fleet."""
-    if request.allowed_regions:
-        return list(request.allowed_regions)
-    names = set(fleet.regions)
-    if not fleet.regions:
-        names |= {n.region for n in fleet.nodes.values() if n.region}
-    return sorted(names)
 
 
 def growth(request: Request, top_waiting: int | None, fleet_without_it: Fleet, current: int, maximum: int,

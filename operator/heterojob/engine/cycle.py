@@ -7,7 +7,7 @@ ships. Inside it:
 
 1. Involuntary moves out of a region (a dead node, a lost member cluster) keep their priority and age;
    each is narrowed to the cheapest tier of regions (`transfer.tiers`) where the planner places it now,
-   as `admission.plan_relocation` would, and keeps every class its user listed.
+   as `relocation.plan_relocation` would, and keeps every class its user listed.
 2. With a queue policy, `policy.prepare` orders the queue and narrows each other job's classes
    (`admission.plan_with_policy`); then `admission.plan_queue` plans the whole queue once.
 3. A job that waits is told which listed classes the policy set aside (`admission.set_aside`).
@@ -35,10 +35,11 @@ from typing import TYPE_CHECKING
 
 from heterojob.engine import transfer
 from heterojob.engine.admission import (
-    Admission, Holder, Outcome, Plan, Settings, _regions, plan_one, plan_queue, set_aside,
+    Admission, Holder, Outcome, Plan, Settings, plan_queue, set_aside,
 )
 from heterojob.engine.fleet import Fleet
-from heterojob.engine.placement import FleetIndex, Ledger, Rejection, Request, place
+from heterojob.engine.relocation import cheapest_tier
+from heterojob.engine.placement import FleetIndex, Rejection, Request
 from heterojob.engine.rooms import Memory
 
 if TYPE_CHECKING:
@@ -89,7 +90,7 @@ def plan_cycle(queue: Iterable[Request], holders: Iterable[Holder], fleet: Fleet
     narrowed: dict[str, Request] = {}
     for request in queue:
         if request.job in moves:
-            narrowed[request.job] = _cheapest_tier(request, queue, holders, fleet, now, settings, moves[request.job])
+            narrowed[request.job] = cheapest_tier(request, queue, holders, fleet, now, settings, moves[request.job])[0]
     if narrowed:
         queue = [narrowed.get(r.job, r) for r in queue]
     if policy is None:
@@ -137,25 +138,6 @@ def _free_after(plan: Plan, fleet: Fleet, memo: Memo | None = None) -> dict[str,
             free[c.device_class] = free.get(c.device_class, 0) - len(c.nodes) * c.per_replica
     return free
 
-
-def _cheapest_tier(request: Request, queue: list[Request], holders: list[Holder], fleet: Fleet, now: float,
-                   settings: Settings, move: transfer.Move) -> Request:
-    """`request` narrowed to the first tier of regions (its own, then by transfer time, unlinked last) where
-    the planner places it now with the jobs ahead of it; unchanged when no tier places it."""
-    groups = transfer.tiers(move, _regions(request, fleet), fleet.regions)
-    if len(groups) <= 1:
-        return request
-    mine = Ledger(fleet)  # room reserved for the job itself (the healthy part of its old room) is its own
-    for h in holders:
-        if h.job == request.job and h.waiting:
-            mine.take(h.allocation, -1)
-    for tier in groups:
-        narrowed = replace(request, allowed_regions=tier)
-        if place(narrowed, mine.fleet, mine.index).chosen is None:
-            continue  # nothing fits there even alone
-        if plan_one(narrowed, queue, holders, fleet, now, settings).outcome == Outcome.PLACED:
-            return narrowed
-    return request
 
 
 # --- what a waiting job's status says --------------------------------------------------------------------

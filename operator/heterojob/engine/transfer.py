@@ -1,6 +1,6 @@
 """What moving a checkpointed job to another region costs, and whether a move pays. Pure.
 
-Step of the pipeline: consulted by the planner's move paths in `engine.admission`: `plan_move` (a
+Step of the pipeline: consulted by the planner's move paths in `engine.relocation`: `plan_move` (a
 voluntary move: only destinations whose cost the move is expected to repay) and `plan_relocation` (an
 involuntary one: the cheapest transfer among the destinations that fit). Time, sizes and links are
 arguments; nothing here reads a clock or the API.
