@@ -25,7 +25,7 @@ without messages or scores. `engine.reference` keeps the straightforward scan th
 from __future__ import annotations
 
 import heapq
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from typing import cast
 
 from heterojob.engine.filters import (  # noqa: F401 - re-exported: placement's filters
@@ -41,7 +41,7 @@ from heterojob.engine.rooms import Verdict
 __all__ = [  # what other modules import from here (re-exports included)
     "Alternative", "Candidate", "DeviceClass", "FleetIndex", "Ledger", "NETWORK_DOWN", "OUTSIDE_ALLOWED",
     "Rejection", "Request", "Result", "_replica_slots", "fits", "fits_where", "listed", "node_unfit", "pack",
-    "place", "replicas_text", "room_to_grow", "schedule", "software_mismatch", "software_summary", "still_fits",
+    "place", "replicas_text", "room_to_grow", "schedule", "software_mismatch", "software_summary", "still_fits", "usable_alternatives",
 ]
 
 
@@ -127,11 +127,10 @@ def fits(request: Request, fleet: Fleet, index: FleetIndex | None = None) -> boo
     return fits_where(request, fleet, index) is not None
 
 
-def fits_where(request: Request, fleet: Fleet, index: FleetIndex | None = None) -> tuple[DeviceClass, str] | None:
-    """`fits`, saying where: the first (class, region) whose room holds the gang, or None."""
-    index = index or FleetIndex(fleet)
-    quota = _Quota(fleet, request.namespace)
-    allowed = request.allowed_regions
+def usable_alternatives(request: Request, fleet: Fleet, index: FleetIndex
+                        ) -> Iterator[tuple[Alternative, DeviceClass, list[str], dict[str, dict[str, int]]]]:
+    """Each alternative of `request` whose class is known and has nodes in some region of which some meet its
+    software and label needs: (alternative, class, its regions, per region why nodes failed the software check)."""
     for alt in request.alternatives:
         cls = fleet.classes.get(alt.device_class)
         if cls is None:
@@ -142,6 +141,15 @@ def fits_where(request: Request, fleet: Fleet, index: FleetIndex | None = None) 
         by_region, soft_failed = index.software(cls, alt)
         if soft_failed and not any(by_region.values()):
             continue
+        yield alt, cls, regions, soft_failed
+
+
+def fits_where(request: Request, fleet: Fleet, index: FleetIndex | None = None) -> tuple[DeviceClass, str] | None:
+    """`fits`, saying where: the first (class, region) whose room holds the gang, or None."""
+    index = index or FleetIndex(fleet)
+    quota = _Quota(fleet, request.namespace)
+    allowed = request.allowed_regions
+    for alt, cls, regions, soft_failed in usable_alternatives(request, fleet, index):
         need = request.replicas * alt.per_replica
         room = _Room(index, fleet, cls, alt, soft_failed)
         for region in regions:

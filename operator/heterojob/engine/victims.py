@@ -16,7 +16,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable
 
 from heterojob.engine.fleet import Allocation, DeviceClass, Limit, cpu_classes
-from heterojob.engine.placement import Ledger, Request
+from heterojob.engine.placement import Ledger, Request, usable_alternatives
 
 
 class _Pair:
@@ -55,16 +55,7 @@ class Search:
         self._spent = [sum(n for (c, r), n in held.items() if covers(c, r)) for _, covers in self._limits]
         down = fleet.network_down.keys() if replicas > 1 and fleet.network_down else None
         classes: dict[str, DeviceClass] = {}
-        for alt in request.alternatives:
-            cls = fleet.classes.get(alt.device_class)
-            if cls is None:
-                continue
-            regions = index.regions(cls)
-            if not regions:
-                continue
-            by_region, soft_failed = index.software(cls, alt)
-            if soft_failed and not any(by_region.values()):
-                continue
+        for alt, cls, regions, _ in usable_alternatives(request, fleet, index):
             per = alt.per_replica
             if per <= 0:
                 self.known = False
