@@ -33,8 +33,10 @@ def _version_check(name: str, have: str | None, wanted: str, own: bool) -> str |
 
 
 def node_software_mismatch(node: Node, cls: DeviceClass, requires: Mapping[str, str],
-                           node_labels: Mapping[str, str] = {}) -> str | None:  # noqa: B006 - read only
-    """Why this node's software (its own labels first, else the class's stack) or labels miss the needs."""
+                           node_labels: Mapping[str, str] = {},  # noqa: B006 - read only
+                           pod_requests: Mapping[str, int] = {}) -> str | None:  # noqa: B006 - read only
+    """Why this node's software (its own labels first, else the class's stack) or labels miss the needs, or
+    its allocatable is smaller than a replica's pod requests (`too_small`)."""
     for name, spec in sorted(requires.items()):
         own = node.software.get(name)
         why = _version_check(name, own or cls.software.get(name), spec, own is not None)
@@ -44,7 +46,27 @@ def node_software_mismatch(node: Node, cls: DeviceClass, requires: Mapping[str, 
         have = node.labels.get(key)
         if have != value:
             return f"label {key}={value} missing" if have is None else f"label {key} is {have!r}, not {value!r}"
+    return too_small(node, cls, pod_requests)
+
+
+def too_small(node: Node, cls: DeviceClass, pod_requests: Mapping[str, int]) -> str | None:
+    """Why the node can never run one replica: a resource its pod requests (the class's devices aside: placement
+    counts those) above what the node allocates at all, as kube-scheduler would find it ("Insufficient memory")
+    on an empty node. A resource the node does not report is not judged here (kube-scheduler still is)."""
+    for name, wanted in sorted(pod_requests.items()):
+        have = node.allocatable.get(name)
+        if name != cls.resource_name and have is not None and wanted > have:
+            return (f"the pod requests {_amount(name, wanted)} of {name}, more than the node allocates "
+                    f"({_amount(name, have)})")
     return None
+
+
+def _amount(name: str, value: int) -> str:
+    if name == "memory" or name == "ephemeral-storage" or name.startswith("hugepages-"):
+        for unit, size in (("Ti", 1 << 40), ("Gi", 1 << 30), ("Mi", 1 << 20), ("Ki", 1 << 10)):
+            if value >= size:
+                return f"{value / size:.4g}{unit}"
+    return str(value)
 
 
 def software_summary(failures: Mapping[str, int], limit: int = 2) -> str:

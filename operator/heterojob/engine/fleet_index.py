@@ -108,7 +108,7 @@ class FleetIndex:
         """The class's usable nodes per region that also meet `alt`'s software and label needs, and per
         region why the others do not (reason -> nodes). Cached per (class, needs) for the fleet view."""
         by_region = self.nodes(cls)
-        if not alt.requires and not alt.node_labels:
+        if not alt.requires and not alt.node_labels and not alt.pod_requests:
             return by_region, {}
         key = (cls.name, alt.needs)
         soft = self._v.soft
@@ -119,7 +119,7 @@ class FleetIndex:
             for region, names in by_region.items():
                 passing = []
                 for name in names:
-                    why = node_software_mismatch(nodes[name], cls, alt.requires, alt.node_labels)
+                    why = node_software_mismatch(nodes[name], cls, alt.requires, alt.node_labels, alt.pod_requests)
                     if why is None:
                         passing.append(name)
                     else:

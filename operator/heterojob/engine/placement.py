@@ -255,7 +255,7 @@ class _Room:
             capacity, used, resource = self.index.capacity(self.cls), self.fleet.used, self.cls.resource_name
             return {n: max(0, capacity[n] - used.get((n, resource), 0))
                     for n in names if n not in excluded and n not in cut}, cut
-        if alt.requires or alt.node_labels:
+        if alt.requires or alt.node_labels or alt.pod_requests and self.soft_failed:
             return {n: f for n, f in room.items() if n in names and n not in excluded and n not in cut}, cut
         if excluded or cut:
             return {n: f for n, f in room.items() if n not in excluded and n not in cut}, cut
@@ -298,7 +298,7 @@ def _soft_rejection(index: FleetIndex, cls: DeviceClass, alt: Alternative,
     if known is None:
         mismatch = software_mismatch(cls, alt.requires)
         own = any(name in index.fleet.nodes[n].software for n in _class_nodes(index, cls) for name in alt.requires)
-        if mismatch is not None and not own and not alt.node_labels:
+        if mismatch is not None and not own and not alt.node_labels and not alt.pod_requests:
             known = Rejection(cls.name, f"software: {mismatch}")
         else:
             merged: dict[str, int] = {}

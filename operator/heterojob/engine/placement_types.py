@@ -17,11 +17,15 @@ class Alternative:
     per_replica: int
     requires: Mapping[str, str] = field(default_factory=dict)  # software -> PEP 440 specifier
     node_labels: Mapping[str, str] = field(default_factory=dict)  # labels every node must carry (e.g. RDMA)
+    # what one replica's pod requests besides the class's devices (resource -> whole units, CPU cores and memory
+    # bytes rounded down): a node whose allocatable is smaller can never run it (kube-scheduler's NodeResourcesFit)
+    pod_requests: Mapping[str, int] = field(default_factory=dict)
 
     @cached_property
-    def needs(self) -> tuple[tuple[tuple[str, str], ...], tuple[tuple[str, str], ...]]:
-        """What the per-node software filter checks, as a hashable key."""
-        return tuple(sorted(self.requires.items())), tuple(sorted(self.node_labels.items()))
+    def needs(self) -> tuple[tuple[tuple[str, object], ...], ...]:
+        """What the per-node filter checks, as a hashable key."""
+        return (tuple(sorted(self.requires.items())), tuple(sorted(self.node_labels.items())),
+                tuple(sorted(self.pod_requests.items())))
 
 
 OUTSIDE_ALLOWED = "region not in spec.regions.allowed"  # a Request's default refusal outside its allowed regions

@@ -70,7 +70,7 @@ def place_reference(request: Request, fleet: Fleet, index: FleetIndex | None = N
             mismatch = software_mismatch(cls, alt.requires)
             own = any(name in index.fleet.nodes[n].software for n in _class_nodes_reference(index, cls)
                       for name in alt.requires)
-            if mismatch is not None and not own and not alt.node_labels:
+            if mismatch is not None and not own and not alt.node_labels and not alt.pod_requests:
                 result.rejections.append(Rejection(cls.name, f"software: {mismatch}"))
             else:
                 merged: dict[str, int] = {}

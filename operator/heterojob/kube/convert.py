@@ -181,6 +181,38 @@ def pod_holds(obj: Mapping[str, Any]) -> dict[tuple[str, str], int]:
     return used
 
 
+def template_requests(template: Mapping[str, Any]) -> dict[str, int]:
+    """What one replica's pod, built from a HeteroJob's `spec.template`, requests of each resource, in whole units
+    rounded down (CPU cores, memory bytes): as kube-scheduler sums it, its containers' requests (a limit without
+    a request standing for it) or its largest init container's, whichever is more. The device resource the
+    operator adds is not in the template (and is not judged against it)."""
+    spec = template.get("spec") if isinstance(template, Mapping) else None
+    if not isinstance(spec, Mapping):
+        return {}
+
+    def wanted(container: Any) -> dict[str, Decimal]:
+        resources = container.get("resources") if isinstance(container, Mapping) else None
+        if not isinstance(resources, Mapping):
+            return {}
+        out: dict[str, Decimal] = {}
+        for name, value in {**(resources.get("limits") or {}), **(resources.get("requests") or {})}.items():
+            try:
+                out[str(name)] = Decimal(parse_quantity(value))
+            except (ValueError, TypeError, ArithmeticError):
+                continue  # the template's schema refuses such a quantity before it gets here
+        return out
+
+    total: dict[str, Decimal] = {}
+    for container in spec.get("containers") or []:
+        for name, amount in wanted(container).items():
+            total[name] = total.get(name, Decimal(0)) + amount
+    for container in spec.get("initContainers") or []:
+        for name, amount in wanted(container).items():
+            total[name] = max(total.get(name, Decimal(0)), amount)
+    return {name: int(amount.to_integral_value(rounding="ROUND_FLOOR")) for name, amount in total.items()
+            if amount > 0}
+
+
 def pod_usage(obj: Mapping[str, Any]) -> dict[tuple[str, str], int]:
     """What a pod that heterojob does not manage holds on its node, by resource (`pod_holds`; heterojob's own
     pods are counted from their jobs' placements)."""

@@ -12,6 +12,7 @@ from heterojob.engine import transfer
 from heterojob.engine.fleet import DeviceClass
 from heterojob.engine.phases import MOVING as MOVING  # controller/scheduler.py imports it from here
 from heterojob.engine.placement import OUTSIDE_ALLOWED, Alternative, Request
+from heterojob.kube.convert import template_requests
 from heterojob.api.times import timestamp
 
 UPGRADE = "upgrade"  # engine.migration.UPGRADE: a move up (or a probe) to the class it reserved
@@ -108,11 +109,12 @@ def move_request(key: str, job: Mapping[str, Any], spec: HeteroJobSpec, region: 
 def _request(key: str, job: Mapping[str, Any], spec: HeteroJobSpec, alternatives: Iterable[DeviceAlternative],
              allowed: tuple[str, ...], exclude: frozenset[str], replicas: int,
              outside: str = "") -> Request:
+    pod_requests = template_requests(spec.template)
     return Request(
         job=key,
         alternatives=[Alternative(
             a.device_class, a.per_replica, a.requires.versions() if a.requires else {},
-            dict(a.requires.node_labels or {}) if a.requires else {})
+            dict(a.requires.node_labels or {}) if a.requires else {}, pod_requests)
             for a in alternatives],
         replicas=replicas,
         allowed_regions=allowed,
