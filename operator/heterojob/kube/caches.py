@@ -168,6 +168,8 @@ class Caches:
 
     async def synced(self) -> None:
         """Return once every cache holds its first complete listing."""
+        if self.is_synced():
+            return
         started = time.monotonic()
         await asyncio.gather(*(informer.synced.wait() for informer in self.informers))
         log.info("caches synced in %.1f s: %s", time.monotonic() - started,
