@@ -112,10 +112,12 @@ class Caches:
         self.on_fleet = on_fleet
         served = tuple(dict.fromkeys(namespaces))
 
+        list_cluster, list_namespaced = custom.list_cluster_custom_object, custom.list_namespaced_custom_object
+
         def custom_list(plural: str, namespace: str | None) -> Callable[..., Any]:
             if namespace is None:
-                return functools.partial(custom.list_cluster_custom_object, GROUP, VERSION, plural)
-            return functools.partial(custom.list_namespaced_custom_object, GROUP, VERSION, namespace, plural)
+                return functools.partial(list_cluster, GROUP, VERSION, plural)
+            return functools.partial(list_namespaced, GROUP, VERSION, namespace, plural)
 
         def namespaced(name: str, lister: Callable[[str | None], Callable[..., Any]],
                        view: Callable[[dict[str, Any]], V | None], on_change: OnChange[Any, V] | None = None,
@@ -146,6 +148,7 @@ class Caches:
             "heteroquotas", lambda ns: custom_list("heteroquotas", ns), convert.quota_limits, fleet_changed)
         self.running: Kind[str, Any] = namespaced(
             "heterojobs", lambda ns: custom_list("heterojobs", ns), running_view, key=job_key)
+        self._told = False  # the first listing's figures were logged (by one of those waiting for it)
         self.kinds: tuple[Kind[Any, Any], ...] = (self.nodes, self.classes, self.regions, self.pods, self.quotas,
                                                   self.running)
 
@@ -172,6 +175,9 @@ class Caches:
             return
         started = time.monotonic()
         await asyncio.gather(*(informer.synced.wait() for informer in self.informers))
+        if self._told:
+            return
+        self._told = True
         log.info("caches synced in %.1f s: %s", time.monotonic() - started,
                  ", ".join(f"{i.name} {len(i.store)}" for i in self.informers))
 
