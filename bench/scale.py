@@ -32,7 +32,7 @@ Measured, after the backlog is created and the operator has given every waiting 
   each with a 5 s timeout (a timeout or a failure counts 5 s); probe_failures counts answers that were not 2xx or
   never came;
 - wall_s.
-Also: operator_start_s (from its start to its first placements: Kopf lists and indexes every Node, pod and job
+Also: operator_start_s (from its start to its first placements: its caches list every Node, pod and job
 first; --start-timeout ends the run there, with "aborted"), waiting (at the measurements) and waiting_end, the
 CPU-seconds of the operator, emulator and kubelet processes, fill_s and backlog_settle_s.
 Targets are printed beside each figure ("targets") and "met" says which hold. `--quick`: 2,000 devices, 300 jobs
