@@ -27,6 +27,7 @@ V = TypeVar("V")
 K = TypeVar("K", bound=Hashable)
 LISTED = None  # the event type `on_change` is given for what a listing brought (Kopf says the same)
 PAGE_SIZE = 500  # client-go's default page size of a reflector's list
+MAX_RETRY_S = 16.0  # the longest wait before a failed list or watch is tried again
 
 
 def object_key(obj: Mapping[str, Any]) -> tuple[str, str]:
@@ -145,6 +146,7 @@ class Informer(Generic[K, V]):
 
     def _run(self) -> None:
         listed = False
+        delay = self.retry_s
         while not self._stop.is_set():
             try:
                 if not listed:
@@ -152,15 +154,18 @@ class Informer(Generic[K, V]):
                     self._post(self.replace, items)
                     listed = True
                 self._watch()
+                delay = self.retry_s
             except Expired as exc:
                 log.info("%s: %s; listing again", self.name, exc)
                 listed = False
             except Exception as exc:  # noqa: BLE001 - a broken list or watch is tried again, as a reflector does
                 if self._stop.is_set():
                     return
-                log.warning("%s %s failed (%s: %s); again in %.0f s", self.name, "watch" if listed else "list",
-                            type(exc).__name__, exc, self.retry_s)
-                self._stop.wait(self.retry_s)
+                why = f"{exc.status} {exc.reason}" if isinstance(exc, ApiException) else f"{type(exc).__name__}: {exc}"
+                log.warning("%s %s failed (%s); again in %.0f s", self.name, "watch" if listed else "list", why,
+                            delay)
+                self._stop.wait(delay)
+                delay = min(delay * 2, MAX_RETRY_S)  # backed off, as client-go's reflector is
 
     def _list(self) -> tuple[dict[K, V], str]:
         """Every object's view, page by page (`limit`/`continue`), and the resourceVersion of the first page (the
