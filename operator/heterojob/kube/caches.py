@@ -106,6 +106,7 @@ class Caches:
         change of what a pass reads: `on_node(event, key, old, new)`; `on_fleet()` for a class, Region or quota;
         `on_job_pod(event, namespace, pod, job, view)` for each event of a job's pod (its view as the event
         carries it)."""
+        self.client = client
         core = kubernetes.client.CoreV1Api(client)
         custom = kubernetes.client.CustomObjectsApi(client)
         self.on_job_pod = on_job_pod
@@ -165,6 +166,7 @@ class Caches:
 
     async def stop(self) -> None:
         await asyncio.gather(*(informer.stop() for informer in self.informers))
+        self.client.close()
 
     def is_synced(self) -> bool:
         return all(informer.synced.is_set() for informer in self.informers)
