@@ -32,7 +32,7 @@ Measured, after the backlog is created and the operator has given every waiting 
   each with a 5 s timeout (a timeout or a failure counts 5 s); probe_failures counts answers that were not 2xx or
   never came;
 - wall_s.
-Also: operator_start_s (from its start to its first placements: Kopf lists and indexes every Node, pod and job
+Also: operator_start_s (from its start to its first placements: its caches list every Node, pod and job
 first; --start-timeout ends the run there, with "aborted"), waiting (at the measurements) and waiting_end, the
 CPU-seconds of the operator, emulator and kubelet processes, fill_s and backlog_settle_s.
 Targets are printed beside each figure ("targets") and "met" says which hold. `--quick`: 2,000 devices, 300 jobs
@@ -419,6 +419,7 @@ class Settings:
     fault_kind: str
     resync_s: float
     seed: int
+    restart: bool = True
 
 
 class Abort(Exception):
@@ -516,12 +517,13 @@ class Scale:
         self.procs["kubelet"] = spawn([*me, "--run-kubelet", str(self.emu.kubeconfig)], self.workdir / "kubelet.log")
         health_port, self.alerts_port = free_port(), free_port()
         health = f"http://127.0.0.1:{health_port}/healthz"
+        self.operator_cmd = [sys.executable, "-m", "heterojob", "operator", "run", "--standalone", "--kubeconfig",
+                             str(self.emu.kubeconfig), "--resync-seconds", str(s.resync_s),
+                             "--preemption-min-runtime", "1e9", "--alerts-port", str(self.alerts_port),
+                             "--liveness", health]
+        self.operator_env = {**env, "HETEROJOB_ALERT_TOKEN": TOKEN}
         self.op_started = time.monotonic()
-        self.procs["operator"] = spawn(
-            [sys.executable, "-m", "heterojob", "operator", "run", "--standalone", "--kubeconfig",
-             str(self.emu.kubeconfig), "--resync-seconds", str(s.resync_s), "--preemption-min-runtime", "1e9",
-             "--alerts-port", str(self.alerts_port), "--liveness", health],
-            self.workdir / "operator.log", env={**env, "HETEROJOB_ALERT_TOKEN": TOKEN})
+        self.procs["operator"] = spawn(self.operator_cmd, self.workdir / "operator.log", env=self.operator_env)
         self.procs["prober"] = spawn([*me, "--run-prober", health, str(self.alerts_port),
                                       str(self.workdir / "probes.jsonl")], self.workdir / "prober.log")
         self.streams = [
@@ -605,11 +607,11 @@ class Scale:
         self.say(f"idle {self.s.idle_s:g} s: {after_w - before_w} operator writes, "
                  f"{after_c - before_c:.1f} CPU-s")
 
-    def quiet_cpu(self, start_cpu: float) -> tuple[float, bool]:
+    def quiet_cpu(self, start_cpu: float, cap: float | None = None) -> tuple[float, bool]:
         """Operator CPU-seconds since `start_cpu` until it stays under 5 % CPU for 2 s (capped: True)."""
         started = time.monotonic()
         last, quiet_since = self.operator_cpu(), None
-        while time.monotonic() - started < self.s.cycle_window_max_s:
+        while time.monotonic() - started < (cap or self.s.cycle_window_max_s):
             time.sleep(0.5)
             now = self.operator_cpu()
             if now - last < 0.025:
@@ -677,6 +679,44 @@ class Scale:
                               fault_timeouts=timeouts, fault_samples=[round(t, 2) for t in times])
             time.sleep(1.0)
 
+    def pod_creates(self) -> int:
+        """Pods the operator created so far (the emulator's count of POSTs to pods by its client)."""
+        rows = json.loads(urllib3.request("GET", f"{self.emu.url}/_emulator/writes", timeout=30).data)
+        return sum(r["count"] for r in rows if r["method"] == "POST" and r["resource"] == "pods"
+                   and not r["subresource"] and r["agent"] not in (BENCH_AGENT.split("/")[0],
+                                                                    KUBELET_AGENT.split("/")[0]))
+
+    def restart(self) -> None:
+        """The operator restarted on the full fleet (every Node, pod and job there): from its start until a job
+        that fits free room has its pods, the caches' first listing (from its log), the pods it created again
+        (none should be: every job's pods are in its caches before its first pass) once it is quiet, and its
+        peak RSS. The prober stops first: probe_p99_s times the running operator, not a restart's gap."""
+        op = self.procs["operator"]
+        self.notes.update(operator_rss_mb=rss_peak_mb(op.pid), operator_cpu_s=round(cpu_s(op.pid), 1))
+        stop(self.procs.pop("prober", None))
+        stop(op)
+        creates = self.pod_creates()
+        log_path = self.workdir / "operator.log"
+        offset = log_path.stat().st_size if log_path.exists() else 0
+        started = time.monotonic()
+        self.procs["operator"] = spawn(self.operator_cmd, log_path, env=self.operator_env)
+        key = f"{PROBE_NS}/restart-000"
+        self.create([probe_job("restart-000", 1, PER_NODE)])
+        ok = self.seen.wait(lambda: self.placed(key), self.s.start_timeout_s)
+        self.notes["restart_first_placement_s"] = round(time.monotonic() - started, 1) if ok else None
+        self.say(f"restart: {key} placed {self.notes['restart_first_placement_s']} s after the operator's start")
+        cpu, capped = self.quiet_cpu(0.0, cap=self.s.start_timeout_s)  # its CPU from its start
+        self.notes.update(restart_quiet_s=round(time.monotonic() - started, 1), restart_quiet_capped=capped,
+                          restart_cpu_s=round(cpu, 1), restart_pod_creates_again=self.pod_creates() - creates - 1,
+                          restart_rss_mb=rss_peak_mb(self.procs["operator"].pid))
+        with log_path.open("rb") as f:
+            f.seek(offset)
+            synced = [line for line in f.read().decode(errors="replace").splitlines() if "caches synced in" in line]
+        self.notes["restart_caches"] = synced[0].split("caches synced in", 1)[1].strip() if synced else None
+        self.say(f"restart: quiet after {self.notes['restart_quiet_s']} s, {self.notes['restart_cpu_s']} CPU-s; "
+                 f"caches synced in {self.notes['restart_caches']}; pods created again: "
+                 f"{self.notes['restart_pod_creates_again']}")
+
     def probes(self) -> dict[str, Any]:
         path = self.workdir / "probes.jsonl"
         rows = [json.loads(line) for line in path.read_text().splitlines() if line.strip()] if path.exists() else []
@@ -706,8 +746,9 @@ class Scale:
         op = self.procs.get("operator")
         alive = op is not None and op.poll() is None
         self.notes["operator_alive"] = alive
-        if alive and op is not None:
+        if alive and op is not None and "operator_rss_mb" not in self.notes:  # else restart() has them
             self.notes.update(operator_rss_mb=rss_peak_mb(op.pid), operator_cpu_s=round(cpu_s(op.pid), 1))
+        if alive and op is not None:
             try:
                 self.say(f"writes by client: {self.writes()}")
             except urllib3.exceptions.HTTPError:
@@ -731,6 +772,8 @@ class Scale:
             self.notes["cycle_cpu_s_p95"] = histogram_quantile(first, last, 0.95)
             self.notes["cycle_count"] = int(last.get(float("inf"), 0) - first.get(float("inf"), 0))
         self.notes["waiting_end"] = self.waiting()
+        if self.s.restart:
+            self.restart()
 
     def result(self) -> dict[str, Any]:
         out: dict[str, Any] = {k: self.notes.get(k) for k in (
@@ -792,6 +835,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--fill-window", type=int, default=100, help="running jobs created but not yet placed, at most")
     ap.add_argument("--resync-seconds", type=float, default=30.0, help="the operator's --resync-seconds")
     ap.add_argument("--seed", type=int, default=35)
+    ap.add_argument("--no-restart", action="store_true",
+                    help="skip the last phase: the operator restarted on the full fleet (restart_* figures)")
     ap.add_argument("--workdir", type=Path, default=None, help="keep the logs here (operator.log, probes.jsonl)")
     ap.add_argument("--operator-source", type=Path, default=None,
                     help="run the operator package in this directory (e.g. another checkout's operator/)")
@@ -815,7 +860,8 @@ def main(argv: list[str] | None = None) -> int:
                         settle_timeout_s=pick(args.settle_timeout, 900.0, 120.0),
                         cycle_window_max_s=pick(args.cycle_window_max, 120.0, 30.0), fill_window=args.fill_window,
                         start_timeout_s=pick(args.start_timeout, 1800.0, 300.0),
-                        resync_s=args.resync_seconds, seed=args.seed, fault_kind=args.fault_kind)
+                        resync_s=args.resync_seconds, seed=args.seed, fault_kind=args.fault_kind,
+                        restart=not args.no_restart)
     workdir = args.workdir or Path(tempfile.mkdtemp(prefix="heterojob-scale-"))
     workdir.mkdir(parents=True, exist_ok=True)
     result = Scale(settings, workdir, args.operator_source).run()

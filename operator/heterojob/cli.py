@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import os
 import subprocess
 import sys
@@ -67,8 +68,9 @@ def _operator_run(args: argparse.Namespace) -> int:
                                                         starvation_s=args.starvation_bound,
                                                         move_requeue_after_s=args.move_requeue_after,
                                                         transfer=_transfer_settings(args)))
-    registry = make_registry(config)
     namespaces = args.namespace or ()
+    config = dataclasses.replace(config, namespaces=tuple(namespaces))
+    registry = make_registry(config)
     if not args.leader_elect:
         kopf.run(registry=registry, standalone=True, clusterwide=not namespaces, namespaces=namespaces,
                  liveness_endpoint=args.liveness)

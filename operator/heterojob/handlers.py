@@ -1,4 +1,5 @@
-"""Kopf wiring, kept thin: indexes feed the fleet view; events poke the controller's work queue."""
+"""Kopf wiring, kept thin: the operator's caches (`kube.caches`, informers of its own) feed the fleet view; events
+poke the controller's work queue."""
 
 from __future__ import annotations
 
@@ -17,19 +18,17 @@ from heterojob.alerts import mapping as alerts_mapping
 from heterojob.alerts.payload import Alert
 from heterojob.alerts.receiver import AlertReceiver, NotReady
 from heterojob.alerts.restore import Restorer, shown
-from heterojob.constants import GROUP, LABEL_JOB, VERSION
+from heterojob.constants import GROUP, VERSION
 from heterojob.controller import Controller, ControllerConfig, FleetSource
 from heterojob.controller.discovery import Discovery, DiscoveryConfig
-from heterojob.engine.fleet import DeviceClass, Node, RegionInfo
-from heterojob.kube import convert
+from heterojob.engine.fleet import Node
+from heterojob.kube.caches import Caches
 from heterojob.kube.api import Kube, RateLimit, load_client
-from heterojob.kube.members import Members, MembersConfig, member_ref
-from heterojob.kube.ownpods import kept
+from heterojob.kube.members import Members, MembersConfig
 from heterojob.state.faults import Faults, faults
 from heterojob.state.views import Versioned
 from heterojob.metrics import OperatorMetrics
 from heterojob.controller.monitor import Monitor, TelemetryConfig
-from heterojob.telemetry.snapshot import WatchedJob
 from heterojob.telemetry.watched import watched_job
 
 log = logging.getLogger("heterojob.operator")
@@ -55,6 +54,8 @@ class OperatorConfig:
     alert_wait_s: float = 30.0  # an alert waits this long for the controller, then is handed in again later
     discovery: DiscoveryConfig = field(default_factory=DiscoveryConfig)
     members: MembersConfig = field(default_factory=MembersConfig)  # member clusters (docs/multicluster.md)
+    namespaces: tuple[str, ...] = ()  # the namespaces served (`--namespace`); empty: all
+    cache_page_size: int = 500  # the caches list this many objects a request (`limit`/`continue`)
 
 
 @dataclass
@@ -71,6 +72,8 @@ class Runtime:
     alerts_port: int | None = None  # where the receiver listens (the real port when asked for 0)
     lock: asyncio.Lock = field(default_factory=asyncio.Lock)
     ready: asyncio.Event = field(default_factory=asyncio.Event)  # set once `controller` is
+    caches: Caches | None = None  # the informers that feed the fleet view (`kube.caches`)
+    build_task: asyncio.Task[None] | None = None  # builds the controller once the caches are synced
 
 
 def tls_context(directory: str | None) -> ssl.SSLContext | None:
@@ -85,25 +88,6 @@ def tls_context(directory: str | None) -> ssl.SSLContext | None:
     context.minimum_version = ssl.TLSVersion.TLSv1_2
     context.load_cert_chain(str(cert), str(key))
     return context
-
-
-def _index_values(index: Mapping[Any, Any]) -> dict[Any, Any]:
-    """A Kopf index (key -> store of values) as key -> its one value."""
-    out = {}
-    for key, store in list(index.items()):
-        for value in store:
-            out[key] = value
-            break
-    return out
-
-
-def _sum_usage(index: Mapping[Any, Any]) -> dict[tuple[str, str], int]:
-    used: dict[tuple[str, str], int] = {}
-    for store in list(index.values()):
-        for per_pod in store:
-            for key, count in per_pod.items():
-                used[key] = used.get(key, 0) + count
-    return used
 
 
 def _faults(runtime: Runtime) -> Faults:
@@ -162,6 +146,36 @@ async def _on_alert(runtime: Runtime, config: OperatorConfig, alert: Alert) -> N
     runtime.metrics.alerts_acted.labels(action).inc()
 
 
+def _node_news(runtime: Runtime, name: str, event: str | None, view: Node | None) -> None:
+    """A Node's view changed (a heartbeat does not change it): the planner hears of it, discovery looks again."""
+    ctl = runtime.controller
+    if ctl is None:  # not built yet: it reads the whole cache when it is
+        return
+    if ctl.node_news(name, None if event == "DELETED" else view) and runtime.discovery is not None:
+        runtime.discovery.poke()
+
+
+def _fleet_news(runtime: Runtime) -> None:
+    """An AcceleratorClass, Region or HeteroQuota changed what a pass reads of it."""
+    ctl = runtime.controller
+    if ctl is None:
+        return
+    ctl.poke_pending(delay=0.2)
+    if runtime.discovery is not None:
+        runtime.discovery.poke()
+
+
+def _pod_news(runtime: Runtime, event: str | None, namespace: str, name: str, job: str,
+              view: Mapping[str, Any]) -> None:
+    """A job's pod changed: its job gets a pass, unless the event is the pod just as the operator wrote it."""
+    ctl = runtime.controller
+    if ctl is None:
+        return
+    if ctl.kube.own_pods.seen(namespace, name, view, event):
+        return  # the pod as the operator created it: the pass that created it counted it
+    ctl.poke(f"{namespace}/{job}")
+
+
 def _poke(ctl: Controller | None, keys: Iterable[str]) -> None:
     if ctl is not None:
         for key in keys:
@@ -216,81 +230,51 @@ def register(registry: kopf.OperatorRegistry, config: OperatorConfig) -> None:
                                         sync_s=config.alertmanager_sync_s)
             runtime.restore_task = asyncio.get_running_loop().create_task(runtime.restorer.run_all(),
                                                                           name="alerts-restore")
+        runtime.caches = Caches(load_client(config.kubeconfig), watched_job, config.namespaces,
+                                on_node=lambda event, key, old, new: _node_news(runtime, key[1], event, new),
+                                on_fleet=lambda: _fleet_news(runtime),
+                                on_job_pod=lambda event, ns, pod, job, view: _pod_news(runtime, event, ns, pod, job,
+                                                                                       view),
+                                page_size=config.cache_page_size).start()
+        runtime.build_task = asyncio.get_running_loop().create_task(build(memo), name="controller-start")
 
-    @kopf.index("nodes", id="hj_nodes", registry=registry)
-    def hj_nodes(name: str, body: kopf.Body, **_: Any) -> dict[str, Node]:
-        return {name: convert.node_view(body)}
-
-    @kopf.index(GROUP, VERSION, "acceleratorclasses", id="hj_classes", registry=registry)
-    def hj_classes(name: str, body: kopf.Body, **_: Any) -> dict[str, DeviceClass] | None:
-        cls = convert.device_class(body)
-        return {name: cls} if cls else None
-
-    @kopf.index(GROUP, VERSION, "regions", id="hj_regions", registry=registry)
-    def hj_regions(name: str, body: kopf.Body, **_: Any) -> dict[str, RegionInfo] | None:
-        region = convert.region_info(body)
-        return {name: region} if region else None
-
-    @kopf.index(GROUP, VERSION, "regions", id="hj_members", registry=registry)
-    def hj_members(name: str, body: kopf.Body, **_: Any) -> dict[str, Any] | None:
-        ref = member_ref(body)
-        return {name: ref} if ref else None
-
-    @kopf.index("pods", id="hj_foreign_pods", registry=registry)
-    def hj_foreign_pods(namespace: str | None, name: str, body: kopf.Body, **_: Any) -> dict[Any, Any] | None:
-        used = convert.pod_usage(body)
-        return {(namespace, name): used} if used else None
-
-    @kopf.index("pods", id="hj_job_pods", labels={LABEL_JOB: kopf.PRESENT}, registry=registry)
-    def hj_job_pods(namespace: str | None, labels: Mapping[str, str], body: kopf.Body, **_: Any) -> dict[Any, Any]:
-        """Each job's pods as the watch has them (what a pass reads of them: `kube.ownpods.kept`)."""
-        return {(namespace, labels[LABEL_JOB]): kept(body)}
-
-    @kopf.index(GROUP, VERSION, "heteroquotas", id="hj_quotas", registry=registry)
-    def hj_quotas(namespace: str | None, name: str, body: kopf.Body, **_: Any) -> dict[Any, Any]:
-        return {(namespace, name): convert.quota_limits(body)}
-
-    @kopf.index(GROUP, VERSION, "heterojobs", id="hj_running", registry=registry)
-    def hj_running(namespace: str | None, name: str, body: kopf.Body, **_: Any) -> dict[str, WatchedJob] | None:
-        job = watched_job(body)
-        return {f"{namespace}/{name}": job} if job else None
-
-    async def controller(memo: kopf.Memo, kwargs: Mapping[str, Any]) -> Controller:
-        """The controller, built on first use: only handlers receive Kopf's indexes."""
+    async def controller(memo: kopf.Memo) -> Controller:
+        """The controller, built on first use (a HeteroJob's event, or the caches' first complete listing), never
+        before every cache holds its first listing (`kube.caches`): a pass must not see a job without its pods,
+        or a node without the pods on it."""
         runtime: Runtime = memo.runtime
+        caches = runtime.caches
+        assert caches is not None
+        await caches.synced()
         async with runtime.lock:
             if runtime.controller is not None:
                 return runtime.controller
-            nodes, classes, regions, pods, quotas = (kwargs["hj_nodes"], kwargs["hj_classes"], kwargs["hj_regions"],
-                                                     kwargs["hj_foreign_pods"], kwargs["hj_quotas"])
-            member_refs = kwargs["hj_members"]
 
             def region_of(key: str) -> str | None:
                 entry = runtime.controller.cache.entries.get(key) if runtime.controller else None
                 return entry.allocation.region if entry is not None and entry.allocation is not None else None
 
-            members = Members(runtime.kube, lambda: _index_values(member_refs), config.members,
+            members = Members(runtime.kube, caches.member_refs, config.members,
                               on_pods=lambda keys: _poke(runtime.controller, keys),
                               region_of=region_of,
                               on_fleet=lambda: runtime.controller.poke_pending(0.2) if runtime.controller else None)
             # every Node (the manager's and the members'): read on every pass, built again only after an event
             # that changed what the planner reads (`Controller.fleet_version`)
-            fleet_nodes = Versioned(lambda: members.fleet_nodes(_index_values(nodes), _index_values(regions)),
+            fleet_nodes = Versioned(lambda: members.fleet_nodes(caches.node_views(), caches.region_views()),
                                     lambda: runtime.controller.fleet_version if runtime.controller else None)
             source = FleetSource(
-                nodes=fleet_nodes,
-                classes=lambda: _index_values(classes),
-                regions=lambda: _index_values(regions), foreign_usage=lambda: _sum_usage(pods),
-                quota_objects=lambda: _index_values(quotas), faults=lambda: _faults(runtime),
+                nodes=fleet_nodes, classes=caches.class_views, regions=caches.region_views,
+                foreign_usage=caches.foreign_usage, quota_objects=caches.quota_objects,
+                faults=lambda: _faults(runtime),
                 telemetry=lambda: runtime.monitor.snapshot if runtime.monitor else None)
-            if member_refs:  # every member tried once before the first placement (bounded: one call's timeout)
+            if caches.member_refs():  # every member tried once before the first placement (bounded)
                 try:
                     await asyncio.wait_for(members.poll(), config.members.request_timeout_s)
                 except TimeoutError:
                     pass
-            job_pods = kwargs["hj_job_pods"]
             ctl = Controller(runtime.kube, source, config.controller, runtime.metrics, members,
-                             watched_pods=lambda namespace, job: list(job_pods.get((namespace, job), ())))
+                             watched_pods=caches.job_pods)
+            ctl.nodes_known(caches.node_views())  # a node's next event is news to the planner only if it changed
             await ctl.load()
             runtime.controller = ctl  # alerts are handled from here on; other handlers still wait for the lock
             runtime.ready.set()
@@ -300,50 +284,34 @@ def register(registry: kopf.OperatorRegistry, config: OperatorConfig) -> None:
             ctl.start_resync(config.resync_seconds, config.resync_rate)
             runtime.members = members
             members.start()
-            running = kwargs["hj_running"]
-            runtime.monitor = Monitor(runtime.kube, source, lambda: _index_values(running), config.telemetry,
+            runtime.monitor = Monitor(runtime.kube, source, caches.running_jobs, config.telemetry,
                                       on_symptoms=lambda keys: _poke(ctl, keys))
             runtime.monitor.start()
             runtime.discovery = Discovery(runtime.kube, source.nodes, source.classes, config.discovery)
             runtime.discovery.start(config.resync_seconds)
             return ctl
 
+    async def build(memo: kopf.Memo) -> None:
+        """Build the controller once the caches are synced, though no HeteroJob exists (its event would)."""
+        while True:
+            try:
+                await controller(memo)
+                return
+            except asyncio.CancelledError:
+                raise
+            except Exception:  # noqa: BLE001 - e.g. the API server away while loading: logged, tried again
+                log.exception("starting the controller failed; trying again in 5 s")
+                await asyncio.sleep(5.0)
+
     @kopf.on.event(GROUP, VERSION, "heterojobs", registry=registry)
-    async def job_event(event: Mapping[str, Any], namespace: str | None, name: str, memo: kopf.Memo, **kwargs: Any
+    async def job_event(event: Mapping[str, Any], namespace: str | None, name: str, memo: kopf.Memo, **_: Any
                         ) -> None:
-        ctl = await controller(memo, kwargs)
+        ctl = await controller(memo)
         key = f"{namespace}/{name}"
         if event.get("type") == "DELETED":
             ctl.forget(key)
         elif ctl.seen(key, event.get("object") or {}):  # not the echo of a write its pass settled
             ctl.poke(key)
-
-    @kopf.on.event("pods", labels={LABEL_JOB: kopf.PRESENT}, registry=registry)
-    async def pod_event(namespace: str | None, name: str, labels: Mapping[str, str], event: Mapping[str, Any],
-                        memo: kopf.Memo, **kwargs: Any) -> None:
-        ctl = await controller(memo, kwargs)
-        if ctl.kube.own_pods.seen(namespace or "", name, event.get("object") or {}, event.get("type")):
-            return  # the pod as the operator created it: the pass that created it counted it
-        ctl.poke(f"{namespace}/{labels[LABEL_JOB]}")
-
-    @kopf.on.event("nodes", registry=registry)
-    async def node_event(name: str, event: Mapping[str, Any], body: kopf.Body, memo: kopf.Memo, **kwargs: Any
-                         ) -> None:
-        ctl = await controller(memo, kwargs)
-        gone = event.get("type") == "DELETED"
-        if not ctl.node_news(name, None if gone else convert.node_view(body)):
-            return  # a heartbeat (Lease, Ready's lastHeartbeatTime): nothing the planner reads changed
-        if memo.runtime.discovery is not None:
-            memo.runtime.discovery.poke()
-
-    @kopf.on.event(GROUP, VERSION, "acceleratorclasses", registry=registry)
-    @kopf.on.event(GROUP, VERSION, "regions", registry=registry)
-    @kopf.on.event(GROUP, VERSION, "heteroquotas", registry=registry)
-    async def fleet_event(memo: kopf.Memo, **kwargs: Any) -> None:
-        ctl = await controller(memo, kwargs)
-        ctl.poke_pending(delay=0.2)
-        if memo.runtime.discovery is not None:
-            memo.runtime.discovery.poke()
 
     @kopf.on.cleanup(registry=registry)
     async def cleanup(memo: kopf.Memo, **_: Any) -> None:
@@ -361,6 +329,11 @@ def register(registry: kopf.OperatorRegistry, config: OperatorConfig) -> None:
             await runtime.controller.stop()
         if runtime.members is not None:
             await runtime.members.stop()
+        if runtime.build_task is not None:
+            runtime.build_task.cancel()
+            await asyncio.gather(runtime.build_task, return_exceptions=True)
+        if runtime.caches is not None:
+            await runtime.caches.stop()
         runtime.kube.close()
 
 

@@ -202,6 +202,12 @@ def watched(handlers: Path) -> set[tuple[str, str, str]]:
     return out
 
 
+def informed(caches: Path) -> set[tuple[str, str, str]]:
+    """list+watch for every resource the operator's informers list (then watch)."""
+    listed = {(g, r, v) for g, r, v in used([caches]) if v == "list"}
+    return listed | {(g, r, "watch") for g, r, _ in listed}
+
+
 def granted(role: str) -> set[tuple[str, str, str]]:
     out = set()
     for obj in docs(ROOT / "manifests" / "base" / f"rbac-{role}.yaml"):
@@ -215,7 +221,7 @@ def granted(role: str) -> set[tuple[str, str, str]]:
 def test_the_operator_role_grants_exactly_what_the_operator_uses() -> None:
     pkg = ROOT / "operator" / "heterojob"
     needed = used([pkg / "kube" / "api.py", pkg / "kube" / "leader.py", pkg / "kube" / "access.py"]) \
-        | watched(pkg / "handlers.py") | KOPF
+        | watched(pkg / "handlers.py") | informed(pkg / "kube" / "caches.py") | KOPF
     # RBAC's escalation check: the operator may grant a job's pods only what it holds itself
     from heterojob.kube import access
     needed |= {("", "pods", verb) for verb in access.VERBS}

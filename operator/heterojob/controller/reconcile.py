@@ -156,6 +156,11 @@ class Controller:
         self.poke_pending(delay=0.2)  # new labels (an upgraded driver) may let a waiting job in
         return True
 
+    def nodes_known(self, views: Mapping[str, Node]) -> None:
+        """The nodes as the planner reads them when it starts (the caches' listing): a node's next event is news
+        (`node_news`) only if it changed them."""
+        self._nodes = dict(views)
+
     def node_changed(self, node: str) -> None:
         """A Node changed (Ready, cordon, taints): every job placed on it, or holding room there for a move,
         gets a pass now."""

@@ -1,0 +1,242 @@
+"""The operator's caches of the cluster: Nodes, AcceleratorClasses, Regions (and the member clusters they name),
+pods (each job's, and the devices other pods hold), HeteroQuotas and running HeteroJobs, each kept by an informer
+of its own (`kube.informer`) as the views a pass reads, never whole bodies.
+
+`synced()` returns once every cache holds its first complete listing: until then a pass could see a job without
+its pods (and create them again) or a node without the pods already on it (and overcommit it), so the controller
+is built only after it (handlers.py). Kopf's `@kopf.index` offered the same guarantee, with a readiness wait per
+object that grows with the cube of the objects listed (docs/architecture.md, "Start-up").
+"""
+
+from __future__ import annotations
+
+import asyncio
+import functools
+import logging
+import time
+from collections.abc import Callable, Hashable, Iterable, Mapping
+from dataclasses import dataclass
+from typing import Any, Generic, TypeVar
+
+import kubernetes
+
+from heterojob.constants import GROUP, LABEL_JOB, VERSION
+from heterojob.engine.fleet import DeviceClass, Limit, Node, RegionInfo
+from heterojob.kube import convert
+from heterojob.kube.informer import Informer, OnChange, object_key
+from heterojob.kube.members import MemberRef, member_ref
+from heterojob.kube.ownpods import kept
+
+log = logging.getLogger(__name__)
+V = TypeVar("V")
+W = TypeVar("W")
+K = TypeVar("K", bound=Hashable)
+
+PodKey = tuple[str, str]  # namespace, pod name
+Usage = dict[tuple[str, str], int]  # (node, resource) -> devices
+
+
+@dataclass(frozen=True)
+class PodEntry:
+    """What the operator keeps of a pod: a job's pod as a pass reads it (`job`, `view`), or the devices a pod
+    heterojob does not manage holds (`usage`)."""
+
+    job: str | None = None
+    view: Mapping[str, Any] | None = None
+    usage: Mapping[tuple[str, str], int] | None = None
+
+
+def pod_entry(body: Mapping[str, Any]) -> PodEntry | None:
+    job = ((body.get("metadata") or {}).get("labels") or {}).get(LABEL_JOB)
+    if job is not None:
+        return PodEntry(job=str(job), view=kept(body))
+    used = convert.pod_usage(body)
+    return PodEntry(usage=used) if used else None
+
+
+@dataclass(frozen=True)
+class RegionEntry:
+    info: RegionInfo | None
+    member: MemberRef | None
+
+
+def region_entry(body: Mapping[str, Any]) -> RegionEntry | None:
+    info, ref = convert.region_info(body), member_ref(body)
+    return RegionEntry(info, ref) if info is not None or ref is not None else None
+
+
+def job_key(body: Mapping[str, Any]) -> str:
+    namespace, name = object_key(body)
+    return f"{namespace}/{name}"
+
+
+class Kind(Generic[K, V]):
+    """One kind's store: cluster-wide, or merged from one informer per served namespace."""
+
+    def __init__(self, informers: list[Informer[K, V]]) -> None:
+        self.informers = informers
+
+    def items(self) -> dict[K, V]:
+        if len(self.informers) == 1:
+            return dict(self.informers[0].store)
+        out: dict[K, V] = {}
+        for informer in self.informers:
+            out.update(informer.store)
+        return out
+
+    def names(self, pick: Callable[[V], W | None]) -> dict[str, W]:
+        """{object name: pick(view)} for the views whose pick is not None (cluster-scoped kinds)."""
+        out: dict[str, W] = {}
+        for informer in self.informers:
+            for key, view in list(informer.store.items()):
+                value = pick(view)
+                if value is not None:
+                    out[str(key[1]) if isinstance(key, tuple) else str(key)] = value
+        return out
+
+
+class Caches:
+    def __init__(self, client: kubernetes.client.ApiClient, running_view: Callable[[dict[str, Any]], Any | None],
+                 namespaces: Iterable[str] = (), on_node: OnChange[PodKey, Node] | None = None,
+                 on_fleet: Callable[[], None] | None = None,
+                 on_job_pod: Callable[[str | None, str, str, str, Mapping[str, Any]], None] | None = None,
+                 page_size: int = 500, watch_timeout_s: int = 300) -> None:
+        """`running_view`: a HeteroJob's view for the monitor (`telemetry.watched.watched_job`), None when not
+        running. `namespaces`: the namespaces served (empty: all). The callbacks run on the event loop for each
+        change of what a pass reads: `on_node(event, key, old, new)`; `on_fleet()` for a class, Region or quota;
+        `on_job_pod(event, namespace, pod, job, view)` for each event of a job's pod (its view as the event
+        carries it)."""
+        self.client = client
+        core = kubernetes.client.CoreV1Api(client)
+        custom = kubernetes.client.CustomObjectsApi(client)
+        self.on_job_pod = on_job_pod
+        self.on_fleet = on_fleet
+        served = tuple(dict.fromkeys(namespaces))
+
+        list_cluster, list_namespaced = custom.list_cluster_custom_object, custom.list_namespaced_custom_object
+
+        def custom_list(plural: str, namespace: str | None) -> Callable[..., Any]:
+            if namespace is None:
+                return functools.partial(list_cluster, GROUP, VERSION, plural)
+            return functools.partial(list_namespaced, GROUP, VERSION, namespace, plural)
+
+        def namespaced(name: str, lister: Callable[[str | None], Callable[..., Any]],
+                       view: Callable[[dict[str, Any]], V | None], on_change: OnChange[Any, V] | None = None,
+                       key: Callable[[Mapping[str, Any]], Any] = object_key) -> Kind[Any, V]:
+            return Kind([Informer(name if ns is None else f"{name}[{ns}]", lister(ns), view, on_change, key=key,
+                                  page_size=page_size, watch_timeout_s=watch_timeout_s)
+                         for ns in (served or (None,))])
+
+        def fleet_changed(*_: Any) -> None:
+            if self.on_fleet is not None:
+                self.on_fleet()
+
+        self.nodes: Kind[PodKey, Node] = Kind([Informer("nodes", core.list_node, convert.node_view, on_node,
+                                                        page_size=page_size, watch_timeout_s=watch_timeout_s)])
+        self.classes: Kind[PodKey, DeviceClass] = Kind([Informer(
+            "acceleratorclasses", custom_list("acceleratorclasses", None), convert.device_class, fleet_changed,
+            page_size=page_size, watch_timeout_s=watch_timeout_s)])
+        self.regions: Kind[PodKey, RegionEntry] = Kind([Informer("regions", custom_list("regions", None),
+                                                                 region_entry, fleet_changed,
+                                                                 page_size=page_size,
+                                                                 watch_timeout_s=watch_timeout_s)])
+        self._usage: Usage = {}  # what the pods heterojob does not manage hold, summed
+        self._job_pods: dict[tuple[str, str], dict[str, Mapping[str, Any]]] = {}  # (namespace, job) -> pod -> view
+        self.pods: Kind[PodKey, PodEntry] = namespaced(
+            "pods", lambda ns: core.list_pod_for_all_namespaces if ns is None else functools.partial(
+                core.list_namespaced_pod, ns), pod_entry, self._pod_changed)
+        self.quotas: Kind[PodKey, tuple[list[Limit], str | None]] = namespaced(
+            "heteroquotas", lambda ns: custom_list("heteroquotas", ns), convert.quota_limits, fleet_changed)
+        self.running: Kind[str, Any] = namespaced(
+            "heterojobs", lambda ns: custom_list("heterojobs", ns), running_view, key=job_key)
+        self._told = False  # the first listing's figures were logged (by one of those waiting for it)
+        self.kinds: tuple[Kind[Any, Any], ...] = (self.nodes, self.classes, self.regions, self.pods, self.quotas,
+                                                  self.running)
+
+    # --- start, stop, synced ------------------------------------------------------------------------------------
+
+    @property
+    def informers(self) -> list[Informer[Any, Any]]:
+        return [informer for kind in self.kinds for informer in kind.informers]
+
+    def start(self) -> Caches:
+        for informer in self.informers:
+            informer.start()
+        return self
+
+    async def stop(self) -> None:
+        await asyncio.gather(*(informer.stop() for informer in self.informers))
+        self.client.close()
+
+    def is_synced(self) -> bool:
+        return all(informer.synced.is_set() for informer in self.informers)
+
+    async def synced(self) -> None:
+        """Return once every cache holds its first complete listing."""
+        if self.is_synced():
+            return
+        started = time.monotonic()
+        await asyncio.gather(*(informer.synced.wait() for informer in self.informers))
+        if self._told:
+            return
+        self._told = True
+        log.info("caches synced in %.1f s: %s", time.monotonic() - started,
+                 ", ".join(f"{i.name} {len(i.store)}" for i in self.informers))
+
+    # --- what a pass reads --------------------------------------------------------------------------------------
+
+    def node_views(self) -> dict[str, Node]:
+        return self.nodes.names(lambda node: node)
+
+    def class_views(self) -> dict[str, DeviceClass]:
+        return self.classes.names(lambda cls: cls)
+
+    def region_views(self) -> dict[str, RegionInfo]:
+        return self.regions.names(lambda entry: entry.info)
+
+    def member_refs(self) -> dict[str, MemberRef]:
+        return self.regions.names(lambda entry: entry.member)
+
+    def quota_objects(self) -> dict[tuple[str, str], tuple[list[Limit], str | None]]:
+        return self.quotas.items()
+
+    def running_jobs(self) -> dict[str, Any]:
+        return self.running.items()
+
+    def foreign_usage(self) -> Usage:
+        """What the pods heterojob does not manage hold, by (node, resource)."""
+        return dict(self._usage)
+
+    def job_pods(self, namespace: str, job: str) -> list[Mapping[str, Any]]:
+        """A job's pods as the watch has them (`kube.ownpods.kept` views)."""
+        return list(self._job_pods.get((namespace, job), {}).values())
+
+    # --- keeping the pods' indexes --------------------------------------------------------------------------------
+
+    def _pod_changed(self, event: str | None, key: PodKey, old: PodEntry | None, new: PodEntry | None) -> None:
+        namespace, name = key
+        gone = event == "DELETED" or new is None
+        stored = None if gone else new
+        if old is not None and old.usage:
+            self._add_usage(old.usage, -1)
+        if stored is not None and stored.usage:
+            self._add_usage(stored.usage, 1)
+        if old is not None and old.job is not None and (stored is None or stored.job != old.job):
+            pods = self._job_pods.get((namespace, old.job))
+            if pods is not None:
+                pods.pop(name, None)
+                if not pods:
+                    del self._job_pods[(namespace, old.job)]
+        if stored is not None and stored.job is not None and stored.view is not None:
+            self._job_pods.setdefault((namespace, stored.job), {})[name] = stored.view
+        told = new if new is not None and new.job is not None else old
+        if self.on_job_pod is not None and told is not None and told.job is not None and told.view is not None:
+            self.on_job_pod(event, namespace, name, told.job, told.view)
+
+    def _add_usage(self, usage: Mapping[tuple[str, str], int], sign: int) -> None:
+        for where, count in usage.items():
+            total = self._usage.get(where, 0) + sign * count
+            if total:
+                self._usage[where] = total
+            else:
+                self._usage.pop(where, None)

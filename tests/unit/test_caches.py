@@ -1,0 +1,91 @@
+"""kube/caches.py: the pods' cache keeps each job's pods and the devices other pods hold, through any order of
+listings and watch events, equal to what the pods it holds say; the operator is told of every job pod's event."""
+
+from __future__ import annotations
+
+import random
+from typing import Any
+
+import kubernetes
+
+from heterojob.constants import LABEL_JOB
+from heterojob.kube import convert
+from heterojob.kube.caches import Caches, pod_entry
+from heterojob.kube.ownpods import kept
+
+
+def pod(name: str, rv: int, node: str | None, gpus: int = 1, job: str | None = None, phase: str = "Running",
+        namespace: str = "team-a") -> dict[str, Any]:
+    labels = {LABEL_JOB: job} if job else {"app": "other"}
+    return {"metadata": {"name": name, "namespace": namespace, "resourceVersion": str(rv), "labels": labels},
+            "spec": {"nodeName": node, "containers": [{"name": "main", "resources": {
+                "limits": {"nvidia.com/gpu": str(gpus)}}}]},
+            "status": {"phase": phase}}
+
+
+def caches(told: list[tuple[Any, ...]] | None = None) -> Caches:
+    return Caches(kubernetes.client.ApiClient(), lambda body: None,
+                  on_job_pod=(lambda *args: told.append(args)) if told is not None else None)
+
+
+def expected(bodies: dict[tuple[str, str], dict[str, Any]]) -> tuple[dict[Any, int], dict[Any, list[Any]]]:
+    """What the pods held say: summed usage of the pods heterojob does not manage, each job's pods."""
+    used: dict[Any, int] = {}
+    jobs: dict[Any, list[Any]] = {}
+    for (namespace, _name), body in bodies.items():
+        for key, n in convert.pod_usage(body).items():
+            used[key] = used.get(key, 0) + n
+        job = body["metadata"]["labels"].get(LABEL_JOB)
+        if job:
+            jobs.setdefault((namespace, job), []).append(kept(body))
+    return used, jobs
+
+
+def test_usage_and_job_pods_follow_any_order_of_events_and_relists() -> None:
+    rng = random.Random(7)
+    cache = caches()
+    informer = cache.pods.informers[0]
+    live: dict[tuple[str, str], dict[str, Any]] = {}
+    rv = 0
+    for step in range(600):
+        rv += 1
+        name = f"p{rng.randrange(30)}"
+        key = ("team-a", name)
+        roll = rng.random()
+        if roll < 0.05:  # a relist (after a 410 Gone) that finds a different set of pods
+            live = {k: v for k, v in live.items() if rng.random() < 0.7}
+            informer.replace({k: e for k, v in live.items() if (e := pod_entry(v)) is not None})
+        elif roll < 0.3 and key in live:
+            informer.apply("DELETED", key, pod_entry(live.pop(key)))
+        elif roll < 0.35:
+            informer.apply("DELETED", key, pod_entry(pod(name, rv, "n1")))  # a pod never seen, or gone already
+            live.pop(key, None)
+        else:
+            body = pod(name, rv, rng.choice([None, "n1", "n2"]), rng.randrange(1, 9),
+                       rng.choice([None, None, "j1", "j2"]), rng.choice(["Running", "Running", "Succeeded"]))
+            live[key] = body
+            informer.apply("MODIFIED" if rng.random() < 0.5 else "ADDED", key, pod_entry(body))
+        used, jobs = expected(live)
+        assert cache.foreign_usage() == used, step
+        for job in ("j1", "j2"):
+            got = sorted(cache.job_pods("team-a", job), key=lambda p: p["metadata"]["name"])
+            assert got == sorted(jobs.get(("team-a", job), []), key=lambda p: p["metadata"]["name"]), (step, job)
+
+
+def test_every_event_of_a_job_pod_is_told_with_the_pod_as_it_came_and_other_pods_are_not() -> None:
+    told: list[tuple[Any, ...]] = []
+    cache = caches(told)
+    informer = cache.pods.informers[0]
+    first = pod("j1-0", 5, "n1", job="j1")
+    informer.replace({("team-a", "j1-0"): pod_entry(first), ("team-a", "x"): pod_entry(pod("x", 5, "n1"))})
+    assert told == [(None, "team-a", "j1-0", "j1", kept(first))]  # a listing's event type is None (as Kopf's)
+    informer.apply("MODIFIED", ("team-a", "x"), pod_entry(pod("x", 6, "n2")))
+    later = pod("j1-0", 7, "n1", job="j1", phase="Failed")
+    informer.apply("MODIFIED", ("team-a", "j1-0"), pod_entry(later))
+    final = pod("j1-0", 9, "n1", job="j1", phase="Failed")
+    informer.apply("DELETED", ("team-a", "j1-0"), pod_entry(final))
+    assert told[1:] == [("MODIFIED", "team-a", "j1-0", "j1", kept(later)),
+                        ("DELETED", "team-a", "j1-0", "j1", kept(final))]  # its last state, with its version
+    assert cache.job_pods("team-a", "j1") == []
+    informer.replace({})  # a relist: x is gone too; no job pod was held, nothing told
+    assert len(told) == 3 and cache.foreign_usage() == {}
