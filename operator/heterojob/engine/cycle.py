@@ -78,11 +78,12 @@ class Cycle:
 def plan_cycle(queue: Iterable[Request], holders: Iterable[Holder], fleet: Fleet, now: float,
                settings: Settings = Settings(), policy: tuple[Knowledge, QueueSettings] | None = None,
                moves: Mapping[str, transfer.Move] | None = None, memo: Memo | None = None,
-               memory: Memory | None = None) -> Cycle:
+               memory: Memory | None = None, acting: bool = False) -> Cycle:
     """Plan every waiting job of `queue` at once (steps in the module docstring). `fleet` counts every
     holder's devices as used; `moves`: job -> the transfer an involuntary move out of its region weighs;
     `memo` (`engine.ranking.Memo`) and `memory` (`engine.rooms.Memory`, for one fleet), both kept by the
-    caller between cycles, only save recomputing equal values: the cycle is the same without them."""
+    caller between cycles, only save recomputing equal values: the cycle is the same without them.
+    `acting`: only the jobs that act, each as the full cycle plans it (`admission.plan_queue`'s `acting`)."""
     queue, holders = list(queue), list(holders)
     if not queue:  # nothing to plan: only the free room (what `room_grew` compares)
         return Cycle(Plan(), frozenset(), _free_after(Plan(), fleet, memo))
@@ -94,7 +95,7 @@ def plan_cycle(queue: Iterable[Request], holders: Iterable[Holder], fleet: Fleet
     if narrowed:
         queue = [narrowed.get(r.job, r) for r in queue]
     if policy is None:
-        plan = plan_queue(queue, holders, fleet, now, settings, memory)
+        plan = plan_queue(queue, holders, fleet, now, settings, memory, acting)
         waiting_for: frozenset[str] = frozenset()
     else:
         from heterojob.engine import policy as heterogeneity
@@ -104,7 +105,7 @@ def plan_cycle(queue: Iterable[Request], holders: Iterable[Holder], fleet: Fleet
                                          settings.min_runtime_s, memo)
         ordered = [replace(r, alternatives=narrowed[r.job].alternatives) if r.job in narrowed else r
                    for r in prepared.queue]  # an involuntary move keeps every class its user listed
-        plan = plan_queue(ordered, prepared.holders, fleet, now, settings, memory)
+        plan = plan_queue(ordered, prepared.holders, fleet, now, settings, memory, acting)
         waiting_for = prepared.waiting_for
         mine = {r.job: r for r in ordered}
         original = {r.job: r for r in queue}
