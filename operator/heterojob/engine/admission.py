@@ -196,8 +196,8 @@ def plan_queue(queue: Iterable[Request], holders: Iterable[Holder], fleet: Fleet
         if request.job in plan.admissions:
             placed.append(request.job)
             continue
-        if ledger.may_fit(request):  # step 2, `schedule` on the ledger: it takes its room before the next job
-            result = ledger.place(request)
+        if ledger.may_fit(request) and ledger.fits(request):  # step 2, `schedule` on the ledger: it takes its
+            result = ledger.place(request)  # room before the next job
             if result.chosen is not None:
                 plan.admissions[request.job] = Admission(request.job, Outcome.PLACED, result.explain(),
                                                          result.chosen)

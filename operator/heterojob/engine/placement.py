@@ -391,6 +391,7 @@ class Ledger:
         self.index = FleetIndex(self.fleet, like=index)
         self.fleet.ledger_index = self.index
         self._failed: dict[tuple[object, ...], Result] = {}
+        self._unfit: set[tuple[object, ...]] = set()  # shapes `fits` said no to, while room is only taken
         self.given_back = 0  # how many times room was given back (what failed to fit before may fit now)
         self.version = 0  # how many times room was taken or given back
 
@@ -405,6 +406,7 @@ class Ledger:
         self.version += 1
         if sign < 0:
             self._failed.clear()
+            self._unfit.clear()
             self.given_back += 1
 
     def take_all(self, allocations: Iterable[Allocation], sign: int = 1) -> None:
@@ -426,6 +428,7 @@ class Ledger:
         self.version += 1
         if sign < 0:
             self._failed.clear()
+            self._unfit.clear()
             self.given_back += 1
 
     def may_fit(self, request: Request) -> bool:
@@ -441,6 +444,17 @@ class Ledger:
             # one node with room for a replica, and room for the gang over all (`most` > 0 only when free)
             if most > 0 and most >= alt.per_replica and total >= request.replicas * alt.per_replica:
                 return True
+        return False
+
+    def fits(self, request: Request) -> bool:
+        """`self.place(request).chosen is not None`, without placing it or making its message (`fits`); a shape
+        that does not fit is remembered as `place` remembers it."""
+        shape = request.shape
+        if shape in self._unfit or shape in self._failed:
+            return False
+        if fits(request, self.fleet, self.index):
+            return True
+        self._unfit.add(shape)
         return False
 
     def place(self, request: Request) -> Result:
