@@ -443,12 +443,13 @@ def top_priority(waiting: Iterable[Request], besides: str = "") -> int | None:
 
 def plan_with_policy(queue: Iterable[Request], holders: Iterable[Holder], fleet: Fleet, now: float,
                      knowledge: Knowledge, queue_settings: QueueSettings, settings: Settings = Settings(),
-                     memo: Memo | None = None, memory: Memory | None = None) -> tuple[Plan, Prepared]:
+                     memo: Memo | None = None, memory: Memory | None = None, acting: bool = False
+                     ) -> tuple[Plan, Prepared]:
     """`engine.policy.prepare` (queue order, class choice by expected completion), then `plan_queue`.
     `memo`: `engine.ranking.Memo`, `memory`: `rooms.Memory`, both kept by the caller between passes (the
-    plan is the same without them)."""
+    plan is the same without them); `acting`: `plan_queue`'s."""
     from heterojob.engine import policy
 
     prepared = policy.prepare(queue, holders, fleet, now, knowledge, queue_settings, settings.min_runtime_s, memo)
-    return plan_queue(prepared.queue, prepared.holders, fleet, now, settings, memory), prepared
+    return plan_queue(prepared.queue, prepared.holders, fleet, now, settings, memory, acting), prepared
 
