@@ -138,3 +138,26 @@ def test_a_cycle_after_a_quiet_spell_starts_at_once_and_events_after_a_cycle_are
     asyncio.run(run())
     assert s.cycles >= 1 and slept and slept[0] == 0.0  # no batch wait after a quiet spell
     assert s._next >= time.monotonic() - 1.0 and BATCH_S > 0  # ... but one after each cycle
+
+
+def test_a_steady_stream_of_events_does_not_hold_the_waiting_jobs_verdicts_back(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """Events every few milliseconds keep an acting cycle due; the full cycle still runs once the verdicts have
+    been owed `OWED_S` (here 0.2 s)."""
+    monkeypatch.setattr(scheduling, "OWED_S", 0.2)
+    s, _ = _scene(None)
+
+    async def run() -> bool:
+        s.start()
+        s.wake()
+        deadline = time.monotonic() + 20.0
+        while time.monotonic() < deadline:
+            s.trigger.request("ns/big0")  # something happened, again and again
+            s.wake()
+            await asyncio.sleep(0.005)
+            if any(v.admission.outcome != Outcome.PLACED for v in s.verdicts.values()):
+                break
+        await s.stop()
+        return any(v.admission.outcome != Outcome.PLACED for v in s.verdicts.values())
+
+    assert asyncio.run(run())

@@ -60,7 +60,8 @@ BATCH_S = 0.02  # events within this long of the last cycle's end are planned in
 RECHECK_S = 30.0  # while jobs wait, a cycle at least this often (what the clock alone changes in a plan)
 CLOCK = "\x00clock"  # the Trigger timer of that recheck (no job is named so)
 INLINE_WAIT_S = 2.0  # a waiting job's pass waits this long for the cycle that plans its new request
-DUTY = 0.5  # after a cycle of c CPU-seconds the next starts no sooner than c * (1 - DUTY) / DUTY later
+DUTY = 0.5  # after a cycle of c CPU-seconds the next of its kind starts no sooner than c * (1 - DUTY) / DUTY later
+OWED_S = 2.0  # the waiting jobs' verdicts owed this long: the full cycle goes before the next acting one
 
 
 @dataclass(frozen=True)
@@ -121,6 +122,7 @@ class Scheduler:
         self._next = 0.0  # monotonic time before which no cycle starts (the batch, the duty bound)
         self._next_full = 0.0  # ... and no full cycle (the duty bound on full cycles' cost)
         self._owed = False  # an acting cycle ran since the last full one: the waiting jobs' verdicts are owed
+        self._owed_at = 0.0  # monotonic time since when they are
         self._done: asyncio.Future[None] | None = None  # resolved when the next cycle has planned
         self._passes: set[str] = set()  # jobs whose pass waits for the next cycle's verdict (no poke needed)
 
@@ -172,10 +174,12 @@ class Scheduler:
             self._wake.clear()
             await asyncio.sleep(max(0.0, self._next - time.monotonic()))
             try:
-                if self.trigger.due(time.time()):
+                mono = time.monotonic()
+                full = self._owed and mono >= self._next_full
+                if self.trigger.due(time.time()) and not (full and mono - self._owed_at > OWED_S):
                     await self.cycle(acting=True)
-                elif self._owed and time.monotonic() >= self._next_full:
-                    await self.cycle()
+                elif full:
+                    await self.cycle()  # a steady stream of events does not hold the verdicts back for long
             except asyncio.CancelledError:
                 raise
             except Exception:  # noqa: BLE001 - one bad cycle must not stop admission; the next one plans again
@@ -229,10 +233,13 @@ class Scheduler:
             # attained-service levels): while jobs wait, the queue is planned again at least this often
             self.trigger.at(CLOCK, now + RECHECK_S if waiting else None)
             took = time.monotonic() - started_at
-            self._next = time.monotonic() + max(BATCH_S, took * (1 - DUTY) / DUTY)
-            if acting:
-                self._owed = True
+            if acting:  # acting cycles are spaced by their own cost; full ones by theirs (an acting cycle after
+                # a full one waits only for the batch: the job that fits is not held back by others' messages)
+                self._next = time.monotonic() + max(BATCH_S, took * (1 - DUTY) / DUTY)
+                if not self._owed:
+                    self._owed, self._owed_at = True, time.monotonic()
             else:
+                self._next = time.monotonic() + BATCH_S
                 self._owed = False
                 self._next_full = time.monotonic() + took * (1 - DUTY) / DUTY
         if self._done is not None and not self._done.done():
