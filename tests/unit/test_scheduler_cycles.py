@@ -150,7 +150,7 @@ def test_a_steady_stream_of_events_does_not_hold_the_waiting_jobs_verdicts_back(
     async def run() -> bool:
         s.start()
         s.wake()
-        deadline = time.monotonic() + 20.0
+        deadline = time.monotonic() + 60.0
         while time.monotonic() < deadline:
             s.trigger.request("ns/big0")  # something happened, again and again
             s.wake()
@@ -161,3 +161,32 @@ def test_a_steady_stream_of_events_does_not_hold_the_waiting_jobs_verdicts_back(
         return any(v.admission.outcome != Outcome.PLACED for v in s.verdicts.values())
 
     assert asyncio.run(run())
+
+
+def test_an_event_stops_a_full_cycle_for_an_acting_one_until_the_verdicts_are_owed_too_long(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    s, _ = _scene(None)
+    real = scheduling.plan_cycle
+    calls: list[bool] = []
+
+    def plan_cycle(*args: Any, **kwargs: Any) -> Any:
+        acting = args[9] if len(args) > 9 else kwargs.get("acting", False)
+        calls.append(acting)
+        if not acting:
+            s._interrupt.set()  # an event arrives while the full cycle plans (`wake`, from the loop)
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(scheduling, "plan_cycle", plan_cycle)
+
+    async def cycles() -> None:
+        assert await s.cycle(acting=True)
+        assert not await s.cycle()  # stopped: no verdicts, still owed, and a cycle is due again
+        assert s._owed and s.trigger.due(time.time())
+        assert not any(v.admission.outcome != Outcome.PLACED for v in s.verdicts.values())
+        assert await s.cycle(acting=True)  # the event's acting cycle goes first
+        s._owed_at = time.monotonic() - scheduling.OWED_S - 1  # owed too long: the next full cycle is not stopped
+        assert await s.cycle()
+        assert not s._owed and any(v.admission.outcome != Outcome.PLACED for v in s.verdicts.values())
+
+    asyncio.run(cycles())
+    assert calls == [True, False, True, False]

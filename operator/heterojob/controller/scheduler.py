@@ -26,6 +26,7 @@ from __future__ import annotations
 import asyncio
 import gc
 import logging
+import threading
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -38,7 +39,7 @@ from heterojob.controller.pods import Pods
 from heterojob.controller.status import StatusPatch, StatusWriter
 from heterojob.controller.verdicts import Verdicts
 from heterojob.engine import admission as planner
-from heterojob.engine.admission import Outcome
+from heterojob.engine.admission import Outcome, Stopped
 from heterojob.engine import transfer
 from heterojob.engine.cycle import Cycle, Trigger, plan_cycle, upgrade_candidates, verdict
 from heterojob.engine.fleet import DeviceClass, Fleet
@@ -123,6 +124,7 @@ class Scheduler:
         self._next_full = 0.0  # ... and no full cycle (the duty bound on full cycles' cost)
         self._owed = False  # an acting cycle ran since the last full one: the waiting jobs' verdicts are owed
         self._owed_at = 0.0  # monotonic time since when they are
+        self._interrupt = threading.Event()  # an event came while a full cycle plans: it stops for an acting one
         self._done: asyncio.Future[None] | None = None  # resolved when the next cycle has planned
         self._passes: set[str] = set()  # jobs whose pass waits for the next cycle's verdict (no poke needed)
 
@@ -139,8 +141,15 @@ class Scheduler:
             self._task = None
 
     def wake(self) -> None:
-        """Something happened that a cycle should see (coalesced)."""
+        """Something happened that a cycle should see (coalesced). A full cycle planning now stops (unless the
+        verdicts have been owed `OWED_S`): an acting cycle sees the event first, then the full cycle plans
+        again."""
+        self._interrupt.set()
         self._wake.set()
+
+    def _stop(self) -> bool:
+        """Whether a full cycle's plan should stop now (asked from its thread)."""
+        return self._interrupt.is_set() and time.monotonic() - self._owed_at <= OWED_S
 
     def room_freed(self) -> None:
         """Room was given back or the fleet changed: the next cycle plans the queue again."""
@@ -207,8 +216,14 @@ class Scheduler:
             seen = self.knower.view() if self.queue is not None else None
             moves = {r.job: w.move for r in waiting if (w := self.waiting.get(r.job)) is not None and w.move}
             started_at = time.monotonic()
-            planned, cpu = await asyncio.to_thread(_timed, self._plan, waiting, holders, fleet, now, moves, seen,
-                                                   acting, dict(self.free))
+            if not acting:
+                self._interrupt.clear()
+            try:
+                planned, cpu = await asyncio.to_thread(_timed, self._plan, waiting, holders, fleet, now, moves, seen,
+                                                       acting, dict(self.free))
+            except Stopped:  # an event came: the acting cycle goes first; this one plans again after it
+                self.trigger.room()
+                return False
             cycle, verdicts, upgrades = planned
             self.cycles += 1
             self.metrics.cycle_seconds.observe(cpu)
@@ -259,7 +274,8 @@ class Scheduler:
         policy = None
         if self.queue is not None:
             policy = (self.knower.knowledge(fleet, waiting, holders, self.queue, seen), self.queue)
-        cycle = plan_cycle(waiting, holders, fleet, now, self.settings, policy, moves, self.memo, self.memory, acting)
+        cycle = plan_cycle(waiting, holders, fleet, now, self.settings, policy, moves, self.memo, self.memory, acting,
+                           None if acting else self._stop)
         verdicts = {job: verdict(a.outcome.value, a.message) for job, a in cycle.admissions.items()
                     if a.outcome != Outcome.PLACED}
         upgrades = [] if policy is None else upgrade_candidates(

@@ -37,7 +37,7 @@ completion, `engine.completion`), then `plan_queue` on what it returns.
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field, replace
 from enum import StrEnum
 from typing import TYPE_CHECKING
@@ -148,7 +148,8 @@ PROMOTED_HELD = ("; promoted after waiting, it takes the next room first, but wh
 
 
 def plan_queue(queue: Iterable[Request], holders: Iterable[Holder], fleet: Fleet, now: float,
-               settings: Settings = Settings(), memory: Memory | None = None, acting: bool = False) -> Plan:
+               settings: Settings = Settings(), memory: Memory | None = None, acting: bool = False,
+               stop: Callable[[], bool] | None = None) -> Plan:
     """Plan every waiting job of `queue` (steps in the module docstring); `fleet` counts every holder's
     devices as used. `memory`: a `rooms.Memory` the caller keeps from one cycle to the next, for one fleet
     (what placement found per class and region while its free room is unchanged); the plan is the same
@@ -159,7 +160,10 @@ def plan_queue(queue: Iterable[Request], holders: Iterable[Holder], fleet: Fleet
     no placement or message made for them. A job that waits changes nothing a later job reads (the ledger,
     the jobs taken), so the jobs that act see the same ledger in both; a waiting job is told apart by the same
     tests in another order (`_Pool.may_disrupt` first, then whether it fits alone, by `fits`, not `place`).
-    The scheduler applies this part first (`controller.scheduler`)."""
+    The scheduler applies this part first (`controller.scheduler`).
+
+    `stop`: asked every `STOP_EVERY` jobs; when it says so the plan ends at once with `Stopped` (the caller
+    drops it: a plan is whole or nothing)."""
     holders = list(holders)
     ordered = sorted(queue, key=lambda r: r.order)
     own = {h.job: h for h in holders if h.waiting}
@@ -192,7 +196,9 @@ def plan_queue(queue: Iterable[Request], holders: Iterable[Holder], fleet: Fleet
     placed: list[str] = []  # jobs placed so far, in queue order
     ahead: tuple[tuple[str, ...], str] | None = None  # `placed` as a tuple, and a queued job's message
     said: dict[int, tuple[Result, str]] = {}  # a "would it fit alone" result's explanation
-    for request in ordered:
+    for k, request in enumerate(ordered):
+        if stop is not None and k % STOP_EVERY == 0 and stop():
+            raise Stopped(k)
         if request.job in plan.admissions:
             placed.append(request.job)
             continue
@@ -243,6 +249,13 @@ def plan_queue(queue: Iterable[Request], holders: Iterable[Holder], fleet: Fleet
         if admission.candidate is not None and admission.outcome != Outcome.NO_ROOM:
             ledger.take(admission.candidate.allocation(request.namespace))
     return plan
+
+
+STOP_EVERY = 64  # jobs between two questions to `plan_queue`'s `stop`
+
+
+class Stopped(Exception):  # noqa: N818 - what happened, not an error: the caller asked for it
+    """`plan_queue` (or `engine.cycle.plan_cycle`) was told to stop; no plan."""
 
 
 def _waits(request: Request, fleet: Fleet, index: FleetIndex, own: dict[str, Holder], pool: _Pool, ledger: Ledger,
