@@ -10,13 +10,18 @@ namespaces. The queue: single devices up to 16-replica gangs, several priorities
 listing two device alternatives, some requiring a software version. At steady state the queue mostly waits
 behind running jobs of its priority or above; a surge outranks most of them.
 
-Figures (process CPU time, the steadier one on a shared machine; the worst of `--repeat` runs):
+Figures (process CPU time, the steadier one on a shared machine; the worst of `--repeat` runs; the garbage
+collector paused during a plan, as the operator's scheduler pauses it):
 - `cpu_s[backlog]`: a plan from scratch (no memo, no memory) at backlogs 100 / 1,000 / 5,000 on 12,500 nodes
   (and 10,000 with `--large`); `small_fleet_cpu_s`: the same on 2,500 nodes; `growth_1000_to_5000`:
   cpu_s[5000] / cpu_s[1000] (linear growth past the fixed part: under 5; quadratic: about 25);
+- `growth_table`: per backlog, the plan's CPU-s and its CPU-s per 1,000 waiting jobs past the fixed part (the
+  plan of 100): flat when growth is linear;
 - `cycle_cpu_s`: the next cycles, each on the last plan acted on (placed jobs run, the jobs asked to give room
   checkpoint for their taker) with a few running jobs finished, keeping the `ranking.Memo` and `rooms.Memory`
-  the operator keeps between cycles (each plan checked equal to one without them);
+  the operator keeps between cycles (each plan checked equal to one without them); `acting_cycle_cpu_s`: the
+  part of each the scheduler applies first (`acting=True`: only the jobs that place or disturb
+  someone; checked equal to the full plan's);
 - `surge_1000_cpu_s`: a plan of 1,000 waiting jobs that outrank most running jobs (many preemptions);
 - `reference_1000_small_cpu_s` / `speedup_vs_reference`: a plan of 1,000 waiting jobs on 2,500 nodes with the
   straightforward placement and preemption search the planner had before (`engine.reference`), against the
@@ -27,6 +32,7 @@ of a cycle's 1.0 CPU-s (`target_cpu_s` 0.5).
 
 from __future__ import annotations
 
+import gc
 import json
 import random
 import sys
@@ -138,11 +144,16 @@ SETTINGS = QueueSettings()  # one object, as the operator keeps it (the memo com
 
 
 def plan(requests: list[Request], holders: list[Holder], f: Fleet, memo: ranking.Memo | None = None,
-         memory: rooms.Memory | None = None) -> tuple[Plan, float]:
-    """One full plan of the queue, and its process CPU seconds."""
-    t = time.process_time()
-    out, _ = plan_with_policy(requests, holders, f, NOW, KNOWLEDGE, SETTINGS, Settings(), memo, memory)
-    return out, time.process_time() - t
+         memory: rooms.Memory | None = None, acting: bool = False) -> tuple[Plan, float]:
+    """One full plan of the queue (`acting`: its part the scheduler applies first), and its process CPU
+    seconds, the garbage collector paused as the operator's scheduler pauses it."""
+    gc.disable()
+    try:
+        t = time.process_time()
+        out, _ = plan_with_policy(requests, holders, f, NOW, KNOWLEDGE, SETTINGS, Settings(), memo, memory, acting)
+        return out, time.process_time() - t
+    finally:
+        gc.enable()
 
 
 def worst(repeat: int, requests: list[Request], holders: list[Holder], f: Fleet) -> float:
@@ -186,6 +197,10 @@ def main() -> int:
     times = {str(n): worst(repeat, queue(n), big_holders, big) for n in backlogs}
     result["cpu_s"] = times
     result["growth_1000_to_5000"] = round(times["5000"] / times["1000"], 2)
+    # how cost grows with the backlog past the fixed part (what a plan of 100 costs): CPU-s per 1,000 waiting
+    result["growth_table"] = [{"waiting": n, "cpu_s": times[str(n)],
+                               "per_1000_waiting_s": round((times[str(n)] - times["100"]) / (n - 100) * 1000, 4)
+                               if n > 100 else None} for n in backlogs]
     result["small_fleet_nodes"] = len(small.nodes)
     result["small_fleet_cpu_s"] = {str(n): worst(repeat, queue(n), small_holders, small) for n in backlogs}
     result["outcomes_5000"] = outcomes(plan(queue(5000), big_holders, big)[0])
@@ -194,14 +209,21 @@ def main() -> int:
     # operator keeps between cycles (`ranking.Memo`, `rooms.Memory`)
     requests, holders, f, memo, memory = queue(5000), big_holders, big, ranking.Memo(), rooms.Memory()
     last, _ = plan(requests, holders, f, memo, memory)
-    cycles = []
+    cycles, acting = [], []
     for k in range(max(3, repeat)):
         requests, holders, f = applied(last, requests, holders, f, 0.002, seed=k)
+        first, cpu = plan(requests, holders, f, memo, memory, acting=True)  # what the scheduler applies first
+        acting.append(cpu)
         last, cpu = plan(requests, holders, f, memo, memory)
         assert last == plan(requests, holders, f)[0]  # the memo and memory change no plan
+        assert first.admissions == {j: a for j, a in last.admissions.items() if j in first.admissions}
+        assert all(a.outcome in (Outcome.QUEUED, Outcome.NO_ROOM) for j, a in last.admissions.items()
+                   if j not in first.admissions)  # the acting part is the full plan's jobs that act
         cycles.append(cpu)
     result["cycle_cpu_s"] = [round(c, 4) for c in cycles]
     result["cycle_cpu_s_max"] = round(max(cycles), 4)
+    result["acting_cycle_cpu_s"] = [round(c, 4) for c in acting]
+    result["acting_cycle_cpu_s_max"] = round(max(acting), 4)
     result["cycle_waiting"] = len(requests)
 
     # a surge: a queue that outranks most running jobs (many preemptions and reclaims in one plan)

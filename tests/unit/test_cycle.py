@@ -4,20 +4,23 @@ shortcut checked against the full computation, and what of a waiting job's plan 
 from __future__ import annotations
 
 import random
+from dataclasses import replace
 
 from hypothesis import given, settings
 from hypothesis import strategies as st
+import pytest
 
 from heterojob.engine import admission as planner
 from heterojob.engine import relocation
 from heterojob.engine import transfer
-from heterojob.engine.admission import Holder, Outcome, Settings
+from heterojob.engine.admission import STOP_EVERY, Holder, Outcome, Settings, Stopped
 from heterojob.engine.cycle import Trigger, plan_cycle, verdict
 from heterojob.engine.fleet import Allocation, DeviceClass, Fleet, Node, RegionInfo, usage
 from heterojob.engine.placement import Alternative, Request
 from heterojob.engine.policy import Facts, Knowledge
 from heterojob.engine.queueing import QueueSettings, Service
 from heterojob.engine.ranking import Memo
+from heterojob.engine.rooms import Memory
 
 NOW = 100_000.0
 CLASSES = {"h100": DeviceClass("h100", "nvidia.com/gpu", {"acc": "h100"}, 1.0),
@@ -181,3 +184,66 @@ def test_skipping_a_cycle_with_nothing_new_loses_nothing(seed: int) -> None:
     else:
         raise AssertionError("ten cycles in a row placed or disturbed someone")
     assert plan_cycle(queue, holders, fleet, NOW, policy=(known, qs), memo=memo).admissions == cycle.admissions
+
+
+@settings(max_examples=25, deadline=None)
+@given(st.integers(0, 10_000))
+def test_cycles_that_keep_their_memo_and_memory_through_acting_and_stopped_plans_equal_fresh_full_plans(
+        seed: int) -> None:
+    """The scheduler's sequence: an acting cycle (only the jobs that act), a full cycle that an event stops
+    half way, and full cycles, all on one `Memo` and one `rooms.Memory`, with the fleet changing in between
+    (placed jobs run, victims yield, running jobs finish, a node goes NotReady, a new job arrives): every
+    full cycle equals a fresh plan without them, and every acting cycle equals that plan's jobs that act."""
+    rng = random.Random(seed)
+    queue, holders, fleet = _scene(seed)
+    known, qs = _knowledge(queue), QueueSettings()
+    memo, memory = Memo(), Memory()
+    for step in range(8):
+        fresh = plan_cycle(queue, holders, fleet, NOW, policy=(known, qs))
+        acting = plan_cycle(queue, holders, fleet, NOW, policy=(known, qs), memo=memo, memory=memory, acting=True)
+        acts = {j: a for j, a in fresh.admissions.items() if a.outcome not in (Outcome.QUEUED, Outcome.NO_ROOM)}
+        assert acting.admissions == acts, step
+        asked = iter(range(rng.randrange(0, 2)))  # a full plan stopped at its first or second question: no plan
+        if queue:
+            with pytest.raises(Stopped):
+                plan_cycle(queue, holders, fleet, NOW, policy=(known, qs), memo=memo, memory=memory,
+                           stop=lambda: next(asked, None) is None)
+        full = plan_cycle(queue, holders, fleet, NOW, policy=(known, qs), memo=memo, memory=memory)
+        assert full.admissions == fresh.admissions and full.waiting_for == fresh.waiting_for, step
+        # the scheduler records the plan; then the fleet moves on
+        placed = [a for a in full.admissions.values() if a.outcome == Outcome.PLACED and a.candidate]
+        yielding = {d.job: d.by for a in full.admissions.values() for d in a.disruptions}
+        priority = {r.job: r.priority for r in queue}
+        holders = [Holder(h.job, h.priority, h.since, h.allocation, h.base, yielding.get(h.job, h.yielding_to))
+                   for h in holders] + [Holder(a.job, priority[a.job], NOW, a.candidate.allocation("ns"))
+                                        for a in placed if a.candidate]
+        queue = [r for r in queue if r.job not in {a.job for a in placed}]
+        roll = rng.random()
+        if roll < 0.4 and holders:  # running jobs finish
+            for _ in range(rng.randint(1, 3)):
+                if holders:
+                    holders.pop(rng.randrange(len(holders)))
+        elif roll < 0.6:  # a node goes NotReady (a new fleet view)
+            name = rng.choice(sorted(fleet.nodes))
+            fleet = Fleet({**fleet.nodes, name: replace(fleet.nodes[name], ready=False)}, fleet.classes)
+        elif roll < 0.8:  # a new job
+            new = Request(f"ns/new{step}", [Alternative(rng.choice(list(CLASSES)), rng.choice([1, 2, 4, 8]))],
+                          rng.choice([1, 2]), priority=rng.randrange(4), created=NOW - step)
+            queue.append(new)
+            known = Knowledge({**known.facts, new.job: Facts(Service(0.0, new.created), {"h100": 1.0, "910b": 0.5})})
+        fleet = Fleet(fleet.nodes, fleet.classes, used=usage(h.allocation for h in holders))
+
+
+def test_a_stop_asked_every_so_many_jobs_ends_the_plan() -> None:
+    queue, holders, fleet = _scene(7, waiting=STOP_EVERY * 3)
+    asked: list[int] = []
+
+    def stop() -> bool:
+        asked.append(1)
+        return len(asked) == 3
+
+    with pytest.raises(Stopped):
+        planner.plan_queue(queue, holders, fleet, NOW, stop=stop)
+    assert len(asked) == 3
+    assert planner.plan_queue(queue, holders, fleet, NOW, stop=lambda: False) == planner.plan_queue(
+        queue, holders, fleet, NOW)

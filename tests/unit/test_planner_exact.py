@@ -383,3 +383,28 @@ def test_the_oracle_tells_a_wrong_balance_apart(monkeypatch: pytest.MonkeyPatch)
 
     monkeypatch.setattr(rooms.Rooms, "build", lossy)
     assert any(fast != slow for fast, slow in (_both(*scene(seed)) for seed in range(10)))
+
+
+ACTS = (admission.Outcome.PLACED, admission.Outcome.PREEMPTING, admission.Outcome.RECLAIMING)
+
+
+@pytest.mark.parametrize("seed", range(80))
+def test_the_acting_part_of_a_plan_is_the_full_plans_jobs_that_act(seed: int) -> None:
+    """`plan_queue(acting=True)` (what the scheduler applies first) holds exactly the full plan's jobs that
+    place, preempt or reclaim (or wait for their victims), each admission equal, message and victims alike."""
+    queue, holders, fleet = scene(seed, jobs=rng_jobs(seed))
+    full = plan_queue(queue, holders, fleet, NOW)
+    acting = plan_queue(queue, holders, fleet, NOW, acting=True)
+    assert acting.admissions == {j: a for j, a in full.admissions.items() if a.outcome in ACTS}
+
+
+def rng_jobs(seed: int) -> int:
+    return (10, 40, 80)[seed % 3]
+
+
+def test_the_acting_scenes_have_jobs_that_act_and_jobs_that_wait() -> None:
+    kinds: set[admission.Outcome] = set()
+    for seed in range(80):
+        queue, holders, fleet = scene(seed, jobs=rng_jobs(seed))
+        kinds |= {a.outcome for a in plan_queue(queue, holders, fleet, NOW).admissions.values()}
+    assert kinds >= {*ACTS, admission.Outcome.QUEUED, admission.Outcome.NO_ROOM}

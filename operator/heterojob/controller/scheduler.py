@@ -24,7 +24,9 @@ the classes the last cycle's waiting jobs chose to wait for.
 from __future__ import annotations
 
 import asyncio
+import gc
 import logging
+import threading
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -35,33 +37,32 @@ from heterojob.controller.checkpoints import Checkpoints
 from heterojob.controller.decisionlog import decided
 from heterojob.controller.pods import Pods
 from heterojob.controller.status import StatusPatch, StatusWriter
-from heterojob.state.job_status import read_status
+from heterojob.controller.verdicts import Verdicts
 from heterojob.engine import admission as planner
-from heterojob.engine.admission import DisruptionKind, Outcome
+from heterojob.engine.admission import Outcome, Stopped
 from heterojob.engine import transfer
-from heterojob.engine.cycle import Trigger, plan_cycle, verdict
+from heterojob.engine.cycle import Cycle, Trigger, plan_cycle, upgrade_candidates, verdict
 from heterojob.engine.fleet import DeviceClass, Fleet
 from heterojob.engine.placement import Request
-from heterojob.state.knowledge import Knower
+from heterojob.state.knowledge import Knower, Seen
 from heterojob.engine import completion, queueing, ranking, requeue, rooms
 from heterojob.engine import policy as heterogeneity
 from heterojob.engine.queueing import QueueSettings
-from heterojob.kube.api import Kube, now_iso
+from heterojob.kube.api import Kube
 from heterojob.metrics import OperatorMetrics
 from heterojob.state.cache import Cache
-from heterojob.constants import ANNOTATION_MIGRATE
-from heterojob.state.running import MIGRATE
-from heterojob.state.requests import MOVING, move_began, origin_of, request_for, reservation, transfer_move
+from heterojob.state.requests import MOVING, move_began, origin_of, request_for, transfer_move
 from heterojob.api.times import timestamp
 
 log = logging.getLogger("heterojob.controller")
 
 PROBE_SHARE = 0.05  # a probe may cost at most this share of the job's expected remaining time (as the replay)
-BATCH_S = 0.02  # events within this long of the first are planned in one cycle
+BATCH_S = 0.02  # events within this long of the last cycle's end are planned in one cycle (idle: at once)
 RECHECK_S = 30.0  # while jobs wait, a cycle at least this often (what the clock alone changes in a plan)
 CLOCK = "\x00clock"  # the Trigger timer of that recheck (no job is named so)
 INLINE_WAIT_S = 2.0  # a waiting job's pass waits this long for the cycle that plans its new request
-DUTY = 0.5  # after a cycle of c CPU-seconds the next starts no sooner than c * (1 - DUTY) / DUTY later
+DUTY = 0.5  # after a cycle of c CPU-seconds the next of its kind starts no sooner than c * (1 - DUTY) / DUTY later
+OWED_S = 2.0  # the waiting jobs' verdicts owed this long: the full cycle goes before the next acting one
 
 
 @dataclass(frozen=True)
@@ -107,6 +108,7 @@ class Scheduler:
         self.classes = classes  # AcceleratorClasses (device memory, for a checkpoint size estimate)
         self.transfer = transfer_settings  # what a move between regions is assumed to cost (engine.transfer)
         self.knower = Knower(cache)  # engine.policy's Knowledge from the jobs' status.scheduling
+        self.apply = Verdicts(kube, writer, cache, pods, checkpoints, metrics, poke, forget, self._placed)
         self.requeue_after_s = requeue_after_s  # a move off bad nodes that fits nowhere this long: back to the queue
         self.trigger = Trigger()
         self.waiting: dict[str, Waiting] = {}  # job -> what its last pass said of it
@@ -118,7 +120,11 @@ class Scheduler:
         self.cycles = 0  # cycles planned (tests, metrics)
         self._wake = asyncio.Event()
         self._task: asyncio.Task[None] | None = None
-        self._next = 0.0  # monotonic time before which no cycle starts (the duty bound)
+        self._next = 0.0  # monotonic time before which no cycle starts (the batch, the duty bound)
+        self._next_full = 0.0  # ... and no full cycle (the duty bound on full cycles' cost)
+        self._owed = False  # an acting cycle ran since the last full one: the waiting jobs' verdicts are owed
+        self._owed_at = 0.0  # monotonic time since when they are
+        self._interrupt = threading.Event()  # an event came while a full cycle plans: it stops for an acting one
         self._done: asyncio.Future[None] | None = None  # resolved when the next cycle has planned
         self._passes: set[str] = set()  # jobs whose pass waits for the next cycle's verdict (no poke needed)
 
@@ -135,8 +141,15 @@ class Scheduler:
             self._task = None
 
     def wake(self) -> None:
-        """Something happened that a cycle should see (coalesced)."""
+        """Something happened that a cycle should see (coalesced). A full cycle planning now stops (unless the
+        verdicts have been owed `OWED_S`): an acting cycle sees the event first, then the full cycle plans
+        again."""
+        self._interrupt.set()
         self._wake.set()
+
+    def _stop(self) -> bool:
+        """Whether a full cycle's plan should stop now (asked from its thread)."""
+        return self._interrupt.is_set() and time.monotonic() - self._owed_at <= OWED_S
 
     def room_freed(self) -> None:
         """Room was given back or the fleet changed: the next cycle plans the queue again."""
@@ -152,18 +165,30 @@ class Scheduler:
         self.wake()
 
     async def run(self) -> None:
-        """The scheduler's loop: one cycle per batch of events, no sooner than the duty bound allows."""
+        """The scheduler's loop. When something happened (`Trigger.due`), an acting cycle first: only the jobs
+        that place or disturb someone, exactly as the full plan has them, applied at once (a job that fits free
+        room or a faulted job's replacement does not wait for every waiting job's message); cycles follow while
+        they act. Then, once the duty bound allows, one full cycle: every waiting job's verdict. Events within
+        `BATCH_S` of the last cycle's end are planned together; after a quiet spell a cycle starts at once."""
         while True:
             next_timer = self.trigger.next_timer()
-            timeout = None if next_timer is None else max(0.0, next_timer - time.time()) + 0.01
+            wake_at = None if next_timer is None else max(0.0, next_timer - time.time()) + 0.01
+            if self._owed:
+                full_in = max(0.0, self._next_full - time.monotonic())
+                wake_at = full_in if wake_at is None else min(wake_at, full_in)
             try:
-                await asyncio.wait_for(self._wake.wait(), timeout)
+                await asyncio.wait_for(self._wake.wait(), wake_at)
             except TimeoutError:
                 pass
             self._wake.clear()
-            await asyncio.sleep(max(BATCH_S, self._next - time.monotonic()))
+            await asyncio.sleep(max(0.0, self._next - time.monotonic()))
             try:
-                await self.cycle()
+                mono = time.monotonic()
+                full = self._owed and mono >= self._next_full
+                if self.trigger.due(time.time()) and not (full and mono - self._owed_at > OWED_S):
+                    await self.cycle(acting=True)
+                elif full:
+                    await self.cycle()  # a steady stream of events does not hold the verdicts back for long
             except asyncio.CancelledError:
                 raise
             except Exception:  # noqa: BLE001 - one bad cycle must not stop admission; the next one plans again
@@ -174,21 +199,32 @@ class Scheduler:
 
     # --- the cycle -----------------------------------------------------------------------------------------
 
-    async def cycle(self) -> bool:
-        """Plan the whole queue once, when anything happened since the last cycle; True when it planned."""
+    async def cycle(self, acting: bool = False) -> bool:
+        """Plan the whole queue once: when anything happened since the last cycle, or (full) when an acting
+        cycle left the waiting jobs' verdicts owed; True when it planned. `acting`: apply only the jobs that
+        place or disturb someone (`engine.cycle.plan_cycle`'s `acting`: each exactly as in the full plan); the
+        waiting jobs' verdicts are owed to the next full cycle."""
         pokes: list[str] = []
         async with self.lock:
             now = time.time()
-            if not self.trigger.due(now):
+            if not self.trigger.due(now) and not (self._owed and not acting):
                 return False
             self.trigger.planned(now)
+            # the snapshot, on the loop (cheap: the cache keeps its holders and each job's facts while unchanged);
+            # the policy's knowledge and the plan in a worker thread, so probes and webhooks are answered meanwhile
             fleet, waiting, holders = self.fleet(), self.cache.waiting(), self.cache.holders()
-            policy = ((self.knower.knowledge(fleet, waiting, holders, self.queue), self.queue)
-                      if self.queue is not None else None)
+            seen = self.knower.view() if self.queue is not None else None
             moves = {r.job: w.move for r in waiting if (w := self.waiting.get(r.job)) is not None and w.move}
             started_at = time.monotonic()
-            cycle, cpu = await asyncio.to_thread(_timed, plan_cycle, waiting, holders, fleet, now, self.settings,
-                                                 policy, moves, self.memo, self.memory)
+            if not acting:
+                self._interrupt.clear()
+            try:
+                planned, cpu = await asyncio.to_thread(_timed, self._plan, waiting, holders, fleet, now, moves, seen,
+                                                       acting, dict(self.free))
+            except Stopped:  # an event came: the acting cycle goes first; this one plans again after it
+                self.trigger.room()
+                return False
+            cycle, verdicts, upgrades = planned
             self.cycles += 1
             self.metrics.cycle_seconds.observe(cpu)
             self.metrics.cycle_waiting.set(len(waiting))
@@ -199,14 +235,11 @@ class Scheduler:
                 entry = self.cache.entries.get(job)
                 if entry is None or entry.request != request:
                     continue  # edited or gone while it was planned: its own event plans it again
-                if self._decide(job, request, admission, fleet, now):
+                if self._decide(job, request, admission, fleet, now, verdicts.get(job)):
                     pokes.append(job)
-            if policy is not None and cycle.room_grew(self.free):
-                # the running jobs an upgrade move may pay for look now (each asks `upgrade_for` on its pass,
-                # with its own checkpoint's cost)
-                pokes.extend(u.job for u in heterogeneity.upgrades(
-                    [h for h in holders if not h.waiting], fleet, now, policy[0], self.waiting_for,
-                    completion.MoveCost(), self.settings.min_runtime_s, None, PROBE_SHARE))
+            # the running jobs an upgrade move may pay for look now (each asks `upgrade_for` on its pass, with its
+            # own checkpoint's cost)
+            pokes.extend(upgrades)
             self.free = dict(cycle.free)
             if cycle.acted:
                 self.trigger.room()  # what it placed and disturbed changes the snapshot: plan once more
@@ -214,7 +247,16 @@ class Scheduler:
             # a plan drifts with the clock alone (expected completions, the minimum runtime before preemption,
             # attained-service levels): while jobs wait, the queue is planned again at least this often
             self.trigger.at(CLOCK, now + RECHECK_S if waiting else None)
-            self._next = time.monotonic() + (time.monotonic() - started_at) * (1 - DUTY) / DUTY
+            took = time.monotonic() - started_at
+            if acting:  # acting cycles are spaced by their own cost; full ones by theirs (an acting cycle after
+                # a full one waits only for the batch: the job that fits is not held back by others' messages)
+                self._next = time.monotonic() + max(BATCH_S, took * (1 - DUTY) / DUTY)
+                if not self._owed:
+                    self._owed, self._owed_at = True, time.monotonic()
+            else:
+                self._next = time.monotonic() + BATCH_S
+                self._owed = False
+                self._next_full = time.monotonic() + took * (1 - DUTY) / DUTY
         if self._done is not None and not self._done.done():
             self._done.set_result(None)
         for job in pokes:
@@ -222,9 +264,30 @@ class Scheduler:
                 self.poke(job)
         return True
 
-    def _decide(self, job: str, request: Request, admission: planner.Admission, fleet: Fleet, now: float) -> bool:
+    def _plan(self, waiting: list[Request], holders: list[planner.Holder], fleet: Fleet, now: float,
+              moves: Mapping[str, transfer.Move], seen: Mapping[str, Seen] | None, acting: bool,
+              before: Mapping[str, int]
+              ) -> tuple[Cycle, dict[str, tuple[str, str]], list[str]]:
+        """A cycle's work in the worker thread, on the snapshot taken: the policy's knowledge, the plan, each
+        waiting job's verdict (`engine.cycle.verdict`), and the running jobs an upgrade move may pay for
+        (`engine.cycle.upgrade_candidates`; `before`: the free devices per class after the last cycle)."""
+        policy = None
+        if self.queue is not None:
+            policy = (self.knower.knowledge(fleet, waiting, holders, self.queue, seen), self.queue)
+        cycle = plan_cycle(waiting, holders, fleet, now, self.settings, policy, moves, self.memo, self.memory, acting,
+                           None if acting else self._stop)
+        verdicts = {job: verdict(a.outcome.value, a.message) for job, a in cycle.admissions.items()
+                    if a.outcome != Outcome.PLACED}
+        upgrades = [] if policy is None else upgrade_candidates(
+            cycle, before, holders, fleet, now, policy[0], completion.MoveCost(), self.settings.min_runtime_s,
+            PROBE_SHARE, self.memo)
+        return cycle, verdicts, upgrades
+
+    def _decide(self, job: str, request: Request, admission: planner.Admission, fleet: Fleet, now: float,
+                new_verdict: tuple[str, str] | None = None) -> bool:
         """Record a cycle's plan for one job in the cache (under the lock) and keep it for the job's pass;
-        True when the pass has something to do."""
+        True when the pass has something to do. `new_verdict`: `verdict` of the admission (made in the plan's
+        thread), None: made here."""
         w = self.waiting.get(job)
         if w is None:
             return False  # not seen by a pass of this operator yet (restored from status): its pass registers it
@@ -258,12 +321,17 @@ class Scheduler:
             return True
         self.trigger.at(job, min((t for t in (promote, back) if t is not None and t > now), default=None))
         phase = status.phase if status.phase in (Phase.PREEMPTED, *MOVING) else Phase.PENDING
-        if (admission.disruptions or status.phase != phase
-                or verdict(admission.outcome.value, admission.message) != w.said):
+        if new_verdict is None:
+            new_verdict = verdict(admission.outcome.value, admission.message)
+        if admission.disruptions or status.phase != phase or new_verdict != w.said:
             self.verdicts[job] = Verdict(request, admission)
             return True
         self.verdicts.pop(job, None)  # nothing new to say
         return False
+
+    def _placed(self, key: str) -> None:
+        """Its placement is written: when it waits again (a refused gang, a restart), that is new."""
+        self.waiting.pop(key, None)
 
     # --- a waiting job's pass ------------------------------------------------------------------------------
 
@@ -291,7 +359,10 @@ class Scheduler:
         free, _ = heterogeneity.devices_by_class(fleet)
         if not any(free.get(c, 0) >= here.devices for c in classes if c != here.device_class):
             return None
-        known = self.knower.knowledge(fleet, self.cache.waiting(), self.cache.holders(), self.queue)
+        # its own facts now, the completed jobs' work as the last cycle counted it: what `upgrades` reads of
+        # the knowledge for this job (the whole fleet's is built in the cycle's thread, not on the event loop)
+        known = self.knower.of_running(key, mine[0], fleet) or self.knower.knowledge(
+            fleet, self.cache.waiting(), self.cache.holders(), self.queue)
         waiting_for = self.waiting_for if self.cache.waiting() else frozenset()
         cost = completion.MoveCost(save_s=save_s) if save_s else completion.MoveCost()
         moves = heterogeneity.upgrades(mine, fleet, now, known, waiting_for, cost, self.settings.min_runtime_s,
@@ -312,11 +383,11 @@ class Scheduler:
             admission = planned.admission
             decided(key, "place", admission.message, result=admission.outcome.value)
             if admission.outcome == Outcome.PLACED:
-                await self._admit(job, spec, status, admission, seen_generation, planned.started)
+                await self.apply.admit(job, spec, status, admission, seen_generation, planned.started)
             elif planned.requeue:
-                await self._requeue(job, status, admission)
+                await self.apply.requeue(job, status, admission)
             else:
-                await self._wait(job, spec, status, admission)
+                await self.apply.wait(job, spec, status, admission)
             return
         if planned is not None:  # planned for a request it no longer makes (edited): planned again
             del self.verdicts[key]
@@ -332,11 +403,14 @@ class Scheduler:
             self.cache.wait(key, request)
             self.trigger.request(key)
             self.wake()
-            # the next cycle plans it soon: this pass waits for it (bounded) and applies its verdict, rather than
-            # leaving it to another pass (a read of the job and its pods again)
+            # the next cycles plan it soon: this pass waits for its verdict (bounded; an acting cycle has one only
+            # for a job that acts, the full cycle after it for every job) and applies it, rather than leaving it to
+            # another pass (a read of the job and its pods again)
             self._passes.add(key)
+            deadline = time.monotonic() + INLINE_WAIT_S
             try:
-                await asyncio.wait_for(asyncio.shield(self._cycled()), INLINE_WAIT_S)
+                while key not in self.verdicts and (left := deadline - time.monotonic()) > 0:
+                    await asyncio.wait_for(asyncio.shield(self._cycled()), left)
             except TimeoutError:
                 pass
             finally:
@@ -365,126 +439,19 @@ class Scheduler:
         return transfer_move(spec, status, region, cls, request.replicas, self.classes(), now, self.transfer,
                              voluntary=False)
 
-    async def _wait(self, job: dict[str, Any], spec: HeteroJobSpec, status: HeteroJobStatus,
-                    plan: planner.Admission) -> None:
-        """A waiting job's verdict: its status when the verdict changed (outcome, what blocks it; not its live
-        figures), an Event when its outcome changed or it disturbs others, and their checkpoints."""
-        phase = status.phase if status.phase in (Phase.PREEMPTED, *MOVING) else Phase.PENDING
-        changed = (status.phase, status.reason) != (phase, plan.outcome.value)
-        if changed or plan.disruptions or verdict(status.reason, status.message) != verdict(plan.outcome.value,
-                                                                                            plan.message):
-            patch = StatusPatch(status).phase(phase, plan.outcome.value, plan.message)
-            patch.condition("Admitted", "False", plan.outcome.value, plan.message)
-            await self.writer.write(job, patch)
-            if changed or plan.disruptions:
-                self.kube.post_event(job, "Normal", plan.outcome.value if plan.disruptions else "Waiting",
-                                     plan.message)
-        for d in plan.disruptions:
-            if d.kind == DisruptionKind.PREEMPT:
-                self.metrics.preemptions.inc()
-                await self.checkpoints.ask(d.job, then="preempt", by=d.by, reason=d.explain(spec.priority.value))
-                self.cache.asked(d.job)  # said in its status now (or not at all): its status tells from here on
-            else:
-                decided(d.job, "resize", trigger="reclaim", by=d.by, replicas=d.replicas)
-                self.metrics.migrations.labels("resize", "reclaim").inc()
-                keep = d.keep
-                reserved = reservation(keep.region, keep.device_class, keep.per_replica, keep.nodes) if keep else None
-                if await self.checkpoints.ask(d.job, then="resize", by=d.by, replicas=d.replicas,
-                                              reason=d.explain(spec.priority.value), migration={
-                                                  "exclude": [], "reason": d.explain(spec.priority.value),
-                                                  "replicas": d.replicas, "trigger": "reclaim",
-                                                  "reserved": reserved}) and keep is not None:
-                    namespace = d.job.split("/", 1)[0]
-                    self.cache.reserve(d.job, keep.allocation(namespace))
-                    self.cache.disrupt(d.job)
-                self.cache.asked(d.job)
-
-    async def _requeue(self, job: dict[str, Any], status: HeteroJobStatus, plan: planner.Admission) -> None:
-        """A move that has fitted nowhere it may go (not even by preempting) for `engine.requeue.REQUEUE_AFTER_S`
-        ends, when the health filters keep it off every node it left anyway: the job goes back to the queue as
-        Pending with the planner's per-candidate message, its move's history entry closed, its exclusions and
-        reservation dropped, and it is placed as any waiting job when room frees."""
-        meta = job["metadata"]
-        key = f"{meta['namespace']}/{meta['name']}"
-        what = "resize" if status.phase == Phase.RESIZING else "move"
-        patch = StatusPatch(status).phase(Phase.PENDING, plan.outcome.value, plan.message).set(migration=None)
-        patch.finish_move("requeued: no room")
-        patch.condition("Admitted", "False", plan.outcome.value, plan.message)
-        if not await self.writer.write(job, patch):
-            return
-        message = f"the {what} found no room anywhere it may go; back in the queue: {plan.message}"
-        self.kube.post_event(job, "Warning", "MoveRequeued", message)
-        decided(key, "requeue", message, result=plan.outcome.value)
-        if self.cache.unreserve(key):
-            self.checkpoints.room_freed()  # the healthy part of its old room is free for anyone
-        self.poke(key)
-
-    async def _admit(self, job: dict[str, Any], spec: HeteroJobSpec, status: HeteroJobStatus,
-                     plan: planner.Admission, seen_generation: int, started: dict[str, Any]) -> None:
-        meta = job["metadata"]
-        key = f"{meta['namespace']}/{meta['name']}"
-        chosen = plan.candidate
-        assert chosen is not None
-        generation = max(_last_generation(job), seen_generation, 0) + 1
-        placed = {
-            "region": chosen.region, "deviceClass": chosen.device_class, "replicas": len(chosen.nodes),
-            "perReplica": chosen.per_replica, "nodes": list(chosen.nodes), "generation": generation,
-            "since": now_iso(),
-        }
-        cluster = self.pods.cluster_for(chosen.region)  # a member cluster's region: recorded before any pod
-        if cluster is not None:
-            placed["cluster"] = cluster
-        patch = StatusPatch(status).phase(Phase.ADMITTED, "Placed", plan.message).set(
-            placement=placed, lastGeneration=generation, startTime=status.start_time or now_iso())
-        patch.set(scheduling=started)
-        if status.checkpoint is not None and status.checkpoint.pending is not None:
-            # asked of pods that are gone (untrusted status, or a placement ended without finishing it): a new
-            # placement's pods must not be held to it
-            last = status.checkpoint.last
-            patch.set(checkpoint={"pending": None,
-                                  "last": last.model_dump(by_alias=True, exclude_none=True) if last else None})
-        patch.condition("Admitted", "True", "Placed", plan.message)
-        if status.alerts:  # alerts about nodes it leaves were acted on: a lost resolve must not move it again
-            patch.set(alerts=[a.model_dump(by_alias=True, exclude_none=True) for a in status.alerts
-                              if set(a.nodes) & set(chosen.nodes)])
-        request = status.migration.request if status.migration is not None else None
-        if status.phase in MOVING:
-            # status.migration stays until the new gang exists (`pods.create`): a refusal of it, now or by a
-            # restarted operator that finds this placement without pods, keeps the job that move
-            patch.finish_move(f"{chosen.region}/{chosen.device_class} x{len(chosen.nodes)} "
-                              f"(generation {generation})")
-            if request:  # the manual request is served: said in status before its annotation goes
-                patch.set(handled={**status.handled, MIGRATE: request})
-        if not await self.writer.write(job, patch):
-            self.forget(key)
-            return
-        entry = self.cache.entries.get(key)
-        if entry is not None and entry.planned is not None:  # its placement is in its status now
-            self.cache.hold(key, chosen.allocation(meta["namespace"]), entry.priority, entry.since)
-        self.waiting.pop(key, None)  # placed: when it waits again (a refused gang, a restart), that is new
-        self.kube.post_event(job, "Normal", "Admitted", plan.message)
-        if request and ((meta.get("annotations") or {}).get(ANNOTATION_MIGRATE) or "").strip() == request:
-            await self.kube.annotate_job(meta["namespace"], meta["name"], {ANNOTATION_MIGRATE: None})
-        status = read_status({**job, "status": {**(job.get("status") or {}), "placement": placed,
-                                                "phase": Phase.ADMITTED.value}})
-        await self.pods.create(job, spec, status, tuple(range(len(chosen.nodes))))
-
-
 def _timed(fn: Callable[..., Any], *args: Any) -> tuple[Any, float]:
-    """`fn(*args)` and the CPU-seconds this thread spent on it."""
+    """`fn(*args)` and the CPU-seconds this thread spent on it. The garbage collector waits meanwhile: a plan
+    makes many short-lived objects among the operator's long-lived ones (every job, node and pod), and each
+    full collection would walk all of them (plans make no reference cycles that must go at once)."""
     cpu = time.thread_time()
-    result = fn(*args)
-    return result, time.thread_time() - cpu
-
-
-def _last_generation(job: dict[str, Any]) -> int:
-    status = job.get("status") or {}
+    paused = gc.isenabled()
+    gc.disable()
     try:
-        return int(status.get("lastGeneration") or (status.get("placement") or {}).get("generation") or 0)
-    except (TypeError, ValueError, AttributeError):
-        return 0
-
-
+        result = fn(*args)
+    finally:
+        if paused:
+            gc.enable()
+    return result, time.thread_time() - cpu
 
 
 def waited_from(job: Mapping[str, Any], status: HeteroJobStatus) -> float:

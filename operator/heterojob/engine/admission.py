@@ -37,7 +37,7 @@ completion, `engine.completion`), then `plan_queue` on what it returns.
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field, replace
 from enum import StrEnum
 from typing import TYPE_CHECKING
@@ -45,7 +45,7 @@ from typing import TYPE_CHECKING
 from heterojob.engine import completion, preemption
 from heterojob.engine.fleet import Allocation, Fleet
 from heterojob.engine.placement import (
-    Candidate, FleetIndex, Ledger, Rejection, Request, Result, listed, place, replicas_text, room_to_grow,
+    Candidate, FleetIndex, Ledger, Rejection, Request, Result, fits, listed, place, replicas_text, room_to_grow,
 )
 from heterojob.engine.pool import _may_disrupt, _Pool  # noqa: F401 - _may_disrupt: the pool's oracle
 from heterojob.engine.rooms import Memory
@@ -148,11 +148,22 @@ PROMOTED_HELD = ("; promoted after waiting, it takes the next room first, but wh
 
 
 def plan_queue(queue: Iterable[Request], holders: Iterable[Holder], fleet: Fleet, now: float,
-               settings: Settings = Settings(), memory: Memory | None = None) -> Plan:
+               settings: Settings = Settings(), memory: Memory | None = None, acting: bool = False,
+               stop: Callable[[], bool] | None = None) -> Plan:
     """Plan every waiting job of `queue` (steps in the module docstring); `fleet` counts every holder's
     devices as used. `memory`: a `rooms.Memory` the caller keeps from one cycle to the next, for one fleet
     (what placement found per class and region while its free room is unchanged); the plan is the same
-    without it."""
+    without it.
+
+    `acting`: only the jobs that act (PLACED, PREEMPTING, RECLAIMING: they take room on the ledger or disturb
+    someone), each exactly as the full plan has it; the jobs that wait (QUEUED, NO_ROOM) are left out, with
+    no placement or message made for them. A job that waits changes nothing a later job reads (the ledger,
+    the jobs taken), so the jobs that act see the same ledger in both; a waiting job is told apart by the same
+    tests in another order (`_Pool.may_disrupt` first, then whether it fits alone, by `fits`, not `place`).
+    The scheduler applies this part first (`controller.scheduler`).
+
+    `stop`: asked every `STOP_EVERY` jobs; when it says so the plan ends at once with `Stopped` (the caller
+    drops it: a plan is whole or nothing)."""
     holders = list(holders)
     ordered = sorted(queue, key=lambda r: r.order)
     own = {h.job: h for h in holders if h.waiting}
@@ -181,20 +192,33 @@ def plan_queue(queue: Iterable[Request], holders: Iterable[Holder], fleet: Fleet
             ledger.take(fenced.candidate.allocation(request.namespace))
     pool = _Pool(holders)  # who may be disturbed, indexed once for the whole pass
     alone_by_shape: dict[tuple[object, ...], Result] = {}  # the fleet does not change: equal shapes alike
+    fits_by_shape: dict[tuple[object, ...], bool] = {}  # `acting`: the same, yes or no
     placed: list[str] = []  # jobs placed so far, in queue order
     ahead: tuple[tuple[str, ...], str] | None = None  # `placed` as a tuple, and a queued job's message
     said: dict[int, tuple[Result, str]] = {}  # a "would it fit alone" result's explanation
-    for request in ordered:
+    for k, request in enumerate(ordered):
+        if stop is not None and k % STOP_EVERY == 0 and stop():
+            raise Stopped(k)
         if request.job in plan.admissions:
             placed.append(request.job)
             continue
-        if ledger.may_fit(request):  # step 2, `schedule` on the ledger: it takes its room before the next job
-            result = ledger.place(request)
+        if ledger.may_fit(request) and ledger.fits(request):  # step 2, `schedule` on the ledger: it takes its
+            result = ledger.place(request)  # room before the next job
             if result.chosen is not None:
                 plan.admissions[request.job] = Admission(request.job, Outcome.PLACED, result.explain(),
                                                          result.chosen)
                 placed.append(request.job)
                 continue
+        if acting:
+            if _waits(request, fleet, index, own, pool, ledger, taken, now, settings, fits_by_shape):
+                continue  # QUEUED or NO_ROOM: nothing taken, nothing disturbed
+            plan.admissions[request.job] = admission = _disrupt(request, holders, ledger, taken, now, settings, "",
+                                                                pool)
+            if admission.outcome == Outcome.NO_ROOM:
+                del plan.admissions[request.job]
+            elif admission.candidate is not None:
+                ledger.take(admission.candidate.allocation(request.namespace))
+            continue
         if request.job in own:  # its own reservation is room it may use
             mine = Ledger(fleet, index)
             mine.take(own[request.job].allocation, -1)
@@ -225,6 +249,31 @@ def plan_queue(queue: Iterable[Request], holders: Iterable[Holder], fleet: Fleet
         if admission.candidate is not None and admission.outcome != Outcome.NO_ROOM:
             ledger.take(admission.candidate.allocation(request.namespace))
     return plan
+
+
+STOP_EVERY = 64  # jobs between two questions to `plan_queue`'s `stop`
+
+
+class Stopped(Exception):  # noqa: N818 - what happened, not an error: the caller asked for it
+    """`plan_queue` (or `engine.cycle.plan_cycle`) was told to stop; no plan."""
+
+
+def _waits(request: Request, fleet: Fleet, index: FleetIndex, own: dict[str, Holder], pool: _Pool, ledger: Ledger,
+           taken: set[str], now: float, settings: Settings, fits_by_shape: dict[tuple[object, ...], bool]) -> bool:
+    """`plan_queue(acting=True)`: whether a job that does not fit the ledger's room waits (QUEUED: it fits
+    alone; NO_ROOM: steps 4-5 cannot start), as the full plan's tests say, without its message."""
+    if not pool.may_disrupt(request, taken):
+        return True  # QUEUED or NO_ROOM, whichever
+    if request.job in own:
+        mine = Ledger(fleet, index)
+        mine.take(own[request.job].allocation, -1)
+        alone = fits(request, mine.fleet, mine.index)
+    else:
+        known = fits_by_shape.get(request.shape)
+        if known is None:
+            known = fits_by_shape[request.shape] = fits(request, fleet, index)
+        alone = known
+    return alone or not pool.may_make_room(request, ledger, taken, now, settings.min_runtime_s)
 
 
 def may_act(queue: Iterable[Request], holders: Iterable[Holder], fleet: Fleet, now: float,
@@ -407,12 +456,13 @@ def top_priority(waiting: Iterable[Request], besides: str = "") -> int | None:
 
 def plan_with_policy(queue: Iterable[Request], holders: Iterable[Holder], fleet: Fleet, now: float,
                      knowledge: Knowledge, queue_settings: QueueSettings, settings: Settings = Settings(),
-                     memo: Memo | None = None, memory: Memory | None = None) -> tuple[Plan, Prepared]:
+                     memo: Memo | None = None, memory: Memory | None = None, acting: bool = False
+                     ) -> tuple[Plan, Prepared]:
     """`engine.policy.prepare` (queue order, class choice by expected completion), then `plan_queue`.
     `memo`: `engine.ranking.Memo`, `memory`: `rooms.Memory`, both kept by the caller between passes (the
-    plan is the same without them)."""
+    plan is the same without them); `acting`: `plan_queue`'s."""
     from heterojob.engine import policy
 
     prepared = policy.prepare(queue, holders, fleet, now, knowledge, queue_settings, settings.min_runtime_s, memo)
-    return plan_queue(prepared.queue, prepared.holders, fleet, now, settings, memory), prepared
+    return plan_queue(prepared.queue, prepared.holders, fleet, now, settings, memory, acting), prepared
 

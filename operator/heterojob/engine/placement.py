@@ -36,6 +36,7 @@ from heterojob.engine.fleet_index import FleetIndex, _View, _view  # noqa: F401 
 from heterojob.engine.placement_types import (  # noqa: F401 - re-exported: what placement reads and answers
     OUTSIDE_ALLOWED, Alternative, Candidate, Rejection, Request, Result, listed, replicas_text,
 )
+from heterojob.engine.rejections import NETWORK_DOWN, _no_room, _soft_rejection
 from heterojob.engine.rooms import Verdict
 
 __all__ = [  # what other modules import from here (re-exports included)
@@ -289,64 +290,6 @@ class _Room:
         return verdict
 
 
-def _soft_rejection(index: FleetIndex, cls: DeviceClass, alt: Alternative,
-                    soft_failed: Mapping[str, Mapping[str, int]]) -> Rejection:
-    """Every usable node of the class fails `alt`'s software or labels: one rejection, in the class's words
-    when no node publishes its own version of what failed (cached per fleet view)."""
-    key = (cls.name, alt.needs)
-    known = index._v.soft_rejection.get(key)
-    if known is None:
-        mismatch = software_mismatch(cls, alt.requires)
-        own = any(name in index.fleet.nodes[n].software for n in _class_nodes(index, cls) for name in alt.requires)
-        if mismatch is not None and not own and not alt.node_labels and not alt.pod_requests:
-            known = Rejection(cls.name, f"software: {mismatch}")
-        else:
-            merged: dict[str, int] = {}
-            for reasons in soft_failed.values():
-                for why, n in reasons.items():
-                    merged[why] = merged.get(why, 0) + n
-            known = Rejection(cls.name, f"software: {software_summary(merged)}")
-        index._v.soft_rejection[key] = known
-    return known
-
-
-def _class_nodes(index: FleetIndex, cls: DeviceClass) -> Iterable[str]:
-    for names in index.nodes(cls).values():
-        yield from names
-
-
-NETWORK_DOWN = "network down"  # the filter's name in messages: a chip's network or RoCE link is down
-
-
-def _no_room(free: Mapping[str, int], request: Request, alt: Alternative, unfit_why: Mapping[str, int],
-             soft_failed: Mapping[str, int], network_down: Mapping[str, str] = {},  # noqa: B006 - read only
-             counted: bool | None = None) -> str:
-    """Why the gang does not fit the region's `free` room (nodes without free devices may be left out of it:
-    `counted` then says whether the region has any node counted, full or not)."""
-    unfit = sum(unfit_why.values())
-    if counted is None:
-        counted = bool(free)
-    if not counted and not soft_failed and not network_down and len(unfit_why) == 1 and unfit:
-        # no node of the region counts, for one reason (a lost member cluster, all NotReady...): say that,
-        # not "0 free on 0 node(s)"
-        why = next(iter(unfit_why))
-        return f"{why}: its {unfit} node(s) are not counted"
-    fit = sum(f // alt.per_replica for f in free.values())
-    total = sum(free.values())
-    text = (f"room for {fit} of {request.replicas} replicas ({total} free on "
-            f"{sum(1 for f in free.values() if f)} node(s), {alt.per_replica} per replica)")
-    if unfit:
-        whys = ", ".join(f"{why} ({n})" if len(unfit_why) > 1 else why
-                         for why, n in sorted(unfit_why.items(), key=lambda kv: (-kv[1], kv[0]))[:3])
-        text += f"; {unfit} node(s) not Ready, cordoned, tainted or unhealthy: {whys}"
-    if network_down:
-        first = sorted(network_down)[0]
-        text += (f"; {len(network_down)} node(s) left out, {NETWORK_DOWN} (an Ascend chip's collectives cannot "
-                 f"cross it; a job of {request.replicas} replicas needs them): {first}: {network_down[first]}"
-                 + (f" and {len(network_down) - 1} more" if len(network_down) > 1 else ""))
-    return text + (f"; {software_summary(soft_failed)}" if soft_failed else "")
-
-
 # weights: a step in preference order outweighs everything else together
 W_PREFERENCE, W_PREFERRED_REGION, W_THROUGHPUT, W_PACKING, W_BALANCE = 100.0, 50.0, 10.0, 5.0, 3.0
 
@@ -391,6 +334,7 @@ class Ledger:
         self.index = FleetIndex(self.fleet, like=index)
         self.fleet.ledger_index = self.index
         self._failed: dict[tuple[object, ...], Result] = {}
+        self._unfit: set[tuple[object, ...]] = set()  # shapes `fits` said no to, while room is only taken
         self.given_back = 0  # how many times room was given back (what failed to fit before may fit now)
         self.version = 0  # how many times room was taken or given back
 
@@ -405,6 +349,7 @@ class Ledger:
         self.version += 1
         if sign < 0:
             self._failed.clear()
+            self._unfit.clear()
             self.given_back += 1
 
     def take_all(self, allocations: Iterable[Allocation], sign: int = 1) -> None:
@@ -426,6 +371,7 @@ class Ledger:
         self.version += 1
         if sign < 0:
             self._failed.clear()
+            self._unfit.clear()
             self.given_back += 1
 
     def may_fit(self, request: Request) -> bool:
@@ -441,6 +387,17 @@ class Ledger:
             # one node with room for a replica, and room for the gang over all (`most` > 0 only when free)
             if most > 0 and most >= alt.per_replica and total >= request.replicas * alt.per_replica:
                 return True
+        return False
+
+    def fits(self, request: Request) -> bool:
+        """`self.place(request).chosen is not None`, without placing it or making its message (`fits`); a shape
+        that does not fit is remembered as `place` remembers it."""
+        shape = request.shape
+        if shape in self._unfit or shape in self._failed:
+            return False
+        if fits(request, self.fleet, self.index):
+            return True
+        self._unfit.add(shape)
         return False
 
     def place(self, request: Request) -> Result:

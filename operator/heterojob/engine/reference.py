@@ -261,6 +261,11 @@ def most_replicas_reference(pool: pool._Pool, alt: Alternative, request: Request
     return most
 
 
+def fits_reference(request: Request, fleet: Fleet, index: FleetIndex | None = None) -> bool:
+    """`placement.fits` as the straightforward placement answers it."""
+    return place_reference(request, fleet, index).chosen is not None
+
+
 @contextmanager
 def reference() -> Iterator[None]:
     """Within: every module of heterojob that calls `placement.place` calls `place_reference`,
@@ -270,8 +275,13 @@ def reference() -> Iterator[None]:
     victims, most, quota = pool._Pool.victims, pool._Pool._most_replicas, pool._Pool.quota_allows
     swapped = [m for name, m in list(sys.modules.items())
                if name.startswith("heterojob.") and m is not None and getattr(m, "place", None) is fast]
+    fast_fits = placement.fits
+    asks = [m for name, m in list(sys.modules.items())
+            if name.startswith("heterojob.") and m is not None and getattr(m, "fits", None) is fast_fits]
     for module in swapped:
         module.place = place_reference  # type: ignore[attr-defined]  # swapped in for the comparison
+    for module in asks:
+        module.fits = fits_reference  # type: ignore[attr-defined]  # swapped in for the comparison
     Ledger.may_fit = may_fit_reference  # type: ignore[assignment, method-assign]  # swapped in for the comparison
     preemption._fewest = fewest_reference
     pool._Pool.victims = victims_reference  # type: ignore[assignment, method-assign]  # swapped in for the comparison
@@ -282,6 +292,8 @@ def reference() -> Iterator[None]:
     finally:
         for module in swapped:
             module.place = fast  # type: ignore[attr-defined]  # put back
+        for module in asks:
+            module.fits = fast_fits  # type: ignore[attr-defined]  # put back
         Ledger.may_fit = fits  # type: ignore[method-assign]  # put back
         preemption._fewest = fewest
         pool._Pool.victims = victims  # type: ignore[method-assign]  # put back

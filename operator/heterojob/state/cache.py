@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
+from typing import TypeVar
 
 from heterojob.api.job import HeteroJobSpec, Phase
 from heterojob.api.job_status import HeteroJobStatus
@@ -22,6 +23,15 @@ from heterojob.state.requests import base_request, request_for
 from heterojob.api.times import timestamp
 from heterojob.state.views import FleetSource
 
+
+
+_T = TypeVar("_T")
+
+
+def _same(old: _T | None, new: _T) -> _T:
+    """`old` when it equals `new` (a pass read the same again): the objects a planner keeps per identity
+    between cycles stay those."""
+    return old if old is not None and old == new else new
 
 
 @dataclass(frozen=True)
@@ -61,6 +71,29 @@ class Entry:
     # yet: syncing its (still waiting) status keeps the room held for it
     planned: Request | None = None
     asked: str | None = None  # a cycle asked it to yield to this job; said in its status soon (`yielding_to`)
+    # the last `holder()` and what it was made of: the same object while nothing in it changed, so what a
+    # planner keeps per holder object between cycles (`engine.ranking.Memo`) is found again
+    _holder: tuple[tuple[object, ...], Holder] | None = field(default=None, repr=False, compare=False)
+
+    def holder(self, key: str) -> Holder | None:
+        """What it keeps from others as a planner reads it (`Cache.holders`), or None."""
+        if self.allocation is not None:
+            made = (self.allocation, self.base, self.reserved, self.priority, self.since, self.yielding_to,
+                    self.disrupted, False)
+        elif self.reserved is not None:
+            made = (self.reserved, None, None, self.priority, self.since, self.yielding_to, self.disrupted,
+                    self.request is not None)
+        else:
+            return None
+        known = self._holder
+        if known is not None and all(a is b for a, b in zip(known[0][:3], made[:3], strict=True)) \
+                and known[0][3:] == made[3:]:
+            return known[1]
+        allocation, base, reserved, priority, since, yielding_to, disrupted, waiting = made
+        h = Holder(key, priority, since, allocation, base, yielding_to, disrupted,
+                   reserved=reserved, waiting=waiting)
+        self._holder = (made, h)
+        return h
 
     def footprint(self) -> list[Allocation]:
         """What it keeps from others now: its devices and its reservation. Where both are on one node of
@@ -103,31 +136,32 @@ class Cache:
             per_node: dict[str, int] = {}
             for node in p.nodes:
                 per_node[node] = per_node.get(node, 0) + p.per_replica
-            e.allocation = Allocation(cls.resource_name if cls else p.device_class, per_node, namespace,
-                                      p.device_class, p.region)
+            e.allocation = _same(e.allocation, Allocation(cls.resource_name if cls else p.device_class, per_node,
+                                                          namespace, p.device_class, p.region))
             e.since = timestamp(p.since) or timestamp(status.start_time) or now
             e.placed = Placed(namespace, name, p.generation, tuple(p.nodes))
-            e.base = None
+            base, e.base = e.base, None
             if spec is not None and p.replicas > spec.replicas.start:
-                e.base = base_request(request_for(key, job, spec), p.device_class, p.region, spec.replicas.start)
+                e.base = _same(base, base_request(request_for(key, job, spec), p.device_class, p.region,
+                                                  spec.replicas.start))
         else:
             e.allocation, e.placed, e.base = None, None, None
         reserved = status.migration.reserved if status.migration is not None else None
-        e.reserved = None
+        was, e.reserved = e.reserved, None
         if reserved is not None and status.phase in DISRUPTED:
             cls = classes.get(reserved.device_class)
             per_node = {}
             for node in reserved.nodes:
                 per_node[node] = per_node.get(node, 0) + reserved.per_replica
-            e.reserved = Allocation(cls.resource_name if cls else reserved.device_class, per_node, namespace,
-                                    reserved.device_class, reserved.region)
+            e.reserved = _same(was, Allocation(cls.resource_name if cls else reserved.device_class, per_node,
+                                               namespace, reserved.device_class, reserved.region))
         e.disrupted = status.phase in DISRUPTED
         pending = status.checkpoint.pending if status.checkpoint else None
         e.yielding_to = pending.by if pending is not None and pending.then in YIELDS and pending.by else None
         if e.asked is not None and e.yielding_to is None:
             e.yielding_to = e.asked  # the cycle's ask is not in its status yet
         waiting = status.phase in WAITING and p is None and spec is not None
-        e.request = request_for(key, job, spec, status) if waiting and spec is not None else None
+        e.request = _same(e.request, request_for(key, job, spec, status)) if waiting and spec is not None else None
         if e.planned is not None:
             if p is None and e.request == e.planned and planned is not None:
                 # placed by a cycle; its status says so soon
@@ -232,16 +266,9 @@ class Cache:
 
     def holders(self) -> list[Holder]:
         """Every job that keeps room from others: its devices, plus its reservation while it moves; a job
-        that waits with only a reservation holds that (the planner gives it back to the job itself)."""
-        out = []
-        for k, e in self.entries.items():
-            if e.allocation is not None:
-                out.append(Holder(k, e.priority, e.since, e.allocation, e.base, e.yielding_to, e.disrupted,
-                                  reserved=e.reserved))
-            elif e.reserved is not None:
-                out.append(Holder(k, e.priority, e.since, e.reserved, None, e.yielding_to, e.disrupted,
-                                  waiting=e.request is not None))
-        return out
+        that waits with only a reservation holds that (the planner gives it back to the job itself). A job's
+        holder is the same object from one call to the next while nothing in it changed (`Entry.holder`)."""
+        return [h for k, e in self.entries.items() if (h := e.holder(k)) is not None]
 
     def allocations(self) -> dict[str, Allocation]:
         """What each job's pods hold (quota status reports this)."""

@@ -21,6 +21,7 @@ from __future__ import annotations
 
 from collections import OrderedDict
 from collections.abc import Iterable, Mapping
+from typing import NamedTuple
 
 from heterojob.api.scheduling import Scheduling
 from heterojob.engine import completion, queueing
@@ -70,7 +71,7 @@ def per_device(scheduling: Scheduling | None, devices: Mapping[str, int]) -> dic
     return {c: sum(vs) / len(vs) for c, vs in by_class.items()}
 
 
-def workload_sheets(entries: Mapping[str, Entry], declared: Mapping[str, float]
+def workload_sheets(entries: Mapping[str, Entry | Seen], declared: Mapping[str, float]
                     ) -> dict[tuple[str, str], dict[str, float]]:
     """(namespace, workload) -> the sheet its jobs' speeds are scaled by (`completion.sheet` of the
     `completion.pooled` measurements of every job there naming that workload)."""
@@ -83,7 +84,7 @@ def workload_sheets(entries: Mapping[str, Entry], declared: Mapping[str, float]
     return {k: completion.sheet(declared, completion.pooled(v)) for k, v in samples.items()}
 
 
-def sheet_of(key: str, e: Entry | None, declared: Mapping[str, float],
+def sheet_of(key: str, e: Entry | Seen | None, declared: Mapping[str, float],
              sheets: Mapping[tuple[str, str], Mapping[str, float]]) -> Mapping[str, float]:
     """What a job's speeds are scaled by: its workload's sheet, else the declared throughput."""
     if e is None or not e.workload:
@@ -106,20 +107,41 @@ def facts_of(scheduling: Scheduling | None, classes: Iterable[str], declared: Ma
     return Facts(service, rel, work, frozenset(c for c in measured if c in rel))
 
 
+class Seen(NamedTuple):
+    """What `Knower` reads of a cache entry, copied (`Knower.view`) so a plan in another thread reads a
+    snapshot while the cache moves on."""
+
+    scheduling: Scheduling | None
+    classes: tuple[str, ...]
+    workload: str | None
+    per_replica: Mapping[str, int]
+    created: float
+    succeeded: bool
+
+
 class Knower:
-    """Builds `Knowledge` for each plan; keeps the completed jobs' work between plans."""
+    """Builds `Knowledge` for each plan; keeps the completed jobs' work between plans, and each job's `Facts`
+    while what they are made of is unchanged (the same object: `engine.ranking.Memo` keeps per object)."""
 
     def __init__(self, cache: Cache, history_max: int = HISTORY_MAX) -> None:
         self.cache = cache
         self.history_max = history_max
         self._done: OrderedDict[str, float] = OrderedDict()  # job -> its total work (reference seconds)
         self._residual: completion.Residual | None = None
+        self._facts: dict[str, tuple[tuple[object, ...], Facts]] = {}  # job -> what its facts were made of, them
+        self.last: Knowledge | None = None  # the last `knowledge`
+
+    def view(self) -> dict[str, Seen]:
+        """What `knowledge` reads of every entry, copied now (cheap: on the event loop, before a plan)."""
+        return {k: Seen(e.scheduling, e.classes, e.workload, e.per_replica, e.created, e.succeeded)
+                for k, e in self.cache.entries.items()}
 
     def residual(self, declared: Mapping[str, float],
-                 sheets: Mapping[tuple[str, str], Mapping[str, float]] | None = None) -> completion.Residual:
+                 sheets: Mapping[tuple[str, str], Mapping[str, float]] | None = None,
+                 entries: Mapping[str, Seen | Entry] | None = None) -> completion.Residual:
         """The completed jobs' work, with any job that succeeded since the last call added (`sheets`: as
-        `workload_sheets` returns)."""
-        for key, e in self.cache.entries.items():
+        `workload_sheets` returns; `entries`: a `view`, else the cache's)."""
+        for key, e in (self.cache.entries if entries is None else entries).items():
             if e.succeeded and key not in self._done:
                 self._done[key] = facts_of(e.scheduling, e.classes, sheet_of(key, e, declared, sheets or {}),
                                            e.created).work_s
@@ -131,28 +153,60 @@ class Knower:
         return self._residual
 
     def knowledge(self, fleet: Fleet, waiting: Iterable[Request], holders: Iterable[Holder],
-                  queue: queueing.QueueSettings) -> Knowledge:
+                  queue: queueing.QueueSettings, entries: Mapping[str, Seen | Entry] | None = None) -> Knowledge:
         """`Knowledge` for one plan; whether promoted jobs displace (`queueing.promoted_displacing`) is
-        judged on the devices the whole waiting queue asks for against the fleet's."""
+        judged on the devices the whole waiting queue asks for against the fleet's. `entries`: a `view` taken
+        before (the plan's thread reads that), else the cache's entries now."""
+        entries = self.cache.entries if entries is None else entries
         waiting = list(waiting)
         asked = sum(r.replicas * r.alternatives[0].per_replica for r in waiting if r.alternatives)
         _, capacity = devices_by_class(fleet)
         declared = {name: cls.throughput for name, cls in fleet.classes.items()}
-        sheets = workload_sheets(self.cache.entries, declared)
-
-        def sheet(job: str, e: Entry | None) -> Mapping[str, float]:
-            return sheet_of(job, e, declared, sheets)
+        sheets = workload_sheets(entries, declared)
 
         facts: dict[str, Facts] = {}
         for r in waiting:
-            e = self.cache.entries.get(r.job)
+            e = entries.get(r.job)
             classes = (e.classes if e is not None and e.classes else ()) or [a.device_class for a in r.alternatives]
-            facts[r.job] = facts_of(e.scheduling if e else None, classes, sheet(r.job, e), r.created)
+            facts[r.job] = self._of(r.job, e.scheduling if e else None, classes,
+                                    sheet_of(r.job, e, declared, sheets), r.created)
         for h in holders:
             if h.job in facts:
                 continue
-            e = self.cache.entries.get(h.job)
+            e = entries.get(h.job)
             classes = (e.classes if e is not None and e.classes else ()) or [h.allocation.device_class]
-            facts[h.job] = facts_of(e.scheduling if e else None, classes, sheet(h.job, e), e.created if e else 0.0)
-        return Knowledge(facts, self.residual(declared, sheets), displace_by_level=True,
-                         promoted_displace=queueing.promoted_displacing(asked, sum(capacity.values()), queue))
+            facts[h.job] = self._of(h.job, e.scheduling if e else None, classes,
+                                    sheet_of(h.job, e, declared, sheets), e.created if e else 0.0)
+        for job in [j for j in self._facts if j not in facts]:
+            del self._facts[job]
+        self.last = Knowledge(facts, self.residual(declared, sheets, entries), displace_by_level=True,
+                              promoted_displace=queueing.promoted_displacing(asked, sum(capacity.values()), queue))
+        return self.last
+
+    def of_running(self, key: str, holder: Holder, fleet: Fleet) -> Knowledge | None:
+        """What `knowledge` would say of one running job now (its facts from its entry; the completed jobs'
+        work as the last `knowledge` counted it), for its own upgrade check on its pass; None before any
+        `knowledge`. Cheap: one job, not the fleet's."""
+        last = self.last
+        if last is None:
+            return None
+        e = self.cache.entries.get(key)
+        declared = {name: cls.throughput for name, cls in fleet.classes.items()}
+        sheets = workload_sheets(self.cache.entries, declared) if e is not None and e.workload else {}
+        classes = (e.classes if e is not None and e.classes else ()) or [holder.allocation.device_class]
+        facts = facts_of(e.scheduling if e else None, classes, sheet_of(key, e, declared, sheets),
+                         e.created if e else 0.0)
+        return Knowledge({key: facts}, last.residual, last.displace_by_level, last.promoted_displace)
+
+    def _of(self, job: str, scheduling: Scheduling | None, classes: Iterable[str], sheet: Mapping[str, float],
+            created: float) -> Facts:
+        """`facts_of`, the same `Facts` object as last time when made of equal inputs."""
+        made = (scheduling, tuple(classes), sheet, created)
+        known = self._facts.get(job)
+        if known is not None:
+            was = known[0]
+            if (was[0] is scheduling or was[0] == scheduling) and was[1:] == made[1:]:
+                return known[1]
+        out = facts_of(scheduling, made[1], sheet, created)
+        self._facts[job] = (made, out)
+        return out

@@ -1,0 +1,192 @@
+"""The operator's scheduler (`controller.scheduler.Scheduler`) under a backlog: an acting cycle applies the jobs
+that place or disturb someone before every waiting job's verdict is planned, the policy's knowledge is built
+off the event loop, and a cycle after a quiet spell does not wait for a batch."""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+import time
+from typing import Any
+
+import pytest
+
+from heterojob.api.job import HeteroJobStatus
+from heterojob.controller import scheduler as scheduling
+from heterojob.controller.scheduler import BATCH_S, Scheduler, Waiting
+from heterojob.engine.admission import Outcome, Settings
+from heterojob.engine.fleet import Allocation, DeviceClass, Fleet, Node, holdings, usage
+from heterojob.engine.placement import Alternative, Request
+from heterojob.engine.queueing import QueueSettings
+from heterojob.metrics import OperatorMetrics
+from heterojob.state.cache import Cache
+from heterojob.state.knowledge import Knower
+
+H100 = DeviceClass("h100", "nvidia.com/gpu", {"acc": "h100"}, 1.0)
+NOW = time.time()
+
+
+def _scene(queue: QueueSettings | None) -> tuple[Scheduler, list[str]]:
+    """Four nodes of 8, three full; 40 old jobs of a higher priority that fit nowhere (two replicas of 16),
+    and one new small job that fits the free node."""
+    nodes = {f"n{i}": Node(f"n{i}", {"topology.kubernetes.io/region": "east", "acc": "h100"},
+                           {"nvidia.com/gpu": 8}) for i in range(4)}
+    cache = Cache()
+    for i in range(3):
+        e = cache.entry(f"ns/run{i}")
+        e.allocation = Allocation("nvidia.com/gpu", {f"n{i}": 8}, "ns", "h100", "east")
+        e.priority, e.since = 3, NOW - 60
+    waiting = [Request(f"ns/big{k}", [Alternative("h100", 16)], 2, priority=2, created=NOW - 1000 + k)
+               for k in range(40)]
+    waiting.append(Request("ns/small", [Alternative("h100", 1)], 1, priority=1, created=NOW))
+    for r in waiting:
+        cache.wait(r.job, r)
+
+    def fleet() -> Fleet:
+        allocations = [a for e in cache.entries.values() for a in e.footprint()]
+        return Fleet(nodes, {"h100": H100}, used=usage(allocations), held=holdings(allocations))
+
+    pokes: list[str] = []
+    s = Scheduler(None, None, cache, None, None, fleet, Settings(), OperatorMetrics(),  # type: ignore[arg-type]  # the apply side is not used here
+                  pokes.append, lambda _: None, queue)
+    for r in waiting:
+        s.waiting[r.job] = Waiting(r, HeteroJobStatus(), NOW - 10)
+        s.trigger.request(r.job)
+    return s, pokes
+
+
+@pytest.mark.parametrize("queue", [None, QueueSettings()])
+def test_an_acting_cycle_places_the_job_that_fits_before_the_backlog_is_planned(queue: QueueSettings | None
+                                                                                ) -> None:
+    s, pokes = _scene(queue)
+
+    async def cycles() -> None:
+        assert await s.cycle(acting=True)
+        # the job that fits is placed and its pass poked at once; no waiting job has a verdict yet, one is owed
+        assert set(s.verdicts) == {"ns/small"} and s.verdicts["ns/small"].admission.outcome == Outcome.PLACED
+        assert pokes == ["ns/small"] and s._owed
+        assert s.cache.entries["ns/small"].planned is not None  # its room is held in the cache at once
+        assert await s.cycle(acting=True)  # it acted: the next cycle plans the new snapshot, acting again
+        assert set(s.verdicts) == {"ns/small"}
+        assert not await s.cycle(acting=True)  # nothing new since
+        assert await s.cycle()  # the full cycle: every waiting job's verdict
+        assert not s._owed
+        assert {j for j, v in s.verdicts.items() if v.admission.outcome != Outcome.PLACED} == {
+            f"ns/big{k}" for k in range(40)}
+        assert not await s.cycle()  # nothing owed, nothing new
+
+    asyncio.run(cycles())
+
+
+def test_the_policys_knowledge_is_built_in_the_cycles_thread_not_on_the_event_loop(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    s, _ = _scene(QueueSettings())
+    threads: list[int] = []
+    real = Knower.knowledge
+
+    def knowledge(self: Knower, *args: Any, **kwargs: Any) -> Any:
+        threads.append(threading.get_ident())
+        return real(self, *args, **kwargs)
+
+    monkeypatch.setattr(Knower, "knowledge", knowledge)
+
+    async def cycles() -> int:
+        await s.cycle(acting=True)
+        await s.cycle()
+        return threading.get_ident()
+
+    loop = asyncio.run(cycles())
+    assert len(threads) == 2 and loop not in threads
+
+
+def test_the_facts_and_holders_of_unchanged_jobs_are_the_same_objects_from_one_cycle_to_the_next() -> None:
+    """What the policy's memo keeps per object (`engine.ranking.Memo`) is found again in the next cycle."""
+    s, _ = _scene(QueueSettings())
+    first = s.cache.holders()
+    assert s.cache.holders() == first and all(a is b for a, b in zip(s.cache.holders(), first, strict=True))
+    fleet, waiting = s.fleet(), s.cache.waiting()
+    one = s.knower.knowledge(fleet, waiting, first, QueueSettings(), s.knower.view())
+    two = s.knower.knowledge(fleet, waiting, s.cache.holders(), QueueSettings(), s.knower.view())
+    assert one.facts.keys() == two.facts.keys() and all(one.facts[j] is two.facts[j] for j in one.facts)
+    s.cache.entries["ns/run0"].since = NOW - 30  # a changed holder is a new object, the others stay
+    third = s.cache.holders()
+    assert third[0] is not first[0] and third[0].since == NOW - 30 and third[1] is first[1]
+
+
+def test_a_cycle_after_a_quiet_spell_starts_at_once_and_events_after_a_cycle_are_batched(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    s, _ = _scene(None)
+    slept: list[float] = []
+    real_sleep = asyncio.sleep
+
+    async def sleep(delay: float, *args: Any) -> Any:
+        slept.append(delay)
+        return await real_sleep(delay, *args)
+
+    monkeypatch.setattr(scheduling.asyncio, "sleep", sleep)
+
+    async def run() -> None:
+        s._next = time.monotonic() - 1.0  # quiet for a second
+        s.start()
+        s.wake()
+        for _ in range(200):
+            await real_sleep(0.01)
+            if s.cycles >= 1:
+                break
+        await s.stop()
+
+    asyncio.run(run())
+    assert s.cycles >= 1 and slept and slept[0] == 0.0  # no batch wait after a quiet spell
+    assert s._next >= time.monotonic() - 1.0 and BATCH_S > 0  # ... but one after each cycle
+
+
+def test_a_steady_stream_of_events_does_not_hold_the_waiting_jobs_verdicts_back(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """Events every few milliseconds keep an acting cycle due; the full cycle still runs once the verdicts have
+    been owed `OWED_S` (here 0.2 s)."""
+    monkeypatch.setattr(scheduling, "OWED_S", 0.2)
+    s, _ = _scene(None)
+
+    async def run() -> bool:
+        s.start()
+        s.wake()
+        deadline = time.monotonic() + 60.0
+        while time.monotonic() < deadline:
+            s.trigger.request("ns/big0")  # something happened, again and again
+            s.wake()
+            await asyncio.sleep(0.005)
+            if any(v.admission.outcome != Outcome.PLACED for v in s.verdicts.values()):
+                break
+        await s.stop()
+        return any(v.admission.outcome != Outcome.PLACED for v in s.verdicts.values())
+
+    assert asyncio.run(run())
+
+
+def test_an_event_stops_a_full_cycle_for_an_acting_one_until_the_verdicts_are_owed_too_long(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    s, _ = _scene(None)
+    real = scheduling.plan_cycle
+    calls: list[bool] = []
+
+    def plan_cycle(*args: Any, **kwargs: Any) -> Any:
+        acting = args[9] if len(args) > 9 else kwargs.get("acting", False)
+        calls.append(acting)
+        if not acting:
+            s._interrupt.set()  # an event arrives while the full cycle plans (`wake`, from the loop)
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(scheduling, "plan_cycle", plan_cycle)
+
+    async def cycles() -> None:
+        assert await s.cycle(acting=True)
+        assert not await s.cycle()  # stopped: no verdicts, still owed, and a cycle is due again
+        assert s._owed and s.trigger.due(time.time())
+        assert not any(v.admission.outcome != Outcome.PLACED for v in s.verdicts.values())
+        assert await s.cycle(acting=True)  # the event's acting cycle goes first
+        s._owed_at = time.monotonic() - scheduling.OWED_S - 1  # owed too long: the next full cycle is not stopped
+        assert await s.cycle()
+        assert not s._owed and any(v.admission.outcome != Outcome.PLACED for v in s.verdicts.values())
+
+    asyncio.run(cycles())
+    assert calls == [True, False, True, False]
