@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import gc
 import logging
 import ssl
 from collections.abc import Iterable, Mapping
@@ -217,41 +218,42 @@ def register(registry: kopf.OperatorRegistry, config: OperatorConfig) -> None:
             runtime.restore_task = asyncio.get_running_loop().create_task(runtime.restorer.run_all(),
                                                                           name="alerts-restore")
 
+    # Indexes are coroutines: Kopf runs a plain function in its thread pool, a hop per object per event.
     @kopf.index("nodes", id="hj_nodes", registry=registry)
-    def hj_nodes(name: str, body: kopf.Body, **_: Any) -> dict[str, Node]:
+    async def hj_nodes(name: str, body: kopf.Body, **_: Any) -> dict[str, Node]:
         return {name: convert.node_view(body)}
 
     @kopf.index(GROUP, VERSION, "acceleratorclasses", id="hj_classes", registry=registry)
-    def hj_classes(name: str, body: kopf.Body, **_: Any) -> dict[str, DeviceClass] | None:
+    async def hj_classes(name: str, body: kopf.Body, **_: Any) -> dict[str, DeviceClass] | None:
         cls = convert.device_class(body)
         return {name: cls} if cls else None
 
     @kopf.index(GROUP, VERSION, "regions", id="hj_regions", registry=registry)
-    def hj_regions(name: str, body: kopf.Body, **_: Any) -> dict[str, RegionInfo] | None:
+    async def hj_regions(name: str, body: kopf.Body, **_: Any) -> dict[str, RegionInfo] | None:
         region = convert.region_info(body)
         return {name: region} if region else None
 
     @kopf.index(GROUP, VERSION, "regions", id="hj_members", registry=registry)
-    def hj_members(name: str, body: kopf.Body, **_: Any) -> dict[str, Any] | None:
+    async def hj_members(name: str, body: kopf.Body, **_: Any) -> dict[str, Any] | None:
         ref = member_ref(body)
         return {name: ref} if ref else None
 
     @kopf.index("pods", id="hj_foreign_pods", registry=registry)
-    def hj_foreign_pods(namespace: str | None, name: str, body: kopf.Body, **_: Any) -> dict[Any, Any] | None:
+    async def hj_foreign_pods(namespace: str | None, name: str, body: kopf.Body, **_: Any) -> dict[Any, Any] | None:
         used = convert.pod_usage(body)
         return {(namespace, name): used} if used else None
 
     @kopf.index("pods", id="hj_job_pods", labels={LABEL_JOB: kopf.PRESENT}, registry=registry)
-    def hj_job_pods(namespace: str | None, labels: Mapping[str, str], body: kopf.Body, **_: Any) -> dict[Any, Any]:
+    async def hj_job_pods(namespace: str | None, labels: Mapping[str, str], body: kopf.Body, **_: Any) -> dict[Any, Any]:
         """Each job's pods as the watch has them (what a pass reads of them: `kube.ownpods.kept`)."""
         return {(namespace, labels[LABEL_JOB]): kept(body)}
 
     @kopf.index(GROUP, VERSION, "heteroquotas", id="hj_quotas", registry=registry)
-    def hj_quotas(namespace: str | None, name: str, body: kopf.Body, **_: Any) -> dict[Any, Any]:
+    async def hj_quotas(namespace: str | None, name: str, body: kopf.Body, **_: Any) -> dict[Any, Any]:
         return {(namespace, name): convert.quota_limits(body)}
 
     @kopf.index(GROUP, VERSION, "heterojobs", id="hj_running", registry=registry)
-    def hj_running(namespace: str | None, name: str, body: kopf.Body, **_: Any) -> dict[str, WatchedJob] | None:
+    async def hj_running(namespace: str | None, name: str, body: kopf.Body, **_: Any) -> dict[str, WatchedJob] | None:
         job = watched_job(body)
         return {f"{namespace}/{name}": job} if job else None
 
@@ -292,6 +294,9 @@ def register(registry: kopf.OperatorRegistry, config: OperatorConfig) -> None:
             ctl = Controller(runtime.kube, source, config.controller, runtime.metrics, members,
                              watched_pods=lambda namespace, job: list(job_pods.get((namespace, job), ())))
             await ctl.load()
+            # what startup built (modules, clients, the loaded cache) lives as long as the process: kept out of
+            # the collector's full passes, which otherwise scan it again and again as events allocate
+            gc.freeze()
             runtime.controller = ctl  # alerts are handled from here on; other handlers still wait for the lock
             runtime.ready.set()
             if runtime.receiver is not None:  # alerts that came before it, handed in now, before any placement
