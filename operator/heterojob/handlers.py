@@ -4,6 +4,7 @@ poke the controller's work queue."""
 from __future__ import annotations
 
 import asyncio
+import gc
 import logging
 import ssl
 from collections.abc import Iterable, Mapping
@@ -276,6 +277,9 @@ def register(registry: kopf.OperatorRegistry, config: OperatorConfig) -> None:
                              watched_pods=caches.job_pods)
             ctl.nodes_known(caches.node_views())  # a node's next event is news to the planner only if it changed
             await ctl.load()
+            # what startup built (modules, clients, the loaded cache) lives as long as the process: kept out of
+            # the collector's full passes, which otherwise scan it again and again as events allocate
+            gc.freeze()
             runtime.controller = ctl  # alerts are handled from here on; other handlers still wait for the lock
             runtime.ready.set()
             if runtime.receiver is not None:  # alerts that came before it, handed in now, before any placement

@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import json
 import threading
+import time
 from collections.abc import Iterator
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
@@ -17,6 +18,7 @@ from heterojob.kube.api import Kube, RateLimit
 class _Server(ThreadingHTTPServer):
     daemon_threads = True
     connections = 0
+    tokens: list[str | None]
 
 
 class _Handler(BaseHTTPRequestHandler):
@@ -27,6 +29,7 @@ class _Handler(BaseHTTPRequestHandler):
         self.server.connections += 1  # type: ignore[attr-defined]
 
     def do_POST(self) -> None:
+        self.server.tokens.append(self.headers.get("Authorization"))  # type: ignore[attr-defined]
         length = int(self.headers.get("Content-Length") or 0)
         sent = json.loads(self.rfile.read(length) or b"{}")
         sent.setdefault("metadata", {})["resourceVersion"] = "7"
@@ -44,6 +47,7 @@ class _Handler(BaseHTTPRequestHandler):
 @pytest.fixture
 def server() -> Iterator[_Server]:
     srv = _Server(("127.0.0.1", 0), _Handler)
+    srv.tokens = []
     thread = threading.Thread(target=srv.serve_forever, daemon=True)
     thread.start()
     yield srv
@@ -71,3 +75,47 @@ def test_calls_whose_answer_is_not_parsed_reuse_one_connection(server: _Server) 
     finally:
         kube.close()
     assert server.connections == 1
+
+
+def test_a_pass_writes_while_the_thread_pool_is_busy(server: _Server) -> None:
+    """A pass's calls go out on the event loop: a slow call on the thread pool (a member's list, a Secret read)
+    does not hold up a gang's creates behind it."""
+    kube = _kube(server)  # one worker
+
+    async def run() -> float:
+        slow = asyncio.ensure_future(kube.call(time.sleep, 1.5))
+        await asyncio.sleep(0.05)  # the one worker is taken
+        started = time.monotonic()
+        assert await kube.create({"kind": "Pod", "metadata": {"namespace": "ns", "name": "p"}})
+        took = time.monotonic() - started
+        await slow
+        return took
+
+    try:
+        assert asyncio.run(run()) < 1.0
+    finally:
+        kube.close()
+
+
+def test_every_call_carries_the_token_the_configuration_holds_now(server: _Server) -> None:
+    """A rotated token (in-cluster, an exec plugin: the configuration's refresh hook) is sent from the next call."""
+    kube = _kube(server)
+    config = kube.client.configuration
+    config.api_key_prefix["authorization"] = "Bearer"
+    config.api_key["authorization"] = "as loaded"
+    issued = iter(["one", "two"])
+
+    def refresh(cfg: kubernetes.client.Configuration) -> None:
+        cfg.api_key["authorization"] = next(issued)
+
+    config.refresh_api_key_hook = refresh
+
+    async def run() -> None:
+        for i in range(2):
+            await kube.create({"kind": "Pod", "metadata": {"namespace": "ns", "name": f"p{i}"}})
+
+    try:
+        asyncio.run(run())
+    finally:
+        kube.close()
+    assert server.tokens == ["Bearer one", "Bearer two"]

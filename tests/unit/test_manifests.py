@@ -173,18 +173,23 @@ def used(files_: list[Path]) -> set[tuple[str, str, str]]:
         for func in [n for n in ast.walk(tree) if isinstance(n, ast.FunctionDef | ast.AsyncFunctionDef)] or [tree]:
             names = {n.value for n in ast.walk(func) if isinstance(n, ast.Constant) and n.value in PLURALS}
             for node in ast.walk(func):
-                if not isinstance(node, ast.Attribute):
+                # a client method, or its name given to `Kube.send` (kube/routes.py's table itself names none)
+                if isinstance(node, ast.Attribute):
+                    call = node.attr
+                elif isinstance(node, ast.Constant) and isinstance(node.value, str) and path.name != "routes.py":
+                    call = node.value
+                else:
                     continue
-                if node.attr in CORE:
-                    resource, verb = CORE[node.attr]
+                if call in CORE:
+                    resource, verb = CORE[call]
                     out.add(("", resource, verb))
-                elif node.attr in OTHER:
-                    out.add(OTHER[node.attr])
-                elif node.attr in LEASES:
-                    out.add(("coordination.k8s.io", "leases", LEASES[node.attr]))
-                elif node.attr in CUSTOM:
-                    verb, sub = CUSTOM[node.attr]
-                    assert names, f"{path.name}:{node.lineno}: {node.attr} with no plural in sight"
+                elif call in OTHER:
+                    out.add(OTHER[call])
+                elif call in LEASES:
+                    out.add(("coordination.k8s.io", "leases", LEASES[call]))
+                elif call in CUSTOM:
+                    verb, sub = CUSTOM[call]
+                    assert names, f"{path.name}:{node.lineno}: {call} with no plural in sight"
                     out |= {("heterojob.io", f"{plural}{sub}", verb) for plural in names}
     return out
 

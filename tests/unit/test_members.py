@@ -152,6 +152,8 @@ def calls_in(path: Path, functions: set[str] | None = None) -> set[str]:
     for func in ast.walk(tree):
         if isinstance(func, ast.FunctionDef | ast.AsyncFunctionDef) and (functions is None or func.name in functions):
             out |= {n.attr for n in ast.walk(func) if isinstance(n, ast.Attribute)}
+            # a call's name given to `Kube.send` (kube/routes.py)
+            out |= {n.value for n in ast.walk(func) if isinstance(n, ast.Constant) and isinstance(n.value, str)}
     return out
 
 

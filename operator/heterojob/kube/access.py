@@ -16,10 +16,9 @@ The operator may grant only what it holds (RBAC's escalation check): its Cluster
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
-import kubernetes
 from kubernetes.client import ApiException
 
 from heterojob.constants import LABEL_JOB, LABEL_MANAGED_BY, MANAGED_BY
@@ -77,19 +76,15 @@ async def grant(kube: Kube, job: Mapping[str, Any], pods: Sequence[dict[str, Any
 async def _ensure(kube: Kube, obj: dict[str, Any]) -> None:
     """Create `obj`; when it exists, write what this gang needs into it (the rules or subjects, and this job as
     its owner: one left by an earlier job of the same name, not yet collected, is taken over rather than lost)."""
-    rbac = kubernetes.client.RbacAuthorizationV1Api(kube.client)
     meta = obj["metadata"]
     namespace, name = meta["namespace"], meta["name"]
-    create: Callable[..., Any]
-    patch: Callable[..., Any]
-    if obj["kind"] == "ServiceAccount":
-        create, patch = kube.core.create_namespaced_service_account, kube.core.patch_namespaced_service_account
-    elif obj["kind"] == "Role":
-        create, patch = rbac.create_namespaced_role, rbac.patch_namespaced_role
-    else:
-        create, patch = rbac.create_namespaced_role_binding, rbac.patch_namespaced_role_binding
+    create, patch = {  # the calls that create the kind and write into one that exists
+        "ServiceAccount": ("create_namespaced_service_account", "patch_namespaced_service_account"),
+        "Role": ("create_namespaced_role", "patch_namespaced_role"),
+        "RoleBinding": ("create_namespaced_role_binding", "patch_namespaced_role_binding"),
+    }[obj["kind"]]
     try:
-        await kube.call(create, namespace, obj, _preload_content=False)
+        await kube.send(create, obj, namespace=namespace)
         return
     except ApiException as exc:
         if exc.status != 409:
@@ -98,4 +93,4 @@ async def _ensure(kube: Kube, obj: dict[str, Any]) -> None:
     for key in ("rules", "subjects"):
         if key in obj:
             body[key] = obj[key]
-    await kube.call(patch, name, namespace, body, _preload_content=False)
+    await kube.send(patch, body, namespace=namespace, name=name)

@@ -1,4 +1,9 @@
-"""The Kubernetes calls the operator makes, run off the event loop on a bounded thread pool."""
+"""The Kubernetes calls the operator makes.
+
+The calls of every pass (jobs, pods, Services, access objects, Events) go out on the event loop through aiohttp,
+the HTTP client Kopf's own watches use, with the kubeconfig's address, TLS and credentials (`Endpoint`); the
+rest (lists and reads of the member poll, Secrets) through the kubernetes client on a bounded thread pool
+(`Kube.call`). Both share one client-side rate limit (`RateLimit`)."""
 
 from __future__ import annotations
 
@@ -14,6 +19,7 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
+import aiohttp
 import kubernetes
 import urllib3
 from aiolimiter import AsyncLimiter
@@ -22,6 +28,7 @@ from kubernetes.client import ApiException
 from heterojob.api.names import LABEL_VALUE_RE
 from heterojob.constants import API_VERSION, GROUP, LABEL_JOB, VERSION
 from heterojob.kube.ownpods import OwnPods, answer_body
+from heterojob.kube.routes import JSON, ROUTES, Endpoint, headers
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")
@@ -111,32 +118,98 @@ class Kube:
         self._background: set[asyncio.Task[Any]] = set()
         self._events: dict[tuple[Any, ...], tuple[str, int]] = {}  # (object, type, reason, message) -> Event
         self.own_pods = OwnPods()  # pods this client wrote whose watch event has not come yet
+        self._endpoint = Endpoint.of(client.configuration)
+        self._connections = max(workers, int(client.configuration.connection_pool_maxsize or 0), 16)
+        self._http: tuple[asyncio.AbstractEventLoop, aiohttp.ClientSession, aiohttp.TCPConnector] | None = None
 
-    async def call(self, fn: Callable[..., T], *args: Any, **kwargs: Any) -> T:
+    timeout: float | None = None  # seconds a call may take (None: no bound)
+
+    async def _acquire(self) -> None:
+        """A token of the rate limit (one limiter per event loop)."""
         loop = asyncio.get_running_loop()
         if self._limiter is None or self._limiter[0] is not loop:
             self._limiter = (loop, self._rate.limiter())
         if self._limiter[1] is not None:
             await self._limiter[1].acquire()
+
+    async def call(self, fn: Callable[..., T], *args: Any, **kwargs: Any) -> T:
+        """`fn` of the kubernetes client, on the thread pool (reads whose answer the client parses)."""
+        await self._acquire()
+        loop = asyncio.get_running_loop()
         return await loop.run_in_executor(self._pool, functools.partial(_read_through, fn, *args, **kwargs))
+
+    def guard(self) -> None:
+        """Raises instead of calling when the cluster is known not to answer (a member: `MemberKube`)."""
+
+    def _session(self) -> aiohttp.ClientSession:
+        loop = asyncio.get_running_loop()
+        if self._http is None or self._http[0] is not loop:
+            connector = aiohttp.TCPConnector(limit=self._connections, ssl=self._endpoint.ssl)
+            self._http = (loop, aiohttp.ClientSession(connector=connector), connector)
+        return self._http[1]
+
+    async def request(self, method: str, path: str, body: Any = None, content_type: str = JSON,
+                      query: Mapping[str, str] | None = None) -> Any:
+        """One call on the event loop; the answer's JSON (None when empty). An answer of 400 or above raises
+        `ApiException` with its status, reason and body, as the kubernetes client does."""
+        await self._acquire()
+        self.guard()
+        sent = {"Accept": JSON, **headers(self.client.configuration)}
+        data = None
+        if body is not None:
+            data = json.dumps(body, separators=(",", ":")).encode()
+            sent["Content-Type"] = content_type
+        try:
+            async with self._session().request(method, self._endpoint.base + path, data=data, params=query,
+                                               headers=sent, timeout=aiohttp.ClientTimeout(total=self.timeout),
+                                               proxy=self._endpoint.proxy,
+                                               server_hostname=self._endpoint.server_hostname) as answer:
+                raw = await answer.read()
+                if answer.status >= 400:
+                    error = ApiException(status=answer.status, reason=answer.reason,
+                                         body=raw.decode("utf-8", errors="replace"))
+                    error.headers = answer.headers
+                    raise error
+        except TimeoutError:
+            if self.timeout is None:
+                raise
+            raise TimeoutError(f"the API server did not answer {method} {path} within {self.timeout:g} s") from None
+        return json.loads(raw) if raw else None
+
+    async def send(self, route: str, body: Any = None, query: Mapping[str, str] | None = None, **where: str) -> Any:
+        """`request` of the call the kubernetes client names `route` (`kube.routes.ROUTES`); `where` fills its path
+        (namespace, name, plural)."""
+        method, path, content_type = ROUTES[route]
+        return await self.request(method, path.format(group=GROUP, version=VERSION, **where), body, content_type,
+                                  query)
 
     def close(self) -> None:
         self._pool.shutdown(wait=False, cancel_futures=True)
+        if self._http is None:
+            return
+        loop, session, _ = self._http
+        self._http = None
+        if loop.is_running():  # the operator's cleanup, on its loop
+            task = loop.create_task(session.close())
+            self._background.add(task)
+            task.add_done_callback(self._background.discard)
+        elif not loop.is_closed():
+            loop.run_until_complete(session.close())
 
     # --- HeteroJobs --------------------------------------------------------------------------------
 
     async def get_job(self, namespace: str, name: str) -> dict[str, Any] | None:
         try:
-            return await self.call(self.custom.get_namespaced_custom_object, GROUP, VERSION, namespace,
-                                   "heterojobs", name)
+            job: dict[str, Any] = await self.send("get_namespaced_custom_object", namespace=namespace, plural="heterojobs", name=name)
+            return job
         except ApiException as exc:
             if exc.status == 404:
                 return None
             raise
 
     async def list_jobs(self) -> list[dict[str, Any]]:
-        listed = await self.call(self.custom.list_cluster_custom_object, GROUP, VERSION, "heterojobs")
-        return listed.get("items", [])
+        listed = await self.send("list_cluster_custom_object", plural="heterojobs")
+        return list(listed.get("items") or [])
 
     async def patch_job_status(self, namespace: str, name: str, status: Mapping[str, Any],
                                resource_version: str | None = None) -> dict[str, Any] | None:
@@ -149,8 +222,9 @@ class Kube:
         if resource_version:
             body["metadata"] = {"resourceVersion": resource_version}
         try:
-            return await self.call(self.custom.patch_namespaced_custom_object_status, GROUP, VERSION, namespace,
-                                   "heterojobs", name, body)
+            answer: dict[str, Any] = await self.send("patch_namespaced_custom_object_status", body,
+                                                     namespace=namespace, plural="heterojobs", name=name)
+            return answer
         except ApiException as exc:
             if exc.status == 404:
                 return None
@@ -163,9 +237,9 @@ class Kube:
     async def job_pods(self, namespace: str, job: str) -> list[dict[str, Any]]:
         if not _LABEL_VALUE.match(job):
             return []  # no pod can carry it as a label value, and the API server refuses the selector (400)
-        listed = await self.call(self.core.list_namespaced_pod, namespace, label_selector=f"{LABEL_JOB}={job}",
-                                 _preload_content=False)
-        return json.loads(listed.data).get("items", [])
+        listed = await self.send("list_namespaced_pod", query={"labelSelector": f"{LABEL_JOB}={job}"},
+                                 namespace=namespace)
+        return list(listed.get("items") or [])
 
     async def create(self, obj: Mapping[str, Any]) -> bool:
         """Create a pod or Service; False when this owner's object of that name exists already (creation is
@@ -175,13 +249,13 @@ class Kube:
         meta = obj["metadata"]
         namespace, name = meta["namespace"], meta["name"]
         pod = obj["kind"] == "Pod"
-        create = self.core.create_namespaced_pod if pod else self.core.create_namespaced_service
-        read = self.core.read_namespaced_pod if pod else self.core.read_namespaced_service
+        create, read = ("create_namespaced_pod", "read_namespaced_pod") if pod else \
+            ("create_namespaced_service", "read_namespaced_service")
         for _ in range(2):  # once more when the one in the way went between the 409 and the read
             try:
                 if pod:
                     self.own_pods.making.add((namespace, name))
-                made = await self.call(create, namespace, obj, _preload_content=False)
+                made = await self.send(create, obj, namespace=namespace)
                 if pod:
                     self.own_pods.written(namespace, name, answer_body(made))
                 return True
@@ -191,12 +265,12 @@ class Kube:
             finally:
                 self.own_pods.making.discard((namespace, name))
             try:
-                found = await self.call(read, name, namespace, _preload_content=False)
+                found = await self.send(read, namespace=namespace, name=name)
             except ApiException as exc:
                 if exc.status == 404:
                     continue
                 raise
-            why = foreign(obj, json.loads(found.data))
+            why = foreign(obj, found)
             if why is None:
                 return False
             raise OwnedElsewhere(f"{obj['kind']} {namespace}/{name} already exists and {why}")
@@ -206,8 +280,8 @@ class Kube:
     async def annotate_pod(self, namespace: str, name: str, annotations: Mapping[str, str | None]) -> bool:
         """Merge `annotations` into a pod's (None removes one); False when the pod is gone."""
         try:
-            answer = await self.call(self.core.patch_namespaced_pod, name, namespace,
-                                     {"metadata": {"annotations": dict(annotations)}}, _preload_content=False)
+            answer = await self.send("patch_namespaced_pod", {"metadata": {"annotations": dict(annotations)}},
+                                     namespace=namespace, name=name)
             self.own_pods.written(namespace, name, answer_body(answer))
             return True
         except ApiException as exc:
@@ -217,16 +291,16 @@ class Kube:
 
     async def annotate_job(self, namespace: str, name: str, annotations: Mapping[str, str | None]) -> None:
         try:
-            await self.call(self.custom.patch_namespaced_custom_object, GROUP, VERSION, namespace, "heterojobs",
-                            name, {"metadata": {"annotations": dict(annotations)}})
+            await self.send("patch_namespaced_custom_object", {"metadata": {"annotations": dict(annotations)}},
+                            namespace=namespace, plural="heterojobs", name=name)
         except ApiException as exc:
             if exc.status != 404:
                 raise
 
     async def patch_quota_status(self, namespace: str, name: str, status: Mapping[str, Any]) -> None:
         try:
-            await self.call(self.custom.patch_namespaced_custom_object_status, GROUP, VERSION, namespace,
-                            "heteroquotas", name, {"status": dict(status)})
+            await self.send("patch_namespaced_custom_object_status", {"status": dict(status)}, namespace=namespace,
+                            plural="heteroquotas", name=name)
         except ApiException as exc:
             if exc.status != 404:
                 raise
@@ -236,8 +310,8 @@ class Kube:
     async def patch_class_status(self, name: str, status: Mapping[str, Any]) -> None:
         """Merge-patch an AcceleratorClass's status (a class that is gone is skipped)."""
         try:
-            await self.call(self.custom.patch_cluster_custom_object_status, GROUP, VERSION, "acceleratorclasses",
-                            name, {"status": dict(status)})
+            await self.send("patch_cluster_custom_object_status", {"status": dict(status)},
+                            plural="acceleratorclasses", name=name)
         except ApiException as exc:
             if exc.status != 404:
                 raise
@@ -245,7 +319,7 @@ class Kube:
     async def create_class(self, obj: Mapping[str, Any]) -> bool:
         """Create an AcceleratorClass; False when one of that name exists already."""
         try:
-            await self.call(self.custom.create_cluster_custom_object, GROUP, VERSION, "acceleratorclasses", dict(obj))
+            await self.send("create_cluster_custom_object", dict(obj), plural="acceleratorclasses")
             return True
         except ApiException as exc:
             if exc.status == 409:
@@ -258,21 +332,20 @@ class Kube:
         body = {"apiVersion": "v1", "kind": "ConfigMap",
                 "metadata": {"name": name, "namespace": namespace, "labels": dict(labels or {})}, "data": dict(data)}
         try:
-            await self.call(self.core.patch_namespaced_config_map, name, namespace, {"data": dict(data)},
-                            _preload_content=False)
+            await self.send("patch_namespaced_config_map", {"data": dict(data)}, namespace=namespace, name=name)
             return
         except ApiException as exc:
             if exc.status != 404:
                 raise
         try:
-            await self.call(self.core.create_namespaced_config_map, namespace, body, _preload_content=False)
+            await self.send("create_namespaced_config_map", body, namespace=namespace)
         except ApiException as exc:
             if exc.status != 409:  # created meanwhile: the next sync patches it
                 raise
 
     async def delete_pod(self, namespace: str, name: str) -> None:
         try:
-            answer = await self.call(self.core.delete_namespaced_pod, name, namespace, _preload_content=False)
+            answer = await self.send("delete_namespaced_pod", namespace=namespace, name=name)
             self.own_pods.deleted(namespace, name, answer_body(answer))
         except ApiException as exc:
             if exc.status != 404:
@@ -284,12 +357,11 @@ class Kube:
         with a uid precondition so a Service made again meanwhile stays; False when there is none to delete."""
         meta = wanted["metadata"]
         try:
-            found = json.loads((await self.call(self.core.read_namespaced_service, meta["name"], meta["namespace"],
-                                                _preload_content=False)).data)
+            where = {"namespace": meta["namespace"], "name": meta["name"]}
+            found = await self.send("read_namespaced_service", **where)
             if foreign(wanted, found) is not None:
                 return False
-            await self.call(self.core.delete_namespaced_service, meta["name"], meta["namespace"],
-                            body={"preconditions": {"uid": found["metadata"]["uid"]}}, _preload_content=False)
+            await self.send("delete_namespaced_service", {"preconditions": {"uid": found["metadata"]["uid"]}}, **where)
             return True
         except ApiException as exc:
             if exc.status in (404, 409):  # gone, or another one of the name since the read
@@ -315,8 +387,8 @@ class Kube:
                 if seen is not None:
                     name, count = seen
                     try:
-                        await self.call(self.core.patch_namespaced_event, name, meta["namespace"],
-                                        {"count": count + 1, "lastTimestamp": now}, _preload_content=False)
+                        await self.send("patch_namespaced_event", {"count": count + 1, "lastTimestamp": now},
+                                        namespace=meta["namespace"], name=name)
                         self._remember(key, (name, count + 1))
                         return
                     except ApiException as exc:
@@ -332,7 +404,7 @@ class Kube:
                     "source": {"component": "heterojob"}, "reportingComponent": "heterojob",
                     "firstTimestamp": now, "lastTimestamp": now, "count": 1,
                 }
-                await self.call(self.core.create_namespaced_event, meta["namespace"], body, _preload_content=False)
+                await self.send("create_namespaced_event", body, namespace=meta["namespace"])
                 self._remember(key, (name, 1))
             except Exception as exc:  # noqa: BLE001 - an Event is best effort
                 log.warning("could not post event %s on %s/%s: %s", reason, meta["namespace"], meta["name"], exc)

@@ -124,8 +124,12 @@ class MemberKube(Kube):
 
     def __init__(self, client: kubernetes.client.ApiClient, timeout: float, workers: int = 8) -> None:
         super().__init__(client, workers=workers)
-        self.timeout = timeout
+        self.timeout = timeout  # `Kube.request`'s bound too
         self.answering = True  # set by `Members` after each poll; its own probes go through regardless
+
+    def guard(self) -> None:
+        if not self.answering:
+            raise MemberUnavailable("the member cluster does not answer")
 
     async def call(self, fn: Callable[..., T], *args: Any, **kwargs: Any) -> T:
         kwargs.setdefault("_request_timeout", self.timeout)

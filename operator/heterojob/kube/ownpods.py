@@ -27,9 +27,9 @@ def _version(pod: Mapping[str, Any] | None) -> int:
 
 
 def answer_body(answer: Any) -> dict[str, Any] | None:
-    """The object in an API answer asked for unparsed (`_preload_content=False`), or None."""
+    """The pod in an API answer (parsed, or asked for unparsed: `_preload_content=False`), or None (a Status)."""
     try:
-        body = json.loads(answer.data)
+        body = answer if isinstance(answer, dict) else json.loads(answer.data)
     except (AttributeError, TypeError, ValueError):
         return None
     return body if isinstance(body, dict) and body.get("kind") == "Pod" else None
