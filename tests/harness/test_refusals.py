@@ -209,7 +209,9 @@ def test_a_pod_the_scheduler_cannot_fit_names_the_schedulers_reason_on_the_job_o
     Event, in the scheduler's stable words; a pass that finds the same verdict writes nothing; the condition
     turns True once the gang is bound."""
     cluster.seed([node("h100-0", "cn-east", "nvidia-h100")])
-    cluster.create_job("big", spec(1, container={"resources": {"requests": {"memory": "3000Gi"}}}))
+    # more memory than the node has free beside the pods already there (placement judges only what a node
+    # allocates at all: a pod no node could ever hold would wait in the queue instead)
+    cluster.create_job("big", spec(1, container={"resources": {"requests": {"memory": "1900Gi"}}}))
     (pod,) = eventually(lambda: live(cluster, "big"), what="a pod")
     words = "0/8 nodes are available: 8 Insufficient memory. preemption: 0/8 nodes are available: 8 No " \
             "preemption victims found for incoming pod."

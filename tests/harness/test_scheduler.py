@@ -93,11 +93,15 @@ def _status(cluster: Cluster, name: str) -> dict[str, Any]:
 
 
 def test_a_rank_the_scheduler_refuses_for_60s_moves_the_gang_elsewhere(cluster: Cluster, operator: Any) -> None:
-    """README promise 6 with a real refusal: the only node open at first has too little memory for the template's
-    request (which heterojob's placement does not model); once another opens, the gang moves there after 60 s."""
+    """README promise 6 with a real refusal: the only node open at first has too little memory free for the
+    template's request, another pod holding most of it (placement judges a pod's requests only against what a
+    node allocates at all, not what other pods took); once another opens, the gang moves there after 60 s."""
     small = node("h100-small", "cn-east", "nvidia-h100")
-    small["status"]["allocatable"]["memory"] = small["status"]["capacity"]["memory"] = "64Gi"
     cluster.seed([small, node("h100-big", "cn-east", "nvidia-h100", unschedulable=True)])
+    cluster.core.create_namespaced_pod("team-a", {  # not heterojob's: 1600Gi of the node's 2048Gi memory
+        "metadata": {"name": "memory-hog"},
+        "spec": {"nodeName": "h100-small", "containers": [{"name": "hog", "image": "hog",
+                                                          "resources": {"requests": {"memory": "1600Gi"}}}]}})
     kubelet = Kubelet(cluster.api, start_delay=0.2, interval=0.3).start()
     try:
         cluster.create_job("train", {
