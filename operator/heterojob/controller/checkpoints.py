@@ -125,10 +125,12 @@ class Checkpoints:
         decided(key, f"cancel-{what}", message, reason=cause)
         self.cache.disrupt(key, False)
         self.cache.stop_yielding(key)
-        if self.cache.unreserve(key):
+        unreserved = self.cache.unreserve(key)
+        yielded_to = pending.by if pending is not None else None
+        if unreserved or yielded_to:  # room it held, or room it was to give back: the queue is planned again
             self.room_freed()
-        if pending is not None and pending.by:
-            self.poke(pending.by)  # it plans again: another victim, or it waits
+        if yielded_to:
+            self.poke(yielded_to)  # it plans again: another victim, or it waits
         self.poke(key)
 
     async def finish(self, job: dict[str, Any], status: HeteroJobStatus, d: Decision, pods: Sequence[PodView]
