@@ -149,7 +149,7 @@ class Caches:
             "heteroquotas", lambda ns: custom_list("heteroquotas", ns), convert.quota_limits, fleet_changed)
         self.running: Kind[str, Any] = namespaced(
             "heterojobs", lambda ns: custom_list("heterojobs", ns), running_view, key=job_key)
-        self._told = False  # the first listing's figures were logged (by one of those waiting for it)
+        self._waiting: asyncio.Future[None] | None = None  # the one wait for every cache's first listing
         self.kinds: tuple[Kind[Any, Any], ...] = (self.nodes, self.classes, self.regions, self.pods, self.quotas,
                                                   self.running)
 
@@ -166,20 +166,24 @@ class Caches:
 
     async def stop(self) -> None:
         await asyncio.gather(*(informer.stop() for informer in self.informers))
+        if self._waiting is not None and not self._waiting.done():
+            self._waiting.cancel()
         self.client.close()
 
     def is_synced(self) -> bool:
         return all(informer.synced.is_set() for informer in self.informers)
 
     async def synced(self) -> None:
-        """Return once every cache holds its first complete listing."""
+        """Return once every cache holds its first complete listing (one wait shared by every caller)."""
         if self.is_synced():
             return
+        if self._waiting is None:
+            self._waiting = asyncio.ensure_future(self._all_synced())
+        await asyncio.shield(self._waiting)
+
+    async def _all_synced(self) -> None:
         started = time.monotonic()
         await asyncio.gather(*(informer.synced.wait() for informer in self.informers))
-        if self._told:
-            return
-        self._told = True
         log.info("caches synced in %.1f s: %s", time.monotonic() - started,
                  ", ".join(f"{i.name} {len(i.store)}" for i in self.informers))
 
