@@ -408,3 +408,39 @@ def test_the_acting_scenes_have_jobs_that_act_and_jobs_that_wait() -> None:
         queue, holders, fleet = scene(seed, jobs=rng_jobs(seed))
         kinds |= {a.outcome for a in plan_queue(queue, holders, fleet, NOW).admissions.values()}
     assert kinds >= {*ACTS, admission.Outcome.QUEUED, admission.Outcome.NO_ROOM}
+
+
+@pytest.mark.parametrize("seed", range(12))
+def test_what_an_alternative_found_on_a_starting_room_is_reused_only_while_its_room_and_quota_are_unchanged(
+        seed: int, monkeypatch: pytest.MonkeyPatch) -> None:
+    """`rooms.Memory.parts`: the next cycle on the same room asks no alternative again on the fleet as given;
+    one whose namespace's quota use or class's room changed is asked again, and every plan is the scan's."""
+    from heterojob.engine import placement
+
+    queue, holders, fleet = scene(seed, jobs=30)
+    memory = rooms.Memory()
+    asked: list[int] = []
+    real = placement._alternative
+
+    def counted(*args: Any) -> Any:
+        asked.append(1)
+        return real(*args)
+
+    monkeypatch.setattr(placement, "_alternative", counted)
+    first = plan_queue(queue, holders, fleet, NOW, memory=memory)
+    root = sum(1 for _ in memory.parts)
+    before = len(asked)
+    assert plan_queue(queue, holders, fleet, NOW, memory=memory) == first
+    assert root and len(asked) - before < before  # the fleet as given: known; only the ledger's steps ask
+    rng = random.Random(seed)
+    for _ in range(4):  # a namespace's quota use changes, or a holder finishes
+        if rng.random() < 0.5 and holders:
+            holders.pop(rng.randrange(len(holders)))
+        else:
+            ns = rng.choice(["a", "b"])
+            holders = [replace(h, allocation=replace(h.allocation, namespace=ns)) if rng.random() < 0.2 else h
+                       for h in holders]
+        allocations = [h.allocation for h in holders]
+        fleet = replace(fleet, used=usage(allocations), held=holdings(allocations))
+        fast, slow = _both(queue, holders, fleet, memory)
+        assert fast == slow == plan_queue(queue, holders, fleet, NOW)
