@@ -444,3 +444,19 @@ def test_what_an_alternative_found_on_a_starting_room_is_reused_only_while_its_r
         fleet = replace(fleet, used=usage(allocations), held=holdings(allocations))
         fast, slow = _both(queue, holders, fleet, memory)
         assert fast == slow == plan_queue(queue, holders, fleet, NOW)
+
+
+@pytest.mark.parametrize("seed", range(20))
+def test_a_pool_taken_from_the_last_pass_over_the_same_holders_plans_what_a_new_one_plans(seed: int) -> None:
+    """`pool._Pool.of`: the same holder objects as the last pass (the scheduler's acting cycle, then its full
+    one) reuse what was sorted from them; at another time (some holders pass the minimum runtime) and on
+    other holders the plans stay those of a fresh pool."""
+    queue, holders, fleet = scene(seed, jobs=40)
+    memory = rooms.Memory()
+    for now in (NOW, NOW, NOW + 20_000.0, NOW + 20_000.0):
+        assert plan_queue(queue, holders, fleet, now, memory=memory) == plan_queue(queue, holders, fleet, now)
+        assert memory.pool is not None and memory.pool[0] == tuple(holders)
+    fewer = holders[1:]
+    allocations = [h.allocation for h in fewer]
+    fewer_fleet = replace(fleet, used=usage(allocations), held=holdings(allocations))
+    assert plan_queue(queue, fewer, fewer_fleet, NOW, memory=memory) == plan_queue(queue, fewer, fewer_fleet, NOW)

@@ -55,6 +55,9 @@ class Memory:
     # rejections and candidates found there
     parts: dict[Hashable, tuple[tuple[int, ...], list[Rejection], list[Candidate]]] = field(default_factory=dict)
 
+    # the last plan's holders (as given) and the pool of those it may disturb (`pool._Pool.of`)
+    pool: tuple[tuple[object, ...], object] | None = None
+
     PARTS_KEPT = 50_000  # past this many, `parts` starts again at the next plan
 
     def begin(self) -> None:
