@@ -361,8 +361,9 @@ class Scheduler:
             return None
         # its own facts now, the completed jobs' work as the last cycle counted it: what `upgrades` reads of
         # the knowledge for this job (the whole fleet's is built in the cycle's thread, not on the event loop)
-        known = self.knower.of_running(key, mine[0], fleet) or self.knower.knowledge(
-            fleet, self.cache.waiting(), self.cache.holders(), self.queue)
+        known = self.knower.of_running(key, mine[0], fleet)
+        if known is None:
+            return None  # no cycle has planned yet: the first one pokes the jobs an upgrade may pay for
         waiting_for = self.waiting_for if self.cache.waiting() else frozenset()
         cost = completion.MoveCost(save_s=save_s) if save_s else completion.MoveCost()
         moves = heterogeneity.upgrades(mine, fleet, now, known, waiting_for, cost, self.settings.min_runtime_s,
