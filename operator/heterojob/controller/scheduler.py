@@ -136,7 +136,10 @@ class Scheduler:
 
     async def stop(self) -> None:
         if self._task is not None:
-            self._task.cancel()
+            # Python 3.11's wait_for may swallow a cancel that comes as its wait ends (gh-86296): ask again
+            while not self._task.done():
+                self._task.cancel()
+                await asyncio.wait([self._task], timeout=0.1)
             await asyncio.gather(self._task, return_exceptions=True)
             self._task = None
 
