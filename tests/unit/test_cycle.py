@@ -247,3 +247,23 @@ def test_a_stop_asked_every_so_many_jobs_ends_the_plan() -> None:
     assert len(asked) == 3
     assert planner.plan_queue(queue, holders, fleet, NOW, stop=lambda: False) == planner.plan_queue(
         queue, holders, fleet, NOW)
+
+
+def test_a_holder_at_another_priority_is_the_dataclass_replaced_one() -> None:
+    """`ranking.at_priority` builds the copy directly: equal to `dataclasses.replace`, field by field, for
+    every kind of holder (which has no `__post_init__` and caches nothing beside its fields)."""
+    from dataclasses import fields as fields_of
+
+    from heterojob.engine.ranking import at_priority
+
+    queue, holders, _ = _scene(3)
+    base = Request("ns/g", [Alternative("h100", 1)], 1, priority=0)
+    kinds = [*holders, replace(holders[0], base=base, yielding_to="ns/w1", disrupted=True),
+             replace(holders[1], reserved=holders[2].allocation, waiting=True)]
+    assert not hasattr(Holder, "__post_init__")
+    for h in kinds:
+        h.footprint  # noqa: B018 - read, as a plan reads it, before the copy
+        assert set(vars(h)) == {f.name for f in fields_of(Holder)}
+        for rank in (h.priority, h.priority + 7, -3):
+            copy = at_priority(h, rank)
+            assert copy == replace(h, priority=rank) and type(copy) is Holder

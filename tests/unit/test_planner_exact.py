@@ -408,3 +408,55 @@ def test_the_acting_scenes_have_jobs_that_act_and_jobs_that_wait() -> None:
         queue, holders, fleet = scene(seed, jobs=rng_jobs(seed))
         kinds |= {a.outcome for a in plan_queue(queue, holders, fleet, NOW).admissions.values()}
     assert kinds >= {*ACTS, admission.Outcome.QUEUED, admission.Outcome.NO_ROOM}
+
+
+@pytest.mark.parametrize("seed", range(12))
+def test_what_an_alternative_found_on_a_starting_room_is_reused_only_while_its_room_and_quota_are_unchanged(
+        seed: int, monkeypatch: pytest.MonkeyPatch) -> None:
+    """`rooms.Memory.parts`: the next cycle on the same room asks no alternative again on the fleet as given;
+    one whose namespace's quota use or class's room changed is asked again, and every plan is the scan's."""
+    from heterojob.engine import placement
+
+    queue, holders, fleet = scene(seed, jobs=30)
+    memory = rooms.Memory()
+    asked: list[int] = []
+    real = placement._alternative
+
+    def counted(*args: Any) -> Any:
+        asked.append(1)
+        return real(*args)
+
+    monkeypatch.setattr(placement, "_alternative", counted)
+    first = plan_queue(queue, holders, fleet, NOW, memory=memory)
+    root = sum(1 for _ in memory.parts)
+    before = len(asked)
+    assert plan_queue(queue, holders, fleet, NOW, memory=memory) == first
+    assert root and len(asked) - before < before  # the fleet as given: known; only the ledger's steps ask
+    rng = random.Random(seed)
+    for _ in range(4):  # a namespace's quota use changes, or a holder finishes
+        if rng.random() < 0.5 and holders:
+            holders.pop(rng.randrange(len(holders)))
+        else:
+            ns = rng.choice(["a", "b"])
+            holders = [replace(h, allocation=replace(h.allocation, namespace=ns)) if rng.random() < 0.2 else h
+                       for h in holders]
+        allocations = [h.allocation for h in holders]
+        fleet = replace(fleet, used=usage(allocations), held=holdings(allocations))
+        fast, slow = _both(queue, holders, fleet, memory)
+        assert fast == slow == plan_queue(queue, holders, fleet, NOW)
+
+
+@pytest.mark.parametrize("seed", range(20))
+def test_a_pool_taken_from_the_last_pass_over_the_same_holders_plans_what_a_new_one_plans(seed: int) -> None:
+    """`pool._Pool.of`: the same holder objects as the last pass (the scheduler's acting cycle, then its full
+    one) reuse what was sorted from them; at another time (some holders pass the minimum runtime) and on
+    other holders the plans stay those of a fresh pool."""
+    queue, holders, fleet = scene(seed, jobs=40)
+    memory = rooms.Memory()
+    for now in (NOW, NOW, NOW + 20_000.0, NOW + 20_000.0):
+        assert plan_queue(queue, holders, fleet, now, memory=memory) == plan_queue(queue, holders, fleet, now)
+        assert memory.pool is not None and memory.pool[0] == tuple(holders)
+    fewer = holders[1:]
+    allocations = [h.allocation for h in fewer]
+    fewer_fleet = replace(fleet, used=usage(allocations), held=holdings(allocations))
+    assert plan_queue(queue, fewer, fewer_fleet, NOW, memory=memory) == plan_queue(queue, fewer, fewer_fleet, NOW)

@@ -190,3 +190,16 @@ def test_an_event_stops_a_full_cycle_for_an_acting_one_until_the_verdicts_are_ow
 
     asyncio.run(cycles())
     assert calls == [True, False, True, False]
+
+
+def test_a_running_jobs_own_knowledge_is_what_the_cycles_knowledge_says_of_it() -> None:
+    """`Knower.of_running` (a running job's upgrade check, on its pass): its facts as the whole knowledge has
+    them, with the last cycle's completed work; None before any cycle."""
+    s, _ = _scene(QueueSettings())
+    fleet, holders = s.fleet(), s.cache.holders()
+    run0 = next(h for h in holders if h.job == "ns/run0")
+    assert s.knower.of_running("ns/run0", run0, fleet) is None
+    whole = s.knower.knowledge(fleet, s.cache.waiting(), holders, QueueSettings(), s.knower.view())
+    own = s.knower.of_running("ns/run0", run0, fleet)
+    assert own is not None and own.facts["ns/run0"] == whole.facts["ns/run0"]
+    assert own.residual is whole.residual and own.displace_by_level == whole.displace_by_level

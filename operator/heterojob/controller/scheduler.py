@@ -136,7 +136,10 @@ class Scheduler:
 
     async def stop(self) -> None:
         if self._task is not None:
-            self._task.cancel()
+            # Python 3.11's wait_for may swallow a cancel that comes as its wait ends (gh-86296): ask again
+            while not self._task.done():
+                self._task.cancel()
+                await asyncio.wait([self._task], timeout=0.1)
             await asyncio.gather(self._task, return_exceptions=True)
             self._task = None
 
@@ -361,8 +364,9 @@ class Scheduler:
             return None
         # its own facts now, the completed jobs' work as the last cycle counted it: what `upgrades` reads of
         # the knowledge for this job (the whole fleet's is built in the cycle's thread, not on the event loop)
-        known = self.knower.of_running(key, mine[0], fleet) or self.knower.knowledge(
-            fleet, self.cache.waiting(), self.cache.holders(), self.queue)
+        known = self.knower.of_running(key, mine[0], fleet)
+        if known is None:
+            return None  # no cycle has planned yet: the first one pokes the jobs an upgrade may pay for
         waiting_for = self.waiting_for if self.cache.waiting() else frozenset()
         cost = completion.MoveCost(save_s=save_s) if save_s else completion.MoveCost()
         moves = heterogeneity.upgrades(mine, fleet, now, known, waiting_for, cost, self.settings.min_runtime_s,

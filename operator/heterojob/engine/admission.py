@@ -190,7 +190,7 @@ def plan_queue(queue: Iterable[Request], holders: Iterable[Holder], fleet: Fleet
         if fenced is not None and fenced.candidate is not None:
             plan.admissions[request.job] = fenced
             ledger.take(fenced.candidate.allocation(request.namespace))
-    pool = _Pool(holders)  # who may be disturbed, indexed once for the whole pass
+    pool = _Pool.of(holders, memory)  # who may be disturbed, indexed once for the whole pass
     alone_by_shape: dict[tuple[object, ...], Result] = {}  # the fleet does not change: equal shapes alike
     fits_by_shape: dict[tuple[object, ...], bool] = {}  # `acting`: the same, yes or no
     placed: list[str] = []  # jobs placed so far, in queue order

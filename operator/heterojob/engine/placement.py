@@ -98,28 +98,56 @@ def place(request: Request, fleet: Fleet, index: FleetIndex | None = None) -> Re
         if soft_failed and not any(by_region.values()):
             result.rejections.append(_soft_rejection(index, cls, alt, soft_failed))
             continue
-        need = request.replicas * alt.per_replica
-        for region in allowed:
-            if region not in regions:  # say why an allowed region fails, ahead of the regions not allowed
-                result.rejections.append(Rejection(f"{region}/{cls.name}", f"no {cls.name} node in this region"))
         room = _Room(index, fleet, cls, alt, soft_failed)
-        for region in regions:
-            if allowed and region not in allowed:
-                result.rejections.append(Rejection(f"{region}/{cls.name}", request.outside_allowed))
+        rooms = index.rooms
+        if rooms.root:  # the fleet as given (not a ledger's steps): what this alternative found may be known
+            key = (alt.device_class, alt.per_replica, alt.needs, i, len(request.alternatives), request.replicas,
+                   tuple(allowed), request.exclude_nodes, request.outside_allowed, tuple(request.preferred_regions),
+                   quota.key)
+            stamp = tuple(rooms.versions[(cls.name, r)] for r in regions)
+            part = rooms.memory.parts.get(key)
+            if part is not None and part[0] == stamp:
+                result.rejections.extend(part[1])
+                feasible.extend(part[2])
                 continue
-            over = quota.refuses(cls.name, region, need)
-            if over is not None:
-                result.rejections.append(Rejection(f"{region}/{cls.name}", over, quota=True))
-                continue
-            verdict = room.verdict(region, request)
-            if verdict.nodes is None:
-                result.rejections.append(Rejection(f"{region}/{cls.name}", verdict.reason))
-                continue
-            score = _score(i, len(request.alternatives), cls, region, request, verdict)
-            feasible.append(Candidate(region, i, cls.name, cls.resource_name, alt.per_replica, verdict.nodes, score))
+            rejected, fit = _alternative(request, i, alt, cls, regions, quota, room)
+            rooms.memory.parts[key] = (stamp, rejected, fit)
+        else:
+            rejected, fit = _alternative(request, i, alt, cls, regions, quota, room)
+        result.rejections.extend(rejected)
+        feasible.extend(fit)
     if feasible:
         result.chosen = max(feasible, key=lambda c: (c.score, -c.alternative_index, c.region))
     return result
+
+
+def _alternative(request: Request, i: int, alt: Alternative, cls: DeviceClass, regions: Sequence[str],
+                 quota: _Quota, room: _Room) -> tuple[list[Rejection], list[Candidate]]:
+    """What `place` finds for one alternative of `request` in each of its class's regions: why a region is
+    refused, or the candidate there. It reads the request's shape, preferred regions and alternative's index,
+    the namespace's quota (`_Quota.key`) and the free room of the class's regions (their versions)."""
+    rejected: list[Rejection] = []
+    fit: list[Candidate] = []
+    need = request.replicas * alt.per_replica
+    allowed = request.allowed_regions
+    for region in allowed:
+        if region not in regions:  # say why an allowed region fails, ahead of the regions not allowed
+            rejected.append(Rejection(f"{region}/{cls.name}", f"no {cls.name} node in this region"))
+    for region in regions:
+        if allowed and region not in allowed:
+            rejected.append(Rejection(f"{region}/{cls.name}", request.outside_allowed))
+            continue
+        over = quota.refuses(cls.name, region, need)
+        if over is not None:
+            rejected.append(Rejection(f"{region}/{cls.name}", over, quota=True))
+            continue
+        verdict = room.verdict(region, request)
+        if verdict.nodes is None:
+            rejected.append(Rejection(f"{region}/{cls.name}", verdict.reason))
+            continue
+        score = _score(i, len(request.alternatives), cls, region, request, verdict)
+        fit.append(Candidate(region, i, cls.name, cls.resource_name, alt.per_replica, verdict.nodes, score))
+    return rejected, fit
 
 
 def fits(request: Request, fleet: Fleet, index: FleetIndex | None = None) -> bool:
@@ -184,6 +212,13 @@ class _Quota:
         self.cpu = cpu_classes(fleet.classes) if self.limits else frozenset()  # cores: only a limit naming them
         self._spent: list[int | None] = [None] * len(self.limits)
         self._said: dict[tuple[int, int], str | None] = {}
+
+    @property
+    def key(self) -> tuple[object, ...] | None:
+        """What `refuses` reads besides its arguments (None: no limit, it refuses nothing)."""
+        if not self.limits:
+            return None
+        return tuple(self.limits), tuple(self.held.items())
 
     def refuses(self, device_class: str, region: str, need: int) -> str | None:
         if not self.limits:

@@ -9,7 +9,7 @@ from __future__ import annotations
 import bisect
 import itertools
 from collections.abc import Iterator, Mapping, Sequence
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, cast
 
 from heterojob.engine import preemption
 from heterojob.engine.fleet import Allocation, cpu_classes, quota_room
@@ -17,6 +17,7 @@ from heterojob.engine.placement import Alternative, FleetIndex, Ledger, Request
 
 if TYPE_CHECKING:
     from heterojob.engine.admission import Holder
+    from heterojob.engine.rooms import Memory
 
 
 def _may_disrupt(request: Request, holders: Sequence[Holder], taken: set[str]) -> bool:
@@ -49,6 +50,7 @@ class _Pool:
         self.grown: list[preemption.GrownJob] = []  # ... and lend room (not moving right now)
         self._running: dict[str, tuple[list[preemption.RunningJob], list[int]]] | None = None  # ... per class
         self._on: dict[str, list[tuple[float, Mapping[str, int], str]]] | None = None
+        self._on_at: tuple[float, float] | None = None  # the `now` and minimum runtime `_on` was built for
         self._most: dict[tuple[object, ...], int] = {}  # `_most_replicas` per ledger state
         # ... per class, rank and region: devices a node could offer -> nodes (kept while they are unchanged)
         self._fit: dict[tuple[object, ...], tuple[tuple[int, int], Ledger, dict[int, int]]] = {}
@@ -72,12 +74,36 @@ class _Pool:
         self.hopeless: dict[tuple[object, ...], tuple[int, int]] = {}  # shape -> (priority, ledger.given_back)
 
     @classmethod
+    def of(cls, holders: Sequence[Holder], memory: Memory | None) -> _Pool:
+        """The pool of `holders` for a new pass. With `memory` (a `rooms.Memory` kept between cycles), when the
+        holders are the same objects in the same order as the last pass's, what was sorted and built from them
+        alone is taken from that pass's pool (its victims in order, and what may be disturbed at the same
+        `now`); what a pass learns on its ledger starts empty."""
+        if memory is None:
+            return cls(holders)
+        known = memory.pool
+        if known is not None and len(known[0]) == len(holders) and all(
+                a is b for a, b in zip(known[0], holders, strict=True)):
+            last = cast(_Pool, known[1])
+            pool = cls.__new__(cls)
+            pool.yielding, pool.yielders, pool.lowest, pool.lenders = (last.yielding, last.yielders, last.lowest,
+                                                                         last.lenders)
+            pool.free, pool.grown, pool._running = last.free, last.grown, last._running
+            pool._on, pool._on_at = last._on, last._on_at
+            pool._most, pool._fit, pool._extras, pool._backs, pool.hopeless = {}, {}, {}, {}, {}
+        else:
+            pool = cls(holders)
+        memory.pool = (tuple(holders), pool)
+        return pool
+
+    @classmethod
     def untaken(cls, holders: Sequence[Holder]) -> _Pool:
         """The pool as the first job of a pass sees it, for `may_disrupt` and `may_make_room` with nothing
         taken, from holders none of which yields or waits: `may_disrupt` then reads only the lowest holder
         and the lowest lender, so only those are kept of the sorted lists (the rest is not built)."""
         pool = cls.__new__(cls)
         pool.yielding, pool.yielders, pool._running, pool._on, pool._most = {}, {}, None, None, {}
+        pool._on_at = None
         pool._fit, pool._extras, pool._backs = {}, {}, {}
         pool.free = {h.job: h for h in holders}
         pool.lowest = [min((h.priority, h.job) for h in holders)] if holders else []
@@ -254,8 +280,8 @@ class _Pool:
         """(rank, devices per node, job) of the free holders' room of `resource`: a waiting job of a priority
         above `rank` may disturb the holder (it is of lower priority and past `min_runtime_s`, or lends room
         and is of its priority or below). Built on first use (`now` is the pass's)."""
-        if self._on is None:
-            self._on = {}
+        if self._on is None or self._on_at != (now, min_runtime_s):
+            self._on, self._on_at = {}, (now, min_runtime_s)
             for h in self.free.values():
                 below = self._below(h, now, min_runtime_s)
                 if below is _NEVER:

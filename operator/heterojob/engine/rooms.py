@@ -21,6 +21,10 @@ from __future__ import annotations
 import itertools
 from collections.abc import Hashable, Iterable, Mapping
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from heterojob.engine.placement_types import Candidate, Rejection
 
 _VERSIONS = itertools.count(1)
 
@@ -46,17 +50,28 @@ class Memory:
     scope: Hashable = None  # the fleet view and network-down chips the rooms below are of
     rooms: dict[tuple[str, str], tuple[dict[str, int], int]] = field(default_factory=dict)
     verdicts: dict[int, dict[Hashable, object]] = field(default_factory=dict)  # a `Verdict`, or a count
+    # what `placement.place` found for one alternative of a request on a starting room: its key (the request's
+    # shape as that alternative reads it, the namespace's quota) -> the versions of its class's regions, and the
+    # rejections and candidates found there
+    parts: dict[Hashable, tuple[tuple[int, ...], list[Rejection], list[Candidate]]] = field(default_factory=dict)
+
+    # the last plan's holders (as given) and the pool of those it may disturb (`pool._Pool.of`)
+    pool: tuple[tuple[object, ...], object] | None = None
+
+    PARTS_KEPT = 50_000  # past this many, `parts` starts again at the next plan
 
     def begin(self) -> None:
         """A new plan: forget the verdicts of rooms that were not a plan's starting room (a ledger's steps)."""
         base = {version for _, version in self.rooms.values()}
         for version in [v for v in self.verdicts if v not in base]:
             del self.verdicts[version]
+        if len(self.parts) > self.PARTS_KEPT:
+            self.parts = {}
 
     def version(self, scope: Hashable, device_class: str, region: str, room: dict[str, int]) -> int:
         """The version of this starting room: the last one's when equal, else a new one."""
         if scope != self.scope:
-            self.scope, self.rooms, self.verdicts = scope, {}, {}
+            self.scope, self.rooms, self.verdicts, self.parts = scope, {}, {}, {}
         key = (device_class, region)
         known = self.rooms.get(key)
         if known is not None and known[0] == room:
