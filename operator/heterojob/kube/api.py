@@ -64,6 +64,14 @@ def _read_through(fn: Callable[..., T], *args: Any, **kwargs: Any) -> T:
     return result
 
 
+class Unanswered(Exception):
+    """A cluster the operator may not call now (a member known not to answer: `kube.members.MemberKube`)."""
+
+
+# a call the API server did not answer (timed out, refused, cut): retried, said in one line
+UNANSWERED = (TimeoutError, ConnectionError, aiohttp.ClientConnectionError, Unanswered)
+
+
 class Conflict(Exception):
     """The object changed since the version a write was based on; read it again and retry."""
 
