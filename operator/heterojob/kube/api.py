@@ -13,7 +13,6 @@ import functools
 import json
 import logging
 import re
-import time
 from collections.abc import Callable, Mapping
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
@@ -28,11 +27,11 @@ from kubernetes.client import ApiException
 from heterojob.api.names import LABEL_VALUE_RE
 from heterojob.constants import API_VERSION, GROUP, LABEL_JOB, VERSION
 from heterojob.kube.ownpods import OwnPods, answer_body
+from heterojob.kube.recorder import EventRecorder
 from heterojob.kube.routes import JSON, ROUTES, Endpoint, headers
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")
-EVENTS_REMEMBERED = 4096  # Events that a repeat bumps instead of creating another (oldest forgotten first)
 _LABEL_VALUE = re.compile(LABEL_VALUE_RE)  # a valid label value
 
 
@@ -124,7 +123,7 @@ class Kube:
         self.custom = kubernetes.client.CustomObjectsApi(client)
         self._pool = ThreadPoolExecutor(max_workers=workers, thread_name_prefix="heterojob-api")
         self._background: set[asyncio.Task[Any]] = set()
-        self._events: dict[tuple[Any, ...], tuple[str, int]] = {}  # (object, type, reason, message) -> Event
+        self.events = EventRecorder(self.send)
         self.own_pods = OwnPods()  # pods this client wrote whose watch event has not come yet
         self._endpoint = Endpoint.of(client.configuration)
         self._connections = max(workers, int(client.configuration.connection_pool_maxsize or 0), 16)
@@ -193,6 +192,7 @@ class Kube:
 
     def close(self) -> None:
         self._pool.shutdown(wait=False, cancel_futures=True)
+        self.events.close()
         if self._http is None:
             return
         loop, session, _ = self._http
@@ -380,48 +380,6 @@ class Kube:
 
     def post_event(self, job: Mapping[str, Any], type_: str, reason: str, message: str,
                    involved: tuple[str, str] = (API_VERSION, "HeteroJob")) -> None:
-        """A Kubernetes Event on the job, posted in the background: a failed post never blocks a decision.
-
-        Aggregated as the kubelet and client-go's recorder do: the same type, reason and message on the
-        same object bumps the existing Event's `count` and `lastTimestamp` instead of creating another.
-        """
-        meta = job["metadata"]
-        now = now_iso()
-        key = (meta["namespace"], meta["name"], meta.get("uid"), type_, reason, message[:1024])
-        seen = self._events.pop(key, None)
-
-        async def post() -> None:
-            try:
-                if seen is not None:
-                    name, count = seen
-                    try:
-                        await self.send("patch_namespaced_event", {"count": count + 1, "lastTimestamp": now},
-                                        namespace=meta["namespace"], name=name)
-                        self._remember(key, (name, count + 1))
-                        return
-                    except ApiException as exc:
-                        if exc.status != 404:
-                            raise
-                name = f"{meta['name']}.{time.time_ns():x}"  # client-go's recorder: <object>.<unix nanoseconds, hex>
-                body = {
-                    "apiVersion": "v1", "kind": "Event",
-                    "metadata": {"name": name, "namespace": meta["namespace"]},
-                    "involvedObject": {"apiVersion": involved[0], "kind": involved[1], "name": meta["name"],
-                                       "namespace": meta["namespace"], "uid": meta.get("uid")},
-                    "reason": reason, "message": message[:1024], "type": type_,
-                    "source": {"component": "heterojob"}, "reportingComponent": "heterojob",
-                    "firstTimestamp": now, "lastTimestamp": now, "count": 1,
-                }
-                await self.send("create_namespaced_event", body, namespace=meta["namespace"])
-                self._remember(key, (name, 1))
-            except Exception as exc:  # noqa: BLE001 - an Event is best effort
-                log.warning("could not post event %s on %s/%s: %s", reason, meta["namespace"], meta["name"], exc)
-
-        task = asyncio.get_running_loop().create_task(post())
-        self._background.add(task)
-        task.add_done_callback(self._background.discard)
-
-    def _remember(self, key: tuple[Any, ...], value: tuple[str, int]) -> None:
-        self._events[key] = value
-        while len(self._events) > EVENTS_REMEMBERED:
-            self._events.pop(next(iter(self._events)))
+        """A Kubernetes Event on the job, written in the background, in order, one at a time and aggregated with
+        its repeats (`kube.recorder`): a failed post never blocks a decision."""
+        self.events.post(job, involved, type_, reason, message, now_iso())
