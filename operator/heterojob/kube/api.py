@@ -78,10 +78,16 @@ class Conflict(Exception):
 @dataclass(frozen=True)
 class RateLimit:
     """The client-side rate limit of API calls, as Kubernetes controllers set it (client-go's token bucket):
-    `qps` calls a second on average, up to `burst` at once. qps <= 0: unlimited."""
+    `qps` calls a second on average, up to `burst` at once. qps <= 0: unlimited.
 
-    qps: float = 200.0
-    burst: int = 400
+    The default is a guard against a runaway loop, not the budget of a small controller: this operator does what
+    Kueue (20 QPS, burst 30) and the Job controller (kube-controller-manager's 20/30, per controller) split between
+    them, creating every gang's pods, Service and access objects itself (7-8 calls per admission), and an API server
+    protects itself with API Priority and Fairness (GA in 1.29; controller-runtime turned its client-side limit off
+    by default for that reason). 500 a second is an admission burst of about 60 jobs a second sustained."""
+
+    qps: float = 500.0
+    burst: int = 1000
 
     def limiter(self) -> AsyncLimiter | None:
         return AsyncLimiter(max(1, self.burst), max(1, self.burst) / self.qps) if self.qps > 0 else None
