@@ -195,6 +195,7 @@ class Pods:
         key = f"{meta['namespace']}/{meta['name']}"
         obj, error = refused[0]
         verdict = refusal(error)
+        access.forget(self.kube_of(key), job)  # the next gang writes them again: one may be what is missing
         what = f"{obj['kind']} {obj['metadata']['name']}"
         cluster = status.placement.cluster if status.placement else None
         try:

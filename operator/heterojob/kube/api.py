@@ -33,6 +33,7 @@ from heterojob.kube.routes import JSON, ROUTES, Endpoint, headers
 log = logging.getLogger(__name__)
 T = TypeVar("T")
 _LABEL_VALUE = re.compile(LABEL_VALUE_RE)  # a valid label value
+WRITTEN = 30_000  # objects whose last write `Kube.written` remembers (3 per job: its access objects)
 
 
 def now_iso() -> str:
@@ -130,6 +131,7 @@ class Kube:
         self._pool = ThreadPoolExecutor(max_workers=workers, thread_name_prefix="heterojob-api")
         self._background: set[asyncio.Task[Any]] = set()
         self.events = EventRecorder(self.send)
+        self.written: dict[tuple[str, str, str], str] = {}  # (kind, namespace, name) -> digest of what it wrote last
         self.own_pods = OwnPods()  # pods this client wrote whose watch event has not come yet
         self._endpoint = Endpoint.of(client.configuration)
         self._connections = max(workers, int(client.configuration.connection_pool_maxsize or 0), 16)
@@ -195,6 +197,13 @@ class Kube:
         method, path, content_type = ROUTES[route]
         return await self.request(method, path.format(group=GROUP, version=VERSION, **where), body, content_type,
                                   query)
+
+    def remember(self, key: tuple[str, str, str], digest: str) -> None:
+        """`written[key] = digest`, the oldest forgotten first beyond `WRITTEN` objects."""
+        self.written.pop(key, None)
+        self.written[key] = digest
+        while len(self.written) > WRITTEN:
+            self.written.pop(next(iter(self.written)))
 
     def close(self) -> None:
         self._pool.shutdown(wait=False, cancel_futures=True)
