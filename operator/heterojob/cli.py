@@ -217,10 +217,10 @@ def parser() -> argparse.ArgumentParser:
     run.add_argument("--resync-rate", type=float, default=50.0, metavar="JOBS/S",
                      help="at most this many jobs a second in a resync round (0: all at once); a round over more "
                           "jobs takes longer than --resync-seconds, and the next starts that long after it ends")
-    run.add_argument("--kube-api-qps", type=float, default=200.0, metavar="QPS",
-                     help="client rate limit: API calls a second on average (0: unlimited)")
-    run.add_argument("--kube-api-burst", type=int, default=400, metavar="N",
-                     help="client rate limit: API calls at once above the average")
+    run.add_argument("--kube-api-qps", type=float, default=500.0, metavar="QPS",  # kube.api.RateLimit's
+                     help="client rate limit: API calls a second on average (0: unlimited; default 500)")
+    run.add_argument("--kube-api-burst", type=int, default=1000, metavar="N",
+                     help="client rate limit: API calls at once above the average (default 1000)")
     run.add_argument("--preemption-min-runtime", type=float, default=300.0, metavar="S",
                      help="a job that has run less than this is never preempted (default 300)")
     run.add_argument("--disruption-budget", type=int, default=5, metavar="N",

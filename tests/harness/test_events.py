@@ -21,7 +21,7 @@ def test_the_same_event_twice_is_one_event_with_count_two(cluster: Cluster) -> N
         for _ in range(times):
             kube.post_event(job, "Normal", "MigrationHeld", message)
             await asyncio.sleep(0.3)  # posted in the background
-        await asyncio.gather(*kube._background)
+        await kube.events.flush()
 
     asyncio.run(post(2, "cooldown: 400s left"))
     events = eventually(lambda: cluster.events("train"), what="the event")

@@ -119,3 +119,10 @@ def test_every_call_carries_the_token_the_configuration_holds_now(server: _Serve
     finally:
         kube.close()
     assert server.tokens == ["Bearer one", "Bearer two"]
+
+
+def test_the_command_lines_rate_limit_is_the_operators_default() -> None:
+    from heterojob.cli import parser
+
+    args = parser().parse_args(["operator", "run"])
+    assert (args.kube_api_qps, args.kube_api_burst) == (RateLimit().qps, RateLimit().burst)

@@ -225,7 +225,8 @@ def granted(role: str) -> set[tuple[str, str, str]]:
 
 def test_the_operator_role_grants_exactly_what_the_operator_uses() -> None:
     pkg = ROOT / "operator" / "heterojob"
-    needed = used([pkg / "kube" / "api.py", pkg / "kube" / "leader.py", pkg / "kube" / "access.py"]) \
+    needed = used([pkg / "kube" / "api.py", pkg / "kube" / "leader.py", pkg / "kube" / "access.py",
+                   pkg / "kube" / "recorder.py"]) \
         | watched(pkg / "handlers.py") | informed(pkg / "kube" / "caches.py") | KOPF
     # RBAC's escalation check: the operator may grant a job's pods only what it holds itself
     from heterojob.kube import access

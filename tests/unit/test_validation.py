@@ -47,3 +47,30 @@ def test_leader_moves_judge_expiry_on_the_local_clock() -> None:
     assert next_move(held, "a", unchanged_since=100, now=115) == Move.TAKE  # unchanged for a whole duration
     assert next_move(held, "b", unchanged_since=100, now=999) == Move.RENEW
     assert next_move(LeaseRecord(None, 1, None, "8"), "a", 0, 0) == Move.TAKE  # released
+
+
+def test_capacities_are_node_capacity_kept_while_the_nodes_are_the_same_mapping() -> None:
+    """A waiting job's pass checks its perReplica against the biggest node of each class: computed once per fleet
+    view (a walk over every node of the fleet on every pass before), and again when the nodes change."""
+    from heterojob.engine.fleet import DeviceClass, Node
+    from heterojob.engine.validation import Capacities, job_problems, node_capacity
+
+    h100 = DeviceClass("nvidia-h100", "nvidia.com/gpu", {"class": "h100"})
+    walks = []
+
+    class Nodes(dict[str, Node]):
+        def values(self):  # type: ignore[override]
+            walks.append(1)
+            return super().values()
+
+    small = Nodes({f"n{i}": Node(f"n{i}", {"class": "h100"}, {"nvidia.com/gpu": 8}) for i in range(3)})
+    assert node_capacity(h100, small.values()) == 8
+    walks.clear()
+    keep = Capacities()
+    assert [keep(h100, small) for _ in range(5)] == [8] * 5
+    assert len(walks) == 1
+    big = Nodes({**small, "n9": Node("n9", {"class": "h100"}, {"nvidia.com/gpu": 16})})
+    assert keep(h100, big) == 16  # another fleet view: computed again
+    problems = job_problems([("nvidia-h100", 12)], [], [], {"nvidia-h100": h100}, set(), small.values(),
+                            lambda cls: keep(cls, small))
+    assert [p.path for p in problems] == ["spec.devices[0].perReplica"] and "(8 devices)" in problems[0].message

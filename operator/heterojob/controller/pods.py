@@ -90,12 +90,16 @@ class Pods:
     async def list(self, namespace: str, name: str, cluster: str | None, fresh: bool = True
                    ) -> list[Mapping[str, Any]]:
         """The job's pods in its placement's `cluster` (remembered for the pass's deletes and annotations): in this
-        cluster as the watch has them with this operator's own creates and deletes since (`kube.ownpods`), unless
-        `fresh` (read from the API server: a resync round's safety net) or in a member cluster (not watched)."""
+        cluster as the watch has them, in a member cluster as its last poll listed them (`kube.members`), with this
+        operator's own creates and deletes since (`kube.ownpods`), unless `fresh` (read from the API server: a
+        resync round's safety net)."""
         key = f"{namespace}/{name}"
         self._where[key] = cluster
         if not fresh and cluster is None and self.watched is not None:
             return self.kube.own_pods.merged(namespace, name, self.watched(namespace, name))
+        polled = self.members.pods_of(cluster, namespace, name) if not fresh and cluster and self.members else None
+        if polled is not None:
+            return self.route(cluster).own_pods.merged(namespace, name, polled)
         return list(await self.route(cluster).job_pods(namespace, name))
 
     def forget(self, key: str) -> None:
@@ -191,6 +195,7 @@ class Pods:
         key = f"{meta['namespace']}/{meta['name']}"
         obj, error = refused[0]
         verdict = refusal(error)
+        access.forget(self.kube_of(key), job)  # the next gang writes them again: one may be what is missing
         what = f"{obj['kind']} {obj['metadata']['name']}"
         cluster = status.placement.cluster if status.placement else None
         try:

@@ -15,6 +15,8 @@ import time
 from collections.abc import Awaitable, Callable, Iterable
 from contextlib import AbstractContextManager
 
+from heterojob.kube.api import UNANSWERED
+
 log = logging.getLogger("heterojob.controller")
 
 Pass = Callable[[str], Awaitable[None]]
@@ -87,10 +89,15 @@ class WorkQueue:
                     self._failures.pop(key, None)
                 except asyncio.CancelledError:
                     raise
-                except Exception:  # noqa: BLE001 - one job's trouble must not stop the others
+                except Exception as exc:  # noqa: BLE001 - one job's trouble must not stop the others
                     failures = self._failures[key] = self._failures.get(key, 0) + 1
                     delay = min(self._max_retry_delay, 0.2 * 2 ** failures) * (0.5 + random.random() / 2)
-                    log.exception("reconcile of %s failed (attempt %d); retrying in %.1fs", key, failures, delay)
+                    if isinstance(exc, UNANSWERED):  # an API server that does not answer is news, not a bug
+                        log.warning("reconcile of %s failed (attempt %d): %s: %s; retrying in %.1fs", key, failures,
+                                    type(exc).__name__, exc, delay)
+                    else:
+                        log.exception("reconcile of %s failed (attempt %d); retrying in %.1fs", key, failures,
+                                      delay)
                     asyncio.get_running_loop().call_later(delay, self.poke, key)
                     break
                 if key not in self._dirty:

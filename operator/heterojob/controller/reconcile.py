@@ -110,6 +110,7 @@ class Controller:
                                self.metrics, self.poke, self.poke_pending, self.queue.wake_at)
         self.quotas = QuotaStatus(kube, self.cache, fleet.quota_objects, fleet.classes, fleet.regions)
         self._nodes: dict[str, Node] = {}  # each Node as the planner last read it (`node_news`)
+        self._capacities = validation.Capacities()  # per class, while the fleet's nodes are unchanged
         self.fleet_version = 0  # bumped by every event that may change the fleet's nodes, classes or regions
 
     # --- the queue and the cache --------------------------------------------------------------------------
@@ -451,6 +452,8 @@ class Controller:
 
     def _fleet_problems(self, spec: HeteroJobSpec) -> list[validation.Problem]:
         """What this spec asks that the fleet can never give (engine.validation)."""
+        nodes = self.fleet_source.nodes()
         return validation.job_problems(
             [(a.device_class, a.per_replica) for a in spec.devices], spec.regions.allowed, spec.regions.preferred,
-            self.fleet_source.classes(), set(self.fleet_source.regions()), self.fleet_source.nodes().values())
+            self.fleet_source.classes(), set(self.fleet_source.regions()), nodes.values(),
+            lambda cls: self._capacities(cls, nodes))

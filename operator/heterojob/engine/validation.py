@@ -12,7 +12,7 @@ rejected here is checked again when the job changes (a fixed spec: lifecycle's S
 
 from __future__ import annotations
 
-from collections.abc import Collection, Iterable, Mapping, Sequence
+from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
 from heterojob.engine.fleet import DeviceClass, Node
@@ -45,12 +45,35 @@ def node_capacity(cls: DeviceClass, nodes: Iterable[Node]) -> int | None:
     return max(counts) if counts else None
 
 
+class Capacities:
+    """`node_capacity` per class over one nodes mapping, kept while the same mapping is passed (a fleet view built
+    again only when a node changes, `state.views.Versioned`): a waiting job's pass reads it without a walk over
+    every node of the fleet."""
+
+    def __init__(self) -> None:
+        self._nodes: object = None
+        self._known: dict[tuple[str, tuple[tuple[str, str], ...]], int | None] = {}
+
+    def __call__(self, cls: DeviceClass, nodes: Mapping[str, Node]) -> int | None:
+        if nodes is not self._nodes:
+            self._nodes, self._known = nodes, {}
+        key = (cls.resource_name, tuple(sorted(cls.node_selector.items())))
+        if key not in self._known:
+            self._known[key] = node_capacity(cls, nodes.values())
+        return self._known[key]
+
+
 def job_problems(alternatives: Sequence[tuple[str, int]], allowed: Sequence[str], preferred: Sequence[str],
-                 classes: Mapping[str, DeviceClass], regions: Collection[str], nodes: Iterable[Node]
-                 ) -> list[Problem]:
-    """`alternatives`: (deviceClass, perReplica) in spec order; `regions`: the Region names that exist."""
+                 classes: Mapping[str, DeviceClass], regions: Collection[str], nodes: Iterable[Node],
+                 capacity: Callable[[DeviceClass], int | None] | None = None) -> list[Problem]:
+    """`alternatives`: (deviceClass, perReplica) in spec order; `regions`: the Region names that exist;
+    `capacity`: `node_capacity` of a class over `nodes`, when the caller keeps it (`Capacities`)."""
     problems: list[Problem] = []
-    nodes = list(nodes)
+    if capacity is None:
+        every = list(nodes)
+
+        def capacity(cls: DeviceClass) -> int | None:
+            return node_capacity(cls, every)
     for i, (name, per_replica) in enumerate(alternatives):
         cls = classes.get(name)
         if cls is None:
@@ -61,12 +84,12 @@ def job_problems(alternatives: Sequence[tuple[str, int]], allowed: Sequence[str]
                                           f"replica of an accelerator class ({name}); use at most "
                                           f"{MAX_DEVICES_PER_REPLICA} and more replicas"))
             continue
-        capacity = node_capacity(cls, nodes)
-        if capacity is not None and per_replica > capacity:
+        most = capacity(cls)
+        if most is not None and per_replica > most:
             unit = "cores" if cls.resource_name == CPU_RESOURCE else "devices"
             problems.append(Problem(path, f"{per_replica} is more than any node of class {name} holds "
-                                          f"({capacity} {unit}); a replica runs on one node: use at most "
-                                          f"{capacity} per replica and more replicas"))
+                                          f"({most} {unit}); a replica runs on one node: use at most "
+                                          f"{most} per replica and more replicas"))
     if regions:
         for field_name, listed in (("allowed", allowed), ("preferred", preferred)):
             for j, region in enumerate(listed):

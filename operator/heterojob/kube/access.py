@@ -16,6 +16,8 @@ The operator may grant only what it holds (RBAC's escalation check): its Cluster
 from __future__ import annotations
 
 import asyncio
+import hashlib
+import json
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -73,9 +75,20 @@ async def grant(kube: Kube, job: Mapping[str, Any], pods: Sequence[dict[str, Any
     return []
 
 
+def forget(kube: Kube, job: Mapping[str, Any]) -> None:
+    """Write the job's access objects again at its next gang, whatever was written before (a gang was refused:
+    one of them may be gone, e.g. its ServiceAccount deleted by hand)."""
+    meta = job["metadata"]
+    for kind in ("ServiceAccount", "Role", "RoleBinding"):
+        kube.written.pop((kind, meta["namespace"], name_for(meta["name"])), None)
+
+
 async def _ensure(kube: Kube, obj: dict[str, Any]) -> None:
     """Create `obj`; when it exists, write what this gang needs into it (the rules or subjects, and this job as
-    its owner: one left by an earlier job of the same name, not yet collected, is taken over rather than lost)."""
+    its owner: one left by an earlier job of the same name, not yet collected, is taken over rather than lost).
+    What this operator wrote last is remembered (`Kube.written`): the same object again is not written (a job's
+    account and binding across its gangs), and one it made is patched without a create refused first (the Role
+    of a new gang): a job's next gang costs one call, not six."""
     meta = obj["metadata"]
     namespace, name = meta["namespace"], meta["name"]
     create, patch = {  # the calls that create the kind and write into one that exists
@@ -83,14 +96,28 @@ async def _ensure(kube: Kube, obj: dict[str, Any]) -> None:
         "Role": ("create_namespaced_role", "patch_namespaced_role"),
         "RoleBinding": ("create_namespaced_role_binding", "patch_namespaced_role_binding"),
     }[obj["kind"]]
-    try:
-        await kube.send(create, obj, namespace=namespace)
+    key = (obj["kind"], namespace, name)
+    digest = hashlib.sha256(json.dumps(obj, sort_keys=True).encode()).hexdigest()
+    last = kube.written.get(key)
+    if last == digest:
         return
-    except ApiException as exc:
-        if exc.status != 409:
-            raise
     body: dict[str, Any] = {"metadata": {"labels": meta["labels"], "ownerReferences": meta["ownerReferences"]}}
-    for key in ("rules", "subjects"):
-        if key in obj:
-            body[key] = obj[key]
-    await kube.send(patch, body, namespace=namespace, name=name)
+    for field in ("rules", "subjects"):
+        if field in obj:
+            body[field] = obj[field]
+    made = last is not None  # by this operator, for this job: written into, not created again
+    if not made:
+        try:
+            await kube.send(create, obj, namespace=namespace)
+            kube.remember(key, digest)
+            return
+        except ApiException as exc:
+            if exc.status != 409:
+                raise
+    try:
+        await kube.send(patch, body, namespace=namespace, name=name)
+    except ApiException as exc:
+        if exc.status != 404 or not made:
+            raise
+        await kube.send(create, obj, namespace=namespace)  # gone since this operator made it
+    kube.remember(key, digest)

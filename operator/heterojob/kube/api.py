@@ -13,7 +13,6 @@ import functools
 import json
 import logging
 import re
-import time
 from collections.abc import Callable, Mapping
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
@@ -28,12 +27,13 @@ from kubernetes.client import ApiException
 from heterojob.api.names import LABEL_VALUE_RE
 from heterojob.constants import API_VERSION, GROUP, LABEL_JOB, VERSION
 from heterojob.kube.ownpods import OwnPods, answer_body
+from heterojob.kube.recorder import EventRecorder
 from heterojob.kube.routes import JSON, ROUTES, Endpoint, headers
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")
-EVENTS_REMEMBERED = 4096  # Events that a repeat bumps instead of creating another (oldest forgotten first)
 _LABEL_VALUE = re.compile(LABEL_VALUE_RE)  # a valid label value
+WRITTEN = 30_000  # objects whose last write `Kube.written` remembers (3 per job: its access objects)
 
 
 def now_iso() -> str:
@@ -64,6 +64,14 @@ def _read_through(fn: Callable[..., T], *args: Any, **kwargs: Any) -> T:
     return result
 
 
+class Unanswered(Exception):
+    """A cluster the operator may not call now (a member known not to answer: `kube.members.MemberKube`)."""
+
+
+# a call the API server did not answer (timed out, refused, cut): retried, said in one line
+UNANSWERED = (TimeoutError, ConnectionError, aiohttp.ClientConnectionError, Unanswered)
+
+
 class Conflict(Exception):
     """The object changed since the version a write was based on; read it again and retry."""
 
@@ -71,10 +79,16 @@ class Conflict(Exception):
 @dataclass(frozen=True)
 class RateLimit:
     """The client-side rate limit of API calls, as Kubernetes controllers set it (client-go's token bucket):
-    `qps` calls a second on average, up to `burst` at once. qps <= 0: unlimited."""
+    `qps` calls a second on average, up to `burst` at once. qps <= 0: unlimited.
 
-    qps: float = 200.0
-    burst: int = 400
+    The default is a guard against a runaway loop, not the budget of a small controller: this operator does what
+    Kueue (20 QPS, burst 30) and the Job controller (kube-controller-manager's 20/30, per controller) split between
+    them, creating every gang's pods, Service and access objects itself (7-8 calls per admission), and an API server
+    protects itself with API Priority and Fairness (GA in 1.29; controller-runtime turned its client-side limit off
+    by default for that reason). 500 a second is an admission burst of about 60 jobs a second sustained."""
+
+    qps: float = 500.0
+    burst: int = 1000
 
     def limiter(self) -> AsyncLimiter | None:
         return AsyncLimiter(max(1, self.burst), max(1, self.burst) / self.qps) if self.qps > 0 else None
@@ -116,7 +130,8 @@ class Kube:
         self.custom = kubernetes.client.CustomObjectsApi(client)
         self._pool = ThreadPoolExecutor(max_workers=workers, thread_name_prefix="heterojob-api")
         self._background: set[asyncio.Task[Any]] = set()
-        self._events: dict[tuple[Any, ...], tuple[str, int]] = {}  # (object, type, reason, message) -> Event
+        self.events = EventRecorder(self.send)
+        self.written: dict[tuple[str, str, str], str] = {}  # (kind, namespace, name) -> digest of what it wrote last
         self.own_pods = OwnPods()  # pods this client wrote whose watch event has not come yet
         self._endpoint = Endpoint.of(client.configuration)
         self._connections = max(workers, int(client.configuration.connection_pool_maxsize or 0), 16)
@@ -183,8 +198,16 @@ class Kube:
         return await self.request(method, path.format(group=GROUP, version=VERSION, **where), body, content_type,
                                   query)
 
+    def remember(self, key: tuple[str, str, str], digest: str) -> None:
+        """`written[key] = digest`, the oldest forgotten first beyond `WRITTEN` objects."""
+        self.written.pop(key, None)
+        self.written[key] = digest
+        while len(self.written) > WRITTEN:
+            self.written.pop(next(iter(self.written)))
+
     def close(self) -> None:
         self._pool.shutdown(wait=False, cancel_futures=True)
+        self.events.close()
         if self._http is None:
             return
         loop, session, _ = self._http
@@ -372,48 +395,6 @@ class Kube:
 
     def post_event(self, job: Mapping[str, Any], type_: str, reason: str, message: str,
                    involved: tuple[str, str] = (API_VERSION, "HeteroJob")) -> None:
-        """A Kubernetes Event on the job, posted in the background: a failed post never blocks a decision.
-
-        Aggregated as the kubelet and client-go's recorder do: the same type, reason and message on the
-        same object bumps the existing Event's `count` and `lastTimestamp` instead of creating another.
-        """
-        meta = job["metadata"]
-        now = now_iso()
-        key = (meta["namespace"], meta["name"], meta.get("uid"), type_, reason, message[:1024])
-        seen = self._events.pop(key, None)
-
-        async def post() -> None:
-            try:
-                if seen is not None:
-                    name, count = seen
-                    try:
-                        await self.send("patch_namespaced_event", {"count": count + 1, "lastTimestamp": now},
-                                        namespace=meta["namespace"], name=name)
-                        self._remember(key, (name, count + 1))
-                        return
-                    except ApiException as exc:
-                        if exc.status != 404:
-                            raise
-                name = f"{meta['name']}.{time.time_ns():x}"  # client-go's recorder: <object>.<unix nanoseconds, hex>
-                body = {
-                    "apiVersion": "v1", "kind": "Event",
-                    "metadata": {"name": name, "namespace": meta["namespace"]},
-                    "involvedObject": {"apiVersion": involved[0], "kind": involved[1], "name": meta["name"],
-                                       "namespace": meta["namespace"], "uid": meta.get("uid")},
-                    "reason": reason, "message": message[:1024], "type": type_,
-                    "source": {"component": "heterojob"}, "reportingComponent": "heterojob",
-                    "firstTimestamp": now, "lastTimestamp": now, "count": 1,
-                }
-                await self.send("create_namespaced_event", body, namespace=meta["namespace"])
-                self._remember(key, (name, 1))
-            except Exception as exc:  # noqa: BLE001 - an Event is best effort
-                log.warning("could not post event %s on %s/%s: %s", reason, meta["namespace"], meta["name"], exc)
-
-        task = asyncio.get_running_loop().create_task(post())
-        self._background.add(task)
-        task.add_done_callback(self._background.discard)
-
-    def _remember(self, key: tuple[Any, ...], value: tuple[str, int]) -> None:
-        self._events[key] = value
-        while len(self._events) > EVENTS_REMEMBERED:
-            self._events.pop(next(iter(self._events)))
+        """A Kubernetes Event on the job, written in the background, in order, one at a time and aggregated with
+        its repeats (`kube.recorder`): a failed post never blocks a decision."""
+        self.events.post(job, involved, type_, reason, message, now_iso())

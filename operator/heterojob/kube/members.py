@@ -32,7 +32,8 @@ from heterojob.api.region import RegionSpec
 from heterojob.constants import GROUP, LABEL_JOB, VERSION
 from heterojob.engine.fleet import Node, RegionInfo
 from heterojob.kube import convert
-from heterojob.kube.api import Kube, now_iso
+from heterojob.kube.api import Kube, Unanswered, now_iso
+from heterojob.kube.ownpods import kept
 from heterojob.api.conditions import same, set_condition
 from heterojob.api.times import iso
 from heterojob.failures import describe
@@ -114,7 +115,7 @@ def _matches(node: Node, selector: Mapping[str, str]) -> bool:
     return all(node.labels.get(k) == v for k, v in selector.items())
 
 
-class MemberUnavailable(Exception):
+class MemberUnavailable(Unanswered):
     """A member region's cluster has no working client now (credentials, or not answering)."""
 
 
@@ -155,6 +156,8 @@ class Member:
     problem: tuple[str, str] = ("NotContacted", "not contacted yet")
     nodes: dict[str, Node] = field(default_factory=dict)
     pods: dict[str, tuple[str, str]] = field(default_factory=dict)  # ns/pod -> (job key, resourceVersion)
+    job_pods: dict[str, list[dict[str, Any]]] = field(default_factory=dict)  # job key -> its pods (`ownpods.kept`)
+    views: dict[str, tuple[str, Node]] = field(default_factory=dict)  # node -> (resourceVersion, its view)
     written: list[dict[str, Any]] | None = None  # the conditions last written to the Region
     contact_written: float = 0.0
 
@@ -207,6 +210,14 @@ class Members:
         if member.kube is None:
             raise MemberUnavailable(f"region {cluster}: {member.problem[1]}")
         return member.kube
+
+    def pods_of(self, cluster: str, namespace: str, job: str) -> list[dict[str, Any]] | None:
+        """The job's pods in `cluster` as its last poll listed them (what a pass reads of them,
+        `kube.ownpods.kept`); None while the member has not answered (a pass then lists them itself)."""
+        member = self.members.get(cluster)
+        if member is None or not member.reachable:
+            return None
+        return member.job_pods.get(f"{namespace}/{job}", [])
 
     def reachable(self, cluster: str) -> bool:
         member = self.members.get(cluster)
@@ -387,20 +398,23 @@ class Members:
             raise Problem("Unreachable", f"the member's API server did not answer: "
                                          f"{describe(exc, self.config.request_timeout_s)}") from None
         kube.answering = True  # it answered: the controller's calls (and the deletes below) go through again
-        listed = {n.name: n for n in map(convert.node_view, json.loads(nodes.data).get("items", []))}
+        listed = self._node_views(member, json.loads(nodes.data).get("items", []))
         if listed != member.nodes:
             member.nodes = listed
             self.on_fleet()
         seen: dict[str, tuple[str, str]] = {}
+        job_pods: dict[str, list[dict[str, Any]]] = {}
         for pod in json.loads(pods.data).get("items", []):
             meta = pod.get("metadata") or {}
             job = (meta.get("labels") or {}).get(LABEL_JOB)
             if job:
-                seen[f"{meta.get('namespace')}/{meta.get('name')}"] = (f"{meta.get('namespace')}/{job}",
-                                                                      meta.get("resourceVersion", ""))
+                namespace, name = str(meta.get("namespace")), str(meta.get("name"))
+                seen[f"{namespace}/{name}"] = (f"{namespace}/{job}", meta.get("resourceVersion", ""))
+                job_pods.setdefault(f"{namespace}/{job}", []).append(kept(pod))
+                kube.own_pods.seen(namespace, name, pod, None)  # what the listing shows of its own writes
         changed = {key for name, (key, rv) in seen.items() if member.pods.get(name) != (key, rv)}
         changed |= {key for name, (key, _) in member.pods.items() if name not in seen}
-        member.pods = seen
+        member.pods, member.job_pods = seen, job_pods
         if changed:
             self.on_pods(changed)
         owners: dict[str, list[tuple[str, str]]] = {}
@@ -415,6 +429,19 @@ class Members:
             await self._collect(member, owners)
         except Exception as exc:  # noqa: BLE001 - removing leftovers is retried at the next poll
             log.warning("member region %s: removing leftovers failed: %s", member.ref.region, type(exc).__name__)
+
+    @staticmethod
+    def _node_views(member: Member, items: Iterable[Mapping[str, Any]]) -> dict[str, Node]:
+        """Each listed Node's view, converted again only when its resourceVersion changed since the last poll."""
+        views: dict[str, tuple[str, Node]] = {}
+        for item in items:
+            meta = item.get("metadata") or {}
+            name, version = str(meta.get("name")), str(meta.get("resourceVersion") or "")
+            known = member.views.get(name)
+            views[name] = known if known is not None and version and known[0] == version else \
+                (version, convert.node_view(item))
+        member.views = views
+        return {name: view for name, (_, view) in views.items()}
 
     async def _collect(self, member: Member, owners: Mapping[str, list[tuple[str, str]]]) -> None:
         """Delete what heterojob left in the member for jobs that are gone or placed in another region
