@@ -20,6 +20,7 @@ class Known:
     def __init__(self, declared: dict[str, float], namespace: str, pooled: bool = True) -> None:
         self.declared, self.namespace, self.pooled = declared, namespace, pooled
         self.promotions = 0  # runs a starvation promotion started
+        self.turns: dict[int, int] = defaultdict(int)  # times each job was preempted (status.scheduling.preemptions)
         self.service: dict[int, queueing.Service] = {}
         self.measured: dict[int, dict[str, float]] = defaultdict(dict)
         # spec.workload: the trace's job type; each job's steps/s per device where it ran, pooled per type
@@ -56,6 +57,11 @@ class Known:
         svc = self.service.get(job.id)
         if svc is not None:
             self.service[job.id] = queueing.Service(svc.attained_device_s, now, svc.promoted, svc.run_s)
+
+    def preempted(self, job: TraceJob) -> None:
+        """The job was preempted (a turn: `QueueSettings.max_turns`)."""
+        self.turns[job.id] += 1
+        self.refresh(job)
 
     def starts(self, job: TraceJob, cls: str, replicas: int, raw: float, now: float,
                queue: queueing.QueueSettings | None, others: Callable[[], Iterable[TraceJob]],
@@ -108,4 +114,4 @@ class Known:
         """The job's facts as its status would carry them (attained service, speeds, work done)."""
         self.facts[f"{self.namespace}/{job.id}"] = engine_policy.Facts(
             self.service.get(job.id, queueing.Service()), self.rel(job), self.work_s[job.id],
-            frozenset(self.measured.get(job.id, ())))
+            frozenset(self.measured.get(job.id, ())), self.turns.get(job.id, 0))

@@ -68,6 +68,7 @@ class Scheduler:
         self.holder_of: dict[int, Holder] = {}  # per run token
         self.growth_limits: dict[tuple[int, str], tuple[int, int]] = {}  # (job, class) -> (sizes measured, most)
         self.cost = completion.MoveCost(config.save_s, config.restore_s)
+        sim.known.knowledge.move_cost_s = self.cost.seconds  # what a preemption must gain (`engine.policy`)
 
     # --- events ---------------------------------------------------------------------------------------
 
@@ -215,6 +216,7 @@ class Scheduler:
         self.moves[run.job.id].append(now)
         if d.kind == DisruptionKind.PREEMPT:
             sim.metrics.preemptions += 1
+            sim.known.preempted(run.job)  # a turn (`QueueSettings.max_turns`)
             sim.metrics.preempted_device_s += run.devices * (2 * sim.config.save_s + sim.config.restore_s)
             sim.push(now + sim.config.save_s, "requeue", run.job)
             return

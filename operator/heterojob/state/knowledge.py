@@ -103,7 +103,7 @@ def facts_of(scheduling: Scheduling | None, classes: Iterable[str], declared: Ma
     work = sum(seconds * rel.get(cls, 0.0) for cls, seconds in scheduling.run_seconds.items())
     service = queueing.Service(scheduling.attained_device_seconds,
                                timestamp(scheduling.waiting_since) or created, scheduling.promoted)
-    return Facts(service, rel, work, frozenset(c for c in measured if c in rel))
+    return Facts(service, rel, work, frozenset(c for c in measured if c in rel), scheduling.preemptions)
 
 
 class Knower:
