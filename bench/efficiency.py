@@ -59,6 +59,7 @@ import os
 import statistics
 import sys
 import time
+from collections import defaultdict
 from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
 from typing import Any
@@ -172,21 +173,22 @@ def ok(run: dict[str, Any]) -> bool:
 
 
 def chain(task: tuple[str, int, str]) -> list[dict[str, Any]]:
-    """One mix, seed and variant, rates ascending, every policy; a policy is not run past a rate it failed to
-    sustain once static has failed too (every figure the targets read is then known). Then each policy's knee
-    is bisected `BISECT` times between its last sustained and its first unsustained rate of the grid (static
-    and kueue, cheap, are replayed at each new rate too, so heterojob's JCT there has both yardsticks)."""
+    """One mix, seed and variant, rates ascending, every policy; a policy is not run past the second rate it
+    failed to sustain once static has failed too (every figure the targets read is then known, and the work it
+    serves at saturation, past its knee, for `work_vs_lp`). Then each policy's knee is bisected `BISECT` times
+    between its last sustained and its first unsustained rate of the grid (static and kueue, cheap, are
+    replayed at each new rate too, so heterojob's JCT there has both yardsticks)."""
     mix, seed, variant = task
     out: list[dict[str, Any]] = []
-    failed: set[str] = set()
+    failed: dict[str, int] = defaultdict(int)
     for rate in RATES:
         for policy in POLICIES:
-            if policy in failed and "static" in failed:
+            if failed[policy] >= 2 and failed["static"]:
                 continue
             run = one(policy, mix, seed, rate, variant)
             out.append(run)
             if not ok(run):
-                failed.add(policy)
+                failed[policy] += 1
     done = {(run["task"][0], run["task"][3]): run for run in out}  # (policy, rate) -> run
     for policy in POLICIES:
         for _ in range(BISECT):
