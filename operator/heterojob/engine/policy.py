@@ -34,7 +34,7 @@ import math
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 
-from heterojob.engine import completion, queueing, ranking
+from heterojob.engine import allocation, completion, queueing, ranking
 from heterojob.engine.admission import Holder
 from heterojob.engine.fleet import DeviceClass, Fleet
 from heterojob.engine.placement import Request
@@ -66,6 +66,9 @@ class Knowledge:
     # past the point where promotions displace by level, a promoted job displaces a running one only when
     # that one is expected to run longer than it by more than this (`prepare`), so the turn's gain covers it
     move_cost_s: float = field(default_factory=lambda: completion.MoveCost().seconds)
+    # whether the waiting jobs ask for the fleet's devices (`allocation.saturated`, the caller knows the whole
+    # queue): then room left idle after the pass goes to the jobs that declined it (`allocation.fill`)
+    saturated: bool = False
 
     def of(self, job: str) -> Facts:
         return self.facts.get(job, Facts())
@@ -343,6 +346,7 @@ def prepare(queue: Iterable[Request], holders: Iterable[Holder], fleet: Fleet, n
     out, choices, waiting_for = [], {}, set()
     reserved = {h.job: h.allocation.device_class for h in running if h.waiting}  # its own room, held
     residual, classes, facts_of = knowledge.residual, tuple(capacity), knowledge.facts.get
+    decliners: list[tuple[allocation.Decliner, int, Request, int, tuple[str, ...], int, frozenset[str]]] = []
     for rank, request in ranked:
         facts = facts_of(request.job) or _NONE
         read = memo.reads.get(id(request)) if memo is not None else None
@@ -399,7 +403,15 @@ def prepare(queue: Iterable[Request], holders: Iterable[Holder], fleet: Fleet, n
         else:
             ahead[first] += need[first] * left / rel[first]
             waiting_for.add(first)
+        if knowledge.saturated and waits[first] != 0 and choice.declined:
+            decliners.append((allocation.Decliner(request.job, len(out), choice.declined, need, rel), len(out),
+                              request, rank, choice.classes, preempts, also))
         out.append(ranking.ranked_request(request, rank, choice.classes, memo, preempts, also))
+    if decliners:  # past the knee: no device left idle while a job that could use it waits (module docstring)
+        taken = allocation.fill(free, (d[0] for d in decliners))
+        for d, i, request, rank, chosen, preempts, also in decliners:
+            if d.job in taken:
+                out[i] = ranking.ranked_request(request, rank, [*chosen, taken[d.job]], memo, preempts, also)
     if memo is not None:
         memo.end_pass()
     return Prepared(out, running, frozenset(waiting_for), choices)

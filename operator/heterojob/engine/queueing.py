@@ -70,6 +70,10 @@ class QueueSettings:
     # (None: no bound). Each turn costs a save, a restore and the preemptor's wait for the save; past the
     # knee, levels and promotions turned long jobs over about three times each (issue 34)
     max_turns: int | None = 2
+    # past the knee (the waiting jobs ask for at least this multiple of the fleet's devices) room left idle
+    # after a pass goes to the waiting jobs that declined it, by comparative advantage (`engine.allocation`);
+    # inf: never
+    fill_above: float = 1.0
 
     def __post_init__(self) -> None:
         t = list(self.thresholds_device_h)
@@ -77,9 +81,9 @@ class QueueSettings:
             raise ValueError(f"thresholds_device_h must be positive and increasing, not {t}")
         if self.starvation_s <= 0:
             raise ValueError(f"starvation_s must be positive, not {self.starvation_s}")
-        if self.displace_below < 0 or self.promoted_displace_below < 0:
-            raise ValueError(f"displace_below and promoted_displace_below must be 0 or more, not "
-                             f"{self.displace_below}, {self.promoted_displace_below}")
+        if self.displace_below < 0 or self.promoted_displace_below < 0 or self.fill_above < 0:
+            raise ValueError(f"displace_below, promoted_displace_below and fill_above must be 0 or more, not "
+                             f"{self.displace_below}, {self.promoted_displace_below}, {self.fill_above}")
         if self.promote_ratio < 0:
             raise ValueError(f"promote_ratio must be 0 or more, not {self.promote_ratio}")
         if self.max_turns is not None and self.max_turns < 0:

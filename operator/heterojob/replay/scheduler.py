@@ -25,7 +25,7 @@ from typing import TYPE_CHECKING
 
 from heterojob.api.job import Policy
 from heterojob.engine import admission as planner
-from heterojob.engine import completion, migration, queueing, ranking, rooms
+from heterojob.engine import allocation, completion, migration, queueing, ranking, rooms
 from heterojob.engine.admission import Disruption, DisruptionKind, Holder, Outcome
 from heterojob.engine.cycle import (
     Cycle,
@@ -121,6 +121,7 @@ class Scheduler:
             knowledge.promoted_displace = queueing.promoted_displacing(self.waiting_devices, config.devices,
                                                                        config.queue)
             knowledge.displace_by_level = queueing.displacing(self.waiting_devices, config.devices, config.queue)
+            knowledge.saturated = allocation.saturated(self.waiting_devices, config.devices, config.queue.fill_above)
             fleet, holders = sim.devices.current_fleet(), self.holders()
             cycle = plan_cycle([self.request(j) for j in self.waiting.values()], holders, fleet, now, self.settings,
                                (knowledge, config.queue), None, self.memo, self.memory)

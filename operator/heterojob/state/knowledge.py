@@ -23,7 +23,7 @@ from collections import OrderedDict
 from collections.abc import Iterable, Mapping
 
 from heterojob.api.scheduling import Scheduling
-from heterojob.engine import completion, queueing
+from heterojob.engine import allocation, completion, queueing
 from heterojob.engine.admission import Holder
 from heterojob.engine.fleet import Fleet
 from heterojob.engine.placement import Request
@@ -155,4 +155,5 @@ class Knower:
             classes = (e.classes if e is not None and e.classes else ()) or [h.allocation.device_class]
             facts[h.job] = facts_of(e.scheduling if e else None, classes, sheet(h.job, e), e.created if e else 0.0)
         return Knowledge(facts, self.residual(declared, sheets), displace_by_level=True,
-                         promoted_displace=queueing.promoted_displacing(asked, sum(capacity.values()), queue))
+                         promoted_displace=queueing.promoted_displacing(asked, sum(capacity.values()), queue),
+                         saturated=allocation.saturated(asked, sum(capacity.values()), queue.fill_above))
