@@ -99,3 +99,17 @@ def test_moves_are_counted_per_completed_job() -> None:
     assert per["preemptions_per_job"] == round(report.preemptions / report.jobs, 3)
     assert per["upgrades_per_job"] == round(report.upgrades / report.jobs, 3)
     assert report.summary()["promotions"] == report.promotions
+
+
+def test_the_cli_says_what_the_operator_knew_and_takes_the_move_cost(capsys: pytest.CaptureFixture[str]) -> None:
+    import json
+
+    from heterojob.replay import cli
+
+    assert cli.main(["--synthetic", "30", "--jobs-per-hour", "2", "--policy", "heterojob", "--knowledge", "informed",
+                     "--save-seconds", "60", "--restore-seconds", "180", "--nodes-per-class-region", "1"]) == 0
+    out = json.loads(capsys.readouterr().out)
+    assert out["knowledge"] == "informed" and out["heterojob"]["avg_jct_h"] > 0
+    assert {"preemptions_per_job", "promotions_per_job", "upgrades_per_job"} <= set(out["heterojob"])
+    with pytest.raises(SystemExit):
+        cli.main(["--synthetic", "30", "--save-seconds", "-1"])
