@@ -66,6 +66,7 @@ def _operator_run(args: argparse.Namespace) -> int:
                                                         advisory=args.advisory, queue_policy=args.queue_policy,
                                                         queue_thresholds_device_h=args.mlfq_thresholds,
                                                         starvation_s=args.starvation_bound,
+                                                        max_turns=args.max_turns if args.max_turns >= 0 else None,
                                                         move_requeue_after_s=args.move_requeue_after,
                                                         transfer=_transfer_settings(args)))
     namespaces = args.namespace or ()
@@ -239,6 +240,9 @@ def parser() -> argparse.ArgumentParser:
     run.add_argument("--starvation-bound", type=_positive_seconds, default=4 * 3600.0, metavar="S",
                      help="mlfq: a job that has waited this long since it last ran goes to the first level "
                           "(default 14400)")
+    run.add_argument("--max-turns", type=int, default=2, metavar="N",
+                     help="mlfq: a running job preempted N times (status.scheduling.preemptions) is displaced "
+                          "again only by a higher priority, never by its level; -1: no bound (default 2)")
     run.add_argument("--move-requeue-after", type=_positive_seconds, default=REQUEUE_AFTER_S, metavar="S",
                      help="a move off failed, hot, NotReady or cordoned nodes that fits nowhere for this long "
                           "since it began goes back to the queue as Pending, giving back its reserved room "

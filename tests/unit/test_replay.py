@@ -31,7 +31,8 @@ def job(id: int, gpus: int = 1, hours: float = 10.0, at_h: float = 0.0, wants: s
 
 def test_same_seed_same_numbers_and_every_job_finishes() -> None:
     trace = load_trace(DATA / "philly-6214e9.trace", TABLE, seed=3, limit=120)
-    config = Config(nodes_per_class_region=2, arrival_scale=0.05, mtbf_h=2000, seed=9)
+    # periodic checkpoints: without them a job longer than a node's time between failures (250 h here) never ends
+    config = Config(nodes_per_class_region=2, arrival_scale=0.05, mtbf_h=2000, seed=9, periodic=True)
     a, b = replay(trace, "heterojob", config), replay(trace, "heterojob", config)
     assert a.summary() == b.summary() and a.jobs == len(trace)
     assert replay(trace, "static", config).jobs == len(trace)
@@ -40,7 +41,7 @@ def test_same_seed_same_numbers_and_every_job_finishes() -> None:
 
 def test_failures_lose_at_most_one_checkpoint_interval_and_heterojob_beats_static() -> None:
     trace = synthetic_trace(300, 1.0, TABLE, seed=2)
-    config = Config(nodes_per_class_region=2, regions=1, mtbf_h=500, seed=9)
+    config = Config(nodes_per_class_region=2, regions=1, mtbf_h=500, seed=9, periodic=True)
     static, ours = replay(trace, "static", config), replay(trace, "heterojob", config)
     assert ours.failures > 0 and ours.restarts > 0 and static.restarts > 0
     interval = config.checkpoint_s + config.save_s
@@ -121,7 +122,7 @@ def test_mlfq_lets_a_short_job_pass_a_long_one_and_fifo_does_not() -> None:
 
 
 def test_kueue_falls_back_to_the_next_flavor_in_the_users_order_and_static_does_not() -> None:
-    config = Config(nodes_per_class_region=1, regions=1, mtbf_h=1e9)
+    config = Config(nodes_per_class_region=1, regions=1, mtbf_h=1e9, periodic=True)  # 20 s saves every 30 min
     trace = [job(0, gpus=8, hours=10), job(1, gpus=8, hours=10, at_h=0.1)]  # both ask for h100
     static, kueue = replay(trace, "static", config), replay(trace, "kueue", config)
     assert static.jct_h_by_job[1] > 19  # waits for the first to finish on h100

@@ -112,10 +112,12 @@ def test_running_jobs_look_for_upgrades_only_when_free_room_grew(seed: int) -> N
 def test_the_replay_plans_the_events_of_one_instant_in_one_cycle() -> None:
     """Two alike jobs arriving at the same instant are one batch, as the operator's scheduler coalesces
     events: one cycle places both and one more finds nothing left to do; they finish at one instant too, and
-    one cycle (an empty queue: only the free room) follows. A cycle per event would take six."""
+    one cycle (an empty queue: only the free room) follows. A cycle per event would take six. (Informed: their
+    speeds known at once, no step-window event between.)"""
     def cycles(batched: bool) -> int:
         sim = _Replay([job(1, gpus=1, hours=1), job(2, gpus=1, hours=1)],
-                      "heterojob", Config(nodes_per_class_region=1, regions=1, mtbf_h=1e9, elastic=False))
+                      "heterojob", Config(nodes_per_class_region=1, regions=1, mtbf_h=1e9, elastic=False,
+                                          knowledge="informed"))
         sim.batched = batched
         report = sim.run()
         assert isinstance(sim.queue, Scheduler)

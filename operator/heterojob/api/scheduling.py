@@ -41,6 +41,8 @@ class Scheduling(StatusModel):
         "estimates)"))
     accounted_generation: int = Field(0, ge=0, description=(
         "the last placement generation counted into attainedDeviceSeconds and runSeconds (never twice)"))
+    preemptions: int = Field(0, ge=0, description=(
+        "times the job was preempted: once the operator's --max-turns, only a higher priority displaces it"))
     speeds: list[MeasuredSpeed] = Field(default_factory=list, description=(
         "measured steps/s per device class and replicas, newest last (at most 32)"))
 
@@ -98,6 +100,11 @@ def clean_scheduling(value: Any) -> tuple[dict[str, Any], list[str]]:
                 out[key] = raw
             else:
                 notes.append(f"promoted={str(raw)[:40]!r} is not a boolean: ignored")
+        elif key == "preemptions":
+            if isinstance(raw, int) and not isinstance(raw, bool) and raw >= 0:
+                out[key] = raw
+            else:
+                notes.append(f"preemptions={str(raw)[:40]!r} is not a whole number >= 0: ignored")
         elif key == "accountedGeneration":
             if isinstance(raw, int) and not isinstance(raw, bool) and raw >= 0:
                 out[key] = raw

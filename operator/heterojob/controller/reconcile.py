@@ -70,6 +70,7 @@ class ControllerConfig:
     queue_policy: str = "mlfq"
     queue_thresholds_device_h: tuple[float, ...] = tuple(QueueSettings().thresholds_device_h)  # MLFQ level boundaries
     starvation_s: float = QueueSettings().starvation_s  # MLFQ: a job waiting this long is promoted
+    max_turns: int | None = QueueSettings().max_turns  # MLFQ: preemptions after which only priority displaces
     transfer: transfer.Settings = field(default_factory=transfer.Settings)  # moves between regions (links)
     move_requeue_after_s: float = REQUEUE_AFTER_S  # a move off bad nodes that fits nowhere this long: Pending
 
@@ -97,7 +98,8 @@ class Controller:
         settings = planner.Settings(min_runtime_s=self.config.min_runtime_s, lookahead=self.config.queue_lookahead)
         policy = QueuePolicy(self.config.queue_policy)
         queue = QueueSettings(policy=policy, thresholds_device_h=tuple(self.config.queue_thresholds_device_h),
-                              starvation_s=self.config.starvation_s) if policy != QueuePolicy.FIFO else None
+                              starvation_s=self.config.starvation_s,
+                              max_turns=self.config.max_turns) if policy != QueuePolicy.FIFO else None
         self.scheduler = Scheduler(kube, self.writer, self.cache, self.pods, self.checkpoints, self.fleet, settings,
                                    self.metrics, self.poke, self.forget, queue, fleet.classes, self.config.transfer,
                                    requeue_after_s=self.config.move_requeue_after_s)

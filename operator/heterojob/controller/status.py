@@ -119,7 +119,10 @@ class StatusPatch:
         return self.condition("Ready", "False", ready_reason or reason, message)
 
     def preempt(self, message: str) -> StatusPatch:
-        """The placement ends and the job goes back to the queue (Preempted)."""
+        """The placement ends and the job goes back to the queue (Preempted), one more turn counted
+        (status.scheduling.preemptions: `QueueSettings.max_turns`)."""
+        s = self.scheduling()
+        s["preemptions"] = int(s.get("preemptions") or 0) + 1
         self.phase(Phase.PREEMPTED, "Preempted", message).set(placement=None).migration(None)
         return self.condition("Ready", "False", "Preempted", message)
 

@@ -34,7 +34,7 @@ import math
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 
-from heterojob.engine import completion, queueing, ranking
+from heterojob.engine import allocation, completion, queueing, ranking
 from heterojob.engine.admission import Holder
 from heterojob.engine.fleet import DeviceClass, Fleet
 from heterojob.engine.placement import Request
@@ -48,6 +48,7 @@ class Facts:
     rel: Mapping[str, float] = field(default_factory=dict)  # relative speed per class (1.0: its fastest)
     work_s: float = 0.0  # reference seconds trained before its current run
     measured: frozenset[str] = frozenset()  # classes where `rel` is its own measurement, not the sheet's
+    turns: int = 0  # times it was preempted (status.scheduling.preemptions): `QueueSettings.max_turns`
 
 
 @dataclass
@@ -61,6 +62,13 @@ class Knowledge:
     # whether a job promoted by the starvation bound displaces by its promoted level
     # (`queueing.promoted_displacing` of the whole queue's devices; the caller knows the whole queue)
     promoted_displace: bool = True
+    # what a preemption costs (`completion.MoveCost.seconds`: the victim's save and restore, with a margin):
+    # past the point where promotions displace by level, a promoted job displaces a running one only when
+    # that one is expected to run longer than it by more than this (`prepare`), so the turn's gain covers it
+    move_cost_s: float = field(default_factory=lambda: completion.MoveCost().seconds)
+    # whether the waiting jobs ask for the fleet's devices (`allocation.saturated`, the caller knows the whole
+    # queue): then room left idle after the pass goes to the jobs that declined it (`allocation.fill`)
+    saturated: bool = False
 
     def of(self, job: str) -> Facts:
         return self.facts.get(job, Facts())
@@ -120,7 +128,7 @@ def running_rank(holder: Holder, now: float, knowledge: Knowledge, settings: que
     facts = knowledge.facts.get(holder.job) or _NONE
     ran = max(0.0, now - holder.since)
     attained = facts.service.attained_device_s + ran * holder.allocation.devices
-    return queueing.running_rank(holder.priority, attained, settings, ran, facts.service.promoted)
+    return queueing.running_rank(holder.priority, attained, settings, ran, facts.service.promoted, facts.turns)
 
 
 def remaining_s(holder: Holder, now: float, knowledge: Knowledge) -> float:
@@ -167,7 +175,8 @@ def _running_changes(holder: Holder, facts: Facts, knowledge: Knowledge, setting
     """When `running_rank` of `holder` may next change after `now`: the end of a promotion's first
     `starvation_s`, or the time its attained service reaches the next level's threshold (inf: never)."""
     def at(now: float) -> float:
-        if not knowledge.displace_by_level or settings.policy != queueing.QueuePolicy.MLFQ:
+        if (not knowledge.displace_by_level or settings.policy != queueing.QueuePolicy.MLFQ
+                or not settings.turns_left(facts.turns)):
             return math.inf  # the first level of its priority, whatever happens
         svc, devices = facts.service, holder.allocation.devices
         ran = max(0.0, now - holder.since)
@@ -337,6 +346,7 @@ def prepare(queue: Iterable[Request], holders: Iterable[Holder], fleet: Fleet, n
     out, choices, waiting_for = [], {}, set()
     reserved = {h.job: h.allocation.device_class for h in running if h.waiting}  # its own room, held
     residual, classes, facts_of = knowledge.residual, tuple(capacity), knowledge.facts.get
+    decliners: list[tuple[allocation.Decliner, int, Request, int, tuple[str, ...], int, frozenset[str]]] = []
     for rank, request in ranked:
         facts = facts_of(request.job) or _NONE
         read = memo.reads.get(id(request)) if memo is not None else None
@@ -359,7 +369,9 @@ def prepare(queue: Iterable[Request], holders: Iterable[Holder], fleet: Fleet, n
         # it would displace by level that are expected to run longer than it (shortest expected remaining
         # work first, from the completed jobs' work: with a heavy tail the job that has run longer has
         # longer to go, and turns pay; with a light one it is nearly done, and they do not)
-        also = longer_than(left, preempts, rank) if preempts < rank else frozenset()
+        # ... by more than what the turn costs (`Knowledge.move_cost_s`): swapping the two saves their
+        # difference in completion time, less the cost
+        also = longer_than(left + knowledge.move_cost_s, preempts, rank) if preempts < rank else frozenset()
         against = preempts if displace else None
         waits = {}
         for c in rel:
@@ -391,7 +403,15 @@ def prepare(queue: Iterable[Request], holders: Iterable[Holder], fleet: Fleet, n
         else:
             ahead[first] += need[first] * left / rel[first]
             waiting_for.add(first)
+        if knowledge.saturated and waits[first] != 0 and choice.declined:
+            decliners.append((allocation.Decliner(request.job, len(out), choice.declined, need, rel), len(out),
+                              request, rank, choice.classes, preempts, also))
         out.append(ranking.ranked_request(request, rank, choice.classes, memo, preempts, also))
+    if decliners:  # past the knee: no device left idle while a job that could use it waits (module docstring)
+        taken = allocation.fill(free, (d[0] for d in decliners))
+        for d, i, request, rank, chosen, preempts, also in decliners:
+            if d.job in taken:
+                out[i] = ranking.ranked_request(request, rank, [*chosen, taken[d.job]], memo, preempts, also)
     if memo is not None:
         memo.end_pass()
     return Prepared(out, running, frozenset(waiting_for), choices)

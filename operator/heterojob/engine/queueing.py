@@ -66,6 +66,14 @@ class QueueSettings:
     # level only while the queue asks for fewer devices than this multiple of the fleet's
     # (`promoted_displacing`), else only those expected to run longer than it (inf: always, Tiresias' rule)
     promoted_displace_below: float = 1.0
+    # turns: a running job preempted this many times is displaced again only by priority, never by its level
+    # (None: no bound). Each turn costs a save, a restore and the preemptor's wait for the save; past the
+    # knee, levels and promotions turned long jobs over about three times each (issue 34)
+    max_turns: int | None = 2
+    # past the knee (the waiting jobs ask for at least this multiple of the fleet's devices) room left idle
+    # after a pass goes to the waiting jobs that declined it, by comparative advantage (`engine.allocation`);
+    # inf: never
+    fill_above: float = 1.0
 
     def __post_init__(self) -> None:
         t = list(self.thresholds_device_h)
@@ -73,11 +81,17 @@ class QueueSettings:
             raise ValueError(f"thresholds_device_h must be positive and increasing, not {t}")
         if self.starvation_s <= 0:
             raise ValueError(f"starvation_s must be positive, not {self.starvation_s}")
-        if self.displace_below < 0 or self.promoted_displace_below < 0:
-            raise ValueError(f"displace_below and promoted_displace_below must be 0 or more, not "
-                             f"{self.displace_below}, {self.promoted_displace_below}")
+        if self.displace_below < 0 or self.promoted_displace_below < 0 or self.fill_above < 0:
+            raise ValueError(f"displace_below, promoted_displace_below and fill_above must be 0 or more, not "
+                             f"{self.displace_below}, {self.promoted_displace_below}, {self.fill_above}")
         if self.promote_ratio < 0:
             raise ValueError(f"promote_ratio must be 0 or more, not {self.promote_ratio}")
+        if self.max_turns is not None and self.max_turns < 0:
+            raise ValueError(f"max_turns must be 0 or more (or None: no bound), not {self.max_turns}")
+
+    def turns_left(self, turns: int) -> bool:
+        """Whether a running job preempted `turns` times may still be displaced by its level."""
+        return self.max_turns is None or turns < self.max_turns
 
     def bound_s(self, run_s: float = 0.0) -> float:
         """How long a job that has run `run_s` wall seconds since its last promotion waits before promotion."""
@@ -162,9 +176,12 @@ def on_start(service: Service, now: float, settings: QueueSettings) -> Service:
 
 
 def running_rank(priority: int, attained_device_s: float, settings: QueueSettings, ran_s: float = 0.0,
-                 promoted: bool = False) -> int:
+                 promoted: bool = False, turns: int = 0) -> int:
     """A running job's effective priority: its level from attained service (it is not waiting); level 0 for
-    the first `starvation_s` of a run a promotion started (`ran_s`: how long this run has lasted)."""
+    the first `starvation_s` of a run a promotion started (`ran_s`: how long this run has lasted), and for a
+    job preempted `max_turns` times (`turns`: only a higher priority displaces it now)."""
+    if not settings.turns_left(turns):
+        return effective_priority(priority, 0, settings)
     if promoted and settings.policy == QueuePolicy.MLFQ and ran_s < settings.starvation_s:
         return effective_priority(priority, 0, settings)
     return effective_priority(priority, level(attained_device_s, settings), settings)

@@ -9,7 +9,7 @@ from pathlib import Path
 from typing import Any
 
 from heterojob.engine.queueing import QueuePolicy, QueueSettings
-from heterojob.replay.replay import POLICIES, REGIONS, Config, replay
+from heterojob.replay.replay import KNOWLEDGE, POLICIES, REGIONS, Config, replay
 from heterojob.replay.replay import __doc__ as REPLAY_DOC
 from heterojob.replay.report import html_report
 from heterojob.replay.traces import TraceError, read_trace, synthetic_trace
@@ -46,7 +46,17 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--arrival-scale", type=float, default=None,
                         help="multiply arrival times (< 1: more load); default 0.1 for --trace, 1 for --synthetic")
     parser.add_argument("--mtbf-hours", type=float, default=50_000.0)
+    parser.add_argument("--knowledge", choices=KNOWLEDGE, default="default",
+                        help="what the operator knows: default (a job's speed on a class once it has trained there "
+                             "for the step window, no workload names, no periodic checkpoints) or informed (every "
+                             "speed at once, each job naming its type as its workload, periodic checkpoints)")
+    parser.add_argument("--workloads", action=argparse.BooleanOptionalAction, default=None,
+                        help="each job names its type as spec.workload (default: in the informed mode only)")
+    parser.add_argument("--periodic-checkpoints", action=argparse.BooleanOptionalAction, default=None,
+                        help="jobs checkpoint every --checkpoint-seconds (default: in the informed mode only)")
     parser.add_argument("--checkpoint-seconds", type=float, default=1800.0)
+    parser.add_argument("--save-seconds", type=float, default=20.0, help="an on-demand checkpoint's save")
+    parser.add_argument("--restore-seconds", type=float, default=60.0, help="loading a checkpoint where a job lands")
     parser.add_argument("--no-elastic", action="store_true", help="heterojob: never grow a job")
     parser.add_argument("--alternatives-within", type=float, default=0.0, metavar="SHARE",
                         help="heterojob: a job lists only the classes where it runs at least SHARE of its best speed")
@@ -63,6 +73,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         parser.error("--nodes-per-class-region, --arrival-scale and --mtbf-hours must be positive")
     if not 0 <= args.alternatives_within <= 1:
         parser.error("--alternatives-within is a share of the best speed, from 0 to 1")
+    if args.checkpoint_seconds <= 0 or args.save_seconds < 0 or args.restore_seconds < 0:
+        parser.error("--checkpoint-seconds must be positive, --save-seconds and --restore-seconds 0 or more")
     if args.starvation_hours <= 0:
         parser.error("--starvation-hours must be positive")
     if args.fastest_share is not None and not 0 <= args.fastest_share <= 1:
@@ -72,7 +84,8 @@ def main(argv: Sequence[str] | None = None) -> int:
                     elastic=not args.no_elastic, within=args.alternatives_within, seed=args.seed,
                     queue=QueueSettings(policy=QueuePolicy(args.queue_policy),
                                         starvation_s=args.starvation_hours * 3600),
-                    upgrades=not args.no_upgrades)
+                    upgrades=not args.no_upgrades, knowledge=args.knowledge, workloads=args.workloads,
+                    periodic=args.periodic_checkpoints, save_s=args.save_seconds, restore_s=args.restore_seconds)
     left_out = []
     try:
         if args.synthetic:
@@ -95,7 +108,8 @@ def main(argv: Sequence[str] | None = None) -> int:
                      + (f" ({'; '.join(p for p in left_out if p)})" if any(left_out) else " (the trace is empty)"))
     policies = {"both": ["static", "heterojob"], "all": list(POLICIES)}.get(args.policy, [args.policy])
     reports = [replay(jobs, p, config) for p in policies]
-    out: dict[str, Any] = {"trace": name, "devices": config.devices, **{r.policy: r.summary() for r in reports}}
+    out: dict[str, Any] = {"trace": name, "devices": config.devices, "knowledge": config.knowledge,
+                           **{r.policy: r.summary() for r in reports}}
     if any(left_out):
         out["left_out"] = "; ".join(p for p in left_out if p)
     print(json.dumps(out))

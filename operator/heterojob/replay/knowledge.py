@@ -14,8 +14,13 @@ from heterojob.replay.traces import TraceJob
 
 
 class Known:
-    def __init__(self, declared: dict[str, float], namespace: str) -> None:
-        self.declared, self.namespace = declared, namespace
+    """`pooled`: jobs name their type as their workload (`spec.workload`), so a type's jobs share measured
+    speeds; without it each job knows only its own measurements and the declared throughput."""
+
+    def __init__(self, declared: dict[str, float], namespace: str, pooled: bool = True) -> None:
+        self.declared, self.namespace, self.pooled = declared, namespace, pooled
+        self.promotions = 0  # runs a starvation promotion started
+        self.turns: dict[int, int] = defaultdict(int)  # times each job was preempted (status.scheduling.preemptions)
         self.service: dict[int, queueing.Service] = {}
         self.measured: dict[int, dict[str, float]] = defaultdict(dict)
         # spec.workload: the trace's job type; each job's steps/s per device where it ran, pooled per type
@@ -46,13 +51,36 @@ class Known:
         self.refresh(job)
         return old.run_s
 
+    def stopped(self, job: TraceJob, now: float) -> None:
+        """A placement of the job ended (done, moved, resized, preempted, failed): its starvation clock starts
+        there, as status.scheduling.waitingSince does, so a move that lands at once is no promotion."""
+        svc = self.service.get(job.id)
+        if svc is not None:
+            self.service[job.id] = queueing.Service(svc.attained_device_s, now, svc.promoted, svc.run_s)
+
+    def preempted(self, job: TraceJob) -> None:
+        """The job was preempted (a turn: `QueueSettings.max_turns`)."""
+        self.turns[job.id] += 1
+        self.refresh(job)
+
     def starts(self, job: TraceJob, cls: str, replicas: int, raw: float, now: float,
-               queue: queueing.QueueSettings | None, others: Callable[[], Iterable[TraceJob]]) -> None:
+               queue: queueing.QueueSettings | None, others: Callable[[], Iterable[TraceJob]],
+               learned: bool = True) -> None:
         """The job starts on `cls` at `replicas` (steps/s `raw`); `queue`: heterojob's order (its service
-        counts), else None; `others`: the jobs a new sample of its type refreshes."""
+        counts), else None; `others`: the jobs a new sample of its type refreshes; `learned`: its speed there
+        is known at once (the informed mode), else only through `learned` once it has trained a while."""
         if queue is not None:
             self.service[job.id] = queueing.on_start(self.service[job.id], now, queue)
-        if cls not in self.measured[job.id]:
+            self.promotions += int(self.service[job.id].promoted)
+        if learned:
+            self.learned(job, cls, replicas, raw, others)
+        else:
+            self.refresh(job)
+
+    def learned(self, job: TraceJob, cls: str, replicas: int, raw: float,
+                others: Callable[[], Iterable[TraceJob]]) -> None:
+        """The job's steps/s on `cls` at `replicas` reaches what the operator knows (the SDK's step metric)."""
+        if cls not in self.measured[job.id] and self.pooled:
             self.pool(job, cls, others)
         self.measured[job.id][cls] = job.rate(cls)  # the SDK reports steps/s once it trains there
         self.measured_sizes[(job.id, cls)][replicas] = raw  # ... at the size it runs at
@@ -86,4 +114,4 @@ class Known:
         """The job's facts as its status would carry them (attained service, speeds, work done)."""
         self.facts[f"{self.namespace}/{job.id}"] = engine_policy.Facts(
             self.service.get(job.id, queueing.Service()), self.rel(job), self.work_s[job.id],
-            frozenset(self.measured.get(job.id, ())))
+            frozenset(self.measured.get(job.id, ())), self.turns.get(job.id, 0))

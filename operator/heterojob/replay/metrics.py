@@ -24,8 +24,11 @@ class Metrics:
         self.useful_s = self.lost_s = self.max_lost = 0.0
         self.useful: list[tuple[float, float, float]] = []  # (from, to, useful device-seconds), per run
         self.segments: list[tuple[float, float, float]] = []  # (from, to, device-s x speed share), per run
+        # (from, to, work served): steps trained in fastest-class device-seconds at the job's own size, per run
+        self.work: list[tuple[float, float, float]] = []
         self.device_s: dict[int, float] = defaultdict(float)  # devices held x seconds, per job
         self.failures = self.restarts = self.resizes = self.preemptions = self.reclaims = self.upgrades = 0
+        self.promotions = 0  # runs a starvation promotion started
         self.preempted_device_s = 0.0  # devices idle for preemptions (saves, restores, the preemptor's wait)
         self.busy_points: list[tuple[float, int]] = []
 
@@ -40,6 +43,7 @@ class Metrics:
             best = max(run.job.rate(c) for c in CLASSES)  # the report's yardstick, never the policy's
             share = run.job.rate(run.cls) / best if best > 0 else 0.0
             self.segments.append((min(run.started, now), now, useful * share))
+            self.work.append((min(run.started, now), now, work_s(run.job, steps - run.steps_at_start)))
         return trained
 
     def lost(self, seconds: float, devices: int) -> None:
@@ -72,7 +76,7 @@ class Metrics:
                         self.reclaims, self.max_lost, in_window / (total * (hi - lo)) if hi > lo else 0.0,
                         statistics.fmean(steady) if steady else 0.0, (lo / 3600, hi / 3600),
                         timeline(self.busy_points, total, first, end), jcts, by_job, upgrades=self.upgrades,
-                        preempted_device_h=self.preempted_device_s / 3600)
+                        preempted_device_h=self.preempted_device_s / 3600, promotions=self.promotions)
         if window:
             report.window = self.window_report(*window)
         return report
@@ -84,6 +88,7 @@ class Metrics:
         busy = sum(max(0.0, min(t, t1) - max(s, t0)) * b_ for (s, b_), (t, _) in
                    zip(self.busy_points, self.busy_points[1:], strict=False))
         useful = sum(u * max(0.0, min(e, t1) - max(s, t0)) / (e - s) for s, e, u in self.segments if e > s)
+        served = sum(w * max(0.0, min(e, t1) - max(s, t0)) / (e - s) for s, e, w in self.work if e > s)
         ends = sorted(self.finished.values())
         starts = sorted(self.arrival(j) for j in self.jobs)
 
@@ -98,4 +103,12 @@ class Metrics:
                       in_system(t0), in_system(t1),
                       statistics.fmean(in_system(self.arrival(j)) for j in inside[:quarter]),
                       statistics.fmean(in_system(self.arrival(j)) for j in inside[-quarter:]),
-                      len(inside) - quarter)
+                      len(inside) - quarter, arrived_work_h=sum(work_s(j, j.total_steps) for j in inside) / 3600,
+                      served_work_h=served / 3600, span_h=span / 3600)
+
+
+def work_s(job: TraceJob, steps: float) -> float:
+    """`steps` of `job` as fastest-class device-seconds at the job's own size (its trace size): the work rule's
+    unit, the same for every policy (a grown or slower run does the same work in more device-seconds)."""
+    best = max(job.rate(c) for c in CLASSES)
+    return steps / best * job.gpus if best > 0 else 0.0

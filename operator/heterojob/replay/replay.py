@@ -23,8 +23,15 @@ Policies, on the same trace, fleet, failures and seed:
   reads what jobs of its type (its `spec.workload`) measured where they ran (`engine.completion.pooled`),
   as the operator does (`replay.knowledge`).
 
-Every job checkpoints every `checkpoint_s` (saving takes `save_s`); a resize or preemption checkpoints on
-demand (`save_s`) and the job restores (`restore_s`) where it lands. Device failures come at `mtbf_h` per
+What the operator knows (`Config.knowledge`): `default` (a default deployment): a job's speed on a class
+becomes known only once it has trained there for `learn_s` (the SDK's step metric over the operator's
+`--steps-window`, plus a monitoring cycle), a job names no workload (`spec.workload` is opt-in:
+`workloads=True` names each trace job's type), and jobs checkpoint only on demand (`periodic=True`: every
+`checkpoint_s`); `informed`, the bound: every speed known at once where the job runs, every job names its
+type as its workload and checkpoints every `checkpoint_s`.
+
+A job with periodic checkpoints saves every `checkpoint_s` (saving takes `save_s`); a resize or preemption
+checkpoints on demand (`save_s`) and the job restores (`restore_s`) where it lands. Device failures come at `mtbf_h` per
 device, a node is repaired after `repair_h`.
 
 Utilization = device-hours of useful training / (devices x makespan): work redone after a failure,
@@ -58,6 +65,7 @@ from heterojob.replay.metrics import Metrics
 from heterojob.replay.report import Report
 from heterojob.replay.scheduler import Scheduler
 from heterojob.replay.traces import CLASSES, TraceJob
+from heterojob.telemetry.steps import STEPS_WINDOW_S
 
 REGIONS = ("cn-east", "cn-north", "eu-west", "us-west", "ap-south")
 K8S_EVICTION_S = 40.0 + 300.0
@@ -66,6 +74,8 @@ POLICIES = ("static", "kueue", "heterojob")
 # AcceleratorClass spec.throughput of the fleet's classes (relative to the fastest): round figures near
 # the mean speed of Gavel's job types on V100, P100 and K80, as a vendor's sheet would give them
 DECLARED = {"nvidia-h100": 1.0, "nvidia-a100": 0.8, "ascend-910b": 0.3}
+KNOWLEDGE = ("default", "informed")  # what the operator knows (module docstring)
+MONITOR_S = 30.0  # the operator's monitoring cycle: a measured step rate reaches status.scheduling within one
 
 
 @dataclass(frozen=True)
@@ -94,6 +104,35 @@ class Config:
     probe_share: float = 0.05
     window: tuple[int, int] | None = None  # Gavel's measurement window: trace positions [a, b)
     seed: int = 0
+    knowledge: str = "default"  # KNOWLEDGE: what the operator knows (module docstring)
+    periodic: bool | None = None  # periodic checkpoints every `checkpoint_s` (None: in the informed mode only)
+    workloads: bool | None = None  # each job names its type as spec.workload (None: in the informed mode only)
+    learn_s: float | None = None  # training on a class before its speed is known (None: by `knowledge`)
+
+    def __post_init__(self) -> None:
+        if self.knowledge not in KNOWLEDGE:
+            raise ValueError(f"knowledge must be one of {', '.join(KNOWLEDGE)}, not {self.knowledge!r}")
+
+    @property
+    def informed(self) -> bool:
+        return self.knowledge == "informed"
+
+    @property
+    def period_s(self) -> float:
+        """Seconds of training between periodic checkpoints (inf: none, only on demand)."""
+        return self.checkpoint_s if (self.informed if self.periodic is None else self.periodic) else math.inf
+
+    @property
+    def named(self) -> bool:
+        """Whether jobs name their workload (`spec.workload`), so jobs of a type share measured speeds."""
+        return self.informed if self.workloads is None else self.workloads
+
+    @property
+    def learn_after_s(self) -> float:
+        """Seconds a job trains on a class before the operator knows its speed there."""
+        if self.learn_s is not None:
+            return self.learn_s
+        return 0.0 if self.informed else STEPS_WINDOW_S + MONITOR_S
 
     @property
     def devices(self) -> int:
@@ -132,7 +171,7 @@ class _Replay:
         self.arrived: list[TraceJob] = []  # since the last event
         self.freed: set[str] = set()  # classes that gained room since the last event (or a growth wake)
         self.metrics = Metrics(jobs, config.devices, self.arrival)
-        self.known = Known(DECLARED, NAMESPACE)
+        self.known = Known(DECLARED, NAMESPACE, pooled=config.named)
         self.queue: Fifo | Scheduler = Scheduler(self) if policy == "heterojob" else Fifo(self)
         self.batched = policy == "heterojob"  # the baselines look after every event
         self.pending = set(range(*config.window)) if config.window else None
@@ -181,6 +220,12 @@ class _Replay:
                 self.freed.add(self.devices.repair(payload))
                 self.queue.room_freed()
                 self.push(now + self.rng.expovariate(per_node_rate), "fail", payload)
+            elif kind == "learn":  # the job's step rate on its class reached its status
+                run = self.devices.running.get(payload[0])
+                if run is not None and run.token == payload[1]:
+                    self.known.learned(run.job, run.cls, run.replicas, run.raw, self.others)
+                    self.freed.add(run.cls)  # its growth is judged on the measured figure (its status changed)
+                    self.queue.room_freed()  # what the policy knows changed: the scheduler's trigger plans again
             elif kind == "wake":
                 self.freed.update(CLASSES)  # a job's growth cooldown ended: look at growing it again
             # "timer": a waiting job's promotion; the scheduler's trigger says whether a cycle is due
@@ -191,6 +236,7 @@ class _Replay:
             self.freed.clear()
             self.arrived.clear()
             metrics.busy(now, self.devices.busy)
+        metrics.promotions = self.known.promotions
         return metrics.report(self.policy, first, end, config.window)
 
     # --- jobs -----------------------------------------------------------------------------------------
@@ -209,15 +255,23 @@ class _Replay:
         if self.progress[job.id] > 0:
             pause += self.config.restore_s
         raw = job.rate(cls, devices)
-        eff = raw * self.config.checkpoint_s / (self.config.checkpoint_s + self.config.save_s)
+        period = self.config.period_s
+        eff = raw if math.isinf(period) else raw * period / (period + self.config.save_s)
         self.seq += 1
         run = Run(job, cls, region, len(nodes), dict(per_node), now, now + pause, self.progress[job.id], raw, eff,
                   self.seq)
         self.devices.take(run)
         self.queue.remove(job)
+        learn = self.config.learn_after_s if self.policy == "heterojob" else 0.0  # the baselines read none of it
         self.known.starts(job, cls, len(nodes), raw, now, self.config.queue if self.policy == "heterojob" else None,
-                          lambda: [*self.queue.waiting.values(), *(r.job for r in self.devices.running.values())])
+                          self.others, learned=learn <= 0)
+        if learn > 0:
+            self.push(run.started + learn, "learn", (job.id, run.token))
         self.push(run.started + (job.total_steps - run.steps_at_start) / eff, "finish", (job.id, run.token))
+
+    def others(self) -> list[TraceJob]:
+        """The jobs a new measured speed of their workload refreshes (waiting and running)."""
+        return [*self.queue.waiting.values(), *(r.job for r in self.devices.running.values())]
 
     def credit(self, run: Run, steps: float, now: float) -> None:
         """Count the run's training up to `steps` as useful; the job's work and attained service grow."""
@@ -226,6 +280,7 @@ class _Replay:
             self.known.trained(run.job, run.cls, trained, run.devices)
 
     def stop(self, run: Run, now: float) -> None:
+        self.known.stopped(run.job, now)
         self.devices.give_back(run)
         self.metrics.held(run, now)
         self.freed.add(run.cls)
@@ -246,8 +301,9 @@ class _Replay:
         for run in self.devices.fail(node):
             ran = max(0.0, now - run.started)
             done = run.done(now)
-            periods = math.floor(ran / (config.checkpoint_s + config.save_s))
-            saved = min(done, run.steps_at_start + periods * config.checkpoint_s * run.raw)
+            period = config.period_s
+            periods = 0 if math.isinf(period) else math.floor(ran / (period + config.save_s))
+            saved = min(done, run.steps_at_start + periods * period * run.raw) if periods else run.steps_at_start
             self.credit(run, saved, now)
             self.metrics.lost((done - saved) / run.raw, run.devices)
             self.progress[run.job.id] = saved

@@ -25,7 +25,7 @@ from typing import TYPE_CHECKING
 
 from heterojob.api.job import Policy
 from heterojob.engine import admission as planner
-from heterojob.engine import completion, migration, queueing, ranking, rooms
+from heterojob.engine import allocation, completion, migration, queueing, ranking, rooms
 from heterojob.engine.admission import Disruption, DisruptionKind, Holder, Outcome
 from heterojob.engine.cycle import (
     Cycle,
@@ -68,6 +68,7 @@ class Scheduler:
         self.holder_of: dict[int, Holder] = {}  # per run token
         self.growth_limits: dict[tuple[int, str], tuple[int, int]] = {}  # (job, class) -> (sizes measured, most)
         self.cost = completion.MoveCost(config.save_s, config.restore_s)
+        sim.known.knowledge.move_cost_s = self.cost.seconds  # what a preemption must gain (`engine.policy`)
 
     # --- events ---------------------------------------------------------------------------------------
 
@@ -120,6 +121,7 @@ class Scheduler:
             knowledge.promoted_displace = queueing.promoted_displacing(self.waiting_devices, config.devices,
                                                                        config.queue)
             knowledge.displace_by_level = queueing.displacing(self.waiting_devices, config.devices, config.queue)
+            knowledge.saturated = allocation.saturated(self.waiting_devices, config.devices, config.queue.fill_above)
             fleet, holders = sim.devices.current_fleet(), self.holders()
             cycle = plan_cycle([self.request(j) for j in self.waiting.values()], holders, fleet, now, self.settings,
                                (knowledge, config.queue), None, self.memo, self.memory)
@@ -215,6 +217,7 @@ class Scheduler:
         self.moves[run.job.id].append(now)
         if d.kind == DisruptionKind.PREEMPT:
             sim.metrics.preemptions += 1
+            sim.known.preempted(run.job)  # a turn (`QueueSettings.max_turns`)
             sim.metrics.preempted_device_s += run.devices * (2 * sim.config.save_s + sim.config.restore_s)
             sim.push(now + sim.config.save_s, "requeue", run.job)
             return

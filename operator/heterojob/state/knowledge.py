@@ -24,7 +24,7 @@ from collections.abc import Iterable, Mapping
 from typing import NamedTuple
 
 from heterojob.api.scheduling import Scheduling
-from heterojob.engine import completion, queueing
+from heterojob.engine import allocation, completion, queueing
 from heterojob.engine.admission import Holder
 from heterojob.engine.fleet import Fleet
 from heterojob.engine.placement import Request
@@ -104,7 +104,7 @@ def facts_of(scheduling: Scheduling | None, classes: Iterable[str], declared: Ma
     work = sum(seconds * rel.get(cls, 0.0) for cls, seconds in scheduling.run_seconds.items())
     service = queueing.Service(scheduling.attained_device_seconds,
                                timestamp(scheduling.waiting_since) or created, scheduling.promoted)
-    return Facts(service, rel, work, frozenset(c for c in measured if c in rel))
+    return Facts(service, rel, work, frozenset(c for c in measured if c in rel), scheduling.preemptions)
 
 
 class Seen(NamedTuple):
@@ -180,7 +180,8 @@ class Knower:
         for job in [j for j in self._facts if j not in facts]:
             del self._facts[job]
         self.last = Knowledge(facts, self.residual(declared, sheets, entries), displace_by_level=True,
-                              promoted_displace=queueing.promoted_displacing(asked, sum(capacity.values()), queue))
+                              promoted_displace=queueing.promoted_displacing(asked, sum(capacity.values()), queue),
+                              saturated=allocation.saturated(asked, sum(capacity.values()), queue.fill_above))
         return self.last
 
     def of_running(self, key: str, holder: Holder, fleet: Fleet) -> Knowledge | None:
@@ -196,7 +197,8 @@ class Knower:
         classes = (e.classes if e is not None and e.classes else ()) or [holder.allocation.device_class]
         facts = facts_of(e.scheduling if e else None, classes, sheet_of(key, e, declared, sheets),
                          e.created if e else 0.0)
-        return Knowledge({key: facts}, last.residual, last.displace_by_level, last.promoted_displace)
+        return Knowledge({key: facts}, last.residual, last.displace_by_level, last.promoted_displace,
+                         saturated=last.saturated)
 
     def _of(self, job: str, scheduling: Scheduling | None, classes: Iterable[str], sheet: Mapping[str, float],
             created: float) -> Facts:
