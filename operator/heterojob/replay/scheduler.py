@@ -138,7 +138,8 @@ class Scheduler:
         """Placements start; victims and lenders checkpoint and the job that disturbs them starts where the
         plan put it (after their save)."""
         sim = self.sim
-        for key, admission in cycle.admissions.items():
+        for admission in cycle.acting:  # what it does (the waiting jobs' messages are not read here)
+            key = admission.job
             job = self.waiting[int(key.split("/", 1)[1])]
             c = admission.candidate
             if admission.outcome == Outcome.PLACED:
