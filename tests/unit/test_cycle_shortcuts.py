@@ -10,6 +10,8 @@ from dataclasses import replace
 from pathlib import Path
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from heterojob.engine import admission as planner
 from heterojob.engine import cycle as cycle_module
@@ -171,3 +173,53 @@ def test_a_replay_that_plans_every_cycle_in_full_logs_what_the_shortcuts_log(
         full_report = full.run()
     assert fast.log == full.log and fast_report.summary() == full_report.summary()
     assert fast.metrics.preemptions > 0 and fast.metrics.restarts > 0
+
+
+def _gpu_node(name: str) -> Node:
+    return Node(name, {"topology.kubernetes.io/region": "east", "acc": "h100"}, {"nvidia.com/gpu": 8})
+
+
+@settings(max_examples=300, deadline=None)
+@given(held=st.lists(st.tuples(st.integers(0, 1), st.sampled_from([2, 4, 8]), st.integers(0, 5), st.booleans(),
+                               st.booleans()), max_size=8),
+       jobs=st.lists(st.tuples(st.integers(1, 2), st.sampled_from([2, 4, 8]), st.integers(0, 5), st.integers(0, 5),
+                               st.booleans()), min_size=1, max_size=8))
+def test_may_act_on_promoted_jobs_says_no_only_for_plans_that_act_on_nothing(
+        held: list[tuple[int, int, int, bool, bool]], jobs: list[tuple[int, int, int, int, bool]]) -> None:
+    """Jobs ordered above the priority they preempt with (promoted), some preempting jobs besides, among
+    holders of every priority, some lending room: `may_act` says no only when the plan places, preempts and
+    reclaims nothing."""
+    holders = []
+    per: dict[str, int] = {}
+    for i, (node, devices, priority, grown, old) in enumerate(held):
+        name, job = "ab"[node], f"ns/h{i}"
+        per[name] = per.get(name, 0) + devices
+        base = Request(job, [Alternative("h100", 2)], 1, allowed_regions=("east",), priority=priority) \
+            if grown else None
+        holders.append(Holder(job, priority, 0.0 if old else NOW - 60,
+                              Allocation("nvidia.com/gpu", {name: devices}, "ns", "h100", "east"), base))
+    if any(v > 8 for v in per.values()):
+        return
+    fleet = Fleet({n: _gpu_node(n) for n in "ab"}, CLASSES, used=usage(h.allocation for h in holders))
+    queue = [Request(f"ns/j{i}", [Alternative("h100", d)], r, priority=max(p, q), created=float(i),
+                     preempts=min(p, q), also_preempts=frozenset(h.job for h in holders[::2]) if also else frozenset())
+             for i, (r, d, p, q, also) in enumerate(jobs)]
+    plan = planner.plan_queue(queue, holders, fleet, NOW)
+    if not planner.may_act(queue, holders, fleet, NOW):
+        assert all(a.outcome == Outcome.NO_ROOM and not a.disruptions for a in plan.admissions.values())
+
+
+def test_a_promoted_job_is_asked_at_the_priority_it_preempts_with() -> None:
+    """A fleet full of old priority-1 jobs and a young one of priority 0: a job ordered at 3 that preempts only
+    below 1 can make no room (the young one has not run its minimum runtime), unless it may preempt some of
+    them besides, or one of priority 2 lends room."""
+    holders = [Holder(f"ns/h{i}", 1, 0.0, Allocation("nvidia.com/gpu", {n: 8}, "ns", "h100", "east"))
+               for i, n in enumerate("bcdef")]
+    holders.append(Holder("ns/young", 0, NOW - 60, Allocation("nvidia.com/gpu", {"a": 8}, "ns", "h100", "east")))
+    fleet = Fleet({n: _gpu_node(n) for n in "abcdef"}, CLASSES, used=usage(h.allocation for h in holders))
+    promoted = Request("ns/x", [Alternative("h100", 8)], 1, priority=3, preempts=1)
+    assert not planner.may_act([promoted], holders, fleet, NOW)
+    assert planner.may_act([replace(promoted, preempts=2)], holders, fleet, NOW)
+    assert planner.may_act([replace(promoted, also_preempts=frozenset({"ns/h0"}))], holders, fleet, NOW)
+    lender = replace(holders[0], priority=2, base=Request("ns/h0", [Alternative("h100", 4)], 1, priority=2))
+    assert planner.may_act([promoted], [lender, *holders[1:]], fleet, NOW)
