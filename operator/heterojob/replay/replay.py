@@ -244,6 +244,8 @@ class _Replay:
         self.metrics.failures += 1
         config = self.config
         for run in self.devices.fail(node):
+            if isinstance(self.queue, Scheduler) and not self.queue.running.fault(run, node, now):
+                continue  # `engine.running.decide` keeps it there (it cannot: a NotReady node moves its jobs)
             ran = max(0.0, now - run.started)
             done = run.done(now)
             periods = math.floor(ran / (config.checkpoint_s + config.save_s))
