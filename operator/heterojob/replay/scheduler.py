@@ -17,7 +17,7 @@ What the operator's scheduler (`controller.scheduler`) does, with the replay's e
 
 A plan is applied at once: placements start, victims and lenders checkpoint (`save_s`) and the preemptor
 starts where the plan put it once they are gone. A running job's next step (growth, shrink, an upgrade, a
-move off a failed node) is `engine.running.decide`'s (`replay.moves`).
+move off a failed node) is `engine.running.decide`'s (`replay.decisions`).
 """
 
 from __future__ import annotations
@@ -39,7 +39,7 @@ from heterojob.engine.cycle import (
 from heterojob.engine.fleet import Allocation
 from heterojob.engine.placement import Alternative, Request, place
 from heterojob.replay.devices import Run
-from heterojob.replay.moves import Moves
+from heterojob.replay.decisions import Decisions
 from heterojob.replay.traces import TraceJob
 
 if TYPE_CHECKING:
@@ -64,7 +64,7 @@ class Scheduler:
         self.requests: dict[tuple[int, int | None], Request] = {}
         self.holder_of: dict[int, Holder] = {}  # per run token
         self.cost = completion.MoveCost(config.save_s, config.restore_s)
-        self.running = Moves(self)  # growth, upgrades and faults: `engine.running.decide`
+        self.running = Decisions(self)  # growth, upgrades and faults: `engine.running.decide`
 
     # --- events ---------------------------------------------------------------------------------------
 
@@ -186,7 +186,7 @@ class Scheduler:
 
     def upgrade(self, key: str, now: float) -> None:
         """A running job's own upgrade check (`engine.cycle.upgrade_of`), weighed by `engine.running.decide`
-        (`replay.moves`)."""
+        (`replay.decisions`)."""
         sim = self.sim
         run = sim.devices.running.get(int(key.split("/", 1)[1]))
         if run is None:

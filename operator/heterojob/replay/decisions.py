@@ -19,6 +19,7 @@ from __future__ import annotations
 
 from collections import defaultdict
 from collections.abc import Callable
+from functools import partial
 from typing import TYPE_CHECKING
 
 from heterojob.api.job import Policy
@@ -38,7 +39,7 @@ def _none() -> None:
     return None
 
 
-class Moves:
+class Decisions:
     """The running jobs' side of heterojob in the replay (see the module docstring)."""
 
     def __init__(self, scheduler: Scheduler) -> None:
@@ -101,7 +102,7 @@ class Moves:
                 continue  # no larger size lent, none to shrink back from: `decide` finds no resize
             if now < run.started:
                 continue  # still restoring from its last move: not Running yet
-            d = self.decide(run, now, grow_to=lambda run=run, top=top: self.room_for(run, top))  # type: ignore[misc]
+            d = self.decide(run, now, grow_to=partial(self.room_for, run, top))
             if d.step == Step.RESIZE and d.resize is not None:
                 self.resize(run, d.resize, now)
             elif any(step == Step.HOLD_RESIZE for step, _ in d.held):
