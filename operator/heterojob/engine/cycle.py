@@ -12,6 +12,11 @@ ships. Inside it:
    (`admission.plan_with_policy`); then `admission.plan_queue` plans the whole queue once.
 3. A job that waits is told which listed classes the policy set aside (`admission.set_aside`).
 
+A cycle computes what its reader reads (`Cycle`): the policy's pass at once; the plan only when the
+planner's necessary test (`admission.may_act`, on the queue as prepared) says some job may act, else when
+it is read; the classes set aside only when a waiting job's message is read. The trace replay reads only
+what acts (`Cycle.acting`), the operator every verdict.
+
 `verdict` is what of a waiting job's plan its status must say: the outcome and the message without its
 live figures (free devices, hours, the jobs ahead that fit first). The caller writes a waiting job's status
 only when its verdict changes, so API writes follow decisions, not figures.
