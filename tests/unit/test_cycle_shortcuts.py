@@ -223,3 +223,38 @@ def test_a_promoted_job_is_asked_at_the_priority_it_preempts_with() -> None:
     assert planner.may_act([replace(promoted, also_preempts=frozenset({"ns/h0"}))], holders, fleet, NOW)
     lender = replace(holders[0], priority=2, base=Request("ns/h0", [Alternative("h100", 4)], 1, priority=2))
     assert planner.may_act([promoted], [lender, *holders[1:]], fleet, NOW)
+
+
+def test_the_operators_cycle_is_planned_and_explained_in_its_worker_thread(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The operator plans in a worker thread so probes keep answering: what a cycle leaves until it is read
+    (a quiet cycle's plan, the set-aside messages) is computed there too, not where the verdicts are read."""
+    import threading
+    from concurrent.futures import ThreadPoolExecutor
+
+    from heterojob.controller import scheduler as controller
+    from heterojob.engine import admission
+
+    where: set[int] = set()
+    plan_queue, set_aside_ = admission.plan_queue, admission.set_aside
+
+    def planned(*args: object, **kwargs: object) -> object:
+        where.add(threading.get_ident())
+        return plan_queue(*args, **kwargs)  # type: ignore[arg-type]
+
+    def aside(*args: object, **kwargs: object) -> str:
+        where.add(threading.get_ident())
+        return set_aside_(*args, **kwargs)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(cycle_module, "plan_queue", planned)
+    monkeypatch.setattr(cycle_module, "set_aside", aside)
+    kinds = set()
+    for seed in range(12):
+        queue, holders, fleet, known = _busy_scene(seed)
+        with ThreadPoolExecutor(1) as pool:
+            cycle = pool.submit(controller._explained, queue, holders, fleet, NOW, planner.Settings(),
+                                (known, QueueSettings()), None, None, None).result()
+            worker = pool.submit(threading.get_ident).result()
+        kinds.add(cycle.quiet)
+        assert cycle.admissions and where == {worker}
+        where.clear()
+    assert kinds == {True, False}

@@ -39,7 +39,7 @@ from heterojob.state.job_status import read_status
 from heterojob.engine import admission as planner
 from heterojob.engine.admission import DisruptionKind, Outcome
 from heterojob.engine import transfer
-from heterojob.engine.cycle import Trigger, plan_cycle, verdict
+from heterojob.engine.cycle import Cycle, Trigger, plan_cycle, verdict
 from heterojob.engine.fleet import DeviceClass, Fleet
 from heterojob.engine.placement import Request
 from heterojob.state.knowledge import Knower
@@ -187,7 +187,7 @@ class Scheduler:
                       if self.queue is not None else None)
             moves = {r.job: w.move for r in waiting if (w := self.waiting.get(r.job)) is not None and w.move}
             started_at = time.monotonic()
-            cycle, cpu = await asyncio.to_thread(_timed, plan_cycle, waiting, holders, fleet, now, self.settings,
+            cycle, cpu = await asyncio.to_thread(_timed, _explained, waiting, holders, fleet, now, self.settings,
                                                  policy, moves, self.memo, self.memory)
             self.cycles += 1
             self.metrics.cycle_seconds.observe(cpu)
@@ -468,6 +468,13 @@ class Scheduler:
         status = read_status({**job, "status": {**(job.get("status") or {}), "placement": placed,
                                                 "phase": Phase.ADMITTED.value}})
         await self.pods.create(job, spec, status, tuple(range(len(chosen.nodes))))
+
+
+def _explained(*args: Any) -> Cycle:
+    """`plan_cycle`, its messages computed in this worker thread (a cycle computes them when first read)."""
+    cycle = plan_cycle(*args)
+    cycle.admissions  # noqa: B018 - read for its side effect: the plan and messages computed here, off the loop
+    return cycle
 
 
 def _timed(fn: Callable[..., Any], *args: Any) -> tuple[Any, float]:
