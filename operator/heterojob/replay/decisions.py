@@ -102,6 +102,8 @@ class Decisions:
                 continue  # no larger size lent, none to shrink back from: `decide` finds no resize
             if now < run.started:
                 continue  # still restoring from its last move: not Running yet
+            if run.replicas == self.most(run, base):
+                continue  # at its largest where it scales well: `decide` finds no resize either way
             d = self.decide(run, now, grow_to=partial(self.room_for, run, top))
             if d.step == Step.RESIZE and d.resize is not None:
                 self.resize(run, d.resize, now)
@@ -116,10 +118,11 @@ class Decisions:
         sim = self.sim
         if top is not None and top >= run.job.priority or not sim.devices.region_free().get((run.cls, run.region)):
             return None  # nothing lent while a job of its priority or above waits; no device free beside its own
-        base = sim.shape(run.job)[0]
+        most = self.most(run, sim.shape(run.job)[0])
+        if run.replicas >= most:
+            return None  # at its largest: `growth` lends nothing (the fleet without it is not built)
         return planner.growth(self.scheduler.request(run.job, run.replicas), top,
-                              sim.devices.current_fleet(without=run), run.replicas, self.most(run, base), run.cls,
-                              run.region)
+                              sim.devices.current_fleet(without=run), run.replicas, most, run.cls, run.region)
 
     def resize(self, run: Run, change: migration.Resize, now: float) -> None:
         """A resize `decide` let act: placed where the job runs, without its own devices; it checkpoints
