@@ -36,6 +36,7 @@ completion, `engine.completion`), then `plan_queue` on what it returns.
 
 from __future__ import annotations
 
+import bisect
 import math
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field, replace
@@ -277,28 +278,46 @@ def _waits(request: Request, fleet: Fleet, index: FleetIndex, own: dict[str, Hol
 
 
 def may_act(queue: Iterable[Request], holders: Iterable[Holder], fleet: Fleet, now: float,
-            settings: Settings = Settings()) -> bool:
+            settings: Settings = Settings(), memory: Memory | None = None) -> bool:
     """False only when `plan_queue` would place, preempt and reclaim nothing (every job QUEUED or NO_ROOM
     is impossible then too: a job that fits alone fits the free room): no holder yields to a waiting job or
     holds room reserved for one, no request may fit the free room (`Ledger.may_fit`), and for none could
     disturbing holders make room (`_Pool.may_disrupt`, `_Pool.may_make_room`). Until a job is placed or
     disturbs someone, `plan_queue` sees the ledger and the holders as given, so the first job that acts
     passes one of these tests. For callers that act on the plan only (the trace replay): the messages of
-    the jobs that wait need `plan_queue`."""
+    the jobs that wait need `plan_queue`. A job ordered above the priority it preempts with
+    (`Request.preempts`: promoted, displacing fewer) is asked at that priority (`_displacing`). `memory`: as
+    `plan_queue`'s."""
     holders = list(holders)
     if any(h.waiting or h.yielding_to is not None for h in holders):
         return True
-    ledger = Ledger(fleet)
+    ledger = Ledger(fleet, FleetIndex(fleet, memory))
     pool: _Pool | None = None
     taken: set[str] = set()
+    lent: list[int] | None = None
     for request in queue:
         if ledger.may_fit(request):
             return True
         pool = pool or _Pool.untaken(holders)
+        if request.preempts is not None and request.preempts < request.priority:
+            if lent is None:
+                lent = sorted(h.priority for h in holders if h.base is not None)
+            request = _displacing(request, lent)
         if pool.may_disrupt(request, taken) and pool.may_make_room(request, ledger, taken, now,
                                                                    settings.min_runtime_s):
             return True
     return False
+
+
+def _displacing(request: Request, lent: Sequence[int]) -> Request:
+    """`request` at the priority it preempts with, when steps 4-5 may disturb for it exactly the holders they
+    may disturb for that: it preempts none besides (`also_preempts`) and no job of a priority between the two
+    lends room (a lender of the waiting job's priority or below may be reclaimed from; `lent`: the lenders'
+    priorities, sorted). Else `request` as it is."""
+    low, high = request.preempt_priority, request.priority
+    if request.also_preempts or bisect.bisect_right(lent, high) > bisect.bisect_right(lent, low):
+        return request
+    return replace(request, priority=low, preempts=None)
 
 
 def _pinned(request: Request, room: Allocation, fleet: Fleet) -> Request:
@@ -423,13 +442,15 @@ def set_aside(request: Request, narrowed: Request, choice: completion.Choice | N
         else:
             notes.append(f"{c}: waiting for it is expected to finish later (~{_hours(mine)}) than waiting for "
                          f"{first} (~{_hours(best)})")
+    text = f"set aside: {listed(notes, 4)}"
+    if not fleet.quotas.get(request.namespace):
+        return text  # no quota in its namespace: placement refuses nothing by quota (`placement._Quota`)
     aside_request = replace(request, alternatives=aside)
     blockers = quota_memo.get(aside_request.shape) if quota_memo is not None else None
     if blockers is None:  # equal shapes meet the same quotas (`quota_memo`: one fleet, one cycle)
         blockers = [r for r in place(aside_request, fleet, index).rejections if r.quota]
         if quota_memo is not None:
             quota_memo[aside_request.shape] = blockers
-    text = f"set aside: {listed(notes, 4)}"
     return text + (f"; and quota besides: {listed(blockers, 4)}" if blockers else "")
 
 

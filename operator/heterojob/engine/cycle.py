@@ -12,6 +12,11 @@ ships. Inside it:
    (`admission.plan_with_policy`); then `admission.plan_queue` plans the whole queue once.
 3. A job that waits is told which listed classes the policy set aside (`admission.set_aside`).
 
+A cycle computes what its reader reads (`Cycle`): the policy's pass at once; the plan only when the
+planner's necessary test (`admission.may_act`, on the queue as prepared) says some job may act, else when
+it is read; the classes set aside only when a waiting job's message is read. The trace replay reads only
+what acts (`Cycle.acting`), the operator every verdict.
+
 `verdict` is what of a waiting job's plan its status must say: the outcome and the message without its
 live figures (free devices, hours, the jobs ahead that fit first). The caller writes a waiting job's status
 only when its verdict changes, so API writes follow decisions, not figures.
@@ -31,11 +36,12 @@ import math
 import re
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
+from functools import cached_property, partial
 from typing import TYPE_CHECKING
 
 from heterojob.engine import transfer
 from heterojob.engine.admission import (
-    STOP_EVERY, Admission, Holder, Outcome, Plan, Settings, Stopped, plan_queue, set_aside,
+    STOP_EVERY, Admission, Holder, Outcome, Plan, Settings, Stopped, may_act, plan_queue, set_aside,
 )
 from heterojob.engine.fleet import Fleet
 from heterojob.engine.relocation import cheapest_tier
@@ -44,35 +50,65 @@ from heterojob.engine.rooms import Memory
 
 if TYPE_CHECKING:
     from heterojob.engine.completion import MoveCost, Upgrade
-    from heterojob.engine.policy import Knowledge
+    from heterojob.engine.policy import Knowledge, Prepared
     from heterojob.engine.queueing import QueueSettings
     from heterojob.engine.ranking import Memo
 
 
-@dataclass(frozen=True)
 class Cycle:
-    """The plan of one cycle: every waiting job's admission (messages final), under a queue policy the
-    classes waiting jobs chose to wait for (upgrade moves keep off them), and the free devices per class
-    once its placements are taken."""
+    """The plan of one cycle: every waiting job's admission (`admissions`, messages final), under a queue
+    policy the classes waiting jobs chose to wait for (upgrade moves keep off them), and the free devices per
+    class once its placements are taken.
 
-    plan: Plan
-    waiting_for: frozenset[str] = frozenset()
-    free: Mapping[str, int] = field(default_factory=dict)
+    What is not read is not computed: a waiting job's message gains the classes the policy set aside (and an
+    involuntary move's the transfer it weighed) when `admissions` is first read, and a cycle the planner's
+    necessary test says acts on nothing (`admission.may_act`, on the queue as the policy prepared it) plans
+    its queue only when `plan` or `admissions` is read. `acted` and `acting` read neither. Equal cycles have
+    equal admissions, classes waited for and free room."""
+
+    def __init__(self, plan: Plan | Callable[[], Plan], waiting_for: frozenset[str] = frozenset(),
+                 free: Mapping[str, int] | None = None,
+                 explain: Callable[[Plan], dict[str, Admission]] | None = None, quiet: bool = False) -> None:
+        self._plan, self._explain = plan, explain
+        self.waiting_for, self.free, self.quiet = waiting_for, free if free is not None else {}, quiet
+
+    @cached_property
+    def plan(self) -> Plan:
+        """The planner's plan (a waiting job's message as `admission.plan_queue` says it)."""
+        return self._plan if isinstance(self._plan, Plan) else self._plan()
+
+    @cached_property
+    def admissions(self) -> Mapping[str, Admission]:
+        return self._explain(self.plan) if self._explain is not None else self.plan.admissions
 
     @property
-    def admissions(self) -> Mapping[str, Admission]:
-        return self.plan.admissions
+    def acting(self) -> list[Admission]:
+        """The admissions that place or disturb someone, in queue order (none, unplanned, when `quiet`)."""
+        if self.quiet:
+            return []
+        return [a for a in self.plan.admissions.values() if a.outcome == Outcome.PLACED or a.disruptions]
 
     @property
     def acted(self) -> bool:
         """It placed or disturbed someone: that changes the snapshot (the policy reads the free room), so
         the caller plans once more (`Trigger.room`)."""
-        return any(a.outcome == Outcome.PLACED or a.disruptions for a in self.plan.admissions.values())
+        return bool(self.acting)
 
     def room_grew(self, before: Mapping[str, int]) -> bool:
         """More devices of some class are free than after the cycle before (`before`: its `free`): running
         jobs an upgrade move may pay for are looked at now, not on every pass of theirs."""
         return any(n > before.get(c, 0) for c, n in self.free.items())
+
+    def __eq__(self, other: object) -> bool:
+        if not isinstance(other, Cycle):
+            return NotImplemented
+        return (self.admissions == other.admissions and self.waiting_for == other.waiting_for
+                and dict(self.free) == dict(other.free))
+
+    __hash__ = None  # type: ignore[assignment]  # mutable caches: compared by value, never hashed
+
+    def __repr__(self) -> str:
+        return f"Cycle(admissions={dict(self.admissions)!r}, waiting_for={self.waiting_for!r}, free={self.free!r})"
 
 
 def plan_cycle(queue: Iterable[Request], holders: Iterable[Holder], fleet: Fleet, now: float,
@@ -85,7 +121,8 @@ def plan_cycle(queue: Iterable[Request], holders: Iterable[Holder], fleet: Fleet
     `memo` (`engine.ranking.Memo`) and `memory` (`engine.rooms.Memory`, for one fleet), both kept by the
     caller between cycles, only save recomputing equal values: the cycle is the same without them.
     `acting`: only the jobs that act, each as the full cycle plans it (`admission.plan_queue`'s `acting`);
-    `stop`: `admission.plan_queue`'s (`admission.Stopped` ends the cycle, with no plan)."""
+    `stop`: `admission.plan_queue`'s (`admission.Stopped` ends the cycle, with no plan; a plan computed when
+    read may raise it then)."""
     queue, holders = list(queue), list(holders)
     if not queue:  # nothing to plan: only the free room (what `room_grew` compares)
         return Cycle(Plan(), frozenset(), _free_after(Plan(), fleet, memo))
@@ -98,38 +135,52 @@ def plan_cycle(queue: Iterable[Request], holders: Iterable[Holder], fleet: Fleet
         queue = [narrowed.get(r.job, r) for r in queue]
     if policy is None:
         plan = plan_queue(queue, holders, fleet, now, settings, memory, acting, stop)
-        waiting_for: frozenset[str] = frozenset()
-    else:
-        from heterojob.engine import policy as heterogeneity
+        return Cycle(plan, frozenset(), _free_after(plan, fleet, memo),
+                     partial(_explain, fleet=fleet, moves=moves, narrowed=narrowed, stop=stop))
+    from heterojob.engine import policy as heterogeneity
 
-        knowledge, queue_settings = policy
-        prepared = heterogeneity.prepare(queue, holders, fleet, now, knowledge, queue_settings,
-                                         settings.min_runtime_s, memo)
-        ordered = [replace(r, alternatives=narrowed[r.job].alternatives) if r.job in narrowed else r
-                   for r in prepared.queue]  # an involuntary move keeps every class its user listed
-        plan = plan_queue(ordered, prepared.holders, fleet, now, settings, memory, acting, stop)
-        waiting_for = prepared.waiting_for
-        mine = {r.job: r for r in ordered}
-        original = {r.job: r for r in queue}
+    knowledge, queue_settings = policy
+    prepared = heterogeneity.prepare(queue, holders, fleet, now, knowledge, queue_settings, settings.min_runtime_s,
+                                     memo)
+    ordered = [replace(r, alternatives=narrowed[r.job].alternatives) if r.job in narrowed else r
+               for r in prepared.queue]  # an involuntary move keeps every class its user listed
+    explain = partial(_explain, fleet=fleet, moves=moves, narrowed=narrowed, original={r.job: r for r in queue},
+                      mine={r.job: r for r in ordered}, prepared=prepared, memory=memory, stop=stop)
+    if not may_act(ordered, prepared.holders, fleet, now, settings, memory):  # planned only when read
+        return Cycle(partial(plan_queue, ordered, prepared.holders, fleet, now, settings, memory, acting, stop),
+                     prepared.waiting_for, _free_after(Plan(), fleet, memo), explain, quiet=True)
+    plan = plan_queue(ordered, prepared.holders, fleet, now, settings, memory, acting, stop)
+    return Cycle(plan, prepared.waiting_for, _free_after(plan, fleet, memo), explain)
+
+
+def _explain(plan: Plan, fleet: Fleet, moves: Mapping[str, transfer.Move], narrowed: Mapping[str, Request],
+             original: Mapping[str, Request] | None = None, mine: Mapping[str, Request] | None = None,
+             prepared: Prepared | None = None, memory: Memory | None = None,
+             stop: Callable[[], bool] | None = None) -> dict[str, Admission]:
+    """`plan`'s admissions with their messages final: a waiting job's the classes the policy set aside
+    (`admission.set_aside`; `prepared`: the policy's pass, `original`: the requests as given, `mine`: as
+    planned), an involuntary move's placement the transfer it weighed (step 3 of the module docstring)."""
+    admissions = dict(plan.admissions)
+    if prepared is not None and original is not None and mine is not None:
         quota_memo: dict[tuple[object, ...], list[Rejection]] = {}
         index = FleetIndex(fleet, memory)  # one for every job's set-aside classes: the free room read once
-        for k, (job, admission) in enumerate(list(plan.admissions.items())):
+        for k, (job, admission) in enumerate(plan.admissions.items()):
             if stop is not None and k % STOP_EVERY == 0 and stop():
                 raise Stopped(k)
             if admission.outcome == Outcome.PLACED or job in narrowed:
                 continue
             aside = set_aside(original[job], mine[job], prepared.choices.get(job), fleet, quota_memo, index)
             if aside:
-                plan.admissions[job] = replace(admission, message=f"{admission.message}; {aside}")
+                admissions[job] = replace(admission, message=f"{admission.message}; {aside}")
     for job in narrowed:
-        placed = plan.admissions.get(job)
+        placed = admissions.get(job)
         if placed is None or placed.outcome != Outcome.PLACED or placed.candidate is None:
             continue
         v = transfer.judge(moves[job], placed.candidate.region, fleet.regions)
         if v.cost and v.cost.link:
-            plan.admissions[job] = replace(placed, message=f"{placed.message}; the cheapest transfer that "
-                                                              f"fits: {v.message}")
-    return Cycle(plan, waiting_for, _free_after(plan, fleet, memo))
+            admissions[job] = replace(placed, message=f"{placed.message}; the cheapest transfer that "
+                                                      f"fits: {v.message}")
+    return admissions
 
 
 def _free_after(plan: Plan, fleet: Fleet, memo: Memo | None = None) -> dict[str, int]:

@@ -16,10 +16,10 @@ Policies, on the same trace, fleet, failures and seed:
   completion-time estimates (`engine.completion`: which classes a job takes now, from declared throughput
   and the job's measured speed, and upgrade moves that pay); it places, takes lent room back from grown
   jobs and preempts exactly as the operator's scheduler does, so the replay's speed is the operator's
-  planning speed. Elastic jobs grow as far as `engine.admission.growth` lends room, through
-  `migration.resize` and `migration.judge` (the HeteroJob defaults: 600 s cooldown, 3 moves an hour, a
-  disruption budget of 5). A failed node's jobs restart at once off it, from their last periodic
-  checkpoint. The policy never reads a job's total steps or its speed on a class it has not run on; it
+  planning speed. A running job's growth, shrink, upgrade move and move off a failed node are
+  `engine.running.decide`'s (`replay.decisions`; the HeteroJob defaults: 600 s cooldown, 3 moves an hour,
+  a disruption budget of 5): elastic jobs grow as far as `engine.admission.growth` lends room, and a failed
+  node's jobs restart at once off it, from their last periodic checkpoint. The policy never reads a job's total steps or its speed on a class it has not run on; it
   reads what jobs of its type (its `spec.workload`) measured where they ran (`engine.completion.pooled`),
   as the operator does (`replay.knowledge`).
 
@@ -299,6 +299,8 @@ class _Replay:
         self.metrics.failures += 1
         config = self.config
         for run in self.devices.fail(node):
+            if isinstance(self.queue, Scheduler) and not self.queue.running.fault(run, node, now):
+                continue  # `engine.running.decide` keeps it there (it cannot: a NotReady node moves its jobs)
             ran = max(0.0, now - run.started)
             done = run.done(now)
             period = config.period_s

@@ -9,13 +9,15 @@ What the operator's scheduler (`controller.scheduler`) does, with the replay's e
 - when the trigger is due, one cycle plans the whole waiting queue (`engine.cycle.plan_cycle`, with the
   queue policy, one `ranking.Memo` and one `rooms.Memory` kept across cycles); a cycle that acted
   (`Cycle.acted`) is followed by another; cycles stop when one acts on nothing;
+- a cycle is read only for what acts (`Cycle.acting`): one the planner's necessary test says acts on
+  nothing is not planned, and no waiting job's message is written (`engine.cycle.Cycle`);
 - when the free room of some class grew since the last cycle (`Cycle.room_grew`), the running jobs an
   upgrade move may pay for (`engine.cycle.upgrade_candidates`) each check their own move
   (`engine.cycle.upgrade_of`), each on the fleet the moves before left.
 
 A plan is applied at once: placements start, victims and lenders checkpoint (`save_s`) and the preemptor
-starts where the plan put it once they are gone. Elastic jobs grow as far as `engine.admission.growth`
-lends room, through `migration.resize` and `migration.judge`.
+starts where the plan put it once they are gone. A running job's next step (growth, shrink, an upgrade, a
+move off a failed node) is `engine.running.decide`'s (`replay.decisions`).
 """
 
 from __future__ import annotations
@@ -23,9 +25,8 @@ from __future__ import annotations
 from collections import defaultdict
 from typing import TYPE_CHECKING
 
-from heterojob.api.job import Policy
 from heterojob.engine import admission as planner
-from heterojob.engine import allocation, completion, migration, queueing, ranking, rooms
+from heterojob.engine import allocation, completion, queueing, ranking, rooms
 from heterojob.engine.admission import Disruption, DisruptionKind, Holder, Outcome
 from heterojob.engine.cycle import (
     Cycle,
@@ -38,6 +39,7 @@ from heterojob.engine.cycle import (
 from heterojob.engine.fleet import Allocation
 from heterojob.engine.placement import Alternative, Request, place
 from heterojob.replay.devices import Run
+from heterojob.replay.decisions import Decisions
 from heterojob.replay.traces import TraceJob
 
 if TYPE_CHECKING:
@@ -59,16 +61,11 @@ class Scheduler:
         self.timers: dict[int, float] = {}  # job -> the timer put on the replay's event queue
         self.cycles = 0
         self.settings = planner.Settings(min_runtime_s=config.min_runtime_s)
-        defaults = Policy()
-        self.rules = migration.Rules(triggers=frozenset({migration.GROW}), cooldown_s=defaults.cooldown_seconds,
-                                     max_per_hour=defaults.max_migrations_per_hour, budget=config.disruption_budget)
-        self.moves: dict[int, list[float]] = defaultdict(list)  # resizes, preemptions, upgrades, for judge
-        self.wakes: dict[int, float] = {}  # job -> when its growth may be judged again
         self.requests: dict[tuple[int, int | None], Request] = {}
         self.holder_of: dict[int, Holder] = {}  # per run token
-        self.growth_limits: dict[tuple[int, str], tuple[int, int]] = {}  # (job, class) -> (sizes measured, most)
         self.cost = completion.MoveCost(config.save_s, config.restore_s)
         sim.known.knowledge.move_cost_s = self.cost.seconds  # what a preemption must gain (`engine.policy`)
+        self.running = Decisions(self)  # growth, upgrades and faults: `engine.running.decide`
 
     # --- events ---------------------------------------------------------------------------------------
 
@@ -109,7 +106,7 @@ class Scheduler:
         """Cycles while the trigger is due, then growth, then cycles again if growth gave room back."""
         self.plan(now)
         if self.sim.config.elastic:
-            self.grow(now)
+            self.running.grow(now)
             self.plan(now)
 
     def plan(self, now: float) -> None:
@@ -140,7 +137,8 @@ class Scheduler:
         """Placements start; victims and lenders checkpoint and the job that disturbs them starts where the
         plan put it (after their save)."""
         sim = self.sim
-        for key, admission in cycle.admissions.items():
+        for admission in cycle.acting:  # what it does (the waiting jobs' messages are not read here)
+            key = admission.job
             job = self.waiting[int(key.split("/", 1)[1])]
             c = admission.candidate
             if admission.outcome == Outcome.PLACED:
@@ -189,32 +187,23 @@ class Scheduler:
     # --- moves ----------------------------------------------------------------------------------------
 
     def upgrade(self, key: str, now: float) -> None:
-        """A running job's own upgrade check (`engine.cycle.upgrade_of`); a move is made before break: the
-        room is found before the job is stopped."""
+        """A running job's own upgrade check (`engine.cycle.upgrade_of`), weighed by `engine.running.decide`
+        (`replay.decisions`)."""
         sim = self.sim
         run = sim.devices.running.get(int(key.split("/", 1)[1]))
         if run is None:
             return
-        u = upgrade_of([self.holder(run)], run.job.classes, sim.devices.current_fleet(), now, sim.known.knowledge,
-                       self.waiting_for if self.waiting else frozenset(), self.cost, sim.config.min_runtime_s,
-                       sim.config.probe_share, self.memo)
-        if u is None:
-            return
-        replicas, per = sim.shape(run.job)
-        chosen = place(Request(u.job, [Alternative(u.to_class, per)], replicas), sim.devices.current_fleet()).chosen
-        if chosen is None:
-            return  # the devices are free but not in one region or node: no room held, no move
-        sim.checkpoint_and_stop(run, now)
-        self.moves[run.job.id].append(now)
-        sim.metrics.upgrades += 1
-        sim.start(run.job, chosen.device_class, chosen.region, chosen.nodes, per, now, pause=sim.config.save_s)
+        self.running.upgrade(run, lambda: upgrade_of(
+            [self.holder(run)], run.job.classes, sim.devices.current_fleet(), now, sim.known.knowledge,
+            self.waiting_for if self.waiting else frozenset(), self.cost, sim.config.min_runtime_s,
+            sim.config.probe_share, self.memo), now)
 
     def disturb(self, d: Disruption, now: float) -> None:
         """A victim checkpoints and requeues; a lender checkpoints and restarts at its admitted size."""
         sim = self.sim
         run = sim.devices.running[int(d.job.split("/", 1)[1])]
         sim.checkpoint_and_stop(run, now)
-        self.moves[run.job.id].append(now)
+        self.running.moves[run.job.id].append(now)
         if d.kind == DisruptionKind.PREEMPT:
             sim.metrics.preemptions += 1
             sim.known.preempted(run.job)  # a turn (`QueueSettings.max_turns`)
@@ -232,73 +221,6 @@ class Scheduler:
         sim.start(run.job, back.device_class, back.region, back.nodes, back.per_replica, now,
                   pause=sim.config.save_s)
 
-    def most(self, job: TraceJob, cls: str, base: int) -> int:
-        """The most replicas the job grows to on `cls`: as far as it scales (`completion.growth_limit` of the
-        sizes it measured there, a table that only gains entries)."""
-        sizes = self.sim.known.measured_sizes[(job.id, cls)]
-        known = self.growth_limits.get((job.id, cls))
-        if known is not None and known[0] == len(sizes):
-            return known[1]
-        config = self.sim.config
-        most = job.max_replicas(cls) if base == 1 and job.gpus <= 8 else base
-        if config.growth_efficiency > 0 and most > base:
-            most = completion.growth_limit(base, most, sizes, config.growth_efficiency)
-        self.growth_limits[(job.id, cls)] = (len(sizes), most)
-        return most
-
-    def grow(self, now: float) -> None:
-        """Elastic jobs grow as far as the planner lends room (`engine.admission.growth`: never while a job
-        of their priority or above waits), within the migration rules; each resize checkpoints and restores."""
-        sim, config, devices = self.sim, self.sim.config, self.sim.devices
-        if not (sim.freed or sim.arrived):
-            return  # no room appeared and no job started since the last look
-        top = max((p for p, n in self.priorities.items() if n), default=None)  # planner.top_priority, kept up
-        for run in devices.by_id():
-            job = run.job
-            base = sim.shape(job)[0]
-            if run.replicas <= base and (top is not None and top >= job.priority
-                                         or not devices.region_free().get((run.cls, run.region))):
-                continue  # at most its admitted size (`most` is never below it): it grows no further, see below
-            if now < run.started:
-                continue  # still restoring from its last move
-            most = self.most(job, run.cls, base)
-            change: migration.Resize | None
-            if run.replicas > most:  # grown past where it scales well: back to the last good size
-                freed = devices.current_fleet(without=run)
-                change = migration.Resize(migration.GROW, most, f"scaling below {config.growth_efficiency:g} "
-                                          f"at {run.replicas} replicas: {run.replicas} -> {most}")
-            else:
-                if run.replicas >= most:
-                    continue  # at its largest
-                if top is not None and top >= job.priority:
-                    continue  # `growth` lends nothing while a job of its priority or above waits
-                if not devices.region_free().get((run.cls, run.region)):
-                    continue  # no device free beside its own there: `growth` finds no larger size
-                freed = devices.current_fleet(without=run)
-                target = planner.growth(self.request(job, run.replicas), top, freed, run.replicas, most, run.cls,
-                                        run.region)
-                change = migration.resize(run.replicas, base, most, None, None, now, 0.0, 0.0, target)
-            if change is None:
-                continue
-            moving = sum(1 for r in devices.running.values() if r.started > now)
-            verdict = migration.judge([migration.Symptom(change.trigger, now, (), change.reason)], self.rules, now,
-                                      self.moves[job.id], moving)
-            if not verdict.act:
-                last = max(self.moves[job.id], default=now)
-                wake = max(now + 60, last + self.rules.cooldown_s)
-                if self.wakes.get(job.id, 0) <= now:
-                    self.wakes[job.id] = wake
-                    sim.push(wake, "wake", job.id)
-                continue
-            result = place(Request(self.key(job), [Alternative(run.cls, sim.shape(job)[1])],
-                                   change.replicas, allowed_regions=(run.region,)), freed)
-            if result.chosen is None:
-                continue
-            sim.checkpoint_and_stop(run, now)
-            self.moves[job.id].append(now)
-            sim.metrics.resizes += 1
-            c = result.chosen
-            sim.start(job, c.device_class, c.region, c.nodes, c.per_replica, now, pause=config.save_s)
-            if change.replicas > sim.shape(job)[0]:  # a trial size: judge its measured scaling once it may move
-                self.wakes[job.id] = wake = now + self.rules.cooldown_s
-                sim.push(wake, "wake", job.id)
+    def top(self) -> int | None:
+        """The highest priority among the waiting jobs (`admission.top_priority`, kept up to date)."""
+        return max((p for p, n in self.priorities.items() if n), default=None)
