@@ -277,7 +277,7 @@ class Scheduler:
         policy = None
         if self.queue is not None:
             policy = (self.knower.knowledge(fleet, waiting, holders, self.queue, seen), self.queue)
-        cycle = plan_cycle(waiting, holders, fleet, now, self.settings, policy, moves, self.memo, self.memory, acting,
+        cycle = _explained(waiting, holders, fleet, now, self.settings, policy, moves, self.memo, self.memory, acting,
                            None if acting else self._stop)
         verdicts = {job: verdict(a.outcome.value, a.message) for job, a in cycle.admissions.items()
                     if a.outcome != Outcome.PLACED}
@@ -442,6 +442,14 @@ class Scheduler:
             return None
         return transfer_move(spec, status, region, cls, request.replicas, self.classes(), now, self.transfer,
                              voluntary=False)
+
+def _explained(*args: Any) -> Cycle:
+    """`plan_cycle`, what it leaves until read (a quiet cycle's plan, the set-aside messages) computed here, in the
+    cycle's worker thread, not where the verdicts are read."""
+    cycle = plan_cycle(*args)
+    cycle.admissions  # noqa: B018 - read for its side effect: the plan and messages computed in this thread
+    return cycle
+
 
 def _timed(fn: Callable[..., Any], *args: Any) -> tuple[Any, float]:
     """`fn(*args)` and the CPU-seconds this thread spent on it. The garbage collector waits meanwhile: a plan
