@@ -32,6 +32,11 @@ Measured, after the backlog is created and the operator has given every waiting 
   each with a 5 s timeout (a timeout or a failure counts 5 s); probe_failures counts answers that were not 2xx or
   never came;
 - wall_s.
+Last (unless --no-restart): the operator restarted on the full fleet, the prober stopped first (probe_p99_s times
+the running operator): restart_first_placement_s (a job that fits free room, created at the restart, until its
+pod exists), restart_caches (the caches' first listing, from its log), restart_pod_creates_again (pods created
+beyond that job's: 0 when every job's pods were in the caches before its first pass), restart_quiet_s and
+restart_cpu_s (until under 5 % CPU for 2 s), restart_rss_mb.
 Also: operator_start_s (from its start to its first placements: its caches list every Node, pod and job
 first; --start-timeout ends the run there, with "aborted"), waiting (at the measurements) and waiting_end, the
 CPU-seconds of the operator, emulator and kubelet processes, fill_s and backlog_settle_s.

@@ -10,7 +10,7 @@ import kubernetes
 
 from heterojob.constants import LABEL_JOB
 from heterojob.kube import convert
-from heterojob.kube.caches import Caches, pod_entry
+from heterojob.kube.caches import Caches, pod_entry, serves
 from heterojob.kube.ownpods import kept
 
 
@@ -89,3 +89,17 @@ def test_every_event_of_a_job_pod_is_told_with_the_pod_as_it_came_and_other_pods
     assert cache.job_pods("team-a", "j1") == []
     informer.replace({})  # a relist: x is gone too; no job pod was held, nothing told
     assert len(told) == 3 and cache.foreign_usage() == {}
+
+
+def test_namespace_patterns_watch_every_namespace_and_keep_only_those_served() -> None:
+    """`--namespace` names: one informer per namespace; Kopf patterns (globs, `!`): one cluster-wide informer whose
+    view keeps only the namespaces the patterns serve, read as Kopf reads them."""
+    named = Caches(kubernetes.client.ApiClient(), lambda body: None, namespaces=("team-a", "team-b"))
+    assert [i.name for i in named.pods.informers] == ["pods[team-a]", "pods[team-b]"]
+    globbed = Caches(kubernetes.client.ApiClient(), lambda body: None, namespaces=("team-*, !*-tmp, team-x-tmp",))
+    [informer] = globbed.pods.informers
+    assert informer.name == "pods"
+    kept_ns = [ns for ns in ("team-a", "team-a-tmp", "team-x-tmp", "other")
+               if informer.view(pod("p", 1, "n1", namespace=ns)) is not None]
+    assert kept_ns == ["team-a", "team-x-tmp"]
+    assert serves(("!kube-*",), "team-a") and not serves(("!kube-*",), "kube-system")

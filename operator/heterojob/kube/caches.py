@@ -11,8 +11,10 @@ object that grows with the cube of the objects listed (docs/architecture.md, "St
 from __future__ import annotations
 
 import asyncio
+import fnmatch
 import functools
 import logging
+import re
 import time
 from collections.abc import Callable, Hashable, Iterable, Mapping
 from dataclasses import dataclass
@@ -63,6 +65,28 @@ class RegionEntry:
 def region_entry(body: Mapping[str, Any]) -> RegionEntry | None:
     info, ref = convert.region_info(body), member_ref(body)
     return RegionEntry(info, ref) if info is not None or ref is not None else None
+
+
+_PATTERN = re.compile(r"[*?!,]")  # a `--namespace` given as a Kopf pattern, not a name
+
+
+def serves(patterns: Iterable[str], namespace: str) -> bool:
+    """Whether `namespace` is served under `--namespace` patterns, read as Kopf reads them: any pattern matching;
+    a pattern is comma-separated globs, `!` ones exclude, a leading exclusion implies a `*` before it, and a later
+    inclusive glob takes back only what the first one matched."""
+    for pattern in patterns:
+        globs = [g.strip() for g in pattern.split(",")]
+        if not globs or globs[0].startswith("!"):
+            globs.insert(0, "*")
+        first = matched = fnmatch.fnmatch(namespace, globs[0])
+        for glob in globs[1:]:
+            if glob.startswith("!"):
+                matched = matched and not fnmatch.fnmatch(namespace, glob.lstrip("!"))
+            else:
+                matched = matched or (first and fnmatch.fnmatch(namespace, glob))
+        if matched:
+            return True
+    return False
 
 
 def job_key(body: Mapping[str, Any]) -> str:
@@ -123,6 +147,11 @@ class Caches:
         def namespaced(name: str, lister: Callable[[str | None], Callable[..., Any]],
                        view: Callable[[dict[str, Any]], V | None], on_change: OnChange[Any, V] | None = None,
                        key: Callable[[Mapping[str, Any]], Any] = object_key) -> Kind[Any, V]:
+            if any(_PATTERN.search(ns) for ns in served):  # Kopf's globs and negations: every namespace, filtered
+                def view_served(body: dict[str, Any]) -> V | None:
+                    return view(body) if serves(served, object_key(body)[0]) else None
+                return Kind([Informer(name, lister(None), view_served, on_change, key=key, page_size=page_size,
+                                      watch_timeout_s=watch_timeout_s)])
             return Kind([Informer(name if ns is None else f"{name}[{ns}]", lister(ns), view, on_change, key=key,
                                   page_size=page_size, watch_timeout_s=watch_timeout_s)
                          for ns in (served or (None,))])
