@@ -183,6 +183,21 @@ def _poke(ctl: Controller | None, keys: Iterable[str]) -> None:
             ctl.poke(key)
 
 
+class NoDiffBase(kopf.DiffBaseStorage):
+    """No object's last-handled state: the operator has no on.create/update/field handler (only events, indexes
+    and activities), so there is no diff to take, and Kopf would otherwise deep-copy every watched body to build
+    one on every event."""
+
+    def build(self, *, body: kopf.Body, extra_fields: Any = None) -> kopf.BodyEssence:
+        return kopf.BodyEssence()
+
+    def fetch(self, *, body: kopf.Body) -> kopf.BodyEssence | None:
+        return None
+
+    def store(self, *, body: kopf.Body, patch: kopf.Patch, essence: kopf.BodyEssence) -> None:
+        return None
+
+
 def register(registry: kopf.OperatorRegistry, config: OperatorConfig) -> None:
     """Register every handler on `registry` (a fresh one per operator instance, e.g. per test)."""
 
@@ -203,6 +218,7 @@ def register(registry: kopf.OperatorRegistry, config: OperatorConfig) -> None:
     @kopf.on.startup(registry=registry)
     async def startup(settings: kopf.OperatorSettings, memo: kopf.Memo, **_: Any) -> None:
         settings.posting.level = logging.WARNING
+        settings.persistence.diffbase_storage = NoDiffBase()
         settings.watching.server_timeout = 300
         settings.watching.client_timeout = 330
         # Kopf gives every object a shallow copy of the memo: keep shared state in one mutable holder.

@@ -79,3 +79,17 @@ def test_what_the_index_keeps_of_a_pod_is_what_a_pass_reads() -> None:
     assert small["metadata"] == {"name": "j-g1-0", "namespace": "ns", "labels": {LABEL_JOB: "j"},
                                  "annotations": {"a": "b"}, "resourceVersion": "10"}
     assert small["spec"] == {"nodeName": "n1"} and small["status"] == {"phase": "Pending"}
+
+
+def test_the_jobs_given_pods_not_yet_seen_are_known() -> None:
+    """A member that stops answering pokes the jobs of the pods created there since its last listing, too: a pass
+    reads a member job's pods from the poll, and would not call the member to find it gone."""
+    from heterojob.kube.ownpods import OwnPods
+
+    own = OwnPods()
+    for name, job in (("a-g1-0", "a"), ("a-g1-1", "a"), ("b-g2-0", "b")):
+        own.written("team", name, {"kind": "Pod", "metadata": {"name": name, "namespace": "team",
+                                                               "resourceVersion": "7", "labels": {"heterojob.io/job": job}}})
+    assert own.jobs() == {"team/a", "team/b"}
+    own.seen("team", "b-g2-0", {"metadata": {"resourceVersion": "7"}}, None)
+    assert own.jobs() == {"team/a"}

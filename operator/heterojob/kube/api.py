@@ -130,7 +130,7 @@ class Kube:
         self.custom = kubernetes.client.CustomObjectsApi(client)
         self._pool = ThreadPoolExecutor(max_workers=workers, thread_name_prefix="heterojob-api")
         self._background: set[asyncio.Task[Any]] = set()
-        self.events = EventRecorder(self.send)
+        self.events = EventRecorder(lambda *args, **kwargs: self.send(*args, **kwargs))  # `send` as it is then
         self.written: dict[tuple[str, str, str], str] = {}  # (kind, namespace, name) -> digest of what it wrote last
         self.own_pods = OwnPods()  # pods this client wrote whose watch event has not come yet
         self._endpoint = Endpoint.of(client.configuration)

@@ -333,7 +333,10 @@ class Members:
         if member.reachable != was:
             log.info("member region %s %s: %s", member.ref.region, "reachable" if member.reachable else
                      "unreachable", member.problem[1])
-            self.on_pods({key for key, _ in member.pods.values()})  # their jobs look again
+            # their jobs look again: those with pods at the last poll, and those given pods since (a pass reads
+            # a member job's pods from the poll: none of them would call the member to find it gone)
+            self.on_pods({key for key, _ in member.pods.values()}
+                         | (member.kube.own_pods.jobs() if member.kube is not None else set()))
             self.on_fleet()
         await self._write_condition(member)
 

@@ -51,6 +51,11 @@ class OwnPods:
         self._made: dict[tuple[str, str], dict[str, Any]] = {}  # created or annotated: the pod as the write answered
         self._gone: dict[tuple[str, str], dict[str, Any] | None] = {}  # deleted: the pod being deleted; None: gone
 
+    def jobs(self) -> set[str]:
+        """The jobs (namespace/name) of the pods created whose watch event or listing has not come yet."""
+        return {f"{ns}/{((pod.get('metadata') or {}).get('labels') or {}).get(LABEL_JOB)}"
+                for (ns, _), pod in self._made.items() if ((pod.get("metadata") or {}).get("labels") or {}).get(LABEL_JOB)}
+
     def written(self, namespace: str, name: str, pod: dict[str, Any] | None) -> None:
         """A create's or a patch's answer: the pod as this operator wrote it."""
         if pod is not None:
