@@ -366,9 +366,9 @@ def _disrupt(request: Request, holders: Sequence[Holder], ledger: Ledger, taken:
         for lender, _ in reclaim.shrink:  # the lender keeps its admitted size where it is
             base = back[lender].base
             assert base is not None
-            kept[lender] = place(base, ledger.fleet, ledger.index).chosen
-            if kept[lender] is not None:
-                ledger.take(kept[lender].allocation(base.namespace))
+            chosen = kept[lender] = place(base, ledger.fleet, ledger.index).chosen
+            if chosen is not None:
+                ledger.take(chosen.allocation(base.namespace))
         return Admission(request.job, Outcome.RECLAIMING, f"{reclaim.explain()}; waiting for their checkpoints",
                          reclaim.candidate, tuple(
                              Disruption(j, DisruptionKind.RECLAIM, request.job, n, kept[j]) for j, n in reclaim.shrink))

@@ -197,7 +197,7 @@ def ranked_holders(holders: Iterable[Holder], now: float, knowledge: Knowledge, 
     return _ranked(holders, now, knowledge, settings, memo)[0]
 
 
-Row = tuple[str, float, float, float, float, int, bool]  # class, since, work_s, rel there, max(rel, 1e-9), kept
+Row = ranking.Row  # class, since, work_s, rel there, max(rel, 1e-9), kept
 
 
 def _row(h: Holder, facts: Facts) -> Row:
@@ -205,6 +205,12 @@ def _row(h: Holder, facts: Facts) -> Row:
     cls = h.allocation.device_class
     r = facts.rel.get(cls, 0.0)
     return (cls, h.since, facts.work_s, r, max(r, 1e-9), _kept(h), h.disrupted)
+
+
+def _parts(entry: ranking.Steady) -> tuple[Holder, Row]:
+    """A running job's memo entry: its copy at its rank and its row (`_ranked`'s `fresh` sets both)."""
+    assert entry.ranked is not None and entry.row is not None
+    return entry.ranked, entry.row
 
 
 def _ranked(holders: Iterable[Holder], now: float, knowledge: Knowledge, settings: queueing.QueueSettings,
@@ -239,29 +245,27 @@ def _ranked(holders: Iterable[Holder], now: float, knowledge: Knowledge, setting
         for i, entry in enumerate(entries):
             if not entry.lo <= now <= entry.hi:  # only the ranks whose span ended are computed again
                 entry = entries[i] = fresh(holders[i], facts_now[i])
-                out[i], rows[i] = entry.ranked, entry.row
+                out[i], rows[i] = _parts(entry)
             if entry.lo > lo:
                 lo = entry.lo
             if entry.hi < hi:
                 hi = entry.hi
         seen.update(zip(map(id, holders), entries))
         memo.last_held = (holders, facts_now, settings, flag, lo, hi, out, rows, entries)
-        return out, rows  # type: ignore[return-value]
-    out, rows, entries = [], [], []
+        return out, rows
+    out, rows, entries = [], [], []  # typed where the branch above first binds them
     lo, hi = -math.inf, math.inf
     for h, facts in zip(holders, facts_now, strict=True):
-        entry = held.get(id(h))
-        if entry is not None and entry.lo <= now <= entry.hi:  # the fast path of `ranking.steady`
-            same = entry.inputs
-            if not (same[0] is h and same[1] is facts and same[2] is settings and same[3] is flag):
-                entry = fresh(h, facts)
-            else:
-                seen[id(h)] = entry
+        known = held.get(id(h))
+        if known is not None and known.lo <= now <= known.hi and (same := known.inputs)[0] is h \
+                and same[1] is facts and same[2] is settings and same[3] is flag:  # `ranking.steady`'s fast path
+            seen[id(h)] = entry = known
         else:
             entry = fresh(h, facts)
         entries.append(entry)
-        out.append(entry.ranked)
-        rows.append(entry.row)
+        ranked_holder, row = _parts(entry)
+        out.append(ranked_holder)
+        rows.append(row)
         if entry.lo > lo:
             lo = entry.lo
         if entry.hi < hi:
@@ -352,7 +356,7 @@ def prepare(queue: Iterable[Request], holders: Iterable[Holder], fleet: Fleet, n
         read = memo.reads.get(id(request)) if memo is not None else None
         if (read is not None and read[0] is request and read[1] is facts and read[2] == classes
                 and read[3] is residual and read[4] == residual.version):
-            left, need, rel = read[5], read[6], read[7]  # type: ignore[assignment]
+            left, need, rel = read[5], read[6], read[7]
             memo._seen_reads[id(request)] = read  # type: ignore[union-attr]
         else:
             left = residual.remaining(facts.work_s)

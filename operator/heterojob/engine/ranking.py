@@ -32,12 +32,23 @@ import math
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, fields, replace
 
+from typing import TYPE_CHECKING
+
 from heterojob.engine.admission import Holder
 from heterojob.engine.fleet import DeviceClass, Fleet, Node
 from heterojob.engine.placement import Alternative, Request
 
+if TYPE_CHECKING:  # `engine.policy` imports this module: its types are named here only for the checker
+    from heterojob.engine.completion import Residual
+    from heterojob.engine.policy import Facts
+    from heterojob.engine.queueing import QueueSettings
+
 Signature = tuple[object, ...]
 RequestKey = tuple[tuple[str, ...] | None, int | None, frozenset[str]]  # classes; preempts; also_preempts
+Row = tuple[str, float, float, float, float, int, bool]  # class, since, work_s, rel there, max(rel, 1e-9), kept
+# what `policy.prepare` read of a waiting job: the request, its facts, the fleet's classes, the completed work
+# and its version; then its expected remaining work, devices needed and relative speed per class
+Read = tuple[Request, "Facts", tuple[str, ...], "Residual", int, float, dict[str, int], dict[str, float]]
 
 
 @dataclass(frozen=True)
@@ -49,7 +60,7 @@ class Steady:
     hi: float
     rank: int
     ranked: Holder | None = None  # a holder's copy at `rank`
-    row: tuple[object, ...] = ()  # what else the caller read of the same inputs (`engine.policy`)
+    row: Row | None = None  # what else the caller read of the same inputs (`engine.policy`)
 
 
 @dataclass
@@ -66,11 +77,11 @@ class Memo:
     _seen_held: dict[int, Steady] = field(default_factory=dict)
     _seen_waiting: dict[int, Steady] = field(default_factory=dict)
     # per request: what `prepare` reads of it and its facts but the fleet's room (`engine.policy`)
-    reads: dict[int, tuple[object, ...]] = field(default_factory=dict)
-    _seen_reads: dict[int, tuple[object, ...]] = field(default_factory=dict)
+    reads: dict[int, Read] = field(default_factory=dict)
+    _seen_reads: dict[int, Read] = field(default_factory=dict)
     # the last pass's holders and facts, as given, and what was read of them, with the span it holds over
-    last_held: tuple[tuple[object, ...], list[object], object, bool, float, float, list[Holder],
-                     list[tuple[object, ...]], list[Steady]] | None = None
+    last_held: tuple[tuple[Holder, ...], list[Facts], QueueSettings, bool, float, float, list[Holder], list[Row],
+                     list[Steady]] | None = None
     # the last fleet's nodes and devices used (copies), the classes' signature, and its free and total devices
     # per class (`policy.devices_by_class`)
     devices: tuple[dict[str, Node], dict[tuple[str, str], int], Signature, dict[str, int], dict[str, int]] | None = \
