@@ -63,7 +63,7 @@ def test_eviction_respects_the_budget() -> None:
 
 def test_eviction_skips_budgets_for_pending_pods_and_refuses_two_budgets() -> None:
     pending = _pod("p0", False, "Pending")
-    assert evictions.decide(pending, [PDB], [pending], "now") == evictions.Decision()
+    assert evictions.decide(pending, [PDB], [pending], "now") == evictions.EvictionVerdict()
     pods = [_pod("p0", True), _pod("p1", True), _pod("p2", True)]
     two = evictions.decide(pods[0], [PDB, {**PDB, "metadata": {**PDB["metadata"], "name": "c"}}], pods, "now")
     assert two.failure_status is not None and two.failure_status["code"] == 500

@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 
 from heterojob.engine import running
-from heterojob.engine.running import Decision, Step
+from heterojob.engine.running import RunningDecision, Step
 from heterojob.replay import decisions
 from heterojob.replay.replay import Config, _Replay
 from heterojob.replay.traces import synthetic_trace
@@ -24,7 +24,7 @@ CONFIG = Config(nodes_per_class_region=2, regions=2, devices_per_node=4, mtbf_h=
 def test_every_resize_upgrade_and_restart_is_one_decide_let_act(monkeypatch: pytest.MonkeyPatch) -> None:
     steps: Counter[Step] = Counter()
 
-    def spy(*args: object) -> Decision:
+    def spy(*args: object) -> RunningDecision:
         d = running.decide(*args)  # type: ignore[arg-type]
         steps[d.step] += 1
         return d
@@ -40,7 +40,7 @@ def test_every_resize_upgrade_and_restart_is_one_decide_let_act(monkeypatch: pyt
 
 def test_a_replay_whose_decide_never_moves_a_job_resizes_upgrades_and_restarts_nothing(
         monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(decisions, "decide", lambda *args: Decision(Step.NONE))
+    monkeypatch.setattr(decisions, "decide", lambda *args: RunningDecision(Step.NONE))
     sim = _Replay(JOBS, "heterojob", CONFIG)
     sim.run()
     m = sim.metrics
@@ -54,7 +54,7 @@ def test_a_move_the_rules_hold_is_not_made() -> None:
     sim = _Replay(JOBS, "heterojob", CONFIG)
     moves = sim.queue.running  # type: ignore[union-attr]
     rules = moves.rules.migration
-    moves.rules = running.Rules(type(rules)(rules.triggers, cooldown_s=1e12, budget=rules.budget))
+    moves.rules = running.RunningRules(type(rules)(rules.triggers, cooldown_s=1e12, budget=rules.budget))
     moved: Counter[int] = Counter()
     resize, upgrade = moves.resize, moves.upgrade
 

@@ -13,7 +13,7 @@ from heterojob.engine.completion import Upgrade
 from heterojob.engine.lifecycle import Action
 from heterojob.engine.phases import Phase, Then
 from heterojob.engine.preemption import Preemptor, Yield, YieldEnd
-from heterojob.engine.running import Checkpoint, Elastic, Rules, Running, RunningJob, Step, decide
+from heterojob.engine.running import CheckpointInProgress, Elastic, RunningRules, Running, RunningState, Step, decide
 from heterojob.state import running as views
 from heterojob.state.symptoms import gather
 from heterojob.telemetry.model import DeviceSample, Health
@@ -22,13 +22,13 @@ from heterojob.telemetry.snapshot import Availability, RegionTelemetry, Snapshot
 T0 = 1_800_000_000.0
 ALL = frozenset({migration.DEVICE_FAILED, migration.NODE_NOT_READY, migration.OVERHEAT, migration.STRAGGLER,
                  migration.ALERT, migration.MANUAL})
-RULES = Rules(migration.Rules(ALL))
+RULES = RunningRules(migration.Rules(ALL))
 DEAD = migration.Symptom(migration.DEVICE_FAILED, T0, ("n1",), "GPU-1 on n1: fatal XID 79", urgent=True)
 HOT = migration.Symptom(migration.OVERHEAT, T0 - 600, ("n2",), "GPU-2 on n2: 95°C")
 
 
-def checkpointing(then: Then = Then.MIGRATE, by: str | None = None, urgent: bool = False, **kw: Any) -> RunningJob:
-    return RunningJob(now=T0, phase=Phase.CHECKPOINTING, checkpoint=Checkpoint(then, by, urgent, "asked"), **kw)
+def checkpointing(then: Then = Then.MIGRATE, by: str | None = None, urgent: bool = False, **kw: Any) -> RunningState:
+    return RunningState(now=T0, phase=Phase.CHECKPOINTING, checkpoint=CheckpointInProgress(then, by, urgent, "asked"), **kw)
 
 
 def test_a_fault_during_a_voluntary_checkpoint_wins_over_every_other_cause() -> None:
@@ -42,14 +42,14 @@ def test_a_fault_during_a_voluntary_checkpoint_wins_over_every_other_cause() -> 
 
 def test_a_fault_does_not_escalate_a_checkpoint_already_urgent_nor_one_the_rules_hold() -> None:
     assert decide(checkpointing(urgent=True, symptoms=(DEAD,)), Running(), RULES).step == Step.NONE
-    advisory = Rules(migration.Rules(ALL, advisory=True))
+    advisory = RunningRules(migration.Rules(ALL, advisory=True))
     assert decide(checkpointing(symptoms=(DEAD,)), Running(), advisory).step == Step.NONE
-    untriggered = Rules(migration.Rules(frozenset({migration.OVERHEAT})))
+    untriggered = RunningRules(migration.Rules(frozenset({migration.OVERHEAT})))
     assert decide(checkpointing(symptoms=(DEAD,)), Running(), untriggered).step == Step.NONE
 
 
 def test_a_fault_outranks_a_periodic_checkpoint_as_a_move_not_an_escalation() -> None:
-    job = RunningJob(now=T0, phase=Phase.RUNNING, checkpoint=Checkpoint(Then.CONTINUE), symptoms=(DEAD,))
+    job = RunningState(now=T0, phase=Phase.RUNNING, checkpoint=CheckpointInProgress(Then.CONTINUE), symptoms=(DEAD,))
     d = decide(job, Running(), RULES)
     assert d.step == Step.MIGRATE and d.symptom == DEAD
 
@@ -77,26 +77,26 @@ def test_a_yield_ends_when_its_taker_is_gone_and_holds_while_it_waits_above() ->
 
 
 def test_the_lifecycle_goes_before_the_running_jobs_own_steps() -> None:
-    job = RunningJob(now=T0, phase=Phase.RUNNING, lifecycle=Action.RESTART, symptoms=(DEAD,))
+    job = RunningState(now=T0, phase=Phase.RUNNING, lifecycle=Action.RESTART, symptoms=(DEAD,))
     assert decide(job, Running(), RULES).step == Step.LIFECYCLE
 
 
 def test_a_checkpoint_asked_by_annotation_goes_before_symptoms() -> None:
-    job = RunningJob(now=T0, phase=Phase.RUNNING, checkpoint_request="before-upgrade", symptoms=(DEAD,))
+    job = RunningState(now=T0, phase=Phase.RUNNING, checkpoint_request="before-upgrade", symptoms=(DEAD,))
     d = decide(job, Running(), RULES)
     assert d.step == Step.CHECKPOINT and "before-upgrade" in d.reason
 
 
 def test_a_symptom_held_by_the_cooldown_is_a_hold_and_one_not_ripe_says_when_to_look_again() -> None:
-    moved = RunningJob(now=T0, phase=Phase.RUNNING, symptoms=(HOT,), moves=(T0 - 60,))
+    moved = RunningState(now=T0, phase=Phase.RUNNING, symptoms=(HOT,), moves=(T0 - 60,))
     d = decide(moved, Running(), RULES)
     assert d.step == Step.HOLD and "cooldown" in d.reason
     assert d.verdict is not None and d.verdict.hold == migration.Hold.COOLDOWN
     assert d.at == T0 - 60 + 600  # when the cooldown lifts, not a look every second while it holds
-    d = decide(RunningJob(now=T0, phase=Phase.RUNNING, symptoms=(HOT,)), Running(disrupted_now=5), RULES)
+    d = decide(RunningState(now=T0, phase=Phase.RUNNING, symptoms=(HOT,)), Running(disrupted_now=5), RULES)
     assert d.step == Step.HOLD and d.at is None  # the budget: looked at again when room frees
     young = migration.Symptom(migration.OVERHEAT, T0 - 30, ("n2",), "hot")
-    d = decide(RunningJob(now=T0, phase=Phase.RUNNING, symptoms=(young,)), Running(), RULES)
+    d = decide(RunningState(now=T0, phase=Phase.RUNNING, symptoms=(young,)), Running(), RULES)
     assert d.step == Step.NONE and d.at == T0 - 30 + 120
 
 
@@ -105,7 +105,7 @@ def test_symptoms_keep_resize_and_upgrade_from_being_weighed() -> None:
     fleet = Running(grow_to=lambda: asked.append("grow") or 8,
                     upgrade=lambda: asked.append("upgrade") or Upgrade("ns/j", "h100", 900.0))
     young = migration.Symptom(migration.STRAGGLER, T0, ("n2",), "rank 2 behind")
-    decide(RunningJob(now=T0, phase=Phase.RUNNING, symptoms=(young,), elastic=elastic()), fleet, RULES)
+    decide(RunningState(now=T0, phase=Phase.RUNNING, symptoms=(young,), elastic=elastic()), fleet, RULES)
     assert asked == []
 
 
@@ -116,7 +116,7 @@ def elastic(**kw: Any) -> Elastic:
 
 def test_without_symptoms_a_resize_goes_before_an_upgrade_before_the_periodic_checkpoint() -> None:
     up = Upgrade("ns/j", "h100", 900.0)
-    job = RunningJob(now=T0, phase=Phase.RUNNING, elastic=elastic(), interval_s=600, last_checkpoint_at=T0 - 900)
+    job = RunningState(now=T0, phase=Phase.RUNNING, elastic=elastic(), interval_s=600, last_checkpoint_at=T0 - 900)
     d = decide(job, Running(grow_to=lambda: 4, upgrade=lambda: up), RULES)
     assert d.step == Step.RESIZE and d.resize is not None and d.resize.replicas == 4
     assert d.otherwise is not None
@@ -129,17 +129,17 @@ def test_without_symptoms_a_resize_goes_before_an_upgrade_before_the_periodic_ch
 
 def test_a_quiet_job_is_looked_at_again_when_its_shrink_or_its_periodic_checkpoint_is_due() -> None:
     idle = elastic(average=3.0, idle_noted=True, idle_since=T0 - 100)
-    job = RunningJob(now=T0, phase=Phase.RUNNING, elastic=idle, interval_s=3600, last_checkpoint_at=T0 - 60)
-    d = decide(job, Running(), Rules(migration.Rules(ALL), low_percent=10, low_for_s=1800))
+    job = RunningState(now=T0, phase=Phase.RUNNING, elastic=idle, interval_s=3600, last_checkpoint_at=T0 - 60)
+    d = decide(job, Running(), RunningRules(migration.Rules(ALL), low_percent=10, low_for_s=1800))
     assert d.step == Step.NONE and d.at == T0 - 100 + 1800
-    d = decide(job, Running(), Rules(migration.Rules(ALL), low_percent=10, low_for_s=7200))
+    d = decide(job, Running(), RunningRules(migration.Rules(ALL), low_percent=10, low_for_s=7200))
     assert d.at == T0 - 60 + 3600
-    d = decide(RunningJob(now=T0, phase=Phase.RUNNING, elastic=elastic(average=3.0)), Running(), RULES)
+    d = decide(RunningState(now=T0, phase=Phase.RUNNING, elastic=elastic(average=3.0)), Running(), RULES)
     assert d.idle == (True, "average utilization 3%")  # noted first: its time starts the shrink's clock
 
 
 def test_a_resize_the_cooldown_holds_is_noted_and_the_periodic_checkpoint_still_goes() -> None:
-    job = RunningJob(now=T0, phase=Phase.RUNNING, elastic=elastic(), moves=(T0 - 30,), interval_s=600,
+    job = RunningState(now=T0, phase=Phase.RUNNING, elastic=elastic(), moves=(T0 - 30,), interval_s=600,
                      last_checkpoint_at=T0 - 900)
     d = decide(job, Running(grow_to=lambda: 4), RULES)
     assert d.step == Step.PERIODIC and [s for s, _ in d.held] == [Step.HOLD_RESIZE]

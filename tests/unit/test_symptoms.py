@@ -11,7 +11,7 @@ from heterojob.api.job_status import HeteroJobStatus
 from heterojob.api.times import iso
 from heterojob.engine import migration
 from heterojob.engine.phases import Phase
-from heterojob.engine.running import Rules, Running, RunningJob, decide
+from heterojob.engine.running import RunningRules, Running, RunningState, decide
 from heterojob.state.symptoms import changed, gather
 from heterojob.telemetry.model import DeviceSample, Health
 from heterojob.telemetry.snapshot import Availability, RegionTelemetry, Snapshot
@@ -89,7 +89,7 @@ def test_overheat_celsius_80_moves_a_job_at_85_degrees_after_overheat_for_second
     verdict, st = look(s, status(), hot, T0)
     assert not verdict.act and "overheat for 0s of 120s" in verdict.reason
     held = gather(META, s, st, {}, hot, None, T0 + 10).symptoms
-    assert decide(RunningJob(T0 + 10, Phase.RUNNING, symptoms=tuple(held)), Running(), Rules(rules(s))).at == T0 + 120
+    assert decide(RunningState(T0 + 10, Phase.RUNNING, symptoms=tuple(held)), Running(), RunningRules(rules(s))).at == T0 + 120
     verdict, st = look(s, st, hot, T0 + 119)
     assert not verdict.act
     verdict, st = look(s, st, hot, T0 + 120)

@@ -35,7 +35,7 @@ from heterojob.engine.fleet import Allocation, DeviceClass, Fleet, Node
 from heterojob.engine.phases import MOVE_THENS, Then
 from heterojob.engine.lifecycle import Action
 from heterojob.engine.placement import Request
-from heterojob.engine.running import Decision, Rules, Running, Step, decide
+from heterojob.engine.running import RunningDecision, RunningRules, Running, Step, decide
 from heterojob.engine.preemption import Preemptor, YieldEnd
 from heterojob.kube.api import Kube
 from heterojob.metrics import OperatorMetrics
@@ -90,7 +90,7 @@ class Moves:
     # --- the views `engine.running.decide` reads, and its answer applied -------------------------------
 
     def decide(self, key: str, job: Mapping[str, Any], spec: HeteroJobSpec | None, status: HeteroJobStatus,
-               lifecycle: Action, now: float) -> tuple[Decision, Gathered | None]:
+               lifecycle: Action, now: float) -> tuple[RunningDecision, Gathered | None]:
         """The running job's next step (`engine.running.decide`) from its views, with its symptoms gathered
         (and the onsets status.symptoms is to keep)."""
         gathered = None
@@ -106,10 +106,10 @@ class Moves:
             grow_to=lambda: self.room_to_grow(key, job, spec, status) if spec is not None else None,
             upgrade=lambda: self._upgrade_for(key, spec, status, now))
         if spec is None:
-            return decide(view, fleetwise, Rules(migration.Rules(frozenset()))), gathered
+            return decide(view, fleetwise, RunningRules(migration.Rules(frozenset()))), gathered
         return decide(view, fleetwise, running.rules(spec, self.budget, self.advisory, self.by_level)), gathered
 
-    async def apply(self, job: Mapping[str, Any], spec: HeteroJobSpec, status: HeteroJobStatus, d: Decision,
+    async def apply(self, job: Mapping[str, Any], spec: HeteroJobSpec, status: HeteroJobStatus, d: RunningDecision,
                     gathered: Gathered | None, now: float) -> None:
         """Act on a Running job's step (CHECKPOINT to PERIODIC, HOLD, NONE): request annotations already acted
         on are removed, the symptoms' onsets written, then the step is taken."""
@@ -159,7 +159,7 @@ class Moves:
         if d.step == Step.PERIODIC:
             await self.checkpoints.ask(key, then=PERIODIC, by=None, reason=d.reason)
 
-    async def _migrate(self, job: Mapping[str, Any], spec: HeteroJobSpec, status: HeteroJobStatus, d: Decision,
+    async def _migrate(self, job: Mapping[str, Any], spec: HeteroJobSpec, status: HeteroJobStatus, d: RunningDecision,
                        now: float) -> None:
         """A symptom moves the job: reserve where it goes (make before break), then ask for the checkpoint."""
         meta = job["metadata"]
@@ -201,7 +201,7 @@ class Moves:
                                           exclude=avoid, urgent=symptom.urgent, replicas=p.replicas, migration=move):
             self._unreserve(key)  # nothing was asked (another checkpoint goes on): the room goes back
 
-    async def escalate(self, job: Mapping[str, Any], status: HeteroJobStatus, d: Decision, now: float) -> bool:
+    async def escalate(self, job: Mapping[str, Any], status: HeteroJobStatus, d: RunningDecision, now: float) -> bool:
         """A fault (a NotReady node, a failed device, an alert naming a dead one) arriving while the job
         checkpoints for something that was not urgent (a voluntary move, a resize, a preemption): a rank on a
         dead node never answers, so waiting for the deadline would hold the job there for the whole timeout.
@@ -376,7 +376,7 @@ class Moves:
         return self.upgrade_for(key, [a.device_class for a in spec.devices], now, last.save_seconds if last else None)
 
     async def _resize(self, key: str, job: Mapping[str, Any], spec: HeteroJobSpec, status: HeteroJobStatus,
-                      d: Decision, now: float) -> bool:
+                      d: RunningDecision, now: float) -> bool:
         """Shrink or grow the job through a checkpoint, its new size's room reserved first; False when no room."""
         p, change = status.placement, d.resize
         assert p is not None and change is not None
@@ -395,7 +395,7 @@ class Moves:
         return True
 
     async def _upgrade(self, key: str, job: Mapping[str, Any], spec: HeteroJobSpec, status: HeteroJobStatus,
-                       d: Decision, now: float) -> bool:
+                       d: RunningDecision, now: float) -> bool:
         """Move the job up to a faster class (or probe one whose speed for it is only the sheet's guess) through
         the rules every voluntary move obeys (judged by `decide`) and make before break (the destination
         reserved before the checkpoint is asked for); False when there is no room where it may go."""

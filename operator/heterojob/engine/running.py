@@ -54,7 +54,7 @@ class Step(StrEnum):
 
 
 @dataclass(frozen=True)
-class Checkpoint:
+class CheckpointInProgress:
     """The checkpoint in progress."""
 
     then: Then
@@ -78,13 +78,13 @@ class Elastic:
 
 
 @dataclass(frozen=True)
-class RunningJob:
+class RunningState:
     """The job, as status, spec and annotations say (`state.running.view`)."""
 
     now: float
     phase: Phase | None
     lifecycle: Action = Action.NONE  # `engine.lifecycle.decide`'s answer this pass
-    checkpoint: Checkpoint | None = None
+    checkpoint: CheckpointInProgress | None = None
     symptoms: tuple[migration.Symptom, ...] = ()
     moves: tuple[float, ...] = ()  # when its earlier migrations and resizes were (status.history)
     checkpoint_request: str = ""  # heterojob.io/checkpoint-now not yet acted on ("": none)
@@ -107,7 +107,7 @@ class Running:
 
 
 @dataclass(frozen=True)
-class Rules:
+class RunningRules:
     migration: migration.Rules
     low_percent: float = 10.0  # spec.policy.lowUtilizationPercent
     low_for_s: float = 1800.0
@@ -115,7 +115,7 @@ class Rules:
 
 
 @dataclass(frozen=True)
-class Decision:
+class RunningDecision:
     step: Step
     reason: str = ""  # why, in words (decision log, Events, messages)
     symptom: migration.Symptom | None = None  # what moves it (ESCALATE, MIGRATE, HOLD, RESIZE, UPGRADE)
@@ -128,10 +128,10 @@ class Decision:
     verdict: migration.Verdict | None = None  # HOLD: the rules' verdict (why, named; until when)
     held: tuple[tuple[Step, migration.Verdict], ...] = ()  # a resize or upgrade the rules hold (HOLD_RESIZE, ...)
     # RESIZE, UPGRADE: what to do instead when no room is found for it (the next candidate, asked then)
-    otherwise: Callable[[], Decision] | None = None
+    otherwise: Callable[[], RunningDecision] | None = None
 
 
-def decide(job: RunningJob, running: Running, rules: Rules) -> Decision:
+def decide(job: RunningState, running: Running, rules: RunningRules) -> RunningDecision:
     """The job's next step (see the module's docstring for the order)."""
     now, c = job.now, job.checkpoint
     checkpointing = job.phase == Phase.CHECKPOINTING and c is not None
@@ -139,38 +139,38 @@ def decide(job: RunningJob, running: Running, rules: Rules) -> Decision:
         urgent = tuple(s for s in job.symptoms if s.urgent)
         verdict = migration.judge(urgent, rules.migration, now, job.moves, running.disrupted_now)
         if verdict.act and verdict.symptom is not None:
-            return Decision(Step.ESCALATE, verdict.symptom.message, verdict.symptom, urgent, at=now)
+            return RunningDecision(Step.ESCALATE, verdict.symptom.message, verdict.symptom, urgent, at=now)
     if checkpointing and running.cancelled is not None:
-        return Decision(Step.CANCEL_MOVE, running.cancelled)
+        return RunningDecision(Step.CANCEL_MOVE, running.cancelled)
     if checkpointing and running.destination is not None:
-        return Decision(Step.DESTINATION_GONE, running.destination)
+        return RunningDecision(Step.DESTINATION_GONE, running.destination)
     kind = yield_of(c.then, c.by) if c is not None else None
     if checkpointing and c is not None and kind is not None and not c.urgent:
         why = yield_ends(job.priority, running.preemptor, rules.by_level, kind)
         if why is not None:
-            return Decision(Step.YIELD_ENDS, why.value, yield_end=(kind, why))
+            return RunningDecision(Step.YIELD_ENDS, why.value, yield_end=(kind, why))
     if job.lifecycle != Action.NONE:
-        return Decision(Step.LIFECYCLE)
+        return RunningDecision(Step.LIFECYCLE)
     if job.phase != Phase.RUNNING or (c is not None and c.then != PERIODIC):
-        return Decision(Step.NONE)
+        return RunningDecision(Step.NONE)
     if job.checkpoint_request and c is None:
-        return Decision(Step.CHECKPOINT, f"checkpoint requested: {job.checkpoint_request}")
+        return RunningDecision(Step.CHECKPOINT, f"checkpoint requested: {job.checkpoint_request}")
     if job.symptoms:
         verdict = migration.judge(job.symptoms, rules.migration, now, job.moves, running.disrupted_now)
         if verdict.act and verdict.symptom is not None:
-            return Decision(Step.MIGRATE, verdict.reason, verdict.symptom, job.symptoms)
+            return RunningDecision(Step.MIGRATE, verdict.reason, verdict.symptom, job.symptoms)
         # look again when the next holding symptom has lasted its time, or when the cooldown or cap lifts (a
         # budget's hold lifts when room frees: the controller looks at its held jobs then)
         at = _first(_ripens_at(job.symptoms, rules.migration, now), verdict.until)
         step = Step.HOLD if verdict.symptom is not None and verdict.hold is not None else Step.NONE
-        return Decision(step, verdict.reason, verdict.symptom, job.symptoms, at=at, verdict=verdict)
+        return RunningDecision(step, verdict.reason, verdict.symptom, job.symptoms, at=at, verdict=verdict)
     if c is not None:  # a periodic checkpoint goes on
-        return Decision(Step.NONE)
+        return RunningDecision(Step.NONE)
     return _quiet(job, running, rules, Step.NONE, None, (), None)
 
 
-def _quiet(job: RunningJob, running: Running, rules: Rules, after: Step, idle: tuple[bool, str] | None,
-           held: tuple[tuple[Step, migration.Verdict], ...], at: float | None) -> Decision:
+def _quiet(job: RunningState, running: Running, rules: RunningRules, after: Step, idle: tuple[bool, str] | None,
+           held: tuple[tuple[Step, migration.Verdict], ...], at: float | None) -> RunningDecision:
     """No symptom: a resize, else an upgrade, else the periodic checkpoint (`after`: the candidates before it
     found no room)."""
     now, e = job.now, job.elastic
@@ -194,7 +194,7 @@ def _quiet(job: RunningJob, running: Running, rules: Rules, after: Step, idle: t
                 verdict = migration.judge([symptom], _with(rules.migration, migration.GROW), now, job.moves,
                                           running.disrupted_now)
                 if verdict.act:
-                    return Decision(Step.RESIZE, change.reason, symptom, resize=change, idle=idle, held=held,
+                    return RunningDecision(Step.RESIZE, change.reason, symptom, resize=change, idle=idle, held=held,
                                     at=at, otherwise=lambda: _quiet(job, running, rules, Step.RESIZE, idle, held,
                                                                     at))
                 held = (*held, (Step.HOLD_RESIZE, verdict))
@@ -209,16 +209,16 @@ def _quiet(job: RunningJob, running: Running, rules: Rules, after: Step, idle: t
             verdict = migration.judge([symptom], _with(rules.migration, migration.UPGRADE), now, job.moves,
                                       running.disrupted_now)
             if verdict.act:
-                return Decision(Step.UPGRADE, what, symptom, upgrade=up, idle=idle, held=held, at=at,
+                return RunningDecision(Step.UPGRADE, what, symptom, upgrade=up, idle=idle, held=held, at=at,
                                 otherwise=lambda: _quiet(job, running, rules, Step.UPGRADE, idle, held, at))
             held = (*held, (Step.HOLD_UPGRADE, verdict))
     if job.interval_s:
         since = job.last_checkpoint_at if job.last_checkpoint_at is not None else now
         if now - since >= job.interval_s:
-            return Decision(Step.PERIODIC, f"periodic checkpoint (every {job.interval_s:.0f}s)", idle=idle,
+            return RunningDecision(Step.PERIODIC, f"periodic checkpoint (every {job.interval_s:.0f}s)", idle=idle,
                             held=held, at=at)
         at = _first(at, since + job.interval_s)
-    return Decision(Step.NONE, idle=idle, held=held, at=at)
+    return RunningDecision(Step.NONE, idle=idle, held=held, at=at)
 
 
 def _first(a: float | None, b: float | None) -> float | None:

@@ -28,7 +28,7 @@ from heterojob.engine import completion, migration
 from heterojob.engine.completion import Upgrade
 from heterojob.engine.phases import Phase
 from heterojob.engine.placement import Alternative, Request, place
-from heterojob.engine.running import Decision, Elastic, Running, RunningJob, Rules, Step, decide
+from heterojob.engine.running import RunningDecision, Elastic, Running, RunningState, RunningRules, Step, decide
 from heterojob.replay.devices import Run
 
 if TYPE_CHECKING:
@@ -45,7 +45,7 @@ class Decisions:
     def __init__(self, scheduler: Scheduler) -> None:
         self.scheduler, self.sim = scheduler, scheduler.sim
         config, defaults = self.sim.config, Policy()
-        self.rules = Rules(migration.Rules(
+        self.rules = RunningRules(migration.Rules(
             triggers=frozenset({migration.NODE_NOT_READY}), cooldown_s=defaults.cooldown_seconds,
             max_per_hour=defaults.max_migrations_per_hour, budget=config.disruption_budget))
         self.moves: dict[int, list[float]] = defaultdict(list)  # resizes, preemptions, upgrades (the history)
@@ -54,14 +54,14 @@ class Decisions:
 
     def decide(self, run: Run, now: float, grow_to: Callable[[], int | None] = _none,
                upgrade: Callable[[], Upgrade | None] = _none,
-               symptoms: tuple[migration.Symptom, ...] = ()) -> Decision:
+               symptoms: tuple[migration.Symptom, ...] = ()) -> RunningDecision:
         """`engine.running.decide` for a running job, from what the replay knows of it."""
         job = run.job
         base = self.sim.shape(job)[0]
         most = job.max_replicas(run.cls) if base == 1 and job.gpus <= 8 else base
         elastic = Elastic(run.replicas, base, most, base, self.most(run, base), None, False, None) \
             if self.sim.config.elastic else None
-        view = RunningJob(now, Phase.RUNNING, symptoms=symptoms, moves=tuple(self.moves[job.id]),
+        view = RunningState(now, Phase.RUNNING, symptoms=symptoms, moves=tuple(self.moves[job.id]),
                           priority=job.priority, elastic=elastic)
         return decide(view, Running(disrupted_now=self.restoring(now), grow_to=grow_to, upgrade=upgrade), self.rules)
 

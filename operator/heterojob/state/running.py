@@ -9,7 +9,7 @@ from heterojob.api.job_status import HeteroJobStatus
 from heterojob.api.times import timestamp
 from heterojob.engine import completion, migration
 from heterojob.engine.lifecycle import Action
-from heterojob.engine.running import Checkpoint, Elastic, Rules, RunningJob
+from heterojob.engine.running import CheckpointInProgress, Elastic, RunningRules, RunningState
 from heterojob.state.knowledge import sizes_on
 
 CHECKPOINT = "checkpoint"  # status.handled key of heterojob.io/checkpoint-now (and MIGRATE of heterojob.io/migrate)
@@ -31,8 +31,8 @@ def migration_rules(spec: HeteroJobSpec, budget: int, advisory: bool, extra: Ite
         cooldown_s=p.cooldown_seconds, max_per_hour=p.max_migrations_per_hour, budget=budget, advisory=advisory)
 
 
-def rules(spec: HeteroJobSpec, budget: int, advisory: bool, by_level: bool) -> Rules:
-    return Rules(migration_rules(spec, budget, advisory), low_percent=spec.policy.low_utilization_percent,
+def rules(spec: HeteroJobSpec, budget: int, advisory: bool, by_level: bool) -> RunningRules:
+    return RunningRules(migration_rules(spec, budget, advisory), low_percent=spec.policy.low_utilization_percent,
                  low_for_s=spec.policy.low_utilization_for_seconds, by_level=by_level)
 
 
@@ -52,13 +52,13 @@ def growth_limit(spec: HeteroJobSpec, status: HeteroJobStatus) -> int:
 
 def view(spec: HeteroJobSpec | None, status: HeteroJobStatus,
          symptoms: Sequence[migration.Symptom], lifecycle: Action, now: float, checkpoint_request: str = ""
-         ) -> RunningJob:
+         ) -> RunningState:
     """The job as `decide` reads it. `checkpoint_request`: the heterojob.io/checkpoint-now value."""
     pending = status.checkpoint.pending if status.checkpoint else None
     checkpoint = None
     if pending is not None:
         requested, deadline = timestamp(pending.requested_at), timestamp(pending.deadline)
-        checkpoint = Checkpoint(
+        checkpoint = CheckpointInProgress(
             pending.then,
             # a yield needs the victim's spec and placement to be weighed: without them it is not weighed
             by=pending.by if spec is not None and status.placement is not None else None,
@@ -73,7 +73,7 @@ def view(spec: HeteroJobSpec | None, status: HeteroJobStatus,
     last = status.checkpoint.last if status.checkpoint else None
     since = (timestamp(last.time) if last else None) or (timestamp(p.since) if p else None)
     handled = status.handled.get(CHECKPOINT)
-    return RunningJob(
+    return RunningState(
         now=now, phase=status.phase, lifecycle=lifecycle, checkpoint=checkpoint, symptoms=tuple(symptoms),
         moves=moves(status), checkpoint_request=checkpoint_request if checkpoint_request != handled else "",
         priority=spec.priority.rank if spec is not None else 0, elastic=elastic,

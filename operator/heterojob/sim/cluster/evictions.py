@@ -114,7 +114,7 @@ def too_many_requests(message: str, retry_after: int, cause: str) -> ApiError:
 
 
 @dataclass(frozen=True)
-class Decision:
+class EvictionVerdict:
     """Delete the pod (and write `budget_status` into `budget_name`'s status when set), or refuse."""
     refusal: ApiError | None = None
     failure_status: dict[str, Any] | None = None  # a Status returned with code 500 (more than one budget)
@@ -123,25 +123,25 @@ class Decision:
 
 
 def decide(pod: Mapping[str, Any], pdbs: list[Mapping[str, Any]], pods: list[Mapping[str, Any]],
-           now: str) -> Decision:
+           now: str) -> EvictionVerdict:
     if can_ignore_budgets(pod):
-        return Decision()
+        return EvictionVerdict()
     found = matching_budgets(pod, pdbs)
     if len(found) > 1:
-        return Decision(failure_status={"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Failure",
+        return EvictionVerdict(failure_status={"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Failure",
                                         "message": MORE_THAN_ONE, "code": 500})
     if not found:
-        return Decision()
+        return EvictionVerdict()
     pdb = found[0]
     name = pdb["metadata"]["name"]
     generation = int(pdb["metadata"].get("generation") or 1)
     computed = budget(pdb, [p for p in pods if p["metadata"].get("namespace") == pod["metadata"].get("namespace")])
     if not is_ready(pod) and computed.current_healthy >= computed.desired_healthy and computed.desired_healthy > 0:
-        return Decision(budget_name=name, budget_status=computed.status(generation))
+        return EvictionVerdict(budget_name=name, budget_status=computed.status(generation))
     if computed.disruptions_allowed == 0:
-        return Decision(refusal=too_many_requests(
+        return EvictionVerdict(refusal=too_many_requests(
             VIOLATION, 0, f"The disruption budget {name} needs {computed.desired_healthy} healthy pods and has "
             f"{computed.current_healthy} currently"), budget_name=name, budget_status=computed.status(generation))
     disrupted = {**((pdb.get("status") or {}).get("disruptedPods") or {}), pod["metadata"]["name"]: now}
     after = Budget(computed.expected, computed.desired_healthy, computed.current_healthy - 1)
-    return Decision(budget_name=name, budget_status=after.status(generation, disrupted))
+    return EvictionVerdict(budget_name=name, budget_status=after.status(generation, disrupted))
