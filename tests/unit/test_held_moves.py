@@ -16,6 +16,7 @@ from heterojob.api.common import parse_spec
 from heterojob.api.job import HeteroJobSpec
 from heterojob.constants import ANNOTATION_MIGRATE
 from heterojob.controller.moves import Moves
+from heterojob.controller.planning import Planning
 from heterojob.controller.status import StatusWriter
 from heterojob.state.job_status import read_status
 from heterojob.engine import admission as planner
@@ -90,9 +91,13 @@ async def consider(d: Moves, job: dict[str, Any], spec: HeteroJobSpec, status: A
 
 
 def moves(kube: FakeKube, wakes: list[float]) -> Moves:
-    return Moves(kube, StatusWriter(kube), Cache(), None, dict, lambda: None,  # type: ignore[arg-type]
-                      lambda exclude: None, lambda key, at: wakes.append(at), OperatorMetrics(),  # type: ignore
-                      5, False, planner.Settings(), dict, asyncio.Lock())
+    return Moves(planning(kube, Cache()), dict, lambda: None, lambda key, at: wakes.append(at), 5, False)
+
+
+def planning(kube: FakeKube, cache: Cache, fleet: Any = lambda exclude: None, classes: Any = dict) -> Planning:
+    """What admission and moves share, with the fakes these tests read (no checkpoint is asked here)."""
+    return Planning(kube, StatusWriter(kube), cache, None, OperatorMetrics(),  # type: ignore[arg-type]  # the fakes above
+                    fleet, planner.Settings(), classes)
 
 
 def test_a_move_held_by_cooldown_is_said_once_across_passes_and_a_restart(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -130,9 +135,8 @@ def test_a_move_with_no_destination_is_said_once_by_its_reason_also_after_a_rest
         return Fleet({}, {H100.name: H100}, used={})
 
     async def passes(times: list[float]) -> None:
-        d = Moves(kube, StatusWriter(kube), Cache(), None, dict, lambda: None,  # type: ignore[arg-type]
-                       no_room, lambda key, at: None, OperatorMetrics(), 5, False, planner.Settings(),
-                       lambda: {H100.name: H100}, asyncio.Lock())
+        d = Moves(planning(kube, Cache(), no_room, lambda: {H100.name: H100}), dict, lambda: None,
+                  lambda key, at: None, 5, False)
         for now in times:
             await consider(d, kube.job, parse_spec(HeteroJobSpec, kube.job["spec"]), read_status(kube.job), now)
 
@@ -156,9 +160,8 @@ def test_a_hold_whose_cause_flips_with_the_fleet_is_said_again_at_most_every_few
 
     async def passes() -> None:
         cache = Cache()
-        d = Moves(kube, StatusWriter(kube), cache, None, dict, lambda: None,  # type: ignore[arg-type]
-                       lambda exclude: Fleet({}, {H100.name: H100}, used={}), lambda key, at: None,
-                       OperatorMetrics(), 1, False, planner.Settings(), lambda: {H100.name: H100}, asyncio.Lock())
+        d = Moves(planning(kube, cache, lambda exclude: Fleet({}, {H100.name: H100}, used={}),
+                           lambda: {H100.name: H100}), dict, lambda: None, lambda key, at: None, 1, False)
         for i in range(20):  # 10 s, a pass every half second
             clock[0] = i / 2
             monkeypatch.setattr(cache, "disrupted", lambda n=i % 2: n)  # the budget (1) full, then free

@@ -13,6 +13,7 @@ import pytest
 
 from heterojob.api.job import HeteroJobStatus
 from heterojob.controller import scheduler as scheduling
+from heterojob.controller.planning import Planning
 from heterojob.controller.scheduler import BATCH_S, Scheduler, Waiting
 from heterojob.engine.admission import Outcome, Settings
 from heterojob.engine.fleet import Allocation, DeviceClass, Fleet, Node, holdings, usage
@@ -47,8 +48,9 @@ def _scene(queue: QueueSettings | None) -> tuple[Scheduler, list[str]]:
         return Fleet(nodes, {"h100": H100}, used=usage(allocations), held=holdings(allocations))
 
     pokes: list[str] = []
-    s = Scheduler(None, None, cache, None, None, fleet, Settings(), OperatorMetrics(),  # type: ignore[arg-type]  # the apply side is not used here
-                  pokes.append, lambda _: None, queue)
+    planning = Planning(None, None, cache, None, OperatorMetrics(),  # type: ignore[arg-type]  # the apply side is not used here
+                        lambda exclude: fleet(), Settings())
+    s = Scheduler(planning, None, pokes.append, lambda _: None, queue)  # type: ignore[arg-type]  # nor are pods
     for r in waiting:
         s.waiting[r.job] = Waiting(r, HeteroJobStatus(), NOW - 10)
         s.trigger.request(r.job)

@@ -15,31 +15,28 @@ marked involuntary, so its placement prefers the cheapest transfer.
 
 from __future__ import annotations
 
-import asyncio
 import math
 import time
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import replace
 from typing import Any
 
 from heterojob.api.job import HeteroJobSpec, Phase, Priority
 from heterojob.api.job_status import HeteroJobStatus, MigrationState, Reservation
 from heterojob.constants import ANNOTATION_CHECKPOINT_NOW, ANNOTATION_MIGRATE
-from heterojob.controller.checkpoints import PERIODIC, Checkpoints, resume_from
+from heterojob.controller.checkpoints import PERIODIC, resume_from
 from heterojob.controller.decisionlog import decided
-from heterojob.controller.status import StatusPatch, StatusWriter
+from heterojob.controller.planning import Planning
+from heterojob.controller.status import StatusPatch
 from heterojob.engine import admission as planner
 from heterojob.engine import relocation
 from heterojob.engine import completion, migration, transfer
-from heterojob.engine.fleet import Allocation, DeviceClass, Fleet, Node
+from heterojob.engine.fleet import Allocation, Node
 from heterojob.engine.phases import MOVE_THENS, Then
 from heterojob.engine.lifecycle import Action
 from heterojob.engine.placement import Request
 from heterojob.engine.running import RunningDecision, RunningRules, Running, Step, decide
 from heterojob.engine.preemption import Preemptor, YieldEnd
-from heterojob.kube.api import Kube
-from heterojob.metrics import OperatorMetrics
-from heterojob.state.cache import Cache
 from heterojob.state.requests import move_request, request_for, reservation, transfer_move
 from heterojob.state import running
 from heterojob.state.symptoms import Gathered, gather
@@ -51,29 +48,26 @@ from heterojob.telemetry.snapshot import Snapshot
 class Moves:
     """A running job's next step: its views gathered, `engine.running.decide` asked, the answer carried out."""
 
-    def __init__(self, kube: Kube, writer: StatusWriter, cache: Cache, checkpoints: Checkpoints,
-                 nodes: Callable[[], Mapping[str, Node]],
-                 telemetry: Callable[[], Snapshot | None], fleet: Callable[[Iterable[str]], Fleet],
-                 wake_at: Callable[[str, float], None], metrics: OperatorMetrics, budget: int,
-                 advisory: bool, settings: planner.Settings, classes: Callable[[], Mapping[str, DeviceClass]],
-                 lock: asyncio.Lock, transfer_settings: transfer.Settings = transfer.Settings(),
-                 upgrade_for: Callable[[str, Sequence[str], float, float | None], completion.Upgrade | None]
-                 | None = None, by_level: bool = False) -> None:
-        self.kube = kube
-        self.writer = writer
-        self.cache = cache
-        self.checkpoints = checkpoints
+    def __init__(self, planning: Planning, nodes: Callable[[], Mapping[str, Node]],
+                 telemetry: Callable[[], Snapshot | None], wake_at: Callable[[str, float], None], budget: int,
+                 advisory: bool, upgrade_for: Callable[[str, Sequence[str], float, float | None],
+                                                       completion.Upgrade | None] | None = None,
+                 by_level: bool = False) -> None:
+        self.kube = planning.kube
+        self.writer = planning.writer
+        self.cache = planning.cache
+        self.checkpoints = planning.checkpoints
         self.nodes = nodes
         self.telemetry = telemetry
-        self.fleet = fleet  # the fleet without the named jobs' holdings
+        self.fleet = planning.fleet  # the fleet without the named jobs' holdings
         self.wake_at = wake_at
-        self.metrics = metrics
+        self.metrics = planning.metrics
         self.budget = budget
         self.advisory = advisory
-        self.settings = settings
-        self.classes = classes
-        self.lock = lock  # admission's: a destination is planned and reserved under the lock placements take
-        self.transfer = transfer_settings  # what a move between regions is assumed to cost (engine.transfer)
+        self.settings = planning.settings
+        self.classes = planning.classes
+        self.lock = planning.lock  # admission's: a destination is planned and reserved under the lock placements take
+        self.transfer = planning.transfer  # what a move between regions is assumed to cost (engine.transfer)
         self.upgrade_for = upgrade_for  # admission's: a move up that pays for a running job (mlfq), or None
         self.by_level = by_level  # the queue policy displaces a job of the same priority by level (mlfq)
         self._held: dict[str, str] = {}  # job -> why its move waits (resizes and upgrades: to log it once)

@@ -27,6 +27,7 @@ from heterojob.controller.actions import Actions
 from heterojob.controller.checkpoints import PERIODIC, Checkpoints
 from heterojob.controller.decisionlog import decided
 from heterojob.controller.known import Known
+from heterojob.controller.planning import Planning
 from heterojob.controller.moves import Moves
 from heterojob.controller.pods import Pods
 from heterojob.controller.queue import WorkQueue
@@ -100,14 +101,12 @@ class Controller:
         queue = QueueSettings(policy=policy, thresholds_device_h=tuple(self.config.queue_thresholds_device_h),
                               starvation_s=self.config.starvation_s,
                               max_turns=self.config.max_turns) if policy != QueuePolicy.FIFO else None
-        self.scheduler = Scheduler(kube, self.writer, self.cache, self.pods, self.checkpoints, self.fleet, settings,
-                                   self.metrics, self.poke, self.forget, queue, fleet.classes, self.config.transfer,
+        planning = Planning(kube, self.writer, self.cache, self.checkpoints, self.metrics, self.fleet, settings,
+                            fleet.classes, self.config.transfer)
+        self.scheduler = Scheduler(planning, self.pods, self.poke, self.forget, queue,
                                    requeue_after_s=self.config.move_requeue_after_s)
-        self.moves = Moves(kube, self.writer, self.cache, self.checkpoints, fleet.nodes,
-                                     fleet.telemetry, self.fleet, self.queue.wake_at, self.metrics,
-                                     self.config.disruption_budget, self.config.advisory, settings, fleet.classes,
-                                     self.scheduler.lock, self.config.transfer, self.scheduler.upgrade_for,
-                                     by_level=queue is not None)
+        self.moves = Moves(planning, fleet.nodes, fleet.telemetry, self.queue.wake_at, self.config.disruption_budget,
+                           self.config.advisory, self.scheduler.upgrade_for, by_level=queue is not None)
         self.actions = Actions(kube, self.writer, self.cache, self.pods, self.checkpoints, self.scheduler,
                                self.metrics, self.poke, self.poke_pending, self.queue.wake_at)
         self.quotas = QuotaStatus(kube, self.cache, fleet.quota_objects, fleet.classes, fleet.regions)

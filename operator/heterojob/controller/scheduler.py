@@ -33,24 +33,21 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from heterojob.api.job import HeteroJobSpec, HeteroJobStatus, Phase, Scheduling
-from heterojob.controller.checkpoints import Checkpoints
 from heterojob.controller.decisionlog import decided
+from heterojob.controller.planning import Planning
 from heterojob.controller.pods import Pods
-from heterojob.controller.status import StatusPatch, StatusWriter
+from heterojob.controller.status import StatusPatch
 from heterojob.controller.verdicts import Verdicts
 from heterojob.engine import admission as planner
 from heterojob.engine.admission import Outcome, Stopped
 from heterojob.engine import transfer
 from heterojob.engine.cycle import Cycle, Trigger, plan_cycle, upgrade_candidates, verdict
-from heterojob.engine.fleet import DeviceClass, Fleet
+from heterojob.engine.fleet import Fleet
 from heterojob.engine.placement import Request
 from heterojob.state.knowledge import Knower, Seen
 from heterojob.engine import completion, queueing, ranking, requeue, rooms
 from heterojob.engine import policy as heterogeneity
 from heterojob.engine.queueing import QueueSettings
-from heterojob.kube.api import Kube
-from heterojob.metrics import OperatorMetrics
-from heterojob.state.cache import Cache
 from heterojob.state.requests import MOVING, move_began, origin_of, request_for, transfer_move
 from heterojob.api.times import timestamp
 
@@ -87,26 +84,24 @@ class Verdict:
 
 
 class Scheduler:
-    def __init__(self, kube: Kube, writer: StatusWriter, cache: Cache, pods: Pods, checkpoints: Checkpoints,
-                 fleet: Callable[[], Fleet], settings: planner.Settings, metrics: OperatorMetrics,
-                 poke: Callable[[str], None], forget: Callable[[str], None],
-                 queue: QueueSettings | None = None, classes: Callable[[], Mapping[str, DeviceClass]] = dict,
-                 transfer_settings: transfer.Settings = transfer.Settings(),
-                 requeue_after_s: float = requeue.REQUEUE_AFTER_S) -> None:
+    def __init__(self, planning: Planning, pods: Pods, poke: Callable[[str], None], forget: Callable[[str], None],
+                 queue: QueueSettings | None = None, requeue_after_s: float = requeue.REQUEUE_AFTER_S) -> None:
+        kube, writer, cache, checkpoints, metrics = (planning.kube, planning.writer, planning.cache,
+                                                     planning.checkpoints, planning.metrics)
         self.kube = kube
         self.writer = writer
         self.cache = cache
         self.pods = pods
         self.checkpoints = checkpoints
-        self.fleet = fleet  # every job's holdings counted as used
-        self.settings = settings
+        self.fleet = lambda: planning.fleet(())  # every job's holdings counted as used
+        self.settings = planning.settings
         self.metrics = metrics
         self.poke = poke
         self.forget = forget  # the job vanished under us
-        self.lock = asyncio.Lock()  # placements and move reservations are planned under it
+        self.lock = planning.lock  # placements and move reservations are planned under it
         self.queue = queue  # --queue-policy mlfq: engine.policy orders the queue and picks classes
-        self.classes = classes  # AcceleratorClasses (device memory, for a checkpoint size estimate)
-        self.transfer = transfer_settings  # what a move between regions is assumed to cost (engine.transfer)
+        self.classes = planning.classes  # AcceleratorClasses (device memory, for a checkpoint size estimate)
+        self.transfer = planning.transfer  # what a move between regions is assumed to cost (engine.transfer)
         self.knower = Knower(cache)  # engine.policy's Knowledge from the jobs' status.scheduling
         self.apply = Verdicts(kube, writer, cache, pods, checkpoints, metrics, poke, forget, self._placed)
         self.requeue_after_s = requeue_after_s  # a move off bad nodes that fits nowhere this long: back to the queue
