@@ -335,9 +335,11 @@ class ApiServerEmulator(kmock.KubernetesEmulator):
     # --- state, for tests ------------------------------------------------------------
 
     def reset(self) -> None:
-        """Drop every object (not the registered resources) but the system namespaces; watchers see nothing
-        (they are closed)."""
+        """Drop every object (not the registered resources) but the system namespaces, and the request log and
+        write counts (what a test reads of them is its own); watchers see nothing (they are closed)."""
         self.close_watches()
+        self.request_log.clear()
+        self.writes.clear()
         self._store.clear()
         self._history.clear()
         self._foreground.clear()
