@@ -1001,11 +1001,6 @@ class ApiServerEmulator(kmock.KubernetesEmulator):
         self._emit(kind, None, obj)
         if kind.key == ("apiextensions.k8s.io", "customresourcedefinitions"):
             self._register_crd(obj)
-        refs = meta.get("ownerReferences") or []
-        if refs and not any(self._store.holds_uid(str(r.get("uid"))) for r in refs):
-            # made for an owner already gone (a controller's create racing its owner's deletion): the garbage
-            # collector's graph builder finds every owner absent and deletes it (attemptToDeleteItem, background)
-            self._delete_object(kind, obj, "Background")
         return obj
 
     def _commit(self, kind: Kind, old: dict[str, Any], new: dict[str, Any], subresource: str | None,
