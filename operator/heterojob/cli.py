@@ -251,7 +251,8 @@ def parser() -> argparse.ArgumentParser:
                      help="decide migrations and resizes, record them (Events, decision log), touch nothing")
     mc = run.add_argument_group("member clusters (docs/multicluster.md)")
     mc.add_argument("--member-poll-seconds", type=float, default=2.0, metavar="S",
-                    help="list each member's nodes, pods and Services this often (default 2)")
+                    help="probe each member this often (default 2): its reachability and leftovers; its nodes, "
+                         "pods and Services are watched")
     mc.add_argument("--member-loss-timeout", type=float, default=900.0, metavar="S",
                     help="a member that does not answer this long is lost and its jobs placed again "
                          "(default 900; a Region's spec.cluster.lossTimeoutSeconds wins)")

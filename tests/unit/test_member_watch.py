@@ -14,6 +14,7 @@ import pytest
 from kubernetes.client import ApiException
 
 from heterojob.controller.pods import Pods
+from heterojob.engine.fleet import RegionInfo
 from heterojob.kube.member_watch import MemberWatch
 from heterojob.kube.members import Member, MemberRef, Members, MembersConfig
 from heterojob.kube.ownpods import OwnPods
@@ -190,5 +191,28 @@ def test_a_member_that_stops_answering_is_found_by_its_probe_and_listed_afresh_w
         scene.watch.pod_informer.failure = ApiException(status=403, reason="Forbidden")
         await pool.look(member)
         assert not member.reachable and member.problem[0] == "MemberForbidden"
+
+    asyncio.run(main())
+
+
+def test_the_planners_member_nodes_are_built_again_only_when_a_node_or_a_reachability_changed(scene: Scene) -> None:
+    """`fleet_nodes` is asked after every poke of the queue (room freed, a fleet event): with nothing changed in the
+    members, it answers what it built last, without matching every member node against its Region again."""
+    async def main() -> None:
+        scene.watch.start()
+        assert await scene.watch.fresh(5, relist=False)
+        pool, member = scene.pool, scene.member
+        member.reachable = True
+        regions = {"m-east": RegionInfo("m-east", {"heterojob.io/region": "m-east"})}
+        first = pool.fleet_nodes({}, regions)
+        assert set(first) == {"n0", "n1"} and all(n.ready for n in first.values())
+        assert pool.fleet_nodes({}, regions) is first
+        scene.send("nodes", "MODIFIED", _node("n1", "4", gpus="7"))
+        await until(lambda: member.nodes["n1"].allocatable == {"nvidia.com/gpu": 7})
+        second = pool.fleet_nodes({}, regions)
+        assert second is not first and second["n1"].allocatable == {"nvidia.com/gpu": 7}
+        member.reachable = False
+        assert not any(n.ready for n in pool.fleet_nodes({}, regions).values())
+        assert set(pool.fleet_nodes({}, {})) == set()  # its Region gone from the cache: none of its nodes
 
     asyncio.run(main())

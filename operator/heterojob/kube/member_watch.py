@@ -51,6 +51,7 @@ class MemberWatch:
         self.job_pods: dict[str, dict[str, Mapping[str, Any]]] = \
             {k: dict(v) for k, v in previous.job_pods.items()} if previous else {}  # job key -> pod -> view
         self._nodes_told = False
+        self.nodes_version = 0  # bumped by every change of `nodes`
         core = kube.core
         selected = {"label_selector": LABEL_JOB}
         common: dict[str, Any] = {"watch_timeout_s": watch_timeout_s, "retry_s": retry_s,
@@ -131,6 +132,7 @@ class MemberWatch:
             self.nodes.pop(key[1], None)
         else:
             self.nodes[key[1]] = new
+        self.nodes_version += 1
         if not self._nodes_told:  # a listing's hundreds of nodes: one look for the planner
             self._nodes_told = True
             asyncio.get_running_loop().call_soon(self._tell_nodes)

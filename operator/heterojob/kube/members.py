@@ -84,6 +84,7 @@ class Members:
         self._task: asyncio.Task[None] | None = None
         self._collisions: set[str] = set()
         self._owner: dict[str, str] = {}  # member node -> its member region (as of the last nodes())
+        self._fleet: tuple[Any, dict[str, Node], dict[str, Node]] | None = None  # fleet_nodes' inputs and answer
 
     # --- what the controller asks ----------------------------------------------------------------------
 
@@ -140,6 +141,15 @@ class Members:
         (a member node labelled for another region would send pods to the wrong cluster)."""
         if not self.members:
             return local  # one cluster: exactly what it was
+        key = (tuple((r, id(m.nodes), m.watch.nodes_version if m.watch else 0, m.reachable, m.last_ok, m.since)
+                     for r, m in self.members.items()), tuple(regions.get(r) for r in self.members))
+        if self._fleet is not None and self._fleet[0] == key and self._fleet[1] == local:
+            return self._fleet[2]  # asked after every poke of the queue: built again only when its inputs changed
+        out = self._fleet_nodes(local, regions)
+        self._fleet = (key, dict(local), out)
+        return out
+
+    def _fleet_nodes(self, local: Mapping[str, Node], regions: Mapping[str, RegionInfo]) -> dict[str, Node]:
         member_regions = [regions[r] for r in self.members if r in regions]
         out = {name: node for name, node in local.items()
                if not any(_matches(node, r.node_selector) for r in member_regions)}
