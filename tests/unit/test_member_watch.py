@@ -114,10 +114,17 @@ def test_a_member_pods_change_reaches_its_job_at_once_and_the_echo_of_a_create_d
         assert await scene.watch.fresh(5, relist=False)
         scene.member.reachable = True
         assert scene.pods() == {"a-g1-0": "Pending"} and scene.fleet == 1  # one look for the whole listing
+        owners = scene.watch.owners()
+        assert owners == {"team/a": [("Pod", "a-g1-0")]} and scene.watch.owners() is owners  # asked every probe
         scene.poked.clear()
         scene.send("pods", "MODIFIED", _pod("a-g1-0", "a", "7", phase="Running"))  # the kubelet's news
         await until(lambda: scene.poked == ["team/a"], timeout=2)  # no poll: the watch brought it
         assert scene.pods() == {"a-g1-0": "Running"}
+        owners = scene.watch.owners()
+        scene.send("services", "ADDED", {"metadata": {"name": "a", "namespace": "team", "resourceVersion": "8",
+                                                      "labels": {"heterojob.io/job": "a"}}})
+        await until(lambda: scene.watch.owners() is not owners)
+        assert scene.watch.owners() == {"team/a": [("Pod", "a-g1-0"), ("Service", "a")]}
         made = {**_pod("a-g1-1", "a", "9"), "kind": "Pod"}
         scene.kube.own_pods.written("team", "a-g1-1", made)  # the operator's create answered ...
         scene.send("pods", "ADDED", _pod("a-g1-1", "a", "9"))  # ... and its watch event is that pod, as made

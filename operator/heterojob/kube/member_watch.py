@@ -52,6 +52,8 @@ class MemberWatch:
             {k: dict(v) for k, v in previous.job_pods.items()} if previous else {}  # job key -> pod -> view
         self._nodes_told = False
         self.nodes_version = 0  # bumped by every change of `nodes`
+        self._owners: tuple[int, dict[str, list[tuple[str, str]]]] | None = None  # (objects_version, owners())
+        self.objects_version = 0  # bumped by every change of a pod or a Service
         core = kube.core
         selected = {"label_selector": LABEL_JOB}
         common: dict[str, Any] = {"watch_timeout_s": watch_timeout_s, "retry_s": retry_s,
@@ -62,7 +64,8 @@ class MemberWatch:
             f"{region}/pods", core.list_pod_for_all_namespaces, _pod_view, self._pod_changed, list_kwargs=selected,
             **common)
         self.service_informer: Informer[Any, str] = Informer(
-            f"{region}/services", core.list_service_for_all_namespaces, _service_job, None, list_kwargs=selected,
+            f"{region}/services", core.list_service_for_all_namespaces, _service_job, self._service_changed,
+            list_kwargs=selected,
             **common)
         self.informers: tuple[Informer[Any, Any], ...] = (self.node_informer, self.pod_informer, self.service_informer)
         if previous is not None:
@@ -115,7 +118,10 @@ class MemberWatch:
         return sum(len(pods) for pods in self.job_pods.values())
 
     def owners(self) -> dict[str, list[tuple[str, str]]]:
-        """job key -> its objects here, ("Pod", name) and ("Service", name); pods already being deleted left out."""
+        """job key -> its objects here, ("Pod", name) and ("Service", name); pods already being deleted left out
+        (built again only after a pod or a Service changed: it is asked at every probe)."""
+        if self._owners is not None and self._owners[0] == self.objects_version:
+            return self._owners[1]
         out: dict[str, list[tuple[str, str]]] = {}
         for key, pods in self.job_pods.items():
             for name, view in pods.items():
@@ -123,6 +129,7 @@ class MemberWatch:
                     out.setdefault(key, []).append(("Pod", name))
         for (_, name), key in list(self.service_informer.store.items()):
             out.setdefault(key, []).append(("Service", name))
+        self._owners = (self.objects_version, out)
         return out
 
     # --- the informers' callbacks (on the event loop) ---------------------------------------------------------
@@ -141,7 +148,11 @@ class MemberWatch:
         self._nodes_told = False
         self.on_nodes()
 
+    def _service_changed(self, event: str | None, key: tuple[str, str], old: str | None, new: str | None) -> None:
+        self.objects_version += 1
+
     def _pod_changed(self, event: str | None, key: tuple[str, str], old: PodView | None, new: PodView | None) -> None:
+        self.objects_version += 1
         namespace, name = key
         gone = event == "DELETED" or new is None
         if old is not None and (gone or old[0] != new[0]):  # type: ignore[index]  # new is set when not gone
