@@ -201,6 +201,38 @@ def test_slow_class_declined_when_the_wait_for_the_fast_one_is_shorter() -> None
     assert both.classes == ("fast",) and both.declined == ("slow",)
 
 
+def test_a_waiting_job_keeps_the_class_it_waits_for_until_another_is_clearly_sooner() -> None:
+    """Ten-hour estimates drift with the clock: a waiting job that chose class a keeps it while b is expected
+    to complete within `KEEP_MARGIN` of it (its status, where it queues, does not flap), and moves to b once b
+    is clearly sooner; free room now is never given up for the class it waited for."""
+    rel = {"a": 1.0, "b": 1.0}
+    drifted = {"a": 10.4 * H, "b": 10.0 * H}  # b now 4% sooner
+    assert completion.choose(H, rel, drifted).classes == ("b",)  # chosen afresh: the best
+    assert completion.choose(H, rel, drifted, kept="a").classes == ("a",)  # kept: within the margin
+    assert completion.choose(H, rel, {"a": 14 * H, "b": 10 * H}, kept="a").classes == ("b",)  # clearly sooner
+    assert completion.choose(H, rel, {"a": 10.4 * H, "b": 0.0}, kept="a").classes == ("b",)  # b free now
+    assert completion.choose(H, rel, drifted, kept="gone").classes == ("b",)  # a class it can no longer use
+
+
+def test_the_policy_pass_keeps_each_waiting_jobs_last_choice_within_the_margin() -> None:
+    """`prepare` gives each job the class `Knowledge.chose` says it waited for, while that stays within the
+    margin: the next pass of the same queue narrows it there (the full fleet, both classes busy)."""
+    now = 100 * H
+    nodes = {"a1": Node("a1", {"topology.kubernetes.io/region": "r"}, {"agpu": 1}),
+             "b1": Node("b1", {"topology.kubernetes.io/region": "r"}, {"bgpu": 1})}
+    classes = {"a": DeviceClass("a", "agpu", {}, throughput=1.0), "b": DeviceClass("b", "bgpu", {}, throughput=0.97)}
+    holders = [admission.Holder("ns/ra", 1, now - H, Allocation("agpu", {"a1": 1}, "ns", "a", "r")),
+               admission.Holder("ns/rb", 1, now - H, Allocation("bgpu", {"b1": 1}, "ns", "b", "r"))]
+    fleet = Fleet(nodes=nodes, classes=classes, used={("a1", "agpu"): 1, ("b1", "bgpu"): 1})
+    job = Request("ns/w", [Alternative("a", 1), Alternative("b", 1)], 1, created=now)
+    knowledge = policy.Knowledge({"ns/w": policy.Facts(rel={"a": 1.0, "b": 0.97})})
+    fresh = policy.prepare([job], holders, fleet, now, knowledge, queueing.QueueSettings(), 300.0)
+    assert [a.device_class for a in fresh.queue[0].alternatives] == ["a"] and fresh.chose == {"ns/w": "a"}
+    knowledge.chose = {"ns/w": "b"}  # it waited for b at the pass before: a is only 3% sooner
+    kept = policy.prepare([job], holders, fleet, now, knowledge, queueing.QueueSettings(), 300.0)
+    assert [a.device_class for a in kept.queue[0].alternatives] == ["b"] and kept.chose == {"ns/w": "b"}
+
+
 def test_a_job_that_can_start_on_free_room_does_not_preempt_for_a_faster_class() -> None:
     """Work conservation: a new job (first level) could displace the long job on the fast class, but the slow
     class is free, so it weighs the fast one by when it frees by itself (the long job is expected to run

@@ -170,12 +170,15 @@ class _ScanEnds(completion.Ends):
                                                                zip(devices, self.ends, strict=True)], ahead_device_s)
 
 
-def _choose_in_full(remaining_s: float, rel: Any, wait_s: Any) -> completion.Choice:
+def _choose_in_full(remaining_s: float, rel: Any, wait_s: Any, kept: str | None = None) -> completion.Choice:
     """`completion.choose` without its shortcut for a job that can start nowhere now."""
     completion_s = {c: wait_s[c] + (remaining_s / rel[c] if rel[c] > 0 else float("inf")) for c in rel if c in wait_s}
     if not completion_s:
         return completion.Choice((), {}, ())
     best = min(completion_s, key=lambda c: (completion_s[c], -rel[c], c))
+    if kept in completion_s and wait_s[kept] > 0 and wait_s[best] > 0 and completion_s[kept] < float("inf") \
+            and completion_s[best] >= completion_s[kept] * (1 - completion.KEEP_MARGIN):
+        best = kept  # the class it waited for, while within the margin
     keep = sorted((c for c in completion_s if c == best or (wait_s[c] == 0 and completion_s[c] <= completion_s[best])),
                   key=lambda c: (completion_s[c], -rel[c], c))
     declined = tuple(sorted(c for c in completion_s if wait_s[c] == 0 and c not in keep))
@@ -622,7 +625,9 @@ def test_may_act_tells_a_queue_that_can_preempt_from_one_that_cannot() -> None:
 
 @settings(max_examples=300, deadline=None)
 @given(left=st.floats(0, 1e6), rel=st.dictionaries(st.sampled_from(["a", "b", "c"]), st.sampled_from([0.0, 0.3, 0.8, 1.0])),
-       waits=st.dictionaries(st.sampled_from(["a", "b", "c"]), st.sampled_from([0.0, 60.0]) | st.floats(0, 1e6)))
-def test_choose_with_its_shortcut_is_choose_in_full(left: float, rel: dict[str, float], waits: dict[str, float]) -> None:
-    assert completion.choose(left, rel, waits) == _choose_in_full(left, rel, waits)
+       waits=st.dictionaries(st.sampled_from(["a", "b", "c"]), st.sampled_from([0.0, 60.0]) | st.floats(0, 1e6)),
+       kept=st.sampled_from([None, "a", "b", "c"]))
+def test_choose_with_its_shortcut_is_choose_in_full(left: float, rel: dict[str, float], waits: dict[str, float],
+                                                    kept: str | None) -> None:
+    assert completion.choose(left, rel, waits, kept) == _choose_in_full(left, rel, waits, kept)
 

@@ -109,6 +109,7 @@ class Scheduler:
         self.waiting: dict[str, Waiting] = {}  # job -> what its last pass said of it
         self.verdicts: dict[str, Verdict] = {}  # job -> the last cycle's plan for it, until its pass applies it
         self.waiting_for: frozenset[str] = frozenset()  # classes the last cycle's waiting jobs wait for
+        self.chose: Mapping[str, str] = {}  # the class each waiting job chose at the last cycle (`Knowledge.chose`)
         self.free: dict[str, int] = {}  # free devices per class after the last cycle's placements
         self.memo = ranking.Memo()  # what the policy may reuse between cycles (the plan is the same without it)
         self.memory = rooms.Memory()  # what placement found per class and region while its room is unchanged
@@ -226,7 +227,7 @@ class Scheduler:
             self.cycles += 1
             self.metrics.cycle_seconds.observe(cpu)
             self.metrics.cycle_waiting.set(len(waiting))
-            self.waiting_for = cycle.waiting_for
+            self.waiting_for, self.chose = cycle.waiting_for, cycle.chose
             requests = {r.job: r for r in waiting}
             for job, admission in cycle.admissions.items():
                 request = requests[job]
@@ -271,7 +272,9 @@ class Scheduler:
         (`engine.cycle.upgrade_candidates`; `before`: the free devices per class after the last cycle)."""
         policy = None
         if self.queue is not None:
-            policy = (self.knower.knowledge(fleet, waiting, holders, self.queue, seen), self.queue)
+            knowledge = self.knower.knowledge(fleet, waiting, holders, self.queue, seen)
+            knowledge.chose = self.chose  # kept within a margin: a drift of the estimates changes no verdict
+            policy = (knowledge, self.queue)
         cycle = _explained(waiting, holders, fleet, now, self.settings, policy, moves, self.memo, self.memory, acting,
                            None if acting else self._stop)
         verdicts = {job: verdict(a.outcome.value, a.message) for job, a in cycle.admissions.items()

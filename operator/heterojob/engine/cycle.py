@@ -68,9 +68,11 @@ class Cycle:
 
     def __init__(self, plan: Plan | Callable[[], Plan], waiting_for: frozenset[str] = frozenset(),
                  free: Mapping[str, int] | None = None,
-                 explain: Callable[[Plan], dict[str, Admission]] | None = None, quiet: bool = False) -> None:
+                 explain: Callable[[Plan], dict[str, Admission]] | None = None, quiet: bool = False,
+                 chose: Mapping[str, str] | None = None) -> None:
         self._plan, self._explain = plan, explain
         self.waiting_for, self.free, self.quiet = waiting_for, free if free is not None else {}, quiet
+        self.chose = chose if chose is not None else {}  # the policy's first class per job: `Knowledge.chose`
 
     @cached_property
     def plan(self) -> Plan:
@@ -148,9 +150,10 @@ def plan_cycle(queue: Iterable[Request], holders: Iterable[Holder], fleet: Fleet
                       mine={r.job: r for r in ordered}, prepared=prepared, memory=memory, stop=stop)
     if not may_act(ordered, prepared.holders, fleet, now, settings, memory):  # planned only when read
         return Cycle(partial(plan_queue, ordered, prepared.holders, fleet, now, settings, memory, acting, stop),
-                     prepared.waiting_for, _free_after(Plan(), fleet, memo), explain, quiet=True)
+                     prepared.waiting_for, _free_after(Plan(), fleet, memo), explain, quiet=True,
+                     chose=prepared.chose)
     plan = plan_queue(ordered, prepared.holders, fleet, now, settings, memory, acting, stop)
-    return Cycle(plan, prepared.waiting_for, _free_after(plan, fleet, memo), explain)
+    return Cycle(plan, prepared.waiting_for, _free_after(plan, fleet, memo), explain, chose=prepared.chose)
 
 
 def _explain(plan: Plan, fleet: Fleet, moves: Mapping[str, transfer.Move], narrowed: Mapping[str, Request],

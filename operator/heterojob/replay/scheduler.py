@@ -58,6 +58,7 @@ class Scheduler:
         self.memory = rooms.Memory()  # what placement found per class and region, while its room is unchanged
         self.free: dict[str, int] = {}  # free devices per class after the last cycle's placements
         self.waiting_for: frozenset[str] = frozenset()  # classes the last cycle's waiting jobs wait for
+        self.chose: dict[str, str] = {}  # the class each waiting job chose at the last cycle (`Knowledge.chose`)
         self.timers: dict[int, float] = {}  # job -> the timer put on the replay's event queue
         self.cycles = 0
         self.settings = planner.Settings(min_runtime_s=config.min_runtime_s)
@@ -119,11 +120,12 @@ class Scheduler:
                                                                        config.queue)
             knowledge.displace_by_level = queueing.displacing(self.waiting_devices, config.devices, config.queue)
             knowledge.saturated = allocation.saturated(self.waiting_devices, config.devices, config.queue.fill_above)
+            knowledge.chose = self.chose  # the classes the waiting jobs chose last (kept within a margin)
             fleet, holders = sim.devices.current_fleet(), self.holders()
             cycle = plan_cycle([self.request(j) for j in self.waiting.values()], holders, fleet, now, self.settings,
                                (knowledge, config.queue), None, self.memo, self.memory)
             self.cycles += 1
-            self.waiting_for = cycle.waiting_for
+            self.waiting_for, self.chose = cycle.waiting_for, dict(cycle.chose)
             looked = upgrade_candidates(cycle, self.free, holders, fleet, now, knowledge, self.cost,
                                         config.min_runtime_s, config.probe_share, self.memo) if config.upgrades else []
             self.free = dict(cycle.free)
