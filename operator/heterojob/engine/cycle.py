@@ -10,7 +10,7 @@ ships. Inside it:
    as `relocation.plan_relocation` would, and keeps every class its user listed.
 2. With a queue policy, `policy.prepare` orders the queue and narrows each other job's classes
    (`admission.plan_with_policy`); then `admission.plan_queue` plans the whole queue once.
-3. A job that waits is told which listed classes the policy set aside (`admission.set_aside`).
+3. A job that waits is told which listed classes the policy set aside (`aside.set_aside`).
 
 A cycle computes what its reader reads (`Cycle`): the policy's pass at once; the plan only when the
 planner's necessary test (`admission.may_act`, on the queue as prepared) says some job may act, else when
@@ -41,8 +41,9 @@ from typing import TYPE_CHECKING
 
 from heterojob.engine import transfer
 from heterojob.engine.admission import (
-    STOP_EVERY, Admission, Holder, Outcome, Plan, Settings, Stopped, may_act, plan_queue, set_aside,
+    STOP_EVERY, Admission, Holder, Outcome, Plan, Settings, Stopped, may_act, plan_queue,
 )
+from heterojob.engine.aside import set_aside
 from heterojob.engine.fleet import Fleet
 from heterojob.engine.relocation import cheapest_tier
 from heterojob.engine.placement import FleetIndex, Rejection, Request
@@ -161,7 +162,7 @@ def _explain(plan: Plan, fleet: Fleet, moves: Mapping[str, transfer.Move], narro
              prepared: Prepared | None = None, memory: Memory | None = None,
              stop: Callable[[], bool] | None = None) -> dict[str, Admission]:
     """`plan`'s admissions with their messages final: a waiting job's the classes the policy set aside
-    (`admission.set_aside`; `prepared`: the policy's pass, `original`: the requests as given, `mine`: as
+    (`aside.set_aside`; `prepared`: the policy's pass, `original`: the requests as given, `mine`: as
     planned), an involuntary move's placement the transfer it weighed (step 3 of the module docstring)."""
     admissions = dict(plan.admissions)
     if prepared is not None and original is not None and mine is not None:

@@ -57,6 +57,8 @@ class Memory:
 
     # the last plan's holders (as given) and the pool of those it may disturb (`pool._Pool.of`)
     pool: tuple[tuple[object, ...], object] | None = None
+    # what the last whole plan found steps 4-5 could do nothing for, and under what (`settled.Settled`)
+    settled: object | None = None
 
     PARTS_KEPT = 50_000  # past this many, `parts` starts again at the next plan
 
