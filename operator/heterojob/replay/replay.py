@@ -11,7 +11,7 @@ Policies, on the same trace, fleet, failures and seed:
   (BestEffortFIFO: a job that does not fit does not block the rest), the first flavor with room; no
   migration, resize or preemption; failures take Kubernetes' path like `static`.
 - `heterojob`: the operator's own scheduler cycle (`replay.scheduler`: `engine.cycle.plan_cycle` over the
-  whole waiting queue whenever `engine.cycle.Trigger` says a cycle is due, upgrade moves when free room
+  whole waiting queue whenever `engine.cycle.CycleTrigger` says a cycle is due, upgrade moves when free room
   grew), with the operator's queue order (`engine.queueing`: `--queue-policy mlfq` or `fifo`) and
   completion-time estimates (`engine.completion`: which classes a job takes now, from declared throughput
   and the job's measured speed, and upgrade moves that pay); it places, takes lent room back from grown
