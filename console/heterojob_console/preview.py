@@ -162,7 +162,7 @@ def held(cluster: Cluster, namespace: str) -> dict[tuple[str, str], int]:
 
 
 @dataclass(frozen=True)
-class Move:
+class MovePreview:
     origin: str
     plan: planner.Admission
 
@@ -176,7 +176,7 @@ class Move:
         return self.plan.message
 
 
-def migration_target(cluster: Cluster, namespace: str, name: str) -> Move | None:
+def migration_target(cluster: Cluster, namespace: str, name: str) -> MovePreview | None:
     """Where the operator would move a running job asked to move now (the destination it would reserve
     before asking for the checkpoint), or None when the job holds no placement."""
     obj = cluster.job(namespace, name)
@@ -193,6 +193,6 @@ def migration_target(cluster: Cluster, namespace: str, name: str) -> Move | None
     # region (the operator's --default-link, when set, is not known here: such a preview says NoLink)
     weigh = transfer_move(spec, status, p.region, p.device_class, p.replicas, cluster.classes, now,
                           transfer.TransferSettings(), migration.MANUAL)
-    return Move(where(status) or "", relocation.plan_move(request, jobs.waiting(), jobs.holders(),
-                                                       jobs.fleet(source(cluster), exclude=[key]), now,
-                                                       move=weigh))
+    return MovePreview(where(status) or "", relocation.plan_move(request, jobs.waiting(), jobs.holders(),
+                                                              jobs.fleet(source(cluster), exclude=[key]), now,
+                                                              move=weigh))

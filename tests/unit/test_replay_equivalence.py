@@ -41,7 +41,7 @@ from heterojob.replay import replay as replay_module
 from heterojob.replay.devices import Devices, room
 from heterojob.replay.fifo import Fifo
 from heterojob.replay.replay import CLASSES, NAMESPACE, POLICIES, Config, _Replay
-from heterojob.replay.scheduler import Scheduler
+from heterojob.replay.scheduler import ReplayScheduler
 from heterojob.replay.traces import TraceJob, synthetic_trace
 from tests.unit.test_placement import CLASSES as PLACEMENT_CLASSES
 from tests.unit.test_placement import gpu_node, npu_node
@@ -111,7 +111,7 @@ class _ScanFifo(Fifo):
                 free = sim.devices.room()
 
 
-class _EveryCycle(Scheduler):
+class _EveryCycle(ReplayScheduler):
     """The operator's cycle with nothing kept between cycles. At every event whose CycleTrigger is not due, a cycle
     is planned anyway (side-effect free) on the state as it is, at the time of the last cycle, and must act on
     nothing: every change a cycle reads but the clock fed the CycleTrigger. (The clock alone does move plans: a

@@ -74,7 +74,7 @@ class Waiting:
 
 
 @dataclass
-class Verdict:
+class CycleVerdict:
     """A cycle's plan for one job, kept until the job's pass applies it."""
 
     request: Request
@@ -107,7 +107,7 @@ class Scheduler:
         self.requeue_after_s = requeue_after_s  # a move off bad nodes that fits nowhere this long: back to the queue
         self.trigger = CycleTrigger()
         self.waiting: dict[str, Waiting] = {}  # job -> what its last pass said of it
-        self.verdicts: dict[str, Verdict] = {}  # job -> the last cycle's plan for it, until its pass applies it
+        self.verdicts: dict[str, CycleVerdict] = {}  # job -> the last cycle's plan for it, until its pass applies it
         self.waiting_for: frozenset[str] = frozenset()  # classes the last cycle's waiting jobs wait for
         self.free: dict[str, int] = {}  # free devices per class after the last cycle's placements
         self.memo = ranking.Memo()  # what the policy may reuse between cycles (the plan is the same without it)
@@ -296,7 +296,7 @@ class Scheduler:
             # its service from now on (a promotion), seen by the next plan before the status comes back
             self.cache.entry(job).scheduling = Scheduling.model_validate(
                 {k: v for k, v in started.items() if v is not None})
-            self.verdicts[job] = Verdict(request, admission, started)
+            self.verdicts[job] = CycleVerdict(request, admission, started)
             self.trigger.at(job, None)
             return True
         for d in admission.disruptions:
@@ -314,7 +314,7 @@ class Scheduler:
             back = requeue.requeue_at(m.exclude, bool(m.involuntary), move_began(status), fleet, self.requeue_after_s)
         promote = queueing.promotion_time(w.waited_from, self.queue) if self.queue is not None else None
         if back is not None and back <= now:
-            self.verdicts[job] = Verdict(request, admission, requeue=True)
+            self.verdicts[job] = CycleVerdict(request, admission, requeue=True)
             self.trigger.at(job, None)
             return True
         self.trigger.at(job, min((t for t in (promote, back) if t is not None and t > now), default=None))
@@ -322,7 +322,7 @@ class Scheduler:
         if new_verdict is None:
             new_verdict = verdict(admission.outcome.value, admission.message)
         if admission.disruptions or status.phase != phase or new_verdict != w.said:
-            self.verdicts[job] = Verdict(request, admission)
+            self.verdicts[job] = CycleVerdict(request, admission)
             return True
         self.verdicts.pop(job, None)  # nothing new to say
         return False

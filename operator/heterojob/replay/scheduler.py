@@ -46,7 +46,7 @@ if TYPE_CHECKING:
     from heterojob.replay.replay import _Replay
 
 
-class Scheduler:
+class ReplayScheduler:
     def __init__(self, sim: _Replay) -> None:
         self.sim = sim
         config = sim.config
