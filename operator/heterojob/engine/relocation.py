@@ -95,24 +95,6 @@ def cheapest_tier(request: Request, queue: list[Request], holders: list[Holder],
             if admission.outcome == Outcome.PLACED:
                 return narrowed, admission
     return request, None
-    holders = list(holders)
-    groups = transfer.tiers(move, _regions(request, fleet), fleet.regions)
-    if len(groups) > 1:
-        mine = Ledger(fleet)  # room reserved for the job itself (the healthy part of its old room) is its own
-        for h in holders:
-            if h.job == request.job and h.waiting:
-                mine.take(h.allocation, -1)
-        for tier in groups:
-            narrowed = replace(request, allowed_regions=tier)
-            if place(narrowed, mine.fleet, mine.index).chosen is None:
-                continue  # nothing fits there even alone: no plan needed
-            admission = plan_one(narrowed, queue, holders, fleet, now, settings)
-            if admission.outcome == Outcome.PLACED:
-                assert admission.candidate is not None
-                v = transfer.judge(move, admission.candidate.region, fleet.regions)
-                note = f"; the cheapest transfer that fits: {v.message}" if v.cost and v.cost.link else ""
-                return replace(admission, message=admission.message + note)
-    return plan_one(request, queue, holders, fleet, now, settings)
 
 
 def _regions(request: Request, fleet: Fleet) -> list[str]:
