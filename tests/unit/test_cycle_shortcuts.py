@@ -252,7 +252,7 @@ def test_the_operators_cycle_is_planned_and_explained_in_its_worker_thread(monke
     for seed in range(12):
         queue, holders, fleet, known = _busy_scene(seed)
         with ThreadPoolExecutor(1) as pool:
-            cycle = pool.submit(controller._explained, queue, holders, fleet, NOW, planner.Settings(),
+            cycle = pool.submit(controller._explained, queue, holders, fleet, NOW, planner.AdmissionSettings(),
                                 (known, QueueSettings()), None, None, None).result()
             worker = pool.submit(threading.get_ident).result()
         kinds.add(cycle.quiet)

@@ -11,7 +11,7 @@ from dataclasses import replace
 import pytest
 
 from heterojob.engine import admission, settled
-from heterojob.engine.admission import Holder, Outcome, Settings, plan_queue
+from heterojob.engine.admission import AdmissionSettings, Holder, Outcome, plan_queue
 from heterojob.engine.fleet import Allocation, DeviceClass, Fleet, Limit, Node, holdings, usage
 from heterojob.engine.placement import Alternative, Request
 from heterojob.engine.rooms import Memory
@@ -20,7 +20,7 @@ NOW = 100_000.0
 CLASSES = {"h100": DeviceClass("h100", "nvidia.com/gpu", {"acc": "h100"}, 1.0),
            "910b": DeviceClass("910b", "huawei.com/Ascend910", {"acc": "910b"}, 0.5)}
 REGIONS = ("east", "west")
-SETTINGS = Settings(min_runtime_s=300.0)
+SETTINGS = AdmissionSettings(min_runtime_s=300.0)
 
 
 class _Scene:
@@ -71,7 +71,7 @@ class _Scene:
         allocations = [a for h in self.holders for a in h.footprint]
         return Fleet(self.nodes, CLASSES, used=usage(allocations), quotas=self.quotas, held=holdings(allocations))
 
-    def apply(self, plan: admission.Plan) -> None:
+    def apply(self, plan: admission.QueuePlan) -> None:
         """What the operator does with a plan: the placed jobs run, the disturbed ones yield to their taker."""
         asked = {d.job: d.by for d in plan.disruptions}
         self.holders = [replace(h, yielding_to=asked[h.job], disrupted=True) if h.job in asked else h

@@ -72,7 +72,8 @@ class ControllerConfig:
     queue_thresholds_device_h: tuple[float, ...] = tuple(QueueSettings().thresholds_device_h)  # MLFQ level boundaries
     starvation_s: float = QueueSettings().starvation_s  # MLFQ: a job waiting this long is promoted
     max_turns: int | None = QueueSettings().max_turns  # MLFQ: preemptions after which only priority displaces
-    transfer: transfer.Settings = field(default_factory=transfer.Settings)  # moves between regions (links)
+    # moves between regions (links)
+    transfer: transfer.TransferSettings = field(default_factory=transfer.TransferSettings)
     move_requeue_after_s: float = REQUEUE_AFTER_S  # a move off bad nodes that fits nowhere this long: Pending
 
 
@@ -96,7 +97,8 @@ class Controller:
         self.checkpoints = Checkpoints(kube, self.writer, self.cache, self.pods, self.poke, self.poke_pending)
         self.alerts = AlertSymptoms(kube, self.writer, self.poke, lambda key, reason: self.checkpoints.ask(
             key, then=PERIODIC, by=None, reason=reason))
-        settings = planner.Settings(min_runtime_s=self.config.min_runtime_s, lookahead=self.config.queue_lookahead)
+        settings = planner.AdmissionSettings(min_runtime_s=self.config.min_runtime_s,
+                                             lookahead=self.config.queue_lookahead)
         policy = QueuePolicy(self.config.queue_policy)
         queue = QueueSettings(policy=policy, thresholds_device_h=tuple(self.config.queue_thresholds_device_h),
                               starvation_s=self.config.starvation_s,
@@ -308,8 +310,8 @@ class Controller:
             restarts=status.restarts,
             backoff_limit=spec.backoff_limit if spec else 0,
             pods=tuple(pods), spec_errors=spec_errors,
-            checkpoint=lifecycle.PendingCheckpoint(pending.id, timestamp(pending.deadline) or 0.0, pending.then,
-                                                   timestamp(pending.requested_at))
+            checkpoint=lifecycle.AskedCheckpoint(pending.id, timestamp(pending.deadline) or 0.0, pending.then,
+                                                 timestamp(pending.requested_at))
             if pending is not None else None,
             now=now,
             cordoned=self._cordoned(status),
@@ -451,7 +453,7 @@ class Controller:
         nodes = self.fleet_source.nodes()
         return frozenset(n for n in status.placement.nodes if n in nodes and not nodes[n].schedulable)
 
-    def _fleet_problems(self, spec: HeteroJobSpec) -> list[validation.Problem]:
+    def _fleet_problems(self, spec: HeteroJobSpec) -> list[validation.SpecProblem]:
         """What this spec asks that the fleet can never give (engine.validation)."""
         nodes = self.fleet_source.nodes()
         return validation.job_problems(

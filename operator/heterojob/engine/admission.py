@@ -121,13 +121,13 @@ class Admission:
 
 
 @dataclass(frozen=True)
-class Settings:
+class AdmissionSettings:
     min_runtime_s: float = 300.0  # a job that has run less than this is never preempted (no thrashing)
     lookahead: int = 256  # how many jobs ahead in the queue a single job's plan makes room for
 
 
 @dataclass
-class Plan:
+class QueuePlan:
     admissions: dict[str, Admission] = field(default_factory=dict)
 
     def __getitem__(self, job: str) -> Admission:
@@ -150,8 +150,8 @@ PROMOTED_HELD = ("; promoted after waiting, it takes the next room first, but wh
 
 
 def plan_queue(queue: Iterable[Request], holders: Iterable[Holder], fleet: Fleet, now: float,
-               settings: Settings = Settings(), memory: Memory | None = None, acting: bool = False,
-               stop: Callable[[], bool] | None = None) -> Plan:
+               settings: AdmissionSettings = AdmissionSettings(), memory: Memory | None = None, acting: bool = False,
+               stop: Callable[[], bool] | None = None) -> QueuePlan:
     """Plan every waiting job of `queue` (steps in the module docstring); `fleet` counts every holder's
     devices as used. `memory`: a `rooms.Memory` the caller keeps from one cycle to the next, for one fleet
     (what placement found per class and region while its free room is unchanged); the plan is the same
@@ -171,7 +171,7 @@ def plan_queue(queue: Iterable[Request], holders: Iterable[Holder], fleet: Fleet
     own = {h.job: h for h in holders if h.waiting}
     index = FleetIndex(fleet, memory)  # nodes per class and region and their free room, on the fleet as given
     ledger = Ledger(fleet, index)
-    plan = Plan()
+    plan = QueuePlan()
     for request in ordered:  # step 0: a moving job lands on the room it reserved, when that still fits it
         if request.job in own:
             ledger.take(own[request.job].allocation, -1)
@@ -278,7 +278,7 @@ class Stopped(Exception):  # noqa: N818 - what happened, not an error: the calle
 
 
 def _waits(request: Request, fleet: Fleet, index: FleetIndex, own: dict[str, Holder], pool: _Pool, ledger: Ledger,
-           taken: set[str], now: float, settings: Settings, fits_by_shape: dict[tuple[object, ...], bool]
+           taken: set[str], now: float, settings: AdmissionSettings, fits_by_shape: dict[tuple[object, ...], bool]
            ) -> bool | None:
     """`plan_queue(acting=True)`: whether a job that does not fit the ledger's room waits, as the full plan's
     tests say, without its message: True when steps 4-5 cannot start (NO_ROOM, or QUEUED), False when it
@@ -300,7 +300,7 @@ def _waits(request: Request, fleet: Fleet, index: FleetIndex, own: dict[str, Hol
 
 
 def may_act(queue: Iterable[Request], holders: Iterable[Holder], fleet: Fleet, now: float,
-            settings: Settings = Settings(), memory: Memory | None = None) -> bool:
+            settings: AdmissionSettings = AdmissionSettings(), memory: Memory | None = None) -> bool:
     """False only when `plan_queue` would place, preempt and reclaim nothing (every job QUEUED or NO_ROOM
     is impossible then too: a job that fits alone fits the free room): no holder yields to a waiting job or
     holds room reserved for one, no request may fit the free room (`Ledger.may_fit`), and for none could
@@ -372,7 +372,7 @@ def _in_flight(request: Request, in_flight: Sequence[Holder], ledger: Ledger, ta
 
 
 def _disrupt(request: Request, holders: Sequence[Holder], ledger: Ledger, taken: set[str], now: float,
-             settings: Settings, no_room: str, pool: _Pool) -> Admission:
+             settings: AdmissionSettings, no_room: str, pool: _Pool) -> Admission:
     """Steps 4 and 5 for one job that does not fit, on `ledger` (left with the disturbed jobs' room freed)."""
     in_flight = sorted((h for h in pool.yielders.get(request.job, ()) if h.job not in taken), key=lambda h: h.job)
     if in_flight:  # step 4
@@ -414,7 +414,8 @@ def _disrupt(request: Request, holders: Sequence[Holder], ledger: Ledger, taken:
 
 
 def plan_one(request: Request, queue: Iterable[Request], holders: Iterable[Holder], fleet: Fleet, now: float,
-             settings: Settings = Settings(), policy: tuple[Knowledge, QueueSettings] | None = None) -> Admission:
+             settings: AdmissionSettings = AdmissionSettings(),
+             policy: tuple[Knowledge, QueueSettings] | None = None) -> Admission:
     """The plan for one waiting job: the jobs ahead of it in `queue` (at most `settings.lookahead`) are
     planned first, so it neither takes their room nor the victims they would preempt; the caller acts on
     this job's part only (the jobs ahead act on theirs in their own passes). With `policy` (what is known
@@ -456,9 +457,10 @@ def top_priority(waiting: Iterable[Request], besides: str = "") -> int | None:
 # --- the heterogeneity-aware policy (engine.policy) in front of the plan ----------------------------------
 
 def plan_with_policy(queue: Iterable[Request], holders: Iterable[Holder], fleet: Fleet, now: float,
-                     knowledge: Knowledge, queue_settings: QueueSettings, settings: Settings = Settings(),
+                     knowledge: Knowledge, queue_settings: QueueSettings,
+                     settings: AdmissionSettings = AdmissionSettings(),
                      memo: Memo | None = None, memory: Memory | None = None, acting: bool = False
-                     ) -> tuple[Plan, Prepared]:
+                     ) -> tuple[QueuePlan, Prepared]:
     """`engine.policy.prepare` (queue order, class choice by expected completion), then `plan_queue`.
     `memo`: `engine.ranking.Memo`, `memory`: `rooms.Memory`, both kept by the caller between passes (the
     plan is the same without them); `acting`: `plan_queue`'s."""
