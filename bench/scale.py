@@ -487,8 +487,17 @@ class Scale:
         return out
 
     def operator_writes(self) -> int:
-        return sum(n for agent, n in self.writes().items()
-                   if agent not in (BENCH_AGENT.split("/")[0], KUBELET_AGENT.split("/")[0]))
+        return sum(self.operator_writes_by().values())
+
+    def operator_writes_by(self) -> dict[str, int]:
+        """The operator's writes so far, per method, resource and subresource ("PATCH heterojobs/status")."""
+        rows = json.loads(urllib3.request("GET", f"{self.emu.url}/_emulator/writes", timeout=30).data)
+        out: dict[str, int] = {}
+        for row in rows:
+            if row["agent"] not in (BENCH_AGENT.split("/")[0], KUBELET_AGENT.split("/")[0]):
+                what = f"{row['method']} {row['resource']}" + (f"/{row['subresource']}" if row["subresource"] else "")
+                out[what] = out.get(what, 0) + row["count"]
+        return out
 
     def metrics(self) -> str | None:
         try:
@@ -604,10 +613,13 @@ class Scale:
                        if k in self.replicas and ph in ("", "Pending", "Preempted") and not self.placed(k))
 
     def idle(self) -> None:
-        before_w, before_c = self.operator_writes(), self.operator_cpu()
+        before_by, before_c = self.operator_writes_by(), self.operator_cpu()
         time.sleep(self.s.idle_s)
-        after_w, after_c = self.operator_writes(), self.operator_cpu()
+        after_by, after_c = self.operator_writes_by(), self.operator_cpu()
+        before_w, after_w = sum(before_by.values()), sum(after_by.values())
         self.notes["idle_writes_per_s"] = round((after_w - before_w) / self.s.idle_s, 2)
+        self.notes["idle_writes_by"] = {k: n - before_by.get(k, 0) for k, n in after_by.items()
+                                        if n > before_by.get(k, 0)}  # what the operator wrote meanwhile
         self.notes["idle_cpu_s_per_s"] = round((after_c - before_c) / self.s.idle_s, 3)
         self.say(f"idle {self.s.idle_s:g} s: {after_w - before_w} operator writes, "
                  f"{after_c - before_c:.1f} CPU-s")
