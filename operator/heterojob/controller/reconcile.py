@@ -19,7 +19,8 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
-from heterojob.api.common import SpecError, check_object_name, parse_spec
+from heterojob.api.common import SpecError, check_object_name
+from heterojob.api.job_spec import job_spec
 from heterojob.api.job import JOB_NAME_MAX, HeteroJobSpec, Phase
 from heterojob.api.job_status import HeteroJobStatus, MigrationState
 from heterojob.controller.alerts import AlertSymptoms
@@ -227,7 +228,7 @@ class Controller:
             meta = job.get("metadata") or {}
             key = f"{meta.get('namespace', '')}/{meta.get('name', '')}"
             try:
-                spec: HeteroJobSpec | None = parse_spec(HeteroJobSpec, job.get("spec"))
+                spec: HeteroJobSpec | None = job_spec(job)
             except SpecError:
                 spec = None
             self.cache.sync(key, job, read_status(job), spec, self.fleet_source.classes(), now)
@@ -268,7 +269,7 @@ class Controller:
         spec: HeteroJobSpec | None = None
         problems: list[Any] = check_object_name(name, JOB_NAME_MAX)
         try:
-            spec = parse_spec(HeteroJobSpec, job.get("spec"))
+            spec = job_spec(job)
             if status.placement is None:  # never a running job: a node losing a device must not fail it
                 problems += self._fleet_problems(spec)
         except SpecError as exc:
