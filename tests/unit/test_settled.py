@@ -139,7 +139,7 @@ def test_plans_with_what_the_last_pass_settled_equal_plans_without_it(monkeypatc
             assert acting.admissions == {j: a for j, a in fresh.admissions.items()
                                          if a.outcome in (Outcome.PLACED, Outcome.PREEMPTING, Outcome.RECLAIMING)
                                          }, f"seed {seed}, step {k}"
-            if full.placed or full.disruptions:
+            if (full.placed or full.disruptions) and scene.rng.random() < 0.8:  # or not acted on (stopped, edited)
                 scene.apply(full)
             scene.step(scene.rng.choice(STEPS))
     assert skipped > 100  # the shortcut was taken (the scenes leave jobs for which nothing could be done)
@@ -186,3 +186,17 @@ def test_quota_given_back_since_lets_the_search_run_again() -> None:
     fleet = Fleet(nodes, CLASSES, used=usage(allocations), quotas=quotas, held=holdings(allocations))
     assert plan_queue([waiting], [victim, other], fleet, NOW, SETTINGS, memory)[waiting.job].outcome == \
         Outcome.PREEMPTING
+
+
+def test_a_victim_taken_by_a_job_ahead_and_free_again_lets_the_search_run_again() -> None:
+    """A job ahead took the only victim, so nothing could be done for the next; that job goes before its
+    preemption is acted on, the victim runs on free to disturb: the search runs again and preempts it."""
+    nodes = {"n0": Node("n0", {"topology.kubernetes.io/region": "east", "acc": "h100"}, {"nvidia.com/gpu": 8})}
+    victim = Holder("ns/victim", 0, NOW - 5_000, Allocation("nvidia.com/gpu", {"n0": 8}, "ns", "h100", "east"))
+    urgent = Request("ns/urgent", [Alternative("h100", 8)], 1, priority=3, created=NOW - 60)
+    second = Request("ns/second", [Alternative("h100", 8)], 1, priority=2, created=NOW - 60)
+    fleet = Fleet(nodes, CLASSES, used=usage([victim.allocation]))
+    memory = Memory()
+    first = plan_queue([urgent, second], [victim], fleet, NOW, SETTINGS, memory)
+    assert first[urgent.job].outcome == Outcome.PREEMPTING and first[second.job].outcome == Outcome.NO_ROOM
+    assert plan_queue([second], [victim], fleet, NOW, SETTINGS, memory)[second.job].outcome == Outcome.PREEMPTING

@@ -194,7 +194,8 @@ def plan_queue(queue: Iterable[Request], holders: Iterable[Holder], fleet: Fleet
             ledger.take(fenced.candidate.allocation(request.namespace))
     pool = _Pool.of(holders, memory)  # who may be disturbed, indexed once for the whole pass
     # the waiting jobs the last pass found steps 4-5 could do nothing for, while that still holds (`settled`)
-    tracker = Tracker(memory, fleet, ledger, pool, own, now, settings.min_runtime_s) if memory is not None else None
+    tracker = (Tracker(memory, fleet, ledger, pool, own, now, settings.min_runtime_s, taken) if memory is not None
+               else None)
     alone_by_shape: dict[tuple[object, ...], Result] = {}  # the fleet does not change: equal shapes alike
     fits_by_shape: dict[tuple[object, ...], bool] = {}  # `acting`: the same, yes or no
     placed: list[str] = []  # jobs placed so far, in queue order
