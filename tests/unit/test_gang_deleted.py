@@ -132,3 +132,30 @@ def test_a_refusal_of_a_job_deleted_meanwhile_takes_back_what_was_made_and_write
     _create(pods, job)
     assert kube.made == ["Service/train"] and "Service/train" in kube.deleted
     assert kube.status_writes == 0 and kube.events == []
+
+
+def test_a_pass_its_jobs_deletion_overtook_leaves_nothing_of_the_job_in_the_cache() -> None:
+    """Its DELETED event forgot the job while the pass awaited the API server; what the pass recorded after that
+    (the holding its status says) must not keep the job's room taken for ever."""
+    from heterojob.controller.reconcile import Controller
+    from heterojob.engine.fleet import Allocation
+    from heterojob.state.views import FleetSource
+
+    key, job = "team-a/train", _job()
+
+    async def scene() -> Controller:
+        ctl = Controller(FakeKube(job), FleetSource(nodes=dict, classes=dict, regions=dict,  # type: ignore[arg-type]
+                                                    foreign_usage=dict))
+        ctl.known.fetched(key, {**job, "metadata": {**job["metadata"], "resourceVersion": "7"}})
+
+        async def a_pass(namespace: str, name: str, body: Any, fresh: bool) -> bool:
+            ctl.forget(key, "u-1")  # the DELETED event, handled meanwhile
+            ctl.cache.entry(key).allocation = Allocation("nvidia.com/gpu", {"a": 1, "b": 1}, "team-a", "h100", "east")
+            return False
+
+        ctl.reconcile = a_pass  # type: ignore[method-assign]
+        await ctl.reconcile_key(key)
+        return ctl
+
+    ctl = asyncio.run(scene())
+    assert key not in ctl.cache.entries

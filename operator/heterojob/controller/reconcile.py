@@ -252,7 +252,12 @@ class Controller:
         except BaseException:
             self.known.abort(key, token)
             raise
-        if self.known.end(key, token, settled):
+        again = self.known.end(key, token, settled)
+        if job is not None and self.pods.gone(job):
+            # deleted while the pass ran (its DELETED event forgot the job meanwhile): what the pass recorded of it
+            # after that (the cache's holding, a reservation, a request) goes too, or its room would stay taken
+            self.forget(key, (job.get("metadata") or {}).get("uid"))
+        elif again:
             self.poke(key)
 
     async def reconcile(self, namespace: str, name: str, job: dict[str, Any] | None | object = _UNSEEN,
