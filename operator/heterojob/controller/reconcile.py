@@ -181,7 +181,11 @@ class Controller:
         a write whose pass settled it)."""
         return self.known.event(key, body)
 
-    def forget(self, key: str) -> None:
+    def forget(self, key: str, uid: str | None = None) -> None:
+        """The job is deleted (or being deleted): its state goes, and no object is made for it from now on (`uid`:
+        the deleted job's; None: the one of the body known)."""
+        uid = uid or ((self.known.read(key) or {}).get("metadata") or {}).get("uid")
+        self.pods.deleted(uid)
         self.queue.forget(key)
         self.known.forget(key)
         for victim in self.cache.yielders(key):  # they were yielding to it: they run on (reconcile)
@@ -251,7 +255,12 @@ class Controller:
         except BaseException:
             self.known.abort(key, token)
             raise
-        if self.known.end(key, token, settled):
+        again = self.known.end(key, token, settled)
+        if job is not None and self.pods.gone(job):
+            # deleted while the pass ran (its DELETED event forgot the job meanwhile): what the pass recorded of it
+            # after that (the cache's holding, a reservation, a request) goes too, or its room would stay taken
+            self.forget(key, (job.get("metadata") or {}).get("uid"))
+        elif again:
             self.poke(key)
 
     async def reconcile(self, namespace: str, name: str, job: dict[str, Any] | None | object = _UNSEEN,
@@ -262,8 +271,8 @@ class Controller:
         key = f"{namespace}/{name}"
         if job is _UNSEEN:
             job = await self.kube.get_job(namespace, name)
-        if not isinstance(job, dict) or (job.get("metadata") or {}).get("deletionTimestamp"):
-            self.forget(key)
+        if not isinstance(job, dict) or (job.get("metadata") or {}).get("deletionTimestamp") or self.pods.gone(job):
+            self.forget(key, (job.get("metadata") or {}).get("uid") if isinstance(job, dict) else None)
             return False
         status = read_status(job)
         spec: HeteroJobSpec | None = None
