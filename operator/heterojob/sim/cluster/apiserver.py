@@ -1372,7 +1372,7 @@ class ApiServerEmulator(kmock.KubernetesEmulator):
     def _owner_state(self, ref: Mapping[str, Any], namespace: str | None) -> str:
         return collector.owner_state(ref, namespace, self._store.by_uid, self._foreground.__contains__)
 
-    def _check_owners(self, kind: Kind, obj: dict[str, Any]) -> None:
+    def _check_owners(self, kind: ResourceKind, obj: dict[str, Any]) -> None:
         """The graph builder seeing an object's ownerReferences (collector.py): one naming an owner that is absent
         (by uid) or deleting its dependents first is looked at by the collector `gc_lag_s` later."""
         meta = obj["metadata"]
