@@ -1,5 +1,5 @@
 """How the manager reaches a member cluster: its settings, the Secret a Region names, the client its kubeconfig
-builds (`MemberKube`: every call bounded, failing at once while the member does not answer), and `Problem`, why a
+builds (`MemberKube`: every call bounded, failing at once while the member does not answer), and `UnusableMember`, why a
 member cannot be used (docs/multicluster.md). The kubeconfig is never logged: messages name the Secret and the key.
 """
 
@@ -118,7 +118,7 @@ class MemberKube(Kube):
         return await super().call(guarded, *args, **kwargs)
 
 
-class Problem(Exception):
+class UnusableMember(Exception):
     """Why a member cannot be used: a condition reason and a message for people (never the kubeconfig)."""
 
     def __init__(self, reason: str, message: str) -> None:

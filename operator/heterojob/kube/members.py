@@ -33,11 +33,11 @@ from heterojob.engine.fleet import Node, RegionInfo
 from heterojob.failures import describe
 from heterojob.kube.api import Kube, now_iso
 from heterojob.kube.member_client import (KubeconfigInvalid, MemberKube, MemberRef, MembersConfig, MemberUnavailable,
-                                          Problem, decode_secret_value, member_configuration, member_ref)
+                                          UnusableMember, decode_secret_value, member_configuration, member_ref)
 from heterojob.kube.member_watch import MemberWatch
 
 __all__ = ["KubeconfigInvalid", "Member", "MemberKube", "MemberRef", "Members", "MembersConfig", "MemberUnavailable",
-           "Problem", "decode_secret_value", "member_configuration", "member_ref"]
+           "UnusableMember", "decode_secret_value", "member_configuration", "member_ref"]
 
 log = logging.getLogger(__name__)
 CONDITION = "MemberReachable"
@@ -251,7 +251,7 @@ class Members:
             assert member.watch is not None
             if not was:  # first contact, or back: its pods and nodes listed (afresh) before a pass reads them
                 await member.watch.fresh(self.config.request_timeout_s, relist=member.last_ok is not None)
-        except Problem as problem:
+        except UnusableMember as problem:
             member.reachable = False
             member.problem = (problem.reason, problem.message)
         else:
@@ -287,28 +287,28 @@ class Members:
                                            _request_timeout=self.config.request_timeout_s)
         except ApiException as exc:
             if exc.status == 404:
-                raise Problem("SecretNotFound", f"{ref.secret} not found: create it with the member's kubeconfig "
-                                                "(README, 'Join a member cluster')") from None
+                raise UnusableMember("SecretNotFound", f"{ref.secret} not found: create it with the member's "
+                                                       "kubeconfig (README, 'Join a member cluster')") from None
             if exc.status == 403:
-                raise Problem("SecretForbidden", f"the operator may not read {ref.secret}: member kubeconfigs "
-                                                 "belong in namespace heterojob-members, where it may") from None
-            raise Problem("SecretUnreadable", f"{ref.secret} could not be read: HTTP {exc.status}") from None
+                raise UnusableMember("SecretForbidden", f"the operator may not read {ref.secret}: member kubeconfigs "
+                                                        "belong in namespace heterojob-members, where it may") from None
+            raise UnusableMember("SecretUnreadable", f"{ref.secret} could not be read: HTTP {exc.status}") from None
         except Exception as exc:  # noqa: BLE001 - the manager's own API server is away; try again
-            raise Problem("SecretUnreadable", f"{ref.secret} could not be read: "
-                                              f"{describe(exc, self.config.request_timeout_s)}") from None
+            raise UnusableMember("SecretUnreadable", f"{ref.secret} could not be read: "
+                                                     f"{describe(exc, self.config.request_timeout_s)}") from None
         member.read_at = now
         data = (secret.data or {}).get(ref.key)
         if data is None:
             keys = ", ".join(sorted(secret.data or {})) or "none"
-            raise Problem("KubeconfigMissing", f"{ref.secret} has no key {ref.key!r} (its keys: {keys}); put the "
-                                               "member's kubeconfig there or set spec.cluster.secretRef.key")
+            raise UnusableMember("KubeconfigMissing", f"{ref.secret} has no key {ref.key!r} (its keys: {keys}); put "
+                                                      "the member's kubeconfig there or set spec.cluster.secretRef.key")
         raw, digest = decode_secret_value(data)
         if member.kube is not None and digest == member.digest:
             return
         try:
             config = member_configuration(raw, ref.secret)
         except KubeconfigInvalid as exc:
-            raise Problem("KubeconfigInvalid", str(exc)) from None
+            raise UnusableMember("KubeconfigInvalid", str(exc)) from None
         config.connection_pool_maxsize = 16  # the client's 8 workers, the probe and the 3 watches, without discarding
         old_kube, old_watch = member.kube, member.watch
         member.kube = kube = MemberKube(kubernetes.client.ApiClient(config), self.config.request_timeout_s)
@@ -334,16 +334,17 @@ class Members:
                 raise refused
         except ApiException as exc:
             if exc.status == 401:
-                raise Problem("CredentialsRejected", f"the member's API server refused the credentials in "
-                                                     f"{member.ref.secret} (401)") from None
+                raise UnusableMember("CredentialsRejected", f"the member's API server refused the credentials in "
+                                                            f"{member.ref.secret} (401)") from None
             if exc.status == 403:
-                raise Problem("MemberForbidden", "the member refuses to list or watch nodes, pods or Services: "
-                                                 "apply manifests/multicluster/member.yaml there (403)") from None
-            raise Problem("Unreachable", f"the member's API server answered HTTP {exc.status}") from None
+                raise UnusableMember("MemberForbidden", "the member refuses to list or watch nodes, pods or "
+                                                        "Services: apply manifests/multicluster/member.yaml there "
+                                                        "(403)") from None
+            raise UnusableMember("Unreachable", f"the member's API server answered HTTP {exc.status}") from None
         except Exception as exc:  # noqa: BLE001 - connection refused, timeout, TLS: in words, the detail logged
             log.debug("member region %s: probe failed: %s", member.ref.region, exc)
-            raise Problem("Unreachable", f"the member's API server did not answer: "
-                                         f"{describe(exc, self.config.request_timeout_s)}") from None
+            raise UnusableMember("Unreachable", f"the member's API server did not answer: "
+                                                f"{describe(exc, self.config.request_timeout_s)}") from None
 
     async def _collect(self, member: Member, owners: Mapping[str, list[tuple[str, str]]]) -> None:
         """Delete what heterojob left in the member for jobs that are gone or placed in another region
