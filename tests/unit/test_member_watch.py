@@ -223,3 +223,28 @@ def test_the_planners_member_nodes_are_built_again_only_when_a_node_or_a_reachab
         assert set(pool.fleet_nodes({}, {})) == set()  # its Region gone from the cache: none of its nodes
 
     asyncio.run(main())
+
+
+def test_a_member_known_not_to_answer_does_not_fill_the_log_with_its_informers_retries(
+        scene: Scene, caplog: pytest.LogCaptureFixture) -> None:
+    """Its Region's condition already says it does not answer; a long partition would otherwise log a warning per
+    informer every backoff (up to 16 s) for as long as it lasts."""
+    async def main() -> None:
+        refused = ConnectionRefusedError("connection refused")
+
+        def failing(**kwargs: Any) -> Any:
+            raise refused
+
+        for informer in scene.watch.informers:
+            informer.list_call = failing
+        scene.kube.answering = False
+        with caplog.at_level("DEBUG", logger="heterojob.kube.informer"):
+            scene.watch.start()
+            await until(lambda: all(i.failure is refused for i in scene.watch.informers))
+            await asyncio.sleep(0.1)
+            scene.kube.answering = True  # answering again: a failure now is news
+            await until(lambda: any(r.levelname == "WARNING" for r in caplog.records), timeout=2)
+        quiet = [r for r in caplog.records if r.levelname == "DEBUG" and "failed" in r.getMessage()]
+        assert len(quiet) >= 3 and all(r.levelname in ("DEBUG", "WARNING") for r in caplog.records)
+
+    asyncio.run(main())

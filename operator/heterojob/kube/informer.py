@@ -53,11 +53,13 @@ class Informer(Generic[K, V]):
     def __init__(self, name: str, list_call: Callable[..., Any], view: Callable[[dict[str, Any]], V | None],
                  on_change: OnChange[K, V] | None = None, *, key: Callable[[Mapping[str, Any]], K] = object_key,  # type: ignore[assignment]  # K is (namespace, name) unless a key function says otherwise
                  list_kwargs: Mapping[str, Any] | None = None, page_size: int = PAGE_SIZE,
-                 watch_timeout_s: int = 300, retry_s: float = 1.0, request_timeout_s: float | None = None) -> None:
+                 watch_timeout_s: int = 300, retry_s: float = 1.0, request_timeout_s: float | None = None,
+                 quiet: Callable[[], bool] = lambda: False) -> None:
         """`list_call`: the client's list method (e.g. `CoreV1Api.list_node`, or a `functools.partial` of
         `CustomObjectsApi.list_cluster_custom_object` with group, version and plural), called with
         `_preload_content=False` and `list_kwargs` (e.g. a `label_selector`). `request_timeout_s`: each list page's
-        bound and the watch's connect timeout (None: the client's, none for a list)."""
+        bound and the watch's connect timeout (None: the client's, none for a list). `quiet()`: a failure is expected
+        now (a member cluster known not to answer, which its condition says): logged at debug level."""
         self.name = name
         self.list_call = list_call
         self.view = view
@@ -68,6 +70,7 @@ class Informer(Generic[K, V]):
         self.watch_timeout_s = watch_timeout_s
         self.retry_s = retry_s
         self.request_timeout_s = request_timeout_s
+        self.quiet = quiet
         self.failure: Exception | None = None  # the last list or watch error; None once one succeeds (thread side)
         self.store: dict[K, V] = {}  # read on the event loop only
         self.synced = asyncio.Event()  # the first listing is in the store
@@ -189,8 +192,8 @@ class Informer(Generic[K, V]):
                     continue
                 self.failure = exc
                 why = f"{exc.status} {exc.reason}" if isinstance(exc, ApiException) else f"{type(exc).__name__}: {exc}"
-                log.warning("%s %s failed (%s); again in %.0f s", self.name, "watch" if listed else "list", why,
-                            delay)
+                log.log(logging.DEBUG if self.quiet() else logging.WARNING, "%s %s failed (%s); again in %.0f s",
+                        self.name, "watch" if listed else "list", why, delay)
                 self._wake.wait(delay)
                 delay = min(delay * 2, MAX_RETRY_S)  # backed off, as client-go's reflector is
 

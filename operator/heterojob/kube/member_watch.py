@@ -57,7 +57,8 @@ class MemberWatch:
         core = kube.core
         selected = {"label_selector": LABEL_JOB}
         common: dict[str, Any] = {"watch_timeout_s": watch_timeout_s, "retry_s": retry_s,
-                                  "request_timeout_s": request_timeout_s}
+                                  "request_timeout_s": request_timeout_s,
+                                  "quiet": lambda: not kube.answering}  # its condition says it: no warning a retry
         self.node_informer: Informer[Any, Node] = Informer(f"{region}/nodes", core.list_node, convert.node_view,
                                                            self._node_changed, **common)
         self.pod_informer: Informer[Any, PodView] = Informer(
