@@ -271,7 +271,7 @@ class Scheduler:
         (`engine.cycle.upgrade_candidates`; `before`: the free devices per class after the last cycle)."""
         policy = None
         if self.queue is not None:
-            policy = (self.knower.knowledge(fleet, waiting, holders, self.queue, seen), self.queue)
+            policy = (self.knower.knowledge(fleet, waiting, holders, self.queue, seen, now), self.queue)
         cycle = _explained(waiting, holders, fleet, now, self.settings, policy, moves, self.memo, self.memory, acting,
                            None if acting else self._stop)
         verdicts = {job: verdict(a.outcome.value, a.message) for job, a in cycle.admissions.items()

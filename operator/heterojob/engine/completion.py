@@ -187,6 +187,7 @@ class Choice:
     classes: tuple[str, ...]
     completion_s: Mapping[str, float]  # expected seconds to completion per class (wait + run)
     declined: tuple[str, ...]  # classes it could start on now but is better off waiting for a faster one
+    unfit: tuple[str, ...] = ()  # of those, the ones past the knee the fleet's optimum gives others (`guidance`)
 
 
 def choose(remaining_s: float, rel: Mapping[str, float], wait_s: Mapping[str, float]) -> Choice:

@@ -34,7 +34,7 @@ import math
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 
-from heterojob.engine import allocation, completion, queueing, ranking
+from heterojob.engine import allocation, completion, guidance, queueing, ranking
 from heterojob.engine.admission import Holder
 from heterojob.engine.fleet import DeviceClass, Fleet
 from heterojob.engine.placement import Request
@@ -69,6 +69,10 @@ class Knowledge:
     # whether the waiting jobs ask for the fleet's devices (`allocation.saturated`, the caller knows the whole
     # queue): then room left idle after the pass goes to the jobs that declined it (`allocation.fill`)
     saturated: bool = False
+    # near the knee: the fluid optimum's prices per class (`engine.guidance`, built by the caller from every
+    # job in the system), which narrow each waiting job's classes to those it fits, room nobody fitting takes
+    # going to those that declined it (`allocation.fill`), and let misfits be displaced (None: no guide)
+    guide: guidance.Guide | None = None
 
     def of(self, job: str) -> Facts:
         return self.facts.get(job, Facts())
@@ -304,6 +308,9 @@ def prepare(queue: Iterable[Request], holders: Iterable[Holder], fleet: Fleet, n
     passes, `engine.ranking`) only saves recomputing equal values: the result is the same without it."""
     free, capacity = devices_by_class(fleet, memo)
     running, rows_of = _ranked(holders, now, knowledge, settings, memo)
+    guide = knowledge.guide  # the caller sets it near the knee only (`engine.guidance`)
+    if guide is not None:  # misfits measured where they run yield to jobs that fit there
+        running = guidance.lowered(running, knowledge, guide, settings)
     by_class: dict[str, list[tuple[float, int, int, str]]] = {}
     mine: dict[str, list[tuple[Row, int, str]]] = {}
     below: dict[tuple[str, int | None], completion.Ends] = {}
@@ -389,7 +396,7 @@ def prepare(queue: Iterable[Request], holders: Iterable[Holder], fleet: Fleet, n
                         n, free[c], capacity[c], ahead[c])
                 else:
                     waits[c] = cannot_displace(c, against).wait(n, free[c], capacity[c], ahead[c])
-        choice = completion.choose(left, rel, waits)
+        choice = completion.choose(left, rel, waits) if guide is None else guidance.choose(left, rel, waits, guide)
         choices[request.job] = choice
         if not choice.classes:  # no speed known for any class: as the user listed them
             out.append(ranking.ranked_request(request, rank, None, memo, preempts, also))
@@ -407,8 +414,9 @@ def prepare(queue: Iterable[Request], holders: Iterable[Holder], fleet: Fleet, n
         else:
             ahead[first] += need[first] * left / rel[first]
             waiting_for.add(first)
-        if knowledge.saturated and waits[first] != 0 and choice.declined:
-            decliners.append((allocation.Decliner(request.job, len(out), choice.declined, need, rel), len(out),
+        if (knowledge.saturated or guide is not None) and waits[first] != 0 and choice.declined:
+            decliners.append((allocation.Decliner(request.job, len(out), choice.declined, need,
+                                                  rel if guide is None else guidance.last_choice(guide, rel)), len(out),
                               request, rank, choice.classes, preempts, also))
         out.append(ranking.ranked_request(request, rank, choice.classes, memo, preempts, also))
     if decliners:  # past the knee: no device left idle while a job that could use it waits (module docstring)

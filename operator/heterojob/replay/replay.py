@@ -102,6 +102,10 @@ class Config:
     # heterojob: probe a class whose speed for a job is only the sheet's guess when the probe may cost at
     # most this share of its expected remaining time (`engine.completion.plan_upgrades`); 0: never
     probe_share: float = 0.05
+    # heterojob: past the knee, the fluid optimum's prices guide which classes a waiting job takes
+    # (`engine.guidance`), built again every this many seconds (None: no guide)
+    guide_s: float | None = 600.0
+    guide_above: float = 1.0  # ... while the waiting jobs ask for at least this multiple of the fleet's devices
     window: tuple[int, int] | None = None  # Gavel's measurement window: trace positions [a, b)
     seed: int = 0
     knowledge: str = "default"  # KNOWLEDGE: what the operator knows (module docstring)
