@@ -333,6 +333,17 @@ class Scheduler:
 
     # --- a waiting job's pass ------------------------------------------------------------------------------
 
+    def remaining_for(self, key: str, now: float) -> float | None:
+        """Running job `key`'s expected remaining wall time where it runs (`engine.policy.remaining_s`: its own
+        facts, the completed jobs' work as the last cycle counted it); None under fifo or before any cycle."""
+        if self.queue is None:
+            return None
+        mine = [h for h in self.cache.holders_of(key) if not h.waiting]
+        if not mine:
+            return None
+        known = self.knower.of_running(key, mine[0], self.fleet())
+        return None if known is None else heterogeneity.remaining_s(mine[0], now, known)
+
     def upgrade_for(self, key: str, classes: Sequence[str], now: float, save_s: float | None = None
                     ) -> completion.Upgrade | None:
         """A move up (or a probe) that pays for running job `key` now, onto free devices of `classes` no
