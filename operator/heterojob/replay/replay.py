@@ -14,7 +14,8 @@ Policies, on the same trace, fleet, failures and seed:
   whole waiting queue whenever `engine.cycle.Trigger` says a cycle is due, upgrade moves when free room
   grew), with the operator's queue order (`engine.queueing`: `--queue-policy mlfq` or `fifo`) and
   completion-time estimates (`engine.completion`: which classes a job takes now, from declared throughput
-  and the job's measured speed, and upgrade moves that pay); it places, takes lent room back from grown
+  and the job's measured speed, and upgrade moves that pay; past the knee the fluid optimum's prices,
+  `engine.guidance`, rebuilt every `guide_s`); it places, takes lent room back from grown
   jobs and preempts exactly as the operator's scheduler does, so the replay's speed is the operator's
   planning speed. A running job's growth, shrink, upgrade move and move off a failed node are
   `engine.running.decide`'s (`replay.decisions`; the HeteroJob defaults: 600 s cooldown, 3 moves an hour,
