@@ -79,15 +79,19 @@ def test_past_the_knee_the_slow_room_goes_to_the_job_that_keeps_most_speed_there
     assert guided["ns/a"].outcome == admission.Outcome.PLACED and guided["ns/a"].candidate is not None
     assert guided["ns/a"].candidate.device_class == "slow"
     # alone, a job that does not fit the slow class still takes its idle device (work conservation), even with a
-    # guide below saturation, unless it would run there under a fifth of its speed (`guidance.FLOOR`)
+    # guide below saturation; with a floor (`Guide.floor`), not when it would run there under it
     c = Request("ns/c", [Alternative("fast", 1), Alternative("slow", 1)], 1, created=now)
-    known = policy.Knowledge({**facts, "ns/c": policy.Facts(service=queueing.Service(0.0, now), rel=C)},
-                             completion.Residual(), saturated=False, guide=guidance.Guide({"fast": 1.0, "slow": 0.5}))
-    assert guidance.Guide({"fast": 1.0, "slow": 0.5}).fits(C) == {"fast"}
-    alone = admission.plan_with_policy([c], holders, fleet, now, known, queueing.QueueSettings(), settings)[0]
-    assert alone["ns/c"].candidate is not None and alone["ns/c"].candidate.device_class == "slow"
-    alone = admission.plan_with_policy(queue[:1], holders, fleet, now, known, queueing.QueueSettings(), settings)[0]
-    assert alone["ns/b"].outcome == admission.Outcome.NO_ROOM  # a tenth of its speed: not a reasonable one
+    for floor in (0.0, 0.2):
+        known = policy.Knowledge({**facts, "ns/c": policy.Facts(service=queueing.Service(0.0, now), rel=C)},
+                                 completion.Residual(), saturated=False,
+                                 guide=guidance.Guide({"fast": 1.0, "slow": 0.5}, floor=floor))
+        assert known.guide is not None and known.guide.fits(C) == {"fast"}
+        alone = admission.plan_with_policy([c], holders, fleet, now, known, queueing.QueueSettings(), settings)[0]
+        assert alone["ns/c"].candidate is not None and alone["ns/c"].candidate.device_class == "slow"
+        alone = admission.plan_with_policy(queue[:1], holders, fleet, now, known, queueing.QueueSettings(),
+                                           settings)[0]
+        took = alone["ns/b"].candidate.device_class if alone["ns/b"].candidate is not None else None
+        assert took == ("slow" if floor == 0.0 else None)  # a tenth of its speed: under a floor of 0.2
     # its message says why the slow class is only a last choice
     narrowed = Request("ns/b", [Alternative("fast", 1)], 1)
     choice = guidance.choose(H, B, {"fast": 20 * H, "slow": 0.0}, guidance.Guide({"fast": 1.0, "slow": 0.5}))
