@@ -402,8 +402,8 @@ def _thresholds(text: str) -> tuple[float, ...]:
     return values
 
 
-def _transfer_settings(args: argparse.Namespace) -> transfer.Settings:
-    """--default-link GBPS/MS and --storage-gbps as `engine.transfer.Settings` (a bad value: a clear exit)."""
+def _transfer_settings(args: argparse.Namespace) -> transfer.TransferSettings:
+    """--default-link GBPS/MS and --storage-gbps as `engine.transfer.TransferSettings` (a bad value: a clear exit)."""
     link = None
     if args.default_link:
         try:
@@ -416,4 +416,4 @@ def _transfer_settings(args: argparse.Namespace) -> transfer.Settings:
         link = transfer.Link(gbps, ms, assumed=True)
     if not args.storage_gbps > 0:
         raise SystemExit(f"--storage-gbps {args.storage_gbps}: must be > 0")
-    return transfer.Settings(default_link=link, storage_gbps=args.storage_gbps)
+    return transfer.TransferSettings(default_link=link, storage_gbps=args.storage_gbps)

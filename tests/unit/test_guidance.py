@@ -8,7 +8,7 @@ import math
 
 import pytest
 
-from heterojob.engine import admission, completion, guidance, policy, queueing
+from heterojob.engine import admission, aside, completion, guidance, policy, queueing
 from heterojob.engine.fleet import Allocation, DeviceClass, Fleet, Node
 from heterojob.engine.placement import Alternative, Request
 
@@ -66,7 +66,7 @@ def test_past_the_knee_the_slow_room_goes_to_the_job_that_keeps_most_speed_there
     # b is first in line; the fast class frees in ~50 h: alone b would take the slow device at a tenth of its speed
     queue = [Request("ns/b", [Alternative("fast", 1), Alternative("slow", 1)], 1, created=now - 60),
              Request("ns/a", [Alternative("fast", 1), Alternative("slow", 1)], 1, created=now)]
-    settings = admission.Settings(min_runtime_s=1e9)  # nobody is preempted: the room frees by itself
+    settings = admission.AdmissionSettings(min_runtime_s=1e9)  # nobody is preempted: the room frees by itself
 
     def plan(guide: guidance.Guide | None) -> dict[str, admission.Admission]:
         known = policy.Knowledge(facts, completion.Residual(), saturated=True, guide=guide)
@@ -95,7 +95,7 @@ def test_past_the_knee_the_slow_room_goes_to_the_job_that_keeps_most_speed_there
     # its message says why the slow class is only a last choice
     narrowed = Request("ns/b", [Alternative("fast", 1)], 1)
     choice = guidance.choose(H, B, {"fast": 20 * H, "slow": 0.0}, guidance.Guide({"fast": 1.0, "slow": 0.5}))
-    assert "slow: a last choice: the fleet is saturated" in admission.set_aside(queue[0], narrowed, choice, fleet)
+    assert "slow: a last choice: the fleet is saturated" in aside.set_aside(queue[0], narrowed, choice, fleet)
 
 
 def test_a_measured_misfit_ranks_last_so_a_job_that_fits_its_class_displaces_it() -> None:

@@ -23,7 +23,7 @@ from heterojob.controller.decisionlog import decided
 from heterojob.controller.status import StatusPatch, StatusWriter
 from heterojob.state.job_status import read_status
 from heterojob.engine.fleet import Fleet, RegionInfo
-from heterojob.engine.lifecycle import REASON_POD_REJECTED, Verdict
+from heterojob.engine.lifecycle import REASON_POD_REJECTED, SchedulingVerdict
 from heterojob.kube import access, convert, manifests
 from heterojob.kube.api import Kube, OwnedElsewhere
 from heterojob.api.conditions import MESSAGE_MAX
@@ -250,7 +250,7 @@ class Pods:
         self.kube.post_event(job, "Warning", "PodsRefused", refused_words)
         decided(key, "back-off", message, attempts=attempts)
 
-    async def scheduling(self, job: dict[str, Any], status: HeteroJobStatus, verdict: Verdict | None) -> bool:
+    async def scheduling(self, job: dict[str, Any], status: HeteroJobStatus, verdict: SchedulingVerdict | None) -> bool:
         """Say kube-scheduler's verdict on the current gang (`lifecycle.scheduling`): condition PodsScheduled and,
         for a gang waiting to start (Admitted), the job's message; a Warning Event `Unschedulable` when it turns
         False or its words change. Written only on a change (a True only ends a False). True when it wrote."""

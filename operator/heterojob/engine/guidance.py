@@ -206,16 +206,17 @@ def lowered(running: list[Holder], knowledge: Knowledge, guide: Guide, settings:
     return out
 
 
-def choose(remaining_s: float, rel: Mapping[str, float], wait_s: Mapping[str, float], guide: Guide
-           ) -> completion.Choice:
-    """`completion.choose` among the classes the job fits (`Guide.fits`); a class it could start on now but
-    does not fit is declined (a last choice, `engine.allocation.fill`), so no device it could use idles
-    for the guide. With no fitting class it may run on, `completion.choose` unchanged."""
+def choose(remaining_s: float, rel: Mapping[str, float], wait_s: Mapping[str, float], guide: Guide,
+           kept: str | None = None) -> completion.Choice:
+    """`completion.choose` among the classes the job fits (`Guide.fits`; `kept`: the class it chose at the
+    pass before, as there); a class it could start on now but does not fit is declined (a last choice,
+    `engine.allocation.fill`), so no device it could use idles for the guide. With no fitting class it may
+    run on, `completion.choose` unchanged."""
     fit = guide.fits(rel)
     narrowed = {c: r for c, r in rel.items() if c in fit and c in wait_s}
     if not narrowed:
-        return completion.choose(remaining_s, rel, wait_s)
-    choice = completion.choose(remaining_s, narrowed, wait_s)
+        return completion.choose(remaining_s, rel, wait_s, kept)
+    choice = completion.choose(remaining_s, narrowed, wait_s, kept if kept in narrowed else None)
     full = completion.choose(remaining_s, rel, wait_s)  # the completion estimates of every class
     unfit = tuple(c for c in rel if c not in fit and c in wait_s and wait_s[c] == 0 and rel[c] > 0)
     declined = tuple(sorted({*choice.declined, *unfit}))

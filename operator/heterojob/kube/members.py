@@ -162,7 +162,7 @@ class Member:
     contact_written: float = 0.0
 
 
-class Problem(Exception):
+class UnusableMember(Exception):
     """Why a member cannot be used: a condition reason and a message for people (never the kubeconfig)."""
 
     def __init__(self, reason: str, message: str) -> None:
@@ -321,7 +321,7 @@ class Members:
             await self._client(member)
             assert member.kube is not None
             await self._list(member)
-        except Problem as problem:
+        except UnusableMember as problem:
             member.reachable = False
             member.problem = (problem.reason, problem.message)
         else:
@@ -351,28 +351,28 @@ class Members:
                                            _request_timeout=self.config.request_timeout_s)
         except ApiException as exc:
             if exc.status == 404:
-                raise Problem("SecretNotFound", f"{ref.secret} not found: create it with the member's kubeconfig "
-                                                "(README, 'Join a member cluster')") from None
+                raise UnusableMember("SecretNotFound", f"{ref.secret} not found: create it with the member's "
+                                                       "kubeconfig (README, 'Join a member cluster')") from None
             if exc.status == 403:
-                raise Problem("SecretForbidden", f"the operator may not read {ref.secret}: member kubeconfigs "
-                                                 "belong in namespace heterojob-members, where it may") from None
-            raise Problem("SecretUnreadable", f"{ref.secret} could not be read: HTTP {exc.status}") from None
+                raise UnusableMember("SecretForbidden", f"the operator may not read {ref.secret}: member kubeconfigs "
+                                                        "belong in namespace heterojob-members, where it may") from None
+            raise UnusableMember("SecretUnreadable", f"{ref.secret} could not be read: HTTP {exc.status}") from None
         except Exception as exc:  # noqa: BLE001 - the manager's own API server is away; try again
-            raise Problem("SecretUnreadable", f"{ref.secret} could not be read: "
-                                              f"{describe(exc, self.config.request_timeout_s)}") from None
+            raise UnusableMember("SecretUnreadable", f"{ref.secret} could not be read: "
+                                                     f"{describe(exc, self.config.request_timeout_s)}") from None
         member.read_at = now
         data = (secret.data or {}).get(ref.key)
         if data is None:
             keys = ", ".join(sorted(secret.data or {})) or "none"
-            raise Problem("KubeconfigMissing", f"{ref.secret} has no key {ref.key!r} (its keys: {keys}); put the "
-                                               "member's kubeconfig there or set spec.cluster.secretRef.key")
+            raise UnusableMember("KubeconfigMissing", f"{ref.secret} has no key {ref.key!r} (its keys: {keys}); put "
+                                                      "the member's kubeconfig there or set spec.cluster.secretRef.key")
         raw, digest = decode_secret_value(data)
         if member.kube is not None and digest == member.digest:
             return
         try:
             config = member_configuration(raw, ref.secret)
         except KubeconfigInvalid as exc:
-            raise Problem("KubeconfigInvalid", str(exc)) from None
+            raise UnusableMember("KubeconfigInvalid", str(exc)) from None
         config.connection_pool_maxsize = 16  # the client's 8 workers and the poll, without discarding
         if member.kube is not None:
             member.kube.close()
@@ -390,16 +390,16 @@ class Members:
                                        _preload_content=False, _probe=True)
         except ApiException as exc:
             if exc.status == 401:
-                raise Problem("CredentialsRejected", f"the member's API server refused the credentials in "
-                                                     f"{member.ref.secret} (401)") from None
+                raise UnusableMember("CredentialsRejected", f"the member's API server refused the credentials in "
+                                                            f"{member.ref.secret} (401)") from None
             if exc.status == 403:
-                raise Problem("MemberForbidden", "the member refuses to list nodes, pods or Services: apply "
-                                                 "manifests/multicluster/member.yaml there (403)") from None
-            raise Problem("Unreachable", f"the member's API server answered HTTP {exc.status}") from None
+                raise UnusableMember("MemberForbidden", "the member refuses to list nodes, pods or Services: apply "
+                                                        "manifests/multicluster/member.yaml there (403)") from None
+            raise UnusableMember("Unreachable", f"the member's API server answered HTTP {exc.status}") from None
         except Exception as exc:  # noqa: BLE001 - connection refused, timeout, TLS: in words, the detail logged
             log.debug("member region %s: listing failed: %s", member.ref.region, exc)
-            raise Problem("Unreachable", f"the member's API server did not answer: "
-                                         f"{describe(exc, self.config.request_timeout_s)}") from None
+            raise UnusableMember("Unreachable", f"the member's API server did not answer: "
+                                                f"{describe(exc, self.config.request_timeout_s)}") from None
         kube.answering = True  # it answered: the controller's calls (and the deletes below) go through again
         listed = self._node_views(member, json.loads(nodes.data).get("items", []))
         if listed != member.nodes:
