@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from heterojob.replay.capacity import best_rate, static_rate
+from heterojob.replay.capacity import best_rate, blind_rate, static_rate
 from heterojob.replay.traces import TraceJob
 
 DEVICES = {"fast": 1, "slow": 1}
@@ -35,3 +35,12 @@ def test_a_class_a_job_cannot_run_on_is_never_given_to_it() -> None:
     only_fast = [TraceJob(i, "A", 3600.0, 0.0, 1, {1: {"fast": 1.0, "slow": 0.0}}, "fast") for i in range(10)]
     assert best_rate(only_fast, DEVICES) == pytest.approx(1.0)
     assert best_rate([], DEVICES) == float("inf")
+
+
+def test_a_policy_that_cannot_tell_the_models_apart_splits_them_alike_and_sustains_less() -> None:
+    # one split for A and B: per arrival 1.0 device-h on fast or 1.556 on slow (A 2 h, B 1.11 h, halved);
+    # both classes fill alike at x = 1.556 / 2.556 on fast: 1.643 jobs/h, against the LP's 1.9
+    assert blind_rate(mix("fast", "slow"), DEVICES) == pytest.approx(2.556 / 1.556, rel=1e-3)
+    assert blind_rate(mix("fast", "slow"), DEVICES) < best_rate(mix("fast", "slow"), DEVICES)
+    only_a = [j for j in mix("fast", "slow") if j.job_type == "A"]
+    assert blind_rate(only_a, DEVICES) == pytest.approx(best_rate(only_a, DEVICES))  # one model: nothing to tell

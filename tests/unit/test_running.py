@@ -8,7 +8,7 @@ from typing import Any
 from heterojob.api.common import parse_spec
 from heterojob.api.job import HeteroJobSpec
 from heterojob.api.job_status import HeteroJobStatus
-from heterojob.engine import migration
+from heterojob.engine import completion, migration
 from heterojob.engine.completion import Upgrade
 from heterojob.engine.lifecycle import Action
 from heterojob.engine.phases import Phase, Then
@@ -188,3 +188,18 @@ def test_overheat_celsius_80_moves_a_job_at_85_degrees_after_overheat_for_second
     hot = snapshot((90.0, 90.0, 90.0), (60, 85, 60))
     assert steps(s, hot, (T0, T0 + 119, T0 + 120)) == [Step.NONE, Step.NONE, Step.MIGRATE]
     assert steps(spec(overheatForSeconds=120), hot, (T0, T0 + 120)) == [Step.NONE, Step.NONE]  # 90 °C: cool
+
+
+def test_a_job_grows_only_when_the_time_it_saves_covers_the_resize_and_its_way_back() -> None:
+    """`completion.growth_pays`: from 2 to 4 replicas at the worst scaling growth keeps (0.6) the job runs
+    1.2x as fast, saving a sixth of its remaining time; the resize and the move back cost 2 x 120 s here."""
+    def step(remaining_s: float | None, cost_s: float = 120.0) -> Step:
+        job = RunningState(now=T0, phase=Phase.RUNNING, elastic=elastic(remaining_s=remaining_s, move_cost_s=cost_s))
+        return decide(job, Running(grow_to=lambda: 4), RULES).step
+
+    assert step(None) == Step.RESIZE  # nothing known of its remaining work: it grows, as before
+    assert step(3 * 3600.0) == Step.RESIZE  # saves 30 min for 4 min of moves
+    assert step(1200.0) == Step.NONE  # saves 200 s: less than the two moves
+    assert step(3 * 3600.0, cost_s=1200.0) == Step.NONE  # moves ten times as dear
+    assert completion.growth_pays(1e6, 2, 3, 0.6, 1.0) is False  # 3 x 0.6 / 2 < 1: never faster
+    assert completion.growth_pays(1e6, 2, 2, 0.6, 1e9) is True  # not a growth

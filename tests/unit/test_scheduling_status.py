@@ -280,3 +280,27 @@ def test_a_workloads_jobs_of_different_sizes_pool_per_device() -> None:
     waiting = [Request("ns/new", [Alternative("fast", 8), Alternative("slow", 8)], 1)]
     known = Knower(cache).knowledge(Fleet({}, classes), waiting, [], queueing.QueueSettings())
     assert known.of("ns/new").rel == pytest.approx({"fast": 1.0, "slow": 0.9})
+
+
+def test_past_the_knee_the_knowledge_carries_the_fluid_optimums_guide() -> None:
+    """Once the waiting jobs ask for the fleet's devices, the plan's knowledge carries the prices of Gavel's
+    max-throughput program over the jobs in the system (`engine.guidance`): a job that keeps a quarter of its
+    speed on the slow class fits only the fast one when another keeps 0.9 there; below the knee, none."""
+    classes = {c: DeviceClass(c, c, {"class": c}, throughput=t) for c, t in DECLARED.items()}
+    nodes = {c: Node(c, {"class": c}, {c: 8}) for c in classes}
+    named = HeteroJobSpec.model_validate({**SPEC.model_dump(by_alias=True), "workload": "bert-large.bs32"})
+    cache = Cache()
+    for key, status, spec in (
+            ("ns/done", {"phase": "Succeeded", "scheduling": {"speeds": [
+                {"deviceClass": "slow", "replicas": 1, "stepsPerSecond": 9.0},
+                {"deviceClass": "fast", "replicas": 1, "stepsPerSecond": 10.0}]}}, named),
+            ("ns/new", {"phase": "Pending"}, named), ("ns/plain", {"phase": "Pending"}, SPEC)):
+        cache.sync(key, job(status, key.split("/")[1]), read_status(job(status, key.split("/")[1])), spec, classes, T0)
+    waiting = [Request(k, [Alternative("fast", 8), Alternative("slow", 8)], 1) for k in ("ns/new", "ns/plain")]
+    knower = Knower(cache)
+    known = knower.knowledge(Fleet(nodes, classes), waiting, [], queueing.QueueSettings(), now=T0)
+    assert known.saturated and known.guide is not None
+    assert known.guide.fits(known.of("ns/plain").rel) == {"fast"}
+    assert known.guide.fits(known.of("ns/new").rel) == {"fast", "slow"}
+    assert Knower(cache).knowledge(Fleet(nodes, classes), waiting, [], queueing.QueueSettings()).guide is None
+    assert knower.knowledge(Fleet(nodes, classes), waiting[:1], [], queueing.QueueSettings(), now=T0).guide is None

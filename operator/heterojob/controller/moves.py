@@ -52,7 +52,7 @@ class Moves:
                  telemetry: Callable[[], Snapshot | None], wake_at: Callable[[str, float], None], budget: int,
                  advisory: bool, upgrade_for: Callable[[str, Sequence[str], float, float | None],
                                                        completion.Upgrade | None] | None = None,
-                 by_level: bool = False) -> None:
+                 by_level: bool = False, remaining_for: Callable[[str, float], float | None] | None = None) -> None:
         self.kube = planning.kube
         self.writer = planning.writer
         self.cache = planning.cache
@@ -70,6 +70,9 @@ class Moves:
         self.transfer = planning.transfer  # what a move between regions is assumed to cost (engine.transfer)
         self.upgrade_for = upgrade_for  # admission's: a move up that pays for a running job (mlfq), or None
         self.by_level = by_level  # the queue policy displaces a job of the same priority by level (mlfq)
+        # admission's: a running job's expected remaining wall time where it runs (mlfq), or None: growth
+        # weighs it against the resize's cost (`completion.growth_pays`)
+        self.remaining_for = remaining_for
         self._held: dict[str, str] = {}  # job -> why its move waits (resizes and upgrades: to log it once)
         self._said_at: dict[str, float] = {}  # job -> when its held move's verdict was last written (monotonic)
 
@@ -93,6 +96,11 @@ class Moves:
             gathered = self.symptoms(job, spec, status, now)
         asked = ((job["metadata"].get("annotations") or {}).get(ANNOTATION_CHECKPOINT_NOW) or "").strip()
         view = running.view(spec, status, gathered.symptoms if gathered else (), lifecycle, now, asked)
+        e = view.elastic
+        if e is not None and e.replicas < e.maximum and self.remaining_for is not None:
+            last = status.checkpoint.last if status.checkpoint else None
+            cost = completion.MoveCost(save_s=last.save_seconds) if last and last.save_seconds else completion.MoveCost()
+            view = replace(view, elastic=replace(e, remaining_s=self.remaining_for(key, now), move_cost_s=cost.seconds))
         pending = status.checkpoint.pending if status.checkpoint else None
         fleetwise = Running(
             disrupted_now=self.cache.disrupted(), cancelled=self.cancelled(job, status),

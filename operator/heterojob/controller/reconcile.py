@@ -109,7 +109,8 @@ class Controller:
         self.scheduler = Scheduler(planning, self.pods, self.poke, self.forget, queue,
                                    requeue_after_s=self.config.move_requeue_after_s)
         self.moves = Moves(planning, fleet.nodes, fleet.telemetry, self.queue.wake_at, self.config.disruption_budget,
-                           self.config.advisory, self.scheduler.upgrade_for, by_level=queue is not None)
+                           self.config.advisory, self.scheduler.upgrade_for, by_level=queue is not None,
+                           remaining_for=self.scheduler.remaining_for)
         self.actions = Actions(kube, self.writer, self.cache, self.pods, self.checkpoints, self.scheduler,
                                self.metrics, self.poke, self.poke_pending, self.queue.wake_at)
         self.quotas = QuotaStatus(kube, self.cache, fleet.quota_objects, fleet.classes, fleet.regions)

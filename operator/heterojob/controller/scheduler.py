@@ -272,7 +272,7 @@ class Scheduler:
         (`engine.cycle.upgrade_candidates`; `before`: the free devices per class after the last cycle)."""
         policy = None
         if self.queue is not None:
-            knowledge = self.knower.knowledge(fleet, waiting, holders, self.queue, seen)
+            knowledge = self.knower.knowledge(fleet, waiting, holders, self.queue, seen, now)
             knowledge.chose = self.chose  # kept within a margin: a drift of the estimates changes no verdict
             policy = (knowledge, self.queue)
         cycle = _explained(waiting, holders, fleet, now, self.settings, policy, moves, self.memo, self.memory, acting,
@@ -335,6 +335,17 @@ class Scheduler:
         self.waiting.pop(key, None)
 
     # --- a waiting job's pass ------------------------------------------------------------------------------
+
+    def remaining_for(self, key: str, now: float) -> float | None:
+        """Running job `key`'s expected remaining wall time where it runs (`engine.policy.remaining_s`: its own
+        facts, the completed jobs' work as the last cycle counted it); None under fifo or before any cycle."""
+        if self.queue is None:
+            return None
+        mine = [h for h in self.cache.holders_of(key) if not h.waiting]
+        if not mine:
+            return None
+        known = self.knower.of_running(key, mine[0], self.fleet())
+        return None if known is None else heterogeneity.remaining_s(mine[0], now, known)
 
     def upgrade_for(self, key: str, classes: Sequence[str], now: float, save_s: float | None = None
                     ) -> completion.Upgrade | None:

@@ -34,6 +34,9 @@ def set_aside(request: Request, narrowed: Request, choice: completion.Choice | N
         if not (math.isfinite(mine) and math.isfinite(best)):
             notes.append(f"{c}: no expected completion (no usable node of it, or no speed known for it: "
                          f"AcceleratorClass spec.throughput)")
+        elif choice is not None and c in choice.unfit:
+            notes.append(f"{c}: a last choice: the fleet is saturated and does more work giving {c} to jobs that "
+                         f"keep more of their speed there (it runs {first} best for the fleet)")
         elif choice is not None and c in choice.declined:
             notes.append(f"{c}: declined: waiting for {first} is expected to finish sooner (~{_hours(best)}) "
                          f"than starting on {c} now (~{_hours(mine)})")

@@ -187,6 +187,7 @@ class Choice:
     classes: tuple[str, ...]
     completion_s: Mapping[str, float]  # expected seconds to completion per class (wait + run)
     declined: tuple[str, ...]  # classes it could start on now but is better off waiting for a faster one
+    unfit: tuple[str, ...] = ()  # of those, the ones past the knee the fleet's optimum gives others (`guidance`)
 
 
 KEEP_MARGIN = 0.1  # a job waiting for a class keeps it unless another is expected to complete this much sooner
@@ -310,6 +311,21 @@ def plan_upgrades(movers: Iterable[Mover], free: Mapping[str, int], cost: MoveCo
         moved.add(u.job)
         out.append(u)
     return out
+
+
+def growth_pays(remaining_s: float | None, replicas: int, to: int, efficiency: float, cost_s: float) -> bool:
+    """Whether growing from `replicas` to `to` saves more of the job's expected remaining wall time
+    (`remaining_s` at its size now; None: not known, it grows) than it costs: its move and the move back (lent
+    room is taken back for a waiting job; a trial past good scaling shrinks), each `cost_s`
+    (`MoveCost.seconds`), at the worst scaling growth is held to (`efficiency`, `growth_limit`'s floor).
+    Without it a resize was a loss for a job near its end, and with checkpoints three times as dear the
+    replay's grown jobs used 6% more device-hours per job than a static fleet (issue 34)."""
+    if remaining_s is None or to <= replicas or replicas <= 0:
+        return True
+    speedup = to * efficiency / replicas
+    if speedup <= 1.0:
+        return False
+    return remaining_s * (1 - 1 / speedup) > 2 * cost_s
 
 
 def scaling_efficiency(base_replicas: int, base_rate: float, replicas: int, rate: float) -> float:

@@ -35,7 +35,7 @@ import math
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 
-from heterojob.engine import allocation, completion, queueing, ranking
+from heterojob.engine import allocation, completion, guidance, queueing, ranking
 from heterojob.engine.admission import Holder
 from heterojob.engine.fleet import DeviceClass, Fleet
 from heterojob.engine.placement import Request
@@ -73,6 +73,10 @@ class Knowledge:
     # job -> the class it chose to wait for at the pass before (`Prepared.chose`): kept while it is within
     # `completion.KEEP_MARGIN` of the best (`completion.choose`); empty: every choice made afresh
     chose: Mapping[str, str] = field(default_factory=dict)
+    # near the knee: the fluid optimum's prices per class (`engine.guidance`, built by the caller from every
+    # job in the system), which narrow each waiting job's classes to those it fits, room nobody fitting takes
+    # going to those that declined it (`allocation.fill`), and let misfits be displaced (None: no guide)
+    guide: guidance.Guide | None = None
 
     def of(self, job: str) -> Facts:
         return self.facts.get(job, Facts())
@@ -314,6 +318,9 @@ def prepare(queue: Iterable[Request], holders: Iterable[Holder], fleet: Fleet, n
     passes, `engine.ranking`) only saves recomputing equal values: the result is the same without it."""
     free, capacity = devices_by_class(fleet, memo)
     running, rows_of = _ranked(holders, now, knowledge, settings, memo)
+    guide = knowledge.guide  # the caller sets it near the knee only (`engine.guidance`)
+    if guide is not None:  # misfits measured where they run yield to jobs that fit there
+        running = guidance.lowered(running, knowledge, guide, settings)
     by_class: dict[str, list[tuple[float, int, int, str]]] = {}
     mine: dict[str, list[tuple[Row, int, str]]] = {}
     below: dict[tuple[str, int | None], completion.Ends] = {}
@@ -399,7 +406,9 @@ def prepare(queue: Iterable[Request], holders: Iterable[Holder], fleet: Fleet, n
                         n, free[c], capacity[c], ahead[c])
                 else:
                     waits[c] = cannot_displace(c, against).wait(n, free[c], capacity[c], ahead[c])
-        choice = completion.choose(left, rel, waits, knowledge.chose.get(request.job))
+        kept = knowledge.chose.get(request.job)
+        choice = completion.choose(left, rel, waits, kept) if guide is None else guidance.choose(left, rel, waits, guide,
+                                                                                                 kept)
         choices[request.job] = choice
         if not choice.classes:  # no speed known for any class: as the user listed them
             out.append(ranking.ranked_request(request, rank, None, memo, preempts, also))
@@ -417,8 +426,9 @@ def prepare(queue: Iterable[Request], holders: Iterable[Holder], fleet: Fleet, n
         else:
             ahead[first] += need[first] * left / rel[first]
             waiting_for.add(first)
-        if knowledge.saturated and waits[first] != 0 and choice.declined:
-            decliners.append((allocation.Decliner(request.job, len(out), choice.declined, need, rel), len(out),
+        if (knowledge.saturated or guide is not None) and waits[first] != 0 and choice.declined:
+            decliners.append((allocation.Decliner(request.job, len(out), choice.declined, need,
+                                                  rel if guide is None else guidance.last_choice(guide, rel)), len(out),
                               request, rank, choice.classes, preempts, also))
         out.append(ranking.ranked_request(request, rank, choice.classes, memo, preempts, also))
     if decliners:  # past the knee: no device left idle while a job that could use it waits (module docstring)

@@ -29,7 +29,7 @@ from dataclasses import dataclass, replace
 from enum import StrEnum
 
 from heterojob.engine import migration
-from heterojob.engine.completion import Upgrade
+from heterojob.engine.completion import Upgrade, growth_pays
 from heterojob.engine.lifecycle import PERIODIC, Action
 from heterojob.engine.phases import Phase, Then
 from heterojob.engine.preemption import Preemptor, Yield, YieldEnd, yield_ends, yield_of
@@ -75,6 +75,9 @@ class Elastic:
     average: float | None  # its devices' utilization, %
     idle_noted: bool  # its LowUtilization condition says True
     idle_since: float | None  # since when (that condition's time), when it says True
+    remaining_s: float | None = None  # its expected remaining wall time at its size now (None: not known)
+    move_cost_s: float = 0.0  # what one resize costs it (`completion.MoveCost.seconds`)
+    efficiency: float = 0.6  # the worst scaling growth is held to (`completion.growth_limit`)
 
 
 @dataclass(frozen=True)
@@ -184,6 +187,9 @@ def _quiet(job: RunningState, running: Running, rules: RunningRules, after: Step
             since = e.idle_since if idle_now else None
             change = migration.resize(e.replicas, e.minimum, e.maximum, e.average, since, now, rules.low_percent,
                                       rules.low_for_s, running.grow_to())
+            if change is not None and change.replicas > e.replicas and not growth_pays(
+                    e.remaining_s, e.replicas, change.replicas, e.efficiency, e.move_cost_s):
+                change = None  # growing saves less than the resize and its way back cost
             if change is None and e.replicas > max(e.growth_limit, e.start):  # grown past where it scales well
                 to = max(e.growth_limit, e.start)
                 change = migration.Resize(migration.GROW, to, f"measured scaling too low at {e.replicas} "

@@ -7,6 +7,8 @@ minimizes t (device-hours per arrival over devices, the largest over classes); i
 
 - `best_rate`: the fluid optimum: every job's true speed on every class known, no gang packing, no region,
   no checkpoint or move cost, no queueing. No policy sustains more, up to the sustained rule's own margin.
+- `blind_rate`: the same when jobs of one size cannot be told apart (one split for all of them): the most a
+  policy that never learns which model suits which class can do.
 - `static_rate`: the same for the partition a static fleet keeps (each job on the class its user asked for).
 
 The ratio of the two bounds the throughput gain a heterogeneity-aware policy can show over static on that
@@ -17,7 +19,7 @@ from __future__ import annotations
 
 import math
 from collections import defaultdict
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Hashable, Mapping, Sequence
 
 from heterojob.replay.traces import TraceJob
 
@@ -27,19 +29,21 @@ def _device_hours(job: TraceJob, cls: str) -> float:
     return job.gpus * job.total_steps / rate / 3600 if rate > 0 else math.inf
 
 
-def best_rate(jobs: Sequence[TraceJob], devices: Mapping[str, int]) -> float:
-    """Jobs per hour at Gavel's fluid max-throughput allocation of `jobs` over `devices` (class -> count)."""
+def best_rate(jobs: Sequence[TraceJob], devices: Mapping[str, int],
+              kind: Callable[[TraceJob], Hashable] = lambda j: (j.job_type, j.gpus)) -> float:
+    """Jobs per hour at Gavel's fluid max-throughput allocation of `jobs` over `devices` (class -> count);
+    `kind`: the jobs the allocation tells apart (one split over the classes per kind)."""
     import numpy as np  # the bench's yardstick only: the operator never needs these
     from scipy.optimize import linprog
 
     if not jobs:
         return math.inf
     classes = [c for c in devices if devices[c] > 0]
-    groups: dict[tuple[str, int], dict[str, float]] = defaultdict(lambda: dict.fromkeys(classes, 0.0))
+    groups: dict[Hashable, dict[str, float]] = defaultdict(lambda: dict.fromkeys(classes, 0.0))
     for job in jobs:
         for c in classes:
-            groups[(job.job_type, job.gpus)][c] += _device_hours(job, c) / len(jobs)
-    keys = sorted(groups)
+            groups[kind(job)][c] += _device_hours(job, c) / len(jobs)
+    keys = sorted(groups, key=repr)
     n_c = len(classes)
     cost = np.zeros(len(keys) * n_c + 1)
     cost[-1] = 1.0  # minimize t
@@ -61,6 +65,14 @@ def best_rate(jobs: Sequence[TraceJob], devices: Mapping[str, int]) -> float:
     if not result.success:
         raise ValueError(f"max-throughput LP: {result.message}")
     return 1.0 / float(result.x[-1]) if result.x[-1] > 0 else math.inf
+
+
+def blind_rate(jobs: Sequence[TraceJob], devices: Mapping[str, int]) -> float:
+    """`best_rate` for a policy that cannot tell jobs of one size apart: every job of a size is split over
+    the classes in the same shares (what a policy can do that knows only the declared throughput and never
+    measures a job on a second class, nor reads its workload's name). Its ratio to `best_rate` is what
+    telling models apart is worth on the trace: a policy that does not learn them stays under it."""
+    return best_rate(jobs, devices, kind=lambda j: j.gpus)
 
 
 def static_rate(jobs: Sequence[TraceJob], devices: Mapping[str, int]) -> float:

@@ -28,6 +28,7 @@ from heterojob.engine import completion, migration
 from heterojob.engine.completion import Upgrade
 from heterojob.engine.phases import Phase
 from heterojob.engine.placement import Alternative, Request, place
+from heterojob.engine.policy import remaining_s
 from heterojob.engine.running import RunningDecision, Elastic, Running, RunningState, RunningRules, Step, decide
 from heterojob.replay.devices import Run
 
@@ -59,8 +60,12 @@ class Decisions:
         job = run.job
         base = self.sim.shape(job)[0]
         most = job.max_replicas(run.cls) if base == 1 and job.gpus <= 8 else base
-        elastic = Elastic(run.replicas, base, most, base, self.most(run, base), None, False, None) \
-            if self.sim.config.elastic else None
+        elastic = None
+        if self.sim.config.elastic:
+            sch, efficiency = self.scheduler, self.sim.config.growth_efficiency
+            elastic = Elastic(run.replicas, base, most, base, self.most(run, base), None, False, None,
+                              remaining_s=remaining_s(sch.holder(run), now, self.sim.known.knowledge),
+                              move_cost_s=sch.cost.seconds, efficiency=efficiency if efficiency > 0 else 1.0)
         view = RunningState(now, Phase.RUNNING, symptoms=symptoms, moves=tuple(self.moves[job.id]),
                           priority=job.priority, elastic=elastic)
         return decide(view, Running(disrupted_now=self.restoring(now), grow_to=grow_to, upgrade=upgrade), self.rules)

@@ -14,7 +14,8 @@ Policies, on the same trace, fleet, failures and seed:
   whole waiting queue whenever `engine.cycle.CycleTrigger` says a cycle is due, upgrade moves when free room
   grew), with the operator's queue order (`engine.queueing`: `--queue-policy mlfq` or `fifo`) and
   completion-time estimates (`engine.completion`: which classes a job takes now, from declared throughput
-  and the job's measured speed, and upgrade moves that pay); it places, takes lent room back from grown
+  and the job's measured speed, and upgrade moves that pay; past the knee the fluid optimum's prices,
+  `engine.guidance`, rebuilt every `guide_s`); it places, takes lent room back from grown
   jobs and preempts exactly as the operator's scheduler does, so the replay's speed is the operator's
   planning speed. A running job's growth, shrink, upgrade move and move off a failed node are
   `engine.running.decide`'s (`replay.decisions`; the HeteroJob defaults: 600 s cooldown, 3 moves an hour,
@@ -102,6 +103,10 @@ class Config:
     # heterojob: probe a class whose speed for a job is only the sheet's guess when the probe may cost at
     # most this share of its expected remaining time (`engine.completion.plan_upgrades`); 0: never
     probe_share: float = 0.05
+    # heterojob: past the knee, the fluid optimum's prices guide which classes a waiting job takes
+    # (`engine.guidance`), built again every this many seconds (None: no guide)
+    guide_s: float | None = 600.0
+    guide_above: float = 1.0  # ... while the waiting jobs ask for at least this multiple of the fleet's devices
     window: tuple[int, int] | None = None  # Gavel's measurement window: trace positions [a, b)
     seed: int = 0
     knowledge: str = "default"  # KNOWLEDGE: what the operator knows (module docstring)

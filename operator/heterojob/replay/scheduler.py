@@ -26,7 +26,7 @@ from collections import defaultdict
 from typing import TYPE_CHECKING
 
 from heterojob.engine import admission as planner
-from heterojob.engine import allocation, completion, queueing, ranking, rooms
+from heterojob.engine import allocation, completion, guidance, queueing, ranking, rooms
 from heterojob.engine.admission import Disruption, DisruptionKind, Holder, Outcome
 from heterojob.engine.cycle import (
     Cycle,
@@ -67,6 +67,7 @@ class ReplayScheduler:
         self.cost = completion.MoveCost(config.save_s, config.restore_s)
         sim.known.knowledge.move_cost_s = self.cost.seconds  # what a preemption must gain (`engine.policy`)
         self.running = Decisions(self)  # growth, upgrades and faults: `engine.running.decide`
+        self.guided: tuple[float, guidance.Guide | None] | None = None  # when the guide was built, and it
 
     # --- events ---------------------------------------------------------------------------------------
 
@@ -122,6 +123,8 @@ class ReplayScheduler:
             knowledge.saturated = allocation.saturated(self.waiting_devices, config.devices, config.queue.fill_above)
             knowledge.chose = self.chose  # the classes the waiting jobs chose last (kept within a margin)
             fleet, holders = sim.devices.current_fleet(), self.holders()
+            knowledge.guide = self.guide(now, holders) if allocation.saturated(
+                self.waiting_devices, config.devices, config.guide_above) else None
             cycle = plan_cycle([self.request(j) for j in self.waiting.values()], holders, fleet, now, self.settings,
                                (knowledge, config.queue), None, self.memo, self.memory)
             self.cycles += 1
@@ -134,6 +137,23 @@ class ReplayScheduler:
                 self.upgrade(job, now)
             if cycle.acted:
                 self.trigger.room()  # what it placed and disturbed changes the snapshot: plan once more
+
+    def guide(self, now: float, holders: list[Holder]) -> guidance.Guide | None:
+        """The fluid optimum's prices (`engine.guidance`) over every job in the system, built again once
+        `Config.guide_s` has passed since the last (the queue's make-up moves slowly past the knee)."""
+        config = self.sim.config
+        if config.guide_s is None:
+            return None
+        if self.guided is None or now - self.guided[0] >= config.guide_s:
+            waiting = [self.request(j) for j in self.waiting.values()]
+            jobs = guidance.in_system(waiting, holders, now, self.sim.known.knowledge)
+            self.guided = (now, guidance.guide(jobs, self.capacity()))
+        return self.guided[1]
+
+    def capacity(self) -> dict[str, int]:
+        config = self.sim.config
+        per = config.nodes_per_class_region * config.regions * config.devices_per_node
+        return {c: per for c in self.sim.base.classes}
 
     def apply(self, cycle: Cycle, now: float) -> None:
         """Placements start; victims and lenders checkpoint and the job that disturbs them starts where the

@@ -24,7 +24,7 @@ from collections.abc import Iterable, Mapping
 from typing import NamedTuple
 
 from heterojob.api.scheduling import Scheduling
-from heterojob.engine import allocation, completion, queueing
+from heterojob.engine import allocation, completion, guidance, queueing
 from heterojob.engine.admission import Holder
 from heterojob.engine.fleet import Fleet
 from heterojob.engine.placement import Request
@@ -33,6 +33,7 @@ from heterojob.state.cache import Cache, Entry
 from heterojob.api.times import timestamp
 
 HISTORY_MAX = 5000  # completed jobs' work kept for the residual estimate
+GUIDE_S = 600.0  # past the knee the guide (`engine.guidance`) is built again once this long has passed
 
 
 def measured_rates(scheduling: Scheduling | None) -> dict[str, float]:
@@ -130,6 +131,7 @@ class Knower:
         self._residual: completion.Residual | None = None
         self._facts: dict[str, tuple[tuple[object, ...], Facts]] = {}  # job -> what its facts were made of, them
         self.last: Knowledge | None = None  # the last `knowledge`
+        self._guide: tuple[float, guidance.Guide | None] | None = None  # when the last guide was built, and it
 
     def view(self) -> dict[str, Seen]:
         """What `knowledge` reads of every entry, copied now (cheap: on the event loop, before a plan)."""
@@ -153,10 +155,13 @@ class Knower:
         return self._residual
 
     def knowledge(self, fleet: Fleet, waiting: Iterable[Request], holders: Iterable[Holder],
-                  queue: queueing.QueueSettings, entries: Mapping[str, Seen | Entry] | None = None) -> Knowledge:
+                  queue: queueing.QueueSettings, entries: Mapping[str, Seen | Entry] | None = None,
+                  now: float | None = None) -> Knowledge:
         """`Knowledge` for one plan; whether promoted jobs displace (`queueing.promoted_displacing`) is
         judged on the devices the whole waiting queue asks for against the fleet's. `entries`: a `view` taken
-        before (the plan's thread reads that), else the cache's entries now."""
+        before (the plan's thread reads that), else the cache's entries now. `now`: the plan's time; with it,
+        past the knee, the fluid optimum's prices (`engine.guidance`, over the waiting and running jobs) guide
+        which classes each waiting job takes, built again every `GUIDE_S`."""
         entries = self.cache.entries if entries is None else entries
         waiting = list(waiting)
         asked = sum(r.replicas * r.alternatives[0].per_replica for r in waiting if r.alternatives)
@@ -182,6 +187,10 @@ class Knower:
         self.last = Knowledge(facts, self.residual(declared, sheets, entries), displace_by_level=True,
                               promoted_displace=queueing.promoted_displacing(asked, sum(capacity.values()), queue),
                               saturated=allocation.saturated(asked, sum(capacity.values()), queue.fill_above))
+        if self.last.saturated and now is not None:  # past the knee: the fluid optimum's prices guide classes
+            if self._guide is None or now - self._guide[0] >= GUIDE_S:
+                self._guide = (now, guidance.guide(guidance.in_system(waiting, holders, now, self.last), capacity))
+            self.last.guide = self._guide[1]
         return self.last
 
     def of_running(self, key: str, holder: Holder, fleet: Fleet) -> Knowledge | None:
