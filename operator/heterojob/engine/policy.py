@@ -367,8 +367,8 @@ def prepare(queue: Iterable[Request], holders: Iterable[Holder], fleet: Fleet, n
                     request, facts, classes, residual, residual.version, left, need, rel)
         # work conservation (see `displaces`): with free room on some class, no displacement is expected
         displace = displaces(need, free, rel)
-        preempts = min(rank, queueing.preempt_rank(request.priority, facts.service, now, settings,
-                                                   knowledge.promoted_displace))
+        preempts = rank if knowledge.promoted_displace else min(rank, queueing.preempt_rank(  # promoted: its rank
+            request.priority, facts.service, now, settings, False))
         # promoted, past the point where promotions displace by level: it still displaces the running jobs
         # it would displace by level that are expected to run longer than it (shortest expected remaining
         # work first, from the completed jobs' work: with a heavy tail the job that has run longer has

@@ -121,7 +121,7 @@ class Scheduler:
             knowledge.saturated = allocation.saturated(self.waiting_devices, config.devices, config.queue.fill_above)
             fleet, holders = sim.devices.current_fleet(), self.holders()
             cycle = plan_cycle([self.request(j) for j in self.waiting.values()], holders, fleet, now, self.settings,
-                               (knowledge, config.queue), None, self.memo, self.memory)
+                               (knowledge, config.queue), None, self.memo, self.memory, acting=True)
             self.cycles += 1
             self.waiting_for = cycle.waiting_for
             looked = upgrade_candidates(cycle, self.free, holders, fleet, now, knowledge, self.cost,
