@@ -4,7 +4,8 @@
   preempt besides answer alike) and reads the fleet's own index instead of a ledger's copy
   (`Ledger.reading`): it answers what asking every request on a copied ledger answers.
 - `policy.prepare` gives a job that displaces by its promoted level (`Knowledge.promoted_displace`) its rank
-  as the priority it preempts with, without computing `queueing.preempt_rank` again.
+  as the priority it preempts with, without computing `queueing.preempt_rank` again; past that point, whom a
+  promoted job displaces besides is a bisection of the running jobs sorted once per pass (`turns.Longer`).
 - The replay plans its cycles for what acts only (`plan_cycle(acting=True)`: no waiting job's message).
 Whole replays with these and without them start, stop and move the same jobs at the same times.
 """
@@ -16,10 +17,10 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from hypothesis import given, settings
+from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from heterojob.engine import admission, cycle, policy, queueing
+from heterojob.engine import admission, completion, cycle, policy, queueing, turns
 from heterojob.engine.admission import Holder, Settings, _displacing
 from heterojob.engine.fleet import Allocation, Fleet, usage
 from heterojob.engine.placement import Alternative, FleetIndex, Ledger, Request
@@ -184,3 +185,71 @@ def test_a_replay_with_the_cheaper_cycle_logs_what_the_full_computation_logs(
     assert fast.log == full.log and fast_report.summary() == full_report.summary()
     assert fast_report.jct_h_by_job == full_report.jct_h_by_job
     assert fast.metrics.preemptions > 0 and fast.metrics.restarts > 0 and fast.known.promotions > 0
+
+
+class _EveryTime:
+    """The oracle of `turns.Longer`: every running job asked each time."""
+
+    def __init__(self, ranked: Sequence[tuple[str, int]], work: Any) -> None:
+        self.ranked, self.work = ranked, work
+
+    def __call__(self, work_s: float, above: int, rank: int) -> frozenset[str]:
+        work = self.work()
+        return frozenset(job for job, p in self.ranked if above <= p < rank and work[job] > work_s)
+
+
+@settings(max_examples=300, deadline=None)
+@given(running=st.lists(st.tuples(st.integers(0, 5), st.sampled_from([0.0, 100.0, 5e3, 5e4])) | st.tuples(
+           st.integers(0, 5), st.floats(0, 1e5)), max_size=12),
+       asked=st.lists(st.tuples(st.sampled_from([0.0, 100.0, 5e3]) | st.floats(0, 1e5), st.integers(0, 5),
+                                st.integers(0, 6)), min_size=1, max_size=10))
+def test_whom_a_promoted_job_displaces_besides_is_what_asking_every_running_job_says(
+        running: list[tuple[int, float]], asked: list[tuple[float, int, int]]) -> None:
+    """Ties with the bound included: jobs of exactly `work_s` are not longer; equal answers are one set."""
+    ranked = [(f"ns/r{i}", p) for i, (p, _) in enumerate(running)]
+    work = {f"ns/r{i}": w for i, (_, w) in enumerate(running)}
+    longer, oracle = turns.Longer(ranked, lambda: work), _EveryTime(ranked, lambda: work)
+    answers = {}
+    for work_s, above, rank in asked:
+        got = longer(work_s, above, rank)
+        assert got == oracle(work_s, above, rank)
+        assert answers.setdefault((above, rank, got), got) is got
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(waiting=st.lists(st.tuples(st.integers(0, 1), st.floats(0, 40 * 3600), st.floats(0, 3e5), st.booleans(),
+                                  st.sampled_from([1, 2, 4])), min_size=1, max_size=10),
+       held=st.lists(st.tuples(st.sampled_from("abcd"), st.integers(0, 1), st.floats(0, 40 * 3600),
+                               st.floats(0, 2e4)), max_size=8),
+       completed=st.lists(st.floats(60, 1e5), max_size=30), now=st.floats(2e5, 6e5))
+def test_prepare_with_whom_promoted_jobs_displace_indexed_decides_what_asking_every_job_decides(
+        waiting: list[tuple[int, float, float, bool, int]], held: list[tuple[str, int, float, float]],
+        completed: list[float], now: float, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Past the point where promotions displace by level: promoted jobs of every level among running jobs of
+    every level and expected remaining work, the nodes near full."""
+    facts: dict[str, policy.Facts] = {}
+    holders, per = [], dict[str, int]()
+    for i, (node, priority, attained, since) in enumerate(held):
+        job, cls = f"ns/h{i}", _CLASS[node]
+        per[node] = per.get(node, 0) + 2
+        holders.append(Holder(job, priority, now - since, Allocation(
+            _RESOURCE[cls], {node: 2}, "ns", cls, "cn-east" if node in "ab" else "cn-north")))
+        facts[job] = policy.Facts(queueing.Service(attained, 0.0), {"nvidia-h100": 1.0, "ascend-910b": 0.5},
+                                  attained / 3)
+    if any(v > 8 for v in per.values()):
+        return
+    queue = []
+    for i, (priority, attained, waited, also_ran, devices) in enumerate(waiting):
+        job = f"ns/w{i}"
+        queue.append(Request(job, [Alternative("nvidia-h100", devices), Alternative("ascend-910b", devices)], 1,
+                             priority=priority, created=float(i)))
+        facts[job] = policy.Facts(queueing.Service(attained, now - waited, False, 3600.0 if also_ran else 0.0),
+                                  {"nvidia-h100": 1.0, "ascend-910b": 0.5}, attained / 4)
+    knowledge = policy.Knowledge(facts, completion.Residual(completed), promoted_displace=False)
+    fleet = Fleet({n: gpu_node(n, devices=8) for n in "ab"} | {n: npu_node(n) for n in "cd"}, CLASSES,
+                  used=usage(h.allocation for h in holders))
+    fast = policy.prepare(queue, holders, fleet, now, knowledge, queueing.QueueSettings(), 300.0)
+    with monkeypatch.context() as m:
+        m.setattr(turns, "Longer", _EveryTime)
+        slow = policy.prepare(queue, holders, fleet, now, knowledge, queueing.QueueSettings(), 300.0)
+    assert fast == slow
