@@ -5,7 +5,7 @@
   (`Ledger.reading`): it answers what asking every request on a copied ledger answers.
 - `policy.prepare` gives a job that displaces by its promoted level (`Knowledge.promoted_displace`) its rank
   as the priority it preempts with, without computing `queueing.preempt_rank` again; past that point, whom a
-  promoted job displaces besides is a bisection of the running jobs sorted once per pass (`turns.Longer`).
+  promoted job displaces besides is a bisection of the running jobs sorted once per pass (`also_preempts.AlsoPreempts`).
 - The replay plans its cycles for what acts only (`plan_cycle(acting=True)`: no waiting job's message).
 Whole replays with these and without them start, stop and move the same jobs at the same times.
 """
@@ -20,7 +20,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from heterojob.engine import admission, completion, cycle, policy, queueing, turns
+from heterojob.engine import admission, also_preempts, completion, cycle, policy, queueing
 from heterojob.engine.admission import Holder, Settings, _displacing
 from heterojob.engine.fleet import Allocation, Fleet, usage
 from heterojob.engine.placement import Alternative, FleetIndex, Ledger, Request
@@ -188,7 +188,7 @@ def test_a_replay_with_the_cheaper_cycle_logs_what_the_full_computation_logs(
 
 
 class _EveryTime:
-    """The oracle of `turns.Longer`: every running job asked each time."""
+    """The oracle of `also_preempts.AlsoPreempts`: every running job asked each time."""
 
     def __init__(self, ranked: Sequence[tuple[str, int]], work: Any) -> None:
         self.ranked, self.work = ranked, work
@@ -208,7 +208,7 @@ def test_whom_a_promoted_job_displaces_besides_is_what_asking_every_running_job_
     """Ties with the bound included: jobs of exactly `work_s` are not longer; equal answers are one set."""
     ranked = [(f"ns/r{i}", p) for i, (p, _) in enumerate(running)]
     work = {f"ns/r{i}": w for i, (_, w) in enumerate(running)}
-    longer, oracle = turns.Longer(ranked, lambda: work), _EveryTime(ranked, lambda: work)
+    longer, oracle = also_preempts.AlsoPreempts(ranked, lambda: work), _EveryTime(ranked, lambda: work)
     answers = {}
     for work_s, above, rank in asked:
         got = longer(work_s, above, rank)
@@ -250,6 +250,6 @@ def test_prepare_with_whom_promoted_jobs_displace_indexed_decides_what_asking_ev
                   used=usage(h.allocation for h in holders))
     fast = policy.prepare(queue, holders, fleet, now, knowledge, queueing.QueueSettings(), 300.0)
     with monkeypatch.context() as m:
-        m.setattr(turns, "Longer", _EveryTime)
+        m.setattr(also_preempts, "AlsoPreempts", _EveryTime)
         slow = policy.prepare(queue, holders, fleet, now, knowledge, queueing.QueueSettings(), 300.0)
     assert fast == slow

@@ -34,7 +34,7 @@ import math
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 
-from heterojob.engine import allocation, completion, queueing, ranking, turns
+from heterojob.engine import allocation, also_preempts, completion, queueing, ranking
 from heterojob.engine.admission import Holder
 from heterojob.engine.fleet import DeviceClass, Fleet
 from heterojob.engine.placement import Request
@@ -345,7 +345,7 @@ def prepare(queue: Iterable[Request], holders: Iterable[Holder], fleet: Fleet, n
         return work
 
     # running jobs ranked in [above, rank) expected to run longer than `work_s` more (reference s)
-    longer_than = turns.Longer([(h.job, h.priority) for h in running], remaining)
+    longer_than = also_preempts.AlsoPreempts([(h.job, h.priority) for h in running], remaining)
     besides: dict[tuple[str, int, frozenset[str]], completion.Ends] = {}  # the running jobs such a job waits for
 
     ranked = [(waiting_rank(r, now, knowledge, settings, memo), r) for r in queue]

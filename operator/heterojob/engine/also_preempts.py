@@ -4,7 +4,7 @@
 A promoted job whose promotion does not displace (`Knowledge.promoted_displace` off) still displaces the
 running jobs of the levels between the one it preempts with and its rank that are expected to run longer
 than it by more than a turn costs (`policy.prepare`). Past the knee most waiting jobs are promoted, and each
-asked every running job; `Longer` sorts the running jobs of each such span of ranks once by expected
+asked every running job; `AlsoPreempts` sorts the running jobs of each such span of ranks once by expected
 remaining work, so each job's answer is a bisection, and equal answers are the same set (what later steps
 key on)."""
 
@@ -14,8 +14,8 @@ import bisect
 from collections.abc import Callable, Mapping, Sequence
 
 
-class Longer:
-    """`Longer(ranked, work)(work_s, above, rank)`: the jobs of `ranked` ((job, effective priority) pairs)
+class AlsoPreempts:
+    """`AlsoPreempts(ranked, work)(work_s, above, rank)`: the jobs of `ranked` ((job, effective priority) pairs)
     ranked in [above, rank) whose expected remaining work (`work()`: job -> reference seconds, read on first
     use) is more than `work_s`."""
 
