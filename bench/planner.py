@@ -43,7 +43,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "operator"))
 
 from heterojob.engine import completion, ranking, rooms  # noqa: E402 - after the sys.path entry above (run as a script)
-from heterojob.engine.admission import Holder, Outcome, Plan, Settings, plan_with_policy  # noqa: E402 - after the sys.path entry above (run as a script)
+from heterojob.engine.admission import AdmissionSettings, Holder, Outcome, QueuePlan, plan_with_policy  # noqa: E402 - after the sys.path entry above (run as a script)
 from heterojob.engine.fleet import (  # noqa: E402 - after the sys.path entry above (run as a script)
     Allocation, DeviceClass, Failed, Fleet, Limit, Node, holdings, usage,
 )
@@ -144,13 +144,14 @@ SETTINGS = QueueSettings()  # one object, as the operator keeps it (the memo com
 
 
 def plan(requests: list[Request], holders: list[Holder], f: Fleet, memo: ranking.Memo | None = None,
-         memory: rooms.Memory | None = None, acting: bool = False) -> tuple[Plan, float]:
+         memory: rooms.Memory | None = None, acting: bool = False) -> tuple[QueuePlan, float]:
     """One full plan of the queue (`acting`: its part the scheduler applies first), and its process CPU
     seconds, the garbage collector paused as the operator's scheduler pauses it."""
     gc.disable()
     try:
         t = time.process_time()
-        out, _ = plan_with_policy(requests, holders, f, NOW, KNOWLEDGE, SETTINGS, Settings(), memo, memory, acting)
+        out, _ = plan_with_policy(requests, holders, f, NOW, KNOWLEDGE, SETTINGS, AdmissionSettings(), memo, memory,
+                                  acting)
         return out, time.process_time() - t
     finally:
         gc.enable()
@@ -161,7 +162,7 @@ def worst(repeat: int, requests: list[Request], holders: list[Holder], f: Fleet)
     return round(max(plan(requests, holders, f)[1] for _ in range(repeat)), 4)
 
 
-def applied(p: Plan, requests: list[Request], holders: list[Holder], f: Fleet, share: float, seed: int
+def applied(p: QueuePlan, requests: list[Request], holders: list[Holder], f: Fleet, share: float, seed: int
             ) -> tuple[list[Request], list[Holder], Fleet]:
     """The next cycle's input once the operator acted on plan `p`: the placed jobs run, the jobs it asked to
     give room (preempted, reclaimed) checkpoint for their taker; and a `share` of the running jobs finished."""
@@ -178,7 +179,7 @@ def applied(p: Plan, requests: list[Request], holders: list[Holder], f: Fleet, s
     return waiting, left, replace(f, used=usage(allocations), held=holdings(allocations))
 
 
-def outcomes(p: Plan) -> dict[str, int]:
+def outcomes(p: QueuePlan) -> dict[str, int]:
     out: dict[str, int] = {}
     for a in p.admissions.values():
         out[a.outcome.value] = out.get(a.outcome.value, 0) + 1

@@ -15,7 +15,9 @@ Preemption is kept out (--preemption-min-runtime 10^9): the backlog never displa
 
 Measured, after the backlog is created and the operator has given every waiting job a status (or --settle-timeout):
 - idle_writes_per_s: --idle-seconds with nothing changing; the operator's writes to the API (POST, PUT, PATCH,
-  DELETE, counted by the emulator per client: every client but the kubelet's and the bench's) per second;
+  DELETE, counted by the emulator per client: every client but the kubelet's and the bench's) per second, once
+  its trailing writes (the Events queued for the backlog) have gone out (`idle_drain_s`); `idle_writes_by`: what
+  they were;
 - admit_free_p95_s: --admit-probes jobs, one at a time, that fit the probe region, from create until all their
   pods exist; each is deleted after (capacity freed: the event that wakes a scheduler);
 - cycle_cpu_s_p95: from the operator's histogram heterojob_scheduler_cycle_cpu_seconds over the measured phase
@@ -487,8 +489,17 @@ class Scale:
         return out
 
     def operator_writes(self) -> int:
-        return sum(n for agent, n in self.writes().items()
-                   if agent not in (BENCH_AGENT.split("/")[0], KUBELET_AGENT.split("/")[0]))
+        return sum(self.operator_writes_by().values())
+
+    def operator_writes_by(self) -> dict[str, int]:
+        """The operator's writes so far, per method, resource and subresource ("PATCH heterojobs/status")."""
+        rows = json.loads(urllib3.request("GET", f"{self.emu.url}/_emulator/writes", timeout=30).data)
+        out: dict[str, int] = {}
+        for row in rows:
+            if row["agent"] not in (BENCH_AGENT.split("/")[0], KUBELET_AGENT.split("/")[0]):
+                what = f"{row['method']} {row['resource']}" + (f"/{row['subresource']}" if row["subresource"] else "")
+                out[what] = out.get(what, 0) + row["count"]
+        return out
 
     def metrics(self) -> str | None:
         try:
@@ -604,10 +615,24 @@ class Scale:
                        if k in self.replicas and ph in ("", "Pending", "Preempted") and not self.placed(k))
 
     def idle(self) -> None:
-        before_w, before_c = self.operator_writes(), self.operator_cpu()
+        # the operator's trailing writes first: the Events queued while the backlog was told to wait go out one
+        # at a time behind its decisions (kube/recorder.py; a bounded queue); the window measures what it writes
+        # once that is done, with nothing changing (`idle_drain_s`: how long the drain took, at most 300 s)
+        started, last = time.monotonic(), self.operator_writes()
+        while time.monotonic() - started < 300:
+            time.sleep(5)
+            now_w = self.operator_writes()
+            if now_w - last <= 5:
+                break
+            last = now_w
+        self.notes["idle_drain_s"] = round(time.monotonic() - started, 1)
+        before_by, before_c = self.operator_writes_by(), self.operator_cpu()
         time.sleep(self.s.idle_s)
-        after_w, after_c = self.operator_writes(), self.operator_cpu()
+        after_by, after_c = self.operator_writes_by(), self.operator_cpu()
+        before_w, after_w = sum(before_by.values()), sum(after_by.values())
         self.notes["idle_writes_per_s"] = round((after_w - before_w) / self.s.idle_s, 2)
+        self.notes["idle_writes_by"] = {k: n - before_by.get(k, 0) for k, n in after_by.items()
+                                        if n > before_by.get(k, 0)}  # what the operator wrote meanwhile
         self.notes["idle_cpu_s_per_s"] = round((after_c - before_c) / self.s.idle_s, 3)
         self.say(f"idle {self.s.idle_s:g} s: {after_w - before_w} operator writes, "
                  f"{after_c - before_c:.1f} CPU-s")

@@ -71,7 +71,7 @@ def capacity(nodes: pd.DataFrame) -> Capacity:
 
 
 @dataclass(frozen=True)
-class Health:
+class FleetHealth:
     reporting: int
     utilization: float | None  # mean over reporting devices
     failed: int
@@ -79,7 +79,7 @@ class Health:
     unknown: int  # declared, not reporting
 
 
-def health(devices: pd.DataFrame, accelerators: int, nodes: Iterable[str] | None = None) -> Health:
+def health(devices: pd.DataFrame, accelerators: int, nodes: Iterable[str] | None = None) -> FleetHealth:
     """From the telemetry table (one row per device the monitor knows: `utilization`, `health`, `reporting`),
     counting only devices of `nodes` (the accelerator Nodes that exist; None: every row)."""
     if nodes is not None and not devices.empty:
@@ -91,9 +91,9 @@ def health(devices: pd.DataFrame, accelerators: int, nodes: Iterable[str] | None
     silent_failed = int((~devices["reporting"].astype(bool) & (devices["health"] == "failed")).sum()) \
         if not devices.empty else 0
     unknown_now = int((now["health"] == "unknown").sum()) if not now.empty else 0
-    return Health(reporting=len(now), utilization=float(util.mean()) if len(util) else None,
-                  failed=int(counts.get("failed", 0)), degraded=int(counts.get("degraded", 0)),
-                  unknown=max(0, accelerators - len(now) - silent_failed) + unknown_now)
+    return FleetHealth(reporting=len(now), utilization=float(util.mean()) if len(util) else None,
+                       failed=int(counts.get("failed", 0)), degraded=int(counts.get("degraded", 0)),
+                       unknown=max(0, accelerators - len(now) - silent_failed) + unknown_now)
 
 
 def by_region(nodes: pd.DataFrame, regions: pd.DataFrame) -> pd.DataFrame:

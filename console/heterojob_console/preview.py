@@ -101,7 +101,7 @@ def queue_settings() -> QueueSettings | None:
     return None if settings.policy == QueuePolicy.FIFO else settings
 
 
-def plan(jobs: Cache, fleet: Fleet, now: float) -> planner.Plan:
+def plan(jobs: Cache, fleet: Fleet, now: float) -> planner.QueuePlan:
     """The whole queue planned as the operator plans it (its queue policy, when it orders the queue)."""
     waiting, holders = jobs.waiting(), jobs.holders()
     settings = queue_settings()
@@ -129,7 +129,7 @@ def queue_positions(cluster: Cluster, now: float) -> dict[str, int]:
         holders, fleet = jobs.holders(), jobs.fleet(source(cluster))
         knowledge = Knower(jobs).knowledge(fleet, waiting, holders, settings)
         waiting = policy.prepare(waiting, holders, fleet, now, knowledge, settings,
-                                 planner.Settings().min_runtime_s).queue
+                                 planner.AdmissionSettings().min_runtime_s).queue
     return {r.job: i for i, r in enumerate(sorted(waiting, key=lambda r: r.order), start=1)}
 
 
@@ -162,7 +162,7 @@ def held(cluster: Cluster, namespace: str) -> dict[tuple[str, str], int]:
 
 
 @dataclass(frozen=True)
-class Move:
+class MovePreview:
     origin: str
     plan: planner.Admission
 
@@ -176,7 +176,7 @@ class Move:
         return self.plan.message
 
 
-def migration_target(cluster: Cluster, namespace: str, name: str) -> Move | None:
+def migration_target(cluster: Cluster, namespace: str, name: str) -> MovePreview | None:
     """Where the operator would move a running job asked to move now (the destination it would reserve
     before asking for the checkpoint), or None when the job holds no placement."""
     obj = cluster.job(namespace, name)
@@ -192,7 +192,7 @@ def migration_target(cluster: Cluster, namespace: str, name: str) -> Move | None
     # a console request is a manual move: not weighed against what it saves, but it needs a link to another
     # region (the operator's --default-link, when set, is not known here: such a preview says NoLink)
     weigh = transfer_move(spec, status, p.region, p.device_class, p.replicas, cluster.classes, now,
-                          transfer.Settings(), migration.MANUAL)
-    return Move(where(status) or "", relocation.plan_move(request, jobs.waiting(), jobs.holders(),
-                                                       jobs.fleet(source(cluster), exclude=[key]), now,
-                                                       move=weigh))
+                          transfer.TransferSettings(), migration.MANUAL)
+    return MovePreview(where(status) or "", relocation.plan_move(request, jobs.waiting(), jobs.holders(),
+                                                              jobs.fleet(source(cluster), exclude=[key]), now,
+                                                              move=weigh))

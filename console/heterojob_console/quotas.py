@@ -1,7 +1,7 @@
 """Quota administration: read, validate, preview and apply HeteroQuota limits (no Streamlit here).
 
 Apply is optimistic: the write carries the resourceVersion the admin started from, so a change made
-meanwhile (by kubectl or another admin) is a Conflict shown to the admin, never silently overwritten.
+meanwhile (by kubectl or another admin) is a QuotaConflict shown to the admin, never silently overwritten.
 Every applied edit leaves an audit record on the object: who, when, old -> new.
 """
 
@@ -189,7 +189,7 @@ def audit_rows(audit: Sequence[Mapping[str, Any]]) -> list[dict[str, str]]:
             for a in reversed(list(audit))]
 
 
-class Conflict(Exception):
+class QuotaConflict(Exception):
     """The quota changed since the admin started editing."""
 
 
@@ -204,8 +204,8 @@ def apply(api: kubernetes.client.ApiClient, quota: Quota, limits: list[dict[str,
     when = (now or datetime.now(UTC)).strftime("%Y-%m-%dT%H:%M:%SZ")
     audit = (quota.audit + [{"who": who, "when": when, "old": quota.limits, "new": limits}])[-AUDIT_KEEP:]
     annotations = {AUDIT: json.dumps(audit, separators=(",", ":"))}
-    stale = Conflict(f"HeteroQuota {quota.namespace}/{quota.name}: its limits were changed by someone else since "
-                     f"you opened it; reload to see their change, then edit again")
+    stale = QuotaConflict(f"HeteroQuota {quota.namespace}/{quota.name}: its limits were changed by someone else since "
+                          f"you opened it; reload to see their change, then edit again")
     try:
         if quota.resource_version is None:
             body = {"apiVersion": f"{GROUP}/{VERSION}", "kind": "HeteroQuota",

@@ -251,7 +251,8 @@ def parser() -> argparse.ArgumentParser:
                      help="decide migrations and resizes, record them (Events, decision log), touch nothing")
     mc = run.add_argument_group("member clusters (docs/multicluster.md)")
     mc.add_argument("--member-poll-seconds", type=float, default=2.0, metavar="S",
-                    help="list each member's nodes, pods and Services this often (default 2)")
+                    help="probe each member this often (default 2): its reachability and leftovers; its nodes, "
+                         "pods and Services are watched")
     mc.add_argument("--member-loss-timeout", type=float, default=900.0, metavar="S",
                     help="a member that does not answer this long is lost and its jobs placed again "
                          "(default 900; a Region's spec.cluster.lossTimeoutSeconds wins)")
@@ -402,8 +403,8 @@ def _thresholds(text: str) -> tuple[float, ...]:
     return values
 
 
-def _transfer_settings(args: argparse.Namespace) -> transfer.Settings:
-    """--default-link GBPS/MS and --storage-gbps as `engine.transfer.Settings` (a bad value: a clear exit)."""
+def _transfer_settings(args: argparse.Namespace) -> transfer.TransferSettings:
+    """--default-link GBPS/MS and --storage-gbps as `engine.transfer.TransferSettings` (a bad value: a clear exit)."""
     link = None
     if args.default_link:
         try:
@@ -416,4 +417,4 @@ def _transfer_settings(args: argparse.Namespace) -> transfer.Settings:
         link = transfer.Link(gbps, ms, assumed=True)
     if not args.storage_gbps > 0:
         raise SystemExit(f"--storage-gbps {args.storage_gbps}: must be > 0")
-    return transfer.Settings(default_link=link, storage_gbps=args.storage_gbps)
+    return transfer.TransferSettings(default_link=link, storage_gbps=args.storage_gbps)

@@ -37,7 +37,7 @@ KOPF_READY_WITHIN_S = 60.0
 
 
 @dataclass
-class Health:
+class ReplicaHealth:
     elector: LeaderElector
     started_leading: float | None = None
     kopf_ready: asyncio.Event = field(default_factory=asyncio.Event)
@@ -65,7 +65,7 @@ class Health:
         return web.Response(status=200 if ready else 503, text="leader\n" if ready else "standby\n")
 
 
-async def _serve_health(health: Health, url: str) -> web.AppRunner:
+async def _serve_health(health: ReplicaHealth, url: str) -> web.AppRunner:
     parts = urlsplit(url)
     app = web.Application()
     path = parts.path or "/healthz"
@@ -79,7 +79,7 @@ async def _serve_health(health: Health, url: str) -> web.AppRunner:
 async def run(elector: LeaderElector, start_operator: Callable[[asyncio.Event, asyncio.Event], Coroutine[Any, Any, None]],
               liveness: str | None) -> int:
     """Stand by, lead, step down. `start_operator(stop_flag, ready_flag)` runs Kopf until stop_flag is set."""
-    health = Health(elector)
+    health = ReplicaHealth(elector)
     runner = await _serve_health(health, liveness) if liveness else None
     loop = asyncio.get_running_loop()
     stopping = asyncio.Event()

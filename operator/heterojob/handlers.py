@@ -329,7 +329,7 @@ def register(registry: kopf.OperatorRegistry, config: OperatorConfig) -> None:
         ctl = await controller(memo)
         key = f"{namespace}/{name}"
         if event.get("type") == "DELETED":
-            ctl.forget(key)
+            ctl.forget(key, ((event.get("object") or {}).get("metadata") or {}).get("uid"))
         elif ctl.seen(key, event.get("object") or {}):  # not the echo of a write its pass settled
             ctl.poke(key)
 

@@ -29,6 +29,6 @@ def test_reporting_leaves_out_remembered_devices_and_devices_of_nodes_that_are_g
 
 def test_every_row_counts_without_a_node_list_and_an_empty_table_is_all_unknown() -> None:
     devices = table(("a", "g0", 50.0, "healthy", True), ("b", "g0", 70.0, "degraded", True))
-    assert kpis.health(devices, accelerators=3) == kpis.Health(reporting=2, utilization=60.0, failed=0,
-                                                               degraded=1, unknown=1)
-    assert kpis.health(table(), accelerators=3) == kpis.Health(0, None, 0, 0, 3)
+    assert kpis.health(devices, accelerators=3) == kpis.FleetHealth(reporting=2, utilization=60.0, failed=0,
+                                                                    degraded=1, unknown=1)
+    assert kpis.health(table(), accelerators=3) == kpis.FleetHealth(0, None, 0, 0, 3)

@@ -117,6 +117,14 @@ def test_lowering_a_quota_below_use_never_stops_running_jobs(fleet: Cluster, ope
     run_all(fleet, "running", 2)
     fleet.custom.patch_namespaced_custom_object(GROUP, VERSION, "team-a", "heteroquotas", "gpus",
                                                 {"spec": {"limits": [{"deviceClass": "*", "devices": 4}]}})
+
+    def summary() -> str | None:
+        q = fleet.custom.get_namespaced_custom_object(GROUP, VERSION, "team-a", "heteroquotas", "gpus")
+        return (q.get("status") or {}).get("summary")
+
+    # the operator reads quotas from its watch, as any controller's cache: a job created before the edit reaches it
+    # may be admitted under the old limit. The summary it writes from that view says when it has the new one.
+    eventually(lambda: summary() == "*/*: 16/4", what="the operator sees the lowered quota")
     fleet.create_job("later", spec("ascend-910b", replicas=1))
     eventually(lambda: "quota 16/4 used" in (status(fleet, "later").get("message") or ""), what="later blocked")
     assert status(fleet, "running")["phase"] == "Running" and len(fleet.pods("running")) == 2

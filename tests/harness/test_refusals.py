@@ -8,6 +8,7 @@ from typing import Any
 
 import pytest
 
+from heterojob.sim.cluster.harness import Emulator
 from heterojob.sim.cluster.nodes import node
 from tests.conftest import Cluster, eventually
 
@@ -71,11 +72,12 @@ def test_a_missing_service_account_backs_off_and_the_gang_runs_once_it_exists(cl
 
 @pytest.mark.harness
 def test_a_service_an_earlier_job_of_the_name_left_is_waited_for_then_made_for_this_job(
-        cluster: Cluster, operator: Any) -> None:
+        cluster: Cluster, emulator: Emulator, operator: Any) -> None:
     """Issue 33 item 3: a HeteroJob deleted and created again under its name while its old Service waits for
     the garbage collector. The 409 is checked against the owner's uid: the job waits (backing off) until the
     old Service is gone, then makes its own, which the collector leaves alone."""
     cluster.seed([node("h100-0", "cn-east", "nvidia-h100")])
+    emulator.gc_lag(3600)  # the collector has not reached the old Service yet: the test deletes it in its place
     old_uid = "0b7d3a52-0000-4000-8000-00000000dead"  # the deleted HeteroJob's
     cluster.core.create_namespaced_service("team-a", {"metadata": {"name": "train", "ownerReferences": [
         {"apiVersion": "heterojob.io/v1alpha1", "kind": "HeteroJob", "name": "train", "uid": old_uid,

@@ -19,7 +19,7 @@ import pytest
 from heterojob.constants import ANNOTATION_NODE, LABEL_HOSTNAME, LABEL_JOB
 from heterojob.sim.cluster.kubelet import Kubelet
 from heterojob.sim.cluster.nodes import node
-from heterojob.sim.cluster.scheduler import Scheduler
+from heterojob.sim.cluster.scheduler import KubeScheduler
 from tests.conftest import Cluster, eventually
 
 pytestmark = pytest.mark.harness
@@ -72,7 +72,7 @@ def test_a_pod_that_fits_no_node_stays_pending_with_the_schedulers_reason_until_
 
 def test_what_bound_pods_request_counts_and_a_pod_that_ends_frees_it(cluster: Cluster) -> None:
     cluster.seed([node("h100-a", "cn-east", "nvidia-h100")])
-    scheduler = Scheduler(cluster.api, interval=0.1).start()
+    scheduler = KubeScheduler(cluster.api, interval=0.1).start()
     try:
         cluster.core.create_namespaced_pod("team-a", pod("first", "h100-a", {"limits": {"nvidia.com/gpu": "6"}}))
         eventually(lambda: cluster.core.read_namespaced_pod("first", "team-a").spec.node_name, what="first bound")

@@ -5,7 +5,7 @@ when each rank began and finished saving; the operator records that, and reads e
 from __future__ import annotations
 
 from heterojob.engine.acks import Ack, SaveTime, parse_ack, recorded, save_time
-from heterojob.engine.lifecycle import Action, JobView, PendingCheckpoint, PodView, decide
+from heterojob.engine.lifecycle import Action, AskedCheckpoint, JobView, PodView, decide
 
 T = 1_767_225_600.0  # unix seconds
 
@@ -49,7 +49,7 @@ def test_a_checkpoint_done_carries_the_ranks_save_time() -> None:
         pods = tuple(PodView(f"j-g1-{r}", r, 1, "Running", checkpoint_request="c1", checkpoint_ack=a)
                      for r, a in enumerate(acks))
         return JobView(phase=None, reason=None, generation=1, replicas=len(acks), restarts=0, backoff_limit=3,
-                       pods=pods, checkpoint=PendingCheckpoint("c1", T + 600, "migrate"), now=T + 60)
+                       pods=pods, checkpoint=AskedCheckpoint("c1", T + 600, "migrate"), now=T + 60)
 
     d = decide(job(f"c1;9;s3://c/;start={T + 1};end={T + 9}", f"c1;9;s3://c/;start={T + 2};end={T + 16}"))
     assert d.action == Action.CHECKPOINT_DONE and d.save == SaveTime(15.0, T + 1, T + 16)

@@ -8,7 +8,7 @@ from hypothesis import strategies as st
 
 from heterojob.engine import admission as planner
 from heterojob.engine import relocation
-from heterojob.engine.admission import DisruptionKind, Holder, Outcome, Settings
+from heterojob.engine.admission import AdmissionSettings, DisruptionKind, Holder, Outcome
 from heterojob.engine.fleet import Allocation, Fleet, usage
 from heterojob.engine.placement import Alternative, Request
 from tests.unit.test_placement import CLASSES, gpu_node
@@ -57,7 +57,7 @@ def test_a_preemption_plan_names_its_victims_and_reserves_the_room() -> None:
 def test_no_victim_is_young_equal_or_already_yielding() -> None:
     running = [holder("young", {"a": 8}, priority=0, since=NOW - 10), holder("peer", {"b": 8}, priority=2)]
     f = fleet_with("ab", running)
-    plan = planner.plan_queue([req("high", priority=2)], running, f, NOW, Settings(min_runtime_s=60))
+    plan = planner.plan_queue([req("high", priority=2)], running, f, NOW, AdmissionSettings(min_runtime_s=60))
     assert plan["ns/high"].outcome == Outcome.NO_ROOM and not plan.disruptions
     assert "room for 0 of 1 replicas" in plan["ns/high"].message
 

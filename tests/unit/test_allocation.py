@@ -36,7 +36,7 @@ def test_past_the_knee_a_job_that_declined_an_idle_slower_class_takes_it_below_i
     facts = {"ns/run": policy.Facts(service=queueing.Service(0.0, 0.0), rel={"fast": 1.0}, work_s=0.5 * H),
              "ns/w": policy.Facts(service=queueing.Service(0.0, now), rel={"fast": 1.0, "slow": 0.25})}
     residual = completion.Residual([1 * H] * 30)  # the running job is half done: waiting beats 4x slower
-    settings = admission.Settings(min_runtime_s=1e9)  # nobody is preempted: the room frees by itself
+    settings = admission.AdmissionSettings(min_runtime_s=1e9)  # nobody is preempted: the room frees by itself
 
     def plan(saturated: bool) -> admission.Admission:
         known = policy.Knowledge(facts, residual, saturated=saturated)

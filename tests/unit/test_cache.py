@@ -77,3 +77,26 @@ def test_yielding_and_own_decisions_are_seen_before_the_status_comes_back() -> N
     assert cache.holders()[0].yielding_to == "ns/urgent"
     assert cache.release(key) and not cache.release(key)
     assert cache.holders() == []
+
+
+def test_the_budget_count_follows_jobs_that_stop_moving_or_go() -> None:
+    """The count reads only the jobs marked moving: one that lands, is forgotten or is marked by the
+    disruption step alone is counted exactly (each step checked against a scan of every entry)."""
+    cache = Cache()
+
+    def scanned() -> int:
+        return sum(1 for e in cache.entries.values() if e.disrupted and e.allocation is not None)
+
+    moving = {"checkpoint": {"pending": {"id": "g1-1", "reason": "manual", "requestedAt": "x", "deadline": "x",
+                                         "then": "migrate"}}}
+    for i in range(4):
+        sync(cache, f"m{i}", phase="Checkpointing", placement=placement(f"n{i}"), **moving)
+    sync(cache, "steady", phase="Running", placement=placement("s"))
+    assert cache.disrupted() == scanned() == 4
+    sync(cache, "m0", phase="Running", placement=placement("n0"))  # landed
+    cache.forget("ns/m1")
+    cache.disrupt("ns/steady")  # the disruption step marks it before its status says so
+    assert cache.disrupted() == scanned() == 3
+    cache.disrupt("ns/steady", False)
+    sync(cache, "m2", phase="Migrating", migration={"exclude": ["z"], "reason": "deviceFailed"})  # parked
+    assert cache.disrupted() == scanned() == 1

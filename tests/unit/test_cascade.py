@@ -31,3 +31,33 @@ def test_the_policy_comes_from_the_options_or_the_deprecated_orphan_dependents()
     assert cascade.policy_of({"orphanDependents": True}, {}) == "Orphan"
     assert cascade.policy_of({}, {"orphanDependents": "false"}) == "Background"
     assert cascade.policy_of({}, {}) == ""
+
+
+def test_the_collector_keeps_unlinks_or_deletes_by_its_owners_states() -> None:
+    """collector.attempt, as attemptToDeleteItem decides from classifyReferences' solid, dangling and waiting."""
+    from heterojob.sim.cluster import collector
+    from heterojob.sim.cluster.collector import DANGLING, SOLID, WAITING, Attempt
+
+    a, b = {"uid": "a"}, {"uid": "b"}
+    assert collector.attempt([], [], [], False) is None
+    assert collector.attempt([a, b], [SOLID, SOLID], [], False) is None
+    assert collector.attempt([a, b], [DANGLING, SOLID], [], False) == Attempt(drop=("a",))
+    assert collector.attempt([a, b], [WAITING, SOLID], [], True) == Attempt(drop=("a",))
+    assert collector.attempt([a, b], [DANGLING, DANGLING], [], False) == Attempt(delete="Background")
+    assert collector.attempt([a], [WAITING], [], True) == Attempt(delete="Foreground")
+    assert collector.attempt([a], [WAITING], [], False) == Attempt(delete="Background")
+    assert collector.attempt([a], [DANGLING], [KOPF, "orphan"], False) == Attempt(delete="Orphan")
+    assert collector.attempt([a], [DANGLING], ["foregroundDeletion"], False) == Attempt(delete="Foreground")
+
+
+def test_an_owner_is_its_uid_in_the_dependents_namespace_unless_cluster_scoped() -> None:
+    from heterojob.sim.cluster import collector
+
+    objects = {"cm": {"metadata": {"namespace": "a", "uid": "cm"}}, "node": {"metadata": {"uid": "node"}}}
+    state = lambda uid, ns, deleting=False: collector.owner_state(  # noqa: E731 - a one-line probe
+        {"uid": uid, "name": "whatever"}, ns, objects.get, lambda _: deleting)
+    assert state("cm", "a") == collector.SOLID
+    assert state("cm", "b") == collector.DANGLING  # the uid of an object in another namespace names no owner
+    assert state("node", "b") == collector.SOLID  # a cluster-scoped owner serves every namespace
+    assert state("gone", "a") == collector.DANGLING
+    assert state("cm", "a", deleting=True) == collector.WAITING

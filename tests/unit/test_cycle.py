@@ -13,8 +13,8 @@ import pytest
 from heterojob.engine import admission as planner
 from heterojob.engine import relocation
 from heterojob.engine import transfer
-from heterojob.engine.admission import STOP_EVERY, Holder, Outcome, Settings, Stopped
-from heterojob.engine.cycle import Trigger, plan_cycle, verdict
+from heterojob.engine.admission import STOP_EVERY, AdmissionSettings, Holder, Outcome, Stopped
+from heterojob.engine.cycle import CycleTrigger, plan_cycle, verdict
 from heterojob.engine.fleet import Allocation, DeviceClass, Fleet, Node, RegionInfo, usage
 from heterojob.engine.placement import Alternative, Request
 from heterojob.engine.policy import Facts, Knowledge
@@ -119,7 +119,7 @@ def test_an_involuntary_move_takes_the_cheapest_region_that_fits_as_plan_relocat
     other = Request("ns/other", [Alternative("h100", 8)], 2, priority=0, created=5.0)
     move = transfer.Move(origin="east", size=transfer.Size(500 * 2**30, transfer.SizeSource.REPORTED), save_s=60.0,
                          voluntary=False)
-    old = relocation.plan_relocation(mover, [mover, other], [busy], fleet, NOW, Settings(), move)
+    old = relocation.plan_relocation(mover, [mover, other], [busy], fleet, NOW, AdmissionSettings(), move)
     cycle = plan_cycle([other, mover], [busy], fleet, NOW, moves={mover.job: move})
     assert old.outcome == Outcome.PLACED and old.candidate is not None and old.candidate.region == "west"
     assert cycle.admissions[mover.job] == old
@@ -139,7 +139,7 @@ def test_a_verdict_ignores_live_figures_and_names_ahead_but_not_what_decides() -
 
 
 def test_a_trigger_is_due_only_after_something_happened_or_a_timer_came() -> None:
-    t = Trigger()
+    t = CycleTrigger()
     assert not t.due(NOW)
     t.request("ns/a")
     assert t.due(NOW)

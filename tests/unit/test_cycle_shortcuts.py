@@ -16,10 +16,11 @@ from hypothesis import strategies as st
 from heterojob.engine import admission as planner
 from heterojob.engine import cycle as cycle_module
 from heterojob.engine import policy as heterogeneity
-from heterojob.engine.admission import Holder, Outcome, set_aside
+from heterojob.engine.admission import Holder, Outcome
+from heterojob.engine.aside import set_aside
 from heterojob.engine.cycle import plan_cycle
 from heterojob.engine.fleet import Allocation, DeviceClass, Fleet, Limit, Node, usage
-from heterojob.engine.placement import Alternative, Request, place
+from heterojob.engine.placement import Alternative, Request, listed, place
 from heterojob.engine.policy import Facts, Knowledge
 from heterojob.engine.queueing import QueueSettings, Service
 from heterojob.engine.ranking import Memo
@@ -122,7 +123,7 @@ def _set_aside_in_full(request: Request, narrowed: Request, choice: object, flee
     if not aside:
         return text
     blockers = [r for r in place(replace(request, alternatives=aside), fleet).rejections if r.quota]
-    return text + (f"; and quota besides: {planner.listed(blockers, 4)}" if blockers else "")
+    return text + (f"; and quota besides: {listed(blockers, 4)}" if blockers else "")
 
 
 @pytest.mark.parametrize("quotas", [{}, {"other": [Limit("h100", "*", 0)]}, {"ns": [Limit("h100", "*", 0)]},
@@ -235,7 +236,7 @@ def test_the_operators_cycle_is_planned_and_explained_in_its_worker_thread(monke
     from heterojob.engine import admission
 
     where: set[int] = set()
-    plan_queue, set_aside_ = admission.plan_queue, admission.set_aside
+    plan_queue, set_aside_ = admission.plan_queue, cycle_module.set_aside
 
     def planned(*args: object, **kwargs: object) -> object:
         where.add(threading.get_ident())
@@ -251,7 +252,7 @@ def test_the_operators_cycle_is_planned_and_explained_in_its_worker_thread(monke
     for seed in range(12):
         queue, holders, fleet, known = _busy_scene(seed)
         with ThreadPoolExecutor(1) as pool:
-            cycle = pool.submit(controller._explained, queue, holders, fleet, NOW, planner.Settings(),
+            cycle = pool.submit(controller._explained, queue, holders, fleet, NOW, planner.AdmissionSettings(),
                                 (known, QueueSettings()), None, None, None).result()
             worker = pool.submit(threading.get_ident).result()
         kinds.add(cycle.quiet)

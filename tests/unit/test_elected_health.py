@@ -5,7 +5,7 @@ from __future__ import annotations
 import asyncio
 from types import SimpleNamespace
 
-from heterojob.elected import KOPF_READY_WITHIN_S, Health
+from heterojob.elected import KOPF_READY_WITHIN_S, ReplicaHealth
 from heterojob.kube.leader import LeaseConfig
 
 
@@ -15,13 +15,14 @@ def elector(last_contact: float, leader: bool = False) -> SimpleNamespace:
 
 
 def test_a_standby_that_reaches_the_api_is_healthy_and_one_that_does_not_is_not() -> None:
-    assert Health(elector(100.0)).problem(now=120.0) is None  # type: ignore[arg-type]
-    assert "no answer from the API server" in (Health(elector(100.0)).problem(now=146.0) or "")  # type: ignore[arg-type]
+    assert ReplicaHealth(elector(100.0)).problem(now=120.0) is None  # type: ignore[arg-type]
+    stale = ReplicaHealth(elector(100.0))  # type: ignore[arg-type]
+    assert "no answer from the API server" in (stale.problem(now=146.0) or "")
 
 
 def test_a_leader_whose_operator_stopped_or_never_got_ready_is_not_live() -> None:
     async def run() -> None:
-        health = Health(elector(150.0, leader=True))  # type: ignore[arg-type]
+        health = ReplicaHealth(elector(150.0, leader=True))  # type: ignore[arg-type]
         health.started_leading = 100.0
         assert health.problem(now=100.0 + KOPF_READY_WITHIN_S - 1) is None
         assert "not ready" in (health.problem(now=100.0 + KOPF_READY_WITHIN_S + 1) or "")

@@ -97,7 +97,7 @@ def moves(kube: FakeKube, wakes: list[float]) -> Moves:
 def planning(kube: FakeKube, cache: Cache, fleet: Any = lambda exclude: None, classes: Any = dict) -> Planning:
     """What admission and moves share, with the fakes these tests read (no checkpoint is asked here)."""
     return Planning(kube, StatusWriter(kube), cache, None, OperatorMetrics(),  # type: ignore[arg-type]  # the fakes above
-                    fleet, planner.Settings(), classes)
+                    fleet, planner.AdmissionSettings(), classes)
 
 
 def test_a_move_held_by_cooldown_is_said_once_across_passes_and_a_restart(monkeypatch: pytest.MonkeyPatch) -> None:

@@ -254,3 +254,41 @@ def test_a_continue_token_that_expired_starts_the_list_over() -> None:
             await stop(informer)
 
     asyncio.run(main())
+
+
+def test_relist_lists_again_at_once_and_a_failure_is_kept_until_a_list_succeeds() -> None:
+    """A member back from a partition is listed afresh (`relist`), not after its stalled watch times out; the last
+    refusal stays readable (`failure`) until a list answers; every list page carries the request timeout."""
+    async def main() -> None:
+        server = Server([[([obj("a", 1), obj("b", 1)], "3")], [([obj("a", 1)], "9")]])
+        refusals = [ApiException(status=403, reason="Forbidden")]
+        real = server.__call__
+
+        def guarded(**kwargs: Any) -> Any:
+            if not kwargs.get("watch") and refusals:
+                raise refusals.pop()
+            return real(**kwargs)
+
+        seen, on_change = changes_log()
+        informer = Informer("things", guarded, view, on_change, retry_s=0.2, request_timeout_s=2.5).start()
+        first = Stream()
+        server.watches.put(first)
+        try:
+            await until(lambda: isinstance(informer.failure, ApiException))
+            assert informer.failure.status == 403 and not informer.synced.is_set()  # type: ignore[union-attr]
+            await asyncio.wait_for(informer.synced.wait(), 5)
+            assert informer.failure is None and informer.lists == 1
+            await until(lambda: server.watch_calls)
+            seen.clear()
+            informer.relist()
+            first.lines.put({"type": "BOOKMARK", "object": {"metadata": {"resourceVersion": "4"}}})  # wakes the read
+            server.watches.put(Stream())
+            await until(lambda: informer.lists == 2)
+            assert informer.store == {("ns", "a"): "a"} and seen == [("DELETED", "b", "b", None)]
+            assert len(server.list_calls) == 2 and all(c["_request_timeout"] == 2.5 for c in server.list_calls)
+            await until(lambda: len(server.watch_calls) == 2)
+            assert server.watch_calls[-1]["resource_version"] == "9"
+        finally:
+            await stop(informer)
+
+    asyncio.run(main())

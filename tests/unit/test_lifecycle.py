@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import replace
 
 from heterojob.api.job import Phase
-from heterojob.engine.lifecycle import EVICTED, Action, JobView, PendingCheckpoint, PodView, decide
+from heterojob.engine.lifecycle import EVICTED, Action, AskedCheckpoint, JobView, PodView, decide
 
 
 def view(phase: Phase | None = Phase.ADMITTED, generation: int | None = 1, replicas: int | None = 2,
@@ -67,10 +67,10 @@ def test_messages_count_one_replica_in_the_singular() -> None:
 def test_an_urgent_move_does_not_blame_ranks_for_a_deadline_that_was_never_given() -> None:
     from dataclasses import replace
 
-    from heterojob.engine.lifecycle import PendingCheckpoint
+    from heterojob.engine.lifecycle import AskedCheckpoint
     asked = (pod(0, checkpoint_request="g1-100"), pod(1, checkpoint_request="g1-100"))
     urgent = replace(view(phase=Phase.CHECKPOINTING, pods=asked), now=100.0,
-                     checkpoint=PendingCheckpoint("g1-100", 100.0, "migrate", requested=100.0))
+                     checkpoint=AskedCheckpoint("g1-100", 100.0, "migrate", requested=100.0))
     d = decide(urgent)
     assert d.action == Action.CHECKPOINT_TIMEOUT and "no answer" not in d.message
     assert "urgent move waits for no new checkpoint" in d.message
@@ -78,7 +78,7 @@ def test_an_urgent_move_does_not_blame_ranks_for_a_deadline_that_was_never_given
     # must not read "going on from the last completed checkpoint" (the demo's fatal XID said both that and
     # "restarts from scratch" in one message)
     assert "last completed checkpoint" not in d.message
-    late = replace(urgent, now=221.0, checkpoint=PendingCheckpoint("g1-100", 220.0, "migrate", requested=100.0))
+    late = replace(urgent, now=221.0, checkpoint=AskedCheckpoint("g1-100", 220.0, "migrate", requested=100.0))
     d = decide(late)
     assert d.action == Action.CHECKPOINT_TIMEOUT and "no answer from rank(s) [0, 1] by the deadline" in d.message
 
@@ -104,7 +104,7 @@ def test_an_evicted_rank_is_a_drain_not_a_failure() -> None:
 
 
 def test_a_rank_in_its_grace_period_is_asked_for_the_checkpoint_and_counted_alive() -> None:
-    pending = PendingCheckpoint("g1-9", deadline=130.0, then="migrate", requested=100.0)
+    pending = AskedCheckpoint("g1-9", deadline=130.0, then="migrate", requested=100.0)
     evicted = pod(0, deleting=True, node="n1", disruption=EVICTED, deletion_at=130.0)
     job = JobView(phase=Phase.CHECKPOINTING, reason=None, generation=1, replicas=2, restarts=0, backoff_limit=3,
                   pods=(evicted, pod(1, node="n2")), now=110.0, checkpoint=pending, cordoned=frozenset({"n1"}))
@@ -123,12 +123,12 @@ def test_the_schedulers_verdict_on_the_current_gang_in_its_own_stable_words() ->
     """Issue 33 item 8d: PodsScheduled False with kube-scheduler's message (the first refused rank's, no pod
     name or time, so a gang refused again for the same reason says the same thing), True once every rank is
     bound, nothing while neither is known."""
-    from heterojob.engine.lifecycle import Verdict, scheduling
+    from heterojob.engine.lifecycle import SchedulingVerdict, scheduling
 
     words = "0/8 nodes are available: 8 Insufficient memory."
     refused = pod(1, "Pending", unschedulable=words, unschedulable_since=5.0)
     verdict = scheduling(view(pods=(pod(0, "Pending", scheduled=True), refused)))
-    assert verdict == Verdict("False", "Unschedulable", f"the scheduler cannot place the job's pods: {words}")
+    assert verdict == SchedulingVerdict("False", "Unschedulable", f"the scheduler cannot place the job's pods: {words}")
     moved = scheduling(view(generation=2, pods=(pod(0, "Pending", gen=2, unschedulable=words),
                                                 pod(1, "Pending", gen=2, unschedulable=words))))
     assert moved == verdict  # the next placement, refused alike: the same words
@@ -138,4 +138,4 @@ def test_the_schedulers_verdict_on_the_current_gang_in_its_own_stable_words() ->
     assert bound is not None and bound.status == "True"
     old = pod(0, "Pending", gen=1, unschedulable=words)  # an older generation's pod is not the gang's
     assert scheduling(view(generation=2, replicas=1, pods=(old, pod(0, "Running", gen=2, scheduled=True)))
-                      ) == Verdict("True", "Scheduled", "every pod of the gang is bound to its node")
+                      ) == SchedulingVerdict("True", "Scheduled", "every pod of the gang is bound to its node")

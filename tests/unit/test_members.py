@@ -5,18 +5,13 @@ from the calls the code makes. The behaviour against live API servers is in test
 from __future__ import annotations
 
 import ast
-import asyncio
-import json
 from pathlib import Path
-from types import SimpleNamespace
 from typing import Any
 
 import pytest
 import yaml
 
-from heterojob.controller.pods import Pods
 from heterojob.engine.fleet import Node, RegionInfo
-from heterojob.kube.ownpods import OwnPods
 from heterojob.kube.members import Member, MemberRef, Members, MembersConfig, MemberUnavailable, member_ref
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -173,14 +168,17 @@ def grants(path: Path) -> dict[tuple[str | None, str], set[tuple[str, str]]]:
 
 
 def test_the_member_manifest_grants_exactly_what_the_manager_does_in_a_member() -> None:
-    used = calls_in(PKG / "kube" / "members.py", {"_list", "_collect"}) | calls_in(PKG / "kube" / "api.py", ROUTED)
-    needed = {MEMBER_CALLS[c] for c in used if c in MEMBER_CALLS}
+    used = calls_in(PKG / "kube" / "members.py", {"_probe", "_collect"}) | calls_in(PKG / "kube" / "api.py", ROUTED)
+    watched = calls_in(PKG / "kube" / "member_watch.py", {"__init__"})  # each informer lists, then watches
+    needed = {MEMBER_CALLS[c] for c in used if c in MEMBER_CALLS} | {
+        (MEMBER_CALLS[c][0], verb) for c in watched if c in MEMBER_CALLS for verb in ("list", "watch")}
     granted = grants(ROOT / "manifests" / "multicluster" / "member.yaml")
     assert set().union(*granted.values()) == needed
     assert not any(r == "secrets" for g in granted.values() for r, _ in g)
-    writes = {(r, v) for (r, v) in needed if v != "list"}
+    writes = {(r, v) for (r, v) in needed if v not in ("list", "watch")}
     assert granted[(None, "heterojob-member-write")] == writes  # bound per job namespace by a RoleBinding
-    assert all(v == "list" for _, v in granted[(None, "heterojob-member-read")])
+    assert all(v in ("list", "watch") for _, v in granted[(None, "heterojob-member-read")])
+    assert {r for r, v in granted[(None, "heterojob-member-read")] if v == "watch"} == {"nodes", "pods", "services"}
 
 
 def test_the_manager_reads_member_kubeconfigs_in_their_own_namespace_only() -> None:
@@ -191,64 +189,3 @@ def test_the_manager_reads_member_kubeconfigs_in_their_own_namespace_only() -> N
                        (None, "heterojob-operator-members"): {("regions/status", "patch")}}
 
 
-# --- what a poll keeps: node views and each job's pods ----------------------------------------------------------
-
-class _Answer:
-    def __init__(self, items: list[dict[str, Any]]) -> None:
-        self.data = json.dumps({"items": items}).encode()
-
-
-class _PolledKube:
-    """A member's client answering the poll's three lists; any other read is a failure of the test."""
-
-    def __init__(self, nodes: list[dict[str, Any]], pods: list[dict[str, Any]]) -> None:
-        self.nodes, self.pods = nodes, pods
-        self.core = SimpleNamespace(list_node="nodes", list_pod_for_all_namespaces="pods",
-                                    list_service_for_all_namespaces="services")
-        self.own_pods = OwnPods()
-        self.answering = True
-
-    async def call(self, what: str, **_: Any) -> _Answer:
-        return _Answer({"nodes": self.nodes, "pods": self.pods, "services": []}[what])
-
-    async def job_pods(self, namespace: str, job: str) -> list[dict[str, Any]]:
-        raise AssertionError("listed the member's pods: the poll has them")
-
-
-def _node(name: str, version: str, gpus: str = "8") -> dict[str, Any]:
-    return {"metadata": {"name": name, "resourceVersion": version, "labels": {"heterojob.io/region": "m-east"}},
-            "status": {"allocatable": {"nvidia.com/gpu": gpus}, "capacity": {"nvidia.com/gpu": "8"},
-                       "conditions": [{"type": "Ready", "status": "True"}]}}
-
-
-def _pod(name: str, job: str, version: str) -> dict[str, Any]:
-    return {"metadata": {"name": name, "namespace": "team", "resourceVersion": version,
-                         "labels": {"heterojob.io/job": job}}, "spec": {"nodeName": "n0"}, "status": {"phase": "Running"}}
-
-
-def test_a_poll_converts_only_the_nodes_that_changed_and_a_pass_reads_a_member_jobs_pods_from_it() -> None:
-    """Every poll lists every member's nodes and heterojob pods: a node's view is built again only when its
-    resourceVersion moved, and a pass reads its job's pods as the last poll listed them, with the operator's own
-    creates since (it listed them from the member on every pass before)."""
-    clock = Clock()
-    pool = members(clock)
-    pool.region_of = lambda key: "m-east"  # its jobs are placed there: nothing is a leftover
-    member = pool.members["m-east"]
-    kube = _PolledKube([_node("n0", "1"), _node("n1", "1")], [_pod("a-g1-0", "a", "5")])
-    member.kube = kube  # type: ignore[assignment]
-    asyncio.run(pool._list(member))
-    first = dict(member.nodes)
-    kube.nodes = [_node("n0", "1"), _node("n1", "2", gpus="7")]  # a device went unhealthy on n1
-    asyncio.run(pool._list(member))
-    assert member.nodes["n0"] is first["n0"]
-    assert member.nodes["n1"].allocatable == {"nvidia.com/gpu": 7}
-    member.reachable = True
-    kube.own_pods.written("team", "a-g1-1", {**_pod("a-g1-1", "a", "9"), "kind": "Pod"})  # made since the poll
-    pods = Pods(kube=None, writer=None, cache=None, fleet=None, poke=None, room_freed=None,  # type: ignore[arg-type]
-                members=pool)
-    pool.kube_for = lambda cluster: kube  # type: ignore[method-assign, assignment, return-value]
-    listed = asyncio.run(pods.list("team", "a", "m-east", fresh=False))
-    assert sorted(p["metadata"]["name"] for p in listed) == ["a-g1-0", "a-g1-1"]
-    assert asyncio.run(pods.list("team", "b", "m-east", fresh=False)) == []
-    with pytest.raises(AssertionError, match="listed the member's pods"):
-        asyncio.run(pods.list("team", "a", "m-east", fresh=True))  # a resync round reads the member itself

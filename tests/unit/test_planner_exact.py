@@ -18,7 +18,7 @@ from typing import Any
 
 import pytest
 from heterojob.engine import admission, completion, policy, preemption, queueing, rooms, victims
-from heterojob.engine.admission import Holder, Plan, plan_queue
+from heterojob.engine.admission import Holder, QueuePlan, plan_queue
 from heterojob.engine.fleet import Allocation, DeviceClass, Failed, Fleet, Limit, Node, holdings, usage
 from heterojob.engine.placement import Alternative, Ledger, Request, fits, place
 from heterojob.engine import reference as reference_module
@@ -146,7 +146,7 @@ def scene(seed: int, count: int = 60, regions: int = 3, jobs: int = 40
 
 
 def _both(queue: list[Request], holders: list[Holder], fleet: Fleet, memory: rooms.Memory | None = None
-          ) -> tuple[Plan, Plan]:
+          ) -> tuple[QueuePlan, QueuePlan]:
     fast = plan_queue(queue, holders, fleet, NOW, memory=memory)
     with reference():
         slow = plan_queue(queue, holders, fleet, NOW)

@@ -94,7 +94,7 @@ def test_levels_displace_only_while_the_queue_is_shorter_than_the_fleet() -> Non
         known = policy.Knowledge({"ns/long": policy.Facts(service=queueing.Service(40 * H, 0.0), rel={"g": 1.0}),
                                   "ns/new": policy.Facts(service=queueing.Service(0.0, now), rel={"g": 1.0})},
                                  displace_by_level=queueing.displacing(waiting, 2, short))
-        plan, _ = admission.plan_with_policy([new], [holder], fleet, now, known, MLFQ, admission.Settings())
+        plan, _ = admission.plan_with_policy([new], [holder], fleet, now, known, MLFQ, admission.AdmissionSettings())
         assert (plan["ns/new"].outcome == admission.Outcome.PREEMPTING) is preempts
     with pytest.raises(ValueError, match="displace_below"):
         queueing.QueueSettings(displace_below=-1.0)
@@ -141,9 +141,9 @@ def test_past_the_knee_a_promoted_job_displaces_only_jobs_expected_to_run_longer
     assert queueing.starved(now - 5 * H, now, MLFQ)
 
     def plan(queue: list[Request], residual: completion.Residual, promoted_displace: bool = past_knee
-             ) -> tuple[admission.Plan, policy.Prepared]:
+             ) -> tuple[admission.QueuePlan, policy.Prepared]:
         known = policy.Knowledge(facts, residual, promoted_displace=promoted_displace)
-        return admission.plan_with_policy(queue, [holder], fleet, now, known, MLFQ, admission.Settings())
+        return admission.plan_with_policy(queue, [holder], fleet, now, known, MLFQ, admission.AdmissionSettings())
 
     done, prepared = plan([starved], light)
     assert done["ns/starved"].outcome == admission.Outcome.NO_ROOM  # the long job ends within the hour
@@ -152,7 +152,7 @@ def test_past_the_knee_a_promoted_job_displaces_only_jobs_expected_to_run_longer
     # not when no running job is below its order anyway (a higher priority holds the room)
     vip = admission.Holder("ns/long", 1, 0.0, Allocation("gpu", {"n1": 1}, "ns", "g", "r"))
     known = policy.Knowledge(facts, light, promoted_displace=past_knee)
-    other, _ = admission.plan_with_policy([starved], [vip], fleet, now, known, MLFQ, admission.Settings())
+    other, _ = admission.plan_with_policy([starved], [vip], fleet, now, known, MLFQ, admission.AdmissionSettings())
     assert other["ns/starved"].outcome == admission.Outcome.NO_ROOM
     assert admission.PROMOTED_HELD not in other["ns/starved"].message
     assert prepared.queue[0].priority == queueing.effective_priority(0, 0, MLFQ)  # still ordered at level 0
@@ -201,6 +201,38 @@ def test_slow_class_declined_when_the_wait_for_the_fast_one_is_shorter() -> None
     assert both.classes == ("fast",) and both.declined == ("slow",)
 
 
+def test_a_waiting_job_keeps_the_class_it_waits_for_until_another_is_clearly_sooner() -> None:
+    """Ten-hour estimates drift with the clock: a waiting job that chose class a keeps it while b is expected
+    to complete within `KEEP_MARGIN` of it (its status, where it queues, does not flap), and moves to b once b
+    is clearly sooner; free room now is never given up for the class it waited for."""
+    rel = {"a": 1.0, "b": 1.0}
+    drifted = {"a": 10.4 * H, "b": 10.0 * H}  # b now 4% sooner
+    assert completion.choose(H, rel, drifted).classes == ("b",)  # chosen afresh: the best
+    assert completion.choose(H, rel, drifted, kept="a").classes == ("a",)  # kept: within the margin
+    assert completion.choose(H, rel, {"a": 14 * H, "b": 10 * H}, kept="a").classes == ("b",)  # clearly sooner
+    assert completion.choose(H, rel, {"a": 10.4 * H, "b": 0.0}, kept="a").classes == ("b",)  # b free now
+    assert completion.choose(H, rel, drifted, kept="gone").classes == ("b",)  # a class it can no longer use
+
+
+def test_the_policy_pass_keeps_each_waiting_jobs_last_choice_within_the_margin() -> None:
+    """`prepare` gives each job the class `Knowledge.chose` says it waited for, while that stays within the
+    margin: the next pass of the same queue narrows it there (the full fleet, both classes busy)."""
+    now = 100 * H
+    nodes = {"a1": Node("a1", {"topology.kubernetes.io/region": "r"}, {"agpu": 1}),
+             "b1": Node("b1", {"topology.kubernetes.io/region": "r"}, {"bgpu": 1})}
+    classes = {"a": DeviceClass("a", "agpu", {}, throughput=1.0), "b": DeviceClass("b", "bgpu", {}, throughput=0.97)}
+    holders = [admission.Holder("ns/ra", 1, now - H, Allocation("agpu", {"a1": 1}, "ns", "a", "r")),
+               admission.Holder("ns/rb", 1, now - H, Allocation("bgpu", {"b1": 1}, "ns", "b", "r"))]
+    fleet = Fleet(nodes=nodes, classes=classes, used={("a1", "agpu"): 1, ("b1", "bgpu"): 1})
+    job = Request("ns/w", [Alternative("a", 1), Alternative("b", 1)], 1, created=now)
+    knowledge = policy.Knowledge({"ns/w": policy.Facts(rel={"a": 1.0, "b": 0.97})})
+    fresh = policy.prepare([job], holders, fleet, now, knowledge, queueing.QueueSettings(), 300.0)
+    assert [a.device_class for a in fresh.queue[0].alternatives] == ["a"] and fresh.chose == {"ns/w": "a"}
+    knowledge.chose = {"ns/w": "b"}  # it waited for b at the pass before: a is only 3% sooner
+    kept = policy.prepare([job], holders, fleet, now, knowledge, queueing.QueueSettings(), 300.0)
+    assert [a.device_class for a in kept.queue[0].alternatives] == ["b"] and kept.chose == {"ns/w": "b"}
+
+
 def test_a_job_that_can_start_on_free_room_does_not_preempt_for_a_faster_class() -> None:
     """Work conservation: a new job (first level) could displace the long job on the fast class, but the slow
     class is free, so it weighs the fast one by when it frees by itself (the long job is expected to run
@@ -217,13 +249,15 @@ def test_a_job_that_can_start_on_free_room_does_not_preempt_for_a_faster_class()
     known = policy.Knowledge(facts)
     new = Request("ns/new", [Alternative("fast", 1), Alternative("slow", 1)], 1, created=now)
     free_slow = Fleet(nodes, classes, used={("f1", "fgpu"): 1})
-    plan, prepared = admission.plan_with_policy([new], [long], free_slow, now, known, MLFQ, admission.Settings())
+    plan, prepared = admission.plan_with_policy([new], [long], free_slow, now, known, MLFQ,
+                                                admission.AdmissionSettings())
     assert plan["ns/new"].outcome == admission.Outcome.PLACED and plan["ns/new"].candidate.device_class == "slow"
     assert not plan["ns/new"].disruptions
     both_full = Fleet(nodes, classes, used={("f1", "fgpu"): 1, ("s1", "sgpu"): 1})
     other = admission.Holder("ns/other", 0, now - 20 * H, Allocation("sgpu", {"s1": 1}, "ns", "slow", "r"))
     known = policy.Knowledge({**facts, "ns/other": facts["ns/long"]})
-    plan, _ = admission.plan_with_policy([new], [long, other], both_full, now, known, MLFQ, admission.Settings())
+    plan, _ = admission.plan_with_policy([new], [long, other], both_full, now, known, MLFQ,
+                                         admission.AdmissionSettings())
     assert plan["ns/new"].outcome == admission.Outcome.PREEMPTING
     assert plan["ns/new"].candidate.device_class == "fast"
     # the rule on its own: free room on any class it may run on rules displacement out
@@ -336,7 +370,7 @@ def test_a_promoted_run_keeps_the_first_level_for_one_bound_then_is_demoted() ->
         holder = admission.Holder("ns/gang", 0, at_bound, Allocation("gpu", {"n1": 8}, "ns", "g", "r"))
         known = policy.Knowledge({"ns/gang": policy.Facts(service=service, rel={"g": 1.0}),
                                   "ns/new": policy.Facts(service=queueing.Service(0.0, now), rel={"g": 1.0})})
-        plan, _ = admission.plan_with_policy([new], [holder], fleet, now, known, MLFQ, admission.Settings())
+        plan, _ = admission.plan_with_policy([new], [holder], fleet, now, known, MLFQ, admission.AdmissionSettings())
         assert (plan["ns/new"].outcome == admission.Outcome.PREEMPTING) is preempts
 
 
@@ -380,7 +414,8 @@ def test_borrowed_room_does_not_count_as_a_wait() -> None:
                               "ns/w": policy.Facts(rel=rel)}, displace_by_level=False)
     prepared = policy.prepare([waiting], [grown, full], fleet, now, known, FIFO, 300.0)
     assert prepared.choices["ns/w"].completion_s["fast"] == pytest.approx(H)  # no wait: 1 h of work (prior)
-    plan, _ = admission.plan_with_policy([waiting], [grown, full], fleet, now, known, FIFO, admission.Settings())
+    plan, _ = admission.plan_with_policy([waiting], [grown, full], fleet, now, known, FIFO,
+                                         admission.AdmissionSettings())
     assert plan["ns/w"].outcome == admission.Outcome.RECLAIMING
     assert [d.job for d in plan["ns/w"].disruptions] == ["ns/grown"]
 
@@ -457,7 +492,7 @@ def test_a_waiting_jobs_message_accounts_for_the_classes_the_policy_set_aside() 
                  quotas={"ns": [Limit("fast", "*", 1, "gpus")]}, held={"ns": {("fast", "r"): 1}})
     prepared = policy.prepare([new], [long, short], full, now, known, MLFQ, 300.0)
     assert [a.device_class for a in prepared.queue[0].alternatives] == ["slow"]  # the narrowing this is about
-    plan = admission.plan_one(new, [new], [long, short], full, now, admission.Settings(), (known, MLFQ))
+    plan = admission.plan_one(new, [new], [long, short], full, now, admission.AdmissionSettings(), (known, MLFQ))
     assert plan.outcome != admission.Outcome.PLACED
     message = plan.message
     assert "r/slow: room for 0 of 1 replicas" in message  # what the plan explains, as before

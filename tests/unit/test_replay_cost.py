@@ -21,7 +21,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from heterojob.engine import admission, also_preempts, completion, cycle, policy, queueing
-from heterojob.engine.admission import Holder, Settings, _displacing
+from heterojob.engine.admission import AdmissionSettings, Holder, _displacing
 from heterojob.engine.fleet import Allocation, Fleet, usage
 from heterojob.engine.placement import Alternative, FleetIndex, Ledger, Request
 from heterojob.engine.pool import _Pool
@@ -35,7 +35,7 @@ TABLE = Path(__file__).resolve().parents[2] / "data" / "gavel" / "isolated_throu
 
 
 def _may_act_in_full(queue: Iterable[Request], holders: Iterable[Holder], fleet: Fleet, now: float,
-                     settings: Settings = Settings(), memory: Memory | None = None) -> bool:
+                     settings: AdmissionSettings = AdmissionSettings(), memory: Memory | None = None) -> bool:
     """The oracle: every request asked, on a ledger copied from the fleet."""
     holders = list(holders)
     if any(h.waiting or h.yielding_to is not None for h in holders):

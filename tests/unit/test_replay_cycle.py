@@ -20,7 +20,7 @@ from heterojob.engine.queueing import QueuePolicy, QueueSettings, Service
 from heterojob.engine.ranking import Memo
 from heterojob.engine.rooms import Memory
 from heterojob.replay.replay import Config, _Replay
-from heterojob.replay.scheduler import Scheduler
+from heterojob.replay.scheduler import ReplayScheduler
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -120,7 +120,7 @@ def test_the_replay_plans_the_events_of_one_instant_in_one_cycle() -> None:
                                           knowledge="informed"))
         sim.batched = batched
         report = sim.run()
-        assert isinstance(sim.queue, Scheduler)
+        assert isinstance(sim.queue, ReplayScheduler)
         assert report.jobs == 2 and max(report.jcts_h) < 1.1  # both started at once
         return sim.queue.cycles
 

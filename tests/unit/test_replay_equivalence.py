@@ -1,7 +1,7 @@
 """The replay's and planner's shortcuts decide exactly what the brute-force computations decide.
 
 heterojob's replay runs the operator's scheduling cycle (`replay.scheduler`: `engine.cycle.plan_cycle` when
-`engine.cycle.Trigger` says a cycle is due), so its shortcuts are the operator's: the Trigger skips cycles
+`engine.cycle.CycleTrigger` says a cycle is due), so its shortcuts are the operator's: the CycleTrigger skips cycles
 after events that changed no request, gave no room back and fired no timer; the policy reuses ranks and
 reads across cycles (`ranking.Memo`: also a rank over the span it cannot change, the fleet's devices per
 class) and placement what it found per class and region while its room is unchanged (`rooms.Memory`); an
@@ -15,7 +15,7 @@ by job and keep the free room up to date instead of recomputing it.
 
 The oracles are the computations those replace: a replay that keeps nothing between cycles, builds every
 index from scratch, asks every holder every question, places every job and tries every size, plans a
-cycle after every event the Trigger skips (each must act on nothing), and rescans every waiting job in
+cycle after every event the CycleTrigger skips (each must act on nothing), and rescans every waiting job in
 queue order. Both run the same overloaded traces (long queues, failures, two priorities, every policy) and
 must start the same jobs at the same times on the same nodes, with the same report; random plain-data plans
 must come out equal, admission by admission.
@@ -41,7 +41,7 @@ from heterojob.replay import replay as replay_module
 from heterojob.replay.devices import Devices, room
 from heterojob.replay.fifo import Fifo
 from heterojob.replay.replay import CLASSES, NAMESPACE, POLICIES, Config, _Replay
-from heterojob.replay.scheduler import Scheduler
+from heterojob.replay.scheduler import ReplayScheduler
 from heterojob.replay.traces import TraceJob, synthetic_trace
 from tests.unit.test_placement import CLASSES as PLACEMENT_CLASSES
 from tests.unit.test_placement import gpu_node, npu_node
@@ -111,10 +111,10 @@ class _ScanFifo(Fifo):
                 free = sim.devices.room()
 
 
-class _EveryCycle(Scheduler):
-    """The operator's cycle with nothing kept between cycles. At every event whose Trigger is not due, a cycle
+class _EveryCycle(ReplayScheduler):
+    """The operator's cycle with nothing kept between cycles. At every event whose CycleTrigger is not due, a cycle
     is planned anyway (side-effect free) on the state as it is, at the time of the last cycle, and must act on
-    nothing: every change a cycle reads but the clock fed the Trigger. (The clock alone does move plans: a
+    nothing: every change a cycle reads but the clock fed the CycleTrigger. (The clock alone does move plans: a
     cycle planned at the skipped event's own time may act, `drifted`.) The kept count of waiting jobs per priority
     is checked against a scan of the queue."""
 
@@ -122,7 +122,7 @@ class _EveryCycle(Scheduler):
         super().__init__(sim)
         self.memo = None  # type: ignore[assignment]
         self.memory = None  # type: ignore[assignment]
-        self.skipped = 0  # cycles the Trigger skipped, planned here anyway
+        self.skipped = 0  # cycles the CycleTrigger skipped, planned here anyway
         self.last = -1.0  # when the last cycle was planned
         self.drifted: list[float] = []  # skipped events at which a cycle planned now would act
         grow = self.running.grow
@@ -170,12 +170,15 @@ class _ScanEnds(completion.Ends):
                                                                zip(devices, self.ends, strict=True)], ahead_device_s)
 
 
-def _choose_in_full(remaining_s: float, rel: Any, wait_s: Any) -> completion.Choice:
+def _choose_in_full(remaining_s: float, rel: Any, wait_s: Any, kept: str | None = None) -> completion.Choice:
     """`completion.choose` without its shortcut for a job that can start nowhere now."""
     completion_s = {c: wait_s[c] + (remaining_s / rel[c] if rel[c] > 0 else float("inf")) for c in rel if c in wait_s}
     if not completion_s:
         return completion.Choice((), {}, ())
     best = min(completion_s, key=lambda c: (completion_s[c], -rel[c], c))
+    if kept in completion_s and wait_s[kept] > 0 and wait_s[best] > 0 and completion_s[kept] < float("inf") \
+            and completion_s[best] >= completion_s[kept] * (1 - completion.KEEP_MARGIN):
+        best = kept  # the class it waited for, while within the margin
     keep = sorted((c for c in completion_s if c == best or (wait_s[c] == 0 and completion_s[c] <= completion_s[best])),
                   key=lambda c: (completion_s[c], -rel[c], c))
     declined = tuple(sorted(c for c in completion_s if wait_s[c] == 0 and c not in keep))
@@ -189,7 +192,7 @@ class _Everywhere(dict[tuple[str, str], int]):
         return 1
 
 
-def _plan_cycle_in_full(queue: Any, holders: Any, fleet: Fleet, now: float, settings: admission.Settings,
+def _plan_cycle_in_full(queue: Any, holders: Any, fleet: Fleet, now: float, settings: admission.AdmissionSettings,
                         with_policy: Any, moves: Any = None, memo: Any = None, memory: Any = None,
                         acting: bool = False) -> cycle.Cycle:
     """`plan_cycle` with an empty queue planned like any other (through the policy and the planner), every
@@ -240,8 +243,8 @@ def test_the_replays_shortcuts_start_what_the_full_computation_starts(policy: st
     if policy == "heterojob":  # the policy's shortcuts were exercised: growth, preemption, upgrade moves
         m = fast.metrics
         assert m.resizes > 0 and m.preemptions > 0 and m.upgrades > 0
-        assert isinstance(slow.queue, _EveryCycle) and slow.queue.skipped > 0  # the Trigger skipped cycles
-        # what the Trigger does not see: with nothing else changed, the clock alone moves the policy's
+        assert isinstance(slow.queue, _EveryCycle) and slow.queue.skipped > 0  # the CycleTrigger skipped cycles
+        # what the CycleTrigger does not see: with nothing else changed, the clock alone moves the policy's
         # estimates (a job that chose to wait for a faster class takes a slower free one some 800 s later),
         # so a cycle planned then would act; the operator waits for the next event (no timer covers it)
         assert slow.queue.drifted
@@ -282,7 +285,7 @@ def test_the_oracle_tells_a_different_scan_apart(monkeypatch: pytest.MonkeyPatch
 
 
 def test_the_oracle_tells_a_trigger_that_skips_a_request_apart() -> None:
-    """A Trigger that missed an added request (a requeued victim, an arrival) would skip a cycle that acts:
+    """A CycleTrigger that missed an added request (a requeued victim, an arrival) would skip a cycle that acts:
     the oracle's side-effect-free cycle at that event then places someone."""
     jobs = synthetic_trace(60, 1, TABLE, seed=7)
     config = Config(nodes_per_class_region=2, regions=2, devices_per_node=4, mtbf_h=1e9)
@@ -544,9 +547,9 @@ def test_a_memo_kept_over_many_passes_ranks_and_chooses_what_fresh_passes_do(
         assert kept == fresh
         assert policy.ranked_holders(holders, now, knowledge, queueing.QueueSettings(), memo) == fresh.holders
         assert policy.devices_by_class(fleet, memo) == policy.devices_by_class(fleet)
-        plan = admission.plan_queue(fresh.queue, fresh.holders, fleet, now, admission.Settings())
+        plan = admission.plan_queue(fresh.queue, fresh.holders, fleet, now, admission.AdmissionSettings())
         acts = any(a.outcome == Outcome.PLACED or a.disruptions for a in plan.admissions.values())
-        if not admission.may_act(fresh.queue, fresh.holders, fleet, now, admission.Settings()):
+        if not admission.may_act(fresh.queue, fresh.holders, fleet, now, admission.AdmissionSettings()):
             assert not acts
 
 
@@ -624,7 +627,9 @@ def test_may_act_tells_a_queue_that_can_preempt_from_one_that_cannot() -> None:
 
 @settings(max_examples=300, deadline=None)
 @given(left=st.floats(0, 1e6), rel=st.dictionaries(st.sampled_from(["a", "b", "c"]), st.sampled_from([0.0, 0.3, 0.8, 1.0])),
-       waits=st.dictionaries(st.sampled_from(["a", "b", "c"]), st.sampled_from([0.0, 60.0]) | st.floats(0, 1e6)))
-def test_choose_with_its_shortcut_is_choose_in_full(left: float, rel: dict[str, float], waits: dict[str, float]) -> None:
-    assert completion.choose(left, rel, waits) == _choose_in_full(left, rel, waits)
+       waits=st.dictionaries(st.sampled_from(["a", "b", "c"]), st.sampled_from([0.0, 60.0]) | st.floats(0, 1e6)),
+       kept=st.sampled_from([None, "a", "b", "c"]))
+def test_choose_with_its_shortcut_is_choose_in_full(left: float, rel: dict[str, float], waits: dict[str, float],
+                                                    kept: str | None) -> None:
+    assert completion.choose(left, rel, waits, kept) == _choose_in_full(left, rel, waits, kept)
 

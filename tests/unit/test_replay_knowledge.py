@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from heterojob.engine.queueing import QueueSettings
-from heterojob.replay.knowledge import Known
+from heterojob.replay.knowledge import ReplayKnowledge
 from heterojob.replay.metrics import work_s
 from heterojob.replay.replay import DECLARED, MONITOR_S, Config, _Replay, replay
 from heterojob.replay.traces import TraceJob, synthetic_trace, throughputs
@@ -62,7 +62,7 @@ def test_without_workload_names_a_jobs_type_shares_no_measurement() -> None:
 def test_a_placement_that_ends_starts_the_starvation_clock_so_a_move_is_no_promotion() -> None:
     """A job moved up (or resized) after more than the starvation bound in place lands at once: as its
     status's waitingSince says, it did not wait, so it keeps its attained service and is not promoted."""
-    known, settings, j = Known(DECLARED, "t"), QueueSettings(), job(1)
+    known, settings, j = ReplayKnowledge(DECLARED, "t"), QueueSettings(), job(1)
     known.waits(j, 0.0)
     known.starts(j, "nvidia-a100", 1, 10.0, 0.0, settings, lambda: [])
     known.trained(j, "nvidia-a100", 5 * 3600.0, 1)

@@ -15,7 +15,7 @@ from heterojob.api.job import HeteroJobStatus
 from heterojob.controller import scheduler as scheduling
 from heterojob.controller.planning import Planning
 from heterojob.controller.scheduler import BATCH_S, Scheduler, Waiting
-from heterojob.engine.admission import Outcome, Settings
+from heterojob.engine.admission import AdmissionSettings, Outcome
 from heterojob.engine.fleet import Allocation, DeviceClass, Fleet, Node, holdings, usage
 from heterojob.engine.placement import Alternative, Request
 from heterojob.engine.queueing import QueueSettings
@@ -49,7 +49,7 @@ def _scene(queue: QueueSettings | None) -> tuple[Scheduler, list[str]]:
 
     pokes: list[str] = []
     planning = Planning(None, None, cache, None, OperatorMetrics(),  # type: ignore[arg-type]  # the apply side is not used here
-                        lambda exclude: fleet(), Settings())
+                        lambda exclude: fleet(), AdmissionSettings())
     s = Scheduler(planning, None, pokes.append, lambda _: None, queue)  # type: ignore[arg-type]  # nor are pods
     for r in waiting:
         s.waiting[r.job] = Waiting(r, HeteroJobStatus(), NOW - 10)

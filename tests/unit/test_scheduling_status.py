@@ -184,7 +184,8 @@ def test_under_the_policy_a_moving_job_lands_on_the_room_reserved_for_it(monkeyp
     mlfq = (policy.Knowledge({}), queueing.QueueSettings())
 
     def plan() -> admission.Admission:
-        return admission.plan_one(mover, [mover], [running, parked], fleet, T0 + 10, admission.Settings(), mlfq)
+        return admission.plan_one(mover, [mover], [running, parked], fleet, T0 + 10, admission.AdmissionSettings(),
+                                  mlfq)
 
     placed_on = plan()
     assert placed_on.outcome == admission.Outcome.PLACED and placed_on.candidate.nodes == ("b",)
@@ -220,7 +221,7 @@ def test_under_the_policy_a_move_to_a_slower_class_keeps_the_room_reserved_there
                               600)
     assert prepared.choices["ns/mover"].classes[0] == "fast"  # the policy alone would wait for the fast class
     assert prepared.queue[0].alternatives[0].device_class == "slow"  # ... but the reserved room comes first
-    plan = admission.plan_one(mover, [mover], [running, parked], fleet, T0 + 4000, admission.Settings(),
+    plan = admission.plan_one(mover, [mover], [running, parked], fleet, T0 + 4000, admission.AdmissionSettings(),
                               (knowledge, queueing.QueueSettings()))
     assert plan.outcome == admission.Outcome.PLACED and plan.candidate.nodes == ("s",)
 

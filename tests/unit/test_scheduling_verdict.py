@@ -10,7 +10,7 @@ from typing import Any
 from heterojob.controller.pods import Pods
 from heterojob.controller.status import StatusWriter
 from heterojob.state.job_status import read_status
-from heterojob.engine.lifecycle import Verdict
+from heterojob.engine.lifecycle import SchedulingVerdict
 from heterojob.state.cache import Cache
 
 
@@ -38,7 +38,7 @@ def test_the_same_verdict_is_written_and_posted_once_however_long_its_words() ->
     pods = Pods(kube, StatusWriter(kube), Cache(), lambda: None, lambda _: None, lambda: None)  # type: ignore[arg-type]
     words = "0/5000 nodes are available: " + ", ".join(f"{i} node(s) had untolerated taint {{t{i}: x}}"
                                                         for i in range(80))
-    verdict = Verdict("False", "Unschedulable", f"the scheduler cannot place the job's pods: {words}")
+    verdict = SchedulingVerdict("False", "Unschedulable", f"the scheduler cannot place the job's pods: {words}")
 
     async def passes() -> list[bool]:
         return [await pods.scheduling(job, read_status(job), verdict) for _ in range(3)]
@@ -47,7 +47,7 @@ def test_the_same_verdict_is_written_and_posted_once_however_long_its_words() ->
     assert len(kube.writes) == 1 and [e[:2] for e in kube.events] == [("Warning", "Unschedulable")]
     cond = next(c for c in job["status"]["conditions"] if c["type"] == "PodsScheduled")
     assert cond["status"] == "False" and job["status"]["reason"] == "Unschedulable"
-    bound = Verdict("True", "Scheduled", "every pod of the gang is bound to its node")
+    bound = SchedulingVerdict("True", "Scheduled", "every pod of the gang is bound to its node")
     assert asyncio.run(pods.scheduling(job, read_status(job), bound)) is True
     assert next(c for c in job["status"]["conditions"] if c["type"] == "PodsScheduled")["status"] == "True"
     assert len(kube.events) == 1  # a True is no Warning

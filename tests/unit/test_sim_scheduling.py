@@ -72,7 +72,7 @@ def test_a_full_node_refuses_the_next_pod_with_too_many_pods() -> None:
     n = node("cpu-a", "cn-east", "cpu")
     n["status"]["allocatable"]["pods"] = "2"
     v = scheduling.verdict(pod({"cpu": "1"}), {"cpu": 1000}, n, {}, 2)
-    assert v == scheduling.Verdict(("Too many pods",), True)
+    assert v == scheduling.FilterVerdict(("Too many pods",), True)
     assert scheduling.verdict(pod({"cpu": "1"}), {"cpu": 1000}, n, {}, 1).fits
 
 

@@ -55,7 +55,7 @@ def rules(s: HeteroJobSpec) -> migration.Rules:
 
 
 def look(s: HeteroJobSpec, st: HeteroJobStatus, snap: Snapshot | None, now: float
-         ) -> tuple[migration.Verdict, HeteroJobStatus]:
+         ) -> tuple[migration.MigrationVerdict, HeteroJobStatus]:
     """One pass: gather, judge, and the status with the onsets written (as the operator does)."""
     g = gather(META, s, st, {}, snap, None, now)
     verdict = migration.judge(g.symptoms, rules(s), now, [], 0)

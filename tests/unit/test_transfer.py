@@ -15,7 +15,7 @@ from heterojob.engine import relocation
 from heterojob.engine import migration, transfer
 from heterojob.engine.admission import Outcome
 from heterojob.engine.fleet import Fleet, RegionInfo, usage
-from heterojob.engine.lifecycle import Action, JobView, PendingCheckpoint, PodView, decide, parse_ack
+from heterojob.engine.lifecycle import Action, AskedCheckpoint, JobView, PodView, decide, parse_ack
 from heterojob.engine.placement import Alternative, Request
 from heterojob.engine.transfer import GIB, Link, Move, Reason, Size, SizeSource
 from heterojob_sdk import Checkpointer
@@ -42,7 +42,7 @@ def test_transfer_time_is_size_over_bandwidth_plus_latency_and_save_restore_come
     assert c.transfer_s == pytest.approx(80.04)  # 800 Gbit / 10 Gbit/s + 40 ms
     assert (c.save_s, c.restore_s) == (30.0, 30.0)  # restoring is assumed to take as long as saving
     assert c.total_s == pytest.approx(140.04)
-    unmeasured = transfer.cost(size, Link(10, 40), save_s=None, settings=transfer.Settings(storage_gbps=8))
+    unmeasured = transfer.cost(size, Link(10, 40), save_s=None, settings=transfer.TransferSettings(storage_gbps=8))
     assert unmeasured.save_s == pytest.approx(100.0)  # 100 GB at 1 GB/s
     local = transfer.cost(size, None, save_s=30.0)
     assert local.transfer_s == 0.0 and "same region" in local.describe()
@@ -64,7 +64,7 @@ def test_a_link_is_read_from_either_region_the_origins_first_else_the_default() 
     assert transfer.link_between(r, "a", "c") == Link(40, 2)  # only c declares it
     assert transfer.link_between(r, "b", "c") is None
     default = Link(1, 80, assumed=True)
-    assert transfer.link_between(r, "b", "c", transfer.Settings(default_link=default)) == default
+    assert transfer.link_between(r, "b", "c", transfer.TransferSettings(default_link=default)) == default
 
 
 def test_a_voluntary_move_goes_only_where_it_saves_more_than_it_costs() -> None:
@@ -210,7 +210,7 @@ def checkpointing(*acks: str) -> JobView:
     pods = tuple(PodView(f"j-g1-{r}", r, 1, "Running", checkpoint_request="c1", checkpoint_ack=a)
                  for r, a in enumerate(acks))
     return JobView(phase=None, reason=None, generation=1, replicas=len(acks), restarts=0, backoff_limit=3, pods=pods,
-                   checkpoint=PendingCheckpoint("c1", NOW + 60, "migrate"), now=NOW)
+                   checkpoint=AskedCheckpoint("c1", NOW + 60, "migrate"), now=NOW)
 
 
 def test_the_checkpoints_size_is_the_sum_over_ranks_and_unknown_when_one_rank_did_not_say() -> None:
@@ -261,8 +261,9 @@ def test_the_operator_flags_give_the_default_link_and_storage_speed_or_a_clear_e
     from heterojob.cli import _transfer_settings, parser
 
     args = parser().parse_args(["operator", "run", "--default-link", "1/80", "--storage-gbps", "16"])
-    assert _transfer_settings(args) == transfer.Settings(default_link=Link(1.0, 80.0, assumed=True), storage_gbps=16.0)
-    assert _transfer_settings(parser().parse_args(["operator", "run"])) == transfer.Settings()
+    assert _transfer_settings(args) == transfer.TransferSettings(default_link=Link(1.0, 80.0, assumed=True),
+                                                                 storage_gbps=16.0)
+    assert _transfer_settings(parser().parse_args(["operator", "run"])) == transfer.TransferSettings()
     with pytest.raises(SystemExit, match="expected GBPS/MS with GBPS > 0"):
         _transfer_settings(parser().parse_args(["operator", "run", "--default-link", "fast"]))
 
@@ -290,7 +291,8 @@ def test_a_job_re_placed_from_scratch_prices_no_transfer_and_needs_no_link() -> 
 
     # a lost member's job whose checkpoint phase ended without any ack: it restarts from scratch
     status = HeteroJobStatus.model_validate({"phase": "Migrating", "startTime": _iso(NOW - 7200)})
-    move = transfer_move(_spec(), status, "a", "nvidia-h100", 2, CLASSES, NOW, transfer.Settings(), voluntary=False)
+    move = transfer_move(_spec(), status, "a", "nvidia-h100", 2, CLASSES, NOW, transfer.TransferSettings(),
+                         voluntary=False)
     assert move.from_scratch
     r = regions(("a", "b", 100, 5))  # c has no link at all
     for region in "bc":
@@ -304,7 +306,8 @@ def test_a_job_re_placed_from_scratch_prices_no_transfer_and_needs_no_link() -> 
     # with an acked checkpoint the same move still carries it the cheapest way
     acked = HeteroJobStatus.model_validate({"phase": "Migrating", "checkpoint": {"last": {
         "id": "c1", "uri": "s3://c/1/", "sizeBytes": 500 * 10**9}}})
-    carried = transfer_move(_spec(), acked, "a", "nvidia-h100", 2, CLASSES, NOW, transfer.Settings(), voluntary=False)
+    carried = transfer_move(_spec(), acked, "a", "nvidia-h100", 2, CLASSES, NOW, transfer.TransferSettings(),
+                            voluntary=False)
     assert not carried.from_scratch
     assert relocation.plan_relocation(job(), [], [], lost, NOW, move=carried).candidate.region == "b"
 
@@ -333,12 +336,13 @@ def test_a_voluntary_move_to_another_region_before_any_checkpoint_weighs_the_run
               "placement": {"region": "a", "deviceClass": "nvidia-h100", "replicas": 2, "perReplica": 8,
                             "nodes": ["a1", "a2"], "since": _iso(NOW - 5000)}}
     weigh = transfer_move(_spec(), HeteroJobStatus.model_validate(placed), "a", "nvidia-h100", 2, CLASSES, NOW,
-                          transfer.Settings(), migration.STRAGGLER)
+                          transfer.TransferSettings(), migration.STRAGGLER)
     assert not weigh.checkpointed and weigh.lost_s == pytest.approx(5000.0) and weigh.saves_s == pytest.approx(4500.0)
     f = fleet({"a1": "a", "a2": "a", "b1": "b", "b2": "b"}, r, used={"a1": 8, "a2": 8})  # only b has room
     held = relocation.plan_move(job(), [], [], f, NOW, move=weigh)
     assert held.outcome == Outcome.NO_ROOM and held.reason == Reason.LOST_WORK.value
     assert held.message.startswith("no destination worth the move: b: no checkpoint acked yet")
     with_ack = HeteroJobStatus.model_validate({**placed, "checkpoint": {"last": {"id": "c", "uri": "s3://c/"}}})
-    go = transfer_move(_spec(), with_ack, "a", "nvidia-h100", 2, CLASSES, NOW, transfer.Settings(), migration.STRAGGLER)
+    go = transfer_move(_spec(), with_ack, "a", "nvidia-h100", 2, CLASSES, NOW, transfer.TransferSettings(),
+                       migration.STRAGGLER)
     assert relocation.plan_move(job(), [], [], f, NOW, move=go).outcome == Outcome.PLACED

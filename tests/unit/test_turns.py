@@ -33,7 +33,7 @@ def test_a_job_out_of_turns_keeps_the_first_level_of_its_priority() -> None:
         queueing.QueueSettings(max_turns=-1)
 
 
-def plan(turns: int, priority: int = 0) -> admission.Plan:
+def plan(turns: int, priority: int = 0) -> admission.QueuePlan:
     """A new job (level 0) and one node held by a job 100 h in (the last level), preempted `turns` times."""
     nodes = {"n1": Node("n1", {"topology.kubernetes.io/region": "r"}, {"gpu": 1})}
     fleet = Fleet(nodes, {"g": DeviceClass("g", "gpu")}, used={("n1", "gpu"): 1})
@@ -44,7 +44,7 @@ def plan(turns: int, priority: int = 0) -> admission.Plan:
              "ns/new": policy.Facts(service=queueing.Service(0.0, now), rel={"g": 1.0})}
     known = policy.Knowledge(facts, completion.Residual([1 * H] * 25 + [1000 * H] * 5))
     return admission.plan_with_policy([new], [holder], fleet, now, known, queueing.QueueSettings(),
-                                      admission.Settings())[0]
+                                      admission.AdmissionSettings())[0]
 
 
 def test_a_new_job_displaces_a_long_one_by_level_only_while_it_has_turns_left() -> None:

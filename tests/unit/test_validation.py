@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from heterojob.engine.fleet import DeviceClass, Limit, Node
-from heterojob.engine.leadership import LeaseRecord, Move, next_move
+from heterojob.engine.leadership import LeaseMove, LeaseRecord, next_move
 from heterojob.engine.quota_usage import summary
 from heterojob.engine.validation import job_problems, quota_problems
 
@@ -41,12 +41,12 @@ def test_quota_problems_and_summary() -> None:
 
 
 def test_leader_moves_judge_expiry_on_the_local_clock() -> None:
-    assert next_move(None, "a", 0, 0) == Move.CREATE
+    assert next_move(None, "a", 0, 0) == LeaseMove.CREATE
     held = LeaseRecord("b", 15, "2026-01-01T00:00:00Z", "7")
-    assert next_move(held, "a", unchanged_since=100, now=110) == Move.WAIT
-    assert next_move(held, "a", unchanged_since=100, now=115) == Move.TAKE  # unchanged for a whole duration
-    assert next_move(held, "b", unchanged_since=100, now=999) == Move.RENEW
-    assert next_move(LeaseRecord(None, 1, None, "8"), "a", 0, 0) == Move.TAKE  # released
+    assert next_move(held, "a", unchanged_since=100, now=110) == LeaseMove.WAIT
+    assert next_move(held, "a", unchanged_since=100, now=115) == LeaseMove.TAKE  # unchanged for a whole duration
+    assert next_move(held, "b", unchanged_since=100, now=999) == LeaseMove.RENEW
+    assert next_move(LeaseRecord(None, 1, None, "8"), "a", 0, 0) == LeaseMove.TAKE  # released
 
 
 def test_capacities_are_node_capacity_kept_while_the_nodes_are_the_same_mapping() -> None:

@@ -107,7 +107,7 @@ def editor(quota: quotas.Quota) -> None:
     if st.button("Apply", type="primary", key=f"apply:{name}", disabled=not sure):
         try:
             quotas.apply(api, base, limits, who)
-        except quotas.Conflict as exc:
+        except quotas.QuotaConflict as exc:
             st.session_state[conflict] = str(exc)
             st.rerun()
         else:

@@ -84,7 +84,7 @@ class Episode:
     resolved: bool
 
 
-class Verdict:
+class AlertOrder:
     NEW = "new"
     DUPLICATE = "duplicate"
     STALE = "stale"
@@ -99,17 +99,17 @@ def order(episodes: OrderedDict[str, Episode], alert: Alert, remember: int) -> s
     prev = episodes.get(alert.fingerprint)
     if prev is not None:
         if alert.starts_at < prev.starts_at:
-            return Verdict.STALE  # an older episode: a newer one has begun since
+            return AlertOrder.STALE  # an older episode: a newer one has begun since
         if alert.starts_at == prev.starts_at:
             if prev.resolved:
-                return Verdict.DUPLICATE if resolved else Verdict.STALE  # a firing after its own resolved
+                return AlertOrder.DUPLICATE if resolved else AlertOrder.STALE  # a firing after its own resolved
             if not resolved:
-                return Verdict.DUPLICATE
+                return AlertOrder.DUPLICATE
     episodes[alert.fingerprint] = Episode(alert.starts_at, resolved)
     episodes.move_to_end(alert.fingerprint)
     while len(episodes) > remember:
         episodes.popitem(last=False)
-    return Verdict.NEW
+    return AlertOrder.NEW
 
 
 def newer(a: Alert, b: Alert) -> bool:
@@ -227,9 +227,9 @@ class AlertReceiver:
                 # the rest will come again: Alertmanager retries a 5xx, and what was queued is de-duplicated
                 return self._refuse(503, "busy: alert queue full, retry later")
             verdict = order(self._episodes, alert, self._remember)
-            if verdict != Verdict.NEW:
+            if verdict != AlertOrder.NEW:
                 self.metrics.alerts_deduplicated.inc()
-                if verdict == Verdict.STALE:
+                if verdict == AlertOrder.STALE:
                     log.info("alert %s (%s) %s, startsAt %s: stale (a newer state is known), ignored",
                              alert.name, alert.fingerprint, alert.status, alert.starts_at.isoformat())
                 continue
@@ -259,13 +259,13 @@ class AlertReceiver:
         brought (and will bring) exactly as a webhook's are, and the new ones handled before this returns,
         together (each handler's first, synchronous step runs before any job it pokes is looked at: every
         dead-node marker is set before a job leaves one of those nodes). How many were new, duplicate, stale."""
-        counts = {Verdict.NEW: 0, Verdict.DUPLICATE: 0, Verdict.STALE: 0}
+        counts = {AlertOrder.NEW: 0, AlertOrder.DUPLICATE: 0, AlertOrder.STALE: 0}
         new: list[Alert] = []
         for alert in alerts:
             verdict = order(self._episodes, alert, self._remember)
             counts[verdict] += 1
             self.metrics.alerts_restored.labels(verdict).inc()
-            if verdict == Verdict.NEW:
+            if verdict == AlertOrder.NEW:
                 new.append(alert)
         taken = await asyncio.gather(*(self._process(alert, quiet=True) for alert in new))
         counts[DEFERRED] = taken.count(False)
@@ -361,7 +361,7 @@ class AlertReceiver:
         (a newer state heard meanwhile makes it stale). How many were taken."""
         batch = list(self._deferred.values())
         self._deferred.clear()
-        new = [a for a in batch if order(self._episodes, a, self._remember) == Verdict.NEW]
+        new = [a for a in batch if order(self._episodes, a, self._remember) == AlertOrder.NEW]
         taken = await asyncio.gather(*(self._process(alert, quiet=True) for alert in new))
         self._log_round(taken.count(False), "handed in again")
         return taken.count(True)

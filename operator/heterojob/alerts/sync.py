@@ -31,18 +31,18 @@ class Held:
 
 
 @dataclass(frozen=True)
-class Plan:
+class AlertSyncPlan:
     resolve: list[Alert] = field(default_factory=list)  # resolved notifications to hand in
     take: list[Alert] = field(default_factory=list)  # active alerts not held in that episode
     kept: list[str] = field(default_factory=list)  # fingerprints not listed yet kept held (and why, in the log)
 
 
 def plan(held: Mapping[str, Held], active: Sequence[Alert], unreadable: Collection[str], began: float,
-         now: datetime) -> Plan:
+         now: datetime) -> AlertSyncPlan:
     """What to resolve and take, given the held firing alerts, the alerts listed active, the fingerprints of the
     entries that could not be read ("": an entry without one), when the read began (monotonic) and the time."""
     listed = {a.fingerprint: a for a in active}
-    out = Plan()
+    out = AlertSyncPlan()
     blind = "" in unreadable  # an unreadable entry that names no fingerprint may be any held alert
     ends = now.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
     for fingerprint, h in held.items():

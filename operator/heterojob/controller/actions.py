@@ -87,7 +87,7 @@ class Actions:
                 return
             await self.scheduler.place(job, spec, status, max((v.generation for v in pods), default=0))
         elif d.action == Action.CREATE_PODS:
-            await self.pods.create(job, spec, status, d.ranks)
+            await self.pods.create(job, spec, status, d.ranks, confirm=True)  # its body may predate its deletion
         elif d.action == Action.CLEANUP:
             await self.pods.delete(ns, d.pods, key)
         elif d.action == Action.RUNNING:

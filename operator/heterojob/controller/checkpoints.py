@@ -14,8 +14,8 @@ import time
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
-from heterojob.api.common import SpecError, parse_spec
-from heterojob.api.job import HeteroJobSpec
+from heterojob.api.common import SpecError
+from heterojob.api.job_spec import job_spec
 from heterojob.api.job_status import CheckpointRef, HeteroJobStatus, MigrationState, PendingCheckpoint
 from heterojob.controller.decisionlog import decided
 from heterojob.controller.events import move_event
@@ -77,7 +77,7 @@ class Checkpoints:
         if status.checkpoint and status.checkpoint.pending and status.checkpoint.pending.then != PERIODIC:
             return False
         try:
-            timeout = parse_spec(HeteroJobSpec, job.get("spec")).checkpoint.timeout_seconds
+            timeout = job_spec(job).checkpoint.timeout_seconds
         except SpecError:
             timeout = 120
         now = time.time()

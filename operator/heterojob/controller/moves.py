@@ -427,7 +427,7 @@ class Moves:
             self._reserve(key, reserved)
         return dest, reserved
 
-    def _note_held(self, key: str, kind: str, reason: str, verdict: migration.Verdict | None = None) -> bool:
+    def _note_held(self, key: str, kind: str, reason: str, verdict: migration.MigrationVerdict | None = None) -> bool:
         """A resize or upgrade that does not act: logged once per verdict (asked again on every pass; a hold of
         `engine.migration` is the same verdict while its named cause and end are, whatever its countdown). False."""
         same = f"{verdict.hold}: {held_message(verdict)}" if verdict is not None and verdict.hold else reason
@@ -443,7 +443,7 @@ NO_DESTINATION = "NoDestination"  # MoveHeld's reason: a voluntary move finds no
 HOLD_REFRESH_S = 5.0  # a held move whose verdict changes is said again at most this often (causes flip)
 
 
-def held_message(verdict: migration.Verdict) -> str:
+def held_message(verdict: migration.MigrationVerdict) -> str:
     """A held move's words for its Event and condition: its cause, and when it lifts by itself (RFC 3339),
     the same on every pass while the hold is (its countdown is the decision log's)."""
     return verdict.cause + (f" until {iso(verdict.until)}" if verdict.until is not None else "")

@@ -32,7 +32,7 @@ class Planning:
     metrics: OperatorMetrics
     # the fleet with every job's holdings counted as used, but those of the jobs named (a move leaves its own)
     fleet: Callable[[Iterable[str]], Fleet]
-    settings: planner.Settings
+    settings: planner.AdmissionSettings
     classes: Callable[[], Mapping[str, DeviceClass]] = dict
-    transfer: transfer.Settings = transfer.Settings()  # what a move between regions is assumed to cost
+    transfer: transfer.TransferSettings = transfer.TransferSettings()  # what a move between regions is assumed to cost
     lock: asyncio.Lock = field(default_factory=asyncio.Lock)  # placements and move reservations plan under it

@@ -7,6 +7,7 @@ idempotent by name, so a pass that runs again after a crash creates only what is
 from __future__ import annotations
 
 import asyncio
+import collections
 import json
 import logging
 import time
@@ -23,7 +24,7 @@ from heterojob.controller.decisionlog import decided
 from heterojob.controller.status import StatusPatch, StatusWriter
 from heterojob.state.job_status import read_status
 from heterojob.engine.fleet import Fleet, RegionInfo
-from heterojob.engine.lifecycle import REASON_POD_REJECTED, Verdict
+from heterojob.engine.lifecycle import REASON_POD_REJECTED, SchedulingVerdict
 from heterojob.kube import access, convert, manifests
 from heterojob.kube.api import Kube, OwnedElsewhere
 from heterojob.api.conditions import MESSAGE_MAX
@@ -37,6 +38,7 @@ from heterojob.api.times import iso
 log = logging.getLogger("heterojob.controller")
 
 
+DELETED_KEPT = 10_000  # uids of deleted jobs remembered: a pass still running on one's last body makes nothing for it
 BACKOFF_FIRST_S = 10.0
 BACKOFF_MAX_S = 600.0
 UNSCHEDULABLE = "Unschedulable"  # lifecycle.scheduling's reason while the scheduler refuses a rank
@@ -74,6 +76,7 @@ class Pods:
         self.poke = poke
         self.room_freed = room_freed  # waiting jobs get another look
         self._serviceless: set[str] = set()  # finished jobs whose Service this operator has deleted
+        self._deleted: collections.OrderedDict[str, None] = collections.OrderedDict()  # uids of deleted jobs
 
     def route(self, cluster: str | None) -> Kube:
         """The `Kube` of a placement's `cluster` (None: the operator's own)."""
@@ -106,6 +109,21 @@ class Pods:
         self._where.pop(key, None)
         self._serviceless.discard(key)
 
+    def deleted(self, uid: str | None) -> None:
+        """The job of `uid` is deleted (its DELETED event, or the API server said so): a pass still running on its
+        last body makes nothing more for it, and what such a pass made goes (`create`)."""
+        if not uid:
+            return
+        self._deleted[uid] = None
+        self._deleted.move_to_end(uid)
+        while len(self._deleted) > DELETED_KEPT:
+            self._deleted.popitem(last=False)
+
+    def gone(self, job: Mapping[str, Any]) -> bool:
+        """Whether the job this body describes is known to be deleted (`deleted`)."""
+        uid = (job.get("metadata") or {}).get("uid")
+        return bool(uid) and uid in self._deleted
+
     async def drop_service(self, job: dict[str, Any]) -> None:
         """A finished or failed job's headless Service is deleted with its gang: nothing resolves through it
         any more, and it counts against the namespace's `services` ResourceQuota (as a Job's pods go, kept only
@@ -131,12 +149,21 @@ class Pods:
         self._serviceless.add(key)
 
     async def create(self, job: dict[str, Any], spec: HeteroJobSpec, status: HeteroJobStatus,
-                     ranks: Sequence[int], fleet: Fleet | None = None) -> None:
-        """Create the pods of `ranks` (and the Service with a whole gang) for the job's placement."""
+                     ranks: Sequence[int], fleet: Fleet | None = None, confirm: bool = False) -> None:
+        """Create the pods of `ranks` (and the Service with a whole gang) for the job's placement.
+
+        A job deleted while its gang is made gets nothing more once its deletion is seen (its DELETED event, or
+        the API server's answer to the status write or read that follows a refusal or a backoff), and what was
+        made for it goes at once: no half gang stays (the garbage collector would take it, a moment later).
+        `confirm`: the job's body may be older than its deletion (a pass making missing ranks on the last watch
+        event's body, e.g. after the garbage collector took its pods): the job is read from the API server first.
+        An admission has just written the placement, so it needs no such read."""
         p = status.placement
         assert p is not None
         meta = job["metadata"]
         key = f"{meta['namespace']}/{meta['name']}"
+        if self.gone(job) or (confirm and await self._fresh(job) is None):
+            return
         fleet = fleet or self.fleet()
         cls = fleet.classes.get(p.device_class)
         alt_index = next((i for i, a in enumerate(spec.devices) if a.device_class == p.device_class), None)
@@ -166,27 +193,53 @@ class Pods:
         gang = [manifests.pod_name(meta["name"], p.generation, r) for r in range(p.replicas)]
         refused = [] if kube is not self.kube else await access.grant(  # what its pods may do (kube/access.py)
             kube, job, [o for o in objs if o["kind"] == "Pod"], gang)
-        if not refused:
+        made: list[dict[str, Any]] = []  # what this call created (not what was there already)
+        if not refused and not self.gone(job):
             results = await asyncio.gather(*(kube.create(o) for o in objs), return_exceptions=True)
             refused = [(o, r) for o, r in zip(objs, results, strict=True) if isinstance(r, BaseException)]
+            made = [o for o, r in zip(objs, results, strict=True) if r is True]
+        for _, error in refused:
+            if isinstance(error, asyncio.CancelledError):
+                raise error
+        if self.gone(job):
+            await self._take_back(key, kube, made)
+            return
         if not refused:
             patch = StatusPatch(status)
             if status.migration is not None and status.phase not in MOVING:
                 patch.set(migration=None)  # a move's new gang exists: the move has landed
             if status.backoff is not None or _condition(status, "PodsCreated") not in (None, "True"):
                 # a refusal's condition ends with the gang that passes (after a backoff, or a revived job's)
-                patch = StatusPatch(await self._current_conditions(job, status)).set(**patch.fields)
+                current = await self._current_conditions(job, status)
+                if current is None:
+                    await self._take_back(key, kube, made)
+                    return
+                patch = StatusPatch(current).set(**patch.fields)
                 patch.set(backoff=None).condition("PodsCreated", "True", "Created", f"{p.replicas} pods created")
-            if patch:
-                await self.writer.write(job, patch)
+            if patch and not await self.writer.write(job, patch):
+                self.deleted(meta.get("uid"))
+                await self._take_back(key, kube, made)
             return
-        for _, error in refused:
+        await self._refused(job, status, refused, [o["metadata"]["name"] for o in objs if o["kind"] == "Pod"], made)
+
+    async def _take_back(self, key: str, kube: Kube, made: Sequence[dict[str, Any]]) -> None:
+        """A job deleted while its gang was made: what was made for it goes now (its pods, its Service, each only
+        if it is still the one made: `Kube.delete_service`). A failure is left to the garbage collector."""
+        namespace = key.split("/", 1)[0]
+        results = await asyncio.gather(*(kube.delete_pod(namespace, o["metadata"]["name"]) if o["kind"] == "Pod"
+                                         else kube.delete_service(o) for o in made), return_exceptions=True)
+        failed = [r for r in results if isinstance(r, BaseException)]
+        for error in failed:
             if isinstance(error, asyncio.CancelledError):
                 raise error
-        await self._refused(job, status, refused, [o["metadata"]["name"] for o in objs if o["kind"] == "Pod"])
+        if self.cache.release(key):
+            self.room_freed()
+        decided(key, "abandon", f"the job was deleted while its gang was made: {len(made) - len(failed)} object(s) "
+                f"made for it deleted" + (f", {len(failed)} left to the garbage collector" if failed else ""))
 
     async def _refused(self, job: dict[str, Any], status: HeteroJobStatus,
-                       refused: Sequence[tuple[dict[str, Any], BaseException]], asked: Sequence[str] = ()) -> None:
+                       refused: Sequence[tuple[dict[str, Any], BaseException]], asked: Sequence[str] = (),
+                       made: Sequence[dict[str, Any]] = ()) -> None:
         """A gang is all or nothing: any refused pod or Service takes the whole placement back. A refusal
         that will not pass without an edit (invalid, PodSecurity) fails the job with the API server's words;
         one that may (a ResourceQuota, a missing service account, a foreign object of the name, conflicts,
@@ -212,7 +265,11 @@ class Pods:
                         "its leftover cleanup", key, cluster, type(exc).__name__, len(asked))
             if self.cache.release(key):
                 self.room_freed()
-        status = await self._current_conditions(job, status)
+        current = await self._current_conditions(job, status)
+        if current is None:  # deleted meanwhile (a refusal may be its doing: its ServiceAccount collected with it)
+            await self._take_back(key, self.kube_of(key), made)
+            return
+        status = current
         patch = StatusPatch(status).set(placement=None)
         refused_words = f"the API server refused {what}: {verdict.message}"
         if verdict.permanent:
@@ -250,7 +307,7 @@ class Pods:
         self.kube.post_event(job, "Warning", "PodsRefused", refused_words)
         decided(key, "back-off", message, attempts=attempts)
 
-    async def scheduling(self, job: dict[str, Any], status: HeteroJobStatus, verdict: Verdict | None) -> bool:
+    async def scheduling(self, job: dict[str, Any], status: HeteroJobStatus, verdict: SchedulingVerdict | None) -> bool:
         """Say kube-scheduler's verdict on the current gang (`lifecycle.scheduling`): condition PodsScheduled and,
         for a gang waiting to start (Admitted), the job's message; a Warning Event `Unschedulable` when it turns
         False or its words change. Written only on a change (a True only ends a False). True when it wrote."""
@@ -277,15 +334,26 @@ class Pods:
             decided(f"{meta['namespace']}/{meta['name']}", "unschedulable", verdict.message, reason=verdict.reason)
         return True
 
-    async def _current_conditions(self, job: dict[str, Any], status: HeteroJobStatus) -> HeteroJobStatus:
-        """`status` with the job's conditions as they are now. A placement's caller holds the status it read
-        before it wrote the placement (Admitted True): a patch of conditions built on that copy would write the
-        wait's old Admitted False back over it. Read again (only where a create ends a refusal or is refused)."""
+    async def _current_conditions(self, job: dict[str, Any], status: HeteroJobStatus) -> HeteroJobStatus | None:
+        """`status` with the job's conditions as they are now; None when the job is deleted (`_fresh`). A
+        placement's caller holds the status it read before it wrote the placement (Admitted True): a patch of
+        conditions built on that copy would write the wait's old Admitted False back over it. Read again (only
+        where a create ends a refusal or is refused)."""
+        fresh = await self._fresh(job)
+        if fresh is None:
+            return None
+        return status.model_copy(update={"conditions": read_status(fresh).conditions})
+
+    async def _fresh(self, job: Mapping[str, Any]) -> dict[str, Any] | None:
+        """The job as the API server has it now; None (and remembered as deleted) when it is gone, being deleted,
+        or another object of its name (another uid) stands in its place."""
         meta = job["metadata"]
         fresh = await self.kube.get_job(meta["namespace"], meta["name"])
-        if fresh is None:
-            return status
-        return status.model_copy(update={"conditions": read_status(fresh).conditions})
+        now = (fresh or {}).get("metadata") or {}
+        if fresh is None or now.get("deletionTimestamp") or (meta.get("uid") and now.get("uid") != meta.get("uid")):
+            self.deleted(meta.get("uid"))
+            return None
+        return fresh
 
     async def delete(self, namespace: str, pods: Sequence[str], key: str | None = None) -> None:
         kube = self.kube_of(key)

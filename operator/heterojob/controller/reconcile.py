@@ -19,7 +19,8 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
-from heterojob.api.common import SpecError, check_object_name, parse_spec
+from heterojob.api.common import SpecError, check_object_name
+from heterojob.api.job_spec import job_spec
 from heterojob.api.job import JOB_NAME_MAX, HeteroJobSpec, Phase
 from heterojob.api.job_status import HeteroJobStatus, MigrationState
 from heterojob.controller.alerts import AlertSymptoms
@@ -72,7 +73,8 @@ class ControllerConfig:
     queue_thresholds_device_h: tuple[float, ...] = tuple(QueueSettings().thresholds_device_h)  # MLFQ level boundaries
     starvation_s: float = QueueSettings().starvation_s  # MLFQ: a job waiting this long is promoted
     max_turns: int | None = QueueSettings().max_turns  # MLFQ: preemptions after which only priority displaces
-    transfer: transfer.Settings = field(default_factory=transfer.Settings)  # moves between regions (links)
+    # moves between regions (links)
+    transfer: transfer.TransferSettings = field(default_factory=transfer.TransferSettings)
     move_requeue_after_s: float = REQUEUE_AFTER_S  # a move off bad nodes that fits nowhere this long: Pending
 
 
@@ -96,7 +98,8 @@ class Controller:
         self.checkpoints = Checkpoints(kube, self.writer, self.cache, self.pods, self.poke, self.poke_pending)
         self.alerts = AlertSymptoms(kube, self.writer, self.poke, lambda key, reason: self.checkpoints.ask(
             key, then=PERIODIC, by=None, reason=reason))
-        settings = planner.Settings(min_runtime_s=self.config.min_runtime_s, lookahead=self.config.queue_lookahead)
+        settings = planner.AdmissionSettings(min_runtime_s=self.config.min_runtime_s,
+                                             lookahead=self.config.queue_lookahead)
         policy = QueuePolicy(self.config.queue_policy)
         queue = QueueSettings(policy=policy, thresholds_device_h=tuple(self.config.queue_thresholds_device_h),
                               starvation_s=self.config.starvation_s,
@@ -178,7 +181,11 @@ class Controller:
         a write whose pass settled it)."""
         return self.known.event(key, body)
 
-    def forget(self, key: str) -> None:
+    def forget(self, key: str, uid: str | None = None) -> None:
+        """The job is deleted (or being deleted): its state goes, and no object is made for it from now on (`uid`:
+        the deleted job's; None: the one of the body known)."""
+        uid = uid or ((self.known.read(key) or {}).get("metadata") or {}).get("uid")
+        self.pods.deleted(uid)
         self.queue.forget(key)
         self.known.forget(key)
         for victim in self.cache.yielders(key):  # they were yielding to it: they run on (reconcile)
@@ -225,7 +232,7 @@ class Controller:
             meta = job.get("metadata") or {}
             key = f"{meta.get('namespace', '')}/{meta.get('name', '')}"
             try:
-                spec: HeteroJobSpec | None = parse_spec(HeteroJobSpec, job.get("spec"))
+                spec: HeteroJobSpec | None = job_spec(job)
             except SpecError:
                 spec = None
             self.cache.sync(key, job, read_status(job), spec, self.fleet_source.classes(), now)
@@ -248,7 +255,12 @@ class Controller:
         except BaseException:
             self.known.abort(key, token)
             raise
-        if self.known.end(key, token, settled):
+        again = self.known.end(key, token, settled)
+        if job is not None and self.pods.gone(job):
+            # deleted while the pass ran (its DELETED event forgot the job meanwhile): what the pass recorded of it
+            # after that (the cache's holding, a reservation, a request) goes too, or its room would stay taken
+            self.forget(key, (job.get("metadata") or {}).get("uid"))
+        elif again:
             self.poke(key)
 
     async def reconcile(self, namespace: str, name: str, job: dict[str, Any] | None | object = _UNSEEN,
@@ -259,14 +271,14 @@ class Controller:
         key = f"{namespace}/{name}"
         if job is _UNSEEN:
             job = await self.kube.get_job(namespace, name)
-        if not isinstance(job, dict) or (job.get("metadata") or {}).get("deletionTimestamp"):
-            self.forget(key)
+        if not isinstance(job, dict) or (job.get("metadata") or {}).get("deletionTimestamp") or self.pods.gone(job):
+            self.forget(key, (job.get("metadata") or {}).get("uid") if isinstance(job, dict) else None)
             return False
         status = read_status(job)
         spec: HeteroJobSpec | None = None
         problems: list[Any] = check_object_name(name, JOB_NAME_MAX)
         try:
-            spec = parse_spec(HeteroJobSpec, job.get("spec"))
+            spec = job_spec(job)
             if status.placement is None:  # never a running job: a node losing a device must not fail it
                 problems += self._fleet_problems(spec)
         except SpecError as exc:
@@ -308,8 +320,8 @@ class Controller:
             restarts=status.restarts,
             backoff_limit=spec.backoff_limit if spec else 0,
             pods=tuple(pods), spec_errors=spec_errors,
-            checkpoint=lifecycle.PendingCheckpoint(pending.id, timestamp(pending.deadline) or 0.0, pending.then,
-                                                   timestamp(pending.requested_at))
+            checkpoint=lifecycle.AskedCheckpoint(pending.id, timestamp(pending.deadline) or 0.0, pending.then,
+                                                 timestamp(pending.requested_at))
             if pending is not None else None,
             now=now,
             cordoned=self._cordoned(status),
@@ -451,7 +463,7 @@ class Controller:
         nodes = self.fleet_source.nodes()
         return frozenset(n for n in status.placement.nodes if n in nodes and not nodes[n].schedulable)
 
-    def _fleet_problems(self, spec: HeteroJobSpec) -> list[validation.Problem]:
+    def _fleet_problems(self, spec: HeteroJobSpec) -> list[validation.SpecProblem]:
         """What this spec asks that the fleet can never give (engine.validation)."""
         nodes = self.fleet_source.nodes()
         return validation.job_problems(

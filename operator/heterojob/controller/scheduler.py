@@ -6,7 +6,7 @@ Step of the pipeline (Kueue's scheduling cycle):
   applies it instead: a placement's status and pods; a waiting job's status, written only when its verdict
   (`engine.cycle.verdict`: outcome and message less its live figures) changed; the checkpoints of the
   victims and lenders it disturbs; a move that fits nowhere goes back to the queue (`engine.requeue`).
-- `run` is the scheduler: woken by coalesced events (`engine.cycle.Trigger`: a request added, edited or
+- `run` is the scheduler: woken by coalesced events (`engine.cycle.CycleTrigger`: a request added, edited or
   removed, room given back, the fleet changed, a timer), it takes one snapshot of the cache under the
   planner's lock, plans the whole queue once (`engine.cycle.plan_cycle`, in a worker thread so probes and
   webhooks are answered meanwhile), records its bookkeeping in the cache at once (a placement held, a
@@ -41,7 +41,7 @@ from heterojob.controller.verdicts import Verdicts
 from heterojob.engine import admission as planner
 from heterojob.engine.admission import Outcome, Stopped
 from heterojob.engine import transfer
-from heterojob.engine.cycle import Cycle, Trigger, plan_cycle, upgrade_candidates, verdict
+from heterojob.engine.cycle import Cycle, CycleTrigger, plan_cycle, upgrade_candidates, verdict
 from heterojob.engine.fleet import Fleet
 from heterojob.engine.placement import Request
 from heterojob.state.knowledge import Knower, Seen
@@ -56,7 +56,7 @@ log = logging.getLogger("heterojob.controller")
 PROBE_SHARE = 0.05  # a probe may cost at most this share of the job's expected remaining time (as the replay)
 BATCH_S = 0.02  # events within this long of the last cycle's end are planned in one cycle (idle: at once)
 RECHECK_S = 30.0  # while jobs wait, a cycle at least this often (what the clock alone changes in a plan)
-CLOCK = "\x00clock"  # the Trigger timer of that recheck (no job is named so)
+CLOCK = "\x00clock"  # the CycleTrigger timer of that recheck (no job is named so)
 INLINE_WAIT_S = 2.0  # a waiting job's pass waits this long for the cycle that plans its new request
 DUTY = 0.5  # after a cycle of c CPU-seconds the next of its kind starts no sooner than c * (1 - DUTY) / DUTY later
 OWED_S = 2.0  # the waiting jobs' verdicts owed this long: the full cycle goes before the next acting one
@@ -74,7 +74,7 @@ class Waiting:
 
 
 @dataclass
-class Verdict:
+class CycleVerdict:
     """A cycle's plan for one job, kept until the job's pass applies it."""
 
     request: Request
@@ -105,10 +105,11 @@ class Scheduler:
         self.knower = Knower(cache)  # engine.policy's Knowledge from the jobs' status.scheduling
         self.apply = Verdicts(kube, writer, cache, pods, checkpoints, metrics, poke, forget, self._placed)
         self.requeue_after_s = requeue_after_s  # a move off bad nodes that fits nowhere this long: back to the queue
-        self.trigger = Trigger()
+        self.trigger = CycleTrigger()
         self.waiting: dict[str, Waiting] = {}  # job -> what its last pass said of it
-        self.verdicts: dict[str, Verdict] = {}  # job -> the last cycle's plan for it, until its pass applies it
+        self.verdicts: dict[str, CycleVerdict] = {}  # job -> the last cycle's plan for it, until its pass applies it
         self.waiting_for: frozenset[str] = frozenset()  # classes the last cycle's waiting jobs wait for
+        self.chose: Mapping[str, str] = {}  # the class each waiting job chose at the last cycle (`Knowledge.chose`)
         self.free: dict[str, int] = {}  # free devices per class after the last cycle's placements
         self.memo = ranking.Memo()  # what the policy may reuse between cycles (the plan is the same without it)
         self.memory = rooms.Memory()  # what placement found per class and region while its room is unchanged
@@ -163,7 +164,7 @@ class Scheduler:
         self.wake()
 
     async def run(self) -> None:
-        """The scheduler's loop. When something happened (`Trigger.due`), an acting cycle first: only the jobs
+        """The scheduler's loop. When something happened (`CycleTrigger.due`), an acting cycle first: only the jobs
         that place or disturb someone, exactly as the full plan has them, applied at once (a job that fits free
         room or a faulted job's replacement does not wait for every waiting job's message); cycles follow while
         they act. Then, once the duty bound allows, one full cycle: every waiting job's verdict. Events within
@@ -226,7 +227,7 @@ class Scheduler:
             self.cycles += 1
             self.metrics.cycle_seconds.observe(cpu)
             self.metrics.cycle_waiting.set(len(waiting))
-            self.waiting_for = cycle.waiting_for
+            self.waiting_for, self.chose = cycle.waiting_for, cycle.chose
             requests = {r.job: r for r in waiting}
             for job, admission in cycle.admissions.items():
                 request = requests[job]
@@ -271,7 +272,9 @@ class Scheduler:
         (`engine.cycle.upgrade_candidates`; `before`: the free devices per class after the last cycle)."""
         policy = None
         if self.queue is not None:
-            policy = (self.knower.knowledge(fleet, waiting, holders, self.queue, seen), self.queue)
+            knowledge = self.knower.knowledge(fleet, waiting, holders, self.queue, seen)
+            knowledge.chose = self.chose  # kept within a margin: a drift of the estimates changes no verdict
+            policy = (knowledge, self.queue)
         cycle = _explained(waiting, holders, fleet, now, self.settings, policy, moves, self.memo, self.memory, acting,
                            None if acting else self._stop)
         verdicts = {job: verdict(a.outcome.value, a.message) for job, a in cycle.admissions.items()
@@ -296,7 +299,7 @@ class Scheduler:
             # its service from now on (a promotion), seen by the next plan before the status comes back
             self.cache.entry(job).scheduling = Scheduling.model_validate(
                 {k: v for k, v in started.items() if v is not None})
-            self.verdicts[job] = Verdict(request, admission, started)
+            self.verdicts[job] = CycleVerdict(request, admission, started)
             self.trigger.at(job, None)
             return True
         for d in admission.disruptions:
@@ -314,7 +317,7 @@ class Scheduler:
             back = requeue.requeue_at(m.exclude, bool(m.involuntary), move_began(status), fleet, self.requeue_after_s)
         promote = queueing.promotion_time(w.waited_from, self.queue) if self.queue is not None else None
         if back is not None and back <= now:
-            self.verdicts[job] = Verdict(request, admission, requeue=True)
+            self.verdicts[job] = CycleVerdict(request, admission, requeue=True)
             self.trigger.at(job, None)
             return True
         self.trigger.at(job, min((t for t in (promote, back) if t is not None and t > now), default=None))
@@ -322,7 +325,7 @@ class Scheduler:
         if new_verdict is None:
             new_verdict = verdict(admission.outcome.value, admission.message)
         if admission.disruptions or status.phase != phase or new_verdict != w.said:
-            self.verdicts[job] = Verdict(request, admission)
+            self.verdicts[job] = CycleVerdict(request, admission)
             return True
         self.verdicts.pop(job, None)  # nothing new to say
         return False

@@ -37,19 +37,20 @@ completion, `engine.completion`), then `plan_queue` on what it returns.
 from __future__ import annotations
 
 import bisect
-import math
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field, replace
 from enum import StrEnum
 from typing import TYPE_CHECKING
 
-from heterojob.engine import completion, preemption
+from heterojob.engine import preemption
+from heterojob.engine.aside import set_aside
 from heterojob.engine.fleet import Allocation, Fleet
 from heterojob.engine.placement import (
-    Candidate, FleetIndex, Ledger, Rejection, Request, Result, fits, listed, place, replicas_text, room_to_grow,
+    Candidate, FleetIndex, Ledger, Request, Result, fits, place, replicas_text, room_to_grow,
 )
 from heterojob.engine.pool import _may_disrupt, _Pool  # noqa: F401 - _may_disrupt: the pool's oracle
 from heterojob.engine.rooms import Memory
+from heterojob.engine.settled import Tracker
 
 if TYPE_CHECKING:
     from heterojob.engine.policy import Knowledge, Prepared
@@ -120,13 +121,13 @@ class Admission:
 
 
 @dataclass(frozen=True)
-class Settings:
+class AdmissionSettings:
     min_runtime_s: float = 300.0  # a job that has run less than this is never preempted (no thrashing)
     lookahead: int = 256  # how many jobs ahead in the queue a single job's plan makes room for
 
 
 @dataclass
-class Plan:
+class QueuePlan:
     admissions: dict[str, Admission] = field(default_factory=dict)
 
     def __getitem__(self, job: str) -> Admission:
@@ -149,8 +150,8 @@ PROMOTED_HELD = ("; promoted after waiting, it takes the next room first, but wh
 
 
 def plan_queue(queue: Iterable[Request], holders: Iterable[Holder], fleet: Fleet, now: float,
-               settings: Settings = Settings(), memory: Memory | None = None, acting: bool = False,
-               stop: Callable[[], bool] | None = None) -> Plan:
+               settings: AdmissionSettings = AdmissionSettings(), memory: Memory | None = None, acting: bool = False,
+               stop: Callable[[], bool] | None = None) -> QueuePlan:
     """Plan every waiting job of `queue` (steps in the module docstring); `fleet` counts every holder's
     devices as used. `memory`: a `rooms.Memory` the caller keeps from one cycle to the next, for one fleet
     (what placement found per class and region while its free room is unchanged); the plan is the same
@@ -170,7 +171,7 @@ def plan_queue(queue: Iterable[Request], holders: Iterable[Holder], fleet: Fleet
     own = {h.job: h for h in holders if h.waiting}
     index = FleetIndex(fleet, memory)  # nodes per class and region and their free room, on the fleet as given
     ledger = Ledger(fleet, index)
-    plan = Plan()
+    plan = QueuePlan()
     for request in ordered:  # step 0: a moving job lands on the room it reserved, when that still fits it
         if request.job in own:
             ledger.take(own[request.job].allocation, -1)
@@ -192,6 +193,9 @@ def plan_queue(queue: Iterable[Request], holders: Iterable[Holder], fleet: Fleet
             plan.admissions[request.job] = fenced
             ledger.take(fenced.candidate.allocation(request.namespace))
     pool = _Pool.of(holders, memory)  # who may be disturbed, indexed once for the whole pass
+    # the waiting jobs the last pass found steps 4-5 could do nothing for, while that still holds (`settled`)
+    tracker = (Tracker(memory, fleet, ledger, pool, own, now, settings.min_runtime_s, taken) if memory is not None
+               else None)
     alone_by_shape: dict[tuple[object, ...], Result] = {}  # the fleet does not change: equal shapes alike
     fits_by_shape: dict[tuple[object, ...], bool] = {}  # `acting`: the same, yes or no
     placed: list[str] = []  # jobs placed so far, in queue order
@@ -209,14 +213,23 @@ def plan_queue(queue: Iterable[Request], holders: Iterable[Holder], fleet: Fleet
                 plan.admissions[request.job] = Admission(request.job, Outcome.PLACED, result.explain(),
                                                          result.chosen)
                 placed.append(request.job)
+                if tracker is not None:
+                    tracker.placed(result.chosen.allocation(request.namespace))
                 continue
         if acting:
-            if _waits(request, fleet, index, own, pool, ledger, taken, now, settings, fits_by_shape):
+            if tracker is not None and tracker.known(request):
+                continue  # steps 4-5 find nothing: it waits (QUEUED or NO_ROOM)
+            waits = _waits(request, fleet, index, own, pool, ledger, taken, now, settings, fits_by_shape)
+            if waits is not None:
+                if waits and tracker is not None:
+                    tracker.found_nothing(request)
                 continue  # QUEUED or NO_ROOM: nothing taken, nothing disturbed
             plan.admissions[request.job] = admission = _disrupt(request, holders, ledger, taken, now, settings, "",
                                                                 pool)
             if admission.outcome == Outcome.NO_ROOM:
                 del plan.admissions[request.job]
+                if tracker is not None:
+                    tracker.found_nothing(request)
             elif admission.candidate is not None:
                 ledger.take(admission.candidate.allocation(request.namespace))
             continue
@@ -241,14 +254,20 @@ def plan_queue(queue: Iterable[Request], holders: Iterable[Holder], fleet: Fleet
         why = known[1]
         if request.preempt_priority < request.priority and pool.below(request.priority, taken):
             why += PROMOTED_HELD  # its order would displace a running job that its promotion may not
-        if not pool.may_disrupt(request, taken) or not pool.may_make_room(request, ledger, taken, now,
-                                                                             settings.min_runtime_s):
+        if tracker is not None and tracker.known(request) or not pool.may_disrupt(request, taken) \
+                or not pool.may_make_room(request, ledger, taken, now, settings.min_runtime_s):
             plan.admissions[request.job] = Admission(request.job, Outcome.NO_ROOM, why)
+            if tracker is not None:
+                tracker.found_nothing(request)
             continue
         plan.admissions[request.job] = admission = _disrupt(request, holders, ledger, taken, now, settings, why,
                                                             pool)
         if admission.candidate is not None and admission.outcome != Outcome.NO_ROOM:
             ledger.take(admission.candidate.allocation(request.namespace))
+        elif admission.outcome == Outcome.NO_ROOM and tracker is not None:
+            tracker.found_nothing(request)
+    if tracker is not None:
+        tracker.end()
     return plan
 
 
@@ -260,9 +279,11 @@ class Stopped(Exception):  # noqa: N818 - what happened, not an error: the calle
 
 
 def _waits(request: Request, fleet: Fleet, index: FleetIndex, own: dict[str, Holder], pool: _Pool, ledger: Ledger,
-           taken: set[str], now: float, settings: Settings, fits_by_shape: dict[tuple[object, ...], bool]) -> bool:
-    """`plan_queue(acting=True)`: whether a job that does not fit the ledger's room waits (QUEUED: it fits
-    alone; NO_ROOM: steps 4-5 cannot start), as the full plan's tests say, without its message."""
+           taken: set[str], now: float, settings: AdmissionSettings, fits_by_shape: dict[tuple[object, ...], bool]
+           ) -> bool | None:
+    """`plan_queue(acting=True)`: whether a job that does not fit the ledger's room waits, as the full plan's
+    tests say, without its message: True when steps 4-5 cannot start (NO_ROOM, or QUEUED), False when it
+    fits alone (QUEUED), None when it does not wait (steps 4-5 are tried)."""
     if not pool.may_disrupt(request, taken):
         return True  # QUEUED or NO_ROOM, whichever
     if request.job in own:
@@ -274,11 +295,13 @@ def _waits(request: Request, fleet: Fleet, index: FleetIndex, own: dict[str, Hol
         if known is None:
             known = fits_by_shape[request.shape] = fits(request, fleet, index)
         alone = known
-    return alone or not pool.may_make_room(request, ledger, taken, now, settings.min_runtime_s)
+    if alone:
+        return False
+    return True if not pool.may_make_room(request, ledger, taken, now, settings.min_runtime_s) else None
 
 
 def may_act(queue: Iterable[Request], holders: Iterable[Holder], fleet: Fleet, now: float,
-            settings: Settings = Settings(), memory: Memory | None = None) -> bool:
+            settings: AdmissionSettings = AdmissionSettings(), memory: Memory | None = None) -> bool:
     """False only when `plan_queue` would place, preempt and reclaim nothing (every job QUEUED or NO_ROOM
     is impossible then too: a job that fits alone fits the free room): no holder yields to a waiting job or
     holds room reserved for one, no request may fit the free room (`Ledger.may_fit`), and for none could
@@ -342,10 +365,12 @@ def _in_flight(request: Request, in_flight: Sequence[Holder], ledger: Ledger, ta
     """The job's room once the jobs yielding to it have released theirs, when it fits there: their room is
     freed on `ledger` (the caller takes the returned candidate) and they are `taken`; else None."""
     rooms = [a for h in in_flight for a in h.footprint]
+    given_back = ledger.given_back
     ledger.take_all(rooms, -1)
     fits = place(request, ledger.fleet, ledger.index).chosen
     if fits is None:
-        ledger.take_all(rooms, +1)  # as it was
+        ledger.take_all(rooms, +1)  # as it was: nothing was given back after all
+        ledger.given_back = given_back
         return None
     taken.update(h.job for h in in_flight)
     outcome = Outcome.RECLAIMING if all(h.base is not None for h in in_flight) else Outcome.PREEMPTING
@@ -355,7 +380,7 @@ def _in_flight(request: Request, in_flight: Sequence[Holder], ledger: Ledger, ta
 
 
 def _disrupt(request: Request, holders: Sequence[Holder], ledger: Ledger, taken: set[str], now: float,
-             settings: Settings, no_room: str, pool: _Pool) -> Admission:
+             settings: AdmissionSettings, no_room: str, pool: _Pool) -> Admission:
     """Steps 4 and 5 for one job that does not fit, on `ledger` (left with the disturbed jobs' room freed)."""
     in_flight = sorted((h for h in pool.yielders.get(request.job, ()) if h.job not in taken), key=lambda h: h.job)
     if in_flight:  # step 4
@@ -397,7 +422,8 @@ def _disrupt(request: Request, holders: Sequence[Holder], ledger: Ledger, taken:
 
 
 def plan_one(request: Request, queue: Iterable[Request], holders: Iterable[Holder], fleet: Fleet, now: float,
-             settings: Settings = Settings(), policy: tuple[Knowledge, QueueSettings] | None = None) -> Admission:
+             settings: AdmissionSettings = AdmissionSettings(),
+             policy: tuple[Knowledge, QueueSettings] | None = None) -> Admission:
     """The plan for one waiting job: the jobs ahead of it in `queue` (at most `settings.lookahead`) are
     planned first, so it neither takes their room nor the victims they would preempt; the caller acts on
     this job's part only (the jobs ahead act on theirs in their own passes). With `policy` (what is known
@@ -421,50 +447,6 @@ def plan_one(request: Request, queue: Iterable[Request], holders: Iterable[Holde
     return plan_queue([*ahead, request], holders, fleet, now, settings)[request.job]
 
 
-def set_aside(request: Request, narrowed: Request, choice: completion.Choice | None, fleet: Fleet,
-              quota_memo: dict[tuple[object, ...], list[Rejection]] | None = None, index: FleetIndex | None = None
-              ) -> str:
-    """Why the classes of `request` that the policy left out of `narrowed` (`engine.policy.prepare`: a
-    waiting job keeps only the classes worth taking now) are not where it waits, from `choice`'s estimates,
-    and the quota limits that would refuse them besides: a waiting job's message accounts for every class
-    the user listed, not only those its plan explains. Empty when none was set aside. `index`: `fleet`'s
-    `FleetIndex`, shared by the calls of one cycle (built once)."""
-    kept = {a.device_class for a in narrowed.alternatives}
-    aside = [a for a in request.alternatives if a.device_class not in kept]
-    if not aside:
-        return ""
-    done = choice.completion_s if choice is not None else {}
-    first = choice.classes[0] if choice is not None and choice.classes else ""  # its best expected completion
-    best = done.get(first, math.inf)
-    notes = []
-    for a in aside:
-        c = a.device_class
-        mine = done.get(c, math.inf)
-        if not (math.isfinite(mine) and math.isfinite(best)):
-            notes.append(f"{c}: no expected completion (no usable node of it, or no speed known for it: "
-                         f"AcceleratorClass spec.throughput)")
-        elif choice is not None and c in choice.declined:
-            notes.append(f"{c}: declined: waiting for {first} is expected to finish sooner (~{_hours(best)}) "
-                         f"than starting on {c} now (~{_hours(mine)})")
-        else:
-            notes.append(f"{c}: waiting for it is expected to finish later (~{_hours(mine)}) than waiting for "
-                         f"{first} (~{_hours(best)})")
-    text = f"set aside: {listed(notes, 4)}"
-    if not fleet.quotas.get(request.namespace):
-        return text  # no quota in its namespace: placement refuses nothing by quota (`placement._Quota`)
-    aside_request = replace(request, alternatives=aside)
-    blockers = quota_memo.get(aside_request.shape) if quota_memo is not None else None
-    if blockers is None:  # equal shapes meet the same quotas (`quota_memo`: one fleet, one cycle)
-        blockers = [r for r in place(aside_request, fleet, index).rejections if r.quota]
-        if quota_memo is not None:
-            quota_memo[aside_request.shape] = blockers
-    return text + (f"; and quota besides: {listed(blockers, 4)}" if blockers else "")
-
-
-def _hours(seconds: float) -> str:
-    return f"{seconds / 3600:.1f} h"
-
-
 def growth(request: Request, top_waiting: int | None, fleet_without_it: Fleet, current: int, maximum: int,
            device_class: str, region: str) -> int | None:
     """The most replicas (above `current`, up to `maximum`) an elastic job may restart with now, in its
@@ -483,9 +465,10 @@ def top_priority(waiting: Iterable[Request], besides: str = "") -> int | None:
 # --- the heterogeneity-aware policy (engine.policy) in front of the plan ----------------------------------
 
 def plan_with_policy(queue: Iterable[Request], holders: Iterable[Holder], fleet: Fleet, now: float,
-                     knowledge: Knowledge, queue_settings: QueueSettings, settings: Settings = Settings(),
+                     knowledge: Knowledge, queue_settings: QueueSettings,
+                     settings: AdmissionSettings = AdmissionSettings(),
                      memo: Memo | None = None, memory: Memory | None = None, acting: bool = False
-                     ) -> tuple[Plan, Prepared]:
+                     ) -> tuple[QueuePlan, Prepared]:
     """`engine.policy.prepare` (queue order, class choice by expected completion), then `plan_queue`.
     `memo`: `engine.ranking.Memo`, `memory`: `rooms.Memory`, both kept by the caller between passes (the
     plan is the same without them); `acting`: `plan_queue`'s."""

@@ -189,15 +189,28 @@ class Choice:
     declined: tuple[str, ...]  # classes it could start on now but is better off waiting for a faster one
 
 
-def choose(remaining_s: float, rel: Mapping[str, float], wait_s: Mapping[str, float]) -> Choice:
+KEEP_MARGIN = 0.1  # a job waiting for a class keeps it unless another is expected to complete this much sooner
+
+
+def choose(remaining_s: float, rel: Mapping[str, float], wait_s: Mapping[str, float], kept: str | None = None
+           ) -> Choice:
     """Rank the classes by expected completion (wait + remaining work / relative speed). A class where the
     job could start now is kept only when starting there completes sooner than waiting for a faster one;
-    the class with the best expected completion is always kept (the job waits there if it must)."""
+    the class with the best expected completion is always kept (the job waits there if it must).
+
+    `kept`: the class the job chose to wait for at the pass before. While it still has to wait there, it
+    stays the job's choice unless another class is expected to complete sooner by more than `KEEP_MARGIN` of
+    its own estimate: estimates of ten hours' wait drift with the clock, and a waiting job's choice (what its
+    status says, where it queues) follows a real difference, not a drift (no flapping between near-equal
+    classes)."""
     completion = {c: wait_s[c] + (remaining_s / rel[c] if rel[c] > 0 else float("inf"))
                   for c in rel if c in wait_s}
     if not completion:
         return Choice((), {}, ())
     best = min(completion, key=lambda c: (completion[c], -rel[c], c))
+    if (kept is not None and kept != best and kept in completion and wait_s[kept] != 0 and wait_s[best] != 0
+            and math.isfinite(completion[kept]) and completion[best] >= completion[kept] * (1 - KEEP_MARGIN)):
+        best = kept
     if all(wait_s[c] != 0 for c in completion):  # no class free now: only the best is kept, none declined
         return Choice((best,), completion, ())
     keep = sorted((c for c in completion if c == best or (wait_s[c] == 0 and completion[c] <= completion[best])),

@@ -10,7 +10,7 @@ ships. Inside it:
    as `relocation.plan_relocation` would, and keeps every class its user listed.
 2. With a queue policy, `policy.prepare` orders the queue and narrows each other job's classes
    (`admission.plan_with_policy`); then `admission.plan_queue` plans the whole queue once.
-3. A job that waits is told which listed classes the policy set aside (`admission.set_aside`).
+3. A job that waits is told which listed classes the policy set aside (`aside.set_aside`).
 
 A cycle computes what its reader reads (`Cycle`): the policy's pass at once; the plan only when the
 planner's necessary test (`admission.may_act`, on the queue as prepared) says some job may act, else when
@@ -21,7 +21,7 @@ what acts (`Cycle.acting`), the operator every verdict.
 live figures (free devices, hours, the jobs ahead that fit first). The caller writes a waiting job's status
 only when its verdict changes, so API writes follow decisions, not figures.
 
-`Trigger` says whether a cycle could change anything since the last one: a request added, edited or
+`CycleTrigger` says whether a cycle could change anything since the last one: a request added, edited or
 removed, room given back, the fleet changed, or a timer (a starvation promotion, a move's requeue bound)
 came due. A cycle with none of these plans the same queue on the same snapshot at another time; what the
 clock alone changes (expected completions, the minimum runtime, levels) is left to a timer the caller sets
@@ -41,8 +41,9 @@ from typing import TYPE_CHECKING
 
 from heterojob.engine import transfer
 from heterojob.engine.admission import (
-    STOP_EVERY, Admission, Holder, Outcome, Plan, Settings, Stopped, may_act, plan_queue, set_aside,
+    STOP_EVERY, Admission, AdmissionSettings, Holder, Outcome, QueuePlan, Stopped, may_act, plan_queue,
 )
+from heterojob.engine.aside import set_aside
 from heterojob.engine.fleet import Fleet
 from heterojob.engine.relocation import cheapest_tier
 from heterojob.engine.placement import FleetIndex, Rejection, Request
@@ -66,16 +67,18 @@ class Cycle:
     its queue only when `plan` or `admissions` is read. `acted` and `acting` read neither. Equal cycles have
     equal admissions, classes waited for and free room."""
 
-    def __init__(self, plan: Plan | Callable[[], Plan], waiting_for: frozenset[str] = frozenset(),
+    def __init__(self, plan: QueuePlan | Callable[[], QueuePlan], waiting_for: frozenset[str] = frozenset(),
                  free: Mapping[str, int] | None = None,
-                 explain: Callable[[Plan], dict[str, Admission]] | None = None, quiet: bool = False) -> None:
+                 explain: Callable[[QueuePlan], dict[str, Admission]] | None = None, quiet: bool = False,
+                 chose: Mapping[str, str] | None = None) -> None:
         self._plan, self._explain = plan, explain
         self.waiting_for, self.free, self.quiet = waiting_for, free if free is not None else {}, quiet
+        self.chose = chose if chose is not None else {}  # the policy's first class per job: `Knowledge.chose`
 
     @cached_property
-    def plan(self) -> Plan:
+    def plan(self) -> QueuePlan:
         """The planner's plan (a waiting job's message as `admission.plan_queue` says it)."""
-        return self._plan if isinstance(self._plan, Plan) else self._plan()
+        return self._plan if isinstance(self._plan, QueuePlan) else self._plan()
 
     @cached_property
     def admissions(self) -> Mapping[str, Admission]:
@@ -91,7 +94,7 @@ class Cycle:
     @property
     def acted(self) -> bool:
         """It placed or disturbed someone: that changes the snapshot (the policy reads the free room), so
-        the caller plans once more (`Trigger.room`)."""
+        the caller plans once more (`CycleTrigger.room`)."""
         return bool(self.acting)
 
     def room_grew(self, before: Mapping[str, int]) -> bool:
@@ -112,7 +115,7 @@ class Cycle:
 
 
 def plan_cycle(queue: Iterable[Request], holders: Iterable[Holder], fleet: Fleet, now: float,
-               settings: Settings = Settings(), policy: tuple[Knowledge, QueueSettings] | None = None,
+               settings: AdmissionSettings = AdmissionSettings(), policy: tuple[Knowledge, QueueSettings] | None = None,
                moves: Mapping[str, transfer.Move] | None = None, memo: Memo | None = None,
                memory: Memory | None = None, acting: bool = False, stop: Callable[[], bool] | None = None
                ) -> Cycle:
@@ -125,7 +128,7 @@ def plan_cycle(queue: Iterable[Request], holders: Iterable[Holder], fleet: Fleet
     read may raise it then)."""
     queue, holders = list(queue), list(holders)
     if not queue:  # nothing to plan: only the free room (what `room_grew` compares)
-        return Cycle(Plan(), frozenset(), _free_after(Plan(), fleet, memo))
+        return Cycle(QueuePlan(), frozenset(), _free_after(QueuePlan(), fleet, memo))
     moves = moves or {}
     narrowed: dict[str, Request] = {}
     for request in queue:
@@ -148,17 +151,18 @@ def plan_cycle(queue: Iterable[Request], holders: Iterable[Holder], fleet: Fleet
                       mine={r.job: r for r in ordered}, prepared=prepared, memory=memory, stop=stop)
     if not may_act(ordered, prepared.holders, fleet, now, settings, memory):  # planned only when read
         return Cycle(partial(plan_queue, ordered, prepared.holders, fleet, now, settings, memory, acting, stop),
-                     prepared.waiting_for, _free_after(Plan(), fleet, memo), explain, quiet=True)
+                     prepared.waiting_for, _free_after(QueuePlan(), fleet, memo), explain, quiet=True,
+                     chose=prepared.chose)
     plan = plan_queue(ordered, prepared.holders, fleet, now, settings, memory, acting, stop)
-    return Cycle(plan, prepared.waiting_for, _free_after(plan, fleet, memo), explain)
+    return Cycle(plan, prepared.waiting_for, _free_after(plan, fleet, memo), explain, chose=prepared.chose)
 
 
-def _explain(plan: Plan, fleet: Fleet, moves: Mapping[str, transfer.Move], narrowed: Mapping[str, Request],
+def _explain(plan: QueuePlan, fleet: Fleet, moves: Mapping[str, transfer.Move], narrowed: Mapping[str, Request],
              original: Mapping[str, Request] | None = None, mine: Mapping[str, Request] | None = None,
              prepared: Prepared | None = None, memory: Memory | None = None,
              stop: Callable[[], bool] | None = None) -> dict[str, Admission]:
     """`plan`'s admissions with their messages final: a waiting job's the classes the policy set aside
-    (`admission.set_aside`; `prepared`: the policy's pass, `original`: the requests as given, `mine`: as
+    (`aside.set_aside`; `prepared`: the policy's pass, `original`: the requests as given, `mine`: as
     planned), an involuntary move's placement the transfer it weighed (step 3 of the module docstring)."""
     admissions = dict(plan.admissions)
     if prepared is not None and original is not None and mine is not None:
@@ -183,7 +187,7 @@ def _explain(plan: Plan, fleet: Fleet, moves: Mapping[str, transfer.Move], narro
     return admissions
 
 
-def _free_after(plan: Plan, fleet: Fleet, memo: Memo | None = None) -> dict[str, int]:
+def _free_after(plan: QueuePlan, fleet: Fleet, memo: Memo | None = None) -> dict[str, int]:
     """Free devices per class on usable nodes once the plan's placements are taken."""
     from heterojob.engine.policy import devices_by_class
 
@@ -212,7 +216,7 @@ def verdict(outcome: str | None, message: str | None) -> tuple[str, str]:
 # --- when a cycle is worth running -----------------------------------------------------------------------
 
 @dataclass
-class Trigger:
+class CycleTrigger:
     """What happened since the last cycle, and the earliest timer; `due` says whether a cycle may change
     anything. Time is an argument."""
 

@@ -27,19 +27,19 @@ class LeaseRecord:
         return self.holder, self.renew_time, self.resource_version
 
 
-class Move(StrEnum):
+class LeaseMove(StrEnum):
     CREATE = "create"  # no Lease yet: create it, holding it
     TAKE = "take"  # free or expired: write ourselves in (a 409 means another replica was faster)
     RENEW = "renew"  # ours: write a new renewTime
     WAIT = "wait"  # someone else holds it and renews it
 
 
-def next_move(record: LeaseRecord | None, me: str, unchanged_since: float, now: float) -> Move:
+def next_move(record: LeaseRecord | None, me: str, unchanged_since: float, now: float) -> LeaseMove:
     """`unchanged_since`: when (our monotonic clock) we first saw this exact record; `now`: the same clock."""
     if record is None:
-        return Move.CREATE
+        return LeaseMove.CREATE
     if record.holder == me:
-        return Move.RENEW
+        return LeaseMove.RENEW
     if not record.holder or now - unchanged_since >= record.duration_s:
-        return Move.TAKE
-    return Move.WAIT
+        return LeaseMove.TAKE
+    return LeaseMove.WAIT

@@ -41,7 +41,7 @@ EVICTED = EVICTED_BY_EVICTION_API  # a DisruptionTarget reason: the Eviction API
 
 
 @dataclass(frozen=True)
-class PendingCheckpoint:
+class AskedCheckpoint:
     """A checkpoint the operator asked for, and what follows it (preempt, migrate, resize)."""
 
     id: str
@@ -66,7 +66,7 @@ class JobView:
     backoff_limit: int
     pods: Sequence[PodView] = field(default_factory=tuple)
     spec_errors: str | None = None  # every problem of an invalid spec, or None
-    checkpoint: PendingCheckpoint | None = None
+    checkpoint: AskedCheckpoint | None = None
     now: float = 0.0  # unix seconds: time is an argument, never read here
     unschedulable_after_s: float = 60.0  # a pod the scheduler cannot place this long: place the gang elsewhere
     cordoned: frozenset[str] = frozenset()  # nodes marked unschedulable (kubectl cordon / drain)
@@ -110,7 +110,7 @@ REASON_INVALID_SPEC = "InvalidSpec"
 REASON_POD_REJECTED = "PodRejected"  # the API server refused its pods for good (invalid, PodSecurity)
 REASON_SPEC_EDITED = "SpecEdited"
 REASON_DRAINED = "Drained"
-PERIODIC = Then.CONTINUE  # PendingCheckpoint.then of a periodic checkpoint: the job goes on where it is
+PERIODIC = Then.CONTINUE  # AskedCheckpoint.then of a periodic checkpoint: the job goes on where it is
 
 
 def decide(job: JobView) -> Decision:
@@ -182,7 +182,7 @@ def after_edit(phase: Phase | None, reason: str | None, spec_valid: bool) -> Dec
 
 
 @dataclass(frozen=True)
-class Verdict:
+class SchedulingVerdict:
     """A condition's status, reason and message (stable words: written, and said in an Event, only when they
     change)."""
 
@@ -191,7 +191,7 @@ class Verdict:
     message: str
 
 
-def scheduling(job: JobView) -> Verdict | None:
+def scheduling(job: JobView) -> SchedulingVerdict | None:
     """The PodsScheduled condition the current gang warrants: False with kube-scheduler's own words while one of
     its pods is Unschedulable (PodScheduled False: "0/8 nodes are available: 8 Insufficient memory."), True once
     every rank is bound; None while neither is known (pods not created or not looked at by the scheduler yet).
@@ -201,9 +201,10 @@ def scheduling(job: JobView) -> Verdict | None:
                      key=lambda p: p.rank)
     stuck = [p for p in current if p.phase == "Pending" and p.unschedulable]
     if stuck:
-        return Verdict("False", "Unschedulable", f"the scheduler cannot place the job's pods: {stuck[0].unschedulable}")
+        return SchedulingVerdict("False", "Unschedulable",
+                                 f"the scheduler cannot place the job's pods: {stuck[0].unschedulable}")
     if current and len(current) == job.replicas and all(p.scheduled for p in current):
-        return Verdict("True", "Scheduled", "every pod of the gang is bound to its node")
+        return SchedulingVerdict("True", "Scheduled", "every pod of the gang is bound to its node")
     return None
 
 
@@ -245,7 +246,7 @@ def _restart_or_fail(job: JobView, why: str, current: Sequence[PodView]) -> Deci
                     f"{why}; restarting the gang ({job.restarts + 1}/{job.backoff_limit})", pods=pods)
 
 
-def _checkpointing(job: JobView, pending: PendingCheckpoint, by_rank: dict[int, PodView],
+def _checkpointing(job: JobView, pending: AskedCheckpoint, by_rank: dict[int, PodView],
                    current: Sequence[PodView]) -> Decision:
     """The checkpoint protocol: ask every rank, wait for every answer or the deadline, then go on. A rank
     being deleted (evicted) that still runs within its grace period is asked too."""

@@ -53,7 +53,7 @@ class Hold(StrEnum):
 
 
 @dataclass(frozen=True)
-class Verdict:
+class MigrationVerdict:
     act: bool
     symptom: Symptom | None
     reason: str  # why it acts, or why it does not, with live figures (a countdown): for the decision log
@@ -66,7 +66,7 @@ HOLD = {OVERHEAT: "overheat_for_s", STRAGGLER: "straggler_for_s"}
 
 
 def judge(symptoms: Iterable[Symptom], rules: Rules, now: float, disruptions: Sequence[float],
-          disrupted_now: int) -> Verdict:
+          disrupted_now: int) -> MigrationVerdict:
     """The most urgent symptom that has held long enough, and whether the safety rules let it act.
 
     `disruptions` are the times of this job's earlier migrations and resizes (from status.history);
@@ -84,32 +84,35 @@ def judge(symptoms: Iterable[Symptom], rules: Rules, now: float, disruptions: Se
             continue
         ripe.append(s)
     if not ripe:
-        return Verdict(False, None, ("holding: " + "; ".join(waiting)) if waiting else "healthy")
+        return MigrationVerdict(False, None, ("holding: " + "; ".join(waiting)) if waiting else "healthy")
     symptom = sorted(ripe, key=lambda s: (not s.urgent, s.since))[0]
-    advisory = Verdict(False, symptom, f"advisory mode: would migrate ({symptom.message})", Hold.ADVISORY,
-                       f"advisory mode: would migrate ({symptom.trigger}"
-                       + (f" off {', '.join(symptom.nodes)})" if symptom.nodes else ")"))
+    advisory = MigrationVerdict(False, symptom, f"advisory mode: would migrate ({symptom.message})", Hold.ADVISORY,
+                                f"advisory mode: would migrate ({symptom.trigger}"
+                                + (f" off {', '.join(symptom.nodes)})" if symptom.nodes else ")"))
     if symptom.urgent:
-        return advisory if rules.advisory else Verdict(True, symptom, symptom.message)
+        return advisory if rules.advisory else MigrationVerdict(True, symptom, symptom.message)
     move = f"{symptom.trigger} move held"
     last = max(disruptions, default=None)
     if last is not None and now - last < rules.cooldown_s:
-        return Verdict(False, symptom, f"cooldown: {rules.cooldown_s - (now - last):.0f}s left after the last move",
-                       Hold.COOLDOWN, f"{move}: cooldown of {rules.cooldown_s:.0f}s after the last move",
-                       last + rules.cooldown_s)
+        return MigrationVerdict(False, symptom,
+                                f"cooldown: {rules.cooldown_s - (now - last):.0f}s left after the last move",
+                                Hold.COOLDOWN, f"{move}: cooldown of {rules.cooldown_s:.0f}s after the last move",
+                                last + rules.cooldown_s)
     recent = sorted(t for t in disruptions if now - t < 3600)
     if len(recent) >= rules.max_per_hour:
         # it lifts when enough of the last hour's moves are more than an hour old
         lifts = recent[len(recent) - rules.max_per_hour] + 3600 if rules.max_per_hour > 0 else None
-        return Verdict(False, symptom, f"{len(recent)} moves in the last hour (maxMigrationsPerHour "
-                       f"{rules.max_per_hour})", Hold.HOURLY_CAP,
-                       f"{move}: maxMigrationsPerHour ({rules.max_per_hour}) reached", lifts)
+        return MigrationVerdict(False, symptom, f"{len(recent)} moves in the last hour (maxMigrationsPerHour "
+                                f"{rules.max_per_hour})", Hold.HOURLY_CAP,
+                                f"{move}: maxMigrationsPerHour ({rules.max_per_hour}) reached", lifts)
     if disrupted_now >= rules.budget:
-        return Verdict(False, symptom, f"disruption budget: {disrupted_now} of {rules.budget} jobs already moving",
-                       Hold.BUDGET, f"{move}: the disruption budget ({rules.budget} jobs moving at once) is used up")
+        return MigrationVerdict(False, symptom,
+                                f"disruption budget: {disrupted_now} of {rules.budget} jobs already moving",
+                                Hold.BUDGET,
+                                f"{move}: the disruption budget ({rules.budget} jobs moving at once) is used up")
     if rules.advisory:
         return advisory
-    return Verdict(True, symptom, symptom.message)
+    return MigrationVerdict(True, symptom, symptom.message)
 
 
 LOW_UTILIZATION = "lowUtilization"

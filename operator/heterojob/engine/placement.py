@@ -37,7 +37,7 @@ from heterojob.engine.placement_types import (  # noqa: F401 - re-exported: what
     OUTSIDE_ALLOWED, Alternative, Candidate, Rejection, Request, Result, listed, replicas_text,
 )
 from heterojob.engine.rejections import NETWORK_DOWN, _no_room, _soft_rejection
-from heterojob.engine.rooms import Verdict
+from heterojob.engine.rooms import RoomVerdict
 
 __all__ = [  # what other modules import from here (re-exports included)
     "Alternative", "Candidate", "DeviceClass", "FleetIndex", "Ledger", "NETWORK_DOWN", "OUTSIDE_ALLOWED",
@@ -264,17 +264,17 @@ class _Room:
         """`verdict(region, request).nodes is not None`, without a message when it does not."""
         excluded, key = self._key(region, request)
         verdicts = self.rooms.verdicts(self.cls.name, region)
-        known = cast(Verdict | None, verdicts.get(key))
+        known = cast(RoomVerdict | None, verdicts.get(key))
         if known is not None:
             return known.nodes is not None
         per, replicas = self.alt.per_replica, request.replicas
         if replicas <= 0 or per <= 0:
             return self.verdict(region, request).nodes is not None
         held = ("holds", key)
-        answer = cast(Verdict | None, verdicts.get(held))
+        answer = cast(RoomVerdict | None, verdicts.get(held))
         if answer is None:
             free, _ = self._free(region, request, excluded)
-            answer = verdicts[held] = Verdict(() if sum(f // per for f in free.values()) >= replicas else None)
+            answer = verdicts[held] = RoomVerdict(() if sum(f // per for f in free.values()) >= replicas else None)
         return answer.nodes is not None
 
     def _free(self, region: str, request: Request, excluded: frozenset[str]
@@ -297,10 +297,10 @@ class _Room:
             return {n: f for n, f in room.items() if n not in excluded and n not in cut}, cut
         return room, cut
 
-    def verdict(self, region: str, request: Request) -> Verdict:
+    def verdict(self, region: str, request: Request) -> RoomVerdict:
         excluded, key = self._key(region, request)
         verdicts = self.rooms.verdicts(self.cls.name, region)
-        known = cast(Verdict | None, verdicts.get(key))
+        known = cast(RoomVerdict | None, verdicts.get(key))
         if known is not None:
             return known
         names, devices = self.sets.get(region, _NO_NODES)
@@ -310,8 +310,8 @@ class _Room:
         capacity = self.index.capacity(cls)
         if nodes is None:
             counted = len(names) - len(excluded) - len(cut) > 0  # a node of the region is counted, free or not
-            verdict = Verdict(None, reason=_no_room(free, request, self.alt, self.index.unfit_reasons(cls, region),
-                                                    self.soft_failed.get(region, {}), cut, counted))
+            verdict = RoomVerdict(None, reason=_no_room(free, request, self.alt, self.index.unfit_reasons(cls, region),
+                                                        self.soft_failed.get(region, {}), cut, counted))
         else:
             # packing: how full the chosen nodes are afterwards (fills partly used nodes, keeps empty ones whole)
             chosen = set(nodes)
@@ -319,8 +319,8 @@ class _Room:
             left = sum(free[n] for n in chosen) - len(nodes) * per
             # balance: prefer the region with the larger share of this class still free afterwards
             region_capacity = (devices - sum(capacity[n] for n in excluded) - sum(capacity[n] for n in cut)) or 1
-            verdict = Verdict(nodes, W_PACKING * (1 - left / chosen_capacity),
-                              W_BALANCE * (sum(free.values()) - len(nodes) * per) / region_capacity)
+            verdict = RoomVerdict(nodes, W_PACKING * (1 - left / chosen_capacity),
+                                  W_BALANCE * (sum(free.values()) - len(nodes) * per) / region_capacity)
         verdicts[key] = verdict
         return verdict
 
@@ -329,7 +329,7 @@ class _Room:
 W_PREFERENCE, W_PREFERRED_REGION, W_THROUGHPUT, W_PACKING, W_BALANCE = 100.0, 50.0, 10.0, 5.0, 3.0
 
 
-def _score(index: int, n_alts: int, cls: DeviceClass, region: str, request: Request, verdict: Verdict) -> float:
+def _score(index: int, n_alts: int, cls: DeviceClass, region: str, request: Request, verdict: RoomVerdict) -> float:
     """A feasible candidate's score: preference order, preferred region, throughput, then the region's
     packing and balance (`_verdict`)."""
     preference = W_PREFERENCE * (n_alts - index)

@@ -20,7 +20,8 @@ call it the same way.
    planner takes borrowed room back for any waiting job) and the jobs ahead of it in this pass that chose to
    wait there, so jobs spread over classes (and, through the planner's scorers, regions) by expected wait.
    A job with free room on some class it may use counts no displacement anywhere (`displaces`: work
-   conservation, no preemption while devices it could use idle).
+   conservation, no preemption while devices it could use idle). A job keeps the class it chose to wait
+   for at the pass before (`Knowledge.chose`) while that is within `completion.KEEP_MARGIN` of the best.
    The planner honours the order (a step in preference order outweighs every other score).
 
 What it reads is what the operator knows (`Facts`, from the job's status): attained service, the job's
@@ -69,6 +70,9 @@ class Knowledge:
     # whether the waiting jobs ask for the fleet's devices (`allocation.saturated`, the caller knows the whole
     # queue): then room left idle after the pass goes to the jobs that declined it (`allocation.fill`)
     saturated: bool = False
+    # job -> the class it chose to wait for at the pass before (`Prepared.chose`): kept while it is within
+    # `completion.KEEP_MARGIN` of the best (`completion.choose`); empty: every choice made afresh
+    chose: Mapping[str, str] = field(default_factory=dict)
 
     def of(self, job: str) -> Facts:
         return self.facts.get(job, Facts())
@@ -80,6 +84,12 @@ class Prepared:
     holders: list[Holder]  # effective priorities
     waiting_for: frozenset[str]  # classes some job in this pass chose to wait for
     choices: Mapping[str, completion.Choice]
+
+    @property
+    def chose(self) -> dict[str, str]:
+        """job -> its first choice of class (what `Knowledge.chose` gives the next pass: it counts only while
+        the job still waits for it)."""
+        return {job: c.classes[0] for job, c in self.choices.items() if c.classes}
 
 
 def devices_by_class(fleet: Fleet, memo: ranking.Memo | None = None) -> tuple[dict[str, int], dict[str, int]]:
@@ -396,7 +406,7 @@ def prepare(queue: Iterable[Request], holders: Iterable[Holder], fleet: Fleet, n
                     waits[c] = ends.wait(n, free[c], capacity[c], ahead[c])
                 else:
                     waits[c] = cannot_displace(c, against).wait(n, free[c], capacity[c], ahead[c])
-        choice = completion.choose(left, rel, waits)
+        choice = completion.choose(left, rel, waits, knowledge.chose.get(request.job))
         choices[request.job] = choice
         if not choice.classes:  # no speed known for any class: as the user listed them
             out.append(ranking.ranked_request(request, rank, None, memo, preempts, also))

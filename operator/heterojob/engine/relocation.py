@@ -11,13 +11,14 @@ from collections.abc import Iterable
 from dataclasses import replace
 
 from heterojob.engine import transfer
-from heterojob.engine.admission import Admission, Holder, Outcome, Settings, plan_one
+from heterojob.engine.admission import Admission, AdmissionSettings, Holder, Outcome, plan_one
 from heterojob.engine.fleet import Fleet
 from heterojob.engine.placement import Ledger, Request, place
 
 
 def plan_move(request: Request, queue: Iterable[Request], holders: Iterable[Holder], fleet_without_it: Fleet,
-              now: float, settings: Settings = Settings(), move: transfer.Move | None = None) -> Admission:
+              now: float, settings: AdmissionSettings = AdmissionSettings(),
+              move: transfer.Move | None = None) -> Admission:
     """Where a running job would land if it moved now (make before break): PLACED with the destination to
     reserve before its checkpoint is asked for, or why there is none. A voluntary move takes no room a job
     ahead of it in the queue could use and disturbs nobody. `fleet_without_it` must not count the job's
@@ -26,7 +27,7 @@ def plan_move(request: Request, queue: Iterable[Request], holders: Iterable[Hold
     `transfer.judge` lets it: the move saves more than it costs and a link leads there; when only such
     regions had room, the answer names the reason (`reason`: NoLink, TransferExceedsSaving or
     LostWorkExceedsSaving)."""
-    verdicts: dict[str, transfer.Verdict] = {}
+    verdicts: dict[str, transfer.TransferVerdict] = {}
     open_ = True
     if move is not None:
         verdicts = {r: transfer.judge(move, r, fleet_without_it.regions) for r in _regions(request, fleet_without_it)}
@@ -60,7 +61,7 @@ def plan_move(request: Request, queue: Iterable[Request], holders: Iterable[Hold
 
 
 def plan_relocation(request: Request, queue: Iterable[Request], holders: Iterable[Holder], fleet: Fleet, now: float,
-                    settings: Settings = Settings(), move: transfer.Move | None = None) -> Admission:
+                    settings: AdmissionSettings = AdmissionSettings(), move: transfer.Move | None = None) -> Admission:
     """`plan_one` for a job that must leave where it ran (an involuntary move: a dead device, a lost member):
     with `move`, the regions that fit are tried cheapest transfer first (`cheapest_tier`), and the first tier
     where it is placed wins; when none places it, the plan over every allowed region (it may preempt or queue
@@ -76,7 +77,7 @@ def plan_relocation(request: Request, queue: Iterable[Request], holders: Iterabl
 
 
 def cheapest_tier(request: Request, queue: list[Request], holders: list[Holder], fleet: Fleet, now: float,
-                  settings: Settings, move: transfer.Move) -> tuple[Request, Admission | None]:
+                  settings: AdmissionSettings, move: transfer.Move) -> tuple[Request, Admission | None]:
     """`request` narrowed to the first tier of regions (`transfer.tiers`: its own, then by transfer time,
     unlinked last) where `plan_one` places it now, with that plan; (`request`, None) when no tier does or
     there is one tier only."""
@@ -94,24 +95,6 @@ def cheapest_tier(request: Request, queue: list[Request], holders: list[Holder],
             if admission.outcome == Outcome.PLACED:
                 return narrowed, admission
     return request, None
-    holders = list(holders)
-    groups = transfer.tiers(move, _regions(request, fleet), fleet.regions)
-    if len(groups) > 1:
-        mine = Ledger(fleet)  # room reserved for the job itself (the healthy part of its old room) is its own
-        for h in holders:
-            if h.job == request.job and h.waiting:
-                mine.take(h.allocation, -1)
-        for tier in groups:
-            narrowed = replace(request, allowed_regions=tier)
-            if place(narrowed, mine.fleet, mine.index).chosen is None:
-                continue  # nothing fits there even alone: no plan needed
-            admission = plan_one(narrowed, queue, holders, fleet, now, settings)
-            if admission.outcome == Outcome.PLACED:
-                assert admission.candidate is not None
-                v = transfer.judge(move, admission.candidate.region, fleet.regions)
-                note = f"; the cheapest transfer that fits: {v.message}" if v.cost and v.cost.link else ""
-                return replace(admission, message=admission.message + note)
-    return plan_one(request, queue, holders, fleet, now, settings)
 
 
 def _regions(request: Request, fleet: Fleet) -> list[str]:

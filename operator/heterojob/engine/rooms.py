@@ -10,7 +10,7 @@ costs.
 Each (class, region) carries a version that changes whenever the free room of one of its nodes changes;
 versions are unique in the process, so a version stands for one free room of one fleet view (nodes,
 classes, regions, node health, network-down chips). What `place` found in a region for a gang of a given
-size (where it packs, or why it does not fit: `Verdict`) is kept per version and reused while that room is
+size (where it packs, or why it does not fit: `RoomVerdict`) is kept per version and reused while that room is
 unchanged, within a plan and, with a `Memory` the caller keeps, from one cycle to the next: a region's
 "does not fit" (and its message) holds until its free room changes. `victims.Search` keeps its counts of the
 replicas a region's room holds there too.
@@ -30,7 +30,7 @@ _VERSIONS = itertools.count(1)
 
 
 @dataclass(frozen=True)
-class Verdict:
+class RoomVerdict:
     """What `place` finds in one region for one gang shape: the nodes (one per rank) and the two scorers that
     depend on the room, or None and why not."""
 
@@ -49,7 +49,7 @@ class Memory:
 
     scope: Hashable = None  # the fleet view and network-down chips the rooms below are of
     rooms: dict[tuple[str, str], tuple[dict[str, int], int]] = field(default_factory=dict)
-    verdicts: dict[int, dict[Hashable, object]] = field(default_factory=dict)  # a `Verdict`, or a count
+    verdicts: dict[int, dict[Hashable, object]] = field(default_factory=dict)  # a `RoomVerdict`, or a count
     # what `placement.place` found for one alternative of a request on a starting room: its key (the request's
     # shape as that alternative reads it, the namespace's quota) -> the versions of its class's regions, and the
     # rejections and candidates found there
@@ -57,6 +57,8 @@ class Memory:
 
     # the last plan's holders (as given) and the pool of those it may disturb (`pool._Pool.of`)
     pool: tuple[tuple[object, ...], object] | None = None
+    # what the last whole plan found steps 4-5 could do nothing for, and under what (`settled.Settled`)
+    settled: object | None = None
 
     PARTS_KEPT = 50_000  # past this many, `parts` starts again at the next plan
 
@@ -180,7 +182,7 @@ class Rooms:
         return self._total[device_class], max(sizes) if sizes else 0
 
     def verdicts(self, device_class: str, region: str) -> dict[Hashable, object]:
-        """What was found for the current room of (class, region): `Verdict`s, and counts
+        """What was found for the current room of (class, region): `RoomVerdict`s, and counts
         (`victims.Search`)."""
         version = self.versions[(device_class, region)]
         table = self.memory.verdicts.get(version)

@@ -125,8 +125,9 @@ class RunningDecision:
     yield_end: tuple[Yield, YieldEnd] | None = None
     at: float | None = None  # the earliest time the job must be looked at again
     idle: tuple[bool, str] | None = None  # the LowUtilization condition to note: (idle?, in words)
-    verdict: migration.Verdict | None = None  # HOLD: the rules' verdict (why, named; until when)
-    held: tuple[tuple[Step, migration.Verdict], ...] = ()  # a resize or upgrade the rules hold (HOLD_RESIZE, ...)
+    verdict: migration.MigrationVerdict | None = None  # HOLD: the rules' verdict (why, named; until when)
+    # a resize or upgrade the rules hold (HOLD_RESIZE, ...)
+    held: tuple[tuple[Step, migration.MigrationVerdict], ...] = ()
     # RESIZE, UPGRADE: what to do instead when no room is found for it (the next candidate, asked then)
     otherwise: Callable[[], RunningDecision] | None = None
 
@@ -170,7 +171,7 @@ def decide(job: RunningState, running: Running, rules: RunningRules) -> RunningD
 
 
 def _quiet(job: RunningState, running: Running, rules: RunningRules, after: Step, idle: tuple[bool, str] | None,
-           held: tuple[tuple[Step, migration.Verdict], ...], at: float | None) -> RunningDecision:
+           held: tuple[tuple[Step, migration.MigrationVerdict], ...], at: float | None) -> RunningDecision:
     """No symptom: a resize, else an upgrade, else the periodic checkpoint (`after`: the candidates before it
     found no room)."""
     now, e = job.now, job.elastic

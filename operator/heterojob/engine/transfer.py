@@ -11,11 +11,11 @@ The model (docs/multicluster.md, "What a move costs", with a worked example):
   AcceleratorClass `memoryGiB`, `DEFAULT_MEMORY_GIB` when the class does not say);
 - transfer = size / the link's bandwidth + its latency, over the Region `links` between the two regions
   (declared on either Region; the origin's own declaration first); no link: the move is refused (`NoLink`)
-  unless the operator names a default link (`Settings.default_link`); within a region nothing crosses;
+  unless the operator names a default link (`TransferSettings.default_link`); within a region nothing crosses;
 - save and restore: the last checkpoint's measured save time (`status.checkpoint.last.saveSeconds`),
-  else size / `Settings.storage_gbps`; restoring is assumed to take as long as saving;
+  else size / `TransferSettings.storage_gbps`; restoring is assumed to take as long as saving;
 - what a voluntary move saves: the share of the job's remaining time its symptom costs (`slowdown`), the
-  remaining time expected to be as long again as the job has run, at least `Settings.horizon_prior_s`
+  remaining time expected to be as long again as the job has run, at least `TransferSettings.horizon_prior_s`
   (the rule `engine.completion.Residual` applies without history). A move across regions is made only
   when it saves more than save + transfer + restore; a move within the region is not weighed (nothing
   crosses a link, and one-cluster behaviour stays as it was). A manual move is the user's call: not
@@ -93,14 +93,15 @@ class HasLinks(Protocol):
 
 
 @dataclass(frozen=True)
-class Settings:
+class TransferSettings:
     default_link: Link | None = None  # for region pairs no Region links; None: such moves are refused
     storage_gbps: float = 8.0  # save/restore throughput when no save time was measured (1 GB/s)
     horizon_prior_s: float = 3600.0  # a job is expected to run at least this much longer
     default_memory_gib: float = DEFAULT_MEMORY_GIB
 
 
-def link_between(regions: Mapping[str, HasLinks], a: str, b: str, settings: Settings = Settings()) -> Link | None:
+def link_between(regions: Mapping[str, HasLinks], a: str, b: str,
+                 settings: TransferSettings = TransferSettings()) -> Link | None:
     """The link from `a` to `b`: declared by `a`, else by `b`, else the default (None: none)."""
     for here, there in ((a, b), (b, a)):
         info = regions.get(here)
@@ -148,7 +149,7 @@ class Cost:
                 f"+ restore {self.restore_s:.0f}s = {self.total_s:.0f}s")
 
 
-def cost(size: Size, link: Link | None, save_s: float | None, settings: Settings = Settings()) -> Cost:
+def cost(size: Size, link: Link | None, save_s: float | None, settings: TransferSettings = TransferSettings()) -> Cost:
     """Save + transfer + restore for a checkpoint of `size` over `link` (None: within the region)."""
     save = save_s if save_s is not None and save_s >= 0 else size.bytes * 8 / (settings.storage_gbps * 1e9)
     return Cost(size, link, link.seconds(size.bytes) if link is not None else 0.0, save, save)
@@ -163,7 +164,7 @@ class Move:
     save_s: float | None = None  # its last checkpoint's measured save time
     saves_s: float | None = None  # what the move is expected to save (None: not weighed, e.g. manual)
     voluntary: bool = True
-    settings: Settings = field(default_factory=Settings)
+    settings: TransferSettings = field(default_factory=TransferSettings)
     checkpointed: bool = True  # a checkpoint was acked (False: a restart from scratch if none comes)
     lost_s: float = 0.0  # the work a restart from scratch loses: the run since the job was last placed
 
@@ -177,7 +178,7 @@ NOTHING = Size(0, SizeSource.NONE)
 
 
 @dataclass(frozen=True)
-class Verdict:
+class TransferVerdict:
     region: str
     reason: Reason
     cost: Cost | None
@@ -188,31 +189,32 @@ class Verdict:
         return self.reason in OK
 
 
-def judge(move: Move, region: str, regions: Mapping[str, HasLinks]) -> Verdict:
+def judge(move: Move, region: str, regions: Mapping[str, HasLinks]) -> TransferVerdict:
     """Whether `move` may go to `region`, and what it costs."""
     if move.from_scratch:
-        return Verdict(region, Reason.INVOLUNTARY, cost(NOTHING, None, 0.0, move.settings),
-                       f"{region}: no checkpoint to carry, it restarts from scratch")
+        return TransferVerdict(region, Reason.INVOLUNTARY, cost(NOTHING, None, 0.0, move.settings),
+                               f"{region}: no checkpoint to carry, it restarts from scratch")
     if region == move.origin:
-        return Verdict(region, Reason.SAME_REGION, cost(move.size, None, move.save_s, move.settings),
-                       f"{region}: same region, nothing to transfer")
+        return TransferVerdict(region, Reason.SAME_REGION, cost(move.size, None, move.save_s, move.settings),
+                               f"{region}: same region, nothing to transfer")
     if not move.checkpointed and move.saves_s is not None and move.lost_s >= move.saves_s:
-        return Verdict(region, Reason.LOST_WORK, None,
-                       f"{region}: no checkpoint acked yet: if none comes, restarting from scratch loses "
-                       f"~{move.lost_s:.0f}s of work, more than the ~{move.saves_s:.0f}s the move would save")
+        return TransferVerdict(region, Reason.LOST_WORK, None,
+                               f"{region}: no checkpoint acked yet: if none comes, restarting from scratch loses "
+                               f"~{move.lost_s:.0f}s of work, more than the ~{move.saves_s:.0f}s the move would save")
     link = link_between(regions, move.origin, region, move.settings)
     if link is None:
-        return Verdict(region, Reason.NO_LINK, None,
-                       f"{region}: no link from {move.origin} (no Region lists one; no default link is set)")
+        return TransferVerdict(region, Reason.NO_LINK, None,
+                               f"{region}: no link from {move.origin} (no Region lists one; no default link is set)")
     c = cost(move.size, link, move.save_s, move.settings)
     if not move.voluntary:
-        return Verdict(region, Reason.INVOLUNTARY, c, f"{region}: {c.describe()}")
+        return TransferVerdict(region, Reason.INVOLUNTARY, c, f"{region}: {c.describe()}")
     if move.saves_s is None:
-        return Verdict(region, Reason.REQUESTED, c, f"{region}: {c.describe()}")
+        return TransferVerdict(region, Reason.REQUESTED, c, f"{region}: {c.describe()}")
     if c.total_s >= move.saves_s:
-        return Verdict(region, Reason.NOT_WORTH, c,
-                       f"{region}: {c.describe()}, more than the ~{move.saves_s:.0f}s the move would save")
-    return Verdict(region, Reason.PAYS, c, f"{region}: {c.describe()}, less than the ~{move.saves_s:.0f}s it saves")
+        return TransferVerdict(region, Reason.NOT_WORTH, c,
+                               f"{region}: {c.describe()}, more than the ~{move.saves_s:.0f}s the move would save")
+    return TransferVerdict(region, Reason.PAYS, c,
+                           f"{region}: {c.describe()}, less than the ~{move.saves_s:.0f}s it saves")
 
 
 def tiers(move: Move, candidates: Iterable[str], regions: Mapping[str, HasLinks]) -> list[tuple[str, ...]]:
@@ -226,7 +228,7 @@ def tiers(move: Move, candidates: Iterable[str], regions: Mapping[str, HasLinks]
     return [tuple(by_cost[k]) for k in sorted(by_cost)]
 
 
-def horizon(ran_s: float, settings: Settings = Settings()) -> float:
+def horizon(ran_s: float, settings: TransferSettings = TransferSettings()) -> float:
     """A job's expected remaining time: as long again as it has run, at least `horizon_prior_s`."""
     return max(ran_s, settings.horizon_prior_s)
 

@@ -23,7 +23,7 @@ CPU_RESOURCE = "cpu"
 
 
 @dataclass(frozen=True)
-class Problem:
+class SpecProblem:
     path: str
     message: str
 
@@ -65,10 +65,10 @@ class Capacities:
 
 def job_problems(alternatives: Sequence[tuple[str, int]], allowed: Sequence[str], preferred: Sequence[str],
                  classes: Mapping[str, DeviceClass], regions: Collection[str], nodes: Iterable[Node],
-                 capacity: Callable[[DeviceClass], int | None] | None = None) -> list[Problem]:
+                 capacity: Callable[[DeviceClass], int | None] | None = None) -> list[SpecProblem]:
     """`alternatives`: (deviceClass, perReplica) in spec order; `regions`: the Region names that exist;
     `capacity`: `node_capacity` of a class over `nodes`, when the caller keeps it (`Capacities`)."""
-    problems: list[Problem] = []
+    problems: list[SpecProblem] = []
     if capacity is None:
         every = list(nodes)
 
@@ -80,34 +80,34 @@ def job_problems(alternatives: Sequence[tuple[str, int]], allowed: Sequence[str]
             continue
         path = f"spec.devices[{i}].perReplica"
         if cls.resource_name != CPU_RESOURCE and per_replica > MAX_DEVICES_PER_REPLICA:
-            problems.append(Problem(path, f"{per_replica} is over the cap of {MAX_DEVICES_PER_REPLICA} devices per "
-                                          f"replica of an accelerator class ({name}); use at most "
-                                          f"{MAX_DEVICES_PER_REPLICA} and more replicas"))
+            problems.append(SpecProblem(path, f"{per_replica} is over the cap of {MAX_DEVICES_PER_REPLICA} devices per "
+                                              f"replica of an accelerator class ({name}); use at most "
+                                              f"{MAX_DEVICES_PER_REPLICA} and more replicas"))
             continue
         most = capacity(cls)
         if most is not None and per_replica > most:
             unit = "cores" if cls.resource_name == CPU_RESOURCE else "devices"
-            problems.append(Problem(path, f"{per_replica} is more than any node of class {name} holds "
-                                          f"({most} {unit}); a replica runs on one node: use at most "
-                                          f"{most} per replica and more replicas"))
+            problems.append(SpecProblem(path, f"{per_replica} is more than any node of class {name} holds "
+                                              f"({most} {unit}); a replica runs on one node: use at most "
+                                              f"{most} per replica and more replicas"))
     if regions:
         for field_name, listed in (("allowed", allowed), ("preferred", preferred)):
             for j, region in enumerate(listed):
                 if region not in regions:
-                    problems.append(Problem(f"spec.regions.{field_name}[{j}]",
-                                            f"unknown region {region!r}; known regions: {_known(regions)}"))
+                    problems.append(SpecProblem(f"spec.regions.{field_name}[{j}]",
+                                                f"unknown region {region!r}; known regions: {_known(regions)}"))
     return problems
 
 
 def quota_problems(limits: Sequence[tuple[str, str]], classes: Collection[str], regions: Collection[str]
-                   ) -> list[Problem]:
+                   ) -> list[SpecProblem]:
     """`limits`: (deviceClass, region) of each spec.limits entry; '*' matches any and is always fine."""
-    problems: list[Problem] = []
+    problems: list[SpecProblem] = []
     for i, (cls, region) in enumerate(limits):
         if classes and cls != "*" and cls not in classes:
-            problems.append(Problem(f"spec.limits[{i}].deviceClass", f"unknown AcceleratorClass {cls!r}; known: "
-                                                                     f"{_known(classes)} (or '*' for any)"))
+            problems.append(SpecProblem(f"spec.limits[{i}].deviceClass", f"unknown AcceleratorClass {cls!r}; known: "
+                                                                         f"{_known(classes)} (or '*' for any)"))
         if regions and region != "*" and region not in regions:
-            problems.append(Problem(f"spec.limits[{i}].region", f"unknown Region {region!r}; known: "
-                                                                f"{_known(regions)} (or '*' for any)"))
+            problems.append(SpecProblem(f"spec.limits[{i}].region", f"unknown Region {region!r}; known: "
+                                                                    f"{_known(regions)} (or '*' for any)"))
     return problems

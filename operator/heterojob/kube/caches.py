@@ -94,7 +94,7 @@ def job_key(body: Mapping[str, Any]) -> str:
     return f"{namespace}/{name}"
 
 
-class Kind(Generic[K, V]):
+class KindStore(Generic[K, V]):
     """One kind's store: cluster-wide, or merged from one informer per served namespace."""
 
     def __init__(self, informers: list[Informer[K, V]]) -> None:
@@ -146,41 +146,41 @@ class Caches:
 
         def namespaced(name: str, lister: Callable[[str | None], Callable[..., Any]],
                        view: Callable[[dict[str, Any]], V | None], on_change: OnChange[Any, V] | None = None,
-                       key: Callable[[Mapping[str, Any]], Any] = object_key) -> Kind[Any, V]:
+                       key: Callable[[Mapping[str, Any]], Any] = object_key) -> KindStore[Any, V]:
             if any(_PATTERN.search(ns) for ns in served):  # Kopf's globs and negations: every namespace, filtered
                 def view_served(body: dict[str, Any]) -> V | None:
                     return view(body) if serves(served, object_key(body)[0]) else None
-                return Kind([Informer(name, lister(None), view_served, on_change, key=key, page_size=page_size,
-                                      watch_timeout_s=watch_timeout_s)])
-            return Kind([Informer(name if ns is None else f"{name}[{ns}]", lister(ns), view, on_change, key=key,
-                                  page_size=page_size, watch_timeout_s=watch_timeout_s)
-                         for ns in (served or (None,))])
+                return KindStore([Informer(name, lister(None), view_served, on_change, key=key, page_size=page_size,
+                                           watch_timeout_s=watch_timeout_s)])
+            return KindStore([Informer(name if ns is None else f"{name}[{ns}]", lister(ns), view, on_change, key=key,
+                                       page_size=page_size, watch_timeout_s=watch_timeout_s)
+                              for ns in (served or (None,))])
 
         def fleet_changed(*_: Any) -> None:
             if self.on_fleet is not None:
                 self.on_fleet()
 
-        self.nodes: Kind[PodKey, Node] = Kind([Informer("nodes", core.list_node, convert.node_view, on_node,
-                                                        page_size=page_size, watch_timeout_s=watch_timeout_s)])
-        self.classes: Kind[PodKey, DeviceClass] = Kind([Informer(
+        self.nodes: KindStore[PodKey, Node] = KindStore([Informer(
+            "nodes", core.list_node, convert.node_view, on_node, page_size=page_size, watch_timeout_s=watch_timeout_s)])
+        self.classes: KindStore[PodKey, DeviceClass] = KindStore([Informer(
             "acceleratorclasses", custom_list("acceleratorclasses", None), convert.device_class, fleet_changed,
             page_size=page_size, watch_timeout_s=watch_timeout_s)])
-        self.regions: Kind[PodKey, RegionEntry] = Kind([Informer("regions", custom_list("regions", None),
-                                                                 region_entry, fleet_changed,
-                                                                 page_size=page_size,
-                                                                 watch_timeout_s=watch_timeout_s)])
+        self.regions: KindStore[PodKey, RegionEntry] = KindStore([Informer("regions", custom_list("regions", None),
+                                                                           region_entry, fleet_changed,
+                                                                           page_size=page_size,
+                                                                           watch_timeout_s=watch_timeout_s)])
         self._usage: Usage = {}  # what the pods heterojob does not manage hold, summed
         self._job_pods: dict[tuple[str, str], dict[str, Mapping[str, Any]]] = {}  # (namespace, job) -> pod -> view
-        self.pods: Kind[PodKey, PodEntry] = namespaced(
+        self.pods: KindStore[PodKey, PodEntry] = namespaced(
             "pods", lambda ns: core.list_pod_for_all_namespaces if ns is None else functools.partial(
                 core.list_namespaced_pod, ns), pod_entry, self._pod_changed)
-        self.quotas: Kind[PodKey, tuple[list[Limit], str | None]] = namespaced(
+        self.quotas: KindStore[PodKey, tuple[list[Limit], str | None]] = namespaced(
             "heteroquotas", lambda ns: custom_list("heteroquotas", ns), convert.quota_limits, fleet_changed)
-        self.running: Kind[str, Any] = namespaced(
+        self.running: KindStore[str, Any] = namespaced(
             "heterojobs", lambda ns: custom_list("heterojobs", ns), running_view, key=job_key)
         self._waiting: asyncio.Future[None] | None = None  # the one wait for every cache's first listing
-        self.kinds: tuple[Kind[Any, Any], ...] = (self.nodes, self.classes, self.regions, self.pods, self.quotas,
-                                                  self.running)
+        self.kinds: tuple[KindStore[Any, Any], ...] = (self.nodes, self.classes, self.regions, self.pods, self.quotas,
+                                                       self.running)
 
     # --- start, stop, synced ------------------------------------------------------------------------------------
 

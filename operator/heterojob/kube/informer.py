@@ -6,7 +6,9 @@ nothing deleted meanwhile lingers. A watch that breaks otherwise is started agai
 
 The store keeps only each object's view (`view(body)`; None: not kept), never whole bodies. The I/O and the views
 run on a thread of the informer's own; the store changes, and `on_change` is called, on the event loop, in the
-order the server sent the events: consumers read the store from the loop without locks.
+order the server sent the events: consumers read the store from the loop without locks. `relist()` lists again at
+once (a member cluster back from a partition: its watch may have stalled on a dead connection); `failure` is the last
+list or watch error, None once a list or watch succeeds.
 """
 
 from __future__ import annotations
@@ -51,10 +53,13 @@ class Informer(Generic[K, V]):
     def __init__(self, name: str, list_call: Callable[..., Any], view: Callable[[dict[str, Any]], V | None],
                  on_change: OnChange[K, V] | None = None, *, key: Callable[[Mapping[str, Any]], K] = object_key,  # type: ignore[assignment]  # K is (namespace, name) unless a key function says otherwise
                  list_kwargs: Mapping[str, Any] | None = None, page_size: int = PAGE_SIZE,
-                 watch_timeout_s: int = 300, retry_s: float = 1.0) -> None:
+                 watch_timeout_s: int = 300, retry_s: float = 1.0, request_timeout_s: float | None = None,
+                 quiet: Callable[[], bool] = lambda: False) -> None:
         """`list_call`: the client's list method (e.g. `CoreV1Api.list_node`, or a `functools.partial` of
         `CustomObjectsApi.list_cluster_custom_object` with group, version and plural), called with
-        `_preload_content=False` and `list_kwargs` (e.g. a `label_selector`)."""
+        `_preload_content=False` and `list_kwargs` (e.g. a `label_selector`). `request_timeout_s`: each list page's
+        bound and the watch's connect timeout (None: the client's, none for a list). `quiet()`: a failure is expected
+        now (a member cluster known not to answer, which its condition says): logged at debug level."""
         self.name = name
         self.list_call = list_call
         self.view = view
@@ -64,12 +69,17 @@ class Informer(Generic[K, V]):
         self.page_size = page_size
         self.watch_timeout_s = watch_timeout_s
         self.retry_s = retry_s
+        self.request_timeout_s = request_timeout_s
+        self.quiet = quiet
+        self.failure: Exception | None = None  # the last list or watch error; None once one succeeds (thread side)
         self.store: dict[K, V] = {}  # read on the event loop only
         self.synced = asyncio.Event()  # the first listing is in the store
         self.lists = 0  # listings applied (the first, then one per 410 Gone or broken list)
         self.resource_version = ""  # the last one seen (thread side)
         self._loop: asyncio.AbstractEventLoop | None = None
         self._stop = threading.Event()
+        self._wake = threading.Event()  # ends a retry's wait: stop, or relist
+        self._relist = False
         self._thread: threading.Thread | None = None
         self._response: Any = None
 
@@ -81,8 +91,24 @@ class Informer(Generic[K, V]):
         self._thread.start()
         return self
 
-    async def stop(self) -> None:
+    def halt(self) -> None:
+        """Stop without waiting for the thread (it ends on its own; a blocked watch read is woken)."""
         self._stop.set()
+        self._interrupt()
+
+    async def stop(self) -> None:
+        self.halt()
+        thread = self._thread
+        if thread is not None:
+            await asyncio.get_running_loop().run_in_executor(None, thread.join, 5.0)
+
+    def relist(self) -> None:
+        """List again now (the store is replaced as on a 410 Gone), ending the watch or a retry's wait."""
+        self._relist = True
+        self._interrupt()
+
+    def _interrupt(self) -> None:
+        self._wake.set()
         response = self._response
         sock = getattr(getattr(response, "connection", None), "sock", None)
         if sock is not None:  # wakes the read the watch blocks in
@@ -90,9 +116,6 @@ class Informer(Generic[K, V]):
                 sock.shutdown(socket.SHUT_RDWR)
             except OSError:  # already closed
                 pass
-        thread = self._thread
-        if thread is not None:
-            await asyncio.get_running_loop().run_in_executor(None, thread.join, 5.0)
 
     def values(self) -> Iterator[V]:
         return iter(list(self.store.values()))
@@ -149,10 +172,14 @@ class Informer(Generic[K, V]):
         delay = self.retry_s
         while not self._stop.is_set():
             try:
+                if self._relist:
+                    self._relist, listed = False, False
+                self._wake.clear()
                 if not listed:
                     items, self.resource_version = self._list()
                     self._post(self.replace, items)
                     listed = True
+                    self.failure = None
                 self._watch()
                 delay = self.retry_s
             except Expired as exc:
@@ -161,10 +188,13 @@ class Informer(Generic[K, V]):
             except Exception as exc:  # noqa: BLE001 - a broken list or watch is tried again, as a reflector does
                 if self._stop.is_set():
                     return
+                if self._relist:  # interrupted on purpose: no wait, no warning
+                    continue
+                self.failure = exc
                 why = f"{exc.status} {exc.reason}" if isinstance(exc, ApiException) else f"{type(exc).__name__}: {exc}"
-                log.warning("%s %s failed (%s); again in %.0f s", self.name, "watch" if listed else "list", why,
-                            delay)
-                self._stop.wait(delay)
+                log.log(logging.DEBUG if self.quiet() else logging.WARNING, "%s %s failed (%s); again in %.0f s",
+                        self.name, "watch" if listed else "list", why, delay)
+                self._wake.wait(delay)
                 delay = min(delay * 2, MAX_RETRY_S)  # backed off, as client-go's reflector is
 
     def _list(self) -> tuple[dict[K, V], str]:
@@ -179,6 +209,8 @@ class Informer(Generic[K, V]):
                 kwargs["limit"] = self.page_size
             if token:
                 kwargs["_continue"] = token
+            if self.request_timeout_s is not None:
+                kwargs["_request_timeout"] = self.request_timeout_s
             try:
                 answer = self.list_call(_preload_content=False, **kwargs)
             except ApiException as exc:
@@ -200,18 +232,21 @@ class Informer(Generic[K, V]):
 
     def _watch(self) -> None:
         """One watch from the last resourceVersion until the server ends it; raises Expired on a 410."""
+        if self._relist:
+            return
         try:
             self._response = self.list_call(
                 watch=True, resource_version=self.resource_version, allow_watch_bookmarks=True,
                 timeout_seconds=self.watch_timeout_s, _preload_content=False,
-                _request_timeout=(30, self.watch_timeout_s + 30), **self.list_kwargs)
+                _request_timeout=(self.request_timeout_s or 30, self.watch_timeout_s + 30), **self.list_kwargs)
         except ApiException as exc:
             if exc.status == 410:
                 raise Expired(f"resourceVersion {self.resource_version} is gone: {exc.reason}") from None
             raise
+        self.failure = None
         try:
             for line in iter_resp_lines(self._response):
-                if self._stop.is_set():
+                if self._stop.is_set() or self._relist:
                     return
                 if not line:
                     continue

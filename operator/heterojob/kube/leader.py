@@ -18,7 +18,7 @@ import kubernetes
 from kubernetes.client.rest import ApiException
 
 from heterojob.constants import LABEL_ROLE
-from heterojob.engine.leadership import LeaseRecord, Move, next_move
+from heterojob.engine.leadership import LeaseMove, LeaseRecord, next_move
 
 log = logging.getLogger("heterojob.leader")
 TIMEOUT = (3.0, 5.0)  # connect, read: a call never outlives the renew deadline
@@ -91,14 +91,14 @@ class LeaderElector:
         if record is None or self._seen is None or self._seen[0] != record.fingerprint:
             self._seen = (record.fingerprint if record else (None, None, None), now)
         move = next_move(record, self.config.identity, self._seen[1], now)
-        if move == Move.WAIT:
+        if move == LeaseMove.WAIT:
             return False
         try:
-            if move == Move.CREATE:
+            if move == LeaseMove.CREATE:
                 self.api.create_namespaced_lease(self.config.namespace, self._body(None, True), _request_timeout=TIMEOUT)
             else:
                 assert record is not None
-                body = self._body(record, move == Move.TAKE)
+                body = self._body(record, move == LeaseMove.TAKE)
                 self.api.replace_namespaced_lease(self.config.name, self.config.namespace, body,
                                                  _request_timeout=TIMEOUT)
         except ApiException as exc:
@@ -106,7 +106,7 @@ class LeaderElector:
                 return False  # another replica wrote first
             raise
         self.last_contact = time.monotonic()
-        if move != Move.RENEW:
+        if move != LeaseMove.RENEW:
             log.info("leader election: %s now holds Lease %s/%s (%s)", self.config.identity,
                      self.config.namespace, self.config.name, move.value)
         return True

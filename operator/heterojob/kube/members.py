@@ -1,10 +1,13 @@
 """Member clusters: a `Kube` per Region that names one, its reachability, its nodes and heterojob's pods there.
 
-The manager's one view of its members (docs/multicluster.md). Every `poll_seconds` each member is
-listed (nodes; pods and Services labelled `heterojob.io/job`): a changed pod pokes its job, leftovers
-(pods or Services of a job that is gone or placed elsewhere) are deleted, and the Region's
-`MemberReachable` condition is written. A member that does not answer for its loss timeout is *lost*;
-the reconcile pass re-places its jobs. A slow answer is not a fault: only a request timeout counts.
+The manager's one view of its members (docs/multicluster.md). Each member's Nodes, and the pods and Services
+labelled `heterojob.io/job` there, are kept by informers (`kube.member_watch`: list, then watch), so a pod's change
+reaches its job at once and nothing is listed while nothing changes. Every `poll_seconds` each member, in a task of its
+own (a slow member delays nobody), is probed with one small list: the answer (or a request timeout) is its
+reachability, written to the Region's `MemberReachable` condition, and leftovers (pods or Services of a job that is
+gone or placed elsewhere) are deleted. A member that does not answer for its loss timeout is *lost*; the reconcile pass
+re-places its jobs. A slow answer is not a fault: only a request timeout counts. A member that answers again is
+listed afresh before it counts as reachable (a watch may have stalled on a connection the partition killed).
 
 Credentials: the kubeconfig is read from the one Secret the Region names, on the manager, and never
 logged, written to a status or an Event (messages name the Secret and the key, never the content).
@@ -13,135 +16,35 @@ logged, written to a status or an Event (messages name the Secret and the key, n
 from __future__ import annotations
 
 import asyncio
-import base64
 import dataclasses
-import hashlib
-import json
 import logging
 import time
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
-from typing import Any, TypeVar
+from typing import Any
 
 import kubernetes
-import yaml
 from kubernetes.client import ApiException
 
-from heterojob.api.common import SpecError, parse_spec
-from heterojob.api.region import RegionSpec
-from heterojob.constants import GROUP, LABEL_JOB, VERSION
-from heterojob.engine.fleet import Node, RegionInfo
-from heterojob.kube import convert
-from heterojob.kube.api import Kube, Unanswered, now_iso
-from heterojob.kube.ownpods import kept
 from heterojob.api.conditions import same, set_condition
 from heterojob.api.times import iso
+from heterojob.constants import GROUP, VERSION
+from heterojob.engine.fleet import Node, RegionInfo
 from heterojob.failures import describe
+from heterojob.kube.api import Kube, now_iso
+from heterojob.kube.member_client import (KubeconfigInvalid, MemberKube, MemberRef, MembersConfig, MemberUnavailable,
+                                          UnusableMember, decode_secret_value, member_configuration, member_ref)
+from heterojob.kube.member_watch import MemberWatch
+
+__all__ = ["KubeconfigInvalid", "Member", "MemberKube", "MemberRef", "Members", "MembersConfig", "MemberUnavailable",
+           "UnusableMember", "decode_secret_value", "member_configuration", "member_ref"]
 
 log = logging.getLogger(__name__)
-T = TypeVar("T")
 CONDITION = "MemberReachable"
-
-
-@dataclass(frozen=True)
-class MembersConfig:
-    poll_seconds: float = 2.0  # how often each member is listed (pod changes reach the manager this fast)
-    loss_timeout_s: float = 900.0  # unreachable this long: lost, its jobs re-placed (MultiKueue's 15 min)
-    request_timeout_s: float = 10.0  # one call to a member; longer counts as not answering
-    secret_refresh_s: float = 30.0  # a rotated kubeconfig is picked up this fast
-    contact_write_s: float = 30.0  # Region status.lastContact is written at most this often
-
-
-@dataclass(frozen=True)
-class MemberRef:
-    """Where a member region's kubeconfig is: a key of a Secret in the manager cluster."""
-
-    region: str
-    namespace: str
-    name: str
-    key: str
-    loss_timeout_s: float | None = None
-
-    @property
-    def secret(self) -> str:
-        return f"Secret {self.namespace}/{self.name} (key {self.key!r})"
-
-
-def member_ref(obj: Mapping[str, Any]) -> MemberRef | None:
-    """The member cluster a Region object names, or None (a local region, or an invalid spec)."""
-    name = (obj.get("metadata") or {}).get("name", "")
-    try:
-        spec = parse_spec(RegionSpec, obj.get("spec"))
-    except SpecError:
-        return None  # convert.region_info logs it
-    if spec.cluster is None:
-        return None
-    ref = spec.cluster.secret_ref
-    timeout = spec.cluster.loss_timeout_seconds
-    return MemberRef(name, ref.namespace, ref.name, ref.key, float(timeout) if timeout else None)
-
-
-class KubeconfigInvalid(ValueError):
-    """A member kubeconfig that does not load; the message names the Secret, never the content."""
-
-
-def decode_secret_value(data: str) -> tuple[bytes, str]:
-    """A Secret's base64 value and its sha256 digest (to rebuild a client only when the kubeconfig changes)."""
-    raw = base64.b64decode(data)
-    return raw, hashlib.sha256(raw).hexdigest()
-
-
-def member_configuration(raw: bytes, secret: str) -> kubernetes.client.Configuration:
-    """A client configuration from a member's kubeconfig (the operator's and the console's one reading of it).
-
-    Retries are off: the next poll is the retry, and a timeout means the member did not answer. Raises
-    `KubeconfigInvalid` naming `secret` and the loader's first words, never the content (it holds credentials).
-    """
-    try:
-        config_dict = yaml.safe_load(raw)
-        if not isinstance(config_dict, dict):
-            raise kubernetes.config.ConfigException("not a kubeconfig document")
-        config = kubernetes.client.Configuration()
-        kubernetes.config.load_kube_config_from_dict(config_dict, client_configuration=config)
-    except Exception as exc:  # noqa: BLE001 - never echo the content: the type and the loader's words
-        why = str(exc).splitlines()[0][:200] if isinstance(exc, kubernetes.config.ConfigException) else \
-            type(exc).__name__
-        raise KubeconfigInvalid(f"the kubeconfig in {secret} does not load: {why}") from None
-    config.retries = 0
-    return config
 
 
 def _matches(node: Node, selector: Mapping[str, str]) -> bool:
     return all(node.labels.get(k) == v for k, v in selector.items())
-
-
-class MemberUnavailable(Unanswered):
-    """A member region's cluster has no working client now (credentials, or not answering)."""
-
-
-class MemberKube(Kube):
-    """A `Kube` whose every call to the member carries a timeout, and fails at once while the member is
-    known not to answer (calls queued behind a partition would otherwise wait their turn to time out)."""
-
-    def __init__(self, client: kubernetes.client.ApiClient, timeout: float, workers: int = 8) -> None:
-        super().__init__(client, workers=workers)
-        self.timeout = timeout  # `Kube.request`'s bound too
-        self.answering = True  # set by `Members` after each poll; its own probes go through regardless
-
-    def guard(self) -> None:
-        if not self.answering:
-            raise MemberUnavailable("the member cluster does not answer")
-
-    async def call(self, fn: Callable[..., T], *args: Any, **kwargs: Any) -> T:
-        kwargs.setdefault("_request_timeout", self.timeout)
-        probe = kwargs.pop("_probe", False)
-
-        def guarded(*a: Any, **kw: Any) -> T:
-            if not (probe or self.answering):
-                raise MemberUnavailable("the member cluster does not answer")
-            return fn(*a, **kw)
-
-        return await super().call(guarded, *args, **kwargs)
 
 
 @dataclass
@@ -149,26 +52,17 @@ class Member:
     ref: MemberRef
     since: float  # when this manager started following it (a restart gives it a whole timeout)
     kube: MemberKube | None = None
+    watch: MemberWatch | None = None  # the informers of `kube`'s cluster
     digest: str = ""  # of the kubeconfig the client was built from
     read_at: float = 0.0  # when the Secret was last read
     last_ok: float | None = None
     reachable: bool = False
     problem: tuple[str, str] = ("NotContacted", "not contacted yet")
-    nodes: dict[str, Node] = field(default_factory=dict)
-    pods: dict[str, tuple[str, str]] = field(default_factory=dict)  # ns/pod -> (job key, resourceVersion)
-    job_pods: dict[str, list[dict[str, Any]]] = field(default_factory=dict)  # job key -> its pods (`ownpods.kept`)
-    views: dict[str, tuple[str, Node]] = field(default_factory=dict)  # node -> (resourceVersion, its view)
+    nodes: dict[str, Node] = field(default_factory=dict)  # the watch's, once there is one
+    job_pods: dict[str, dict[str, Mapping[str, Any]]] = field(default_factory=dict)  # job -> pod -> `ownpods.kept`
     written: list[dict[str, Any]] | None = None  # the conditions last written to the Region
     contact_written: float = 0.0
-
-
-class Problem(Exception):
-    """Why a member cannot be used: a condition reason and a message for people (never the kubeconfig)."""
-
-    def __init__(self, reason: str, message: str) -> None:
-        super().__init__(message)
-        self.reason = reason
-        self.message = message
+    task: asyncio.Task[None] | None = None  # its probe loop
 
 
 class Members:
@@ -190,6 +84,7 @@ class Members:
         self._task: asyncio.Task[None] | None = None
         self._collisions: set[str] = set()
         self._owner: dict[str, str] = {}  # member node -> its member region (as of the last nodes())
+        self._fleet: tuple[Any, dict[str, Node], dict[str, Node]] | None = None  # fleet_nodes' inputs and answer
 
     # --- what the controller asks ----------------------------------------------------------------------
 
@@ -211,13 +106,14 @@ class Members:
             raise MemberUnavailable(f"region {cluster}: {member.problem[1]}")
         return member.kube
 
-    def pods_of(self, cluster: str, namespace: str, job: str) -> list[dict[str, Any]] | None:
-        """The job's pods in `cluster` as its last poll listed them (what a pass reads of them,
-        `kube.ownpods.kept`); None while the member has not answered (a pass then lists them itself)."""
+    def pods_of(self, cluster: str, namespace: str, job: str) -> list[Mapping[str, Any]] | None:
+        """The job's pods in `cluster` as the member's watch has them (what a pass reads of them, `kube.ownpods.kept`);
+        None while the member does not answer or before their first listing (a pass then lists them itself)."""
         member = self.members.get(cluster)
-        if member is None or not member.reachable:
+        if member is None or not member.reachable or (member.watch is not None and
+                                                      not member.watch.pod_informer.synced.is_set()):
             return None
-        return member.job_pods.get(f"{namespace}/{job}", [])
+        return list(member.job_pods.get(f"{namespace}/{job}", {}).values())
 
     def reachable(self, cluster: str) -> bool:
         member = self.members.get(cluster)
@@ -245,6 +141,15 @@ class Members:
         (a member node labelled for another region would send pods to the wrong cluster)."""
         if not self.members:
             return local  # one cluster: exactly what it was
+        key = (tuple((r, id(m.nodes), m.watch.nodes_version if m.watch else 0, m.reachable, m.last_ok, m.since)
+                     for r, m in self.members.items()), tuple(regions.get(r) for r in self.members))
+        if self._fleet is not None and self._fleet[0] == key and self._fleet[1] == local:
+            return self._fleet[2]  # asked after every poke of the queue: built again only when its inputs changed
+        out = self._fleet_nodes(local, regions)
+        self._fleet = (key, dict(local), out)
+        return out
+
+    def _fleet_nodes(self, local: Mapping[str, Node], regions: Mapping[str, RegionInfo]) -> dict[str, Node]:
         member_regions = [regions[r] for r in self.members if r in regions]
         out = {name: node for name, node in local.items()
                if not any(_matches(node, r.node_selector) for r in member_regions)}
@@ -273,71 +178,102 @@ class Members:
                 self._owner[name] = region
         return out
 
-    # --- the poll loop ---------------------------------------------------------------------------------
+    # --- the probe loops ------------------------------------------------------------------------------
 
     def start(self) -> None:
         self._task = asyncio.get_running_loop().create_task(self._run(), name="heterojob-members")
 
     async def stop(self) -> None:
-        if self._task is not None:
-            self._task.cancel()
-            try:
-                await self._task
-            except asyncio.CancelledError:
-                pass
+        tasks = [t for t in (self._task, *(m.task for m in self.members.values())) if t is not None]
+        for task in tasks:
+            task.cancel()
+        await asyncio.gather(*tasks, return_exceptions=True)
+        await asyncio.gather(*(m.watch.stop() for m in self.members.values() if m.watch is not None))
         for member in self.members.values():
             if member.kube is not None:
                 member.kube.close()
 
     async def _run(self) -> None:
+        """Follow the Regions that name members: each member probed by a task of its own."""
         while True:
             try:
-                await self.poll()
-            except asyncio.CancelledError:
-                raise
-            except Exception as exc:  # noqa: BLE001 - the loop must survive; the next poll tries again
-                log.warning("member poll failed: %s: %s", type(exc).__name__, exc)
+                for member in self._follow_refs():
+                    if member.task is None or member.task.done():
+                        member.task = asyncio.get_running_loop().create_task(
+                            self._probe_loop(member), name=f"heterojob-member-{member.ref.region}")
+            except Exception as exc:  # noqa: BLE001 - the loop must survive; the next round tries again
+                log.warning("following member regions failed: %s: %s", type(exc).__name__, exc)
             await asyncio.sleep(self.config.poll_seconds)
 
-    async def poll(self) -> None:
-        """One look at every member (concurrently: a slow member delays nobody)."""
+    async def _probe_loop(self, member: Member) -> None:
+        while self.members.get(member.ref.region) is member:
+            try:
+                await self.look(member)
+            except asyncio.CancelledError:
+                raise
+            except Exception as exc:  # noqa: BLE001 - the loop must survive; the next probe tries again
+                log.warning("member region %s: probe failed: %s: %s", member.ref.region, type(exc).__name__, exc)
+            await asyncio.sleep(self.config.poll_seconds)
+
+    def _follow_refs(self) -> list[Member]:
+        """The members the Regions name now; a member no Region names any more (or names differently) is dropped."""
         refs = dict(self.refs())
         now = self.clock()
         for region in [r for r in self.members if r not in refs]:
-            gone = self.members.pop(region)
-            if gone.kube is not None:
-                gone.kube.close()
+            self._drop(self.members.pop(region))
         for region, ref in refs.items():
             member = self.members.get(region)
             if member is None or member.ref != ref:
-                if member is not None and member.kube is not None:
-                    member.kube.close()
+                if member is not None:
+                    self._drop(member)
                 self.members[region] = Member(ref, since=now)
-        await asyncio.gather(*(self._poll_one(m) for m in list(self.members.values())))
+        return list(self.members.values())
 
-    async def _poll_one(self, member: Member) -> None:
+    @staticmethod
+    def _drop(member: Member) -> None:
+        if member.task is not None:
+            member.task.cancel()
+        if member.watch is not None:
+            member.watch.halt()
+        if member.kube is not None:
+            member.kube.close()
+
+    async def poll(self) -> None:
+        """One look at every member, concurrently (before the first placement, and in tests)."""
+        await asyncio.gather(*(self.look(m) for m in self._follow_refs()))
+
+    async def look(self, member: Member) -> None:
+        """Probe one member: its client (from its Secret), its watch, whether it answers; its condition written."""
         was = member.reachable
         try:
             await self._client(member)
-            assert member.kube is not None
-            await self._list(member)
-        except Problem as problem:
+            await self._probe(member)
+            assert member.watch is not None
+            if not was:  # first contact, or back: its pods and nodes listed (afresh) before a pass reads them
+                await member.watch.fresh(self.config.request_timeout_s, relist=member.last_ok is not None)
+        except UnusableMember as problem:
             member.reachable = False
             member.problem = (problem.reason, problem.message)
         else:
             member.reachable = True
             member.last_ok = self.clock()
-            member.problem = ("Reachable", f"{len(member.nodes)} nodes, {len(member.pods)} heterojob pods")
+            count = member.watch.pod_count() if member.watch is not None else 0
+            member.problem = ("Reachable", f"{len(member.nodes)} nodes, {count} heterojob pods")
         if member.kube is not None:
             member.kube.answering = member.reachable
         if member.reachable != was:
             log.info("member region %s %s: %s", member.ref.region, "reachable" if member.reachable else
                      "unreachable", member.problem[1])
-            # their jobs look again: those with pods at the last poll, and those given pods since (a pass reads
-            # a member job's pods from the poll: none of them would call the member to find it gone)
-            self.on_pods({key for key, _ in member.pods.values()}
-                         | (member.kube.own_pods.jobs() if member.kube is not None else set()))
+            # their jobs look again: those with pods there, and those given pods whose event has not come (a pass
+            # reads a member job's pods from the watch: none of them would call the member to find it gone)
+            self.on_pods(set(member.job_pods) | (member.kube.own_pods.jobs() if member.kube is not None else set()))
             self.on_fleet()
+        if member.reachable and member.watch is not None and member.watch.synced():
+            try:
+                await self._collect(member, member.watch.owners())
+            except Exception as exc:  # noqa: BLE001 - removing leftovers is retried at the next probe
+                log.warning("member region %s: removing leftovers failed: %s", member.ref.region,
+                            type(exc).__name__)
         await self._write_condition(member)
 
     async def _client(self, member: Member) -> None:
@@ -351,100 +287,64 @@ class Members:
                                            _request_timeout=self.config.request_timeout_s)
         except ApiException as exc:
             if exc.status == 404:
-                raise Problem("SecretNotFound", f"{ref.secret} not found: create it with the member's kubeconfig "
-                                                "(README, 'Join a member cluster')") from None
+                raise UnusableMember("SecretNotFound", f"{ref.secret} not found: create it with the member's "
+                                                       "kubeconfig (README, 'Join a member cluster')") from None
             if exc.status == 403:
-                raise Problem("SecretForbidden", f"the operator may not read {ref.secret}: member kubeconfigs "
-                                                 "belong in namespace heterojob-members, where it may") from None
-            raise Problem("SecretUnreadable", f"{ref.secret} could not be read: HTTP {exc.status}") from None
+                raise UnusableMember("SecretForbidden", f"the operator may not read {ref.secret}: member kubeconfigs "
+                                                        "belong in namespace heterojob-members, where it may") from None
+            raise UnusableMember("SecretUnreadable", f"{ref.secret} could not be read: HTTP {exc.status}") from None
         except Exception as exc:  # noqa: BLE001 - the manager's own API server is away; try again
-            raise Problem("SecretUnreadable", f"{ref.secret} could not be read: "
-                                              f"{describe(exc, self.config.request_timeout_s)}") from None
+            raise UnusableMember("SecretUnreadable", f"{ref.secret} could not be read: "
+                                                     f"{describe(exc, self.config.request_timeout_s)}") from None
         member.read_at = now
         data = (secret.data or {}).get(ref.key)
         if data is None:
             keys = ", ".join(sorted(secret.data or {})) or "none"
-            raise Problem("KubeconfigMissing", f"{ref.secret} has no key {ref.key!r} (its keys: {keys}); put the "
-                                               "member's kubeconfig there or set spec.cluster.secretRef.key")
+            raise UnusableMember("KubeconfigMissing", f"{ref.secret} has no key {ref.key!r} (its keys: {keys}); put "
+                                                      "the member's kubeconfig there or set spec.cluster.secretRef.key")
         raw, digest = decode_secret_value(data)
         if member.kube is not None and digest == member.digest:
             return
         try:
             config = member_configuration(raw, ref.secret)
         except KubeconfigInvalid as exc:
-            raise Problem("KubeconfigInvalid", str(exc)) from None
-        config.connection_pool_maxsize = 16  # the client's 8 workers and the poll, without discarding
-        if member.kube is not None:
-            member.kube.close()
-        member.kube = MemberKube(kubernetes.client.ApiClient(config), self.config.request_timeout_s)
+            raise UnusableMember("KubeconfigInvalid", str(exc)) from None
+        config.connection_pool_maxsize = 16  # the client's 8 workers, the probe and the 3 watches, without discarding
+        old_kube, old_watch = member.kube, member.watch
+        member.kube = kube = MemberKube(kubernetes.client.ApiClient(config), self.config.request_timeout_s)
+        member.watch = MemberWatch(ref.region, kube, lambda keys: self.on_pods(keys), lambda: self.on_fleet(),
+                                   self.config.request_timeout_s,
+                                   previous=old_watch).start()
+        member.nodes, member.job_pods = member.watch.nodes, member.watch.job_pods
         member.digest = digest
+        if old_watch is not None:
+            old_watch.halt()
+        if old_kube is not None:
+            old_kube.close()
 
-    async def _list(self, member: Member) -> None:
+    async def _probe(self, member: Member) -> None:
+        """One small list (a node): whether the member answers, and accepts the credentials and the RBAC; then what
+        its informers were refused, if anything (a Role that does not let them list or watch)."""
         kube = member.kube
-        assert kube is not None
+        assert kube is not None and member.watch is not None
         try:
-            nodes = await kube.call(kube.core.list_node, _preload_content=False, _probe=True)
-            pods = await kube.call(kube.core.list_pod_for_all_namespaces, label_selector=LABEL_JOB,
-                                   _preload_content=False, _probe=True)
-            services = await kube.call(kube.core.list_service_for_all_namespaces, label_selector=LABEL_JOB,
-                                       _preload_content=False, _probe=True)
+            await kube.call(kube.core.list_node, limit=1, _preload_content=False, _probe=True)
+            refused = member.watch.failure()
+            if refused is not None:
+                raise refused
         except ApiException as exc:
             if exc.status == 401:
-                raise Problem("CredentialsRejected", f"the member's API server refused the credentials in "
-                                                     f"{member.ref.secret} (401)") from None
+                raise UnusableMember("CredentialsRejected", f"the member's API server refused the credentials in "
+                                                            f"{member.ref.secret} (401)") from None
             if exc.status == 403:
-                raise Problem("MemberForbidden", "the member refuses to list nodes, pods or Services: apply "
-                                                 "manifests/multicluster/member.yaml there (403)") from None
-            raise Problem("Unreachable", f"the member's API server answered HTTP {exc.status}") from None
+                raise UnusableMember("MemberForbidden", "the member refuses to list or watch nodes, pods or "
+                                                        "Services: apply manifests/multicluster/member.yaml there "
+                                                        "(403)") from None
+            raise UnusableMember("Unreachable", f"the member's API server answered HTTP {exc.status}") from None
         except Exception as exc:  # noqa: BLE001 - connection refused, timeout, TLS: in words, the detail logged
-            log.debug("member region %s: listing failed: %s", member.ref.region, exc)
-            raise Problem("Unreachable", f"the member's API server did not answer: "
-                                         f"{describe(exc, self.config.request_timeout_s)}") from None
-        kube.answering = True  # it answered: the controller's calls (and the deletes below) go through again
-        listed = self._node_views(member, json.loads(nodes.data).get("items", []))
-        if listed != member.nodes:
-            member.nodes = listed
-            self.on_fleet()
-        seen: dict[str, tuple[str, str]] = {}
-        job_pods: dict[str, list[dict[str, Any]]] = {}
-        for pod in json.loads(pods.data).get("items", []):
-            meta = pod.get("metadata") or {}
-            job = (meta.get("labels") or {}).get(LABEL_JOB)
-            if job:
-                namespace, name = str(meta.get("namespace")), str(meta.get("name"))
-                seen[f"{namespace}/{name}"] = (f"{namespace}/{job}", meta.get("resourceVersion", ""))
-                job_pods.setdefault(f"{namespace}/{job}", []).append(kept(pod))
-                kube.own_pods.seen(namespace, name, pod, None)  # what the listing shows of its own writes
-        changed = {key for name, (key, rv) in seen.items() if member.pods.get(name) != (key, rv)}
-        changed |= {key for name, (key, _) in member.pods.items() if name not in seen}
-        member.pods, member.job_pods = seen, job_pods
-        if changed:
-            self.on_pods(changed)
-        owners: dict[str, list[tuple[str, str]]] = {}
-        for name, (key, _) in seen.items():
-            owners.setdefault(key, []).append(("Pod", name.split("/", 1)[1]))
-        for svc in json.loads(services.data).get("items", []):
-            meta = svc.get("metadata") or {}
-            job = (meta.get("labels") or {}).get(LABEL_JOB)
-            if job:
-                owners.setdefault(f"{meta.get('namespace')}/{job}", []).append(("Service", meta.get("name", "")))
-        try:
-            await self._collect(member, owners)
-        except Exception as exc:  # noqa: BLE001 - removing leftovers is retried at the next poll
-            log.warning("member region %s: removing leftovers failed: %s", member.ref.region, type(exc).__name__)
-
-    @staticmethod
-    def _node_views(member: Member, items: Iterable[Mapping[str, Any]]) -> dict[str, Node]:
-        """Each listed Node's view, converted again only when its resourceVersion changed since the last poll."""
-        views: dict[str, tuple[str, Node]] = {}
-        for item in items:
-            meta = item.get("metadata") or {}
-            name, version = str(meta.get("name")), str(meta.get("resourceVersion") or "")
-            known = member.views.get(name)
-            views[name] = known if known is not None and version and known[0] == version else \
-                (version, convert.node_view(item))
-        member.views = views
-        return {name: view for name, (_, view) in views.items()}
+            log.debug("member region %s: probe failed: %s", member.ref.region, exc)
+            raise UnusableMember("Unreachable", f"the member's API server did not answer: "
+                                                f"{describe(exc, self.config.request_timeout_s)}") from None
 
     async def _collect(self, member: Member, owners: Mapping[str, list[tuple[str, str]]]) -> None:
         """Delete what heterojob left in the member for jobs that are gone or placed in another region

@@ -32,7 +32,7 @@ from heterojob.engine.running import RunningDecision, Elastic, Running, RunningS
 from heterojob.replay.devices import Run
 
 if TYPE_CHECKING:
-    from heterojob.replay.scheduler import Scheduler
+    from heterojob.replay.scheduler import ReplayScheduler
 
 
 def _none() -> None:
@@ -42,7 +42,7 @@ def _none() -> None:
 class Decisions:
     """The running jobs' side of heterojob in the replay (see the module docstring)."""
 
-    def __init__(self, scheduler: Scheduler) -> None:
+    def __init__(self, scheduler: ReplayScheduler) -> None:
         self.scheduler, self.sim = scheduler, scheduler.sim
         config, defaults = self.sim.config, Policy()
         self.rules = RunningRules(migration.Rules(

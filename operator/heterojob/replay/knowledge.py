@@ -13,7 +13,7 @@ from heterojob.engine import policy as engine_policy
 from heterojob.replay.traces import TraceJob
 
 
-class Known:
+class ReplayKnowledge:
     """`pooled`: jobs name their type as their workload (`spec.workload`), so a type's jobs share measured
     speeds; without it each job knows only its own measurements and the declared throughput."""
 

@@ -11,7 +11,7 @@ Policies, on the same trace, fleet, failures and seed:
   (BestEffortFIFO: a job that does not fit does not block the rest), the first flavor with room; no
   migration, resize or preemption; failures take Kubernetes' path like `static`.
 - `heterojob`: the operator's own scheduler cycle (`replay.scheduler`: `engine.cycle.plan_cycle` over the
-  whole waiting queue whenever `engine.cycle.Trigger` says a cycle is due, upgrade moves when free room
+  whole waiting queue whenever `engine.cycle.CycleTrigger` says a cycle is due, upgrade moves when free room
   grew), with the operator's queue order (`engine.queueing`: `--queue-policy mlfq` or `fifo`) and
   completion-time estimates (`engine.completion`: which classes a job takes now, from declared throughput
   and the job's measured speed, and upgrade moves that pay); it places, takes lent room back from grown
@@ -60,10 +60,10 @@ from heterojob.engine import queueing
 from heterojob.engine.fleet import DeviceClass, Fleet, Node
 from heterojob.replay.devices import Devices, Run
 from heterojob.replay.fifo import Fifo
-from heterojob.replay.knowledge import Known
+from heterojob.replay.knowledge import ReplayKnowledge
 from heterojob.replay.metrics import Metrics
 from heterojob.replay.report import Report
-from heterojob.replay.scheduler import Scheduler
+from heterojob.replay.scheduler import ReplayScheduler
 from heterojob.replay.traces import CLASSES, TraceJob
 from heterojob.telemetry.steps import STEPS_WINDOW_S
 
@@ -153,7 +153,7 @@ def fleet(config: Config) -> Fleet:
 
 class _Replay:
     """The event loop: arrivals, completions, failures, repairs and timers in time order; after each event the
-    policy's queue looks at what changed (`Fifo.place`, `Scheduler.place`)."""
+    policy's queue looks at what changed (`Fifo.place`, `ReplayScheduler.place`)."""
 
     namespace = NAMESPACE
     declared = DECLARED
@@ -171,8 +171,8 @@ class _Replay:
         self.arrived: list[TraceJob] = []  # since the last event
         self.freed: set[str] = set()  # classes that gained room since the last event (or a growth wake)
         self.metrics = Metrics(jobs, config.devices, self.arrival)
-        self.known = Known(DECLARED, NAMESPACE, pooled=config.named)
-        self.queue: Fifo | Scheduler = Scheduler(self) if policy == "heterojob" else Fifo(self)
+        self.known = ReplayKnowledge(DECLARED, NAMESPACE, pooled=config.named)
+        self.queue: Fifo | ReplayScheduler = ReplayScheduler(self) if policy == "heterojob" else Fifo(self)
         self.batched = policy == "heterojob"  # the baselines look after every event
         self.pending = set(range(*config.window)) if config.window else None
         self.by_position = {j.id: i for i, j in enumerate(jobs)}
@@ -284,7 +284,7 @@ class _Replay:
         self.devices.give_back(run)
         self.metrics.held(run, now)
         self.freed.add(run.cls)
-        if isinstance(self.queue, Scheduler):
+        if isinstance(self.queue, ReplayScheduler):
             self.queue.stopped(run)
             self.queue.room_freed()
 
@@ -299,7 +299,7 @@ class _Replay:
         self.metrics.failures += 1
         config = self.config
         for run in self.devices.fail(node):
-            if isinstance(self.queue, Scheduler) and not self.queue.running.fault(run, node, now):
+            if isinstance(self.queue, ReplayScheduler) and not self.queue.running.fault(run, node, now):
                 continue  # `engine.running.decide` keeps it there (it cannot: a NotReady node moves its jobs)
             ran = max(0.0, now - run.started)
             done = run.done(now)

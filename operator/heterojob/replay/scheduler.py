@@ -1,9 +1,9 @@
 """heterojob in the replay: the operator's scheduling cycle (`engine.cycle`) on the replay's clock.
 
 What the operator's scheduler (`controller.scheduler`) does, with the replay's events as its events:
-- an arrival or a requeue (after a failure, a preemption) adds a request: `Trigger.request`; a completion,
+- an arrival or a requeue (after a failure, a preemption) adds a request: `CycleTrigger.request`; a completion,
   a stopped run (resize, preemption, upgrade), a failed or repaired node gives room back or changes the
-  fleet: `Trigger.room`; a waiting job's starvation promotion is a timer (`engine.cycle.timer`), put on the
+  fleet: `CycleTrigger.room`; a waiting job's starvation promotion is a timer (`engine.cycle.timer`), put on the
   replay's event queue so the clock stops there;
 - events of one instant are one batch (as the operator plans the events of one batch in one cycle);
 - when the trigger is due, one cycle plans the whole waiting queue (`engine.cycle.plan_cycle`, with the
@@ -31,7 +31,7 @@ from heterojob.engine import allocation, completion, queueing, ranking, rooms
 from heterojob.engine.admission import Disruption, DisruptionKind, Holder, Outcome
 from heterojob.engine.cycle import (
     Cycle,
-    Trigger,
+    CycleTrigger,
     plan_cycle,
     timer,
     upgrade_candidates,
@@ -47,21 +47,22 @@ if TYPE_CHECKING:
     from heterojob.replay.replay import _Replay
 
 
-class Scheduler:
+class ReplayScheduler:
     def __init__(self, sim: _Replay) -> None:
         self.sim = sim
         config = sim.config
         self.waiting: dict[int, TraceJob] = {}
         self.priorities: dict[int, int] = defaultdict(int)  # priority -> waiting jobs of it
         self.waiting_devices = 0  # devices the waiting jobs ask for (`queueing.displacing`)
-        self.trigger = Trigger()
+        self.trigger = CycleTrigger()
         self.memo = ranking.Memo()  # what the policy may reuse between cycles
         self.memory = rooms.Memory()  # what placement found per class and region, while its room is unchanged
         self.free: dict[str, int] = {}  # free devices per class after the last cycle's placements
         self.waiting_for: frozenset[str] = frozenset()  # classes the last cycle's waiting jobs wait for
+        self.chose: dict[str, str] = {}  # the class each waiting job chose at the last cycle (`Knowledge.chose`)
         self.timers: dict[int, float] = {}  # job -> the timer put on the replay's event queue
         self.cycles = 0
-        self.settings = planner.Settings(min_runtime_s=config.min_runtime_s)
+        self.settings = planner.AdmissionSettings(min_runtime_s=config.min_runtime_s)
         self.requests: dict[tuple[int, int | None], Request] = {}
         self.holder_of: dict[int, Holder] = {}  # per run token
         self.cost = completion.MoveCost(config.save_s, config.restore_s)
@@ -120,11 +121,12 @@ class Scheduler:
                                                                        config.queue)
             knowledge.displace_by_level = queueing.displacing(self.waiting_devices, config.devices, config.queue)
             knowledge.saturated = allocation.saturated(self.waiting_devices, config.devices, config.queue.fill_above)
+            knowledge.chose = self.chose  # the classes the waiting jobs chose last (kept within a margin)
             fleet, holders = sim.devices.current_fleet(), self.holders()
             cycle = plan_cycle([self.request(j) for j in self.waiting.values()], holders, fleet, now, self.settings,
                                (knowledge, config.queue), None, self.memo, self.memory, acting=True)
             self.cycles += 1
-            self.waiting_for = cycle.waiting_for
+            self.waiting_for, self.chose = cycle.waiting_for, dict(cycle.chose)
             looked = upgrade_candidates(cycle, self.free, holders, fleet, now, knowledge, self.cost,
                                         config.min_runtime_s, config.probe_share, self.memo) if config.upgrades else []
             self.free = dict(cycle.free)

@@ -109,6 +109,9 @@ class Entry:
 @dataclass
 class Cache:
     entries: dict[str, Entry] = field(default_factory=dict)
+    # keys whose entry was marked disrupted (a superset: pruned as `disrupted` reads it), so the budget's count,
+    # asked on every running job's pass, reads the few moving jobs, not every entry
+    _moving: set[str] = field(default_factory=set)
 
     def entry(self, key: str) -> Entry:
         return self.entries.setdefault(key, Entry())
@@ -156,6 +159,8 @@ class Cache:
             e.reserved = _same(was, Allocation(cls.resource_name if cls else reserved.device_class, per_node,
                                                namespace, reserved.device_class, reserved.region))
         e.disrupted = status.phase in DISRUPTED
+        if e.disrupted:
+            self._moving.add(key)
         pending = status.checkpoint.pending if status.checkpoint else None
         e.yielding_to = pending.by if pending is not None and pending.then in YIELDS and pending.by else None
         if e.asked is not None and e.yielding_to is None:
@@ -245,6 +250,8 @@ class Cache:
 
     def disrupt(self, key: str, on: bool = True) -> None:
         self.entry(key).disrupted = on
+        if on:
+            self._moving.add(key)
 
     # --- what the planner and the other steps read --------------------------------------------------------
 
@@ -280,7 +287,14 @@ class Cache:
     def disrupted(self) -> int:
         """The disruption budget's count: jobs that still hold devices while they move. A job that gave
         its devices back and waits for room disrupts nobody else and does not count."""
-        return sum(1 for e in self.entries.values() if e.disrupted and e.allocation is not None)
+        count = 0
+        for key in list(self._moving):
+            e = self.entries.get(key)
+            if e is None or not e.disrupted:
+                self._moving.discard(key)
+            elif e.allocation is not None:
+                count += 1
+        return count
 
     def fleet(self, source: FleetSource, exclude: Iterable[str] = ()) -> Fleet:
         """The fleet with every job's devices and reservations counted as used, except `exclude`'s."""

@@ -65,7 +65,7 @@ def move_began(status: HeteroJobStatus) -> float | None:
 
 
 def transfer_move(spec: HeteroJobSpec, status: HeteroJobStatus, origin: str, device_class: str, replicas: int,
-                  classes: Mapping[str, DeviceClass], now: float, settings: transfer.Settings,
+                  classes: Mapping[str, DeviceClass], now: float, settings: transfer.TransferSettings,
                   trigger: str | None = None, voluntary: bool = True) -> transfer.Move:
     """What `engine.transfer` weighs for this job's move out of `origin`: its checkpoint's size (reported,
     hinted or estimated), the last save time, what a voluntary move of this `trigger` saves, whether a

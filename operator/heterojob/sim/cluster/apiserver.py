@@ -34,7 +34,8 @@ scale.py, evictions.py, reviews.py, cascade.py, managedfields.py:
 - finalizers and `deletionTimestamp`; deleting a namespace deletes what is in it; owner-reference
   garbage collection (background: an object is collected when all its owners are gone; orphan: the `orphan`
   finalizer until the owner's references are removed; foreground: the `foregroundDeletion` finalizer until no
-  blocking dependent is left; cascade.py).
+  blocking dependent is left; cascade.py); an object made for owners already absent is collected a lag later
+  (collector.py).
 - field ownership of custom resources (`metadata.managedFields`, server-side apply conflicts; managedfields.py).
 - watches: `labelSelector`, `fieldSelector`, `timeoutSeconds`, resume from a `resourceVersion` (410
   `Expired` when it is older than the bounded event history), ADDED/DELETED when an object enters or
@@ -95,9 +96,9 @@ import kmock
 import yaml
 from typing_extensions import override
 
-from heterojob.sim.cluster import (admission, auth, builtin, cascade, crdstatus, discovery, events, evictions,
-                                   ipam, managedfields, openapi, paging, patching, protobuf, quotas, reviews, scale,
-                                   schema, tables)
+from heterojob.sim.cluster import (admission, auth, builtin, cascade, collector, crdstatus, discovery, events,
+                                   evictions, ipam, managedfields, openapi, paging, patching, protobuf, quotas, reviews,
+                                   scale, schema, tables)
 from heterojob.sim.cluster.errors import ApiError, invalid_object
 from heterojob.sim.cluster.selectors import (CR_FIELD_LABELS, FIELD_LABELS, Matcher, SelectorError, field_matcher,
                                              label_matcher)
@@ -186,7 +187,7 @@ def parse_route(path: str) -> Route | None:
 
 
 @dataclass(frozen=True)
-class Kind:
+class ResourceKind:
     group: str
     version: str
     plural: str
@@ -205,7 +206,7 @@ class Kind:
 
 @dataclass(eq=False)
 class Watcher:
-    kind: Kind
+    kind: ResourceKind
     namespace: str | None
     matches: Matcher
     queue: asyncio.Queue[bytes | None] = field(default_factory=asyncio.Queue)
@@ -251,7 +252,7 @@ class ApiServerEmulator(kmock.KubernetesEmulator):
     history_limit: int = 20000  # events kept per resource for watch resumption
     request_log_limit: int = 2000
 
-    _kinds: dict[tuple[str, str, str], Kind] = attrs.field(factory=dict, init=False)
+    _kinds: dict[tuple[str, str, str], ResourceKind] = attrs.field(factory=dict, init=False)
     _store: Store = attrs.field(factory=Store, init=False)
     _history: dict[tuple[str, str], collections.deque[tuple[int, dict[str, Any] | None, dict[str, Any] | None]]] = \
         attrs.field(factory=dict, init=False)
@@ -272,6 +273,8 @@ class ApiServerEmulator(kmock.KubernetesEmulator):
     _applied_fields: list[dict[str, Any]] | None = attrs.field(default=None, init=False)  # managedFields of an apply
     _foreground: dict[str, tuple[tuple[str, str], Key]] = attrs.field(factory=dict, init=False)  # owner uid -> where
     tokens: auth.Tokens = attrs.field(factory=auth.Tokens, init=False)  # service account tokens issued (auth.py)
+    gc_lag_s: float = collector.GC_LAG_S  # when the collector reaches an object made for absent owners
+    _gc_due: dict[str, asyncio.TimerHandle] = attrs.field(factory=dict, init=False)  # object uid -> its look
 
     def __attrs_post_init__(self) -> None:
         super().__attrs_post_init__()
@@ -288,7 +291,7 @@ class ApiServerEmulator(kmock.KubernetesEmulator):
         self._kinds.pop((group, version, plural), None)
         self.registry_generation += 1
 
-    def _kind(self, route: Route) -> Kind | None:
+    def _kind(self, route: Route) -> ResourceKind | None:
         key = (route.group, route.version, route.plural)
         found = self._kinds.get(key)
         if found is None:
@@ -296,8 +299,8 @@ class ApiServerEmulator(kmock.KubernetesEmulator):
             if res not in self.resources:
                 return None
             info = self.resources[res]
-            found = Kind(route.group, route.version, route.plural,
-                         info.kind or route.plural.capitalize(), bool(info.namespaced), "status" in info.subresources)
+            found = ResourceKind(route.group, route.version, route.plural, info.kind or route.plural.capitalize(),
+                                 bool(info.namespaced), "status" in info.subresources)
             self._kinds[key] = found
         return found
 
@@ -343,6 +346,10 @@ class ApiServerEmulator(kmock.KubernetesEmulator):
         self._store.clear()
         self._history.clear()
         self._foreground.clear()
+        for due in self._gc_due.values():
+            due.cancel()
+        self._gc_due.clear()
+        self.gc_lag_s = collector.GC_LAG_S
         self.ensure_system_namespaces()
 
     def ensure_system_namespaces(self) -> None:
@@ -430,6 +437,13 @@ class ApiServerEmulator(kmock.KubernetesEmulator):
         if raw_request.path == "/_emulator/reset" and raw_request.method == "POST":
             self.reset()
             return aiohttp.web.json_response({"reset": True})
+        if raw_request.path == "/_emulator/gc" and raw_request.method == "POST":
+            # how long the collector takes to reach an object made for absent owners (collector.py); reset: default
+            lag = (await raw_request.json()).get("lagSeconds")
+            if not isinstance(lag, int | float) or lag < 0:
+                raise ApiError(400, "BadRequest", "lagSeconds: a number of seconds, at least 0")
+            self.gc_lag_s = float(lag)
+            return aiohttp.web.json_response({"lagSeconds": self.gc_lag_s})
         if raw_request.path == "/_emulator/requests":
             return aiohttp.web.json_response([list(r) for r in self.request_log])
         if raw_request.path == "/_emulator/writes":
@@ -499,7 +513,8 @@ class ApiServerEmulator(kmock.KubernetesEmulator):
     def crd_version(self, group: str, version: str, plural: str) -> dict[str, Any] | None:
         return self._crd_versions.get((group, version, plural))
 
-    async def _serve(self, raw: aiohttp.web.BaseRequest, route: Route, kind: Kind) -> aiohttp.web.StreamResponse:
+    async def _serve(self, raw: aiohttp.web.BaseRequest, route: Route,
+                     kind: ResourceKind) -> aiohttp.web.StreamResponse:
         if kind.namespaced is False and route.namespace is not None:
             raise ApiError(404, "NotFound", f"{kind.plural} is not namespaced")
         method, query = raw.method, raw.query
@@ -522,7 +537,7 @@ class ApiServerEmulator(kmock.KubernetesEmulator):
         table = tables.wanted(raw.headers.get("Accept", ""))
         view: Callable[[Any], Any] | None = None
         if kind.key == events.GROUP_KEY:  # one store, two shapes: served from the core v1 Events
-            view, kind = events.convert_payload, Kind("", "v1", "events", "Event", True, False)
+            view, kind = events.convert_payload, ResourceKind("", "v1", "events", "Event", True, False)
         if method == "GET" and query.get("watch") in ("true", "1"):
             return await self._watch(raw, route, kind, table, view)
         body = await self._read_body(raw)
@@ -583,7 +598,7 @@ class ApiServerEmulator(kmock.KubernetesEmulator):
         status = evictions.budget(pdb, pods).status(int(pdb["metadata"].get("generation") or 1), disrupted)
         return {**pdb, "status": status}
 
-    def _no_kubelet(self, route: Route, kind: Kind, sub: str, query: Mapping[str, str]) -> aiohttp.web.Response:
+    def _no_kubelet(self, route: Route, kind: ResourceKind, sub: str, query: Mapping[str, str]) -> aiohttp.web.Response:
         """log, exec, attach, portforward, proxy: kube-apiserver checks the pod (pkg/registry/core/pod/strategy.go
         LogLocation / streamLocation, v1.32), then dials the node's kubelet. The emulator's nodes run no kubelet, so
         after the same checks it answers as the API server does when that dial fails (the proxy's "error dialing
@@ -618,7 +633,7 @@ class ApiServerEmulator(kmock.KubernetesEmulator):
         raise ApiError(500, "", f"error dialing backend: dial tcp: node {node} runs no kubelet to serve {what} "
                        "(the heterojob API emulator simulates pods; no containers run)")
 
-    def _scale(self, raw: aiohttp.web.BaseRequest, route: Route, kind: Kind, crd_version: dict[str, Any] | None,
+    def _scale(self, raw: aiohttp.web.BaseRequest, route: Route, kind: ResourceKind, crd_version: dict[str, Any] | None,
                data: Any, dry_run: bool) -> tuple[dict[str, Any], int]:
         """GET/PUT/PATCH `.../scale` (see scale.py)."""
         paths = scale.paths_for(kind.key, crd_version)
@@ -644,7 +659,7 @@ class ApiServerEmulator(kmock.KubernetesEmulator):
         new = self._commit(kind, old, scale.with_replicas(old, paths, replicas), None, dry_run)
         return scale.to_scale(new, paths), 200
 
-    def _evict(self, route: Route, kind: Kind, data: Any, dry_run: bool) -> tuple[dict[str, Any], int]:
+    def _evict(self, route: Route, kind: ResourceKind, data: Any, dry_run: bool) -> tuple[dict[str, Any], int]:
         """POST pods/{name}/eviction (see evictions.py)."""
         if not isinstance(data, dict):
             raise ApiError(400, "BadRequest", "the request body must be a JSON object")
@@ -673,7 +688,7 @@ class ApiServerEmulator(kmock.KubernetesEmulator):
                      "Background", dry_run, _grace(options, {}))
         return {"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Success", "code": 201}, 201
 
-    def _write(self, raw: aiohttp.web.BaseRequest, route: Route, kind: Kind, data: Any, dry_run: bool,
+    def _write(self, raw: aiohttp.web.BaseRequest, route: Route, kind: ResourceKind, data: Any, dry_run: bool,
                strict: str, query: Mapping[str, str]) -> tuple[Any, int]:
         # the field manager (handlers/rest.go managerOrUserAgent): `fieldManager`, else the User-Agent's first part
         agent = raw.headers.get("User-Agent", "").split("/")[0][:128]
@@ -686,7 +701,7 @@ class ApiServerEmulator(kmock.KubernetesEmulator):
         finally:
             self._writer = None
 
-    def _write_as(self, raw: aiohttp.web.BaseRequest, route: Route, kind: Kind, data: Any, dry_run: bool,
+    def _write_as(self, raw: aiohttp.web.BaseRequest, route: Route, kind: ResourceKind, data: Any, dry_run: bool,
                   strict: str, query: Mapping[str, str]) -> tuple[Any, int]:
         method, sub = raw.method, route.subresource
         if method == "POST" and sub == "binding":
@@ -731,7 +746,7 @@ class ApiServerEmulator(kmock.KubernetesEmulator):
             raise ApiError(400, "BadRequest", f"fieldValidation parameter unsupported: {value}")
         return value
 
-    def _table(self, kind: Kind, items: list[dict[str, Any]], query: Mapping[str, str], meta: Mapping[str, Any],
+    def _table(self, kind: ResourceKind, items: list[dict[str, Any]], query: Mapping[str, str], meta: Mapping[str, Any],
                no_headers: bool = False) -> dict[str, Any]:
         version = self.crd_version(kind.group, kind.version, kind.plural)
         columns = (version or {}).get("additionalPrinterColumns") if version is not None else None
@@ -740,7 +755,7 @@ class ApiServerEmulator(kmock.KubernetesEmulator):
 
     # --- enforcement ----------------------------------------------------------------------------------
 
-    def _enforce(self, kind: Kind, obj: dict[str, Any], old: dict[str, Any] | None, subresource: str | None,
+    def _enforce(self, kind: ResourceKind, obj: dict[str, Any], old: dict[str, Any] | None, subresource: str | None,
                  strict: str = "Warn") -> None:
         """Prune/default/validate `obj` (in place) as the real server does on create and update; raise 422/400."""
         meta = obj.get("metadata") or {}
@@ -778,7 +793,7 @@ class ApiServerEmulator(kmock.KubernetesEmulator):
         if found:
             raise invalid_object(kind.kind, kind.group, name, found)
 
-    def _admit(self, kind: Kind, obj: dict[str, Any]) -> None:
+    def _admit(self, kind: ResourceKind, obj: dict[str, Any]) -> None:
         """Admission on create: PodSecurity, ResourceQuota and ServiceAccount for pods (see admission.py)."""
         if kind.key != ("", "pods"):
             return
@@ -797,7 +812,7 @@ class ApiServerEmulator(kmock.KubernetesEmulator):
                 raise ApiError(403, "Forbidden", f'pods "{name}" is forbidden: {why}',
                                {"name": name, "kind": "pods"})
 
-    def _bind(self, route: Route, kind: Kind, data: Any, dry_run: bool) -> dict[str, Any]:
+    def _bind(self, route: Route, kind: ResourceKind, data: Any, dry_run: bool) -> dict[str, Any]:
         """POST pods/{name}/binding: the scheduler's way to set `spec.nodeName` (once)."""
         old = self._get(route, kind)
         target = (data or {}).get("target") if isinstance(data, dict) else None
@@ -834,28 +849,28 @@ class ApiServerEmulator(kmock.KubernetesEmulator):
 
     # --- reads ------------------------------------------------------------------------------------
 
-    def _namespace_of(self, route: Route, kind: Kind) -> str | None:
+    def _namespace_of(self, route: Route, kind: ResourceKind) -> str | None:
         return route.namespace if kind.namespaced else None
 
-    def _not_found(self, kind: Kind, name: str) -> ApiError:
+    def _not_found(self, kind: ResourceKind, name: str) -> ApiError:
         return ApiError(404, "NotFound", f'{kind.plural}{"." + kind.group if kind.group else ""} "{name}" not found',
                         {"name": name, "group": kind.group, "kind": kind.plural})
 
-    def _get(self, route: Route, kind: Kind) -> dict[str, Any]:
+    def _get(self, route: Route, kind: ResourceKind) -> dict[str, Any]:
         assert route.name is not None
         obj = self._store[kind.key].get((self._namespace_of(route, kind), route.name))
         if obj is None:
             raise self._not_found(kind, route.name)
         return obj
 
-    def _field_labels(self, kind: Kind) -> frozenset[str] | None:
+    def _field_labels(self, kind: ResourceKind) -> frozenset[str] | None:
         version = self.crd_version(kind.group, kind.version, kind.plural)
         if version is not None:
             selectable = {str(f.get("jsonPath", "")).lstrip(".") for f in version.get("selectableFields") or []}
             return CR_FIELD_LABELS | selectable
         return FIELD_LABELS.get(kind.key)
 
-    def _matcher(self, query: Mapping[str, str], kind: Kind | None = None) -> Matcher:
+    def _matcher(self, query: Mapping[str, str], kind: ResourceKind | None = None) -> Matcher:
         try:
             by_label = label_matcher(query.get("labelSelector"))
             by_field = field_matcher(query.get("fieldSelector"),
@@ -864,7 +879,7 @@ class ApiServerEmulator(kmock.KubernetesEmulator):
             raise ApiError(400, "BadRequest", str(exc)) from None
         return lambda obj: by_label(obj) and by_field(obj)
 
-    def _list(self, route: Route, kind: Kind, query: Mapping[str, str]) -> dict[str, Any]:
+    def _list(self, route: Route, kind: ResourceKind, query: Mapping[str, str]) -> dict[str, Any]:
         namespace = self._namespace_of(route, kind)
         matches = self._matcher(query, kind)
         page = paging.Page.of(query, self._rv)
@@ -881,7 +896,7 @@ class ApiServerEmulator(kmock.KubernetesEmulator):
         self._rv += 1
         return str(self._rv)
 
-    def _emit(self, kind: Kind, old: dict[str, Any] | None, new: dict[str, Any]) -> None:
+    def _emit(self, kind: ResourceKind, old: dict[str, Any] | None, new: dict[str, Any]) -> None:
         """Record a create or update and fan it out to the watchers whose filters see it."""
         rv = int(new["metadata"]["resourceVersion"])
         history = self._history.get(kind.key)
@@ -936,7 +951,7 @@ class ApiServerEmulator(kmock.KubernetesEmulator):
         etype = "MODIFIED" if was and now else "ADDED" if now else "DELETED"
         return watcher.line(etype, new, memo)
 
-    def _check_namespace(self, kind: Kind, namespace: str | None) -> None:
+    def _check_namespace(self, kind: ResourceKind, namespace: str | None) -> None:
         if not kind.namespaced:
             return
         if not namespace:
@@ -949,7 +964,7 @@ class ApiServerEmulator(kmock.KubernetesEmulator):
         if ns["metadata"].get("deletionTimestamp"):
             raise ApiError(403, "Forbidden", f"namespace {namespace} is being terminated")
 
-    def _create(self, route: Route, kind: Kind, data: Any, dry_run: bool = False, strict: str = "Warn"
+    def _create(self, route: Route, kind: ResourceKind, data: Any, dry_run: bool = False, strict: str = "Warn"
                 ) -> dict[str, Any]:
         if not isinstance(data, dict):
             raise ApiError(400, "BadRequest", "the request body must be a JSON object")
@@ -1001,9 +1016,10 @@ class ApiServerEmulator(kmock.KubernetesEmulator):
         self._emit(kind, None, obj)
         if kind.key == ("apiextensions.k8s.io", "customresourcedefinitions"):
             self._register_crd(obj)
+        self._check_owners(kind, obj)
         return obj
 
-    def _commit(self, kind: Kind, old: dict[str, Any], new: dict[str, Any], subresource: str | None,
+    def _commit(self, kind: ResourceKind, old: dict[str, Any], new: dict[str, Any], subresource: str | None,
                 dry_run: bool = False, strict: str = "Warn") -> dict[str, Any]:
         """Apply the status-subresource split, bump versions, store, notify; finalize if released."""
         if kind.status_subresource:
@@ -1050,9 +1066,11 @@ class ApiServerEmulator(kmock.KubernetesEmulator):
         self._emit(kind, old, new)
         if kind.key == ("apiextensions.k8s.io", "customresourcedefinitions"):
             self._register_crd(new)
+        if meta.get("ownerReferences") != old["metadata"].get("ownerReferences"):
+            self._check_owners(kind, new)
         return new
 
-    def _track_update(self, kind: Kind, old: dict[str, Any] | None, new: dict[str, Any], subresource: str | None
+    def _track_update(self, kind: ResourceKind, old: dict[str, Any] | None, new: dict[str, Any], subresource: str | None
                       ) -> None:
         """managedFields after a write (managedfields.py): custom resources only; those the client sends are
         honoured as the real field manager does (managedfields.sent), except on a subresource; a write from
@@ -1071,7 +1089,7 @@ class ApiServerEmulator(kmock.KubernetesEmulator):
         if kept:
             meta["managedFields"] = kept
 
-    def _patch(self, route: Route, kind: Kind, data: Any, content_type: str, dry_run: bool = False,
+    def _patch(self, route: Route, kind: ResourceKind, data: Any, content_type: str, dry_run: bool = False,
                strict: str = "Warn") -> dict[str, Any]:
         if content_type == patching.APPLY_PATCH:
             return self._server_side_apply(route, kind, data, dry_run, strict)
@@ -1087,7 +1105,7 @@ class ApiServerEmulator(kmock.KubernetesEmulator):
         return self._commit(kind, old, copy.deepcopy(new), route.subresource, dry_run, strict)
 
     @staticmethod
-    def _patched(kind: Kind, old: dict[str, Any], data: Any, content_type: str, is_cr: bool) -> Any:
+    def _patched(kind: ResourceKind, old: dict[str, Any], data: Any, content_type: str, is_cr: bool) -> Any:
         """The patch applied to `old`, or the error kube-apiserver v1.32 answers (handlers/patch.go)."""
         patching.check_type(content_type, is_cr)
         if content_type == patching.JSON_PATCH:
@@ -1096,7 +1114,7 @@ class ApiServerEmulator(kmock.KubernetesEmulator):
             return patching.strategic_merge_patch(old, data)
         return patching.merge_patch(old, data)
 
-    def _server_side_apply(self, route: Route, kind: Kind, data: Any, dry_run: bool, strict: str
+    def _server_side_apply(self, route: Route, kind: ResourceKind, data: Any, dry_run: bool, strict: str
                            ) -> dict[str, Any]:
         """Server-side apply, simplified: create when missing, else the applied fields merged over the object
         (lists replaced). Field ownership, managedFields and apply conflicts are not modelled."""
@@ -1142,7 +1160,7 @@ class ApiServerEmulator(kmock.KubernetesEmulator):
         finally:
             self._applied_fields = None
 
-    def _replace(self, route: Route, kind: Kind, data: Any, dry_run: bool = False, strict: str = "Warn"
+    def _replace(self, route: Route, kind: ResourceKind, data: Any, dry_run: bool = False, strict: str = "Warn"
                  ) -> dict[str, Any]:
         old = self._get(route, kind)
         if not isinstance(data, dict):
@@ -1158,13 +1176,13 @@ class ApiServerEmulator(kmock.KubernetesEmulator):
         return self._commit(kind, old, copy.deepcopy(data), route.subresource, dry_run, strict)
 
     @staticmethod
-    def _conflict(kind: Kind, old: dict[str, Any]) -> ApiError:
+    def _conflict(kind: ResourceKind, old: dict[str, Any]) -> ApiError:
         name = old["metadata"]["name"]  # errors.NewConflict: the qualified resource (plural.group)
         return ApiError(409, "Conflict", f'Operation cannot be fulfilled on {_qualified(kind)} "{name}": the object '
                         "has been modified; please apply your changes to the latest version and try again",
                         {"name": name, "group": kind.group, "kind": kind.plural})
 
-    def _delete(self, route: Route, kind: Kind, preconditions: Mapping[str, Any], policy: str,
+    def _delete(self, route: Route, kind: ResourceKind, preconditions: Mapping[str, Any], policy: str,
                 dry_run: bool = False, grace: int | None = None) -> dict[str, Any]:
         old = self._get(route, kind)
         if kind.key == ("", "namespaces") and route.name in IMMORTAL_NAMESPACES:
@@ -1179,7 +1197,7 @@ class ApiServerEmulator(kmock.KubernetesEmulator):
             return old
         return self._delete_object(kind, old, policy, grace)
 
-    def _delete_object(self, kind: Kind, old: dict[str, Any], policy: str, grace: int | None = None
+    def _delete_object(self, kind: ResourceKind, old: dict[str, Any], policy: str, grace: int | None = None
                        ) -> dict[str, Any]:
         key = (old["metadata"].get("namespace"), old["metadata"]["name"])
         if kind.key != ("", "pods"):
@@ -1208,7 +1226,7 @@ class ApiServerEmulator(kmock.KubernetesEmulator):
         self._remove(kind, key, old)
         return old
 
-    def _delete_finalized(self, kind: Kind, key: Key, old: dict[str, Any], policy: str) -> dict[str, Any]:
+    def _delete_finalized(self, kind: ResourceKind, key: Key, old: dict[str, Any], policy: str) -> dict[str, Any]:
         """A DELETE of anything but a pod, as the API server and the garbage collector do it (k8s.io/apiserver
         registry/generic/registry/store.go Delete, updateForGracefulDeletionAndFinalizers; cascade.py): with
         finalizers left the object gets deletionTimestamp and stays; the garbage collector (pkg/controller/
@@ -1255,7 +1273,7 @@ class ApiServerEmulator(kmock.KubernetesEmulator):
                 new["metadata"].pop("ownerReferences", None)
             self._commit(dep_kind, dep, new, None)
 
-    def _dependents(self, owner_uid: str, blocking: bool = False) -> list[tuple[Kind, dict[str, Any]]]:
+    def _dependents(self, owner_uid: str, blocking: bool = False) -> list[tuple[ResourceKind, dict[str, Any]]]:
         found = []
         for rkey, obj in self._store.dependents(owner_uid):
             refs = [r for r in obj["metadata"].get("ownerReferences") or [] if r.get("uid") == owner_uid]
@@ -1287,7 +1305,7 @@ class ApiServerEmulator(kmock.KubernetesEmulator):
             new["metadata"].pop("finalizers", None)
         self._commit(kind, owner, new, None)
 
-    def _remove(self, kind: Kind, key: Key, last: dict[str, Any]) -> None:
+    def _remove(self, kind: ResourceKind, key: Key, last: dict[str, Any]) -> None:
         previous = self._store[kind.key].pop(key, None)
         rv = int(self._next_rv())
         old = previous if previous is not None else last
@@ -1317,7 +1335,7 @@ class ApiServerEmulator(kmock.KubernetesEmulator):
         final = {**old, "metadata": {**old["metadata"], "resourceVersion": str(rv)}}
         return watcher.line("DELETED", final, memo)
 
-    def _kind_by_key(self, key: tuple[str, str]) -> Kind | None:
+    def _kind_by_key(self, key: tuple[str, str]) -> ResourceKind | None:
         for kind in self._kinds.values():
             if kind.key == key:
                 return kind
@@ -1351,6 +1369,51 @@ class ApiServerEmulator(kmock.KubernetesEmulator):
             else:
                 self._delete_object(kind, obj, "Background")
 
+    def _owner_state(self, ref: Mapping[str, Any], namespace: str | None) -> str:
+        return collector.owner_state(ref, namespace, self._store.by_uid, self._foreground.__contains__)
+
+    def _check_owners(self, kind: ResourceKind, obj: dict[str, Any]) -> None:
+        """The graph builder seeing an object's ownerReferences (collector.py): one naming an owner that is absent
+        (by uid) or deleting its dependents first is looked at by the collector `gc_lag_s` later."""
+        meta = obj["metadata"]
+        refs = meta.get("ownerReferences") or []
+        if all(self._owner_state(r, meta.get("namespace")) == collector.SOLID for r in refs):
+            return
+        uid, where = meta["uid"], (kind.key, (meta.get("namespace"), meta["name"]))
+        try:
+            loop = asyncio.get_running_loop()
+        except RuntimeError:  # not serving (a direct call): the collector looks now
+            self._attempt_collection(*where, uid)
+            return
+        earlier = self._gc_due.pop(uid, None)
+        if earlier is not None:
+            earlier.cancel()
+        self._gc_due[uid] = loop.call_later(max(0.0, self.gc_lag_s), self._attempt_collection, *where, uid)
+
+    def _attempt_collection(self, rkey: tuple[str, str], key: Key, uid: str) -> None:
+        """attemptToDeleteItem on an object the collector was told of: its owners verified again by uid; the
+        references to absent owners dropped while a live owner is left, else the object deleted."""
+        self._gc_due.pop(uid, None)
+        obj = self._store[rkey].get(key)
+        kind = self._kind_by_key(rkey)
+        if obj is None or kind is None or obj["metadata"].get("uid") != uid:
+            return  # gone, or another object of the name since
+        meta = obj["metadata"]
+        if meta.get("deletionTimestamp") and uid not in self._foreground:
+            return  # being deleted already
+        refs = meta.get("ownerReferences") or []
+        verdict = collector.attempt(refs, [self._owner_state(r, meta.get("namespace")) for r in refs],
+                                    meta.get("finalizers") or [], next(self._store.dependents(uid), None) is not None)
+        try:
+            if verdict is not None and verdict.drop:
+                new = copy.deepcopy(obj)
+                new["metadata"]["ownerReferences"] = [r for r in refs if str(r.get("uid")) not in verdict.drop]
+                self._commit(kind, obj, new, None)
+            elif verdict is not None and verdict.delete is not None:
+                self._delete_object(kind, obj, verdict.delete)
+        except Exception:  # a timer's callback: logged, not raised into the loop
+            log.exception("the garbage collector failed on %s %s", kind.plural, key)
+
     def _delete_namespace_contents(self, namespace: str) -> None:
         for rkey, objects in list(self._store.items()):
             kind = self._kind_by_key(rkey)
@@ -1362,7 +1425,7 @@ class ApiServerEmulator(kmock.KubernetesEmulator):
                     # its pods do too (else they would outlive it, and show in a namespace made again)
                     self._delete_object(kind, obj, "Background", 0)
 
-    def _delete_collection(self, route: Route, kind: Kind, query: Mapping[str, str], policy: str,
+    def _delete_collection(self, route: Route, kind: ResourceKind, query: Mapping[str, str], policy: str,
                            dry_run: bool = False, grace: int | None = None) -> dict[str, Any]:
         listed = self._list(route, kind, query)
         for obj in [] if dry_run else listed["items"]:
@@ -1371,7 +1434,7 @@ class ApiServerEmulator(kmock.KubernetesEmulator):
 
     # --- watches ----------------------------------------------------------------------------------
 
-    async def _watch(self, raw: aiohttp.web.BaseRequest, route: Route, kind: Kind, table: bool = False,
+    async def _watch(self, raw: aiohttp.web.BaseRequest, route: Route, kind: ResourceKind, table: bool = False,
                      view: Callable[[Any], Any] | None = None) -> aiohttp.web.StreamResponse:
         query = raw.query
         matches = self._matcher(query, kind)
@@ -1447,7 +1510,7 @@ def _is_discovery(path: str) -> bool:
     return parts in (["api"], ["apis"]) or (len(parts) == 2 and parts[0] == "apis")
 
 
-def _qualified(kind: Kind) -> str:
+def _qualified(kind: ResourceKind) -> str:
     """`schema.GroupResource.String()`: `heterojobs.heterojob.io`, `pods`."""
     return f"{kind.plural}.{kind.group}" if kind.group else kind.plural
 

@@ -66,6 +66,13 @@ class Emulator:
     def reset(self) -> None:
         urllib3.request("POST", f"{self.url}/_emulator/reset")
 
+    def gc_lag(self, seconds: float) -> None:
+        """How long the emulator's garbage collector takes to reach an object made for owners already gone
+        (`sim.cluster.collector`; back to its default at the next reset)."""
+        answer = urllib3.request("POST", f"{self.url}/_emulator/gc", json={"lagSeconds": seconds})
+        if answer.status != 200:
+            raise RuntimeError(f"the emulator refused the collector's lag: {answer.data!r}")
+
     def client(self) -> kubernetes.client.ApiClient:
         return kubernetes.config.new_client_from_config(config_file=str(self.kubeconfig))
 

@@ -28,7 +28,7 @@ def key_of(obj: dict[str, Any]) -> Key:
     return str(meta.get("namespace") or ""), str(meta.get("name") or "")
 
 
-class Informer:
+class DictInformer:
     def __init__(self, list_call: Callable[..., Any], name: str, watch_timeout_s: int = 60) -> None:
         """`list_call`: the client's list method (e.g. `CoreV1Api.list_node`), called with `_preload_content=False`."""
         self.list_call = list_call
@@ -85,7 +85,7 @@ class Informer:
             changes, self._changes = list(self._changes.values()), {}
         return changes
 
-    def start(self) -> Informer:
+    def start(self) -> DictInformer:
         self.relist()
         self._thread = threading.Thread(target=self._run, name=f"informer-{self.name}", daemon=True)
         self._thread.start()

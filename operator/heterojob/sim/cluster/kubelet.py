@@ -1,7 +1,7 @@
 """A stand-in kubelet for the emulated cluster: runs the operator's pods bound to its nodes, finishes them, and
 heartbeats every node (`heartbeats`: the node's Lease and Ready status, as a kubelet posts them).
 
-It never binds a pod: a scheduler does (`scheduler.Scheduler`; with `schedule`, the default, one runs on the same
+It never binds a pod: a scheduler does (`scheduler.KubeScheduler`; with `schedule`, the default, one runs on the same
 client: on its own thread beside the kubelet's once started, else at the start of each step by hand), so a pod the
 scheduler refuses stays Pending with its PodScheduled False.
 
@@ -31,7 +31,7 @@ from heterojob.kube.convert import ready_condition
 from heterojob.sim.cluster import ipam
 from heterojob.sim.cluster.heartbeats import LEASE_DURATION_S, RENEW_S, REPORT_S, Heartbeats
 from heterojob.sim.cluster.nodes import KUBELET_STOPPED
-from heterojob.sim.cluster.scheduler import Scheduler
+from heterojob.sim.cluster.scheduler import KubeScheduler
 from heterojob.sim.cluster.mirror import Mirror
 from heterojob.sim.cluster.stepping import Stepping
 from heterojob.api.times import timestamp
@@ -75,9 +75,9 @@ class Kubelet(Stepping):
         """`on_bindings` hears, after every step, which running pods hold which node's devices;
         `device_health` says how many of each node's devices its device plugin reports Unhealthy (the node's
         allocatable then leaves them out, as the kubelet's device manager does; capacity keeps them);
-        `schedule`: run a `Scheduler` first in each step (False when one runs on its own); `heartbeats`: renew
+        `schedule`: run a `KubeScheduler` first in each step (False when one runs on its own); `heartbeats`: renew
         each node's Lease every `renew_s` and post its Ready status every `report_s` (`heartbeats.Heartbeats`)."""
-        self.scheduler = Scheduler(api) if schedule else None
+        self.scheduler = KubeScheduler(api) if schedule else None
         self.silenced: set[str] = set()  # nodes whose kubelet is down (`silence`)
         self.device_health = device_health
         self._reported: dict[str, int] = {}  # node -> unhealthy devices its allocatable leaves out now

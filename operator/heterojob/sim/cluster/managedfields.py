@@ -28,7 +28,7 @@ _MISSING = object()
 
 
 @dataclass(frozen=True)
-class Conflict:
+class FieldConflict:
     manager: str
     operation: str
     api_version: str
@@ -156,7 +156,7 @@ def record_update(managed: list[dict[str, Any]] | None, manager: str, api_versio
 
 
 def apply_conflicts(managed: list[dict[str, Any]] | None, manager: str, applied: Mapping[str, Any],
-                    live: Mapping[str, Any]) -> list[Conflict]:
+                    live: Mapping[str, Any]) -> list[FieldConflict]:
     """The fields `applied` would change that another manager identity owns."""
     current, wanted = leaves(live), leaves(applied)
     found = []
@@ -169,12 +169,12 @@ def apply_conflicts(managed: list[dict[str, Any]] | None, manager: str, applied:
                 continue
             for owned_path in theirs:
                 if _overlaps(path, owned_path):
-                    found.append(Conflict(str(entry.get("manager")), str(entry.get("operation")),
-                                          str(entry.get("apiVersion", "")), owned_path))
+                    found.append(FieldConflict(str(entry.get("manager")), str(entry.get("operation")),
+                                               str(entry.get("apiVersion", "")), owned_path))
     return sorted(set(found), key=lambda c: (c.manager, c.operation, c.path))
 
 
-def conflict_message(conflicts: list[Conflict]) -> str:
+def conflict_message(conflicts: list[FieldConflict]) -> str:
     """internal/conflict.go getConflictMessage."""
     if len(conflicts) == 1:
         return f"Apply failed with 1 conflict: conflict with {conflicts[0].who()}: {path_string(conflicts[0].path)}"
@@ -185,7 +185,7 @@ def conflict_message(conflicts: list[Conflict]) -> str:
     return f"Apply failed with {len(conflicts)} conflicts: " + "\n".join(lines)
 
 
-def conflict_causes(conflicts: list[Conflict]) -> list[dict[str, str]]:
+def conflict_causes(conflicts: list[FieldConflict]) -> list[dict[str, str]]:
     return [{"type": "FieldManagerConflict", "message": f"conflict with {c.who()}", "field": path_string(c.path)}
             for c in conflicts]
 

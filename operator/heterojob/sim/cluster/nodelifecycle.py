@@ -27,7 +27,7 @@ from kubernetes.client import ApiException
 
 from heterojob.kube.convert import ready_condition
 from heterojob.sim.cluster.heartbeats import LEASE_NAMESPACE
-from heterojob.sim.cluster.informer import Informer
+from heterojob.sim.cluster.informer import DictInformer
 from heterojob.sim.cluster.nodes import NOT_READY_TAINT, UNREACHABLE_TAINT
 from heterojob.sim.cluster.stepping import Stepping
 
@@ -39,7 +39,7 @@ GRACE_S = 50.0
 
 
 @dataclass(frozen=True)
-class Health:
+class NodeHealthData:
     probe: float  # the controller's clock when it last saw something new
     heartbeat: str  # the Ready condition's lastHeartbeatTime then
     renew: str  # the Lease's renewTime then
@@ -61,9 +61,10 @@ class NodeLifecycle(Stepping):
         self.core = kubernetes.client.CoreV1Api(api)
         self.coordination = kubernetes.client.CoordinationV1Api(api)
         self.grace_s = grace_s
-        self.health: dict[str, Health] = {}
-        self.nodes = Informer(self.core.list_node, "nodes")
-        self.leases = Informer(functools.partial(self.coordination.list_namespaced_lease, LEASE_NAMESPACE), "leases")
+        self.health: dict[str, NodeHealthData] = {}
+        self.nodes = DictInformer(self.core.list_node, "nodes")
+        self.leases = DictInformer(functools.partial(self.coordination.list_namespaced_lease, LEASE_NAMESPACE),
+                                   "leases")
 
     def start(self) -> NodeLifecycle:
         """Watch Nodes and Leases from now on (a step by hand lists them afresh)."""
@@ -93,7 +94,7 @@ class NodeLifecycle(Stepping):
             heartbeat = str((ready or {}).get("lastHeartbeatTime") or "")
             seen = self.health.get(name)
             if seen is None or seen.heartbeat != heartbeat or seen.renew != renewed.get(name, ""):
-                seen = self.health[name] = Health(now, heartbeat, renewed.get(name, ""))
+                seen = self.health[name] = NodeHealthData(now, heartbeat, renewed.get(name, ""))
             try:
                 if now - seen.probe > self.grace_s and (ready or {}).get("status") != "Unknown":
                     ready = self._mark_unknown(node, ready)

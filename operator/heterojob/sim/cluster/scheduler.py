@@ -25,8 +25,8 @@ import kubernetes
 from kubernetes.client import ApiException
 
 from heterojob.sim.cluster import scheduling
-from heterojob.sim.cluster.informer import Informer
-from heterojob.sim.cluster.scheduling import Diagnosis, Resources, Verdict
+from heterojob.sim.cluster.informer import DictInformer
+from heterojob.sim.cluster.scheduling import Diagnosis, FilterVerdict, Resources
 from heterojob.sim.cluster.stepping import Stepping
 
 log = logging.getLogger(__name__)
@@ -62,13 +62,13 @@ def _uid(pod: Mapping[str, Any]) -> str:
     return str((pod.get("metadata") or {}).get("uid") or "")
 
 
-class Scheduler(Stepping):
+class KubeScheduler(Stepping):
     def __init__(self, api: kubernetes.client.ApiClient, interval: float = 0.5, retry_s: float = 300.0) -> None:
         super().__init__(scheduling.DEFAULT_SCHEDULER, interval)
         self.core = kubernetes.client.CoreV1Api(api)
         self.retry_s = retry_s
-        self.node_informer = Informer(self.core.list_node, "nodes")
-        self.pod_informer = Informer(self.core.list_pod_for_all_namespaces, "pods")
+        self.node_informer = DictInformer(self.core.list_node, "nodes")
+        self.pod_informer = DictInformer(self.core.list_pod_for_all_namespaces, "pods")
         self.nodes: dict[str, dict[str, Any]] = {}
         self.used: dict[str, Resources] = {}  # node -> what the pods counted there request
         self.count: dict[str, int] = {}  # node -> how many pods are counted there
@@ -80,7 +80,7 @@ class Scheduler(Stepping):
         self._by_hostname: dict[str, set[str]] = {}  # label kubernetes.io/hostname -> nodes
         self._free: dict[str, Resources] = {}  # node -> its allocatable, parsed
 
-    def start(self) -> Scheduler:
+    def start(self) -> KubeScheduler:
         self.watch()
         super().start()
         return self
@@ -124,7 +124,7 @@ class Scheduler(Stepping):
                 self._retold.add(uid)  # its message changes: written at the end of the step
 
     @staticmethod
-    def _verdict(s: Stuck, state: NodeState | None) -> Verdict | None:
+    def _verdict(s: Stuck, state: NodeState | None) -> FilterVerdict | None:
         """None for a node that is not there."""
         return None if state is None else scheduling.verdict(s.pod, s.requests, *state)
 

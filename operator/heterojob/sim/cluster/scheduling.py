@@ -1,5 +1,5 @@
 """What kube-scheduler v1.32's default filters decide for one pod on one node, and the message of a pod that fits
-on none (pure functions of plain data; `scheduler.Scheduler` acts on them).
+on none (pure functions of plain data; `scheduler.KubeScheduler` acts on them).
 
 Read at kubernetes/kubernetes pkg/scheduler: the filters run in the default profile's order and a node gets the
 status of the first that refuses it (framework/runtime RunFilterPlugins):
@@ -42,7 +42,7 @@ HOSTNAME = "kubernetes.io/hostname"
 
 
 @dataclass(frozen=True)
-class Verdict:
+class FilterVerdict:
     """A filter's refusal of a pod on one node: its reasons; `resolvable` when preemption could change it."""
     reasons: tuple[str, ...] = ()
     resolvable: bool = True
@@ -52,7 +52,7 @@ class Verdict:
         return not self.reasons
 
 
-FITS = Verdict()
+FITS = FilterVerdict()
 
 
 def _amount(name: str, raw: Any) -> int:
@@ -156,7 +156,7 @@ def node_affinity_matches(pod: Mapping[str, Any], node: Mapping[str, Any]) -> bo
 
 
 def verdict(pod: Mapping[str, Any], requests: Mapping[str, int], node: Mapping[str, Any],
-            used: Mapping[str, int], pods_on_node: int, free: Mapping[str, int] | None = None) -> Verdict:
+            used: Mapping[str, int], pods_on_node: int, free: Mapping[str, int] | None = None) -> FilterVerdict:
     """The first refusal of the default filters for `pod` (its `requests`) on `node`, where the pods counted there
     (`pods_on_node` of them) request `used`; FITS when every filter passes. (`free`: the node's allocatable,
     when the caller keeps it parsed.)"""
@@ -164,14 +164,14 @@ def verdict(pod: Mapping[str, Any], requests: Mapping[str, int], node: Mapping[s
     tolerations = [t for t in spec.get("tolerations") or [] if isinstance(t, dict)]
     if node_spec.get("unschedulable") and not any(
             tolerates(t, {"key": UNSCHEDULABLE_TAINT, "effect": "NoSchedule"}) for t in tolerations):
-        return Verdict((UNSCHEDULABLE,), False)
+        return FilterVerdict((UNSCHEDULABLE,), False)
     for taint in node_spec.get("taints") or []:
         if isinstance(taint, dict) and taint.get("effect") in ("NoSchedule", "NoExecute") \
                 and not any(tolerates(t, taint) for t in tolerations):
-            return Verdict((f"node(s) had untolerated taint {{{taint.get('key', '')}: {taint.get('value', '')}}}",),
-                           False)
+            return FilterVerdict(
+                (f"node(s) had untolerated taint {{{taint.get('key', '')}: {taint.get('value', '')}}}",), False)
     if not node_affinity_matches(pod, node):
-        return Verdict((AFFINITY,), False)
+        return FilterVerdict((AFFINITY,), False)
     free = allocatable(node) if free is None else free
     reasons = []
     if pods_on_node + 1 > free.get("pods", MAX_PODS):  # a node that reports no `pods`: the kubelet's default
@@ -181,7 +181,7 @@ def verdict(pod: Mapping[str, Any], requests: Mapping[str, int], node: Mapping[s
         want = requests.get(name, 0)
         if want > 0 and want > free.get(name, 0) - used.get(name, 0):
             reasons.append(f"Insufficient {name}")
-    return Verdict(tuple(reasons), True) if reasons else FITS
+    return FilterVerdict(tuple(reasons), True) if reasons else FITS
 
 
 @dataclass
@@ -194,7 +194,7 @@ class Diagnosis:
     def empty(cls) -> Diagnosis:
         return cls(Counter(), Counter())
 
-    def count(self, v: Verdict, sign: int = 1) -> None:
+    def count(self, v: FilterVerdict, sign: int = 1) -> None:
         """Add (or, with sign -1, take back) one node's verdict."""
         if v.fits:
             return

@@ -156,6 +156,14 @@ class Store(dict[tuple[str, str], Bucket]):
     def holds_uid(self, uid: str) -> bool:
         return any(uid in bucket.uids for bucket in self.values())
 
+    def by_uid(self, uid: str) -> Obj | None:
+        """The object whose uid is `uid`, if any."""
+        for bucket in self.values():
+            key = bucket.uids.get(uid)
+            if key is not None:
+                return dict.get(bucket, key)
+        return None
+
     def dependents(self, owner_uid: str) -> Iterator[tuple[tuple[str, str], Obj]]:
         """(resource key, object) of every object whose ownerReferences name `owner_uid`, resource by resource
         in the store's order, each resource's in its order (what a scan of every object finds, in that order)."""

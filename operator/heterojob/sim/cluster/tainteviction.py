@@ -77,7 +77,7 @@ def toleration_time(tolerations: Any, taints: list[Mapping[str, Any]]) -> float 
 
 
 @dataclass(frozen=True)
-class Plan:
+class EvictionPlan:
     due: dict[PodKey, float]  # pending evictions: pod -> when (the step clock)
     fired: frozenset[PodKey]  # deleted while these taints last: not again until cancelled
     evict: tuple[PodKey, ...]  # delete now
@@ -90,7 +90,7 @@ def pod_key(pod: Mapping[str, Any]) -> PodKey:
 
 
 def plan(pods: Iterable[Mapping[str, Any]], nodes: Iterable[Mapping[str, Any]], due: Mapping[PodKey, float],
-         fired: frozenset[PodKey], now: float) -> Plan:
+         fired: frozenset[PodKey], now: float) -> EvictionPlan:
     """The controller's next move at `now`, from the pods, the nodes and what it had scheduled (`due`) and done
     (`fired`). A pod on a node without NoExecute taints (or gone), or tolerating them forever, is dropped."""
     tainted = {(n.get("metadata") or {}).get("name"): t for n in nodes if (t := no_execute_taints(n))}
@@ -117,7 +117,7 @@ def plan(pods: Iterable[Mapping[str, Any]], nodes: Iterable[Mapping[str, Any]], 
         else:
             new_due[key] = at
     cancelled += [k for k in due if k not in new_due and k not in evict]
-    return Plan(new_due, frozenset(kept | set(evict)), tuple(evict), tuple(cancelled))
+    return EvictionPlan(new_due, frozenset(kept | set(evict)), tuple(evict), tuple(cancelled))
 
 
 def _iso_now() -> str:
