@@ -193,8 +193,10 @@ class _Everywhere(dict[tuple[str, str], int]):
 
 
 def _plan_cycle_in_full(queue: Any, holders: Any, fleet: Fleet, now: float, settings: admission.AdmissionSettings,
-                        with_policy: Any, moves: Any = None, memo: Any = None, memory: Any = None) -> cycle.Cycle:
-    """`plan_cycle` with an empty queue planned like any other (through the policy and the planner)."""
+                        with_policy: Any, moves: Any = None, memo: Any = None, memory: Any = None,
+                        acting: bool = False) -> cycle.Cycle:
+    """`plan_cycle` with an empty queue planned like any other (through the policy and the planner), every
+    waiting job planned in full (`acting` left out: what acts is the same, `admission.plan_queue`)."""
     queue = list(queue)
     if queue:
         return _PLAN_CYCLE(queue, holders, fleet, now, settings, with_policy, moves, memo, memory)

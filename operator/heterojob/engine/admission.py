@@ -314,11 +314,18 @@ def may_act(queue: Iterable[Request], holders: Iterable[Holder], fleet: Fleet, n
     holders = list(holders)
     if any(h.waiting or h.yielding_to is not None for h in holders):
         return True
-    ledger = Ledger(fleet, FleetIndex(fleet, memory))
+    ledger = Ledger.reading(fleet, FleetIndex(fleet, memory))
     pool: _Pool | None = None
     taken: set[str] = set()
     lent: list[int] | None = None
+    # requests alike in all the tests below read (nothing reads a name once no holder yields to a waiting job;
+    # nothing is taken and the ledger is not changed here) answer alike: each such kind is asked once
+    asked: set[tuple[object, ...]] = set()
     for request in queue:
+        alike = (request.shape, request.priority, request.preempts, request.also_preempts)
+        if alike in asked:
+            continue
+        asked.add(alike)
         if ledger.may_fit(request):
             return True
         pool = pool or _Pool.untaken(holders)

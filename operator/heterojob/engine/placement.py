@@ -373,6 +373,18 @@ class Ledger:
         self.given_back = 0  # how many times room was given back (what failed to fit before may fit now)
         self.version = 0  # how many times room was taken or given back
 
+    @classmethod
+    def reading(cls, fleet: Fleet, index: FleetIndex) -> Ledger:
+        """A ledger only read, never taken on (`admission.may_act`): it reads `index` (of `fleet`) as it is,
+        instead of copying its tables."""
+        out = cls.__new__(cls)
+        out.used, out.held = dict(fleet.used), {ns: dict(h) for ns, h in fleet.held.items()}
+        out.fleet = _LedgerFleet(nodes=fleet.nodes, classes=fleet.classes, regions=fleet.regions, used=out.used,
+                                 quotas=fleet.quotas, held=out.held, unhealthy=fleet.unhealthy, failed=fleet.failed,
+                                 network_down=fleet.network_down)
+        out.index, out._failed, out._unfit, out.given_back, out.version = index, {}, set(), 0, 0
+        return out
+
     def take(self, allocation: Allocation, sign: int = 1) -> None:
         used, resource = self.used, allocation.resource
         for node, n in allocation.per_node.items():

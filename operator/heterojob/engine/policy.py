@@ -35,7 +35,7 @@ import math
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 
-from heterojob.engine import allocation, completion, guidance, queueing, ranking
+from heterojob.engine import allocation, also_preempts, completion, guidance, queueing, ranking
 from heterojob.engine.admission import Holder
 from heterojob.engine.fleet import DeviceClass, Fleet
 from heterojob.engine.placement import Request
@@ -354,12 +354,16 @@ def prepare(queue: Iterable[Request], holders: Iterable[Holder], fleet: Fleet, n
 
     work: dict[str, float] = {}
 
-    def longer_than(work_s: float, above: int, rank: int) -> frozenset[str]:
-        """Running jobs ranked in [above, rank) expected to run longer than `work_s` more (reference s)."""
+    def remaining() -> dict[str, float]:
+        """Each running job's expected remaining work (reference s), computed once per pass."""
         if not work:
             done = [row[2] + (now - row[1] if now > row[1] else 0.0) * row[3] for row in rows_of]
             work.update(zip((h.job for h in running), knowledge.residual.remaining_each(done), strict=True))
-        return frozenset(h.job for h in running if above <= h.priority < rank and work[h.job] > work_s)
+        return work
+
+    # running jobs ranked in [above, rank) expected to run longer than `work_s` more (reference s)
+    longer_than = also_preempts.AlsoPreempts([(h.job, h.priority) for h in running], remaining)
+    besides: dict[tuple[str, int, frozenset[str]], completion.Ends] = {}  # the running jobs such a job waits for
 
     ranked = [(waiting_rank(r, now, knowledge, settings, memo), r) for r in queue]
     ranked.sort(key=lambda x: (-x[0], x[1].created, x[1].job))
@@ -384,8 +388,8 @@ def prepare(queue: Iterable[Request], holders: Iterable[Holder], fleet: Fleet, n
                     request, facts, classes, residual, residual.version, left, need, rel)
         # work conservation (see `displaces`): with free room on some class, no displacement is expected
         displace = displaces(need, free, rel)
-        preempts = min(rank, queueing.preempt_rank(request.priority, facts.service, now, settings,
-                                                   knowledge.promoted_displace))
+        preempts = rank if knowledge.promoted_displace else min(rank, queueing.preempt_rank(  # promoted: its rank
+            request.priority, facts.service, now, settings, False))
         # promoted, past the point where promotions displace by level: it still displaces the running jobs
         # it would displace by level that are expected to run longer than it (shortest expected remaining
         # work first, from the completed jobs' work: with a heavy tail the job that has run longer has
@@ -401,9 +405,12 @@ def prepare(queue: Iterable[Request], holders: Iterable[Holder], fleet: Fleet, n
                 if free[c] >= n:
                     waits[c] = completion.expected_wait(n, free[c], capacity[c], (), ahead[c])
                 elif also and displace:
-                    jobs = [b for b in busy(c) if b[2] >= preempts and b[3] not in also]
-                    waits[c] = completion.Ends.ordered([b[0] for b in jobs], (b[1] for b in jobs)).wait(
-                        n, free[c], capacity[c], ahead[c])
+                    ends = besides.get((c, preempts, also))
+                    if ends is None:
+                        jobs = [b for b in busy(c) if b[2] >= preempts and b[3] not in also]
+                        ends = besides[(c, preempts, also)] = completion.Ends.ordered([b[0] for b in jobs],
+                                                                                      (b[1] for b in jobs))
+                    waits[c] = ends.wait(n, free[c], capacity[c], ahead[c])
                 else:
                     waits[c] = cannot_displace(c, against).wait(n, free[c], capacity[c], ahead[c])
         kept = knowledge.chose.get(request.job)

@@ -9,8 +9,9 @@ What the operator's scheduler (`controller.scheduler`) does, with the replay's e
 - when the trigger is due, one cycle plans the whole waiting queue (`engine.cycle.plan_cycle`, with the
   queue policy, one `ranking.Memo` and one `rooms.Memory` kept across cycles); a cycle that acted
   (`Cycle.acted`) is followed by another; cycles stop when one acts on nothing;
-- a cycle is read only for what acts (`Cycle.acting`): one the planner's necessary test says acts on
-  nothing is not planned, and no waiting job's message is written (`engine.cycle.Cycle`);
+- a cycle is planned and read only for what acts (`plan_cycle(acting=True)`, `Cycle.acting`): one the
+  planner's necessary test says acts on nothing is not planned, and no waiting job's message is made
+  (`engine.cycle.Cycle`);
 - when the free room of some class grew since the last cycle (`Cycle.room_grew`), the running jobs an
   upgrade move may pay for (`engine.cycle.upgrade_candidates`) each check their own move
   (`engine.cycle.upgrade_of`), each on the fleet the moves before left.
@@ -126,7 +127,7 @@ class ReplayScheduler:
             knowledge.guide = self.guide(now, holders) if allocation.saturated(
                 self.waiting_devices, config.devices, config.guide_above) else None
             cycle = plan_cycle([self.request(j) for j in self.waiting.values()], holders, fleet, now, self.settings,
-                               (knowledge, config.queue), None, self.memo, self.memory)
+                               (knowledge, config.queue), None, self.memo, self.memory, acting=True)
             self.cycles += 1
             self.waiting_for, self.chose = cycle.waiting_for, dict(cycle.chose)
             looked = upgrade_candidates(cycle, self.free, holders, fleet, now, knowledge, self.cost,
