@@ -177,9 +177,9 @@ class Informer(Generic[K, V]):
                 self._wake.clear()
                 if not listed:
                     items, self.resource_version = self._list()
+                    self.failure = None  # before the listing is handed over: once synced, no failure is left
                     self._post(self.replace, items)
                     listed = True
-                    self.failure = None
                 self._watch()
                 delay = self.retry_s
             except Expired as exc:
