@@ -16,8 +16,8 @@ Preemption is kept out (--preemption-min-runtime 10^9): the backlog never displa
 Measured, after the backlog is created and the operator has given every waiting job a status (or --settle-timeout):
 - idle_writes_per_s: --idle-seconds with nothing changing; the operator's writes to the API (POST, PUT, PATCH,
   DELETE, counted by the emulator per client: every client but the kubelet's and the bench's) per second, once
-  its trailing writes (the Events queued for the backlog) have gone out (`idle_drain_s`); `idle_writes_by`: what
-  they were;
+  the fill's jobs all say Running (`fill_running_s`) and its trailing writes (the Events queued for the backlog)
+  have gone out (`idle_drain_s`); `idle_writes_by`: what they were;
 - admit_free_p95_s: --admit-probes jobs, one at a time, that fit the probe region, from create until all their
   pods exist; each is deleted after (capacity freed: the event that wakes a scheduler);
 - cycle_cpu_s_p95: from the operator's histogram heterojob_scheduler_cycle_cpu_seconds over the measured phase
@@ -593,6 +593,7 @@ class Scale:
         self.notes["fill_s"] = round(time.monotonic() - started, 1)
         self.notes["fill_placed"] = placed
         self.say(f"fill: {placed} of {len(jobs)} placed in {self.notes['fill_s']} s")
+        self.fill_keys = [f"{j['metadata']['namespace']}/{j['metadata']['name']}" for j in jobs]
 
     def backlog(self) -> None:
         s = self.s
@@ -615,6 +616,14 @@ class Scale:
                        if k in self.replicas and ph in ("", "Pending", "Preempted") and not self.placed(k))
 
     def idle(self) -> None:
+        # the running jobs first: at 12,500 nodes the stand-in kubelet starts the fill's pods for minutes after
+        # they exist, and each job's status then says Running (a write and an Event each): a change, not idle
+        # (`fill_running_s`: until every placed fill job's status says Running, at most 600 s from here)
+        started = time.monotonic()
+        keys = getattr(self, "fill_keys", [])
+        self.seen.wait(lambda: all(self.seen.phase.get(k) in ("Running", "Succeeded") for k in keys
+                                   if self.placed(k)), 600)
+        self.notes["fill_running_s"] = round(time.monotonic() - started, 1)
         # the operator's trailing writes first: the Events queued while the backlog was told to wait go out one
         # at a time behind its decisions (kube/recorder.py; a bounded queue); the window measures what it writes
         # once that is done, with nothing changing (`idle_drain_s`: how long the drain took, at most 300 s)
