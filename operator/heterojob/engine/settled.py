@@ -34,6 +34,7 @@ if TYPE_CHECKING:
     from heterojob.engine.rooms import Memory
 
 _NEVER = float("inf")
+EPOCHS = 32  # epochs a pass keeps findings for (each copies the ledger's use when it begins)
 
 
 @dataclass(frozen=True)
@@ -101,16 +102,20 @@ class Tracker:
         self.start = ledger.given_back
         self.given_back = ledger.given_back
         self.epochs: list[Epoch] = []
-        self.open = _OpenEpoch(ledger, taken)
-        self.first = self.open  # the epoch before it first gives room back: only there are findings reused
+        self.open: _OpenEpoch | None = _OpenEpoch(ledger, taken)
+        # the ledger after steps 0-1: what an earlier epoch's findings are held against (read only while this
+        # pass is in its first epoch, before that epoch's own placements are added in)
+        self.start_used, self.start_held = self.open.used, self.open.held
         self._common: bool | None = None  # the conditions every earlier epoch needs (None: not checked yet)
         self._valid_epoch: dict[int, bool] = {}
         self._disturbable: dict[str, tuple[Holder, float]] | None = None
 
-    def _epoch(self) -> _OpenEpoch:
-        if self.ledger.given_back != self.given_back:  # room given back: a new epoch from the ledger now
+    def _epoch(self) -> _OpenEpoch | None:
+        """The epoch open now (None: past `EPOCHS`, nothing more is kept: a surge that gives room back for
+        every job would copy the ledger as often)."""
+        if self.open is not None and self.ledger.given_back != self.given_back:  # room given back: a new epoch
             self.epochs.append(self.open.closed())
-            self.open = _OpenEpoch(self.ledger, self.taken)
+            self.open = _OpenEpoch(self.ledger, self.taken) if len(self.epochs) < EPOCHS else None
             self.given_back = self.ledger.given_back
         return self.open
 
@@ -129,21 +134,25 @@ class Tracker:
         for k, epoch in enumerate(last.epochs):
             known = epoch.nothing.get(job)
             if known is not None and _same(known, request) and self._holds(last, k):
-                self._epoch().nothing[request.job] = request
+                self.found_nothing(request)
                 return True
         return False
 
     def found_nothing(self, request: Request) -> None:
         """Steps 4-5 (or their necessary tests) found nothing for `request` on this pass's ledger."""
-        self._epoch().nothing[request.job] = request
+        epoch = self._epoch()
+        if epoch is not None:
+            epoch.nothing[request.job] = request
 
     def placed(self, allocation: Allocation) -> None:
-        self._epoch().placed.append(allocation)
+        epoch = self._epoch()
+        if epoch is not None:
+            epoch.placed.append(allocation)
 
     def end(self) -> None:
         """The pass is whole: its findings, under its own epochs, for the next pass."""
-        self._epoch()
-        epochs = (*self.epochs, self.open.closed())
+        last = self._epoch()
+        epochs = (*self.epochs, *((last.closed(),) if last is not None else ()))
         self.memory.settled = Settled(_parts(self.fleet), self.fleet.nodes, self.disturbable(), _yielders(self.pool),
                                       dict(self.own), self.min_runtime_s, tuple(e for e in epochs if e.nothing))
 
@@ -166,7 +175,7 @@ class Tracker:
             return False
         valid = self._valid_epoch.get(k)
         if valid is None:
-            epoch, used, held = last.epochs[k], self.first.used, self.first.held
+            epoch, used, held = last.epochs[k], self.start_used, self.start_held
             valid = (not any(used.get(key, 0) < n for key, n in epoch.used.items())
                      and not any(held.get(ns, {}).get(key, 0) < n
                                  for ns, mine in epoch.held.items() for key, n in mine.items())
