@@ -100,3 +100,20 @@ def test_the_budget_count_follows_jobs_that_stop_moving_or_go() -> None:
     cache.disrupt("ns/steady", False)
     sync(cache, "m2", phase="Migrating", migration={"exclude": ["z"], "reason": "deviceFailed"})  # parked
     assert cache.disrupted() == scanned() == 1
+
+
+def test_a_fleet_taken_now_and_built_later_counts_what_was_held_when_it_was_taken() -> None:
+    """The scheduler takes the fleet with its snapshot (on the event loop) and sums it in its cycle's thread: a
+    job placed or gone in between is not in it, and it equals the fleet built at once."""
+    from heterojob.state.views import FleetSource
+
+    cache = Cache()
+    source = FleetSource(nodes=dict, classes=lambda: CLASSES, regions=dict, foreign_usage=lambda: {("x", "cpu"): 2})
+    sync(cache, "early", phase="Running", placement=placement("a"))
+    now = cache.fleet(source)
+    later = cache.fleet_later(source)
+    sync(cache, "late", phase="Running", placement=placement("b"))  # placed after the snapshot
+    cache.forget("ns/early")  # and one gone
+    built = later()
+    assert built.used == now.used == {("a", "nvidia.com/gpu"): 8, ("x", "cpu"): 2}
+    assert built.held == now.held

@@ -36,3 +36,6 @@ class Planning:
     classes: Callable[[], Mapping[str, DeviceClass]] = dict
     transfer: transfer.TransferSettings = transfer.TransferSettings()  # what a move between regions is assumed to cost
     lock: asyncio.Lock = field(default_factory=asyncio.Lock)  # placements and move reservations plan under it
+    # `fleet` as of now, built when called (`Cache.fleet_later`: the scheduler builds it in its cycle's thread);
+    # None: `fleet`, built at once
+    fleet_later: Callable[[Iterable[str]], Callable[[], Fleet]] | None = None

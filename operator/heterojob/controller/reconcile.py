@@ -105,7 +105,7 @@ class Controller:
                               starvation_s=self.config.starvation_s,
                               max_turns=self.config.max_turns) if policy != QueuePolicy.FIFO else None
         planning = Planning(kube, self.writer, self.cache, self.checkpoints, self.metrics, self.fleet, settings,
-                            fleet.classes, self.config.transfer)
+                            fleet.classes, self.config.transfer, fleet_later=self.fleet_later)
         self.scheduler = Scheduler(planning, self.pods, self.poke, self.forget, queue,
                                    requeue_after_s=self.config.move_requeue_after_s)
         self.moves = Moves(planning, fleet.nodes, fleet.telemetry, self.queue.wake_at, self.config.disruption_budget,
@@ -127,6 +127,9 @@ class Controller:
 
     def fleet(self, exclude: Iterable[str] = ()) -> Fleet:
         return self.cache.fleet(self.fleet_source, exclude)
+
+    def fleet_later(self, exclude: Iterable[str] = ()) -> Callable[[], Fleet]:
+        return self.cache.fleet_later(self.fleet_source, exclude)
 
     def layout(self) -> Fleet:
         """The fleet's nodes, classes and regions without what is used (what a pod manifest reads: cheap)."""

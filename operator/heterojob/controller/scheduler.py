@@ -94,6 +94,7 @@ class Scheduler:
         self.pods = pods
         self.checkpoints = checkpoints
         self.fleet = lambda: planning.fleet(())  # every job's holdings counted as used
+        self._later = planning.fleet_later  # ... as of now, summed when called (in the cycle's thread)
         self.settings = planning.settings
         self.metrics = metrics
         self.poke = poke
@@ -145,6 +146,13 @@ class Scheduler:
         again."""
         self._interrupt.set()
         self._wake.set()
+
+    def fleet_later(self) -> Callable[[], Fleet]:
+        """The fleet as of now, built when called (`Planning.fleet_later`; without it, built now)."""
+        if self._later is not None:
+            return self._later(())
+        built = self.fleet()
+        return lambda: built
 
     def _stop(self) -> bool:
         """Whether a full cycle's plan should stop now (asked from its thread)."""
@@ -211,19 +219,19 @@ class Scheduler:
             self.trigger.planned(now)
             # the snapshot, on the loop (cheap: the cache keeps its holders and each job's facts while unchanged);
             # the policy's knowledge and the plan in a worker thread, so probes and webhooks are answered meanwhile
-            fleet, waiting, holders = self.fleet(), self.cache.waiting(), self.cache.holders()
+            build, waiting, holders = self.fleet_later(), self.cache.waiting(), self.cache.holders()
             seen = self.knower.view() if self.queue is not None else None
             moves = {r.job: w.move for r in waiting if (w := self.waiting.get(r.job)) is not None and w.move}
             started_at = time.monotonic()
             if not acting:
                 self._interrupt.clear()
             try:
-                planned, cpu = await asyncio.to_thread(_timed, self._plan, waiting, holders, fleet, now, moves, seen,
+                planned, cpu = await asyncio.to_thread(_timed, self._plan, waiting, holders, build, now, moves, seen,
                                                        acting, dict(self.free))
             except Stopped:  # an event came: the acting cycle goes first; this one plans again after it
                 self.trigger.room()
                 return False
-            cycle, verdicts, upgrades = planned
+            cycle, verdicts, upgrades, fleet = planned
             self.cycles += 1
             self.metrics.cycle_seconds.observe(cpu)
             self.metrics.cycle_waiting.set(len(waiting))
@@ -263,13 +271,15 @@ class Scheduler:
                 self.poke(job)
         return True
 
-    def _plan(self, waiting: list[Request], holders: list[planner.Holder], fleet: Fleet, now: float,
+    def _plan(self, waiting: list[Request], holders: list[planner.Holder], build: Callable[[], Fleet], now: float,
               moves: Mapping[str, transfer.Move], seen: Mapping[str, Seen] | None, acting: bool,
               before: Mapping[str, int]
-              ) -> tuple[Cycle, dict[str, tuple[str, str]], list[str]]:
-        """A cycle's work in the worker thread, on the snapshot taken: the policy's knowledge, the plan, each
-        waiting job's verdict (`engine.cycle.verdict`), and the running jobs an upgrade move may pay for
-        (`engine.cycle.upgrade_candidates`; `before`: the free devices per class after the last cycle)."""
+              ) -> tuple[Cycle, dict[str, tuple[str, str]], list[str], Fleet]:
+        """A cycle's work in the worker thread, on the snapshot taken: the fleet (`build`, as of the snapshot),
+        the policy's knowledge, the plan, each waiting job's verdict (`engine.cycle.verdict`), and the running
+        jobs an upgrade move may pay for (`engine.cycle.upgrade_candidates`; `before`: the free devices per class
+        after the last cycle)."""
+        fleet = build()
         policy = None
         if self.queue is not None:
             knowledge = self.knower.knowledge(fleet, waiting, holders, self.queue, seen, now)
@@ -282,7 +292,7 @@ class Scheduler:
         upgrades = [] if policy is None else upgrade_candidates(
             cycle, before, holders, fleet, now, policy[0], completion.MoveCost(), self.settings.min_runtime_s,
             PROBE_SHARE, self.memo)
-        return cycle, verdicts, upgrades
+        return cycle, verdicts, upgrades, fleet
 
     def _decide(self, job: str, request: Request, admission: planner.Admission, fleet: Fleet, now: float,
                 new_verdict: tuple[str, str] | None = None) -> bool:

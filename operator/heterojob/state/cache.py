@@ -8,7 +8,7 @@ entry follows the status, a restarted operator rebuilds the same cache by syncin
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import TypeVar
 
@@ -298,10 +298,21 @@ class Cache:
 
     def fleet(self, source: FleetSource, exclude: Iterable[str] = ()) -> Fleet:
         """The fleet with every job's devices and reservations counted as used, except `exclude`'s."""
+        return self.fleet_later(source, exclude)()
+
+    def fleet_later(self, source: FleetSource, exclude: Iterable[str] = ()) -> Callable[[], Fleet]:
+        """`fleet` as of now, built when called: what it reads of the cache and the source is taken now (the
+        allocations, immutable, by reference), the devices in use and held are summed when it is called (the
+        scheduler calls it in its cycle's thread: at 100,000 devices the sums were 11% of the event loop)."""
         excluded = set(exclude)
         allocations = [a for k, e in self.entries.items() if k not in excluded for a in e.footprint()]
         faults = source.faults()
-        return Fleet(nodes=source.nodes(), classes=source.classes(), regions=source.regions(),
-                     used=usage(allocations, source.foreign_usage()), quotas=source.quotas(),
-                     held=holdings(allocations), unhealthy=faults.unhealthy, failed=faults.failed,
-                     network_down=faults.network_down)
+        nodes, classes, regions, quotas = source.nodes(), source.classes(), source.regions(), source.quotas()
+        foreign = source.foreign_usage()  # a copy
+
+        def build() -> Fleet:
+            return Fleet(nodes=nodes, classes=classes, regions=regions, used=usage(allocations, foreign),
+                         quotas=quotas, held=holdings(allocations), unhealthy=faults.unhealthy, failed=faults.failed,
+                         network_down=faults.network_down)
+
+        return build
