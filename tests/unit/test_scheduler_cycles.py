@@ -11,10 +11,11 @@ from typing import Any
 
 import pytest
 
-from heterojob.api.job import HeteroJobStatus
+from heterojob.api.job import HeteroJobSpec, HeteroJobStatus, Phase
 from heterojob.controller import scheduler as scheduling
 from heterojob.controller.planning import Planning
 from heterojob.controller.scheduler import BATCH_S, Scheduler, Waiting
+from heterojob.engine import admission as planner
 from heterojob.engine.admission import AdmissionSettings, Outcome
 from heterojob.engine.fleet import Allocation, DeviceClass, Fleet, Node, holdings, usage
 from heterojob.engine.placement import Alternative, Request
@@ -205,3 +206,44 @@ def test_a_running_jobs_own_knowledge_is_what_the_cycles_knowledge_says_of_it() 
     own = s.knower.of_running("ns/run0", run0, fleet)
     assert own is not None and own.facts["ns/run0"] == whole.facts["ns/run0"]
     assert own.residual is whole.residual and own.displace_by_level == whole.displace_by_level
+
+
+def test_a_waiting_job_whose_status_says_its_verdict_is_not_poked_again_by_the_next_full_cycle(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """The scheduler compares each full cycle's verdict with what the job's status says. It used to compare with
+    what the status said at the pass that registered the request: the pass that applied the first verdict
+    (poked by the cycle, its write's echo settled, so no pass follows) left that stale, and every full cycle
+    (at least one per `RECHECK_S`) ran every waiting job's pass again: at 5,000 waiting, about 170 passes a
+    second with nothing changing, in front of every new job's pass."""
+    monkeypatch.setattr(scheduling, "INLINE_WAIT_S", 0.0)  # a poked pass applies the verdict, as under a backlog
+    s, pokes = _scene(None)
+    spec = HeteroJobSpec.model_validate({"replicas": {"min": 2}, "devices": [{"deviceClass": "h100", "perReplica": 16}],
+                                         "template": {"spec": {"containers": [{"name": "main", "image": "x"}]}}})
+    job = {"metadata": {"name": "lone", "namespace": "ns", "uid": "u-lone", "generation": 1,
+                        "creationTimestamp": "2026-01-01T00:00:00Z"}, "spec": spec.model_dump(by_alias=True)}
+    applied: list[str] = []
+
+    class Applies:
+        async def wait(self, job: dict[str, Any], spec: HeteroJobSpec, status: HeteroJobStatus,
+                       plan: planner.Admission) -> HeteroJobStatus:
+            applied.append(plan.outcome.value)
+            return status.model_copy(update={"phase": Phase.PENDING, "reason": plan.outcome.value,
+                                             "message": plan.message})
+
+    s.apply = Applies()  # type: ignore[assignment]  # what the pass writes is Verdicts' (harness tests)
+
+    async def run() -> None:
+        await s.place(job, spec, HeteroJobStatus())  # its pass registers the request
+        await s.cycle(acting=True)
+        await s.cycle()
+        assert "ns/lone" in pokes and s.verdicts["ns/lone"].admission.outcome == Outcome.NO_ROOM
+        await s.place(job, spec, HeteroJobStatus())  # the poked pass applies the verdict
+        assert applied == [Outcome.NO_ROOM.value] and "ns/lone" not in s.verdicts
+        for _ in range(3):  # room given back elsewhere, then the full cycle: nothing new for it
+            pokes.clear()
+            s.trigger.room()
+            await s.cycle(acting=True)
+            assert await s.cycle()
+            assert "ns/lone" not in pokes and "ns/lone" not in s.verdicts
+
+    asyncio.run(run())

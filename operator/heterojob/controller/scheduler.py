@@ -29,7 +29,7 @@ import logging
 import threading
 import time
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from heterojob.api.job import HeteroJobSpec, HeteroJobStatus, Phase, Scheduling
@@ -410,7 +410,12 @@ class Scheduler:
             elif planned.requeue:
                 await self.apply.requeue(job, status, admission)
             else:
-                await self.apply.wait(job, spec, status, admission)
+                now_says = await self.apply.wait(job, spec, status, admission)
+                w = self.waiting.get(key)
+                if now_says is not None and w is not None and w.request == request:
+                    # what its status says from now on: the next cycle pokes it only when its verdict changes (its
+                    # write's echo starts no pass that would tell the scheduler)
+                    self.waiting[key] = replace(w, status=now_says, said=verdict(now_says.reason, now_says.message))
             return
         if planned is not None:  # planned for a request it no longer makes (edited): planned again
             del self.verdicts[key]

@@ -42,16 +42,20 @@ class Verdicts:
         self.placed = placed  # its placement is written: the scheduler forgets it waited
 
     async def wait(self, job: dict[str, Any], spec: HeteroJobSpec, status: HeteroJobStatus,
-                    plan: planner.Admission) -> None:
+                    plan: planner.Admission) -> HeteroJobStatus | None:
         """A waiting job's verdict: its status when the verdict changed (outcome, what blocks it; not its live
-        figures), an Event when its outcome changed or it disturbs others, and their checkpoints."""
+        figures), an Event when its outcome changed or it disturbs others, and their checkpoints. Returns its
+        status as it now stands (None: the job is gone), so the scheduler compares the next verdict with it."""
         phase = status.phase if status.phase in (Phase.PREEMPTED, *MOVING) else Phase.PENDING
         changed = (status.phase, status.reason) != (phase, plan.outcome.value)
+        now = status
         if changed or plan.disruptions or verdict(status.reason, status.message) != verdict(plan.outcome.value,
                                                                                             plan.message):
             patch = StatusPatch(status).phase(phase, plan.outcome.value, plan.message)
             patch.condition("Admitted", "False", plan.outcome.value, plan.message)
-            await self.writer.write(job, patch)
+            if not await self.writer.write(job, patch):
+                return None
+            now = status.model_copy(update={"phase": phase, "reason": plan.outcome.value, "message": plan.message})
             if changed or plan.disruptions:
                 self.kube.post_event(job, "Normal", plan.outcome.value if plan.disruptions else "Waiting",
                                      plan.message)
@@ -74,6 +78,7 @@ class Verdicts:
                     self.cache.reserve(d.job, keep.allocation(namespace))
                     self.cache.disrupt(d.job)
                 self.cache.asked(d.job)
+        return now
 
     async def requeue(self, job: dict[str, Any], status: HeteroJobStatus, plan: planner.Admission) -> None:
         """A move that has fitted nowhere it may go (not even by preempting) for `engine.requeue.REQUEUE_AFTER_S`
