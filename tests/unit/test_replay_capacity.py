@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from heterojob.replay.capacity import best_rate, blind_rate, static_rate
+from heterojob.replay.capacity import best_rate, blind_rate, static_rate, work_cap
 from heterojob.replay.traces import TraceJob
 
 DEVICES = {"fast": 1, "slow": 1}
@@ -44,3 +44,16 @@ def test_a_policy_that_cannot_tell_the_models_apart_splits_them_alike_and_sustai
     assert blind_rate(mix("fast", "slow"), DEVICES) < best_rate(mix("fast", "slow"), DEVICES)
     only_a = [j for j in mix("fast", "slow") if j.job_type == "A"]
     assert blind_rate(only_a, DEVICES) == pytest.approx(best_rate(only_a, DEVICES))  # one model: nothing to tell
+
+
+def test_the_work_cap_bounds_the_work_an_hour_even_where_the_lp_must_serve_the_mix_as_it_arrives() -> None:
+    # each class busy with the job that loses least there: fast does 1.0 work an hour, slow 0.9 (a B job)
+    assert work_cap(mix("fast", "slow"), DEVICES) == pytest.approx(1.9)
+    # half A, half B: the LP's work an hour (1.9 jobs/h x 1 device-h each) is the cap itself
+    assert best_rate(mix("fast", "slow"), DEVICES) * 1.0 == pytest.approx(work_cap(mix("fast", "slow"), DEVICES))
+    # with B scarce (1 in 10) the LP must give slow to A jobs too; a policy serving a backlog of B could not
+    # do more than the cap, but it may do more than the LP: the cap is the bound at saturation
+    scarce = [j for j in mix("fast", "slow") if j.job_type == "A" or j.id % 10 == 1]
+    lp_work = best_rate(scarce, DEVICES) * 1.0
+    assert work_cap(scarce, DEVICES) == pytest.approx(1.9)
+    assert lp_work < work_cap(scarce, DEVICES) - 0.1

@@ -10,6 +10,9 @@ minimizes t (device-hours per arrival over devices, the largest over classes); i
 - `blind_rate`: the same when jobs of one size cannot be told apart (one split for all of them): the most a
   policy that never learns which model suits which class can do.
 - `static_rate`: the same for the partition a static fleet keeps (each job on the class its user asked for).
+- `work_cap`: the most work (fastest-class device-hours) the fleet can do in an hour whatever jobs it picks:
+  the bound on work served at saturation, where a policy may leave the jobs that suit no class waiting and
+  serve a backlog richer in the ones that do, so the LP's work an hour is not a bound there.
 
 The ratio of the two bounds the throughput gain a heterogeneity-aware policy can show over static on that
 trace. Device-hours are the trace's ground truth (`TraceJob.rate`): this judges policies, it never feeds one.
@@ -73,6 +76,23 @@ def blind_rate(jobs: Sequence[TraceJob], devices: Mapping[str, int]) -> float:
     measures a job on a second class, nor reads its workload's name). Its ratio to `best_rate` is what
     telling models apart is worth on the trace: a policy that does not learn them stays under it."""
     return best_rate(jobs, devices, kind=lambda j: j.gpus)
+
+
+def work_cap(jobs: Sequence[TraceJob], devices: Mapping[str, int]) -> float:
+    """Fastest-class device-hours of work an hour the fleet can do at most: every device busy all the time
+    with the job of the trace whose speed on its class is the highest share of its speed on its own fastest
+    class. A bound on the work served over any span (`replay.metrics.work_s`: steps at the job's fastest speed
+    x its size), whichever jobs a policy picks and however long they wait: a device-second of class c does
+    at most rate(c) / best-rate of one job's work at the job's own size, and no more at a larger one (the
+    trace's speed at a size above the job's is at most linear, `TraceJob.rate`; jobs never run below their
+    size)."""
+    best = dict.fromkeys(devices, 0.0)
+    for job in jobs:
+        top = max((job.rate(c) for c in devices), default=0.0)
+        if top > 0:
+            for c in devices:
+                best[c] = max(best[c], job.rate(c) / top)
+    return sum(n * best[c] for c, n in devices.items())
 
 
 def static_rate(jobs: Sequence[TraceJob], devices: Mapping[str, int]) -> float:
