@@ -197,6 +197,16 @@ def _job_news(runtime: Runtime, event: str | None, key: str, body: dict[str, Any
         ctl.poke(key)
 
 
+def _hand_over(runtime: Runtime) -> None:
+    """The HeteroJob events kept while the controller was not running, to it now (`_job_news`)."""
+    early, runtime.early_jobs = runtime.early_jobs or {}, None
+    for key, (event, body) in early.items():
+        try:
+            _job_news(runtime, event, key, body)
+        except Exception:  # noqa: BLE001 - one job's trouble must not keep the others' events: logged
+            log.exception("handing the controller %s's %s failed", key, event or "listing")
+
+
 def _poke(ctl: Controller | None, keys: Iterable[str]) -> None:
     if ctl is not None:
         for key in keys:
@@ -277,8 +287,8 @@ def register(registry: kopf.OperatorRegistry, config: OperatorConfig) -> None:
 
     async def controller(memo: kopf.Memo) -> Controller:
         """The controller, built once every cache holds its first listing (`kube.caches`): a pass must not see a
-        job without its pods, or a node without the pods on it. The HeteroJob events that came before it is
-        started are handed in at the end (`Runtime.early_jobs`)."""
+        job without its pods, or a node without the pods on it. The HeteroJob events that came before it was
+        started are handed in by `build` once it is (`Runtime.early_jobs`)."""
         runtime: Runtime = memo.runtime
         caches = runtime.caches
         assert caches is not None
@@ -335,16 +345,15 @@ def register(registry: kopf.OperatorRegistry, config: OperatorConfig) -> None:
             runtime.monitor.start()
             runtime.discovery = Discovery(runtime.kube, source.nodes, source.classes, config.discovery)
             runtime.discovery.start(config.resync_seconds)
-            early, runtime.early_jobs = runtime.early_jobs or {}, None
-            for key, (event, body) in early.items():  # every job listed, and what changed since: each gets a pass
-                _job_news(runtime, event, key, body)
             return ctl
 
     async def build(memo: kopf.Memo) -> None:
-        """Build the controller once the caches are synced, though no HeteroJob exists (its event would)."""
+        """Build and start the controller once the caches are synced, then hand it the HeteroJob events that came
+        before (every job listed, and what changed since: each gets a pass)."""
         while True:
             try:
                 await controller(memo)
+                _hand_over(memo.runtime)
                 return
             except asyncio.CancelledError:
                 raise

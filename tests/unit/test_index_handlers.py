@@ -49,7 +49,7 @@ def test_a_jobs_events_before_the_controller_runs_are_kept_and_handed_in_then() 
     """Before the controller is built and started, the last body of each job is kept (the listing's, or what
     changed since); then each is handed in as an event is: a deleted job forgotten, any other seen and passed
     unless its body is the echo of a settled write."""
-    from heterojob.handlers import Runtime, _job_news
+    from heterojob.handlers import Runtime, _hand_over, _job_news
 
     runtime = Runtime(kube=None)  # type: ignore[arg-type]  # no call is made
     _job_news(runtime, None, "ns/a", _job("a", 1))
@@ -61,9 +61,8 @@ def test_a_jobs_events_before_the_controller_runs_are_kept_and_handed_in_then() 
     runtime.controller = ctl  # type: ignore[assignment]  # what a pass is asked, only
     _job_news(runtime, "ADDED", "ns/c", _job("c", 5))  # built, not started yet: still kept
     assert ctl.calls == [] and runtime.early_jobs is not None and "ns/c" in runtime.early_jobs
-    early, runtime.early_jobs = runtime.early_jobs, None  # what the controller's start does
-    for key, (event, body) in early.items():
-        _job_news(runtime, event, key, body)
+    _hand_over(runtime)  # once the controller is started
+    assert runtime.early_jobs is None
     assert ctl.calls == [("seen", "ns/a", "3"), ("poke", "ns/a"), ("forget", "ns/b", "u-b"),
                          ("seen", "ns/c", "5"), ("poke", "ns/c")]
     ctl.calls.clear()
@@ -83,3 +82,21 @@ def test_no_handler_needs_a_diff_so_no_body_is_copied_to_build_one() -> None:
     storage = NoDiffBase()
     body = {"metadata": {"name": "x", "labels": {"a": "b"}}, "spec": {"big": list(range(100))}}
     assert storage.build(body=body) == {} and storage.fetch(body=body) is None  # type: ignore[arg-type]
+
+
+def test_one_jobs_trouble_at_the_hand_over_does_not_keep_the_others_events() -> None:
+    from heterojob.handlers import Runtime, _hand_over, _job_news
+
+    class Failing(_Controller):
+        def seen(self, key: str, body: dict[str, Any]) -> bool:
+            if key == "ns/x":
+                raise RuntimeError("a bug")
+            return super().seen(key, body)
+
+    runtime = Runtime(kube=None)  # type: ignore[arg-type]  # no call is made
+    for name, rv in (("x", 1), ("y", 2)):
+        _job_news(runtime, None, f"ns/{name}", _job(name, rv))
+    ctl = Failing()
+    runtime.controller = ctl  # type: ignore[assignment]  # what a pass is asked, only
+    _hand_over(runtime)
+    assert ctl.calls == [("seen", "ns/y", "2"), ("poke", "ns/y")] and runtime.early_jobs is None
