@@ -14,7 +14,7 @@ what it wrote (`_placed`); any other write is followed by one more pass, as its 
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
@@ -205,18 +205,23 @@ class Controller:
         self.queue.start_resync(interval, [("HeteroQuota status write", 1.0, self.quotas.sync)], self._resync_keys,
                                 rate)
 
-    def _resync_keys(self, round_: int) -> list[str]:
+    def _resync_keys(self, round_: int) -> Iterator[str]:
         """What a resync round looks at: every known job; a waiting job only every WAITING_RESYNC_EVERY-th
         round (the scheduler plans it on every event that could change its verdict, and its own events reach
-        it; this is the safety net)."""
-        if round_ % WAITING_RESYNC_EVERY == 0:
+        it; this is the safety net). In that round each job is read from the API server with its pods,
+        whatever the watches said, each just before its pass (the others' passes meanwhile go on the bodies
+        the watches brought); in the other rounds a pass reads what the watches have, as client-go's resync
+        does: a round over thousands of running jobs does not cost two API calls a job."""
+        fresh = round_ % WAITING_RESYNC_EVERY == 0
+        if fresh:
             keys = sorted(self.queue.known)
         else:
             waiting = {k for k, e in self.cache.entries.items() if e.request is not None}
             keys = sorted(k for k in self.queue.known if k not in waiting)
-        for key in keys:  # whatever the events said: read from the API server
-            self.known.stale(key)
-        return keys
+        for key in keys:
+            if fresh:
+                self.known.stale(key)
+            yield key
 
     async def sync_quotas(self) -> None:
         await self.quotas.sync()
