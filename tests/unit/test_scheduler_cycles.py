@@ -247,3 +247,31 @@ def test_a_waiting_job_whose_status_says_its_verdict_is_not_poked_again_by_the_n
             assert "ns/lone" not in pokes and "ns/lone" not in s.verdicts
 
     asyncio.run(run())
+
+
+def test_a_cycle_on_an_unchanged_fleet_does_not_sort_its_nodes_into_classes_again(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """The policy's knowledge counts the devices per class with the plan's memo (`policy.devices_by_class`):
+    without it, every cycle looked every node up by its labels (a third of a cycle's CPU at 12,500 nodes)."""
+    from heterojob.engine import policy
+
+    s, _ = _scene(QueueSettings())
+    looked: list[object] = []
+
+    class Counted(dict):  # type: ignore[type-arg]  # the module's node -> class table, counting lookups
+        def __contains__(self, key: object) -> bool:
+            looked.append(key)
+            return super().__contains__(key)
+
+    monkeypatch.setattr(policy, "_CLASS_MEMO", Counted())
+
+    async def cycles() -> None:
+        await s.cycle(acting=True)
+        await s.cycle()
+        looked.clear()
+        s.trigger.request("ns/big0")  # something to plan again; the nodes and their use are unchanged
+        await s.cycle(acting=True)
+        await s.cycle()
+
+    asyncio.run(cycles())
+    assert s.cycles >= 3 and looked == []

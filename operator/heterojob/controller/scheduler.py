@@ -282,7 +282,7 @@ class Scheduler:
         fleet = build()
         policy = None
         if self.queue is not None:
-            knowledge = self.knower.knowledge(fleet, waiting, holders, self.queue, seen, now)
+            knowledge = self.knower.knowledge(fleet, waiting, holders, self.queue, seen, now, self.memo)
             knowledge.chose = self.chose  # kept within a margin: a drift of the estimates changes no verdict
             policy = (knowledge, self.queue)
         cycle = _explained(waiting, holders, fleet, now, self.settings, policy, moves, self.memo, self.memory, acting,

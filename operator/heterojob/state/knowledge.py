@@ -24,7 +24,7 @@ from collections.abc import Iterable, Mapping
 from typing import NamedTuple
 
 from heterojob.api.scheduling import Scheduling
-from heterojob.engine import allocation, completion, guidance, queueing
+from heterojob.engine import allocation, completion, guidance, queueing, ranking
 from heterojob.engine.admission import Holder
 from heterojob.engine.fleet import Fleet
 from heterojob.engine.placement import Request
@@ -156,16 +156,17 @@ class Knower:
 
     def knowledge(self, fleet: Fleet, waiting: Iterable[Request], holders: Iterable[Holder],
                   queue: queueing.QueueSettings, entries: Mapping[str, Seen | Entry] | None = None,
-                  now: float | None = None) -> Knowledge:
+                  now: float | None = None, memo: ranking.Memo | None = None) -> Knowledge:
         """`Knowledge` for one plan; whether promoted jobs displace (`queueing.promoted_displacing`) is
         judged on the devices the whole waiting queue asks for against the fleet's. `entries`: a `view` taken
         before (the plan's thread reads that), else the cache's entries now. `now`: the plan's time; with it,
         past the knee, the fluid optimum's prices (`engine.guidance`, over the waiting and running jobs) guide
-        which classes each waiting job takes, built again every `GUIDE_S`."""
+        which classes each waiting job takes, built again every `GUIDE_S`. `memo`: the plan's (the devices per
+        class are counted once per fleet, not on every node at every cycle)."""
         entries = self.cache.entries if entries is None else entries
         waiting = list(waiting)
         asked = sum(r.replicas * r.alternatives[0].per_replica for r in waiting if r.alternatives)
-        _, capacity = devices_by_class(fleet)
+        _, capacity = devices_by_class(fleet, memo)
         declared = {name: cls.throughput for name, cls in fleet.classes.items()}
         sheets = workload_sheets(entries, declared)
 
