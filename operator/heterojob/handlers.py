@@ -22,6 +22,7 @@ from heterojob.alerts.receiver import AlertReceiver, NotReady
 from heterojob.alerts.restore import Restorer, shown
 from heterojob.controller import Controller, ControllerConfig, FleetSource
 from heterojob.controller.discovery import Discovery, DiscoveryConfig
+from heterojob.engine.discovery import reads as discovery_reads
 from heterojob.engine.fleet import Node
 from heterojob.kube.caches import Caches
 from heterojob.kube.api import Kube, RateLimit, load_client
@@ -151,12 +152,15 @@ async def _on_alert(runtime: Runtime, config: OperatorConfig, alert: Alert) -> N
     runtime.metrics.alerts_acted.labels(action).inc()
 
 
-def _node_news(runtime: Runtime, name: str, event: str | None, view: Node | None) -> None:
-    """A Node's view changed (a heartbeat does not change it): the planner hears of it, discovery looks again."""
+def _node_news(runtime: Runtime, name: str, event: str | None, old: Node | None, view: Node | None) -> None:
+    """A Node's view changed (a heartbeat does not change it): the planner hears of it; discovery looks again
+    when what it reads changed (a node came or went, its labels or devices), not for its health or taints: a
+    NotReady node's jobs do not wait behind a pass over every node."""
     ctl = runtime.controller
     if ctl is None:  # not built yet: it reads the whole cache when it is
         return
-    if ctl.node_news(name, None if event == "DELETED" else view) and runtime.discovery is not None:
+    new = None if event == "DELETED" else view
+    if ctl.node_news(name, new) and runtime.discovery is not None and discovery_reads(old) != discovery_reads(new):
         runtime.discovery.poke()
 
 
@@ -277,7 +281,7 @@ def register(registry: kopf.OperatorRegistry, config: OperatorConfig) -> None:
             runtime.restore_task = asyncio.get_running_loop().create_task(runtime.restorer.run_all(),
                                                                           name="alerts-restore")
         runtime.caches = Caches(load_client(config.kubeconfig), watched_job, config.namespaces,
-                                on_node=lambda event, key, old, new: _node_news(runtime, key[1], event, new),
+                                on_node=lambda event, key, old, new: _node_news(runtime, key[1], event, old, new),
                                 on_fleet=lambda: _fleet_news(runtime),
                                 on_job_pod=lambda event, ns, pod, job, view: _pod_news(runtime, event, ns, pod, job,
                                                                                        view),

@@ -200,3 +200,54 @@ def test_the_planners_request_carries_versions_and_node_labels_apart() -> None:
     assert gpu.requires == {"driver": ">=550"}
     assert gpu.node_labels == {"feature.node.kubernetes.io/rdma.available": "true"}
     assert (npu.requires, npu.node_labels) == ({}, {})
+
+
+def test_the_software_range_parses_each_distinct_version_once_and_equals_the_node_by_node_range() -> None:
+    """`software_range` groups the nodes' version texts first; the same range and node counts as taking every
+    node's versions one by one (1.0 and 1.0.0 are equal versions: the lower text wins the tie either way)."""
+    import random
+
+    from packaging.version import InvalidVersion
+
+    from heterojob.engine import versions
+
+    def node_by_node(stacks: list[dict[str, str]]) -> dict[str, discovery.Range]:
+        seen: dict[str, list[tuple[object, str]]] = {}
+        for stack in stacks:
+            for name, text in stack.items():
+                try:
+                    seen.setdefault(name, []).append((versions.parse_version(text), text))
+                except InvalidVersion:
+                    continue
+        return {n: discovery.Range(min(vs)[1], max(vs)[1], len(vs))  # type: ignore[type-var]  # Version pairs
+                for n, vs in sorted(seen.items()) if vs}
+
+    texts = ["535.104.05", "570.124.06", "1.0", "1.0.0", "12.8", "12.10", "8.0.RC2", "8.0.0", "7.0.RC1.alpha003",
+             "garbage!", "", "24.1.rc3"]
+    rng = random.Random(7)
+    for _ in range(200):
+        stacks = [{name: rng.choice(texts) for name in rng.sample(["driver", "cuda", "cann"], rng.randint(0, 3))}
+                  for _ in range(rng.randint(0, 40))]
+        assert discovery.software_range(stacks) == node_by_node(stacks)
+
+
+def test_a_node_turning_not_ready_does_not_wake_discovery_but_a_label_change_does() -> None:
+    """Discovery reads what a node offers (`discovery.reads`), not its health: a fault's Node event no longer
+    starts a pass over every node in front of the faulted jobs' passes."""
+    from types import SimpleNamespace
+
+    from heterojob import handlers
+
+    pokes: list[None] = []
+    runtime = SimpleNamespace(controller=SimpleNamespace(node_news=lambda name, view: True),
+                              discovery=SimpleNamespace(poke=lambda: pokes.append(None)))
+    ready = node_view(node_obj("h100-0", "cn-east", "nvidia-h100"))
+    down = node_view(node_obj("h100-0", "cn-east", "nvidia-h100", ready=False))
+    relabelled = node_view(node_obj("h100-0", "cn-east", "nvidia-h100", software={"driver": "580.1.1"}))
+    handlers._node_news(runtime, "h100-0", "MODIFIED", ready, down)  # type: ignore[arg-type]  # the parts it uses
+    handlers._node_news(runtime, "h100-0", "MODIFIED", down, ready)  # type: ignore[arg-type]
+    assert pokes == [] and not down.ready
+    handlers._node_news(runtime, "h100-0", "MODIFIED", ready, relabelled)  # type: ignore[arg-type]
+    handlers._node_news(runtime, "h100-0", "DELETED", ready, ready)  # type: ignore[arg-type]
+    handlers._node_news(runtime, "h100-1", "ADDED", None, ready)  # type: ignore[arg-type]
+    assert len(pokes) == 3

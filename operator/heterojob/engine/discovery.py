@@ -29,7 +29,7 @@ What real clusters publish (names checked against each project's own code; docs/
 from __future__ import annotations
 
 import re
-from collections import defaultdict
+from collections import Counter, defaultdict
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -232,15 +232,30 @@ class Range:
 
 
 def software_range(stacks: Iterable[Mapping[str, str]]) -> dict[str, Range]:
-    """Per software name, the oldest and newest version (CANN-aware order); unreadable versions are skipped."""
-    seen: dict[str, list[tuple[Version, str]]] = defaultdict(list)
+    """Per software name, the oldest and newest version (CANN-aware order); unreadable versions are skipped.
+    Each distinct version text is parsed once (a fleet's nodes share a few stacks)."""
+    texts: dict[str, Counter[str]] = defaultdict(Counter)
     for stack in stacks:
         for name, text in stack.items():
+            texts[name][text] += 1
+    out: dict[str, Range] = {}
+    for name, counts in sorted(texts.items()):
+        vs: list[tuple[Version, str]] = []
+        carried = 0
+        for text, n in counts.items():
             try:
-                seen[name].append((versions.parse_version(text), text))
+                vs.append((versions.parse_version(text), text))
             except InvalidVersion:
                 continue
-    return {name: Range(min(vs)[1], max(vs)[1], len(vs)) for name, vs in sorted(seen.items()) if vs}
+            carried += n
+        if vs:
+            out[name] = Range(min(vs)[1], max(vs)[1], carried)
+    return out
+
+
+def reads(node: Node | None) -> tuple[object, ...] | None:
+    """What `observed` and `proposals` read of a node (None: no node); its health, taints and cordon are not."""
+    return None if node is None else (node.name, dict(node.labels), dict(node.allocatable), dict(node.software))
 
 
 @dataclass(frozen=True)
