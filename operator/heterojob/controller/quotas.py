@@ -9,7 +9,7 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from heterojob.engine import quota_usage, validation
-from heterojob.engine.fleet import DeviceClass, Limit, cpu_classes, holdings
+from heterojob.engine.fleet import Allocation, DeviceClass, Limit, cpu_classes, holdings
 from heterojob.kube.api import Kube
 from heterojob.state.cache import Cache
 
@@ -24,9 +24,16 @@ class QuotaStatus:
         self.classes = classes  # a limit naming an unknown class or region is reported on the quota
         self.regions = regions
         self._written: dict[tuple[str, str], dict[str, Any]] = {}
+        # the allocations last summed and their sums: the same (objects) a second later, the sums are too
+        self._held: tuple[dict[str, Allocation], dict[str, dict[tuple[str, str], int]]] | None = None
 
     async def sync(self) -> None:
-        held = holdings(self.cache.allocations().values())
+        allocations = self.cache.allocations()
+        if self._held is not None and self._held[0] == allocations:
+            held = self._held[1]
+        else:
+            held = holdings(allocations.values())
+            self._held = (allocations, held)
         classes = self.classes()
         cpu = cpu_classes(classes)
         for (namespace, name), (limits, error) in sorted(self.quotas().items()):
