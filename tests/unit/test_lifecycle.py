@@ -139,3 +139,19 @@ def test_the_schedulers_verdict_on_the_current_gang_in_its_own_stable_words() ->
     old = pod(0, "Pending", gen=1, unschedulable=words)  # an older generation's pod is not the gang's
     assert scheduling(view(generation=2, replicas=1, pods=(old, pod(0, "Running", gen=2, scheduled=True)))
                       ) == SchedulingVerdict("True", "Scheduled", "every pod of the gang is bound to its node")
+
+
+def test_an_urgent_move_asks_no_rank_for_a_checkpoint_it_will_not_wait_for() -> None:
+    """A fault's move goes on from the last completed checkpoint at once: asking the ranks first (a write per pod,
+    then another pass) only delayed the replacement gang."""
+    from dataclasses import replace
+
+    from heterojob.engine.lifecycle import AskedCheckpoint
+    urgent = replace(view(phase=Phase.CHECKPOINTING, pods=(pod(0), pod(1))), now=100.0,
+                     checkpoint=AskedCheckpoint("g1-100", 100.0, "migrate", requested=100.0))
+    d = decide(urgent)
+    assert d.action == Action.CHECKPOINT_TIMEOUT and "urgent move waits for no new checkpoint" in d.message
+    lost = replace(urgent, pods=(pod(0),))  # a rank already gone: said so
+    assert (decide(lost).action, decide(lost).reason) == (Action.CHECKPOINT_TIMEOUT, "ReplicaLost")
+    patient = replace(urgent, checkpoint=AskedCheckpoint("g1-100", 220.0, "migrate", requested=100.0))
+    assert decide(patient).action == Action.REQUEST_CHECKPOINT  # a move that waits asks every rank

@@ -6,7 +6,7 @@ before it acts on pods, so a restarted operator re-derives the same next step fr
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from enum import StrEnum
 
@@ -246,6 +246,11 @@ def _restart_or_fail(job: JobView, why: str, current: Sequence[PodView]) -> Deci
                     f"{why}; restarting the gang ({job.restarts + 1}/{job.backoff_limit})", pods=pods)
 
 
+def _lost(replicas: int, alive: Mapping[int, PodView], pending: AskedCheckpoint) -> Decision:
+    lost = sorted(set(range(replicas)) - set(alive))
+    return Decision(Action.CHECKPOINT_TIMEOUT, "ReplicaLost", f"replica {lost[0]} is gone before checkpoint {pending.id}")
+
+
 def _checkpointing(job: JobView, pending: AskedCheckpoint, by_rank: dict[int, PodView],
                    current: Sequence[PodView]) -> Decision:
     """The checkpoint protocol: ask every rank, wait for every answer or the deadline, then go on. A rank
@@ -255,9 +260,6 @@ def _checkpointing(job: JobView, pending: AskedCheckpoint, by_rank: dict[int, Po
         return Decision(Action.SUCCEED, "AllReplicasSucceeded", f"all {replicas} replicas succeeded")
     alive = {r: p for r, p in by_rank.items() if p.phase in ("Pending", "Running")}
     alive.update({p.rank: p for p in current if p.rank not in alive and _in_grace(job, p)})
-    unasked = tuple(p.name for p in alive.values() if p.checkpoint_request != pending.id)
-    if unasked:
-        return Decision(Action.REQUEST_CHECKPOINT, "CheckpointRequested", pods=unasked)
     acks = {r: with_save_time(parse_ack(p.checkpoint_ack, pending.id), p.checkpoint_save_time, pending.id)
             for r, p in alive.items()}
     if len(alive) == replicas and all(a is not None for a in acks.values()):
@@ -269,15 +271,20 @@ def _checkpointing(job: JobView, pending: AskedCheckpoint, by_rank: dict[int, Po
                         f"checkpoint {pending.id} saved by all {replicas} replicas at step {step}", step=step, uri=uri,
                         size_bytes=sum(n for n in sizes if n is not None) if all(n is not None for n in sizes)
                         else None, notes=tuple(ignored_fields(done)), save=save_time(done.values()))
+    if pending.urgent:
+        # a fault's move waits for no new checkpoint (a rank on a dead node never answers): no rank is asked (one
+        # all ranks had saved before it became urgent is used), the job goes on from its last completed one at
+        # once, not a pass and a write per pod later
+        if len(alive) < replicas:
+            return _lost(replicas, alive, pending)
+        return Decision(Action.CHECKPOINT_TIMEOUT, "CheckpointTimeout", "an urgent move waits for no new checkpoint")
+    unasked = tuple(p.name for p in alive.values() if p.checkpoint_request != pending.id)
+    if unasked:
+        return Decision(Action.REQUEST_CHECKPOINT, "CheckpointRequested", pods=unasked)
     if len(alive) < replicas:
-        lost = sorted(set(range(replicas)) - set(alive))
-        return Decision(Action.CHECKPOINT_TIMEOUT, "ReplicaLost",
-                        f"replica {lost[0]} is gone before checkpoint {pending.id}")
+        return _lost(replicas, alive, pending)
     if job.now >= pending.deadline:
         waiting = sorted(r for r, a in acks.items() if a is None)
-        if pending.urgent:  # a fault's move waits for no new checkpoint: no rank was late
-            return Decision(Action.CHECKPOINT_TIMEOUT, "CheckpointTimeout",
-                            "an urgent move waits for no new checkpoint")
         return Decision(Action.CHECKPOINT_TIMEOUT, "CheckpointTimeout",
                         f"checkpoint {pending.id}: no answer from rank(s) {waiting} by the deadline")
     return Decision(Action.NONE)
