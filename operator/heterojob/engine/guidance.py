@@ -27,7 +27,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 from heterojob.engine import completion, queueing, ranking
@@ -52,6 +52,10 @@ class Guide:
     # 0.2, in the replay's informed mode at 3.1 jobs/h, 7% of the devices idled and the work served fell from
     # 0.92 to 0.87 of the arriving work: a misfit on an idle device still does work, and it may be displaced
     floor: float = 0.0
+    # `fits` per job speeds (their items): a pass asks it for every waiting job, and the guide lives for
+    # minutes while the jobs' speeds rarely change
+    _fits: dict[tuple[tuple[str, float], ...], frozenset[str]] = field(
+        default_factory=dict, init=False, repr=False, compare=False)
 
     def values(self, rel: Mapping[str, float]) -> dict[str, float]:
         """The job's speed per price on each class it runs on (inf on a class whose room nobody needs)."""
@@ -66,6 +70,15 @@ class Guide:
     def fits(self, rel: Mapping[str, float]) -> frozenset[str]:
         """The classes where the job's speed per price is within `tolerance` of its best: where the fluid
         optimum would run it. Empty when no class is priced (no guidance: every class is the caller's)."""
+        key = tuple(rel.items())
+        known = self._fits.get(key)
+        if known is None:
+            if len(self._fits) > 100_000:
+                self._fits.clear()
+            known = self._fits[key] = self._fit(rel)
+        return known
+
+    def _fit(self, rel: Mapping[str, float]) -> frozenset[str]:
         values = self.values(rel)
         if not values:
             return frozenset()
@@ -217,7 +230,8 @@ def choose(remaining_s: float, rel: Mapping[str, float], wait_s: Mapping[str, fl
     if not narrowed:
         return completion.choose(remaining_s, rel, wait_s, kept)
     choice = completion.choose(remaining_s, narrowed, wait_s, kept if kept in narrowed else None)
-    full = completion.choose(remaining_s, rel, wait_s)  # the completion estimates of every class
+    # the completion estimates of every class (what `completion.choose` of all of them says)
+    estimates = {c: wait_s[c] + (remaining_s / r if r > 0 else math.inf) for c, r in rel.items() if c in wait_s}
     unfit = tuple(c for c in rel if c not in fit and c in wait_s and wait_s[c] == 0 and rel[c] > 0)
     declined = tuple(sorted({*choice.declined, *unfit}))
-    return completion.Choice(choice.classes, full.completion_s, declined, unfit)
+    return completion.Choice(choice.classes, estimates, declined, unfit)
