@@ -229,6 +229,8 @@ def choose(remaining_s: float, rel: Mapping[str, float], wait_s: Mapping[str, fl
     narrowed = {c: r for c, r in rel.items() if c in fit and c in wait_s}
     if not narrowed:
         return completion.choose(remaining_s, rel, wait_s, kept)
+    if len(narrowed) == len(wait_s):  # it fits every class it has a wait for (those are the ones it runs on):
+        return completion.choose(remaining_s, narrowed, wait_s, kept)  # nothing is narrowed away or unfit
     choice = completion.choose(remaining_s, narrowed, wait_s, kept if kept in narrowed else None)
     # the completion estimates of every class (what `completion.choose` of all of them says)
     estimates = {c: wait_s[c] + (remaining_s / r if r > 0 else math.inf) for c, r in rel.items() if c in wait_s}
