@@ -213,7 +213,10 @@ def choose(remaining_s: float, rel: Mapping[str, float], wait_s: Mapping[str, fl
     if (kept is not None and kept != best and kept in completion and wait_s[kept] != 0 and wait_s[best] != 0
             and math.isfinite(completion[kept]) and completion[best] >= completion[kept] * (1 - KEEP_MARGIN)):
         best = kept
-    if all(wait_s[c] != 0 for c in completion):  # no class free now: only the best is kept, none declined
+    for c in completion:
+        if wait_s[c] == 0:
+            break
+    else:  # no class free now: only the best is kept, none declined
         return Choice((best,), completion, ())
     keep = sorted((c for c in completion if c == best or (wait_s[c] == 0 and completion[c] <= completion[best])),
                   key=lambda c: (completion[c], -rel[c], c))
