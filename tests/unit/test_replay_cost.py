@@ -9,7 +9,8 @@
 - The replay plans its cycles for what acts only (`plan_cycle(acting=True)`: no waiting job's message).
 - `completion.choose` decides a job with one class to run on without ranking; `guidance.choose` builds the
   completion estimates of every class directly (not by choosing among them all a second time), and a job that
-  fits every class it has a wait for is chosen for once; `Guide.fits` is kept per job speeds.
+  fits every class it has a wait for is chosen for once; `Guide.fits` and `guidance.kind` are kept per job
+  speeds.
 Whole replays with these and without them start, stop and move the same jobs at the same times.
 """
 
@@ -231,6 +232,8 @@ def test_choosing_a_class_decides_what_ranking_every_class_in_full_decides(
     """One class or several, free now or not (ties included), a kept class or none, a guide that fits some,
     all or none of them; the guide asked twice (its kept `fits` answers as the first)."""
     assert completion.choose(remaining, rel, waits, kept) == _choose_in_full(remaining, rel, waits, kept)
+    for digits in (2, 1, 2):  # `guidance.kind`, kept per speeds and digits
+        assert guidance.kind(rel, digits) == tuple(sorted((c, round(r, digits)) for c, r in rel.items() if r > 0))
     if prices:
         guide = guidance.Guide(prices)
         for _ in range(2):

@@ -98,7 +98,16 @@ class Guide:
 
 def kind(rel: Mapping[str, float], digits: int = 2) -> Kind:
     """The row a job adds its work to: its relative speeds, rounded (so the program stays small)."""
-    return tuple(sorted((c, round(r, digits)) for c, r in rel.items() if r > 0))
+    key = (digits, *rel.items())
+    known = _KINDS.get(key)
+    if known is None:  # a guide is built from every job in the system every few minutes; speeds rarely change
+        if len(_KINDS) > 100_000:
+            _KINDS.clear()
+        known = _KINDS[key] = tuple(sorted((c, round(r, digits)) for c, r in rel.items() if r > 0))
+    return known
+
+
+_KINDS: dict[tuple[object, ...], Kind] = {}  # `kind` per digits and speeds (items, in their order)
 
 
 def demand(jobs: Iterable[tuple[Mapping[str, float], int, float]]) -> dict[Kind, float]:
