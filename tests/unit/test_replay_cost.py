@@ -9,8 +9,8 @@
 - The replay plans its cycles for what acts only (`plan_cycle(acting=True)`: no waiting job's message).
 - `completion.choose` decides a job with one class to run on without ranking; `guidance.choose` builds the
   completion estimates of every class directly (not by choosing among them all a second time), and a job that
-  fits every class it has a wait for is chosen for once; `Guide.fits` and `guidance.kind` are kept per job
-  speeds.
+  fits every class it has a wait for is chosen for once; `Guide.fits`, `Guide.advantage` and `guidance.kind`
+  are kept per job speeds.
 Whole replays with these and without them start, stop and move the same jobs at the same times.
 """
 
@@ -202,6 +202,12 @@ def _fits_in_full(guide: guidance.Guide, rel: dict[str, float]) -> frozenset[str
     return frozenset(c for c, v in values.items() if v >= (1 - guide.tolerance) * best)
 
 
+def _advantage_in_full(guide: guidance.Guide, rel: dict[str, float]) -> dict[str, float]:
+    values = guide.values(rel)
+    best = max((v for v in values.values() if not math.isinf(v)), default=0.0)
+    return {c: 1.0 if math.isinf(v) else (v / best if best > 0 else 0.0) for c, v in values.items()}
+
+
 def _guided_in_full(remaining_s: float, rel: dict[str, float], wait_s: dict[str, float], guide: guidance.Guide,
                     kept: str | None = None) -> completion.Choice:
     """The oracle of `guidance.choose`: the fitting classes chosen among, then every class for the estimates."""
@@ -238,6 +244,12 @@ def test_choosing_a_class_decides_what_ranking_every_class_in_full_decides(
         guide = guidance.Guide(prices)
         for _ in range(2):
             assert guide.fits(rel) == _fits_in_full(guide, rel)
+            mine = guide.advantage(rel)
+            assert mine == _advantage_in_full(guide, rel)
+            mine["h100"] = -1.0  # the caller's own copy: what is kept does not change
+            here = next(iter(rel), "h100")
+            assert guidance.misfit(guide, rel, here, frozenset({here})) == (
+                _advantage_in_full(guide, rel).get(here, 1.0) < guidance.MISFIT)
             assert guidance.choose(remaining, rel, waits, guide, kept) == _guided_in_full(remaining, rel, waits,
                                                                                            guide, kept)
 

@@ -56,6 +56,8 @@ class Guide:
     # minutes while the jobs' speeds rarely change
     _fits: dict[tuple[tuple[str, float], ...], frozenset[str]] = field(
         default_factory=dict, init=False, repr=False, compare=False)
+    _advantages: dict[tuple[tuple[str, float], ...], dict[str, float]] = field(  # `advantage`, the same way
+        default_factory=dict, init=False, repr=False, compare=False)
 
     def values(self, rel: Mapping[str, float]) -> dict[str, float]:
         """The job's speed per price on each class it runs on (inf on a class whose room nobody needs)."""
@@ -90,6 +92,19 @@ class Guide:
     def advantage(self, rel: Mapping[str, float]) -> dict[str, float]:
         """Per class, the job's speed per price there over its best (1.0 where it fits best): who loses
         least on a class it does not fit (`engine.allocation.fill` takes the highest first)."""
+        return dict(self._kept_advantage(rel))  # the caller's own copy
+
+    def _kept_advantage(self, rel: Mapping[str, float]) -> Mapping[str, float]:
+        """`advantage`, kept per job speeds (read only)."""
+        key = tuple(rel.items())
+        known = self._advantages.get(key)
+        if known is None:
+            if len(self._advantages) > 100_000:
+                self._advantages.clear()
+            known = self._advantages[key] = self._advantage(rel)
+        return known
+
+    def _advantage(self, rel: Mapping[str, float]) -> dict[str, float]:
         values = self.values(rel)
         finite = [v for v in values.values() if not math.isinf(v)]
         best = max(finite, default=0.0)
@@ -193,7 +208,7 @@ def in_system(waiting: Iterable[Request], holders: Iterable[Holder], now: float,
 def last_choice(guide: Guide, rel: Mapping[str, float]) -> dict[str, float]:
     """What `engine.allocation.fill` ranks a waiting job by on the classes it declined (`Guide.advantage`),
     without the classes where it would run under `Guide.floor` of its best speed."""
-    return {c: a for c, a in guide.advantage(rel).items() if rel.get(c, 0.0) >= guide.floor}
+    return {c: a for c, a in guide._kept_advantage(rel).items() if rel.get(c, 0.0) >= guide.floor}
 
 
 def misfit(guide: Guide, rel: Mapping[str, float], here: str, measured: frozenset[str]) -> bool:
@@ -201,7 +216,7 @@ def misfit(guide: Guide, rel: Mapping[str, float], here: str, measured: frozense
     speed there is its own measurement and its advantage there is under `MISFIT` (a guess never evicts)."""
     if here not in measured:
         return False
-    return guide.advantage(rel).get(here, 1.0) < MISFIT
+    return guide._kept_advantage(rel).get(here, 1.0) < MISFIT
 
 
 def lowered(running: list[Holder], knowledge: Knowledge, guide: Guide, settings: queueing.QueueSettings
