@@ -7,6 +7,10 @@
   as the priority it preempts with, without computing `queueing.preempt_rank` again; past that point, whom a
   promoted job displaces besides is a bisection of the running jobs sorted once per pass (`also_preempts.AlsoPreempts`).
 - The replay plans its cycles for what acts only (`plan_cycle(acting=True)`: no waiting job's message).
+- `completion.choose` decides a job with one class to run on without ranking; `guidance.choose` builds the
+  completion estimates of every class directly (not by choosing among them all a second time), and a job that
+  fits every class it has a wait for is chosen for once; `Guide.fits`, `Guide.advantage` and `guidance.kind`
+  are kept per job speeds.
 Whole replays with these and without them start, stop and move the same jobs at the same times.
 """
 
@@ -16,17 +20,20 @@ from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import Any
 
+import math
+
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from heterojob.engine import admission, also_preempts, completion, cycle, policy, queueing
+from heterojob.engine import admission, also_preempts, completion, cycle, guidance, policy, queueing
 from heterojob.engine.admission import AdmissionSettings, Holder, _displacing
 from heterojob.engine.fleet import Allocation, Fleet, usage
 from heterojob.engine.placement import Alternative, FleetIndex, Ledger, Request
 from heterojob.engine.pool import _Pool
 from heterojob.engine.rooms import Memory
 from heterojob.replay.replay import Config, _Replay
+from heterojob.replay.scheduler import ReplayScheduler
 from heterojob.replay.traces import TraceJob, synthetic_trace
 from tests.unit.test_placement import CLASSES, gpu_node, npu_node
 
@@ -168,11 +175,91 @@ def _planned_in_full(*args: Any, **kwargs: Any) -> cycle.Cycle:
     return _PLAN_CYCLE(*args, **kwargs)
 
 
+def _choose_in_full(remaining_s: float, rel: dict[str, float], wait_s: dict[str, float], kept: str | None = None
+                    ) -> completion.Choice:
+    """The oracle of `completion.choose`: every class ranked, whatever their number."""
+    done = {c: wait_s[c] + (remaining_s / rel[c] if rel[c] > 0 else float("inf")) for c in rel if c in wait_s}
+    if not done:
+        return completion.Choice((), {}, ())
+    best = min(done, key=lambda c: (done[c], -rel[c], c))
+    if (kept is not None and kept != best and kept in done and wait_s[kept] != 0 and wait_s[best] != 0
+            and math.isfinite(done[kept]) and done[best] >= done[kept] * (1 - completion.KEEP_MARGIN)):
+        best = kept
+    if all(wait_s[c] != 0 for c in done):
+        return completion.Choice((best,), done, ())
+    keep = sorted((c for c in done if c == best or (wait_s[c] == 0 and done[c] <= done[best])),
+                  key=lambda c: (done[c], -rel[c], c))
+    return completion.Choice(tuple(keep), done, tuple(sorted(c for c in done if wait_s[c] == 0 and c not in keep)))
+
+
+def _fits_in_full(guide: guidance.Guide, rel: dict[str, float]) -> frozenset[str]:
+    values = guide.values(rel)
+    if not values:
+        return frozenset()
+    best = max(values.values())
+    if math.isinf(best):
+        return frozenset(c for c, v in values.items() if math.isinf(v))
+    return frozenset(c for c, v in values.items() if v >= (1 - guide.tolerance) * best)
+
+
+def _advantage_in_full(guide: guidance.Guide, rel: dict[str, float]) -> dict[str, float]:
+    values = guide.values(rel)
+    best = max((v for v in values.values() if not math.isinf(v)), default=0.0)
+    return {c: 1.0 if math.isinf(v) else (v / best if best > 0 else 0.0) for c, v in values.items()}
+
+
+def _guided_in_full(remaining_s: float, rel: dict[str, float], wait_s: dict[str, float], guide: guidance.Guide,
+                    kept: str | None = None) -> completion.Choice:
+    """The oracle of `guidance.choose`: the fitting classes chosen among, then every class for the estimates."""
+    fit = _fits_in_full(guide, rel)
+    narrowed = {c: r for c, r in rel.items() if c in fit and c in wait_s}
+    if not narrowed:
+        return _choose_in_full(remaining_s, rel, wait_s, kept)
+    choice = _choose_in_full(remaining_s, narrowed, wait_s, kept if kept in narrowed else None)
+    full = _choose_in_full(remaining_s, rel, wait_s)
+    unfit = tuple(c for c in rel if c not in fit and c in wait_s and wait_s[c] == 0 and rel[c] > 0)
+    return completion.Choice(choice.classes, full.completion_s, tuple(sorted({*choice.declined, *unfit})), unfit)
+
+
+_SPEEDS = st.sampled_from([0.0, 0.1, 0.3, 0.5, 1.0]) | st.floats(0.01, 1.0)
+_WAITS = st.sampled_from([0.0, 0.0, 600.0, 3600.0, math.inf]) | st.floats(0.0, 1e6)
+
+
+@settings(max_examples=400, deadline=None)
+@given(rel=st.dictionaries(st.sampled_from(["h100", "a100", "910b"]), _SPEEDS, max_size=3),
+       waits=st.dictionaries(st.sampled_from(["h100", "a100", "910b", "cpu"]), _WAITS, max_size=4),
+       remaining=st.sampled_from([0.0, 3600.0]) | st.floats(0.0, 1e6),
+       kept=st.none() | st.sampled_from(["h100", "a100", "910b", "cpu"]),
+       prices=st.dictionaries(st.sampled_from(["h100", "a100", "910b"]), st.sampled_from([0.0, 0.3, 1.0])
+                              | st.floats(0.0, 1.0), max_size=3))
+def test_choosing_a_class_decides_what_ranking_every_class_in_full_decides(
+        rel: dict[str, float], waits: dict[str, float], remaining: float, kept: str | None,
+        prices: dict[str, float]) -> None:
+    """One class or several, free now or not (ties included), a kept class or none, a guide that fits some,
+    all or none of them; the guide asked twice (its kept `fits` answers as the first)."""
+    assert completion.choose(remaining, rel, waits, kept) == _choose_in_full(remaining, rel, waits, kept)
+    for digits in (2, 1, 2):  # `guidance.kind`, kept per speeds and digits
+        assert guidance.kind(rel, digits) == tuple(sorted((c, round(r, digits)) for c, r in rel.items() if r > 0))
+    if prices:
+        guide = guidance.Guide(prices)
+        for _ in range(2):
+            assert guide.fits(rel) == _fits_in_full(guide, rel)
+            mine = guide.advantage(rel)
+            assert mine == _advantage_in_full(guide, rel)
+            mine["h100"] = -1.0  # the caller's own copy: what is kept does not change
+            here = next(iter(rel), "h100")
+            assert guidance.misfit(guide, rel, here, frozenset({here})) == (
+                _advantage_in_full(guide, rel).get(here, 1.0) < guidance.MISFIT)
+            assert guidance.choose(remaining, rel, waits, guide, kept) == _guided_in_full(remaining, rel, waits,
+                                                                                           guide, kept)
+
+
 @pytest.mark.parametrize("seed", [1, 2, 3])
 @pytest.mark.parametrize("share", [None, 0.7])  # the proportional and the skewed mix
 def test_a_replay_with_the_cheaper_cycle_logs_what_the_full_computation_logs(
         seed: int, share: float | None, monkeypatch: pytest.MonkeyPatch) -> None:
-    """Past the knee (long queues, promotions, preemptions, failures): every start and stop at the same time."""
+    """Past the knee (long queues, promotions, preemptions, failures, the fluid optimum's guide): every start
+    and stop at the same time."""
     jobs = synthetic_trace(200, 4, TABLE, seed=seed, fastest_share=share, high_priority_share=0.1)
     config = Config(nodes_per_class_region=2, regions=2, devices_per_node=4, mtbf_h=3000, seed=seed)
     fast = _Logged(jobs, "heterojob", config)
@@ -180,11 +267,14 @@ def test_a_replay_with_the_cheaper_cycle_logs_what_the_full_computation_logs(
     with monkeypatch.context() as m:
         m.setattr(cycle, "may_act", _may_act_in_full)
         m.setattr("heterojob.replay.scheduler.plan_cycle", _planned_in_full)
+        m.setattr(completion, "choose", _choose_in_full)
+        m.setattr(guidance, "choose", _guided_in_full)
         full = _Logged(jobs, "heterojob", config)
         full_report = full.run()
     assert fast.log == full.log and fast_report.summary() == full_report.summary()
     assert fast_report.jct_h_by_job == full_report.jct_h_by_job
     assert fast.metrics.preemptions > 0 and fast.metrics.restarts > 0 and fast.known.promotions > 0
+    assert isinstance(fast.queue, ReplayScheduler) and fast.queue.guided is not None  # the guide was built
 
 
 class _EveryTime:

@@ -204,15 +204,19 @@ def choose(remaining_s: float, rel: Mapping[str, float], wait_s: Mapping[str, fl
     its own estimate: estimates of ten hours' wait drift with the clock, and a waiting job's choice (what its
     status says, where it queues) follows a real difference, not a drift (no flapping between near-equal
     classes)."""
-    completion = {c: wait_s[c] + (remaining_s / rel[c] if rel[c] > 0 else float("inf"))
-                  for c in rel if c in wait_s}
+    completion = {c: wait_s[c] + (remaining_s / r if r > 0 else math.inf) for c, r in rel.items() if c in wait_s}
     if not completion:
         return Choice((), {}, ())
+    if len(completion) == 1:  # one class: it is the best, kept whether free now or not, none declined
+        return Choice((next(iter(completion)),), completion, ())
     best = min(completion, key=lambda c: (completion[c], -rel[c], c))
     if (kept is not None and kept != best and kept in completion and wait_s[kept] != 0 and wait_s[best] != 0
             and math.isfinite(completion[kept]) and completion[best] >= completion[kept] * (1 - KEEP_MARGIN)):
         best = kept
-    if all(wait_s[c] != 0 for c in completion):  # no class free now: only the best is kept, none declined
+    for c in completion:
+        if wait_s[c] == 0:
+            break
+    else:  # no class free now: only the best is kept, none declined
         return Choice((best,), completion, ())
     keep = sorted((c for c in completion if c == best or (wait_s[c] == 0 and completion[c] <= completion[best])),
                   key=lambda c: (completion[c], -rel[c], c))

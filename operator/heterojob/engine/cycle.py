@@ -146,9 +146,10 @@ def plan_cycle(queue: Iterable[Request], holders: Iterable[Holder], fleet: Fleet
     prepared = heterogeneity.prepare(queue, holders, fleet, now, knowledge, queue_settings, settings.min_runtime_s,
                                      memo)
     ordered = [replace(r, alternatives=narrowed[r.job].alternatives) if r.job in narrowed else r
-               for r in prepared.queue]  # an involuntary move keeps every class its user listed
-    explain = partial(_explain, fleet=fleet, moves=moves, narrowed=narrowed, original={r.job: r for r in queue},
-                      mine={r.job: r for r in ordered}, prepared=prepared, memory=memory, stop=stop)
+               for r in prepared.queue] if narrowed else prepared.queue  # an involuntary move keeps every class
+    # its user listed; the requests by job are made only when the messages are read
+    explain = partial(_explain, fleet=fleet, moves=moves, narrowed=narrowed, original=queue, mine=ordered,
+                      prepared=prepared, memory=memory, stop=stop)
     if not may_act(ordered, prepared.holders, fleet, now, settings, memory):  # planned only when read
         return Cycle(partial(plan_queue, ordered, prepared.holders, fleet, now, settings, memory, acting, stop),
                      prepared.waiting_for, _free_after(QueuePlan(), fleet, memo), explain, quiet=True,
@@ -158,7 +159,7 @@ def plan_cycle(queue: Iterable[Request], holders: Iterable[Holder], fleet: Fleet
 
 
 def _explain(plan: QueuePlan, fleet: Fleet, moves: Mapping[str, transfer.Move], narrowed: Mapping[str, Request],
-             original: Mapping[str, Request] | None = None, mine: Mapping[str, Request] | None = None,
+             original: Sequence[Request] | None = None, mine: Sequence[Request] | None = None,
              prepared: Prepared | None = None, memory: Memory | None = None,
              stop: Callable[[], bool] | None = None) -> dict[str, Admission]:
     """`plan`'s admissions with their messages final: a waiting job's the classes the policy set aside
@@ -166,6 +167,7 @@ def _explain(plan: QueuePlan, fleet: Fleet, moves: Mapping[str, transfer.Move], 
     planned), an involuntary move's placement the transfer it weighed (step 3 of the module docstring)."""
     admissions = dict(plan.admissions)
     if prepared is not None and original is not None and mine is not None:
+        given, planned = {r.job: r for r in original}, {r.job: r for r in mine}
         quota_memo: dict[tuple[object, ...], list[Rejection]] = {}
         index = FleetIndex(fleet, memory)  # one for every job's set-aside classes: the free room read once
         for k, (job, admission) in enumerate(plan.admissions.items()):
@@ -173,7 +175,7 @@ def _explain(plan: QueuePlan, fleet: Fleet, moves: Mapping[str, transfer.Move], 
                 raise Stopped(k)
             if admission.outcome == Outcome.PLACED or job in narrowed:
                 continue
-            aside = set_aside(original[job], mine[job], prepared.choices.get(job), fleet, quota_memo, index)
+            aside = set_aside(given[job], planned[job], prepared.choices.get(job), fleet, quota_memo, index)
             if aside:
                 admissions[job] = replace(admission, message=f"{admission.message}; {aside}")
     for job in narrowed:

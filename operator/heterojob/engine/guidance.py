@@ -27,7 +27,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 from heterojob.engine import completion, queueing, ranking
@@ -52,6 +52,12 @@ class Guide:
     # 0.2, in the replay's informed mode at 3.1 jobs/h, 7% of the devices idled and the work served fell from
     # 0.92 to 0.87 of the arriving work: a misfit on an idle device still does work, and it may be displaced
     floor: float = 0.0
+    # `fits` per job speeds (their items): a pass asks it for every waiting job, and the guide lives for
+    # minutes while the jobs' speeds rarely change
+    _fits: dict[tuple[tuple[str, float], ...], frozenset[str]] = field(
+        default_factory=dict, init=False, repr=False, compare=False)
+    _advantages: dict[tuple[tuple[str, float], ...], dict[str, float]] = field(  # `advantage`, the same way
+        default_factory=dict, init=False, repr=False, compare=False)
 
     def values(self, rel: Mapping[str, float]) -> dict[str, float]:
         """The job's speed per price on each class it runs on (inf on a class whose room nobody needs)."""
@@ -66,6 +72,15 @@ class Guide:
     def fits(self, rel: Mapping[str, float]) -> frozenset[str]:
         """The classes where the job's speed per price is within `tolerance` of its best: where the fluid
         optimum would run it. Empty when no class is priced (no guidance: every class is the caller's)."""
+        key = tuple(rel.items())
+        known = self._fits.get(key)
+        if known is None:
+            if len(self._fits) > 100_000:
+                self._fits.clear()
+            known = self._fits[key] = self._fit(rel)
+        return known
+
+    def _fit(self, rel: Mapping[str, float]) -> frozenset[str]:
         values = self.values(rel)
         if not values:
             return frozenset()
@@ -77,6 +92,19 @@ class Guide:
     def advantage(self, rel: Mapping[str, float]) -> dict[str, float]:
         """Per class, the job's speed per price there over its best (1.0 where it fits best): who loses
         least on a class it does not fit (`engine.allocation.fill` takes the highest first)."""
+        return dict(self._kept_advantage(rel))  # the caller's own copy
+
+    def _kept_advantage(self, rel: Mapping[str, float]) -> Mapping[str, float]:
+        """`advantage`, kept per job speeds (read only)."""
+        key = tuple(rel.items())
+        known = self._advantages.get(key)
+        if known is None:
+            if len(self._advantages) > 100_000:
+                self._advantages.clear()
+            known = self._advantages[key] = self._advantage(rel)
+        return known
+
+    def _advantage(self, rel: Mapping[str, float]) -> dict[str, float]:
         values = self.values(rel)
         finite = [v for v in values.values() if not math.isinf(v)]
         best = max(finite, default=0.0)
@@ -85,7 +113,16 @@ class Guide:
 
 def kind(rel: Mapping[str, float], digits: int = 2) -> Kind:
     """The row a job adds its work to: its relative speeds, rounded (so the program stays small)."""
-    return tuple(sorted((c, round(r, digits)) for c, r in rel.items() if r > 0))
+    key = (digits, *rel.items())
+    known = _KINDS.get(key)
+    if known is None:  # a guide is built from every job in the system every few minutes; speeds rarely change
+        if len(_KINDS) > 100_000:
+            _KINDS.clear()
+        known = _KINDS[key] = tuple(sorted((c, round(r, digits)) for c, r in rel.items() if r > 0))
+    return known
+
+
+_KINDS: dict[tuple[object, ...], Kind] = {}  # `kind` per digits and speeds (items, in their order)
 
 
 def demand(jobs: Iterable[tuple[Mapping[str, float], int, float]]) -> dict[Kind, float]:
@@ -171,7 +208,7 @@ def in_system(waiting: Iterable[Request], holders: Iterable[Holder], now: float,
 def last_choice(guide: Guide, rel: Mapping[str, float]) -> dict[str, float]:
     """What `engine.allocation.fill` ranks a waiting job by on the classes it declined (`Guide.advantage`),
     without the classes where it would run under `Guide.floor` of its best speed."""
-    return {c: a for c, a in guide.advantage(rel).items() if rel.get(c, 0.0) >= guide.floor}
+    return {c: a for c, a in guide._kept_advantage(rel).items() if rel.get(c, 0.0) >= guide.floor}
 
 
 def misfit(guide: Guide, rel: Mapping[str, float], here: str, measured: frozenset[str]) -> bool:
@@ -179,7 +216,7 @@ def misfit(guide: Guide, rel: Mapping[str, float], here: str, measured: frozense
     speed there is its own measurement and its advantage there is under `MISFIT` (a guess never evicts)."""
     if here not in measured:
         return False
-    return guide.advantage(rel).get(here, 1.0) < MISFIT
+    return guide._kept_advantage(rel).get(here, 1.0) < MISFIT
 
 
 def lowered(running: list[Holder], knowledge: Knowledge, guide: Guide, settings: queueing.QueueSettings
@@ -216,8 +253,11 @@ def choose(remaining_s: float, rel: Mapping[str, float], wait_s: Mapping[str, fl
     narrowed = {c: r for c, r in rel.items() if c in fit and c in wait_s}
     if not narrowed:
         return completion.choose(remaining_s, rel, wait_s, kept)
+    if len(narrowed) == len(wait_s):  # it fits every class it has a wait for (those are the ones it runs on):
+        return completion.choose(remaining_s, narrowed, wait_s, kept)  # nothing is narrowed away or unfit
     choice = completion.choose(remaining_s, narrowed, wait_s, kept if kept in narrowed else None)
-    full = completion.choose(remaining_s, rel, wait_s)  # the completion estimates of every class
+    # the completion estimates of every class (what `completion.choose` of all of them says)
+    estimates = {c: wait_s[c] + (remaining_s / r if r > 0 else math.inf) for c, r in rel.items() if c in wait_s}
     unfit = tuple(c for c in rel if c not in fit and c in wait_s and wait_s[c] == 0 and rel[c] > 0)
     declined = tuple(sorted({*choice.declined, *unfit}))
-    return completion.Choice(choice.classes, full.completion_s, declined, unfit)
+    return completion.Choice(choice.classes, estimates, declined, unfit)

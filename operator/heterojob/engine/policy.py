@@ -372,6 +372,7 @@ def prepare(queue: Iterable[Request], holders: Iterable[Holder], fleet: Fleet, n
     reserved = {h.job: h.allocation.device_class for h in running if h.waiting}  # its own room, held
     residual, classes, facts_of = knowledge.residual, tuple(capacity), knowledge.facts.get
     decliners: list[tuple[allocation.Decliner, int, Request, int, tuple[str, ...], int, frozenset[str]]] = []
+    level_rank: dict[tuple[int, float], int] = {}  # (priority, attained service) -> the rank it preempts with
     for rank, request in ranked:
         facts = facts_of(request.job) or _NONE
         read = memo.reads.get(id(request)) if memo is not None else None
@@ -387,9 +388,21 @@ def prepare(queue: Iterable[Request], holders: Iterable[Holder], fleet: Fleet, n
                 memo.reads[id(request)] = memo._seen_reads[id(request)] = (
                     request, facts, classes, residual, residual.version, left, need, rel)
         # work conservation (see `displaces`): with free room on some class, no displacement is expected
-        displace = displaces(need, free, rel)
-        preempts = rank if knowledge.promoted_displace else min(rank, queueing.preempt_rank(  # promoted: its rank
-            request.priority, facts.service, now, settings, False))
+        displace = True
+        if WORK_CONSERVING:  # `displaces`, inlined (once per waiting job per pass)
+            for c, n in need.items():
+                if free.get(c, 0) >= n and rel.get(c, 0.0) > 0:
+                    displace = False
+                    break
+        if knowledge.promoted_displace:
+            preempts = rank  # promoted: its rank
+        else:  # `queueing.preempt_rank(..., False)`: its priority and attained level, whatever the time
+            level_key = (request.priority, facts.service.attained_device_s)
+            by_level = level_rank.get(level_key)
+            if by_level is None:
+                by_level = level_rank[level_key] = queueing.preempt_rank(request.priority, facts.service, now,
+                                                                         settings, False)
+            preempts = min(rank, by_level)
         # promoted, past the point where promotions displace by level: it still displaces the running jobs
         # it would displace by level that are expected to run longer than it (shortest expected remaining
         # work first, from the completed jobs' work: with a heavy tail the job that has run longer has
@@ -399,8 +412,8 @@ def prepare(queue: Iterable[Request], holders: Iterable[Holder], fleet: Fleet, n
         also = longer_than(left + knowledge.move_cost_s, preempts, rank) if preempts < rank else frozenset()
         against = preempts if displace else None
         waits = {}
-        for c in rel:
-            if rel[c] > 0:
+        for c, r in rel.items():
+            if r > 0:
                 n = need[c]
                 if free[c] >= n:
                     waits[c] = completion.expected_wait(n, free[c], capacity[c], (), ahead[c])
@@ -412,7 +425,8 @@ def prepare(queue: Iterable[Request], holders: Iterable[Holder], fleet: Fleet, n
                                                                                       (b[1] for b in jobs))
                     waits[c] = ends.wait(n, free[c], capacity[c], ahead[c])
                 else:
-                    waits[c] = cannot_displace(c, against).wait(n, free[c], capacity[c], ahead[c])
+                    ends = below.get((c, against)) or cannot_displace(c, against)
+                    waits[c] = ends.wait(n, free[c], capacity[c], ahead[c])
         kept = knowledge.chose.get(request.job)
         choice = completion.choose(left, rel, waits, kept) if guide is None else guidance.choose(left, rel, waits, guide,
                                                                                                  kept)

@@ -184,10 +184,11 @@ def ranked_request(request: Request, rank: int, classes: Sequence[str] | None, m
     preempts = preempts if preempts is not None and preempts < rank else None
     also = also if preempts is not None else frozenset()
     key: RequestKey = (tuple(classes) if classes is not None else None, preempts, also)
+    entry = (id(request), key)
     if memo is not None:  # an entry per request object, classes (None: all, as listed) and preemption bounds
-        known = memo.requests.get((id(request), key))
+        known = memo.requests.get(entry)
         if known is not None and known[0] is request and known[1] == rank and known[2] == key:
-            memo._seen_requests[(id(request), key)] = known
+            memo._seen_requests[entry] = known
             return known[3]
     if classes is None:
         out = replace(request, priority=rank, preempts=preempts, also_preempts=also)
@@ -196,5 +197,5 @@ def ranked_request(request: Request, rank: int, classes: Sequence[str] | None, m
         out = replace(request, priority=rank, preempts=preempts, also_preempts=also,
                       alternatives=[by_class[c] for c in classes])
     if memo is not None:
-        memo.requests[(id(request), key)] = memo._seen_requests[(id(request), key)] = (request, rank, key, out)
+        memo.requests[entry] = memo._seen_requests[entry] = (request, rank, key, out)
     return out
