@@ -206,12 +206,10 @@ class Controller:
                                 rate)
 
     def _resync_keys(self, round_: int) -> Iterator[str]:
-        """What a resync round looks at: every known job; a waiting job only every WAITING_RESYNC_EVERY-th
-        round (the scheduler plans it on every event that could change its verdict, and its own events reach
-        it; this is the safety net). In that round each job is read from the API server with its pods,
-        whatever the watches said, each just before its pass (the others' passes meanwhile go on the bodies
-        the watches brought); in the other rounds a pass reads what the watches have, as client-go's resync
-        does: a round over thousands of running jobs does not cost two API calls a job."""
+        """What a resync round looks at: every known job; a waiting job only every WAITING_RESYNC_EVERY-th round
+        (the scheduler plans it on every event that could change its verdict). That round reads each job and its
+        pods from the API server (the safety net), each just before its pass; the others read what the watches
+        have, as client-go's resync does: not two API calls a job for thousands of running jobs."""
         fresh = round_ % WAITING_RESYNC_EVERY == 0
         if fresh:
             keys = sorted(self.queue.known)
