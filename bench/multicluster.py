@@ -12,7 +12,8 @@ Pods are seen through one watch per cluster (no polling granularity). Defaults a
 Last line: one JSON object. Targets (issue 24): jobs_per_s and p95_place_s within 2x of the single
 cluster's, member_loss_recovery_p95_s <= loss timeout + 10 s, duplicates == 0; and (issue 35, at the defaults)
 jobs_per_s >= 40 and p95_place_s <= 10 s. `operator_cpu_s` is this process's CPU during the member burst (the
-operator runs in it; the emulators are other processes), `per_job_ms` that over the jobs.
+operator runs in it; the emulators are other processes), `per_job_ms` that over the jobs; the emulators' own CPU in
+the same window is `manager_emulator_cpu_s` and `member_emulators_cpu_s` (they share the machine's cores).
 """
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ from __future__ import annotations
 import argparse
 import base64
 import json
+import os
 import sys
 import threading
 import time
@@ -40,6 +42,7 @@ from heterojob.sim.cluster.nodes import node  # noqa: E402 - after the sys.path 
 NAMESPACE = "bench"
 PER_NODE = 8  # an nvidia-h100 node of the simulated fleet
 PER_JOB = 8  # each job: one replica of one whole node
+TIMELINE: str | None = None  # --timeline: each burst's per-job times appended here as JSON lines
 
 
 class PodWatch:
@@ -109,31 +112,51 @@ def job_body(name: str) -> dict[str, Any]:
                      "template": {"spec": {"containers": [{"name": "main", "image": "train:1"}]}}}}
 
 
+def cpu_seconds(pid: int | None) -> float:
+    """A child process's CPU so far (user + system, from /proc), 0 where /proc does not say."""
+    try:
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    except (OSError, IndexError):
+        return 0.0
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
 def burst(api: kubernetes.client.ApiClient, names: list[str], watches: list[PodWatch], cond: threading.Condition,
-          timeout: float) -> dict[str, Any]:
+          timeout: float, manager: Emulator, members: list[Emulator]) -> dict[str, Any]:
     custom = kubernetes.client.CustomObjectsApi(api)
     started: dict[str, float] = {}
+    created: dict[str, float] = {}
 
     def submit(name: str) -> None:
         started[name] = time.perf_counter()
         custom.create_namespaced_custom_object(GROUP, VERSION, NAMESPACE, "heterojobs", job_body(name))
+        created[name] = time.perf_counter()
 
     def seen(name: str) -> float | None:
         times = [w.first[name] for w in watches if name in w.first]
         return min(times) if times else None
 
     t0, cpu = time.perf_counter(), time.process_time()
+    emu_cpu = cpu_seconds(manager.pid), sum(cpu_seconds(m.pid) for m in members)
     with ThreadPoolExecutor(max_workers=8) as pool:
         list(pool.map(submit, names))
     wanted, placed = set(names), watches[0].seen
     assert all(w.seen is placed for w in watches), "the watches of one burst share their set of jobs seen"
     ok = wait_for(cond, lambda: wanted <= placed, timeout)  # one set comparison per event, not a lookup per job
     cpu = time.process_time() - cpu
+    emu_cpu = cpu_seconds(manager.pid) - emu_cpu[0], sum(cpu_seconds(m.pid) for m in members) - emu_cpu[1]
     done = {n: t for n in names if (t := seen(n)) is not None}
+    if TIMELINE:  # per job, as Unix times to line up with the operator's log: create sent, answered, first pod
+        shift = time.time() - time.perf_counter()
+        with open(TIMELINE, "a") as out:
+            for n in names:
+                out.write(json.dumps({"job": n, "sent": started[n] + shift, "created": created.get(n, 0) + shift,
+                                      "pod": (done[n] + shift) if n in done else None}) + "\n")
     wall = max(done.values()) - t0 if done else float("inf")
     return {"jobs": len(done), "all_placed": ok, "jobs_per_s": round(len(done) / wall, 1) if done else 0.0,
             "p95_place_s": p95([t - started[n] for n, t in done.items()]), "operator_cpu_s": round(cpu, 2),
-            "per_job_ms": round(1000 * cpu / max(1, len(done)), 1)}
+            "per_job_ms": round(1000 * cpu / max(1, len(done)), 1), "manager_emulator_cpu_s": round(emu_cpu[0], 2),
+            "member_emulators_cpu_s": round(emu_cpu[1], 2)}
 
 
 def nodes_for(region: str, count: int, prefix: str) -> list[dict[str, Any]]:
@@ -151,7 +174,8 @@ def single_cluster(members: int, nodes_each: int, jobs: int) -> dict[str, Any]:
         watch.start()
         with OperatorRunner(emu.kubeconfig):
             time.sleep(1.0)
-            result = burst(api, [f"one-{i}" for i in range(jobs)], [watch], cond, timeout=jobs * 2.0 + 60)
+            result = burst(api, [f"one-{i}" for i in range(jobs)], [watch], cond, timeout=jobs * 2.0 + 60,
+                           manager=emu, members=[])
         watch.stop()
         return result
 
@@ -188,7 +212,7 @@ def multi_cluster(members: int, nodes_each: int, jobs: int, loss_timeout: float,
         with OperatorRunner(manager.kubeconfig, members=config) as runner:
             time.sleep(2.0)
             placed = burst(api, [f"far-{i}" for i in range(jobs)], list(watches.values()), cond,
-                           timeout=jobs * 2.0 + 60)
+                           timeout=jobs * 2.0 + 60, manager=manager, members=list(emulators.values()))
 
             # the member with the most jobs freezes; each of its jobs is timed to a pod elsewhere
             with cond:
@@ -246,7 +270,10 @@ def main() -> int:
     parser.add_argument("--devices", type=int, default=10_000, help="in all, across the members")
     parser.add_argument("--loss-timeout", type=float, default=10.0, help="the members' loss timeout, s")
     parser.add_argument("--operator-log", help="write the manager operator's log here")
+    parser.add_argument("--timeline", help="append each job's times (create sent, answered, first pod) here")
     args = parser.parse_args()
+    global TIMELINE
+    TIMELINE = args.timeline
     nodes_each = max(1, args.devices // PER_NODE // args.members)
     if (args.members - 1) * nodes_each < args.jobs:
         raise SystemExit("not enough room to re-place a lost member's jobs: raise --devices or lower --jobs")
@@ -265,6 +292,7 @@ def main() -> int:
         "members": args.members, "jobs": args.jobs, "devices": args.members * nodes_each * PER_NODE,
         "jobs_per_s": multi["jobs_per_s"], "p95_place_s": multi["p95_place_s"],
         "operator_cpu_s": multi["operator_cpu_s"], "per_job_ms": multi["per_job_ms"],
+        "manager_emulator_cpu_s": multi["manager_emulator_cpu_s"], "member_emulators_cpu_s": multi["member_emulators_cpu_s"],
         "member_loss_recovery_p95_s": multi["member_loss_recovery_p95_s"], "duplicates": multi["duplicates"],
         "loss_timeout_s": args.loss_timeout, "multi_cluster": multi, "baseline_single_cluster": single,
         "targets": {"jobs_per_s": ">= single / 2, and >= 40 at the defaults",

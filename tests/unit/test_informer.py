@@ -292,3 +292,41 @@ def test_relist_lists_again_at_once_and_a_failure_is_kept_until_a_list_succeeds(
             await stop(informer)
 
     asyncio.run(main())
+
+
+def test_on_event_hands_every_object_whole_in_order_and_a_relisting_says_what_went() -> None:
+    """The controller's intake of job events: every event's object and every listed object reach `on_event`, whole,
+    whatever their view (a waiting job has no running view); a relisting says DELETED for what is gone."""
+    async def main() -> None:
+        server = Server([[([obj("a", 1), obj("b", 1, "skip")], "3")],
+                         [([obj("a", 1), obj("e", 21, "skip")], "30")]])
+        seen: list[tuple[Any, ...]] = []
+        informer = Informer("things", server, view, on_event=lambda event, key, body: seen.append(
+            (event, key[1], None if body is None else body["metadata"]["resourceVersion"]))).start()
+        stream = Stream()
+        server.watches.put(stream)
+        try:
+            await asyncio.wait_for(informer.synced.wait(), 5)
+            assert seen == [(None, "a", "1"), (None, "b", "1")]
+            seen.clear()
+            for line in ({"type": "ADDED", "object": obj("c", 4, "skip")},
+                         {"type": "MODIFIED", "object": obj("a", 5)},  # the same view: an event all the same
+                         {"type": "DELETED", "object": obj("c", 6, "skip")},
+                         {"type": "ADDED", "object": obj("d", 7, "skip")},
+                         {"type": "BOOKMARK", "object": {"metadata": {"resourceVersion": "12"}}}):
+                stream.lines.put(line)
+            await until(lambda: informer.resource_version == "12")
+            await asyncio.sleep(0.05)
+            assert seen == [("ADDED", "c", "4"), ("MODIFIED", "a", "5"), ("DELETED", "c", "6"), ("ADDED", "d", "7")]
+            seen.clear()
+            stream.lines.put({"type": "ERROR", "object": {"kind": "Status", "code": 410, "reason": "Expired"}})
+            server.watches.put(Stream())
+            await until(lambda: informer.lists == 2)
+            assert sorted(seen, key=str) == sorted([("DELETED", "b", None), ("DELETED", "d", None), (None, "a", "1"),
+                                                    (None, "e", "21")], key=str)
+            assert seen.index(("DELETED", "b", None)) < seen.index((None, "a", "1"))  # what went, then what is
+            assert informer.store == {("ns", "a"): "a"}
+        finally:
+            await stop(informer)
+
+    asyncio.run(main())
