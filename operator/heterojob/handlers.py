@@ -19,6 +19,7 @@ from heterojob.alerts import mapping as alerts_mapping
 from heterojob.alerts.payload import Alert
 from heterojob.alerts.receiver import AlertReceiver, NotReady
 from heterojob.alerts.restore import Restorer, shown
+from heterojob.constants import GROUP, VERSION
 from heterojob.controller import Controller, ControllerConfig, FleetSource
 from heterojob.controller.discovery import Discovery, DiscoveryConfig
 from heterojob.engine.fleet import Node
@@ -73,9 +74,6 @@ class Runtime:
     lock: asyncio.Lock = field(default_factory=asyncio.Lock)
     ready: asyncio.Event = field(default_factory=asyncio.Event)  # set once `controller` is
     caches: Caches | None = None  # the informers that feed the fleet view (`kube.caches`)
-    # the job events that came before the controller was built (the newest per job), handed to it once it is;
-    # None from then on
-    early: dict[str, tuple[str | None, Mapping[str, Any] | None]] | None = field(default_factory=dict)
     build_task: asyncio.Task[None] | None = None  # builds the controller once the caches are synced
 
 
@@ -179,31 +177,6 @@ def _pod_news(runtime: Runtime, event: str | None, namespace: str, name: str, jo
     ctl.poke(f"{namespace}/{job}")
 
 
-def _job_news(runtime: Runtime, event: str | None, key: str, body: Mapping[str, Any] | None) -> None:
-    """A HeteroJob's watch event, or a listing's (`kube.caches`' `on_job`): a pass when it is news."""
-    if runtime.early is not None:  # no controller yet: it takes these once built
-        runtime.early[key] = (event, body)
-        return
-    ctl = runtime.controller
-    assert ctl is not None
-    _job_event(ctl, event, key, body)
-
-
-def _hand_over(runtime: Runtime, ctl: Controller) -> None:
-    """The controller is built: the job events that came before it (the caches' first listing among them), then
-    every event as it comes."""
-    early, runtime.early = runtime.early or {}, None
-    for key, (event, body) in early.items():
-        _job_event(ctl, event, key, body)
-
-
-def _job_event(ctl: Controller, event: str | None, key: str, body: Mapping[str, Any] | None) -> None:
-    if event == "DELETED":
-        ctl.forget(key, ((body or {}).get("metadata") or {}).get("uid"))
-    elif body is not None and ctl.seen(key, body):  # not the echo of a write its pass settled
-        ctl.poke(key)
-
-
 def _poke(ctl: Controller | None, keys: Iterable[str]) -> None:
     if ctl is not None:
         for key in keys:
@@ -279,7 +252,6 @@ def register(registry: kopf.OperatorRegistry, config: OperatorConfig) -> None:
                                 on_fleet=lambda: _fleet_news(runtime),
                                 on_job_pod=lambda event, ns, pod, job, view: _pod_news(runtime, event, ns, pod, job,
                                                                                        view),
-                                on_job=lambda event, key, body: _job_news(runtime, event, key, body),
                                 page_size=config.cache_page_size).start()
         runtime.build_task = asyncio.get_running_loop().create_task(build(memo), name="controller-start")
 
@@ -337,7 +309,6 @@ def register(registry: kopf.OperatorRegistry, config: OperatorConfig) -> None:
             runtime.monitor.start()
             runtime.discovery = Discovery(runtime.kube, source.nodes, source.classes, config.discovery)
             runtime.discovery.start(config.resync_seconds)
-            _hand_over(runtime, ctl)
             return ctl
 
     async def build(memo: kopf.Memo) -> None:
@@ -351,6 +322,16 @@ def register(registry: kopf.OperatorRegistry, config: OperatorConfig) -> None:
             except Exception:  # noqa: BLE001 - e.g. the API server away while loading: logged, tried again
                 log.exception("starting the controller failed; trying again in 5 s")
                 await asyncio.sleep(5.0)
+
+    @kopf.on.event(GROUP, VERSION, "heterojobs", registry=registry)
+    async def job_event(event: Mapping[str, Any], namespace: str | None, name: str, memo: kopf.Memo, **_: Any
+                        ) -> None:
+        ctl = await controller(memo)
+        key = f"{namespace}/{name}"
+        if event.get("type") == "DELETED":
+            ctl.forget(key, ((event.get("object") or {}).get("metadata") or {}).get("uid"))
+        elif ctl.seen(key, event.get("object") or {}):  # not the echo of a write its pass settled
+            ctl.poke(key)
 
     @kopf.on.cleanup(registry=registry)
     async def cleanup(memo: kopf.Memo, **_: Any) -> None:

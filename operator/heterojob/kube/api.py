@@ -1,7 +1,7 @@
 """The Kubernetes calls the operator makes.
 
 The calls of every pass (jobs, pods, Services, access objects, Events) go out on the event loop through aiohttp,
-the HTTP client Kopf uses, with the kubeconfig's address, TLS and credentials (`Endpoint`); the
+the HTTP client Kopf's own watches use, with the kubeconfig's address, TLS and credentials (`Endpoint`); the
 rest (lists and reads of the member poll, Secrets) through the kubernetes client on a bounded thread pool
 (`Kube.call`). Both share one client-side rate limit (`RateLimit`)."""
 

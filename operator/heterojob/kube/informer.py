@@ -8,8 +8,7 @@ The store keeps only each object's view (`view(body)`; None: not kept), never wh
 run on a thread of the informer's own; the store changes, and `on_change` is called, on the event loop, in the
 order the server sent the events: consumers read the store from the loop without locks. `relist()` lists again at
 once (a member cluster back from a partition: its watch may have stalled on a dead connection); `failure` is the last
-list or watch error, None once a list or watch succeeds. `on_event`, when given, is also handed each object whole, as
-the watch or a listing brought it (a controller's event handler, as client-go's ResourceEventHandler is).
+list or watch error, None once a list or watch succeeds.
 """
 
 from __future__ import annotations
@@ -48,11 +47,6 @@ class Expired(Exception):
 # found the object gone, or its view is None). Called when the stored view changed, and for every DELETED of an object
 # the store held or whose last view is not None.
 OnChange = Callable[[str | None, K, V | None, V | None], None]
-# on_event(event, key, body): every object a watch event (ADDED, MODIFIED, DELETED) or a listing (None) brings, whole,
-# on the event loop after the store took it, whatever its view; DELETED with body None for an object a listing found
-# gone. A burst of events reaches it a batch at a time (each posted from the informer's thread), not one per turn of
-# the loop.
-OnEvent = Callable[[str | None, K, Mapping[str, Any] | None], None]
 
 
 class Informer(Generic[K, V]):
@@ -60,7 +54,7 @@ class Informer(Generic[K, V]):
                  on_change: OnChange[K, V] | None = None, *, key: Callable[[Mapping[str, Any]], K] = object_key,  # type: ignore[assignment]  # K is (namespace, name) unless a key function says otherwise
                  list_kwargs: Mapping[str, Any] | None = None, page_size: int = PAGE_SIZE,
                  watch_timeout_s: int = 300, retry_s: float = 1.0, request_timeout_s: float | None = None,
-                 quiet: Callable[[], bool] = lambda: False, on_event: OnEvent[K] | None = None) -> None:
+                 quiet: Callable[[], bool] = lambda: False) -> None:
         """`list_call`: the client's list method (e.g. `CoreV1Api.list_node`, or a `functools.partial` of
         `CustomObjectsApi.list_cluster_custom_object` with group, version and plural), called with
         `_preload_content=False` and `list_kwargs` (e.g. a `label_selector`). `request_timeout_s`: each list page's
@@ -77,8 +71,6 @@ class Informer(Generic[K, V]):
         self.retry_s = retry_s
         self.request_timeout_s = request_timeout_s
         self.quiet = quiet
-        self.on_event = on_event
-        self._present: set[K] = set()  # what on_event was last told exists (a listing's deletions)
         self.failure: Exception | None = None  # the last list or watch error; None once one succeeds (thread side)
         self.store: dict[K, V] = {}  # read on the event loop only
         self.synced = asyncio.Event()  # the first listing is in the store
@@ -128,9 +120,8 @@ class Informer(Generic[K, V]):
     def values(self) -> Iterator[V]:
         return iter(list(self.store.values()))
 
-    def replace(self, listed: Mapping[K, V], bodies: Mapping[K, Mapping[str, Any]] | None = None) -> None:
-        """A complete listing: the store becomes `listed`; what it held that `listed` lacks is deleted. `bodies`:
-        every object listed, whole (for `on_event`)."""
+    def replace(self, listed: Mapping[K, V]) -> None:
+        """A complete listing: the store becomes `listed`; what it held that `listed` lacks is deleted."""
         store = self.store
         for key in [k for k in store if k not in listed]:
             self._changed("DELETED", key, store.pop(key), None)
@@ -139,27 +130,11 @@ class Informer(Generic[K, V]):
             if old != view:
                 store[key] = view
                 self._changed(LISTED, key, old, view)
-        if bodies is not None:
-            for key in [k for k in self._present if k not in bodies]:
-                self._event("DELETED", key, None)
-            self._present = set(bodies)
-            for key, body in bodies.items():
-                self._event(LISTED, key, body)
         self.lists += 1
         self.synced.set()
 
-    def apply(self, event: str, key: K, view: V | None, body: Mapping[str, Any] | None = None) -> None:
-        """One watch event (ADDED, MODIFIED, DELETED) with the view of the object it carries (and the object, for
-        `on_event`)."""
-        self._apply(event, key, view)
-        if body is not None:
-            if event == "DELETED":
-                self._present.discard(key)
-            else:
-                self._present.add(key)
-            self._event(event, key, body)
-
-    def _apply(self, event: str, key: K, view: V | None) -> None:
+    def apply(self, event: str, key: K, view: V | None) -> None:
+        """One watch event (ADDED, MODIFIED, DELETED) with the view of the object it carries."""
         store = self.store
         old = store.get(key)
         if event == "DELETED" or view is None:
@@ -170,14 +145,6 @@ class Informer(Generic[K, V]):
         if old != view:
             store[key] = view
             self._changed(event, key, old, view)
-
-    def _event(self, event: str | None, key: K, body: Mapping[str, Any] | None) -> None:
-        if self.on_event is None:
-            return
-        try:
-            self.on_event(event, key, body)
-        except Exception:  # noqa: BLE001 - a consumer's bug must not stop the cache: logged, the next event goes on
-            log.exception("%s: handling %s of %s failed", self.name, event or "a listing", key)
 
     def _changed(self, event: str | None, key: K, old: V | None, view: V | None) -> None:
         if self.on_change is None:
@@ -209,9 +176,9 @@ class Informer(Generic[K, V]):
                     self._relist, listed = False, False
                 self._wake.clear()
                 if not listed:
-                    items, bodies, self.resource_version = self._list()
+                    items, self.resource_version = self._list()
                     self.failure = None  # before the listing is handed over: once synced, no failure is left
-                    self._post(self.replace, items, bodies)
+                    self._post(self.replace, items)
                     listed = True
                 self._watch()
                 delay = self.retry_s
@@ -230,11 +197,10 @@ class Informer(Generic[K, V]):
                 self._wake.wait(delay)
                 delay = min(delay * 2, MAX_RETRY_S)  # backed off, as client-go's reflector is
 
-    def _list(self) -> tuple[dict[K, V], dict[K, Mapping[str, Any]] | None, str]:
-        """Every object's view, page by page (`limit`/`continue`), every object whole when `on_event` wants them,
-        and the resourceVersion of the first page (the snapshot the pages come from; the watch continues from it)."""
+    def _list(self) -> tuple[dict[K, V], str]:
+        """Every object's view, page by page (`limit`/`continue`), and the resourceVersion of the first page (the
+        snapshot the pages come from; the watch continues from it)."""
         items: dict[K, V] = {}
-        bodies: dict[K, Mapping[str, Any]] | None = {} if self.on_event is not None else None
         token: str | None = None
         version = ""
         while True:
@@ -259,12 +225,10 @@ class Informer(Generic[K, V]):
                 view = self.view(obj)
                 if view is not None:
                     items[self.key(obj)] = view
-                if bodies is not None:
-                    bodies[self.key(obj)] = obj
             del page
             token = meta.get("continue") or None
             if not token or self._stop.is_set():
-                return items, bodies, version
+                return items, version
 
     def _watch(self) -> None:
         """One watch from the last resourceVersion until the server ends it; raises Expired on a 410."""
@@ -294,7 +258,7 @@ class Informer(Generic[K, V]):
                     raise RuntimeError(f"watch error {obj.get('code')}: {obj.get('message')}")
                 version = str((obj.get("metadata") or {}).get("resourceVersion") or "")
                 if kind in ("ADDED", "MODIFIED", "DELETED"):
-                    self._post(self.apply, kind, self.key(obj), self.view(obj), obj if self.on_event else None)
+                    self._post(self.apply, kind, self.key(obj), self.view(obj))
                 if version:  # BOOKMARK events carry only this
                     self.resource_version = version
         finally:
