@@ -1,5 +1,6 @@
-"""Kopf wiring, kept thin: the operator's caches (`kube.caches`, informers of its own) feed the fleet view; events
-poke the controller's work queue."""
+"""Kopf wiring, kept thin: Kopf runs the operator (login, startup, cleanup, liveness) and watches nothing; the
+operator's caches (`kube.caches`, informers of its own) feed the fleet view, and their events, a HeteroJob's
+among them, poke the controller's work queue."""
 
 from __future__ import annotations
 
@@ -19,7 +20,6 @@ from heterojob.alerts import mapping as alerts_mapping
 from heterojob.alerts.payload import Alert
 from heterojob.alerts.receiver import AlertReceiver, NotReady
 from heterojob.alerts.restore import Restorer, shown
-from heterojob.constants import GROUP, VERSION
 from heterojob.controller import Controller, ControllerConfig, FleetSource
 from heterojob.controller.discovery import Discovery, DiscoveryConfig
 from heterojob.engine.fleet import Node
@@ -33,6 +33,7 @@ from heterojob.controller.monitor import Monitor, TelemetryConfig
 from heterojob.telemetry.watched import watched_job
 
 log = logging.getLogger("heterojob.operator")
+YOUNG_GC = 20_000  # net allocations between collections of the youngest generation, once the controller runs
 
 
 @dataclass(frozen=True)
@@ -75,6 +76,9 @@ class Runtime:
     ready: asyncio.Event = field(default_factory=asyncio.Event)  # set once `controller` is
     caches: Caches | None = None  # the informers that feed the fleet view (`kube.caches`)
     build_task: asyncio.Task[None] | None = None  # builds the controller once the caches are synced
+    gc_threshold: tuple[int, ...] | None = None  # the collector's thresholds before the controller started
+    # HeteroJob events before the controller is built and started: the last of each job, handed in then (None after)
+    early_jobs: dict[str, tuple[str | None, dict[str, Any]]] | None = field(default_factory=dict)
 
 
 def tls_context(directory: str | None) -> ssl.SSLContext | None:
@@ -177,6 +181,32 @@ def _pod_news(runtime: Runtime, event: str | None, namespace: str, name: str, jo
     ctl.poke(f"{namespace}/{job}")
 
 
+def _job_news(runtime: Runtime, event: str | None, key: str, body: dict[str, Any]) -> None:
+    """A HeteroJob a watch event or a listing brought (`Caches` on_job): a deleted job is forgotten; any other
+    gets a pass unless the body is the echo of a write its pass settled (`Controller.seen`). Before the
+    controller is built and started, the last body of each job is kept and handed in then."""
+    early = runtime.early_jobs
+    ctl = runtime.controller
+    if early is not None or ctl is None:
+        if early is not None:
+            early[key] = (event, body)
+        return
+    if event == "DELETED":
+        ctl.forget(key, (body.get("metadata") or {}).get("uid"))
+    elif ctl.seen(key, body):
+        ctl.poke(key)
+
+
+def _hand_over(runtime: Runtime) -> None:
+    """The HeteroJob events kept while the controller was not running, to it now (`_job_news`)."""
+    early, runtime.early_jobs = runtime.early_jobs or {}, None
+    for key, (event, body) in early.items():
+        try:
+            _job_news(runtime, event, key, body)
+        except Exception:  # noqa: BLE001 - one job's trouble must not keep the others' events: logged
+            log.exception("handing the controller %s's %s failed", key, event or "listing")
+
+
 def _poke(ctl: Controller | None, keys: Iterable[str]) -> None:
     if ctl is not None:
         for key in keys:
@@ -184,9 +214,8 @@ def _poke(ctl: Controller | None, keys: Iterable[str]) -> None:
 
 
 class NoDiffBase(kopf.DiffBaseStorage):
-    """No object's last-handled state: the operator has no on.create/update/field handler (only events, indexes
-    and activities), so there is no diff to take, and Kopf would otherwise deep-copy every watched body to build
-    one on every event."""
+    """No object's last-handled state: the operator has no on.create/update/field handler (only activities), so
+    there is no diff to take, and Kopf would otherwise deep-copy every watched body to build one on every event."""
 
     def build(self, *, body: kopf.Body, extra_fields: Any = None) -> kopf.BodyEssence:
         return kopf.BodyEssence()
@@ -252,13 +281,14 @@ def register(registry: kopf.OperatorRegistry, config: OperatorConfig) -> None:
                                 on_fleet=lambda: _fleet_news(runtime),
                                 on_job_pod=lambda event, ns, pod, job, view: _pod_news(runtime, event, ns, pod, job,
                                                                                        view),
+                                on_job=lambda event, key, body: _job_news(runtime, event, key, body),
                                 page_size=config.cache_page_size).start()
         runtime.build_task = asyncio.get_running_loop().create_task(build(memo), name="controller-start")
 
     async def controller(memo: kopf.Memo) -> Controller:
-        """The controller, built on first use (a HeteroJob's event, or the caches' first complete listing), never
-        before every cache holds its first listing (`kube.caches`): a pass must not see a job without its pods,
-        or a node without the pods on it."""
+        """The controller, built once every cache holds its first listing (`kube.caches`): a pass must not see a
+        job without its pods, or a node without the pods on it. The HeteroJob events that came before it was
+        started are handed in by `build` once it is (`Runtime.early_jobs`)."""
         runtime: Runtime = memo.runtime
         caches = runtime.caches
         assert caches is not None
@@ -296,6 +326,12 @@ def register(registry: kopf.OperatorRegistry, config: OperatorConfig) -> None:
             # what startup built (modules, clients, the loaded cache) lives as long as the process: kept out of
             # the collector's full passes, which otherwise scan it again and again as events allocate
             gc.freeze()
+            # and the youngest generation collected after YOUNG_GC net allocations, not 700: a pass allocates
+            # thousands of short-lived objects (bodies, manifests, answers) that reference counting frees, and
+            # collecting every 700 took a tenth of the operator's CPU in an admission burst, mostly scanning what
+            # a pass still held; restored at cleanup (tests run many operators in one process)
+            runtime.gc_threshold = gc.get_threshold()
+            gc.set_threshold(YOUNG_GC, *runtime.gc_threshold[1:])
             runtime.controller = ctl  # alerts are handled from here on; other handlers still wait for the lock
             runtime.ready.set()
             if runtime.receiver is not None:  # alerts that came before it, handed in now, before any placement
@@ -312,26 +348,18 @@ def register(registry: kopf.OperatorRegistry, config: OperatorConfig) -> None:
             return ctl
 
     async def build(memo: kopf.Memo) -> None:
-        """Build the controller once the caches are synced, though no HeteroJob exists (its event would)."""
+        """Build and start the controller once the caches are synced, then hand it the HeteroJob events that came
+        before (every job listed, and what changed since: each gets a pass)."""
         while True:
             try:
                 await controller(memo)
+                _hand_over(memo.runtime)
                 return
             except asyncio.CancelledError:
                 raise
             except Exception:  # noqa: BLE001 - e.g. the API server away while loading: logged, tried again
                 log.exception("starting the controller failed; trying again in 5 s")
                 await asyncio.sleep(5.0)
-
-    @kopf.on.event(GROUP, VERSION, "heterojobs", registry=registry)
-    async def job_event(event: Mapping[str, Any], namespace: str | None, name: str, memo: kopf.Memo, **_: Any
-                        ) -> None:
-        ctl = await controller(memo)
-        key = f"{namespace}/{name}"
-        if event.get("type") == "DELETED":
-            ctl.forget(key, ((event.get("object") or {}).get("metadata") or {}).get("uid"))
-        elif ctl.seen(key, event.get("object") or {}):  # not the echo of a write its pass settled
-            ctl.poke(key)
 
     @kopf.on.cleanup(registry=registry)
     async def cleanup(memo: kopf.Memo, **_: Any) -> None:
@@ -354,6 +382,8 @@ def register(registry: kopf.OperatorRegistry, config: OperatorConfig) -> None:
             await asyncio.gather(runtime.build_task, return_exceptions=True)
         if runtime.caches is not None:
             await runtime.caches.stop()
+        if runtime.gc_threshold is not None:
+            gc.set_threshold(*runtime.gc_threshold)
         runtime.kube.close()
 
 

@@ -298,3 +298,43 @@ def test_a_pod_on_a_node_is_deleted_gracefully_and_an_unbound_or_ended_one_at_on
     cluster.core.delete_namespace("team-a")
     cluster.core.create_namespace({"metadata": {"name": "team-a"}})
     assert names() == []
+
+
+def test_an_update_does_not_validate_a_top_level_field_it_leaves_as_it_was(cluster: Cluster) -> None:
+    """Ratcheting (KEP-4008, on by default since v1.30), for whole top-level fields: a status write does not check
+    the spec again, so an object whose spec a tightened schema now refuses still gets its status written; a write
+    that changes the spec is checked in full, and the status always is. (Checking the unchanged spec of every
+    status write was the emulator's largest cost in bench/admission.py's burst.)"""
+    ext = kubernetes.client.ApiextensionsV1Api(cluster.api)
+    custom = kubernetes.client.CustomObjectsApi(cluster.api)
+    group, plural = "ratchet.example.com", "gadgets"
+
+    def crd(maximum: int) -> dict:
+        return {"apiVersion": "apiextensions.k8s.io/v1", "kind": "CustomResourceDefinition",
+                "metadata": {"name": f"{plural}.{group}"},
+                "spec": {"group": group, "scope": "Namespaced",
+                         "names": {"plural": plural, "singular": "gadget", "kind": "Gadget"},
+                         "versions": [{"name": "v1", "served": True, "storage": True, "subresources": {"status": {}},
+                                       "schema": {"openAPIV3Schema": {"type": "object", "properties": {
+                                           "spec": {"type": "object", "properties": {
+                                               "size": {"type": "integer", "maximum": maximum}}},
+                                           "status": {"type": "object", "properties": {
+                                               "phase": {"type": "string"}}}}}}}]}}
+
+    cluster.seed([])
+    made = ext.create_custom_resource_definition(crd(10))
+    custom.create_namespaced_custom_object(group, "v1", "team-a", plural, {
+        "apiVersion": f"{group}/v1", "kind": "Gadget", "metadata": {"name": "g"}, "spec": {"size": 8}})
+    ext.replace_custom_resource_definition(f"{plural}.{group}", {
+        **crd(5), "metadata": {"name": f"{plural}.{group}", "resourceVersion": made.metadata.resource_version}})
+    after = custom.patch_namespaced_custom_object_status(group, "v1", "team-a", plural, "g",
+                                                         {"status": {"phase": "Ready"}})
+    assert after["status"] == {"phase": "Ready"} and after["spec"] == {"size": 8}
+    code, body = _refused(custom.patch_namespaced_custom_object_status, group, "v1", "team-a", plural, "g",
+                          {"status": {"phase": 3}})
+    assert code == 422 and "status.phase" in body["message"]
+    code, body = _refused(custom.patch_namespaced_custom_object, group, "v1", "team-a", plural, "g",
+                          {"spec": {"size": 9}})
+    assert code == 422 and "spec.size" in body["message"]
+    assert custom.patch_namespaced_custom_object(group, "v1", "team-a", plural, "g",
+                                                 {"spec": {"size": 4}})["spec"] == {"size": 4}

@@ -101,3 +101,20 @@ def test_a_restart_during_a_long_pod_listing_creates_no_pod_again(emulator: Emul
         assert {p.metadata.name: p.metadata.uid for p in cluster.pods("train")} == before
         after = cluster.job("train")["status"]
         assert (after["phase"], after.get("placement")) == (status["phase"], status.get("placement"))
+
+
+def test_the_collector_runs_less_often_while_the_operator_runs_and_as_before_after(emulator: Emulator,
+                                                                                     cluster: Cluster) -> None:
+    """Once the controller runs, the youngest generation is collected every YOUNG_GC net allocations, not 700 (a
+    tenth of the operator's CPU in an admission burst went to collections); the thresholds come back at cleanup."""
+    import gc
+
+    from heterojob.handlers import YOUNG_GC
+
+    cluster.seed([node("h100-0", "cn-east", "nvidia-h100", devices=8)], namespaces=("team-a",))
+    before = gc.get_threshold()
+    assert before[0] < YOUNG_GC
+    with OperatorRunner(emulator.kubeconfig):
+        eventually(lambda: gc.get_threshold()[0] == YOUNG_GC, timeout=30, what="the controller started")
+        assert gc.get_threshold()[1:] == before[1:]
+    assert gc.get_threshold() == before

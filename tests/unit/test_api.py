@@ -227,3 +227,27 @@ def test_the_structural_schema_is_the_same_whatever_the_pydantic_version_emits()
     bounds = structural({"type": "number", "maximum": 90.0, "exclusiveMinimum": 0.5})
     assert bounds == {"type": "number", "minimum": 0.5, "exclusiveMinimum": True, "maximum": 90}
     assert isinstance(bounds["maximum"], int) and list(bounds) == ["type", "minimum", "exclusiveMinimum", "maximum"]
+
+
+def test_a_templates_problems_are_checked_once_while_it_is_remembered(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The jobs of a sweep share their pod template: its schema check (most of a new job's parse) runs once per
+    template, and every job gets the same answer, problems included, as a list of its own."""
+    from heterojob.api import template as template_module
+
+    checked: list[Any] = []
+    real = template_module._problems
+    monkeypatch.setattr(template_module, "_problems", lambda t: checked.append(t) or real(t))
+    monkeypatch.setattr(template_module, "_known", type(template_module._known)())
+    good = {"spec": {"containers": [{"name": "main", "image": "x"}]}}
+    bad = {"spec": {"containers": [{"name": "Main", "image": "x"}], "nodeName": "n1"}}
+    first = problems(good)
+    assert first == [] and problems({"spec": {"containers": [{"image": "x", "name": "main"}]}}) == []
+    found = problems(bad)
+    assert found == real(bad) and len(found) == 2
+    found.clear()  # the caller's list is its own
+    assert problems(bad) == real(bad)
+    assert len(checked) == 2  # once each: key order does not make another template
+    monkeypatch.setattr(template_module, "KEPT", 1)
+    problems({"spec": {"containers": [{"name": "other", "image": "x"}]}})
+    problems(good)  # forgotten: at most KEPT are remembered
+    assert len(checked) == 4

@@ -103,3 +103,22 @@ def test_namespace_patterns_watch_every_namespace_and_keep_only_those_served() -
                if informer.view(pod("p", 1, "n1", namespace=ns)) is not None]
     assert kept_ns == ["team-a", "team-x-tmp"]
     assert serves(("!kube-*",), "team-a") and not serves(("!kube-*",), "kube-system")
+
+
+def test_a_heterojobs_events_are_told_whole_and_only_for_the_namespaces_served() -> None:
+    """The HeteroJobs' informer tells the controller of every job whole (`on_job`), under Kopf's patterns only of
+    the namespaces served; with namespace names, one informer per namespace tells its own."""
+    told: list[tuple[Any, ...]] = []
+    globbed = Caches(kubernetes.client.ApiClient(), lambda body: None, namespaces=("team-*, !*-tmp",),
+                     on_job=lambda event, key, body: told.append((event, key, body)))
+    [informer] = globbed.running.informers
+    assert informer.on_body is not None
+    for ns in ("team-a", "team-a-tmp", "other"):
+        body = {"metadata": {"namespace": ns, "name": "j"}}
+        informer.on_body("ADDED", f"{ns}/j", body)
+    assert told == [("ADDED", "team-a/j", {"metadata": {"namespace": "team-a", "name": "j"}})]
+    named = Caches(kubernetes.client.ApiClient(), lambda body: None, namespaces=("team-a", "team-b"),
+                   on_job=lambda *args: None)
+    assert [i.name for i in named.running.informers] == ["heterojobs[team-a]", "heterojobs[team-b]"]
+    assert all(i.on_body is not None for i in named.running.informers)
+    assert all(i.on_body is None for i in named.pods.informers)

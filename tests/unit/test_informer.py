@@ -292,3 +292,35 @@ def test_relist_lists_again_at_once_and_a_failure_is_kept_until_a_list_succeeds(
             await stop(informer)
 
     asyncio.run(main())
+
+
+def test_every_object_is_told_whole_in_the_servers_order_listed_ones_too() -> None:
+    """`on_body`: every object a listing (event None, page by page) and a watch event brings, whole and in the
+    order the server sent them, whatever its view (a HeteroJob's events reach the controller this way); the store
+    keeps only views."""
+    async def main() -> None:
+        server = Server([[([obj("a", 1), obj("b", 1, "skip")], "3"), ([obj("c", 2)], "3")]])
+        told: list[tuple[Any, ...]] = []
+        informer = Informer("things", server, view, page_size=2,
+                            on_body=lambda event, key, body: told.append((event, key[1], body))).start()
+        stream = Stream()
+        server.watches.put(stream)
+        try:
+            await asyncio.wait_for(informer.synced.wait(), 5)
+            assert [(e, k) for e, k, _ in told] == [(None, "a"), (None, "b"), (None, "c")]
+            assert told[1][2] == obj("b", 1, "skip")  # whole, though its view is not kept
+            told.clear()
+            lines = [{"type": "ADDED", "object": obj("d", 4)}, {"type": "MODIFIED", "object": obj("d", 5, "skip")},
+                     {"type": "MODIFIED", "object": obj("a", 6)},  # the same view: told all the same
+                     {"type": "DELETED", "object": obj("c", 7)},
+                     {"type": "BOOKMARK", "object": {"metadata": {"resourceVersion": "8"}}}]
+            for line in lines:
+                stream.lines.put(line)
+            await until(lambda: informer.resource_version == "8")
+            await asyncio.sleep(0.05)
+            assert told == [(line["type"], line["object"]["metadata"]["name"], line["object"]) for line in lines[:4]]
+            assert informer.store == {("ns", "a"): "a"}
+        finally:
+            await stop(informer)
+
+    asyncio.run(main())

@@ -121,6 +121,35 @@ def test_every_call_carries_the_token_the_configuration_holds_now(server: _Serve
     assert server.tokens == ["Bearer one", "Bearer two"]
 
 
+def test_a_call_does_not_read_the_proxy_variables_again(server: _Server, tmp_path: Any,
+                                                         monkeypatch: pytest.MonkeyPatch) -> None:
+    """The kubeconfig's token refresh hook, run before every call for its token, sets the configuration's host
+    again, and the client then read the proxy variables anew (a tenth of a millisecond a call): the proxy is the
+    environment's when the client is made, and the token is still the hook's at every call."""
+    from heterojob.kube.api import load_client
+
+    path = tmp_path / "kubeconfig"
+    path.write_text(json.dumps({
+        "apiVersion": "v1", "kind": "Config", "current-context": "c",
+        "clusters": [{"name": "c", "cluster": {"server": f"http://127.0.0.1:{server.server_address[1]}"}}],
+        "users": [{"name": "u", "user": {"token": "t0"}}],
+        "contexts": [{"name": "c", "context": {"cluster": "c", "user": "u"}}]}))
+    kube = Kube(load_client(str(path)), workers=1, rate=RateLimit(qps=0))
+    read = []
+    monkeypatch.setattr(kubernetes.client.configuration, "getproxies", lambda: read.append(1) or {})
+
+    async def run() -> None:
+        for i in range(3):
+            await kube.create({"kind": "Pod", "metadata": {"namespace": "ns", "name": f"p{i}"}})
+
+    try:
+        asyncio.run(run())
+    finally:
+        kube.close()
+    assert server.tokens == ["Bearer t0"] * 3
+    assert read == []
+
+
 def test_the_command_lines_rate_limit_is_the_operators_default() -> None:
     from heterojob.cli import parser
 

@@ -11,6 +11,9 @@ fields that fight the placement: `nodeName` and `affinity.nodeAffinity` (heteroj
 
 from __future__ import annotations
 
+import json
+import threading
+from collections import OrderedDict
 from typing import Any
 
 from jsonschema import Draft202012Validator
@@ -82,6 +85,9 @@ SCHEMA: dict[str, Any] = {
     },
 }
 _VALIDATOR = Draft202012Validator(SCHEMA)
+KEPT = 1024  # templates whose problems are remembered
+_lock = threading.Lock()
+_known: OrderedDict[str, tuple[tuple[str, str], ...]] = OrderedDict()
 
 _CONST_FIXES = {  # the toleration rules of `_TOLERATION`, by the field a `const` fails on
     "effect": "tolerationSeconds only applies to effect 'NoExecute'",
@@ -96,7 +102,26 @@ _FIXES = {
 
 def problems(template: Any) -> list[tuple[str, str]]:
     """Every shape problem of a pod template: (path below the template, e.g. `.spec.containers[0].env`,
-    what is wrong and what would do), or []."""
+    what is wrong and what would do), or []. Remembered for the last `KEPT` templates (by their JSON): the jobs
+    of a sweep, a pipeline or a resubmission share one, and the check was most of a new job's parse."""
+    try:
+        key = json.dumps(template, sort_keys=True, separators=(",", ":"))
+    except (TypeError, ValueError):  # not JSON (no template from the API server is): checked afresh
+        return _problems(template)
+    with _lock:
+        found = _known.get(key)
+        if found is not None:
+            _known.move_to_end(key)
+            return list(found)
+    found = tuple(_problems(template))
+    with _lock:
+        _known[key] = found
+        while len(_known) > KEPT:
+            _known.popitem(last=False)
+    return list(found)
+
+
+def _problems(template: Any) -> list[tuple[str, str]]:
     out = []
     for error in sorted(_VALIDATOR.iter_errors(template), key=lambda e: list(map(str, e.absolute_path))):
         path = "".join(f"[{p}]" if isinstance(p, int) else f".{p}" for p in error.absolute_path)

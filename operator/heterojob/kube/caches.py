@@ -25,7 +25,7 @@ import kubernetes
 from heterojob.constants import GROUP, LABEL_JOB, VERSION
 from heterojob.engine.fleet import DeviceClass, Limit, Node, RegionInfo
 from heterojob.kube import convert
-from heterojob.kube.informer import Informer, OnChange, object_key
+from heterojob.kube.informer import Informer, OnBody, OnChange, object_key
 from heterojob.kube.members import MemberRef, member_ref
 from heterojob.kube.ownpods import kept
 
@@ -124,12 +124,14 @@ class Caches:
                  namespaces: Iterable[str] = (), on_node: OnChange[PodKey, Node] | None = None,
                  on_fleet: Callable[[], None] | None = None,
                  on_job_pod: Callable[[str | None, str, str, str, Mapping[str, Any]], None] | None = None,
+                 on_job: Callable[[str | None, str, dict[str, Any]], None] | None = None,
                  page_size: int = 500, watch_timeout_s: int = 300) -> None:
         """`running_view`: a HeteroJob's view for the monitor (`telemetry.watched.watched_job`), None when not
         running. `namespaces`: the namespaces served (empty: all). The callbacks run on the event loop for each
         change of what a pass reads: `on_node(event, key, old, new)`; `on_fleet()` for a class, Region or quota;
         `on_job_pod(event, namespace, pod, job, view)` for each event of a job's pod (its view as the event
-        carries it)."""
+        carries it); `on_job(event, "namespace/name", body)` for each HeteroJob a watch event or a listing brings,
+        whole (the controller's job events: the one watch of HeteroJobs, Kopf keeps none)."""
         self.client = client
         core = kubernetes.client.CoreV1Api(client)
         custom = kubernetes.client.CustomObjectsApi(client)
@@ -146,14 +148,23 @@ class Caches:
 
         def namespaced(name: str, lister: Callable[[str | None], Callable[..., Any]],
                        view: Callable[[dict[str, Any]], V | None], on_change: OnChange[Any, V] | None = None,
-                       key: Callable[[Mapping[str, Any]], Any] = object_key) -> KindStore[Any, V]:
+                       key: Callable[[Mapping[str, Any]], Any] = object_key,
+                       on_body: OnBody[Any] | None = None) -> KindStore[Any, V]:
             if any(_PATTERN.search(ns) for ns in served):  # Kopf's globs and negations: every namespace, filtered
                 def view_served(body: dict[str, Any]) -> V | None:
                     return view(body) if serves(served, object_key(body)[0]) else None
+
+                body_served: OnBody[Any] | None = None
+                if on_body is not None:
+                    told = on_body
+
+                    def body_served(event: str | None, k: Any, body: dict[str, Any]) -> None:
+                        if serves(served, object_key(body)[0]):
+                            told(event, k, body)
                 return KindStore([Informer(name, lister(None), view_served, on_change, key=key, page_size=page_size,
-                                           watch_timeout_s=watch_timeout_s)])
+                                           watch_timeout_s=watch_timeout_s, on_body=body_served)])
             return KindStore([Informer(name if ns is None else f"{name}[{ns}]", lister(ns), view, on_change, key=key,
-                                       page_size=page_size, watch_timeout_s=watch_timeout_s)
+                                       page_size=page_size, watch_timeout_s=watch_timeout_s, on_body=on_body)
                               for ns in (served or (None,))])
 
         def fleet_changed(*_: Any) -> None:
@@ -177,7 +188,7 @@ class Caches:
         self.quotas: KindStore[PodKey, tuple[list[Limit], str | None]] = namespaced(
             "heteroquotas", lambda ns: custom_list("heteroquotas", ns), convert.quota_limits, fleet_changed)
         self.running: KindStore[str, Any] = namespaced(
-            "heterojobs", lambda ns: custom_list("heterojobs", ns), running_view, key=job_key)
+            "heterojobs", lambda ns: custom_list("heterojobs", ns), running_view, key=job_key, on_body=on_job)
         self._waiting: asyncio.Future[None] | None = None  # the one wait for every cache's first listing
         self.kinds: tuple[KindStore[Any, Any], ...] = (self.nodes, self.classes, self.regions, self.pods, self.quotas,
                                                        self.running)

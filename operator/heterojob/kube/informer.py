@@ -47,6 +47,9 @@ class Expired(Exception):
 # found the object gone, or its view is None). Called when the stored view changed, and for every DELETED of an object
 # the store held or whose last view is not None.
 OnChange = Callable[[str | None, K, V | None, V | None], None]
+# on_body(event, key, body): every object a watch event or a listing brings, whole (ADDED/MODIFIED/DELETED, None from
+# a listing), on the event loop in the server's order; the store still keeps only views
+OnBody = Callable[[str | None, K, dict[str, Any]], None]
 
 
 class Informer(Generic[K, V]):
@@ -54,16 +57,18 @@ class Informer(Generic[K, V]):
                  on_change: OnChange[K, V] | None = None, *, key: Callable[[Mapping[str, Any]], K] = object_key,  # type: ignore[assignment]  # K is (namespace, name) unless a key function says otherwise
                  list_kwargs: Mapping[str, Any] | None = None, page_size: int = PAGE_SIZE,
                  watch_timeout_s: int = 300, retry_s: float = 1.0, request_timeout_s: float | None = None,
-                 quiet: Callable[[], bool] = lambda: False) -> None:
+                 quiet: Callable[[], bool] = lambda: False, on_body: OnBody[K] | None = None) -> None:
         """`list_call`: the client's list method (e.g. `CoreV1Api.list_node`, or a `functools.partial` of
         `CustomObjectsApi.list_cluster_custom_object` with group, version and plural), called with
         `_preload_content=False` and `list_kwargs` (e.g. a `label_selector`). `request_timeout_s`: each list page's
         bound and the watch's connect timeout (None: the client's, none for a list). `quiet()`: a failure is expected
-        now (a member cluster known not to answer, which its condition says): logged at debug level."""
+        now (a member cluster known not to answer, which its condition says): logged at debug level. `on_body`: told
+        every object whole as it comes (a listing's page by page, before the listing replaces the store)."""
         self.name = name
         self.list_call = list_call
         self.view = view
         self.on_change = on_change
+        self.on_body = on_body
         self.key = key
         self.list_kwargs = dict(list_kwargs or {})
         self.page_size = page_size
@@ -146,6 +151,23 @@ class Informer(Generic[K, V]):
             store[key] = view
             self._changed(event, key, old, view)
 
+    def _event(self, event: str, key: K, view: V | None, body: dict[str, Any]) -> None:
+        """A watch event: the store's change (`apply`), then the body to `on_body`."""
+        self.apply(event, key, view)
+        self._told(event, key, body)
+
+    def _bodies(self, listed: list[tuple[K, dict[str, Any]]]) -> None:
+        for key, body in listed:
+            self._told(LISTED, key, body)
+
+    def _told(self, event: str | None, key: K, body: dict[str, Any]) -> None:
+        if self.on_body is None:
+            return
+        try:
+            self.on_body(event, key, body)
+        except Exception:  # noqa: BLE001 - a consumer's bug must not stop the cache: logged, the next event goes on
+            log.exception("%s: handling %s of %s failed", self.name, event or "a listing", key)
+
     def _changed(self, event: str | None, key: K, old: V | None, view: V | None) -> None:
         if self.on_change is None:
             return
@@ -221,10 +243,16 @@ class Informer(Generic[K, V]):
             meta = page.get("metadata") or {}
             if not token:
                 version = str(meta.get("resourceVersion") or "")
+            bodies: list[tuple[K, dict[str, Any]]] = []
             for obj in page.get("items") or []:
+                key = self.key(obj)
                 view = self.view(obj)
                 if view is not None:
-                    items[self.key(obj)] = view
+                    items[key] = view
+                if self.on_body is not None:
+                    bodies.append((key, obj))
+            if bodies:
+                self._post(self._bodies, bodies)
             del page
             token = meta.get("continue") or None
             if not token or self._stop.is_set():
@@ -258,7 +286,10 @@ class Informer(Generic[K, V]):
                     raise RuntimeError(f"watch error {obj.get('code')}: {obj.get('message')}")
                 version = str((obj.get("metadata") or {}).get("resourceVersion") or "")
                 if kind in ("ADDED", "MODIFIED", "DELETED"):
-                    self._post(self.apply, kind, self.key(obj), self.view(obj))
+                    if self.on_body is None:
+                        self._post(self.apply, kind, self.key(obj), self.view(obj))
+                    else:
+                        self._post(self._event, kind, self.key(obj), self.view(obj), obj)
                 if version:  # BOOKMARK events carry only this
                     self.resource_version = version
         finally:

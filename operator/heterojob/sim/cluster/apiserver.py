@@ -56,7 +56,9 @@ scale.py, evictions.py, reviews.py, cascade.py, managedfields.py:
   controller and kubelet registration give it); the simulated kubelet gives each pod its own IP from it.
 
 Still different from a real API server (tests must not rely on these):
-- no admission webhooks, no CEL (`x-kubernetes-validations`), no ratcheting; built-in kinds other than pods,
+- no admission webhooks, no CEL (`x-kubernetes-validations`), ratcheting only of whole top-level fields (an
+  update's unchanged `spec`, e.g. a status write's, is not validated again; a changed one is, all of it); built-in
+  kinds other than pods,
   services and namespaces get only ObjectMeta checks; undeclared fields of built-in kinds are pruned (and
   OpenAPI has their schemas) only when the `kubernetes-validate` package is installed (it carries the v1.32
   definitions); no defaulting of built-in kinds beyond a pod's common fields;
@@ -262,6 +264,8 @@ class ApiServerEmulator(kmock.KubernetesEmulator):
     _crd_versions: dict[tuple[str, str, str], dict[str, Any]] = attrs.field(factory=dict, init=False)
     _schemas: dict[tuple[str, str, str], dict[str, Any]] = attrs.field(factory=dict, init=False)
     _validators: dict[tuple[str, str, str], Any] = attrs.field(factory=dict, init=False)
+    # (kind, top-level fields an update left unchanged) -> the validator that skips them (ratcheting)
+    _ratcheted: dict[tuple[tuple[str, str, str], frozenset[str]], Any] = attrs.field(factory=dict, init=False)
     _warnings: list[str] = attrs.field(factory=list, init=False)
     registry_generation: int = attrs.field(default=0, init=False)  # bumped when what is served changes
     openapi_cache: dict[Any, tuple[bytes, str]] = attrs.field(factory=dict, init=False)
@@ -320,6 +324,7 @@ class ApiServerEmulator(kmock.KubernetesEmulator):
                                        "scope": spec.get("scope"), "group": spec.get("group", "")}
             found = schema.version_schema(crd, version["name"])
             self.registry_generation += 1
+            self._ratcheted.clear()
             if found is None:
                 self._schemas.pop(key, None)
                 self._validators.pop(key, None)
@@ -770,7 +775,7 @@ class ApiServerEmulator(kmock.KubernetesEmulator):
                                + ", ".join(f'unknown field "{u}"' for u in unknown))
             if strict == "Warn":
                 self._warnings.extend(f'unknown field "{u}"' for u in unknown)
-            found += schema.validate(obj, crd_schema, self._validators.get((kind.group, kind.version, kind.plural)))
+            found += schema.validate(obj, crd_schema, self._validator(kind, obj, old))
         elif not kind.group or kind.group.endswith(".k8s.io") or "." not in kind.group:
             resolve = builtin.resolver()
             definition = builtin.definition_of(kind.group, kind.version, kind.kind) if resolve else None
@@ -792,6 +797,18 @@ class ApiServerEmulator(kmock.KubernetesEmulator):
                 found += builtin.validate_pod_update(old, obj)
         if found:
             raise invalid_object(kind.kind, kind.group, name, found)
+
+    def _validator(self, kind: ResourceKind, obj: Mapping[str, Any], old: Mapping[str, Any] | None) -> Any:
+        """The CRD's validator, less the top-level fields an update leaves as they were (ratcheting)."""
+        key = (kind.group, kind.version, kind.plural)
+        same = frozenset(k for k, v in obj.items() if k not in ("apiVersion", "kind", "metadata")
+                         and old is not None and k in old and old[k] == v)
+        if not same or key not in self._schemas:
+            return self._validators.get(key)
+        found = self._ratcheted.get((key, same))
+        if found is None:
+            found = self._ratcheted[(key, same)] = schema.compile_schema(self._schemas[key], same)
+        return found
 
     def _admit(self, kind: ResourceKind, obj: dict[str, Any]) -> None:
         """Admission on create: PodSecurity, ResourceQuota and ServiceAccount for pods (see admission.py)."""

@@ -9,6 +9,7 @@ RFC 1123 label must consist of ...`).
 
 from __future__ import annotations
 
+import functools
 import re
 from collections.abc import Callable, Mapping
 from decimal import Decimal, InvalidOperation
@@ -432,10 +433,17 @@ def resolver() -> Callable[[Mapping[str, Any]], Mapping[str, Any]] | None:
 
 
 def definition_of(group: str, version: str, kind: str) -> Mapping[str, Any] | None:
+    """Kubernetes' definition of a kind (None: not known, or the definitions not installed)."""
+    return _definitions_by_kind().get((group, version, kind))
+
+
+@functools.cache
+def _definitions_by_kind() -> dict[tuple[str, str, str], Mapping[str, Any]]:
+    """The definitions by group, version and kind (indexed once: a write of a built-in kind looks its kind up)."""
     from heterojob.sim.cluster.openapi import builtin_definitions
 
+    out: dict[tuple[str, str, str], Mapping[str, Any]] = {}
     for d in builtin_definitions().values():
         for gvk in d.get("x-kubernetes-group-version-kind") or []:
-            if (gvk.get("group", ""), gvk.get("version"), gvk.get("kind")) == (group, version, kind):
-                return d
-    return None
+            out.setdefault((gvk.get("group", ""), gvk.get("version"), gvk.get("kind")), d)
+    return out

@@ -118,11 +118,15 @@ def _translate(error: ValidationError) -> list[FieldError]:
     return [errors.invalid(where, value, error.message)]
 
 
-def compile_schema(schema: Mapping[str, Any]) -> Any:
-    """A validator for a CRD's `openAPIV3Schema` (root metadata is checked as ObjectMeta, elsewhere)."""
+def compile_schema(schema: Mapping[str, Any], unchanged: frozenset[str] = frozenset()) -> Any:
+    """A validator for a CRD's `openAPIV3Schema` (root metadata is checked as ObjectMeta, elsewhere). `unchanged`:
+    top-level fields an update leaves as they were, not validated again (ratcheting: a status write does not
+    re-check the spec)."""
     root = dict(schema)
     props = dict(root.get("properties") or {})
     props.pop("metadata", None)
+    for name in unchanged & props.keys():
+        props[name] = {}
     root["properties"] = props
     return StructuralValidator(root)
 
