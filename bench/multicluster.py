@@ -7,8 +7,8 @@ each job timed to its pod in its member; (3) the member holding the most jobs is
 partition); each of its jobs is timed to its pod in another member; (4) it is thawed, and once what
 the jobs left there is collected, `duplicates` counts jobs with live pods in two members (must be 0).
 
-Pods are seen through one watch per cluster (no polling granularity). Defaults are the issue's figures
-(11 members, 1,000 jobs, 10,000 devices); `--members 3 --jobs 60 --devices 600` is a quick run.
+Pods are seen through one watch per cluster (no polling granularity), read in a process of their own. Defaults are the issue's figures
+(11 members, 1,000 jobs, 10,000 devices); `--members 3 --jobs 60 --devices 800` is a quick run.
 Last line: one JSON object. Targets (issue 24): jobs_per_s and p95_place_s within 2x of the single
 cluster's, member_loss_recovery_p95_s <= loss timeout + 10 s, duplicates == 0; and (issue 35, at the defaults)
 jobs_per_s >= 40 and p95_place_s <= 10 s. `operator_cpu_s` is this process's CPU during the member burst (the
@@ -22,6 +22,7 @@ import argparse
 import base64
 import json
 import os
+import subprocess
 import sys
 import threading
 import time
@@ -46,47 +47,96 @@ TIMELINE: str | None = None  # --timeline: each burst's per-job times appended h
 
 
 class PodWatch:
-    """When each job's pod first appeared in this cluster (after `since`), and which jobs have live pods.
+    """One cluster's pods as `PodWatches` reports them: when each job's pod first appeared (perf_counter), and which
+    jobs have live pods."""
 
-    The events are read as JSON, not as the client's V1Pod models: the operator runs in this process, and building
-    a model per event (thousands in a burst) took the interpreter from it, counted in `operator_cpu_s`."""
-
-    def __init__(self, api: kubernetes.client.ApiClient, seen: set[str] | None = None) -> None:
-        self.core = kubernetes.client.CoreV1Api(api)
+    def __init__(self, hub: PodWatches) -> None:
         self.first: dict[str, float] = {}
-        self.seen = seen if seen is not None else set()  # jobs with a pod in any cluster watched (shared)
+        self.seen = hub.seen  # jobs with a pod in any cluster watched (shared)
         self.live: dict[str, set[str]] = {}  # job -> its live pod names
-        self.cond = threading.Condition()
-        self._watch = kubernetes.watch.Watch()
-        self._thread = threading.Thread(target=self._run, daemon=True)
-
-    def start(self) -> PodWatch:
-        self._thread.start()
-        time.sleep(0.3)
-        return self
+        self.cond = hub.cond
+        self.stopped = False
 
     def stop(self) -> None:
-        self._watch.stop()
+        self.stopped = True
 
-    def _run(self) -> None:
+
+class PodWatches:
+    """Every cluster's pods, watched by one process of their own (this script with `--watch-pods`): the operator runs
+    in this process, and reading thousands of pod events here took the interpreter from it (and counted in
+    `operator_cpu_s`). Each event comes back as one short line with the time it arrived there (perf_counter is
+    CLOCK_MONOTONIC, one clock for both processes)."""
+
+    def __init__(self, clusters: dict[str, Path]) -> None:
+        self.cond = threading.Condition()
+        self.seen: set[str] = set()
+        self.watches = {name: PodWatch(self) for name in clusters}
+        self._proc = subprocess.Popen([sys.executable, __file__, "--watch-pods",
+                                       *(f"{name}={path}" for name, path in clusters.items())],
+                                      stdout=subprocess.PIPE, text=True)
+        assert self._proc.stdout is not None
+        ready: set[str] = set()
+        while ready != set(clusters):  # each watch runs from its listing's resourceVersion before the burst
+            line = self._proc.stdout.readline()
+            if not line:
+                raise RuntimeError("the pod watcher ended before its watches started")
+            ready.add(line.split()[1])
+        self._thread = threading.Thread(target=self._read, daemon=True)
+        self._thread.start()
+
+    def _read(self) -> None:
+        assert self._proc.stdout is not None
+        for line in self._proc.stdout:
+            name, at, kind, job, pod = line.split()
+            watch = self.watches[name]
+            if watch.stopped:
+                continue
+            with self.cond:
+                if kind == "D":
+                    watch.live.get(job, set()).discard(pod)
+                else:
+                    watch.live.setdefault(job, set()).add(pod)
+                    if job not in watch.first:
+                        watch.first[job] = float(at)
+                        self.seen.add(job)
+                self.cond.notify_all()
+
+    def stop(self) -> None:
+        self._proc.terminate()
+        self._proc.wait(10)
+
+
+def watch_pods(clusters: list[str]) -> None:
+    """`--watch-pods NAME=KUBECONFIG ...`: print `ready NAME` once each cluster's watch starts, then one line per pod
+    event: NAME, the time it arrived (perf_counter), L (live) or D (deleted or being deleted), its job and name."""
+    out = threading.Lock()
+
+    def say(line: str) -> None:
+        with out:
+            sys.stdout.write(line + "\n")
+            sys.stdout.flush()
+
+    def run(name: str, kubeconfig: str) -> None:
+        core = kubernetes.client.CoreV1Api(kubernetes.config.new_client_from_config(config_file=kubeconfig))
+        listed = core.list_namespaced_pod(NAMESPACE, label_selector=LABEL_JOB)
+        say(f"ready {name}")
         try:
-            for event in self._watch.stream(self.core.list_namespaced_pod, NAMESPACE, label_selector=LABEL_JOB,
-                                            timeout_seconds=7200, deserialize=False):
+            for event in kubernetes.watch.Watch().stream(
+                    core.list_namespaced_pod, NAMESPACE, label_selector=LABEL_JOB, timeout_seconds=7200,
+                    resource_version=listed.metadata.resource_version, deserialize=False):
                 if event.get("type") not in ("ADDED", "MODIFIED", "DELETED"):
                     continue
                 meta = event["object"]["metadata"]
-                job, name = meta["labels"][LABEL_JOB], meta["name"]
-                with self.cond:
-                    if event["type"] == "DELETED" or meta.get("deletionTimestamp"):
-                        self.live.get(job, set()).discard(name)
-                    else:
-                        self.live.setdefault(job, set()).add(name)
-                        if job not in self.first:
-                            self.first[job] = time.perf_counter()
-                            self.seen.add(job)
-                    self.cond.notify_all()
+                gone = event["type"] == "DELETED" or meta.get("deletionTimestamp")
+                say(f"{name} {time.perf_counter()} {'D' if gone else 'L'} {meta['labels'][LABEL_JOB]} {meta['name']}")
         except Exception:  # noqa: BLE001 - a frozen member's watch breaks; its pods are counted after the thaw
             pass
+
+    threads = [threading.Thread(target=run, args=arg.split("=", 1), daemon=True) for arg in clusters]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
 
 
 def wait_for(cond: threading.Condition, check: Callable[[], bool], timeout: float) -> bool:
@@ -168,16 +218,14 @@ def single_cluster(members: int, nodes_each: int, jobs: int) -> dict[str, Any]:
         api = emu.client()
         seed(api, namespaces=(NAMESPACE,), nodes=[n for m in range(members)
                                                  for n in nodes_for("cn-east", nodes_each, f"m{m}")])
-        cond = threading.Condition()
-        watch = PodWatch(api)
-        watch.cond = cond
-        watch.start()
-        with OperatorRunner(emu.kubeconfig):
-            time.sleep(1.0)
-            result = burst(api, [f"one-{i}" for i in range(jobs)], [watch], cond, timeout=jobs * 2.0 + 60,
-                           manager=emu, members=[])
-        watch.stop()
-        return result
+        hub = PodWatches({"one": emu.kubeconfig})
+        try:
+            with OperatorRunner(emu.kubeconfig):
+                time.sleep(1.0)
+                return burst(api, [f"one-{i}" for i in range(jobs)], list(hub.watches.values()), hub.cond,
+                             timeout=jobs * 2.0 + 60, manager=emu, members=[])
+        finally:
+            hub.stop()
 
 
 def multi_cluster(members: int, nodes_each: int, jobs: int, loss_timeout: float, log_path: str | None = None
@@ -185,15 +233,14 @@ def multi_cluster(members: int, nodes_each: int, jobs: int, loss_timeout: float,
     names = [f"m-{i:02d}" for i in range(members)]
     emulators = {n: Emulator() for n in names}
     manager = Emulator()
+    hub: PodWatches | None = None
     try:
         manager.start()
         for emu in emulators.values():
             emu.start()
         api = manager.client()
         seed(api, namespaces=(NAMESPACE, "heterojob-members"))
-        cond = threading.Condition()
-        seen: set[str] = set()  # jobs with a pod in any member
-        watches: dict[str, PodWatch] = {}
+        regions = 0
         for name, emu in emulators.items():
             mapi = emu.client()
             apply(mapi, [{"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": NAMESPACE}},
@@ -203,11 +250,11 @@ def multi_cluster(members: int, nodes_each: int, jobs: int, loss_timeout: float,
                 {"apiVersion": "v1", "kind": "Secret", "metadata": {"name": name, "namespace": "heterojob-members"},
                  "data": {"kubeconfig": kubeconfig}},
                 {"apiVersion": f"{GROUP}/{VERSION}", "kind": "Region", "metadata": {"name": name},
-                 "spec": {"location": {"city": name, "latitude": 30.0, "longitude": 110.0 + len(watches)},
+                 "spec": {"location": {"city": name, "latitude": 30.0, "longitude": 110.0 + regions},
                           "cluster": {"secretRef": {"name": name}}}}])
-            watches[name] = PodWatch(mapi, seen)
-            watches[name].cond = cond
-            watches[name].start()
+            regions += 1
+        hub = PodWatches({name: emu.kubeconfig for name, emu in emulators.items()})
+        watches, cond = hub.watches, hub.cond
         config = MembersConfig(poll_seconds=1.0, loss_timeout_s=loss_timeout, request_timeout_s=2.0)
         with OperatorRunner(manager.kubeconfig, members=config) as runner:
             time.sleep(2.0)
@@ -258,12 +305,17 @@ def multi_cluster(members: int, nodes_each: int, jobs: int, loss_timeout: float,
                 "member_loss_recovery_min_s": round(min(recovery), 3) if recovery else None, "leftovers_after_return": len(left),
                 "duplicates": duplicates}
     finally:
+        if hub is not None:
+            hub.stop()
         for emu in [*emulators.values(), manager]:
             emu.resume()
             emu.stop()
 
 
 def main() -> int:
+    if sys.argv[1:2] == ["--watch-pods"]:  # the pod watcher's own process (`PodWatches`)
+        watch_pods(sys.argv[2:])
+        return 0
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--members", type=int, default=11)
     parser.add_argument("--jobs", type=int, default=1000)
