@@ -162,7 +162,10 @@ class _SlowHandler(_Handler):
 
     def do_POST(self) -> None:
         time.sleep(self.delay)
-        super().do_POST()
+        try:
+            super().do_POST()
+        except (BrokenPipeError, ConnectionResetError):  # the client gave up on it (its timeout)
+            self.close_connection = True
 
 
 class _BusyServer(_Server):
