@@ -155,3 +155,67 @@ def test_the_command_lines_rate_limit_is_the_operators_default() -> None:
 
     args = parser().parse_args(["operator", "run"])
     assert (args.kube_api_qps, args.kube_api_burst) == (RateLimit().qps, RateLimit().burst)
+
+
+class _SlowHandler(_Handler):
+    delay = 0.3
+
+    def do_POST(self) -> None:
+        time.sleep(self.delay)
+        try:
+            super().do_POST()
+        except (BrokenPipeError, ConnectionResetError):  # the client gave up on it (its timeout)
+            self.close_connection = True
+
+
+class _BusyServer(_Server):
+    request_queue_size = 64  # every connection of a burst accepted at once
+
+
+@pytest.fixture
+def slow_server() -> Iterator[_Server]:
+    srv = _BusyServer(("127.0.0.1", 0), _SlowHandler)
+    srv.tokens = []
+    thread = threading.Thread(target=srv.serve_forever, daemon=True)
+    thread.start()
+    yield srv
+    srv.shutdown()
+    srv.server_close()
+
+
+def test_a_calls_timeout_counts_from_when_it_has_a_connection_not_while_it_waits_for_one(slow_server: _Server) -> None:
+    """A member's calls carry a timeout; in a burst they queue behind the client's connections (16). The wait in that
+    queue is the operator's, not the member's slowness: 48 creates, each answered in 0.3 s, all pass under a 0.5 s
+    bound (counted from the queue, the last waves timed out); a call the server does not answer in time still fails
+    within about the bound, and a call still waiting when the member is found not to answer fails at once."""
+    kube = _kube(slow_server)
+    kube.timeout = 0.5
+
+    def pod(i: int) -> dict[str, Any]:
+        return {"kind": "Pod", "metadata": {"namespace": "ns", "name": f"p{i}"}}
+
+    async def burst() -> list[Any]:
+        return await asyncio.gather(*(kube.create(pod(i)) for i in range(48)), return_exceptions=True)
+
+    try:
+        assert asyncio.run(burst()) == [True] * 48
+        _SlowHandler.delay = 2.0  # frozen, as far as the bound is concerned
+
+        async def frozen() -> tuple[Any, float, list[Any]]:
+            started = time.monotonic()
+            calls = [asyncio.ensure_future(kube.create(pod(100 + i))) for i in range(20)]  # 4 wait for a connection
+            await asyncio.sleep(0.1)
+            kube.guard = _refuse  # type: ignore[method-assign]  # found not to answer (a member's probe)
+            results = await asyncio.gather(*calls, return_exceptions=True)
+            return results[0], time.monotonic() - started, results[16:]
+
+        first, took, queued = asyncio.run(frozen())
+        assert isinstance(first, TimeoutError) and took < 1.5
+        assert all(isinstance(r, ConnectionError) and "does not answer" in str(r) for r in queued)
+    finally:
+        _SlowHandler.delay = 0.3
+        kube.close()
+
+
+def _refuse() -> None:
+    raise ConnectionError("the member cluster does not answer")

@@ -248,3 +248,38 @@ def test_a_member_known_not_to_answer_does_not_fill_the_log_with_its_informers_r
         assert len(quiet) >= 3 and all(r.levelname in ("DEBUG", "WARNING") for r in caplog.records)
 
     asyncio.run(main())
+
+
+def test_a_reachable_members_pod_count_alone_is_written_with_its_next_contact_not_at_every_probe(scene: Scene) -> None:
+    """The condition's message counts the member's nodes and heterojob pods: in a burst of placements it changed at
+    every probe (a Region status write per member a second). A change of reachability or reason is written at once."""
+    async def main() -> None:
+        written: list[dict[str, Any]] = []
+
+        async def call(fn: Any, *args: Any, **kwargs: Any) -> None:
+            fn(*args, **kwargs)
+
+        scene.pool.local = SimpleNamespace(  # type: ignore[assignment]
+            call=call, custom=SimpleNamespace(patch_cluster_custom_object_status=lambda *a, **k: written.append(
+                a[4]["status"])))
+        now = [1000.0]
+        scene.pool.clock = lambda: now[0]
+        scene.watch.start()
+        pool, member = scene.pool, scene.member
+        await pool.look(member)
+        assert [w["conditions"][0]["message"] for w in written] == ["2 nodes, 1 heterojob pods"]
+        scene.send("pods", "ADDED", _pod("b-g1-0", "b", "30"))
+        await until(lambda: member.watch is not None and member.watch.pod_count() == 2)
+        now[0] += 1
+        await pool.look(member)
+        assert len(written) == 1  # the count alone changed
+        now[0] += pool.config.contact_write_s
+        await pool.look(member)
+        assert len(written) == 2 and written[1]["conditions"][0]["message"] == "2 nodes, 2 heterojob pods"
+        assert "lastContact" in written[1]
+        scene.kube.probe = TimeoutError("timed out")
+        now[0] += 1
+        await pool.look(member)
+        assert len(written) == 3 and written[2]["conditions"][0]["status"] == "False"  # at once
+
+    asyncio.run(main())

@@ -140,8 +140,9 @@ class Kube:
         self._endpoint = Endpoint.of(client.configuration)
         self._connections = max(workers, int(client.configuration.connection_pool_maxsize or 0), 16)
         self._http: tuple[asyncio.AbstractEventLoop, aiohttp.ClientSession, aiohttp.TCPConnector] | None = None
+        self._slots: tuple[asyncio.AbstractEventLoop, asyncio.Semaphore] | None = None  # one per event loop
 
-    timeout: float | None = None  # seconds a call may take (None: no bound)
+    timeout: float | None = None  # seconds a call may take once it has a connection (None: no bound)
 
     async def _acquire(self) -> None:
         """A token of the rate limit (one limiter per event loop)."""
@@ -167,12 +168,28 @@ class Kube:
             self._http = (loop, aiohttp.ClientSession(connector=connector), connector)
         return self._http[1]
 
+    def _slot(self) -> asyncio.Semaphore:
+        """One of the client's connections. A call waits here for one, and its timeout counts only from then: in a
+        burst of placements a member's creates queue behind its 16 connections, and that wait in the operator's own
+        queue is not the member's slowness (counted in, it timed out creates the member had answered, and each such
+        gang backed off for 10 s and was placed again)."""
+        loop = asyncio.get_running_loop()
+        if self._slots is None or self._slots[0] is not loop:
+            self._slots = (loop, asyncio.Semaphore(self._connections))
+        return self._slots[1]
+
     async def request(self, method: str, path: str, body: Any = None, content_type: str = JSON,
                       query: Mapping[str, str] | None = None) -> Any:
         """One call on the event loop; the answer's JSON (None when empty). An answer of 400 or above raises
         `ApiException` with its status, reason and body, as the kubernetes client does."""
         await self._acquire()
         self.guard()
+        async with self._slot():
+            self.guard()  # found not to answer while this call waited for a connection: it fails at once
+            return await self._request(method, path, body, content_type, query)
+
+    async def _request(self, method: str, path: str, body: Any, content_type: str,
+                       query: Mapping[str, str] | None) -> Any:
         sent = {"Accept": JSON, **headers(self.client.configuration)}
         data = None
         if body is not None:

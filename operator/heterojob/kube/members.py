@@ -377,14 +377,17 @@ class Members:
                         raise
 
     async def _write_condition(self, member: Member) -> None:
-        """The Region's MemberReachable condition (and lastContact), written only when it changes."""
+        """The Region's MemberReachable condition (and lastContact), written only when it changes. A reachable
+        member's message only counts its nodes and heterojob pods (live figures, which change with every pod in a
+        burst of placements): a new count alone is written with the next lastContact, not at once."""
         now = self.clock()
         reason, message = member.problem
         status = "True" if member.reachable else "False"
         previous = member.written or []
         conditions = set_condition(previous, CONDITION, status, reason, message, now_iso())
         contact_due = member.reachable and now - member.contact_written >= self.config.contact_write_s
-        if member.written is not None and same(previous, conditions) and not contact_due:
+        counts_only = member.reachable and _verdicts(previous) == _verdicts(conditions)
+        if member.written is not None and (same(previous, conditions) or counts_only) and not contact_due:
             return
         body: dict[str, Any] = {"status": {"conditions": conditions}}
         if member.reachable:
@@ -398,3 +401,8 @@ class Members:
         member.written = conditions
         if member.reachable:
             member.contact_written = now
+
+
+def _verdicts(conditions: Iterable[Mapping[str, Any]]) -> list[tuple[Any, Any, Any]]:
+    """Each condition's type, status and reason (not its message)."""
+    return sorted((c.get("type"), c.get("status"), c.get("reason")) for c in conditions)
