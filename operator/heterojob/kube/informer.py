@@ -48,7 +48,9 @@ class Expired(Exception):
 # the store held or whose last view is not None.
 OnChange = Callable[[str | None, K, V | None, V | None], None]
 # on_body(event, key, body): every object a watch event or a listing brings, whole (ADDED/MODIFIED/DELETED, None from
-# a listing), on the event loop in the server's order; the store still keeps only views
+# a listing), on the event loop in the server's order; the store still keeps only views. An object told before that a
+# new listing lacks (deleted while no watch ran: client-go's DeletedFinalStateUnknown) is told DELETED with its last
+# metadata (namespace, name, uid) as its body
 OnBody = Callable[[str | None, K, dict[str, Any]], None]
 
 
@@ -69,6 +71,7 @@ class Informer(Generic[K, V]):
         self.view = view
         self.on_change = on_change
         self.on_body = on_body
+        self._told_of: dict[K, dict[str, Any]] = {}  # what on_body was told of and not told gone: its last metadata
         self.key = key
         self.list_kwargs = dict(list_kwargs or {})
         self.page_size = page_size
@@ -160,9 +163,19 @@ class Informer(Generic[K, V]):
         for key, body in listed:
             self._told(LISTED, key, body)
 
+    def _listed(self, keys: set[K]) -> None:
+        """A listing ended with `keys`: what on_body knew of and the listing lacks was deleted unseen."""
+        for key in [k for k in self._told_of if k not in keys]:
+            self._told("DELETED", key, {"metadata": self._told_of[key]})
+
     def _told(self, event: str | None, key: K, body: dict[str, Any]) -> None:
         if self.on_body is None:
             return
+        if event == "DELETED":
+            self._told_of.pop(key, None)
+        else:
+            meta = body.get("metadata") or {}
+            self._told_of[key] = {k: meta[k] for k in ("namespace", "name", "uid") if k in meta}
         try:
             self.on_body(event, key, body)
         except Exception:  # noqa: BLE001 - a consumer's bug must not stop the cache: logged, the next event goes on
@@ -223,6 +236,7 @@ class Informer(Generic[K, V]):
         """Every object's view, page by page (`limit`/`continue`), and the resourceVersion of the first page (the
         snapshot the pages come from; the watch continues from it)."""
         items: dict[K, V] = {}
+        listed: set[K] = set()  # every key the listing brings (to on_body: its view may be None)
         token: str | None = None
         version = ""
         while True:
@@ -251,11 +265,14 @@ class Informer(Generic[K, V]):
                     items[key] = view
                 if self.on_body is not None:
                     bodies.append((key, obj))
+                    listed.add(key)
             if bodies:
                 self._post(self._bodies, bodies)
             del page
             token = meta.get("continue") or None
             if not token or self._stop.is_set():
+                if self.on_body is not None and not token:
+                    self._post(self._listed, listed)
                 return items, version
 
     def _watch(self) -> None:
