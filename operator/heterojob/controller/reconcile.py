@@ -208,7 +208,7 @@ class Controller:
     def _resync_keys(self, round_: int) -> Iterator[str]:
         """What a resync round looks at: every known job; a waiting job only every WAITING_RESYNC_EVERY-th round
         (the scheduler plans it on every event that could change its verdict). That round reads each job and its
-        pods from the API server (the safety net), each just before its pass; the others read what the watches
+        pods from the API server (the safety net), each as the round reaches it; the others read what the watches
         have, as client-go's resync does: not two API calls a job for thousands of running jobs."""
         fresh = round_ % WAITING_RESYNC_EVERY == 0
         if fresh:

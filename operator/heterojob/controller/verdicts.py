@@ -54,6 +54,8 @@ class Verdicts:
             patch = StatusPatch(status).phase(phase, plan.outcome.value, plan.message)
             patch.condition("Admitted", "False", plan.outcome.value, plan.message)
             if not await self.writer.write(job, patch):
+                meta = job["metadata"]
+                self.forget(f"{meta['namespace']}/{meta['name']}")  # gone: the victims it asked run on
                 return None
             now = status.model_copy(update={"phase": phase, "reason": plan.outcome.value, "message": plan.message})
             if changed or plan.disruptions:
