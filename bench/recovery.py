@@ -75,6 +75,7 @@ async def run(emu: Emulator) -> list[float]:
     kube = Kube(load_client(str(emu.kubeconfig)))
     ctl = Controller(kube, source, ControllerConfig(min_runtime_s=0, disruption_budget=FAULTS))
     await ctl.load()
+    ctl.scheduler.start()  # admission is the scheduler's cycle (the operator starts it with its resync)
 
     def pods(job: str, generation: int) -> list[Any]:
         items = core.list_namespaced_pod(NAMESPACE, label_selector=f"{LABEL_JOB}={job}").items
