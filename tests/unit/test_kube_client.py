@@ -44,15 +44,19 @@ class _Handler(BaseHTTPRequestHandler):
         pass
 
 
-@pytest.fixture
-def server() -> Iterator[_Server]:
-    srv = _Server(("127.0.0.1", 0), _Handler)
+def _serving(kind: type[_Server], handler: type[_Handler]) -> Iterator[_Server]:
+    srv = kind(("127.0.0.1", 0), handler)
     srv.tokens = []
     thread = threading.Thread(target=srv.serve_forever, daemon=True)
     thread.start()
     yield srv
     srv.shutdown()
     srv.server_close()
+
+
+@pytest.fixture
+def server() -> Iterator[_Server]:
+    yield from _serving(_Server, _Handler)
 
 
 def _kube(server: _Server) -> Kube:
@@ -174,13 +178,7 @@ class _BusyServer(_Server):
 
 @pytest.fixture
 def slow_server() -> Iterator[_Server]:
-    srv = _BusyServer(("127.0.0.1", 0), _SlowHandler)
-    srv.tokens = []
-    thread = threading.Thread(target=srv.serve_forever, daemon=True)
-    thread.start()
-    yield srv
-    srv.shutdown()
-    srv.server_close()
+    yield from _serving(_BusyServer, _SlowHandler)
 
 
 def test_a_calls_timeout_counts_from_when_it_has_a_connection_not_while_it_waits_for_one(slow_server: _Server) -> None:

@@ -26,9 +26,9 @@ measurements (or a workload's pooled speeds) tell apart.
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, TypeVar
 
 from heterojob.engine import completion, queueing, ranking
 from heterojob.engine.admission import Holder
@@ -72,13 +72,7 @@ class Guide:
     def fits(self, rel: Mapping[str, float]) -> frozenset[str]:
         """The classes where the job's speed per price is within `tolerance` of its best: where the fluid
         optimum would run it. Empty when no class is priced (no guidance: every class is the caller's)."""
-        key = tuple(rel.items())
-        known = self._fits.get(key)
-        if known is None:
-            if len(self._fits) > 100_000:
-                self._fits.clear()
-            known = self._fits[key] = self._fit(rel)
-        return known
+        return _kept(self._fits, tuple(rel.items()), lambda: self._fit(rel))
 
     def _fit(self, rel: Mapping[str, float]) -> frozenset[str]:
         values = self.values(rel)
@@ -96,13 +90,7 @@ class Guide:
 
     def _kept_advantage(self, rel: Mapping[str, float]) -> Mapping[str, float]:
         """`advantage`, kept per job speeds (read only)."""
-        key = tuple(rel.items())
-        known = self._advantages.get(key)
-        if known is None:
-            if len(self._advantages) > 100_000:
-                self._advantages.clear()
-            known = self._advantages[key] = self._advantage(rel)
-        return known
+        return _kept(self._advantages, tuple(rel.items()), lambda: self._advantage(rel))
 
     def _advantage(self, rel: Mapping[str, float]) -> dict[str, float]:
         values = self.values(rel)
@@ -113,16 +101,25 @@ class Guide:
 
 def kind(rel: Mapping[str, float], digits: int = 2) -> Kind:
     """The row a job adds its work to: its relative speeds, rounded (so the program stays small)."""
-    key = (digits, *rel.items())
-    known = _KINDS.get(key)
-    if known is None:  # a guide is built from every job in the system every few minutes; speeds rarely change
-        if len(_KINDS) > 100_000:
-            _KINDS.clear()
-        known = _KINDS[key] = tuple(sorted((c, round(r, digits)) for c, r in rel.items() if r > 0))
-    return known
+    # a guide is built from every job in the system every few minutes; speeds rarely change
+    return _kept(_KINDS, (digits, *rel.items()),
+                 lambda: tuple(sorted((c, round(r, digits)) for c, r in rel.items() if r > 0)))
 
 
+K = TypeVar("K")
+T = TypeVar("T")
 _KINDS: dict[tuple[object, ...], Kind] = {}  # `kind` per digits and speeds (items, in their order)
+_KEPT_MAX = 100_000  # entries a memo keeps before it starts over (speeds seen are few; this bounds memory)
+
+
+def _kept(table: dict[K, T], key: K, make: Callable[[], T]) -> T:
+    """`table[key]`, made by `make()` the first time (the table starts over past `_KEPT_MAX` entries)."""
+    known = table.get(key)
+    if known is None:
+        if len(table) > _KEPT_MAX:
+            table.clear()
+        known = table[key] = make()
+    return known
 
 
 def demand(jobs: Iterable[tuple[Mapping[str, float], int, float]]) -> dict[Kind, float]:
