@@ -117,3 +117,22 @@ def test_a_fleet_taken_now_and_built_later_counts_what_was_held_when_it_was_take
     built = later()
     assert built.used == now.used == {("a", "nvidia.com/gpu"): 8, ("x", "cpu"): 2}
     assert built.held == now.held
+
+
+def test_a_first_speed_on_a_class_and_size_is_news_for_the_scheduler_a_moved_figure_is_not() -> None:
+    cache = Cache()
+
+    def speeds(*measured: tuple[str, int, float]) -> dict[str, Any]:
+        return {"speeds": [{"deviceClass": c, "replicas": r, "stepsPerSecond": s} for c, r, s in measured]}
+
+    def news(name: str, **status: Any) -> bool:
+        key, obj, st = job(name, **status)
+        return cache.sync(key, obj, st, SPEC, CLASSES, now=0.0)
+
+    running = {"phase": "Running", "placement": placement("a")}
+    assert not news("j", **running)
+    assert news("j", **running, scheduling=speeds(("nvidia-h100", 1, 2.0)))
+    assert not news("j", **running, scheduling=speeds(("nvidia-h100", 1, 2.6)))  # the figure moved: no news
+    assert news("j", **running, scheduling=speeds(("nvidia-h100", 1, 2.6), ("nvidia-h100", 2, 5.0)))  # a size
+    # a waiting job's speeds (read from its last run) change nothing a running job's expected end reads
+    assert not news("w", phase="Pending", scheduling=speeds(("nvidia-h100", 1, 2.0)))

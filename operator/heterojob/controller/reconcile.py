@@ -314,7 +314,8 @@ class Controller:
             return False
         known = self.cache.entries.get(key)
         before = (known.priority, known.request is not None) if known is not None else None
-        self.cache.sync(key, job, status, spec, self.fleet_source.classes(), now)
+        if self.cache.sync(key, job, status, spec, self.fleet_source.classes(), now):
+            self.scheduler.learned()
         after = self.cache.entry(key)
         if before is not None and before != (after.priority, after.request is not None):
             for victim in self.cache.yielders(key):  # a preemptor edited or placed: its victims look again

@@ -163,6 +163,10 @@ class Scheduler:
         self.trigger.room()
         self.wake()
 
+    def learned(self) -> None:
+        """A running job's first speed on a class and size: what the policy knows changed (`Cache.sync`)."""
+        self.room_freed()
+
     def drop(self, key: str) -> None:
         """A deleted job: nothing kept about it."""
         self.waiting.pop(key, None)

@@ -48,6 +48,11 @@ class Placed:
         return f"{self.namespace}/{self.name}"
 
 
+def _measured(scheduling: Scheduling | None) -> frozenset[tuple[str, int]]:
+    """The (class, replicas) pairs the job's speed was measured at."""
+    return frozenset((m.device_class, m.replicas) for m in scheduling.speeds) if scheduling is not None else frozenset()
+
+
 @dataclass
 class Entry:
     """One job as the cache knows it."""
@@ -119,10 +124,13 @@ class Cache:
     # --- following the status -------------------------------------------------------------------------
 
     def sync(self, key: str, job: Mapping[str, object], status: HeteroJobStatus, spec: HeteroJobSpec | None,
-             classes: Mapping[str, DeviceClass], now: float) -> None:
+             classes: Mapping[str, DeviceClass], now: float) -> bool:
         """The entry follows the job's status: what it holds, since when, whom it yields to, and the devices
-        it holds beyond its admitted size (lent to it while nobody waited)."""
+        it holds beyond its admitted size (lent to it while nobody waited). True when a job holding devices
+        was measured on a class and size it had no measurement for: what the queue policy knows of it
+        changed (its expected end, whether it fits where it runs), not a figure that moved."""
         e = self.entry(key)
+        measured_before = _measured(e.scheduling)
         namespace, name = key.split("/", 1)
         planned = (e.allocation, e.since, e.scheduling) if e.planned is not None and e.allocation is not None else None
         e.priority = spec.priority.rank if spec is not None else e.priority
@@ -173,6 +181,7 @@ class Cache:
                 (e.allocation, e.since, e.scheduling), e.request = planned, None
             else:
                 e.planned = None  # its status says where it is, or it no longer asks for what was planned
+        return e.allocation is not None and not _measured(e.scheduling) <= measured_before
 
     def forget(self, key: str) -> bool:
         """Drop a deleted job; True when it held devices (room freed)."""
