@@ -18,7 +18,7 @@ def _operator_run(args: argparse.Namespace) -> int:
     import kopf
 
     from heterojob import logs
-    from heterojob.handlers import OperatorConfig, make_registry
+    from heterojob.handlers import OperatorConfig, Standby, make_registry
     from heterojob.kube.api import RateLimit
     from heterojob.controller.monitor import TelemetryConfig
     from heterojob.telemetry.model import DEFAULT_FATAL_XIDS, HealthPolicy
@@ -71,8 +71,8 @@ def _operator_run(args: argparse.Namespace) -> int:
                                                         transfer=_transfer_settings(args)))
     namespaces = args.namespace or ()
     config = dataclasses.replace(config, namespaces=tuple(namespaces))
-    registry = make_registry(config)
     if not args.leader_elect:
+        registry = make_registry(config)
         kopf.run(registry=registry, standalone=True, clusterwide=not namespaces, namespaces=namespaces,
                  liveness_endpoint=args.liveness)
         return 0
@@ -92,12 +92,14 @@ def _operator_run(args: argparse.Namespace) -> int:
                         renew_s=max(0.5, args.lease_duration / 7.5), retry_s=max(0.5, args.lease_duration / 7.5),
                         pod=os.environ.get("POD_NAME") if os.environ.get("POD_NAMESPACE") == namespace else None)
     elector = LeaderElector(load_client(args.kubeconfig), lease)
+    standby = Standby(config)  # the caches, listed and followed while this replica stands by
+    registry = make_registry(config, standby)
 
     async def start(stop_flag: asyncio.Event, ready_flag: asyncio.Event) -> None:
         await kopf.operator(registry=registry, standalone=True, clusterwide=not namespaces, namespaces=namespaces,
                             stop_flag=stop_flag, ready_flag=ready_flag)
 
-    return elected.main(elector, start, args.liveness)
+    return elected.main(elector, start, args.liveness, standby)
 
 
 def _console(args: argparse.Namespace) -> int:

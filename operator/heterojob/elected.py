@@ -1,7 +1,8 @@
 """Run the operator only while this replica holds the Lease; serve liveness and readiness meanwhile.
 
 Several replicas start; each waits as a standby until it holds the Lease (kube/leader.py), then runs
-Kopf standalone (no Kopf peering: nothing to freeze). When it cannot renew the Lease for the renew
+Kopf standalone (no Kopf peering: nothing to freeze). A standby lists and watches what the operator's
+caches hold meanwhile (`handlers.Standby`), so a takeover does not wait for a first listing of the fleet. When it cannot renew the Lease for the renew
 deadline, it stops acting at once and exits with status 1 so Kubernetes restarts it as a standby: two
 replicas never act together, and a standby takes over within the Lease duration plus one retry
 (15 s + 2 s by default) after the holder dies. A clean stop (SIGTERM) releases the Lease at once.
@@ -24,7 +25,7 @@ import sys
 import time
 from collections.abc import Callable, Coroutine
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Protocol
 from urllib.parse import urlsplit
 
 from aiohttp import web
@@ -76,11 +77,22 @@ async def _serve_health(health: ReplicaHealth, url: str) -> web.AppRunner:
     return runner
 
 
+class Warm(Protocol):
+    """What a replica starts while it stands by and stops if it never leads (`handlers.Standby`: the informers)."""
+
+    async def start(self) -> None: ...
+
+    async def stop(self) -> None: ...
+
+
 async def run(elector: LeaderElector, start_operator: Callable[[asyncio.Event, asyncio.Event], Coroutine[Any, Any, None]],
-              liveness: str | None) -> int:
-    """Stand by, lead, step down. `start_operator(stop_flag, ready_flag)` runs Kopf until stop_flag is set."""
+              liveness: str | None, warm: Warm | None = None) -> int:
+    """Stand by, lead, step down. `start_operator(stop_flag, ready_flag)` runs Kopf until stop_flag is set; `warm`
+    is started first, so the caches are listed and followed while this replica stands by."""
     health = ReplicaHealth(elector)
     runner = await _serve_health(health, liveness) if liveness else None
+    if warm is not None:
+        await warm.start()
     loop = asyncio.get_running_loop()
     stopping = asyncio.Event()
     for sig in (signal.SIGINT, signal.SIGTERM):
@@ -124,12 +136,14 @@ async def run(elector: LeaderElector, start_operator: Callable[[asyncio.Event, a
             return 1
         return 0
     finally:
+        if warm is not None:
+            await warm.stop()  # what the operator did not take (it stops what it took at its cleanup)
         if runner is not None:
             await runner.cleanup()
 
 
 def main(elector: LeaderElector, start_operator: Callable[[asyncio.Event, asyncio.Event], Coroutine[Any, Any, None]],
-         liveness: str | None) -> int:
-    code = asyncio.run(run(elector, start_operator, liveness))
+         liveness: str | None, warm: Warm | None = None) -> int:
+    code = asyncio.run(run(elector, start_operator, liveness, warm))
     sys.stdout.flush()
     return code

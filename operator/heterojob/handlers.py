@@ -80,6 +80,54 @@ class Runtime:
     gc_threshold: tuple[int, ...] | None = None  # the collector's thresholds before the controller started
     # HeteroJob events before the controller is built and started: the last of each job, handed in then (None after)
     early_jobs: dict[str, tuple[str | None, dict[str, Any]]] | None = field(default_factory=dict)
+    standing_by: bool = False  # a standby's informers run (`Standby`); the controller loads only once it leads
+
+
+def new_runtime(config: OperatorConfig) -> Runtime:
+    """The API client and the informers (`kube.caches`), started; their events reach the controller once it runs."""
+    runtime = Runtime(Kube(load_client(config.kubeconfig), workers=config.api_workers, rate=config.api_rate))
+    runtime.caches = Caches(load_client(config.kubeconfig), watched_job, config.namespaces,
+                            on_node=lambda event, key, old, new: _node_news(runtime, key[1], event, old, new),
+                            on_fleet=lambda: _fleet_news(runtime),
+                            on_job_pod=lambda event, ns, pod, job, view: _pod_news(runtime, event, ns, pod, job, view),
+                            on_job=lambda event, key, body: _job_news(runtime, event, key, body),
+                            page_size=config.cache_page_size).start()
+    return runtime
+
+
+@dataclass
+class Standby:
+    """A replica's informers, started while it stands by for the Lease (`elected.run`), so that when it leads its
+    caches already hold the fleet and every job: at 100,000 devices the first listing took 6.5 s of the takeover
+    (controller-runtime starts its caches on every replica the same way). Kopf's startup takes the runtime."""
+
+    config: OperatorConfig
+    runtime: Runtime | None = None
+    _synced: asyncio.Task[None] | None = None
+
+    async def start(self) -> None:
+        self.runtime = new_runtime(self.config)
+        self.runtime.standing_by = True
+        assert self.runtime.caches is not None
+        self._synced = asyncio.get_running_loop().create_task(self.runtime.caches.synced(), name="standby-caches")
+
+    def take(self) -> Runtime | None:
+        """The runtime for the leader's startup (None when none was started)."""
+        runtime, self.runtime = self.runtime, None
+        if runtime is not None:
+            runtime.standing_by = False
+        return runtime
+
+    async def stop(self) -> None:
+        """Stop what was started and not taken (a standby that never led)."""
+        if self._synced is not None:
+            self._synced.cancel()
+            await asyncio.gather(self._synced, return_exceptions=True)
+        runtime, self.runtime = self.runtime, None
+        if runtime is not None:
+            if runtime.caches is not None:
+                await runtime.caches.stop()
+            runtime.kube.close()
 
 
 def tls_context(directory: str | None) -> ssl.SSLContext | None:
@@ -192,7 +240,9 @@ def _job_news(runtime: Runtime, event: str | None, key: str, body: dict[str, Any
     early = runtime.early_jobs
     ctl = runtime.controller
     if early is not None or ctl is None:
-        if early is not None:
+        if early is not None and event == "DELETED" and runtime.standing_by:
+            early.pop(key, None)  # the controller loads (lists) every job after it leads: a standby keeps no tombstone
+        elif early is not None:
             early[key] = (event, body)
         return
     if event == "DELETED":
@@ -231,8 +281,9 @@ class NoDiffBase(kopf.DiffBaseStorage):
         return None
 
 
-def register(registry: kopf.OperatorRegistry, config: OperatorConfig) -> None:
-    """Register every handler on `registry` (a fresh one per operator instance, e.g. per test)."""
+def register(registry: kopf.OperatorRegistry, config: OperatorConfig, standby: Standby | None = None) -> None:
+    """Register every handler on `registry` (a fresh one per operator instance, e.g. per test); `standby`: the
+    informers started while this replica stood by, taken at startup."""
 
     @kopf.on.login(registry=registry)
     def login(**_: Any) -> kopf.ConnectionInfo:
@@ -255,8 +306,7 @@ def register(registry: kopf.OperatorRegistry, config: OperatorConfig) -> None:
         settings.watching.server_timeout = 300
         settings.watching.client_timeout = 330
         # Kopf gives every object a shallow copy of the memo: keep shared state in one mutable holder.
-        runtime = memo.runtime = Runtime(Kube(load_client(config.kubeconfig), workers=config.api_workers,
-                                                     rate=config.api_rate))
+        runtime = memo.runtime = (standby.take() if standby is not None else None) or new_runtime(config)
         if config.alerts_port is not None:
             if not config.alert_token:
                 log.warning("the alert receiver accepts requests without a token: set HETEROJOB_ALERT_TOKEN")
@@ -280,13 +330,6 @@ def register(registry: kopf.OperatorRegistry, config: OperatorConfig) -> None:
                                         sync_s=config.alertmanager_sync_s)
             runtime.restore_task = asyncio.get_running_loop().create_task(runtime.restorer.run_all(),
                                                                           name="alerts-restore")
-        runtime.caches = Caches(load_client(config.kubeconfig), watched_job, config.namespaces,
-                                on_node=lambda event, key, old, new: _node_news(runtime, key[1], event, old, new),
-                                on_fleet=lambda: _fleet_news(runtime),
-                                on_job_pod=lambda event, ns, pod, job, view: _pod_news(runtime, event, ns, pod, job,
-                                                                                       view),
-                                on_job=lambda event, key, body: _job_news(runtime, event, key, body),
-                                page_size=config.cache_page_size).start()
         runtime.build_task = asyncio.get_running_loop().create_task(build(memo), name="controller-start")
 
     async def controller(memo: kopf.Memo) -> Controller:
@@ -391,7 +434,7 @@ def register(registry: kopf.OperatorRegistry, config: OperatorConfig) -> None:
         runtime.kube.close()
 
 
-def make_registry(config: OperatorConfig) -> kopf.OperatorRegistry:
+def make_registry(config: OperatorConfig, standby: Standby | None = None) -> kopf.OperatorRegistry:
     registry = kopf.OperatorRegistry()
-    register(registry, config)
+    register(registry, config, standby)
     return registry

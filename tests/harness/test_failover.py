@@ -104,6 +104,8 @@ def test_the_standby_takes_over_within_30s_of_the_leaders_death(cluster: Cluster
     cluster.create_job("before", job_spec(replicas=1))
     eventually(lambda: placed(cluster, "before"), timeout=20, what="the first job placed by the leader")
     assert "leading" in leader.log.read_text() and "leading" not in standby.log.read_text()
+    # the standby lists and follows the fleet and the jobs while it stands by: its takeover starts warm
+    eventually(lambda: "caches synced" in standby.log.read_text(), timeout=20, what="the standby's caches synced")
 
     leader.proc.send_signal(signal.SIGKILL)  # no clean shutdown: the Lease must expire
     leader.proc.wait()

@@ -100,3 +100,24 @@ def test_one_jobs_trouble_at_the_hand_over_does_not_keep_the_others_events() -> 
     runtime.controller = ctl  # type: ignore[assignment]  # what a pass is asked, only
     _hand_over(runtime)
     assert ctl.calls == [("seen", "ns/y", "2"), ("poke", "ns/y")] and runtime.early_jobs is None
+
+
+def test_a_standby_keeps_no_tombstone_of_a_job_deleted_before_it_leads() -> None:
+    """A standby's informers run for as long as it stands by (`handlers.Standby`): a job deleted meanwhile is
+    dropped, not kept as a DELETED event (the controller lists every job once it leads, so it never knew it),
+    and a churning cluster does not grow the standby's memory. Once it leads, a deletion is kept again: the
+    controller may have listed the job already."""
+    from heterojob.handlers import Runtime, _hand_over, _job_news
+
+    runtime = Runtime(kube=None, standing_by=True)  # type: ignore[arg-type]  # no call is made
+    for i in range(100):
+        _job_news(runtime, None, f"ns/gone{i}", _job(f"gone{i}", i))
+        _job_news(runtime, "DELETED", f"ns/gone{i}", _job(f"gone{i}", i + 1))
+    _job_news(runtime, None, "ns/a", _job("a", 1))
+    assert runtime.early_jobs == {"ns/a": (None, _job("a", 1))}
+    runtime.standing_by = False  # it leads: startup took the runtime
+    _job_news(runtime, "DELETED", "ns/a", _job("a", 2))
+    ctl = _Controller()
+    runtime.controller = ctl  # type: ignore[assignment]  # what a pass is asked, only
+    _hand_over(runtime)
+    assert ctl.calls == [("forget", "ns/a", "u-a")]
