@@ -13,6 +13,7 @@ from __future__ import annotations
 import subprocess
 from typing import Any
 
+import kubernetes
 import pytest
 
 from heterojob.constants import ANNOTATION_CHECKPOINT_ACK, ANNOTATION_CHECKPOINT_REQUEST, GROUP, LABEL_JOB, VERSION
@@ -31,7 +32,14 @@ def test_a_job_runs_in_its_member_and_moves_when_the_member_is_lost_without_runn
         pods = eventually(lambda: (p := m["m-east"].pods("far")) and len(p) == 2 and p, what="2 pods in m-east")
         assert not cluster.pods("far") and not m["m-west"].pods("far") and not m["m-north"].pods("far")
         assert all(not p.metadata.owner_references for p in pods)  # no HeteroJob in the member to own them
-        assert m["m-east"].core.read_namespaced_service("far", "team-a").spec.cluster_ip == "None"
+        svc = m["m-east"].core.read_namespaced_service("far", "team-a")
+        assert svc.spec.cluster_ip == "None"
+        # what its pods may do there (kube/access.py): run as the job's account, whose Role lets them get and
+        # patch (acknowledge checkpoints on) their own gang's pods; owned by the job's Service in the member
+        assert {p.spec.service_account_name for p in pods} == {"far-heterojob"}
+        assert _access_owners(m["m-east"], "far") == {svc.metadata.uid}
+        role = kubernetes.client.RbacAuthorizationV1Api(m["m-east"].api).read_namespaced_role("far-heterojob", "team-a")
+        assert role.rules[0].resource_names == ["far-g1-0", "far-g1-1"] and set(role.rules[0].verbs) == {"get", "patch"}
         assert status(cluster, "far")["placement"]["cluster"] == "m-east"  # recorded before any pod was made
         seen = subprocess.run(["kubectl", "--kubeconfig", str(members["m-east"].kubeconfig), "get", "pods", "-n",
                                "team-a", "-l", f"{LABEL_JOB}=far", "-o", "name"], capture_output=True, text=True,
@@ -74,6 +82,8 @@ def test_a_job_runs_in_its_member_and_moves_when_the_member_is_lost_without_runn
         # m-east returns with the old gang still there: removed, the job runs in m-west only
         eventually(lambda: not m["m-east"].pods("far"), timeout=20, what="leftovers removed from m-east")
         eventually(lambda: not _services(m["m-east"], "far"), what="leftover Service removed")
+        eventually(lambda: not _access_owners(m["m-east"], "far"), what="its access objects collected with it")
+        assert len(_access_owners(m["m-west"], "far")) == 1  # the new gang's, owned by its Service in m-west
         assert len(m["m-west"].pods("far")) == 2 and status(cluster, "far")["placement"]["region"] == "m-west"
         assert eventually(lambda: condition(cluster, "m-east").get("status") == "True", what="m-east back")
 
@@ -82,6 +92,22 @@ def test_a_job_runs_in_its_member_and_moves_when_the_member_is_lost_without_runn
         eventually(lambda: not m["m-west"].pods("far") and not _services(m["m-west"], "far"), timeout=20,
                    what="member side cleaned up")
     assert "Traceback" not in runner.output
+
+
+def _access_owners(member: Member, job: str) -> set[str]:
+    """The owners' uids of the job's ServiceAccount, Role and RoleBinding in the member (empty: none there)."""
+    rbac = kubernetes.client.RbacAuthorizationV1Api(member.api)
+    found = []
+    for read in (lambda: member.core.read_namespaced_service_account(f"{job}-heterojob", "team-a"),
+                 lambda: rbac.read_namespaced_role(f"{job}-heterojob", "team-a"),
+                 lambda: rbac.read_namespaced_role_binding(f"{job}-heterojob", "team-a")):
+        try:
+            found.append(read())
+        except kubernetes.client.ApiException as exc:
+            if exc.status != 404:
+                raise
+    return {r.uid for o in found for r in o.metadata.owner_references or []} | ({""} if any(
+        not o.metadata.owner_references for o in found) else set())
 
 
 def _services(member: Member, job: str) -> list[Any]:

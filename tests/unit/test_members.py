@@ -141,6 +141,11 @@ MEMBER_CALLS = {  # client method -> (resource, verb), for calls made against a 
     "create_namespaced_service": ("services", "create"), "patch_namespaced_pod": ("pods", "patch"),
     "delete_namespaced_pod": ("pods", "delete"), "read_namespaced_pod": ("pods", "get"),
     "read_namespaced_service": ("services", "get"),
+    "create_namespaced_service_account": ("serviceaccounts", "create"),
+    "patch_namespaced_service_account": ("serviceaccounts", "patch"),
+    "create_namespaced_role": ("roles", "create"), "patch_namespaced_role": ("roles", "patch"),
+    "create_namespaced_role_binding": ("rolebindings", "create"),
+    "patch_namespaced_role_binding": ("rolebindings", "patch"),
 }
 # the Kube methods the controller calls through `Pods.route` (a member's Kube), and what they call
 ROUTED = {"job_pods", "create", "annotate_pod", "delete_pod", "delete_service"}
@@ -168,7 +173,8 @@ def grants(path: Path) -> dict[tuple[str | None, str], set[tuple[str, str]]]:
 
 
 def test_the_member_manifest_grants_exactly_what_the_manager_does_in_a_member() -> None:
-    used = calls_in(PKG / "kube" / "members.py", {"_probe", "_collect"}) | calls_in(PKG / "kube" / "api.py", ROUTED)
+    used = calls_in(PKG / "kube" / "members.py", {"_probe", "_collect"}) | calls_in(PKG / "kube" / "api.py", ROUTED) \
+        | calls_in(PKG / "kube" / "access.py", {"_ensure"}) | calls_in(PKG / "controller" / "pods.py", {"_member_owner"})
     watched = calls_in(PKG / "kube" / "member_watch.py", {"__init__"})  # each informer lists, then watches
     needed = {MEMBER_CALLS[c] for c in used if c in MEMBER_CALLS} | {
         (MEMBER_CALLS[c][0], verb) for c in watched if c in MEMBER_CALLS for verb in ("list", "watch")}

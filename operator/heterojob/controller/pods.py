@@ -187,17 +187,20 @@ class Pods:
                 per_replica=p.per_replica, resume_from=resume))
         kube = self.route(p.cluster)
         self._where[key] = p.cluster
+        owner: dict[str, Any] | None = None  # of its access objects: the HeteroJob (None), in a member its Service
+        refused: list[tuple[dict[str, Any], BaseException]] = []
+        made: list[dict[str, Any]] = []  # what this call created (not what was there already)
         if kube is not self.kube:  # a member cluster: the HeteroJob is not there for an owner to point at
             for obj in objs:
                 obj["metadata"].pop("ownerReferences", None)
+            owner, refused, made = await _member_owner(kube, job, objs)
         gang = [manifests.pod_name(meta["name"], p.generation, r) for r in range(p.replicas)]
-        refused = [] if kube is not self.kube else await access.grant(  # what its pods may do (kube/access.py)
-            kube, job, [o for o in objs if o["kind"] == "Pod"], gang)
-        made: list[dict[str, Any]] = []  # what this call created (not what was there already)
+        if not refused:  # what its pods may do (kube/access.py)
+            refused = await access.grant(kube, job, [o for o in objs if o["kind"] == "Pod"], gang, owner)
         if not refused and not self.gone(job):
             results = await asyncio.gather(*(kube.create(o) for o in objs), return_exceptions=True)
             refused = [(o, r) for o, r in zip(objs, results, strict=True) if isinstance(r, BaseException)]
-            made = [o for o, r in zip(objs, results, strict=True) if r is True]
+            made += [o for o, r in zip(objs, results, strict=True) if r is True]
         for _, error in refused:
             if isinstance(error, asyncio.CancelledError):
                 raise error
@@ -375,3 +378,27 @@ def _moving_phase(status: HeteroJobStatus) -> Phase:
     """The phase of the move a placement landed (its history entry's action): Resizing or Migrating."""
     last = status.history[-1].action if status.history else None
     return Phase.RESIZING if last == "resize" else Phase.MIGRATING
+
+
+async def _member_owner(kube: Kube, job: Mapping[str, Any], objs: list[dict[str, Any]]
+                        ) -> tuple[dict[str, Any] | None, list[tuple[dict[str, Any], BaseException]],
+                                   list[dict[str, Any]]]:
+    """In a member cluster the job's access objects (`kube.access`) are owned by its headless Service there,
+    which lives as long as its gang there (deleted when the job ends, removed with what it leaves when it goes,
+    `kube.members`), so the member's garbage collector takes them with it. The Service is made first (this
+    gang's, taken out of `objs`) or read, for its uid: (its owner reference, what was refused, what was made)."""
+    meta = job["metadata"]
+    svc = next((o for o in objs if o["kind"] == "Service"), None)
+    made: list[dict[str, Any]] = []
+    try:
+        if svc is not None:
+            objs.remove(svc)
+            if await kube.create(svc):
+                made.append(svc)
+        found = await kube.send("read_namespaced_service", namespace=meta["namespace"], name=meta["name"])
+    except Exception as exc:  # noqa: BLE001 - refused as any object of the gang is (`_refused`)
+        return None, [(svc or manifests.service(job), exc)], made
+    uid = ((found if isinstance(found, dict) else {}).get("metadata") or {}).get("uid")
+    if not uid:
+        return None, [(svc or manifests.service(job), ValueError("the member's Service came back without a uid"))], made
+    return {"apiVersion": "v1", "kind": "Service", "name": meta["name"], "uid": uid}, [], made

@@ -10,7 +10,9 @@ For each job in the operator's own cluster the operator keeps, owned by the Hete
 - a RoleBinding `<job>-heterojob` binding that Role to the account.
 
 The operator may grant only what it holds (RBAC's escalation check): its ClusterRole has `get` and `patch` on pods
-(manifests/base/rbac-operator.yaml). Pods placed in a member cluster are left as their template says.
+(manifests/base/rbac-operator.yaml). In a member cluster, where the HeteroJob is not, the same objects are owned by
+the job's headless Service there (`controller.pods`), so the member's garbage collector takes them with it; the
+manager's account there holds the same rights in each job namespace (manifests/multicluster/member.yaml).
 """
 
 from __future__ import annotations
@@ -36,13 +38,15 @@ def name_for(job: str) -> str:
     return f"{job}-heterojob"
 
 
-def objects(job: Mapping[str, Any], pods: Sequence[dict[str, Any]], gang: Sequence[str]) -> list[dict[str, Any]]:
+def objects(job: Mapping[str, Any], pods: Sequence[dict[str, Any]], gang: Sequence[str],
+            owner: Mapping[str, Any] | None = None) -> list[dict[str, Any]]:
     """The ServiceAccount (unless the template names an account), Role and RoleBinding that let `gang` (the pod
-    names of the current generation) acknowledge; sets `pods`' serviceAccountName to the job's account (pure)."""
+    names of the current generation) acknowledge; sets `pods`' serviceAccountName to the job's account (pure).
+    `owner`: their owner reference (default: the HeteroJob's)."""
     meta = job["metadata"]
     name, namespace = name_for(meta["name"]), meta["namespace"]
     common = {"namespace": namespace, "labels": {LABEL_JOB: meta["name"], LABEL_MANAGED_BY: MANAGED_BY},
-              "ownerReferences": [manifests.owner_reference(job)]}
+              "ownerReferences": [dict(owner) if owner is not None else manifests.owner_reference(job)]}
     named = {(p.get("spec") or {}).get("serviceAccountName") or (p.get("spec") or {}).get("serviceAccount")
              for p in pods}
     account = next(iter(named)) if len(named) == 1 and None not in named else None
@@ -61,11 +65,11 @@ def objects(job: Mapping[str, Any], pods: Sequence[dict[str, Any]], gang: Sequen
     return out
 
 
-async def grant(kube: Kube, job: Mapping[str, Any], pods: Sequence[dict[str, Any]], gang: Sequence[str]
-                ) -> list[tuple[dict[str, Any], BaseException]]:
+async def grant(kube: Kube, job: Mapping[str, Any], pods: Sequence[dict[str, Any]], gang: Sequence[str],
+                owner: Mapping[str, Any] | None = None) -> list[tuple[dict[str, Any], BaseException]]:
     """Create or update the job's access objects before its pods (the ServiceAccount must exist first: admission
-    refuses a pod naming a missing one); the object refused and why, else []."""
-    objs = objects(job, pods, gang)  # at once: a RoleBinding may name a Role or account made a moment later
+    refuses a pod naming a missing one); the object refused and why, else []. `owner`: as `objects`'."""
+    objs = objects(job, pods, gang, owner)  # at once: a RoleBinding may name a Role or account made a moment later
     results = await asyncio.gather(*(_ensure(kube, obj) for obj in objs), return_exceptions=True)
     for obj, result in zip(objs, results, strict=True):
         if isinstance(result, asyncio.CancelledError):
