@@ -8,7 +8,7 @@ from kubernetes.client import ApiException
 
 from heterojob.sim.cluster.patching import strategic_merge_patch
 from heterojob.sim.cluster.selectors import SelectorError, label_matcher
-from tests.conftest import Cluster
+from tests.conftest import Cluster, eventually
 
 
 def test_create_fills_metadata_answers_201_and_conflicts_on_duplicates(cluster: Cluster) -> None:
@@ -245,6 +245,21 @@ def test_admission_refusals_switched_on_like_a_cluster(cluster: Cluster) -> None
                           {**pod, "metadata": {"name": "p4"}, "spec": {**pod["spec"], "serviceAccountName": "trainer"}})
     assert code == 403 and body["message"].endswith(
         'error looking up service account team-a/trainer: serviceaccount "trainer" not found')
+
+
+def test_a_new_namespaces_default_service_account_comes_a_moment_after_it(cluster: Cluster) -> None:
+    """The controller-manager's ServiceAccount controller makes `default` after the namespace: a pod created at
+    once is refused as a real cluster refuses it, then admitted (issue 33's transient refusal)."""
+    cluster.seed([])
+    cluster.core.create_namespace({"metadata": {"name": "fresh"}})
+    pod = {"metadata": {"name": "p"}, "spec": {"containers": [{"name": "main", "image": "x"}]}}
+    code, body = _refused(cluster.core.create_namespaced_pod, "fresh", pod)
+    assert code == 403 and body["message"].endswith(
+        'error looking up service account fresh/default: serviceaccount "default" not found')
+    eventually(lambda: [a for a in cluster.core.list_namespaced_service_account("fresh").items
+                        if a.metadata.name == "default"], timeout=5, what="the default ServiceAccount")
+    cluster.core.create_namespaced_pod("fresh", pod)
+    assert cluster.core.read_namespaced_service_account("default", "default")  # the system namespaces': from the start
 
 
 def test_a_pod_on_a_node_is_deleted_gracefully_and_an_unbound_or_ended_one_at_once(cluster: Cluster) -> None:

@@ -17,7 +17,7 @@ from typing import Any
 import kubernetes
 import pytest
 
-from heterojob.sim.cluster.harness import Emulator, apply
+from heterojob.sim.cluster.harness import Emulator, accounts_ready, apply
 from heterojob.sim.cluster.nodes import node
 from tests.conftest import Cluster, eventually
 from tests.harness.test_harness_lifecycle import job_spec
@@ -65,6 +65,7 @@ class Replica:
 def replicas(emulator: Emulator, cluster: Cluster, tmp_path: Path) -> Iterator[list[Replica]]:
     cluster.seed([node("h100-a", "cn-east", "nvidia-h100"), node("h100-b", "cn-east", "nvidia-h100")])
     apply(cluster.api, [{"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": LEASE_NS}}])
+    accounts_ready(cluster.api, [LEASE_NS])
     # the replicas' own pods, which they label with their role (the Service selects role=leader)
     apply(cluster.api, [{"apiVersion": "v1", "kind": "Pod", "metadata": {"name": f"op-{i}", "namespace": LEASE_NS},
                          "spec": {"containers": [{"name": "operator", "image": "heterojob"}]}} for i in range(2)])

@@ -6,7 +6,8 @@
   requests.*, limits.*, cpu/memory) is refused (403 `exceeded quota: q, requested: ..., used: ..., limited: ...`),
   and a pod that leaves a quota-covered compute resource unspecified too (`failed quota: q: must specify ...`).
 - ServiceAccount: a pod naming a service account that does not exist is refused (403 `error looking up service
-  account ns/sa: serviceaccount "sa" not found`). `default` always exists (the real controller creates it).
+  account ns/sa: serviceaccount "sa" not found`), `default` too: the controller-manager makes it a moment after
+  its namespace (`ApiServerEmulator.account_lag_s`), so a pod created at once in a new namespace may be refused.
 Each check is a pure function of the pod, its namespace and the namespace's objects; it returns the reason.
 
 One mutating plugin, on by default in a real server as here: DefaultTolerationSeconds (`default_tolerations`).
@@ -165,6 +166,6 @@ def resource_quota(pod: Mapping[str, Any], quotas: Iterable[Mapping[str, Any]],
 
 def service_account(pod: Mapping[str, Any], namespace: str, accounts: Iterable[str]) -> str | None:
     sa = (pod.get("spec") or {}).get("serviceAccountName") or "default"
-    if sa == "default" or sa in set(accounts):
+    if sa in set(accounts):
         return None
     return f'error looking up service account {namespace}/{sa}: serviceaccount "{sa}" not found'

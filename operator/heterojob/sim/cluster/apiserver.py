@@ -111,6 +111,7 @@ log = logging.getLogger(__name__)
 PDB_KEY = ("policy", "poddisruptionbudgets")
 WRITE_METHODS = frozenset({"POST", "PUT", "PATCH", "DELETE"})
 ALL_VERBS = {"get", "list", "watch", "create", "update", "patch", "delete", "deletecollection"}
+DEFAULT_ACCOUNT_LAG_S = 0.05  # a new namespace's `default` ServiceAccount comes this long after it (`account_lag_s`)
 
 
 def _now(after_s: float = 0.0) -> str:
@@ -279,6 +280,10 @@ class ApiServerEmulator(kmock.KubernetesEmulator):
     tokens: auth.Tokens = attrs.field(factory=auth.Tokens, init=False)  # service account tokens issued (auth.py)
     gc_lag_s: float = collector.GC_LAG_S  # when the collector reaches an object made for absent owners
     _gc_due: dict[str, asyncio.TimerHandle] = attrs.field(factory=dict, init=False)  # object uid -> its look
+    # the controller-manager's ServiceAccount controller: a new namespace's `default` account comes this long after
+    # the namespace (a pod created before it is refused: `serviceaccount "default" not found`, a real cluster's race)
+    account_lag_s: float = DEFAULT_ACCOUNT_LAG_S
+    _accounts_due: list[asyncio.TimerHandle] = attrs.field(factory=list, init=False)
 
     def __attrs_post_init__(self) -> None:
         super().__attrs_post_init__()
@@ -354,6 +359,9 @@ class ApiServerEmulator(kmock.KubernetesEmulator):
         for due in self._gc_due.values():
             due.cancel()
         self._gc_due.clear()
+        for due in self._accounts_due:
+            due.cancel()
+        self._accounts_due.clear()
         self.gc_lag_s = collector.GC_LAG_S
         self.ensure_system_namespaces()
 
@@ -365,8 +373,9 @@ class ApiServerEmulator(kmock.KubernetesEmulator):
             return
         for name in SYSTEM_NAMESPACES:
             if (None, name) not in self._store[kind.key]:
-                self._create(Route("", "v1", "namespaces", None, None, None), kind,
-                             {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": name}})
+                made = self._create(Route("", "v1", "namespaces", None, None, None), kind,
+                                    {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": name}})
+                self._default_account(name, made["metadata"]["uid"])  # the cluster's own: there from its start
 
     @override
     async def _serve_server_version(self, request: Any) -> dict[str, str]:
@@ -1033,8 +1042,32 @@ class ApiServerEmulator(kmock.KubernetesEmulator):
         self._emit(kind, None, obj)
         if kind.key == ("apiextensions.k8s.io", "customresourcedefinitions"):
             self._register_crd(obj)
+        elif kind.key == ("", "namespaces"):
+            self._default_account_later(name, meta["uid"])
         self._check_owners(kind, obj)
         return obj
+
+    def _default_account_later(self, namespace: str, uid: str) -> None:
+        """The ServiceAccount controller (pkg/controller/serviceaccount): the namespace's `default` account, made
+        `account_lag_s` after the namespace (at once when not serving: a direct call, e.g. the system namespaces)."""
+        try:
+            loop = asyncio.get_running_loop()
+        except RuntimeError:
+            self._default_account(namespace, uid)
+            return
+        self._accounts_due = [d for d in self._accounts_due if not d.cancelled() and d.when() > loop.time()]
+        self._accounts_due.append(loop.call_later(max(0.0, self.account_lag_s), self._default_account, namespace, uid))
+
+    def _default_account(self, namespace: str, uid: str) -> None:
+        ns = self._store[("", "namespaces")].get((None, namespace))
+        kind = self._kind(Route("", "v1", "serviceaccounts", None, None, None))
+        if kind is None or ns is None or ns["metadata"].get("uid") != uid or ns["metadata"].get("deletionTimestamp"):
+            return  # gone (or another of the name), or being deleted: nothing is made in it
+        if (namespace, "default") in self._store[kind.key]:
+            return
+        self._create(Route("", "v1", "serviceaccounts", namespace, None, None), kind,
+                     {"apiVersion": "v1", "kind": "ServiceAccount", "metadata": {"name": "default",
+                                                                                   "namespace": namespace}})
 
     def _commit(self, kind: ResourceKind, old: dict[str, Any], new: dict[str, Any], subresource: str | None,
                 dry_run: bool = False, strict: str = "Warn") -> dict[str, Any]:

@@ -107,15 +107,33 @@ def apply(api: kubernetes.client.ApiClient, objects: Iterable[Mapping[str, Any]]
 
 def seed(api: kubernetes.client.ApiClient, namespaces: Iterable[str] = ("team-a",),
          nodes: Iterable[Mapping[str, Any]] = (), defaults: bool = True) -> None:
-    """CRDs, default classes and regions, namespaces and nodes: an empty cluster made ready for jobs."""
+    """CRDs, default classes and regions, namespaces and nodes: an empty cluster made ready for jobs (each
+    namespace's `default` ServiceAccount there: the API server's controller makes it a moment later)."""
     from heterojob import defaults as embedded
     from heterojob.api import crds
 
+    namespaces = list(namespaces)
     apply(api, [crds.crd(r) for r in crds.RESOURCES])
     apply(api, [{"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": ns}} for ns in namespaces])
     if defaults:
         apply(api, embedded.all_objects())
     apply(api, nodes)
+    accounts_ready(api, namespaces)
+
+
+def accounts_ready(api: kubernetes.client.ApiClient, namespaces: Iterable[str], timeout_s: float = 10.0) -> None:
+    """Wait until each namespace's `default` ServiceAccount exists (the controller-manager makes it a moment after
+    the namespace; a pod naming no account is refused until then)."""
+    core, deadline = kubernetes.client.CoreV1Api(api), time.monotonic() + timeout_s
+    for ns in namespaces:
+        while True:
+            try:
+                core.read_namespaced_service_account("default", ns)
+                break
+            except kubernetes.client.ApiException as exc:
+                if exc.status != 404 or time.monotonic() > deadline:
+                    raise
+                time.sleep(0.02)
 
 
 class OperatorRunner:
