@@ -129,3 +129,31 @@ def test_clear_names_an_unknown_node_or_device(demo: tuple[str, Path]) -> None:
         inject(CLEAR, NPU_NODE, 9, None, workdir)
     with pytest.raises(ValueError, match="needs the node"):
         inject(CLEAR, None, 1, None, workdir)
+
+
+def test_a_pod_keeps_its_devices_and_a_new_one_never_gets_a_device_its_plugin_reports_unhealthy() -> None:
+    """The stand-in device plugin allocates as the kubelet does: a pod keeps the devices it was given while it
+    holds them (one that failed under it included), and a new pod gets only devices reported healthy, so a GPU
+    with a fatal XID is not handed to the next job placed on its node (the demo gave it to every new job)."""
+    from heterojob.sim.cluster.nodes import node
+
+    exporters = ExporterFleet([node("g", "cn-east", "nvidia-h100")], seed=1)
+    devices = exporters.nodes["g"].devices
+
+    def held(pod: str) -> list[int]:
+        return [d.index for d in devices if d.pod == pod]
+
+    exporters.bind({"g": [("t", "a", 2), ("t", "b", 2)]})
+    assert (held("a"), held("b")) == ([0, 1], [2, 3])
+    exporters.inject("fatal-xid", "g", 0)
+    exporters.inject("fatal-xid", "g", 5)
+    exporters.bind({"g": [("t", "b", 2)]})  # a ended: b keeps its devices (they are not packed to the front)
+    assert held("b") == [2, 3] and held("a") == []
+    exporters.bind({"g": [("t", "b", 2), ("t", "c", 4)]})
+    assert held("c") == [1, 4, 6, 7]  # never 0 or 5: reported unhealthy (the Node's allocatable is 6)
+    assert exporters.unhealthy_devices() == {"g": 2}
+    exporters.bind({"g": [("t", "b", 2), ("t", "c", 4), ("t", "d", 2)]})  # more than the healthy free ones
+    assert held("d") == [] and held("b") == [2, 3]
+    devices[2].xid = 79  # fails under b: still b's (its job is what the fault hits)
+    exporters.bind({"g": [("t", "b", 2), ("t", "c", 4)]})
+    assert held("b") == [2, 3]

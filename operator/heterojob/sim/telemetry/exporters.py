@@ -43,7 +43,7 @@ from urllib.parse import parse_qs, urlparse
 from prometheus_client import CollectorRegistry
 
 from heterojob.sim.telemetry.devices import (
-    DEVICE_PLUGIN_SKIPPED_XIDS, ExporterProfile, Fault, SimNode, npu_unknown, sim_node,
+    DEVICE_PLUGIN_SKIPPED_XIDS, ExporterProfile, Fault, SimDevice, SimNode, npu_unknown, sim_node,
 )
 from heterojob.sim.telemetry.metrics import ExporterMetrics, NodeCollector
 
@@ -72,14 +72,25 @@ class ExporterFleet(ExporterMetrics):
     # --- what runs where ---------------------------------------------------------------------------
 
     def bind(self, bindings: Mapping[str, Iterable[tuple[str, str, int]]]) -> None:
-        """node -> [(namespace, pod, devices)]: the pods now holding each node's devices (others idle)."""
+        """node -> [(namespace, pod, devices)]: the pods now holding each node's devices (others idle). As the
+        kubelet's device manager allocates them: a pod keeps the devices it was given for as long as it holds them
+        (one that fails under it stays its own); a new pod gets free devices its device plugin reports healthy
+        (`unhealthy_devices`), lowest index first, never one reported unhealthy."""
         with self.lock:
             for name, node in self.nodes.items():
-                free = iter(node.devices)
-                for device in node.devices:
-                    device.namespace = device.pod = ""
+                wanted: dict[tuple[str, str], int] = {}
                 for namespace, pod, count in bindings.get(name, ()):
-                    for _ in range(count):
+                    wanted[(namespace, pod)] = wanted.get((namespace, pod), 0) + count
+                held: dict[tuple[str, str], int] = {}
+                for device in node.devices:
+                    key = (device.namespace, device.pod)
+                    if device.pod and held.get(key, 0) < wanted.get(key, 0):
+                        held[key] = held.get(key, 0) + 1
+                    else:
+                        device.namespace = device.pod = ""
+                free = iter([d for d in node.devices if not d.pod and _plugin_healthy(d)])
+                for (namespace, pod), count in wanted.items():
+                    for _ in range(count - held.get((namespace, pod), 0)):
                         device = next(free, None)
                         if device is not None:
                             device.namespace, device.pod = namespace, pod
@@ -167,8 +178,7 @@ class ExporterFleet(ExporterMetrics):
         with self.lock:
             out: dict[str, int] = {}
             for name, sim in self.nodes.items():
-                bad = sum(1 for d in sim.devices
-                          if (d.xid and d.xid not in DEVICE_PLUGIN_SKIPPED_XIDS) or d.npu_health == 0)
+                bad = sum(1 for d in sim.devices if not _plugin_healthy(d))
                 if bad:
                     out[name] = bad
             return out
@@ -283,3 +293,9 @@ class ExporterFleet(ExporterMetrics):
                               Fault.NPU_NETWORK_DOWN: d.network != 1, Fault.NPU_LINK_DOWN: d.link != 1}
                     out += [{"node": n.name, "device": d.index, "kind": k.value} for k, on in active.items() if on]
         return out
+
+
+def _plugin_healthy(device: SimDevice) -> bool:
+    """Whether its device plugin reports it healthy to the kubelet: NVIDIA's k8s-device-plugin marks a GPU unhealthy
+    on an XID outside the application errors it skips, the Ascend device plugin a chip whose health is 0."""
+    return not ((device.xid and device.xid not in DEVICE_PLUGIN_SKIPPED_XIDS) or device.npu_health == 0)
