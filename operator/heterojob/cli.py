@@ -121,12 +121,13 @@ def _demo(args: argparse.Namespace) -> int:
     from heterojob.sim.demo.run import Demo
 
     if args.action == "inject":
-        from heterojob.sim.demo.inject import CLEAR, DemoNotRunning, follow, pick_target
+        from heterojob.sim.demo.inject import CLEAR, DemoNotRunning, follow, known, pick_target
 
         if not args.fault:
             raise SystemExit("usage: heterojob demo inject FAULT [NODE] [--device N] [--value V]; "
                              "heterojob demo inject clear [NODE] [--device N]")
         try:
+            known(args.fault)  # before a target is picked and said
             job = None
             node, device = args.node, args.device if args.device is not None else 0
             if args.fault == CLEAR:  # no device: the whole node; no node: the whole fleet
@@ -316,8 +317,9 @@ def parser() -> argparse.ArgumentParser:
     demo.add_argument("action", nargs="?", choices=["run", "inject"], default="run",
                       help="run (default) or inject a fault into a running demo")
     demo.add_argument("fault", nargs="?", help="inject: fatal-xid, application-xid, overheat, npu-unhealthy, "
-                                                "npu-unknown, vanish, exporter-down, straggle; clear (heals them); or what "
-                                                "the node controller writes: node-unreachable, node-notready, "
+                                                "npu-unknown, vanish, exporter-down, straggle, uncollected, "
+                                                "npu-network-down, npu-link-down, fell-off-bus; clear (heals them); or "
+                                                "what the node controller writes: node-unreachable, node-notready, "
                                                 "node-ready")
     demo.add_argument("node", nargs="?", help="inject: the node, e.g. cn-east-nvidia-h100-00; without one, a node "
                                                "that hosts a running job (the job's next steps are printed); clear without one: "

@@ -50,10 +50,29 @@ def test_device_out_of_range_says_which_devices_exist(url: str) -> None:
 
 
 def test_bad_kind_and_missing_field_still_show_the_format(url: str) -> None:
-    assert post(url, {"kind": "melt", "node": "cn-hohhot-ascend-910b-00"})[0] == 400
+    code, text = post(url, {"kind": "melt", "node": "cn-hohhot-ascend-910b-00"})
+    assert code == 400 and text.startswith("unknown fault 'melt': one of fatal-xid, ") and "ValueError" not in text
     code, text = post(url, {"kind": "overheat"})
     assert code == 400 and "send {kind:" in text
     assert post(url, {"kind": "overheat", "node": "cn-hohhot-ascend-910b-00", "device": 3})[0] == 200
+
+
+def test_a_fault_of_another_exporter_is_refused_naming_what_the_node_has(url: str) -> None:
+    code, text = post(url, {"kind": "fatal-xid", "node": "cn-hohhot-ascend-910b-00"})
+    assert code == 400 and text.strip() == ("fatal-xid is a fault of NVIDIA GPU (dcgm-exporter) nodes; "
+                                            "cn-hohhot-ascend-910b-00 has Ascend NPU (npu-exporter) (Ascend910B3)")
+
+
+def test_inject_names_every_fault_it_knows_before_picking_a_target() -> None:
+    from heterojob.cli import parser
+    from heterojob.sim.demo.inject import NODE_FAULTS, known
+    from heterojob.sim.telemetry.devices import Fault
+
+    with pytest.raises(ValueError, match="unknown fault 'bogus': one of fatal-xid, .*, node-ready, clear$"):
+        known("bogus")
+    helps = [a.help or "" for a in parser()._subparsers._group_actions[0].choices["demo"]._actions]  # noqa: SLF001 - argparse keeps them there
+    fault_help = next(h for h in helps if h.startswith("inject: fatal-xid"))
+    assert all(kind in fault_help for kind in [*(f.value for f in Fault), *NODE_FAULTS, "clear"])
 
 
 # --- `heterojob demo inject clear`: the fleet recovers -----------------------------------------------------------

@@ -151,6 +151,16 @@ def _node_fault(kind: str, node: str, state: Mapping[str, Any]) -> str:
 CLEAR = "clear"  # heals what the exporter faults broke (not a node fault: `node-ready` undoes those)
 
 
+def known(kind: str) -> str:
+    """`kind` when it is a fault `inject` knows (or `clear`); else ValueError naming them all."""
+    from heterojob.sim.telemetry.devices import Fault
+
+    kinds = [*(f.value for f in Fault), *NODE_FAULTS, CLEAR]
+    if kind not in kinds:
+        raise ValueError(f"unknown fault {kind!r}: one of {', '.join(kinds)}")
+    return kind
+
+
 def inject(kind: str, node: str | None, device: int | None = 0, value: float | None = None,
            workdir: Path | None = None) -> str:
     """Break something in the running demo (found through its state file), or heal it (`clear`: every exporter

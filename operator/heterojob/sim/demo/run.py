@@ -57,6 +57,17 @@ def _interrupt(signum: int, frame: Any) -> None:
     raise KeyboardInterrupt
 
 
+def cli_command() -> str:
+    """How to run `heterojob` from another terminal: the command when it is on PATH (an active virtualenv), else
+    the checkout's `scripts/run heterojob` (README's way), else this interpreter's `-m heterojob`."""
+    if shutil.which("heterojob"):
+        return "heterojob"
+    runner = Path(__file__).resolve().parents[4] / "scripts" / "run"
+    if runner.is_file():
+        return f"{runner} heterojob"
+    return f"{sys.executable} -m heterojob"
+
+
 def _say(msg: str) -> None:
     print(f"[demo] {msg}", file=sys.stderr, flush=True)
 
@@ -282,9 +293,9 @@ class Demo:
                   f"  prometheus:   {self._prometheus.url if self._prometheus else '(not installed)'}\n"
                   f"  alertmanager: {self._alertmanager.url if self._alertmanager else '(not installed)'}\n"
                   + self._members_text() +
-                  "  break a GPU:  heterojob demo inject fatal-xid"
+                  f"  break a GPU:  {cli_command()} demo inject fatal-xid"
                   + (f" --workdir {self.workdir}" if self.workdir != DEFAULT_WORKDIR else "") + "\n"
-                  "  heal it:      heterojob demo inject clear <node> [--device N]"
+                  f"  heal it:      {cli_command()} demo inject clear <node> [--device N]"
                   + (f" --workdir {self.workdir}" if self.workdir != DEFAULT_WORKDIR else "") + "\n"
                   f"  logs:         {self.workdir}\n  stop:         Ctrl-C\n", flush=True)
             while True:

@@ -107,10 +107,19 @@ class ExporterFleet(ExporterMetrics):
     # --- faults --------------------------------------------------------------------------------------
 
     def inject(self, fault: Fault | str, node: str, device: int | None = 0, value: float | None = None) -> None:
-        """Inject `fault` on `node` (device index `device`; exporter-down is node-wide). KeyError if unknown."""
-        fault = Fault(fault)
+        """Inject `fault` on `node` (device index `device`; exporter-down is node-wide). KeyError if the node or
+        device is unknown; ValueError for a fault that is not one (naming them) or not of the node's exporter (an
+        NPU's health on a GPU node, an XID on an NPU node)."""
+        try:
+            fault = Fault(fault)
+        except ValueError:
+            raise ValueError(f"unknown fault {fault!r}: one of {', '.join(f.value for f in Fault)}") from None
         with self.lock:
             sim = self._node(node)
+            family = FAULT_FAMILY.get(fault)
+            if family is not None and family != sim.family:
+                raise ValueError(f"{fault.value} is a fault of {FAMILY_NAMES[family]} nodes; {node} has "
+                                 f"{FAMILY_NAMES.get(sim.family, sim.family)} ({sim.model})")
             if fault == Fault.EXPORTER_DOWN:
                 sim.down = True
                 return
@@ -231,7 +240,9 @@ class ExporterFleet(ExporterMetrics):
                     fleet.inject(kind, node, body.get("device", 0), body.get("value"))
                 except KeyError as exc:  # an unknown node or device: say which, and what exists
                     return self._send(404, f"{exc.args[0]}\n".encode())
-                except (ValueError, IndexError, TypeError) as exc:
+                except ValueError as exc:  # not a fault, or not one of this node's exporter: said as such
+                    return self._send(400, f"{exc}\n".encode())
+                except (IndexError, TypeError) as exc:
                     return self._send(400, f"bad fault {exc!r}: {usage}\n".encode())
                 self._send(200, b"ok\n")
 
@@ -293,6 +304,13 @@ class ExporterFleet(ExporterMetrics):
                               Fault.NPU_NETWORK_DOWN: d.network != 1, Fault.NPU_LINK_DOWN: d.link != 1}
                     out += [{"node": n.name, "device": d.index, "kind": k.value} for k, on in active.items() if on]
         return out
+
+
+# the faults only one exporter family has (the others: every node's)
+FAULT_FAMILY = {Fault.FATAL_XID: "dcgm", Fault.APPLICATION_XID: "dcgm", Fault.NPU_UNHEALTHY: "npu-exporter",
+                Fault.NPU_UNKNOWN: "npu-exporter", Fault.NPU_NETWORK_DOWN: "npu-exporter",
+                Fault.NPU_LINK_DOWN: "npu-exporter"}
+FAMILY_NAMES = {"dcgm": "NVIDIA GPU (dcgm-exporter)", "npu-exporter": "Ascend NPU (npu-exporter)"}
 
 
 def _plugin_healthy(device: SimDevice) -> bool:
