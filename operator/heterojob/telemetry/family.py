@@ -254,6 +254,8 @@ class Adapter:
         labelled = self.labelled_roles
         # tallied here, added to `report` once (a cycle reads tens of thousands of series)
         missing = bad = uncollected_n = 0
+        raw: Any
+        value: float | None
         try:
             for role, vector in results.items():
                 is_identity, is_count = role == identity, role == "xid_count"
