@@ -136,6 +136,33 @@ def test_nonsense_is_reported_and_never_a_fault() -> None:
     assert report.degraded
 
 
+def test_every_kind_of_bad_value_is_tallied_into_the_report_it_is_given() -> None:
+    """The per-series values of the windowed and grouped roles: each malformed one counts once, a missing one
+    not at all, the exporter's "not collected" markers as uncollected; and the counts add to what the report
+    already holds (one report serves every family of a source)."""
+    report = ParseReport(missing_labels=2, bad_values=5, uncollected=7)
+    results = {
+        "util": [series("50", **gpu("GPU-a")), series("50", **gpu("GPU-b"))],
+        "temp": [series("NaN", **gpu("GPU-a")), series("-Inf", **gpu("GPU-b"))],
+        "fb_used": [series("banana", **gpu("GPU-a")), {"metric": gpu("GPU-b")}],  # no value pair: no reading
+        "power": [series(["1", "2"], **gpu("GPU-a")), series(None, **gpu("GPU-b"))],
+        "xid": [series("1e400", **gpu("GPU-a")), series("0", device="no uuid")],
+    }
+    samples = {s.device_id: s for s in DcgmAdapter().parse(results, POLICY, report)}
+    assert (report.bad_values, report.missing_labels, report.uncollected) == (5 + 5, 2 + 1, 7)
+    assert all(getattr(samples[d], f) is None for d in samples for f in ("temperature_c", "memory_used_mib",
+                                                                         "power_w", "xid"))
+
+    def chip(value: Any, role_value: Any) -> dict[str, list[dict[str, Any]]]:
+        labels = {"id": "0", "node": "npu-node-1", "model_name": "Ascend910B3"}
+        return {"util": [series(value, **labels)], "power": [series(role_value, **labels)],
+                "error_code": [series("4294967295", **labels)]}
+
+    report = ParseReport(uncollected=1)
+    (npu,) = AscendAdapter().parse(chip("-1", "-1"), POLICY, report)
+    assert (report.uncollected, report.bad_values) == (1 + 3, 0) and npu.utilization is None and npu.power_w is None
+
+
 def test_a_vanished_device_fails_but_a_silent_exporter_is_unknown() -> None:
     before = {s.device_id: s for s in (DeviceSample("GPU-a", "n1", "dcgm"), DeviceSample("GPU-b", "n1", "dcgm"),
                                        DeviceSample("GPU-c", "n2", "dcgm"))}

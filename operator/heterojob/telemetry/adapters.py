@@ -99,11 +99,12 @@ class DcgmAdapter(Adapter):
 
     def sample(self, device_id: str, node: str, labels: Mapping[str, str], values: Mapping[str, Any],
                policy: HealthPolicy, where: Where = (None, None), ctx: Context = Context()) -> DeviceSample:
-        used, total = values.get("fb_used"), values.get("fb_total")
-        counts = tuple(sorted((values.get("xid_counts") or {}).items()))
-        xid = values.get("xid")
-        live = any(values.get(role) is not None for role in ("util", "temp", "fb_used", "power"))
-        health, reason, error = classify_gpu(xid, values.get("temp"), policy, None, counts, live)
+        get = values.get
+        util, temp, used, total, power, xid = (get("util"), get("temp"), get("fb_used"), get("fb_total"),
+                                               get("power"), get("xid"))
+        counts = tuple(sorted(xid_counts.items())) if (xid_counts := get("xid_counts")) else ()
+        live = util is not None or temp is not None or used is not None or power is not None
+        health, reason, error = classify_gpu(xid, temp, policy, None, counts, live)
         model = labels.get("modelName", "")
         if labels.get("GPU_I_PROFILE"):
             model = f"{model} MIG {labels['GPU_I_PROFILE']}".strip()
@@ -111,9 +112,9 @@ class DcgmAdapter(Adapter):
         return DeviceSample(
             device_id=device_id, node=node, family=self.family, model=model,
             index=labels.get("gpu", "") + (f"/{labels['GPU_I_ID']}" if labels.get("GPU_I_ID") else ""),
-            utilization=values.get("util"), memory_used_mib=used,
+            utilization=util, memory_used_mib=used,
             memory_total_mib=total if used is not None else None,
-            temperature_c=values.get("temp"), power_w=values.get("power"),
+            temperature_c=temp, power_w=power,
             health=health, reason=reason, last_error=error, namespace=namespace, pod=pod,
             region=where[0], device_class=where[1], xid=int(xid) if xid is not None else None, xid_counts=counts,
             observed_at=values.get("at"),

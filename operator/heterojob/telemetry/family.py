@@ -19,6 +19,7 @@ docs/telemetry.md, section 3).
 from __future__ import annotations
 
 import re
+from math import isfinite
 from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any, ClassVar
@@ -251,44 +252,61 @@ class Adapter:
         at: float | None = None  # every query of a cycle is evaluated at the same instant
         device_id, clean, identity = self.device_id, self.clean, self.identity
         labelled = self.labelled_roles
-        for role, vector in results.items():
-            is_identity, is_count = role == identity, role == "xid_count"
-            is_labelled = role in labelled
-            most = self.roles[role].merge == "max" if role in self.roles else False
-            for series in vector or ():
-                labels = series.get("metric") or {}
-                device = device_id(labels, ctx)
-                if device is None:
-                    if (host := _unplaced(labels, ctx)) and first_label(labels, "UUID", "uuid", "id"):
-                        unresolved.setdefault(host, role)
-                    else:
-                        report.missing_labels += 1
-                    continue
-                if is_identity:
-                    candidates.setdefault(device, []).append(series)
-                    continue
-                if is_labelled:
-                    stand_ins.setdefault(device, {}).setdefault(role, []).append(series)
-                pair = series.get("value") or (None, None)
-                if at is None:
-                    at = number(pair[0])
-                raw = pair[1]
-                value = number(raw)
-                if value is None and raw is not None:
-                    report.bad_values += 1
-                value, uncollected = clean(role, value, labels)
-                report.uncollected += uncollected
-                mine = values.get(device)
-                if mine is None:
-                    mine = values[device] = {}
-                    some_labels[device] = labels
-                if is_count:
-                    code = int(number(labels.get("xid")) or 0)
-                    mine.setdefault("xid_counts", {})[code] = value
-                elif mine.get(role) is None:
-                    mine[role] = value
-                elif most and value is not None:
-                    mine[role] = max(mine[role], value)
+        # tallied here, added to `report` once (a cycle reads tens of thousands of series)
+        missing = bad = uncollected_n = 0
+        raw: Any
+        value: float | None
+        try:
+            for role, vector in results.items():
+                is_identity, is_count = role == identity, role == "xid_count"
+                is_labelled = role in labelled
+                most = self.roles[role].merge == "max" if role in self.roles else False
+                for series in vector or ():
+                    labels = series.get("metric") or {}
+                    device = device_id(labels, ctx)
+                    if device is None:
+                        if (host := _unplaced(labels, ctx)) and first_label(labels, "UUID", "uuid", "id"):
+                            unresolved.setdefault(host, role)
+                        else:
+                            missing += 1
+                        continue
+                    if is_identity:
+                        if (listed := candidates.get(device)) is None:
+                            candidates[device] = [series]
+                        else:
+                            listed.append(series)
+                        continue
+                    if is_labelled:
+                        stand_ins.setdefault(device, {}).setdefault(role, []).append(series)
+                    pair = series.get("value") or (None, None)
+                    if at is None:
+                        at = number(pair[0])
+                    raw = pair[1]
+                    try:  # `number`, inline
+                        value = float(raw)
+                        if not isfinite(value):
+                            value = None
+                    except (TypeError, ValueError):
+                        value = None
+                    if value is None and raw is not None:
+                        bad += 1
+                    value, uncollected = clean(role, value, labels)
+                    uncollected_n += uncollected
+                    mine = values.get(device)
+                    if mine is None:
+                        mine = values[device] = {}
+                        some_labels[device] = labels
+                    if is_count:
+                        code = int(number(labels.get("xid")) or 0)
+                        mine.setdefault("xid_counts", {})[code] = value
+                    elif (held := mine.get(role)) is None:
+                        mine[role] = value
+                    elif most and value is not None:
+                        mine[role] = max(held, value)
+        finally:
+            report.missing_labels += missing
+            report.bad_values += bad
+            report.uncollected += uncollected_n
         # a device without an identity series (dcgm-exporter 2.2.9-2.4.1's counters CSVs comment out
         # DCGM_FI_DEV_GPU_UTIL) takes its fallback identity (engine activity, with the dcp CSV); without one, it
         # is placed by the labels of its series of the first `labelled_roles` that has one (a broken device's

@@ -206,9 +206,7 @@ def vanished(previous: dict[str, DeviceSample], current: list[DeviceSample]) -> 
     present = {s.device_id for s in current}
     reporting = {s.node for s in current}
     out = []
-    for device_id, before in sorted(previous.items()):
-        if device_id in present:
-            continue
+    for device_id, before in sorted(item for item in previous.items() if item[0] not in present):
         if before.node in reporting:
             out.append(DeviceSample(device_id, before.node, before.family, before.model, before.index,
                                     health=Health.FAILED, reason="series vanished (device fell off the bus?)",

@@ -215,9 +215,12 @@ def build(sources: Sequence[SourceResult], nodes: Mapping[str, NodeFacts], previ
                       for d in adapter.parse(mine, policy, report, where, ctx)]
         source_down = _exporters_down(up, ctx)
         down |= source_down
-        served = {d.device_id: d for d in found if _serves(source, nodes.get(d.node), own_regions)}
+        # whether this source speaks for a node, asked once per node (not per device)
+        speaks = {node: _serves(source, nodes.get(node), own_regions)
+                  for node in {d.node for d in found} | {v.node for v in previous.values() if v.node in nodes}}
+        served = {d.device_id: d for d in found if speaks[d.node]}
         # a device is remembered while its Node exists; one missing while its exporter answers vanished
-        before = {k: v for k, v in previous.items() if v.node in nodes and _serves(source, nodes[v.node], own_regions)}
+        before = {k: v for k, v in previous.items() if v.node in nodes and speaks[v.node]}
         reporting = [d for d in served.values() if d.node not in source_down]
         for d in reporting:
             reported[d.node].add(d.device_id.partition("/mig-")[0])

@@ -101,6 +101,11 @@ class _Daemon:
         self.stop()
         raise TimeoutError(f"{self.name} not ready after {timeout_s}s")
 
+    @property
+    def pid(self) -> int | None:
+        """The running daemon's process id (None when stopped): benches read its CPU time."""
+        return self._proc.pid if self._proc is not None else None
+
     def stop(self) -> None:
         process.stop(self._proc)
         if self._proc is not None:
