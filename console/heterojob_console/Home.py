@@ -37,7 +37,7 @@ def overview() -> None:
     row[4].metric("Jobs waiting", waiting, help=kpis.HELP["jobs_waiting"])
     row = st.columns(5)
     if measured is not None:
-        health = kpis.health(measured[0], cap.accelerators,
+        health = kpis.health(measured[0], cap.declared,
                              cluster.nodes.loc[cluster.nodes["kind"] == "accelerator", "node"])
         row[0].metric("Accelerator utilization", kpis.pct(health.utilization), help=kpis.HELP["utilization"]
                       + f" Now: over {health.reporting} reporting accelerators.")

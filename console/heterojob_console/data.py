@@ -49,8 +49,8 @@ def utilization(status: Mapping[str, Any]) -> float | None:
         return None
     average = figures.get("average")
     return float(average) if isinstance(average, (int, float)) and not isinstance(average, bool) else None
-NODE_COLUMNS = ["node", "region", "class", "kind", "resource", "capacity", "held", "ready", "schedulable", "reason",
-                "software", "network", "member", "unreachable"]
+NODE_COLUMNS = ["node", "region", "class", "kind", "resource", "capacity", "declared", "held", "ready", "schedulable",
+                "reason", "software", "network", "member", "unreachable"]
 JOB_COLUMNS = ["namespace", "name", "priority", "phase", "class", "region", "member", "replicas", "devices",
                "utilization", "generation", "migrations", "queue", "migrate_requested", "message", "created"]
 POD_COLUMNS = ["namespace", "pod", "job", "member", "node", "phase", "generation"]  # heterojob's pods, any phase
@@ -141,6 +141,10 @@ def read_cluster(api: kubernetes.client.ApiClient) -> Cluster:
                       "kind": ("cpu" if cls.resource_name == "cpu" else "accelerator") if cls else "-",
                       "resource": cls.resource_name if cls else "",
                       "capacity": view.allocatable.get(cls.resource_name, 0) if cls else 0,
+                      # status.capacity: every device, a failed one too (allocatable leaves out what its plugin
+                      # reports unhealthy), what the exporters' devices are counted against
+                      "declared": max(view.capacity.get(cls.resource_name, 0), view.allocatable.get(cls.resource_name, 0))
+                      if cls else 0,
                       "held": held.get(name, 0), "ready": view.ready and not unreachable,
                       "schedulable": view.schedulable,
                       "reason": f"member cluster {member} unreachable" if unreachable else view.reason,

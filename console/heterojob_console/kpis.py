@@ -21,7 +21,8 @@ HELP = {
                    "over the accelerators that report now; devices without data are left out, never taken as 0.",
     "reporting": "Accelerators of existing Nodes with a sample in this read of Prometheus, their exporter up "
                  "(not those behind an exporter that is down, nor a device whose series vanished); at most the "
-                 "accelerators the Nodes declare.",
+                 "accelerators the Nodes declare (status.capacity: a failed one too, which `Accelerators`, counting "
+                 "allocatable, leaves out once its device plugin reports it unhealthy).",
     "failed": "Accelerators whose exporter reports a fault (fatal XID, NPU health unhealthy), or whose series "
               "vanished while their node's exporter still reports (fell off the bus).",
     "degraded": "Accelerators that work but need attention (over the temperature limit, non-fatal errors).",
@@ -48,6 +49,7 @@ class Capacity:
     nodes: int
     nodes_ready: int
     nodes_unreachable: int = 0  # in member clusters that do not answer now (counted, not ready)
+    declared: int = 0  # accelerators the Nodes' status.capacity declares, failed ones too (what reports count against)
 
     @property
     def allocated_pct(self) -> float | None:
@@ -67,7 +69,9 @@ def capacity(nodes: pd.DataFrame) -> Capacity:
         npus=int(acc.loc[acc["resource"] != "nvidia.com/gpu", "capacity"].sum()),
         cpu_cores=int(cpu["capacity"].sum()), cpu_held=int(cpu["held"].sum()),
         nodes=len(nodes), nodes_ready=int((nodes["ready"] & nodes["schedulable"]).sum()),
-        nodes_unreachable=int(nodes["unreachable"].fillna(False).astype(bool).sum()) if "unreachable" in nodes else 0)
+        nodes_unreachable=int(nodes["unreachable"].fillna(False).astype(bool).sum()) if "unreachable" in nodes else 0,
+        declared=int(acc["declared"].where(acc["declared"].notna(), acc["capacity"]).sum()) if "declared" in acc
+        else int(acc["capacity"].sum()))
 
 
 @dataclass(frozen=True)

@@ -32,3 +32,19 @@ def test_every_row_counts_without_a_node_list_and_an_empty_table_is_all_unknown(
     assert kpis.health(devices, accelerators=3) == kpis.FleetHealth(reporting=2, utilization=60.0, failed=0,
                                                                     degraded=1, unknown=1)
     assert kpis.health(table(), accelerators=3) == kpis.FleetHealth(0, None, 0, 0, 3)
+
+
+def test_a_failed_gpu_still_reporting_is_counted_against_what_the_node_declares_not_its_allocatable() -> None:
+    """A GPU with a fatal XID leaves the Node's allocatable (its device plugin reports it unhealthy: 8 -> 7) but its
+    exporter still reports it: Reporting stays within what the Nodes declare (status.capacity, 8), and no
+    accelerator is both failed and unknown (the console showed Accelerators 302, Reporting 304)."""
+    from heterojob_console.data import NODE_COLUMNS
+
+    nodes = pd.DataFrame([{**{c: "" for c in NODE_COLUMNS}, "node": "g0", "kind": "accelerator",
+                           "resource": "nvidia.com/gpu", "capacity": 7, "declared": 8, "held": 0, "ready": True,
+                           "schedulable": True, "unreachable": False}], columns=NODE_COLUMNS)
+    cap = kpis.capacity(nodes)
+    assert (cap.accelerators, cap.declared) == (7, 8)
+    devices = table(*((f"gpu{i}", "g0", 50.0, "failed" if i == 0 else "healthy", True) for i in range(8)))
+    health = kpis.health(devices, cap.declared, ["g0"])
+    assert health.reporting == 8 <= cap.declared and health.failed == 1 and health.unknown == 0

@@ -70,7 +70,7 @@ def live() -> None:
         nodes = nodes[nodes["node"] == node]
     shown = table[table["node"].isin(set(nodes["node"]))]
     cap = kpis.capacity(nodes)
-    health = kpis.health(shown, cap.accelerators)
+    health = kpis.health(shown, cap.declared)
     ui.as_of(cluster.at, f"telemetry {at:%H:%M:%S} UTC")
     k = st.columns(6)
     k[0].metric("Accelerators", cap.accelerators, help=kpis.HELP["accelerators"])
