@@ -210,8 +210,10 @@ class Checkpointer:
         self._read_logged = (why, now)
         source = ("and there is no downward-API file " + str(self.annotations_file)
                   if not self.annotations_file.exists() else "(the downward-API file still counts)")
-        log.warning("heterojob: cannot read pod %s/%s for checkpoint requests %s: %s%s; trying again in %.3gs, "
-                    "training goes on", self.namespace, self.pod, source, why,
+        who = f"pod {self.namespace}/{self.pod}" if self.pod else \
+            "its pod (no HETEROJOB_POD_NAME or HOSTNAME: not in a pod?)"
+        log.warning("heterojob: cannot read %s for checkpoint requests %s: %s%s; trying again in %.3gs, "
+                    "training goes on", who, source, why,
                     f"; {HINT_403}" if getattr(exc, "status", None) == 403 else "", delay)
 
     def maybe_checkpoint(self, step: int, save: Callable[[str], int | None]) -> str | None:

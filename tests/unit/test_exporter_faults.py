@@ -142,7 +142,7 @@ def test_clear_a_node_brings_its_exporter_back_and_clear_alone_heals_the_fleet(d
 
 def test_clear_names_an_unknown_node_or_device(demo: tuple[str, Path]) -> None:
     _, workdir = demo
-    with pytest.raises(ValueError, match=r"no node 'cn-north-ascend-910b-00' in the simulated fleet \(\d+ nodes: cn-"):
+    with pytest.raises(ValueError, match=r"no node 'cn-north-ascend-910b-00' among the simulated exporters \(\d+ accelerator nodes: cn-"):
         inject(CLEAR, "cn-north-ascend-910b-00", None, None, workdir)
     with pytest.raises(ValueError, match="has devices 0-7, not 9"):
         inject(CLEAR, NPU_NODE, 9, None, workdir)

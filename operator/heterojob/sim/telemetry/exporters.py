@@ -158,7 +158,7 @@ class ExporterFleet(ExporterMetrics):
         """The simulated node; KeyError naming the nodes that exist."""
         if node not in self.nodes:
             known = sorted(self.nodes)
-            raise KeyError(f"no node {node!r} in the simulated fleet ({len(known)} nodes: "
+            raise KeyError(f"no node {node!r} among the simulated exporters ({len(known)} accelerator nodes: "
                            f"{', '.join(known[:4])}{', ...' if len(known) > 4 else ''})")
         return self.nodes[node]
 
