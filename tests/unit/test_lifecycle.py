@@ -155,3 +155,18 @@ def test_an_urgent_move_asks_no_rank_for_a_checkpoint_it_will_not_wait_for() -> 
     assert (decide(lost).action, decide(lost).reason) == (Action.CHECKPOINT_TIMEOUT, "ReplicaLost")
     patient = replace(urgent, checkpoint=AskedCheckpoint("g1-100", 220.0, "migrate", requested=100.0))
     assert decide(patient).action == Action.REQUEST_CHECKPOINT  # a move that waits asks every rank
+
+
+def test_a_new_gang_waiting_for_its_own_old_pods_to_terminate_is_not_called_unschedulable() -> None:
+    """A move onto a node the job's earlier gang still holds: kube-scheduler refuses the new pod (Insufficient) until
+    the old pods are gone, a second later; the demo posted a Warning Unschedulable for every such move."""
+    from heterojob.engine.lifecycle import scheduling
+
+    words = "0/34 nodes are available: 1 Insufficient huawei.com/Ascend910"
+    new = pod(0, "Pending", gen=2, node="n1", unschedulable=words, unschedulable_since=10.0)
+    old_there = pod(1, "Running", gen=1, node="n1", deleting=True)
+    old_elsewhere = pod(0, "Running", gen=1, node="n0", deleting=True)
+    assert scheduling(view(generation=2, replicas=1, pods=(new, old_there))) is None
+    verdict = scheduling(view(generation=2, replicas=1, pods=(new, old_elsewhere)))  # not in its way: said
+    assert verdict is not None and verdict.status == "False" and words in verdict.message
+    assert scheduling(view(generation=2, replicas=1, pods=(new,))).status == "False"  # type: ignore[union-attr]

@@ -201,6 +201,11 @@ def scheduling(job: JobView) -> SchedulingVerdict | None:
                      key=lambda p: p.rank)
     stuck = [p for p in current if p.phase == "Pending" and p.unschedulable]
     if stuck:
+        targets = {p.node for p in stuck if p.node}
+        if any(p.deleting and p.generation != job.generation and p.node in targets for p in job.pods):
+            # a move onto nodes its own earlier gang still holds while its pods terminate: kube-scheduler counts
+            # what they hold until they are gone, so the new gang waits for them; not a verdict on the placement
+            return None
         return SchedulingVerdict("False", "Unschedulable",
                                  f"the scheduler cannot place the job's pods: {stuck[0].unschedulable}")
     if current and len(current) == job.replicas and all(p.scheduled for p in current):
