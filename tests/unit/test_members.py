@@ -148,7 +148,7 @@ MEMBER_CALLS = {  # client method -> (resource, verb), for calls made against a 
     "patch_namespaced_role_binding": ("rolebindings", "patch"),
 }
 # the Kube methods the controller calls through `Pods.route` (a member's Kube), and what they call
-ROUTED = {"job_pods", "create", "annotate_pod", "delete_pod", "delete_service"}
+ROUTED = {"job_pods", "create", "create_read", "annotate_pod", "delete_pod", "delete_service"}
 
 
 def calls_in(path: Path, functions: set[str] | None = None) -> set[str]:

@@ -390,15 +390,18 @@ async def _member_owner(kube: Kube, job: Mapping[str, Any], objs: list[dict[str,
     meta = job["metadata"]
     svc = next((o for o in objs if o["kind"] == "Service"), None)
     made: list[dict[str, Any]] = []
+    found: Mapping[str, Any] | None = None
     try:
-        if svc is not None:
+        if svc is not None:  # its answer (or the one there already) says its uid: no read after it
             objs.remove(svc)
-            if await kube.create(svc):
+            created, found = await kube.create_read(svc)
+            if created:
                 made.append(svc)
-        found = await kube.send("read_namespaced_service", namespace=meta["namespace"], name=meta["name"])
+        if not (found or {}).get("metadata"):  # a gang's missing ranks: the Service made before
+            found = await kube.send("read_namespaced_service", namespace=meta["namespace"], name=meta["name"])
     except Exception as exc:  # noqa: BLE001 - refused as any object of the gang is (`_refused`)
         return None, [(svc or manifests.service(job), exc)], made
-    uid = ((found if isinstance(found, dict) else {}).get("metadata") or {}).get("uid")
+    uid = ((found if isinstance(found, Mapping) else {}).get("metadata") or {}).get("uid")
     if not uid:
         return None, [(svc or manifests.service(job), ValueError("the member's Service came back without a uid"))], made
     return {"apiVersion": "v1", "kind": "Service", "name": meta["name"], "uid": uid}, [], made

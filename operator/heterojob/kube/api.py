@@ -290,6 +290,11 @@ class Kube:
         idempotent by name). A 409 is checked as Kubernetes' controllers check a controllerRef: an object of
         that name held by another owner (an earlier HeteroJob of the same name whose dependents the garbage
         collector has not deleted yet) or being deleted raises `OwnedElsewhere`, to be retried once it is gone."""
+        return (await self.create_read(obj))[0]
+
+    async def create_read(self, obj: Mapping[str, Any]) -> tuple[bool, Mapping[str, Any] | None]:
+        """`create`, and the object as the API server holds it (its answer, or the one found under the name;
+        None when an answer did not read as an object)."""
         meta = obj["metadata"]
         namespace, name = meta["namespace"], meta["name"]
         pod = obj["kind"] == "Pod"
@@ -302,7 +307,7 @@ class Kube:
                 made = await self.send(create, obj, namespace=namespace)
                 if pod:
                     self.own_pods.written(namespace, name, answer_body(made))
-                return True
+                return True, made if isinstance(made, Mapping) else None
             except ApiException as exc:
                 if exc.status != 409:
                     raise
@@ -316,7 +321,7 @@ class Kube:
                 raise
             why = foreign(obj, found)
             if why is None:
-                return False
+                return False, found if isinstance(found, Mapping) else None
             raise OwnedElsewhere(f"{obj['kind']} {namespace}/{name} already exists and {why}")
         raise OwnedElsewhere(f"{obj['kind']} {namespace}/{name} already exists and is being replaced; created once "
                              f"it is gone")
