@@ -306,7 +306,9 @@ def register(registry: kopf.OperatorRegistry, config: OperatorConfig, standby: S
         settings.watching.server_timeout = 300
         settings.watching.client_timeout = 330
         # Kopf gives every object a shallow copy of the memo: keep shared state in one mutable holder.
-        runtime = memo.runtime = (standby.take() if standby is not None else None) or new_runtime(config)
+        # a startup Kopf tries again keeps the runtime the first try made (or took from the standby)
+        runtime = memo.runtime = memo.get("runtime") or (standby.take() if standby is not None else None) \
+            or new_runtime(config)
         if config.alerts_port is not None:
             if not config.alert_token:
                 log.warning("the alert receiver accepts requests without a token: set HETEROJOB_ALERT_TOKEN")

@@ -119,6 +119,7 @@ def test_the_standby_takes_over_within_30s_of_the_leaders_death(cluster: Cluster
     eventually(lambda: role(cluster, standby.name) == "leader", what="the new leader's pod labelled")
     text = standby.log.read_text()
     assert "Traceback" not in text and "succeeded." not in text  # readable logs: no tracebacks, no Kopf chatter
+    assert text.count("caches synced") == 1  # the leader's startup took the standby's caches, listed no fleet again
 
 
 def test_a_clean_stop_hands_over_at_once(cluster: Cluster, replicas: list[Replica]) -> None:

@@ -398,7 +398,16 @@ async def _member_owner(kube: Kube, job: Mapping[str, Any], objs: list[dict[str,
             if created:
                 made.append(svc)
         if not (found or {}).get("metadata"):  # a gang's missing ranks: the Service made before
-            found = await kube.send("read_namespaced_service", namespace=meta["namespace"], name=meta["name"])
+            try:
+                found = await kube.send("read_namespaced_service", namespace=meta["namespace"], name=meta["name"])
+            except ApiException as exc:
+                if exc.status != 404:
+                    raise
+                svc = manifests.service(job)  # gone meanwhile (by hand, a leftover cleanup): made again
+                svc["metadata"].pop("ownerReferences", None)
+                created, found = await kube.create_read(svc)
+                if created:
+                    made.append(svc)
     except Exception as exc:  # noqa: BLE001 - refused as any object of the gang is (`_refused`)
         return None, [(svc or manifests.service(job), exc)], made
     uid = ((found if isinstance(found, Mapping) else {}).get("metadata") or {}).get("uid")

@@ -16,7 +16,8 @@ Step of the pipeline (Kueue's scheduling cycle):
 
 Under `--queue-policy mlfq` the cycle goes through `engine.policy` with what `controller.knowledge` reads
 from the jobs' `status.scheduling`; a placement records its start there (a starved job's promotion, in the
-cache at once too), and the scheduler wakes when a waiting job reaches the starvation bound.
+cache at once too), and the scheduler wakes when a waiting job reaches the starvation bound or a running job's
+speed is first measured on a class and size (`learned`).
 `upgrade_for` asks `engine.policy.upgrades` for a running job (the disruption step acts on the answer), on
 the classes the last cycle's waiting jobs chose to wait for.
 """
@@ -164,8 +165,9 @@ class Scheduler:
         self.wake()
 
     def learned(self) -> None:
-        """A running job's first speed on a class and size: what the policy knows changed (`Cache.sync`)."""
-        self.room_freed()
+        """A running job's first speed on a class and size: what the queue policy reads changed (`Cache.sync`)."""
+        if self.queue is not None:  # FIFO reads no speed
+            self.room_freed()
 
     def drop(self, key: str) -> None:
         """A deleted job: nothing kept about it."""
