@@ -33,6 +33,7 @@ from heterojob.controller.moves import Moves
 from heterojob.controller.pods import Pods
 from heterojob.controller.queue import WorkQueue
 from heterojob.controller.scheduler import Scheduler
+from heterojob.controller.upgrades import Upgrades
 from heterojob.controller.quotas import QuotaStatus
 from heterojob.controller.status import STATUS_SCHEMA, StatusPatch, StatusWriter
 from heterojob.state.job_status import read_status, where
@@ -108,9 +109,10 @@ class Controller:
                             fleet.classes, self.config.transfer, fleet_later=self.fleet_later)
         self.scheduler = Scheduler(planning, self.pods, self.poke, self.forget, queue,
                                    requeue_after_s=self.config.move_requeue_after_s)
+        self.upgrades = Upgrades(self.scheduler)  # what its cycles tell a running job's pass
         self.moves = Moves(planning, fleet.nodes, fleet.telemetry, self.queue.wake_at, self.config.disruption_budget,
-                           self.config.advisory, self.scheduler.upgrade_for, by_level=queue is not None,
-                           remaining_for=self.scheduler.remaining_for)
+                           self.config.advisory, self.upgrades.upgrade_for, by_level=queue is not None,
+                           remaining_for=self.upgrades.remaining_for)
         self.actions = Actions(kube, self.writer, self.cache, self.pods, self.checkpoints, self.scheduler,
                                self.metrics, self.poke, self.poke_pending, self.queue.wake_at)
         self.quotas = QuotaStatus(kube, self.cache, fleet.quota_objects, fleet.classes, fleet.regions)
