@@ -129,6 +129,7 @@ class Scheduler:
         self._passes: set[str] = set()  # jobs whose pass waits for the next cycle's verdict (no poke needed)
         self._hurries = 0  # involuntary moves registered so far (`hurry`)
         self._planned_hurries = 0  # ... when the cycle planning now (or last) took its snapshot
+        self._served = 0  # ... when the last cycle that planned to its end took its snapshot
         self._ended = 0.0  # monotonic time the last cycle ended
         self._spacing: asyncio.Future[Any] | None = None  # the wait between two cycles, while it lasts
 
@@ -162,11 +163,10 @@ class Scheduler:
         return lambda: built
 
     def hurry(self) -> None:
-        """An involuntary move's request was registered (its gang is dead or evicted): the next acting cycle
-        plans it without waiting for the duty bound (only for the batch after the last cycle's end), a full
-        cycle goes after it however long the verdicts have been owed, and a cycle planning on a snapshot without
-        it stops (its plan is dropped whole: planned again at once, the same for every other job). Each move
-        registers once, so this costs at most a cycle per fault."""
+        """An involuntary move's request was registered (its gang is dead or evicted): the next acting cycle plans
+        it after the last cycle's batch, not the duty bound, before a full cycle however long owed; a cycle planning
+        on a snapshot without it stops (its plan dropped whole: planned again at once, the same for every other
+        job) unless it plans an earlier such move (a stream of faults never stops every cycle)."""
         self._hurries += 1
         self._next = min(self._next, self._ended + BATCH_S)
         if self._spacing is not None:
@@ -174,12 +174,17 @@ class Scheduler:
         self.wake()
 
     def _hurried(self) -> bool:
-        """An involuntary move was registered since the planning cycle's snapshot (asked from its thread)."""
+        """An involuntary move was registered since the planning cycle's snapshot."""
         return self._hurries != self._planned_hurries
+
+    def _hurry_stops(self) -> bool:
+        """Whether the planning cycle should stop for an involuntary move registered since its snapshot: when it
+        plans none that an earlier cycle did not (asked from its thread)."""
+        return self._hurried() and self._planned_hurries == self._served
 
     def _stop(self) -> bool:
         """Whether a full cycle's plan should stop now (asked from its thread)."""
-        return self._hurried() or self._interrupt.is_set() and time.monotonic() - self._owed_at <= OWED_S
+        return self._hurry_stops() or self._interrupt.is_set() and time.monotonic() - self._owed_at <= OWED_S
 
     async def _space(self) -> None:
         """Wait until `_next` (the batch, the duty bound); `hurry` shortens the wait."""
@@ -270,6 +275,7 @@ class Scheduler:
                 self._ended = time.monotonic()
                 return False
             cycle, verdicts, upgrades, fleet = planned
+            self._served = self._planned_hurries
             self.cycles += 1
             self.metrics.cycle_seconds.observe(cpu)
             self.metrics.cycle_waiting.set(len(waiting))
@@ -326,7 +332,7 @@ class Scheduler:
             knowledge.chose = self.chose  # kept within a margin: a drift of the estimates changes no verdict
             policy = (knowledge, self.queue)
         cycle = _explained(waiting, holders, fleet, now, self.settings, policy, moves, self.memo, self.memory, acting,
-                           self._hurried if acting else self._stop)
+                           self._hurry_stops if acting else self._stop)
         verdicts = {job: verdict(a.outcome.value, a.message) for job, a in cycle.admissions.items()
                     if a.outcome != Outcome.PLACED}
         upgrades = [] if policy is None else upgrade_candidates(
