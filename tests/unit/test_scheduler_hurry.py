@@ -15,6 +15,8 @@ from heterojob.api.job import HeteroJobSpec, Phase
 from heterojob.api.common import parse_spec
 from heterojob.controller import scheduler as scheduling
 from heterojob.engine.admission import Outcome
+from heterojob.engine.queueing import QueueSettings
+from heterojob.state.knowledge import Knower
 from heterojob.state.job_status import read_status
 from tests.unit.test_scheduler_cycles import _scene
 
@@ -119,3 +121,33 @@ def test_a_cycle_planning_on_a_snapshot_without_a_new_involuntary_move_stops_and
 
     asyncio.run(cycles())
     assert calls == [True, True] and applied.admitted == [(MOVED, False)]
+
+
+def test_a_cycle_stops_for_a_move_hurried_while_its_knowledge_is_built_before_the_policy_plans(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """The policy's pass over the queue (`policy.prepare`, in `plan_cycle`) is not spent on a snapshot without
+    the dead node's job: the cycle asks whether to stop once the knowledge is built, not only as its plan goes
+    through the queue."""
+    s, _ = _scene(QueueSettings())
+    real_knowledge, real_plan = Knower.knowledge, scheduling.plan_cycle
+    planned: list[bool] = []
+
+    def knowledge(self: Knower, *args: Any, **kwargs: Any) -> Any:
+        if not planned and s._hurries == s._served:
+            s._hurries += 1  # `hurry`, from the loop, while this cycle builds its knowledge in its thread
+        return real_knowledge(self, *args, **kwargs)
+
+    def plan_cycle(*args: Any, **kwargs: Any) -> Any:
+        planned.append(args[9])
+        return real_plan(*args, **kwargs)
+
+    monkeypatch.setattr(Knower, "knowledge", knowledge)
+    monkeypatch.setattr(scheduling, "plan_cycle", plan_cycle)
+
+    async def cycles() -> None:
+        assert not await s.cycle(acting=True)  # stopped before the policy planned anything
+        assert planned == [] and s.trigger.due(time.time())
+        assert await s.cycle(acting=True)  # the next plans, with it
+        assert planned == [True] and set(s.verdicts) == {"ns/small"}
+
+    asyncio.run(cycles())

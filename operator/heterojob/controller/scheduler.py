@@ -20,9 +20,8 @@ cache at once too), and the scheduler wakes when a waiting job reaches the starv
 `controller.upgrades` asks `engine.policy.upgrades` for a running job (the disruption step acts on the answer),
 on the classes the last cycle's waiting jobs chose to wait for.
 
-An involuntary move's request (a dead node's job, its gang gone) is hurried (`hurry`): planned by the next
-acting cycle as soon as the last cycle's batch allows, not after the duty bound or the owed full cycle; a
-cycle planning on a snapshot without it stops and plans again.
+An involuntary move's request (a dead node's job) is hurried (`hurry`): the next acting cycle plans it after the last
+cycle's batch, not the duty bound nor an owed full cycle; a cycle planning on a snapshot without it stops.
 """
 
 from __future__ import annotations
@@ -300,8 +299,7 @@ class Scheduler:
             self.trigger.at(CLOCK, now + RECHECK_S if waiting else None)
             took = time.monotonic() - started_at
             if acting:  # acting cycles are spaced by their own cost; full ones by theirs (an acting cycle after
-                # a full one waits only for the batch: the job that fits is not held back by others' messages)
-                # (an involuntary move registered since its snapshot: only the batch)
+                # a full one, or with an involuntary move registered since its snapshot, waits only for the batch)
                 self._next = time.monotonic() + (BATCH_S if self._hurried() else max(BATCH_S, took * (1 - DUTY) / DUTY))
                 if not self._owed:
                     self._owed, self._owed_at = True, time.monotonic()
@@ -327,12 +325,15 @@ class Scheduler:
         after the last cycle)."""
         fleet = build()
         policy = None
+        stop = self._hurry_stops if acting else self._stop
         if self.queue is not None:
             knowledge = self.knower.knowledge(fleet, waiting, holders, self.queue, seen, now, self.memo)
             knowledge.chose = self.chose  # kept within a margin: a drift of the estimates changes no verdict
             policy = (knowledge, self.queue)
+            if stop():  # asked before the plan too, not only as it goes through the queue
+                raise Stopped(0)
         cycle = _explained(waiting, holders, fleet, now, self.settings, policy, moves, self.memo, self.memory, acting,
-                           self._hurry_stops if acting else self._stop)
+                           stop)
         verdicts = {job: verdict(a.outcome.value, a.message) for job, a in cycle.admissions.items()
                     if a.outcome != Outcome.PLACED}
         upgrades = [] if policy is None else upgrade_candidates(
