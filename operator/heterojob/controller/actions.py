@@ -118,7 +118,7 @@ class Actions:
             if d.deadline is not None and d.deadline - time.time() >= 1.0:  # every rank runs: save in the grace
                 if await self.checkpoints.ask(key, then=Then.MIGRATE, by=None, reason=f"drain: {d.message}",
                                               exclude=d.nodes, replicas=p.replicas, migration=move,
-                                              deadline=d.deadline):
+                                              deadline=d.deadline, job=job):
                     self.kube.post_event(job, "Normal", d.reason, f"{d.message}; checkpointing within the evicted "
                                          f"pod's grace period, then placing the gang off node(s) {', '.join(d.nodes)}")
                     self.metrics.migrations.labels("migrate", "drain").inc()

@@ -25,7 +25,7 @@ from heterojob.state.job_status import read_status, where
 from heterojob.engine import acks, lifecycle
 from heterojob.engine.lifecycle import Action, Decision, PodView
 from heterojob.engine.phases import THEN_PHASE, Then
-from heterojob.kube.api import Kube, now_iso
+from heterojob.kube.api import Conflict, Kube, now_iso
 from heterojob.state.cache import Cache
 from heterojob.api.times import iso, timestamp
 
@@ -34,6 +34,7 @@ log = logging.getLogger("heterojob.controller")
 MIN_SPAN_S = 2.0  # a speed is measured over at least this long (status times are whole seconds)
 MAX_STEPS_PER_S = 1e9  # what status.scheduling.speeds accepts
 PERIODIC = lifecycle.PERIODIC  # what follows a periodic checkpoint: the job goes on where it is
+ASK_ATTEMPTS = 3  # an ask decided on a fresh read after each 409 Conflict, at most this often
 
 
 def resume_from(last: CheckpointRef | None) -> str:
@@ -55,7 +56,8 @@ class Checkpoints:
     async def ask(self, key: str, then: Then | str, by: str | None, reason: str, exclude: Sequence[str] = (),
                   urgent: bool = False, replicas: int | None = None,
                   migration: MigrationState | Mapping[str, Any] | None = None,
-                  handled: dict[str, str] | None = None, deadline: float | None = None) -> bool:
+                  handled: dict[str, str] | None = None, deadline: float | None = None,
+                  job: Mapping[str, Any] | None = None) -> bool:
         """Record a pending checkpoint in the job's status (step 1); its own passes annotate the pods.
 
         One at a time: the first one asked goes on (a periodic one gives way). `urgent`: the job may be
@@ -65,14 +67,38 @@ class Checkpoints:
         written in the same patch: intent is in the status before any trigger is let go. False when
         nothing was asked. (`then` as a string and `migration` as API-named fields are read into `Then` and
         `MigrationState`.)
+
+        Written onto the body the operator has (`job`, the asking pass's; else the newest it knows) with that
+        version as a precondition, not after a read of its own (client-go's optimistic concurrency): only a
+        409 Conflict (someone wrote since) reads the job from the API server, and the ask is decided again on
+        that body, at most `ASK_ATTEMPTS` times; then nothing is asked (False) and the job's pass looks again,
+        as the watch event of whoever keeps writing it would make it.
         """
         then = Then(then)
         move = MigrationState.model_validate(migration) if isinstance(migration, Mapping) else migration
         namespace, name = key.split("/", 1)
-        job = await self.kube.get_job(namespace, name)
-        if job is None:
-            self.cache.stop_yielding(key)
-            return False
+        body = self.writer.base(key, job) if job is not None else self.writer.newest(key)
+        for _ in range(ASK_ATTEMPTS):
+            if body is None:
+                body = await self.kube.get_job(namespace, name)
+                if body is None:
+                    self.cache.stop_yielding(key)
+                    return False
+            try:
+                return await self._ask(key, body, then, by, reason, exclude, urgent, replicas, move, handled,
+                                       deadline)
+            except Conflict:
+                log.info("job %s changed since the version its checkpoint was asked on; reading it again", key)
+                body = None
+        log.warning("job %s: checkpoint (%s) not asked: the job changed under each of %d writes", key, reason,
+                    ASK_ATTEMPTS)
+        self.poke(key)
+        return False
+
+    async def _ask(self, key: str, job: Mapping[str, Any], then: Then, by: str | None, reason: str,
+                   exclude: Sequence[str], urgent: bool, replicas: int | None, move: MigrationState | None,
+                   handled: dict[str, str] | None, deadline: float | None) -> bool:
+        """`ask` on one body of the job, written with its version as a precondition (`Conflict` when stale)."""
         status = read_status(job)
         if status.checkpoint and status.checkpoint.pending and status.checkpoint.pending.then != PERIODIC:
             return False
@@ -97,7 +123,8 @@ class Checkpoints:
         message = (f"{reason}: moving at once, {resume_from(last)}" if urgent else
                    f"{reason}: checkpoint {pending.id} requested, deadline in {timeout}s")
         patch = StatusPatch(status).ask_checkpoint(pending, message, move, handled)
-        if not await self.writer.write(job, patch):
+        if not await self.writer.write(job, patch, precondition=True):
+            self.cache.stop_yielding(key)  # gone
             return False
         if then != PERIODIC:
             self.kube.post_event(job, "Normal", "CheckpointRequested", message)

@@ -126,7 +126,7 @@ class Moves:
             asked = (annotations.get(ANNOTATION_CHECKPOINT_NOW) or "").strip()
             # intent first (status says which request it serves), then the annotation goes
             if await self.checkpoints.ask(key, then=PERIODIC, by=None, reason=d.reason,
-                                          handled={running.CHECKPOINT: asked}):
+                                          handled={running.CHECKPOINT: asked}, job=job):
                 await self.kube.annotate_job(meta["namespace"], meta["name"], {ANNOTATION_CHECKPOINT_NOW: None})
             return
         if gathered is not None and onsets_changed(status.symptoms, gathered.onsets):  # each held clock
@@ -159,7 +159,7 @@ class Moves:
             if d.at is not None:
                 self.wake_at(key, d.at)
         if d.step == Step.PERIODIC:
-            await self.checkpoints.ask(key, then=PERIODIC, by=None, reason=d.reason)
+            await self.checkpoints.ask(key, then=PERIODIC, by=None, reason=d.reason, job=job)
 
     async def _migrate(self, job: Mapping[str, Any], spec: HeteroJobSpec, status: HeteroJobStatus, d: RunningDecision,
                        now: float) -> None:
@@ -199,8 +199,8 @@ class Moves:
         decided(key, "migrate", symptom.message, trigger=symptom.trigger)
         self.metrics.migrations.labels("migrate", symptom.trigger).inc()
         move.reserved = reserved
-        if not await self.checkpoints.ask(key, then=Then.MIGRATE, by=None, reason=move.reason,
-                                          exclude=avoid, urgent=symptom.urgent, replicas=p.replicas, migration=move):
+        if not await self.checkpoints.ask(key, then=Then.MIGRATE, by=None, reason=move.reason, exclude=avoid,
+                                          urgent=symptom.urgent, replicas=p.replicas, migration=move, job=job):
             self._unreserve(key)  # nothing was asked (another checkpoint goes on): the room goes back
 
     async def escalate(self, job: Mapping[str, Any], status: HeteroJobStatus, d: RunningDecision, now: float) -> bool:
@@ -390,8 +390,8 @@ class Moves:
         self.metrics.migrations.labels("resize", change.trigger).inc()
         reason = f"{change.trigger}: {change.reason}"
         if not await self.checkpoints.ask(key, then=Then.RESIZE, by=None, reason=reason, replicas=change.replicas,
-                                          migration=MigrationState(reason=reason, replicas=change.replicas,
-                                                                   trigger=change.trigger, reserved=reserved)):
+                                          job=job, migration=MigrationState(reason=reason, replicas=change.replicas,
+                                                                            trigger=change.trigger, reserved=reserved)):
             self._unreserve(key)
             return False
         return True
@@ -417,8 +417,8 @@ class Moves:
         decided(key, "migrate", d.reason, trigger=migration.UPGRADE)
         self.metrics.migrations.labels("migrate", migration.UPGRADE).inc()
         if not await self.checkpoints.ask(key, then=Then.MIGRATE, by=None, reason=reason, replicas=p.replicas,
-                                          migration=MigrationState(reason=reason, replicas=p.replicas,
-                                                                   trigger=migration.UPGRADE, reserved=reserved)):
+                                          job=job, migration=MigrationState(reason=reason, replicas=p.replicas,
+                                                                            trigger=migration.UPGRADE, reserved=reserved)):
             self._unreserve(key)
             return False
         return True

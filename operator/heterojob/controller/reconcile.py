@@ -33,6 +33,7 @@ from heterojob.controller.moves import Moves
 from heterojob.controller.pods import Pods
 from heterojob.controller.queue import WorkQueue
 from heterojob.controller.scheduler import Scheduler
+from heterojob.controller.upgrades import Upgrades
 from heterojob.controller.quotas import QuotaStatus
 from heterojob.controller.status import STATUS_SCHEMA, StatusPatch, StatusWriter
 from heterojob.state.job_status import read_status, where
@@ -40,6 +41,7 @@ from heterojob.engine import admission as planner
 from heterojob.engine import lifecycle, spec_changes, transfer, validation
 from heterojob.engine.fleet import Fleet, Node
 from heterojob.engine.lifecycle import Action, JobView
+from heterojob.engine.phases import MOVE_THENS, MOVING
 from heterojob.engine.running import Step
 from heterojob.engine.queueing import QueuePolicy, QueueSettings
 from heterojob.kube import convert
@@ -108,9 +110,10 @@ class Controller:
                             fleet.classes, self.config.transfer, fleet_later=self.fleet_later)
         self.scheduler = Scheduler(planning, self.pods, self.poke, self.forget, queue,
                                    requeue_after_s=self.config.move_requeue_after_s)
+        self.upgrades = Upgrades(self.scheduler)  # what its cycles tell a running job's pass
         self.moves = Moves(planning, fleet.nodes, fleet.telemetry, self.queue.wake_at, self.config.disruption_budget,
-                           self.config.advisory, self.scheduler.upgrade_for, by_level=queue is not None,
-                           remaining_for=self.scheduler.remaining_for)
+                           self.config.advisory, self.upgrades.upgrade_for, by_level=queue is not None,
+                           remaining_for=self.upgrades.remaining_for)
         self.actions = Actions(kube, self.writer, self.cache, self.pods, self.checkpoints, self.scheduler,
                                self.metrics, self.poke, self.poke_pending, self.queue.wake_at)
         self.quotas = QuotaStatus(kube, self.cache, fleet.quota_objects, fleet.classes, fleet.regions)
@@ -287,7 +290,7 @@ class Controller:
         try:
             spec = job_spec(job)
             if status.placement is None:  # never a running job: a node losing a device must not fail it
-                problems += self._fleet_problems(spec)
+                problems += fleet_problems(self.fleet_source, self._capacities, spec)
         except SpecError as exc:
             problems += exc.problems
         now = time.time()
@@ -308,7 +311,7 @@ class Controller:
             self.queue.wake_at(key, now + self.members.config.poll_seconds * 2)  # it went away meanwhile
             return False
         pods = [v for v in map(convert.pod_view, listed) if v is not None]
-        if not fresh and self._alive(status, pods):
+        if not fresh and still_running(status, pods):
             return await self.reconcile(namespace, name, job, True)  # a repair acts on the pods as listed
         if await self._repair(job, status, pods):
             return False
@@ -325,14 +328,12 @@ class Controller:
             phase=status.phase, reason=status.reason,
             generation=status.placement.generation if status.placement else None,
             replicas=status.placement.replicas if status.placement else None,
-            restarts=status.restarts,
-            backoff_limit=spec.backoff_limit if spec else 0,
+            restarts=status.restarts, backoff_limit=spec.backoff_limit if spec else 0,
             pods=tuple(pods), spec_errors=spec_errors,
             checkpoint=lifecycle.AskedCheckpoint(pending.id, timestamp(pending.deadline) or 0.0, pending.then,
                                                  timestamp(pending.requested_at))
             if pending is not None else None,
-            now=now,
-            cordoned=self._cordoned(status),
+            now=now, cordoned=self._cordoned(status),
         )
         decision = lifecycle.decide(view)
         if not fresh and decision.action in CONFIRMED:
@@ -361,10 +362,27 @@ class Controller:
         await self.actions.act(job, spec, status, decision, pods)
         if decision.action == Action.PLACE:
             return spec is not None and self._placed(key, spec)
+        if decision.action in (Action.CHECKPOINT_DONE, Action.CHECKPOINT_TIMEOUT):
+            return await self._go_on(key, lambda s: s.phase in MOVING)  # a move's checkpoint ended: placed again
         own = pending is not None and pending.then != PERIODIC  # a checkpoint of its own goes on
         if spec is not None and status.phase == Phase.RUNNING and step.step != Step.LIFECYCLE and not own:
             await self.moves.apply(job, spec, status, step, gathered, now)
+            if step.step == Step.MIGRATE and step.symptom is not None and step.symptom.urgent:  # it waits for none
+                return await self._go_on(key, lambda s: bool(s.checkpoint and s.checkpoint.pending and
+                                                              s.checkpoint.pending.then in MOVE_THENS))
         return False
+
+    async def _go_on(self, key: str, then: Callable[[HeteroJobStatus], bool]) -> bool:
+        """The pass goes on with the job's next step at once, on the body its own write answered, when that body's
+        status says `then` (what its step just wrote): an urgent move's checkpoint, which waits for no rank, ends
+        now; a move whose checkpoint ended is placed again. No other pass would see more (the same newest body,
+        the pods as watched); the round trips of the steps are the same, each step's status written before it
+        acts, as from passes of their own. False (another pass looks) when that is not what its status says."""
+        body = self.known.read(key)
+        if body is None or not then(read_status(body)):
+            return False
+        namespace, name = key.split("/", 1)
+        return await self.reconcile(namespace, name, body, False)
 
     def _placed(self, key: str, spec: HeteroJobSpec) -> bool:
         """After a waiting job's pass: True when that pass placed it (the newest body known says Admitted with a
@@ -408,19 +426,10 @@ class Controller:
             decided(key, "spec-edited", message, reason=change.reason)
         self.poke(key)
 
-    @staticmethod
-    def _alive(status: HeteroJobStatus, pods: list[lifecycle.PodView]) -> list[lifecycle.PodView]:
-        """The placement's pods that still run while the status says the job finished (`_repair`'s case)."""
-        p = status.placement
-        if p is None or not (status.phase and status.phase.terminal):
-            return []
-        return [v for v in pods if v.generation == p.generation and not v.deleting
-                and v.phase in ("Pending", "Running")]
-
     async def _repair(self, job: dict[str, Any], status: HeteroJobStatus, pods: list[lifecycle.PodView]) -> bool:
         """Status is untrusted: a finished phase while the placement's pods still run (someone wrote it) is
         repaired from the pods, before the cache would give their devices away. True when it wrote."""
-        alive = self._alive(status, pods)
+        alive = still_running(status, pods)
         p = status.placement
         if not alive or p is None or status.phase is None:
             return False
@@ -471,10 +480,19 @@ class Controller:
         nodes = self.fleet_source.nodes()
         return frozenset(n for n in status.placement.nodes if n in nodes and not nodes[n].schedulable)
 
-    def _fleet_problems(self, spec: HeteroJobSpec) -> list[validation.SpecProblem]:
-        """What this spec asks that the fleet can never give (engine.validation)."""
-        nodes = self.fleet_source.nodes()
-        return validation.job_problems(
-            [(a.device_class, a.per_replica) for a in spec.devices], spec.regions.allowed, spec.regions.preferred,
-            self.fleet_source.classes(), set(self.fleet_source.regions()), nodes.values(),
-            lambda cls: self._capacities(cls, nodes))
+
+def still_running(status: HeteroJobStatus, pods: list[lifecycle.PodView]) -> list[lifecycle.PodView]:
+    """The placement's pods that still run while the status says the job finished (`Controller._repair`'s case)."""
+    p = status.placement
+    if p is None or not (status.phase and status.phase.terminal):
+        return []
+    return [v for v in pods if v.generation == p.generation and not v.deleting and v.phase in ("Pending", "Running")]
+
+
+def fleet_problems(source: FleetSource, capacities: validation.Capacities, spec: HeteroJobSpec
+                   ) -> list[validation.SpecProblem]:
+    """What this spec asks that the fleet can never give (engine.validation)."""
+    nodes = source.nodes()
+    return validation.job_problems(
+        [(a.device_class, a.per_replica) for a in spec.devices], spec.regions.allowed, spec.regions.preferred,
+        source.classes(), set(source.regions()), nodes.values(), lambda cls: capacities(cls, nodes))

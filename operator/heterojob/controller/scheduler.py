@@ -14,12 +14,13 @@ Step of the pipeline (Kueue's scheduling cycle):
   comes back) and pokes only the jobs with something to do. A cycle with nothing new is skipped; cycles
   are spaced so planning takes at most about half the operator's time.
 
-Under `--queue-policy mlfq` the cycle goes through `engine.policy` with what `controller.knowledge` reads
-from the jobs' `status.scheduling`; a placement records its start there (a starved job's promotion, in the
-cache at once too), and the scheduler wakes when a waiting job reaches the starvation bound or a running job's
-speed is first measured on a class and size (`learned`).
-`upgrade_for` asks `engine.policy.upgrades` for a running job (the disruption step acts on the answer), on
-the classes the last cycle's waiting jobs chose to wait for.
+Under `--queue-policy mlfq` the cycle goes through `engine.policy` with what `controller.knowledge` reads from the
+jobs' `status.scheduling`; a placement records its start there (a starved job's promotion, in the cache at once too),
+and the scheduler wakes when a waiting job reaches the starvation bound or a running job's speed is first measured
+on a class and size (`learned`). `controller.upgrades` asks `engine.policy.upgrades` for a running job (the
+disruption step acts on the answer), on the classes the last cycle's waiting jobs chose to wait for.
+An involuntary move's request (a dead node's job) is hurried (`hurry`): the next acting cycle plans it after the last
+cycle's batch, not the duty bound nor an owed full cycle; a cycle planning on a snapshot without it stops.
 """
 
 from __future__ import annotations
@@ -29,7 +30,7 @@ import gc
 import logging
 import threading
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, replace
 from typing import Any
 
@@ -47,10 +48,9 @@ from heterojob.engine.fleet import Fleet
 from heterojob.engine.placement import Request
 from heterojob.state.knowledge import Knower, Seen
 from heterojob.engine import completion, queueing, ranking, requeue, rooms
-from heterojob.engine import policy as heterogeneity
 from heterojob.engine.queueing import QueueSettings
 from heterojob.state.requests import MOVING, move_began, origin_of, request_for, transfer_move
-from heterojob.api.times import timestamp
+from heterojob.state.job_status import waited_from
 
 log = logging.getLogger("heterojob.controller")
 
@@ -125,6 +125,11 @@ class Scheduler:
         self._interrupt = threading.Event()  # an event came while a full cycle plans: it stops for an acting one
         self._done: asyncio.Future[None] | None = None  # resolved when the next cycle has planned
         self._passes: set[str] = set()  # jobs whose pass waits for the next cycle's verdict (no poke needed)
+        self._hurries = 0  # involuntary moves registered so far (`hurry`)
+        self._planned_hurries = 0  # ... when the cycle planning now (or last) took its snapshot
+        self._served = 0  # ... when the last cycle that planned to its end took its snapshot
+        self._ended = 0.0  # monotonic time the last cycle ended
+        self._spacing: asyncio.Future[Any] | None = None  # the wait between two cycles, while it lasts
 
     # --- events --------------------------------------------------------------------------------------------
 
@@ -155,9 +160,42 @@ class Scheduler:
         built = self.fleet()
         return lambda: built
 
+    def hurry(self) -> None:
+        """An involuntary move's request was registered (its gang is dead or evicted): the next acting cycle plans
+        it after the last cycle's batch, not the duty bound, before a full cycle however long owed; a cycle planning
+        on a snapshot without it stops (its plan dropped whole: planned again at once, the same for every other
+        job) unless it plans an earlier such move (a stream of faults never stops every cycle)."""
+        self._hurries += 1
+        self._next = min(self._next, self._ended + BATCH_S)
+        if self._spacing is not None:
+            self._spacing.cancel()
+        self.wake()
+
+    def _hurried(self) -> bool:
+        """An involuntary move was registered since the planning cycle's snapshot."""
+        return self._hurries != self._planned_hurries
+
+    def _hurry_stops(self) -> bool:
+        """Whether the planning cycle should stop for an involuntary move registered since its snapshot: when it
+        plans none that an earlier cycle did not (asked from its thread)."""
+        return self._hurried() and self._planned_hurries == self._served
+
     def _stop(self) -> bool:
         """Whether a full cycle's plan should stop now (asked from its thread)."""
-        return self._interrupt.is_set() and time.monotonic() - self._owed_at <= OWED_S
+        return self._hurry_stops() or self._interrupt.is_set() and time.monotonic() - self._owed_at <= OWED_S
+
+    async def _space(self) -> None:
+        """Wait until `_next` (the batch, the duty bound); `hurry` shortens the wait."""
+        while True:
+            sleeper = asyncio.ensure_future(asyncio.sleep(max(0.0, self._next - time.monotonic())))
+            self._spacing = sleeper
+            try:
+                await asyncio.wait([sleeper])
+            finally:
+                self._spacing = None
+                sleeper.cancel()
+            if not sleeper.cancelled():
+                return
 
     def room_freed(self) -> None:
         """Room was given back or the fleet changed: the next cycle plans the queue again."""
@@ -194,11 +232,11 @@ class Scheduler:
             except TimeoutError:
                 pass
             self._wake.clear()
-            await asyncio.sleep(max(0.0, self._next - time.monotonic()))
+            await self._space()
             try:
                 mono = time.monotonic()
                 full = self._owed and mono >= self._next_full
-                if self.trigger.due(time.time()) and not (full and mono - self._owed_at > OWED_S):
+                if self.trigger.due(time.time()) and (self._hurried() or not (full and mono - self._owed_at > OWED_S)):
                     await self.cycle(acting=True)
                 elif full:
                     await self.cycle()  # a steady stream of events does not hold the verdicts back for long
@@ -229,15 +267,18 @@ class Scheduler:
             seen = self.knower.view() if self.queue is not None else None
             moves = {r.job: w.move for r in waiting if (w := self.waiting.get(r.job)) is not None and w.move}
             started_at = time.monotonic()
+            self._planned_hurries = self._hurries  # the snapshot holds every involuntary move registered so far
             if not acting:
                 self._interrupt.clear()
             try:
                 planned, cpu = await asyncio.to_thread(_timed, self._plan, waiting, holders, build, now, moves, seen,
                                                        acting, dict(self.free))
-            except Stopped:  # an event came: the acting cycle goes first; this one plans again after it
+            except Stopped:  # an event came (an involuntary move): the acting cycle goes first, then this one again
                 self.trigger.room()
+                self._ended = time.monotonic()
                 return False
             cycle, verdicts, upgrades, fleet = planned
+            self._served = self._planned_hurries
             self.cycles += 1
             self.metrics.cycle_seconds.observe(cpu)
             self.metrics.cycle_waiting.set(len(waiting))
@@ -262,14 +303,15 @@ class Scheduler:
             self.trigger.at(CLOCK, now + RECHECK_S if waiting else None)
             took = time.monotonic() - started_at
             if acting:  # acting cycles are spaced by their own cost; full ones by theirs (an acting cycle after
-                # a full one waits only for the batch: the job that fits is not held back by others' messages)
-                self._next = time.monotonic() + max(BATCH_S, took * (1 - DUTY) / DUTY)
+                # a full one, or with an involuntary move registered since its snapshot, waits only for the batch)
+                self._next = time.monotonic() + (BATCH_S if self._hurried() else max(BATCH_S, took * (1 - DUTY) / DUTY))
                 if not self._owed:
                     self._owed, self._owed_at = True, time.monotonic()
             else:
                 self._next = time.monotonic() + BATCH_S
                 self._owed = False
                 self._next_full = time.monotonic() + took * (1 - DUTY) / DUTY
+            self._ended = time.monotonic()
         if self._done is not None and not self._done.done():
             self._done.set_result(None)
         for job in pokes:
@@ -287,12 +329,15 @@ class Scheduler:
         after the last cycle)."""
         fleet = build()
         policy = None
+        stop = self._hurry_stops if acting else self._stop
         if self.queue is not None:
             knowledge = self.knower.knowledge(fleet, waiting, holders, self.queue, seen, now, self.memo)
             knowledge.chose = self.chose  # kept within a margin: a drift of the estimates changes no verdict
             policy = (knowledge, self.queue)
+            if stop():  # asked before the plan too, not only as it goes through the queue
+                raise Stopped(0)
         cycle = _explained(waiting, holders, fleet, now, self.settings, policy, moves, self.memo, self.memory, acting,
-                           None if acting else self._stop)
+                           stop)
         verdicts = {job: verdict(a.outcome.value, a.message) for job, a in cycle.admissions.items()
                     if a.outcome != Outcome.PLACED}
         upgrades = [] if policy is None else upgrade_candidates(
@@ -352,52 +397,6 @@ class Scheduler:
 
     # --- a waiting job's pass ------------------------------------------------------------------------------
 
-    def remaining_for(self, key: str, now: float) -> float | None:
-        """Running job `key`'s expected remaining wall time where it runs (`engine.policy.remaining_s`: its own
-        facts, the completed jobs' work as the last cycle counted it); None under fifo or before any cycle."""
-        if self.queue is None:
-            return None
-        mine = [h for h in self.cache.holders_of(key) if not h.waiting]
-        if not mine:
-            return None
-        known = self.knower.of_running(key, mine[0], self.fleet())
-        return None if known is None else heterogeneity.remaining_s(mine[0], now, known)
-
-    def upgrade_for(self, key: str, classes: Sequence[str], now: float, save_s: float | None = None
-                    ) -> completion.Upgrade | None:
-        """A move up (or a probe) that pays for running job `key` now, onto free devices of `classes` no
-        waiting job chose to wait for (`engine.policy.upgrades`, as the replay asks it; the classes waited
-        for are the last cycle's); None under fifo. `save_s`: its last checkpoint's save time (else the
-        default move cost's)."""
-        if self.queue is None:
-            return None
-        entry = self.cache.entries.get(key)
-        if entry is None or entry.allocation is None or entry.request is not None:
-            return None
-        mine = [h for h in self.cache.holders_of(key) if not h.waiting]
-        if not mine:
-            return None
-        here = mine[0].allocation
-        # asked on every pass of a running job: cheap tests first (the last cycle's free room, then the fleet's
-        # now); room freed since wakes a cycle, which pokes the jobs an upgrade may pay for
-        if self.cycles and self.trigger.due(now) is False and not any(
-                self.free.get(c, 0) >= here.devices for c in classes if c != here.device_class):
-            return None
-        fleet = self.fleet()
-        free, _ = heterogeneity.devices_by_class(fleet)
-        if not any(free.get(c, 0) >= here.devices for c in classes if c != here.device_class):
-            return None
-        # its own facts now, the completed jobs' work as the last cycle counted it: what `upgrades` reads of
-        # the knowledge for this job (the whole fleet's is built in the cycle's thread, not on the event loop)
-        known = self.knower.of_running(key, mine[0], fleet)
-        if known is None:
-            return None  # no cycle has planned yet: the first one pokes the jobs an upgrade may pay for
-        waiting_for = self.waiting_for if self.cache.waiting() else frozenset()
-        cost = completion.MoveCost(save_s=save_s) if save_s else completion.MoveCost()
-        moves = heterogeneity.upgrades(mine, fleet, now, known, waiting_for, cost, self.settings.min_runtime_s,
-                                       {key: list(classes)}, PROBE_SHARE)
-        return moves[0] if moves else None
-
     async def place(self, job: dict[str, Any], spec: HeteroJobSpec, status: HeteroJobStatus,
                     seen_generation: int = 0) -> None:
         """A waiting job's pass: apply the scheduler's verdict for its request, or register the request and
@@ -436,7 +435,10 @@ class Scheduler:
                 or entry.request != request:
             self.cache.wait(key, request)
             self.trigger.request(key)
-            self.wake()
+            if status.phase in MOVING and status.migration is not None and status.migration.involuntary:
+                self.hurry()  # its gang is dead or evicted: planned by the next acting cycle, not after the bound
+            else:
+                self.wake()
             # the next cycles plan it soon: this pass waits for its verdict (bounded; an acting cycle has one only
             # for a job that acts, the full cycle after it for every job) and applies it, rather than leaving it to
             # another pass (a read of the job and its pods again)
@@ -473,6 +475,7 @@ class Scheduler:
         return transfer_move(spec, status, region, cls, request.replicas, self.classes(), now, self.transfer,
                              voluntary=False)
 
+
 def _explained(*args: Any) -> Cycle:
     """`plan_cycle`, what it leaves until read (a quiet cycle's plan, the set-aside messages) computed here, in the
     cycle's worker thread, not where the verdicts are read."""
@@ -495,8 +498,3 @@ def _timed(fn: Callable[..., Any], *args: Any) -> tuple[Any, float]:
             gc.enable()
     return result, time.thread_time() - cpu
 
-
-def waited_from(job: Mapping[str, Any], status: HeteroJobStatus) -> float:
-    """When the job last started waiting: status.scheduling.waitingSince, else its creation."""
-    since = timestamp(status.scheduling.waiting_since) if status.scheduling is not None else None
-    return since or timestamp((job.get("metadata") or {}).get("creationTimestamp")) or time.time()

@@ -324,12 +324,22 @@ class StatusWriter:
         self.kube = kube
         self.known = known  # what the operator knows of each job: told every answer (`controller.known`)
 
-    async def write(self, job: Mapping[str, Any], patch: StatusPatch) -> bool:
-        """Apply `patch`; False when the job is gone."""
+    def base(self, key: str, job: Mapping[str, Any]) -> Mapping[str, Any]:
+        """What a write based on `job` goes onto (`Known.base`: this pass's own answer written onto it, if any)."""
+        return self.known.base(key, job) if self.known is not None else job
+
+    def newest(self, key: str) -> Mapping[str, Any] | None:
+        """The newest body of the job the operator knows (its watch, its own writes' answers), or None: read it."""
+        return self.known.read(key) if self.known is not None else None
+
+    async def write(self, job: Mapping[str, Any], patch: StatusPatch, precondition: bool = False) -> bool:
+        """Apply `patch`; False when the job is gone. `precondition`: only onto the version the patch was built
+        from (the resourceVersion of `job`, or of this pass's own answer written onto it), else `Conflict`
+        (client-go's optimistic concurrency: the caller reads the job again and decides again)."""
         meta = job["metadata"]
         key = f"{meta['namespace']}/{meta['name']}"
         # a step holding the body its pass read, after another step of the pass wrote: written onto that answer
-        base = self.known.base(key, job) if self.known is not None else job
+        base = self.base(key, job)
         # observedGeneration advances only where the reconcile pass read the edit (`spec_changes`), so no
         # other write (telemetry, a checkpoint) swallows it; a job's first write records what it read
         seen = patch.status.observed_generation
@@ -341,7 +351,9 @@ class StatusWriter:
         changed = {k: v for k, v in body.items() if current.get(k) != v}
         if not changed:
             return True
-        answer = await self.kube.patch_job_status(meta["namespace"], meta["name"], body)
+        rv = (base.get("metadata") or {}).get("resourceVersion") if precondition else None
+        answer = await self.kube.patch_job_status(meta["namespace"], meta["name"], body,
+                                                  **({"resource_version": rv} if rv else {}))
         if answer is None:
             return False
         if self.known is not None:

@@ -4,12 +4,14 @@ put anything there), read field by field so one bad value never erases the rest.
 from __future__ import annotations
 
 import logging
+import time
 from collections.abc import Mapping
 from typing import Any
 
 from pydantic import ValidationError
 
 from heterojob.api.job_status import HeteroJobStatus
+from heterojob.api.times import timestamp
 
 log = logging.getLogger("heterojob.controller")
 
@@ -78,3 +80,9 @@ def where(status: HeteroJobStatus) -> str | None:
     """`region/class xN (generation G)` of the job's placement, as history entries spell it."""
     p = status.placement
     return f"{p.region}/{p.device_class} x{p.replicas} (generation {p.generation})" if p else None
+
+
+def waited_from(job: Mapping[str, Any], status: HeteroJobStatus) -> float:
+    """When the job last started waiting: status.scheduling.waitingSince, else its creation (else now)."""
+    since = timestamp(status.scheduling.waiting_since) if status.scheduling is not None else None
+    return since or timestamp((job.get("metadata") or {}).get("creationTimestamp")) or time.time()
