@@ -151,6 +151,7 @@ def test_an_urgent_move_asks_no_rank_for_a_checkpoint_it_will_not_wait_for() -> 
                      checkpoint=AskedCheckpoint("g1-100", 100.0, "migrate", requested=100.0))
     d = decide(urgent)
     assert d.action == Action.CHECKPOINT_TIMEOUT and "urgent move waits for no new checkpoint" in d.message
+    assert d.reason == "CheckpointSkipped"  # nothing timed out: no rank was asked
     lost = replace(urgent, pods=(pod(0),))  # a rank already gone: said so
     assert (decide(lost).action, decide(lost).reason) == (Action.CHECKPOINT_TIMEOUT, "ReplicaLost")
     patient = replace(urgent, checkpoint=AskedCheckpoint("g1-100", 220.0, "migrate", requested=100.0))

@@ -126,7 +126,7 @@ class Checkpoints:
         if not await self.writer.write(job, patch, precondition=True):
             self.cache.stop_yielding(key)  # gone
             return False
-        if then != PERIODIC:
+        if then != PERIODIC and not urgent:  # an urgent move asks no rank: its Migrating Event tells it
             self.kube.post_event(job, "Normal", "CheckpointRequested", message)
         decided(key, "request-checkpoint", then=then, reason=reason)
         self.poke(key)

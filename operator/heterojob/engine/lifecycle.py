@@ -282,7 +282,7 @@ def _checkpointing(job: JobView, pending: AskedCheckpoint, by_rank: dict[int, Po
         # once, not a pass and a write per pod later
         if len(alive) < replicas:
             return _lost(replicas, alive, pending)
-        return Decision(Action.CHECKPOINT_TIMEOUT, "CheckpointTimeout", "an urgent move waits for no new checkpoint")
+        return Decision(Action.CHECKPOINT_TIMEOUT, "CheckpointSkipped", "an urgent move waits for no new checkpoint")
     unasked = tuple(p.name for p in alive.values() if p.checkpoint_request != pending.id)
     if unasked:
         return Decision(Action.REQUEST_CHECKPOINT, "CheckpointRequested", pods=unasked)
