@@ -4,11 +4,17 @@
 raises is retried with jittered exponential backoff; one job's trouble never stops the others.
 `wake_at` keeps one timer per job (checkpoint deadlines, holding times); `start_resync` looks at every
 known job again each interval whatever the events said, and runs the periodic tasks it is given.
+
+At most `STARTS_PER_TURN` passes start in one turn of the event loop, first come first served: a burst of
+thousands of events (a backlog created, a relist) would otherwise make thousands of passes ready at once, and
+`/healthz`, `/metrics` and the alert webhook, served on the same loop, would wait for all of them (3.2 s at
+100,000 devices while 5,000 jobs were created).
 """
 
 from __future__ import annotations
 
 import asyncio
+import collections
 import logging
 import random
 import time
@@ -20,6 +26,7 @@ from heterojob.kube.api import UNANSWERED
 log = logging.getLogger("heterojob.controller")
 
 Pass = Callable[[str], Awaitable[None]]
+STARTS_PER_TURN = 64  # passes started in one turn of the event loop (about 30 ms of passes' CPU before an await)
 
 
 class WorkQueue:
@@ -37,6 +44,9 @@ class WorkQueue:
         self._timers: dict[str, asyncio.TimerHandle] = {}
         self._group_timer: asyncio.TimerHandle | None = None
         self._loops: list[asyncio.Task[None]] = []
+        self._started = 0  # passes started in this turn of the event loop
+        self._in_line: collections.deque[asyncio.Future[None]] = collections.deque()  # passes for a later turn
+        self._turn: asyncio.Handle | None = None  # the next turn's count, when one is due
 
     def poke(self, key: str) -> None:
         """Reconcile `key` soon; a pass already running for it runs once more afterwards."""
@@ -76,9 +86,36 @@ class WorkQueue:
         self._timers[key] = asyncio.get_running_loop().call_later(max(0.0, when - time.time()) + 0.05,
                                                                    self.poke, key)
 
+    async def _start(self) -> None:
+        """Wait for a turn of the event loop with a start left (`STARTS_PER_TURN`), in the order asked."""
+        if self._started < STARTS_PER_TURN and not self._in_line:
+            self._started += 1
+            self._next_turn_soon()
+            return
+        waiter = asyncio.get_running_loop().create_future()
+        self._in_line.append(waiter)
+        self._next_turn_soon()
+        await waiter  # counted by `_next_turn`
+
+    def _next_turn_soon(self) -> None:
+        if self._turn is None:
+            self._turn = asyncio.get_running_loop().call_soon(self._next_turn)
+
+    def _next_turn(self) -> None:
+        """A new turn: the count starts over and the next passes in line go."""
+        self._turn, self._started = None, 0
+        while self._in_line and self._started < STARTS_PER_TURN:
+            waiter = self._in_line.popleft()
+            if not waiter.done():  # done: its task was cancelled
+                waiter.set_result(None)
+                self._started += 1
+        if self._in_line or self._started:
+            self._next_turn_soon()
+
     async def _work(self, key: str) -> None:
         try:
             while True:
+                await self._start()
                 self._dirty.discard(key)
                 try:
                     if self._on_pass is not None:
