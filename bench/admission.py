@@ -13,7 +13,6 @@ operator made per admission (by route in `calls`).
 from __future__ import annotations
 
 import json
-import os
 import statistics
 import sys
 import threading
@@ -35,6 +34,7 @@ from heterojob.constants import GROUP, LABEL_JOB, VERSION  # noqa: E402 - after 
 from heterojob.kube.api import Kube  # noqa: E402 - after the sys.path entry above (run as a script)
 from heterojob.sim.cluster.harness import Emulator, OperatorRunner, seed  # noqa: E402 - after the sys.path entry above (run as a script)
 from heterojob.sim.cluster.nodes import node  # noqa: E402 - after the sys.path entry above (run as a script)
+from heterojob.sim.process import cpu_seconds  # noqa: E402 - after the sys.path entry above (run as a script)
 
 SEQUENTIAL = 20
 BURST = 200
@@ -83,15 +83,6 @@ class PodWatch:
             return True
 
 
-def cpu_of(pid: int | None) -> float:
-    """A child process's CPU seconds so far (the emulator's), from /proc; 0 where there is none."""
-    try:
-        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-        return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
-    except (OSError, IndexError, ValueError):
-        return 0.0
-
-
 class Calls:
     """The API calls heterojob's operator makes, by route (`Kube.send`), while counting."""
 
@@ -113,7 +104,7 @@ class Calls:
 
 def measure(api: kubernetes.client.ApiClient, create: Callable[[str], None], prefix: str,
             emulator: int | None = None) -> dict[str, Any]:
-    cpu, emulator_cpu = time.process_time(), cpu_of(emulator)
+    cpu, emulator_cpu = time.process_time(), cpu_seconds(emulator)
     with PodWatch(api, "bench") as watch:
         seq = []
         for i in range(SEQUENTIAL):
@@ -145,7 +136,7 @@ def measure(api: kubernetes.client.ApiClient, create: Callable[[str], None], pre
             "p95_s": round(latencies[int(0.95 * (len(latencies) - 1))], 3) if latencies else None,
             "all_admitted": ok,
             "cpu_s": round(time.process_time() - cpu, 2),
-            "emulator_cpu_s": round(cpu_of(emulator) - emulator_cpu, 2),
+            "emulator_cpu_s": round(cpu_seconds(emulator) - emulator_cpu, 2),
         }
 
 

@@ -21,7 +21,6 @@ from __future__ import annotations
 import argparse
 import base64
 import json
-import os
 import subprocess
 import sys
 import threading
@@ -39,6 +38,7 @@ from heterojob.constants import GROUP, LABEL_JOB, VERSION  # noqa: E402 - after 
 from heterojob.kube.members import MembersConfig  # noqa: E402 - after the sys.path entry above (run as a script)
 from heterojob.sim.cluster.harness import Emulator, OperatorRunner, apply, seed  # noqa: E402 - after the sys.path entry above (run as a script)
 from heterojob.sim.cluster.nodes import node  # noqa: E402 - after the sys.path entry above (run as a script)
+from heterojob.sim.process import cpu_seconds  # noqa: E402 - after the sys.path entry above (run as a script)
 
 NAMESPACE = "bench"
 PER_NODE = 8  # an nvidia-h100 node of the simulated fleet
@@ -160,15 +160,6 @@ def job_body(name: str) -> dict[str, Any]:
             "spec": {"replicas": {"min": 1}, "devices": [{"deviceClass": "nvidia-h100", "perReplica": PER_JOB}],
                      "policy": {"allowCrossRegion": True},
                      "template": {"spec": {"containers": [{"name": "main", "image": "train:1"}]}}}}
-
-
-def cpu_seconds(pid: int | None) -> float:
-    """A child process's CPU so far (user + system, from /proc), 0 where /proc does not say."""
-    try:
-        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-    except (OSError, IndexError):
-        return 0.0
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
 def burst(api: kubernetes.client.ApiClient, names: list[str], watches: list[PodWatch], cond: threading.Condition,

@@ -74,6 +74,7 @@ from heterojob.constants import GROUP, LABEL_GENERATION, LABEL_JOB, VERSION  # n
 from heterojob.sim.cluster.harness import Emulator, apply, seed  # noqa: E402 - after the sys.path entry above (run as a script)
 from heterojob.sim.cluster.nodes import node, set_node_lost, set_node_ready  # noqa: E402 - after the sys.path entry above (run as a script)
 from heterojob.sim.demo.fleet import FLEET  # noqa: E402 - after the sys.path entry above (run as a script)
+from heterojob.sim.process import cpu_seconds  # noqa: E402 - after the sys.path entry above (run as a script)
 from heterojob.sim.telemetry.prometheus import free_port  # noqa: E402 - after the sys.path entry above (run as a script)
 
 TARGETS = {"cycle_cpu_s_p95": 1.0, "admit_free_p95_s": 2.0, "fault_to_pods_p95_s": 2.0, "idle_writes_per_s": 1.0,
@@ -314,12 +315,6 @@ class Seen:
 
 # --- the processes ------------------------------------------------------------------------------
 
-def cpu_s(pid: int) -> float:
-    """User + system CPU-seconds of a live process (/proc/<pid>/stat utime + stime)."""
-    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
-
-
 def rss_peak_mb(pid: int) -> float:
     for line in Path(f"/proc/{pid}/status").read_text().splitlines():
         if line.startswith("VmHWM:"):
@@ -479,7 +474,7 @@ class Scale:
                 raise
 
     def operator_cpu(self) -> float:
-        return cpu_s(self.procs["operator"].pid)
+        return cpu_seconds(self.procs["operator"].pid)
 
     def writes(self) -> dict[str, int]:
         rows = json.loads(urllib3.request("GET", f"{self.emu.url}/_emulator/writes", timeout=30).data)
@@ -731,7 +726,7 @@ class Scale:
         (none should be: every job's pods are in its caches before its first pass) once it is quiet, and its
         peak RSS. The prober stops first: probe_p99_s times the running operator, not a restart's gap."""
         op = self.procs["operator"]
-        self.notes.update(operator_rss_mb=rss_peak_mb(op.pid), operator_cpu_s=round(cpu_s(op.pid), 1))
+        self.notes.update(operator_rss_mb=rss_peak_mb(op.pid), operator_cpu_s=round(cpu_seconds(op.pid), 1))
         stop(self.procs.pop("prober", None))
         stop(op)
         creates = self.pod_creates()
@@ -786,16 +781,16 @@ class Scale:
         alive = op is not None and op.poll() is None
         self.notes["operator_alive"] = alive
         if alive and op is not None and "operator_rss_mb" not in self.notes:  # else restart() has them
-            self.notes.update(operator_rss_mb=rss_peak_mb(op.pid), operator_cpu_s=round(cpu_s(op.pid), 1))
+            self.notes.update(operator_rss_mb=rss_peak_mb(op.pid), operator_cpu_s=round(cpu_seconds(op.pid), 1))
         if alive and op is not None:
             try:
                 self.say(f"writes by client: {self.writes()}")
             except urllib3.exceptions.HTTPError:
                 pass
         if getattr(self, "emu", None) is not None and self.emu.pid:
-            self.notes["emulator_cpu_s"] = round(cpu_s(self.emu.pid), 1)
+            self.notes["emulator_cpu_s"] = round(cpu_seconds(self.emu.pid), 1)
         if self.procs.get("kubelet") is not None and self.procs["kubelet"].poll() is None:
-            self.notes["kubelet_cpu_s"] = round(cpu_s(self.procs["kubelet"].pid), 1)
+            self.notes["kubelet_cpu_s"] = round(cpu_seconds(self.procs["kubelet"].pid), 1)
 
     def phases(self) -> None:
         self.start()

@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import json
 import multiprocessing
-import os
 import re
 import resource
 import statistics
@@ -36,6 +35,7 @@ from heterojob.controller import FleetSource  # noqa: E402 - after the sys.path 
 from heterojob.controller.monitor import Monitor, TelemetryConfig  # noqa: E402 - after the sys.path entry above (run as a script)
 from heterojob.sim.telemetry.exporters import ExporterFleet  # noqa: E402 - after the sys.path entry above (run as a script)
 from heterojob.sim.cluster.nodes import node  # noqa: E402 - after the sys.path entry above (run as a script)
+from heterojob.sim.process import cpu_seconds  # noqa: E402 - after the sys.path entry above (run as a script)
 from heterojob.sim.telemetry.prometheus import PrometheusServer, free_port  # noqa: E402 - after the sys.path entry above (run as a script)
 from heterojob.telemetry.adapters import ADAPTERS  # noqa: E402 - after the sys.path entry above (run as a script)
 from heterojob.telemetry.prometheus import PrometheusReader  # noqa: E402 - after the sys.path entry above (run as a script)
@@ -96,15 +96,6 @@ def scalar(url: str, query: str) -> float:
     return float(result[0]["value"][1]) if result else 0.0
 
 
-def cpu_s(pid: int | None) -> float:
-    """A process's CPU seconds so far (Linux /proc; 0 where it cannot be read)."""
-    try:
-        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-        return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
-    except (OSError, IndexError, ValueError):
-        return 0.0
-
-
 def naive_queries(watched: dict[str, WatchedJob]) -> dict[str, str]:
     """Per job, one query per metric the cycle reads, selected by the job's pods."""
     out = {}
@@ -149,14 +140,14 @@ def main() -> int:
         cycles, own_cpu, prom_cpu = [], [], []
         reported = 0
         for _ in range(CYCLES):
-            t0, c0, p0 = time.perf_counter(), time.process_time(), cpu_s(prom.pid)
+            t0, c0, p0 = time.perf_counter(), time.process_time(), cpu_seconds(prom.pid)
             snapshot = monitor.collect(time.time())
             assert snapshot is not None
             monitor.snapshot = snapshot
             patches = monitor.job_patches(snapshot, "2026-11-21T00:00:00Z")
             cycles.append(time.perf_counter() - t0)
             own_cpu.append(time.process_time() - c0)
-            prom_cpu.append(cpu_s(prom.pid) - p0)
+            prom_cpu.append(cpu_seconds(prom.pid) - p0)
             reported = len(snapshot.devices)
         assert len(patches) == JOBS, f"{len(patches)} jobs measured"  # every job had something to write
         rss_mb = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
