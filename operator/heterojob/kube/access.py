@@ -69,13 +69,18 @@ async def grant(kube: Kube, job: Mapping[str, Any], pods: Sequence[dict[str, Any
                 owner: Mapping[str, Any] | None = None) -> list[tuple[dict[str, Any], BaseException]]:
     """Create or update the job's access objects before its pods (the ServiceAccount must exist first: admission
     refuses a pod naming a missing one); the object refused and why, else []. `owner`: as `objects`'."""
-    objs = objects(job, pods, gang, owner)  # at once: a RoleBinding may name a Role or account made a moment later
-    results = await asyncio.gather(*(_ensure(kube, obj) for obj in objs), return_exceptions=True)
-    for obj, result in zip(objs, results, strict=True):
-        if isinstance(result, asyncio.CancelledError):
-            raise result
-        if isinstance(result, BaseException):  # the caller treats it as a refusal of the gang
-            return [(obj, result)]
+    objs = objects(job, pods, gang, owner)
+    # The account and the Role at once, the RoleBinding after them: an operator without the `bind` verb may bind
+    # only a Role that exists (RBAC's escalation check reads the Role the binding names: 404 while it is not
+    # there yet); a binding may name an account made a moment later.
+    first = [o for o in objs if o["kind"] != "RoleBinding"]
+    for batch in (first, [o for o in objs if o["kind"] == "RoleBinding"]):
+        results = await asyncio.gather(*(_ensure(kube, obj) for obj in batch), return_exceptions=True)
+        for obj, result in zip(batch, results, strict=True):
+            if isinstance(result, asyncio.CancelledError):
+                raise result
+            if isinstance(result, BaseException):  # the caller treats it as a refusal of the gang
+                return [(obj, result)]
     return []
 
 

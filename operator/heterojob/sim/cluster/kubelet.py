@@ -113,11 +113,15 @@ class Kubelet(Stepping):
         if self.scheduler is not None:
             self.scheduler.interval = self.interval
             self.scheduler.start()
+        self._nodes.watch("kubelet-nodes")  # a real API server answers no watch at once (mirror.py)
+        self._pods.watch("kubelet-pods")
         super().start()
         return self
 
     def stop(self) -> None:
         super().stop()
+        self._nodes.stop()
+        self._pods.stop()
         if self.scheduler is not None:
             self.scheduler.stop()
 

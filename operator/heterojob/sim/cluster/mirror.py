@@ -5,13 +5,19 @@ resourceVersion seen, with `timeoutSeconds=0` (the emulator then answers the eve
 stream at once), and applies them; when that history is gone (410 Expired) it lists again. After `sync` the
 mirror holds exactly what a list would answer, in the same order (a created object goes last, an updated one
 keeps its place), for the cost of what changed instead of every object: a list of 20,000 pods every half
-second is what kept the emulated cluster from reaching a fleet's scale."""
+second is what kept the emulated cluster from reaching a fleet's scale.
+
+A real kube-apiserver holds a watch with `timeoutSeconds=0` open (until its own limit, minutes), so against one the
+catch-up by hand would block: `watch()` makes the mirror keep up by a watch on a thread of its own instead
+(`informer.DictInformer`), and `sync` then answers what that watch has delivered, in the same order."""
 
 from __future__ import annotations
 
 import json
 from collections.abc import Callable
 from typing import Any
+
+from heterojob.sim.cluster.informer import DictInformer
 
 Key = tuple[str | None, str]
 
@@ -28,9 +34,24 @@ class Mirror:
         self.objects: dict[Key, dict[str, Any]] = {}
         self._rv: str | None = None
         self.relists = 0  # full listings (the first, and one per expired history)
+        self._informer: DictInformer | None = None
+
+    def watch(self, name: str) -> Mirror:
+        """Keep up by a watch on a thread of its own from now on (see the module's docstring); `stop` ends it."""
+        if self._informer is None:
+            self._informer = DictInformer(self._list, name).start()
+        return self
+
+    def stop(self) -> None:
+        if self._informer is not None:
+            self._informer.stop()
+            self._informer.drain()
 
     def sync(self) -> list[dict[str, Any]]:
         """Catch up and return every object, in the API server's order."""
+        if self._informer is not None:
+            self._informer.drain()  # what changed is not kept: the store is what is asked for
+            return self._informer.items()
         if self._rv is None or not self._catch_up():
             self._relist()
         return list(self.objects.values())
