@@ -126,6 +126,9 @@ class Backoff(StatusModel):
     attempts: int = Field(0, description="refusals in a row")
     until: str | None = Field(None, description="no new placement before this time")
     reason: str = Field("", description="the API server's answer")
+    reserved: Reservation | None = Field(None, description="room kept for the next gang: where the refused one "
+                                         "was placed (for the first attempts, so that jobs it preempted are not "
+                                         "placed there again meanwhile)")
 
 
 class CheckpointStatus(StatusModel):

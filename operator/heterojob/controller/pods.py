@@ -18,7 +18,7 @@ from typing import Any
 from kubernetes.client import ApiException
 
 from heterojob.api.job import HeteroJobSpec, Phase
-from heterojob.api.job_status import HeteroJobStatus
+from heterojob.api.job_status import HeteroJobStatus, Reservation
 from heterojob.constants import LABEL_HOSTNAME, LABEL_REGION
 from heterojob.controller.decisionlog import decided
 from heterojob.controller.status import StatusPatch, StatusWriter
@@ -32,7 +32,7 @@ from heterojob.kube.members import Members
 from heterojob.kube.refusals import Refusal, classify
 from heterojob.state.cache import Cache
 from heterojob.engine.phases import MOVING
-from heterojob.state.requests import MOVES
+from heterojob.state.requests import MOVES, reservation
 from heterojob.api.times import iso
 
 log = logging.getLogger("heterojob.controller")
@@ -41,6 +41,7 @@ log = logging.getLogger("heterojob.controller")
 DELETED_KEPT = 10_000  # uids of deleted jobs remembered: a pass still running on one's last body makes nothing for it
 BACKOFF_FIRST_S = 10.0
 BACKOFF_MAX_S = 600.0
+KEEP_ROOM_ATTEMPTS = 3  # refusals in a row a gang keeps its room through (`_kept_room`)
 UNSCHEDULABLE = "Unschedulable"  # lifecycle.scheduling's reason while the scheduler refuses a rank
 
 
@@ -254,6 +255,12 @@ class Pods:
         access.forget(self.kube_of(key), job)  # the next gang writes them again: one may be what is missing
         what = f"{obj['kind']} {obj['metadata']['name']}"
         cluster = status.placement.cluster if status.placement else None
+        attempts = (status.backoff.attempts if status.backoff else 0) + 1
+        keep = _kept_room(status, verdict.permanent, attempts)
+        if keep is not None:  # the room stays the job's while it backs off (reserved before it is released)
+            self.cache.reserve(key, self.cache.entry(key).allocation)
+        else:
+            self.cache.unreserve(key)
         try:
             mine = [p.name for p in map(convert.pod_view, await self.kube_of(key).job_pods(meta["namespace"],
                                                                                           meta["name"]))
@@ -286,7 +293,6 @@ class Pods:
             self.kube.post_event(job, "Warning", "PodRejected", message)
             decided(key, "fail", message, reason="PodRejected")
             return
-        attempts = (status.backoff.attempts if status.backoff else 0) + 1
         delay = min(BACKOFF_MAX_S, BACKOFF_FIRST_S * 2 ** (attempts - 1))
         message = f"{refused_words}; placing again in {delay:.0f}s"
         phase = Phase.PENDING
@@ -302,7 +308,8 @@ class Pods:
             if history and history[-1].get("action") in MOVES:
                 history[-1].pop("to", None)
         patch.phase(phase, "PodsRefused", message).set(
-            backoff={"attempts": attempts, "until": iso(time.time() + delay), "reason": verdict.message})
+            backoff={"attempts": attempts, "until": iso(time.time() + delay), "reason": verdict.message,
+                     "reserved": keep.model_dump(by_alias=True) if keep is not None else None})
         # conditions and the Event say the refusal in stable words (no countdown): rewritten only when it changes
         patch.condition("Admitted", "False", "PodsRefused", f"{refused_words}; placing again after a backoff")
         patch.condition("PodsCreated", "False", "Refused", refused_words)
@@ -372,6 +379,19 @@ class Pods:
 def _condition(status: HeteroJobStatus, type_: str) -> str | None:
     """The status (True, False, Unknown) of the job's condition `type_`; None without one."""
     return next((c.status for c in status.conditions if c.type == type_), None)
+
+
+def _kept_room(status: HeteroJobStatus, permanent: bool, attempts: int) -> Reservation | None:
+    """The room a gang refused for a passing reason keeps for its next attempt: where it was placed, for its first
+    `KEEP_ROOM_ATTEMPTS` refusals in a row. Given back at once, it went to the next job in the queue, often the one
+    this gang preempted (placed again within seconds, then preempted a second time after the backoff). A moving
+    job keeps what its move reserved instead (status.migration); a refusal that will not pass keeps nothing, nor
+    one that keeps coming back (a ResourceQuota nobody raises must not hold devices for good)."""
+    p = status.placement
+    if p is None or permanent or attempts > KEEP_ROOM_ATTEMPTS or (
+            status.migration is not None and status.phase in (*MOVING, Phase.ADMITTED)):
+        return None
+    return reservation(p.region, p.device_class, p.per_replica, p.nodes)
 
 
 def _moving_phase(status: HeteroJobStatus) -> Phase:

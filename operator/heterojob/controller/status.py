@@ -116,7 +116,7 @@ class StatusPatch:
                    ready_reason: str | None = None) -> StatusPatch:
         """The placement ends and the job is placed again (Migrating, Resizing) as `move` says."""
         self.phase(phase, reason, message).set(placement=None).migration(move)
-        return self.condition("Ready", "False", ready_reason or reason, message)
+        return self._pods_go(reason, message).condition("Ready", "False", ready_reason or reason, message)
 
     def preempt(self, message: str) -> StatusPatch:
         """The placement ends and the job goes back to the queue (Preempted), one more turn counted
@@ -124,18 +124,20 @@ class StatusPatch:
         s = self.scheduling()
         s["preemptions"] = int(s.get("preemptions") or 0) + 1
         self.phase(Phase.PREEMPTED, "Preempted", message).set(placement=None).migration(None)
-        return self.condition("Ready", "False", "Preempted", message)
+        return self._pods_go("Preempted", message).condition("Ready", "False", "Preempted", message)
 
     def reject(self, reason: str, message: str) -> StatusPatch:
         """The spec can never run: Failed; a checkpoint or move in progress ends with its pods."""
         self.phase(Phase.FAILED, reason, message).set(placement=None)
         if (self.status.checkpoint and self.status.checkpoint.pending) or self.status.migration is not None:
             self.drop_pending().migration(None)
-        return self.condition("SpecValid", "False", reason, message)
+        return self._pods_go(reason, message).condition("SpecValid", "False", reason, message)
 
     def revalidate(self, reason: str, message: str) -> StatusPatch:
-        """A rejected spec, edited, now reads: the job waits again."""
-        return self.phase(Phase.PENDING, None, message).condition("SpecValid", "True", reason, message)
+        """A rejected spec, edited, now reads: the job waits again (the condition says what stays true: it
+        does not wait for room once placed)."""
+        self.phase(Phase.PENDING, None, f"{message}; waiting for room")
+        return self.condition("SpecValid", "True", reason, message)
 
     def run(self, reason: str, message: str) -> StatusPatch:
         """Every rank runs; a landed move's state, left by a stop before its gang was recorded, ends."""
@@ -145,7 +147,14 @@ class StatusPatch:
     def restart(self, reason: str, message: str, from_: str | None) -> StatusPatch:
         """A replica failed: the gang starts again (restarts + 1) from the queue."""
         self.phase(Phase.PENDING, reason, message).set(placement=None, restarts=self.status.restarts + 1)
+        self._pods_go(reason, message)
         return self.history("restart", message, from_).condition("Ready", "False", reason, message)
+
+    def _pods_go(self, reason: str, message: str) -> StatusPatch:
+        """The placement ends and its gang's pods are deleted: PodsCreated no longer says they were made."""
+        if any(c.type == "PodsCreated" and c.status == "True" for c in self.status.conditions):
+            self.condition("PodsCreated", "False", reason, f"the gang's pods are deleted: {message}")
+        return self
 
     def finish(self, failed: bool, reason: str, message: str) -> StatusPatch:
         """The job succeeded or failed for good."""

@@ -119,7 +119,7 @@ def decide(job: JobView) -> Decision:
             return Decision(Action.NONE)
         return Decision(Action.REJECT, REASON_INVALID_SPEC, f"invalid spec: {job.spec_errors}")
     if job.phase == Phase.FAILED and job.reason == REASON_INVALID_SPEC:
-        return Decision(Action.REVALIDATED, "SpecFixed", "the spec is valid now; waiting for room")
+        return Decision(Action.REVALIDATED, "SpecFixed", "the spec is valid now")
     if job.phase is not None and job.phase.terminal:
         return Decision(Action.NONE)
 

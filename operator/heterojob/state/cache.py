@@ -157,9 +157,14 @@ class Cache:
                                                   spec.replicas.start))
         else:
             e.allocation, e.placed, e.base = None, None, None
-        reserved = status.migration.reserved if status.migration is not None else None
+        if status.phase in DISRUPTED:  # room held for its move
+            reserved = status.migration.reserved if status.migration is not None else None
+        elif status.phase == Phase.PENDING and p is None and status.backoff is not None:
+            reserved = status.backoff.reserved  # room kept for a gang refused for a passing reason
+        else:
+            reserved = None
         was, e.reserved = e.reserved, None
-        if reserved is not None and status.phase in DISRUPTED:
+        if reserved is not None:
             cls = classes.get(reserved.device_class)
             per_node = {}
             for node in reserved.nodes:

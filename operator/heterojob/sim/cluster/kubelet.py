@@ -71,12 +71,16 @@ class Kubelet(Stepping):
                  on_bindings: Callable[[Bindings], None] | None = None, answer_checkpoints: bool = False,
                  checkpoint_delay: float = 1.0, device_health: Callable[[], Mapping[str, int]] | None = None,
                  schedule: bool = True, heartbeats: bool = True, renew_s: float = RENEW_S,
-                 lease_duration_s: int = LEASE_DURATION_S, report_s: float = REPORT_S) -> None:
+                 lease_duration_s: int = LEASE_DURATION_S, report_s: float = REPORT_S,
+                 acknowledge: Callable[[dict[str, Any], str], None] | None = None) -> None:
         """`on_bindings` hears, after every step, which running pods hold which node's devices;
         `device_health` says how many of each node's devices its device plugin reports Unhealthy (the node's
         allocatable then leaves them out, as the kubelet's device manager does; capacity keeps them);
-        `schedule`: run a `KubeScheduler` first in each step (False when one runs on its own); `heartbeats`: renew
-        each node's Lease every `renew_s` and post its Ready status every `report_s` (`heartbeats.Heartbeats`)."""
+        `schedule`: run a `KubeScheduler` first in each step (False when one runs on its own, e.g. a real
+        kube-scheduler); `heartbeats`: renew each node's Lease every `renew_s` and post its Ready status every
+        `report_s` (`heartbeats.Heartbeats`); `acknowledge(pod, ack)` writes a rank's checkpoint ack (default: a
+        patch of the pod's annotation with this kubelet's client; the real-cluster tests pass the SDK's own
+        client, with a token bound to the pod)."""
         self.scheduler = KubeScheduler(api) if schedule else None
         self.silenced: set[str] = set()  # nodes whose kubelet is down (`silence`)
         self.device_health = device_health
@@ -85,6 +89,7 @@ class Kubelet(Stepping):
         self.heartbeats = Heartbeats(self.core, renew_s, lease_duration_s, report_s) if heartbeats else None
         self.on_bindings = on_bindings
         self.answer_checkpoints = answer_checkpoints
+        self.acknowledge = acknowledge or self._patch_ack
         self.checkpoint_delay = checkpoint_delay
         self._asked: dict[str, float] = {}  # "<pod>/<request id>" -> when first seen
         self._draining: dict[str, str] = {}  # uid of an evicted rank still running -> its ack when evicted
@@ -314,9 +319,13 @@ class Kubelet(Stepping):
         if size:
             end = time.time()
             ack += f";size={size};start={end - (now - self._asked[key]):.3f};end={end:.3f}"
+        self.acknowledge(pod, ack)
+        self._asked.pop(key, None)
+
+    def _patch_ack(self, pod: dict[str, Any], ack: str) -> None:
+        meta = pod["metadata"]
         self.core.patch_namespaced_pod(meta["name"], meta["namespace"], {"metadata": {"annotations": {
             ANNOTATION_CHECKPOINT_ACK: ack}}})
-        self._asked.pop(key, None)
 
 
 def ended(statuses: list[dict[str, Any]], failed: bool) -> list[dict[str, Any]]:
