@@ -314,6 +314,8 @@ class Flow:
                     except kubernetes.client.ApiException as exc:
                         if exc.status != 404:
                             raise
+            for ns in self.namespaces:  # what the garbage collector would take a few seconds later
+                self.core.delete_collection_namespaced_pod(ns, grace_period_seconds=0)
             for ns in self.namespaces:
                 eventually(lambda ns=ns: not self.core.list_namespaced_pod(ns).items, timeout=60,
                            what=f"{ns} without pods")
