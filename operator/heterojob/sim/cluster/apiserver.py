@@ -27,8 +27,8 @@ scale.py, evictions.py, reviews.py, cascade.py, managedfields.py:
   PodDisruptionBudgets (429 when a budget allows no disruption; evictions.py; budgets are read with the status the
   disruption controller would keep), `pods/binding`; `pods/log|exec|attach|portforward` and `*/proxy` make
   kube-apiserver's pod/container checks, then answer as when the node's kubelet cannot be dialled (500 "error
-  dialing backend"; an unscheduled pod's log is empty); review resources (`kubectl auth can-i|whoami`) answered as
-  with AlwaysAllow authorization (reviews.py).
+  dialing backend"; an unscheduled pod's log is empty); review resources (`kubectl auth can-i|whoami`) answered for
+  the requesting user as RBAC would (reviews.py).
 - service account tokens (TokenRequest, `serviceaccounts/token`) and RBAC for the requests made with them; any
   other token is the admin's (auth.py).
 - finalizers and `deletionTimestamp`; deleting a namespace deletes what is in it; owner-reference
@@ -593,7 +593,8 @@ class ApiServerEmulator(kmock.KubernetesEmulator):
             if method != "POST" or route.name is not None:
                 raise ApiError(405, "MethodNotAllowed", "the server does not allow this method on the requested "
                                "resource")
-            return self._json(reviews.answer(kind.group, kind.plural, kind.kind, kind.api_version, data), 201)
+            return self._json(reviews.answer(kind.group, kind.plural, kind.kind, kind.api_version, data,
+                                             raw.get("user", auth.ADMIN), self._store.__getitem__), 201)
         if sub == "scale":
             return self._json(*self._scale(raw, route, kind, crd_version, data, dry_run))
         if sub == "eviction":

@@ -17,7 +17,9 @@ list, watch or deletecollection). Bootstrap roles every authenticated user holds
 `/healthz`, OpenAPI (every non-resource GET) and the self reviews (system:basic-user). A refusal is 403 with
 RBAC's message: `pods "p" is forbidden: User "system:serviceaccount:ns:sa" cannot patch resource "pods" in API
 group "" in the namespace "ns"`. Creating or updating a Role/ClusterRole, or a binding, is refused unless the user
-holds every permission it grants (or the `escalate`/`bind` verb), with the message of ConfirmNoEscalation.
+holds every permission it grants (or the `escalate`/`bind` verb), with the message of ConfirmNoEscalation; a
+binding whose Role does not exist is refused 404 unless the user may `bind` it (the escalation check must read the
+Role), as kube-apiserver answers: `rolebindings.rbac.authorization.k8s.io "<role>" not found`.
 Not emulated: aggregated ClusterRoles, other bootstrap roles, Node/Webhook authorizers, audiences, impersonation.
 """
 
@@ -249,7 +251,10 @@ def confirm_no_escalation(store: Store, user: User, group: str, plural: str, nam
             return
         role = (store((RBAC, "clusterroles")).get((None, ref.get("name", ""))) if bind_plural == "clusterroles"
                 else store((RBAC, "roles")).get((namespace, ref.get("name", ""))))
-        rules = (role or {}).get("rules") or []
+        if role is None:  # the rule resolver cannot read the Role it binds (its words: the binding's resource)
+            raise ApiError(404, "NotFound", f'{plural}.{group} "{ref.get("name", "")}" not found',
+                           {"name": ref.get("name", ""), "group": group, "kind": plural})
+        rules = role.get("rules") or []
     else:
         return
     missing = []
