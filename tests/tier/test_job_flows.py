@@ -190,3 +190,17 @@ def _with_token(flow: Flow, token: str) -> kubernetes.client.Configuration:
     config.verify_ssl = flow.site.ca_file is not None
     config.api_key = {"authorization": f"Bearer {token}"}
     return config
+
+
+def test_conditions_say_what_is_current_after_a_fixed_spec_runs(flow: Flow) -> None:
+    """A spec rejected, then fixed, then placed: SpecValid no longer says the job waits for room once it runs."""
+    ns = flow.namespace("team")
+    flow.nodes([node("h100-0", "cn-east", "nvidia-h100")])
+    flow.create_job("typo", job_spec(replicas=1, regions={"allowed": ["cn-esat"]}), ns)
+    flow.operator()
+    assert "cn-esat" in flow.phase("typo", ns, "Failed")["message"]
+    flow.custom.patch_namespaced_custom_object(GROUP, VERSION, ns, "heterojobs", "typo", {
+        "spec": {"regions": {"allowed": ["cn-east"]}}})
+    flow.phase("typo", ns, "Running")
+    valid = flow.condition("typo", ns, "SpecValid")
+    assert valid["status"] == "True" and "waiting" not in valid["message"], valid
