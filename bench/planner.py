@@ -24,7 +24,7 @@ collector paused during a plan, as the operator's scheduler pauses it):
   someone; checked equal to the full plan's);
 - `surge_1000_cpu_s`: a plan of 1,000 waiting jobs that outrank most running jobs (many preemptions);
 - `reference_1000_small_cpu_s` / `speedup_vs_reference`: a plan of 1,000 waiting jobs on 2,500 nodes with the
-  straightforward placement and preemption search the planner had before (`engine.reference`), against the
+  straightforward placement and preemption search the planner had before (`tests/oracle/reference.py`), against the
   planner's own in the same run; `same_plan`: both plans equal, admission by admission.
 Last line: one JSON object. Target (issue 35): a full plan at backlog 5,000 on 100,000 devices well under half
 of a cycle's 1.0 CPU-s (`target_cpu_s` 0.5).
@@ -40,7 +40,9 @@ import time
 from dataclasses import replace
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "operator"))
+ROOT = Path(__file__).resolve().parents[1]
+# run as a script: the operator's package, and the repository (the tests' oracle, tests/oracle/reference.py)
+sys.path[:0] = [str(ROOT / "operator"), str(ROOT)]
 
 from heterojob.engine import completion, ranking, rooms  # noqa: E402 - after the sys.path entry above (run as a script)
 from heterojob.engine.admission import AdmissionSettings, Holder, Outcome, QueuePlan, plan_with_policy  # noqa: E402 - after the sys.path entry above (run as a script)
@@ -48,7 +50,6 @@ from heterojob.engine.fleet import (  # noqa: E402 - after the sys.path entry ab
     Allocation, DeviceClass, Failed, Fleet, Limit, Node, holdings, usage,
 )
 from heterojob.engine.placement import Alternative, Request  # noqa: E402 - after the sys.path entry above (run as a script)
-from heterojob.engine.reference import reference  # noqa: E402 - after the sys.path entry above (run as a script)
 from heterojob.engine.policy import Knowledge  # noqa: E402 - after the sys.path entry above (run as a script)
 from heterojob.engine.queueing import QueueSettings  # noqa: E402 - after the sys.path entry above (run as a script)
 
@@ -234,6 +235,8 @@ def main() -> int:
     result["surge_1000_outcomes"] = outcomes(surge_plan)
 
     # the baseline: the straightforward placement and preemption search, on the small fleet at backlog 1,000
+    from tests.oracle.reference import reference  # the oracle the tests keep (the repository is on the path)
+
     requests = queue(1000)
     with reference():
         slow, reference_cpu = plan(requests, small_holders, small)

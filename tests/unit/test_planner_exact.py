@@ -1,6 +1,6 @@
 """The planner with free room indexed (`engine.rooms`) plans exactly what the straightforward scan plans.
 
-The oracle is `engine.reference`: `place` as it was (every usable node of every region read, full
+The oracle is `tests/oracle/reference.py`: `place` as it was (every usable node of every region read, full
 or not; packing by scanning; scores summed over the region) and `Ledger.may_fit` by a scan. Seeded random
 fleets and queues, with what placement filters on (software and labels per node, quotas, excluded nodes,
 network-down chips, unhealthy, failed, not Ready and cordoned nodes, allowed and preferred regions, several
@@ -21,8 +21,8 @@ from heterojob.engine import admission, completion, policy, preemption, queueing
 from heterojob.engine.admission import Holder, QueuePlan, plan_queue
 from heterojob.engine.fleet import Allocation, DeviceClass, Failed, Fleet, Limit, Node, holdings, usage
 from heterojob.engine.placement import Alternative, Ledger, Request, fits, place
-from heterojob.engine import reference as reference_module
-from heterojob.engine.reference import fewest_reference, most_replicas_reference, place_reference, reference
+from tests.oracle import reference as reference_module
+from tests.oracle.reference import fewest_reference, most_replicas_reference, place_reference, reference
 
 NOW = 100_000.0
 REGION = "topology.kubernetes.io/region"

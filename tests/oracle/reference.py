@@ -9,7 +9,7 @@ region. `may_fit_reference` is `Ledger.may_fit` by a scan of the class's nodes; 
 bound on quota (`_Pool.quota_allows`) is left out (every search runs). `reference()`
 swaps them in for the planner (`engine.admission`, `engine.preemption`), so a test or a benchmark can run
 the same plan either way and compare (tests/unit/test_planner_exact.py, bench/planner.py). Not used by the
-operator.
+operator, so it lives with the tests rather than in its package.
 """
 
 from __future__ import annotations
