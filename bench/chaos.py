@@ -295,14 +295,14 @@ def pod_gen(pod: dict[str, Any]) -> int:
         return 0
 
 
-class Chaos:
-    def __init__(self, seed_: int, events: int, workdir: Path, operator_source: Path | None = None) -> None:
-        self.operator_source = operator_source
+class Observer:
+    """What the bench knows and saw: the jobs and pods polled from the API, the HeteroJob watch's changes per job,
+    the faults, requests and refusals the bench made, its journal; and waiting for the fleet to settle."""
+
+    def __init__(self, seed_: int, workdir: Path) -> None:
         self.rng = random.Random(seed_)
-        self.n_events = events
         self.workdir = workdir
         self.lock = threading.RLock()
-        self.emu = Emulator(workdir / "emulator")
         self.faults: list[Fault] = []
         self.requests: list[Request] = []
         self.tracks: dict[str, Track] = {}
@@ -363,29 +363,6 @@ class Chaos:
                 f"annotations={((job.get('metadata') or {}).get('annotations') or {}).get(ANNOTATION_MIGRATE)}")
 
     # -- observation --
-    def observe_loop(self, core: kubernetes.client.CoreV1Api, custom: kubernetes.client.CustomObjectsApi,
-                     operator: OperatorProcess) -> None:
-        last = time.monotonic()
-        while not self._stop.is_set():
-            t = time.monotonic()
-            if operator.warm(t):
-                self.op_clock += t - last
-            last = t
-            try:
-                jobs = json.loads(custom.list_cluster_custom_object(GROUP, VERSION, "heterojobs",
-                                                                    _preload_content=False).data)["items"]
-                pods = json.loads(core.list_pod_for_all_namespaces(label_selector=LABEL_JOB,
-                                                                   _preload_content=False).data)["items"]
-            except Exception as exc:  # noqa: BLE001 - keep observing
-                print(f"observer: {exc}", file=sys.stderr)
-                self._stop.wait(0.5)
-                continue
-            with self.lock:
-                self.jobs = {f"{j['metadata']['namespace']}/{j['metadata']['name']}": j for j in jobs}
-                self.pods = pods
-                self.check(t)
-            self._stop.wait(0.5)
-
     def watch_loop(self, custom: kubernetes.client.CustomObjectsApi) -> None:
         while not self._stop.is_set():
             try:
@@ -414,6 +391,71 @@ class Chaos:
                 if not self._stop.is_set():
                     print(f"watch: {exc}", file=sys.stderr)
                     self._stop.wait(0.5)
+
+    def settled_now(self) -> bool:
+        with self.lock:
+            for key, job in self.jobs.items():
+                s = job.get("status") or {}
+                if s.get("phase") in ("Checkpointing", "Migrating", "Admitted", "Resizing"):
+                    if s.get("phase") != "Migrating" or any(job_key_of(p) == key and live(p) for p in self.pods):
+                        return False
+                placement = s.get("placement") or {}
+                pods = [p for p in self.pods if live(p) and job_key_of(p) == key]
+                if any((p.get("status") or {}).get("phase") != "Running" for p in pods):
+                    return False
+                if s.get("phase") == "Running" and len(pods) != int(placement.get("replicas") or 0):
+                    return False
+                asked = ((job.get("metadata") or {}).get("annotations") or {}).get(ANNOTATION_MIGRATE)
+                if s.get("phase") == "Running" and asked and asked != (s.get("handled") or {}).get("migrate") \
+                        and not self.held(s):
+                    return False  # give the operator time to serve or hold it
+        return True
+
+    @staticmethod
+    def held(s: dict[str, Any]) -> bool:
+        return any(c.get("status") == "True" and ({"MoveHeld", "MigrationHeld"} & {c.get("type"), c.get("reason")})
+                   for c in s.get("conditions") or [] if isinstance(c, dict))
+
+    def settle(self, quiet_s: float = 4.0, limit_s: float = 30.0) -> bool:
+        deadline = time.monotonic() + limit_s
+        calm_since: float | None = None
+        while time.monotonic() < deadline:
+            if self.settled_now():
+                calm_since = calm_since or time.monotonic()
+                if time.monotonic() - calm_since >= quiet_s:
+                    return True
+            else:
+                calm_since = None
+            time.sleep(0.5)
+        return False
+
+
+class Invariants(Observer):
+    """The invariants (the module docstring's list), judged from what the Observer saw: on every poll of the jobs
+    and pods (`observe_loop`, `check`) and once at the end, after settling (`final_checks`)."""
+
+    def observe_loop(self, core: kubernetes.client.CoreV1Api, custom: kubernetes.client.CustomObjectsApi,
+                     operator: OperatorProcess) -> None:
+        last = time.monotonic()
+        while not self._stop.is_set():
+            t = time.monotonic()
+            if operator.warm(t):
+                self.op_clock += t - last
+            last = t
+            try:
+                jobs = json.loads(custom.list_cluster_custom_object(GROUP, VERSION, "heterojobs",
+                                                                    _preload_content=False).data)["items"]
+                pods = json.loads(core.list_pod_for_all_namespaces(label_selector=LABEL_JOB,
+                                                                   _preload_content=False).data)["items"]
+            except Exception as exc:  # noqa: BLE001 - keep observing
+                print(f"observer: {exc}", file=sys.stderr)
+                self._stop.wait(0.5)
+                continue
+            with self.lock:
+                self.jobs = {f"{j['metadata']['namespace']}/{j['metadata']['name']}": j for j in jobs}
+                self.pods = pods
+                self.check(t)
+            self._stop.wait(0.5)
 
     def check(self, t: float) -> None:
         by_job: dict[str, list[dict[str, Any]]] = {}
@@ -530,6 +572,99 @@ class Chaos:
                         f"{self.op_clock - tr.twogen_since:.0f}s; API: {self.status_brief(key)}")
             else:
                 tr.twogen_since, tr.twogen_counted = None, False
+
+    def final_checks(self) -> None:
+        by_job: dict[str, list[dict[str, Any]]] = {}
+        for p in self.pods:
+            if live(p):
+                by_job.setdefault(job_key_of(p), []).append(p)
+        for key, pods in by_job.items():
+            if key not in self.jobs:
+                self.violations["ledger_mismatches"].append(
+                    f"{key}: live pods {[p['metadata']['name'] for p in pods]} of a job that does not exist")
+        for key, job in self.jobs.items():
+            s = job.get("status") or {}
+            placement = s.get("placement") or {}
+            pods = by_job.get(key, [])
+            if s.get("phase") in ("Failed", "Succeeded") and pods:
+                self.violations["ledger_mismatches"].append(
+                    f"{key}: {s.get('phase')} but live pods {[p['metadata']['name'] for p in pods]}")
+                continue
+            if not placement:
+                if pods:
+                    self.violations["ledger_mismatches"].append(
+                        f"{key}: no status.placement but live pods {[p['metadata']['name'] for p in pods]}; "
+                        f"API: {self.status_brief(key)}")
+                continue
+            gen = int(placement.get("generation") or 0)
+            others = [p["metadata"]["name"] for p in pods if pod_gen(p) != gen]
+            ranks = {int((p["metadata"].get("labels") or {}).get(LABEL_RANK, -1)): pod_node(p)
+                     for p in pods if pod_gen(p) == gen}
+            nodes = list(placement.get("nodes") or [])
+            if others or (ranks and [ranks.get(i) for i in range(len(nodes))] != nodes):
+                self.violations["ledger_mismatches"].append(
+                    f"{key}: status.placement g{gen} {nodes} but live pods by rank {ranks}, other generations "
+                    f"{others}; API: {self.status_brief(key)}")
+        # lost requests
+        for r in self.requests:
+            job = self.jobs.get(r.job)
+            if job is None or r.cancelled:
+                continue
+            s = job.get("status") or {}
+            if s.get("phase") in ("Failed", "Succeeded"):
+                continue
+            gen_now = int(((s.get("placement") or {}).get("generation")) or 0)
+            served = r.served or (s.get("handled") or {}).get("migrate") == r.value or gen_now > r.generation
+            moving = ((s.get("migration") or {}).get("request")) == r.value
+            annotation = ((job.get("metadata") or {}).get("annotations") or {}).get(ANNOTATION_MIGRATE)
+            # still asked: held with a condition, or the job is not running (moving, waiting for room),
+            # so the request is read when it runs again
+            held = annotation == r.value and (self.held(s) or s.get("phase") != "Running")
+            if not (served or moving or held):
+                self.violations["lost_requests"].append(
+                    f"{r.job}: migrate {r.value} (set at {r.t - self.t0:.1f}s on g{r.generation}) neither served, "
+                    f"in progress nor held; API: {self.status_brief(r.job)}; bench events: {self.history(r.job)}")
+        # left on failed devices
+        for f in self.faults:
+            for k, secs in f.left.items():
+                if secs > LEFT_TARGET_S:
+                    self.violations["left_on_failed_device"].append(
+                        f"{k}: stayed {secs:.1f}s on {f.node} after {f.kind} at {f.start - self.t0:.1f}s; "
+                        f"API: {self.status_brief(k.split('/')[0] + '/' + k.split('/')[1].rsplit('-g', 1)[0])}; "
+                        f"bench events: {self.history(k.split('/')[0] + '/' + k.split('/')[1].rsplit('-g', 1)[0])}")
+        # hot loops
+        for key, tr in self.tracks.items():
+            found = ""
+            for times, bound, what in ((tr.rv_times, HOT_RV, "status changes"),
+                                       (tr.gen_times, HOT_GEN, "placement generations")):
+                for i, start in enumerate(times):
+                    window = [x for x in times[i:] if x < start + HOT_WINDOW_S]
+                    if len(window) > bound and not any(
+                            start - HOT_QUIET_BEFORE_S <= x <= start + HOT_WINDOW_S for x in tr.touches):
+                        found = f"{len(window)} {what} in {HOT_WINDOW_S:.0f}s from {start - self.t0:.1f}s"
+                        break
+                if found:
+                    break
+            if found:
+                self.violations["hot_loops"].append(f"{key}: {found} with no bench event on it; "
+                                                    f"API: {self.status_brief(key)}")
+
+    def request_outcomes(self) -> dict[str, int]:
+        out = {"served": 0, "waiting": 0, "in_progress": 0}
+        for r in self.requests:
+            s = (self.jobs.get(r.job) or {}).get("status") or {}
+            if r.served or (s.get("handled") or {}).get("migrate") == r.value or \
+                    int(((s.get("placement") or {}).get("generation")) or 0) > r.generation:
+                out["served"] += 1
+            elif ((s.get("migration") or {}).get("request")) == r.value:
+                out["in_progress"] += 1
+            elif not r.cancelled:
+                out["waiting"] += 1
+        return out
+
+
+class Disruptions(Invariants):
+    """The bench's events (migrate, cancel, notready, xid, kill, refuse) and their recoveries (`timers`)."""
 
     # -- events --
     def running_jobs(self) -> list[str]:
@@ -696,6 +831,17 @@ class Chaos:
                 post_alert(operator.alerts_port, f, "resolved", f.pod)
             self.note(f"{f.kind} {f.node} recovered")
 
+
+class Chaos(Disruptions):
+    """The run: the emulator, the operator and the kubelet started, the fleet filled, `--events` random events,
+    recoveries and settling, then the result."""
+
+    def __init__(self, seed_: int, events: int, workdir: Path, operator_source: Path | None = None) -> None:
+        super().__init__(seed_, workdir)
+        self.operator_source = operator_source
+        self.n_events = events
+        self.emu = Emulator(workdir / "emulator")
+
     # -- the run --
     def run(self) -> dict[str, Any]:
         self.emu.workdir.mkdir(parents=True, exist_ok=True)
@@ -803,132 +949,6 @@ class Chaos:
             held = sum(pod_devices(p) for p in self.pods
                        if live(p) and (p.get("status") or {}).get("phase") == "Running")
         return held / total
-
-    def settled_now(self) -> bool:
-        with self.lock:
-            for key, job in self.jobs.items():
-                s = job.get("status") or {}
-                if s.get("phase") in ("Checkpointing", "Migrating", "Admitted", "Resizing"):
-                    if s.get("phase") != "Migrating" or any(job_key_of(p) == key and live(p) for p in self.pods):
-                        return False
-                placement = s.get("placement") or {}
-                pods = [p for p in self.pods if live(p) and job_key_of(p) == key]
-                if any((p.get("status") or {}).get("phase") != "Running" for p in pods):
-                    return False
-                if s.get("phase") == "Running" and len(pods) != int(placement.get("replicas") or 0):
-                    return False
-                asked = ((job.get("metadata") or {}).get("annotations") or {}).get(ANNOTATION_MIGRATE)
-                if s.get("phase") == "Running" and asked and asked != (s.get("handled") or {}).get("migrate") \
-                        and not self.held(s):
-                    return False  # give the operator time to serve or hold it
-        return True
-
-    @staticmethod
-    def held(s: dict[str, Any]) -> bool:
-        return any(c.get("status") == "True" and ({"MoveHeld", "MigrationHeld"} & {c.get("type"), c.get("reason")})
-                   for c in s.get("conditions") or [] if isinstance(c, dict))
-
-    def settle(self, quiet_s: float = 4.0, limit_s: float = 30.0) -> bool:
-        deadline = time.monotonic() + limit_s
-        calm_since: float | None = None
-        while time.monotonic() < deadline:
-            if self.settled_now():
-                calm_since = calm_since or time.monotonic()
-                if time.monotonic() - calm_since >= quiet_s:
-                    return True
-            else:
-                calm_since = None
-            time.sleep(0.5)
-        return False
-
-    def final_checks(self) -> None:
-        by_job: dict[str, list[dict[str, Any]]] = {}
-        for p in self.pods:
-            if live(p):
-                by_job.setdefault(job_key_of(p), []).append(p)
-        for key, pods in by_job.items():
-            if key not in self.jobs:
-                self.violations["ledger_mismatches"].append(
-                    f"{key}: live pods {[p['metadata']['name'] for p in pods]} of a job that does not exist")
-        for key, job in self.jobs.items():
-            s = job.get("status") or {}
-            placement = s.get("placement") or {}
-            pods = by_job.get(key, [])
-            if s.get("phase") in ("Failed", "Succeeded") and pods:
-                self.violations["ledger_mismatches"].append(
-                    f"{key}: {s.get('phase')} but live pods {[p['metadata']['name'] for p in pods]}")
-                continue
-            if not placement:
-                if pods:
-                    self.violations["ledger_mismatches"].append(
-                        f"{key}: no status.placement but live pods {[p['metadata']['name'] for p in pods]}; "
-                        f"API: {self.status_brief(key)}")
-                continue
-            gen = int(placement.get("generation") or 0)
-            others = [p["metadata"]["name"] for p in pods if pod_gen(p) != gen]
-            ranks = {int((p["metadata"].get("labels") or {}).get(LABEL_RANK, -1)): pod_node(p)
-                     for p in pods if pod_gen(p) == gen}
-            nodes = list(placement.get("nodes") or [])
-            if others or (ranks and [ranks.get(i) for i in range(len(nodes))] != nodes):
-                self.violations["ledger_mismatches"].append(
-                    f"{key}: status.placement g{gen} {nodes} but live pods by rank {ranks}, other generations "
-                    f"{others}; API: {self.status_brief(key)}")
-        # lost requests
-        for r in self.requests:
-            job = self.jobs.get(r.job)
-            if job is None or r.cancelled:
-                continue
-            s = job.get("status") or {}
-            if s.get("phase") in ("Failed", "Succeeded"):
-                continue
-            gen_now = int(((s.get("placement") or {}).get("generation")) or 0)
-            served = r.served or (s.get("handled") or {}).get("migrate") == r.value or gen_now > r.generation
-            moving = ((s.get("migration") or {}).get("request")) == r.value
-            annotation = ((job.get("metadata") or {}).get("annotations") or {}).get(ANNOTATION_MIGRATE)
-            # still asked: held with a condition, or the job is not running (moving, waiting for room),
-            # so the request is read when it runs again
-            held = annotation == r.value and (self.held(s) or s.get("phase") != "Running")
-            if not (served or moving or held):
-                self.violations["lost_requests"].append(
-                    f"{r.job}: migrate {r.value} (set at {r.t - self.t0:.1f}s on g{r.generation}) neither served, "
-                    f"in progress nor held; API: {self.status_brief(r.job)}; bench events: {self.history(r.job)}")
-        # left on failed devices
-        for f in self.faults:
-            for k, secs in f.left.items():
-                if secs > LEFT_TARGET_S:
-                    self.violations["left_on_failed_device"].append(
-                        f"{k}: stayed {secs:.1f}s on {f.node} after {f.kind} at {f.start - self.t0:.1f}s; "
-                        f"API: {self.status_brief(k.split('/')[0] + '/' + k.split('/')[1].rsplit('-g', 1)[0])}; "
-                        f"bench events: {self.history(k.split('/')[0] + '/' + k.split('/')[1].rsplit('-g', 1)[0])}")
-        # hot loops
-        for key, tr in self.tracks.items():
-            found = ""
-            for times, bound, what in ((tr.rv_times, HOT_RV, "status changes"),
-                                       (tr.gen_times, HOT_GEN, "placement generations")):
-                for i, start in enumerate(times):
-                    window = [x for x in times[i:] if x < start + HOT_WINDOW_S]
-                    if len(window) > bound and not any(
-                            start - HOT_QUIET_BEFORE_S <= x <= start + HOT_WINDOW_S for x in tr.touches):
-                        found = f"{len(window)} {what} in {HOT_WINDOW_S:.0f}s from {start - self.t0:.1f}s"
-                        break
-                if found:
-                    break
-            if found:
-                self.violations["hot_loops"].append(f"{key}: {found} with no bench event on it; "
-                                                    f"API: {self.status_brief(key)}")
-
-    def request_outcomes(self) -> dict[str, int]:
-        out = {"served": 0, "waiting": 0, "in_progress": 0}
-        for r in self.requests:
-            s = (self.jobs.get(r.job) or {}).get("status") or {}
-            if r.served or (s.get("handled") or {}).get("migrate") == r.value or \
-                    int(((s.get("placement") or {}).get("generation")) or 0) > r.generation:
-                out["served"] += 1
-            elif ((s.get("migration") or {}).get("request")) == r.value:
-                out["in_progress"] += 1
-            elif not r.cancelled:
-                out["waiting"] += 1
-        return out
 
     def result(self, allocation: float, settled: bool, operator: OperatorProcess) -> dict[str, Any]:
         lefts = [s for f in self.faults for s in f.left.values()]

@@ -5,7 +5,7 @@ object of the owner's name with another uid is not the owner -- and then keeps, 
 
 The collector reaches such an object a little after it appears (`GC_LAG_S`): a dependent an earlier owner of the
 same name left is briefly in the way of a new owner's object of that name, as on a real cluster. Dependents of an
-owner deleted through the API server are collected at once (the emulator's apiserver, `_collect_dependents`)."""
+owner deleted through the API server are collected at once (the emulator's deletion.py, `_collect_dependents`)."""
 
 from __future__ import annotations
 

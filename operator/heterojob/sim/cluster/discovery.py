@@ -13,7 +13,7 @@ SUBRESOURCE_VERBS = {"status": ["get", "patch", "update"], "binding": ["create"]
                      "eviction": ["create"], "scale": ["get", "patch", "update"], "exec": ["create", "get"],
                      "attach": ["create", "get"], "portforward": ["create", "get"],
                      "proxy": ["create", "delete", "get", "patch", "update"]}
-# what the emulator answers (apiserver._serve; exec, attach, portforward and proxy with the error of a node whose
+# what the emulator answers (serving.py `_serve`; exec, attach, portforward and proxy with the error of a node whose
 # kubelet cannot be reached)
 SERVED_SUBRESOURCES = {"status", "binding", "log", "eviction", "scale", "exec", "attach", "portforward", "proxy"}
 # subresources whose kind is not the parent's: (kind, group, version) as kube-apiserver v1.32 lists them

@@ -6,7 +6,8 @@ namespace's usage of every resource `spec.hard` names (0 when none); the evaluat
 `memory`, `ephemeral-storage`) over the pods not Succeeded or Failed; `count/<resource>[.<group>]` and the
 legacy names (`services`, `configmaps`, `secrets`, ...) count objects. Quantities are printed in
 resource.Quantity's canonical form (`500m`, `2k`, `1536Mi`). A pure function of the quota and the namespace's
-objects; `apiserver` stores its answer whenever a change in the namespace alters it (the controller's resync).
+objects; the emulator (storage.py `_sync_quotas`) stores its answer whenever a change in the namespace alters it
+(the controller's resync).
 """
 
 from __future__ import annotations

@@ -5,7 +5,7 @@ resourceVersion counter, the CRDs' schemas and validators, the request log, toke
 resources are served: kmock's registry for discovery, plus what a CRD created through the API declares. The layers
 above it, bottom to top: storage.py (reads, versions, watch fan-out), rules.py (each kind's checks and admission),
 writes.py (create, update, patch, apply), deletion.py (deletion and garbage collection), serving.py (the HTTP
-entry), apiserver.py (the emulator, its test hooks and `serve`)."""
+entry, the `/_emulator/*` test endpoints), apiserver.py (the emulator and `serve`)."""
 
 from __future__ import annotations
 
