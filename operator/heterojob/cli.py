@@ -237,7 +237,7 @@ def parser() -> argparse.ArgumentParser:
     run.add_argument("--queue-policy", choices=["fifo", "mlfq"], default="mlfq",
                      help="order within a priority level: mlfq (default: least attained service first, kept in "
                           "status.scheduling, with a starvation bound; classes chosen by expected completion), "
-                          "or fifo (oldest first, the user's class order); see README")
+                          "or fifo (oldest first, the user's class order); see docs/scheduling.md")
     run.add_argument("--mlfq-thresholds", type=_thresholds, default=(1.0, 10.0), metavar="H,H",
                      help="mlfq level boundaries in attained device-hours, increasing (default 1,10)")
     run.add_argument("--starvation-bound", type=_positive_seconds, default=4 * 3600.0, metavar="S",

@@ -1,6 +1,6 @@
 """The member-cluster fleet the console's member tests share (AppTest and Chromium alike): the manager (the
 session's emulator) with one node in cn-east, member cluster cn-zhongwei (an API emulator of its own, joined
-as README's "Join a member cluster" does, through heterojob.sim.members.join, the demo's wiring) with its
+as docs/multicluster.md's "Join a member cluster" does, through heterojob.sim.members.join, the demo's wiring) with its
 nodes and the pod of job team-a/far, and member cn-guiyang whose API server does not answer (nothing listens
 at 127.0.0.1:9) and whose kubeconfig holds a token that must never show."""
 

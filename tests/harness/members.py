@@ -1,5 +1,5 @@
 """What the multi-cluster harness tests share (test_multicluster.py, test_multicluster_moves.py, and the e2e
-telemetry test): three member emulators joined to the manager as README's "Join a member cluster" says,
+telemetry test): three member emulators joined to the manager as docs/multicluster.md's "Join a member cluster" says,
 and the few helpers every such test uses. The `members` fixture itself is in tests/harness/conftest.py."""
 
 from __future__ import annotations
@@ -61,7 +61,7 @@ def manifest(name: str) -> list[dict[str, Any]]:
 
 def join(cluster: Cluster, members: dict[str, Emulator], regions: tuple[str, ...] = MEMBERS,
          links: Mapping[str, Mapping[str, tuple[float, float]]] | None = None) -> dict[str, Member]:
-    """README's "Join a member cluster": the manager's and each member's manifests; each member has two
+    """docs/multicluster.md's "Join a member cluster": the manager's and each member's manifests; each member has two
     8-GPU nodes; in the manager, a Secret with the member's kubeconfig and a Region naming it (with the
     links `links` declares on it)."""
     cluster.seed([])

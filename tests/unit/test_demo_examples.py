@@ -44,9 +44,10 @@ def test_example_job_fits_the_demo_fleet(name: str, job: dict) -> None:
 
 
 def test_readme_inject_examples_name_demo_nodes() -> None:
-    readme = (EXAMPLES.parent / "README.md").read_text() + (EXAMPLES.parent / "docs" / "multicluster.md").read_text()
+    readme = "".join((EXAMPLES.parent / page).read_text() for page in (
+        "README.md", "docs/quickstart.md", "docs/multicluster.md"))
     named = re.findall(r"demo inject [a-z-]+ (cn-[a-z0-9-]+)", readme)
-    assert named, "README shows `heterojob demo inject FAULT NODE`"
+    assert named, "docs/quickstart.md shows `heterojob demo inject FAULT NODE`"
     nodes = {n["metadata"]["name"] for n in fleet_nodes()}
     assert set(named) <= nodes, f"not in the demo fleet: {set(named) - nodes}"
 

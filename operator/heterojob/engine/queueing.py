@@ -56,11 +56,11 @@ class QueueSettings:
     thresholds_device_h: Sequence[float] = field(default=(1.0, 10.0))
     starvation_s: float = 4 * 3600.0  # shortest wait (since last run or arrival) before promotion to level 0
     # ... and at least this multiple of the job's run time since its last promotion (Tiresias' knob; 0: the
-    # fixed bound only, the default: in the replay 2 made JCT 1.2-1.8x worse near the knee, see README)
+    # fixed bound only, the default: in the replay 2 made JCT 1.2-1.8x worse near the knee, see docs/scheduling.md)
     promote_ratio: float = 0.0
     # a waiting job displaces a running one of a later level only while the devices the queue asks for are
     # under this multiple of the fleet's (`displacing`); past it the order still says who starts next.
-    # Off (inf) by default: at 1.0 the replay's JCT past the knee was worse, not better (README)
+    # Off (inf) by default: at 1.0 the replay's JCT past the knee was worse, not better (docs/scheduling.md)
     displace_below: float = float("inf")
     # a job promoted for waiting `starvation_s` is ordered first; it displaces any running job of a later
     # level only while the queue asks for fewer devices than this multiple of the fleet's

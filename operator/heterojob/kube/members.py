@@ -288,7 +288,7 @@ class Members:
         except ApiException as exc:
             if exc.status == 404:
                 raise UnusableMember("SecretNotFound", f"{ref.secret} not found: create it with the member's "
-                                                       "kubeconfig (README, 'Join a member cluster')") from None
+                                                       "kubeconfig (docs/multicluster.md, 'Join a member cluster')") from None
             if exc.status == 403:
                 raise UnusableMember("SecretForbidden", f"the operator may not read {ref.secret}: member kubeconfigs "
                                                         "belong in namespace heterojob-members, where it may") from None

@@ -34,7 +34,7 @@ def kit(environ: os._Environ[str] | dict[str, str] | None = None) -> Path:
     value = (os.environ if environ is None else environ).get(ASSETS_ENV, "")
     if not value:
         raise KitMissing(f"{ASSETS_ENV} is not set: point it at a folder with executable `up` and `down` that start "
-                         "and stop a local control plane (README, 'Test tiers')")
+                         "and stop a local control plane (README, 'Production readiness: test tiers')")
     folder = Path(value).expanduser()
     for name in ("up", "down"):
         if not os.access(folder / name, os.X_OK):

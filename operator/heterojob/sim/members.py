@@ -1,4 +1,4 @@
-"""Join emulated member clusters to a manager the way README's "Join a member cluster" does it by hand.
+"""Join emulated member clusters to a manager the way docs/multicluster.md's "Join a member cluster" does it by hand.
 
 On the member: `manifests/multicluster/member.yaml` (the manager's ServiceAccount, its read and write roles)
 with one write RoleBinding per job namespace (the manifest binds team-a; each further namespace gets the

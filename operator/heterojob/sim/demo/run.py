@@ -5,7 +5,7 @@ workload, and `--smoke`'s run and figures).
 
 By default three regions (DEFAULT_MEMBERS, one site each) are member clusters (docs/multicluster.md): each
 is its own API emulator process with its own nodes, stand-in kubelet and Prometheus (the Region's
-`prometheusURL`, as a site runs its own), joined as README's "Join a member cluster" does; the other
+`prometheusURL`, as a site runs its own), joined as docs/multicluster.md's "Join a member cluster" does; the other
 regions stay in the manager's emulator. `--members none` runs the one-cluster demo."""
 
 from __future__ import annotations
