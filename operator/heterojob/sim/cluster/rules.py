@@ -20,7 +20,7 @@ from heterojob.sim.cluster.timestamps import now
 
 
 @attrs.define(kw_only=True)
-class Rules(Storage):
+class KindRules(Storage):
     """What a write must pass, kind by kind (see the module docstring)."""
 
     def _enforce(self, kind: ResourceKind, obj: dict[str, Any], old: dict[str, Any] | None, subresource: str | None,

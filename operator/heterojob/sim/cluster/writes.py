@@ -17,12 +17,12 @@ import attrs
 from heterojob.sim.cluster import builtin, crdstatus, ipam, managedfields, patching, scale
 from heterojob.sim.cluster.errors import ApiError, invalid_object
 from heterojob.sim.cluster.routes import Key, ResourceKind, Route, qualified
-from heterojob.sim.cluster.rules import Rules
+from heterojob.sim.cluster.rules import KindRules
 from heterojob.sim.cluster.timestamps import now
 
 
 @attrs.define(kw_only=True)
-class Writes(Rules):
+class Writes(KindRules):
     """Create, update, patch, apply (see the module docstring)."""
 
     if TYPE_CHECKING:  # deletion.py's layer, above this one: a write that ends a deletion, owners and accounts
