@@ -1030,6 +1030,8 @@ class ApiServerEmulator(kmock.KubernetesEmulator):
             ipam.assign_node_addresses(obj, cidrs=nodes.cidrs, ips=nodes.ips)
         elif kind.key == ("", "namespaces"):
             obj["status"] = {"phase": "Active"}  # the namespace strategy's PrepareForCreate
+        elif kind.key == ("", "secrets") and not dry_run:
+            auth.fill_token_secret(self.tokens, self._store.__getitem__, obj)  # the token controller
         meta.pop("deletionTimestamp", None)
         meta.update(uid=str(uuid.uuid4()), creationTimestamp=_now(), generation=1)
         _drop_empty(meta)
