@@ -1,0 +1,289 @@
+"""The aggregate read of one Prometheus (national scale): figures grouped by Prometheus, devices only where needed.
+
+Step of the pipeline: between `telemetry.prometheus` (asking) and `telemetry.snapshot.build` (the snapshot), for
+fleets too large to pull every device's series every cycle (`collect.DEVICE_ROWS_MAX`). A cycle is:
+1. three queries whatever the fleet's size: `pods`, every pod's (and every node's idle devices') device count and
+   mean utilization, grouped server-side (`count by`/`avg by` node and pod; one series per pod, both figures in
+   its value, `pack`); `flags`, one series per device that needs a row of its own (a nonzero XID, an XID count,
+   hot, NPU health not 1, network or link down, no health signal, a device without an identity series, a device
+   with two identity series, an identity series gone since the window began: `FLAGS`); and `up` (only the targets
+   that are down, the exporter pods' names and their Nodes);
+2. only when some node is flagged (or holds a device the last snapshot found anomalous): the per-device queries of
+   `telemetry.snapshot.queries`, restricted to those nodes' series (`restrict`) and asked as one query, then their
+   follow-ups (`seen`, `fallback`) likewise: the same parse as a per-device read, for those nodes only.
+A node the `pods` answer cannot place (its series name no Node) or more flagged nodes than `DRILL_MAX` make the
+read a per-device one (`snapshot.gather`): the figures stay exact, only the cost is today's.
+
+Pure: plain vectors in and out; `ask` is the caller's.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from collections.abc import Callable, Collection, Iterable, Mapping
+from dataclasses import dataclass, field
+
+from heterojob.telemetry import snapshot as snap
+from heterojob.telemetry import steps
+from heterojob.telemetry.adapters import ADAPTERS
+from heterojob.telemetry.family import Adapter, Vector
+from heterojob.telemetry.labels import (
+    HOST_LABELS, INSTANCE_LABELS, JOB_LABELS, NODE_LABEL, POD_LABELS, RELABELLED_NODE_LABELS, Context,
+    node_of_series, with_node_label, workload_of,
+)
+from heterojob.telemetry.model import DeviceSample, Health, HealthPolicy, number
+
+PODS = "pods"
+FLAGS = "flags"
+POD_LABEL = "heterojob_pod"  # POD_LABELS joined with "|", in that order
+FLAG_LABEL = "heterojob_flag"  # why a device needs a row of its own
+QUERY_LABEL = "heterojob_query"  # names the query of each part of a merged one
+PACK = 1000.0  # a pod's value: devices + (mean utilization + 1) / PACK; + 0 when no device has a utilization
+VANISH_S = 120  # an identity series gone for less than this (beyond the window) is a vanished device's row
+DRILL_MAX = 256  # flagged nodes asked per device in one regex; beyond, the whole source is read per device
+# the `up` answer an aggregate read needs: targets that are down (their node), exporter pods (a `pod` label on a
+# device series that names one is the exporter's, not a workload's) and their Nodes, and the step rates
+UP_QUERY = ('(up == 0) or group by (namespace, pod) (up{pod!=""}) or '
+            + snap.UP_QUERY.split(" or ", 1)[1])
+
+
+@dataclass(frozen=True)
+class PodFigures:
+    """A pod's devices as Prometheus grouped them: how many report, their mean utilization (None: none says)."""
+
+    node: str
+    devices: int
+    utilization: float | None
+
+
+@dataclass
+class Digest:
+    """What an aggregate read of one source found beside the per-device rows of its flagged nodes."""
+
+    drilled: frozenset[str] = frozenset()  # nodes read per device this cycle (their rows are in the results)
+    pods: dict[tuple[str, str], PodFigures] = field(default_factory=dict)
+    idle: dict[str, int] = field(default_factory=dict)  # node -> devices reporting that serve no pod (or aggregated)
+    vanished: list[DeviceSample] = field(default_factory=list)  # identity series gone within VANISH_S
+    where: dict[str, tuple[str, str]] = field(default_factory=dict)  # node -> (label, value) that selects its series
+
+
+def pack_decode(value: float) -> tuple[int, float | None]:
+    """(devices, mean utilization or None) from a `pods` value."""
+    n = math.floor(value + 1e-9)
+    frac = value - n
+    return n, (round(frac * PACK - 1, 6) if frac >= 0.5 / PACK else None)
+
+
+def _grouped(expr: str) -> str:
+    pods = ", ".join(f'"{label}"' for label in POD_LABELS)
+    return with_node_label(f'label_join({expr}, "{POD_LABEL}", "|", {pods})')
+
+
+def pods_query(window_s: int, adapters: Iterable[Adapter] = ADAPTERS.values()) -> str:
+    """PromQL: per node and pod labels, the devices with an identity series and their mean utilization (a value
+    outside 0..100, an exporter's "not collected", counts as a device without one), packed in one value."""
+    by = f"{NODE_LABEL}, {POD_LABEL}"
+    parts = []
+    for a in adapters:
+        g = _grouped(a.queries(window_s)[a.identity])
+        count = f"count by ({by}) ({g})"
+        parts.append(f"({count} + ((avg by ({by}) ({g} >= 0 <= 100) + 1) / {PACK:g} or {count} * 0))")
+    return " or ".join(parts)
+
+
+def _tag(expr: str, why: str) -> str:
+    return f'label_replace({expr}, "{FLAG_LABEL}", "{why}", "", "")'
+
+
+def flags_query(window_s: int, hot_celsius: float, vanish_s: int = VANISH_S,
+                adapters: Iterable[Adapter] = ADAPTERS.values()) -> str:
+    """PromQL: one series per device that needs a row of its own, with its identity labels and FLAG_LABEL."""
+    parts = []
+    for a in adapters:
+        q = a.queries(window_s)
+        ident = ", ".join(a.identity_labels)
+        keys = ", ".join(a.key_labels)
+        identity = q[a.identity]
+        r = a.roles
+        older = " or ".join(f"max by ({ident}) (last_over_time({alt.metric}{alt.selector}[{window_s + vanish_s}s]))"
+                            for alt in (r[a.identity], *a.identity_alternatives))
+        mine = [_tag(f"(count by ({keys}) ({identity}) > 1) * on ({keys}) group_right {identity}", "double"),
+                _tag(f"({older}) unless on ({keys}) {identity}", "vanished"),
+                _tag(f"max by ({ident}) (({r['temp'].expr('', window_s)}) >= {hot_celsius:g})", "hot")]
+        if a.family == "dcgm":
+            xid = '{__name__=~"' + "|".join(r["xid"].names) + '"}'
+            signal = (f"max by ({ident}) ({r['temp'].expr('', window_s)}) or max by ({ident}) ({xid}) "
+                      f"or max by ({ident}) ({r['xid_count'].metric})")
+            mine += [_tag(f"max by ({ident}) ({xid} > 0)", "xid"),
+                     _tag(f"max by ({ident}, xid) ({r['xid_count'].metric} > 0)", "xid_count"),
+                     _tag(f"{identity} unless on ({keys}) ({signal})", "silent"),
+                     _tag(f"({signal}) unless on ({keys}) {identity}", "standin")]
+        else:
+            health = f"max by ({ident}) ({r['health'].expr('', window_s)})"
+            network = " or ".join(f"max by ({ident}) (max_over_time({r[role].metric}[{window_s}s]) == 0)"
+                                  for role in ("network", "link"))
+            mine += [_tag(f"{health} != 1", "health"), _tag(network, "network"),
+                     _tag(f"{identity} unless on ({keys}) {health}", "silent"),
+                     _tag(f"{health} unless on ({keys}) {identity}", "standin")]
+        parts += [f'label_replace({p}, "{snap.ROLE_LABEL}", "{a.family}", "", "")' for p in mine]
+    return " or ".join(parts)
+
+
+def first_round(window_s: int, hot_celsius: float, steps_window_s: int = steps.STEPS_WINDOW_S,
+                adapters: Iterable[Adapter] = ADAPTERS.values()) -> dict[str, str]:
+    adapters = list(adapters)
+    return {PODS: pods_query(window_s, adapters), FLAGS: flags_query(window_s, hot_celsius, adapters=adapters),
+            snap.UP: f"{UP_QUERY} or {steps.query(steps_window_s)}"}
+
+
+def selector_of(labels: Mapping[str, str], ctx: Context) -> tuple[str, str] | None:
+    """(label, value) that selects every series of the node a series is on, in `node_of_series`' order."""
+    get = labels.get
+    for name in RELABELLED_NODE_LABELS:
+        if value := get(name):
+            return name, value
+    if ctx.pod_nodes and (pod := get("pod")) and ctx.pod_nodes.get((get("namespace") or "", pod)):
+        return "pod", pod
+    for name in (*HOST_LABELS, *JOB_LABELS, *INSTANCE_LABELS):
+        if (value := get(name)) and node_of_series({name: value}, ctx):
+            return name, value
+    return None
+
+
+def restrict(query: str, metrics: Collection[str], where: Mapping[str, Collection[str]]) -> str:
+    """`query` with every selector of `metrics` (and every `{__name__=~...}`) limited to series whose label in
+    `where` has one of its values; several labels: one copy per label, joined with `or`."""
+    names = "|".join(re.escape(m) for m in sorted(metrics, key=len, reverse=True))
+    token = re.compile(rf'(?<![\w"|])({names})(?![\w"|])(\{{[^}}]*\}})?')
+    copies = []
+    for label, values in sorted(where.items()):
+        matcher = f'{label}=~"{_alternatives(values)}"'
+
+        def add(m: re.Match[str], matcher: str = matcher) -> str:
+            inner = (m.group(2) or "{}")[1:-1].strip()
+            return m.group(1) + "{" + (f"{inner}, " if inner else "") + matcher + "}"
+
+        def add_name(m: re.Match[str], matcher: str = matcher) -> str:
+            return "{" + m.group(1) + m.group(2) + f", {matcher}" + "}"
+
+        out = re.sub(r'\{(__name__=~"[^"]*")([^}]*)\}', add_name, query)
+        copies.append(token.sub(add, out))
+    return " or ".join(f"({c})" for c in copies) if len(copies) > 1 else copies[0]
+
+
+def _alternatives(values: Collection[str]) -> str:
+    regex = "|".join(re.escape(v) for v in sorted(values))
+    return regex.replace("\\", "\\\\").replace('"', '\\"')
+
+
+def merged(queries: Mapping[str, str]) -> str:
+    """One PromQL for several, each answer's series tagged with QUERY_LABEL (split by `split_merged`)."""
+    return " or ".join(f'label_replace({q}, "{QUERY_LABEL}", "{name}", "", "")' for name, q in queries.items())
+
+
+def split_merged(vector: Vector, names: Iterable[str]) -> dict[str, list[dict[str, object]]]:
+    out: dict[str, list[dict[str, object]]] = {name: [] for name in names}
+    for series in vector:
+        labels = dict(series.get("metric") or {})
+        name = labels.pop(QUERY_LABEL, "")
+        if name in out:
+            out[name].append({"metric": labels, "value": series.get("value")})
+    return out
+
+
+def metrics(adapters: Iterable[Adapter]) -> set[str]:
+    """Every metric name the per-device queries read (what `restrict` limits)."""
+    out: set[str] = set()
+    for a in adapters:
+        for r in (*a.roles.values(), *a.identity_alternatives, *((a.fallback_identity,) if a.fallback_identity else ())):
+            out.update(r.names)
+            out.update(re.findall(r"\b(?:DCGM_\w+|dcgm_\w+|npu_\w+|container_npu_\w+)", r.param))
+    return out
+
+
+def anomalous(d: DeviceSample) -> bool:
+    return d.health in (Health.FAILED, Health.DEGRADED, Health.UNKNOWN) or bool(d.network_fault)
+
+
+def read(ask: Callable[[Mapping[str, str]], Mapping[str, Vector]], window_s: int, policy: HealthPolicy,
+         nodes: Mapping[str, snap.NodeFacts], previous: Mapping[str, DeviceSample],
+         where: Mapping[str, tuple[str, str]], hot_celsius: float | None = None,
+         steps_window_s: int = steps.STEPS_WINDOW_S, adapters: Iterable[Adapter] = ADAPTERS.values()
+         ) -> tuple[dict[str, Vector], Digest | None, int]:
+    """(answers for `snapshot.build`, the digest or None when the source was read per device, queries asked).
+    `where`: node -> (label, value) selecting its series, learnt in earlier reads (for remembered anomalies)."""
+    adapters = list(adapters)
+    hot = policy.overheat_celsius if hot_celsius is None else min(hot_celsius, policy.overheat_celsius)
+    first = first_round(window_s, hot, steps_window_s, adapters)
+    answered = ask(first)
+    asked = len(first)
+
+    def per_device() -> tuple[dict[str, Vector], None, int]:
+        results, n = snap.gather(ask, window_s, adapters, steps_window_s)
+        return results, None, asked + n
+
+    ctx = snap.context(answered.get(snap.UP) or (), nodes)
+    digest = Digest(where=dict(where))
+    for series in answered.get(PODS) or ():
+        labels = series.get("metric") or {}
+        node = ctx.node_named(labels.get(NODE_LABEL, ""))
+        value = number((series.get("value") or [None, None])[1])
+        if not node or value is None:
+            return per_device()  # series that name no Node: only the per-device read places them
+        n, util = pack_decode(value)
+        parts = (labels.get(POD_LABEL) or "").split("|")
+        pod_labels = dict(zip(POD_LABELS, parts, strict=False))
+        namespace, pod = workload_of({k: v for k, v in pod_labels.items() if v}, ctx.exporter_pods)
+        if namespace is None or pod is None:
+            digest.idle[node] = digest.idle.get(node, 0) + n
+            continue
+        held = digest.pods.get((namespace, pod))
+        if held is not None:  # one pod reported under two label sets (two exporters?): read it per device
+            return per_device()
+        digest.pods[(namespace, pod)] = PodFigures(node, n, util)
+    flagged: set[str] = set()
+    by_family = {a.family: a for a in adapters}
+    for series in answered.get(FLAGS) or ():
+        labels = series.get("metric") or {}
+        why = labels.get(FLAG_LABEL)
+        adapter = by_family.get(labels.get(snap.ROLE_LABEL, ""))
+        value = number((series.get("value") or [None, None])[1])
+        if adapter is None or (why == "xid" and int(value or 0) not in policy.fatal_xids) or (
+                why == "xid_count" and int(number(labels.get("xid")) or 0) not in policy.fatal_xids):
+            continue
+        node = node_of_series(labels, ctx)
+        selector = selector_of(labels, ctx) if node else None
+        if not node or selector is None:
+            return per_device()
+        digest.where[node] = selector
+        flagged.add(node)
+        if why == "vanished" and (device := adapter.device_id(labels, ctx)) is not None:
+            namespace, pod = workload_of(labels, ctx.exporter_pods)
+            digest.vanished.append(DeviceSample(device, node, adapter.family, index=labels.get("gpu") or labels.get(
+                "id", ""), namespace=namespace, pod=pod, health=Health.HEALTHY))
+    flagged |= {d.node for d in previous.values() if anomalous(d) and d.node in nodes}
+    if not flagged:
+        return {snap.UP: answered.get(snap.UP) or ()}, digest, asked
+    if len(flagged) > DRILL_MAX or any(n not in digest.where for n in flagged):
+        return per_device()
+    by_label: dict[str, set[str]] = {}
+    for node in flagged:
+        label, selected = digest.where[node]
+        by_label.setdefault(label, set()).add(selected)
+    names = metrics(adapters)
+    drill = {k: restrict(q, names, by_label) for k, q in snap.queries(window_s, adapters, steps_window_s).items()
+             if k != snap.UP}
+    results: dict[str, Vector] = dict(split_merged(ask({"drill": merged(drill)}).get("drill") or (), drill))
+    asked += 1
+    more = {k: restrict(q, names, by_label) for k, q in snap.followups(results, adapters, window_s).items()}
+    if more:
+        results.update(split_merged(ask({"more": merged(more)}).get("more") or (), more))
+        asked += 1
+    results[snap.UP] = answered.get(snap.UP) or ()
+    digest.drilled = frozenset(flagged)
+    for node in flagged:
+        digest.idle.pop(node, None)
+    digest.pods = {k: v for k, v in digest.pods.items() if v.node not in flagged}
+    return results, digest, asked
+
