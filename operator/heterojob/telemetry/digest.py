@@ -104,11 +104,11 @@ def flags_query(window_s: int, hot_celsius: float, vanish_s: int = VANISH_S,
         q = a.queries(window_s)
         ident = ", ".join(a.identity_labels)
         keys = ", ".join(a.key_labels)
-        identity = q[a.identity]
+        identity = f"({q[a.identity]})"  # an `or` of alternatives: parenthesized before any `unless`
         r = a.roles
         older = " or ".join(f"max by ({ident}) (last_over_time({alt.metric}{alt.selector}[{window_s + vanish_s}s]))"
                             for alt in (r[a.identity], *a.identity_alternatives))
-        mine = [_tag(f"(count by ({keys}) ({identity}) > 1) * on ({keys}) group_right {identity}", "double"),
+        mine = [_tag(f"{identity} and on ({keys}) (count by ({keys}) {identity} > 1)", "double"),
                 _tag(f"({older}) unless on ({keys}) {identity}", "vanished"),
                 _tag(f"max by ({ident}) (({r['temp'].expr('', window_s)}) >= {hot_celsius:g})", "hot")]
         if a.family == "dcgm":
