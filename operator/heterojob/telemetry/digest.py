@@ -19,6 +19,7 @@ Pure: plain vectors in and out; `ask` is the caller's.
 
 from __future__ import annotations
 
+import logging
 import math
 import re
 from collections.abc import Callable, Collection, Iterable, Mapping
@@ -33,6 +34,8 @@ from heterojob.telemetry.labels import (
     node_of_series, with_node_label, workload_of,
 )
 from heterojob.telemetry.model import DeviceSample, Health, HealthPolicy, number
+
+log = logging.getLogger("heterojob.telemetry")
 
 PODS = "pods"
 FLAGS = "flags"
@@ -219,7 +222,8 @@ def read(ask: Callable[[Mapping[str, str]], Mapping[str, Vector]], window_s: int
     answered = ask(first)
     asked = len(first)
 
-    def per_device() -> tuple[dict[str, Vector], None, int]:
+    def per_device(why: str) -> tuple[dict[str, Vector], None, int]:
+        log.info("telemetry read per device: %s", why)
         results, n = snap.gather(ask, window_s, adapters, steps_window_s)
         return results, None, asked + n
 
@@ -229,8 +233,8 @@ def read(ask: Callable[[Mapping[str, str]], Mapping[str, Vector]], window_s: int
         labels = series.get("metric") or {}
         node = ctx.node_named(labels.get(NODE_LABEL, ""))
         value = number((series.get("value") or [None, None])[1])
-        if not node or value is None:
-            return per_device()  # series that name no Node: only the per-device read places them
+        if not node or value is None:  # series that name no Node: only the per-device read places them
+            return per_device(f"the series of {labels.get(NODE_LABEL) or 'some devices'} name no Node")
         n, util = pack_decode(value)
         parts = (labels.get(POD_LABEL) or "").split("|")
         pod_labels = dict(zip(POD_LABELS, parts, strict=False))
@@ -240,7 +244,7 @@ def read(ask: Callable[[Mapping[str, str]], Mapping[str, Vector]], window_s: int
             continue
         held = digest.pods.get((namespace, pod))
         if held is not None:  # one pod reported under two label sets (two exporters?): read it per device
-            return per_device()
+            return per_device(f"pod {namespace}/{pod} is reported by two exporters")
         digest.pods[(namespace, pod)] = PodFigures(node, n, util)
     flagged: set[str] = set()
     by_family = {a.family: a for a in adapters}
@@ -255,18 +259,22 @@ def read(ask: Callable[[Mapping[str, str]], Mapping[str, Vector]], window_s: int
         node = node_of_series(labels, ctx)
         selector = selector_of(labels, ctx) if node else None
         if not node or selector is None:
-            return per_device()
+            return per_device(f"a flagged device ({why}) names no Node")
         digest.where[node] = selector
         flagged.add(node)
         if why == "vanished" and (device := adapter.device_id(labels, ctx)) is not None:
             namespace, pod = workload_of(labels, ctx.exporter_pods)
             digest.vanished.append(DeviceSample(device, node, adapter.family, index=labels.get("gpu") or labels.get(
                 "id", ""), namespace=namespace, pod=pod, health=Health.HEALTHY))
-    flagged |= {d.node for d in previous.values() if anomalous(d) and d.node in nodes}
+    # nodes holding a device the last snapshot found anomalous, of this source (it has their selector): read per
+    # device again, so a recovery shows and a vanished device stays remembered
+    flagged |= {d.node for d in previous.values() if anomalous(d) and d.node in where}
     if not flagged:
         return {snap.UP: answered.get(snap.UP) or ()}, digest, asked
-    if len(flagged) > DRILL_MAX or any(n not in digest.where for n in flagged):
-        return per_device()
+    if len(flagged) > DRILL_MAX:
+        return per_device(f"{len(flagged)} nodes need per-device rows (more than {DRILL_MAX})")
+    if unknown := sorted(n for n in flagged if n not in digest.where):
+        return per_device(f"no selector known for node(s) {', '.join(unknown[:3])}")
     by_label: dict[str, set[str]] = {}
     for node in flagged:
         label, selected = digest.where[node]
