@@ -45,6 +45,8 @@ class Collector:
         self.deadline_s = deadline_s if deadline_s is not None else 2 * timeout_s + 1
         self._readers: dict[str, PrometheusReader] = {}
         self._where: dict[str, dict[str, tuple[str, str]]] = {}  # URL -> node -> (label, value) selecting it
+        self._shaped: dict[str, frozenset[str]] = {}  # URL -> nodes the last shape flags named
+        self._reads = 0
         self._pool = ThreadPoolExecutor(max_workers=SOURCES_AT_ONCE, thread_name_prefix="heterojob-source")
         self._said_off = False
         self.queries: dict[str, int] = {}  # the last read's queries per source URL
@@ -73,6 +75,8 @@ class Collector:
                 self._said_off = True
             return None
         self.aggregate = sum(f.devices for f in facts.values()) > self.device_rows_max
+        shapes_now = self._reads % aggregate.SHAPE_EVERY == 0
+        self._reads += 1
         for url in sources:
             self._reader(url).bytes_read = 0
 
@@ -85,9 +89,11 @@ class Collector:
                     return snap.SourceResult(url, regions, answered), n, None
                 answered, digest, n = aggregate.read(lambda q: reader.query(q, at=at), self.window_s, self.policy,
                                                      facts, previous, self._where.get(url, {}), hot_celsius,
-                                                     self.steps_window_s)
+                                                     self.steps_window_s,
+                                                     shaped=None if shapes_now or url not in self._shaped
+                                                     else self._shaped[url])
                 if digest is not None:
-                    self._where[url] = digest.where
+                    self._where[url], self._shaped[url] = digest.where, digest.shaped
                 return snap.SourceResult(url, regions, answered), n, digest
             except TelemetryError as exc:
                 log.warning("telemetry from %s unavailable: %s", url, exc)

@@ -30,7 +30,7 @@ from heterojob.telemetry import steps
 from heterojob.telemetry.adapters import ADAPTERS
 from heterojob.telemetry.family import Adapter, Vector
 from heterojob.telemetry.labels import (
-    HOST_LABELS, INSTANCE_LABELS, JOB_LABELS, NODE_LABEL, POD_LABELS, RELABELLED_NODE_LABELS, Context,
+    HOST_LABELS, INSTANCE_LABELS, JOB_LABELS, LOCATION_LABELS, NODE_LABEL, POD_LABELS, RELABELLED_NODE_LABELS, Context,
     node_of_series, with_node_label, workload_of,
 )
 from heterojob.telemetry.model import DeviceSample, Health, HealthPolicy, number
@@ -42,8 +42,14 @@ FLAGS = "flags"
 POD_LABEL = "heterojob_pod"  # POD_LABELS joined with "|", in that order
 FLAG_LABEL = "heterojob_flag"  # why a device needs a row of its own
 QUERY_LABEL = "heterojob_query"  # names the query of each part of a merged one
-PACK = 1000.0  # a pod's value: devices + (mean utilization + 1) / PACK; + 0 when no device has a utilization
-VANISH_S = 120  # an identity series gone for less than this (beyond the window) is a vanished device's row
+PACK = 1000  # a `pods` value: devices + PACK x devices with a utilization + their sum / PACK_SUM (< 1000 devices)
+PACK_SUM = 1e6  # utilization sums (< 100,000) in the fraction: to 1e-4 of a percent
+# Shape flags: a device with two identity series (a pod change in the window, two exporters, a shared device),
+# one without a health signal, one without an identity series. They follow deployments, not faults: asked every
+# SHAPE_EVERY-th read, their nodes read per device until a later ask no longer finds them.
+SHAPES = frozenset({"double", "silent", "standin"})
+SHAPE_EVERY = 4
+VANISH_S = 60  # an identity series seen in this long before the window and not in it: a vanished device's row
 DRILL_MAX = 256  # flagged nodes asked per device in one regex; beyond, the whole source is read per device
 # the `up` answer an aggregate read needs: targets that are down (their node), exporter pods (a `pod` label on a
 # device series that names one is the exporter's, not a workload's) and their Nodes, and the step rates
@@ -68,30 +74,37 @@ class Digest:
     pods: dict[tuple[str, str], PodFigures] = field(default_factory=dict)
     idle: dict[str, int] = field(default_factory=dict)  # node -> devices reporting that serve no pod (or aggregated)
     vanished: list[DeviceSample] = field(default_factory=list)  # identity series gone within VANISH_S
+    shaped: frozenset[str] = frozenset()  # nodes a shape flag names (kept until the next read that asks them)
     where: dict[str, tuple[str, str]] = field(default_factory=dict)  # node -> (label, value) that selects its series
 
 
 def pack_decode(value: float) -> tuple[int, float | None]:
-    """(devices, mean utilization or None) from a `pods` value."""
-    n = math.floor(value + 1e-9)
-    frac = value - n
-    return n, (round(frac * PACK - 1, 6) if frac >= 0.5 / PACK else None)
+    """(devices, mean utilization or None) from a `pods` value: devices + 1000 x devices with a utilization +
+    the sum of their utilizations / PACK_SUM (`pods_query`)."""
+    whole = math.floor(value)
+    devices, with_util = int(whole % PACK), int(whole // PACK)
+    total = (value - whole) * PACK_SUM
+    return devices, (round(total / with_util, 3) if with_util else None)
 
 
-def _grouped(expr: str) -> str:
-    pods = ", ".join(f'"{label}"' for label in POD_LABELS)
-    return with_node_label(f'label_join({expr}, "{POD_LABEL}", "|", {pods})')
+def identity_series(a: Adapter, window_s: int) -> str:
+    """The identity role's windowed series as they are (every label kept), alternatives joined with `or`."""
+    return "(" + " or ".join(alt.expr("", window_s) for alt in (a.roles[a.identity], *a.identity_alternatives)) + ")"
 
 
 def pods_query(window_s: int, adapters: Iterable[Adapter] = ADAPTERS.values()) -> str:
-    """PromQL: per node and pod labels, the devices with an identity series and their mean utilization (a value
-    outside 0..100, an exporter's "not collected", counts as a device without one), packed in one value."""
-    by = f"{NODE_LABEL}, {POD_LABEL}"
+    """PromQL: per node and pod labels (grouped by the raw labels first, the node and pod labels computed on the
+    groups: a few per node, not one per device), the devices with an identity series, how many of them have a
+    utilization (a value outside 0..100, an exporter's "not collected", is none) and the sum of those, packed in
+    one value: each device adds 1, plus PACK + its utilization / PACK_SUM when it has one."""
+    raw = ", ".join(dict.fromkeys((*LOCATION_LABELS, *POD_LABELS)))
+    pods = ", ".join(f'"{label}"' for label in POD_LABELS)
     parts = []
     for a in adapters:
-        g = _grouped(a.queries(window_s)[a.identity])
-        count = f"count by ({by}) ({g})"
-        parts.append(f"({count} + ((avg by ({by}) ({g} >= 0 <= 100) + 1) / {PACK:g} or {count} * 0))")
+        u = identity_series(a, window_s)
+        per_device = f"({u} >= 0 <= 100) / {PACK_SUM:g} + {PACK + 1:g} or {u} * 0 + 1"
+        grouped = f'label_join(sum by ({raw}) ({per_device}), "{POD_LABEL}", "|", {pods})'
+        parts.append(f"sum by ({NODE_LABEL}, {POD_LABEL}) ({with_node_label(grouped)})")
     return " or ".join(parts)
 
 
@@ -100,43 +113,41 @@ def _tag(expr: str, why: str) -> str:
 
 
 def flags_query(window_s: int, hot_celsius: float, vanish_s: int = VANISH_S,
-                adapters: Iterable[Adapter] = ADAPTERS.values()) -> str:
-    """PromQL: one series per device that needs a row of its own, with its identity labels and FLAG_LABEL."""
+                adapters: Iterable[Adapter] = ADAPTERS.values(), shapes: bool = True) -> str:
+    """PromQL: the series of every device that needs a row of its own, as they are, tagged with FLAG_LABEL.
+    `shapes`: also the exporters' shape flags (`SHAPES`: they change with deployments, not with faults)."""
     parts = []
     for a in adapters:
-        q = a.queries(window_s)
-        ident = ", ".join(a.identity_labels)
         keys = ", ".join(a.key_labels)
-        identity = f"({q[a.identity]})"  # an `or` of alternatives: parenthesized before any `unless`
+        u = identity_series(a, window_s)
         r = a.roles
-        older = " or ".join(f"max by ({ident}) (last_over_time({alt.metric}{alt.selector}[{window_s + vanish_s}s]))"
+        older = " or ".join(f"last_over_time({alt.metric}{alt.selector}[{vanish_s}s] offset {window_s}s)"
                             for alt in (r[a.identity], *a.identity_alternatives))
-        mine = [_tag(f"{identity} and on ({keys}) (count by ({keys}) {identity} > 1)", "double"),
-                _tag(f"({older}) unless on ({keys}) {identity}", "vanished"),
-                _tag(f"max by ({ident}) (({r['temp'].expr('', window_s)}) >= {hot_celsius:g})", "hot")]
+        mine = [_tag(f"{u} and on ({keys}) (count by ({keys}) {u} > 1)", "double"),
+                _tag(f"({older}) unless on ({keys}) {u}", "vanished"),
+                _tag(f"({r['temp'].expr('', window_s)}) >= {hot_celsius:g}", "hot")]
         if a.family == "dcgm":
             xid = '{__name__=~"' + "|".join(r["xid"].names) + '"}'
-            signal = (f"max by ({ident}) ({r['temp'].expr('', window_s)}) or max by ({ident}) ({xid}) "
-                      f"or max by ({ident}) ({r['xid_count'].metric})")
-            mine += [_tag(f"max by ({ident}) ({xid} > 0)", "xid"),
-                     _tag(f"max by ({ident}, xid) ({r['xid_count'].metric} > 0)", "xid_count"),
-                     _tag(f"{identity} unless on ({keys}) ({signal})", "silent"),
-                     _tag(f"({signal}) unless on ({keys}) {identity}", "standin")]
+            signal = f"{r['temp'].expr('', window_s)} or {xid} or {r['xid_count'].metric}"
+            mine += [_tag(f"{xid} > 0", "xid"), _tag(f"{r['xid_count'].metric} > 0", "xid_count"),
+                     _tag(f"{u} unless on ({keys}) ({signal})", "silent"),
+                     _tag(f"({signal}) unless on ({keys}) {u}", "standin")]
         else:
-            health = f"max by ({ident}) ({r['health'].expr('', window_s)})"
-            network = " or ".join(f"max by ({ident}) (max_over_time({r[role].metric}[{window_s}s]) == 0)"
-                                  for role in ("network", "link"))
-            mine += [_tag(f"{health} != 1", "health"), _tag(network, "network"),
-                     _tag(f"{identity} unless on ({keys}) {health}", "silent"),
-                     _tag(f"{health} unless on ({keys}) {identity}", "standin")]
-        parts += [f'label_replace({p}, "{snap.ROLE_LABEL}", "{a.family}", "", "")' for p in mine]
+            health = r["health"].expr("", window_s)
+            network = " or ".join(f"max_over_time({r[role].metric}[{window_s}s]) == 0" for role in ("network", "link"))
+            mine += [_tag(f"{health} != 1", "health"), _tag(f"({network})", "network"),
+                     _tag(f"{u} unless on ({keys}) {health}", "silent"),
+                     _tag(f"{health} unless on ({keys}) {u}", "standin")]
+        parts += [f'label_replace({p}, "{snap.ROLE_LABEL}", "{a.family}", "", "")' for p in mine
+                  if shapes or re.search(rf'"{FLAG_LABEL}", "(\w+)"', p).group(1) not in SHAPES]  # type: ignore[union-attr]
     return " or ".join(parts)
 
 
 def first_round(window_s: int, hot_celsius: float, steps_window_s: int = steps.STEPS_WINDOW_S,
-                adapters: Iterable[Adapter] = ADAPTERS.values()) -> dict[str, str]:
+                adapters: Iterable[Adapter] = ADAPTERS.values(), shapes: bool = True) -> dict[str, str]:
     adapters = list(adapters)
-    return {PODS: pods_query(window_s, adapters), FLAGS: flags_query(window_s, hot_celsius, adapters=adapters),
+    return {PODS: pods_query(window_s, adapters),
+            FLAGS: flags_query(window_s, hot_celsius, adapters=adapters, shapes=shapes),
             snap.UP: f"{UP_QUERY} or {steps.query(steps_window_s)}"}
 
 
@@ -212,13 +223,14 @@ def anomalous(d: DeviceSample) -> bool:
 def read(ask: Callable[[Mapping[str, str]], Mapping[str, Vector]], window_s: int, policy: HealthPolicy,
          nodes: Mapping[str, snap.NodeFacts], previous: Mapping[str, DeviceSample],
          where: Mapping[str, tuple[str, str]], hot_celsius: float | None = None,
-         steps_window_s: int = steps.STEPS_WINDOW_S, adapters: Iterable[Adapter] = ADAPTERS.values()
-         ) -> tuple[dict[str, Vector], Digest | None, int]:
+         steps_window_s: int = steps.STEPS_WINDOW_S, adapters: Iterable[Adapter] = ADAPTERS.values(),
+         shaped: Collection[str] | None = None) -> tuple[dict[str, Vector], Digest | None, int]:
     """(answers for `snapshot.build`, the digest or None when the source was read per device, queries asked).
-    `where`: node -> (label, value) selecting its series, learnt in earlier reads (for remembered anomalies)."""
+    `where`: node -> (label, value) selecting its series, learnt in earlier reads (for remembered anomalies).
+    `shaped`: the nodes shape flags named in an earlier read, or None to ask the shape flags now."""
     adapters = list(adapters)
     hot = policy.overheat_celsius if hot_celsius is None else min(hot_celsius, policy.overheat_celsius)
-    first = first_round(window_s, hot, steps_window_s, adapters)
+    first = first_round(window_s, hot, steps_window_s, adapters, shapes=shaped is None)
     answered = ask(first)
     asked = len(first)
 
@@ -246,7 +258,8 @@ def read(ask: Callable[[Mapping[str, str]], Mapping[str, Vector]], window_s: int
         if held is not None:  # one pod reported under two label sets (two exporters?): read it per device
             return per_device(f"pod {namespace}/{pod} is reported by two exporters")
         digest.pods[(namespace, pod)] = PodFigures(node, n, util)
-    flagged: set[str] = set()
+    flagged: set[str] = set(n for n in shaped or () if n in where)
+    shape_nodes: set[str] = set()
     by_family = {a.family: a for a in adapters}
     for series in answered.get(FLAGS) or ():
         labels = series.get("metric") or {}
@@ -262,6 +275,8 @@ def read(ask: Callable[[Mapping[str, str]], Mapping[str, Vector]], window_s: int
             return per_device(f"a flagged device ({why}) names no Node")
         digest.where[node] = selector
         flagged.add(node)
+        if why in SHAPES:
+            shape_nodes.add(node)
         if why == "vanished" and (device := adapter.device_id(labels, ctx)) is not None:
             namespace, pod = workload_of(labels, ctx.exporter_pods)
             digest.vanished.append(DeviceSample(device, node, adapter.family, index=labels.get("gpu") or labels.get(
@@ -269,6 +284,7 @@ def read(ask: Callable[[Mapping[str, str]], Mapping[str, Vector]], window_s: int
     # nodes holding a device the last snapshot found anomalous, of this source (it has their selector): read per
     # device again, so a recovery shows and a vanished device stays remembered
     flagged |= {d.node for d in previous.values() if anomalous(d) and d.node in where}
+    digest.shaped = frozenset(shape_nodes) if shaped is None else frozenset(n for n in shaped if n in where)
     if not flagged:
         return {snap.UP: answered.get(snap.UP) or ()}, digest, asked
     if len(flagged) > DRILL_MAX:
