@@ -39,7 +39,7 @@ log = logging.getLogger("heterojob.telemetry")
 
 PODS = "pods"
 FLAGS = "flags"
-POD_LABEL = "heterojob_pod"  # POD_LABELS joined with "|", in that order
+POD_LABEL = "heterojob_pod"  # POD_LABELS and `job` joined with "|", in that order
 FLAG_LABEL = "heterojob_flag"  # why a device needs a row of its own
 QUERY_LABEL = "heterojob_query"  # names the query of each part of a merged one
 PACK = 1000  # a `pods` value: devices + PACK x devices with a utilization + their sum / PACK_SUM (< 1000 devices)
@@ -98,7 +98,7 @@ def pods_query(window_s: int, adapters: Iterable[Adapter] = ADAPTERS.values()) -
     utilization (a value outside 0..100, an exporter's "not collected", is none) and the sum of those, packed in
     one value: each device adds 1, plus PACK + its utilization / PACK_SUM when it has one."""
     raw = ", ".join(dict.fromkeys((*LOCATION_LABELS, *POD_LABELS)))
-    pods = ", ".join(f'"{label}"' for label in POD_LABELS)
+    pods = ", ".join(f'"{label}"' for label in (*POD_LABELS, *JOB_LABELS))
     parts = []
     for a in adapters:
         u = identity_series(a, window_s)
@@ -243,14 +243,18 @@ def read(ask: Callable[[Mapping[str, str]], Mapping[str, Vector]], window_s: int
     digest = Digest(where=dict(where))
     for series in answered.get(PODS) or ():
         labels = series.get("metric") or {}
-        node = ctx.node_named(labels.get(NODE_LABEL, ""))
+        parts = (labels.get(POD_LABEL) or "").split("|")
+        pod_labels = {k: v for k, v in zip((*POD_LABELS, *JOB_LABELS), parts, strict=False) if v}
+        # the node as `node_of_series` reads it: a relabelled node label or the host label, else the scrape
+        # target pod's Node (kube_pod_info), else `job` when it names a Node
+        node = ctx.node_named(labels.get(NODE_LABEL, "")) or ctx.pod_nodes.get(
+            (pod_labels.get("namespace", ""), pod_labels.get("pod", "")), "") or (
+            ctx.node_named(pod_labels.get("job", "")) if ctx.is_node is not None else "")
         value = number((series.get("value") or [None, None])[1])
         if not node or value is None:  # series that name no Node: only the per-device read places them
             return per_device(f"the series of {labels.get(NODE_LABEL) or 'some devices'} name no Node")
         n, util = pack_decode(value)
-        parts = (labels.get(POD_LABEL) or "").split("|")
-        pod_labels = dict(zip(POD_LABELS, parts, strict=False))
-        namespace, pod = workload_of({k: v for k, v in pod_labels.items() if v}, ctx.exporter_pods)
+        namespace, pod = workload_of(pod_labels, ctx.exporter_pods)
         if namespace is None or pod is None:
             digest.idle[node] = digest.idle.get(node, 0) + n
             continue
