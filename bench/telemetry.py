@@ -49,7 +49,7 @@ from heterojob.controller.monitor import Monitor, TelemetryConfig  # noqa: E402 
 from heterojob.sim.telemetry.exporters import ExporterFleet  # noqa: E402 - after the sys.path entry above (run as a script)
 from heterojob.sim.cluster.nodes import node  # noqa: E402 - after the sys.path entry above (run as a script)
 from heterojob.sim.process import cpu_seconds  # noqa: E402 - after the sys.path entry above (run as a script)
-from heterojob.sim.telemetry.prometheus import PrometheusServer, binary, free_port  # noqa: E402 - after the sys.path entry above (run as a script)
+from heterojob.sim.telemetry.prometheus import PrometheusServer, VictoriaMetricsServer, free_port  # noqa: E402 - after the sys.path entry above (run as a script)
 from heterojob.telemetry.adapters import ADAPTERS  # noqa: E402 - after the sys.path entry above (run as a script)
 from heterojob.telemetry.model import Health  # noqa: E402 - after the sys.path entry above (run as a script)
 from heterojob.telemetry.prometheus import PrometheusReader  # noqa: E402 - after the sys.path entry above (run as a script)
@@ -187,9 +187,9 @@ def write_region(path: Path, rows: list[tuple[str, str, str, float, float]], tim
 
 
 def backfill(nodes: list[dict[str, Any]], bindings: dict[str, Any], regions: list[str], fault: tuple[str, float],
-             times: list[float], work: Path, vm_url: str | None) -> dict[str, Path]:
+             times: list[float], work: Path, vm: VictoriaMetricsServer | None) -> dict[str, Path]:
     """One TSDB per region (promtool), the fatal XID from `fault` = (node, instant) on; the same data imported into
-    VictoriaMetrics when `vm_url`. Returns region -> its Prometheus data directory."""
+    VictoriaMetrics when `vm`. Returns region -> its Prometheus data directory."""
     exporters = ExporterFleet(nodes, seed=1)
     exporters.bind(bindings)
     fault_node, fault_at = fault
@@ -214,59 +214,14 @@ def backfill(nodes: list[dict[str, Any]], bindings: dict[str, Any], regions: lis
         data.mkdir(parents=True, exist_ok=True)
         subprocess.run([shutil.which("promtool") or "/usr/bin/promtool", "tsdb", "create-blocks-from", "openmetrics",
                         str(text), str(data)], check=True, stdout=subprocess.DEVNULL)
-        if vm_url:
+        if vm is not None:
             prom_text = work / f"{region}.prom"
             write_region(prom_text, by_region[region], times, openmetrics=False)
-            with open(prom_text, "rb") as body:
-                request = urllib.request.Request(f"{vm_url}/api/v1/import/prometheus", data=body, method="POST")
-                request.add_header("Content-Length", str(prom_text.stat().st_size))
-                urllib.request.urlopen(request, timeout=600).close()
+            vm.import_text(prom_text)
             prom_text.unlink()
         text.unlink()
         dirs[region] = work / region
-    if vm_url:
-        urllib.request.urlopen(f"{vm_url}/internal/force_flush", timeout=60).close()
     return dirs
-
-
-class VictoriaMetrics:
-    """Debian's victoria-metrics on a loopback port (a global PromQL endpoint: /api/v1/query, /api/v1/write)."""
-
-    def __init__(self, workdir: Path) -> None:
-        self.workdir = workdir
-        self.port = free_port()
-        self.url = f"http://127.0.0.1:{self.port}"
-        self._proc: subprocess.Popen[bytes] | None = None
-
-    def start(self) -> VictoriaMetrics:
-        self.workdir.mkdir(parents=True, exist_ok=True)
-        log = open(self.workdir / "vm.log", "wb")  # noqa: SIM115 - lives as long as the process
-        self._proc = subprocess.Popen([binary("victoria-metrics"), f"-storageDataPath={self.workdir / 'data'}",
-                                       f"-httpListenAddr=127.0.0.1:{self.port}", "-search.latencyOffset=0s",
-                                       "-retentionPeriod=1", "-loggerLevel=WARN",
-                                       # the aggregate read's `flags` query is ~18 KB (the default limit: 16 KB)
-                                       "-search.maxQueryLen=262144"], stdout=log, stderr=subprocess.STDOUT)
-        deadline = time.monotonic() + 60
-        while time.monotonic() < deadline:
-            try:
-                with urllib.request.urlopen(f"{self.url}/health", timeout=1):
-                    return self
-            except OSError:
-                time.sleep(0.2)
-        raise TimeoutError("victoria-metrics not ready after 60 s")
-
-    @property
-    def pid(self) -> int | None:
-        return self._proc.pid if self._proc is not None else None
-
-    def stop(self) -> None:
-        if self._proc is not None:
-            self._proc.terminate()
-            try:
-                self._proc.wait(10)
-            except subprocess.TimeoutExpired:
-                self._proc.kill()
-        self._proc = None
 
 
 # --- cycles ----------------------------------------------------------------------------------------------------
@@ -338,7 +293,7 @@ def main() -> int:
     work = Path(tempfile.mkdtemp(prefix="heterojob-bench-telemetry-"))
     servers: list[Any] = []
     child = None
-    vm = VictoriaMetrics(work / "vm").start() if args.global_ else None
+    vm = VictoriaMetricsServer(workdir=work / "vm").start(60) if args.global_ else None
     if vm:
         servers.append(vm)
     result: dict[str, Any] = {"backfilled": backfilled, "regions": n_regions, "jobs": len(watched)}
@@ -348,7 +303,7 @@ def main() -> int:
             fault_at = cycles_at[1] - SCRAPE_S / 2  # between the first and second cycle
             times = [cycles_at[0] - WINDOW_S * 3 + SCRAPE_S * k for k in range(int((WINDOW_S * 3 + SCRAPE_S * args.cycles) / SCRAPE_S) + 1)]
             t0 = time.perf_counter()
-            dirs = backfill(nodes, bindings, region_names, (fault_node, fault_at), times, work, vm.url if vm else None)
+            dirs = backfill(nodes, bindings, region_names, (fault_node, fault_at), times, work, vm)
             result["backfill_s"] = round(time.perf_counter() - t0, 1)
             proms = {}
             for region in region_names:
@@ -367,7 +322,7 @@ def main() -> int:
             child.start()
             prom = PrometheusServer(ExporterFleet(nodes).targets(), f"127.0.0.1:{port}", scrape_interval_s=SCRAPE_S)
             if vm:
-                prom.config["remote_write"] = [{"url": f"{vm.url}/api/v1/write"}]
+                prom.config["remote_write"] = [vm.remote_write()]
             servers.append(prom.start(60))
             deadline = time.monotonic() + 300
             while time.monotonic() < deadline:
