@@ -95,8 +95,10 @@ class Monitor:
     def collect(self, at: float, facts: Mapping[str, snap.NodeFacts] | None = None) -> snap.Snapshot | None:
         """Query every source at instant `at` and build the snapshot (blocking; None when telemetry is off)."""
         previous: Mapping[str, DeviceSample] = self.snapshot.devices if self.snapshot else {}
+        # the lowest temperature a running job calls overheating (its spec.policy): an aggregate read lists those
+        hot = min((j.overheat_celsius for j in self.jobs().values() if j.overheat_celsius is not None), default=None)
         read = self.collector.collect(at, self._region_urls(), facts if facts is not None else self.node_facts(),
-                                      previous)
+                                      previous, hot)
         if read is None:
             return None
         snapshot, asked = read

@@ -353,6 +353,7 @@ class WatchedJob:
     conditions: tuple[Mapping[str, Any], ...] = ()
     stragglers: StragglerPolicy = field(default_factory=lambda: StragglerPolicy())  # the job's spec.policy
     speeds: tuple[Mapping[str, Any], ...] = ()  # status.scheduling.speeds as read (cleaned): what a new rate is news to
+    overheat_celsius: float | None = None  # spec.policy.overheatCelsius: an aggregate read lists devices this hot
 
 
 @dataclass(frozen=True)
