@@ -10,7 +10,7 @@ import pytest
 from heterojob.telemetry import digest
 from heterojob.telemetry import snapshot as snap
 from heterojob.telemetry.adapters import ADAPTERS
-from heterojob.telemetry.digest import PodFigures
+from heterojob.telemetry.snapshot import PodFigures
 from heterojob.telemetry.model import DeviceSample, Health
 from heterojob.telemetry.snapshot import Availability, JobRef, RegionTelemetry, Snapshot, job_telemetry
 

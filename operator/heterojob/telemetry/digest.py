@@ -26,6 +26,7 @@ from collections.abc import Callable, Collection, Iterable, Mapping
 from dataclasses import dataclass, field
 
 from heterojob.telemetry import snapshot as snap
+from heterojob.telemetry.snapshot import PodFigures
 from heterojob.telemetry import steps
 from heterojob.telemetry.adapters import ADAPTERS
 from heterojob.telemetry.family import Adapter, Vector
@@ -55,15 +56,6 @@ DRILL_MAX = 256  # flagged nodes asked per device in one regex; beyond, the whol
 # device series that names one is the exporter's, not a workload's) and their Nodes, and the step rates
 UP_QUERY = ('(up == 0) or group by (namespace, pod) (up{pod!=""}) or '
             + snap.UP_QUERY.split(" or ", 1)[1])
-
-
-@dataclass(frozen=True)
-class PodFigures:
-    """A pod's devices as Prometheus grouped them: how many report, their mean utilization (None: none says)."""
-
-    node: str
-    devices: int
-    utilization: float | None
 
 
 @dataclass

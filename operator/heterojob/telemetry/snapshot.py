@@ -42,6 +42,16 @@ class NodeFacts:
 
 
 @dataclass(frozen=True)
+class PodFigures:
+    """A pod's devices as Prometheus grouped them (an aggregate read, `telemetry.digest`): how many report, their
+    mean utilization (None: none says)."""
+
+    node: str
+    devices: int
+    utilization: float | None
+
+
+@dataclass(frozen=True)
 class SourceResult:
     """What one Prometheus answered this cycle, or why it did not."""
 
@@ -132,7 +142,7 @@ class Snapshot:
     # an aggregate read (`telemetry.digest`): the pods of nodes not read per device, as Prometheus grouped them
     # (their devices are healthy: anything else flags the node for a per-device read), and how many devices
     # were counted that way rather than listed in `devices`
-    pods: Mapping[tuple[str, str], Any] = field(default_factory=dict)
+    pods: Mapping[tuple[str, str], PodFigures] = field(default_factory=dict)
     aggregated: int = 0
 
     def region(self, name: str) -> RegionTelemetry:
@@ -199,7 +209,7 @@ def build(sources: Sequence[SourceResult], nodes: Mapping[str, NodeFacts], previ
     """
     adapters = list(adapters)
     digests = digests or {}
-    pods: dict[tuple[str, str], Any] = {}
+    pods: dict[tuple[str, str], PodFigures] = {}
     aggregated = 0
 
     def where(node: str) -> tuple[str | None, str | None]:
