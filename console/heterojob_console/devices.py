@@ -33,7 +33,7 @@ from heterojob.telemetry.model import HealthPolicy
 from heterojob.telemetry.prometheus import connect
 from heterojob.telemetry.snapshot import Snapshot
 
-from heterojob_console.data import Cluster
+from heterojob_console.snapshot import Cluster
 
 log = logging.getLogger("heterojob.console")
 TIMEOUT_S = 10.0  # one Prometheus call: the present (the operator's monitor code) and the history alike
@@ -57,6 +57,13 @@ HISTORY = [
 
 
 def fleet_source(cluster: Cluster) -> FleetSource:
+    """The snapshot's nodes, classes and regions as the operator's telemetry reads them (its node views when it
+    has them: not converted again at every read)."""
+    if cluster.views is not None:
+        views, classes = cluster.views, cluster.classes
+        regions = {o["metadata"]["name"]: r for o in cluster.objects.get("Region", [])
+                   if (r := convert.region_info(o)) is not None}
+        return FleetSource(nodes=lambda: views, classes=lambda: classes, regions=lambda: regions, foreign_usage=dict)
     objects: list[dict[str, Any]] = [{**n, "kind": "Node"} for n in cluster.objects.get("Node", [])]
     for kind in ("AcceleratorClass", "Region"):
         objects += [{**o, "kind": kind} for o in cluster.objects.get(kind, [])]

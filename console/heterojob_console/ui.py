@@ -9,6 +9,7 @@ import os
 import threading
 import time
 from datetime import UTC, datetime
+from typing import Any
 
 import pandas as pd
 import streamlit as st
@@ -17,7 +18,10 @@ from heterojob.failures import describe
 from heterojob.telemetry.prometheus import TelemetryError
 
 from heterojob_console import devices as dev
-from heterojob_console.data import Cluster, client, read_cluster
+from heterojob_console import watch
+from heterojob_console.data import client
+from heterojob_console.snapshot import Cluster
+from heterojob_console.watch import read_cluster
 
 log = logging.getLogger("heterojob.console")
 REFRESH_S = 5  # live fragments rerun this often; the poller reads the API as often
@@ -75,40 +79,50 @@ class Poller:
         self._reader = dev.Reader(url)  # url: the default Prometheus; Regions may name their own
 
     def _loop(self) -> None:
-        while time.monotonic() - self._asked < self.IDLE_S:
-            started = time.monotonic()
+        api = None  # one client per run: its list-then-watch caches (`watch.read_cluster`) are what each tick reads
+        try:
+            while time.monotonic() - self._asked < self.IDLE_S:
+                api = self._tick(api)
+        finally:
+            with self._lock:
+                self._thread = None
+            watch.close(api)  # idle: the watches end; the next run lists again
+
+    def _tick(self, api: Any) -> Any:
+        """One refresh: the cluster (through `api`, made at the first tick), the telemetry when due; the client."""
+        started = time.monotonic()
+        try:
+            api = api or client(self.config)
+            cluster = read_cluster(api)
+            with self._lock:
+                self._cluster, self._error = cluster, None
+                self._fresh.notify_all()
+        except Exception as exc:  # noqa: BLE001 - shown by the page that asks
+            with self._lock:
+                self._error = exc
+                self._fresh.notify_all()
+            cluster = None
+        # a read that missed devices the Nodes declare (Prometheus just started, an exporter not scraped
+        # yet: the console's own start reads early) is read again at the next tick, not TELEMETRY_S later
+        due = (self._telemetry is None or self._partial
+               or (datetime.now(UTC) - self._telemetry[2]).total_seconds() >= TELEMETRY_S)
+        if cluster is not None and due and dev.sources(cluster, self.url):
             try:
-                cluster = read_cluster(client(self.config))
+                table, problems = self._reader.current(cluster)
                 with self._lock:
-                    self._cluster, self._error = cluster, None
+                    self._telemetry, self._telemetry_error = (table, problems, datetime.now(UTC)), None
+                    # a member cluster or a Prometheus that is away is not "early": no quick re-read for it
+                    nodes = cluster.nodes
+                    here = nodes[(nodes["kind"] == "accelerator") & ~nodes["unreachable"].astype(bool)
+                                 & ~nodes["region"].isin(set(problems))]
+                    self._partial = len(table) < int(here["capacity"].sum())
                     self._fresh.notify_all()
             except Exception as exc:  # noqa: BLE001 - shown by the page that asks
                 with self._lock:
-                    self._error = exc
+                    self._telemetry_error = exc
                     self._fresh.notify_all()
-                cluster = None
-            # a read that missed devices the Nodes declare (Prometheus just started, an exporter not scraped
-            # yet: the console's own start reads early) is read again at the next tick, not TELEMETRY_S later
-            due = (self._telemetry is None or self._partial
-                   or (datetime.now(UTC) - self._telemetry[2]).total_seconds() >= TELEMETRY_S)
-            if cluster is not None and due and dev.sources(cluster, self.url):
-                try:
-                    table, problems = self._reader.current(cluster)
-                    with self._lock:
-                        self._telemetry, self._telemetry_error = (table, problems, datetime.now(UTC)), None
-                        # a member cluster or a Prometheus that is away is not "early": no quick re-read for it
-                        nodes = cluster.nodes
-                        here = nodes[(nodes["kind"] == "accelerator") & ~nodes["unreachable"].astype(bool)
-                                     & ~nodes["region"].isin(set(problems))]
-                        self._partial = len(table) < int(here["capacity"].sum())
-                        self._fresh.notify_all()
-                except Exception as exc:  # noqa: BLE001 - shown by the page that asks
-                    with self._lock:
-                        self._telemetry_error = exc
-                        self._fresh.notify_all()
-            time.sleep(max(0.0, REFRESH_S - (time.monotonic() - started)))
-        with self._lock:
-            self._thread = None
+        time.sleep(max(0.0, REFRESH_S - (time.monotonic() - started)))
+        return api
 
     def _ask(self) -> None:
         self._asked = time.monotonic()
