@@ -184,6 +184,14 @@ def prefetch() -> None:
     threading.Thread(target=warm, name="heterojob-console-heat", daemon=True).start()
 
 
+def ready(timeout: float) -> None:
+    """Wait until the first snapshot is made (or the API's error is known, or `timeout` passed)."""
+    try:
+        poller(kubeconfig(), prometheus()).cluster(timeout)
+    except Exception:  # noqa: BLE001 - the page that asks says what went wrong
+        pass
+
+
 def cluster() -> Cluster:
     """The cluster as last read (at most about REFRESH_S old)."""
     return poller(kubeconfig(), prometheus()).cluster()
