@@ -267,6 +267,14 @@ def measure(kubeconfig: Path, prometheus: str) -> dict[str, float]:
     return out
 
 
+def reported(url: str, query: str) -> float:
+    """Devices Prometheus has a sample of; 0 while it is too busy to answer (its first scrapes of 12,500 targets)."""
+    try:
+        return telemetry_bench.scalar(url, query)
+    except OSError:
+        return 0.0
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--devices", type=int, default=DEVICES, help="accelerators (8 a node; default 10,000)")
@@ -288,9 +296,9 @@ def main() -> int:
         try:
             query = "count(DCGM_FI_DEV_GPU_UTIL) + count(npu_chip_info_utilization)"
             deadline = time.monotonic() + 180 + len(nodes) * 0.05
-            while telemetry_bench.scalar(prom.url, query) < len(nodes) * 8 and time.monotonic() < deadline:
+            while reported(prom.url, query) < len(nodes) * PER_NODE and time.monotonic() < deadline:
                 time.sleep(1)
-            reporting = int(telemetry_bench.scalar(prom.url, query))
+            reporting = int(reported(prom.url, query))
             time.sleep(2 * args.scrape_s)  # a few samples for the heat map
             setup_s = time.monotonic() - started
             timings = measure(emu.kubeconfig, prom.url)
