@@ -8,6 +8,7 @@ import logging
 import os
 import threading
 import time
+from collections.abc import Callable
 from datetime import UTC, datetime
 from typing import Any
 
@@ -173,11 +174,11 @@ def prefetch() -> None:
     def warm() -> None:
         if url:
             try:  # the default Prometheus at once, alongside the first cluster read ...
-                heat_series(url, HEAT_MINUTES, None, heat_tick())
+                heat_series(url, HEAT_MINUTES, None)
             except Exception:  # noqa: BLE001 - the page asks again and shows what went wrong
                 pass
         try:  # ... then the regions' own (member sites), which the Regions name
-            heat(sources(polling.cluster()), HEAT_MINUTES, None, heat_tick())
+            heat(sources(polling.cluster()), HEAT_MINUTES, None)
         except Exception:  # noqa: BLE001 - as above
             pass
 
@@ -219,9 +220,56 @@ NO_PROMETHEUS = ("No Prometheus configured: set HETEROJOB_PROMETHEUS_URL (the de
 HEAT_MINUTES = 60  # the Devices heat map's default window
 
 
-def heat_tick() -> int:
-    """The heat map's cache key in time: at most one range query per view every 15 s, whoever looks."""
-    return int(datetime.now(UTC).timestamp() // 15)
+HEAT_S = 15.0  # a heat map's series are read again when older than this (a common scrape interval)
+HEAT_KEEP_S = 300.0  # a view nobody looked at for this long is forgotten
+
+
+class Latest:
+    """Each heat-map view's series as last read (per source, window and nodes), shared by every session: a page
+    shows the last answer at once and, once it is older than HEAT_S, one background read replaces it (a range query
+    over every node of a national fleet takes seconds). A view's first read, and a read after its source failed,
+    wait for Prometheus: an error is never shown from the past."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._entries: dict[tuple[object, ...], tuple[float, pd.DataFrame | Exception]] = {}  # key -> (when, answer)
+        self._seen: dict[tuple[object, ...], float] = {}  # key -> last asked
+        self._reading: set[tuple[object, ...]] = set()
+
+    def get(self, key: tuple[object, ...], fetch: Callable[[], pd.DataFrame]) -> pd.DataFrame:
+        now = time.monotonic()
+        with self._lock:
+            self._seen[key] = now
+            for old in [k for k, t in self._seen.items() if now - t > HEAT_KEEP_S]:
+                self._seen.pop(old, None)
+                self._entries.pop(old, None)
+            entry = self._entries.get(key)
+            stale = entry is not None and now - entry[0] >= HEAT_S and not isinstance(entry[1], Exception)
+            if stale and key not in self._reading:
+                self._reading.add(key)
+                threading.Thread(target=self._read, args=(key, fetch), name="heterojob-console-heat",
+                                 daemon=True).start()
+        answer = entry[1] if entry is not None and (stale or now - entry[0] < HEAT_S) else self._read(key, fetch)
+        if isinstance(answer, Exception):
+            raise answer
+        return answer
+
+    def _read(self, key: tuple[object, ...], fetch: Callable[[], pd.DataFrame]) -> pd.DataFrame | Exception:
+        answer: pd.DataFrame | Exception
+        try:
+            answer = fetch()
+        except Exception as exc:  # noqa: BLE001 - kept, and raised to the page that asks
+            answer = exc
+        with self._lock:
+            self._entries[key] = (time.monotonic(), answer)
+            self._reading.discard(key)
+        return answer
+
+
+@st.cache_resource(show_spinner=False)
+def latest() -> Latest:
+    """The process's heat-map series (one for every session; st.cache_resource.clear() forgets them)."""
+    return Latest()
 
 
 def sources(cluster: Cluster) -> dev.Sources:
@@ -229,17 +277,16 @@ def sources(cluster: Cluster) -> dev.Sources:
     return dev.sources(cluster, prometheus())
 
 
-@st.cache_resource(ttl=15, show_spinner=False, max_entries=32)
-def heat_series(url: str, minutes: int, nodes: tuple[str, ...] | None, tick: int) -> pd.DataFrame:
-    """One Prometheus's utilization series (cached per source: a member's and the default's apart)."""
-    return dev.heat_series(url, minutes, list(nodes) if nodes is not None else None)
+def heat_series(url: str, minutes: int, nodes: tuple[str, ...] | None) -> pd.DataFrame:
+    """One Prometheus's utilization series (kept per source: a member's and the default's apart; `Latest`)."""
+    return latest().get((url, minutes, nodes),
+                        lambda: dev.heat_series(url, minutes, list(nodes) if nodes is not None else None))
 
 
-def heat(found: dev.Sources, minutes: int, nodes: tuple[str, ...] | None,
-         tick: int) -> tuple[dict[str, pd.DataFrame], dict[str, str]]:
+def heat(found: dev.Sources, minutes: int, nodes: tuple[str, ...] | None) -> tuple[dict[str, pd.DataFrame], dict[str, str]]:
     """(URL -> utilization series, URL -> why it did not answer), every source read at once."""
     return dev.heat_sources(found, minutes, list(nodes) if nodes is not None else None,
-                            fetch=lambda url: heat_series(url, minutes, nodes, tick))
+                            fetch=lambda url: heat_series(url, minutes, nodes))
 
 
 def as_of(at: datetime, extra: str = "") -> None:
