@@ -78,6 +78,8 @@ class Poller:
         self._asked = time.monotonic()
         self._thread: threading.Thread | None = None
         self._reader = dev.Reader(url)  # url: the default Prometheus; Regions may name their own
+        self._measuring = False  # a telemetry read is under way
+        self._cost = 0.0  # how long the last telemetry read took, s
 
     def _loop(self) -> None:
         api = None  # one client per run: its list-then-watch caches (`watch.read_cluster`) are what each tick reads
@@ -104,26 +106,38 @@ class Poller:
                 self._fresh.notify_all()
             cluster = None
         # a read that missed devices the Nodes declare (Prometheus just started, an exporter not scraped
-        # yet: the console's own start reads early) is read again at the next tick, not TELEMETRY_S later
+        # yet: the console's own start reads early) is read again at the next tick, not TELEMETRY_S later; a read
+        # that takes seconds (a national fleet) is repeated at most every 3 times its length
         due = (self._telemetry is None or self._partial
-               or (datetime.now(UTC) - self._telemetry[2]).total_seconds() >= TELEMETRY_S)
-        if cluster is not None and due and dev.sources(cluster, self.url):
-            try:
-                table, problems = self._reader.current(cluster)
-                with self._lock:
-                    self._telemetry, self._telemetry_error = (table, problems, datetime.now(UTC)), None
-                    # a member cluster or a Prometheus that is away is not "early": no quick re-read for it
-                    nodes = cluster.nodes
-                    here = nodes[(nodes["kind"] == "accelerator") & ~nodes["unreachable"].astype(bool)
-                                 & ~nodes["region"].isin(set(problems))]
-                    self._partial = len(table) < int(here["capacity"].sum())
-                    self._fresh.notify_all()
-            except Exception as exc:  # noqa: BLE001 - shown by the page that asks
-                with self._lock:
-                    self._telemetry_error = exc
-                    self._fresh.notify_all()
+               or (datetime.now(UTC) - self._telemetry[2]).total_seconds() >= max(TELEMETRY_S, 3 * self._cost))
+        if cluster is not None and due and not self._measuring and dev.sources(cluster, self.url):
+            # on a thread of its own: the cluster's snapshot goes on refreshing while Prometheus answers
+            self._measuring = True
+            threading.Thread(target=self._measure, args=(cluster,), name="heterojob-console-telemetry",
+                             daemon=True).start()
         time.sleep(max(0.0, REFRESH_S - (time.monotonic() - started)))
         return api
+
+    def _measure(self, cluster: Cluster) -> None:
+        """One read of the devices' telemetry (every Prometheus), for the snapshot `cluster`."""
+        started = time.monotonic()
+        try:
+            table, problems = self._reader.current(cluster)
+            with self._lock:
+                self._telemetry, self._telemetry_error = (table, problems, datetime.now(UTC)), None
+                # a member cluster or a Prometheus that is away is not "early": no quick re-read for it
+                nodes = cluster.nodes
+                here = nodes[(nodes["kind"] == "accelerator") & ~nodes["unreachable"].astype(bool)
+                             & ~nodes["region"].isin(set(problems))]
+                self._partial = len(table) < int(here["capacity"].sum())
+                self._fresh.notify_all()
+        except Exception as exc:  # noqa: BLE001 - shown by the page that asks
+            with self._lock:
+                self._telemetry_error = exc
+                self._fresh.notify_all()
+        finally:
+            self._cost = time.monotonic() - started
+            self._measuring = False
 
     def _ask(self) -> None:
         self._asked = time.monotonic()
@@ -186,9 +200,12 @@ def prefetch() -> None:
 
 
 def ready(timeout: float) -> None:
-    """Wait until the first snapshot is made (or the API's error is known, or `timeout` passed)."""
+    """Wait until the first snapshot is made and, when a Prometheus serves a region, the first telemetry read (or
+    their errors are known, or `timeout` passed): what the pages wait for."""
+    polling, deadline = poller(kubeconfig(), prometheus()), time.monotonic() + timeout
     try:
-        poller(kubeconfig(), prometheus()).cluster(timeout)
+        if dev.sources(polling.cluster(timeout), prometheus()):
+            polling.telemetry(max(0.0, deadline - time.monotonic()))
     except Exception:  # noqa: BLE001 - the page that asks says what went wrong
         pass
 
