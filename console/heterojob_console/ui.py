@@ -251,22 +251,41 @@ class Latest:
         self._lock = threading.Lock()
         self._entries: dict[tuple[object, ...], tuple[float, pd.DataFrame | Exception]] = {}  # key -> (when, answer)
         self._seen: dict[tuple[object, ...], float] = {}  # key -> last asked
-        self._reading: set[tuple[object, ...]] = set()
+        self._reading: dict[tuple[object, ...], threading.Event] = {}  # key -> set when its read under way ends
 
     def get(self, key: tuple[object, ...], fetch: Callable[[], pd.DataFrame]) -> pd.DataFrame:
         now = time.monotonic()
+        background, read_here, other = False, False, None
         with self._lock:
             self._seen[key] = now
             for old in [k for k, t in self._seen.items() if now - t > HEAT_KEEP_S]:
                 self._seen.pop(old, None)
                 self._entries.pop(old, None)
             entry = self._entries.get(key)
-            stale = entry is not None and now - entry[0] >= HEAT_S and not isinstance(entry[1], Exception)
-            if stale and key not in self._reading:
-                self._reading.add(key)
-                threading.Thread(target=self._read, args=(key, fetch), name="heterojob-console-heat",
-                                 daemon=True).start()
-        answer = entry[1] if entry is not None and (stale or now - entry[0] < HEAT_S) else self._read(key, fetch)
+            fresh = entry is not None and now - entry[0] < HEAT_S
+            stale = entry is not None and not fresh and not isinstance(entry[1], Exception)  # shown while re-read
+            reading = self._reading.get(key)
+            if (fresh or stale) and reading is None and stale:
+                self._reading[key], background = threading.Event(), True
+            elif not (fresh or stale):
+                if reading is None:
+                    self._reading[key], read_here = threading.Event(), True
+                else:
+                    other = reading  # another session's read of it is under way: its answer is this one's too
+        if background:
+            threading.Thread(target=self._read, args=(key, fetch), name="heterojob-console-heat", daemon=True).start()
+        answer: pd.DataFrame | Exception
+        if (fresh or stale) and entry is not None:
+            answer = entry[1]
+        elif read_here:
+            answer = self._read(key, fetch)
+        else:
+            if other is not None:
+                other.wait(2 * dev.TIMEOUT_S)
+            with self._lock:
+                done = self._entries.get(key)
+            answer = done[1] if done is not None and done[0] >= now else \
+                TimeoutError(f"Prometheus did not answer the heat map's query in {2 * dev.TIMEOUT_S:.0f} s")
         if isinstance(answer, Exception):
             raise answer
         return answer
@@ -279,7 +298,9 @@ class Latest:
             answer = exc
         with self._lock:
             self._entries[key] = (time.monotonic(), answer)
-            self._reading.discard(key)
+            reading = self._reading.pop(key, None)
+        if reading is not None:
+            reading.set()
         return answer
 
 
