@@ -29,7 +29,7 @@ JOB_COLUMNS = ["namespace", "name", "priority", "phase", "class", "region", "mem
 POD_COLUMNS = ["namespace", "pod", "job", "member", "node", "phase", "generation"]  # heterojob's pods, any phase
 
 
-class Memo:
+class SnapshotFigures:
     """Figures derived from one snapshot, computed once whoever asks first (other sessions wait for it)."""
 
     def __init__(self) -> None:
@@ -62,7 +62,7 @@ class Cluster:
     # per-node summaries built with the tables (None in a hand-built snapshot: derived from `objects` then)
     views: Mapping[str, Node] | None = None  # node -> the operator's view of it (convert.node_view)
     foreign: Mapping[tuple[str, str], int] | None = None  # (node, resource) -> held by pods heterojob does not manage
-    memo: Memo = field(default_factory=Memo, repr=False, compare=False)
+    memo: SnapshotFigures = field(default_factory=SnapshotFigures, repr=False, compare=False)
 
     @property
     def job_objects(self) -> list[dict[str, Any]]:
