@@ -17,7 +17,7 @@ import os
 import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from heterojob.api.common import SpecError, parse_spec
 from heterojob.api.job import HeteroJobSpec
@@ -35,9 +35,7 @@ from heterojob.state.requests import move_request, transfer_move
 from heterojob.state.views import FleetSource
 
 from heterojob_console import quotas
-
-if TYPE_CHECKING:  # data.read_cluster asks `queue_positions`
-    from heterojob_console.data import Cluster
+from heterojob_console.snapshot import Cluster
 
 
 def _spec(obj: Mapping[str, Any]) -> HeteroJobSpec | None:
@@ -52,24 +50,30 @@ def _key(obj: Mapping[str, Any]) -> str:
 
 
 def cache(cluster: Cluster, now: float) -> Cache:
-    """The operator's job cache, rebuilt from the jobs as it rebuilds it at start."""
-    out = Cache()
-    for obj in cluster.job_objects:
-        out.sync(_key(obj), obj, read_status(obj), _spec(obj), cluster.classes, now)
-    return out
+    """The operator's job cache, rebuilt from the jobs as it rebuilds it at start: once per snapshot, whichever
+    page or session asks first (`now` stands in for a start time no status gives; the planner's questions
+    take their own `now`). The questions below only read it."""
+    def make() -> Cache:
+        out = Cache()
+        for obj in cluster.job_objects:
+            out.sync(_key(obj), obj, read_status(obj), _spec(obj), cluster.classes, now)
+        return out
+
+    return cluster.memo.get("cache", make)
 
 
 def source(cluster: Cluster, replace: tuple[str, str, list[Limit]] | None = None) -> FleetSource:
     """The fleet views from the cluster's objects; `replace` = (namespace, quota, limits) edits one quota."""
-    nodes = {o["metadata"]["name"]: convert.node_view(o) for o in cluster.objects.get("Node", [])}
+    nodes = cluster.views if cluster.views is not None else \
+        {o["metadata"]["name"]: convert.node_view(o) for o in cluster.objects.get("Node", [])}
     regions = {o["metadata"]["name"]: r for o in cluster.objects.get("Region", [])
                if (r := convert.region_info(o)) is not None}
     quotas = {(o["metadata"]["namespace"], o["metadata"]["name"]): convert.quota_limits(o)
               for o in cluster.objects.get("HeteroQuota", [])}
     if replace is not None:
         quotas[replace[:2]] = (replace[2], None)
-    foreign: dict[tuple[str, str], int] = {}  # what pods heterojob does not manage hold, as the operator counts it
-    for pod in cluster.objects.get("Pod", []):
+    foreign: dict[tuple[str, str], int] = dict(cluster.foreign or {})  # what pods heterojob does not manage hold,
+    for pod in cluster.objects.get("Pod", []):  # as the operator counts it (a hand-built snapshot: from its pods)
         for k, n in convert.pod_usage(pod).items():
             foreign[k] = foreign.get(k, 0) + n
     return FleetSource(nodes=lambda: nodes, classes=lambda: cluster.classes, regions=lambda: regions,
