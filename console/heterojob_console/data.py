@@ -10,7 +10,7 @@ same snapshot from one paged read (tests, tools). The vocabulary (definitions in
 - held: what the scheduled, non-terminated pods request of a node's class resource -- what
   `kubectl describe node` lists under "Allocated resources" (`kube.convert.pod_holds`, as the operator counts
   the pods it does not manage);
-- a node's class and region: the operator's (`engine.fleet.Fleet.class_of`, `region_of`): "-" for a node no
+- a node's class and region: the operator's (`engine.capacity.fleet.Fleet.class_of`, `region_of`): "-" for a node no
   AcceleratorClass or no Region selects;
 - queue: a waiting job's position in the order the operator plans the queue (`preview.queue_positions`).
 
@@ -31,8 +31,8 @@ import kubernetes
 import pandas as pd
 
 from heterojob.constants import GROUP, LABEL_GENERATION, LABEL_JOB, VERSION
-from heterojob.engine import discovery
-from heterojob.engine.fleet import DeviceClass, Fleet, Node
+from heterojob.engine.placing import discovery
+from heterojob.engine.capacity.fleet import DeviceClass, Fleet, Node
 from heterojob.kube import convert
 from heterojob.kube.api import load_client
 

@@ -2,12 +2,12 @@
 placement or quota policy. The jobs are read into the operator's own cache (`state.cache.Cache`, synced
 from each job's spec and status as the operator does), the fleet into its views (`state.views.FleetSource`
 from the same objects the operator watches), and the questions go to the planner the operator calls:
-`engine.admission.plan_with_policy` for "what would this quota edit admit?" (placements, queueing,
+`engine.queue.admission.plan_with_policy` for "what would this quota edit admit?" (placements, queueing,
 reclaim and preemption as the operator would plan them, in its queue policy's order, from what
 `state.knowledge` reads of each job's `status.scheduling`; the policy is the operator's default,
 `mlfq`, unless HETEROJOB_QUEUE_POLICY names the one its `--queue-policy` was given) and
-`engine.relocation.plan_move` for "where would this job go?" (make before break: the destination the
-operator would reserve, or why there is none); and `engine.policy.prepare` for "where is this job in the
+`engine.queue.relocation.plan_move` for "where would this job go?" (make before break: the destination the
+operator would reserve, or why there is none); and `engine.queue.policy.prepare` for "where is this job in the
 queue?" (`queue_positions`: the order the planner takes the queue in).
 """
 
@@ -21,12 +21,13 @@ from typing import Any
 
 from heterojob.api.common import SpecError, parse_spec
 from heterojob.api.job import HeteroJobSpec
-from heterojob.engine import admission as planner
-from heterojob.engine import relocation
-from heterojob.engine import migration, policy, transfer
-from heterojob.engine.admission import Outcome
-from heterojob.engine.fleet import Fleet, Limit, holdings
-from heterojob.engine.queueing import QueuePolicy, QueueSettings
+from heterojob.engine.queue import admission as planner
+from heterojob.engine.queue import relocation
+from heterojob.engine.capacity import migration, transfer
+from heterojob.engine.queue import policy
+from heterojob.engine.queue.admission import Outcome
+from heterojob.engine.capacity.fleet import Fleet, Limit, holdings
+from heterojob.engine.basics.queueing import QueuePolicy, QueueSettings
 from heterojob.kube import convert
 from heterojob.state.cache import Cache
 from heterojob.state.job_status import read_status, where
@@ -118,7 +119,7 @@ def plan(jobs: Cache, fleet: Fleet, now: float) -> planner.QueuePlan:
 def queue_positions(cluster: Cluster, now: float) -> dict[str, int]:
     """namespace/name -> 1-based position of each job the operator would plan (its cache's waiting jobs), in
     the order its planner takes the queue (`Request.order`): under its queue policy the effective priorities
-    `engine.policy.prepare` gives from what `state.knowledge` reads of each job's status.scheduling (mlfq:
+    `engine.queue.policy.prepare` gives from what `state.knowledge` reads of each job's status.scheduling (mlfq:
     priority, then level of attained service, level 0 once starved; then age), under fifo priority, then age.
     A HETEROJOB_QUEUE_POLICY that names no policy (the Quotas page says so) is taken as the default."""
     jobs = cache(cluster, now)
@@ -161,7 +162,7 @@ def quota_change(cluster: Cluster, namespace: str, quota: str, limits: Sequence[
 
 def held(cluster: Cluster, namespace: str) -> dict[tuple[str, str], int]:
     """(class, region) -> devices the namespace's jobs hold, as the operator counts them against every
-    HeteroQuota of the namespace (its cache's allocations; `engine.fleet.holdings`)."""
+    HeteroQuota of the namespace (its cache's allocations; `engine.capacity.fleet.holdings`)."""
     return holdings(cache(cluster, time.time()).allocations().values()).get(namespace, {})
 
 

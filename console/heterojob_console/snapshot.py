@@ -16,7 +16,7 @@ from typing import Any, TypeVar
 
 import pandas as pd
 
-from heterojob.engine.fleet import DeviceClass, Node
+from heterojob.engine.capacity.fleet import DeviceClass, Node
 
 from heterojob_console.members import COLUMNS as MEMBER_COLUMNS
 

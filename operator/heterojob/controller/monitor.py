@@ -16,7 +16,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from heterojob.engine.fleet import Fleet
+from heterojob.engine.capacity.fleet import Fleet
 from heterojob.api.times import timestamp
 from heterojob.kube.api import Conflict, Kube, now_iso
 from heterojob.state.views import FleetSource
