@@ -10,6 +10,7 @@ a source that does not answer leaves its regions out with the reason, and the re
 from __future__ import annotations
 
 import logging
+import sys
 import time
 from collections.abc import Callable, Collection, Mapping
 from concurrent.futures import ThreadPoolExecutor
@@ -82,7 +83,11 @@ class Reader:
     def __init__(self, prometheus_url: str | None, timeout_s: float = TIMEOUT_S) -> None:
         self.url = prometheus_url
         self.timeout_s = timeout_s
-        self.collector = Collector(prometheus_url, self.WINDOW_S, timeout_s, HealthPolicy())
+        # every device's row, whatever the fleet's size: the tiles average utilization over the devices that
+        # report and count the unhealthy ones, which the operator's aggregate read (`telemetry.digest`, past
+        # `collect.DEVICE_ROWS_MAX` devices) does not list one by one
+        self.collector = Collector(prometheus_url, self.WINDOW_S, timeout_s, HealthPolicy(),
+                                   device_rows_max=sys.maxsize)
         self.snapshot: Snapshot | None = None
 
     def current(self, cluster: Cluster) -> tuple[pd.DataFrame, dict[str, str]]:
