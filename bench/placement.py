@@ -29,9 +29,9 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from heterojob.engine import versions  # noqa: E402 - after the sys.path entry above (run as a script)
-from heterojob.engine.fleet import DeviceClass, Fleet, Node  # noqa: E402 - after the sys.path entry above (run as a script)
-from heterojob.engine.placement import Alternative, Request, schedule  # noqa: E402 - after the sys.path entry above (run as a script)
+from heterojob.engine.basics import versions  # noqa: E402 - after the sys.path entry above (run as a script)
+from heterojob.engine.capacity.fleet import DeviceClass, Fleet, Node  # noqa: E402 - after the sys.path entry above (run as a script)
+from heterojob.engine.placing.placement import Alternative, Request, schedule  # noqa: E402 - after the sys.path entry above (run as a script)
 
 REGIONS = ("cn-east", "cn-north", "eu-west", "us-west", "ap-south")
 # class -> (nodes per region, throughput); 8 devices per node; 250 nodes per region

@@ -1,6 +1,6 @@
 """The pure planner at the scale of a national fleet: CPU-seconds per full plan of the waiting queue.
 
-One plan is `engine.admission.plan_with_policy` over every waiting job (the queue policy, class choice by
+One plan is `engine.queue.admission.plan_with_policy` over every waiting job (the queue policy, class choice by
 expected completion, then `plan_queue`: placements, who waits behind whom, preemptions and reclaims), as one
 scheduling cycle of the operator runs it. The fleet: 100,000 devices on 12,500 nodes of 8 across 11 regions,
 with two GPU classes (sharing `nvidia.com/gpu`), an NPU class and a CPU class, about 96% held by running jobs
@@ -44,14 +44,14 @@ ROOT = Path(__file__).resolve().parents[1]
 # run as a script: the operator's package, and the repository (the tests' oracle, tests/oracle/reference.py)
 sys.path[:0] = [str(ROOT / "operator"), str(ROOT)]
 
-from heterojob.engine import completion, ranking, rooms  # noqa: E402 - after the sys.path entry above (run as a script)
-from heterojob.engine.admission import AdmissionSettings, Holder, Outcome, QueuePlan, plan_with_policy  # noqa: E402 - after the sys.path entry above (run as a script)
-from heterojob.engine.fleet import (  # noqa: E402 - after the sys.path entry above (run as a script)
-    Allocation, DeviceClass, Failed, Fleet, Limit, Node, holdings, usage,
-)
-from heterojob.engine.placement import Alternative, Request  # noqa: E402 - after the sys.path entry above (run as a script)
-from heterojob.engine.policy import Knowledge  # noqa: E402 - after the sys.path entry above (run as a script)
-from heterojob.engine.queueing import QueueSettings  # noqa: E402 - after the sys.path entry above (run as a script)
+from heterojob.engine.capacity import rooms  # noqa: E402 - after the sys.path entry above (run as a script)
+from heterojob.engine.queue import completion, ranking
+from heterojob.engine.disruption.holders import Holder  # noqa: E402 - after the sys.path entry above (run as a script)
+from heterojob.engine.queue.admission import AdmissionSettings, Outcome, QueuePlan, plan_with_policy
+from heterojob.engine.capacity.fleet import Allocation, DeviceClass, Failed, Fleet, Limit, Node, holdings, usage
+from heterojob.engine.placing.placement import Alternative, Request  # noqa: E402 - after the sys.path entry above (run as a script)
+from heterojob.engine.queue.policy import Knowledge  # noqa: E402 - after the sys.path entry above (run as a script)
+from heterojob.engine.basics.queueing import QueueSettings  # noqa: E402 - after the sys.path entry above (run as a script)
 
 REGIONS = [f"cn-{c}" for c in ("beijing", "shanghai", "guangzhou", "shenzhen", "hangzhou", "chengdu", "wuhan",
                                "xian", "nanjing", "tianjin", "hohhot")]

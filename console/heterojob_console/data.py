@@ -1,17 +1,20 @@
-"""What the console reads from the Kubernetes API: one snapshot of nodes, pods, jobs, quotas and regions.
+"""What the console reads from the Kubernetes API, and the snapshot (`snapshot.Cluster`) it makes of it: nodes,
+per-node summaries of the pods, jobs, quotas and regions.
 
-Every page reads through `read_cluster` (cached for a few seconds by `pages.cluster`), so every figure on
-every page comes from the same objects. The vocabulary (definitions in `kpis`):
+Every page reads through the poller's snapshot (`ui.cluster`, built by `watch.Watched` from a list-then-watch
+cache shared by every session), so every figure on every page comes from the same objects; `read_cluster` is the
+same snapshot from one paged read (tests, tools). The vocabulary (definitions in `kpis`):
 
 - accelerators: GPUs and NPUs, the extended resources of the AcceleratorClasses (nvidia.com/gpu,
   huawei.com/Ascend910); CPU cores are counted apart, never as "devices";
 - held: what the scheduled, non-terminated pods request of a node's class resource -- what
   `kubectl describe node` lists under "Allocated resources" (`kube.convert.pod_holds`, as the operator counts
   the pods it does not manage);
-- a node's class and region: the operator's (`engine.fleet.Fleet.class_of`, `region_of`): "-" for a node no
+- a node's class and region: the operator's (`engine.capacity.fleet.Fleet.class_of`, `region_of`): "-" for a node no
   AcceleratorClass or no Region selects;
 - queue: a waiting job's position in the order the operator plans the queue (`preview.queue_positions`).
 
+Pods are kept as what the pages show of them (`pod_view`: its job, node, phase and what it holds), never whole.
 With member clusters (docs/multicluster.md), nodes and pods are read from each member too (`members`:
 the member column says which cluster, "manager" for the manager's own); jobs, quotas, classes and
 Regions are the manager's.
@@ -20,8 +23,7 @@ Regions are the manager's.
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping
-from dataclasses import dataclass, field
+from collections.abc import Callable, Iterable, Mapping
 from datetime import UTC, datetime
 from typing import Any
 
@@ -29,107 +31,101 @@ import kubernetes
 import pandas as pd
 
 from heterojob.constants import GROUP, LABEL_GENERATION, LABEL_JOB, VERSION
-from heterojob.engine import discovery
-from heterojob.engine.fleet import DeviceClass, Fleet
+from heterojob.engine.placing import discovery
+from heterojob.engine.capacity.fleet import DeviceClass, Fleet, Node
 from heterojob.kube import convert
 from heterojob.kube.api import load_client
 
 from heterojob_console import members as member_clusters
 from heterojob_console import preview
+from heterojob_console.snapshot import (  # noqa: F401 - re-exported: the pages' and tests' names for them
+    DONE, JOB_COLUMNS, NODE_COLUMNS, POD_COLUMNS, Cluster, utilization,
+)
 
-DONE = ("Succeeded", "Failed")
-
-
-def utilization(status: Mapping[str, Any]) -> float | None:
-    """A job's status.utilization.average while it holds devices (a placement, not finished), else None (shown
-    as none, never 0): the operator clears the figure when the placement ends (controller/status.py), so
-    kubectl's Util column and the console agree, for objects a previous operator version left stale as well."""
-    placement, figures = status.get("placement"), status.get("utilization")
-    if not placement or status.get("phase") in DONE or not isinstance(figures, Mapping):
-        return None
-    average = figures.get("average")
-    return float(average) if isinstance(average, (int, float)) and not isinstance(average, bool) else None
-NODE_COLUMNS = ["node", "region", "class", "kind", "resource", "capacity", "declared", "held", "ready", "schedulable",
-                "reason", "software", "network", "member", "unreachable"]
-JOB_COLUMNS = ["namespace", "name", "priority", "phase", "class", "region", "member", "replicas", "devices",
-               "utilization", "generation", "migrations", "queue", "migrate_requested", "message", "created"]
-POD_COLUMNS = ["namespace", "pod", "job", "member", "node", "phase", "generation"]  # heterojob's pods, any phase
-
-
-@dataclass
-class Cluster:
-    """The cluster at `at`: plain tables for the pages, the raw objects for the planner preview."""
-
-    at: datetime
-    nodes: pd.DataFrame  # one row per node (NODE_COLUMNS)
-    jobs: pd.DataFrame  # one row per HeteroJob (JOB_COLUMNS)
-    regions: pd.DataFrame  # region, city, name, latitude, longitude
-    links: pd.DataFrame  # a, b, bandwidth_gbps, latency_ms (each link once)
-    classes: dict[str, DeviceClass] = field(default_factory=dict)
-    objects: dict[str, list[dict[str, Any]]] = field(default_factory=dict)  # kind -> raw objects
-    pods_by_node: dict[str, list[dict[str, str]]] = field(default_factory=dict)  # node -> [{pod, job, held}]
-    members: pd.DataFrame = field(default_factory=lambda: pd.DataFrame(columns=member_clusters.COLUMNS))
-    pods: pd.DataFrame = field(default_factory=lambda: pd.DataFrame(columns=POD_COLUMNS))  # heterojob's pods
-
-    @property
-    def job_objects(self) -> list[dict[str, Any]]:
-        return self.objects.get("HeteroJob", [])
-
-    def job(self, namespace: str, name: str) -> dict[str, Any] | None:
-        return next((o for o in self.job_objects if o["metadata"]["namespace"] == namespace
-                     and o["metadata"]["name"] == name), None)
-
-    @property
-    def namespaces(self) -> list[str]:
-        found = {o["metadata"]["namespace"] for o in self.job_objects + self.objects.get("HeteroQuota", [])}
-        return sorted(found)
+PAGE = 500  # objects per list page (client-go's reflector pages the same): a large fleet in pieces, not one answer
+PLURALS = {"AcceleratorClass": "acceleratorclasses", "Region": "regions", "HeteroJob": "heterojobs",
+           "HeteroQuota": "heteroquotas"}
+PodView = dict[str, Any]  # what the console keeps of a pod (`pod_view`)
 
 
 def client(kubeconfig: str | None) -> kubernetes.client.ApiClient:
     return load_client(kubeconfig)
 
 
-def _raw(call: Any, *args: Any) -> list[dict[str, Any]]:
-    """A list call's items as plain JSON (10x faster than the client's models on large fleets)."""
-    return list(json.loads(call(*args, _preload_content=False).data).get("items") or [])
+def pages(call: Callable[..., Any], *args: Any) -> list[dict[str, Any]]:
+    """Every item of a list call, PAGE at a time (`limit`/`continue`), as plain JSON (10x faster than the
+    client's models on large fleets)."""
+    items: list[dict[str, Any]] = []
+    token: str | None = None
+    while True:
+        kwargs: dict[str, Any] = {"limit": PAGE, **({"_continue": token} if token else {})}
+        page = json.loads(call(*args, _preload_content=False, **kwargs).data)
+        items += page.get("items") or []
+        token = (page.get("metadata") or {}).get("continue") or None
+        if not token:
+            return items
+
+
+def pod_view(pod: Mapping[str, Any]) -> PodView:
+    """What the pages need of a pod: its job's labels, node and phase, and (bound and not finished) what it holds
+    by (node, resource) and what of that a pod heterojob does not manage holds (the preview's foreign usage)."""
+    meta, spec = pod.get("metadata") or {}, pod.get("spec") or {}
+    labels = meta.get("labels") or {}
+    phase = (pod.get("status") or {}).get("phase")
+    node = spec.get("nodeName") or ""
+    live = bool(node) and phase not in DONE
+    holds = convert.pod_holds(pod) if live else {}
+    return {"namespace": meta.get("namespace", ""), "name": meta.get("name", ""), "node": node, "phase": phase,
+            "job": labels.get(LABEL_JOB), "generation": labels.get(LABEL_GENERATION, ""), "live": live,
+            "holds": holds, "foreign": {} if LABEL_JOB in labels else holds}
 
 
 def read_cluster(api: kubernetes.client.ApiClient) -> Cluster:
+    """The cluster now, from one paged read of every kind (the console's pages read `watch.Watched`'s instead)."""
     core, custom = kubernetes.client.CoreV1Api(api), kubernetes.client.CustomObjectsApi(api)
     at = datetime.now(UTC)
+    objs = {kind: pages(custom.list_cluster_custom_object, GROUP, VERSION, plural) for kind, plural in PLURALS.items()}
+    nodes = {o["metadata"]["name"]: convert.node_view(o) for o in pages(core.list_node)}
+    pods = [pod_view(p) for p in pages(core.list_pod_for_all_namespaces)]
+    return build(at, objs, nodes, pods, member_clusters.read(core, objs["Region"]))
 
-    class_objs = custom.list_cluster_custom_object(GROUP, VERSION, "acceleratorclasses")["items"]
-    region_objs = custom.list_cluster_custom_object(GROUP, VERSION, "regions")["items"]
-    job_objs = custom.list_cluster_custom_object(GROUP, VERSION, "heterojobs")["items"]
-    quota_objs = custom.list_cluster_custom_object(GROUP, VERSION, "heteroquotas")["items"]
+
+def build(at: datetime, objs: Mapping[str, list[dict[str, Any]]], local_nodes: Mapping[str, Node],
+          local_pods: Iterable[PodView], member_reads: list[member_clusters.MemberRead]) -> Cluster:
+    """The snapshot from what was read: `objs` kind -> the manager's AcceleratorClass, Region, HeteroJob and
+    HeteroQuota objects; its nodes (name -> the operator's view, `convert.node_view`: a node is kept as that, never
+    whole) and pods (`pod_view`); each member's read."""
+    class_objs, region_objs = objs.get("AcceleratorClass", []), objs.get("Region", [])
+    job_objs, quota_objs = objs.get("HeteroJob", []), objs.get("HeteroQuota", [])
     classes = {o["metadata"]["name"]: c for o in class_objs if (c := convert.device_class(o))}
     regions_info = {o["metadata"]["name"]: r for o in region_objs if (r := convert.region_info(o))}
-    node_objs = _raw(core.list_node)
-    all_pods = [(member_clusters.LOCAL, p) for p in _raw(core.list_pod_for_all_namespaces)]
-    node_member = {o["metadata"]["name"]: member_clusters.LOCAL for o in node_objs}
-    member_reads = member_clusters.read(core, region_objs)
+    views: dict[str, Node] = dict(local_nodes)
+    node_member = dict.fromkeys(views, member_clusters.LOCAL)
+    all_pods: list[tuple[str, PodView]] = [(member_clusters.LOCAL, p) for p in local_pods]
     for read in member_reads:  # node names are unique across members (the operator ignores duplicates too)
-        node_objs += [o for o in read.nodes if node_member.setdefault(o["metadata"]["name"], read.region)
-                      == read.region]
-        all_pods += [(read.region, p) for p in read.pods]
+        for o in read.nodes:
+            if node_member.setdefault(o["metadata"]["name"], read.region) == read.region:
+                views[o["metadata"]["name"]] = convert.node_view(o)
+        all_pods += [(read.region, pod_view(p)) for p in read.pods]
     away = {read.region for read in member_reads if not read.reachable}  # their nodes and pods: as last read
-    pod_objs = [p for _, p in all_pods
-                if (p.get("spec") or {}).get("nodeName") and (p.get("status") or {}).get("phase") not in DONE]
 
-    views = {o["metadata"]["name"]: convert.node_view(o) for o in node_objs}
     layout = Fleet(nodes=views, classes=classes, regions=regions_info)  # the operator's class and region of a node
     node_class: dict[str, DeviceClass | None] = {name: layout.class_of(view) for name, view in views.items()}
     held: dict[str, int] = {}
+    foreign: dict[tuple[str, str], int] = {}
     pods_by_node: dict[str, list[dict[str, str]]] = {}
-    for pod in pod_objs:
-        node = pod["spec"]["nodeName"]
+    for _, pod in all_pods:
+        if not pod["live"]:
+            continue
+        node = pod["node"]
         cls = node_class.get(node)
-        n = convert.pod_holds(pod).get((node, cls.resource_name), 0) if cls else 0
+        n = pod["holds"].get((node, cls.resource_name), 0) if cls else 0
         held[node] = held.get(node, 0) + n
-        meta = pod["metadata"]
-        job = (meta.get("labels") or {}).get(LABEL_JOB, "")
+        for k, used in pod["foreign"].items():
+            foreign[k] = foreign.get(k, 0) + used
+        job = pod["job"]
         pods_by_node.setdefault(node, []).append({
-            "pod": f"{meta['namespace']}/{meta['name']}", "job": f"{meta['namespace']}/{job}" if job else "",
+            "pod": f"{pod['namespace']}/{pod['name']}", "job": f"{pod['namespace']}/{job}" if job else "",
             "held": str(n)})
 
     nodes = []
@@ -170,21 +166,19 @@ def read_cluster(api: kubernetes.client.ApiClient) -> Cluster:
             seen.add(pair)
             links.append({"a": a, "b": b, "bandwidth_gbps": link.get("bandwidthGbps"),
                           "latency_ms": link.get("latencyMs")})
-    pods = [{"namespace": meta["namespace"], "pod": meta["name"], "job": labels[LABEL_JOB], "member": member,
-             "node": (pod.get("spec") or {}).get("nodeName") or "",
+    pods = [{"namespace": pod["namespace"], "pod": pod["name"], "job": pod["job"], "member": member,
+             "node": pod["node"],
              # a pod in a member that does not answer: its phase is not known now (as kubectl shows a lost node's)
-             "phase": "Unknown" if member in away else (pod.get("status") or {}).get("phase"),
-             "generation": labels.get(LABEL_GENERATION, "")}
-            for member, pod in all_pods
-            if LABEL_JOB in (labels := ((meta := pod["metadata"]).get("labels") or {}))]
+             "phase": "Unknown" if member in away else pod["phase"], "generation": pod["generation"]}
+            for member, pod in all_pods if pod["job"] is not None]
     cluster = Cluster(  # its jobs table next: a waiting job's queue position is planned from the cluster
         at=at, nodes=pd.DataFrame(nodes, columns=NODE_COLUMNS), jobs=pd.DataFrame(columns=JOB_COLUMNS),
         regions=pd.DataFrame(regions, columns=["region", "city", "name", "latitude", "longitude"]),
         links=pd.DataFrame(links, columns=["a", "b", "bandwidth_gbps", "latency_ms"]), classes=classes,
         objects={"HeteroJob": job_objs, "HeteroQuota": quota_objs, "AcceleratorClass": class_objs,
-                 "Region": region_objs, "Node": node_objs, "Pod": pod_objs},
+                 "Region": region_objs},
         pods_by_node=pods_by_node, members=member_clusters.frame(member_reads),
-        pods=pd.DataFrame(pods, columns=POD_COLUMNS))
+        pods=pd.DataFrame(pods, columns=POD_COLUMNS), views=views, foreign=foreign)
     queue = preview.queue_positions(cluster, at.timestamp())
     jobs = []
     for obj in job_objs:
@@ -213,15 +207,22 @@ def read_cluster(api: kubernetes.client.ApiClient) -> Cluster:
 
 def moves(cluster: Cluster, since: datetime) -> pd.DataFrame:
     """Cross-region moves since `since`: one row per history entry (job, time, from, to regions)."""
+    every = cluster.memo.get("moves", lambda: _moves(cluster.job_objects))
+    return every[every["time"] >= since].reset_index(drop=True)
+
+
+def _moves(job_objs: Iterable[Mapping[str, Any]]) -> pd.DataFrame:
+    """Every cross-region move in the jobs' histories (once per snapshot: `moves` filters them by time)."""
     rows = []
-    for o in cluster.job_objects:
+    for o in job_objs:
         meta = o["metadata"]
         for h in (o.get("status") or {}).get("history") or []:
             if h.get("action") not in ("migrate", "resize") or not h.get("from") or not h.get("to"):
                 continue
             a, b = str(h["from"]).split("/")[0], str(h["to"]).split("/")[0]
-            when = pd.to_datetime(h.get("time"), utc=True, errors="coerce")
-            if a != b and when is not pd.NaT and when >= since:
-                rows.append({"job": f"{meta['namespace']}/{meta['name']}", "time": when, "from": a, "to": b,
+            if a != b:
+                rows.append({"job": f"{meta['namespace']}/{meta['name']}", "time": h.get("time"), "from": a, "to": b,
                              "reason": h.get("reason", "")})
-    return pd.DataFrame(rows, columns=["job", "time", "from", "to", "reason"])
+    frame = pd.DataFrame(rows, columns=["job", "time", "from", "to", "reason"])
+    frame["time"] = pd.to_datetime(frame["time"], utc=True, errors="coerce", format="ISO8601")
+    return frame.dropna(subset=["time"]).reset_index(drop=True)

@@ -10,15 +10,17 @@ a source that does not answer leaves its regions out with the reason, and the re
 from __future__ import annotations
 
 import logging
+import sys
 import time
-from collections.abc import Callable, Collection
+from collections.abc import Callable, Collection, Mapping
 from concurrent.futures import ThreadPoolExecutor
 from datetime import UTC, datetime
 from typing import Any
 
+import numpy as np
 import pandas as pd
 
-from heterojob.engine.fleet import Fleet
+from heterojob.engine.capacity.fleet import Fleet
 from heterojob.failures import describe
 from heterojob.kube import convert
 from heterojob.state.views import FleetSource
@@ -33,7 +35,7 @@ from heterojob.telemetry.model import HealthPolicy
 from heterojob.telemetry.prometheus import connect
 from heterojob.telemetry.snapshot import Snapshot
 
-from heterojob_console.data import Cluster
+from heterojob_console.snapshot import Cluster
 
 log = logging.getLogger("heterojob.console")
 TIMEOUT_S = 10.0  # one Prometheus call: the present (the operator's monitor code) and the history alike
@@ -57,6 +59,13 @@ HISTORY = [
 
 
 def fleet_source(cluster: Cluster) -> FleetSource:
+    """The snapshot's nodes, classes and regions as the operator's telemetry reads them (its node views when it
+    has them: not converted again at every read)."""
+    if cluster.views is not None:
+        views, classes = cluster.views, cluster.classes
+        regions = {o["metadata"]["name"]: r for o in cluster.objects.get("Region", [])
+                   if (r := convert.region_info(o)) is not None}
+        return FleetSource(nodes=lambda: views, classes=lambda: classes, regions=lambda: regions, foreign_usage=dict)
     objects: list[dict[str, Any]] = [{**n, "kind": "Node"} for n in cluster.objects.get("Node", [])]
     for kind in ("AcceleratorClass", "Region"):
         objects += [{**o, "kind": kind} for o in cluster.objects.get(kind, [])]
@@ -74,7 +83,11 @@ class Reader:
     def __init__(self, prometheus_url: str | None, timeout_s: float = TIMEOUT_S) -> None:
         self.url = prometheus_url
         self.timeout_s = timeout_s
-        self.collector = Collector(prometheus_url, self.WINDOW_S, timeout_s, HealthPolicy())
+        # every device's row, whatever the fleet's size: the tiles average utilization over the devices that
+        # report and count the unhealthy ones, which the operator's aggregate read (`telemetry.digest`, past
+        # `collect.DEVICE_ROWS_MAX` devices) does not list one by one
+        self.collector = Collector(prometheus_url, self.WINDOW_S, timeout_s, HealthPolicy(),
+                                   device_rows_max=sys.maxsize)
         self.snapshot: Snapshot | None = None
 
     def current(self, cluster: Cluster) -> tuple[pd.DataFrame, dict[str, str]]:
@@ -252,7 +265,7 @@ def heat_series(prometheus_url: str, minutes: int, nodes: list[str] | None = Non
     npus = f"max by (id, {NODE_LABEL}) ({with_node_label(_select(UTIL['npu'], nodes))})"
     queries = [gpus, npus] if nodes is not None else [f"avg by ({NODE_LABEL}) ({q})" for q in (gpus, npus)]
     prom = connect(prometheus_url, TIMEOUT_S)
-    series: dict[str, dict[pd.Timestamp, float]] = {}
+    series: dict[str, list[list[Any]]] = {}  # name -> [[time, "value"], ...] as Prometheus sends them
     where: dict[str, str] = {}
     for query in queries:
         for s in prom.custom_query_range(query, start_time=_dt(end - minutes * 60), end_time=_dt(end),
@@ -262,13 +275,25 @@ def heat_series(prometheus_url: str, minutes: int, nodes: list[str] | None = Non
             if not node:
                 continue  # no label says where it is
             name = node if nodes is None else labels.get("UUID") or f"{node}/npu-{labels.get('id', '?')}"
-            series[name] = {pd.Timestamp(float(t), unit="s", tz="UTC"): float(v) for t, v in s.get("values", [])}
+            series[name] = s.get("values") or []
             where[name] = node
-    frame = pd.DataFrame(series).T
-    if frame.empty:
-        return frame
-    frame = frame.reindex(sorted(frame.columns), axis=1).sort_index()
-    frame.insert(0, "node", [where[n] for n in frame.index])
+    return _grid(series, where)
+
+
+def _grid(series: Mapping[str, list[list[Any]]], where: Mapping[str, str]) -> pd.DataFrame:
+    """One row per series (sorted by name), one column per sample time (sorted), NaN where a series has none:
+    filled as one array (12,500 nodes x 60 points: a dict of Timestamps per series took seconds)."""
+    times = sorted({float(t) for values in series.values() for t, _ in values})
+    if not times:
+        return pd.DataFrame()
+    names = sorted(series)
+    column = {t: i for i, t in enumerate(times)}
+    grid = np.full((len(names), len(times)), np.nan)
+    for row, name in enumerate(names):
+        for t, v in series[name]:
+            grid[row, column[float(t)]] = float(v)
+    frame = pd.DataFrame(grid, index=names, columns=pd.to_datetime(times, unit="s", utc=True))
+    frame.insert(0, "node", [where[n] for n in names])
     return frame
 
 

@@ -2,12 +2,12 @@
 placement or quota policy. The jobs are read into the operator's own cache (`state.cache.Cache`, synced
 from each job's spec and status as the operator does), the fleet into its views (`state.views.FleetSource`
 from the same objects the operator watches), and the questions go to the planner the operator calls:
-`engine.admission.plan_with_policy` for "what would this quota edit admit?" (placements, queueing,
+`engine.queue.admission.plan_with_policy` for "what would this quota edit admit?" (placements, queueing,
 reclaim and preemption as the operator would plan them, in its queue policy's order, from what
 `state.knowledge` reads of each job's `status.scheduling`; the policy is the operator's default,
 `mlfq`, unless HETEROJOB_QUEUE_POLICY names the one its `--queue-policy` was given) and
-`engine.relocation.plan_move` for "where would this job go?" (make before break: the destination the
-operator would reserve, or why there is none); and `engine.policy.prepare` for "where is this job in the
+`engine.queue.relocation.plan_move` for "where would this job go?" (make before break: the destination the
+operator would reserve, or why there is none); and `engine.queue.policy.prepare` for "where is this job in the
 queue?" (`queue_positions`: the order the planner takes the queue in).
 """
 
@@ -17,16 +17,17 @@ import os
 import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from heterojob.api.common import SpecError, parse_spec
 from heterojob.api.job import HeteroJobSpec
-from heterojob.engine import admission as planner
-from heterojob.engine import relocation
-from heterojob.engine import migration, policy, transfer
-from heterojob.engine.admission import Outcome
-from heterojob.engine.fleet import Fleet, Limit, holdings
-from heterojob.engine.queueing import QueuePolicy, QueueSettings
+from heterojob.engine.queue import admission as planner
+from heterojob.engine.queue import relocation
+from heterojob.engine.capacity import migration, transfer
+from heterojob.engine.queue import policy
+from heterojob.engine.queue.admission import Outcome
+from heterojob.engine.capacity.fleet import Fleet, Limit, holdings
+from heterojob.engine.basics.queueing import QueuePolicy, QueueSettings
 from heterojob.kube import convert
 from heterojob.state.cache import Cache
 from heterojob.state.job_status import read_status, where
@@ -35,9 +36,7 @@ from heterojob.state.requests import move_request, transfer_move
 from heterojob.state.views import FleetSource
 
 from heterojob_console import quotas
-
-if TYPE_CHECKING:  # data.read_cluster asks `queue_positions`
-    from heterojob_console.data import Cluster
+from heterojob_console.snapshot import Cluster
 
 
 def _spec(obj: Mapping[str, Any]) -> HeteroJobSpec | None:
@@ -52,24 +51,30 @@ def _key(obj: Mapping[str, Any]) -> str:
 
 
 def cache(cluster: Cluster, now: float) -> Cache:
-    """The operator's job cache, rebuilt from the jobs as it rebuilds it at start."""
-    out = Cache()
-    for obj in cluster.job_objects:
-        out.sync(_key(obj), obj, read_status(obj), _spec(obj), cluster.classes, now)
-    return out
+    """The operator's job cache, rebuilt from the jobs as it rebuilds it at start: once per snapshot, whichever
+    page or session asks first (`now` stands in for a start time no status gives; the planner's questions
+    take their own `now`). The questions below only read it."""
+    def make() -> Cache:
+        out = Cache()
+        for obj in cluster.job_objects:
+            out.sync(_key(obj), obj, read_status(obj), _spec(obj), cluster.classes, now)
+        return out
+
+    return cluster.memo.get("cache", make)
 
 
 def source(cluster: Cluster, replace: tuple[str, str, list[Limit]] | None = None) -> FleetSource:
     """The fleet views from the cluster's objects; `replace` = (namespace, quota, limits) edits one quota."""
-    nodes = {o["metadata"]["name"]: convert.node_view(o) for o in cluster.objects.get("Node", [])}
+    nodes = cluster.views if cluster.views is not None else \
+        {o["metadata"]["name"]: convert.node_view(o) for o in cluster.objects.get("Node", [])}
     regions = {o["metadata"]["name"]: r for o in cluster.objects.get("Region", [])
                if (r := convert.region_info(o)) is not None}
     quotas = {(o["metadata"]["namespace"], o["metadata"]["name"]): convert.quota_limits(o)
               for o in cluster.objects.get("HeteroQuota", [])}
     if replace is not None:
         quotas[replace[:2]] = (replace[2], None)
-    foreign: dict[tuple[str, str], int] = {}  # what pods heterojob does not manage hold, as the operator counts it
-    for pod in cluster.objects.get("Pod", []):
+    foreign: dict[tuple[str, str], int] = dict(cluster.foreign or {})  # what pods heterojob does not manage hold,
+    for pod in cluster.objects.get("Pod", []):  # as the operator counts it (a hand-built snapshot: from its pods)
         for k, n in convert.pod_usage(pod).items():
             foreign[k] = foreign.get(k, 0) + n
     return FleetSource(nodes=lambda: nodes, classes=lambda: cluster.classes, regions=lambda: regions,
@@ -114,7 +119,7 @@ def plan(jobs: Cache, fleet: Fleet, now: float) -> planner.QueuePlan:
 def queue_positions(cluster: Cluster, now: float) -> dict[str, int]:
     """namespace/name -> 1-based position of each job the operator would plan (its cache's waiting jobs), in
     the order its planner takes the queue (`Request.order`): under its queue policy the effective priorities
-    `engine.policy.prepare` gives from what `state.knowledge` reads of each job's status.scheduling (mlfq:
+    `engine.queue.policy.prepare` gives from what `state.knowledge` reads of each job's status.scheduling (mlfq:
     priority, then level of attained service, level 0 once starved; then age), under fifo priority, then age.
     A HETEROJOB_QUEUE_POLICY that names no policy (the Quotas page says so) is taken as the default."""
     jobs = cache(cluster, now)
@@ -157,7 +162,7 @@ def quota_change(cluster: Cluster, namespace: str, quota: str, limits: Sequence[
 
 def held(cluster: Cluster, namespace: str) -> dict[tuple[str, str], int]:
     """(class, region) -> devices the namespace's jobs hold, as the operator counts them against every
-    HeteroQuota of the namespace (its cache's allocations; `engine.fleet.holdings`)."""
+    HeteroQuota of the namespace (its cache's allocations; `engine.capacity.fleet.holdings`)."""
     return holdings(cache(cluster, time.time()).allocations().values()).get(namespace, {})
 
 

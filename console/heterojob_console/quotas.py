@@ -20,8 +20,8 @@ from kubernetes.client import ApiException
 from heterojob.api.common import FieldProblem, SpecError, parse_spec
 from heterojob.api.quota import HeteroQuotaSpec
 from heterojob.constants import GROUP, VERSION
-from heterojob.engine import quota_usage
-from heterojob.engine.fleet import Limit
+from heterojob.engine.capacity import quota_usage
+from heterojob.engine.capacity.fleet import Limit
 from heterojob.kube import convert
 
 AUDIT = "heterojob.io/audit"  # annotation: the last AUDIT_KEEP edits, JSON

@@ -1,12 +1,17 @@
 """`python -m heterojob_console.serve [streamlit run flags]`: Streamlit's own `streamlit run Home.py`, with the
 console's modules (pandas, plotly, the operator's telemetry and planner code, the basemap) loaded before
 the server starts, so the first visitor does not wait for them (about 1.5 s on a quiet machine), and the
-first read of the cluster and of Prometheus already under way (`ui.prefetch`)."""
+first read of the cluster and of Prometheus already under way (`ui.prefetch`). The server starts once the
+first snapshot is made (or READY_WAIT_S passed), as a controller serves once its informers have synced: its
+health check, the Deployment's readiness probe, answers when a page can be shown at once (at 100,000 devices the
+first paged listing takes seconds)."""
 
 from __future__ import annotations
 
 import sys
 from importlib.resources import files
+
+READY_WAIT_S = 40.0  # at most; the liveness probe (manifests/base/console.yaml) gives 15 s + 3 x 20 s
 
 
 def main() -> None:
@@ -22,6 +27,7 @@ def main() -> None:
     from streamlit.web import cli
 
     basemap.outlines((-180.0, 180.0), (-90.0, 90.0))
+    ui.ready(READY_WAIT_S)  # the caches listed before the server answers (its health check is the readiness probe)
     sys.argv = ["streamlit", "run", str(files("heterojob_console") / "Home.py"), *sys.argv[1:]]
     cli.main()
 

@@ -8,7 +8,9 @@ import logging
 import os
 import threading
 import time
+from collections.abc import Callable
 from datetime import UTC, datetime
+from typing import Any
 
 import pandas as pd
 import streamlit as st
@@ -17,7 +19,10 @@ from heterojob.failures import describe
 from heterojob.telemetry.prometheus import TelemetryError
 
 from heterojob_console import devices as dev
-from heterojob_console.data import Cluster, client, read_cluster
+from heterojob_console import watch
+from heterojob_console.data import client
+from heterojob_console.snapshot import Cluster
+from heterojob_console.watch import read_cluster
 
 log = logging.getLogger("heterojob.console")
 REFRESH_S = 5  # live fragments rerun this often; the poller reads the API as often
@@ -73,42 +78,66 @@ class Poller:
         self._asked = time.monotonic()
         self._thread: threading.Thread | None = None
         self._reader = dev.Reader(url)  # url: the default Prometheus; Regions may name their own
+        self._measuring = False  # a telemetry read is under way
+        self._cost = 0.0  # how long the last telemetry read took, s
 
     def _loop(self) -> None:
-        while time.monotonic() - self._asked < self.IDLE_S:
-            started = time.monotonic()
-            try:
-                cluster = read_cluster(client(self.config))
-                with self._lock:
-                    self._cluster, self._error = cluster, None
-                    self._fresh.notify_all()
-            except Exception as exc:  # noqa: BLE001 - shown by the page that asks
-                with self._lock:
-                    self._error = exc
-                    self._fresh.notify_all()
-                cluster = None
-            # a read that missed devices the Nodes declare (Prometheus just started, an exporter not scraped
-            # yet: the console's own start reads early) is read again at the next tick, not TELEMETRY_S later
-            due = (self._telemetry is None or self._partial
-                   or (datetime.now(UTC) - self._telemetry[2]).total_seconds() >= TELEMETRY_S)
-            if cluster is not None and due and dev.sources(cluster, self.url):
-                try:
-                    table, problems = self._reader.current(cluster)
-                    with self._lock:
-                        self._telemetry, self._telemetry_error = (table, problems, datetime.now(UTC)), None
-                        # a member cluster or a Prometheus that is away is not "early": no quick re-read for it
-                        nodes = cluster.nodes
-                        here = nodes[(nodes["kind"] == "accelerator") & ~nodes["unreachable"].astype(bool)
-                                     & ~nodes["region"].isin(set(problems))]
-                        self._partial = len(table) < int(here["capacity"].sum())
-                        self._fresh.notify_all()
-                except Exception as exc:  # noqa: BLE001 - shown by the page that asks
-                    with self._lock:
-                        self._telemetry_error = exc
-                        self._fresh.notify_all()
-            time.sleep(max(0.0, REFRESH_S - (time.monotonic() - started)))
-        with self._lock:
-            self._thread = None
+        api = None  # one client per run: its list-then-watch caches (`watch.read_cluster`) are what each tick reads
+        try:
+            while time.monotonic() - self._asked < self.IDLE_S:
+                api = self._tick(api)
+        finally:
+            with self._lock:
+                self._thread = None
+            watch.close(api)  # idle: the watches end; the next run lists again
+
+    def _tick(self, api: Any) -> Any:
+        """One refresh: the cluster (through `api`, made at the first tick), the telemetry when due; the client."""
+        started = time.monotonic()
+        try:
+            api = api or client(self.config)
+            cluster = read_cluster(api)
+            with self._lock:
+                self._cluster, self._error = cluster, None
+                self._fresh.notify_all()
+        except Exception as exc:  # noqa: BLE001 - shown by the page that asks
+            with self._lock:
+                self._error = exc
+                self._fresh.notify_all()
+            cluster = None
+        # a read that missed devices the Nodes declare (Prometheus just started, an exporter not scraped
+        # yet: the console's own start reads early) is read again at the next tick, not TELEMETRY_S later; a read
+        # that takes seconds (a national fleet) is repeated at most every 3 times its length
+        due = (self._telemetry is None or self._partial
+               or (datetime.now(UTC) - self._telemetry[2]).total_seconds() >= max(TELEMETRY_S, 3 * self._cost))
+        if cluster is not None and due and not self._measuring and dev.sources(cluster, self.url):
+            # on a thread of its own: the cluster's snapshot goes on refreshing while Prometheus answers
+            self._measuring = True
+            threading.Thread(target=self._measure, args=(cluster,), name="heterojob-console-telemetry",
+                             daemon=True).start()
+        time.sleep(max(0.0, REFRESH_S - (time.monotonic() - started)))
+        return api
+
+    def _measure(self, cluster: Cluster) -> None:
+        """One read of the devices' telemetry (every Prometheus), for the snapshot `cluster`."""
+        started = time.monotonic()
+        try:
+            table, problems = self._reader.current(cluster)
+            with self._lock:
+                self._telemetry, self._telemetry_error = (table, problems, datetime.now(UTC)), None
+                # a member cluster or a Prometheus that is away is not "early": no quick re-read for it
+                nodes = cluster.nodes
+                here = nodes[(nodes["kind"] == "accelerator") & ~nodes["unreachable"].astype(bool)
+                             & ~nodes["region"].isin(set(problems))]
+                self._partial = len(table) < int(here["capacity"].sum())
+                self._fresh.notify_all()
+        except Exception as exc:  # noqa: BLE001 - shown by the page that asks
+            with self._lock:
+                self._telemetry_error = exc
+                self._fresh.notify_all()
+        finally:
+            self._cost = time.monotonic() - started
+            self._measuring = False
 
     def _ask(self) -> None:
         self._asked = time.monotonic()
@@ -159,15 +188,26 @@ def prefetch() -> None:
     def warm() -> None:
         if url:
             try:  # the default Prometheus at once, alongside the first cluster read ...
-                heat_series(url, HEAT_MINUTES, None, heat_tick())
+                heat_series(url, HEAT_MINUTES, None)
             except Exception:  # noqa: BLE001 - the page asks again and shows what went wrong
                 pass
         try:  # ... then the regions' own (member sites), which the Regions name
-            heat(sources(polling.cluster()), HEAT_MINUTES, None, heat_tick())
+            heat(sources(polling.cluster()), HEAT_MINUTES, None)
         except Exception:  # noqa: BLE001 - as above
             pass
 
     threading.Thread(target=warm, name="heterojob-console-heat", daemon=True).start()
+
+
+def ready(timeout: float) -> None:
+    """Wait until the first snapshot is made and, when a Prometheus serves a region, the first telemetry read (or
+    their errors are known, or `timeout` passed): what the pages wait for."""
+    polling, deadline = poller(kubeconfig(), prometheus()), time.monotonic() + timeout
+    try:
+        if dev.sources(polling.cluster(timeout), prometheus()):
+            polling.telemetry(max(0.0, deadline - time.monotonic()))
+    except Exception:  # noqa: BLE001 - the page that asks says what went wrong
+        pass
 
 
 def cluster() -> Cluster:
@@ -197,9 +237,77 @@ NO_PROMETHEUS = ("No Prometheus configured: set HETEROJOB_PROMETHEUS_URL (the de
 HEAT_MINUTES = 60  # the Devices heat map's default window
 
 
-def heat_tick() -> int:
-    """The heat map's cache key in time: at most one range query per view every 15 s, whoever looks."""
-    return int(datetime.now(UTC).timestamp() // 15)
+HEAT_S = 15.0  # a heat map's series are read again when older than this (a common scrape interval)
+HEAT_KEEP_S = 300.0  # a view nobody looked at for this long is forgotten
+
+
+class Latest:
+    """Each heat-map view's series as last read (per source, window and nodes), shared by every session: a page
+    shows the last answer at once and, once it is older than HEAT_S, one background read replaces it (a range query
+    over every node of a national fleet takes seconds). A view's first read, and a read after its source failed,
+    wait for Prometheus: an error is never shown from the past."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._entries: dict[tuple[object, ...], tuple[float, pd.DataFrame | Exception]] = {}  # key -> (when, answer)
+        self._seen: dict[tuple[object, ...], float] = {}  # key -> last asked
+        self._reading: dict[tuple[object, ...], threading.Event] = {}  # key -> set when its read under way ends
+
+    def get(self, key: tuple[object, ...], fetch: Callable[[], pd.DataFrame]) -> pd.DataFrame:
+        now = time.monotonic()
+        background, read_here, other = False, False, None
+        with self._lock:
+            self._seen[key] = now
+            for old in [k for k, t in self._seen.items() if now - t > HEAT_KEEP_S]:
+                self._seen.pop(old, None)
+                self._entries.pop(old, None)
+            entry = self._entries.get(key)
+            fresh = entry is not None and now - entry[0] < HEAT_S
+            stale = entry is not None and not fresh and not isinstance(entry[1], Exception)  # shown while re-read
+            reading = self._reading.get(key)
+            if (fresh or stale) and reading is None and stale:
+                self._reading[key], background = threading.Event(), True
+            elif not (fresh or stale):
+                if reading is None:
+                    self._reading[key], read_here = threading.Event(), True
+                else:
+                    other = reading  # another session's read of it is under way: its answer is this one's too
+        if background:
+            threading.Thread(target=self._read, args=(key, fetch), name="heterojob-console-heat", daemon=True).start()
+        answer: pd.DataFrame | Exception
+        if (fresh or stale) and entry is not None:
+            answer = entry[1]
+        elif read_here:
+            answer = self._read(key, fetch)
+        else:
+            if other is not None:
+                other.wait(2 * dev.TIMEOUT_S)
+            with self._lock:
+                done = self._entries.get(key)
+            answer = done[1] if done is not None and done[0] >= now else \
+                TimeoutError(f"Prometheus did not answer the heat map's query in {2 * dev.TIMEOUT_S:.0f} s")
+        if isinstance(answer, Exception):
+            raise answer
+        return answer
+
+    def _read(self, key: tuple[object, ...], fetch: Callable[[], pd.DataFrame]) -> pd.DataFrame | Exception:
+        answer: pd.DataFrame | Exception
+        try:
+            answer = fetch()
+        except Exception as exc:  # noqa: BLE001 - kept, and raised to the page that asks
+            answer = exc
+        with self._lock:
+            self._entries[key] = (time.monotonic(), answer)
+            reading = self._reading.pop(key, None)
+        if reading is not None:
+            reading.set()
+        return answer
+
+
+@st.cache_resource(show_spinner=False)
+def latest() -> Latest:
+    """The process's heat-map series (one for every session; st.cache_resource.clear() forgets them)."""
+    return Latest()
 
 
 def sources(cluster: Cluster) -> dev.Sources:
@@ -207,17 +315,16 @@ def sources(cluster: Cluster) -> dev.Sources:
     return dev.sources(cluster, prometheus())
 
 
-@st.cache_resource(ttl=15, show_spinner=False, max_entries=32)
-def heat_series(url: str, minutes: int, nodes: tuple[str, ...] | None, tick: int) -> pd.DataFrame:
-    """One Prometheus's utilization series (cached per source: a member's and the default's apart)."""
-    return dev.heat_series(url, minutes, list(nodes) if nodes is not None else None)
+def heat_series(url: str, minutes: int, nodes: tuple[str, ...] | None) -> pd.DataFrame:
+    """One Prometheus's utilization series (kept per source: a member's and the default's apart; `Latest`)."""
+    return latest().get((url, minutes, nodes),
+                        lambda: dev.heat_series(url, minutes, list(nodes) if nodes is not None else None))
 
 
-def heat(found: dev.Sources, minutes: int, nodes: tuple[str, ...] | None,
-         tick: int) -> tuple[dict[str, pd.DataFrame], dict[str, str]]:
+def heat(found: dev.Sources, minutes: int, nodes: tuple[str, ...] | None) -> tuple[dict[str, pd.DataFrame], dict[str, str]]:
     """(URL -> utilization series, URL -> why it did not answer), every source read at once."""
     return dev.heat_sources(found, minutes, list(nodes) if nodes is not None else None,
-                            fetch=lambda url: heat_series(url, minutes, nodes, tick))
+                            fetch=lambda url: heat_series(url, minutes, nodes))
 
 
 def as_of(at: datetime, extra: str = "") -> None:

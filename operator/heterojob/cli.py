@@ -10,8 +10,8 @@ import sys
 from pathlib import Path
 
 import heterojob
-from heterojob.engine import transfer
-from heterojob.engine.requeue import REQUEUE_AFTER_S
+from heterojob.engine.capacity import transfer
+from heterojob.engine.placing.requeue import REQUEUE_AFTER_S
 
 
 def _operator_run(args: argparse.Namespace) -> int:
@@ -408,7 +408,7 @@ def _thresholds(text: str) -> tuple[float, ...]:
 
 
 def _transfer_settings(args: argparse.Namespace) -> transfer.TransferSettings:
-    """--default-link GBPS/MS and --storage-gbps as `engine.transfer.TransferSettings` (a bad value: a clear exit)."""
+    """--default-link GBPS/MS and --storage-gbps as `engine.capacity.transfer.TransferSettings` (a bad value: a clear exit)."""
     link = None
     if args.default_link:
         try:

@@ -17,7 +17,7 @@ MANAGED_BY = "heterojob"
 ANNOTATION_NODE = "heterojob.io/node"
 ANNOTATION_CHECKPOINT_REQUEST = "heterojob.io/checkpoint-request"
 ANNOTATION_CHECKPOINT_ACK = "heterojob.io/checkpoint-ack"
-# the SDK writes it with its ack: "<id>;start=<unix s>;end=<unix s>" (engine.acks.with_save_time)
+# the SDK writes it with its ack: "<id>;start=<unix s>;end=<unix s>" (engine.basics.acks.with_save_time)
 ANNOTATION_CHECKPOINT_SAVE_TIME = "heterojob.io/checkpoint-save-time"
 ANNOTATION_MIGRATE = "heterojob.io/migrate"  # on a HeteroJob: "<why>" asks for a migration now
 ANNOTATION_CHECKPOINT_NOW = "heterojob.io/checkpoint"  # on a HeteroJob: "<why>" asks for a checkpoint now

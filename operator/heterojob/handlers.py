@@ -22,8 +22,8 @@ from heterojob.alerts.receiver import AlertReceiver, NotReady
 from heterojob.alerts.restore import Restorer, shown
 from heterojob.controller import Controller, ControllerConfig, FleetSource
 from heterojob.controller.discovery import Discovery, DiscoveryConfig
-from heterojob.engine.discovery import reads as discovery_reads
-from heterojob.engine.fleet import Node
+from heterojob.engine.placing.discovery import reads as discovery_reads
+from heterojob.engine.capacity.fleet import Node
 from heterojob.kube.caches import Caches
 from heterojob.kube.api import Kube, RateLimit, load_client
 from heterojob.kube.members import Members, MembersConfig

@@ -1,5 +1,5 @@
 """The console uses the operator's definitions, never copies of its own: what a pod holds on its node
-(`kube.convert.pod_holds`), a node's class and region (`engine.fleet.Fleet.class_of`, `region_of`), and a
+(`kube.convert.pod_holds`), a node's class and region (`engine.capacity.fleet.Fleet.class_of`, `region_of`), and a
 waiting job's queue position in the order the operator's planner takes the queue (its queue policy, from
 each job's status.scheduling)."""
 

@@ -211,7 +211,7 @@ def test_every_quota_of_the_namespace_is_shown_with_the_use_the_operator_counts_
         page: AppTest, cluster: Cluster) -> None:
     """README's examples/quota-team-a.yaml beside the demo's quota (demo-team-a): both apply (the operator's
     FleetSource.quotas joins every HeteroQuota of a namespace), so both are shown, each limit beside what the
-    namespace's jobs hold under it (engine.fleet.holdings, quota_usage.used_under), each edited on its own."""
+    namespace's jobs hold under it (engine.capacity.fleet.holdings, quota_usage.used_under), each edited on its own."""
     quota(cluster, [{"deviceClass": "*", "region": "cn-east", "devices": 32}], name="demo-team-a")
     running(cluster, "small", "h100-a")  # 8 H100s in cn-east; the demo quota has no status.used yet
     at = page.run()

@@ -69,7 +69,7 @@ MALFORMED: list[tuple[str, dict[str, Any], str]] = [
     ("bad-name-" + "x" * 50, GOOD, "metadata.name"),
     # 64-253 characters: a valid object name but not a label value; answered before any pod selector is built
     ("bad-name-" + "y" * 120, GOOD, "metadata.name"),
-    # what can never run on this fleet (engine.validation): rejected, not Pending forever
+    # what can never run on this fleet (engine.placing.validation): rejected, not Pending forever
     ("bad-per-replica-over-node", variant(devices__0__perReplica=100), "spec.devices[0].perReplica"),
     ("bad-per-replica-over-cap", variant(devices__0__perReplica=65), "spec.devices[0].perReplica"),
     ("bad-requires-banana", variant(devices__0__requires={"cuda": "banana"}), "spec.devices[0].requires.cuda"),

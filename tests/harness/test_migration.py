@@ -196,7 +196,7 @@ def test_a_waiting_job_takes_back_the_room_lent_to_a_grown_job(cluster: Cluster,
 
 
 def test_resize_rules() -> None:
-    from heterojob.engine.migration import GROW, LOW_UTILIZATION, resize
+    from heterojob.engine.capacity.migration import GROW, LOW_UTILIZATION, resize
 
     # idle long enough: halve toward the minimum
     r = resize(4, 1, 4, 5.0, 0.0, 2000.0, 10.0, 1800.0, None)

@@ -1,13 +1,13 @@
 """The straightforward planner pieces the fast ones replaced, kept as the oracle they must equal. Pure.
 
-`place_reference` is `placement.place` as it was before free room was indexed (`engine.rooms`): for each
+`place_reference` is `placement.place` as it was before free room was indexed (`engine.capacity.rooms`): for each
 (class, region) it reads every usable node, full or not, packs by scanning, and scores by summing over the
 region. `may_fit_reference` is `Ledger.may_fit` by a scan of the class's nodes; `fewest_reference` is
 `preemption._fewest` placing the job after every victim added or spared; `victims_reference` and
 `most_replicas_reference` are `pool._Pool.victims` as one list of every class (sorted by
 `plan_preemption`) and `_Pool._most_replicas` by a scan of every node and disturbable holder; the pool's
 bound on quota (`_Pool.quota_allows`) is left out (every search runs). `reference()`
-swaps them in for the planner (`engine.admission`, `engine.preemption`), so a test or a benchmark can run
+swaps them in for the planner (`engine.queue.admission`, `engine.disruption.preemption`), so a test or a benchmark can run
 the same plan either way and compare (tests/unit/test_planner_exact.py, bench/planner.py). Not used by the
 operator, so it lives with the tests rather than in its package.
 """
@@ -18,11 +18,11 @@ import sys
 from collections.abc import Iterable, Iterator, Mapping
 from contextlib import contextmanager
 
-from heterojob.engine import placement, pool, preemption
-from heterojob.engine.fleet import Allocation, Fleet, cpu_classes, quota_room
-from heterojob.engine.placement import (
-    NETWORK_DOWN, W_BALANCE, W_PACKING, W_PREFERENCE, W_PREFERRED_REGION, W_THROUGHPUT, Alternative, Candidate,
-    DeviceClass, FleetIndex, Ledger, Rejection, Request, Result, software_mismatch, software_summary,
+from heterojob.engine.disruption import pool, preemption
+from heterojob.engine.placing import placement
+from heterojob.engine.capacity.fleet import Allocation, Fleet, cpu_classes, quota_room
+from heterojob.engine.placing.placement import (
+    NETWORK_DOWN, W_BALANCE, W_PACKING, W_PREFERENCE, W_PREFERRED_REGION, W_THROUGHPUT, Alternative, Candidate, DeviceClass, FleetIndex, Ledger, Rejection, Request, Result, software_mismatch, software_summary,
 )
 
 

@@ -4,6 +4,8 @@ what a finished or deleted job leaves behind."""
 
 from __future__ import annotations
 
+import os
+import subprocess
 from typing import Any
 
 import kubernetes
@@ -204,3 +206,25 @@ def test_conditions_say_what_is_current_after_a_fixed_spec_runs(flow: Flow) -> N
     flow.phase("typo", ns, "Running")
     valid = flow.condition("typo", ns, "SpecValid")
     assert valid["status"] == "True" and "waiting" not in valid["message"], valid
+
+
+def test_kubectl_drain_moves_the_job_from_a_checkpoint_taken_in_the_grace_period(flow: Flow) -> None:
+    """`kubectl drain` of the job's node: the API server's eviction marks the rank (DisruptionTarget) and deletes it
+    gracefully; its SDK answers the checkpoint the operator asks within the grace period; the job moves off the
+    cordoned node with nothing lost and no restart counted."""
+    ns = flow.namespace("team")
+    flow.nodes([node(f"h100-{i}", "cn-east", "nvidia-h100") for i in range(2)])
+    flow.create_job("trainer", job_spec(replicas=1, backoffLimit=1), ns)
+    flow.operator()
+    first = flow.phase("trainer", ns, "Running")["placement"]["nodes"][0]
+    env = {**os.environ, "KUBECONFIG": str(flow.site.kubeconfig), "HOME": str(flow.tmp)}
+    done = subprocess.run(["kubectl", "drain", first, "--timeout=90s"], env=env, capture_output=True, text=True,
+                          timeout=120)
+    assert done.returncode == 0 and f"node/{first} drained" in done.stdout, done.stdout + done.stderr
+    s = eventually(lambda: (s := flow.status("trainer", ns)).get("phase") == "Running"
+                   and s["placement"]["generation"] == 2 and s, timeout=90, what="running again, moved")
+    assert s["placement"]["nodes"] != [first] and s.get("restarts", 0) == 0
+    move = next(h for h in s["history"] if h["action"] == "migrate")
+    assert "a drain, not a failure" in move["reason"] and move["progressLostSteps"] == 0
+    reasons = [(e.type, e.reason) for e in flow.events("trainer", ns)]
+    assert ("Normal", "Drained") in reasons and ("Warning", "Restarting") not in reasons

@@ -4,8 +4,8 @@ when each rank began and finished saving; the operator records that, and reads e
 
 from __future__ import annotations
 
-from heterojob.engine.acks import Ack, SaveTime, parse_ack, recorded, save_time
-from heterojob.engine.lifecycle import Action, AskedCheckpoint, JobView, PodView, decide
+from heterojob.engine.basics.acks import Ack, SaveTime, parse_ack, recorded, save_time
+from heterojob.engine.execution.lifecycle import Action, AskedCheckpoint, JobView, PodView, decide
 
 T = 1_767_225_600.0  # unix seconds
 

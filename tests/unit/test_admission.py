@@ -1,4 +1,4 @@
-"""The planner (`engine.admission`) on plain data: placement, queueing, preemption, reclaim and growth,
+"""The planner (`engine.queue.admission`) on plain data: placement, queueing, preemption, reclaim and growth,
 the same calls the operator, the replay and the console make, without KopfRunner."""
 
 from __future__ import annotations
@@ -6,11 +6,12 @@ from __future__ import annotations
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from heterojob.engine import admission as planner
-from heterojob.engine import relocation
-from heterojob.engine.admission import AdmissionSettings, DisruptionKind, Holder, Outcome
-from heterojob.engine.fleet import Allocation, Fleet, usage
-from heterojob.engine.placement import Alternative, Request
+from heterojob.engine.queue import admission as planner
+from heterojob.engine.queue import relocation
+from heterojob.engine.disruption.holders import Holder
+from heterojob.engine.queue.admission import AdmissionSettings, DisruptionKind, Outcome
+from heterojob.engine.capacity.fleet import Allocation, Fleet, usage
+from heterojob.engine.placing.placement import Alternative, Request
 from tests.unit.test_placement import CLASSES, gpu_node
 
 NOW = 10_000.0

@@ -1,12 +1,15 @@
 """Idle room past the knee goes to the waiting jobs that declined it, by comparative advantage
-(`engine.allocation`, issue 34); below the knee a job still declines a slower class it is better off waiting
-out (`engine.completion.choose`)."""
+(`engine.queue.allocation`, issue 34); below the knee a job still declines a slower class it is better off waiting
+out (`engine.queue.completion.choose`)."""
 
 from __future__ import annotations
 
-from heterojob.engine import admission, allocation, completion, policy, queueing
-from heterojob.engine.fleet import Allocation, DeviceClass, Fleet, Node
-from heterojob.engine.placement import Alternative, Request
+from heterojob.engine.basics import queueing
+from heterojob.engine.queue import admission, allocation, completion, policy
+from heterojob.engine.capacity.fleet import Allocation, DeviceClass, Fleet, Node
+from heterojob.engine.placing.placement import Alternative, Request
+from heterojob.engine.queue.facts import Facts
+from heterojob.engine.disruption.holders import Holder
 
 H = 3600.0
 
@@ -31,10 +34,10 @@ def test_past_the_knee_a_job_that_declined_an_idle_slower_class_takes_it_below_i
                                                                                       throughput=0.25)}
     now = 10 * H
     fleet = Fleet(nodes, classes, used={("f", "fast"): 1})
-    holder = admission.Holder("ns/run", 0, now - 0.5 * H, Allocation("fast", {"f": 1}, "ns", "fast", "r"))
+    holder = Holder("ns/run", 0, now - 0.5 * H, Allocation("fast", {"f": 1}, "ns", "fast", "r"))
     job = Request("ns/w", [Alternative("fast", 1), Alternative("slow", 1)], 1, created=now)
-    facts = {"ns/run": policy.Facts(service=queueing.Service(0.0, 0.0), rel={"fast": 1.0}, work_s=0.5 * H),
-             "ns/w": policy.Facts(service=queueing.Service(0.0, now), rel={"fast": 1.0, "slow": 0.25})}
+    facts = {"ns/run": Facts(service=queueing.Service(0.0, 0.0), rel={"fast": 1.0}, work_s=0.5 * H),
+             "ns/w": Facts(service=queueing.Service(0.0, now), rel={"fast": 1.0, "slow": 0.25})}
     residual = completion.Residual([1 * H] * 30)  # the running job is half done: waiting beats 4x slower
     settings = admission.AdmissionSettings(min_runtime_s=1e9)  # nobody is preempted: the room frees by itself
 

@@ -6,7 +6,7 @@ from typing import Any
 
 from heterojob.api.job import HeteroJobSpec
 from heterojob.api.job_status import HeteroJobStatus
-from heterojob.engine.fleet import DeviceClass
+from heterojob.engine.capacity.fleet import DeviceClass
 from heterojob.state.cache import Cache
 
 CLASSES = {"nvidia-h100": DeviceClass("nvidia-h100", "nvidia.com/gpu")}

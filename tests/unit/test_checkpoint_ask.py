@@ -17,10 +17,10 @@ from heterojob.controller.known import merged
 from heterojob.controller.moves import Moves
 from heterojob.controller.planning import Planning
 from heterojob.controller.status import StatusWriter
-from heterojob.engine import admission as planner
-from heterojob.engine.fleet import Node
-from heterojob.engine.lifecycle import Action
-from heterojob.engine.phases import Then
+from heterojob.engine.queue import admission as planner
+from heterojob.engine.capacity.fleet import Node
+from heterojob.engine.execution.lifecycle import Action
+from heterojob.engine.basics.phases import Then
 from heterojob.kube.api import Conflict
 from heterojob.metrics import OperatorMetrics
 from heterojob.state.cache import Cache

@@ -1,4 +1,4 @@
-"""One scheduling cycle for the whole queue (`engine.cycle`): the same plans the per-job planner made, each
+"""One scheduling cycle for the whole queue (`engine.queue.cycle`): the same plans the per-job planner made, each
 shortcut checked against the full computation, and what of a waiting job's plan its status must say."""
 
 from __future__ import annotations
@@ -10,17 +10,19 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 import pytest
 
-from heterojob.engine import admission as planner
-from heterojob.engine import relocation
-from heterojob.engine import transfer
-from heterojob.engine.admission import STOP_EVERY, AdmissionSettings, Holder, Outcome, Stopped
-from heterojob.engine.cycle import CycleTrigger, plan_cycle, verdict
-from heterojob.engine.fleet import Allocation, DeviceClass, Fleet, Node, RegionInfo, usage
-from heterojob.engine.placement import Alternative, Request
-from heterojob.engine.policy import Facts, Knowledge
-from heterojob.engine.queueing import QueueSettings, Service
-from heterojob.engine.ranking import Memo
-from heterojob.engine.rooms import Memory
+from heterojob.engine.queue import admission as planner
+from heterojob.engine.queue import relocation
+from heterojob.engine.capacity import transfer
+from heterojob.engine.disruption.holders import Holder
+from heterojob.engine.queue.admission import STOP_EVERY, AdmissionSettings, Outcome, Stopped
+from heterojob.engine.queue.cycle import CycleTrigger, plan_cycle, verdict
+from heterojob.engine.capacity.fleet import Allocation, DeviceClass, Fleet, Node, RegionInfo, usage
+from heterojob.engine.placing.placement import Alternative, Request
+from heterojob.engine.queue.facts import Facts
+from heterojob.engine.queue.policy import Knowledge
+from heterojob.engine.basics.queueing import QueueSettings, Service
+from heterojob.engine.queue.ranking import Memo
+from heterojob.engine.capacity.rooms import Memory
 
 NOW = 100_000.0
 CLASSES = {"h100": DeviceClass("h100", "nvidia.com/gpu", {"acc": "h100"}, 1.0),
@@ -254,7 +256,7 @@ def test_a_holder_at_another_priority_is_the_dataclass_replaced_one() -> None:
     every kind of holder (which has no `__post_init__` and caches nothing beside its fields)."""
     from dataclasses import fields as fields_of
 
-    from heterojob.engine.ranking import at_priority
+    from heterojob.engine.queue.ranking import at_priority
 
     queue, holders, _ = _scene(3)
     base = Request("ns/g", [Alternative("h100", 1)], 1, priority=0)

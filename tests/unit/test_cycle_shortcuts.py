@@ -1,4 +1,4 @@
-"""The scheduling cycle's shortcuts (`engine.cycle.plan_cycle`) against the full computation: a cycle the
+"""The scheduling cycle's shortcuts (`engine.queue.cycle.plan_cycle`) against the full computation: a cycle the
 planner's necessary test says acts on nothing is planned only when read, messages gain the classes the policy
 set aside only when read, and a namespace without a quota is not placed again to find quota refusals."""
 
@@ -13,17 +13,19 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from heterojob.engine import admission as planner
-from heterojob.engine import cycle as cycle_module
-from heterojob.engine import policy as heterogeneity
-from heterojob.engine.admission import Holder, Outcome
-from heterojob.engine.aside import set_aside
-from heterojob.engine.cycle import plan_cycle
-from heterojob.engine.fleet import Allocation, DeviceClass, Fleet, Limit, Node, usage
-from heterojob.engine.placement import Alternative, Request, listed, place
-from heterojob.engine.policy import Facts, Knowledge
-from heterojob.engine.queueing import QueueSettings, Service
-from heterojob.engine.ranking import Memo
+from heterojob.engine.queue import admission as planner
+from heterojob.engine.queue import cycle as cycle_module
+from heterojob.engine.queue import policy as heterogeneity
+from heterojob.engine.disruption.holders import Holder
+from heterojob.engine.queue.admission import Outcome
+from heterojob.engine.queue.aside import set_aside
+from heterojob.engine.queue.cycle import plan_cycle
+from heterojob.engine.capacity.fleet import Allocation, DeviceClass, Fleet, Limit, Node, usage
+from heterojob.engine.placing.placement import Alternative, Request, listed, place
+from heterojob.engine.queue.facts import Facts
+from heterojob.engine.queue.policy import Knowledge
+from heterojob.engine.basics.queueing import QueueSettings, Service
+from heterojob.engine.queue.ranking import Memo
 from heterojob.replay.replay import Config, _Replay
 from heterojob.replay.traces import TraceJob, synthetic_trace
 
@@ -233,7 +235,7 @@ def test_the_operators_cycle_is_planned_and_explained_in_its_worker_thread(monke
     from concurrent.futures import ThreadPoolExecutor
 
     from heterojob.controller import scheduler as controller
-    from heterojob.engine import admission
+    from heterojob.engine.queue import admission
 
     where: set[int] = set()
     plan_queue, set_aside_ = admission.plan_queue, cycle_module.set_aside

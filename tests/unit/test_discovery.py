@@ -12,9 +12,9 @@ Fixtures are shaped like real Node labels:
 
 from __future__ import annotations
 
-from heterojob.engine import discovery
-from heterojob.engine.fleet import DeviceClass, Fleet, Node
-from heterojob.engine.placement import Alternative, Request, place
+from heterojob.engine.placing import discovery
+from heterojob.engine.capacity.fleet import DeviceClass, Fleet, Node
+from heterojob.engine.placing.placement import Alternative, Request, place
 from heterojob.kube.convert import node_view
 from heterojob.sim.cluster.nodes import node as node_obj
 
@@ -209,7 +209,7 @@ def test_the_software_range_parses_each_distinct_version_once_and_equals_the_nod
 
     from packaging.version import InvalidVersion
 
-    from heterojob.engine import versions
+    from heterojob.engine.basics import versions
 
     def node_by_node(stacks: list[dict[str, str]]) -> dict[str, discovery.Range]:
         seen: dict[str, list[tuple[object, str]]] = {}

@@ -7,8 +7,9 @@ import ast
 from pathlib import Path
 
 from heterojob.controller.events import FAULT_TRIGGERS, FIXED, move_event
-from heterojob.engine import migration, spec_changes
-from heterojob.engine.lifecycle import REASON_INVALID_SPEC
+from heterojob.engine.capacity import migration
+from heterojob.engine.placing import spec_changes
+from heterojob.engine.execution.lifecycle import REASON_INVALID_SPEC
 
 PKG = Path(__file__).resolve().parents[2] / "operator" / "heterojob"
 

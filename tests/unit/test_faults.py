@@ -4,8 +4,8 @@ data; how placement uses it is in test_placement.py, the operator end to end in 
 from __future__ import annotations
 
 from heterojob.alerts.mapping import device_of
-from heterojob.engine.fleet import DeviceClass, Fleet, Node
-from heterojob.engine.validation import job_problems
+from heterojob.engine.capacity.fleet import DeviceClass, Fleet, Node
+from heterojob.engine.placing.validation import job_problems
 from heterojob.state.faults import faults
 from tests.unit.test_telemetry_snapshot import ALL_BUSY, one, results
 

@@ -12,7 +12,7 @@ from heterojob.api.common import parse_spec
 from heterojob.api.job import HeteroJobSpec
 from heterojob.controller.pods import Pods
 from heterojob.controller.status import StatusWriter
-from heterojob.engine.fleet import DeviceClass, Fleet, Node
+from heterojob.engine.capacity.fleet import DeviceClass, Fleet, Node
 from heterojob.kube.api import Kube
 from heterojob.state.cache import Cache
 from heterojob.state.job_status import read_status
@@ -138,7 +138,7 @@ def test_a_pass_its_jobs_deletion_overtook_leaves_nothing_of_the_job_in_the_cach
     """Its DELETED event forgot the job while the pass awaited the API server; what the pass recorded after that
     (the holding its status says) must not keep the job's room taken for ever."""
     from heterojob.controller.reconcile import Controller
-    from heterojob.engine.fleet import Allocation
+    from heterojob.engine.capacity.fleet import Allocation
     from heterojob.state.views import FleetSource
 
     key, job = "team-a/train", _job()

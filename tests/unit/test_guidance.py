@@ -1,4 +1,4 @@
-"""Past the knee the fluid optimum's prices guide which class a waiting job takes (`engine.guidance`, issue 34):
+"""Past the knee the fluid optimum's prices guide which class a waiting job takes (`engine.queue.guidance`, issue 34):
 a class goes to the jobs that keep most of their speed there, no device a waiting job could use idles for it,
 and a misfit measured where it runs yields to a job that fits there."""
 
@@ -8,9 +8,12 @@ import math
 
 import pytest
 
-from heterojob.engine import admission, aside, completion, guidance, policy, queueing
-from heterojob.engine.fleet import Allocation, DeviceClass, Fleet, Node
-from heterojob.engine.placement import Alternative, Request
+from heterojob.engine.basics import queueing
+from heterojob.engine.queue import admission, aside, completion, guidance, policy
+from heterojob.engine.capacity.fleet import Allocation, DeviceClass, Fleet, Node
+from heterojob.engine.placing.placement import Alternative, Request
+from heterojob.engine.queue.facts import Facts
+from heterojob.engine.disruption.holders import Holder
 
 H = 3600.0
 A = {"fast": 1.0, "slow": 0.5}  # keeps half its speed on the slow class
@@ -46,17 +49,17 @@ def test_guided_choice_waits_for_the_class_it_fits_and_keeps_the_other_as_a_last
     assert guidance.choose(H, A, waits, guide).classes[0] == "slow"  # A fits slow: it starts there now
 
 
-def _scene(now: float) -> tuple[Fleet, list[admission.Holder], dict[str, policy.Facts]]:
+def _scene(now: float) -> tuple[Fleet, list[Holder], dict[str, Facts]]:
     nodes = {"f": Node("f", {"topology.kubernetes.io/region": "r"}, {"fast": 1}),
              "s": Node("s", {"topology.kubernetes.io/region": "r"}, {"slow": 1})}
     classes = {"fast": DeviceClass("fast", "fast", throughput=1.0), "slow": DeviceClass("slow", "slow",
                                                                                       throughput=0.5)}
     fleet = Fleet(nodes, classes, used={("f", "fast"): 1})
-    holders = [admission.Holder("ns/run", 0, now - 0.5 * H, Allocation("fast", {"f": 1}, "ns", "fast", "r"))]
-    facts = {"ns/run": policy.Facts(service=queueing.Service(0.0, 0.0), rel={"fast": 1.0}, work_s=50 * H,
+    holders = [Holder("ns/run", 0, now - 0.5 * H, Allocation("fast", {"f": 1}, "ns", "fast", "r"))]
+    facts = {"ns/run": Facts(service=queueing.Service(0.0, 0.0), rel={"fast": 1.0}, work_s=50 * H,
                                     measured=frozenset({"fast"})),
-             "ns/b": policy.Facts(service=queueing.Service(0.0, now), rel=B, measured=frozenset(B)),
-             "ns/a": policy.Facts(service=queueing.Service(0.0, now), rel=A, measured=frozenset(A))}
+             "ns/b": Facts(service=queueing.Service(0.0, now), rel=B, measured=frozenset(B)),
+             "ns/a": Facts(service=queueing.Service(0.0, now), rel=A, measured=frozenset(A))}
     return fleet, holders, facts
 
 
@@ -82,7 +85,7 @@ def test_past_the_knee_the_slow_room_goes_to_the_job_that_keeps_most_speed_there
     # guide below saturation; with a floor (`Guide.floor`), not when it would run there under it
     c = Request("ns/c", [Alternative("fast", 1), Alternative("slow", 1)], 1, created=now)
     for floor in (0.0, 0.2):
-        known = policy.Knowledge({**facts, "ns/c": policy.Facts(service=queueing.Service(0.0, now), rel=C)},
+        known = policy.Knowledge({**facts, "ns/c": Facts(service=queueing.Service(0.0, now), rel=C)},
                                  completion.Residual(), saturated=False,
                                  guide=guidance.Guide({"fast": 1.0, "slow": 0.5}, floor=floor))
         assert known.guide is not None and known.guide.fits(C) == {"fast"}
@@ -103,12 +106,12 @@ def test_a_measured_misfit_ranks_last_so_a_job_that_fits_its_class_displaces_it(
     guide = guidance.Guide({"fast": 1.0, "slow": 0.5})
     at = queueing.effective_priority(0, 0, settings)  # level 0: no waiting job of its priority displaces it
     on_slow = Allocation("slow", {"s": 1}, "ns", "slow", "r")
-    running = [admission.Holder("ns/b", at, 0.0, on_slow), admission.Holder("ns/a", at, 0.0, on_slow),
-               admission.Holder("ns/g", at, 0.0, on_slow)]
-    facts = {"ns/b": policy.Facts(rel=B, measured=frozenset(B)),  # measured: a tenth of its speed there
-             "ns/a": policy.Facts(rel=A, measured=frozenset(A)),  # fits
-             "ns/g": policy.Facts(rel=B)}  # a guess from the sheet never evicts
+    running = [Holder("ns/b", at, 0.0, on_slow), Holder("ns/a", at, 0.0, on_slow),
+               Holder("ns/g", at, 0.0, on_slow)]
+    facts = {"ns/b": Facts(rel=B, measured=frozenset(B)),  # measured: a tenth of its speed there
+             "ns/a": Facts(rel=A, measured=frozenset(A)),  # fits
+             "ns/g": Facts(rel=B)}  # a guess from the sheet never evicts
     out = guidance.lowered(running, policy.Knowledge(facts), guide, settings)
     assert [h.priority for h in out] == [queueing.effective_priority(0, settings.levels - 1, settings), at, at]
-    spent = {**facts, "ns/b": policy.Facts(rel=B, measured=frozenset(B), turns=settings.max_turns or 0)}
+    spent = {**facts, "ns/b": Facts(rel=B, measured=frozenset(B), turns=settings.max_turns or 0)}
     assert guidance.lowered(running, policy.Knowledge(spent), guide, settings) is running  # no turns left

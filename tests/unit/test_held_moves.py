@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 
-from heterojob.engine.lifecycle import Action
+from heterojob.engine.execution.lifecycle import Action
 
 from heterojob.api.common import parse_spec
 from heterojob.api.job import HeteroJobSpec
@@ -19,9 +19,9 @@ from heterojob.controller.moves import Moves
 from heterojob.controller.planning import Planning
 from heterojob.controller.status import StatusWriter
 from heterojob.state.job_status import read_status
-from heterojob.engine import admission as planner
-from heterojob.engine.fleet import DeviceClass, Fleet
-from heterojob.engine.migration import MANUAL, Hold, Rules, Symptom, judge
+from heterojob.engine.queue import admission as planner
+from heterojob.engine.capacity.fleet import DeviceClass, Fleet
+from heterojob.engine.capacity.migration import MANUAL, Hold, Rules, Symptom, judge
 from heterojob.metrics import OperatorMetrics
 from heterojob.state.cache import Cache
 from heterojob.api.times import iso
@@ -85,7 +85,7 @@ def running_job(moved_at: float) -> dict[str, Any]:
 
 
 async def consider(d: Moves, job: dict[str, Any], spec: HeteroJobSpec, status: Any, now: float) -> None:
-    """A Running job's pass as the reconcile pass runs it: its step decided (`engine.running.decide`), applied."""
+    """A Running job's pass as the reconcile pass runs it: its step decided (`engine.execution.running.decide`), applied."""
     step, gathered = d.decide("ns/mover", job, spec, status, Action.NONE, now)
     await d.apply(job, spec, status, step, gathered, now)
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import replace
 
 from heterojob.api.job import Phase
-from heterojob.engine.lifecycle import EVICTED, Action, AskedCheckpoint, JobView, PodView, decide
+from heterojob.engine.execution.lifecycle import EVICTED, Action, AskedCheckpoint, JobView, PodView, decide
 
 
 def view(phase: Phase | None = Phase.ADMITTED, generation: int | None = 1, replicas: int | None = 2,
@@ -67,7 +67,7 @@ def test_messages_count_one_replica_in_the_singular() -> None:
 def test_an_urgent_move_does_not_blame_ranks_for_a_deadline_that_was_never_given() -> None:
     from dataclasses import replace
 
-    from heterojob.engine.lifecycle import AskedCheckpoint
+    from heterojob.engine.execution.lifecycle import AskedCheckpoint
     asked = (pod(0, checkpoint_request="g1-100"), pod(1, checkpoint_request="g1-100"))
     urgent = replace(view(phase=Phase.CHECKPOINTING, pods=asked), now=100.0,
                      checkpoint=AskedCheckpoint("g1-100", 100.0, "migrate", requested=100.0))
@@ -123,7 +123,7 @@ def test_the_schedulers_verdict_on_the_current_gang_in_its_own_stable_words() ->
     """Issue 33 item 8d: PodsScheduled False with kube-scheduler's message (the first refused rank's, no pod
     name or time, so a gang refused again for the same reason says the same thing), True once every rank is
     bound, nothing while neither is known."""
-    from heterojob.engine.lifecycle import SchedulingVerdict, scheduling
+    from heterojob.engine.execution.lifecycle import SchedulingVerdict, scheduling
 
     words = "0/8 nodes are available: 8 Insufficient memory."
     refused = pod(1, "Pending", unschedulable=words, unschedulable_since=5.0)
@@ -146,7 +146,7 @@ def test_an_urgent_move_asks_no_rank_for_a_checkpoint_it_will_not_wait_for() -> 
     then another pass) only delayed the replacement gang."""
     from dataclasses import replace
 
-    from heterojob.engine.lifecycle import AskedCheckpoint
+    from heterojob.engine.execution.lifecycle import AskedCheckpoint
     urgent = replace(view(phase=Phase.CHECKPOINTING, pods=(pod(0), pod(1))), now=100.0,
                      checkpoint=AskedCheckpoint("g1-100", 100.0, "migrate", requested=100.0))
     d = decide(urgent)
@@ -161,7 +161,7 @@ def test_an_urgent_move_asks_no_rank_for_a_checkpoint_it_will_not_wait_for() -> 
 def test_a_new_gang_waiting_for_its_own_old_pods_to_terminate_is_not_called_unschedulable() -> None:
     """A move onto a node the job's earlier gang still holds: kube-scheduler refuses the new pod (Insufficient) until
     the old pods are gone, a second later; the demo posted a Warning Unschedulable for every such move."""
-    from heterojob.engine.lifecycle import scheduling
+    from heterojob.engine.execution.lifecycle import scheduling
 
     words = "0/34 nodes are available: 1 Insufficient huawei.com/Ascend910"
     new = pod(0, "Pending", gen=2, node="n1", unschedulable=words, unschedulable_since=10.0)

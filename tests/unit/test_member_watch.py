@@ -14,7 +14,7 @@ import pytest
 from kubernetes.client import ApiException
 
 from heterojob.controller.pods import Pods
-from heterojob.engine.fleet import RegionInfo
+from heterojob.engine.capacity.fleet import RegionInfo
 from heterojob.kube.member_watch import MemberWatch
 from heterojob.kube.members import Member, MemberRef, Members, MembersConfig
 from heterojob.kube.ownpods import OwnPods

@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 import yaml
 
-from heterojob.engine.fleet import Node, RegionInfo
+from heterojob.engine.capacity.fleet import Node, RegionInfo
 from heterojob.kube.members import Member, MemberRef, Members, MembersConfig, MemberUnavailable, member_ref
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -84,8 +84,8 @@ def test_an_unreachable_members_nodes_take_no_new_work_and_names_never_collide()
 
 
 def test_a_pending_message_says_a_lost_members_region_is_unreachable_since_when_and_not_counted() -> None:
-    from heterojob.engine.fleet import DeviceClass, Fleet
-    from heterojob.engine.placement import Alternative, Request, place
+    from heterojob.engine.capacity.fleet import DeviceClass, Fleet
+    from heterojob.engine.placing.placement import Alternative, Request, place
 
     clock = Clock()
     pool = members(clock)

@@ -1,10 +1,8 @@
-"""Migration: the pure judge of `engine.migration` on plain data."""
+"""Migration: the pure judge of `engine.capacity.migration` on plain data."""
 
 from __future__ import annotations
 
-from heterojob.engine.migration import (
-    DEVICE_FAILED, MANUAL, OVERHEAT, STRAGGLER, Rules, Symptom, judge,
-)
+from heterojob.engine.capacity.migration import DEVICE_FAILED, MANUAL, OVERHEAT, STRAGGLER, Rules, Symptom, judge
 
 ALL = frozenset({DEVICE_FAILED, OVERHEAT, STRAGGLER, MANUAL})
 RULES = Rules(triggers=ALL, overheat_for_s=120, straggler_for_s=300, cooldown_s=600, max_per_hour=3, budget=2)

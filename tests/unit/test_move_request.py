@@ -6,8 +6,8 @@ from __future__ import annotations
 
 from heterojob.api.common import parse_spec
 from heterojob.api.job import HeteroJobSpec
-from heterojob.engine.fleet import DeviceClass, Fleet, Node
-from heterojob.engine.placement import place
+from heterojob.engine.capacity.fleet import DeviceClass, Fleet, Node
+from heterojob.engine.placing.placement import place
 from heterojob.state.requests import move_request
 
 NPU = DeviceClass("ascend-910b", "huawei.com/Ascend910", {"npu": "910b"}, throughput=0.6)

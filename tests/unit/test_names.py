@@ -11,7 +11,7 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
 PACKAGES = (ROOT / "operator" / "heterojob", ROOT / "console")
-# engine/running.py's types were named as lifecycle's Decision, migration's Rules, preemption's RunningJob and the
+# engine/execution/running.py's types were named as lifecycle's Decision, migration's Rules, preemption's RunningJob and the
 # API's Checkpoint: each now says what it is, once
 ONCE = ("Admission", "Disruption", "Moves", "Decision", "Rules", "RunningJob", "Checkpoint", "RunningDecision",
         "RunningRules", "RunningState", "CheckpointInProgress")

@@ -4,8 +4,8 @@ and then refused by kube-scheduler (which moved the gang elsewhere every minute,
 
 from __future__ import annotations
 
-from heterojob.engine.fleet import DeviceClass, Fleet
-from heterojob.engine.placement import Alternative, Request, place
+from heterojob.engine.capacity.fleet import DeviceClass, Fleet
+from heterojob.engine.placing.placement import Alternative, Request, place
 from heterojob.kube.convert import node_view, template_requests
 from heterojob.sim.cluster.nodes import node as node_obj
 

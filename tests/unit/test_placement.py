@@ -5,8 +5,8 @@ from __future__ import annotations
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from heterojob.engine.fleet import Allocation, DeviceClass, Failed, Fleet, Node, usage
-from heterojob.engine.placement import Alternative, Request, pack, place
+from heterojob.engine.capacity.fleet import Allocation, DeviceClass, Failed, Fleet, Node, usage
+from heterojob.engine.placing.placement import Alternative, Request, pack, place
 
 H100 = DeviceClass("nvidia-h100", "nvidia.com/gpu", {"gpu": "h100"}, throughput=1.0)
 NPU = DeviceClass("ascend-910b", "huawei.com/Ascend910", {"npu": "910b"}, throughput=0.6)
@@ -150,9 +150,9 @@ def test_a_taint_keyed_by_the_class_resource_is_tolerated_and_any_other_blocks()
 
 # --- filters and scorers added for quotas, software, health, queue and preemption -------------------------
 
-from heterojob.engine.fleet import Limit, holdings, quota_room  # noqa: E402 - imported with the tests that use it
-from heterojob.engine.placement import schedule, software_mismatch  # noqa: E402 - imported with the tests that use it
-from heterojob.engine.preemption import RunningJob, plan_preemption  # noqa: E402 - imported with the tests that use it
+from heterojob.engine.capacity.fleet import Limit, holdings, quota_room  # noqa: E402 - imported with the tests that use it
+from heterojob.engine.placing.placement import schedule, software_mismatch  # noqa: E402 - imported with the tests that use it
+from heterojob.engine.disruption.preemption import RunningJob, plan_preemption  # noqa: E402 - imported with the tests that use it
 
 H100_SW = DeviceClass("nvidia-h100", "nvidia.com/gpu", {"gpu": "h100"}, 1.0, {"driver": "550.54.15", "cuda": "12.4"})
 NPU_SW = DeviceClass("ascend-910b", "huawei.com/Ascend910", {"npu": "910b"}, 0.6, {"cann": "8.0.RC3"})
@@ -188,8 +188,8 @@ def test_quota_filter_names_the_limit_and_wildcards_match() -> None:
 def test_a_wildcard_class_limit_counts_accelerators_never_cpu_cores() -> None:
     """Issue 33 item 8c: 16 cores of a CPU job took 16 of `*/cn-east: 32`. '*' as the class counts GPUs and
     NPUs only; a CPU class (resourceName cpu) counts cores and is limited only by a limit naming it."""
-    from heterojob.engine import quota_usage
-    from heterojob.engine.fleet import cpu_classes
+    from heterojob.engine.capacity import quota_usage
+    from heterojob.engine.capacity.fleet import cpu_classes
 
     cpu_class = DeviceClass("cpu", "cpu", {"pool": "cpu"})
     classes = {**CLASSES, "cpu": cpu_class}
@@ -314,7 +314,7 @@ def test_a_schedule_never_exceeds_quota_or_capacity_nor_uses_an_unhealthy_node(
 
 # --- reclaiming lent devices ----------------------------------------------------------------------------
 
-from heterojob.engine.preemption import GrownJob, plan_reclaim  # noqa: E402 - imported with the tests that use it
+from heterojob.engine.disruption.preemption import GrownJob, plan_reclaim  # noqa: E402 - imported with the tests that use it
 
 
 def grown(job: str, priority: int, since: float, nodes: dict[str, int], base_replicas: int) -> GrownJob:
@@ -349,9 +349,9 @@ def test_reclaim_is_for_jobs_of_the_lenders_priority_or_above_and_their_classes(
 
 
 def test_a_yield_ends_when_its_preemptor_is_gone_placed_or_no_longer_above_the_victim() -> None:
-    """`engine.preemption.yield_ends`, as kube-scheduler re-checks a nomination's victims: spec priorities
+    """`engine.disruption.preemption.yield_ends`, as kube-scheduler re-checks a nomination's victims: spec priorities
     (urgent 3 > high 2 > medium 1 > low 0); an equal one displaces only by level (MLFQ)."""
-    from heterojob.engine.preemption import Preemptor, YieldEnd, yield_ends
+    from heterojob.engine.disruption.preemption import Preemptor, YieldEnd, yield_ends
 
     assert yield_ends(0, Preemptor(2, waiting=True), by_level=False) is None
     assert yield_ends(0, None, by_level=False) == YieldEnd.PREEMPTOR_GONE
@@ -365,7 +365,7 @@ def test_a_yield_ends_when_its_preemptor_is_gone_placed_or_no_longer_above_the_v
 def test_a_reclaim_ends_when_the_job_it_shrinks_for_is_gone_placed_or_below_it() -> None:
     """A reclaim (`then=resize` asked by another job) is re-checked as a preemption is. Lent room goes back to
     a job of the same priority or above (`plan_reclaim`), so an equal priority holds whatever the policy."""
-    from heterojob.engine.preemption import Preemptor, Yield, YieldEnd, yield_ends, yield_of
+    from heterojob.engine.disruption.preemption import Preemptor, Yield, YieldEnd, yield_ends, yield_of
 
     assert yield_of("resize", "ns/taker") == Yield.RECLAIM and yield_of("preempt", "ns/vip") == Yield.PREEMPT
     assert yield_of("resize", None) is None and yield_of("migrate", "ns/x") is None  # its own resize, a move

@@ -1,4 +1,4 @@
-"""The planner with free room indexed (`engine.rooms`) plans exactly what the straightforward scan plans.
+"""The planner with free room indexed (`engine.capacity.rooms`) plans exactly what the straightforward scan plans.
 
 The oracle is `tests/oracle/reference.py`: `place` as it was (every usable node of every region read, full
 or not; packing by scanning; scores summed over the region) and `Ledger.may_fit` by a scan. Seeded random
@@ -17,10 +17,14 @@ from dataclasses import replace
 from typing import Any
 
 import pytest
-from heterojob.engine import admission, completion, policy, preemption, queueing, rooms, victims
-from heterojob.engine.admission import Holder, QueuePlan, plan_queue
-from heterojob.engine.fleet import Allocation, DeviceClass, Failed, Fleet, Limit, Node, holdings, usage
-from heterojob.engine.placement import Alternative, Ledger, Request, fits, place
+from heterojob.engine.basics import queueing
+from heterojob.engine.capacity import rooms
+from heterojob.engine.disruption import preemption, victims
+from heterojob.engine.queue import admission, completion, policy
+from heterojob.engine.disruption.holders import Holder
+from heterojob.engine.queue.admission import QueuePlan, plan_queue
+from heterojob.engine.capacity.fleet import Allocation, DeviceClass, Failed, Fleet, Limit, Node, holdings, usage
+from heterojob.engine.placing.placement import Alternative, Ledger, Request, fits, place
 from tests.oracle import reference as reference_module
 from tests.oracle.reference import fewest_reference, most_replicas_reference, place_reference, reference
 
@@ -415,7 +419,7 @@ def test_what_an_alternative_found_on_a_starting_room_is_reused_only_while_its_r
         seed: int, monkeypatch: pytest.MonkeyPatch) -> None:
     """`rooms.Memory.parts`: the next cycle on the same room asks no alternative again on the fleet as given;
     one whose namespace's quota use or class's room changed is asked again, and every plan is the scan's."""
-    from heterojob.engine import placement
+    from heterojob.engine.placing import placement
 
     queue, holders, fleet = scene(seed, jobs=30)
     memory = rooms.Memory()

@@ -7,7 +7,7 @@ from __future__ import annotations
 from typing import Any
 
 from heterojob.api.job import HeteroJobSpec
-from heterojob.engine.fleet import DeviceClass, RegionInfo
+from heterojob.engine.capacity.fleet import DeviceClass, RegionInfo
 from heterojob.kube.manifests import pod
 
 

@@ -6,9 +6,12 @@ from __future__ import annotations
 
 import pytest
 
-from heterojob.engine import admission, completion, policy, queueing
-from heterojob.engine.fleet import Allocation, DeviceClass, Fleet, Limit, Node
-from heterojob.engine.placement import Alternative, Request
+from heterojob.engine.basics import queueing
+from heterojob.engine.queue import admission, completion, policy
+from heterojob.engine.capacity.fleet import Allocation, DeviceClass, Fleet, Limit, Node
+from heterojob.engine.placing.placement import Alternative, Request
+from heterojob.engine.queue.facts import Facts
+from heterojob.engine.disruption.holders import Holder
 
 H = 3600.0
 MLFQ = queueing.QueueSettings()  # levels at 1 and 10 device-hours, starvation bound 24 h
@@ -88,11 +91,11 @@ def test_levels_displace_only_while_the_queue_is_shorter_than_the_fleet() -> Non
     nodes = {"n1": Node("n1", {"topology.kubernetes.io/region": "r"}, {"gpu": 1})}
     fleet = Fleet(nodes, {"g": DeviceClass("g", "gpu")}, used={("n1", "gpu"): 1})
     now = 100 * H
-    holder = admission.Holder("ns/long", 0, 0.0, Allocation("gpu", {"n1": 1}, "ns", "g", "r"))
+    holder = Holder("ns/long", 0, 0.0, Allocation("gpu", {"n1": 1}, "ns", "g", "r"))
     new = Request("ns/new", [Alternative("g", 1)], 1, created=now)
     for waiting, preempts in ((1, True), (1, True), (2, False)):
-        known = policy.Knowledge({"ns/long": policy.Facts(service=queueing.Service(40 * H, 0.0), rel={"g": 1.0}),
-                                  "ns/new": policy.Facts(service=queueing.Service(0.0, now), rel={"g": 1.0})},
+        known = policy.Knowledge({"ns/long": Facts(service=queueing.Service(40 * H, 0.0), rel={"g": 1.0}),
+                                  "ns/new": Facts(service=queueing.Service(0.0, now), rel={"g": 1.0})},
                                  displace_by_level=queueing.displacing(waiting, 2, short))
         plan, _ = admission.plan_with_policy([new], [holder], fleet, now, known, MLFQ, admission.AdmissionSettings())
         assert (plan["ns/new"].outcome == admission.Outcome.PREEMPTING) is preempts
@@ -105,7 +108,7 @@ def test_the_planner_preempts_a_long_running_job_for_a_new_one_under_mlfq_only()
     fleet = Fleet(nodes, {"g": DeviceClass("g", "gpu")}, used={("n1", "gpu"): 1})
     now = 100 * H
     for settings, preempts in ((MLFQ, True), (FIFO, False)):
-        running = admission.Holder("ns/long", queueing.running_rank(0, 40 * H, settings), 0.0,
+        running = Holder("ns/long", queueing.running_rank(0, 40 * H, settings), 0.0,
                                    Allocation("gpu", {"n1": 1}, "ns", "g", "r"))
         new = Request("ns/new", [Alternative("g", 1)], 1, priority=queueing.rank(0, queueing.Service(0.0, now), now,
                                                                                   settings), created=now)
@@ -124,13 +127,13 @@ def test_past_the_knee_a_promoted_job_displaces_only_jobs_expected_to_run_longer
     nodes = {"n1": Node("n1", {"topology.kubernetes.io/region": "r"}, {"gpu": 1})}
     fleet = Fleet(nodes, {"g": DeviceClass("g", "gpu")}, used={("n1", "gpu"): 1})
     now = 100 * H
-    holder = admission.Holder("ns/long", 0, 0.0, Allocation("gpu", {"n1": 1}, "ns", "g", "r"))  # 100 h in
+    holder = Holder("ns/long", 0, 0.0, Allocation("gpu", {"n1": 1}, "ns", "g", "r"))  # 100 h in
     starved = Request("ns/starved", [Alternative("g", 1)], 1, created=now - 20 * H)
-    facts = {"ns/long": policy.Facts(service=queueing.Service(40 * H, 0.0), rel={"g": 1.0}),
+    facts = {"ns/long": Facts(service=queueing.Service(40 * H, 0.0), rel={"g": 1.0}),
              # 30 device-hours in (level 2, as the long one), half an hour of its work done
-             "ns/starved": policy.Facts(service=queueing.Service(30 * H, now - 5 * H), rel={"g": 1.0},
+             "ns/starved": Facts(service=queueing.Service(30 * H, now - 5 * H), rel={"g": 1.0},
                                         work_s=0.5 * H),
-             "ns/new": policy.Facts(service=queueing.Service(0.0, now), rel={"g": 1.0})}
+             "ns/new": Facts(service=queueing.Service(0.0, now), rel={"g": 1.0})}
     light = completion.Residual([101 * H] * 30)  # every job runs 101 h: the long one is nearly done
     heavy = completion.Residual([1 * H] * 25 + [1000 * H] * 5)  # a job 100 h in is one of the 1,000 h ones
     # promoted jobs displace by level only while the queue asks for fewer devices than the fleet has
@@ -150,7 +153,7 @@ def test_past_the_knee_a_promoted_job_displaces_only_jobs_expected_to_run_longer
     # ... and its status says why a job first in line displaces nobody
     assert done["ns/starved"].message.endswith(admission.PROMOTED_HELD)
     # not when no running job is below its order anyway (a higher priority holds the room)
-    vip = admission.Holder("ns/long", 1, 0.0, Allocation("gpu", {"n1": 1}, "ns", "g", "r"))
+    vip = Holder("ns/long", 1, 0.0, Allocation("gpu", {"n1": 1}, "ns", "g", "r"))
     known = policy.Knowledge(facts, light, promoted_displace=past_knee)
     other, _ = admission.plan_with_policy([starved], [vip], fleet, now, known, MLFQ, admission.AdmissionSettings())
     assert other["ns/starved"].outcome == admission.Outcome.NO_ROOM
@@ -221,11 +224,11 @@ def test_the_policy_pass_keeps_each_waiting_jobs_last_choice_within_the_margin()
     nodes = {"a1": Node("a1", {"topology.kubernetes.io/region": "r"}, {"agpu": 1}),
              "b1": Node("b1", {"topology.kubernetes.io/region": "r"}, {"bgpu": 1})}
     classes = {"a": DeviceClass("a", "agpu", {}, throughput=1.0), "b": DeviceClass("b", "bgpu", {}, throughput=0.97)}
-    holders = [admission.Holder("ns/ra", 1, now - H, Allocation("agpu", {"a1": 1}, "ns", "a", "r")),
-               admission.Holder("ns/rb", 1, now - H, Allocation("bgpu", {"b1": 1}, "ns", "b", "r"))]
+    holders = [Holder("ns/ra", 1, now - H, Allocation("agpu", {"a1": 1}, "ns", "a", "r")),
+               Holder("ns/rb", 1, now - H, Allocation("bgpu", {"b1": 1}, "ns", "b", "r"))]
     fleet = Fleet(nodes=nodes, classes=classes, used={("a1", "agpu"): 1, ("b1", "bgpu"): 1})
     job = Request("ns/w", [Alternative("a", 1), Alternative("b", 1)], 1, created=now)
-    knowledge = policy.Knowledge({"ns/w": policy.Facts(rel={"a": 1.0, "b": 0.97})})
+    knowledge = policy.Knowledge({"ns/w": Facts(rel={"a": 1.0, "b": 0.97})})
     fresh = policy.prepare([job], holders, fleet, now, knowledge, queueing.QueueSettings(), 300.0)
     assert [a.device_class for a in fresh.queue[0].alternatives] == ["a"] and fresh.chose == {"ns/w": "a"}
     knowledge.chose = {"ns/w": "b"}  # it waited for b at the pass before: a is only 3% sooner
@@ -242,10 +245,10 @@ def test_a_job_that_can_start_on_free_room_does_not_preempt_for_a_faster_class()
              "s1": Node("s1", {"topology.kubernetes.io/region": "r"}, {"sgpu": 1})}
     classes = {"fast": DeviceClass("fast", "fgpu", {}, throughput=1.0),
                "slow": DeviceClass("slow", "sgpu", {}, throughput=0.5)}
-    long = admission.Holder("ns/long", 0, now - 20 * H, Allocation("fgpu", {"f1": 1}, "ns", "fast", "r"))
-    facts = {"ns/long": policy.Facts(service=queueing.Service(0.0, 0.0), rel={"fast": 1.0, "slow": 0.5},
+    long = Holder("ns/long", 0, now - 20 * H, Allocation("fgpu", {"f1": 1}, "ns", "fast", "r"))
+    facts = {"ns/long": Facts(service=queueing.Service(0.0, 0.0), rel={"fast": 1.0, "slow": 0.5},
                                      work_s=0.0, measured=frozenset({"fast"})),
-             "ns/new": policy.Facts(service=queueing.Service(0.0, now), rel={"fast": 1.0, "slow": 0.5})}
+             "ns/new": Facts(service=queueing.Service(0.0, now), rel={"fast": 1.0, "slow": 0.5})}
     known = policy.Knowledge(facts)
     new = Request("ns/new", [Alternative("fast", 1), Alternative("slow", 1)], 1, created=now)
     free_slow = Fleet(nodes, classes, used={("f1", "fgpu"): 1})
@@ -254,7 +257,7 @@ def test_a_job_that_can_start_on_free_room_does_not_preempt_for_a_faster_class()
     assert plan["ns/new"].outcome == admission.Outcome.PLACED and plan["ns/new"].candidate.device_class == "slow"
     assert not plan["ns/new"].disruptions
     both_full = Fleet(nodes, classes, used={("f1", "fgpu"): 1, ("s1", "sgpu"): 1})
-    other = admission.Holder("ns/other", 0, now - 20 * H, Allocation("sgpu", {"s1": 1}, "ns", "slow", "r"))
+    other = Holder("ns/other", 0, now - 20 * H, Allocation("sgpu", {"s1": 1}, "ns", "slow", "r"))
     known = policy.Knowledge({**facts, "ns/other": facts["ns/long"]})
     plan, _ = admission.plan_with_policy([new], [long, other], both_full, now, known, MLFQ,
                                          admission.AdmissionSettings())
@@ -312,7 +315,7 @@ def test_upgrades_take_their_room_before_the_next_one_largest_saving_first() -> 
     assert [m.job for m in completion.plan_upgrades(movers, {"fast": 4}, COST)] == ["big", "small"]
 
 
-def fast_busy_slow_free(sheet: dict[str, float]) -> tuple[Fleet, float, admission.Holder, Request,
+def fast_busy_slow_free(sheet: dict[str, float]) -> tuple[Fleet, float, Holder, Request,
                                                          policy.Knowledge]:
     """One fast node busy with a job that started 10 minutes ago, one slow node free (declared 4x slower),
     and a job that may run on either, whose speeds come from `sheet`."""
@@ -322,10 +325,10 @@ def fast_busy_slow_free(sheet: dict[str, float]) -> tuple[Fleet, float, admissio
                "slow": DeviceClass("slow", "slow", {"c": "slow"}, throughput=0.25)}
     fleet = Fleet(nodes, classes, used={("f", "fast"): 4})
     now = 10 * H
-    running = admission.Holder("ns/r", 0, now - 600, Allocation("fast", {"f": 4}, "ns", "fast", "r"))
+    running = Holder("ns/r", 0, now - 600, Allocation("fast", {"f": 4}, "ns", "fast", "r"))
     waiting = Request("ns/w", [Alternative("fast", 4), Alternative("slow", 4)], 1, created=now)
-    known = policy.Knowledge({"ns/r": policy.Facts(rel={"fast": 1.0}),
-                              "ns/w": policy.Facts(rel=completion.speeds(sheet, {}, ["fast", "slow"]))},
+    known = policy.Knowledge({"ns/r": Facts(rel={"fast": 1.0}),
+                              "ns/w": Facts(rel=completion.speeds(sheet, {}, ["fast", "slow"]))},
                              displace_by_level=False)
     return fleet, now, running, waiting, known
 
@@ -367,9 +370,9 @@ def test_a_promoted_run_keeps_the_first_level_for_one_bound_then_is_demoted() ->
     now = at_bound + 2 * H
     new = Request("ns/new", [Alternative("g", 8)], 1, created=now)  # priority 0, ranked by the policy
     for service, preempts in ((svc, False), (plain, True)):
-        holder = admission.Holder("ns/gang", 0, at_bound, Allocation("gpu", {"n1": 8}, "ns", "g", "r"))
-        known = policy.Knowledge({"ns/gang": policy.Facts(service=service, rel={"g": 1.0}),
-                                  "ns/new": policy.Facts(service=queueing.Service(0.0, now), rel={"g": 1.0})})
+        holder = Holder("ns/gang", 0, at_bound, Allocation("gpu", {"n1": 8}, "ns", "g", "r"))
+        known = policy.Knowledge({"ns/gang": Facts(service=service, rel={"g": 1.0}),
+                                  "ns/new": Facts(service=queueing.Service(0.0, now), rel={"g": 1.0})})
         plan, _ = admission.plan_with_policy([new], [holder], fleet, now, known, MLFQ, admission.AdmissionSettings())
         assert (plan["ns/new"].outcome == admission.Outcome.PREEMPTING) is preempts
 
@@ -406,12 +409,12 @@ def test_borrowed_room_does_not_count_as_a_wait() -> None:
     fleet = Fleet(nodes, classes, used={("f", "fast"): 8, ("s", "slow"): 8})
     now = 10 * H
     base = Request("ns/grown", [Alternative("fast", 1)], 1)
-    grown = admission.Holder("ns/grown", 0, now - 5 * H, Allocation("fast", {"f": 8}, "ns", "fast", "r"), base)
-    full = admission.Holder("ns/full", 0, now - 5 * H, Allocation("slow", {"s": 8}, "ns", "slow", "r"))
+    grown = Holder("ns/grown", 0, now - 5 * H, Allocation("fast", {"f": 8}, "ns", "fast", "r"), base)
+    full = Holder("ns/full", 0, now - 5 * H, Allocation("slow", {"s": 8}, "ns", "slow", "r"))
     waiting = Request("ns/w", [Alternative("fast", 4), Alternative("slow", 4)], 1, created=now)
     rel = {"fast": 1.0, "slow": 0.5}
-    known = policy.Knowledge({"ns/grown": policy.Facts(rel=rel, work_s=5 * H), "ns/full": policy.Facts(rel=rel),
-                              "ns/w": policy.Facts(rel=rel)}, displace_by_level=False)
+    known = policy.Knowledge({"ns/grown": Facts(rel=rel, work_s=5 * H), "ns/full": Facts(rel=rel),
+                              "ns/w": Facts(rel=rel)}, displace_by_level=False)
     prepared = policy.prepare([waiting], [grown, full], fleet, now, known, FIFO, 300.0)
     assert prepared.choices["ns/w"].completion_s["fast"] == pytest.approx(H)  # no wait: 1 h of work (prior)
     plan, _ = admission.plan_with_policy([waiting], [grown, full], fleet, now, known, FIFO,
@@ -481,11 +484,11 @@ def test_a_waiting_jobs_message_accounts_for_the_classes_the_policy_set_aside() 
     classes = {"fast": DeviceClass("fast", "fgpu", {}, throughput=1.0),
                "slow": DeviceClass("slow", "sgpu", {}, throughput=0.5)}
     rel = {"fast": 1.0, "slow": 0.5}
-    long = admission.Holder("ns/long", 2, now - 20 * H, Allocation("fgpu", {"f1": 1}, "ns", "fast", "r"))
-    short = admission.Holder("ns/short", 2, now - 60, Allocation("sgpu", {"s1": 1}, "ns", "slow", "r"))
-    facts = {"ns/long": policy.Facts(queueing.Service(0.0, 0.0), rel, work_s=20 * H, measured=frozenset({"fast"})),
-             "ns/short": policy.Facts(queueing.Service(0.0, 0.0), rel),
-             "ns/new": policy.Facts(queueing.Service(0.0, now), rel)}
+    long = Holder("ns/long", 2, now - 20 * H, Allocation("fgpu", {"f1": 1}, "ns", "fast", "r"))
+    short = Holder("ns/short", 2, now - 60, Allocation("sgpu", {"s1": 1}, "ns", "slow", "r"))
+    facts = {"ns/long": Facts(queueing.Service(0.0, 0.0), rel, work_s=20 * H, measured=frozenset({"fast"})),
+             "ns/short": Facts(queueing.Service(0.0, 0.0), rel),
+             "ns/new": Facts(queueing.Service(0.0, now), rel)}
     known = policy.Knowledge(facts, completion.Residual([1 * H] * 30))
     new = Request("ns/new", [Alternative("fast", 1), Alternative("slow", 1)], 1, created=now)
     full = Fleet(nodes, classes, used={("f1", "fgpu"): 1, ("s1", "sgpu"): 1},

@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 
 from heterojob.controller import quotas
-from heterojob.engine.fleet import Allocation, DeviceClass, Limit
+from heterojob.engine.capacity.fleet import Allocation, DeviceClass, Limit
 from heterojob.state.cache import Cache
 
 H100 = DeviceClass("nvidia-h100", "nvidia.com/gpu")

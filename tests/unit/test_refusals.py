@@ -6,7 +6,7 @@ controller is this job."""
 from __future__ import annotations
 
 from heterojob.api.job import Phase
-from heterojob.engine.lifecycle import Action, after_edit
+from heterojob.engine.execution.lifecycle import Action, after_edit
 from heterojob.kube.api import foreign
 from heterojob.kube.refusals import classify
 

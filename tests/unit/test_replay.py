@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from heterojob.engine.queueing import QueuePolicy, QueueSettings
+from heterojob.engine.basics.queueing import QueuePolicy, QueueSettings
 from heterojob.replay.replay import Config, gang_shape, replay
 from heterojob.replay.traces import TraceJob, load_trace, synthetic_trace, throughputs
 

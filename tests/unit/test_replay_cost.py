@@ -26,16 +26,20 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from heterojob.engine import admission, also_preempts, completion, cycle, guidance, policy, queueing
-from heterojob.engine.admission import AdmissionSettings, Holder, _displacing
-from heterojob.engine.fleet import Allocation, Fleet, usage
-from heterojob.engine.placement import Alternative, FleetIndex, Ledger, Request
-from heterojob.engine.pool import _Pool
-from heterojob.engine.rooms import Memory
+from heterojob.engine.basics import queueing
+from heterojob.engine.disruption import also_preempts
+from heterojob.engine.queue import admission, completion, cycle, guidance, policy
+from heterojob.engine.disruption.holders import Holder
+from heterojob.engine.queue.admission import AdmissionSettings, _displacing
+from heterojob.engine.capacity.fleet import Allocation, Fleet, usage
+from heterojob.engine.placing.placement import Alternative, FleetIndex, Ledger, Request
+from heterojob.engine.disruption.pool import _Pool
+from heterojob.engine.capacity.rooms import Memory
 from heterojob.replay.replay import Config, _Replay
 from heterojob.replay.scheduler import ReplayScheduler
 from heterojob.replay.traces import TraceJob, synthetic_trace
 from tests.unit.test_placement import CLASSES, gpu_node, npu_node
+from heterojob.engine.queue.facts import Facts
 
 NOW = 100_000.0
 TABLE = Path(__file__).resolve().parents[2] / "data" / "gavel" / "isolated_throughputs.csv"
@@ -121,19 +125,19 @@ def test_prepare_gives_each_job_the_priority_it_preempts_with(
         now: float) -> None:
     """Waiting jobs of every level, some starved (promoted): each prepared request preempts with
     `min(rank, queueing.preempt_rank(...))` (kept only when below its rank), whether promotions displace or not."""
-    facts: dict[str, policy.Facts] = {}
+    facts: dict[str, Facts] = {}
     holders = []
     for i, (node, priority, attained) in enumerate(held):
         job, cls = f"ns/h{i}", _CLASS[node]
         holders.append(Holder(job, priority, now - 4000.0, Allocation(
             _RESOURCE[cls], {node: 2}, "ns", cls, "cn-east" if node in "ab" else "cn-north")))
-        facts[job] = policy.Facts(queueing.Service(attained, 0.0), {"nvidia-h100": 1.0, "ascend-910b": 0.5}, 1000.0)
+        facts[job] = Facts(queueing.Service(attained, 0.0), {"nvidia-h100": 1.0, "ascend-910b": 0.5}, 1000.0)
     queue = []
     for i, (priority, attained, waited, also_ran) in enumerate(waiting):
         job = f"ns/w{i}"
         queue.append(Request(job, [Alternative("nvidia-h100", 1), Alternative("ascend-910b", 1)], 1,
                              priority=priority, created=float(i)))
-        facts[job] = policy.Facts(queueing.Service(attained, now - waited, False, 3600.0 if also_ran else 0.0),
+        facts[job] = Facts(queueing.Service(attained, now - waited, False, 3600.0 if also_ran else 0.0),
                                   {"nvidia-h100": 1.0, "ascend-910b": 0.5}, attained / 4)
     knowledge = policy.Knowledge(facts, promoted_displace=promoted_displace)
     settings_ = queueing.QueueSettings()
@@ -317,14 +321,14 @@ def test_prepare_with_whom_promoted_jobs_displace_indexed_decides_what_asking_ev
         completed: list[float], now: float, monkeypatch: pytest.MonkeyPatch) -> None:
     """Past the point where promotions displace by level: promoted jobs of every level among running jobs of
     every level and expected remaining work, the nodes near full."""
-    facts: dict[str, policy.Facts] = {}
+    facts: dict[str, Facts] = {}
     holders, per = [], dict[str, int]()
     for i, (node, priority, attained, since) in enumerate(held):
         job, cls = f"ns/h{i}", _CLASS[node]
         per[node] = per.get(node, 0) + 2
         holders.append(Holder(job, priority, now - since, Allocation(
             _RESOURCE[cls], {node: 2}, "ns", cls, "cn-east" if node in "ab" else "cn-north")))
-        facts[job] = policy.Facts(queueing.Service(attained, 0.0), {"nvidia-h100": 1.0, "ascend-910b": 0.5},
+        facts[job] = Facts(queueing.Service(attained, 0.0), {"nvidia-h100": 1.0, "ascend-910b": 0.5},
                                   attained / 3)
     if any(v > 8 for v in per.values()):
         return
@@ -333,7 +337,7 @@ def test_prepare_with_whom_promoted_jobs_displace_indexed_decides_what_asking_ev
         job = f"ns/w{i}"
         queue.append(Request(job, [Alternative("nvidia-h100", devices), Alternative("ascend-910b", devices)], 1,
                              priority=priority, created=float(i)))
-        facts[job] = policy.Facts(queueing.Service(attained, now - waited, False, 3600.0 if also_ran else 0.0),
+        facts[job] = Facts(queueing.Service(attained, now - waited, False, 3600.0 if also_ran else 0.0),
                                   {"nvidia-h100": 1.0, "ascend-910b": 0.5}, attained / 4)
     knowledge = policy.Knowledge(facts, completion.Residual(completed), promoted_displace=False)
     fleet = Fleet({n: gpu_node(n, devices=8) for n in "ab"} | {n: npu_node(n) for n in "cd"}, CLASSES,

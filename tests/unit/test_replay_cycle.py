@@ -1,4 +1,4 @@
-"""What the replay and the operator's scheduler share of `engine.cycle` beyond `plan_cycle`: the rooms memory
+"""What the replay and the operator's scheduler share of `engine.queue.cycle` beyond `plan_cycle`: the rooms memory
 kept across cycles, the empty queue, a waiting job's timer, and the upgrade step that follows a cycle (which
 running jobs look, and each one's own check). Each shortcut equals the full computation."""
 
@@ -6,19 +6,14 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from heterojob.engine import completion, policy
-from heterojob.engine.admission import Holder, Outcome
-from heterojob.engine.cycle import (
-    Cycle,
-    plan_cycle,
-    timer,
-    upgrade_candidates,
-    upgrade_of,
-)
-from heterojob.engine.fleet import Fleet, usage
-from heterojob.engine.queueing import QueuePolicy, QueueSettings, Service
-from heterojob.engine.ranking import Memo
-from heterojob.engine.rooms import Memory
+from heterojob.engine.queue import completion, policy
+from heterojob.engine.disruption.holders import Holder
+from heterojob.engine.queue.admission import Outcome
+from heterojob.engine.queue.cycle import Cycle, plan_cycle, timer, upgrade_candidates, upgrade_of
+from heterojob.engine.capacity.fleet import Fleet, usage
+from heterojob.engine.basics.queueing import QueuePolicy, QueueSettings, Service
+from heterojob.engine.queue.ranking import Memo
+from heterojob.engine.capacity.rooms import Memory
 from heterojob.replay.replay import Config, _Replay
 from heterojob.replay.scheduler import ReplayScheduler
 from hypothesis import given, settings
@@ -26,6 +21,7 @@ from hypothesis import strategies as st
 
 from tests.unit.test_cycle import NOW, _knowledge, _scene
 from tests.unit.test_replay import job
+from heterojob.engine.queue.facts import Facts
 
 COST = completion.MoveCost()
 
@@ -78,7 +74,7 @@ def _running(seed: int) -> tuple[list[Holder], Fleet, policy.Knowledge]:
     """The scene's running jobs, settled, with speeds that make moves to the faster class pay."""
     _, holders, fleet = _scene(seed, waiting=0)
     holders = [replace(h, since=NOW - 10_000.0) for h in holders]
-    facts = {h.job: policy.Facts(Service(5e4, 0.0), {"h100": 1.0, "910b": 0.5}, 4e4,
+    facts = {h.job: Facts(Service(5e4, 0.0), {"h100": 1.0, "910b": 0.5}, 4e4,
                                  frozenset({h.allocation.device_class})) for h in holders}
     known = policy.Knowledge(facts, completion.Residual([1e5, 2e5, 4e5]))
     return holders, fleet, known

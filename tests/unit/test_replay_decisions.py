@@ -1,4 +1,4 @@
-"""The replay's running jobs take their next step from `engine.running.decide` (`replay.decisions`), as the
+"""The replay's running jobs take their next step from `engine.execution.running.decide` (`replay.decisions`), as the
 operator's do: growth, shrink, upgrade moves and moves off a failed node, with no loop of the replay's own."""
 
 from __future__ import annotations
@@ -10,8 +10,8 @@ from typing import Any
 
 import pytest
 
-from heterojob.engine import running
-from heterojob.engine.running import RunningDecision, Step
+from heterojob.engine.execution import running
+from heterojob.engine.execution.running import RunningDecision, Step
 from heterojob.replay import decisions
 from heterojob.replay.replay import Config, _Replay
 from heterojob.replay.traces import synthetic_trace

@@ -1,7 +1,7 @@
 """The replay's and planner's shortcuts decide exactly what the brute-force computations decide.
 
-heterojob's replay runs the operator's scheduling cycle (`replay.scheduler`: `engine.cycle.plan_cycle` when
-`engine.cycle.CycleTrigger` says a cycle is due), so its shortcuts are the operator's: the CycleTrigger skips cycles
+heterojob's replay runs the operator's scheduling cycle (`replay.scheduler`: `engine.queue.cycle.plan_cycle` when
+`engine.queue.cycle.CycleTrigger` says a cycle is due), so its shortcuts are the operator's: the CycleTrigger skips cycles
 after events that changed no request, gave no room back and fired no timer; the policy reuses ranks and
 reads across cycles (`ranking.Memo`: also a rank over the span it cannot change, the fleet's devices per
 class) and placement what it found per class and region while its room is unchanged (`rooms.Memory`); an
@@ -32,11 +32,16 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from heterojob.engine import admission, completion, cycle, fleet_index, placement, policy, preemption, queueing, ranking
-from heterojob.engine import admission as planner
-from heterojob.engine.admission import Holder, Outcome
-from heterojob.engine.fleet import Allocation, Fleet, usage
-from heterojob.engine.placement import Alternative, Request, place
+from heterojob.engine.basics import queueing
+from heterojob.engine.capacity import fleet_index
+from heterojob.engine.disruption import preemption
+from heterojob.engine.placing import placement
+from heterojob.engine.queue import admission, completion, cycle, policy, ranking
+from heterojob.engine.queue import admission as planner
+from heterojob.engine.disruption.holders import Holder
+from heterojob.engine.queue.admission import Outcome
+from heterojob.engine.capacity.fleet import Allocation, Fleet, usage
+from heterojob.engine.placing.placement import Alternative, Request, place
 from heterojob.replay import replay as replay_module
 from heterojob.replay.devices import Devices, room
 from heterojob.replay.fifo import Fifo
@@ -45,6 +50,7 @@ from heterojob.replay.scheduler import ReplayScheduler
 from heterojob.replay.traces import TraceJob, synthetic_trace
 from tests.unit.test_placement import CLASSES as PLACEMENT_CLASSES
 from tests.unit.test_placement import gpu_node, npu_node
+from heterojob.engine.queue.facts import Facts
 
 NOW = 10_000.0
 
@@ -485,13 +491,13 @@ def test_prepare_with_a_memo_kept_across_passes_decides_what_it_decides_without(
 
 def _scene(held: list[tuple[int, int, int, float, float, bool, bool]],
            waiting: list[tuple[int, int, int, float, float, bool]], held_since: Callable[[int], float],
-           waited_since: Callable[[float], float]) -> tuple[list[Holder], list[Request], dict[str, policy.Facts]]:
+           waited_since: Callable[[float], float]) -> tuple[list[Holder], list[Request], dict[str, Facts]]:
     """Holders on nodes a-d (two H100, two Ascend) and a waiting queue that may use either class, with their
     facts, from the property tests' drawn tuples; `held_since(i)`: holder i's start; `waited_since(x)`: a
     waiting job's starvation clock from its drawn value."""
     resource = {"a": "nvidia.com/gpu", "b": "nvidia.com/gpu", "c": "huawei.com/Ascend910", "d": "huawei.com/Ascend910"}
     cls = {"a": "nvidia-h100", "b": "nvidia-h100", "c": "ascend-910b", "d": "ascend-910b"}
-    facts: dict[str, policy.Facts] = {}
+    facts: dict[str, Facts] = {}
     holders = []
     for i, (node, devices, priority, attained, work, promoted, grown) in enumerate(held):
         n = "abcd"[node]
@@ -499,14 +505,14 @@ def _scene(held: list[tuple[int, int, int, float, float, bool, bool]],
         base = Request(job, [Alternative(cls[n], 1)], 1, priority=priority) if grown else None
         holders.append(Holder(job, priority, since=held_since(i), allocation=Allocation(
             resource[n], {n: devices}, "ns", cls[n], "cn-east" if n in "ab" else "cn-north"), base=base))
-        facts[job] = policy.Facts(queueing.Service(attained, 0.0, promoted), {"nvidia-h100": 1.0, "ascend-910b": 0.4},
+        facts[job] = Facts(queueing.Service(attained, 0.0, promoted), {"nvidia-h100": 1.0, "ascend-910b": 0.4},
                                   work, frozenset({cls[n]}))
     queue = []
     for i, (per, replicas, priority, attained, since, measured) in enumerate(waiting):
         job = f"ns/w{i}"
         queue.append(Request(job, [Alternative("nvidia-h100", per), Alternative("ascend-910b", per)], replicas,
                              priority=priority, created=float(i)))
-        facts[job] = policy.Facts(queueing.Service(attained, waited_since(since)),
+        facts[job] = Facts(queueing.Service(attained, waited_since(since)),
                                   {"nvidia-h100": 1.0, "ascend-910b": 0.5 if measured else 0.4}, attained / 2)
     return holders, queue, facts
 

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from heterojob.engine.queueing import QueueSettings
+from heterojob.engine.basics.queueing import QueueSettings
 from heterojob.replay.knowledge import ReplayKnowledge
 from heterojob.replay.metrics import work_s
 from heterojob.replay.replay import DECLARED, MONITOR_S, Config, _Replay, replay

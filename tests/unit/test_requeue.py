@@ -1,12 +1,12 @@
-"""When a move that fits nowhere goes back to the queue (engine/requeue.py), on plain data; the operator end to end
+"""When a move that fits nowhere goes back to the queue (engine/placing/requeue.py), on plain data; the operator end to end
 in tests/harness/test_bad_devices.py."""
 
 from __future__ import annotations
 
 from dataclasses import replace
 
-from heterojob.engine.fleet import DeviceClass, Failed, Fleet, Node
-from heterojob.engine.requeue import REQUEUE_AFTER_S, guarded, requeue_at
+from heterojob.engine.capacity.fleet import DeviceClass, Failed, Fleet, Node
+from heterojob.engine.placing.requeue import REQUEUE_AFTER_S, guarded, requeue_at
 
 R = "nvidia.com/gpu"
 H100 = DeviceClass("nvidia-h100", R, {"gpu": "h100"})

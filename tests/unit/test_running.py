@@ -1,4 +1,4 @@
-"""A running job's next step (engine/running.py `decide`, on plain data): the order of competing causes and
+"""A running job's next step (engine/execution/running.py `decide`, on plain data): the order of competing causes and
 the earliest time to look again. The views from a real spec and status: state/running.py, state/symptoms.py."""
 
 from __future__ import annotations
@@ -8,12 +8,15 @@ from typing import Any
 from heterojob.api.common import parse_spec
 from heterojob.api.job import HeteroJobSpec
 from heterojob.api.job_status import HeteroJobStatus
-from heterojob.engine import completion, migration
-from heterojob.engine.completion import Upgrade
-from heterojob.engine.lifecycle import Action
-from heterojob.engine.phases import Phase, Then
-from heterojob.engine.preemption import Preemptor, Yield, YieldEnd
-from heterojob.engine.running import CheckpointInProgress, Elastic, RunningRules, Running, RunningState, Step, decide
+from heterojob.engine.capacity import migration
+from heterojob.engine.queue import completion
+from heterojob.engine.queue.completion import Upgrade
+from heterojob.engine.execution.lifecycle import Action
+from heterojob.engine.basics.phases import Phase, Then
+from heterojob.engine.disruption.preemption import Preemptor, Yield, YieldEnd
+from heterojob.engine.execution.running import (
+    CheckpointInProgress, Elastic, RunningRules, Running, RunningState, Step, decide,
+)
 from heterojob.state import running as views
 from heterojob.state.symptoms import gather
 from heterojob.telemetry.model import DeviceSample, Health

@@ -15,11 +15,11 @@ from heterojob.api.job import HeteroJobSpec, HeteroJobStatus, Phase
 from heterojob.controller import scheduler as scheduling
 from heterojob.controller.planning import Planning
 from heterojob.controller.scheduler import BATCH_S, Scheduler, Waiting
-from heterojob.engine import admission as planner
-from heterojob.engine.admission import AdmissionSettings, Outcome
-from heterojob.engine.fleet import Allocation, DeviceClass, Fleet, Node, holdings, usage
-from heterojob.engine.placement import Alternative, Request
-from heterojob.engine.queueing import QueueSettings
+from heterojob.engine.queue import admission as planner
+from heterojob.engine.queue.admission import AdmissionSettings, Outcome
+from heterojob.engine.capacity.fleet import Allocation, DeviceClass, Fleet, Node, holdings, usage
+from heterojob.engine.placing.placement import Alternative, Request
+from heterojob.engine.basics.queueing import QueueSettings
 from heterojob.metrics import OperatorMetrics
 from heterojob.state.cache import Cache
 from heterojob.state.knowledge import Knower
@@ -103,7 +103,7 @@ def test_the_policys_knowledge_is_built_in_the_cycles_thread_not_on_the_event_lo
 
 
 def test_the_facts_and_holders_of_unchanged_jobs_are_the_same_objects_from_one_cycle_to_the_next() -> None:
-    """What the policy's memo keeps per object (`engine.ranking.Memo`) is found again in the next cycle."""
+    """What the policy's memo keeps per object (`engine.queue.ranking.Memo`) is found again in the next cycle."""
     s, _ = _scene(QueueSettings())
     first = s.cache.holders()
     assert s.cache.holders() == first and all(a is b for a, b in zip(s.cache.holders(), first, strict=True))
@@ -254,7 +254,7 @@ def test_a_cycle_on_an_unchanged_fleet_does_not_sort_its_nodes_into_classes_agai
     """The policy's knowledge counts the devices per class with the plan's memo (`policy.devices_by_class`):
     without it, every cycle looked every node up by its labels (a third of a cycle's CPU at 12,500 nodes). No
     node is looked at again, by either way of sorting them, while the nodes and their use are unchanged."""
-    from heterojob.engine import policy, ranking
+    from heterojob.engine.queue import policy, ranking
 
     s, _ = _scene(QueueSettings())
     looked: list[object] = []

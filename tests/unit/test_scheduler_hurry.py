@@ -14,8 +14,8 @@ import pytest
 from heterojob.api.job import HeteroJobSpec, Phase
 from heterojob.api.common import parse_spec
 from heterojob.controller import scheduler as scheduling
-from heterojob.engine.admission import Outcome
-from heterojob.engine.queueing import QueueSettings
+from heterojob.engine.queue.admission import Outcome
+from heterojob.engine.basics.queueing import QueueSettings
 from heterojob.state.knowledge import Knower
 from heterojob.state.job_status import read_status
 from tests.unit.test_scheduler_cycles import _scene

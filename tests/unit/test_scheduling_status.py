@@ -1,5 +1,5 @@
 """status.scheduling: what the queue policy keeps across runs and restarts, written by `controller.status`,
-measured by `controller.checkpoints.measure`, read back as `engine.policy.Facts` by `state.knowledge`."""
+measured by `controller.checkpoints.measure`, read back as `engine.queue.Facts` by `state.knowledge`."""
 
 from __future__ import annotations
 
@@ -13,11 +13,13 @@ from heterojob.controller.checkpoints import measure
 from heterojob.state.knowledge import Knower, facts_of, measured_rates
 from heterojob.controller.status import StatusPatch
 from heterojob.state.job_status import read_status
-from heterojob.engine import queueing
-from heterojob.engine.fleet import DeviceClass, Fleet, Node
-from heterojob.engine.placement import Alternative, Request
+from heterojob.engine.basics import queueing
+from heterojob.engine.capacity.fleet import DeviceClass, Fleet, Node
+from heterojob.engine.placing.placement import Alternative, Request
 from heterojob.state.cache import Cache
 from heterojob.api.times import iso, timestamp
+from heterojob.engine.queue.facts import Facts
+from heterojob.engine.disruption.holders import Holder
 
 T0 = timestamp("2026-01-01T00:00:00Z") or 0.0
 SPEC = HeteroJobSpec.model_validate({
@@ -170,15 +172,15 @@ def test_growth_is_held_to_measured_scaling_and_a_job_past_it_goes_back() -> Non
 
 
 def test_under_the_policy_a_moving_job_lands_on_the_room_reserved_for_it(monkeypatch: Any) -> None:
-    from heterojob.engine import admission, policy
-    from heterojob.engine.fleet import Allocation, Node
-    from heterojob.engine.placement import Alternative, Request
+    from heterojob.engine.queue import admission, policy
+    from heterojob.engine.capacity.fleet import Allocation, Node
+    from heterojob.engine.placing.placement import Alternative, Request
 
     classes = {"fast": DeviceClass("fast", "fast", {"class": "fast"}, throughput=1.0)}
     fleet = Fleet({n: Node(n, {"class": "fast", "topology.kubernetes.io/region": "r"}, {"fast": 8})
                    for n in ("a", "b")}, classes, used={("a", "fast"): 8, ("b", "fast"): 8})
-    running = admission.Holder("ns/running", 1, T0, Allocation("fast", {"a": 8}, "ns", "fast", "r"))
-    parked = admission.Holder("ns/mover", 1, T0, Allocation("fast", {"b": 8}, "ns", "fast", "r"), disrupted=True,
+    running = Holder("ns/running", 1, T0, Allocation("fast", {"a": 8}, "ns", "fast", "r"))
+    parked = Holder("ns/mover", 1, T0, Allocation("fast", {"b": 8}, "ns", "fast", "r"), disrupted=True,
                               waiting=True)  # it gave its devices back; node b is held for it
     mover = Request("ns/mover", [Alternative("fast", 8)], 1, priority=1, created=T0)
     mlfq = (policy.Knowledge({}), queueing.QueueSettings())
@@ -190,9 +192,9 @@ def test_under_the_policy_a_moving_job_lands_on_the_room_reserved_for_it(monkeyp
     placed_on = plan()
     assert placed_on.outcome == admission.Outcome.PLACED and placed_on.candidate.nodes == ("b",)
     # what went wrong before: the policy's ranked holders had lost the reservation's owner
-    from heterojob.engine import ranking
+    from heterojob.engine.queue import ranking
 
-    monkeypatch.setattr(ranking, "ranked_holder", lambda h, rank, memo: admission.Holder(
+    monkeypatch.setattr(ranking, "ranked_holder", lambda h, rank, memo: Holder(
         h.job, rank, h.since, h.allocation, h.base, h.yielding_to, h.disrupted))
     assert plan().outcome != admission.Outcome.PLACED
 
@@ -202,21 +204,21 @@ def test_under_the_policy_a_move_to_a_slower_class_keeps_the_room_reserved_there
     has checkpointed and let go. The policy would rather wait for the fast class (the job running there ends
     soon), but the reserved room must still be taken: make before break (found by CI's chaos test, where the
     moved job was left with no room at all)."""
-    from heterojob.engine import admission, policy
-    from heterojob.engine.fleet import Allocation, Node
-    from heterojob.engine.placement import Alternative, Request
+    from heterojob.engine.queue import admission, policy
+    from heterojob.engine.capacity.fleet import Allocation, Node
+    from heterojob.engine.placing.placement import Alternative, Request
 
     classes = {"fast": DeviceClass("fast", "fast", {"class": "fast"}, throughput=1.0),
                "slow": DeviceClass("slow", "slow", {"class": "slow"}, throughput=0.3)}
     fleet = Fleet({"a": Node("a", {"class": "fast", "topology.kubernetes.io/region": "r"}, {"fast": 8}),
                    "s": Node("s", {"class": "slow", "topology.kubernetes.io/region": "r"}, {"slow": 8})},
                   classes, used={("a", "fast"): 8, ("s", "slow"): 8})
-    running = admission.Holder("ns/running", 1, T0, Allocation("fast", {"a": 8}, "ns", "fast", "r"))
-    parked = admission.Holder("ns/mover", 1, T0, Allocation("slow", {"s": 8}, "ns", "slow", "r"), disrupted=True,
+    running = Holder("ns/running", 1, T0, Allocation("fast", {"a": 8}, "ns", "fast", "r"))
+    parked = Holder("ns/mover", 1, T0, Allocation("slow", {"s": 8}, "ns", "slow", "r"), disrupted=True,
                               waiting=True)  # it gave its devices back; node s is held for it
     mover = Request("ns/mover", [Alternative("fast", 8), Alternative("slow", 8)], 1, priority=1, created=T0)
-    knowledge = policy.Knowledge({"ns/mover": policy.Facts(rel={"fast": 1.0, "slow": 0.3}, work_s=50 * 3600),
-                                  "ns/running": policy.Facts(rel={"fast": 1.0}, work_s=10 * 3600)})
+    knowledge = policy.Knowledge({"ns/mover": Facts(rel={"fast": 1.0, "slow": 0.3}, work_s=50 * 3600),
+                                  "ns/running": Facts(rel={"fast": 1.0}, work_s=10 * 3600)})
     prepared = policy.prepare([mover], [running, parked], fleet, T0 + 4000, knowledge, queueing.QueueSettings(),
                               600)
     assert prepared.choices["ns/mover"].classes[0] == "fast"  # the policy alone would wait for the fast class
@@ -284,7 +286,7 @@ def test_a_workloads_jobs_of_different_sizes_pool_per_device() -> None:
 
 def test_past_the_knee_the_knowledge_carries_the_fluid_optimums_guide() -> None:
     """Once the waiting jobs ask for the fleet's devices, the plan's knowledge carries the prices of Gavel's
-    max-throughput program over the jobs in the system (`engine.guidance`): a job that keeps a quarter of its
+    max-throughput program over the jobs in the system (`engine.queue.guidance`): a job that keeps a quarter of its
     speed on the slow class fits only the fast one when another keeps 0.9 there; below the knee, none."""
     classes = {c: DeviceClass(c, c, {"class": c}, throughput=t) for c, t in DECLARED.items()}
     nodes = {c: Node(c, {"class": c}, {c: 8}) for c in classes}

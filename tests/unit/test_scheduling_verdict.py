@@ -10,7 +10,7 @@ from typing import Any
 from heterojob.controller.pods import Pods
 from heterojob.controller.status import StatusWriter
 from heterojob.state.job_status import read_status
-from heterojob.engine.lifecycle import SchedulingVerdict
+from heterojob.engine.execution.lifecycle import SchedulingVerdict
 from heterojob.state.cache import Cache
 
 

@@ -204,7 +204,7 @@ def test_the_ack_goes_with_when_this_rank_saved_and_the_operator_reads_its_save_
         tmp_path: Path, server: tuple[str, Script]) -> None:
     """`saveSeconds` is the ranks' own save (issue: an operator down while they saved counted its downtime in):
     the SDK writes when it began and finished saving beside its ack, and the operator's ack reader takes it."""
-    from heterojob.engine.acks import parse_ack, with_save_time
+    from heterojob.engine.basics.acks import parse_ack, with_save_time
 
     url, script = server
     ckpt = make(requested(tmp_path), url, Clock())

@@ -1,4 +1,4 @@
-"""`engine.settled`: a pass skips the reclaim and preemption searches the pass before proved find nothing.
+"""`engine.queue.settled`: a pass skips the reclaim and preemption searches the pass before proved find nothing.
 Checked against plans made without it, pass after pass, as a fleet changes between cycles: time passes
 (running jobs come past the minimum runtime), jobs finish, arrive, are placed and preempted, a node fails,
 a quota changes, room is taken by others."""
@@ -10,11 +10,12 @@ from dataclasses import replace
 
 import pytest
 
-from heterojob.engine import admission, settled
-from heterojob.engine.admission import AdmissionSettings, Holder, Outcome, plan_queue
-from heterojob.engine.fleet import Allocation, DeviceClass, Fleet, Limit, Node, holdings, usage
-from heterojob.engine.placement import Alternative, Request
-from heterojob.engine.rooms import Memory
+from heterojob.engine.queue import admission, settled
+from heterojob.engine.disruption.holders import Holder
+from heterojob.engine.queue.admission import AdmissionSettings, Outcome, plan_queue
+from heterojob.engine.capacity.fleet import Allocation, DeviceClass, Fleet, Limit, Node, holdings, usage
+from heterojob.engine.placing.placement import Alternative, Request
+from heterojob.engine.capacity.rooms import Memory
 
 NOW = 100_000.0
 CLASSES = {"h100": DeviceClass("h100", "nvidia.com/gpu", {"acc": "h100"}, 1.0),

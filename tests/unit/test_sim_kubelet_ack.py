@@ -8,7 +8,7 @@ from typing import Any
 import kubernetes
 
 from heterojob.constants import ANNOTATION_CHECKPOINT_ACK, ANNOTATION_CHECKPOINT_REQUEST
-from heterojob.engine.lifecycle import parse_ack
+from heterojob.engine.execution.lifecycle import parse_ack
 from heterojob.sim.cluster.kubelet import SIM_RANK_CHECKPOINT_BYTES, Kubelet
 
 
@@ -37,7 +37,7 @@ def answer(env: list[dict[str, str]]) -> str:
 def test_the_ack_carries_the_rank_size_unless_an_older_sdk_is_played() -> None:
     ack = parse_ack(answer([]), "c7")
     assert ack is not None and ack.size_bytes == SIM_RANK_CHECKPOINT_BYTES and ack.uri.endswith("/c7/")
-    # and when it began and finished saving (unix seconds), as the SDK says them (engine.acks)
+    # and when it began and finished saving (unix seconds), as the SDK says them (engine.basics.acks)
     assert ack.start is not None and ack.end is not None and ack.start <= ack.end and not ack.problem
     assert abs(ack.end - time.time()) < 60
     sized = parse_ack(answer([{"name": "HETEROJOB_SIM_CHECKPOINT_BYTES", "value": "1024"}]), "c7")

@@ -11,8 +11,8 @@ NOQA = re.compile(r"#\s*noqa\b(?P<rest>.*)$")
 IGNORE = re.compile(r"#\s*type:\s*ignore(?P<rest>.*)$")
 REASONED_NOQA = re.compile(r"^:\s*[A-Z]+[0-9]+(\s*,\s*[A-Z]+[0-9]+)*\s+-+\s+\S")
 REASONED_IGNORE = re.compile(r"^\[[a-z-]+(,\s*[a-z-]+)*\]\s+#\s*\S")
-# engine/policy.py: rewritten into the whole-queue scheduler, which gives its three reasons
-NOT_YET = {"operator/heterojob/engine/policy.py"}
+# engine/queue/policy.py: rewritten into the whole-queue scheduler, which gives its three reasons
+NOT_YET = {"operator/heterojob/engine/queue/policy.py"}
 
 
 def unexplained(text: str, ignores: bool = True) -> list[str]:

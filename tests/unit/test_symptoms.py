@@ -9,9 +9,9 @@ from heterojob.api.common import parse_spec
 from heterojob.api.job import HeteroJobSpec
 from heterojob.api.job_status import HeteroJobStatus
 from heterojob.api.times import iso
-from heterojob.engine import migration
-from heterojob.engine.phases import Phase
-from heterojob.engine.running import RunningRules, Running, RunningState, decide
+from heterojob.engine.capacity import migration
+from heterojob.engine.basics.phases import Phase
+from heterojob.engine.execution.running import RunningRules, Running, RunningState, decide
 from heterojob.state.symptoms import changed, gather
 from heterojob.telemetry.model import DeviceSample, Health
 from heterojob.telemetry.snapshot import Availability, RegionTelemetry, Snapshot

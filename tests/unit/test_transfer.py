@@ -1,4 +1,4 @@
-"""The cost of moving a checkpoint between regions (`engine.transfer`) and the planner's move paths that use it
+"""The cost of moving a checkpoint between regions (`engine.capacity.transfer`) and the planner's move paths that use it
 (`relocation.plan_move` for voluntary moves, `relocation.plan_relocation` for involuntary ones), on plain data;
 the SDK's ack with the checkpoint's size and how the operator reads it (`lifecycle.parse_ack`, status)."""
 
@@ -10,16 +10,17 @@ import pytest
 
 from heterojob.api.job import HeteroJobSpec
 from heterojob.api.job_status import CheckpointRef, HeteroJobStatus
-from heterojob.engine import admission as planner
-from heterojob.engine import relocation
-from heterojob.engine import migration, transfer
-from heterojob.engine.admission import Outcome
-from heterojob.engine.fleet import Fleet, RegionInfo, usage
-from heterojob.engine.lifecycle import Action, AskedCheckpoint, JobView, PodView, decide, parse_ack
-from heterojob.engine.placement import Alternative, Request
-from heterojob.engine.transfer import GIB, Link, Move, Reason, Size, SizeSource
+from heterojob.engine.queue import admission as planner
+from heterojob.engine.queue import relocation
+from heterojob.engine.capacity import migration, transfer
+from heterojob.engine.queue.admission import Outcome
+from heterojob.engine.capacity.fleet import Fleet, RegionInfo, usage
+from heterojob.engine.execution.lifecycle import Action, AskedCheckpoint, JobView, PodView, decide, parse_ack
+from heterojob.engine.placing.placement import Alternative, Request
+from heterojob.engine.capacity.transfer import GIB, Link, Move, Reason, Size, SizeSource
 from heterojob_sdk import Checkpointer
 from tests.unit.test_placement import CLASSES, gpu_node
+from heterojob.engine.disruption.holders import Holder
 
 NOW = 100_000.0
 
@@ -166,7 +167,7 @@ def test_an_involuntary_move_lands_where_the_transfer_is_cheapest_among_those_th
 def test_an_involuntary_move_keeps_to_its_region_when_its_reserved_healthy_room_and_a_spare_node_fit() -> None:
     r = regions(("a", "b", 100, 5))
     kept = planner.Allocation("nvidia.com/gpu", {"a1": 8}, "ns", "nvidia-h100", "a")  # the healthy rank's node
-    mine = planner.Holder("ns/mover", 1, 0.0, kept, waiting=True)
+    mine = Holder("ns/mover", 1, 0.0, kept, waiting=True)
     f = Fleet({n: gpu_node(n, reg) for n, reg in {"a1": "a", "a2": "a", "a3": "a", "b1": "b", "b2": "b"}.items()},
               CLASSES, r, used=usage([kept]))
     dead = Request("ns/mover", [Alternative("nvidia-h100", 8)], 2, exclude_nodes=frozenset({"a2"}), priority=1)
@@ -177,7 +178,7 @@ def test_an_involuntary_move_keeps_to_its_region_when_its_reserved_healthy_room_
 
 def test_an_involuntary_move_that_fits_nowhere_plans_as_before_and_may_preempt() -> None:
     r = regions(("a", "b", 1, 80))
-    running = [planner.Holder("ns/low", 0, 0.0, planner.Allocation("nvidia.com/gpu", {"b1": 8, "b2": 8}, "ns",
+    running = [Holder("ns/low", 0, 0.0, planner.Allocation("nvidia.com/gpu", {"b1": 8, "b2": 8}, "ns",
                                                                       "nvidia-h100", "b"))]
     f = Fleet({n: gpu_node(n, reg) for n, reg in {"b1": "b", "b2": "b"}.items()}, CLASSES, r,
               used=usage(h.allocation for h in running))
@@ -201,7 +202,7 @@ def test_an_ack_may_carry_the_size_and_an_old_three_field_ack_still_parses() -> 
 
 
 def transfer_ack(step: int, uri: str, size: int | None = None) -> object:
-    from heterojob.engine.lifecycle import Ack
+    from heterojob.engine.execution.lifecycle import Ack
 
     return Ack(step, uri, size)
 

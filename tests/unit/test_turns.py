@@ -1,6 +1,6 @@
 """Turns (issue 34): a running job preempted `QueueSettings.max_turns` times is displaced again only by a higher
 priority, never by its level; the count lives in status.scheduling.preemptions (written when the job is
-preempted, read back into `engine.policy.Facts.turns`), so it survives the job's runs and operator restarts."""
+preempted, read back into `engine.queue.Facts.turns`), so it survives the job's runs and operator restarts."""
 
 from __future__ import annotations
 
@@ -10,11 +10,14 @@ import pytest
 
 from heterojob.api.times import iso, timestamp
 from heterojob.controller.status import StatusPatch
-from heterojob.engine import admission, completion, policy, queueing
-from heterojob.engine.fleet import Allocation, DeviceClass, Fleet, Node
-from heterojob.engine.placement import Alternative, Request
+from heterojob.engine.basics import queueing
+from heterojob.engine.queue import admission, completion, policy
+from heterojob.engine.capacity.fleet import Allocation, DeviceClass, Fleet, Node
+from heterojob.engine.placing.placement import Alternative, Request
 from heterojob.state.job_status import read_status
 from heterojob.state.knowledge import facts_of
+from heterojob.engine.queue.facts import Facts
+from heterojob.engine.disruption.holders import Holder
 
 H = 3600.0
 T0 = timestamp("2026-01-01T00:00:00Z") or 0.0
@@ -38,10 +41,10 @@ def plan(turns: int, priority: int = 0) -> admission.QueuePlan:
     nodes = {"n1": Node("n1", {"topology.kubernetes.io/region": "r"}, {"gpu": 1})}
     fleet = Fleet(nodes, {"g": DeviceClass("g", "gpu")}, used={("n1", "gpu"): 1})
     now = 100 * H
-    holder = admission.Holder("ns/long", 0, 0.0, Allocation("gpu", {"n1": 1}, "ns", "g", "r"))
+    holder = Holder("ns/long", 0, 0.0, Allocation("gpu", {"n1": 1}, "ns", "g", "r"))
     new = Request("ns/new", [Alternative("g", 1)], 1, priority=priority, created=now)
-    facts = {"ns/long": policy.Facts(service=queueing.Service(0.0, 0.0), rel={"g": 1.0}, turns=turns),
-             "ns/new": policy.Facts(service=queueing.Service(0.0, now), rel={"g": 1.0})}
+    facts = {"ns/long": Facts(service=queueing.Service(0.0, 0.0), rel={"g": 1.0}, turns=turns),
+             "ns/new": Facts(service=queueing.Service(0.0, now), rel={"g": 1.0})}
     known = policy.Knowledge(facts, completion.Residual([1 * H] * 25 + [1000 * H] * 5))
     return admission.plan_with_policy([new], [holder], fleet, now, known, queueing.QueueSettings(),
                                       admission.AdmissionSettings())[0]

@@ -1,11 +1,11 @@
-"""What a spec asks that the fleet can never give (engine.validation), the quota summary, leader moves."""
+"""What a spec asks that the fleet can never give (engine.placing.validation), the quota summary, leader moves."""
 
 from __future__ import annotations
 
-from heterojob.engine.fleet import DeviceClass, Limit, Node
-from heterojob.engine.leadership import LeaseMove, LeaseRecord, next_move
-from heterojob.engine.quota_usage import summary
-from heterojob.engine.validation import job_problems, quota_problems
+from heterojob.engine.capacity.fleet import DeviceClass, Limit, Node
+from heterojob.engine.basics.leadership import LeaseMove, LeaseRecord, next_move
+from heterojob.engine.capacity.quota_usage import summary
+from heterojob.engine.placing.validation import job_problems, quota_problems
 
 H100 = DeviceClass("nvidia-h100", "nvidia.com/gpu", {"gpu": "h100"})
 CPU = DeviceClass("cpu", "cpu", {"cpu-only": "true"})
@@ -52,8 +52,8 @@ def test_leader_moves_judge_expiry_on_the_local_clock() -> None:
 def test_capacities_are_node_capacity_kept_while_the_nodes_are_the_same_mapping() -> None:
     """A waiting job's pass checks its perReplica against the biggest node of each class: computed once per fleet
     view (a walk over every node of the fleet on every pass before), and again when the nodes change."""
-    from heterojob.engine.fleet import DeviceClass, Node
-    from heterojob.engine.validation import Capacities, job_problems, node_capacity
+    from heterojob.engine.capacity.fleet import DeviceClass, Node
+    from heterojob.engine.placing.validation import Capacities, job_problems, node_capacity
 
     h100 = DeviceClass("nvidia-h100", "nvidia.com/gpu", {"class": "h100"})
     walks = []

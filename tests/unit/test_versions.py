@@ -1,4 +1,4 @@
-"""Version requirements (engine.versions): PEP 440 plus Huawei CANN's release-candidate scheme.
+"""Version requirements (engine.basics.versions): PEP 440 plus Huawei CANN's release-candidate scheme.
 
 CANN's published releases (Ascend community download pages, 2024): 7.0.RC1, 7.0.0, 8.0.RC1, 8.0.RC2,
 8.0.RC3, 8.0.0, 8.1.RC1; internal builds carry `.alphaNNN` / `.betaN` after the RC."""
@@ -7,9 +7,9 @@ from __future__ import annotations
 
 import pytest
 
-from heterojob.engine.versions import RequirementError, check, parse_requirement, parse_version
-from heterojob.engine.fleet import DeviceClass
-from heterojob.engine.placement import software_mismatch
+from heterojob.engine.basics.versions import RequirementError, check, parse_requirement, parse_version
+from heterojob.engine.capacity.fleet import DeviceClass
+from heterojob.engine.placing.placement import software_mismatch
 
 
 def test_cann_versions_order_release_candidates_before_the_release() -> None:

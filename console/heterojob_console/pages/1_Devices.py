@@ -84,7 +84,7 @@ def live() -> None:
     found = ui.sources(cluster)  # each region from its own Prometheus (a member's site), else the default
     if node:
         found = dev.serving(found, region)
-    frames, down = ui.heat(found, minutes, (node,) if node else None, ui.heat_tick())
+    frames, down = ui.heat(found, minutes, (node,) if node else None)
     heat = dev.heat(dev.combine(frames, found, cluster.nodes), cluster.nodes, level, region)
     st.subheader(f"Utilization by {level}" + (f" in {node or region}" if region else ""))
     shown_sources = {u for u, _ in (dev.serving(found, region) if region else found)}

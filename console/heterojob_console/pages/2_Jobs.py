@@ -7,7 +7,7 @@ from __future__ import annotations
 import streamlit as st
 
 from heterojob.api.job import Phase
-from heterojob.engine.phases import DISRUPTED
+from heterojob.engine.basics.phases import DISRUPTED
 
 from heterojob_console import figures, filters, kpis, preview, ui
 from heterojob_console import jobs as story

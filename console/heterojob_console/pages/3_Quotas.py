@@ -7,7 +7,7 @@ from __future__ import annotations
 import pandas as pd
 import streamlit as st
 
-from heterojob.engine.fleet import cpu_classes
+from heterojob.engine.capacity.fleet import cpu_classes
 from heterojob_console import preview, quotas, ui
 from heterojob_console.auth import identity, is_admin
 from heterojob_console.data import client

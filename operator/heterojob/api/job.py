@@ -10,8 +10,8 @@ from typing import Annotated, Any
 from pydantic import AfterValidator, Field, field_validator, model_validator
 
 from heterojob.constants import CHECKPOINT_SIZE_MAX
-from heterojob.engine.phases import Phase
-from heterojob.engine.versions import parse_requirement
+from heterojob.engine.basics.phases import Phase
+from heterojob.engine.basics.versions import parse_requirement
 from heterojob.api.job_status import HeteroJobStatus
 from heterojob.api.names import LABEL_VALUE, NAME_MAX, label_key_problem
 from heterojob.api.scheduling import Scheduling

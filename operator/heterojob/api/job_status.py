@@ -9,7 +9,7 @@ from typing import Any
 from pydantic import Field, PrivateAttr, field_validator
 
 from heterojob.constants import CHECKPOINT_SIZE_MAX
-from heterojob.engine.phases import Phase, Then
+from heterojob.engine.basics.phases import Phase, Then
 from heterojob.api.common import StatusModel
 from heterojob.api.onsets import SymptomOnsets
 from heterojob.api.scheduling import Scheduling

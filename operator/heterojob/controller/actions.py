@@ -1,7 +1,7 @@
-"""Carrying out `engine.lifecycle.decide`'s action for one job (the reconcile pass's step after the decision):
+"""Carrying out `engine.execution.lifecycle.decide`'s action for one job (the reconcile pass's step after the decision):
 place it (through the scheduler, after a pod-creation backoff), create or clean up its pods, ask the ranks for a
 checkpoint or finish one, mark it Running, restart its gang, move it off unschedulable or drained nodes, reject,
-revalidate or finish it. A Running job's own next step (`engine.running.decide`) is carried out after this by
+revalidate or finish it. A Running job's own next step (`engine.execution.running.decide`) is carried out after this by
 `controller/moves.py`."""
 
 from __future__ import annotations
@@ -20,9 +20,9 @@ from heterojob.controller.checkpoints import Checkpoints, resume_from
 from heterojob.controller.pods import Pods
 from heterojob.controller.scheduler import Scheduler
 from heterojob.controller.status import StatusPatch, StatusWriter
-from heterojob.engine import lifecycle
-from heterojob.engine.lifecycle import Action, Decision
-from heterojob.engine.phases import Then
+from heterojob.engine.execution import lifecycle
+from heterojob.engine.execution.lifecycle import Action, Decision
+from heterojob.engine.basics.phases import Then
 from heterojob.kube.api import Kube
 from heterojob.metrics import OperatorMetrics
 from heterojob.state.cache import Cache

@@ -1,7 +1,7 @@
 """The checkpoint protocol's actuation: ask (step 1), annotate pods (via the pass), finish (step 3).
 
 `ask` records `status.checkpoint.pending` (id, reason, deadline, what follows) before anything else; the
-job's own passes then annotate its pods and, through `engine.lifecycle`, see every ack or the deadline.
+job's own passes then annotate its pods and, through `engine.execution.lifecycle`, see every ack or the deadline.
 `finish` records the checkpoint (or the progress lost) and goes on: a periodic checkpoint leaves the job
 Running; a migration or resize writes Migrating/Resizing; a preemption writes Preempted. The new state
 is written before the old gang is deleted, so a restarted operator goes on from there, exactly once.
@@ -22,9 +22,10 @@ from heterojob.controller.events import move_event
 from heterojob.controller.pods import Pods
 from heterojob.controller.status import StatusPatch, StatusWriter
 from heterojob.state.job_status import read_status, where
-from heterojob.engine import acks, lifecycle
-from heterojob.engine.lifecycle import Action, Decision, PodView
-from heterojob.engine.phases import THEN_PHASE, Then
+from heterojob.engine.basics import acks
+from heterojob.engine.execution import lifecycle
+from heterojob.engine.execution.lifecycle import Action, Decision, PodView
+from heterojob.engine.basics.phases import THEN_PHASE, Then
 from heterojob.kube.api import Conflict, Kube, now_iso
 from heterojob.state.cache import Cache
 from heterojob.api.times import iso, timestamp
@@ -218,7 +219,7 @@ class Checkpoints:
 
 def _saved(checkpoint_id: str, requested_at: str, d: Decision, now: float) -> CheckpointRef:
     """status.checkpoint.last for a checkpoint every rank saved (`d`: CHECKPOINT_DONE). Its save time and
-    completion are the ranks' own (their acks' start and end: `engine.acks.recorded`), so an operator that was
+    completion are the ranks' own (their acks' start and end: `engine.basics.acks.recorded`), so an operator that was
     down, or slow to look, while they saved does not count into the figure the transfer model plans moves with;
     an older SDK's acks, without times, leave the operator's observation."""
     asked = timestamp(requested_at)

@@ -1,6 +1,6 @@
 """Compute discovery, acted on: AcceleratorClass status and the discovery report.
 
-Step of the pipeline: reads the live Nodes and AcceleratorClasses, asks `engine.discovery` what the fleet
+Step of the pipeline: reads the live Nodes and AcceleratorClasses, asks `engine.placing.discovery` what the fleet
 has, and writes (only what changed):
 - each AcceleratorClass's `status.nodes`, `status.devices` and `status.software` (oldest and newest
   driver/CUDA/CANN across its nodes' labels); this module is the one writer of that status;
@@ -24,8 +24,8 @@ import yaml
 from kubernetes.client import ApiException
 
 from heterojob.constants import API_VERSION
-from heterojob.engine import discovery
-from heterojob.engine.fleet import DeviceClass, Node
+from heterojob.engine.placing import discovery
+from heterojob.engine.capacity.fleet import DeviceClass, Node
 from heterojob.kube.api import Kube
 
 log = logging.getLogger("heterojob.discovery")

@@ -15,7 +15,7 @@ EventType = Literal["Normal", "Warning"]
 NORMAL: EventType = "Normal"
 WARNING: EventType = "Warning"
 
-# Move triggers that report a fault or a symptom someone should look at (engine.migration's and the
+# Move triggers that report a fault or a symptom someone should look at (engine.capacity.migration's and the
 # controller's own): the move is the remedy, the cause needs attention.
 FAULT_TRIGGERS = frozenset({"deviceFailed", "nodeNotReady", "overheat", "straggler", "alert", "unschedulable",
                             "memberLost"})
@@ -26,13 +26,13 @@ FIXED: dict[str, EventType] = {
     "Running": NORMAL,
     "CheckpointRequested": NORMAL, "MoveCancelled": NORMAL, "PreemptionCancelled": NORMAL, "ReclaimCancelled": NORMAL,
     "MigrationHeld": NORMAL,
-    "ClassProposed": NORMAL, "Drained": NORMAL,  # engine.lifecycle's DRAIN: a drain someone asked for
-    "SpecChangeDeferred": NORMAL, "SpecChangeApplied": NORMAL,  # engine.spec_changes': a spec edit read
-    "SpecEdited": NORMAL,  # engine.lifecycle.after_edit: a job whose pods were refused for good, placed again
-    "AllReplicasSucceeded": NORMAL,  # engine.lifecycle's SUCCEED
+    "ClassProposed": NORMAL, "Drained": NORMAL,  # engine.execution.lifecycle's DRAIN: a drain someone asked for
+    "SpecChangeDeferred": NORMAL, "SpecChangeApplied": NORMAL,  # engine.placing.spec_changes': a spec edit read
+    "SpecEdited": NORMAL,  # engine.execution.lifecycle.after_edit: a job whose pods were refused for good, placed again
+    "AllReplicasSucceeded": NORMAL,  # engine.execution.lifecycle's SUCCEED
     "CheckpointMissed": WARNING, "Restarting": WARNING, "MemberLost": WARNING, "StatusRepaired": WARNING,
     "PodRejected": WARNING, "PodsRefused": WARNING, "FaultWhileCheckpointing": WARNING, "MoveRequeued": WARNING,
-    "InvalidSpec": WARNING, "Unschedulable": WARNING, "BackoffLimitExceeded": WARNING,  # engine.lifecycle's
+    "InvalidSpec": WARNING, "Unschedulable": WARNING, "BackoffLimitExceeded": WARNING,  # engine.execution.lifecycle's
 }
 
 

@@ -16,7 +16,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from heterojob.engine.fleet import Fleet
+from heterojob.engine.capacity.fleet import Fleet
 from heterojob.api.times import timestamp
 from heterojob.kube.api import Conflict, Kube, now_iso
 from heterojob.state.views import FleetSource
@@ -25,7 +25,7 @@ from heterojob.telemetry import sources as telemetry_sources
 from heterojob.telemetry import status as job_status
 from heterojob.telemetry import steps
 from heterojob.controller.status import speeds_patch
-from heterojob.telemetry.collect import Collector
+from heterojob.telemetry.collect import DEVICE_ROWS_MAX, Collector
 from heterojob.telemetry.facts import node_facts
 from heterojob.telemetry.model import DeviceSample, HealthPolicy
 
@@ -43,6 +43,8 @@ class TelemetryConfig:
     timeout_s: float = 5.0
     policy: HealthPolicy = field(default_factory=HealthPolicy)
     write_concurrency: int = 16
+    # past this many devices in the fleet the read is aggregate (`telemetry.digest`, docs/telemetry.md)
+    device_rows_max: int = DEVICE_ROWS_MAX
 
 
 @dataclass
@@ -54,6 +56,8 @@ class CycleStats:
     writes: int = 0
     conflicts: int = 0
     speeds: int = 0  # jobs whose measured speed (from the step metric) this cycle's patches record
+    bytes: int = 0  # answer bytes (JSON) of the last read, all sources
+    queries_per_source: dict[str, int] = field(default_factory=dict)
 
 
 class Monitor:
@@ -68,7 +72,7 @@ class Monitor:
         self.snapshot: snap.Snapshot | None = None
         self.stats = CycleStats()
         self.collector = Collector(config.prometheus_url, config.window_s, config.timeout_s, config.policy,
-                                   config.steps_window_s)
+                                   config.steps_window_s, config.device_rows_max)
         self._task: asyncio.Task[None] | None = None
         self.symptomatic: list[str] = []
 
@@ -91,13 +95,17 @@ class Monitor:
     def collect(self, at: float, facts: Mapping[str, snap.NodeFacts] | None = None) -> snap.Snapshot | None:
         """Query every source at instant `at` and build the snapshot (blocking; None when telemetry is off)."""
         previous: Mapping[str, DeviceSample] = self.snapshot.devices if self.snapshot else {}
+        # the lowest temperature a running job calls overheating (its spec.policy): an aggregate read lists those
+        hot = min((j.overheat_celsius for j in self.jobs().values() if j.overheat_celsius is not None), default=None)
         read = self.collector.collect(at, self._region_urls(), facts if facts is not None else self.node_facts(),
-                                      previous)
+                                      previous, hot)
         if read is None:
             return None
         snapshot, asked = read
         self.stats.queries = asked
-        self.stats.devices = len(snapshot.devices)
+        self.stats.devices = len(snapshot.devices) + snapshot.aggregated
+        self.stats.bytes = self.collector.bytes_read
+        self.stats.queries_per_source = dict(self.collector.queries)
         return snapshot
 
     def job_patches(self, snapshot: snap.Snapshot, now: str) -> list[tuple[snap.WatchedJob, dict[str, Any]]]:

@@ -3,13 +3,13 @@ carry it out.
 
 `decide` gathers the job's symptoms (`state.symptoms`), builds the views (`state.running.view` and what the
 cache, the fleet and the planner say: a called-off request, a dead reserved destination, the job a yield
-gives room to, room to grow, an upgrade that pays) and asks `engine.running.decide`, the one place the order
+gives room to, room to grow, an upgrade that pays) and asks `engine.execution.running.decide`, the one place the order
 of competing causes lives. The reconcile pass applies the answer: `escalate`, a cancel through
 `Checkpoints.cancel`, or `apply` for a Running job (a checkpoint asked by annotation, a move, a hold, a
 resize, an upgrade, the periodic checkpoint). A held move is announced once per verdict (Event MigrationHeld,
 condition MoveHeld: a stable message, a countdown only in the decision log, as its status says). A voluntary
 move reserves its destination before the checkpoint is asked for (make before break) and goes to another
-region only where its checkpoint's transfer pays (`engine.transfer`, through `plan_move`); an urgent one is
+region only where its checkpoint's transfer pays (`engine.capacity.transfer`, through `plan_move`); an urgent one is
 marked involuntary, so its placement prefers the cheapest transfer.
 """
 
@@ -28,15 +28,16 @@ from heterojob.controller.checkpoints import PERIODIC, resume_from
 from heterojob.controller.decisionlog import decided
 from heterojob.controller.planning import Planning
 from heterojob.controller.status import StatusPatch
-from heterojob.engine import admission as planner
-from heterojob.engine import relocation
-from heterojob.engine import completion, migration, transfer
-from heterojob.engine.fleet import Allocation, Node
-from heterojob.engine.phases import MOVE_THENS, Then
-from heterojob.engine.lifecycle import Action
-from heterojob.engine.placement import Request
-from heterojob.engine.running import RunningDecision, RunningRules, Running, Step, decide
-from heterojob.engine.preemption import Preemptor, YieldEnd
+from heterojob.engine.queue import admission as planner
+from heterojob.engine.queue import relocation
+from heterojob.engine.capacity import migration, transfer
+from heterojob.engine.queue import completion
+from heterojob.engine.capacity.fleet import Allocation, Node
+from heterojob.engine.basics.phases import MOVE_THENS, Then
+from heterojob.engine.execution.lifecycle import Action
+from heterojob.engine.placing.placement import Request
+from heterojob.engine.execution.running import RunningDecision, RunningRules, Running, Step, decide
+from heterojob.engine.disruption.preemption import Preemptor, YieldEnd
 from heterojob.state.requests import move_request, request_for, reservation, transfer_move
 from heterojob.state import running
 from heterojob.state.symptoms import Gathered, gather
@@ -46,7 +47,7 @@ from heterojob.telemetry.snapshot import Snapshot
 
 
 class Moves:
-    """A running job's next step: its views gathered, `engine.running.decide` asked, the answer carried out."""
+    """A running job's next step: its views gathered, `engine.execution.running.decide` asked, the answer carried out."""
 
     def __init__(self, planning: Planning, nodes: Callable[[], Mapping[str, Node]],
                  telemetry: Callable[[], Snapshot | None], wake_at: Callable[[str, float], None], budget: int,
@@ -67,7 +68,7 @@ class Moves:
         self.settings = planning.settings
         self.classes = planning.classes
         self.lock = planning.lock  # admission's: a destination is planned and reserved under the lock placements take
-        self.transfer = planning.transfer  # what a move between regions is assumed to cost (engine.transfer)
+        self.transfer = planning.transfer  # what a move between regions is assumed to cost (engine.capacity.transfer)
         self.upgrade_for = upgrade_for  # admission's: a move up that pays for a running job (mlfq), or None
         self.by_level = by_level  # the queue policy displaces a job of the same priority by level (mlfq)
         # admission's: a running job's expected remaining wall time where it runs (mlfq), or None: growth
@@ -84,11 +85,11 @@ class Moves:
         """Jobs whose move waits (for room, the cooldown, the budget): room that frees may let them go."""
         return list(self._held)
 
-    # --- the views `engine.running.decide` reads, and its answer applied -------------------------------
+    # --- the views `engine.execution.running.decide` reads, and its answer applied -------------------------------
 
     def decide(self, key: str, job: Mapping[str, Any], spec: HeteroJobSpec | None, status: HeteroJobStatus,
                lifecycle: Action, now: float) -> tuple[RunningDecision, Gathered | None]:
-        """The running job's next step (`engine.running.decide`) from its views, with its symptoms gathered
+        """The running job's next step (`engine.execution.running.decide`) from its views, with its symptoms gathered
         (and the onsets status.symptoms is to keep)."""
         gathered = None
         if spec is not None and status.placement is not None and status.phase in (Phase.RUNNING,
@@ -283,7 +284,7 @@ class Moves:
 
     def yield_words(self, spec: HeteroJobSpec | None, status: HeteroJobStatus, why: YieldEnd) -> str:
         """Why a job still at the checkpoint it was asked for on another's behalf (a preemption's victim, a
-        reclaim's grown job) runs on as it is instead (`engine.preemption.yield_ends`), in words."""
+        reclaim's grown job) runs on as it is instead (`engine.disruption.preemption.yield_ends`), in words."""
         by = status.checkpoint.pending.by if status.checkpoint and status.checkpoint.pending else None
         if why == YieldEnd.PREEMPTOR_GONE:
             words = f"{by}, which it was yielding to, is gone"
@@ -437,7 +438,7 @@ class Moves:
 
     def _note_held(self, key: str, kind: str, reason: str, verdict: migration.MigrationVerdict | None = None) -> bool:
         """A resize or upgrade that does not act: logged once per verdict (asked again on every pass; a hold of
-        `engine.migration` is the same verdict while its named cause and end are, whatever its countdown). False."""
+        `engine.capacity.migration` is the same verdict while its named cause and end are, whatever its countdown). False."""
         same = f"{verdict.hold}: {held_message(verdict)}" if verdict is not None and verdict.hold else reason
         if self._held.get(key) != same:
             self._held[key] = same

@@ -15,9 +15,9 @@ from dataclasses import dataclass, field
 
 from heterojob.controller.checkpoints import Checkpoints
 from heterojob.controller.status import StatusWriter
-from heterojob.engine import admission as planner
-from heterojob.engine import transfer
-from heterojob.engine.fleet import DeviceClass, Fleet
+from heterojob.engine.queue import admission as planner
+from heterojob.engine.capacity import transfer
+from heterojob.engine.capacity.fleet import DeviceClass, Fleet
 from heterojob.kube.api import Kube
 from heterojob.metrics import OperatorMetrics
 from heterojob.state.cache import Cache

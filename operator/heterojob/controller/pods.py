@@ -23,15 +23,15 @@ from heterojob.constants import LABEL_HOSTNAME, LABEL_REGION
 from heterojob.controller.decisionlog import decided
 from heterojob.controller.status import StatusPatch, StatusWriter
 from heterojob.state.job_status import read_status
-from heterojob.engine.fleet import Fleet, RegionInfo
-from heterojob.engine.lifecycle import REASON_POD_REJECTED, SchedulingVerdict
+from heterojob.engine.capacity.fleet import Fleet, RegionInfo
+from heterojob.engine.execution.lifecycle import REASON_POD_REJECTED, SchedulingVerdict
 from heterojob.kube import access, convert, manifests
 from heterojob.kube.api import Kube, OwnedElsewhere
 from heterojob.api.conditions import MESSAGE_MAX
 from heterojob.kube.members import Members
 from heterojob.kube.refusals import Refusal, classify
 from heterojob.state.cache import Cache
-from heterojob.engine.phases import MOVING
+from heterojob.engine.basics.phases import MOVING
 from heterojob.state.requests import MOVES, reservation
 from heterojob.api.times import iso
 

@@ -8,8 +8,9 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
-from heterojob.engine import quota_usage, validation
-from heterojob.engine.fleet import Allocation, DeviceClass, Limit, cpu_classes, holdings
+from heterojob.engine.capacity import quota_usage
+from heterojob.engine.placing import validation
+from heterojob.engine.capacity.fleet import Allocation, DeviceClass, Limit, cpu_classes, holdings
 from heterojob.kube.api import Kube
 from heterojob.state.cache import Cache
 

@@ -3,7 +3,7 @@
 A pass reads the job (its newest body known: `controller.known`; the API server's when none is) and its pods
 (as watched, with the operator's own writes since: `kube.ownpods`; listed from the API server by a resync
 round and before a step that deletes pods or ends a gang or a checkpoint), syncs the cache from the status,
-asks `engine.lifecycle.decide` what comes next and dispatches to the step that acts (`controller/actions.py`):
+asks `engine.execution.lifecycle.decide` what comes next and dispatches to the step that acts (`controller/actions.py`):
 admission (place), pods (create, clean up), checkpoints (ask, finish), moves (migrate, resize, periodic
 checkpoint).
 Every step writes status through `controller.status` before it touches pods, so a pass is level-triggered
@@ -37,18 +37,20 @@ from heterojob.controller.upgrades import Upgrades
 from heterojob.controller.quotas import QuotaStatus
 from heterojob.controller.status import STATUS_SCHEMA, StatusPatch, StatusWriter
 from heterojob.state.job_status import read_status, where
-from heterojob.engine import admission as planner
-from heterojob.engine import lifecycle, spec_changes, transfer, validation
-from heterojob.engine.fleet import Fleet, Node
-from heterojob.engine.lifecycle import Action, JobView
-from heterojob.engine.phases import MOVE_THENS, MOVING
-from heterojob.engine.running import Step
-from heterojob.engine.queueing import QueuePolicy, QueueSettings
+from heterojob.engine.queue import admission as planner
+from heterojob.engine.capacity import transfer
+from heterojob.engine.execution import lifecycle
+from heterojob.engine.placing import spec_changes, validation
+from heterojob.engine.capacity.fleet import Fleet, Node
+from heterojob.engine.execution.lifecycle import Action, JobView
+from heterojob.engine.basics.phases import MOVE_THENS, MOVING
+from heterojob.engine.execution.running import Step
+from heterojob.engine.basics.queueing import QueuePolicy, QueueSettings
 from heterojob.kube import convert
 from heterojob.kube.api import Kube
 from heterojob.kube.members import Members
 from heterojob.metrics import OperatorMetrics
-from heterojob.engine.requeue import REQUEUE_AFTER_S
+from heterojob.engine.placing.requeue import REQUEUE_AFTER_S
 from heterojob.state.cache import Cache, Placed
 from heterojob.api.times import timestamp
 from heterojob.state.views import FleetSource
@@ -69,7 +71,7 @@ class ControllerConfig:
     advisory: bool = False  # decide and record migrations, touch nothing
     max_retry_delay: float = 60.0
     queue_lookahead: int = 256  # how many jobs ahead in the queue a placement makes room for
-    # "mlfq": engine.policy orders the queue by attained service (status.scheduling), picks classes by
+    # "mlfq": engine.queue.policy orders the queue by attained service (status.scheduling), picks classes by
     # expected completion and displaces by level; "fifo": oldest first within a priority, the user's classes
     queue_policy: str = "mlfq"
     queue_thresholds_device_h: tuple[float, ...] = tuple(QueueSettings().thresholds_device_h)  # MLFQ level boundaries
@@ -402,7 +404,7 @@ class Controller:
                            ) -> None:
         """The spec was edited since status.observedGeneration: record that it was read (observedGeneration,
         observedSpec) and, for a job holding a placement, say in an Event which changed fields apply now and
-        which at its next placement (`engine.spec_changes`). The pass then runs again on the new spec (an
+        which at its next placement (`engine.placing.spec_changes`). The pass then runs again on the new spec (an
         invalid edit is refused there, as on creation)."""
         meta = job["metadata"]
         key = f"{meta['namespace']}/{meta['name']}"
@@ -491,7 +493,7 @@ def still_running(status: HeteroJobStatus, pods: list[lifecycle.PodView]) -> lis
 
 def fleet_problems(source: FleetSource, capacities: validation.Capacities, spec: HeteroJobSpec
                    ) -> list[validation.SpecProblem]:
-    """What this spec asks that the fleet can never give (engine.validation)."""
+    """What this spec asks that the fleet can never give (engine.placing.validation)."""
     nodes = source.nodes()
     return validation.job_problems(
         [(a.device_class, a.per_replica) for a in spec.devices], spec.regions.allowed, spec.regions.preferred,

@@ -4,20 +4,20 @@ Step of the pipeline (Kueue's scheduling cycle):
 - `place`, from a waiting job's reconcile pass, registers (or updates) its request in the cache and wakes
   the scheduler. The pass does not plan. When the scheduler left a verdict for that request, the pass
   applies it instead: a placement's status and pods; a waiting job's status, written only when its verdict
-  (`engine.cycle.verdict`: outcome and message less its live figures) changed; the checkpoints of the
-  victims and lenders it disturbs; a move that fits nowhere goes back to the queue (`engine.requeue`).
-- `run` is the scheduler: woken by coalesced events (`engine.cycle.CycleTrigger`: a request added, edited or
+  (`engine.queue.cycle.verdict`: outcome and message less its live figures) changed; the checkpoints of the
+  victims and lenders it disturbs; a move that fits nowhere goes back to the queue (`engine.placing.requeue`).
+- `run` is the scheduler: woken by coalesced events (`engine.queue.cycle.CycleTrigger`: a request added, edited or
   removed, room given back, the fleet changed, a timer), it takes one snapshot of the cache under the
-  planner's lock, plans the whole queue once (`engine.cycle.plan_cycle`, in a worker thread so probes and
+  planner's lock, plans the whole queue once (`engine.queue.cycle.plan_cycle`, in a worker thread so probes and
   webhooks are answered meanwhile), records its bookkeeping in the cache at once (a placement held, a
   victim asked: `Cache.plan`, `Cache.yield_to`, so later cycles and other steps see them before the status
   comes back) and pokes only the jobs with something to do. A cycle with nothing new is skipped; cycles
   are spaced so planning takes at most about half the operator's time.
 
-Under `--queue-policy mlfq` the cycle goes through `engine.policy` with what `controller.knowledge` reads from the
+Under `--queue-policy mlfq` the cycle goes through `engine.queue.policy` with what `controller.knowledge` reads from the
 jobs' `status.scheduling`; a placement records its start there (a starved job's promotion, in the cache at once too),
 and the scheduler wakes when a waiting job reaches the starvation bound or a running job's speed is first measured
-on a class and size (`learned`). `controller.upgrades` asks `engine.policy.upgrades` for a running job (the
+on a class and size (`learned`). `controller.upgrades` asks `engine.queue.policy.upgrades` for a running job (the
 disruption step acts on the answer), on the classes the last cycle's waiting jobs chose to wait for.
 An involuntary move's request (a dead node's job) is hurried (`hurry`): the next acting cycle plans it after the last
 cycle's batch, not the duty bound nor an owed full cycle; a cycle planning on a snapshot without it stops.
@@ -40,17 +40,21 @@ from heterojob.controller.planning import Planning
 from heterojob.controller.pods import Pods
 from heterojob.controller.status import StatusPatch
 from heterojob.controller.verdicts import Verdicts
-from heterojob.engine import admission as planner
-from heterojob.engine.admission import Outcome, Stopped
-from heterojob.engine import transfer
-from heterojob.engine.cycle import Cycle, CycleTrigger, plan_cycle, upgrade_candidates, verdict
-from heterojob.engine.fleet import Fleet
-from heterojob.engine.placement import Request
+from heterojob.engine.queue import admission as planner
+from heterojob.engine.queue.admission import Outcome, Stopped
+from heterojob.engine.capacity import transfer
+from heterojob.engine.queue.cycle import Cycle, CycleTrigger, plan_cycle, upgrade_candidates, verdict
+from heterojob.engine.capacity.fleet import Fleet
+from heterojob.engine.placing.placement import Request
 from heterojob.state.knowledge import Knower, Seen
-from heterojob.engine import completion, queueing, ranking, requeue, rooms
-from heterojob.engine.queueing import QueueSettings
+from heterojob.engine.basics import queueing
+from heterojob.engine.capacity import rooms
+from heterojob.engine.placing import requeue
+from heterojob.engine.queue import completion, ranking
+from heterojob.engine.basics.queueing import QueueSettings
 from heterojob.state.requests import MOVING, move_began, origin_of, request_for, transfer_move
 from heterojob.state.job_status import waited_from
+from heterojob.engine.disruption.holders import Holder
 
 log = logging.getLogger("heterojob.controller")
 
@@ -71,7 +75,7 @@ class Waiting:
     status: HeteroJobStatus
     waited_from: float  # when it last started waiting (the starvation bound counts from it)
     move: transfer.Move | None = None  # an involuntary move out of its region: the transfer it weighs
-    said: tuple[str, str] = ("", "")  # the verdict its status says now (`engine.cycle.verdict`)
+    said: tuple[str, str] = ("", "")  # the verdict its status says now (`engine.queue.cycle.verdict`)
 
 
 @dataclass
@@ -101,10 +105,10 @@ class Scheduler:
         self.poke = poke
         self.forget = forget  # the job vanished under us
         self.lock = planning.lock  # placements and move reservations are planned under it
-        self.queue = queue  # --queue-policy mlfq: engine.policy orders the queue and picks classes
+        self.queue = queue  # --queue-policy mlfq: engine.queue.policy orders the queue and picks classes
         self.classes = planning.classes  # AcceleratorClasses (device memory, for a checkpoint size estimate)
-        self.transfer = planning.transfer  # what a move between regions is assumed to cost (engine.transfer)
-        self.knower = Knower(cache)  # engine.policy's Knowledge from the jobs' status.scheduling
+        self.transfer = planning.transfer  # what a move between regions is assumed to cost (engine.capacity.transfer)
+        self.knower = Knower(cache)  # engine.queue.policy's Knowledge from the jobs' status.scheduling
         self.apply = Verdicts(kube, writer, cache, pods, checkpoints, metrics, poke, forget, self._placed)
         self.requeue_after_s = requeue_after_s  # a move off bad nodes that fits nowhere this long: back to the queue
         self.trigger = CycleTrigger()
@@ -253,7 +257,7 @@ class Scheduler:
     async def cycle(self, acting: bool = False) -> bool:
         """Plan the whole queue once: when anything happened since the last cycle, or (full) when an acting
         cycle left the waiting jobs' verdicts owed; True when it planned. `acting`: apply only the jobs that
-        place or disturb someone (`engine.cycle.plan_cycle`'s `acting`: each exactly as in the full plan); the
+        place or disturb someone (`engine.queue.cycle.plan_cycle`'s `acting`: each exactly as in the full plan); the
         waiting jobs' verdicts are owed to the next full cycle."""
         pokes: list[str] = []
         async with self.lock:
@@ -319,13 +323,13 @@ class Scheduler:
                 self.poke(job)
         return True
 
-    def _plan(self, waiting: list[Request], holders: list[planner.Holder], build: Callable[[], Fleet], now: float,
+    def _plan(self, waiting: list[Request], holders: list[Holder], build: Callable[[], Fleet], now: float,
               moves: Mapping[str, transfer.Move], seen: Mapping[str, Seen] | None, acting: bool,
               before: Mapping[str, int]
               ) -> tuple[Cycle, dict[str, tuple[str, str]], list[str], Fleet]:
         """A cycle's work in the worker thread, on the snapshot taken: the fleet (`build`, as of the snapshot),
-        the policy's knowledge, the plan, each waiting job's verdict (`engine.cycle.verdict`), and the running
-        jobs an upgrade move may pay for (`engine.cycle.upgrade_candidates`; `before`: the free devices per class
+        the policy's knowledge, the plan, each waiting job's verdict (`engine.queue.cycle.verdict`), and the running
+        jobs an upgrade move may pay for (`engine.queue.cycle.upgrade_candidates`; `before`: the free devices per class
         after the last cycle)."""
         fleet = build()
         policy = None

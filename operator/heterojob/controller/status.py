@@ -23,8 +23,9 @@ from heterojob.api.job_status import CheckpointRef, HeteroJobStatus, MigrationSt
 from heterojob.api.scheduling import SPEEDS_MAX
 from heterojob.api.onsets import SymptomOnsets
 from heterojob.controller.known import Known
-from heterojob.engine import queueing, spec_changes
-from heterojob.engine.phases import Then
+from heterojob.engine.basics import queueing
+from heterojob.engine.placing import spec_changes
+from heterojob.engine.basics.phases import Then
 from heterojob.kube.api import Kube, now_iso
 from heterojob.api.conditions import set_condition
 from heterojob.state.job_status import FIELDS
@@ -166,7 +167,7 @@ class StatusPatch:
         return self.phase(phase, "StatusRepaired", message).set(completionTime=None)
 
     def observe(self, generation: int | None, digests: Mapping[str, str]) -> StatusPatch:
-        """The spec edit was read (`engine.spec_changes`)."""
+        """The spec edit was read (`engine.placing.spec_changes`)."""
         return self.set(observedGeneration=generation, observedSpec=dict(digests))
 
     def history_entries(self) -> list[dict[str, Any]]:
@@ -209,7 +210,7 @@ class StatusPatch:
 
     def start_run(self, queue: queueing.QueueSettings | None, waited_from: float, now: float) -> StatusPatch:
         """A placement starts: under MLFQ a job that waited the starvation bound (since `waited_from`) runs
-        promoted, its attained service counted again from zero (`engine.queueing.on_start`)."""
+        promoted, its attained service counted again from zero (`engine.basics.queueing.on_start`)."""
         s = self.scheduling()
         service = queueing.Service(float(s.get("attainedDeviceSeconds") or 0.0), waited_from)
         if queue is not None:

@@ -1,5 +1,5 @@
 """What the scheduler's cycles tell a running job's pass (`controller.moves`): its expected remaining time where
-it runs, and an upgrade move (or a probe of an unmeasured class) that pays now (`engine.policy.upgrades`, as the
+it runs, and an upgrade move (or a probe of an unmeasured class) that pays now (`engine.queue.policy.upgrades`, as the
 replay asks it). Reads the scheduler's cache, knowledge and last cycle; acts on nothing."""
 
 from __future__ import annotations
@@ -7,8 +7,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from heterojob.controller.scheduler import PROBE_SHARE, Scheduler
-from heterojob.engine import completion
-from heterojob.engine import policy as heterogeneity
+from heterojob.engine.queue import completion
+from heterojob.engine.queue import policy as heterogeneity
 
 
 class Upgrades:
@@ -18,7 +18,7 @@ class Upgrades:
         self.s = scheduler
 
     def remaining_for(self, key: str, now: float) -> float | None:
-        """Running job `key`'s expected remaining wall time where it runs (`engine.policy.remaining_s`: its own
+        """Running job `key`'s expected remaining wall time where it runs (`engine.queue.policy.remaining_s`: its own
         facts, the completed jobs' work as the last cycle counted it); None under fifo or before any cycle."""
         if self.s.queue is None:
             return None
@@ -31,7 +31,7 @@ class Upgrades:
     def upgrade_for(self, key: str, classes: Sequence[str], now: float, save_s: float | None = None
                     ) -> completion.Upgrade | None:
         """A move up (or a probe) that pays for running job `key` now, onto free devices of `classes` no
-        waiting job chose to wait for (`engine.policy.upgrades`, as the replay asks it; the classes waited
+        waiting job chose to wait for (`engine.queue.policy.upgrades`, as the replay asks it; the classes waited
         for are the last cycle's); None under fifo. `save_s`: its last checkpoint's save time (else the
         default move cost's)."""
         if self.s.queue is None:

@@ -13,9 +13,9 @@ from heterojob.controller.checkpoints import Checkpoints
 from heterojob.controller.decisionlog import decided
 from heterojob.controller.pods import Pods
 from heterojob.controller.status import StatusPatch, StatusWriter
-from heterojob.engine import admission as planner
-from heterojob.engine.admission import DisruptionKind
-from heterojob.engine.cycle import verdict
+from heterojob.engine.queue import admission as planner
+from heterojob.engine.queue.admission import DisruptionKind
+from heterojob.engine.queue.cycle import verdict
 from heterojob.kube.api import Kube, now_iso
 from heterojob.metrics import OperatorMetrics
 from heterojob.state.cache import Cache
@@ -83,7 +83,7 @@ class Verdicts:
         return now
 
     async def requeue(self, job: dict[str, Any], status: HeteroJobStatus, plan: planner.Admission) -> None:
-        """A move that has fitted nowhere it may go (not even by preempting) for `engine.requeue.REQUEUE_AFTER_S`
+        """A move that has fitted nowhere it may go (not even by preempting) for `engine.placing.requeue.REQUEUE_AFTER_S`
         ends, when the health filters keep it off every node it left anyway: the job goes back to the queue as
         Pending with the planner's per-candidate message, its move's history entry closed, its exclusions and
         reservation dropped, and it is placed as any waiting job when room frees."""

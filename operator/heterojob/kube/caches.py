@@ -23,7 +23,7 @@ from typing import Any, Generic, TypeVar
 import kubernetes
 
 from heterojob.constants import GROUP, LABEL_JOB, VERSION
-from heterojob.engine.fleet import DeviceClass, Limit, Node, RegionInfo
+from heterojob.engine.capacity.fleet import DeviceClass, Limit, Node, RegionInfo
 from heterojob.kube import convert
 from heterojob.kube.informer import Informer, OnBody, OnChange, object_key
 from heterojob.kube.members import MemberRef, member_ref

@@ -23,10 +23,10 @@ from heterojob.constants import (
     LABEL_RANK,
     LABEL_REGION,
 )
-from heterojob.engine.discovery import node_software
-from heterojob.engine.fleet import DeviceClass, Limit, Node, RegionInfo
-from heterojob.engine.transfer import Link
-from heterojob.engine.lifecycle import PodView
+from heterojob.engine.placing.discovery import node_software
+from heterojob.engine.capacity.fleet import DeviceClass, Limit, Node, RegionInfo
+from heterojob.engine.capacity.transfer import Link
+from heterojob.engine.execution.lifecycle import PodView
 from heterojob.api.times import timestamp
 
 log = logging.getLogger(__name__)

@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from heterojob import constants, defaults
-from heterojob.engine.fleet import Fleet
+from heterojob.engine.capacity.fleet import Fleet
 from heterojob.kube import convert
 
 

@@ -3,7 +3,7 @@
 `acquire()` returns once this replica holds the Lease; `hold()` renews it every `renew_s` and returns
 when it could not renew for `renew_deadline_s` (or another replica took it): the caller must then stop
 acting at once. `release()` gives it up on a clean shutdown so a standby takes over without waiting for
-expiry. Decisions (create, take, renew, wait) are engine.leadership's.
+expiry. Decisions (create, take, renew, wait) are engine.basics.leadership's.
 """
 
 from __future__ import annotations
@@ -18,7 +18,7 @@ import kubernetes
 from kubernetes.client.rest import ApiException
 
 from heterojob.constants import LABEL_ROLE
-from heterojob.engine.leadership import LeaseMove, LeaseRecord, next_move
+from heterojob.engine.basics.leadership import LeaseMove, LeaseRecord, next_move
 
 log = logging.getLogger("heterojob.leader")
 TIMEOUT = (3.0, 5.0)  # connect, read: a call never outlives the renew deadline

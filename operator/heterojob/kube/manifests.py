@@ -11,7 +11,7 @@ from heterojob.constants import (
     ANNOTATION_NODE, API_VERSION, LABEL_DEVICE_CLASS, LABEL_GENERATION, LABEL_HOSTNAME, LABEL_JOB,
     LABEL_MANAGED_BY, LABEL_RANK, MANAGED_BY, MASTER_PORT, METRICS_PORT_ENV, METRICS_PORT_NAME,
 )
-from heterojob.engine.fleet import DeviceClass, RegionInfo
+from heterojob.engine.capacity.fleet import DeviceClass, RegionInfo
 
 PODINFO_VOLUME = "heterojob-podinfo"
 PODINFO_PATH = "/etc/heterojob"  # the SDK reads `annotations` here (downward API)

@@ -16,7 +16,7 @@ from typing import Any
 from kubernetes.client import ApiException
 
 from heterojob.constants import LABEL_JOB
-from heterojob.engine.fleet import Node
+from heterojob.engine.capacity.fleet import Node
 from heterojob.kube import convert
 from heterojob.kube.informer import Informer
 from heterojob.kube.member_client import MemberKube

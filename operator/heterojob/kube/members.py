@@ -29,7 +29,7 @@ from kubernetes.client import ApiException
 from heterojob.api.conditions import same, set_condition
 from heterojob.api.times import iso
 from heterojob.constants import GROUP, VERSION
-from heterojob.engine.fleet import Node, RegionInfo
+from heterojob.engine.capacity.fleet import Node, RegionInfo
 from heterojob.failures import describe
 from heterojob.kube.api import Kube, now_iso
 from heterojob.kube.member_client import (KubeconfigInvalid, MemberKube, MemberRef, MembersConfig, MemberUnavailable,

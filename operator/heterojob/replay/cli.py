@@ -8,7 +8,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from heterojob.engine.queueing import QueuePolicy, QueueSettings
+from heterojob.engine.basics.queueing import QueuePolicy, QueueSettings
 from heterojob.replay.replay import KNOWLEDGE, POLICIES, REGIONS, Config, replay
 from heterojob.replay.replay import __doc__ as REPLAY_DOC
 from heterojob.replay.report import html_report

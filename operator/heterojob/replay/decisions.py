@@ -1,13 +1,13 @@
-"""heterojob's running jobs in the replay: each look at one asks `engine.running.decide`, the one place the
+"""heterojob's running jobs in the replay: each look at one asks `engine.execution.running.decide`, the one place the
 operator chooses a running job's next step, and carries its answer out on the replay's fleet.
 
 The replay looks at a running job, as the operator's passes would, with the views it has then:
 - growth and shrink (`grow`): after an event that gave room back or started a job, every elastic job, with
-  the room `engine.admission.growth` lends it (`Running.grow_to`) and the size its measured scaling allows
-  (`Elastic.growth_limit`, `engine.completion.growth_limit`); a move the rules hold (cooldown, hourly cap,
+  the room `engine.queue.admission.growth` lends it (`Running.grow_to`) and the size its measured scaling allows
+  (`Elastic.growth_limit`, `engine.queue.completion.growth_limit`); a move the rules hold (cooldown, hourly cap,
   budget) is looked at again when they may let it (a "wake" on the replay's clock);
-- upgrades (`upgrade`): the jobs a cycle's grown free room may pay to move (`engine.cycle.upgrade_candidates`,
-  as the operator's scheduler pokes them), each with its own move (`engine.cycle.upgrade_of`,
+- upgrades (`upgrade`): the jobs a cycle's grown free room may pay to move (`engine.queue.cycle.upgrade_candidates`,
+  as the operator's scheduler pokes them), each with its own move (`engine.queue.cycle.upgrade_of`,
   `Running.upgrade`);
 - faults (`fault`): a failed node's jobs, with the NotReady node as an urgent symptom (never held).
 `decide` judges every move by the HeteroJob defaults (600 s cooldown, 3 moves an hour, a disruption budget
@@ -23,13 +23,16 @@ from functools import partial
 from typing import TYPE_CHECKING
 
 from heterojob.api.job import Policy
-from heterojob.engine import admission as planner
-from heterojob.engine import completion, migration
-from heterojob.engine.completion import Upgrade
-from heterojob.engine.phases import Phase
-from heterojob.engine.placement import Alternative, Request, place
-from heterojob.engine.policy import remaining_s
-from heterojob.engine.running import RunningDecision, Elastic, Running, RunningState, RunningRules, Step, decide
+from heterojob.engine.queue import admission as planner
+from heterojob.engine.capacity import migration
+from heterojob.engine.queue import completion
+from heterojob.engine.queue.completion import Upgrade
+from heterojob.engine.basics.phases import Phase
+from heterojob.engine.placing.placement import Alternative, Request, place
+from heterojob.engine.queue.policy import remaining_s
+from heterojob.engine.execution.running import (
+    RunningDecision, Elastic, Running, RunningState, RunningRules, Step, decide,
+)
 from heterojob.replay.devices import Run
 
 if TYPE_CHECKING:
@@ -56,7 +59,7 @@ class Decisions:
     def decide(self, run: Run, now: float, grow_to: Callable[[], int | None] = _none,
                upgrade: Callable[[], Upgrade | None] = _none,
                symptoms: tuple[migration.Symptom, ...] = ()) -> RunningDecision:
-        """`engine.running.decide` for a running job, from what the replay knows of it."""
+        """`engine.execution.running.decide` for a running job, from what the replay knows of it."""
         job = run.job
         base = self.sim.shape(job)[0]
         most = job.max_replicas(run.cls) if base == 1 and job.gpus <= 8 else base
@@ -119,7 +122,7 @@ class Decisions:
                     sim.push(wake, "wake", job.id)
 
     def room_for(self, run: Run, top: int | None) -> int | None:
-        """`Running.grow_to`: the most replicas `engine.admission.growth` lends the job where it runs."""
+        """`Running.grow_to`: the most replicas `engine.queue.admission.growth` lends the job where it runs."""
         sim = self.sim
         if top is not None and top >= run.job.priority or not sim.devices.region_free().get((run.cls, run.region)):
             return None  # nothing lent while a job of its priority or above waits; no device free beside its own

@@ -9,7 +9,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
-from heterojob.engine.fleet import Fleet, Node
+from heterojob.engine.capacity.fleet import Fleet, Node
 from heterojob.replay.traces import CLASSES, TraceJob
 
 T = TypeVar("T")

@@ -8,7 +8,7 @@ import bisect
 from collections import defaultdict
 from typing import TYPE_CHECKING, Any
 
-from heterojob.engine.placement import Alternative, Request, place
+from heterojob.engine.placing.placement import Alternative, Request, place
 from heterojob.replay.devices import fits
 from heterojob.replay.traces import TraceJob
 

@@ -1,6 +1,6 @@
 """What the operator knows of each job in the replay, as its status would carry it: attained service and when
-it last waited (`engine.queueing.Service`), the speeds it measured where it ran, its work done, and what the
-jobs of its type (its `spec.workload`) measured, pooled (`engine.completion.pooled`). The policy never reads a
+it last waited (`engine.basics.queueing.Service`), the speeds it measured where it ran, its work done, and what the
+jobs of its type (its `spec.workload`) measured, pooled (`engine.queue.completion.pooled`). The policy never reads a
 job's total steps or its speed on a class it has not run on."""
 
 from __future__ import annotations
@@ -8,9 +8,11 @@ from __future__ import annotations
 from collections import defaultdict
 from collections.abc import Callable, Iterable
 
-from heterojob.engine import completion, queueing
-from heterojob.engine import policy as engine_policy
+from heterojob.engine.basics import queueing
+from heterojob.engine.queue import completion
+from heterojob.engine.queue import policy as engine_policy
 from heterojob.replay.traces import TraceJob
+from heterojob.engine.queue.facts import Facts
 
 
 class ReplayKnowledge:
@@ -31,7 +33,7 @@ class ReplayKnowledge:
         self.work_s: dict[int, float] = defaultdict(float)  # reference seconds trained (estimated speeds)
         self.residual = completion.Residual()
         self.rels: dict[int, tuple[tuple[int, int], dict[str, float]]] = {}
-        self.facts: dict[str, engine_policy.Facts] = {}  # what each job's status tells the operator
+        self.facts: dict[str, Facts] = {}  # what each job's status tells the operator
         self.knowledge = engine_policy.Knowledge(self.facts, self.residual)
 
     def rel(self, job: TraceJob) -> dict[str, float]:
@@ -112,6 +114,6 @@ class ReplayKnowledge:
 
     def refresh(self, job: TraceJob) -> None:
         """The job's facts as its status would carry them (attained service, speeds, work done)."""
-        self.facts[f"{self.namespace}/{job.id}"] = engine_policy.Facts(
+        self.facts[f"{self.namespace}/{job.id}"] = Facts(
             self.service.get(job.id, queueing.Service()), self.rel(job), self.work_s[job.id],
             frozenset(self.measured.get(job.id, ())), self.turns.get(job.id, 0))

@@ -10,18 +10,18 @@ Policies, on the same trace, fleet, failures and seed:
   the classes in the user's order (the class asked for, then the others by declared throughput), FIFO
   (BestEffortFIFO: a job that does not fit does not block the rest), the first flavor with room; no
   migration, resize or preemption; failures take Kubernetes' path like `static`.
-- `heterojob`: the operator's own scheduler cycle (`replay.scheduler`: `engine.cycle.plan_cycle` over the
-  whole waiting queue whenever `engine.cycle.CycleTrigger` says a cycle is due, upgrade moves when free room
-  grew), with the operator's queue order (`engine.queueing`: `--queue-policy mlfq` or `fifo`) and
-  completion-time estimates (`engine.completion`: which classes a job takes now, from declared throughput
+- `heterojob`: the operator's own scheduler cycle (`replay.scheduler`: `engine.queue.cycle.plan_cycle` over the
+  whole waiting queue whenever `engine.queue.cycle.CycleTrigger` says a cycle is due, upgrade moves when free room
+  grew), with the operator's queue order (`engine.basics.queueing`: `--queue-policy mlfq` or `fifo`) and
+  completion-time estimates (`engine.queue.completion`: which classes a job takes now, from declared throughput
   and the job's measured speed, and upgrade moves that pay; past the knee the fluid optimum's prices,
-  `engine.guidance`, rebuilt every `guide_s`); it places, takes lent room back from grown
+  `engine.queue.guidance`, rebuilt every `guide_s`); it places, takes lent room back from grown
   jobs and preempts exactly as the operator's scheduler does, so the replay's speed is the operator's
   planning speed. A running job's growth, shrink, upgrade move and move off a failed node are
-  `engine.running.decide`'s (`replay.decisions`; the HeteroJob defaults: 600 s cooldown, 3 moves an hour,
-  a disruption budget of 5): elastic jobs grow as far as `engine.admission.growth` lends room, and a failed
+  `engine.execution.running.decide`'s (`replay.decisions`; the HeteroJob defaults: 600 s cooldown, 3 moves an hour,
+  a disruption budget of 5): elastic jobs grow as far as `engine.queue.admission.growth` lends room, and a failed
   node's jobs restart at once off it, from their last periodic checkpoint. The policy never reads a job's total steps or its speed on a class it has not run on; it
-  reads what jobs of its type (its `spec.workload`) measured where they ran (`engine.completion.pooled`),
+  reads what jobs of its type (its `spec.workload`) measured where they ran (`engine.queue.completion.pooled`),
   as the operator does (`replay.knowledge`).
 
 What the operator knows (`Config.knowledge`): `default` (a default deployment): a job's speed on a class
@@ -57,8 +57,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from heterojob.engine import queueing
-from heterojob.engine.fleet import DeviceClass, Fleet, Node
+from heterojob.engine.basics import queueing
+from heterojob.engine.capacity.fleet import DeviceClass, Fleet, Node
 from heterojob.replay.devices import Devices, Run
 from heterojob.replay.fifo import Fifo
 from heterojob.replay.knowledge import ReplayKnowledge
@@ -93,7 +93,7 @@ class Config:
     recovery_s: float = 1.0  # heterojob: fault seen -> replacement pods (bench/recovery.py measures 0.1 s)
     elastic: bool = True  # heterojob: data-parallel jobs may grow into idle room
     # heterojob: growth only to sizes where each extra replica brings at least this share of a replica's
-    # work at the admitted size, as measured (`engine.completion.growth_limit`); 0 grows as far as room allows
+    # work at the admitted size, as measured (`engine.queue.completion.growth_limit`); 0 grows as far as room allows
     growth_efficiency: float = 0.6
     min_runtime_s: float = 300.0  # heterojob: a job younger than this is never preempted (operator default)
     disruption_budget: int = 5  # heterojob: jobs checkpointing or moving at once (operator default)
@@ -101,10 +101,10 @@ class Config:
     queue: queueing.QueueSettings = field(default_factory=queueing.QueueSettings)  # heterojob's queue order
     upgrades: bool = True  # heterojob: move running jobs up onto faster free room when it pays
     # heterojob: probe a class whose speed for a job is only the sheet's guess when the probe may cost at
-    # most this share of its expected remaining time (`engine.completion.plan_upgrades`); 0: never
+    # most this share of its expected remaining time (`engine.queue.completion.plan_upgrades`); 0: never
     probe_share: float = 0.05
     # heterojob: past the knee, the fluid optimum's prices guide which classes a waiting job takes
-    # (`engine.guidance`), built again every this many seconds (None: no guide)
+    # (`engine.queue.guidance`), built again every this many seconds (None: no guide)
     guide_s: float | None = 600.0
     guide_above: float = 1.0  # ... while the waiting jobs ask for at least this multiple of the fleet's devices
     window: tuple[int, int] | None = None  # Gavel's measurement window: trace positions [a, b)
@@ -305,7 +305,7 @@ class _Replay:
         config = self.config
         for run in self.devices.fail(node):
             if isinstance(self.queue, ReplayScheduler) and not self.queue.running.fault(run, node, now):
-                continue  # `engine.running.decide` keeps it there (it cannot: a NotReady node moves its jobs)
+                continue  # `engine.execution.running.decide` keeps it there (it cannot: a NotReady node moves its jobs)
             ran = max(0.0, now - run.started)
             done = run.done(now)
             period = config.period_s

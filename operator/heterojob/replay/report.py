@@ -110,7 +110,7 @@ class Report:
     # devices idle for preemptions: each victim's save and later restore, its preemptor's wait for the save
     preempted_device_h: float = 0.0
     window: Window | None = None
-    promotions: int = 0  # runs a starvation promotion started (`engine.queueing.on_start`)
+    promotions: int = 0  # runs a starvation promotion started (`engine.basics.queueing.on_start`)
 
     @property
     def migrations(self) -> int:

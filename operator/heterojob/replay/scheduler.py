@@ -1,24 +1,24 @@
-"""heterojob in the replay: the operator's scheduling cycle (`engine.cycle`) on the replay's clock.
+"""heterojob in the replay: the operator's scheduling cycle (`engine.queue.cycle`) on the replay's clock.
 
 What the operator's scheduler (`controller.scheduler`) does, with the replay's events as its events:
 - an arrival or a requeue (after a failure, a preemption) adds a request: `CycleTrigger.request`; a completion,
   a stopped run (resize, preemption, upgrade), a failed or repaired node gives room back or changes the
-  fleet: `CycleTrigger.room`; a waiting job's starvation promotion is a timer (`engine.cycle.timer`), put on the
+  fleet: `CycleTrigger.room`; a waiting job's starvation promotion is a timer (`engine.queue.cycle.timer`), put on the
   replay's event queue so the clock stops there;
 - events of one instant are one batch (as the operator plans the events of one batch in one cycle);
-- when the trigger is due, one cycle plans the whole waiting queue (`engine.cycle.plan_cycle`, with the
+- when the trigger is due, one cycle plans the whole waiting queue (`engine.queue.cycle.plan_cycle`, with the
   queue policy, one `ranking.Memo` and one `rooms.Memory` kept across cycles); a cycle that acted
   (`Cycle.acted`) is followed by another; cycles stop when one acts on nothing;
 - a cycle is planned and read only for what acts (`plan_cycle(acting=True)`, `Cycle.acting`): one the
   planner's necessary test says acts on nothing is not planned, and no waiting job's message is made
-  (`engine.cycle.Cycle`);
+  (`engine.queue.cycle.Cycle`);
 - when the free room of some class grew since the last cycle (`Cycle.room_grew`), the running jobs an
-  upgrade move may pay for (`engine.cycle.upgrade_candidates`) each check their own move
-  (`engine.cycle.upgrade_of`), each on the fleet the moves before left.
+  upgrade move may pay for (`engine.queue.cycle.upgrade_candidates`) each check their own move
+  (`engine.queue.cycle.upgrade_of`), each on the fleet the moves before left.
 
 A plan is applied at once: placements start, victims and lenders checkpoint (`save_s`) and the preemptor
 starts where the plan put it once they are gone. A running job's next step (growth, shrink, an upgrade, a
-move off a failed node) is `engine.running.decide`'s (`replay.decisions`).
+move off a failed node) is `engine.execution.running.decide`'s (`replay.decisions`).
 """
 
 from __future__ import annotations
@@ -26,19 +26,15 @@ from __future__ import annotations
 from collections import defaultdict
 from typing import TYPE_CHECKING
 
-from heterojob.engine import admission as planner
-from heterojob.engine import allocation, completion, guidance, queueing, ranking, rooms
-from heterojob.engine.admission import Disruption, DisruptionKind, Holder, Outcome
-from heterojob.engine.cycle import (
-    Cycle,
-    CycleTrigger,
-    plan_cycle,
-    timer,
-    upgrade_candidates,
-    upgrade_of,
-)
-from heterojob.engine.fleet import Allocation
-from heterojob.engine.placement import Alternative, Request, place
+from heterojob.engine.queue import admission as planner
+from heterojob.engine.basics import queueing
+from heterojob.engine.capacity import rooms
+from heterojob.engine.queue import allocation, completion, guidance, ranking
+from heterojob.engine.disruption.holders import Holder
+from heterojob.engine.queue.admission import Disruption, DisruptionKind, Outcome
+from heterojob.engine.queue.cycle import Cycle, CycleTrigger, plan_cycle, timer, upgrade_candidates, upgrade_of
+from heterojob.engine.capacity.fleet import Allocation
+from heterojob.engine.placing.placement import Alternative, Request, place
 from heterojob.replay.devices import Run
 from heterojob.replay.decisions import Decisions
 from heterojob.replay.traces import TraceJob
@@ -66,8 +62,8 @@ class ReplayScheduler:
         self.requests: dict[tuple[int, int | None], Request] = {}
         self.holder_of: dict[int, Holder] = {}  # per run token
         self.cost = completion.MoveCost(config.save_s, config.restore_s)
-        sim.known.knowledge.move_cost_s = self.cost.seconds  # what a preemption must gain (`engine.policy`)
-        self.running = Decisions(self)  # growth, upgrades and faults: `engine.running.decide`
+        sim.known.knowledge.move_cost_s = self.cost.seconds  # what a preemption must gain (`engine.queue.policy`)
+        self.running = Decisions(self)  # growth, upgrades and faults: `engine.execution.running.decide`
         self.guided: tuple[float, guidance.Guide | None] | None = None  # when the guide was built, and it
 
     # --- events ---------------------------------------------------------------------------------------
@@ -140,7 +136,7 @@ class ReplayScheduler:
                 self.trigger.room()  # what it placed and disturbed changes the snapshot: plan once more
 
     def guide(self, now: float, holders: list[Holder]) -> guidance.Guide | None:
-        """The fluid optimum's prices (`engine.guidance`) over every job in the system, built again once
+        """The fluid optimum's prices (`engine.queue.guidance`) over every job in the system, built again once
         `Config.guide_s` has passed since the last (the queue's make-up moves slowly past the knee)."""
         config = self.sim.config
         if config.guide_s is None:
@@ -210,7 +206,7 @@ class ReplayScheduler:
     # --- moves ----------------------------------------------------------------------------------------
 
     def upgrade(self, key: str, now: float) -> None:
-        """A running job's own upgrade check (`engine.cycle.upgrade_of`), weighed by `engine.running.decide`
+        """A running job's own upgrade check (`engine.queue.cycle.upgrade_of`), weighed by `engine.execution.running.decide`
         (`replay.decisions`)."""
         sim = self.sim
         run = sim.devices.running.get(int(key.split("/", 1)[1]))

@@ -6,10 +6,11 @@ same binding, as its comment asks), and the member's nodes. On the manager: `man
 manager.yaml`, a Secret in `heterojob-members` holding the member's kubeconfig, and the Region's
 `spec.cluster.secretRef` (with the Prometheus that watches the member as its `prometheusURL`).
 
-The emulator accepts any bearer token and enforces no RBAC, so the member's kubeconfig is the emulator's
-own (a token and the server URL, the shape README builds from the ServiceAccount's token); the RBAC
-objects are created all the same, so `kubectl get clusterrole,rolebinding -A` on a member shows what a
-real member holds.
+The demo's member kubeconfig is the emulator's own (the admin's token and the server URL, the shape
+docs/multicluster.md builds from the ServiceAccount's token); the RBAC objects are created all the same, so
+`kubectl get clusterrole,rolebinding -A` on a member shows what a real member holds. The flow tier
+(tests/tier/test_member_flows.py) joins with the token of member.yaml's Secret instead, under its roles, on the
+emulator (its token controller fills the Secret) and on a real control plane.
 """
 
 from __future__ import annotations

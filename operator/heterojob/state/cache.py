@@ -15,10 +15,10 @@ from typing import TypeVar
 from heterojob.api.job import HeteroJobSpec, Phase
 from heterojob.api.job_status import HeteroJobStatus
 from heterojob.api.scheduling import Scheduling
-from heterojob.engine.admission import Holder
-from heterojob.engine.fleet import Allocation, DeviceClass, Fleet, holdings, same_room, usage
-from heterojob.engine.phases import DISRUPTED, WAITING, YIELDS
-from heterojob.engine.placement import Request
+from heterojob.engine.disruption.holders import Holder
+from heterojob.engine.capacity.fleet import Allocation, DeviceClass, Fleet, holdings, same_room, usage
+from heterojob.engine.basics.phases import DISRUPTED, WAITING, YIELDS
+from heterojob.engine.placing.placement import Request
 from heterojob.state.requests import base_request, request_for
 from heterojob.api.times import timestamp
 from heterojob.state.views import FleetSource
@@ -77,7 +77,7 @@ class Entry:
     planned: Request | None = None
     asked: str | None = None  # a cycle asked it to yield to this job; said in its status soon (`yielding_to`)
     # the last `holder()` and what it was made of: the same object while nothing in it changed, so what a
-    # planner keeps per holder object between cycles (`engine.ranking.Memo`) is found again
+    # planner keeps per holder object between cycles (`engine.queue.ranking.Memo`) is found again
     _holder: tuple[tuple[object, ...], Holder] | None = field(default=None, repr=False, compare=False)
 
     def holder(self, key: str) -> Holder | None:

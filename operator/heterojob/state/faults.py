@@ -4,7 +4,7 @@ devices the monitor's last telemetry snapshot shows and the firing alerts name, 
 A device both sources name counts once (alerts name it as the snapshot does: `alerts.mapping.device_of`); an
 alert naming no device (`""`, e.g. the shipped `HeteroJobDeviceVanished`, `count by (node)`) means "at least one":
 it counts one only on a node where neither the snapshot nor another alert names a failed device. How placement
-uses each: `engine.fleet.Fleet.keep_off` (failed, overheating) and `engine.placement.place` (network down, for
+uses each: `engine.capacity.fleet.Fleet.keep_off` (failed, overheating) and `engine.placing.placement.place` (network down, for
 gangs of more than one replica).
 """
 
@@ -13,7 +13,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
-from heterojob.engine.fleet import Failed
+from heterojob.engine.capacity.fleet import Failed
 from heterojob.telemetry.snapshot import Snapshot
 
 
@@ -31,7 +31,7 @@ def faults(snapshot: Snapshot | None, dead: Mapping[str, Mapping[str, str]] | No
            hot: Mapping[str, str] | None = None) -> Faults:
     """`dead`: node -> device ("" none named) -> why, firing alerts saying a device is dead; `hot`: node -> why,
     firing alerts asking to move off a node (an overheating device). A failed device whose series vanished counts
-    only while its node's capacity still includes it (`engine.fleet.Failed.counted`)."""
+    only while its node's capacity still includes it (`engine.capacity.fleet.Failed.counted`)."""
     dead, hot = dead or {}, hot or {}
     if snapshot is None and not dead and not hot:
         return NONE

@@ -1,7 +1,7 @@
-"""What the operator knows of each job for `engine.policy`, read from the jobs' statuses.
+"""What the operator knows of each job for `engine.queue.policy`, read from the jobs' statuses.
 
-Step of the pipeline: before admission plans (`engine.admission.plan_one` with the queue policy), this
-builds `engine.policy.Knowledge` from the cache, which follows each job's `status.scheduling`:
+Step of the pipeline: before admission plans (`engine.queue.admission.plan_one` with the queue policy), this
+builds `engine.queue.policy.Knowledge` from the cache, which follows each job's `status.scheduling`:
 - attained service and the starvation clock (`queueing.Service`): device-seconds over its ended
   placements plus, for a running job, its current placement since `placement.since`; so a restarted
   operator, or a job's next run, counts on from where it was and running jobs may be displaced by level;
@@ -24,16 +24,18 @@ from collections.abc import Iterable, Mapping
 from typing import NamedTuple
 
 from heterojob.api.scheduling import Scheduling
-from heterojob.engine import allocation, completion, guidance, queueing, ranking
-from heterojob.engine.admission import Holder
-from heterojob.engine.fleet import Fleet
-from heterojob.engine.placement import Request
-from heterojob.engine.policy import Facts, Knowledge, devices_by_class
+from heterojob.engine.basics import queueing
+from heterojob.engine.queue import allocation, completion, guidance, ranking
+from heterojob.engine.disruption.holders import Holder
+from heterojob.engine.capacity.fleet import Fleet
+from heterojob.engine.placing.placement import Request
+from heterojob.engine.queue.facts import Facts
+from heterojob.engine.queue.policy import Knowledge, devices_by_class
 from heterojob.state.cache import Cache, Entry
 from heterojob.api.times import timestamp
 
 HISTORY_MAX = 5000  # completed jobs' work kept for the residual estimate
-GUIDE_S = 600.0  # past the knee the guide (`engine.guidance`) is built again once this long has passed
+GUIDE_S = 600.0  # past the knee the guide (`engine.queue.guidance`) is built again once this long has passed
 
 
 def measured_rates(scheduling: Scheduling | None) -> dict[str, float]:
@@ -122,7 +124,7 @@ class Seen(NamedTuple):
 
 class Knower:
     """Builds `Knowledge` for each plan; keeps the completed jobs' work between plans, and each job's `Facts`
-    while what they are made of is unchanged (the same object: `engine.ranking.Memo` keeps per object)."""
+    while what they are made of is unchanged (the same object: `engine.queue.ranking.Memo` keeps per object)."""
 
     def __init__(self, cache: Cache, history_max: int = HISTORY_MAX) -> None:
         self.cache = cache
@@ -160,7 +162,7 @@ class Knower:
         """`Knowledge` for one plan; whether promoted jobs displace (`queueing.promoted_displacing`) is
         judged on the devices the whole waiting queue asks for against the fleet's. `entries`: a `view` taken
         before (the plan's thread reads that), else the cache's entries now. `now`: the plan's time; with it,
-        past the knee, the fluid optimum's prices (`engine.guidance`, over the waiting and running jobs) guide
+        past the knee, the fluid optimum's prices (`engine.queue.guidance`, over the waiting and running jobs) guide
         which classes each waiting job takes, built again every `GUIDE_S`. `memo`: the plan's (the devices per
         class are counted once per fleet, not on every node at every cycle)."""
         entries = self.cache.entries if entries is None else entries

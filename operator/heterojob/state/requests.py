@@ -8,14 +8,14 @@ from typing import Any
 
 from heterojob.api.job import DeviceAlternative, HeteroJobSpec, Priority
 from heterojob.api.job_status import HeteroJobStatus, Reservation
-from heterojob.engine import transfer
-from heterojob.engine.fleet import DeviceClass
-from heterojob.engine.phases import MOVING as MOVING  # controller/scheduler.py imports it from here
-from heterojob.engine.placement import OUTSIDE_ALLOWED, Alternative, Request
+from heterojob.engine.capacity import transfer
+from heterojob.engine.capacity.fleet import DeviceClass
+from heterojob.engine.basics.phases import MOVING as MOVING  # controller/scheduler.py imports it from here
+from heterojob.engine.placing.placement import OUTSIDE_ALLOWED, Alternative, Request
 from heterojob.kube.convert import template_requests
 from heterojob.api.times import timestamp
 
-UPGRADE = "upgrade"  # engine.migration.UPGRADE: a move up (or a probe) to the class it reserved
+UPGRADE = "upgrade"  # engine.capacity.migration.UPGRADE: a move up (or a probe) to the class it reserved
 MOVES = ("migrate", "resize", "reschedule")  # history actions that open a move (closed by the next placement)
 
 
@@ -67,7 +67,7 @@ def move_began(status: HeteroJobStatus) -> float | None:
 def transfer_move(spec: HeteroJobSpec, status: HeteroJobStatus, origin: str, device_class: str, replicas: int,
                   classes: Mapping[str, DeviceClass], now: float, settings: transfer.TransferSettings,
                   trigger: str | None = None, voluntary: bool = True) -> transfer.Move:
-    """What `engine.transfer` weighs for this job's move out of `origin`: its checkpoint's size (reported,
+    """What `engine.capacity.transfer` weighs for this job's move out of `origin`: its checkpoint's size (reported,
     hinted or estimated), the last save time, what a voluntary move of this `trigger` saves, whether a
     checkpoint was acked at all and, if not, the run a restart from scratch would lose."""
     last = status.checkpoint.last if status.checkpoint else None

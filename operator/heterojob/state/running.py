@@ -1,4 +1,4 @@
-"""The views `engine.running.decide` reads of a running job, from its spec, status and annotations (pure)."""
+"""The views `engine.execution.running.decide` reads of a running job, from its spec, status and annotations (pure)."""
 
 from __future__ import annotations
 
@@ -7,9 +7,10 @@ from collections.abc import Iterable, Sequence
 from heterojob.api.job import HeteroJobSpec
 from heterojob.api.job_status import HeteroJobStatus
 from heterojob.api.times import timestamp
-from heterojob.engine import completion, migration
-from heterojob.engine.lifecycle import Action
-from heterojob.engine.running import CheckpointInProgress, Elastic, RunningRules, RunningState
+from heterojob.engine.capacity import migration
+from heterojob.engine.queue import completion
+from heterojob.engine.execution.lifecycle import Action
+from heterojob.engine.execution.running import CheckpointInProgress, Elastic, RunningRules, RunningState
 from heterojob.state.knowledge import sizes_on
 
 CHECKPOINT = "checkpoint"  # status.handled key of heterojob.io/checkpoint-now (and MIGRATE of heterojob.io/migrate)

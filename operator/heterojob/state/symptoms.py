@@ -19,8 +19,8 @@ from heterojob.api.job import HeteroJobSpec
 from heterojob.api.job_status import HeteroJobStatus
 from heterojob.api.onsets import SymptomOnsets
 from heterojob.api.times import iso, timestamp
-from heterojob.engine import migration
-from heterojob.engine.fleet import Node
+from heterojob.engine.capacity import migration
+from heterojob.engine.capacity.fleet import Node
 from heterojob.telemetry.model import DeviceSample, Health
 from heterojob.telemetry.snapshot import Availability, JobRef, Snapshot, job_telemetry
 from heterojob.telemetry.watched import straggler_policy

@@ -8,7 +8,7 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Generic, TypeVar
 
-from heterojob.engine.fleet import DeviceClass, Limit, Node, RegionInfo
+from heterojob.engine.capacity.fleet import DeviceClass, Limit, Node, RegionInfo
 from heterojob.kube import convert
 from heterojob.state.faults import Faults
 from heterojob.telemetry.snapshot import Snapshot

@@ -3,15 +3,18 @@
 The operator's monitoring cycle (`controller.monitor.Monitor`) and the console's device view read through
 this, so both see the same devices. The cost of a read is a fixed set of queries per Prometheus (never one
 per job or device; plus a second round, `seen`, only for scrape targets whose devices changed pods within
-the window) and one snapshot build linear in devices.
+the window). A fleet of more than `DEVICE_ROWS_MAX` devices is read in aggregate (`telemetry.digest`): its
+answers grow with pods, nodes and anomalies, not devices x metrics. Every source is asked at once; one that
+has not answered after `deadline_s` is reported unavailable for its regions and the read goes on without it.
 """
 
 from __future__ import annotations
 
 import logging
 from collections.abc import Mapping
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import Future, ThreadPoolExecutor, wait
 
+from heterojob.telemetry import digest as aggregate
 from heterojob.telemetry import snapshot as snap
 from heterojob.telemetry import sources as telemetry_sources
 from heterojob.telemetry import steps
@@ -21,20 +24,34 @@ from heterojob.telemetry.prometheus import PrometheusReader, TelemetryError
 log = logging.getLogger("heterojob.telemetry")
 
 SOURCES_AT_ONCE = 16  # Prometheus servers asked in parallel in one read (one per member site)
+# Up to this many devices in the fleet (the Nodes' allocatable), every device is read as a row of its own (today's
+# queries); beyond, the read is aggregate (`telemetry.digest`), with rows only for the devices that need them.
+DEVICE_ROWS_MAX = 2048
 
 
 class Collector:
     """Reads every Prometheus the regions name; keeps one client per URL across reads."""
 
     def __init__(self, default_url: str | None, window_s: int, timeout_s: float, policy: HealthPolicy,
-                 steps_window_s: int = steps.STEPS_WINDOW_S) -> None:
+                 steps_window_s: int = steps.STEPS_WINDOW_S, device_rows_max: int = DEVICE_ROWS_MAX,
+                 deadline_s: float | None = None) -> None:
         self.default_url = default_url  # serves every region without a prometheusURL of its own
         self.window_s = window_s
         self.steps_window_s = steps_window_s  # the training pods' step rates (`telemetry.steps`)
         self.timeout_s = timeout_s
         self.policy = policy
+        self.device_rows_max = device_rows_max
+        # a source's read is at most three rounds of queries, each bounded by the timeout
+        self.deadline_s = deadline_s if deadline_s is not None else 2 * timeout_s + 1
         self._readers: dict[str, PrometheusReader] = {}
+        self._where: dict[str, dict[str, tuple[str, str]]] = {}  # URL -> node -> (label, value) selecting it
+        self._shaped: dict[str, frozenset[str]] = {}  # URL -> nodes the last shape flags named
+        self._reads = 0
+        self._pool = ThreadPoolExecutor(max_workers=SOURCES_AT_ONCE, thread_name_prefix="heterojob-source")
         self._said_off = False
+        self.queries: dict[str, int] = {}  # the last read's queries per source URL
+        self.bytes_read = 0  # the last read's answer bytes (JSON, all sources)
+        self.aggregate = False  # whether the last read was aggregate
 
     def sources(self, region_urls: Mapping[str, str | None]) -> dict[str, frozenset[str]]:
         """Prometheus URL -> the regions it serves (`sources.DEFAULT`: every region without one of its own)."""
@@ -46,32 +63,61 @@ class Collector:
         return self._readers[url]
 
     def collect(self, at: float, region_urls: Mapping[str, str | None], facts: Mapping[str, snap.NodeFacts],
-                previous: Mapping[str, DeviceSample]) -> tuple[snap.Snapshot, int] | None:
+                previous: Mapping[str, DeviceSample], hot_celsius: float | None = None
+                ) -> tuple[snap.Snapshot, int] | None:
         """(the snapshot at instant `at`, queries asked), or None when telemetry is off (blocking). `previous`:
-        the last snapshot's devices, carried over where a source does not answer."""
+        the last snapshot's devices, carried over where a source does not answer. `hot_celsius`: the lowest
+        temperature some job calls overheating (an aggregate read lists devices from there up)."""
         sources = self.sources(region_urls)
         if not sources:
             if not self._said_off:
                 log.warning("telemetry is off: no --prometheus-url and no Region with spec.prometheusURL")
                 self._said_off = True
             return None
+        self.aggregate = sum(f.devices for f in facts.values()) > self.device_rows_max
+        shapes_now = self._reads % aggregate.SHAPE_EVERY == 0
+        self._reads += 1
+        for url in sources:
+            self._reader(url).bytes_read = 0
 
-        def ask(url: str, regions: frozenset[str]) -> tuple[snap.SourceResult, int]:
+        def ask(url: str, regions: frozenset[str]) -> tuple[snap.SourceResult, int, aggregate.Digest | None]:
             reader = self._reader(url)
             try:
-                answered, n = snap.gather(lambda q: reader.query(q, at=at), self.window_s,
-                                          steps_window_s=self.steps_window_s)
-                return snap.SourceResult(url, regions, answered), n
+                if not self.aggregate:
+                    answered, n = snap.gather(lambda q: reader.query(q, at=at), self.window_s,
+                                              steps_window_s=self.steps_window_s)
+                    return snap.SourceResult(url, regions, answered), n, None
+                answered, digest, n = aggregate.read(lambda q: reader.query(q, at=at), self.window_s, self.policy,
+                                                     facts, previous, self._where.get(url, {}), hot_celsius,
+                                                     self.steps_window_s,
+                                                     shaped=None if shapes_now or url not in self._shaped
+                                                     else self._shaped[url])
+                if digest is not None:
+                    self._where[url], self._shaped[url] = digest.where, digest.shaped
+                return snap.SourceResult(url, regions, answered), n, digest
             except TelemetryError as exc:
                 log.warning("telemetry from %s unavailable: %s", url, exc)
-                return snap.SourceResult(url, regions, None, str(exc)), 0
+                return snap.SourceResult(url, regions, None, str(exc)), 0, None
 
-        # every source at once: a member site's Prometheus that hangs costs the read one timeout, not one each
-        with ThreadPoolExecutor(max_workers=min(len(sources), SOURCES_AT_ONCE)) as pool:
-            answers = list(pool.map(lambda item: ask(*item), sources.items()))
-        results = [result for result, _ in answers]
-        return snap.build(results, facts, previous, self.policy), sum(n for _, n in answers)
+        # every source at once: one that hangs costs its own regions their telemetry this cycle, nothing more
+        futures: dict[Future[tuple[snap.SourceResult, int, aggregate.Digest | None]], tuple[str, frozenset[str]]] = {
+            self._pool.submit(ask, url, regions): (url, regions) for url, regions in sources.items()}
+        done, _ = wait(futures, timeout=self.deadline_s)
+        answers = []
+        for future, (url, regions) in futures.items():
+            if future in done:
+                answers.append(future.result())
+            else:
+                why = f"no answer within {self.deadline_s:g}s (slow or hanging); its regions wait for the next cycle"
+                log.warning("telemetry from %s unavailable: %s", url, why)
+                answers.append((snap.SourceResult(url, regions, None, why), 0, None))
+        self.queries = {result.name: n for result, n, _ in answers}
+        self.bytes_read = sum(self._reader(url).bytes_read for url in sources)
+        digests = {result.name: d for result, _, d in answers if d is not None}
+        snapshot = snap.build([result for result, _, _ in answers], facts, previous, self.policy, digests=digests)
+        return snapshot, sum(n for _, n, _ in answers)
 
     def close(self) -> None:
+        self._pool.shutdown(wait=False, cancel_futures=True)
         for reader in self._readers.values():
             reader.close()

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from heterojob.engine.fleet import Fleet
+from heterojob.engine.capacity.fleet import Fleet
 from heterojob.telemetry.snapshot import NodeFacts
 
 

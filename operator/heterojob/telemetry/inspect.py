@@ -16,7 +16,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any, TextIO
 
-from heterojob.engine.fleet import Fleet
+from heterojob.engine.capacity.fleet import Fleet
 from heterojob.telemetry.facts import node_facts
 from heterojob.telemetry.model import DeviceSample, HealthPolicy
 from heterojob.telemetry.prometheus import PrometheusReader, TelemetryError

@@ -43,12 +43,19 @@ class PrometheusReader:
         self._verify = verify_tls
         self._local = threading.local()
         self._pool = ThreadPoolExecutor(max_workers=workers, thread_name_prefix="heterojob-prom")
+        self.bytes_read = 0  # answer bytes (decoded JSON) since the caller last set it to 0
+        self._lock = threading.Lock()
+
+    def _count(self, response: requests.Response, *args: Any, **kwargs: Any) -> None:
+        with self._lock:
+            self.bytes_read += len(response.content)
 
     def _connection(self) -> PrometheusConnect:
         """One client per thread: a requests Session is not meant to be shared across threads."""
         conn = getattr(self._local, "conn", None)
         if conn is None:
             conn = self._local.conn = connect(self.url, self.timeout_s, headers=self._headers, verify_tls=self._verify)
+            conn._session.hooks["response"].append(self._count)  # noqa: SLF001 - the client's own Session
         return conn
 
     def _one(self, name: str, query: str, at: float | None) -> Vector:

@@ -42,6 +42,16 @@ class NodeFacts:
 
 
 @dataclass(frozen=True)
+class PodFigures:
+    """A pod's devices as Prometheus grouped them (an aggregate read, `telemetry.digest`): how many report, their
+    mean utilization (None: none says)."""
+
+    node: str
+    devices: int
+    utilization: float | None
+
+
+@dataclass(frozen=True)
 class SourceResult:
     """What one Prometheus answered this cycle, or why it did not."""
 
@@ -129,6 +139,11 @@ class Snapshot:
     reports: Mapping[str, ParseReport] = field(default_factory=dict)  # source name -> what its answers lacked
     # (namespace, pod) -> steps/s of a training pod serving the SDK's step counter (`telemetry.steps`)
     step_rates: Mapping[tuple[str, str], float] = field(default_factory=dict)
+    # an aggregate read (`telemetry.digest`): the pods of nodes not read per device, as Prometheus grouped them
+    # (their devices are healthy: anything else flags the node for a per-device read), and how many devices
+    # were counted that way rather than listed in `devices`
+    pods: Mapping[tuple[str, str], PodFigures] = field(default_factory=dict)
+    aggregated: int = 0
 
     def region(self, name: str) -> RegionTelemetry:
         return self.regions.get(name) or self.regions.get("*") or RegionTelemetry(
@@ -173,21 +188,36 @@ def _exporter_pods(up: Vector) -> frozenset[tuple[str, str]]:
                      if (labels := series.get("metric") or {}).get("pod"))
 
 
+def context(up: Vector, nodes: Mapping[str, NodeFacts]) -> Context:
+    """What placing a source's series needs beyond their labels, from its `up` answer and the Nodes: with a Node
+    list, a host label counts only when it names a Node; without one, labels alone decide."""
+    targets, pod_nodes = _targets(up)
+    node_at = {address: name for name, facts in nodes.items() for address in facts.addresses if address != name}
+    return Context(is_node=nodes.__contains__ if nodes else None, exporter_pods=_exporter_pods(targets),
+                   node_at=node_at, pod_nodes=pod_nodes)
+
+
 def build(sources: Sequence[SourceResult], nodes: Mapping[str, NodeFacts], previous: Mapping[str, DeviceSample],
-          policy: HealthPolicy, adapters: Iterable[Adapter] = ADAPTERS.values()) -> Snapshot:
+          policy: HealthPolicy, adapters: Iterable[Adapter] = ADAPTERS.values(),
+          digests: Mapping[str, Any] | None = None) -> Snapshot:
     """One snapshot from every source's answers, joined with the Node facts.
 
     Devices of a source that did not answer keep no sample (their jobs' telemetry is unavailable).
     A device that was in `previous` and is gone while its node's exporter still answers has vanished.
+    `digests`: source name -> its `telemetry.digest.Digest` where it was read in aggregate (its answers then hold
+    the devices of the nodes it read per device, `Digest.drilled`; the other nodes' pods are figures).
     """
     adapters = list(adapters)
+    digests = digests or {}
+    pods: dict[tuple[str, str], PodFigures] = {}
+    aggregated = 0
 
     def where(node: str) -> tuple[str | None, str | None]:
         facts = nodes.get(node)
         return (facts.region, facts.device_class) if facts else (None, None)
 
-    node_at = {address: name for name, facts in nodes.items() for address in facts.addresses if address != name}
     devices: dict[str, DeviceSample] = {}
+    counted: dict[str, int] = defaultdict(int)  # node -> devices of an aggregate read, counted and not listed
     regions: dict[str, RegionTelemetry] = {}
     reports: dict[str, ParseReport] = {}
     step_rates: dict[tuple[str, str], float] = {}
@@ -204,10 +234,13 @@ def build(sources: Sequence[SourceResult], nodes: Mapping[str, NodeFacts], previ
         for key, rate in steps.rates(source.results.get(UP) or ()).items():
             step_rates[key] = max(rate, step_rates.get(key, 0.0))
         found: list[DeviceSample] = []
-        # with a Node list, a host label counts only when it names a Node; without one, labels alone decide
-        up, pod_nodes = _targets(source.results.get(UP) or ())
-        ctx = Context(is_node=nodes.__contains__ if nodes else None, exporter_pods=_exporter_pods(up),
-                      node_at=node_at, pod_nodes=pod_nodes)
+        up, _ = _targets(source.results.get(UP) or ())
+        ctx = context(source.results.get(UP) or (), nodes)
+        digest = digests.get(source.name)
+        remembered = previous
+        if digest is not None:  # only the nodes read per device are compared with the last snapshot
+            remembered = {k: v for k, v in previous.items() if v.node in digest.drilled}
+            remembered.update({d.device_id: d for d in digest.vanished if d.device_id not in remembered})
         for adapter in adapters:
             prefix = f"{adapter.family}:"
             mine = {k[len(prefix):]: v for k, v in source.results.items() if k.startswith(prefix)}
@@ -217,10 +250,10 @@ def build(sources: Sequence[SourceResult], nodes: Mapping[str, NodeFacts], previ
         down |= source_down
         # whether this source speaks for a node, asked once per node (not per device)
         speaks = {node: _serves(source, nodes.get(node), own_regions)
-                  for node in {d.node for d in found} | {v.node for v in previous.values() if v.node in nodes}}
+                  for node in {d.node for d in found} | {v.node for v in remembered.values() if v.node in nodes}}
         served = {d.device_id: d for d in found if speaks[d.node]}
         # a device is remembered while its Node exists; one missing while its exporter answers vanished
-        before = {k: v for k, v in previous.items() if v.node in nodes and speaks[v.node]}
+        before = {k: v for k, v in remembered.items() if v.node in nodes and speaks[v.node]}
         reporting = [d for d in served.values() if d.node not in source_down]
         for d in reporting:
             reported[d.node].add(d.device_id.partition("/mig-")[0])
@@ -235,6 +268,16 @@ def build(sources: Sequence[SourceResult], nodes: Mapping[str, NodeFacts], previ
                 sample = replace(sample, region=nodes[sample.node].region,
                                  device_class=nodes[sample.node].device_class)
             devices[device_id] = sample
+        if digest is not None:
+            for node, n in digest.idle.items():
+                if _serves(source, nodes.get(node), own_regions):
+                    counted[node] += n
+                    aggregated += n
+            for key, figures in digest.pods.items():
+                if _serves(source, nodes.get(figures.node), own_regions):
+                    pods[key] = figures
+                    counted[figures.node] += figures.devices
+                    aggregated += figures.devices
         availability = Availability.DEGRADED if report.degraded else Availability.OK
         message = _describe(report)
         for region in source.regions:
@@ -257,6 +300,9 @@ def build(sources: Sequence[SourceResult], nodes: Mapping[str, NodeFacts], previ
             network.setdefault(sample.node, f"{sample.device_id}: {sample.network_fault}")
         if sample.namespace and sample.pod and not sample.shared:
             by_pod[(sample.namespace, sample.pod)].append(sample)
+    for node, n in counted.items():  # devices counted, not listed: healthy (anything else is listed)
+        facts = nodes.get(node)
+        counts[(facts.region if facts else None) or "*"][Health.HEALTHY] += n
     regions = {name: replace(r, devices=dict(counts.get(name, {}))) for name, r in regions.items()}
     for name, per_health in counts.items():
         if name not in regions and "*" in regions:
@@ -265,9 +311,9 @@ def build(sources: Sequence[SourceResult], nodes: Mapping[str, NodeFacts], previ
                     by_pod={k: tuple(sorted(v, key=lambda d: d.device_id)) for k, v in by_pod.items()},
                     failed_nodes=failed, failed_devices={n: frozenset(ids) for n, ids in failed_ids.items()},
                     vanished_devices={n: frozenset(ids) for n, ids in fell_off.items()},
-                    reported={n: len(ids) for n, ids in reported.items()},
+                    reported={n: len(reported.get(n, ())) + counted.get(n, 0) for n in {*reported, *counted}},
                     hot_nodes=hot, network_down=network, node_of={d: s.node for d, s in devices.items()}, reports=reports,
-                    step_rates=step_rates)
+                    step_rates=step_rates, pods=pods, aggregated=aggregated)
 
 
 def _serves(source: SourceResult, facts: NodeFacts | None, own_regions: frozenset[str]) -> bool:
@@ -317,6 +363,7 @@ class WatchedJob:
     conditions: tuple[Mapping[str, Any], ...] = ()
     stragglers: StragglerPolicy = field(default_factory=lambda: StragglerPolicy())  # the job's spec.policy
     speeds: tuple[Mapping[str, Any], ...] = ()  # status.scheduling.speeds as read (cleaned): what a new rate is news to
+    overheat_celsius: float | None = None  # spec.policy.overheatCelsius: an aggregate read lists devices this hot
 
 
 @dataclass(frozen=True)
@@ -358,6 +405,11 @@ def job_telemetry(job: JobRef, snapshot: Snapshot, stragglers: StragglerPolicy =
         seen += len(devices)
         silent += [d for d in devices if d.node in snapshot.exporters_down or d.reason == "exporter not reporting"]
         utils = [d.utilization for d in devices if d.utilization is not None and d.node not in snapshot.exporters_down]
+        grouped = snapshot.pods.get((job.namespace, job.pod(rank)))  # an aggregate read: healthy, reporting
+        if grouped is not None and not devices:
+            seen += grouped.devices
+            per_replica.append(round(grouped.utilization, 1) if grouped.utilization is not None else None)
+            continue
         per_replica.append(round(statistics.fmean(utils), 1) if utils else None)
         if job.replicas > 1:
             devices = tuple(_network_failed(d, job.replicas) for d in devices)

@@ -41,10 +41,12 @@ def watched_job(obj: Mapping[str, Any]) -> WatchedJob | None:
     raw_conditions, raw_utilization = status.get("conditions"), status.get("utilization")
     conditions = raw_conditions if isinstance(raw_conditions, list) else []
     utilization = raw_utilization if isinstance(raw_utilization, dict) else None
+    policy = _policy(obj.get("spec"))
     return WatchedJob(ref=ref, device_class=str(placement.get("deviceClass", "")),
                       resource_version=str(meta.get("resourceVersion", "")), utilization=utilization,
                       conditions=tuple(c for c in conditions if isinstance(c, dict)),
-                      stragglers=straggler_policy(_policy(obj.get("spec"))), speeds=_speeds(status.get("scheduling")))
+                      stragglers=straggler_policy(policy), speeds=_speeds(status.get("scheduling")),
+                      overheat_celsius=policy.overheat_celsius)
 
 
 def _speeds(raw: object) -> tuple[dict[str, Any], ...]:

@@ -25,6 +25,7 @@ Not emulated: aggregated ClusterRoles, other bootstrap roles, Node/Webhook autho
 
 from __future__ import annotations
 
+import base64
 import datetime
 import secrets
 import time
@@ -124,6 +125,17 @@ class Tokens:
                 "spec": {**spec, "expirationSeconds": seconds}, "status": {"token": token,
                                                                         "expirationTimestamp": stamp}}
 
+    def long_lived(self, store: Store, namespace: str, account: str) -> str | None:
+        """A token of `namespace/account` that does not expire (a legacy token Secret's); None: no such account."""
+        account_uid = _account_uid(store, namespace, account)
+        if account_uid is None:
+            return None
+        token = PREFIX + secrets.token_urlsafe(24)
+        user = User(f"system:serviceaccount:{namespace}:{account}", account_uid,
+                    ("system:serviceaccounts", f"system:serviceaccounts:{namespace}", "system:authenticated"))
+        self.issued[token] = Issued(user, namespace, account_uid, None, float("inf"))
+        return token
+
     def authenticate(self, store: Store, authorization: str | None) -> User:
         """The user a request's `Authorization` header stands for; 401 for an issued token no longer valid."""
         token = authorization[7:].strip() if authorization and authorization.lower().startswith("bearer ") else ""
@@ -142,6 +154,29 @@ class Tokens:
         if got is None:
             raise ApiError(401, "Unauthorized", "Unauthorized")
         return got.user
+
+
+SA_TOKEN_SECRET = "kubernetes.io/service-account-token"
+SA_NAME, SA_UID = "kubernetes.io/service-account.name", "kubernetes.io/service-account.uid"
+
+
+def fill_token_secret(tokens: Tokens, store: Store, secret: dict[str, Any]) -> None:
+    """The token controller (kube-controller-manager's serviceaccount-token): a new Secret of type
+    `kubernetes.io/service-account-token` naming an account gets a long-lived token of it, the namespace and the
+    account's uid. Not emulated: `ca.crt` (the emulator serves plain HTTP), a Secret made before its account (the
+    real controller fills it once the account exists), the token lapsing when the Secret is deleted."""
+    meta = secret.get("metadata") or {}
+    annotations = meta.get("annotations") or {}
+    if secret.get("type") != SA_TOKEN_SECRET or not annotations.get(SA_NAME):
+        return
+    namespace = str(meta.get("namespace") or "")
+    token = tokens.long_lived(store, namespace, str(annotations[SA_NAME]))
+    if token is None:
+        return
+    annotations[SA_UID] = _account_uid(store, namespace, str(annotations[SA_NAME]))
+    meta["annotations"] = annotations
+    secret["data"] = {**(secret.get("data") or {}), "token": base64.b64encode(token.encode()).decode(),
+                      "namespace": base64.b64encode(namespace.encode()).decode()}
 
 
 def _account_uid(store: Store, namespace: str, name: str) -> str | None:

@@ -10,7 +10,7 @@ succeeds, or fails when `HETEROJOB_SIM_FAIL` is "1". A running pod gets the node
 own podIP from the node's podCIDR (`ipam`; the node's IP with hostNetwork), kept until it ends. With
 `device_health`, it plays the device plugins too: a node's allocatable leaves out its Unhealthy devices. Its step is ten per second of running. With
 `answer_checkpoints`, it plays the SDK: a pod asked for a checkpoint acknowledges it a moment later
-(`<id>;<step>;$HETEROJOB_CHECKPOINT_DIR/<id>/;size=<bytes>;start=<unix s>;end=<unix s>`, engine.acks), unless
+(`<id>;<step>;$HETEROJOB_CHECKPOINT_DIR/<id>/;size=<bytes>;start=<unix s>;end=<unix s>`, engine.basics.acks), unless
 `HETEROJOB_SIM_NO_SDK` is "1"; a pod evicted (a drain) then runs on through its grace period until it has
 answered a checkpoint (`sdk.Checkpointer(checkpoint_on_eviction=True)`).
 """

@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Any
 import aiohttp.web
 import attrs
 
-from heterojob.sim.cluster import builtin, crdstatus, ipam, managedfields, patching, scale
+from heterojob.sim.cluster import auth, builtin, crdstatus, ipam, managedfields, patching, scale
 from heterojob.sim.cluster.errors import ApiError, invalid_object
 from heterojob.sim.cluster.routes import Key, ResourceKind, Route, qualified
 from heterojob.sim.cluster.rules import KindRules
@@ -71,6 +71,8 @@ class Writes(KindRules):
             ipam.assign_node_addresses(obj, cidrs=nodes.cidrs, ips=nodes.ips)
         elif kind.key == ("", "namespaces"):
             obj["status"] = {"phase": "Active"}  # the namespace strategy's PrepareForCreate
+        elif kind.key == ("", "secrets") and not dry_run:
+            auth.fill_token_secret(self.tokens, self._store.__getitem__, obj)  # the token controller
         meta.pop("deletionTimestamp", None)
         meta.update(uid=str(uuid.uuid4()), creationTimestamp=now(), generation=1)
         drop_empty(meta)

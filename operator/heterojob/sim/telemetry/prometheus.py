@@ -138,6 +138,37 @@ class PrometheusServer(_Daemon):
                 "--storage.tsdb.retention.time=1h", "--log.level=warn"]
 
 
+class VictoriaMetricsServer(_Daemon):
+    """Debian's victoria-metrics on a loopback port: a global PromQL endpoint (`/api/v1/query`) that regional
+    Prometheus servers remote-write to (`remote_write`, `/api/v1/write`) or that imports text (`import_text`)."""
+
+    def __init__(self, *, workdir: Path | None = None) -> None:
+        self.workdir = Path(workdir or tempfile.mkdtemp(prefix="heterojob-victoria-metrics-"))
+        self.port = free_port()
+        self.url = f"http://127.0.0.1:{self.port}"
+        self.config = {}
+
+    name, config_file = "victoria-metrics", "unused.yml"
+
+    def command(self, config_path: Path) -> list[str]:
+        return [binary("victoria-metrics"), f"-storageDataPath={self.workdir / 'data'}",
+                f"-httpListenAddr=127.0.0.1:{self.port}", "-retentionPeriod=1", "-loggerLevel=WARN",
+                "-search.latencyOffset=0s",  # answer up to now (the default hides the last 30 s)
+                "-search.maxQueryLen=262144"]  # the aggregate read's `flags` query is ~18 KB (default limit 16 KB)
+
+    def remote_write(self) -> dict[str, Any]:
+        """The `remote_write` entry of a Prometheus config that sends everything here."""
+        return {"url": f"{self.url}/api/v1/write", "queue_config": {"batch_send_deadline": "1s"}}
+
+    def import_text(self, path: Path) -> None:
+        """Imports a Prometheus text file with millisecond timestamps, then makes it searchable."""
+        with open(path, "rb") as body:
+            request = urllib.request.Request(f"{self.url}/api/v1/import/prometheus", data=body, method="POST")
+            request.add_header("Content-Length", str(path.stat().st_size))
+            urllib.request.urlopen(request, timeout=600).close()
+        urllib.request.urlopen(f"{self.url}/internal/force_flush", timeout=60).close()
+
+
 class AlertmanagerServer(_Daemon):
     """Debian's prometheus-alertmanager on a loopback port, posting to one webhook with a bearer token."""
 

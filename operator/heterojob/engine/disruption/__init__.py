@@ -1,0 +1,1 @@
+"""Who holds room and who may be disturbed for whom: holders, victims, preemption, the pool."""

@@ -1,0 +1,309 @@
+"""The aggregate read of one Prometheus (national scale): figures grouped by Prometheus, devices only where needed.
+
+Step of the pipeline: between `telemetry.prometheus` (asking) and `telemetry.snapshot.build` (the snapshot), for
+fleets too large to pull every device's series every cycle (`collect.DEVICE_ROWS_MAX`). A cycle is:
+1. three queries whatever the fleet's size: `pods`, every pod's (and every node's idle devices') device count and
+   mean utilization, grouped server-side (`count by`/`avg by` node and pod; one series per pod, both figures in
+   its value, `pack`); `flags`, one series per device that needs a row of its own (a nonzero XID, an XID count,
+   hot, NPU health not 1, network or link down, no health signal, a device without an identity series, a device
+   with two identity series, an identity series gone since the window began: `FLAGS`); and `up` (only the targets
+   that are down, the exporter pods' names and their Nodes);
+2. only when some node is flagged (or holds a device the last snapshot found anomalous): the per-device queries of
+   `telemetry.snapshot.queries`, restricted to those nodes' series (`restrict`) and asked as one query, then their
+   follow-ups (`seen`, `fallback`) likewise: the same parse as a per-device read, for those nodes only.
+A node the `pods` answer cannot place (its series name no Node) or more flagged nodes than `DRILL_MAX` make the
+read a per-device one (`snapshot.gather`): the figures stay exact, only the cost is today's.
+
+Pure: plain vectors in and out; `ask` is the caller's.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+import re
+from collections.abc import Callable, Collection, Iterable, Mapping
+from dataclasses import dataclass, field
+
+from heterojob.telemetry import snapshot as snap
+from heterojob.telemetry.snapshot import PodFigures
+from heterojob.telemetry import steps
+from heterojob.telemetry.adapters import ADAPTERS
+from heterojob.telemetry.family import Adapter, Vector
+from heterojob.telemetry.labels import (
+    HOST_LABELS, INSTANCE_LABELS, JOB_LABELS, LOCATION_LABELS, NODE_LABEL, POD_LABELS, RELABELLED_NODE_LABELS, Context,
+    node_of_series, with_node_label, workload_of,
+)
+from heterojob.telemetry.model import DeviceSample, Health, HealthPolicy, number
+
+log = logging.getLogger("heterojob.telemetry")
+
+PODS = "pods"
+FLAGS = "flags"
+POD_LABEL = "heterojob_pod"  # POD_LABELS and `job` joined with "|", in that order
+FLAG_LABEL = "heterojob_flag"  # why a device needs a row of its own
+QUERY_LABEL = "heterojob_query"  # names the query of each part of a merged one
+PACK = 1000  # a `pods` value: devices + PACK x devices with a utilization + their sum / PACK_SUM (< 1000 devices)
+PACK_SUM = 1e6  # utilization sums (< 100,000) in the fraction: to 1e-4 of a percent
+# Shape flags: a device with two identity series (a pod change in the window, two exporters, a shared device),
+# one without a health signal, one without an identity series. They follow deployments, not faults: asked every
+# SHAPE_EVERY-th read, their nodes read per device until a later ask no longer finds them.
+SHAPES = frozenset({"double", "silent", "standin"})
+SHAPE_EVERY = 4
+VANISH_S = 60  # an identity series seen in this long before the window and not in it: a vanished device's row
+DRILL_MAX = 256  # flagged nodes asked per device in one regex; beyond, the whole source is read per device
+# the `up` answer an aggregate read needs: targets that are down (their node), exporter pods (a `pod` label on a
+# device series that names one is the exporter's, not a workload's) and their Nodes, and the step rates
+UP_QUERY = ('(up == 0) or group by (namespace, pod) (up{pod!=""}) or '
+            + snap.UP_QUERY.split(" or ", 1)[1])
+
+
+@dataclass
+class Digest:
+    """What an aggregate read of one source found beside the per-device rows of its flagged nodes."""
+
+    drilled: frozenset[str] = frozenset()  # nodes read per device this cycle (their rows are in the results)
+    pods: dict[tuple[str, str], PodFigures] = field(default_factory=dict)
+    idle: dict[str, int] = field(default_factory=dict)  # node -> devices reporting that serve no pod (or aggregated)
+    vanished: list[DeviceSample] = field(default_factory=list)  # identity series gone within VANISH_S
+    shaped: frozenset[str] = frozenset()  # nodes a shape flag names (kept until the next read that asks them)
+    where: dict[str, tuple[str, str]] = field(default_factory=dict)  # node -> (label, value) that selects its series
+
+
+def pack_decode(value: float) -> tuple[int, float | None]:
+    """(devices, mean utilization or None) from a `pods` value: devices + 1000 x devices with a utilization +
+    the sum of their utilizations / PACK_SUM (`pods_query`)."""
+    whole = math.floor(value)
+    devices, with_util = int(whole % PACK), int(whole // PACK)
+    total = (value - whole) * PACK_SUM
+    return devices, (round(total / with_util, 3) if with_util else None)
+
+
+def identity_series(a: Adapter, window_s: int) -> str:
+    """The identity role's windowed series as they are (every label kept), alternatives joined with `or`."""
+    return "(" + " or ".join(alt.expr("", window_s) for alt in (a.roles[a.identity], *a.identity_alternatives)) + ")"
+
+
+def pods_query(window_s: int, adapters: Iterable[Adapter] = ADAPTERS.values()) -> str:
+    """PromQL: per node and pod labels (grouped by the raw labels first, the node and pod labels computed on the
+    groups: a few per node, not one per device), the devices with an identity series, how many of them have a
+    utilization (a value outside 0..100, an exporter's "not collected", is none) and the sum of those, packed in
+    one value: each device adds 1, plus PACK + its utilization / PACK_SUM when it has one."""
+    raw = ", ".join(dict.fromkeys((*LOCATION_LABELS, *POD_LABELS)))
+    pods = ", ".join(f'"{label}"' for label in (*POD_LABELS, *JOB_LABELS))
+    parts = []
+    for a in adapters:
+        u = identity_series(a, window_s)
+        per_device = f"({u} >= 0 <= 100) / {PACK_SUM:g} + {PACK + 1:g} or {u} * 0 + 1"
+        grouped = f'label_join(sum by ({raw}) ({per_device}), "{POD_LABEL}", "|", {pods})'
+        parts.append(f"sum by ({NODE_LABEL}, {POD_LABEL}) ({with_node_label(grouped)})")
+    return " or ".join(parts)
+
+
+def _tag(expr: str, why: str) -> str:
+    return f'label_replace({expr}, "{FLAG_LABEL}", "{why}", "", "")'
+
+
+def flags_query(window_s: int, hot_celsius: float, vanish_s: int = VANISH_S,
+                adapters: Iterable[Adapter] = ADAPTERS.values(), shapes: bool = True) -> str:
+    """PromQL: the series of every device that needs a row of its own, as they are, tagged with FLAG_LABEL.
+    `shapes`: also the exporters' shape flags (`SHAPES`: they change with deployments, not with faults)."""
+    parts = []
+    for a in adapters:
+        keys = ", ".join(a.key_labels)
+        u = identity_series(a, window_s)
+        r = a.roles
+        older = " or ".join(f"last_over_time({alt.metric}{alt.selector}[{vanish_s}s] offset {window_s}s)"
+                            for alt in (r[a.identity], *a.identity_alternatives))
+        mine = [_tag(f"{u} and on ({keys}) (count by ({keys}) {u} > 1)", "double"),
+                _tag(f"({older}) unless on ({keys}) {u}", "vanished"),
+                _tag(f"({r['temp'].expr('', window_s)}) >= {hot_celsius:g}", "hot")]
+        if a.family == "dcgm":
+            xid = '{__name__=~"' + "|".join(r["xid"].names) + '"}'
+            signal = f"{r['temp'].expr('', window_s)} or {xid} or {r['xid_count'].metric}"
+            mine += [_tag(f"{xid} > 0", "xid"), _tag(f"{r['xid_count'].metric} > 0", "xid_count"),
+                     _tag(f"{u} unless on ({keys}) ({signal})", "silent"),
+                     _tag(f"({signal}) unless on ({keys}) {u}", "standin")]
+        else:
+            health = r["health"].expr("", window_s)
+            network = " or ".join(f"max_over_time({r[role].metric}[{window_s}s]) == 0" for role in ("network", "link"))
+            mine += [_tag(f"{health} != 1", "health"), _tag(f"({network})", "network"),
+                     _tag(f"{u} unless on ({keys}) {health}", "silent"),
+                     _tag(f"{health} unless on ({keys}) {u}", "standin")]
+        parts += [f'label_replace({p}, "{snap.ROLE_LABEL}", "{a.family}", "", "")' for p in mine
+                  if shapes or re.search(rf'"{FLAG_LABEL}", "(\w+)"', p).group(1) not in SHAPES]  # type: ignore[union-attr]
+    return " or ".join(parts)
+
+
+def first_round(window_s: int, hot_celsius: float, steps_window_s: int = steps.STEPS_WINDOW_S,
+                adapters: Iterable[Adapter] = ADAPTERS.values(), shapes: bool = True) -> dict[str, str]:
+    adapters = list(adapters)
+    return {PODS: pods_query(window_s, adapters),
+            FLAGS: flags_query(window_s, hot_celsius, adapters=adapters, shapes=shapes),
+            snap.UP: f"{UP_QUERY} or {steps.query(steps_window_s)}"}
+
+
+def selector_of(labels: Mapping[str, str], ctx: Context) -> tuple[str, str] | None:
+    """(label, value) that selects every series of the node a series is on, in `node_of_series`' order."""
+    get = labels.get
+    for name in RELABELLED_NODE_LABELS:
+        if value := get(name):
+            return name, value
+    if ctx.pod_nodes and (pod := get("pod")) and ctx.pod_nodes.get((get("namespace") or "", pod)):
+        return "pod", pod
+    for name in (*HOST_LABELS, *JOB_LABELS, *INSTANCE_LABELS):
+        if (value := get(name)) and node_of_series({name: value}, ctx):
+            return name, value
+    return None
+
+
+def restrict(query: str, metrics: Collection[str], where: Mapping[str, Collection[str]]) -> str:
+    """`query` with every selector of `metrics` (and every `{__name__=~...}`) limited to series whose label in
+    `where` has one of its values; several labels: one copy per label, joined with `or`."""
+    names = "|".join(re.escape(m) for m in sorted(metrics, key=len, reverse=True))
+    token = re.compile(rf'(?<![\w"|])({names})(?![\w"|])(\{{[^}}]*\}})?')
+    copies = []
+    for label, values in sorted(where.items()):
+        matcher = f'{label}=~"{_alternatives(values)}"'
+
+        def add(m: re.Match[str], matcher: str = matcher) -> str:
+            inner = (m.group(2) or "{}")[1:-1].strip()
+            return m.group(1) + "{" + (f"{inner}, " if inner else "") + matcher + "}"
+
+        def add_name(m: re.Match[str], matcher: str = matcher) -> str:
+            return "{" + m.group(1) + m.group(2) + f", {matcher}" + "}"
+
+        out = re.sub(r'\{(__name__=~"[^"]*")([^}]*)\}', add_name, query)
+        copies.append(token.sub(add, out))
+    return " or ".join(f"({c})" for c in copies) if len(copies) > 1 else copies[0]
+
+
+def _alternatives(values: Collection[str]) -> str:
+    regex = "|".join(re.escape(v) for v in sorted(values))
+    return regex.replace("\\", "\\\\").replace('"', '\\"')
+
+
+def merged(queries: Mapping[str, str]) -> str:
+    """One PromQL for several, each answer's series tagged with QUERY_LABEL (split by `split_merged`)."""
+    return " or ".join(f'label_replace({q}, "{QUERY_LABEL}", "{name}", "", "")' for name, q in queries.items())
+
+
+def split_merged(vector: Vector, names: Iterable[str]) -> dict[str, list[dict[str, object]]]:
+    out: dict[str, list[dict[str, object]]] = {name: [] for name in names}
+    for series in vector:
+        labels = dict(series.get("metric") or {})
+        name = labels.pop(QUERY_LABEL, "")
+        if name in out:
+            out[name].append({"metric": labels, "value": series.get("value")})
+    return out
+
+
+def metrics(adapters: Iterable[Adapter]) -> set[str]:
+    """Every metric name the per-device queries read (what `restrict` limits)."""
+    out: set[str] = set()
+    for a in adapters:
+        for r in (*a.roles.values(), *a.identity_alternatives, *((a.fallback_identity,) if a.fallback_identity else ())):
+            out.update(r.names)
+            out.update(re.findall(r"\b(?:DCGM_\w+|dcgm_\w+|npu_\w+|container_npu_\w+)", r.param))
+    return out
+
+
+def anomalous(d: DeviceSample) -> bool:
+    return d.health in (Health.FAILED, Health.DEGRADED, Health.UNKNOWN) or bool(d.network_fault)
+
+
+def read(ask: Callable[[Mapping[str, str]], Mapping[str, Vector]], window_s: int, policy: HealthPolicy,
+         nodes: Mapping[str, snap.NodeFacts], previous: Mapping[str, DeviceSample],
+         where: Mapping[str, tuple[str, str]], hot_celsius: float | None = None,
+         steps_window_s: int = steps.STEPS_WINDOW_S, adapters: Iterable[Adapter] = ADAPTERS.values(),
+         shaped: Collection[str] | None = None) -> tuple[dict[str, Vector], Digest | None, int]:
+    """(answers for `snapshot.build`, the digest or None when the source was read per device, queries asked).
+    `where`: node -> (label, value) selecting its series, learnt in earlier reads (for remembered anomalies).
+    `shaped`: the nodes shape flags named in an earlier read, or None to ask the shape flags now."""
+    adapters = list(adapters)
+    hot = policy.overheat_celsius if hot_celsius is None else min(hot_celsius, policy.overheat_celsius)
+    first = first_round(window_s, hot, steps_window_s, adapters, shapes=shaped is None)
+    answered = ask(first)
+    asked = len(first)
+
+    def per_device(why: str) -> tuple[dict[str, Vector], None, int]:
+        log.info("telemetry read per device: %s", why)
+        results, n = snap.gather(ask, window_s, adapters, steps_window_s)
+        return results, None, asked + n
+
+    ctx = snap.context(answered.get(snap.UP) or (), nodes)
+    digest = Digest(where=dict(where))
+    for series in answered.get(PODS) or ():
+        labels = series.get("metric") or {}
+        parts = (labels.get(POD_LABEL) or "").split("|")
+        pod_labels = {k: v for k, v in zip((*POD_LABELS, *JOB_LABELS), parts, strict=False) if v}
+        # the node as `node_of_series` reads it: a relabelled node label or the host label, else the scrape
+        # target pod's Node (kube_pod_info), else `job` when it names a Node
+        node = ctx.node_named(labels.get(NODE_LABEL, "")) or ctx.pod_nodes.get(
+            (pod_labels.get("namespace", ""), pod_labels.get("pod", "")), "") or (
+            ctx.node_named(pod_labels.get("job", "")) if ctx.is_node is not None else "")
+        value = number((series.get("value") or [None, None])[1])
+        if not node or value is None:  # series that name no Node: only the per-device read places them
+            return per_device(f"the series of {labels.get(NODE_LABEL) or 'some devices'} name no Node")
+        n, util = pack_decode(value)
+        namespace, pod = workload_of(pod_labels, ctx.exporter_pods)
+        if namespace is None or pod is None:
+            digest.idle[node] = digest.idle.get(node, 0) + n
+            continue
+        held = digest.pods.get((namespace, pod))
+        if held is not None:  # one pod reported under two label sets (two exporters?): read it per device
+            return per_device(f"pod {namespace}/{pod} is reported by two exporters")
+        digest.pods[(namespace, pod)] = PodFigures(node, n, util)
+    flagged: set[str] = set(n for n in shaped or () if n in where)
+    shape_nodes: set[str] = set()
+    by_family = {a.family: a for a in adapters}
+    for series in answered.get(FLAGS) or ():
+        labels = series.get("metric") or {}
+        why = labels.get(FLAG_LABEL)
+        adapter = by_family.get(labels.get(snap.ROLE_LABEL, ""))
+        value = number((series.get("value") or [None, None])[1])
+        if adapter is None or (why == "xid" and int(value or 0) not in policy.fatal_xids) or (
+                why == "xid_count" and int(number(labels.get("xid")) or 0) not in policy.fatal_xids):
+            continue
+        node = node_of_series(labels, ctx)
+        selector = selector_of(labels, ctx) if node else None
+        if not node or selector is None:
+            return per_device(f"a flagged device ({why}) names no Node")
+        digest.where[node] = selector
+        flagged.add(node)
+        if why in SHAPES:
+            shape_nodes.add(node)
+        if why == "vanished" and (device := adapter.device_id(labels, ctx)) is not None:
+            namespace, pod = workload_of(labels, ctx.exporter_pods)
+            digest.vanished.append(DeviceSample(device, node, adapter.family, index=labels.get("gpu") or labels.get(
+                "id", ""), namespace=namespace, pod=pod, health=Health.HEALTHY))
+    # nodes holding a device the last snapshot found anomalous, of this source (it has their selector): read per
+    # device again, so a recovery shows and a vanished device stays remembered
+    flagged |= {d.node for d in previous.values() if anomalous(d) and d.node in where}
+    digest.shaped = frozenset(shape_nodes) if shaped is None else frozenset(n for n in shaped if n in where)
+    if not flagged:
+        return {snap.UP: answered.get(snap.UP) or ()}, digest, asked
+    if len(flagged) > DRILL_MAX:
+        return per_device(f"{len(flagged)} nodes need per-device rows (more than {DRILL_MAX})")
+    if unknown := sorted(n for n in flagged if n not in digest.where):
+        return per_device(f"no selector known for node(s) {', '.join(unknown[:3])}")
+    by_label: dict[str, set[str]] = {}
+    for node in flagged:
+        label, selected = digest.where[node]
+        by_label.setdefault(label, set()).add(selected)
+    names = metrics(adapters)
+    drill = {k: restrict(q, names, by_label) for k, q in snap.queries(window_s, adapters, steps_window_s).items()
+             if k != snap.UP}
+    results: dict[str, Vector] = dict(split_merged(ask({"drill": merged(drill)}).get("drill") or (), drill))
+    asked += 1
+    more = {k: restrict(q, names, by_label) for k, q in snap.followups(results, adapters, window_s).items()}
+    if more:
+        results.update(split_merged(ask({"more": merged(more)}).get("more") or (), more))
+        asked += 1
+    results[snap.UP] = answered.get(snap.UP) or ()
+    digest.drilled = frozenset(flagged)
+    for node in flagged:
+        digest.idle.pop(node, None)
+    digest.pods = {k: v for k, v in digest.pods.items() if v.node not in flagged}
+    return results, digest, asked
+

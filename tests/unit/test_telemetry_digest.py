@@ -1,0 +1,80 @@
+"""The aggregate read's pure parts: the packed per-pod value, the restriction of the per-device queries to some
+nodes' series, the merged query's split, and a job's figures from Prometheus' per-pod figures."""
+
+from __future__ import annotations
+
+import re
+
+import pytest
+
+from heterojob.telemetry import digest
+from heterojob.telemetry import snapshot as snap
+from heterojob.telemetry.adapters import ADAPTERS
+from heterojob.telemetry.snapshot import PodFigures
+from heterojob.telemetry.model import DeviceSample, Health
+from heterojob.telemetry.snapshot import Availability, JobRef, RegionTelemetry, Snapshot, job_telemetry
+
+
+def packed(utils: list[float | None]) -> float:
+    """What `pods_query` sums for these devices, as Prometheus would."""
+    return sum(1 + (digest.PACK + u / digest.PACK_SUM if u is not None else 0) for u in utils)
+
+
+@pytest.mark.parametrize("utils", [[90.0, 80.5, None], [None, None], [0.0], [100.0] * 16, [12.345, 99.99, 0.0, 57.0]])
+def test_a_pods_value_gives_back_its_devices_and_their_mean_utilization(utils: list[float | None]) -> None:
+    devices, mean = digest.pack_decode(packed(utils))
+    known = [u for u in utils if u is not None]
+    assert devices == len(utils)
+    assert mean == (pytest.approx(sum(known) / len(known), abs=1e-3) if known else None)
+
+
+def test_restricted_queries_select_only_the_named_nodes_series() -> None:
+    queries = snap.queries(60)
+    metrics = digest.metrics(ADAPTERS.values())
+    for name, query in queries.items():
+        if name == snap.UP:
+            continue
+        out = digest.restrict(query, metrics, {"node": {"g0", "g1"}})
+        # every selector of a metric the per-device read asks carries the matcher, in braces of its own or merged
+        for m in re.finditer(r'(?<![\w"|])([A-Za-z_][\w:]*)(\{[^}]*\})?(?=\[|\)|\s|$)', out):
+            if m.group(1) in metrics:
+                assert m.group(2) and 'node=~"g0|g1"' in m.group(2), (name, m.group(0))
+        for m in re.finditer(r'\{__name__=~"[^"]*"[^}]*\}', out):
+            assert 'node=~"g0|g1"' in m.group(0)
+        # strings (label_replace's arguments, regexes of names) are left alone
+        assert re.findall(r'"[A-Za-z_]\w*"', query) == [s for s in re.findall(r'"[A-Za-z_]\w*"', out)]
+    two = digest.restrict(queries["dcgm:util"], metrics, {"node": {"g0"}, "Hostname": {"h1"}})
+    assert 'node=~"g0"' in two and 'Hostname=~"h1"' in two and ") or (" in two
+
+
+def test_a_merged_query_splits_back_by_name() -> None:
+    merged = digest.merged({"a": "up", "b": "up == 0"})
+    assert merged.count(digest.QUERY_LABEL) == 2
+    vector = [{"metric": {"__name__": "up", digest.QUERY_LABEL: "a", "node": "g0"}, "value": [1.0, "1"]},
+              {"metric": {digest.QUERY_LABEL: "b", "node": "g1"}, "value": [1.0, "0"]},
+              {"metric": {digest.QUERY_LABEL: "other"}, "value": [1.0, "0"]}]
+    split = digest.split_merged(vector, ["a", "b"])
+    assert split == {"a": [{"metric": {"__name__": "up", "node": "g0"}, "value": [1.0, "1"]}],
+                     "b": [{"metric": {"node": "g1"}, "value": [1.0, "0"]}]}
+
+
+def test_a_job_reads_prometheus_figures_beside_device_rows() -> None:
+    job = JobRef("team-a", "train", "r1", generation=2, replicas=2, per_replica=4)
+    failed = DeviceSample("GPU-1", "n2", "dcgm", utilization=10.0, health=Health.FAILED, reason="fatal XID 79",
+                          namespace="team-a", pod=job.pod(1))
+    healthy = [DeviceSample(f"GPU-{i}", "n2", "dcgm", utilization=30.0, health=Health.HEALTHY,
+                            namespace="team-a", pod=job.pod(1)) for i in (2, 3, 4)]
+    s = Snapshot(devices={d.device_id: d for d in (failed, *healthy)},
+                 regions={"r1": RegionTelemetry(Availability.OK)},
+                 by_pod={("team-a", job.pod(1)): (failed, *healthy)},
+                 pods={("team-a", job.pod(0)): PodFigures("n1", 4, 88.25)}, aggregated=4)
+    t = job_telemetry(job, s)
+    assert t.availability == Availability.OK and t.seen == 8
+    assert t.per_replica == (88.2, 25.0)  # rank 0 from Prometheus' figures, rank 1 from its device rows
+    assert [(r, d.device_id) for r, d in t.unhealthy] == [(1, "GPU-1")]
+    assert t.stragglers == (1,)
+    partial = Snapshot(devices={}, regions={"r1": RegionTelemetry(Availability.OK)},
+                       pods={("team-a", job.pod(0)): PodFigures("n1", 3, None)}, aggregated=3)
+    t = job_telemetry(job, partial)
+    assert t.availability == Availability.DEGRADED and t.seen == 3 and t.per_replica == (None, None)
+    assert "3 of 8 devices reported" in t.message
