@@ -40,9 +40,8 @@ import time
 from dataclasses import replace
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
-# run as a script: the operator's package, and the repository (the tests' oracle, tests/oracle/reference.py)
-sys.path[:0] = [str(ROOT / "operator"), str(ROOT)]
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # the repository: the tests' oracle (reference)
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "operator"))
 
 from heterojob.engine.capacity import rooms  # noqa: E402 - after the sys.path entry above (run as a script)
 from heterojob.engine.queue import completion, ranking
