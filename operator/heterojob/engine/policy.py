@@ -50,6 +50,9 @@ class Facts:
     work_s: float = 0.0  # reference seconds trained before its current run
     measured: frozenset[str] = frozenset()  # classes where `rel` is its own measurement, not the sheet's
     turns: int = 0  # times it was preempted (status.scheduling.preemptions): `QueueSettings.max_turns`
+    # classes whose speed the fleet's estimate is sure of (`engine.estimates.SURE`): trusted like a
+    # measurement (not probed); the others, when `measured` is not empty, are explored
+    sure: frozenset[str] = frozenset()
 
 
 @dataclass
@@ -481,7 +484,8 @@ def upgrades(holders: Iterable[Holder], fleet: Fleet, now: float, knowledge: Kno
         classes = allowed.get(h.job, ()) if allowed is not None else facts.rel
         rel = {c: facts.rel.get(c, 0.0) for c in classes}
         rel[here] = facts.rel.get(here, 0.0)
-        unmeasured = frozenset(c for c in rel if c not in facts.measured) if facts.measured else frozenset()
+        unmeasured = frozenset(c for c in rel if c not in facts.measured and c not in facts.sure) \
+            if facts.measured else frozenset()
         if not any(rel.get(c, 0.0) > rel[here] or (probe_share > 0 and c in unmeasured) for c in free):
             continue
         settled = now - h.since >= min_runtime_s and not h.disrupted and h.base is None
