@@ -103,8 +103,8 @@ def fit(rows: Mapping[str, Mapping[str, float]], classes: Sequence[str], rank: i
     min(2, classes - 2) is fitted and the one whose held-out cells are predicted best is kept (`Model.quality`;
     on Gavel's 3-class table the additive model, rank 0, predicts best: an interaction overfits 3 columns)."""
     if rank is None:
-        fits = [m for k in range(max(0, min(2, len(classes) - 2)) + 1) if (m := fit(rows, classes, k)) is not None]
-        return max(fits, key=lambda m: (sum(m.quality.values()) / max(1, len(m.quality)), -m.vectors.shape[1]),
+        fits = [f for k in range(max(0, min(2, len(classes) - 2)) + 1) if (f := fit(rows, classes, k)) is not None]
+        return max(fits, key=lambda f: (sum(f.quality.values()) / max(1, len(f.quality)), -f.vectors.shape[1]),
                    default=None)
     classes = tuple(classes)
     k = rank
@@ -115,9 +115,9 @@ def fit(rows: Mapping[str, Mapping[str, float]], classes: Sequence[str], rank: i
     mask = np.zeros_like(x, dtype=bool)
     for i, r in enumerate(names):
         for j, c in enumerate(classes):
-            v = rows[r].get(c, 0.0)
-            if v > 0 and math.isfinite(v):
-                x[i, j], mask[i, j] = math.log(v), True
+            val = rows[r].get(c, 0.0)
+            if val > 0 and math.isfinite(val):
+                x[i, j], mask[i, j] = math.log(val), True
     m = mask.astype(float)
     # start: additive (a_j + b_c), small interactions (deterministic)
     a = (x * m).sum(1) / m.sum(1)
