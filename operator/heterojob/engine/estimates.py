@@ -18,7 +18,7 @@ scales the job's own measurements by on the classes it has not run on.
    interaction's rank is chosen by how well each predicts held-out measured cells (`fit`).
 3. Each estimate carries a confidence in [0, 1] (`Estimate.confidence`): 1 where the row measured the class,
    `n / (n + 0.25)` for `n` jobs there; for a filled cell, how well the model predicts a held-out measured
-   cell from as many measured cells as the row has (`Model.quality`: 1 - the median absolute log error over
+   cell from as many measured cells as the row has (`SpeedModel.quality`: 1 - the median absolute log error over
    ln 2), 0 when too few rows are complete to tell (then the declared throughput is the guess, as before).
    The policy trusts a class whose confidence reaches `SURE` and explores one below it (`engine.policy`:
    an unsure class is probed, `completion.plan_upgrades`).
@@ -70,7 +70,7 @@ class Estimate:
 
 
 @dataclass(frozen=True)
-class Model:
+class SpeedModel:
     """The fitted low-rank model over `classes` (`fit`)."""
 
     classes: tuple[str, ...]
@@ -97,10 +97,10 @@ class Model:
         return out
 
 
-def fit(rows: Mapping[str, Mapping[str, float]], classes: Sequence[str], rank: int | None = None) -> Model | None:
+def fit(rows: Mapping[str, Mapping[str, float]], classes: Sequence[str], rank: int | None = None) -> SpeedModel | None:
     """The low-rank model of `rows` (fingerprint -> class -> speed, positive); None with fewer than `MIN_ROWS`
     rows measured on two classes or more. `rank`: of the interaction; None: each rank from 0 to
-    min(2, classes - 2) is fitted and the one whose held-out cells are predicted best is kept (`Model.quality`;
+    min(2, classes - 2) is fitted and the one whose held-out cells are predicted best is kept (`SpeedModel.quality`;
     on Gavel's 3-class table the additive model, rank 0, predicts best: an interaction overfits 3 columns)."""
     if rank is None:
         fits = [f for k in range(max(0, min(2, len(classes) - 2)) + 1) if (f := fit(rows, classes, k)) is not None]
@@ -142,11 +142,11 @@ def fit(rows: Mapping[str, Mapping[str, float]], classes: Sequence[str], rank: i
         rhs = np.einsum("rc,ci,rc->ri", m, design, target)
         coef = np.linalg.solve(lhs, rhs[..., None])[..., 0]
         a, u = coef[:, 0], coef[:, 1:]
-    model = Model(classes, b, v)
-    return Model(classes, b, v, _quality(model, x, mask))
+    model = SpeedModel(classes, b, v)
+    return SpeedModel(classes, b, v, _quality(model, x, mask))
 
 
-def _quality(model: Model, x: np.ndarray, mask: np.ndarray) -> dict[int, float]:
+def _quality(model: SpeedModel, x: np.ndarray, mask: np.ndarray) -> dict[int, float]:
     """Confidence of a filled cell by how many cells its row measured: each measured cell predicted from every
     subset of that many other measured cells of its row (the class terms are the fit's, so slightly
     optimistic); 1 - median |log error| / ln 2, at least 0. With none measured: the ratio between two classes
@@ -174,7 +174,7 @@ class Estimates:
 
     declared: Mapping[str, float]
     rows: Mapping[str, Estimate]
-    model: Model | None
+    model: SpeedModel | None
     version: int = 0
 
     def of(self, key: str | None) -> Estimate:
@@ -185,7 +185,7 @@ class Estimates:
         return _unmeasured(self.declared, self.model)
 
 
-def _unmeasured(declared: Mapping[str, float], model: Model | None) -> Estimate:
+def _unmeasured(declared: Mapping[str, float], model: SpeedModel | None) -> Estimate:
     if model is None:
         return Estimate(dict(declared), dict.fromkeys(declared, 0.0))
     logs = model.row({})
