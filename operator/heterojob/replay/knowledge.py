@@ -28,6 +28,7 @@ class ReplayKnowledge:
         # fingerprint (`engine.estimates.fingerprint`) -> job -> its steps/s per device where it ran
         self.samples: dict[str, dict[int, dict[str, float]]] = defaultdict(dict)
         self.sample_counts: dict[tuple[str, str], int] = defaultdict(int)
+        self.total = 0  # samples taken in
         self.estimates = estimates.build(declared, {})
         self.measured_sizes: dict[tuple[int, str], dict[int, float]] = defaultdict(dict)  # steps/s per replicas
         self.work_s: dict[int, float] = defaultdict(float)  # reference seconds trained (estimated speeds)
@@ -105,14 +106,15 @@ class ReplayKnowledge:
 
     def pool(self, job: TraceJob, cls: str, others: Callable[[], Iterable[TraceJob]]) -> None:
         """A job measured its speed on a class for the first time: the fleet's estimates take it in. They are
-        built again (and the facts of the jobs in the system with them) when a fingerprint's sample count on
-        a class reaches a power of two (the first sample included): a median, which later samples barely
-        move (the operator builds them afresh when its jobs' measurements change)."""
+        built again (and the facts of the jobs in the system with them) when a cell (fingerprint x class) gets
+        its first sample or the fleet's sample count reaches a power of two: a cell is a median, which later
+        samples barely move (the operator builds them afresh when its jobs' measurements change)."""
         key = self.key(job)
         self.samples[key].setdefault(job.id, {})[cls] = job.rate(cls) / job.gpus  # per device
         n = self.sample_counts[(key, cls)] = self.sample_counts[(key, cls)] + 1
-        if n & (n - 1):
-            return
+        self.total += 1
+        if n > 1 and self.total & (self.total - 1):
+            return  # a cell's first sample, or the fleet's sample count at a power of two: O(cells + log n) fits
         self.estimates = estimates.build(self.declared, {k: v.values() for k, v in self.samples.items()},
                                          self.estimates.version + 1)
         for other in others():
