@@ -19,8 +19,10 @@ class ReplayKnowledge:
     """`pooled`: jobs name their type as their workload (`spec.workload`), so a type's jobs share measured
     speeds at every size; without it jobs are pooled by their spec's fingerprint (type and size)."""
 
-    def __init__(self, declared: dict[str, float], namespace: str, pooled: bool = True) -> None:
+    def __init__(self, declared: dict[str, float], namespace: str, pooled: bool = True, estimating: bool = True
+                 ) -> None:
         self.declared, self.namespace, self.pooled = declared, namespace, pooled
+        self.estimating = estimating  # the fleet's estimates are built (heterojob; the baselines read none)
         self.promotions = 0  # runs a starvation promotion started
         self.turns: dict[int, int] = defaultdict(int)  # times each job was preempted (status.scheduling.preemptions)
         self.service: dict[int, queueing.Service] = {}
@@ -89,7 +91,7 @@ class ReplayKnowledge:
     def learned(self, job: TraceJob, cls: str, replicas: int, raw: float,
                 others: Callable[[], Iterable[TraceJob]]) -> None:
         """The job's steps/s on `cls` at `replicas` reaches what the operator knows (the SDK's step metric)."""
-        if cls not in self.measured[job.id]:
+        if cls not in self.measured[job.id] and self.estimating:
             self.pool(job, cls, others)
         self.measured[job.id][cls] = job.rate(cls)  # the SDK reports steps/s once it trains there
         self.measured_sizes[(job.id, cls)][replicas] = raw  # ... at the size it runs at

@@ -195,7 +195,7 @@ class _Replay:
         self.arrived: list[TraceJob] = []  # since the last event
         self.freed: set[str] = set()  # classes that gained room since the last event (or a growth wake)
         self.metrics = Metrics(jobs, config.devices, self.arrival)
-        self.known = ReplayKnowledge(DECLARED, NAMESPACE, pooled=config.named)
+        self.known = ReplayKnowledge(DECLARED, NAMESPACE, pooled=config.named, estimating=policy == "heterojob")
         self.queue: Fifo | ReplayScheduler = ReplayScheduler(self) if policy == "heterojob" else Fifo(self)
         self.batched = policy == "heterojob"  # the baselines look after every event
         self.pending = set(range(*config.window)) if config.window else None
