@@ -50,13 +50,16 @@ def test_a_speed_is_known_only_after_the_job_has_trained_on_the_class_for_the_st
     assert informed.known.measured[3]
 
 
-def test_without_workload_names_a_jobs_type_shares_no_measurement() -> None:
-    trace = [job(1, hours=2), job(2, hours=2, at_h=3)]
+def test_without_workload_names_a_jobs_type_shares_measurements_only_at_its_size() -> None:
+    """Issue 43: the operator pools jobs alike by their spec's fingerprint (a trace job's command is its type's)
+    and size; a workload name pools its jobs at every size."""
+    trace = [job(1, hours=2), job(2, hours=2, at_h=3, gpus=2)]
     for named in (False, True):
         sim = _Replay(trace, "heterojob", Config(nodes_per_class_region=1, regions=1, mtbf_h=1e9, elastic=False,
                                                  workloads=named))
         sim.run()
-        assert (R18 in sim.known.sheets) is named
+        assert (sim.known.key(trace[0]) == sim.known.key(trace[1])) is named
+        assert len(sim.known.samples) == (1 if named else 2)
 
 
 def test_a_placement_that_ends_starts_the_starvation_clock_so_a_move_is_no_promotion() -> None:

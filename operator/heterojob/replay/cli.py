@@ -12,7 +12,7 @@ from heterojob.engine.basics.queueing import QueuePolicy, QueueSettings
 from heterojob.replay.replay import KNOWLEDGE, POLICIES, REGIONS, Config, replay
 from heterojob.replay.replay import __doc__ as REPLAY_DOC
 from heterojob.replay.report import html_report
-from heterojob.replay.traces import TraceError, read_trace, synthetic_trace
+from heterojob.replay.traces import TraceError, cluster, gavel_slice, read_trace, synthetic_trace
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -41,11 +41,17 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--no-upgrades", action="store_true", help="heterojob: never move a running job up")
     parser.add_argument("--fastest-share", type=float, default=None, metavar="SHARE",
                         help="synthetic: this share of users ask for the fastest class (default: by throughput)")
+    parser.add_argument("--cluster", default=None, metavar="TYPE:DEVICES,...",
+                        help="devices per type in one region, in nodes of --devices-per-node (Gavel's types or "
+                             "class names, e.g. v100:16,p100:16,k80:16); replaces --regions and "
+                             "--nodes-per-class-region")
+    parser.add_argument("--devices-per-node", type=int, default=8)
     parser.add_argument("--regions", type=int, default=3, choices=range(1, len(REGIONS) + 1))
     parser.add_argument("--nodes-per-class-region", type=int, default=2)
     parser.add_argument("--arrival-scale", type=float, default=None,
                         help="multiply arrival times (< 1: more load); default 0.1 for --trace, 1 for --synthetic")
-    parser.add_argument("--mtbf-hours", type=float, default=50_000.0)
+    parser.add_argument("--mtbf-hours", type=float, default=50_000.0,
+                        help="mean hours between failures of a device (inf: no failures)")
     parser.add_argument("--knowledge", choices=KNOWLEDGE, default="default",
                         help="what the operator knows: default (a job's speed on a class once it has trained there "
                              "for the step window, no workload names, no periodic checkpoints) or informed (every "
@@ -62,6 +68,9 @@ def main(argv: Sequence[str] | None = None) -> int:
                         help="heterojob: a job lists only the classes where it runs at least SHARE of its best speed")
     parser.add_argument("--seed", type=int, default=1)
     parser.add_argument("--limit", type=int, default=None, help="replay only the first N jobs of --trace")
+    parser.add_argument("--gavel-slice", type=int, default=None, metavar="N",
+                        help="Gavel's evaluation slice of --trace: the first N jobs that run on every type and last "
+                             "at most 10^4 minutes on V100, arrivals shifted to start at 0 (bench/gavel.py)")
     parser.add_argument("--html", type=Path, default=None, help="write a plotly report here")
     args = parser.parse_args(argv)
     for path in (args.throughputs,) if args.synthetic else (args.trace, args.throughputs):
@@ -69,6 +78,14 @@ def main(argv: Sequence[str] | None = None) -> int:
             parser.error(f"{path} is not a file (a Gavel-format trace and its isolated_throughputs.csv)")
     if args.arrival_scale is None:
         args.arrival_scale = 1.0 if args.synthetic else 0.1
+    fleet_classes: tuple[tuple[str, int], ...] = ()
+    if args.cluster is not None:
+        try:
+            fleet_classes = cluster(args.cluster)
+        except TraceError as exc:
+            parser.error(str(exc))
+    if args.devices_per_node < 1:
+        parser.error("--devices-per-node must be positive")
     if args.nodes_per_class_region < 1 or args.arrival_scale <= 0 or args.mtbf_hours <= 0:
         parser.error("--nodes-per-class-region, --arrival-scale and --mtbf-hours must be positive")
     if not 0 <= args.alternatives_within <= 1:
@@ -80,6 +97,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args.fastest_share is not None and not 0 <= args.fastest_share <= 1:
         parser.error("--fastest-share is a share of the users, from 0 to 1")
     config = Config(nodes_per_class_region=args.nodes_per_class_region, regions=args.regions,
+                    devices_per_node=args.devices_per_node, cluster=fleet_classes,
                     arrival_scale=args.arrival_scale, mtbf_h=args.mtbf_hours, checkpoint_s=args.checkpoint_seconds,
                     elastic=not args.no_elastic, within=args.alternatives_within, seed=args.seed,
                     queue=QueueSettings(policy=QueuePolicy(args.queue_policy),
@@ -94,13 +112,13 @@ def main(argv: Sequence[str] | None = None) -> int:
             name = f"synthetic ({len(jobs)} jobs, {args.jobs_per_hour:g}/h)"
         else:
             trace = read_trace(args.trace, args.throughputs, seed=args.seed, limit=args.limit)
-            jobs = trace.jobs
+            jobs = trace.jobs if args.gavel_slice is None else gavel_slice(trace.jobs, args.gavel_slice)
             name = f"{args.trace.name} ({len(jobs)} jobs)"
             left_out.append(trace.left_out())
     except TraceError as exc:
         parser.error(str(exc))
-    too_big = sum(1 for j in jobs if j.gpus > config.nodes_per_class_region * config.devices_per_node)
-    jobs = [j for j in jobs if j.gpus <= config.nodes_per_class_region * config.devices_per_node]
+    too_big = sum(1 for j in jobs if j.gpus > config.largest_gang)
+    jobs = [j for j in jobs if j.gpus <= config.largest_gang]
     if too_big:
         left_out.append(f"{too_big} jobs larger than one class in one region")
     if not jobs:

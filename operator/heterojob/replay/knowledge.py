@@ -1,6 +1,8 @@
 """What the operator knows of each job in the replay, as its status would carry it: attained service and when
 it last waited (`engine.basics.queueing.Service`), the speeds it measured where it ran, its work done, and what the
-jobs of its type (its `spec.workload`) measured, pooled (`engine.queue.completion.pooled`). The policy never reads a
+fleet measured (`engine.queue.estimates`: the jobs alike pooled, by `spec.workload` where jobs name their type, else
+by the fingerprint of their spec, which for a trace job is its command line, i.e. its type, and its size;
+the cells nobody measured filled by the low-rank model, each with a confidence). The policy never reads a
 job's total steps or its speed on a class it has not run on."""
 
 from __future__ import annotations
@@ -9,7 +11,7 @@ from collections import defaultdict
 from collections.abc import Callable, Iterable
 
 from heterojob.engine.basics import queueing
-from heterojob.engine.queue import completion
+from heterojob.engine.queue import completion, estimates
 from heterojob.engine.queue import policy as engine_policy
 from heterojob.replay.traces import TraceJob
 from heterojob.engine.queue.facts import Facts
@@ -17,18 +19,21 @@ from heterojob.engine.queue.facts import Facts
 
 class ReplayKnowledge:
     """`pooled`: jobs name their type as their workload (`spec.workload`), so a type's jobs share measured
-    speeds; without it each job knows only its own measurements and the declared throughput."""
+    speeds at every size; without it jobs are pooled by their spec's fingerprint (type and size)."""
 
-    def __init__(self, declared: dict[str, float], namespace: str, pooled: bool = True) -> None:
+    def __init__(self, declared: dict[str, float], namespace: str, pooled: bool = True, estimating: bool = True
+                 ) -> None:
         self.declared, self.namespace, self.pooled = declared, namespace, pooled
+        self.estimating = estimating  # the fleet's estimates are built (heterojob; the baselines read none)
         self.promotions = 0  # runs a starvation promotion started
         self.turns: dict[int, int] = defaultdict(int)  # times each job was preempted (status.scheduling.preemptions)
         self.service: dict[int, queueing.Service] = {}
         self.measured: dict[int, dict[str, float]] = defaultdict(dict)
-        # spec.workload: the trace's job type; each job's steps/s per device where it ran, pooled per type
+        # fingerprint (`engine.queue.estimates.fingerprint`) -> job -> its steps/s per device where it ran
         self.samples: dict[str, dict[int, dict[str, float]]] = defaultdict(dict)
         self.sample_counts: dict[tuple[str, str], int] = defaultdict(int)
-        self.sheets: dict[str, tuple[int, dict[str, float]]] = {}  # type -> (version, `completion.sheet`)
+        self.total = 0  # samples taken in
+        self.estimates = estimates.build(declared, {})
         self.measured_sizes: dict[tuple[int, str], dict[int, float]] = defaultdict(dict)  # steps/s per replicas
         self.work_s: dict[int, float] = defaultdict(float)  # reference seconds trained (estimated speeds)
         self.residual = completion.Residual()
@@ -40,11 +45,17 @@ class ReplayKnowledge:
         """Relative speed per class the job runs on: measured where it ran, elsewhere scaled by its workload's
         sheet (what the jobs of its type measured, `completion.sheet`), else by the declared throughput."""
         measured = self.measured.get(job.id, {})
-        version, sheet = self.sheets.get(job.job_type, (0, self.declared))
+        version = self.estimates.version
         cached = self.rels.get(job.id)
         if cached is None or cached[0] != (len(measured), version):
+            sheet = self.estimates.of(self.key(job)).speed
             cached = self.rels[job.id] = ((len(measured), version), completion.speeds(sheet, measured, job.classes))
         return cached[1]
+
+    def key(self, job: TraceJob) -> str:
+        """What pools the job with others (`engine.queue.estimates.fingerprint`): its type as its workload, or its
+        command line (a trace job's command is its type's) and size."""
+        return estimates.fingerprint(job.job_type if self.pooled else None, command=(job.job_type,), size=job.gpus)
 
     def waits(self, job: TraceJob, now: float) -> float:
         """The job (re)enters the queue: its starvation clock starts; its run time since its last promotion."""
@@ -82,7 +93,7 @@ class ReplayKnowledge:
     def learned(self, job: TraceJob, cls: str, replicas: int, raw: float,
                 others: Callable[[], Iterable[TraceJob]]) -> None:
         """The job's steps/s on `cls` at `replicas` reaches what the operator knows (the SDK's step metric)."""
-        if cls not in self.measured[job.id] and self.pooled:
+        if cls not in self.measured[job.id] and self.estimating:
             self.pool(job, cls, others)
         self.measured[job.id][cls] = job.rate(cls)  # the SDK reports steps/s once it trains there
         self.measured_sizes[(job.id, cls)][replicas] = raw  # ... at the size it runs at
@@ -98,22 +109,25 @@ class ReplayKnowledge:
         self.refresh(job)
 
     def pool(self, job: TraceJob, cls: str, others: Callable[[], Iterable[TraceJob]]) -> None:
-        """A job measured its speed on a class for the first time: its workload's sheet takes it in. The sheet
-        is read again (and the type's jobs' facts with it) when a class's sample count reaches a power of
-        two: it is a median, which later samples barely move (the operator reads it afresh every plan)."""
-        self.samples[job.job_type].setdefault(job.id, {})[cls] = job.rate(cls) / job.gpus  # per device
-        n = self.sample_counts[(job.job_type, cls)] = self.sample_counts[(job.job_type, cls)] + 1
-        if n & (n - 1):
-            return
-        version = self.sheets.get(job.job_type, (0, self.declared))[0] + 1
-        self.sheets[job.job_type] = (version, completion.sheet(self.declared, completion.pooled(
-            self.samples[job.job_type].values())))
+        """A job measured its speed on a class for the first time: the fleet's estimates take it in. They are
+        built again (and the facts of the jobs in the system with them) when a cell (fingerprint x class) gets
+        its first sample or the fleet's sample count reaches a power of two: a cell is a median, which later
+        samples barely move (the operator builds them afresh when its jobs' measurements change)."""
+        key = self.key(job)
+        self.samples[key].setdefault(job.id, {})[cls] = job.rate(cls) / job.gpus  # per device
+        n = self.sample_counts[(key, cls)] = self.sample_counts[(key, cls)] + 1
+        self.total += 1
+        if n > 1 and self.total & (self.total - 1):
+            return  # a cell's first sample, or the fleet's sample count at a power of two: O(cells + log n) fits
+        self.estimates = estimates.build(self.declared, {k: v.values() for k, v in self.samples.items()},
+                                         self.estimates.version + 1)
         for other in others():
-            if other.job_type == job.job_type and other.id != job.id:
+            if other.id != job.id:
                 self.refresh(other)
 
     def refresh(self, job: TraceJob) -> None:
         """The job's facts as its status would carry them (attained service, speeds, work done)."""
         self.facts[f"{self.namespace}/{job.id}"] = Facts(
             self.service.get(job.id, queueing.Service()), self.rel(job), self.work_s[job.id],
-            frozenset(self.measured.get(job.id, ())), self.turns.get(job.id, 0))
+            frozenset(self.measured.get(job.id, ())), self.turns.get(job.id, 0),
+            self.estimates.of(self.key(job)).sure())

@@ -113,6 +113,9 @@ class Config:
     periodic: bool | None = None  # periodic checkpoints every `checkpoint_s` (None: in the informed mode only)
     workloads: bool | None = None  # each job names its type as spec.workload (None: in the informed mode only)
     learn_s: float | None = None  # training on a class before its speed is known (None: by `knowledge`)
+    # devices per class in one region (`--cluster v100:16,p100:16,k80:16`, `traces.cluster`), in nodes of
+    # `devices_per_node` (the last one holds the rest); () : `regions` x `nodes_per_class_region` per class
+    cluster: tuple[tuple[str, int], ...] = ()
 
     def __post_init__(self) -> None:
         if self.knowledge not in KNOWLEDGE:
@@ -141,17 +144,33 @@ class Config:
 
     @property
     def devices(self) -> int:
-        return self.nodes_per_class_region * len(CLASSES) * self.regions * self.devices_per_node
+        return sum(self.per_class.values())
+
+    @property
+    def per_class(self) -> dict[str, int]:
+        """Devices of each class, over every region."""
+        if self.cluster:
+            return dict(self.cluster)
+        return dict.fromkeys(CLASSES, self.nodes_per_class_region * self.regions * self.devices_per_node)
+
+    @property
+    def largest_gang(self) -> int:
+        """The most devices a gang can hold: one region's devices of a class (a gang never spans regions)."""
+        if self.cluster:
+            return max(self.per_class.values())
+        return self.nodes_per_class_region * self.devices_per_node
 
 
 def fleet(config: Config) -> Fleet:
     nodes = {}
-    for region in REGIONS[:config.regions]:
+    for region in REGIONS[:1 if config.cluster else config.regions]:
         for cls in CLASSES:
-            for i in range(config.nodes_per_class_region):
+            per = config.devices_per_node
+            sizes = ([per] * config.nodes_per_class_region if not config.cluster else
+                     [min(per, config.per_class.get(cls, 0) - k) for k in range(0, config.per_class.get(cls, 0), per)])
+            for i, size in enumerate(sizes):
                 name = f"{region}-{cls}-{i:02d}"
-                nodes[name] = Node(name, {"class": cls, "topology.kubernetes.io/region": region},
-                                   {cls: config.devices_per_node})
+                nodes[name] = Node(name, {"class": cls, "topology.kubernetes.io/region": region}, {cls: size})
     classes = {c: DeviceClass(c, c, {"class": c}, throughput=DECLARED[c]) for c in CLASSES}
     return Fleet(nodes, classes)
 
@@ -176,7 +195,7 @@ class _Replay:
         self.arrived: list[TraceJob] = []  # since the last event
         self.freed: set[str] = set()  # classes that gained room since the last event (or a growth wake)
         self.metrics = Metrics(jobs, config.devices, self.arrival)
-        self.known = ReplayKnowledge(DECLARED, NAMESPACE, pooled=config.named)
+        self.known = ReplayKnowledge(DECLARED, NAMESPACE, pooled=config.named, estimating=policy == "heterojob")
         self.queue: Fifo | ReplayScheduler = ReplayScheduler(self) if policy == "heterojob" else Fifo(self)
         self.batched = policy == "heterojob"  # the baselines look after every event
         self.pending = set(range(*config.window)) if config.window else None
@@ -198,7 +217,7 @@ class _Replay:
         for job in self.jobs:
             self.push(self.arrival(job), "arrive", job)
         per_node_rate = config.devices_per_node / (config.mtbf_h * 3600)
-        for name in sorted(self.base.nodes):
+        for name in sorted(self.base.nodes) if per_node_rate > 0 else ():  # mtbf_h = inf: no failures
             self.push(self.rng.expovariate(per_node_rate), "fail", name)
         first = min((self.arrival(j) for j in self.jobs), default=0.0)
         end = first
@@ -336,7 +355,7 @@ def gang_shape(devices: int, per_node: int) -> tuple[int, int]:
 def replay(jobs: Sequence[TraceJob], policy: str, config: Config) -> Report:
     """Replay `jobs` under `policy` ("static", "kueue" or "heterojob"). A job whose gang cannot fit one region
     of a class is refused up front (it would wait forever while failures keep the clock running)."""
-    most = config.nodes_per_class_region * config.devices_per_node
+    most = config.largest_gang
     too_big = [j.id for j in jobs if j.gpus > most]
     if too_big:
         raise ValueError(f"jobs {too_big[:5]}{'...' if len(too_big) > 5 else ''} ask for more than the {most} devices "

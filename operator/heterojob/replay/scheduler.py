@@ -148,9 +148,8 @@ class ReplayScheduler:
         return self.guided[1]
 
     def capacity(self) -> dict[str, int]:
-        config = self.sim.config
-        per = config.nodes_per_class_region * config.regions * config.devices_per_node
-        return {c: per for c in self.sim.base.classes}
+        per = self.sim.config.per_class
+        return {c: per.get(c, 0) for c in self.sim.base.classes}
 
     def apply(self, cycle: Cycle, now: float) -> None:
         """Placements start; victims and lenders checkpoint and the job that disturbs them starts where the

@@ -25,8 +25,8 @@ import json
 import math
 import random
 from collections import defaultdict
-from collections.abc import Mapping
-from dataclasses import dataclass
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, replace
 from functools import cached_property
 from pathlib import Path
 
@@ -171,6 +171,7 @@ LAYOUTS: dict[int, dict[str, int]] = {
 # Philly job is ~3,100 hours, its traces span ~1,250 hours) is a unit mistake, not a workload: refused, naming
 # its line (the replay simulates the fleet's failures over the whole span: hours of CPU)
 MAX_HOURS = 1e6
+GAVEL_MAX_H = 1e4 / 60  # Gavel's generator's longest job: 10^4 minutes on V100
 
 
 @dataclass
@@ -284,6 +285,32 @@ def read_trace(trace: Path, table: Path, seed: int = 0, limit: int | None = None
         if limit and len(jobs) >= limit:
             break
     return Trace(jobs, dict(unknown), unrunnable, weights)
+
+
+def cluster(text: str) -> tuple[tuple[str, int], ...]:
+    """`v100:16,p100:16,k80:16` (Gavel's types or this fleet's class names) -> ((class, devices), ...) in
+    `CLASSES` order; a class left out has no devices. A bad entry is a TraceError naming it and the form."""
+    out: dict[str, int] = {}
+    for part in (p.strip() for p in text.split(",") if p.strip()):
+        name, _, count = part.partition(":")
+        cls = CLASS_OF.get(name.strip().lower(), name.strip())
+        if cls not in CLASSES or not count.strip().isdigit() or cls in out:
+            raise TraceError(f"--cluster {part!r}: expected TYPE:DEVICES once per type, TYPE one of "
+                             f"{', '.join([*CLASS_OF, *CLASSES])} (e.g. v100:16,p100:16,k80:16)")
+        out[cls] = int(count)
+    if not any(out.values()):
+        raise TraceError(f"--cluster {text!r}: no devices (e.g. v100:16,p100:16,k80:16)")
+    return tuple((c, out.get(c, 0)) for c in CLASSES)
+
+
+def gavel_slice(jobs: Sequence[TraceJob], n: int, max_reference_h: float = GAVEL_MAX_H) -> list[TraceJob]:
+    """Gavel's evaluation slice of a trace: the first `n` jobs that run on every class at their scale and
+    last at most `max_reference_h` on `REFERENCE` (V100; Gavel's generator caps a job at 10^4 minutes), their
+    arrivals shifted so the first is at 0 (scale them with `Config.arrival_scale`)."""
+    kept = [j for j in jobs if len(j.classes) == len(CLASSES)
+            and j.total_steps / j.rate(REFERENCE) / 3600 <= max_reference_h][:n]
+    first = min((j.arrival_s for j in kept), default=0.0)
+    return [replace(j, arrival_s=j.arrival_s - first) for j in kept]
 
 
 def load_trace(trace: Path, table: Path, seed: int = 0, limit: int | None = None) -> list[TraceJob]:

@@ -15,6 +15,7 @@ from typing import TypeVar
 from heterojob.api.job import HeteroJobSpec, Phase
 from heterojob.api.job_status import HeteroJobStatus
 from heterojob.api.scheduling import Scheduling
+from heterojob.engine.queue import estimates
 from heterojob.engine.disruption.holders import Holder
 from heterojob.engine.capacity.fleet import Allocation, DeviceClass, Fleet, holdings, same_room, usage
 from heterojob.engine.basics.phases import DISRUPTED, WAITING, YIELDS
@@ -69,6 +70,9 @@ class Entry:
     scheduling: Scheduling | None = None  # status.scheduling: what the queue policy keeps across runs
     classes: tuple[str, ...] = ()  # the device classes its spec lists
     workload: str | None = None  # spec.workload: jobs of a namespace naming it share measured speeds
+    # what pools it with jobs alike (`engine.queue.estimates.fingerprint`: spec.workload, else its template's image,
+    # command and arguments with its size); None before its spec is read
+    fingerprint: str | None = None
     per_replica: Mapping[str, int] = field(default_factory=dict)  # devices per replica on each class it lists
     created: float = 0.0  # metadata.creationTimestamp
     succeeded: bool = False
@@ -137,6 +141,7 @@ class Cache:
         e.scheduling = status.scheduling
         e.classes = tuple(a.device_class for a in spec.devices) if spec is not None else e.classes
         e.workload = spec.workload if spec is not None else e.workload
+        e.fingerprint = _fingerprint(spec) if spec is not None else e.fingerprint
         e.per_replica = {a.device_class: a.per_replica for a in spec.devices} if spec is not None else e.per_replica
         meta = job.get("metadata")
         e.created = timestamp(meta.get("creationTimestamp") if isinstance(meta, Mapping) else None) or e.created
@@ -330,3 +335,14 @@ class Cache:
                          network_down=faults.network_down)
 
         return build
+
+
+def _fingerprint(spec: HeteroJobSpec) -> str:
+    """`engine.queue.estimates.fingerprint` of a spec: its workload, else its first container's image, command and
+    arguments, with its replicas at start (devices per replica per class: its size on each)."""
+    pod = spec.template.get("spec")
+    containers = pod.get("containers") if isinstance(pod, Mapping) else None
+    first = containers[0] if isinstance(containers, list) and containers and isinstance(containers[0], Mapping) else {}
+    size = spec.replicas.start * spec.devices[0].per_replica
+    return estimates.fingerprint(spec.workload, str(first.get("image") or ""), list(first.get("command") or ()),
+                                 list(first.get("args") or ()), size)

@@ -6,10 +6,11 @@ builds `engine.queue.policy.Knowledge` from the cache, which follows each job's 
   placements plus, for a running job, its current placement since `placement.since`; so a restarted
   operator, or a job's next run, counts on from where it was and running jobs may be displaced by level;
 - the job's relative speed per class (`completion.speeds`): its own measured steps/s where it ran
-  (`status.scheduling.speeds`, from its checkpoint acks); elsewhere the AcceleratorClasses' declared
-  throughput or, when the job names a workload (`spec.workload`), the speeds the jobs of its namespace
-  naming that workload measured (`workload_sheets`, read from their statuses, finished jobs included
-  while they exist);
+  (`status.scheduling.speeds`, from its checkpoint acks); elsewhere what the fleet measured
+  (`engine.queue.estimates`, `fleet_estimates`): the jobs of its namespace alike (its `spec.workload`, else the
+  fingerprint of its template and size, `Entry.fingerprint`), finished jobs included while they exist, and
+  the low-rank model over every fingerprint for the classes none of them ran on; each with a confidence (a
+  sure class is not probed, `Facts.sure`). Nothing measured: the AcceleratorClasses' declared throughput;
 - its work done: seconds run per class times its relative speed there (reference seconds);
 - the completed jobs' work (`completion.Residual`): every Succeeded HeteroJob this operator has seen, the
   newest `HISTORY_MAX`. It is kept in memory and rebuilt at start from the Succeeded jobs still in the API
@@ -25,7 +26,7 @@ from typing import NamedTuple
 
 from heterojob.api.scheduling import Scheduling
 from heterojob.engine.basics import queueing
-from heterojob.engine.queue import allocation, completion, guidance, ranking
+from heterojob.engine.queue import allocation, completion, estimates, guidance, ranking
 from heterojob.engine.disruption.holders import Holder
 from heterojob.engine.capacity.fleet import Fleet
 from heterojob.engine.placing.placement import Request
@@ -74,40 +75,50 @@ def per_device(scheduling: Scheduling | None, devices: Mapping[str, int]) -> dic
     return {c: sum(vs) / len(vs) for c, vs in by_class.items()}
 
 
-def workload_sheets(entries: Mapping[str, Entry | Seen], declared: Mapping[str, float]
-                    ) -> dict[tuple[str, str], dict[str, float]]:
-    """(namespace, workload) -> the sheet its jobs' speeds are scaled by (`completion.sheet` of the
-    `completion.pooled` measurements of every job there naming that workload)."""
-    samples: dict[tuple[str, str], list[dict[str, float]]] = {}
+def samples_of(entries: Mapping[str, Entry | Seen], memo: dict[str, tuple[object, dict[str, float]]] | None = None
+               ) -> dict[str, list[dict[str, float]]]:
+    """namespace/fingerprint -> its jobs' measured steps/s per device per class (`per_device`); `memo`: job ->
+    (its status.scheduling object, its sample), so an unchanged status is not read again."""
+    samples: dict[str, list[dict[str, float]]] = {}
     for key, e in entries.items():
-        if e.workload:
-            sample = per_device(e.scheduling, e.per_replica)
+        if e.fingerprint and e.scheduling is not None and e.scheduling.speeds:
+            known = memo.get(key) if memo is not None else None
+            if known is not None and known[0] is e.scheduling:
+                sample = known[1]
+            else:
+                sample = per_device(e.scheduling, e.per_replica)
+                if memo is not None:
+                    memo[key] = (e.scheduling, sample)
             if sample:
-                samples.setdefault((key.split("/", 1)[0], e.workload), []).append(sample)
-    return {k: completion.sheet(declared, completion.pooled(v)) for k, v in samples.items()}
+                samples.setdefault(f"{key.split('/', 1)[0]}/{e.fingerprint}", []).append(sample)
+    return samples
 
 
-def sheet_of(key: str, e: Entry | Seen | None, declared: Mapping[str, float],
-             sheets: Mapping[tuple[str, str], Mapping[str, float]]) -> Mapping[str, float]:
-    """What a job's speeds are scaled by: its workload's sheet, else the declared throughput."""
-    if e is None or not e.workload:
-        return declared
-    return sheets.get((key.split("/", 1)[0], e.workload), declared)
+def fleet_estimates(entries: Mapping[str, Entry | Seen], declared: Mapping[str, float]) -> estimates.Estimates:
+    """What the fleet measured (`engine.queue.estimates.build` over `samples_of`)."""
+    return estimates.build(declared, samples_of(entries))
+
+
+def estimate_of(key: str, e: Entry | Seen | None, known: estimates.Estimates) -> estimates.Estimate:
+    """A job's estimate: its fingerprint's row, else the model's guess for a job nothing is known of."""
+    return known.of(f"{key.split('/', 1)[0]}/{e.fingerprint}" if e is not None and e.fingerprint else None)
 
 
 def facts_of(scheduling: Scheduling | None, classes: Iterable[str], declared: Mapping[str, float],
-             created: float) -> Facts:
+             created: float, sure: frozenset[str] = frozenset()) -> Facts:
     """One job's `Facts` from its status.scheduling; `classes`: those it may run on; `declared`: the classes'
-    declared throughput, or its workload's sheet (`workload_sheets`)."""
+    declared throughput, or its estimated speeds (`estimate_of`); `sure`: the classes whose estimate is
+    trusted."""
     measured = measured_rates(scheduling)
     classes = [c for c in dict.fromkeys(classes)]
     rel = completion.speeds(declared, measured, classes)
+    sure = frozenset(c for c in sure if c in rel)
     if scheduling is None:
-        return Facts(queueing.Service(0.0, created), rel)
+        return Facts(queueing.Service(0.0, created), rel, sure=sure)
     work = sum(seconds * rel.get(cls, 0.0) for cls, seconds in scheduling.run_seconds.items())
     service = queueing.Service(scheduling.attained_device_seconds,
                                timestamp(scheduling.waiting_since) or created, scheduling.promoted)
-    return Facts(service, rel, work, frozenset(c for c in measured if c in rel), scheduling.preemptions)
+    return Facts(service, rel, work, frozenset(c for c in measured if c in rel), scheduling.preemptions, sure)
 
 
 class Seen(NamedTuple):
@@ -116,7 +127,7 @@ class Seen(NamedTuple):
 
     scheduling: Scheduling | None
     classes: tuple[str, ...]
-    workload: str | None
+    fingerprint: str | None
     per_replica: Mapping[str, int]
     created: float
     succeeded: bool
@@ -134,21 +145,36 @@ class Knower:
         self._facts: dict[str, tuple[tuple[object, ...], Facts]] = {}  # job -> what its facts were made of, them
         self.last: Knowledge | None = None  # the last `knowledge`
         self._guide: tuple[float, guidance.Guide | None] | None = None  # when the last guide was built, and it
+        # the fleet's estimates and the measurements they were built of (built again when those change)
+        self._estimates: tuple[dict[str, list[dict[str, float]]], Mapping[str, float], estimates.Estimates] | None \
+            = None
+        self._samples: dict[str, tuple[object, dict[str, float]]] = {}  # `samples_of`'s memo
+
+    def speeds(self, entries: Mapping[str, Entry | Seen], declared: Mapping[str, float]) -> estimates.Estimates:
+        """`fleet_estimates`, the same object while the measurements and the declared throughput are unchanged."""
+        samples = samples_of(entries, self._samples)
+        if len(self._samples) > 2 * len(entries) + 1000:
+            self._samples = {k: v for k, v in self._samples.items() if k in entries}
+        last = self._estimates
+        if last is not None and last[0] == samples and last[1] == declared:
+            return last[2]
+        built = estimates.build(declared, samples, (last[2].version + 1) if last else 0)
+        self._estimates = (samples, dict(declared), built)
+        return built
 
     def view(self) -> dict[str, Seen]:
         """What `knowledge` reads of every entry, copied now (cheap: on the event loop, before a plan)."""
-        return {k: Seen(e.scheduling, e.classes, e.workload, e.per_replica, e.created, e.succeeded)
+        return {k: Seen(e.scheduling, e.classes, e.fingerprint, e.per_replica, e.created, e.succeeded)
                 for k, e in self.cache.entries.items()}
 
-    def residual(self, declared: Mapping[str, float],
-                 sheets: Mapping[tuple[str, str], Mapping[str, float]] | None = None,
+    def residual(self, declared: Mapping[str, float], known: estimates.Estimates | None = None,
                  entries: Mapping[str, Seen | Entry] | None = None) -> completion.Residual:
-        """The completed jobs' work, with any job that succeeded since the last call added (`sheets`: as
-        `workload_sheets` returns; `entries`: a `view`, else the cache's)."""
+        """The completed jobs' work, with any job that succeeded since the last call added (`known`: the
+        fleet's estimates, else the declared throughput; `entries`: a `view`, else the cache's)."""
         for key, e in (self.cache.entries if entries is None else entries).items():
             if e.succeeded and key not in self._done:
-                self._done[key] = facts_of(e.scheduling, e.classes, sheet_of(key, e, declared, sheets or {}),
-                                           e.created).work_s
+                sheet = estimate_of(key, e, known).speed if known is not None else declared
+                self._done[key] = facts_of(e.scheduling, e.classes, sheet, e.created).work_s
                 self._residual = None
                 while len(self._done) > self.history_max:
                     self._done.popitem(last=False)
@@ -170,24 +196,24 @@ class Knower:
         asked = sum(r.replicas * r.alternatives[0].per_replica for r in waiting if r.alternatives)
         _, capacity = devices_by_class(fleet, memo)
         declared = {name: cls.throughput for name, cls in fleet.classes.items()}
-        sheets = workload_sheets(entries, declared)
+        known = self.speeds(entries, declared)
 
         facts: dict[str, Facts] = {}
         for r in waiting:
             e = entries.get(r.job)
             classes = (e.classes if e is not None and e.classes else ()) or [a.device_class for a in r.alternatives]
-            facts[r.job] = self._of(r.job, e.scheduling if e else None, classes,
-                                    sheet_of(r.job, e, declared, sheets), r.created)
+            facts[r.job] = self._of(r.job, e.scheduling if e else None, classes, estimate_of(r.job, e, known),
+                                    r.created)
         for h in holders:
             if h.job in facts:
                 continue
             e = entries.get(h.job)
             classes = (e.classes if e is not None and e.classes else ()) or [h.allocation.device_class]
-            facts[h.job] = self._of(h.job, e.scheduling if e else None, classes,
-                                    sheet_of(h.job, e, declared, sheets), e.created if e else 0.0)
+            facts[h.job] = self._of(h.job, e.scheduling if e else None, classes, estimate_of(h.job, e, known),
+                                    e.created if e else 0.0)
         for job in [j for j in self._facts if j not in facts]:
             del self._facts[job]
-        self.last = Knowledge(facts, self.residual(declared, sheets, entries), displace_by_level=True,
+        self.last = Knowledge(facts, self.residual(declared, known, entries), displace_by_level=True,
                               promoted_displace=queueing.promoted_displacing(asked, sum(capacity.values()), queue),
                               saturated=allocation.saturated(asked, sum(capacity.values()), queue.fill_above))
         if self.last.saturated and now is not None:  # past the knee: the fluid optimum's prices guide classes
@@ -205,22 +231,23 @@ class Knower:
             return None
         e = self.cache.entries.get(key)
         declared = {name: cls.throughput for name, cls in fleet.classes.items()}
-        sheets = workload_sheets(self.cache.entries, declared) if e is not None and e.workload else {}
+        known = self._estimates[2] if self._estimates is not None and self._estimates[1] == declared else \
+            estimates.build(declared, {})  # the last plan's estimates (one job's check reads no fleet)
+        est = estimate_of(key, e, known)
         classes = (e.classes if e is not None and e.classes else ()) or [holder.allocation.device_class]
-        facts = facts_of(e.scheduling if e else None, classes, sheet_of(key, e, declared, sheets),
-                         e.created if e else 0.0)
+        facts = facts_of(e.scheduling if e else None, classes, est.speed, e.created if e else 0.0, est.sure())
         return Knowledge({key: facts}, last.residual, last.displace_by_level, last.promoted_displace,
                          saturated=last.saturated)
 
-    def _of(self, job: str, scheduling: Scheduling | None, classes: Iterable[str], sheet: Mapping[str, float],
+    def _of(self, job: str, scheduling: Scheduling | None, classes: Iterable[str], est: estimates.Estimate,
             created: float) -> Facts:
         """`facts_of`, the same `Facts` object as last time when made of equal inputs."""
-        made = (scheduling, tuple(classes), sheet, created)
+        made = (scheduling, tuple(classes), est, created)
         known = self._facts.get(job)
         if known is not None:
             was = known[0]
-            if (was[0] is scheduling or was[0] == scheduling) and was[1:] == made[1:]:
+            if (was[0] is scheduling or was[0] == scheduling) and (was[2] is est or was[1:] == made[1:]):
                 return known[1]
-        out = facts_of(scheduling, made[1], sheet, created)
+        out = facts_of(scheduling, made[1], est.speed, created, est.sure())
         self._facts[job] = (made, out)
         return out

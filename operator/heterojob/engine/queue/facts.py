@@ -18,3 +18,6 @@ class Facts:
     work_s: float = 0.0  # reference seconds trained before its current run
     measured: frozenset[str] = frozenset()  # classes where `rel` is its own measurement, not the sheet's
     turns: int = 0  # times it was preempted (status.scheduling.preemptions): `QueueSettings.max_turns`
+    # classes whose speed the fleet's estimate is sure of (`engine.queue.estimates.SURE`): trusted like a
+    # measurement (not probed); the others, when `measured` is not empty, are explored
+    sure: frozenset[str] = frozenset()

@@ -473,7 +473,8 @@ def upgrades(holders: Iterable[Holder], fleet: Fleet, now: float, knowledge: Kno
         classes = allowed.get(h.job, ()) if allowed is not None else facts.rel
         rel = {c: facts.rel.get(c, 0.0) for c in classes}
         rel[here] = facts.rel.get(here, 0.0)
-        unmeasured = frozenset(c for c in rel if c not in facts.measured) if facts.measured else frozenset()
+        unmeasured = frozenset(c for c in rel if c not in facts.measured and c not in facts.sure) \
+            if facts.measured else frozenset()
         if not any(rel.get(c, 0.0) > rel[here] or (probe_share > 0 and c in unmeasured) for c in free):
             continue
         settled = now - h.since >= min_runtime_s and not h.disrupted and h.base is None

@@ -1,0 +1,54 @@
+"""The comparison with Gavel's simulator (issue 43): a `--cluster` fleet, Gavel's evaluation slice of a trace,
+and a replay without failures."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from heterojob.replay import cli
+from heterojob.replay.replay import Config, fleet, replay
+from heterojob.replay.traces import REFERENCE, TraceError, cluster, gavel_slice, load_trace
+
+DATA = Path(__file__).resolve().parents[2] / "data" / "gavel"
+TABLE = DATA / "isolated_throughputs.csv"
+
+
+def test_a_cluster_names_gavels_types_or_classes_and_builds_nodes_of_the_rest() -> None:
+    spec = cluster("v100:16,p100:12,ascend-910b:3")
+    assert spec == (("nvidia-h100", 16), ("nvidia-a100", 12), ("ascend-910b", 3))
+    config = Config(cluster=spec, devices_per_node=8)
+    nodes = fleet(config).nodes.values()
+    assert sorted(sum(n.allocatable.values()) for n in nodes) == [3, 4, 8, 8, 8]
+    assert config.devices == 31 and config.largest_gang == 16
+    for bad in ("v100:16,v100:8", "h200:8", "v100:x", ""):
+        with pytest.raises(TraceError, match="--cluster"):
+            cluster(bad)
+
+
+def test_gavels_slice_keeps_jobs_that_run_everywhere_and_are_not_too_long_from_zero() -> None:
+    jobs = load_trace(DATA / "philly-6214e9.trace", TABLE)
+    cut = gavel_slice(jobs, 300)
+    assert len(cut) == 300 and cut[0].arrival_s == 0
+    assert all(len(j.classes) == 3 and j.total_steps / j.rate(REFERENCE) <= 1e4 * 60 for j in cut)
+    kept = {j.id for j in cut}
+    skipped = [j for j in jobs if j.id < max(kept) and j.id not in kept]
+    assert skipped and all(len(j.classes) < 3 or j.total_steps / j.rate(REFERENCE) > 1e4 * 60 for j in skipped)
+
+
+def test_a_replay_without_failures_on_a_cluster_finishes_every_job() -> None:
+    jobs = gavel_slice(load_trace(DATA / "philly-6214e9.trace", TABLE), 20)
+    report = replay(jobs, "heterojob", Config(cluster=cluster("v100:8,p100:8,k80:8"), mtbf_h=float("inf"),
+                                              arrival_scale=0.1))
+    assert report.jobs == 20 and report.failures == 0
+
+
+def test_the_cli_replays_gavels_slice_on_a_cluster(capsys: pytest.CaptureFixture[str]) -> None:
+    assert cli.main(["--trace", str(DATA / "philly-6214e9.trace"), "--gavel-slice", "15", "--cluster",
+                     "v100:8,p100:8,k80:8", "--mtbf-hours", "inf", "--policy", "heterojob"]) == 0
+    out = json.loads(capsys.readouterr().out)
+    assert out["devices"] == 24 and out["heterojob"]["failures"] == 0 and "15 jobs" in out["trace"]
+    with pytest.raises(SystemExit):
+        cli.main(["--cluster", "v100:8,a100"])
