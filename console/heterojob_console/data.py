@@ -22,6 +22,7 @@ Regions are the manager's.
 
 from __future__ import annotations
 
+import functools
 import json
 from collections.abc import Callable, Iterable, Mapping
 from datetime import UTC, datetime
@@ -80,11 +81,22 @@ def pod_view(pod: Mapping[str, Any]) -> PodView:
             "holds": holds, "foreign": {} if LABEL_JOB in labels else holds}
 
 
+def custom_lists(custom: kubernetes.client.CustomObjectsApi) -> dict[str, Callable[..., Any]]:
+    """Each heterojob kind's cluster-wide list call (`PLURALS`, named here: the console's role is derived from
+    these calls, tests/unit/test_manifests.py)."""
+    def lists(plural: str) -> Callable[..., Any]:
+        return functools.partial(custom.list_cluster_custom_object, GROUP, VERSION, plural)
+
+    calls = {"AcceleratorClass": lists("acceleratorclasses"), "Region": lists("regions"),
+             "HeteroJob": lists("heterojobs"), "HeteroQuota": lists("heteroquotas")}
+    return calls
+
+
 def read_cluster(api: kubernetes.client.ApiClient) -> Cluster:
     """The cluster now, from one paged read of every kind (the console's pages read `watch.Watched`'s instead)."""
     core, custom = kubernetes.client.CoreV1Api(api), kubernetes.client.CustomObjectsApi(api)
     at = datetime.now(UTC)
-    objs = {kind: pages(custom.list_cluster_custom_object, GROUP, VERSION, plural) for kind, plural in PLURALS.items()}
+    objs = {kind: pages(call) for kind, call in custom_lists(custom).items()}
     nodes = {o["metadata"]["name"]: convert.node_view(o) for o in pages(core.list_node)}
     pods = [pod_view(p) for p in pages(core.list_pod_for_all_namespaces)]
     return build(at, objs, nodes, pods, member_clusters.read(core, objs["Region"]))

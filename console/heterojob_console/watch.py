@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
-import functools
 import threading
 import time
 from collections.abc import Callable
@@ -21,13 +20,12 @@ from typing import Any
 
 import kubernetes
 
-from heterojob.constants import GROUP, VERSION
 from heterojob.kube.informer import Informer
 
 from heterojob_console import members as member_clusters
 from heterojob.kube import convert
 
-from heterojob_console.data import PAGE, PLURALS, build, pod_view
+from heterojob_console.data import PAGE, PLURALS, build, custom_lists, pod_view
 from heterojob_console.snapshot import Cluster
 
 SYNC_TIMEOUT_S = 60.0  # the first listing of every kind, at most (12,500 nodes are 25 pages)
@@ -50,8 +48,7 @@ class Watched:
 
         kinds: dict[str, tuple[Callable[..., Any], Callable[[dict[str, Any]], Any]]] = {
             "Node": (core.list_node, convert.node_view), "Pod": (core.list_pod_for_all_namespaces, pod_view),
-            **{kind: (functools.partial(custom.list_cluster_custom_object, GROUP, VERSION, plural), _whole)
-               for kind, plural in PLURALS.items()}}
+            **{kind: (call, _whole) for kind, call in custom_lists(custom).items()}}
         self.informers: dict[str, Informer[Any, Any]] = {
             kind: Informer(f"console-{kind}", call, view, changed, page_size=PAGE) for kind, (call, view) in kinds.items()}
         self._last: tuple[int, float, Cluster] | None = None  # (changes, monotonic time, snapshot) of the last build

@@ -14,12 +14,12 @@ Step of the pipeline (Kueue's scheduling cycle):
   comes back) and pokes only the jobs with something to do. A cycle with nothing new is skipped; cycles
   are spaced so planning takes at most about half the operator's time.
 
-Under `--queue-policy mlfq` the cycle goes through `engine.queue.policy` with what `controller.knowledge` reads from the
-jobs' `status.scheduling`; a placement records its start there (a starved job's promotion, in the cache at once too),
-and the scheduler wakes when a waiting job reaches the starvation bound or a running job's speed is first measured
-on a class and size (`learned`). `controller.upgrades` asks `engine.queue.policy.upgrades` for a running job (the
-disruption step acts on the answer), on the classes the last cycle's waiting jobs chose to wait for.
-An involuntary move's request (a dead node's job) is hurried (`hurry`): the next acting cycle plans it after the last
+Under `--queue-policy mlfq` the cycle goes through `engine.queue.policy` with what `controller.knowledge` reads from
+the jobs' `status.scheduling`; a placement records its start there (a starved job's promotion, in the cache at once
+too), and the scheduler wakes when a waiting job reaches the starvation bound or a running job's speed is first
+measured on a class and size (`learned`). `controller.upgrades` asks `engine.queue.policy.upgrades` for a running job
+(the disruption step acts on the answer), on the classes the last cycle's waiting jobs chose to wait for. An
+involuntary move's request (a dead node's job) is hurried (`hurry`): the next acting cycle plans it after the last
 cycle's batch, not the duty bound nor an owed full cycle; a cycle planning on a snapshot without it stops.
 """
 
@@ -40,21 +40,19 @@ from heterojob.controller.planning import Planning
 from heterojob.controller.pods import Pods
 from heterojob.controller.status import StatusPatch
 from heterojob.controller.verdicts import Verdicts
-from heterojob.engine.queue import admission as planner
-from heterojob.engine.queue.admission import Outcome, Stopped
-from heterojob.engine.capacity import transfer
-from heterojob.engine.queue.cycle import Cycle, CycleTrigger, plan_cycle, upgrade_candidates, verdict
-from heterojob.engine.capacity.fleet import Fleet
-from heterojob.engine.placing.placement import Request
-from heterojob.state.knowledge import Knower, Seen
 from heterojob.engine.basics import queueing
-from heterojob.engine.capacity import rooms
-from heterojob.engine.placing import requeue
-from heterojob.engine.queue import completion, ranking
 from heterojob.engine.basics.queueing import QueueSettings
-from heterojob.state.requests import MOVING, move_began, origin_of, request_for, transfer_move
-from heterojob.state.job_status import waited_from
+from heterojob.engine.capacity import rooms, transfer
+from heterojob.engine.capacity.fleet import Fleet
 from heterojob.engine.disruption.holders import Holder
+from heterojob.engine.placing import requeue
+from heterojob.engine.placing.placement import Request
+from heterojob.engine.queue import admission as planner, completion, ranking
+from heterojob.engine.queue.admission import Outcome, Stopped
+from heterojob.engine.queue.cycle import Cycle, CycleTrigger, plan_cycle, upgrade_candidates, verdict
+from heterojob.state.job_status import waited_from
+from heterojob.state.knowledge import Knower, Seen
+from heterojob.state.requests import MOVING, move_began, origin_of, request_for, transfer_move
 
 log = logging.getLogger("heterojob.controller")
 

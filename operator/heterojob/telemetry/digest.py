@@ -131,7 +131,7 @@ def flags_query(window_s: int, hot_celsius: float, vanish_s: int = VANISH_S,
                      _tag(f"{u} unless on ({keys}) {health}", "silent"),
                      _tag(f"{health} unless on ({keys}) {u}", "standin")]
         parts += [f'label_replace({p}, "{snap.ROLE_LABEL}", "{a.family}", "", "")' for p in mine
-                  if shapes or re.search(rf'"{FLAG_LABEL}", "(\w+)"', p).group(1) not in SHAPES]  # type: ignore[union-attr]
+                  if shapes or re.search(rf'"{FLAG_LABEL}", "(\w+)"', p).group(1) not in SHAPES]  # type: ignore[union-attr]  # every tagged part names its flag
     return " or ".join(parts)
 
 
