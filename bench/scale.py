@@ -110,7 +110,8 @@ PROBE_TIMEOUT_S = 5.0
 TOKEN = "scale-token"
 BENCH_LABEL = "heterojob.io/bench"  # on the bench's Nodes: an existing cluster's are deleted by it at the end
 HEARTBEAT_SHARDS = 2  # on an existing cluster: processes renewing the Nodes' Leases (each node's by one of them)
-HEARTBEAT_THREADS = 8  # in each
+HEARTBEAT_THREADS = 32  # in each (mostly waiting on the API server)
+NODES_READY_MAX_S = 300.0  # the longest wait for every Node to be untainted before the operator starts
 
 
 def p(values: list[float], q: float) -> float | None:
@@ -611,12 +612,18 @@ class Scale:
         seed(api, namespaces=(*TEAMS, PROBE_NS))
         apply(api, quotas())
         nodes = fleet_nodes(self.layout)
+        if s.kubeconfig is not None:  # each Node's Lease renewed from its registration on, as its kubelet would
+            me = [sys.executable, str(Path(__file__).resolve())]
+            for shard in range(HEARTBEAT_SHARDS):
+                self.procs[f"heartbeats-{shard}"] = spawn(
+                    [*me, "--run-heartbeats", str(admin), str(shard), str(HEARTBEAT_SHARDS)],
+                    self.workdir / f"heartbeats-{shard}.log")
         self.say(f"creating {len(nodes)} nodes ({len(nodes) * PER_NODE} devices) in {len(FLEET)} regions")
         with ThreadPoolExecutor(max_workers=8) as pool:
             list(pool.map(lambda n: self.core.create_node(n, _preload_content=False).data, nodes))
         self.notes["nodes"] = len(nodes)
         if s.kubeconfig is not None:
-            self.heartbeats_and_ready(admin, [n["metadata"]["name"] for n in nodes])
+            self.nodes_ready([n["metadata"]["name"] for n in nodes])
         self.notes["devices"] = len(nodes) * PER_NODE
         me = [sys.executable, str(Path(__file__).resolve())]
         env = {"PYTHONPATH": os.pathsep.join([str(self.operator_source or Path(__file__).resolve().parents[1] /
@@ -676,28 +683,23 @@ class Scale:
                      "(--node-monitor-grace-period): the figure includes that grace"}[self.s.fault_kind]
         self.apiserver_cpu0 = existing.apiserver_cpu_seconds(api)
 
-    def heartbeats_and_ready(self, admin: Path, names: list[str]) -> None:
-        """The Nodes' heartbeats started, and a wait (at most --start-timeout) until the node lifecycle controller
-        has taken the not-ready taint off every one (a real cluster's new Node carries it until the controller
-        sees it Ready): the operator starts on a fleet that is up (`nodes_ready_s`)."""
-        me = [sys.executable, str(Path(__file__).resolve())]
-        for shard in range(HEARTBEAT_SHARDS):
-            self.procs[f"heartbeats-{shard}"] = spawn([*me, "--run-heartbeats", str(admin), str(shard),
-                                                       str(HEARTBEAT_SHARDS)], self.workdir / f"heartbeats-{shard}.log")
+    def nodes_ready(self, names: list[str]) -> None:
+        """A wait (at most NODES_READY_MAX_S) until the node lifecycle controller has taken the not-ready and
+        unreachable taints off every Node (a real cluster's new Node carries one until the controller sees it Ready):
+        the operator starts on a fleet that is up (`nodes_ready_s`, from the last Node's registration). On a busy
+        machine Leases renewed late keep some Nodes flapping: the run goes on and `nodes_tainted_at_start` says
+        how many were tainted then."""
         started, wanted = time.monotonic(), set(names)
         tainted = len(wanted)
-        while time.monotonic() - started < self.s.start_timeout_s:
+        while time.monotonic() - started < min(self.s.start_timeout_s, NODES_READY_MAX_S):
             listed = json.loads(self.core.list_node(label_selector=BENCH_LABEL, _preload_content=False).data)
             tainted = sum(1 for n in listed["items"] if n["metadata"]["name"] in wanted
                           and (n["spec"].get("taints") or []))
             if not tainted:
                 break
             time.sleep(2.0)
-        self.notes["nodes_ready_s"] = round(time.monotonic() - started, 1)
+        self.notes.update(nodes_ready_s=round(time.monotonic() - started, 1), nodes_tainted_at_start=tainted)
         self.say(f"nodes: {len(wanted) - tainted} of {len(wanted)} without taints after {self.notes['nodes_ready_s']} s")
-        if tainted:
-            raise Abort(f"{tainted} of {len(wanted)} Nodes still tainted {self.s.start_timeout_s:g} s after their "
-                        "heartbeats started")
 
     def cleanup_existing(self) -> None:
         """What the run made on an existing cluster: the write counters, its namespaces, its Nodes."""
