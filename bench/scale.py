@@ -965,6 +965,10 @@ class Scale:
                 self.say(f"writes by client: {self.writes()}")
             except urllib3.exceptions.HTTPError:
                 pass
+        try:  # the whole run's, from `writes_source` on an existing cluster: the two setups' counts side by side
+            self.notes["operator_writes_by"] = self.operator_writes_by()
+        except (urllib3.exceptions.HTTPError, kubernetes.client.ApiException, RuntimeError, AttributeError):
+            pass
         if getattr(self, "emu", None) is not None and self.emu.pid:
             self.notes["emulator_cpu_s"] = round(cpu_seconds(self.emu.pid), 1)
         if getattr(self, "apiserver_cpu0", None) is not None:  # its own process_cpu_seconds_total, over the run
