@@ -8,12 +8,23 @@ Last line: one JSON object. Targets: seq_p50_s <= 0.05, and the burst at least h
 same run (`ratio_to_bare_kopf` >= 0.5). `cpu_s` is this process's CPU over the measure (the operator, or bare
 Kopf, runs in it; the emulator is another process: `emulator_cpu_s`), `calls_per_job` the API calls heterojob's
 operator made per admission (by route in `calls`).
+
+`--kubeconfig PATH` (an existing cluster's admin kubeconfig, e.g. a kit's `up DIR`): the same on that cluster
+(`sim.existing`): CRDs and defaults where missing, 60 H100 Nodes whose Leases a stand-in renews (`bench/scale.py
+--run-heartbeats`, a process of its own) so its node lifecycle controller keeps them Ready, its kube-scheduler binding
+the pods (nothing runs them: admission ends when they exist). The operator, and bare Kopf after it, run with the
+token of the operator's ServiceAccount when the install made it (`operator_credentials`; else the admin's), in
+namespaces `bench` and `bench-bare` (a cluster that has them is refused); `apiserver_cpu_s` replaces `emulator_cpu_s`
+(kube-apiserver's own process_cpu_seconds_total). At the end the namespaces and Nodes are deleted.
 """
 
 from __future__ import annotations
 
+import argparse
 import json
+import os
 import statistics
+import subprocess
 import sys
 import threading
 import time
@@ -32,6 +43,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from heterojob.constants import GROUP, LABEL_JOB, VERSION  # noqa: E402 - after the sys.path entry above (run as a script)
 from heterojob.kube.api import Kube  # noqa: E402 - after the sys.path entry above (run as a script)
+from heterojob.sim import existing  # noqa: E402 - after the sys.path entry above (run as a script)
 from heterojob.sim.cluster.harness import Emulator, OperatorRunner, seed  # noqa: E402 - after the sys.path entry above (run as a script)
 from heterojob.sim.cluster.nodes import node  # noqa: E402 - after the sys.path entry above (run as a script)
 from heterojob.sim.process import cpu_seconds  # noqa: E402 - after the sys.path entry above (run as a script)
@@ -39,6 +51,9 @@ from heterojob.sim.process import cpu_seconds  # noqa: E402 - after the sys.path
 SEQUENTIAL = 20
 BURST = 200
 REPLICAS = 2
+NAMESPACE, BARE_NAMESPACE = "bench", "bench-bare"  # bare Kopf's: on the emulator, a fresh one in NAMESPACE
+BENCH_LABEL = "heterojob.io/bench"
+WARM_UP_S = 300
 
 
 class PodWatch:
@@ -102,10 +117,26 @@ class Calls:
         Kube.send = self._send  # type: ignore[method-assign]
 
 
-def measure(api: kubernetes.client.ApiClient, create: Callable[[str], None], prefix: str,
-            emulator: int | None = None) -> dict[str, Any]:
-    cpu, emulator_cpu = time.process_time(), cpu_seconds(emulator)
-    with PodWatch(api, "bench") as watch:
+class Site:
+    """Where a measure runs: a fresh emulator, or an existing cluster (--kubeconfig); its API server's CPU."""
+
+    def __init__(self, api: kubernetes.client.ApiClient, emulator: int | None, namespace: str) -> None:
+        self.api, self.emulator, self.namespace = api, emulator, namespace
+
+    def cpu(self) -> float:
+        if self.emulator is not None:
+            return cpu_seconds(self.emulator)
+        return existing.apiserver_cpu_seconds(self.api) or 0.0
+
+    @property
+    def cpu_key(self) -> str:
+        return "emulator_cpu_s" if self.emulator is not None else "apiserver_cpu_s"
+
+
+def measure(site: Site, create: Callable[[str], None], prefix: str) -> dict[str, Any]:
+    api = site.api
+    cpu, server_cpu = time.process_time(), site.cpu()
+    with PodWatch(api, site.namespace) as watch:
         seq = []
         for i in range(SEQUENTIAL):
             name = f"{prefix}-seq-{i}"
@@ -136,17 +167,17 @@ def measure(api: kubernetes.client.ApiClient, create: Callable[[str], None], pre
             "p95_s": round(latencies[int(0.95 * (len(latencies) - 1))], 3) if latencies else None,
             "all_admitted": ok,
             "cpu_s": round(time.process_time() - cpu, 2),
-            "emulator_cpu_s": round(cpu_seconds(emulator) - emulator_cpu, 2),
+            site.cpu_key: round(site.cpu() - server_cpu, 2),
         }
 
 
-def warm_up(api: kubernetes.client.ApiClient, create: Callable[[str], None], prefix: str) -> None:
+def warm_up(site: Site, create: Callable[[str], None], prefix: str) -> None:
     """One job admitted before the measure: the operator is started (its startup imports the kubernetes client's
     API modules, over a second of CPU) and its first cycle planned, so neither counts as admission."""
-    with PodWatch(api, "bench") as watch:
+    with PodWatch(site.api, site.namespace) as watch:
         create(f"{prefix}-warm")
-        if not watch.wait([f"{prefix}-warm"], 60):
-            raise SystemExit(f"{prefix}-warm got no pods within 60 s")
+        if not watch.wait([f"{prefix}-warm"], WARM_UP_S):  # a busy machine: Kopf starts in tens of seconds
+            raise SystemExit(f"{prefix}-warm got no pods within {WARM_UP_S} s")
 
 
 def heterojob_body(name: str) -> dict[str, Any]:
@@ -155,10 +186,20 @@ def heterojob_body(name: str) -> dict[str, Any]:
                      "template": {"spec": {"containers": [{"name": "main", "image": "train:1"}]}}}}
 
 
-def creator(api: kubernetes.client.ApiClient) -> Callable[[str], None]:
-    custom = kubernetes.client.CustomObjectsApi(api)
-    return lambda name: custom.create_namespaced_custom_object(GROUP, VERSION, "bench", "heterojobs",
+def creator(site: Site) -> Callable[[str], None]:
+    custom = kubernetes.client.CustomObjectsApi(site.api)
+    return lambda name: custom.create_namespaced_custom_object(GROUP, VERSION, site.namespace, "heterojobs",
                                                                heterojob_body(name))
+
+
+def connection(kubeconfig: Path) -> kopf.ConnectionInfo:
+    """Kopf's login from a kubeconfig: server, CA, and a token or a client certificate."""
+    cfg = kubernetes.config.new_client_from_config(config_file=str(kubeconfig)).configuration
+    token = str((cfg.api_key or {}).get("authorization", "") or (cfg.api_key or {}).get("BearerToken", ""))
+    token = token.partition(" ")[2] if " " in token else token
+    return kopf.ConnectionInfo(server=cfg.host, ca_path=cfg.ssl_ca_cert, insecure=not cfg.verify_ssl,
+                               scheme="Bearer" if token else None, token=token or None,
+                               certificate_path=cfg.cert_file, private_key_path=cfg.key_file)
 
 
 def bare_kopf_registry(kubeconfig: Path) -> kopf.OperatorRegistry:
@@ -169,7 +210,7 @@ def bare_kopf_registry(kubeconfig: Path) -> kopf.OperatorRegistry:
 
     @kopf.on.login(registry=registry)
     def login(**_: Any) -> kopf.ConnectionInfo:
-        return kopf.ConnectionInfo(server=client.configuration.host)
+        return connection(kubeconfig)
 
     @kopf.on.event(GROUP, VERSION, "heterojobs", registry=registry)
     def create_pods(type: str, name: str, namespace: str, **_: Any) -> None:
@@ -187,33 +228,76 @@ def bare_kopf_registry(kubeconfig: Path) -> kopf.OperatorRegistry:
     return registry
 
 
+def fleet() -> list[dict[str, Any]]:
+    return [node(f"h100-{i:03d}", "cn-east", "nvidia-h100") for i in range(60)]
+
+
 @contextmanager
-def cluster() -> Iterator[tuple[Emulator, kubernetes.client.ApiClient]]:
+def cluster() -> Iterator[tuple[Site, Path]]:
+    """A fresh emulator: (its site, the operator's kubeconfig: the emulator's)."""
     with Emulator() as emu:
         api = emu.client()
-        nodes = [node(f"h100-{i:03d}", "cn-east", "nvidia-h100") for i in range(60)]
-        seed(api, namespaces=("bench",), nodes=nodes)
-        yield emu, api
+        seed(api, namespaces=(NAMESPACE,), nodes=fleet())
+        yield Site(api, emu.pid, NAMESPACE), emu.kubeconfig
 
 
-def main() -> int:
+@contextmanager
+def existing_cluster(kubeconfig: Path, notes: dict[str, Any]) -> Iterator[tuple[kubernetes.client.ApiClient, Path]]:
+    """An existing cluster made ready (module doc): (the admin's client, the operator's kubeconfig)."""
+    api = kubernetes.config.new_client_from_config(config_file=str(kubeconfig))
+    core = kubernetes.client.CoreV1Api(api)
+    for ns in (NAMESPACE, BARE_NAMESPACE):
+        try:
+            core.read_namespace(ns)
+            raise SystemExit(f"namespace {ns} exists on {kubeconfig}: use a fresh cluster, or delete it and the "
+                             f"Nodes labelled {BENCH_LABEL}")
+        except kubernetes.client.ApiException as exc:
+            if exc.status != 404:
+                raise
+    notes["cluster"] = "existing (--kubeconfig): its kube-apiserver, kube-scheduler and controller manager"
+    notes.update(existing.prepare(api))
+    workdir = Path(os.environ.get("TMPDIR", "/tmp"))
+    operator_kubeconfig, why = existing.operator_credentials(api, kubeconfig, workdir / f"admission-{os.getpid()}"
+                                                             ".kubeconfig")
+    notes["operator_credentials"] = why or \
+        f"ServiceAccount {existing.SYSTEM_NS}/{existing.ACCOUNT} token (its ClusterRole; not admin)"
+    nodes = fleet()
+    for i, n in enumerate(nodes):
+        n["metadata"]["labels"][BENCH_LABEL] = "admission"
+        n["spec"].update(podCIDR=f"10.200.{i}.0/24", podCIDRs=[f"10.200.{i}.0/24"])
+        n["status"]["addresses"].insert(0, {"type": "InternalIP", "address": f"172.31.0.{i + 1}"})
+        n["status"]["conditions"][0]["lastHeartbeatTime"] = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
+    seed(api, namespaces=(NAMESPACE, BARE_NAMESPACE), nodes=nodes, defaults=False)
+    beats = subprocess.Popen([sys.executable, str(Path(__file__).with_name("scale.py")), "--run-heartbeats",
+                              str(kubeconfig), "0", "1"])
+    try:
+        yield api, operator_kubeconfig
+    finally:
+        for ns in (NAMESPACE, BARE_NAMESPACE):
+            core.delete_namespace(ns)
+        core.delete_collection_node(label_selector=BENCH_LABEL)
+        beats.terminate()
+        beats.wait(15)
+        if operator_kubeconfig != kubeconfig:
+            operator_kubeconfig.unlink()
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--kubeconfig", type=Path, default=None,
+                    help="an existing cluster's admin kubeconfig: run there instead of the API emulator")
+    args = ap.parse_args(argv)
     started = time.perf_counter()
-    with cluster() as (emu, api):
-        with OperatorRunner(emu.kubeconfig):
-            warm_up(api, creator(api), "hj")
-            calls = Calls()
-            try:
-                ours = measure(api, creator(api), "hj", emu.pid)
-                time.sleep(1.0)  # the Events written behind the burst
-            finally:
-                calls.close()
-            ours["calls_per_job"] = round(sum(calls.counts.values()) / (SEQUENTIAL + BURST), 2)
-            ours["calls"] = dict(calls.counts)
-    with cluster() as (emu, api):
-        with KopfRunner(["run", "--all-namespaces", "--standalone"], registry=bare_kopf_registry(emu.kubeconfig),
-                        timeout=30):
-            warm_up(api, creator(api), "bare")
-            bare = measure(api, creator(api), "bare", emu.pid)
+    notes: dict[str, Any] = {}
+    if args.kubeconfig is None:
+        with cluster() as (site, kubeconfig):
+            ours = ours_measure(site, kubeconfig)
+        with cluster() as (site, kubeconfig):
+            bare = bare_measure(site, kubeconfig, ["--all-namespaces"])
+    else:
+        with existing_cluster(args.kubeconfig, notes) as (api, kubeconfig):
+            ours = ours_measure(Site(api, None, NAMESPACE), kubeconfig)
+            bare = bare_measure(Site(api, None, BARE_NAMESPACE), kubeconfig, ["--namespace", BARE_NAMESPACE])
 
     ratio = round(ours["jobs_per_s"] / bare["jobs_per_s"], 2) if bare["jobs_per_s"] else 0.0
     result = {
@@ -223,9 +307,31 @@ def main() -> int:
         "targets": {"seq_p50_s": 0.05, "ratio_to_bare_kopf": 0.5},
         "meets_targets": ours["seq_p50_s"] <= 0.05 and ratio >= 0.5 and ours["all_admitted"],
         "wall_s": round(time.perf_counter() - started, 1),
+        **notes,
     }
     print(json.dumps(result))
     return 0 if result["meets_targets"] else 1
+
+
+def ours_measure(site: Site, kubeconfig: Path) -> dict[str, Any]:
+    """heterojob's operator, in this process (`OperatorRunner`), with `kubeconfig`'s credentials."""
+    with OperatorRunner(kubeconfig):
+        warm_up(site, creator(site), "hj")
+        calls = Calls()
+        try:
+            ours = measure(site, creator(site), "hj")
+            time.sleep(1.0)  # the Events written behind the burst
+        finally:
+            calls.close()
+        ours["calls_per_job"] = round(sum(calls.counts.values()) / (SEQUENTIAL + BURST), 2)
+        ours["calls"] = dict(calls.counts)
+    return ours
+
+
+def bare_measure(site: Site, kubeconfig: Path, scope: list[str]) -> dict[str, Any]:
+    with KopfRunner(["run", *scope, "--standalone"], registry=bare_kopf_registry(kubeconfig), timeout=30):
+        warm_up(site, creator(site), "bare")
+        return measure(site, creator(site), "bare")
 
 
 if __name__ == "__main__":

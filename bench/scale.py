@@ -15,7 +15,8 @@ Preemption is kept out (--preemption-min-runtime 10^9): the backlog never displa
 
 Measured, after the backlog is created and the operator has given every waiting job a status (or --settle-timeout):
 - idle_writes_per_s: --idle-seconds with nothing changing; the operator's writes to the API (POST, PUT, PATCH,
-  DELETE, counted by the emulator per client: every client but the kubelet's and the bench's) per second, once
+  DELETE, counted by the emulator per client: every client but the kubelet's and the bench's; by kube-apiserver on an
+  existing cluster, below) per second, once
   the fill's jobs all say Running (`fill_running_s`) and its trailing writes (the Events queued for the backlog)
   have gone out (`idle_drain_s`); `idle_writes_by`: what they were;
 - admit_free_p95_s: --admit-probes jobs, one at a time, that fit the probe region, from create until all their
@@ -45,6 +46,21 @@ CPU-seconds of the operator, emulator and kubelet processes, fill_s and backlog_
 Targets are printed beside each figure ("targets") and "met" says which hold. `--quick`: 2,000 devices, 300 jobs
 (150 waiting), short phases: the test suite's run. Last line: one JSON object. The operator's output goes to
 --workdir/operator.log.
+
+`--kubeconfig PATH` (an existing cluster's admin kubeconfig, e.g. a kit's `up DIR`, README "Test tiers"): the same
+run and JSON on that cluster instead of the emulator (`sim.existing`). The CRDs and default classes and regions are
+installed where missing; the operator runs with a token of its own ServiceAccount (heterojob-system/heterojob-
+operator, the shipped ClusterRole) when the install made it, else as the admin (`operator_credentials` says which).
+The cluster's kube-scheduler binds the pods (the stand-in kubelet's scheduler is off) and its node lifecycle
+controller watches the Nodes' Leases, renewed every 10 s by --run-heartbeats processes apart from the stand-in
+kubelet. A fault (`fault_injection`) is still written as that controller writes it (Ready Unknown and the
+unreachable taints), with the node's heartbeats stopped so its Lease lapses behind it: timing from a lapsed Lease
+would add the controller's grace (20 s on the kit); `--fault-kind lapse` does that (heartbeats stop, nothing
+written). The operator's writes are counted by kube-apiserver's API Priority and Fairness (`writes_source`: one
+FlowSchema per write verb and resource of the operator's ClusterRole, matching its ServiceAccount, removed at the
+end; none when it runs as the admin, whose requests APF exempts); `apiserver_cpu_s` is kube-apiserver's own
+process_cpu_seconds_total over the run (etcd's is not counted). A cluster holding an earlier run's namespaces is
+refused; at the end the run deletes its namespaces and Nodes.
 """
 
 from __future__ import annotations
@@ -71,8 +87,9 @@ import urllib3
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "operator"))
 
 from heterojob.constants import GROUP, LABEL_GENERATION, LABEL_JOB, VERSION  # noqa: E402 - after the sys.path entry above (run as a script)
+from heterojob.sim import existing  # noqa: E402 - after the sys.path entry above (run as a script)
 from heterojob.sim.cluster.harness import Emulator, apply, seed  # noqa: E402 - after the sys.path entry above (run as a script)
-from heterojob.sim.cluster.nodes import node, set_node_lost, set_node_ready  # noqa: E402 - after the sys.path entry above (run as a script)
+from heterojob.sim.cluster.nodes import KUBELET_STOPPED, node, set_node_lost, set_node_ready  # noqa: E402 - after the sys.path entry above (run as a script)
 from heterojob.sim.demo.fleet import FLEET  # noqa: E402 - after the sys.path entry above (run as a script)
 from heterojob.sim.process import cpu_seconds  # noqa: E402 - after the sys.path entry above (run as a script)
 from heterojob.sim.telemetry.prometheus import free_port  # noqa: E402 - after the sys.path entry above (run as a script)
@@ -91,6 +108,10 @@ FOREVER = str(10**8)
 BENCH_AGENT, KUBELET_AGENT = "heterojob-scale-bench/1", "heterojob-scale-kubelet/1"
 PROBE_TIMEOUT_S = 5.0
 TOKEN = "scale-token"
+BENCH_LABEL = "heterojob.io/bench"  # on the bench's Nodes: an existing cluster's are deleted by it at the end
+HEARTBEAT_SHARDS = 2  # on an existing cluster: processes renewing the Nodes' Leases (each node's by one of them)
+HEARTBEAT_THREADS = 32  # in each (mostly waiting on the API server)
+NODES_READY_MAX_S = 300.0  # the longest wait for every Node to be untainted before the operator starts
 
 
 def p(values: list[float], q: float) -> float | None:
@@ -123,6 +144,11 @@ def fleet_nodes(layout: dict[tuple[str, str], int]) -> list[dict[str, Any]]:
             # a fleet's cluster CIDR (10.0.0.0/8, a /24 per node); kind's 10.244.0.0/16 holds only 256 nodes
             cidr = f"10.{len(out) // 256}.{len(out) % 256}.0/24"
             n["spec"].update(podCIDR=cidr, podCIDRs=[cidr])
+            # its kubelet's InternalIP (a real cluster gives none; the emulator would pick the same kind)
+            n["metadata"]["labels"][BENCH_LABEL] = "scale"
+            n["status"]["conditions"][0]["lastHeartbeatTime"] = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
+            n["status"]["addresses"].insert(0, {"type": "InternalIP",
+                                                "address": f"172.16.{len(out) // 250}.{len(out) % 250 + 1}"})
             out.append(n)
     return out
 
@@ -246,7 +272,7 @@ class Stream(threading.Thread):
                             self.cond.notify_all()
                     if rv is None or self.stopped.is_set():
                         break
-                answer.release_conn()
+                answer.close()  # a watch left mid-stream: its connection is not reused
             except Exception as exc:  # noqa: BLE001 - watch again
                 if not self.stopped.is_set():
                     print(f"watch: {type(exc).__name__}: {exc}", file=sys.stderr)
@@ -339,17 +365,66 @@ def stop(proc: subprocess.Popen[bytes] | None) -> None:
         proc.wait()
 
 
-def run_kubelet(kubeconfig: str) -> int:
-    """`--run-kubelet`: the stand-in kubelet (playing the SDK's checkpoint answers) until SIGTERM."""
+def run_kubelet(kubeconfig: str, real: bool = False) -> int:
+    """`--run-kubelet`: the stand-in kubelet (playing the SDK's checkpoint answers) until SIGTERM. With `real` (an
+    existing cluster): its kube-scheduler binds (the stand-in's is off) and the heartbeats run apart
+    (`run_heartbeats`: a step that starts a thousand pods must not hold up the Leases the node lifecycle
+    controller reads)."""
     from heterojob.sim.cluster.kubelet import Kubelet
 
     api = kubernetes.config.new_client_from_config(config_file=kubeconfig)
     api.user_agent = KUBELET_AGENT
-    kubelet = Kubelet(api, answer_checkpoints=True).start()
+    kubelet = Kubelet(api, answer_checkpoints=True, schedule=not real, heartbeats=not real).start()
     done = threading.Event()
     signal.signal(signal.SIGTERM, lambda *_: done.set())
     done.wait()
     kubelet.stop()
+    return 0
+
+
+def run_heartbeats(kubeconfig: str, shard: int, shards: int, threads: int = HEARTBEAT_THREADS) -> int:
+    """`--run-heartbeats`: what each kubelet posts to show its node alive (`sim.cluster.heartbeats`: the Lease
+    renewed every 10 s, Ready reported), for the Nodes whose name hashes to `shard` of `shards`, but for those
+    whose kubelet is stopped (annotation KUBELET_STOPPED, set by a fault), until SIGTERM. `threads` renew at once
+    (each its share of the nodes, on a client of its own): one write waits on the API server, and a busy one
+    answers in tenths of a second, which one thread renewing hundreds of Leases every 10 s cannot afford."""
+    import zlib
+
+    from heterojob.sim.cluster.heartbeats import Heartbeats
+    from heterojob.sim.cluster.mirror import Mirror
+
+    def client() -> kubernetes.client.CoreV1Api:
+        api = kubernetes.config.new_client_from_config(config_file=kubeconfig)
+        api.user_agent = KUBELET_AGENT
+        return kubernetes.client.CoreV1Api(api)
+
+    mirror = Mirror(client().list_node).watch(f"heartbeats-{shard}")
+    lock = threading.Lock()
+    done = threading.Event()
+    signal.signal(signal.SIGTERM, lambda *_: done.set())
+
+    def beat(part: int) -> None:
+        beats = Heartbeats(client())
+        while not done.is_set():
+            try:
+                with lock:
+                    listed = mirror.sync()
+                nodes = {n["metadata"]["name"]: n for n in listed
+                         if zlib.crc32(n["metadata"]["name"].encode()) % (shards * threads) == shard * threads + part}
+                silent = {name for name, n in nodes.items()
+                          if KUBELET_STOPPED in ((n.get("metadata") or {}).get("annotations") or {})}
+                beats.beat(nodes, silent, time.monotonic())
+            except Exception as exc:  # noqa: BLE001 - a busy API server: beat again
+                print(f"heartbeats: {type(exc).__name__}: {exc}", file=sys.stderr, flush=True)
+            done.wait(0.5)
+
+    workers = [threading.Thread(target=beat, args=(part,), daemon=True) for part in range(threads)]
+    for worker in workers:
+        worker.start()
+    done.wait()
+    for worker in workers:
+        worker.join(timeout=10)
+    mirror.stop()
     return 0
 
 
@@ -422,6 +497,7 @@ class Settings:
     resync_s: float
     seed: int
     restart: bool = True
+    kubeconfig: Path | None = None  # an existing cluster's admin kubeconfig: used instead of the emulator
 
 
 class Abort(Exception):
@@ -438,6 +514,8 @@ class Scale:
         self.streams: list[Stream] = []
         self.t0 = time.monotonic()
         self.notes: dict[str, Any] = {}
+        self.counter: existing.WriteCounter | None = None
+        self.made_on_existing = False  # the run's namespaces and Nodes are its own to delete at the end
 
     def say(self, what: str) -> None:
         print(f"[{time.monotonic() - self.t0:7.1f}s] {what}", file=sys.stderr, flush=True)
@@ -447,8 +525,9 @@ class Scale:
         def one(obj: dict[str, Any]) -> None:
             for attempt in range(5):
                 try:
-                    self.custom.create_namespaced_custom_object(GROUP, VERSION, obj["metadata"]["namespace"],
-                                                                "heterojobs", obj, _preload_content=False).release_conn()
+                    # the answer read: its connection goes back to the pool clean
+                    _ = self.custom.create_namespaced_custom_object(
+                        GROUP, VERSION, obj["metadata"]["namespace"], "heterojobs", obj, _preload_content=False).data
                     return
                 except kubernetes.client.ApiException as exc:
                     if exc.status == 409:
@@ -477,6 +556,9 @@ class Scale:
         return cpu_seconds(self.procs["operator"].pid)
 
     def writes(self) -> dict[str, int]:
+        """Writes so far by client (the emulator's count; none on an existing cluster)."""
+        if self.s.kubeconfig is not None:
+            return {}
         rows = json.loads(urllib3.request("GET", f"{self.emu.url}/_emulator/writes", timeout=30).data)
         out: dict[str, int] = {}
         for row in rows:
@@ -487,7 +569,11 @@ class Scale:
         return sum(self.operator_writes_by().values())
 
     def operator_writes_by(self) -> dict[str, int]:
-        """The operator's writes so far, per method, resource and subresource ("PATCH heterojobs/status")."""
+        """The operator's writes so far, per method, resource and subresource ("PATCH heterojobs/status"): the
+        emulator's count by client; on an existing cluster kube-apiserver's, by FlowSchema (`existing.WriteCounter`;
+        "PATCH heterojob.io/heterojobs/status"); {} when neither can count them."""
+        if self.s.kubeconfig is not None:
+            return self.counter.counts() if self.counter is not None else {}
         rows = json.loads(urllib3.request("GET", f"{self.emu.url}/_emulator/writes", timeout=30).data)
         out: dict[str, int] = {}
         for row in rows:
@@ -508,28 +594,46 @@ class Scale:
         s = self.s
         probe_nodes = VICTIM_REPLICAS * s.fault_probes * 2 + 4
         self.layout = pools(s.devices, probe_nodes)
-        (self.workdir / "emulator").mkdir(parents=True, exist_ok=True)
-        self.emu = Emulator(self.workdir / "emulator").start(timeout=60)
-        self.procs["emulator"] = self.emu._proc  # type: ignore[assignment]
-        api = self.emu.client()
+        if s.kubeconfig is None:
+            (self.workdir / "emulator").mkdir(parents=True, exist_ok=True)
+            self.emu = Emulator(self.workdir / "emulator").start(timeout=60)
+            self.procs["emulator"] = self.emu._proc  # type: ignore[assignment]
+            admin = operator_kubeconfig = self.emu.kubeconfig
+            api = self.emu.client()
+        else:
+            admin = s.kubeconfig
+            api = kubernetes.config.new_client_from_config(config_file=str(admin))
         api.user_agent = BENCH_AGENT
+        self.api = api
         self.core, self.custom = kubernetes.client.CoreV1Api(api), kubernetes.client.CustomObjectsApi(api)
+        if s.kubeconfig is not None:
+            self.existing_cluster(api)
+            operator_kubeconfig = self.operator_kubeconfig
         seed(api, namespaces=(*TEAMS, PROBE_NS))
         apply(api, quotas())
         nodes = fleet_nodes(self.layout)
+        if s.kubeconfig is not None:  # each Node's Lease renewed from its registration on, as its kubelet would
+            me = [sys.executable, str(Path(__file__).resolve())]
+            for shard in range(HEARTBEAT_SHARDS):
+                self.procs[f"heartbeats-{shard}"] = spawn(
+                    [*me, "--run-heartbeats", str(admin), str(shard), str(HEARTBEAT_SHARDS)],
+                    self.workdir / f"heartbeats-{shard}.log")
         self.say(f"creating {len(nodes)} nodes ({len(nodes) * PER_NODE} devices) in {len(FLEET)} regions")
         with ThreadPoolExecutor(max_workers=8) as pool:
-            list(pool.map(lambda n: self.core.create_node(n, _preload_content=False).release_conn(), nodes))
+            list(pool.map(lambda n: self.core.create_node(n, _preload_content=False).data, nodes))
         self.notes["nodes"] = len(nodes)
+        if s.kubeconfig is not None:
+            self.nodes_ready([n["metadata"]["name"] for n in nodes])
         self.notes["devices"] = len(nodes) * PER_NODE
         me = [sys.executable, str(Path(__file__).resolve())]
         env = {"PYTHONPATH": os.pathsep.join([str(self.operator_source or Path(__file__).resolve().parents[1] /
                                                    "operator"), os.environ.get("PYTHONPATH", "")])}
-        self.procs["kubelet"] = spawn([*me, "--run-kubelet", str(self.emu.kubeconfig)], self.workdir / "kubelet.log")
+        real = ["--real"] if s.kubeconfig is not None else []
+        self.procs["kubelet"] = spawn([*me, "--run-kubelet", str(admin), *real], self.workdir / "kubelet.log")
         health_port, self.alerts_port = free_port(), free_port()
         health = f"http://127.0.0.1:{health_port}/healthz"
         self.operator_cmd = [sys.executable, "-m", "heterojob", "operator", "run", "--standalone", "--kubeconfig",
-                             str(self.emu.kubeconfig), "--resync-seconds", str(s.resync_s),
+                             str(operator_kubeconfig), "--resync-seconds", str(s.resync_s),
                              "--preemption-min-runtime", "1e9", "--alerts-port", str(self.alerts_port),
                              "--liveness", health]
         self.operator_env = {**env, "HETEROJOB_ALERT_TOKEN": TOKEN}
@@ -544,6 +648,70 @@ class Scale:
                    label_selector=LABEL_JOB)]
         for stream in self.streams:
             stream.start()
+
+    def existing_cluster(self, api: kubernetes.client.ApiClient) -> None:
+        """On an existing cluster (--kubeconfig): refuse one holding an earlier run's objects; the CRDs and
+        defaults where missing; the operator's own credentials, and its writes counted by the API server's APF
+        where it runs as its ServiceAccount; the API server's CPU from its /metrics."""
+        for ns in (*TEAMS, PROBE_NS):
+            try:
+                self.core.read_namespace(ns)
+            except kubernetes.client.ApiException as exc:
+                if exc.status == 404:
+                    continue
+                raise
+            raise Abort(f"namespace {ns} exists (an earlier run's?): run on a fresh cluster, or delete namespaces "
+                        f"{', '.join((*TEAMS, PROBE_NS))} and the Nodes labelled {BENCH_LABEL}")
+        self.made_on_existing = True
+        self.notes["cluster"] = "existing (--kubeconfig): its kube-apiserver, kube-scheduler and controller manager"
+        self.notes.update(existing.prepare(api))
+        self.operator_kubeconfig, why = existing.operator_credentials(api, self.s.kubeconfig or Path(),
+                                                                      self.workdir / "operator.kubeconfig")
+        self.notes["operator_credentials"] = why or \
+            f"ServiceAccount {existing.SYSTEM_NS}/{existing.ACCOUNT} token (its ClusterRole; not admin)"
+        self.counter = existing.WriteCounter(api).install() if why is None else None
+        self.notes["writes_source"] = (
+            "kube-apiserver API Priority and Fairness: apiserver_flowcontrol_dispatched_requests_total of FlowSchemas "
+            "matching the operator's ServiceAccount, one per write verb and resource of its ClusterRole"
+            if why is None else f"none: {why}; an admin's requests are exempt from APF")
+        self.notes["fault_injection"] = {
+            "unreachable": "direct: the bench writes what the node lifecycle controller writes for a dead node (Ready "
+                           "Unknown, the unreachable taints) and stops the node's heartbeats (its Lease then lapses "
+                           "and the controller confirms it after its grace)",
+            "notready": "direct: the bench writes Ready False and the not-ready taints (heartbeats go on)",
+            "lapse": "the node's heartbeats stop; the node lifecycle controller marks it after its grace "
+                     "(--node-monitor-grace-period): the figure includes that grace"}[self.s.fault_kind]
+        self.apiserver_cpu0 = existing.apiserver_cpu_seconds(api)
+
+    def nodes_ready(self, names: list[str]) -> None:
+        """A wait (at most NODES_READY_MAX_S) until the node lifecycle controller has taken the not-ready and
+        unreachable taints off every Node (a real cluster's new Node carries one until the controller sees it Ready):
+        the operator starts on a fleet that is up (`nodes_ready_s`, from the last Node's registration). On a busy
+        machine Leases renewed late keep some Nodes flapping: the run goes on and `nodes_tainted_at_start` says
+        how many were tainted then."""
+        started, wanted = time.monotonic(), set(names)
+        tainted = len(wanted)
+        while time.monotonic() - started < min(self.s.start_timeout_s, NODES_READY_MAX_S):
+            listed = json.loads(self.core.list_node(label_selector=BENCH_LABEL, _preload_content=False).data)
+            tainted = sum(1 for n in listed["items"] if n["metadata"]["name"] in wanted
+                          and (n["spec"].get("taints") or []))
+            if not tainted:
+                break
+            time.sleep(2.0)
+        self.notes.update(nodes_ready_s=round(time.monotonic() - started, 1), nodes_tainted_at_start=tainted)
+        self.say(f"nodes: {len(wanted) - tainted} of {len(wanted)} without taints after {self.notes['nodes_ready_s']} s")
+
+    def cleanup_existing(self) -> None:
+        """What the run made on an existing cluster: the write counters, its namespaces, its Nodes."""
+        if self.counter is not None:
+            self.counter.remove()
+        for ns in (*TEAMS, PROBE_NS):
+            try:
+                self.core.delete_namespace(ns)
+            except kubernetes.client.ApiException as exc:
+                if exc.status != 404:
+                    raise
+        self.core.delete_collection_node(label_selector=BENCH_LABEL)
 
     def paced(self, jobs: list[dict[str, Any]], deadline: float) -> int:
         """Create `jobs`, at most fill_window of them not yet placed at a time; wait until all are placed (or the
@@ -634,7 +802,8 @@ class Scale:
         time.sleep(self.s.idle_s)
         after_by, after_c = self.operator_writes_by(), self.operator_cpu()
         before_w, after_w = sum(before_by.values()), sum(after_by.values())
-        self.notes["idle_writes_per_s"] = round((after_w - before_w) / self.s.idle_s, 2)
+        counted = self.s.kubeconfig is None or self.counter is not None
+        self.notes["idle_writes_per_s"] = round((after_w - before_w) / self.s.idle_s, 2) if counted else None
         self.notes["idle_writes_by"] = {k: n - before_by.get(k, 0) for k, n in after_by.items()
                                         if n > before_by.get(k, 0)}  # what the operator wrote meanwhile
         self.notes["idle_cpu_s_per_s"] = round((after_c - before_c) / self.s.idle_s, 3)
@@ -701,7 +870,10 @@ class Scale:
             if not where:
                 continue
             started = time.monotonic()
-            set_node_lost(self.core, where, reachable=self.s.fault_kind == "notready")
+            if self.s.fault_kind == "lapse":  # its kubelet stops: nothing written but the annotation it reads
+                self.core.patch_node(where, {"metadata": {"annotations": {KUBELET_STOPPED: "true"}}})
+            else:
+                set_node_lost(self.core, where, reachable=self.s.fault_kind == "notready")
             ok = self.seen.wait(lambda key=key, gen=gen: any(
                 self.seen.live(key, g) >= self.replicas[key] for g in self.seen.generations(key) if g > gen),
                 self.s.probe_timeout_s)
@@ -714,11 +886,9 @@ class Scale:
             time.sleep(1.0)
 
     def pod_creates(self) -> int:
-        """Pods the operator created so far (the emulator's count of POSTs to pods by its client)."""
-        rows = json.loads(urllib3.request("GET", f"{self.emu.url}/_emulator/writes", timeout=30).data)
-        return sum(r["count"] for r in rows if r["method"] == "POST" and r["resource"] == "pods"
-                   and not r["subresource"] and r["agent"] not in (BENCH_AGENT.split("/")[0],
-                                                                    KUBELET_AGENT.split("/")[0]))
+        """Pods the operator created so far (POSTs to pods by its client: `operator_writes_by`)."""
+        by = self.operator_writes_by()
+        return by.get("POST pods", 0) + by.get("CREATE pods", 0)
 
     def restart(self) -> None:
         """The operator restarted on the full fleet (every Node, pod and job there): from its start until a job
@@ -769,7 +939,15 @@ class Scale:
             for stream in self.streams:
                 stream.stopped.set()
             self.collect()
-            for name in ("prober", "operator", "kubelet"):
+            for name in ("prober", "operator"):
+                stop(self.procs.get(name))
+            if self.made_on_existing:
+                try:
+                    self.cleanup_existing()  # the kubelet stand-in still finishes the pods' deletions
+                except (kubernetes.client.ApiException, urllib3.exceptions.HTTPError) as exc:
+                    self.say(f"cleanup: {exc}")
+                time.sleep(5)
+            for name in [n for n in self.procs if n.startswith(("kubelet", "heartbeats"))]:
                 stop(self.procs.get(name))
             if getattr(self, "emu", None) is not None:
                 self.emu.stop()
@@ -787,10 +965,23 @@ class Scale:
                 self.say(f"writes by client: {self.writes()}")
             except urllib3.exceptions.HTTPError:
                 pass
+        try:  # the whole run's, from `writes_source` on an existing cluster: the two setups' counts side by side
+            self.notes["operator_writes_by"] = self.operator_writes_by()
+        except (urllib3.exceptions.HTTPError, kubernetes.client.ApiException, RuntimeError, AttributeError):
+            pass
         if getattr(self, "emu", None) is not None and self.emu.pid:
             self.notes["emulator_cpu_s"] = round(cpu_seconds(self.emu.pid), 1)
+        if getattr(self, "apiserver_cpu0", None) is not None:  # its own process_cpu_seconds_total, over the run
+            try:
+                self.notes["apiserver_cpu_s"] = round((existing.apiserver_cpu_seconds(self.api) or 0.0)
+                                                      - self.apiserver_cpu0, 1)
+            except (kubernetes.client.ApiException, urllib3.exceptions.HTTPError):
+                pass
         if self.procs.get("kubelet") is not None and self.procs["kubelet"].poll() is None:
             self.notes["kubelet_cpu_s"] = round(cpu_seconds(self.procs["kubelet"].pid), 1)
+        beats = [p for n, p in self.procs.items() if n.startswith("heartbeats") and p.poll() is None]
+        if beats:
+            self.notes["heartbeats_cpu_s"] = round(sum(cpu_seconds(p.pid) for p in beats), 1)
 
     def phases(self) -> None:
         self.start()
@@ -863,9 +1054,13 @@ def main(argv: list[str] | None = None) -> int:
                     help="until every waiting job has a status (900; quick 120)")
     ap.add_argument("--cycle-window-max", type=float, default=None,
                     help="longest CPU window of one cycle without the metric (120; quick 30)")
-    ap.add_argument("--fault-kind", choices=("unreachable", "notready"), default="unreachable",
+    ap.add_argument("--fault-kind", choices=("unreachable", "notready", "lapse"), default="unreachable",
                     help="a dead node (Ready Unknown: no checkpoint can be had) or a NotReady one that still answers "
-                         "(its jobs checkpoint first)")
+                         "(its jobs checkpoint first), each written as the node lifecycle controller writes it; "
+                         "lapse (--kubeconfig only): the node's heartbeats stop and the cluster's controller marks it")
+    ap.add_argument("--kubeconfig", type=Path, default=None,
+                    help="an existing cluster's admin kubeconfig: run there instead of the API emulator (its "
+                         "kube-scheduler binds, its node lifecycle controller watches the Leases)")
     ap.add_argument("--fill-window", type=int, default=100, help="running jobs created but not yet placed, at most")
     ap.add_argument("--resync-seconds", type=float, default=30.0, help="the operator's --resync-seconds")
     ap.add_argument("--seed", type=int, default=35)
@@ -875,10 +1070,16 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--operator-source", type=Path, default=None,
                     help="run the operator package in this directory (e.g. another checkout's operator/)")
     ap.add_argument("--run-kubelet", metavar="KUBECONFIG", help=argparse.SUPPRESS)
+    ap.add_argument("--real", action="store_true", help=argparse.SUPPRESS)
+    ap.add_argument("--run-heartbeats", nargs=3, metavar=("KUBECONFIG", "SHARD", "SHARDS"), help=argparse.SUPPRESS)
     ap.add_argument("--run-prober", nargs=3, metavar=("HEALTH_URL", "ALERTS_PORT", "OUT"), help=argparse.SUPPRESS)
     args = ap.parse_args(argv)
     if args.run_kubelet:
-        return run_kubelet(args.run_kubelet)
+        return run_kubelet(args.run_kubelet, args.real)
+    if args.run_heartbeats:
+        return run_heartbeats(args.run_heartbeats[0], int(args.run_heartbeats[1]), int(args.run_heartbeats[2]))
+    if args.fault_kind == "lapse" and args.kubeconfig is None:
+        ap.error("--fault-kind lapse needs --kubeconfig (the emulated cluster's nodes are marked by the bench)")
     if args.run_prober:
         return run_prober(args.run_prober[0], int(args.run_prober[1]), args.run_prober[2])
     quick = args.quick
@@ -895,7 +1096,7 @@ def main(argv: list[str] | None = None) -> int:
                         cycle_window_max_s=pick(args.cycle_window_max, 120.0, 30.0), fill_window=args.fill_window,
                         start_timeout_s=pick(args.start_timeout, 1800.0, 300.0),
                         resync_s=args.resync_seconds, seed=args.seed, fault_kind=args.fault_kind,
-                        restart=not args.no_restart)
+                        restart=not args.no_restart, kubeconfig=args.kubeconfig)
     workdir = args.workdir or Path(tempfile.mkdtemp(prefix="heterojob-scale-"))
     workdir.mkdir(parents=True, exist_ok=True)
     result = Scale(settings, workdir, args.operator_source).run()

@@ -103,6 +103,9 @@ class Kubelet(Stepping):
         self._nodes = Mirror(self.core.list_node)
         self._pods = Mirror(self.core.list_pod_for_all_namespaces)
         self._env_of: dict[tuple[str, str, str], str] = {}  # (pod uid, name, default) -> value (specs are immutable)
+        # pods this kubelet has started: a watch-fed mirror may still show one Pending a step later (a real API
+        # server's watch lags its writes), and a second start would give it a second podIP (422 Invalid)
+        self._ran: set[str] = set()
 
     def silence(self, node: str) -> None:
         """Stop node `node`'s kubelet: no Lease renewal, no status, its pods frozen (the node lifecycle controller
@@ -151,6 +154,7 @@ class Kubelet(Stepping):
         if len(self._env_of) > 4 * len(every) + 1000:  # forget the pods gone, now and then
             uids = {(p.get("metadata") or {}).get("uid") for p in every}
             self._env_of = {k: v for k, v in self._env_of.items() if k[0] in uids}
+            self._ran = {u for u in self._ran if u in uids}
         mine = [p for p in every if LABEL_JOB in ((p.get("metadata") or {}).get("labels") or {})]
         answering = [p for p in every if (p.get("spec") or {}).get("nodeName") not in silent]
         self._finish_deletions(answering)
@@ -175,7 +179,7 @@ class Kubelet(Stepping):
                 continue
             try:
                 node = (pod.get("spec") or {}).get("nodeName")
-                if phase == "Pending" and node:  # bound by the scheduler: this node's kubelet starts it
+                if phase == "Pending" and node and meta.get("uid") not in self._ran:  # bound: its kubelet starts it
                     first_seen = self._started.setdefault(key, now)
                     if now - first_seen >= self.start_delay:
                         containers = (pod.get("spec") or {}).get("containers") or []
@@ -187,6 +191,7 @@ class Kubelet(Stepping):
                                                    "state": {"running": {"startedAt": _now_iso()}}}
                                                   for c in containers]}})
                         self._started[key] = now
+                        self._ran.add(meta.get("uid", ""))
                 elif phase == "Running":
                     if self.answer_checkpoints:
                         self._answer(pod, now)
