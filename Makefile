@@ -19,11 +19,11 @@ check-crds:
 	scripts/run heterojob generate --check
 
 bench:
-	scripts/run python3 bench/admission.py
-	scripts/run python3 bench/telemetry.py
-	scripts/run python3 bench/placement.py
-	scripts/run python3 bench/recovery.py
-	scripts/run python3 bench/alerts.py
-	scripts/run python3 bench/console.py
-	scripts/run python3 bench/efficiency.py
-	scripts/run python3 bench/chaos.py
+	scripts/run python3 -m bench.admission
+	scripts/run python3 -m bench.telemetry
+	scripts/run python3 -m bench.placement
+	scripts/run python3 -m bench.recovery
+	scripts/run python3 -m bench.alerts
+	scripts/run python3 -m bench.console
+	scripts/run python3 -m bench.efficiency
+	scripts/run python3 -m bench.chaos

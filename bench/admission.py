@@ -39,14 +39,13 @@ import kopf
 import kubernetes
 from kopf.testing import KopfRunner
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from heterojob.constants import GROUP, LABEL_JOB, VERSION  # noqa: E402 - after the sys.path entry above (run as a script)
-from heterojob.kube.api import Kube  # noqa: E402 - after the sys.path entry above (run as a script)
-from heterojob.sim import existing  # noqa: E402 - after the sys.path entry above (run as a script)
-from heterojob.sim.cluster.harness import Emulator, OperatorRunner, seed  # noqa: E402 - after the sys.path entry above (run as a script)
-from heterojob.sim.cluster.nodes import node  # noqa: E402 - after the sys.path entry above (run as a script)
-from heterojob.sim.process import cpu_seconds  # noqa: E402 - after the sys.path entry above (run as a script)
+from heterojob.constants import GROUP, LABEL_JOB, VERSION
+from heterojob.kube.api import Kube
+from heterojob.sim import existing
+from heterojob.sim.cluster.harness import Emulator, OperatorRunner, seed
+from heterojob.sim.cluster.nodes import node
+from heterojob.sim.process import cpu_seconds
 
 SEQUENTIAL = 20
 BURST = 200

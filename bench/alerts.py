@@ -36,12 +36,11 @@ from typing import Any
 import aiohttp
 import kubernetes
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from heterojob.constants import GROUP, VERSION  # noqa: E402 - after the sys.path entry above (run as a script)
-from heterojob.sim.cluster.harness import Emulator, OperatorRunner, seed  # noqa: E402 - after the sys.path entry above (run as a script)
-from heterojob.sim.cluster.nodes import node  # noqa: E402 - after the sys.path entry above (run as a script)
-from heterojob.sim.telemetry.prometheus import alerting_stack, free_port  # noqa: E402 - after the sys.path entry above (run as a script)
+from heterojob.constants import GROUP, VERSION
+from heterojob.sim.cluster.harness import Emulator, OperatorRunner, seed
+from heterojob.sim.cluster.nodes import node
+from heterojob.sim.telemetry.prometheus import alerting_stack, free_port
 
 TOKEN = "bench-token"
 DISTINCT, COPIES, PER_REQUEST, IN_FLIGHT = 5000, 2, 20, 16

@@ -76,14 +76,13 @@ from typing import Any
 import kubernetes
 import urllib3
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from heterojob.constants import (ANNOTATION_MIGRATE, ANNOTATION_NODE, GROUP, LABEL_GENERATION,  # noqa: E402 - after the sys.path entry above (run as a script)
+from heterojob.constants import (ANNOTATION_MIGRATE, ANNOTATION_NODE, GROUP, LABEL_GENERATION,
                                  LABEL_JOB, LABEL_RANK, VERSION)
-from heterojob.sim.cluster.harness import Emulator, seed  # noqa: E402 - after the sys.path entry above (run as a script)
-from heterojob.sim.cluster.kubelet import Kubelet, pod_devices  # noqa: E402 - after the sys.path entry above (run as a script)
-from heterojob.sim.cluster.nodes import node  # noqa: E402 - after the sys.path entry above (run as a script)
-from heterojob.sim.telemetry.prometheus import free_port  # noqa: E402 - after the sys.path entry above (run as a script)
+from heterojob.sim.cluster.harness import Emulator, seed
+from heterojob.sim.cluster.kubelet import Kubelet, pod_devices
+from heterojob.sim.cluster.nodes import node
+from heterojob.sim.telemetry.prometheus import free_port
 
 TOKEN = "chaos-token"
 NAMESPACES = ("chaos-a", "chaos-b")

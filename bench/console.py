@@ -23,7 +23,6 @@ Last line: one JSON object. Targets (issues 22, 45): every page <= 2 s warm and 
 from __future__ import annotations
 
 import argparse
-import importlib.util
 import json
 import multiprocessing
 import os
@@ -39,22 +38,19 @@ from typing import Any
 
 import kubernetes
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from heterojob import defaults  # noqa: E402 - after the sys.path entry above (run as a script)
-from heterojob.constants import GROUP, VERSION  # noqa: E402 - after the sys.path entry above (run as a script)
-from heterojob.sim.cluster.harness import Emulator, seed  # noqa: E402 - after the sys.path entry above (run as a script)
-from heterojob.sim.cluster.nodes import node  # noqa: E402 - after the sys.path entry above (run as a script)
-from heterojob.sim.demo.fleet import FLEET  # noqa: E402 - after the sys.path entry above (run as a script)
-from heterojob.sim.process import cpu_seconds  # noqa: E402 - after the sys.path entry above (run as a script)
-from heterojob.sim.telemetry.exporters import ExporterFleet  # noqa: E402 - after the sys.path entry above (run as a script)
-from heterojob.sim.telemetry.prometheus import PrometheusServer, free_port  # noqa: E402 - after the sys.path entry above (run as a script)
-from heterojob.telemetry.snapshot import JobRef, WatchedJob  # noqa: E402 - after the sys.path entry above (run as a script)
+from heterojob import defaults
+from heterojob.constants import GROUP, VERSION
+from heterojob.sim.cluster.harness import Emulator, seed
+from heterojob.sim.cluster.nodes import node
+from heterojob.sim.demo.fleet import FLEET
+from heterojob.sim.process import cpu_seconds
+from heterojob.sim.telemetry.exporters import ExporterFleet
+from heterojob.sim.telemetry.prometheus import PrometheusServer, free_port
+from heterojob.telemetry.snapshot import JobRef, WatchedJob
 
-_spec = importlib.util.spec_from_file_location("bench_telemetry", Path(__file__).with_name("telemetry.py"))
-assert _spec is not None and _spec.loader is not None
-telemetry_bench = importlib.util.module_from_spec(_spec)
-_spec.loader.exec_module(telemetry_bench)
+from bench import telemetry as telemetry_bench
+
 
 DEVICES = 10_000  # the default fleet: 1,250 nodes of 8
 PER_NODE, PER_REPLICA = 8, 4

@@ -72,13 +72,12 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "operator"))
 
-from heterojob.replay import capacity  # noqa: E402 - after the sys.path entry above (run as a script)
-from heterojob.replay.metrics import work_s  # noqa: E402 - after the sys.path entry above (run as a script)
-from heterojob.replay.replay import Config, replay  # noqa: E402 - after the sys.path entry above (run as a script)
-from heterojob.replay.report import WORK_SERVED  # noqa: E402 - after the sys.path entry above (run as a script)
-from heterojob.replay.traces import CLASSES, load_trace, synthetic_trace, throughputs  # noqa: E402 - after the sys.path entry above (run as a script)
+from heterojob.replay import capacity
+from heterojob.replay.metrics import work_s
+from heterojob.replay.replay import Config, replay
+from heterojob.replay.report import WORK_SERVED
+from heterojob.replay.traces import CLASSES, load_trace, synthetic_trace, throughputs
 
 DATA = Path(__file__).resolve().parents[1] / "data" / "gavel"
 TABLE = DATA / "isolated_throughputs.csv"

@@ -28,10 +28,9 @@ import sys
 from pathlib import Path
 from typing import Any
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "operator"))
 
-from heterojob.replay.replay import Config, replay  # noqa: E402 - after the sys.path entry above (run as a script)
-from heterojob.replay.traces import gavel_slice, load_trace  # noqa: E402 - after the sys.path entry above
+from heterojob.replay.replay import Config, replay
+from heterojob.replay.traces import gavel_slice, load_trace
 
 DATA = Path(__file__).resolve().parents[1] / "data" / "gavel"
 TABLE = DATA / "isolated_throughputs.csv"

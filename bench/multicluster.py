@@ -32,13 +32,12 @@ from typing import Any
 
 import kubernetes
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from heterojob.constants import GROUP, LABEL_JOB, VERSION  # noqa: E402 - after the sys.path entry above (run as a script)
-from heterojob.kube.members import MembersConfig  # noqa: E402 - after the sys.path entry above (run as a script)
-from heterojob.sim.cluster.harness import Emulator, OperatorRunner, apply, seed  # noqa: E402 - after the sys.path entry above (run as a script)
-from heterojob.sim.cluster.nodes import node  # noqa: E402 - after the sys.path entry above (run as a script)
-from heterojob.sim.process import cpu_seconds  # noqa: E402 - after the sys.path entry above (run as a script)
+from heterojob.constants import GROUP, LABEL_JOB, VERSION
+from heterojob.kube.members import MembersConfig
+from heterojob.sim.cluster.harness import Emulator, OperatorRunner, apply, seed
+from heterojob.sim.cluster.nodes import node
+from heterojob.sim.process import cpu_seconds
 
 NAMESPACE = "bench"
 PER_NODE = 8  # an nvidia-h100 node of the simulated fleet
@@ -71,7 +70,7 @@ class PodWatches:
         self.cond = threading.Condition()
         self.seen: set[str] = set()
         self.watches = {name: PodWatch(self) for name in clusters}
-        self._proc = subprocess.Popen([sys.executable, __file__, "--watch-pods",
+        self._proc = subprocess.Popen([sys.executable, "-m", f"bench.{Path(__file__).stem}", "--watch-pods",
                                        *(f"{name}={path}" for name, path in clusters.items())],
                                       stdout=subprocess.PIPE, text=True)
         assert self._proc.stdout is not None

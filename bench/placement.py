@@ -25,13 +25,11 @@ import random
 import resource
 import sys
 import time
-from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from heterojob.engine.basics import versions  # noqa: E402 - after the sys.path entry above (run as a script)
-from heterojob.engine.capacity.fleet import DeviceClass, Fleet, Node  # noqa: E402 - after the sys.path entry above (run as a script)
-from heterojob.engine.placing.placement import Alternative, Request, schedule  # noqa: E402 - after the sys.path entry above (run as a script)
+from heterojob.engine.basics import versions
+from heterojob.engine.capacity.fleet import DeviceClass, Fleet, Node
+from heterojob.engine.placing.placement import Alternative, Request, schedule
 
 REGIONS = ("cn-east", "cn-north", "eu-west", "us-west", "ap-south")
 # class -> (nodes per region, throughput); 8 devices per node; 250 nodes per region

@@ -38,19 +38,16 @@ import random
 import sys
 import time
 from dataclasses import replace
-from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # the repository: the tests' oracle (reference)
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "operator"))
 
-from heterojob.engine.capacity import rooms  # noqa: E402 - after the sys.path entry above (run as a script)
+from heterojob.engine.capacity import rooms
 from heterojob.engine.queue import completion, ranking
-from heterojob.engine.disruption.holders import Holder  # noqa: E402 - after the sys.path entry above (run as a script)
+from heterojob.engine.disruption.holders import Holder
 from heterojob.engine.queue.admission import AdmissionSettings, Outcome, QueuePlan, plan_with_policy
 from heterojob.engine.capacity.fleet import Allocation, DeviceClass, Failed, Fleet, Limit, Node, holdings, usage
-from heterojob.engine.placing.placement import Alternative, Request  # noqa: E402 - after the sys.path entry above (run as a script)
-from heterojob.engine.queue.policy import Knowledge  # noqa: E402 - after the sys.path entry above (run as a script)
-from heterojob.engine.basics.queueing import QueueSettings  # noqa: E402 - after the sys.path entry above (run as a script)
+from heterojob.engine.placing.placement import Alternative, Request
+from heterojob.engine.queue.policy import Knowledge
+from heterojob.engine.basics.queueing import QueueSettings
 
 REGIONS = [f"cn-{c}" for c in ("beijing", "shanghai", "guangzhou", "shenzhen", "hangzhou", "chengdu", "wuhan",
                                "xian", "nanjing", "tianjin", "hohhot")]

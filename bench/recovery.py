@@ -19,21 +19,19 @@ import json
 import statistics
 import sys
 import time
-from pathlib import Path
 from typing import Any
 
 import kubernetes
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from heterojob import defaults  # noqa: E402 - after the sys.path entry above (run as a script)
-from heterojob.constants import GROUP, LABEL_JOB, VERSION  # noqa: E402 - after the sys.path entry above (run as a script)
-from heterojob.controller import Controller, ControllerConfig, FleetSource  # noqa: E402 - after the sys.path entry above (run as a script)
-from heterojob.kube.api import Kube, load_client  # noqa: E402 - after the sys.path entry above (run as a script)
-from heterojob.sim.cluster.harness import Emulator, seed  # noqa: E402 - after the sys.path entry above (run as a script)
-from heterojob.sim.cluster.nodes import node  # noqa: E402 - after the sys.path entry above (run as a script)
-from heterojob.telemetry.model import DeviceSample, Health  # noqa: E402 - after the sys.path entry above (run as a script)
-from heterojob.telemetry.snapshot import Availability, RegionTelemetry, Snapshot  # noqa: E402 - after the sys.path entry above (run as a script)
+from heterojob import defaults
+from heterojob.constants import GROUP, LABEL_JOB, VERSION
+from heterojob.controller import Controller, ControllerConfig, FleetSource
+from heterojob.kube.api import Kube, load_client
+from heterojob.sim.cluster.harness import Emulator, seed
+from heterojob.sim.cluster.nodes import node
+from heterojob.telemetry.model import DeviceSample, Health
+from heterojob.telemetry.snapshot import Availability, RegionTelemetry, Snapshot
 
 FAULTS = 50
 NAMESPACE = "bench"

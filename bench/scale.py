@@ -84,15 +84,14 @@ from typing import Any
 import kubernetes
 import urllib3
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "operator"))
 
-from heterojob.constants import GROUP, LABEL_GENERATION, LABEL_JOB, VERSION  # noqa: E402 - after the sys.path entry above (run as a script)
-from heterojob.sim import existing  # noqa: E402 - after the sys.path entry above (run as a script)
-from heterojob.sim.cluster.harness import Emulator, apply, seed  # noqa: E402 - after the sys.path entry above (run as a script)
-from heterojob.sim.cluster.nodes import KUBELET_STOPPED, node, set_node_lost, set_node_ready  # noqa: E402 - after the sys.path entry above (run as a script)
-from heterojob.sim.demo.fleet import FLEET  # noqa: E402 - after the sys.path entry above (run as a script)
-from heterojob.sim.process import cpu_seconds  # noqa: E402 - after the sys.path entry above (run as a script)
-from heterojob.sim.telemetry.prometheus import free_port  # noqa: E402 - after the sys.path entry above (run as a script)
+from heterojob.constants import GROUP, LABEL_GENERATION, LABEL_JOB, VERSION
+from heterojob.sim import existing
+from heterojob.sim.cluster.harness import Emulator, apply, seed
+from heterojob.sim.cluster.nodes import KUBELET_STOPPED, node, set_node_lost, set_node_ready
+from heterojob.sim.demo.fleet import FLEET
+from heterojob.sim.process import cpu_seconds
+from heterojob.sim.telemetry.prometheus import free_port
 
 TARGETS = {"cycle_cpu_s_p95": 1.0, "admit_free_p95_s": 2.0, "fault_to_pods_p95_s": 2.0, "idle_writes_per_s": 1.0,
            "operator_rss_mb": 2000.0, "probe_p99_s": 1.0}
@@ -504,7 +503,10 @@ class Abort(Exception):
     """A phase that cannot go on (the operator never placed the first jobs): the figures so far are reported."""
 
 
-class Scale:
+class ScaleCluster:
+    """The cluster under the run (the emulator, or an existing one), the operator started on it, and what they
+    count (the operator's CPU and writes, its metrics)."""
+
     def __init__(self, settings: Settings, workdir: Path, operator_source: Path | None) -> None:
         self.s, self.workdir, self.operator_source = settings, workdir, operator_source
         self.rng = random.Random(settings.seed)
@@ -712,6 +714,10 @@ class Scale:
                 if exc.status != 404:
                     raise
         self.core.delete_collection_node(label_selector=BENCH_LABEL)
+
+
+class Scale(ScaleCluster):
+    """The run's phases (fill, backlog, idle, admission and fault probes, restart) and the figures they give."""
 
     def paced(self, jobs: list[dict[str, Any]], deadline: float) -> int:
         """Create `jobs`, at most fill_window of them not yet placed at a time; wait until all are placed (or the

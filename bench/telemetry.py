@@ -41,19 +41,18 @@ import urllib.request
 from pathlib import Path
 from typing import Any
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from heterojob import defaults  # noqa: E402 - after the sys.path entry above (run as a script)
-from heterojob.controller import FleetSource  # noqa: E402 - after the sys.path entry above (run as a script)
-from heterojob.controller.monitor import Monitor, TelemetryConfig  # noqa: E402 - after the sys.path entry above (run as a script)
-from heterojob.sim.telemetry.exporters import ExporterFleet  # noqa: E402 - after the sys.path entry above (run as a script)
-from heterojob.sim.cluster.nodes import node  # noqa: E402 - after the sys.path entry above (run as a script)
-from heterojob.sim.process import cpu_seconds  # noqa: E402 - after the sys.path entry above (run as a script)
-from heterojob.sim.telemetry.prometheus import PrometheusServer, VictoriaMetricsServer, free_port  # noqa: E402 - after the sys.path entry above (run as a script)
-from heterojob.telemetry.adapters import ADAPTERS  # noqa: E402 - after the sys.path entry above (run as a script)
-from heterojob.telemetry.model import Health  # noqa: E402 - after the sys.path entry above (run as a script)
-from heterojob.telemetry.prometheus import PrometheusReader  # noqa: E402 - after the sys.path entry above (run as a script)
-from heterojob.telemetry.snapshot import JobRef, Snapshot, WatchedJob, job_telemetry  # noqa: E402 - after the sys.path entry above (run as a script)
+from heterojob import defaults
+from heterojob.controller import FleetSource
+from heterojob.controller.monitor import Monitor, TelemetryConfig
+from heterojob.sim.telemetry.exporters import ExporterFleet
+from heterojob.sim.cluster.nodes import node
+from heterojob.sim.process import cpu_seconds
+from heterojob.sim.telemetry.prometheus import PrometheusServer, VictoriaMetricsServer, free_port
+from heterojob.telemetry.adapters import ADAPTERS
+from heterojob.telemetry.model import Health
+from heterojob.telemetry.prometheus import PrometheusReader
+from heterojob.telemetry.snapshot import JobRef, Snapshot, WatchedJob, job_telemetry
 
 REGIONS = ("cn-east", "cn-north", "eu-west", "us-west", "ap-south", "cn-south", "eu-north", "us-east", "ap-east",
            "sa-east", "me-central")

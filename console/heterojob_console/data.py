@@ -82,14 +82,11 @@ def pod_view(pod: Mapping[str, Any]) -> PodView:
 
 
 def custom_lists(custom: kubernetes.client.CustomObjectsApi) -> dict[str, Callable[..., Any]]:
-    """Each heterojob kind's cluster-wide list call (`PLURALS`, named here: the console's role is derived from
-    these calls, tests/unit/test_manifests.py)."""
-    def lists(plural: str) -> Callable[..., Any]:
-        return functools.partial(custom.list_cluster_custom_object, GROUP, VERSION, plural)
-
-    calls = {"AcceleratorClass": lists("acceleratorclasses"), "Region": lists("regions"),
-             "HeteroJob": lists("heterojobs"), "HeteroQuota": lists("heteroquotas")}
-    return calls
+    """Each heterojob kind's cluster-wide list call, by kind (the plurals named here: the console's role is derived
+    from these calls, tests/unit/test_manifests.py)."""
+    named = (("AcceleratorClass", "acceleratorclasses"), ("Region", "regions"), ("HeteroJob", "heterojobs"),
+             ("HeteroQuota", "heteroquotas"))
+    return {kind: functools.partial(custom.list_cluster_custom_object, GROUP, VERSION, plural) for kind, plural in named}
 
 
 def read_cluster(api: kubernetes.client.ApiClient) -> Cluster:

@@ -20,8 +20,8 @@ KEYS = {"events", "stranded", "left_on_failed_device_s_max", "partial_gangs", "l
 
 def test_twenty_chaos_events_break_no_invariant(tmp_path: Path) -> None:
     env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(ROOT / "operator"), os.environ.get("PYTHONPATH", "")])}
-    out = subprocess.run([sys.executable, str(ROOT / "bench" / "chaos.py"), "--events", "20", "--seed", "3",
-                          "--workdir", str(tmp_path)], capture_output=True, text=True, env=env, timeout=140)
+    out = subprocess.run([sys.executable, "-m", "bench.chaos", "--events", "20", "--seed", "3",
+                          "--workdir", str(tmp_path)], cwd=ROOT, capture_output=True, text=True, env=env, timeout=140)
     assert out.stdout.strip(), out.stderr[-3000:]
     result = json.loads(out.stdout.strip().splitlines()[-1])
     assert KEYS <= set(result), result

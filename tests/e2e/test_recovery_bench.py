@@ -19,7 +19,7 @@ ROOT = Path(__file__).resolve().parents[2]
 
 def test_the_recovery_bench_replaces_every_faulted_jobs_gang() -> None:
     env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(ROOT / "operator"), os.environ.get("PYTHONPATH", "")])}
-    out = subprocess.run([sys.executable, str(ROOT / "bench" / "recovery.py")], capture_output=True, text=True,
+    out = subprocess.run([sys.executable, "-m", "bench.recovery"], cwd=ROOT, capture_output=True, text=True,
                          env=env, timeout=280)
     assert out.returncode == 0, out.stderr[-3000:]
     result = json.loads(out.stdout.strip().splitlines()[-1])

@@ -21,10 +21,10 @@ FIGURES = ("cycle_cpu_s_p95", "admit_free_p95_s", "fault_to_pods_p95_s", "idle_w
 
 def test_quick_scale_run_reports_every_figure(tmp_path: Path) -> None:
     env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(ROOT / "operator"), os.environ.get("PYTHONPATH", "")])}
-    out = subprocess.run([sys.executable, str(ROOT / "bench" / "scale.py"), "--quick", "--admit-probes", "3",
+    out = subprocess.run([sys.executable, "-m", "bench.scale", "--quick", "--admit-probes", "3",
                           "--fault-probes", "2", "--idle-seconds", "10", "--probe-timeout", "45",
                           "--cycle-window-max", "15", "--workdir", str(tmp_path)],
-                         capture_output=True, text=True, env=env, timeout=860)
+                         cwd=ROOT, capture_output=True, text=True, env=env, timeout=860)
     assert out.returncode == 0, out.stderr[-3000:]
     result = json.loads(out.stdout.strip().splitlines()[-1])
     for key in FIGURES:

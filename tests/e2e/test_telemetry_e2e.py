@@ -22,6 +22,13 @@ from heterojob.telemetry.model import Health
 from heterojob.telemetry.snapshot import Availability, JobRef, Snapshot, WatchedJob, job_telemetry
 from heterojob.sim.cluster.harness import Emulator, OperatorRunner
 from tests.conftest import Cluster, eventually
+import re
+import threading
+import time
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+from heterojob.telemetry.model import HealthPolicy
+from heterojob.sim.telemetry.devices import ExporterProfile, realistic_mix
 
 # scripts/install-deps installs Prometheus; only an explicit opt-out skips (never a silent skip in CI)
 pytestmark = [pytest.mark.e2e, pytest.mark.skipif(os.environ.get("HETEROJOB_SKIP_E2E") == "1",
@@ -320,13 +327,7 @@ def test_overheat_must_persist_before_the_job_moves(
 
 # --- recorded shapes of real exporters (tests/fixtures/exporters), served to the real Prometheus ------------
 
-import re  # noqa: E402 - imported with the section that uses it
-import threading  # noqa: E402 - imported with the section that uses it
-import time  # noqa: E402 - imported with the section that uses it
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer  # noqa: E402 - imported with the section that uses it
-from pathlib import Path  # noqa: E402 - imported with the section that uses it
 
-from heterojob.telemetry.model import HealthPolicy  # noqa: E402 - imported with the section that uses it
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "exporters"
 STAMPED = re.compile(r"^([^#].*\}|[^#{ ]+) (\S+) (\d{12,})$")  # a sample with an explicit ms timestamp
@@ -509,7 +510,6 @@ def test_the_snapshot_command_prints_what_heterojob_sees(recorded: tuple[Recorde
 
 # --- the simulated exporters in the demo's realistic mix, with pod churn -----------------------------------
 
-from heterojob.sim.telemetry.devices import ExporterProfile, realistic_mix  # noqa: E402 - imported with the section that uses it
 
 MIX_NODES = [node(f"mg{i}", "cn-east", "nvidia-h100", devices=2) for i in range(4)] + \
             [node(f"mn{i}", "cn-north", "ascend-910b", devices=2) for i in range(4)] + \

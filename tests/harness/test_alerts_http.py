@@ -13,6 +13,11 @@ from heterojob.state.cache import Placed
 from heterojob.alerts.payload import Alert
 from heterojob.alerts.receiver import AlertReceiver
 from heterojob.metrics import OperatorMetrics
+import pytest
+import requests
+from heterojob.sim.cluster.nodes import node
+from heterojob.sim.telemetry.prometheus import free_port
+from tests.conftest import Cluster, eventually
 
 TOKEN = "s3cret-token"
 
@@ -139,12 +144,7 @@ def test_the_mapping_of_labels_to_jobs_and_actions() -> None:
 
 # --- on the operator (harness) ----------------------------------------------------------------------------
 
-import pytest  # noqa: E402 - imported with the section that uses it
-import requests  # noqa: E402 - imported with the section that uses it
 
-from heterojob.sim.cluster.nodes import node  # noqa: E402 - imported with the section that uses it
-from heterojob.sim.telemetry.prometheus import free_port  # noqa: E402 - imported with the section that uses it
-from tests.conftest import Cluster, eventually  # noqa: E402 - imported with the section that uses it
 
 
 @pytest.mark.harness

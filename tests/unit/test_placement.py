@@ -7,6 +7,10 @@ from hypothesis import strategies as st
 
 from heterojob.engine.capacity.fleet import Allocation, DeviceClass, Failed, Fleet, Node, usage
 from heterojob.engine.placing.placement import Alternative, Request, pack, place
+from heterojob.engine.capacity.fleet import Limit, holdings, quota_room
+from heterojob.engine.placing.placement import schedule, software_mismatch
+from heterojob.engine.disruption.preemption import RunningJob, plan_preemption
+from heterojob.engine.disruption.preemption import GrownJob, plan_reclaim
 
 H100 = DeviceClass("nvidia-h100", "nvidia.com/gpu", {"gpu": "h100"}, throughput=1.0)
 NPU = DeviceClass("ascend-910b", "huawei.com/Ascend910", {"npu": "910b"}, throughput=0.6)
@@ -150,9 +154,6 @@ def test_a_taint_keyed_by_the_class_resource_is_tolerated_and_any_other_blocks()
 
 # --- filters and scorers added for quotas, software, health, queue and preemption -------------------------
 
-from heterojob.engine.capacity.fleet import Limit, holdings, quota_room  # noqa: E402 - imported with the tests that use it
-from heterojob.engine.placing.placement import schedule, software_mismatch  # noqa: E402 - imported with the tests that use it
-from heterojob.engine.disruption.preemption import RunningJob, plan_preemption  # noqa: E402 - imported with the tests that use it
 
 H100_SW = DeviceClass("nvidia-h100", "nvidia.com/gpu", {"gpu": "h100"}, 1.0, {"driver": "550.54.15", "cuda": "12.4"})
 NPU_SW = DeviceClass("ascend-910b", "huawei.com/Ascend910", {"npu": "910b"}, 0.6, {"cann": "8.0.RC3"})
@@ -314,7 +315,6 @@ def test_a_schedule_never_exceeds_quota_or_capacity_nor_uses_an_unhealthy_node(
 
 # --- reclaiming lent devices ----------------------------------------------------------------------------
 
-from heterojob.engine.disruption.preemption import GrownJob, plan_reclaim  # noqa: E402 - imported with the tests that use it
 
 
 def grown(job: str, priority: int, since: float, nodes: dict[str, int], base_replicas: int) -> GrownJob:

@@ -1,18 +1,18 @@
 """Admission: one scheduling cycle for the whole waiting queue; each verdict applied by its job's own pass.
 
 Step of the pipeline (Kueue's scheduling cycle):
-- `place`, from a waiting job's reconcile pass, registers (or updates) its request in the cache and wakes
-  the scheduler. The pass does not plan. When the scheduler left a verdict for that request, the pass
-  applies it instead: a placement's status and pods; a waiting job's status, written only when its verdict
-  (`engine.queue.cycle.verdict`: outcome and message less its live figures) changed; the checkpoints of the
-  victims and lenders it disturbs; a move that fits nowhere goes back to the queue (`engine.placing.requeue`).
+- `place`, from a waiting job's reconcile pass, registers (or updates) its request in the cache and wakes the
+  scheduler. The pass does not plan. When the scheduler left a verdict for that request, the pass applies it instead:
+  a placement's status and pods; a waiting job's status, written only when its verdict (`engine.queue.cycle.verdict`:
+  outcome and message less its live figures) changed; the checkpoints of the victims and lenders it disturbs; a move
+  that fits nowhere goes back to the queue (`engine.placing.requeue`).
 - `run` is the scheduler: woken by coalesced events (`engine.queue.cycle.CycleTrigger`: a request added, edited or
-  removed, room given back, the fleet changed, a timer), it takes one snapshot of the cache under the
-  planner's lock, plans the whole queue once (`engine.queue.cycle.plan_cycle`, in a worker thread so probes and
-  webhooks are answered meanwhile), records its bookkeeping in the cache at once (a placement held, a
-  victim asked: `Cache.plan`, `Cache.yield_to`, so later cycles and other steps see them before the status
-  comes back) and pokes only the jobs with something to do. A cycle with nothing new is skipped; cycles
-  are spaced so planning takes at most about half the operator's time.
+  removed, room given back, the fleet changed, a timer), it takes one snapshot of the cache under the planner's lock,
+  plans the whole queue once (`engine.queue.cycle.plan_cycle`, in a worker thread so probes and webhooks are answered
+  meanwhile), records its bookkeeping in the cache at once (a placement held, a victim asked: `Cache.plan`,
+  `Cache.yield_to`, so later cycles and other steps see them before the status comes back) and pokes only the jobs
+  with something to do. A cycle with nothing new is skipped; cycles are spaced so planning takes at most about half
+  the operator's time.
 
 Under `--queue-policy mlfq` the cycle goes through `engine.queue.policy` with what `controller.knowledge` reads from
 the jobs' `status.scheduling`; a placement records its start there (a starved job's promotion, in the cache at once
@@ -41,9 +41,7 @@ from heterojob.controller.pods import Pods
 from heterojob.controller.status import StatusPatch
 from heterojob.controller.verdicts import Verdicts
 from heterojob.engine.basics import queueing
-from heterojob.engine.basics.queueing import QueueSettings
-from heterojob.engine.capacity import rooms, transfer
-from heterojob.engine.capacity.fleet import Fleet
+from heterojob.engine.capacity import fleet as fleets, rooms, transfer
 from heterojob.engine.disruption.holders import Holder
 from heterojob.engine.placing import requeue
 from heterojob.engine.placing.placement import Request
@@ -88,7 +86,7 @@ class CycleVerdict:
 
 class Scheduler:
     def __init__(self, planning: Planning, pods: Pods, poke: Callable[[str], None], forget: Callable[[str], None],
-                 queue: QueueSettings | None = None, requeue_after_s: float = requeue.REQUEUE_AFTER_S) -> None:
+                 queue: queueing.QueueSettings | None = None, requeue_after_s: float = requeue.REQUEUE_AFTER_S) -> None:
         kube, writer, cache, checkpoints, metrics = (planning.kube, planning.writer, planning.cache,
                                                      planning.checkpoints, planning.metrics)
         self.kube = kube
@@ -155,7 +153,7 @@ class Scheduler:
         self._interrupt.set()
         self._wake.set()
 
-    def fleet_later(self) -> Callable[[], Fleet]:
+    def fleet_later(self) -> Callable[[], fleets.Fleet]:
         """The fleet as of now, built when called (`Planning.fleet_later`; without it, built now)."""
         if self._later is not None:
             return self._later(())
@@ -321,10 +319,10 @@ class Scheduler:
                 self.poke(job)
         return True
 
-    def _plan(self, waiting: list[Request], holders: list[Holder], build: Callable[[], Fleet], now: float,
+    def _plan(self, waiting: list[Request], holders: list[Holder], build: Callable[[], fleets.Fleet], now: float,
               moves: Mapping[str, transfer.Move], seen: Mapping[str, Seen] | None, acting: bool,
               before: Mapping[str, int]
-              ) -> tuple[Cycle, dict[str, tuple[str, str]], list[str], Fleet]:
+              ) -> tuple[Cycle, dict[str, tuple[str, str]], list[str], fleets.Fleet]:
         """A cycle's work in the worker thread, on the snapshot taken: the fleet (`build`, as of the snapshot),
         the policy's knowledge, the plan, each waiting job's verdict (`engine.queue.cycle.verdict`), and the running
         jobs an upgrade move may pay for (`engine.queue.cycle.upgrade_candidates`; `before`: the free devices per class
@@ -347,7 +345,7 @@ class Scheduler:
             PROBE_SHARE, self.memo)
         return cycle, verdicts, upgrades, fleet
 
-    def _decide(self, job: str, request: Request, admission: planner.Admission, fleet: Fleet, now: float,
+    def _decide(self, job: str, request: Request, admission: planner.Admission, fleet: fleets.Fleet, now: float,
                 new_verdict: tuple[str, str] | None = None) -> bool:
         """Record a cycle's plan for one job in the cache (under the lock) and keep it for the job's pass;
         True when the pass has something to do. `new_verdict`: `verdict` of the admission (made in the plan's
