@@ -75,7 +75,8 @@ from typing import Any
 
 from heterojob.replay import capacity
 from heterojob.replay.metrics import work_s
-from heterojob.replay.replay import Config, replay
+from heterojob.replay.config import Config
+from heterojob.replay.replay import replay
 from heterojob.replay.report import WORK_SERVED
 from heterojob.replay.traces import CLASSES, load_trace, synthetic_trace, throughputs
 

@@ -29,7 +29,8 @@ from pathlib import Path
 from typing import Any
 
 
-from heterojob.replay.replay import Config, replay
+from heterojob.replay.config import Config
+from heterojob.replay.replay import replay
 from heterojob.replay.traces import gavel_slice, load_trace
 
 DATA = Path(__file__).resolve().parents[1] / "data" / "gavel"

@@ -26,7 +26,8 @@ from heterojob.engine.queue.facts import Facts
 from heterojob.engine.queue.policy import Knowledge
 from heterojob.engine.basics.queueing import QueueSettings, Service
 from heterojob.engine.queue.ranking import Memo
-from heterojob.replay.replay import Config, _Replay
+from heterojob.replay.config import Config
+from heterojob.replay.replay import _Replay
 from heterojob.replay.traces import TraceJob, synthetic_trace
 
 NOW = 100_000.0

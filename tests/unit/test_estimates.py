@@ -15,7 +15,8 @@ from heterojob.engine.basics import queueing
 from heterojob.engine.queue import estimates
 from heterojob.engine.capacity.fleet import DeviceClass, Fleet
 from heterojob.engine.placing.placement import Alternative, Request
-from heterojob.replay.replay import Config, _Replay
+from heterojob.replay.config import Config
+from heterojob.replay.replay import _Replay
 from heterojob.replay.traces import TraceJob, throughputs
 from heterojob.state.cache import Cache
 from heterojob.state.job_status import read_status

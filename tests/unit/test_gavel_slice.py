@@ -9,7 +9,8 @@ from pathlib import Path
 import pytest
 
 from heterojob.replay import cli
-from heterojob.replay.replay import Config, fleet, replay
+from heterojob.replay.config import Config
+from heterojob.replay.replay import fleet, replay
 from heterojob.replay.traces import REFERENCE, TraceError, cluster, gavel_slice, load_trace
 
 DATA = Path(__file__).resolve().parents[2] / "data" / "gavel"

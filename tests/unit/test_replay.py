@@ -13,7 +13,8 @@ from pathlib import Path
 import pytest
 
 from heterojob.engine.basics.queueing import QueuePolicy, QueueSettings
-from heterojob.replay.replay import Config, gang_shape, replay
+from heterojob.replay.config import Config
+from heterojob.replay.replay import gang_shape, replay
 from heterojob.replay.traces import TraceJob, load_trace, synthetic_trace, throughputs
 
 DATA = Path(__file__).resolve().parents[2] / "data" / "gavel"  # vendored, MIT (data/gavel/LICENSE)

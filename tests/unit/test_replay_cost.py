@@ -35,7 +35,8 @@ from heterojob.engine.capacity.fleet import Allocation, Fleet, usage
 from heterojob.engine.placing.placement import Alternative, FleetIndex, Ledger, Request
 from heterojob.engine.disruption.pool import _Pool
 from heterojob.engine.capacity.rooms import Memory
-from heterojob.replay.replay import Config, _Replay
+from heterojob.replay.config import Config
+from heterojob.replay.replay import _Replay
 from heterojob.replay.scheduler import ReplayScheduler
 from heterojob.replay.traces import TraceJob, synthetic_trace
 from tests.unit.test_placement import CLASSES, gpu_node, npu_node

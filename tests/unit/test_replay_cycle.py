@@ -14,7 +14,8 @@ from heterojob.engine.capacity.fleet import Fleet, usage
 from heterojob.engine.basics.queueing import QueuePolicy, QueueSettings, Service
 from heterojob.engine.queue.ranking import Memo
 from heterojob.engine.capacity.rooms import Memory
-from heterojob.replay.replay import Config, _Replay
+from heterojob.replay.config import Config
+from heterojob.replay.replay import _Replay
 from heterojob.replay.scheduler import ReplayScheduler
 from hypothesis import given, settings
 from hypothesis import strategies as st

@@ -13,7 +13,8 @@ import pytest
 from heterojob.engine.execution import running
 from heterojob.engine.execution.running import RunningDecision, Step
 from heterojob.replay import decisions
-from heterojob.replay.replay import Config, _Replay
+from heterojob.replay.config import Config
+from heterojob.replay.replay import _Replay
 from heterojob.replay.traces import synthetic_trace
 
 TABLE = Path(__file__).resolve().parents[2] / "data" / "gavel" / "isolated_throughputs.csv"

@@ -45,7 +45,9 @@ from heterojob.engine.placing.placement import Alternative, Request, place
 from heterojob.replay import replay as replay_module
 from heterojob.replay.devices import Devices, room
 from heterojob.replay.fifo import Fifo
-from heterojob.replay.replay import CLASSES, NAMESPACE, POLICIES, Config, _Replay
+from heterojob.replay.config import Config, NAMESPACE, POLICIES
+from heterojob.replay.replay import _Replay
+from heterojob.replay.traces import CLASSES
 from heterojob.replay.scheduler import ReplayScheduler
 from heterojob.replay.traces import TraceJob, synthetic_trace
 from tests.unit.test_placement import CLASSES as PLACEMENT_CLASSES

@@ -12,7 +12,8 @@ import pytest
 from heterojob.engine.basics.queueing import QueueSettings
 from heterojob.replay.knowledge import ReplayKnowledge
 from heterojob.replay.metrics import work_s
-from heterojob.replay.replay import DECLARED, MONITOR_S, Config, _Replay, replay
+from heterojob.replay.config import Config, DECLARED, MONITOR_S
+from heterojob.replay.replay import _Replay, replay
 from heterojob.replay.traces import TraceJob, synthetic_trace, throughputs
 from heterojob.telemetry.steps import STEPS_WINDOW_S
 

@@ -9,7 +9,8 @@ from pathlib import Path
 from typing import Any
 
 from heterojob.engine.basics.queueing import QueuePolicy, QueueSettings
-from heterojob.replay.replay import KNOWLEDGE, POLICIES, REGIONS, Config, replay
+from heterojob.replay.config import Config, KNOWLEDGE, POLICIES, REGIONS
+from heterojob.replay.replay import replay
 from heterojob.replay.replay import __doc__ as REPLAY_DOC
 from heterojob.replay.report import html_report
 from heterojob.replay.traces import TraceError, cluster, gavel_slice, read_trace, synthetic_trace

@@ -20,7 +20,6 @@ from __future__ import annotations
 from collections import defaultdict
 from collections.abc import Callable
 from functools import partial
-from typing import TYPE_CHECKING
 
 from heterojob.api.job import Policy
 from heterojob.engine.queue import admission as planner
@@ -35,8 +34,7 @@ from heterojob.engine.execution.running import (
 )
 from heterojob.replay.devices import Run
 
-if TYPE_CHECKING:
-    from heterojob.replay.scheduler import ReplayScheduler
+from heterojob.replay.simulation import Planner
 
 
 def _none() -> None:
@@ -46,7 +44,7 @@ def _none() -> None:
 class Decisions:
     """The running jobs' side of heterojob in the replay (see the module docstring)."""
 
-    def __init__(self, scheduler: ReplayScheduler) -> None:
+    def __init__(self, scheduler: Planner) -> None:
         self.scheduler, self.sim = scheduler, scheduler.sim
         config, defaults = self.sim.config, Policy()
         self.rules = RunningRules(migration.Rules(

@@ -6,14 +6,13 @@ from __future__ import annotations
 
 import bisect
 from collections import defaultdict
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from heterojob.engine.placing.placement import Alternative, Request, place
 from heterojob.replay.devices import fits
 from heterojob.replay.traces import TraceJob
 
-if TYPE_CHECKING:
-    from heterojob.replay.replay import _Replay
+from heterojob.replay.simulation import Simulation
 
 FitKey = tuple[tuple[str, ...], int, int]
 
@@ -22,7 +21,7 @@ class Fifo:
     """The waiting jobs in queue order, and grouped by what decides whether a job could start on the free
     room (`fit_key`)."""
 
-    def __init__(self, sim: _Replay) -> None:
+    def __init__(self, sim: Simulation) -> None:
         self.sim = sim
         self.waiting: dict[int, TraceJob] = {}
         self.order_list: list[tuple[Any, ...]] = []  # the waiting jobs' keys, in queue order

@@ -24,7 +24,6 @@ move off a failed node) is `engine.execution.running.decide`'s (`replay.decision
 from __future__ import annotations
 
 from collections import defaultdict
-from typing import TYPE_CHECKING
 
 from heterojob.engine.queue import admission as planner
 from heterojob.engine.basics import queueing
@@ -39,12 +38,11 @@ from heterojob.replay.devices import Run
 from heterojob.replay.decisions import Decisions
 from heterojob.replay.traces import TraceJob
 
-if TYPE_CHECKING:
-    from heterojob.replay.replay import _Replay
+from heterojob.replay.simulation import Simulation
 
 
 class ReplayScheduler:
-    def __init__(self, sim: _Replay) -> None:
+    def __init__(self, sim: Simulation) -> None:
         self.sim = sim
         config = sim.config
         self.waiting: dict[int, TraceJob] = {}
