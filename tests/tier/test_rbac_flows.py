@@ -21,7 +21,7 @@ CAN_I = [
     ("list nodes", "yes"), ("create events -n {ns}", "yes"),
     ("create leases.coordination.k8s.io -n heterojob-system", "yes"),
     ("create leases.coordination.k8s.io -n {ns}", "no"), ("list secrets -n {ns}", "no"),
-    ("get secrets -n heterojob-members", "no"), ("bind roles.rbac.authorization.k8s.io -n {ns}", "no"),
+    ("get secrets -n heterojob-system", "no"), ("bind roles.rbac.authorization.k8s.io -n {ns}", "no"),
     ("escalate roles.rbac.authorization.k8s.io -n {ns}", "no"),
     ("delete nodes", "no"), ("get /healthz", "yes"),
 ]
