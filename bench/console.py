@@ -47,13 +47,12 @@ from heterojob.sim.demo.fleet import FLEET
 from heterojob.sim.process import cpu_seconds
 from heterojob.sim.telemetry.exporters import ExporterFleet
 from heterojob.sim.telemetry.prometheus import PrometheusServer, free_port
-from heterojob.telemetry.snapshot import JobRef, WatchedJob
 
 from bench import telemetry as telemetry_bench
 
 
 DEVICES = 10_000  # the default fleet: 1,250 nodes of 8
-PER_NODE, PER_REPLICA = 8, 4
+PER_NODE = 8  # devices a node; the jobs are placed as bench/telemetry.py places them (4 a replica)
 WARM_RUNS = 3
 VISIT_S = 60  # a page not whole by then is recorded as 60 s
 CHROMIUM = "/usr/bin/chromium"
@@ -84,34 +83,9 @@ def fleet(devices: int) -> list[dict[str, Any]]:
     return out
 
 
-def jobs(nodes: list[dict[str, Any]], count: int
-         ) -> tuple[dict[str, WatchedJob], dict[str, list[tuple[str, str, int]]]]:
-    """`count` running jobs (every 4th with 2 replicas; two replicas of 4 devices share an 8-device node), as
-    bench/telemetry.py places its 1,000."""
-    slots = [(n["metadata"]["name"], k) for n in nodes for k in range(PER_NODE // PER_REPLICA)]
-    by_name = {n["metadata"]["name"]: n for n in nodes}
-    watched: dict[str, WatchedJob] = {}
-    bindings: dict[str, list[tuple[str, str, int]]] = {}
-    cursor = 0
-    for j in range(count):
-        replicas = 2 if j % 4 == 0 else 1
-        namespace, name = f"team-{j % 7}", f"job-{j:05d}"
-        placed = slots[cursor:cursor + replicas]
-        cursor += replicas
-        labels = by_name[placed[0][0]]["metadata"]["labels"]
-        cls = "ascend-910b" if "accelerator" in labels else (
-            "nvidia-h100" if "H100" in labels.get("nvidia.com/gpu.product", "") else "nvidia-a100")
-        ref = JobRef(namespace, name, labels["topology.kubernetes.io/region"], generation=1, replicas=replicas,
-                     per_replica=PER_REPLICA)
-        watched[f"{namespace}/{name}"] = WatchedJob(ref, cls, "1")
-        for rank, (node_name, _) in enumerate(placed):
-            bindings.setdefault(node_name, []).append((namespace, ref.pod(rank), PER_REPLICA))
-    return watched, bindings
-
-
 def populate(api: kubernetes.client.ApiClient, nodes: list[dict[str, Any]], count: int
              ) -> tuple[dict[str, list[tuple[str, str, int]]], int]:
-    watched, bindings = jobs(nodes, count)
+    watched, bindings = telemetry_bench.jobs(nodes, count)  # placed as bench/telemetry.py places its jobs
     custom, core = kubernetes.client.CustomObjectsApi(api), kubernetes.client.CoreV1Api(api)
     namespaces = sorted({j.ref.namespace for j in watched.values()})
     seed(api, namespaces=namespaces, nodes=nodes)

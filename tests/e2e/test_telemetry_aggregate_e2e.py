@@ -99,24 +99,10 @@ def test_every_recorded_exporter_shape_reads_the_same_in_aggregate(shapes: Prome
     assert f.failed_nodes  # the recorded shapes hold failed devices (XID 79, an unreadable chip, ...)
 
 
-@pytest.fixture(scope="module")
-def sim() -> Iterator[tuple[ExporterFleet, PrometheusServer]]:
+def test_faults_are_seen_alike_and_only_their_nodes_are_listed(fleet: tuple[ExporterFleet, PrometheusServer]) -> None:
     from tests.e2e.test_telemetry_e2e import NODES
 
-    exporters = ExporterFleet(NODES, seed=7)
-    host, port = exporters.serve()
-    exporters.bind({"g0": [("team-a", TRAIN.pod(0), 4)], "g1": [("team-a", TRAIN.pod(1), 4)],
-                    "n0": [("team-b", NPU.pod(0), 2)], "n1": [("team-b", NPU.pod(1), 2)]})
-    prom = PrometheusServer(exporters.targets(), f"{host}:{port}", scrape_interval_s=1.0).start()
-    yield exporters, prom
-    prom.stop()
-    exporters.stop()
-
-
-def test_faults_are_seen_alike_and_only_their_nodes_are_listed(sim: tuple[ExporterFleet, PrometheusServer]) -> None:
-    from tests.e2e.test_telemetry_e2e import NODES
-
-    exporters, prom = sim
+    exporters, prom = fleet
     jobs = {"team-a/train": WatchedJob(TRAIN, "nvidia-h100", "1"), "team-b/npu": WatchedJob(NPU, "ascend-910b", "1")}
     full, agg = monitor(prom.url, NODES, False, jobs), monitor(prom.url, NODES, True, jobs)
     eventually(lambda: len(read(full, time.time()).devices) == 16, timeout=30, interval=0.5, what="16 devices")

@@ -41,18 +41,6 @@ TRAIN = JobRef("team-a", "train", "cn-east", generation=1, replicas=2, per_repli
 NPU = JobRef("team-b", "npu", "cn-north", generation=3, replicas=2, per_replica=2)
 
 
-@pytest.fixture(scope="module")
-def fleet() -> Iterator[tuple[ExporterFleet, PrometheusServer]]:
-    exporters = ExporterFleet(NODES, seed=7)
-    host, port = exporters.serve()
-    exporters.bind({"g0": [("team-a", TRAIN.pod(0), 4)], "g1": [("team-a", TRAIN.pod(1), 4)],
-                    "n0": [("team-b", NPU.pod(0), 2)], "n1": [("team-b", NPU.pod(1), 2)]})
-    prom = PrometheusServer(exporters.targets(), f"{host}:{port}", scrape_interval_s=1.0).start()
-    yield exporters, prom
-    prom.stop()
-    exporters.stop()
-
-
 def monitor(url: str) -> Monitor:
     source = FleetSource.from_objects([*NODES, *defaults.all_objects()])
     jobs = {"team-a/train": WatchedJob(TRAIN, "nvidia-h100", "1"), "team-b/npu": WatchedJob(NPU, "ascend-910b", "1")}

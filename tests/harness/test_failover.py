@@ -33,14 +33,16 @@ def free_port() -> int:
 
 
 class Replica:
-    def __init__(self, kubeconfig: Path, name: str, log: Path) -> None:
+    """`heterojob operator run --leader-elect` as its own process (also the flow tier's operator: tests/tier)."""
+
+    def __init__(self, kubeconfig: Path, name: str, log: Path, args: tuple[str, ...] = ()) -> None:
         self.name, self.port = name, free_port()
         self.log = log
         env = {**os.environ, "POD_NAME": name, "POD_NAMESPACE": LEASE_NS, "PYTHONUNBUFFERED": "1"}
         self.proc = subprocess.Popen(
             [sys.executable, "-m", "heterojob", "operator", "run", "--kubeconfig", str(kubeconfig),
              "--leader-elect", LEASE, "--liveness", f"http://127.0.0.1:{self.port}/healthz",
-             "--resync-seconds", "5"], env=env, stdout=log.open("w"), stderr=subprocess.STDOUT)
+             "--resync-seconds", "5", *args], env=env, stdout=log.open("w"), stderr=subprocess.STDOUT)
 
     def probe(self, path: str) -> int:
         try:
@@ -50,6 +52,9 @@ class Replica:
             return exc.code
         except OSError:
             return -1
+
+    def output(self) -> str:
+        return self.log.read_text(errors="replace")
 
     def stop(self) -> None:
         if self.proc.poll() is None:

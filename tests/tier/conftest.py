@@ -18,14 +18,9 @@ from __future__ import annotations
 import base64
 import itertools
 import json
-import os
-import re
-import socket
 import subprocess
-import sys
 import tempfile
 import time
-import urllib.request
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -37,32 +32,18 @@ import yaml
 from heterojob_sdk import PodClient
 
 from heterojob.constants import ANNOTATION_CHECKPOINT_ACK, GROUP, LABEL_JOB, VERSION
-from heterojob.sim import controlplane, process
+from heterojob.sim import controlplane
 from heterojob.sim.cluster import ipam
 from heterojob.sim.cluster.harness import Emulator
 from heterojob.sim.cluster.kubelet import Kubelet
 from heterojob.sim.cluster.nodelifecycle import NodeLifecycle
 from tests.conftest import eventually
+from tests.harness.test_failover import Replica
+from tests.harness.test_install import readme_install_lines, run
 
 ROOT = Path(__file__).resolve().parents[2]
 SYSTEM_NS, OPERATOR_ACCOUNT, LEASE = "heterojob-system", "heterojob-operator", "heterojob-operator"
 GRACE_S = 20.0  # the node lifecycle controller's grace on both sites (the kit's --node-monitor-grace-period)
-
-
-def readme_install_lines() -> list[str]:
-    """README "Install on a cluster": the bash block's commands in order (comment lines left out)."""
-    text = (ROOT / "README.md").read_text()
-    section = text[text.index("## Install on a cluster"):]
-    block = re.search(r"```bash\n(.*?)```", section, re.S)
-    assert block is not None
-    return [line for line in block.group(1).splitlines() if line.strip() and not line.lstrip().startswith("#")]
-
-
-def kubectl_line(line: str, kubeconfig: Path, home: Path) -> subprocess.CompletedProcess[str]:
-    """One README line, as a user's shell runs it (the trailing comment dropped)."""
-    env = {**os.environ, "KUBECONFIG": str(kubeconfig), "HOME": str(home)}  # HOME: kubectl's discovery cache
-    return subprocess.run(["bash", "-c", f"set -euo pipefail; {line.partition('  #')[0]}"], cwd=ROOT, env=env,
-                          capture_output=True, text=True, timeout=120)
 
 
 @dataclass
@@ -88,7 +69,7 @@ class Site:
         home = self.workdir / "home"
         home.mkdir(exist_ok=True)
         for line in readme_install_lines():
-            self.installed.append((line, kubectl_line(line, self.kubeconfig, home)))
+            self.installed.append((line, run(line, self.kubeconfig, home)))
             if self.installed[-1][1].returncode != 0:
                 return
         # the install's example job waits for nodes: each flow brings its own, so it is taken out of their way
@@ -136,39 +117,6 @@ def site(request: pytest.FixtureRequest) -> Iterator[Site]:
         finally:
             lifecycle.stop()
             s.api.close()
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
-class Replica:
-    """`heterojob operator run --leader-elect` as its own process, with the operator's own credentials."""
-
-    def __init__(self, kubeconfig: Path, name: str, log: Path, args: tuple[str, ...] = ()) -> None:
-        self.name, self.port, self.log = name, free_port(), log
-        env = {**os.environ, "POD_NAME": name, "POD_NAMESPACE": SYSTEM_NS, "PYTHONUNBUFFERED": "1"}
-        self.proc = subprocess.Popen(
-            [sys.executable, "-m", "heterojob", "operator", "run", "--kubeconfig", str(kubeconfig),
-             "--leader-elect", LEASE, "--liveness", f"http://127.0.0.1:{self.port}/healthz",
-             "--resync-seconds", "5", *args], env=env, stdout=log.open("a"), stderr=subprocess.STDOUT)
-
-    def probe(self, path: str) -> int:
-        try:
-            with urllib.request.urlopen(f"http://127.0.0.1:{self.port}{path}", timeout=2) as r:
-                return int(r.status)
-        except urllib.error.HTTPError as exc:
-            return exc.code
-        except OSError:
-            return -1
-
-    def stop(self) -> None:
-        process.stop(self.proc)
-
-    def output(self) -> str:
-        return self.log.read_text(errors="replace")
 
 
 _count = itertools.count(1)

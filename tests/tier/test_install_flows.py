@@ -7,7 +7,8 @@ import pytest
 import yaml
 
 from heterojob.sim.cluster.nodes import node
-from tests.tier.conftest import ROOT, Flow, Site, readme_install_lines
+from tests.harness.test_install import readme_install_lines
+from tests.tier.conftest import ROOT, Flow, Site
 
 pytestmark = pytest.mark.tier
 
