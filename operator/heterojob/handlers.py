@@ -91,6 +91,7 @@ def new_runtime(config: OperatorConfig) -> Runtime:
                             on_fleet=lambda: _fleet_news(runtime),
                             on_job_pod=lambda event, ns, pod, job, view: _pod_news(runtime, event, ns, pod, job, view),
                             on_job=lambda event, key, body: _job_news(runtime, event, key, body),
+                            on_room=lambda: runtime.controller.room_freed() if runtime.controller else None,
                             page_size=config.cache_page_size).start()
     return runtime
 
@@ -360,7 +361,7 @@ def register(registry: kopf.OperatorRegistry, config: OperatorConfig, standby: S
                                     lambda: runtime.controller.fleet_version if runtime.controller else None)
             source = FleetSource(
                 nodes=fleet_nodes, classes=caches.class_views, regions=caches.region_views,
-                foreign_usage=caches.foreign_usage, quota_objects=caches.quota_objects,
+                foreign_usage=caches.foreign_usage, leaving=lambda: caches.leaving_usage(runtime.kube.own_pods.deleting()), quota_objects=caches.quota_objects,
                 faults=lambda: _faults(runtime),
                 telemetry=lambda: runtime.monitor.snapshot if runtime.monitor else None)
             if caches.member_refs():  # every member tried once before the first placement (bounded)

@@ -158,6 +158,28 @@ def test_a_finished_and_a_deleted_job_leave_nothing_behind(flow: Flow) -> None:
     eventually(lambda: not leftovers(), timeout=90, what="nothing left")
 
 
+def test_a_deleted_jobs_pods_keep_their_devices_through_their_grace_period(flow: Flow) -> None:
+    """kube-scheduler counts a Terminating pod on its node until it is gone: so does the operator. A job made
+    just as another is deleted waits for the deleted job's pods to go (its trainer flushes for a few seconds on
+    SIGTERM) instead of having its gang made on devices the cluster still counts as held: no rank of it is ever
+    refused by the scheduler, and its first gang runs."""
+    ns = flow.namespace("team")
+    flow.nodes([node("h100-0", "cn-east", "nvidia-h100")])
+    slow = job_spec(replicas=1)
+    slow["template"]["spec"]["terminationGracePeriodSeconds"] = 30
+    slow["template"]["spec"]["containers"][0]["env"].append({"name": "HETEROJOB_SIM_EXIT_SECONDS", "value": "8"})
+    flow.create_job("old", slow, ns)
+    flow.operator()
+    flow.phase("old", ns, "Running")
+    flow.custom.delete_namespaced_custom_object(GROUP, VERSION, ns, "heterojobs", "old")
+    flow.create_job("new", job_spec(replicas=1), ns)
+    s = flow.phase("new", ns, "Running", timeout=90)
+    assert s["placement"]["generation"] == 1
+    refused = [(e.involved_object.name, e.reason, e.message) for e in flow.core.list_namespaced_event(ns).items
+               if e.involved_object.name.startswith("new") and e.reason in ("FailedScheduling", "Unschedulable")]
+    assert not refused, refused
+
+
 def test_a_job_pods_token_is_refused_on_another_jobs_pods(flow: Flow) -> None:
     ns = flow.namespace("team")
     flow.nodes([node(f"h100-{i}", "cn-east", "nvidia-h100") for i in range(2)])

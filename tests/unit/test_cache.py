@@ -119,6 +119,40 @@ def test_a_fleet_taken_now_and_built_later_counts_what_was_held_when_it_was_take
     assert built.held == now.held
 
 
+def test_pods_being_deleted_hold_their_devices_where_their_job_holds_no_room_itself() -> None:
+    """A deleted job's, or a preempted job's, pods in their grace period: kube-scheduler counts them on their nodes,
+    so the fleet does; where the job still holds room (a move from node a, its old allocation), not twice."""
+    from heterojob.state.views import FleetSource
+
+    cache = Cache()
+    leaving = {"ns/gone": {("a", "nvidia.com/gpu"): 8}, "ns/moving": {("a", "nvidia.com/gpu"): 8,
+                                                                    ("b", "nvidia.com/gpu"): 8}}
+    foreign = {("x", "cpu"): 2}
+    source = FleetSource(nodes=dict, classes=lambda: CLASSES, regions=dict, foreign_usage=lambda: foreign,
+                         leaving=lambda: leaving)
+    sync(cache, "moving", phase="Running", placement=placement("b"))
+    assert cache.fleet(source).used == {("a", "nvidia.com/gpu"): 16, ("b", "nvidia.com/gpu"): 8, ("x", "cpu"): 2}
+    assert cache.fleet(source, exclude=["ns/moving"]).used == {("a", "nvidia.com/gpu"): 16, ("x", "cpu"): 2}
+    assert foreign == {("x", "cpu"): 2}  # the source's own mapping is left as it was
+
+
+def test_a_deleted_jobs_devices_stay_counted_until_its_pods_are_gone_and_nobody_may_take_them() -> None:
+    from heterojob.state.views import FleetSource
+
+    cache = Cache()
+    source = FleetSource(nodes=dict, classes=lambda: CLASSES, regions=dict, foreign_usage=dict,
+                         leaving=lambda: {"ns/old": {("a", "nvidia.com/gpu"): 8}})  # its pod, now Terminating
+    sync(cache, "old", phase="Running", placement=placement("a"))
+    sync(cache, "bare", phase="Running", placement=placement("b"))
+    cache.forget("ns/old", pods_left=True)
+    cache.forget("ns/bare")  # no pods left (never made, or gone): its room is free at once
+    assert cache.fleet(source).used == {("a", "nvidia.com/gpu"): 8}  # counted once, not as its pod again
+    assert cache.holders() == [] and "ns/old" not in cache.allocations()  # nobody's to preempt or report
+    assert not cache.departed_gone(lambda key: True) and cache.departed
+    assert cache.departed_gone(lambda key: False)  # its pods are gone: so is what they held
+    assert cache.fleet(FleetSource(nodes=dict, classes=lambda: CLASSES, regions=dict, foreign_usage=dict)).used == {}
+
+
 def test_a_first_speed_on_a_class_and_size_is_news_for_the_scheduler_a_moved_figure_is_not() -> None:
     cache = Cache()
 

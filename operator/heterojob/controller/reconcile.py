@@ -148,9 +148,21 @@ class Controller:
         """Capacity may have freed (or the fleet changed): the scheduler plans the queue again, and every held
         move gets another look (coalesced)."""
         self.fleet_version += 1
+        if self.cache.departed:
+            self.cache.departed_gone(self._has_pods)
         self.scheduler.room_freed()
         if self.moves.held():
             self.queue.poke_all(self.moves.held, delay)
+
+    def room_freed(self) -> None:
+        """A job's pod that held devices is gone (kube-scheduler counts one until then, and so does the fleet:
+        `FleetSource.leaving`): the scheduler plans the queue again, held moves get another look (coalesced);
+        no node, class or region changed."""
+        if self.cache.departed:
+            self.cache.departed_gone(self._has_pods)
+        self.scheduler.room_freed()
+        if self.moves.held():
+            self.queue.poke_all(self.moves.held, 0.2)
 
     def node_news(self, name: str, view: Node | None) -> bool:
         """A Node event: whether it changed what the planner reads of the node (its view; None: deleted).
@@ -202,8 +214,13 @@ class Controller:
         self.scheduler.drop(key)
         self.pods.forget(key)
         self.moves.forget(key)
-        if self.cache.forget(key):
+        if self.cache.forget(key, pods_left=self._has_pods(key)):
             self.poke_pending()
+
+    def _has_pods(self, key: str) -> bool:
+        """Whether the watch still has pods of the job (in this cluster; a member's are not followed here)."""
+        namespace, _, name = key.partition("/")
+        return self.pods.watched is not None and any(True for _ in self.pods.watched(namespace, name))
 
     def start_resync(self, interval: float, rate: float = 0.0) -> None:
         self.scheduler.start()

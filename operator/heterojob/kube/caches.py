@@ -41,17 +41,22 @@ Usage = dict[tuple[str, str], int]  # (node, resource) -> devices
 @dataclass(frozen=True)
 class PodEntry:
     """What the operator keeps of a pod: a job's pod as a pass reads it (`job`, `view`), or the devices a pod
-    heterojob does not manage holds (`usage`)."""
+    heterojob does not manage holds (`usage`). `leaving`: what a job's pod being deleted still holds on its node
+    until it is gone (kube-scheduler counts a Terminating pod: a gang placed on those devices would wait Pending
+    through the grace period)."""
 
     job: str | None = None
     view: Mapping[str, Any] | None = None
     usage: Mapping[tuple[str, str], int] | None = None
+    leaving: Mapping[tuple[str, str], int] | None = None
 
 
 def pod_entry(body: Mapping[str, Any]) -> PodEntry | None:
-    job = ((body.get("metadata") or {}).get("labels") or {}).get(LABEL_JOB)
+    meta = body.get("metadata") or {}
+    job = (meta.get("labels") or {}).get(LABEL_JOB)
     if job is not None:
-        return PodEntry(job=str(job), view=kept(body))
+        leaving = convert.pod_holds(body) if meta.get("deletionTimestamp") else None
+        return PodEntry(job=str(job), view=kept(body), leaving=leaving or None)
     used = convert.pod_usage(body)
     return PodEntry(usage=used) if used else None
 
@@ -125,18 +130,20 @@ class Caches:
                  on_fleet: Callable[[], None] | None = None,
                  on_job_pod: Callable[[str | None, str, str, str, Mapping[str, Any]], None] | None = None,
                  on_job: Callable[[str | None, str, dict[str, Any]], None] | None = None,
-                 page_size: int = 500, watch_timeout_s: int = 300) -> None:
+                 on_room: Callable[[], None] | None = None, page_size: int = 500, watch_timeout_s: int = 300) -> None:
         """`running_view`: a HeteroJob's view for the monitor (`telemetry.watched.watched_job`), None when not
         running. `namespaces`: the namespaces served (empty: all). The callbacks run on the event loop for each
         change of what a pass reads: `on_node(event, key, old, new)`; `on_fleet()` for a class, Region or quota;
         `on_job_pod(event, namespace, pod, job, view)` for each event of a job's pod (its view as the event
         carries it); `on_job(event, "namespace/name", body)` for each HeteroJob a watch event or a listing brings,
-        whole (the controller's job events: the one watch of HeteroJobs, Kopf keeps none)."""
+        whole (the controller's job events: the one watch of HeteroJobs, Kopf keeps none); `on_room()` when a job's
+        pod that held devices is gone (its devices are free for kube-scheduler from now on)."""
         self.client = client
         core = kubernetes.client.CoreV1Api(client)
         custom = kubernetes.client.CustomObjectsApi(client)
         self.on_job_pod = on_job_pod
         self.on_fleet = on_fleet
+        self.on_room = on_room
         served = tuple(dict.fromkeys(namespaces))
 
         list_cluster, list_namespaced = custom.list_cluster_custom_object, custom.list_namespaced_custom_object
@@ -182,6 +189,8 @@ class Caches:
                                                                            watch_timeout_s=watch_timeout_s)])
         self._usage: Usage = {}  # what the pods heterojob does not manage hold, summed
         self._job_pods: dict[tuple[str, str], dict[str, Mapping[str, Any]]] = {}  # (namespace, job) -> pod -> view
+        # a job's pod being deleted -> its job and what it holds on its node
+        self._leaving: dict[PodKey, tuple[str, Mapping[tuple[str, str], int]]] = {}
         self.pods: KindStore[PodKey, PodEntry] = namespaced(
             "pods", lambda ns: core.list_pod_for_all_namespaces if ns is None else functools.partial(
                 core.list_namespaced_pod, ns), pod_entry, self._pod_changed)
@@ -251,6 +260,20 @@ class Caches:
         """What the pods heterojob does not manage hold, by (node, resource)."""
         return dict(self._usage)
 
+    def leaving_usage(self, answered: Mapping[PodKey, Mapping[str, Any]] | None = None) -> dict[str, Usage]:
+        """What the jobs' pods being deleted still hold, per job ("namespace/name"), until they are gone: as the
+        watch has them, and (`answered`: `OwnPods.deleting`) the pods this operator's deletes were answered for
+        whose watch event has not come yet, while the watch still has them. Costs what is being deleted."""
+        out: dict[str, Usage] = {}
+        for (namespace, name), pod in (answered or {}).items():
+            job = ((pod.get("metadata") or {}).get("labels") or {}).get(LABEL_JOB)
+            if job is not None and (namespace, name) not in self._leaving \
+                    and name in self._job_pods.get((namespace, str(job)), {}) and (used := convert.pod_holds(pod)):
+                _add(out.setdefault(f"{namespace}/{job}", {}), used, 1)
+        for (namespace, _), (job, holds) in self._leaving.items():
+            _add(out.setdefault(f"{namespace}/{job}", {}), holds, 1)
+        return out
+
     def job_pods(self, namespace: str, job: str) -> list[Mapping[str, Any]]:
         """A job's pods as the watch has them (`kube.ownpods.kept` views)."""
         return list(self._job_pods.get((namespace, job), {}).values())
@@ -273,14 +296,24 @@ class Caches:
                     del self._job_pods[(namespace, old.job)]
         if stored is not None and stored.job is not None and stored.view is not None:
             self._job_pods.setdefault((namespace, stored.job), {})[name] = stored.view
+        if stored is not None and stored.leaving and stored.job is not None:
+            self._leaving[key] = (stored.job, stored.leaving)
+        elif (self._leaving.pop(key, None) is not None or (gone and old is not None and old.job is not None and (
+                (old.view or {}).get("spec") or {}).get("nodeName"))) and self.on_room is not None:
+            self.on_room()  # a job's pod is gone (and out of `job_pods`): its devices are free for kube-scheduler too
         told = new if new is not None and new.job is not None else old
         if self.on_job_pod is not None and told is not None and told.job is not None and told.view is not None:
             self.on_job_pod(event, namespace, name, told.job, told.view)
 
     def _add_usage(self, usage: Mapping[tuple[str, str], int], sign: int) -> None:
-        for where, count in usage.items():
-            total = self._usage.get(where, 0) + sign * count
-            if total:
-                self._usage[where] = total
-            else:
-                self._usage.pop(where, None)
+        _add(self._usage, usage, sign)
+
+
+def _add(into: Usage, usage: Mapping[tuple[str, str], int], sign: int) -> None:
+    """Add (sign 1) or take out (-1) `usage` in a running sum, dropping what reaches 0."""
+    for where, count in usage.items():
+        total = into.get(where, 0) + sign * count
+        if total:
+            into[where] = total
+        else:
+            into.pop(where, None)

@@ -121,6 +121,10 @@ class Cache:
     # keys whose entry was marked disrupted (a superset: pruned as `disrupted` reads it), so the budget's count,
     # asked on every running job's pass, reads the few moving jobs, not every entry
     _moving: set[str] = field(default_factory=set)
+    # deleted jobs whose pods are still there (the garbage collector deletes them, each in its grace period): the
+    # devices they held, counted in the fleet until the controller sees the pods gone (`departed_gone`), as
+    # kube-scheduler counts them; no planner may take them from anyone
+    departed: dict[str, Allocation] = field(default_factory=dict)
 
     def entry(self, key: str) -> Entry:
         return self.entries.setdefault(key, Entry())
@@ -193,13 +197,23 @@ class Cache:
                 e.planned = None  # its status says where it is, or it no longer asks for what was planned
         return e.allocation is not None and not _measured(e.scheduling) <= measured_before
 
-    def forget(self, key: str) -> bool:
-        """Drop a deleted job; True when it held devices (room freed)."""
+    def forget(self, key: str, pods_left: bool = False) -> bool:
+        """Drop a deleted job; True when it held devices or room (room freed). `pods_left`: its pods are still
+        there: the devices it held stay counted (`departed`) until they are gone."""
         for other in self.entries.values():
             if other.asked == key:
                 other.asked = None
         e = self.entries.pop(key, None)
+        if pods_left and e is not None and e.allocation is not None:
+            self.departed[key] = e.allocation
         return e is not None and bool(e.footprint())
+
+    def departed_gone(self, has_pods: Callable[[str], bool]) -> bool:
+        """Let go of the deleted jobs whose pods are gone (`has_pods(key)`: False); True when any was let go."""
+        gone = [key for key in self.departed if not has_pods(key)]
+        for key in gone:
+            del self.departed[key]
+        return bool(gone)
 
     # --- the controller's own decisions -------------------------------------------------------------------
 
@@ -316,7 +330,8 @@ class Cache:
         return count
 
     def fleet(self, source: FleetSource, exclude: Iterable[str] = ()) -> Fleet:
-        """The fleet with every job's devices and reservations counted as used, except `exclude`'s."""
+        """The fleet with every job's devices and reservations counted as used, except `exclude`'s, and what the
+        pods being deleted still hold (`FleetSource.leaving`, `foreign_usage`)."""
         return self.fleet_later(source, exclude)()
 
     def fleet_later(self, source: FleetSource, exclude: Iterable[str] = ()) -> Callable[[], Fleet]:
@@ -325,9 +340,20 @@ class Cache:
         scheduler calls it in its cycle's thread: at 100,000 devices the sums were 11% of the event loop)."""
         excluded = set(exclude)
         allocations = [a for k, e in self.entries.items() if k not in excluded for a in e.footprint()]
+        allocations += self.departed.values()
         faults = source.faults()
         nodes, classes, regions, quotas = source.nodes(), source.classes(), source.regions(), source.quotas()
-        foreign = source.foreign_usage()  # a copy
+        foreign: Mapping[tuple[str, str], int] = source.foreign_usage()  # a copy
+        leaving = source.leaving()
+        if leaving:
+            foreign = added = dict(foreign)
+        for key, used in leaving.items():  # a job's pods being deleted hold their devices until gone
+            e, departed = self.entries.get(key), self.departed.get(key)
+            held = e.footprint() if e is not None else [departed] if departed is not None else []
+            mine = {(n, a.resource) for a in held for n in a.per_node}
+            for where, count in used.items():
+                if where not in mine:  # where the job still holds room, its own allocation counts it
+                    added[where] = added.get(where, 0) + count
 
         def build() -> Fleet:
             return Fleet(nodes=nodes, classes=classes, regions=regions, used=usage(allocations, foreign),

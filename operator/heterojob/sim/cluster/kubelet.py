@@ -12,7 +12,8 @@ own podIP from the node's podCIDR (`ipam`; the node's IP with hostNetwork), kept
 `answer_checkpoints`, it plays the SDK: a pod asked for a checkpoint acknowledges it a moment later
 (`<id>;<step>;$HETEROJOB_CHECKPOINT_DIR/<id>/;size=<bytes>;start=<unix s>;end=<unix s>`, engine.basics.acks), unless
 `HETEROJOB_SIM_NO_SDK` is "1"; a pod evicted (a drain) then runs on through its grace period until it has
-answered a checkpoint (`sdk.Checkpointer(checkpoint_on_eviction=True)`).
+answered a checkpoint (`sdk.Checkpointer(checkpoint_on_eviction=True)`). A pod being deleted stops at once, or
+`HETEROJOB_SIM_EXIT_SECONDS` after its deletion began (a trainer flushing on SIGTERM), at most its grace period.
 """
 
 from __future__ import annotations
@@ -221,6 +222,8 @@ class Kubelet(Stepping):
             if self._lingers(pod):
                 alive.add(meta.get("uid", ""))
                 continue
+            if _exiting(pod):
+                continue
             try:  # this pod, not one made again under its name since the list (the status manager's UID check)
                 # all options in the body: a server reads the query only for a DELETE without one
                 self.core.delete_namespaced_pod(meta["name"], meta["namespace"], body={
@@ -331,6 +334,18 @@ class Kubelet(Stepping):
         meta = pod["metadata"]
         self.core.patch_namespaced_pod(meta["name"], meta["namespace"], {"metadata": {"annotations": {
             ANNOTATION_CHECKPOINT_ACK: ack}}})
+
+
+def _exiting(pod: dict[str, Any]) -> bool:
+    """Whether the pod's container still runs after SIGTERM (`HETEROJOB_SIM_EXIT_SECONDS` from the start of its
+    deletion, which is its deletionTimestamp less its grace period)."""
+    exit_s = float(_env(pod, "HETEROJOB_SIM_EXIT_SECONDS", "0") or 0)
+    meta = pod.get("metadata") or {}
+    end = timestamp(meta.get("deletionTimestamp"))
+    if exit_s <= 0 or end is None:
+        return False
+    began = end - float(meta.get("deletionGracePeriodSeconds") or 0)
+    return time.time() < min(began + exit_s, end)
 
 
 def ended(statuses: list[dict[str, Any]], failed: bool) -> list[dict[str, Any]]:
