@@ -119,20 +119,20 @@ def test_a_fleet_taken_now_and_built_later_counts_what_was_held_when_it_was_take
     assert built.held == now.held
 
 
-def test_pods_being_deleted_hold_their_devices_where_their_job_holds_no_room_itself() -> None:
-    """A deleted job's, or a preempted job's, pods in their grace period: kube-scheduler counts them on their nodes,
-    so the fleet does; where the job still holds room (a move from node a, its old allocation), not twice."""
+def test_a_deleted_jobs_pods_being_deleted_hold_their_devices_and_a_live_jobs_leave_theirs_to_the_planner() -> None:
+    """A deleted job's pods in their grace period: kube-scheduler counts them on their nodes, so the fleet does. A
+    live job's (a preemption victim's, a mover's) room was given by a cycle to someone whose pods wait for them a
+    moment: counting them would make that one preempt another victim."""
     from heterojob.state.views import FleetSource
 
     cache = Cache()
-    leaving = {"ns/gone": {("a", "nvidia.com/gpu"): 8}, "ns/moving": {("a", "nvidia.com/gpu"): 8,
-                                                                    ("b", "nvidia.com/gpu"): 8}}
+    leaving = {"ns/gone": {("a", "nvidia.com/gpu"): 8}, "ns/moving": {("c", "nvidia.com/gpu"): 8}}
     foreign = {("x", "cpu"): 2}
     source = FleetSource(nodes=dict, classes=lambda: CLASSES, regions=dict, foreign_usage=lambda: foreign,
                          leaving=lambda: leaving)
     sync(cache, "moving", phase="Running", placement=placement("b"))
-    assert cache.fleet(source).used == {("a", "nvidia.com/gpu"): 16, ("b", "nvidia.com/gpu"): 8, ("x", "cpu"): 2}
-    assert cache.fleet(source, exclude=["ns/moving"]).used == {("a", "nvidia.com/gpu"): 16, ("x", "cpu"): 2}
+    assert cache.fleet(source).used == {("a", "nvidia.com/gpu"): 8, ("b", "nvidia.com/gpu"): 8, ("x", "cpu"): 2}
+    assert cache.fleet(source, exclude=["ns/moving"]).used == {("a", "nvidia.com/gpu"): 8, ("x", "cpu"): 2}
     assert foreign == {("x", "cpu"): 2}  # the source's own mapping is left as it was
 
 

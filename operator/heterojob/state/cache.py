@@ -347,12 +347,17 @@ class Cache:
         leaving = source.leaving()
         if leaving:
             foreign = added = dict(foreign)
-        for key, used in leaving.items():  # a job's pods being deleted hold their devices until gone
-            e, departed = self.entries.get(key), self.departed.get(key)
-            held = e.footprint() if e is not None else [departed] if departed is not None else []
-            mine = {(n, a.resource) for a in held for n in a.per_node}
+        for key, used in leaving.items():
+            # a deleted job's pods being deleted hold their devices until gone (where its `departed` room does not
+            # count them already). A live job's do not count: they are a victim's or a mover's, whose room a cycle
+            # gave to someone (whose pods wait for them a moment), and counting them would make that one preempt
+            # another victim.
+            if key in self.entries:
+                continue
+            departed = self.departed.get(key)
+            mine = {(n, departed.resource) for n in departed.per_node} if departed is not None else set()
             for where, count in used.items():
-                if where not in mine:  # where the job still holds room, its own allocation counts it
+                if where not in mine:
                     added[where] = added.get(where, 0) + count
 
         def build() -> Fleet:
