@@ -106,6 +106,11 @@ class Pods:
             return self.route(cluster).own_pods.merged(namespace, name, polled)
         return list(await self.route(cluster).job_pods(namespace, name))
 
+    def has_pods(self, key: str) -> bool:
+        """Whether the watch still has pods of the job (in this cluster; a member's are not followed here)."""
+        namespace, _, name = key.partition("/")
+        return self.watched is not None and any(True for _ in self.watched(namespace, name))
+
     def forget(self, key: str) -> None:
         self._where.pop(key, None)
         self._serviceless.discard(key)

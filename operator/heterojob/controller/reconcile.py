@@ -30,6 +30,7 @@ from heterojob.controller.decisionlog import decided
 from heterojob.controller.known import Known
 from heterojob.controller.planning import Planning
 from heterojob.controller.moves import Moves
+from heterojob.controller.pass_reads import cordoned, fleet_problems, still_running
 from heterojob.controller.pods import Pods
 from heterojob.controller.queue import WorkQueue
 from heterojob.controller.scheduler import Scheduler
@@ -148,21 +149,16 @@ class Controller:
         """Capacity may have freed (or the fleet changed): the scheduler plans the queue again, and every held
         move gets another look (coalesced)."""
         self.fleet_version += 1
+        self.room_freed(delay)
+
+    def room_freed(self, delay: float = 0.2) -> None:
+        """`poke_pending` when no node, class or region changed: a job's pod that held devices is gone (the fleet
+        counts a deleted job's until then, as kube-scheduler does: `Cache.departed`)."""
         if self.cache.departed:
-            self.cache.departed_gone(self._has_pods)
+            self.cache.departed_gone(self.pods.has_pods)
         self.scheduler.room_freed()
         if self.moves.held():
             self.queue.poke_all(self.moves.held, delay)
-
-    def room_freed(self) -> None:
-        """A job's pod that held devices is gone (kube-scheduler counts one until then, and so does the fleet:
-        `FleetSource.leaving`): the scheduler plans the queue again, held moves get another look (coalesced);
-        no node, class or region changed."""
-        if self.cache.departed:
-            self.cache.departed_gone(self._has_pods)
-        self.scheduler.room_freed()
-        if self.moves.held():
-            self.queue.poke_all(self.moves.held, 0.2)
 
     def node_news(self, name: str, view: Node | None) -> bool:
         """A Node event: whether it changed what the planner reads of the node (its view; None: deleted).
@@ -214,13 +210,8 @@ class Controller:
         self.scheduler.drop(key)
         self.pods.forget(key)
         self.moves.forget(key)
-        if self.cache.forget(key, pods_left=self._has_pods(key)):
+        if self.cache.forget(key, pods_left=self.pods.has_pods(key)):
             self.poke_pending()
-
-    def _has_pods(self, key: str) -> bool:
-        """Whether the watch still has pods of the job (in this cluster; a member's are not followed here)."""
-        namespace, _, name = key.partition("/")
-        return self.pods.watched is not None and any(True for _ in self.pods.watched(namespace, name))
 
     def start_resync(self, interval: float, rate: float = 0.0) -> None:
         self.scheduler.start()
@@ -352,7 +343,7 @@ class Controller:
             checkpoint=lifecycle.AskedCheckpoint(pending.id, timestamp(pending.deadline) or 0.0, pending.then,
                                                  timestamp(pending.requested_at))
             if pending is not None else None,
-            now=now, cordoned=self._cordoned(status),
+            now=now, cordoned=cordoned(status, self.fleet_source.nodes()),
         )
         decision = lifecycle.decide(view)
         if not fresh and decision.action in CONFIRMED:
@@ -491,27 +482,3 @@ class Controller:
         if self.cache.release(key):
             self.poke_pending()
         self.poke(key)
-
-    def _cordoned(self, status: HeteroJobStatus) -> frozenset[str]:
-        """The job's nodes that are cordoned (spec.unschedulable: kubectl cordon, the first step of a drain)."""
-        if status.placement is None:
-            return frozenset()
-        nodes = self.fleet_source.nodes()
-        return frozenset(n for n in status.placement.nodes if n in nodes and not nodes[n].schedulable)
-
-
-def still_running(status: HeteroJobStatus, pods: list[lifecycle.PodView]) -> list[lifecycle.PodView]:
-    """The placement's pods that still run while the status says the job finished (`Controller._repair`'s case)."""
-    p = status.placement
-    if p is None or not (status.phase and status.phase.terminal):
-        return []
-    return [v for v in pods if v.generation == p.generation and not v.deleting and v.phase in ("Pending", "Running")]
-
-
-def fleet_problems(source: FleetSource, capacities: validation.Capacities, spec: HeteroJobSpec
-                   ) -> list[validation.SpecProblem]:
-    """What this spec asks that the fleet can never give (engine.placing.validation)."""
-    nodes = source.nodes()
-    return validation.job_problems(
-        [(a.device_class, a.per_replica) for a in spec.devices], spec.regions.allowed, spec.regions.preferred,
-        source.classes(), set(source.regions()), nodes.values(), lambda cls: capacities(cls, nodes))

@@ -298,8 +298,8 @@ class Caches:
             self._job_pods.setdefault((namespace, stored.job), {})[name] = stored.view
         if stored is not None and stored.leaving and stored.job is not None:
             self._leaving[key] = (stored.job, stored.leaving)
-        elif (self._leaving.pop(key, None) is not None or (gone and old is not None and old.job is not None and (
-                (old.view or {}).get("spec") or {}).get("nodeName"))) and self.on_room is not None:
+        elif (self._leaving.pop(key, None) is not None or (gone and old is not None and old.job is not None)) \
+                and self.on_room is not None:
             self.on_room()  # a job's pod is gone (and out of `job_pods`): its devices are free for kube-scheduler too
         told = new if new is not None and new.job is not None else old
         if self.on_job_pod is not None and told is not None and told.job is not None and told.view is not None:

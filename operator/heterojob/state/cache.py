@@ -206,6 +206,8 @@ class Cache:
         e = self.entries.pop(key, None)
         if pods_left and e is not None and e.allocation is not None:
             self.departed[key] = e.allocation
+        elif not pods_left and self.departed.pop(key, None) is not None:
+            return True
         return e is not None and bool(e.footprint())
 
     def departed_gone(self, has_pods: Callable[[str], bool]) -> bool:
