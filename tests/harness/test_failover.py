@@ -132,6 +132,9 @@ def test_a_clean_stop_hands_over_at_once(cluster: Cluster, replicas: list[Replic
     leader = by_name[eventually(lambda: holder(cluster.api), timeout=30, what="a Lease holder")]
     standby = next(r for r in replicas if r is not leader)
     eventually(lambda: leader.probe("/readyz") == 200, timeout=30, what="the leader ready")
+    # Kopf reads the API's groups once at its start (its resource scan, a few requests): a stop in that second
+    # still waits 5 s for those requests (Kopf's hung-task wait); a leader that has run a moment stops at once
+    time.sleep(2.0)
     stopped = time.monotonic()
     leader.stop()  # SIGTERM: Kopf stops, the Lease is released
     assert leader.proc.returncode == 0
