@@ -68,6 +68,7 @@ def _operator_run(args: argparse.Namespace) -> int:
                                                         starvation_s=args.starvation_bound,
                                                         max_turns=args.max_turns if args.max_turns >= 0 else None,
                                                         move_requeue_after_s=args.move_requeue_after,
+                                                        unschedulable_after_s=args.unschedulable_after,
                                                         transfer=_transfer_settings(args)))
     namespaces = args.namespace or ()
     config = dataclasses.replace(config, namespaces=tuple(namespaces))
@@ -250,6 +251,9 @@ def parser() -> argparse.ArgumentParser:
                      help="a move off failed, hot, NotReady or cordoned nodes that fits nowhere for this long "
                           "since it began goes back to the queue as Pending, giving back its reserved room "
                           "(default 120)")
+    run.add_argument("--unschedulable-after", type=_positive_seconds, default=60.0, metavar="S",
+                     help="a rank the cluster's scheduler refuses (PodScheduled False, Unschedulable) for this long "
+                          "sends its gang elsewhere, avoiding that node (default 60)")
     run.add_argument("--advisory", action="store_true",
                      help="decide migrations and resizes, record them (Events, decision log), touch nothing")
     mc = run.add_argument_group("member clusters (docs/multicluster.md)")

@@ -92,10 +92,19 @@ def _status(cluster: Cluster, name: str) -> dict[str, Any]:
     return cluster.job(name).get("status") or {}
 
 
-def test_a_rank_the_scheduler_refuses_for_60s_moves_the_gang_elsewhere(cluster: Cluster, operator: Any) -> None:
+def test_a_rank_the_scheduler_refuses_for_60s_moves_the_gang_elsewhere(cluster: Cluster, emulator: Any) -> None:
     """README promise 6 with a real refusal: the only node open at first has too little memory free for the
     template's request, another pod holding most of it (placement judges a pod's requests only against what a
-    node allocates at all, not what other pods took); once another opens, the gang moves there after 60 s."""
+    node allocates at all, not what other pods took); once another opens, the gang moves there after the
+    refusal lasted `--unschedulable-after` (60 s by default; 8 s here, to keep the suite short)."""
+    from heterojob.controller import ControllerConfig
+    from heterojob.sim.cluster.harness import OperatorRunner
+
+    with OperatorRunner(emulator.kubeconfig, controller=ControllerConfig(unschedulable_after_s=8.0)):
+        _refused_rank_moves(cluster)
+
+
+def _refused_rank_moves(cluster: Cluster) -> None:
     small = node("h100-small", "cn-east", "nvidia-h100")
     cluster.seed([small, node("h100-big", "cn-east", "nvidia-h100", unschedulable=True)])
     cluster.core.create_namespaced_pod("team-a", {  # not heterojob's: 1600Gi of the node's 2048Gi memory

@@ -43,6 +43,7 @@ class Actions:
     poke: Callable[[str], None]  # another pass for the job
     poke_pending: Callable[[], None]  # capacity freed: the scheduler plans the queue again
     wake_at: Callable[[str, float], None]  # a pass for the job at that time
+    unschedulable_after_s: float = lifecycle.JobView.unschedulable_after_s  # a rank refused this long: elsewhere
 
     async def act(self, job: dict[str, Any], spec: HeteroJobSpec | None, status: HeteroJobStatus,
                    d: Decision, pods: list[lifecycle.PodView]) -> None:
@@ -56,7 +57,7 @@ class Actions:
                 self.wake_at(key, timestamp(pending.deadline) or time.time())
             stuck = [v.unschedulable_since for v in pods if v.unschedulable and v.phase == "Pending"]
             if stuck:  # look again when the first unschedulable rank has waited long enough
-                self.wake_at(key, min(stuck) + lifecycle.JobView.unschedulable_after_s)
+                self.wake_at(key, min(stuck) + self.unschedulable_after_s)
             return  # a Running job's own step: `Moves.apply`, after this
         if d.action == Action.REQUEST_CHECKPOINT:
             assert pending is not None

@@ -81,6 +81,7 @@ class ControllerConfig:
     # moves between regions (links)
     transfer: transfer.TransferSettings = field(default_factory=transfer.TransferSettings)
     move_requeue_after_s: float = REQUEUE_AFTER_S  # a move off bad nodes that fits nowhere this long: Pending
+    unschedulable_after_s: float = JobView.unschedulable_after_s  # a rank the cluster's scheduler refuses this long
 
 
 class Controller:
@@ -118,7 +119,8 @@ class Controller:
                            self.config.advisory, self.upgrades.upgrade_for, by_level=queue is not None,
                            remaining_for=self.upgrades.remaining_for)
         self.actions = Actions(kube, self.writer, self.cache, self.pods, self.checkpoints, self.scheduler,
-                               self.metrics, self.poke, self.poke_pending, self.queue.wake_at)
+                               self.metrics, self.poke, self.poke_pending, self.queue.wake_at,
+                               self.config.unschedulable_after_s)
         self.quotas = QuotaStatus(kube, self.cache, fleet.quota_objects, fleet.classes, fleet.regions)
         self._nodes: dict[str, Node] = {}  # each Node as the planner last read it (`node_news`)
         self._capacities = validation.Capacities()  # per class, while the fleet's nodes are unchanged
@@ -152,8 +154,7 @@ class Controller:
         self.room_freed(delay)
 
     def room_freed(self, delay: float = 0.2) -> None:
-        """`poke_pending` when no node, class or region changed: a job's pod that held devices is gone (the fleet
-        counts a deleted job's until then, as kube-scheduler does: `Cache.departed`)."""
+        """`poke_pending` when no node, class or region changed: a job's pod is gone (`Cache.departed` goes with it)."""
         if self.cache.departed:
             self.cache.departed_gone(self.pods.has_pods)
         self.scheduler.room_freed()
@@ -344,6 +345,7 @@ class Controller:
                                                  timestamp(pending.requested_at))
             if pending is not None else None,
             now=now, cordoned=cordoned(status, self.fleet_source.nodes()),
+            unschedulable_after_s=self.config.unschedulable_after_s,
         )
         decision = lifecycle.decide(view)
         if not fresh and decision.action in CONFIRMED:
