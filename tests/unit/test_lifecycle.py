@@ -103,6 +103,18 @@ def test_an_evicted_rank_is_a_drain_not_a_failure() -> None:
         == Action.RESTART
 
 
+def test_an_evicted_rank_not_yet_deleted_waits_for_its_deletion_and_the_grace_it_gives() -> None:
+    """The Eviction API writes the DisruptionTarget condition, then deletes the pod: a pass between the two sees an
+    evicted rank that still runs with no deletion yet. Moving then would leave no grace period to save in (seen
+    on a real API server under load): the pass waits, and the deletion's event brings the drain with its deadline."""
+    marked = pod(0, node="n1", disruption=EVICTED)
+    job = JobView(phase=Phase.RUNNING, reason=None, generation=1, replicas=2, restarts=0, backoff_limit=3,
+                  pods=(marked, pod(1, node="n2")), now=100.0, cordoned=frozenset({"n1"}))
+    assert decide(job).action == Action.NONE
+    deleted = replace(job, pods=(replace(marked, deleting=True, deletion_at=130.0), pod(1, node="n2")))
+    assert (decide(deleted).action, decide(deleted).deadline) == (Action.DRAIN, 130.0)
+
+
 def test_a_rank_in_its_grace_period_is_asked_for_the_checkpoint_and_counted_alive() -> None:
     pending = AskedCheckpoint("g1-9", deadline=130.0, then="migrate", requested=100.0)
     evicted = pod(0, deleting=True, node="n1", disruption=EVICTED, deletion_at=130.0)

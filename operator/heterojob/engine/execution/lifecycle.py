@@ -225,6 +225,10 @@ def _drained(job: JobView, current: Sequence[PodView], by_rank: dict[int, PodVie
     missing = [r for r in range(job.replicas or 0) if r not in by_rank and not any(p.rank == r for p in current)]
     if not evicted and not (missing and job.cordoned):
         return None
+    if any(p.disruption == EVICTED and not p.deleting and p.phase == "Running" for p in evicted):
+        # the Eviction API marks the pod (DisruptionTarget), then deletes it: two writes a watch may bring apart.
+        # Its deletion, with the grace period the gang may save in, is the next event: moving now would lose it.
+        return Decision(Action.NONE, REASON_DRAINED, "a rank is being evicted: waiting for its deletion")
     nodes = {p.node for p in evicted if p.node} | set(job.cordoned)
     what = (f"replica {evicted[0].rank} ({evicted[0].name}) was evicted from node {evicted[0].node}"
             if evicted else f"replica {missing[0]} disappeared while node(s) {', '.join(sorted(job.cordoned))} "
