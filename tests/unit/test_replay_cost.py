@@ -265,7 +265,7 @@ def test_a_replay_with_the_cheaper_cycle_logs_what_the_full_computation_logs(
         seed: int, share: float | None, monkeypatch: pytest.MonkeyPatch) -> None:
     """Past the knee (long queues, promotions, preemptions, failures, the fluid optimum's guide): every start
     and stop at the same time."""
-    jobs = synthetic_trace(200, 4, TABLE, seed=seed, fastest_share=share, high_priority_share=0.1)
+    jobs = synthetic_trace(140, 4, TABLE, seed=seed, fastest_share=share, high_priority_share=0.1)
     config = Config(nodes_per_class_region=2, regions=2, devices_per_node=4, mtbf_h=3000, seed=seed)
     fast = _Logged(jobs, "heterojob", config)
     fast_report = fast.run()
