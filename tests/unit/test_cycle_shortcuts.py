@@ -167,7 +167,7 @@ class _Logged(_Replay):
 def test_a_replay_that_plans_every_cycle_in_full_logs_what_the_shortcuts_log(
         seed: int, share: float | None, monkeypatch: pytest.MonkeyPatch) -> None:
     """Past the knee (long queues, preemptions, failures): every start, stop and move at the same time."""
-    jobs = synthetic_trace(150, 4, TABLE, seed=seed, fastest_share=share, high_priority_share=0.1)
+    jobs = synthetic_trace(220, 4, TABLE, seed=seed, fastest_share=share, high_priority_share=0.1)
     config = Config(nodes_per_class_region=2, regions=2, devices_per_node=4, mtbf_h=3000, seed=seed)
     fast = _Logged(jobs, "heterojob", config)
     fast_report = fast.run()
