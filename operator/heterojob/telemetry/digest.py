@@ -43,6 +43,8 @@ FLAGS = "flags"
 POD_LABEL = "heterojob_pod"  # POD_LABELS and `job` joined with "|", in that order
 FLAG_LABEL = "heterojob_flag"  # why a device needs a row of its own
 QUERY_LABEL = "heterojob_query"  # names the query of each part of a merged one
+PART_LABEL = "heterojob_part"  # tells a group's utilization sum from its device count until they are added
+NAME_LABEL = "heterojob_name"  # a flagged series' metric name (a recording rule replaces __name__)
 PACK = 1000  # a `pods` value: devices + PACK x devices with a utilization + their sum / PACK_SUM (< 1000 devices)
 PACK_SUM = 1e6  # utilization sums (< 100,000) in the fraction: to 1e-4 of a percent
 # Shape flags: a device with two identity series (a pod change in the window, two exporters, a shared device),
@@ -58,6 +60,25 @@ UP_QUERY = ('(up == 0) or group by (namespace, pod) (up{pod!=""}) or '
             + snap.UP_QUERY.split(" or ", 1)[1])
 
 
+# Recorded series (`telemetry.recording`, manifests/telemetry/heterojob-recording-rules.yaml): the same PromQL as
+# `pods_query` and the FAULTS of `flags_query`, evaluated by Prometheus' rule manager, and a series saying which
+# window and hot threshold they were written for
+PODS_RECORD = "heterojob:pods:packed"
+FLAGS_RECORD = "heterojob:flags:faults"
+RULES_RECORD = "heterojob:rules:info"
+RULES = "rules"
+WINDOW_LABEL = "heterojob_window_s"
+HOT_LABEL = "heterojob_hot_celsius"
+
+
+@dataclass(frozen=True)
+class Recorded:
+    """The recording rules a source evaluates: for which window and from which temperature they flag `hot`."""
+
+    window_s: int
+    hot_celsius: float
+
+
 @dataclass
 class Digest:
     """What an aggregate read of one source found beside the per-device rows of its flagged nodes."""
@@ -68,6 +89,8 @@ class Digest:
     vanished: list[DeviceSample] = field(default_factory=list)  # identity series gone within VANISH_S
     shaped: frozenset[str] = frozenset()  # nodes a shape flag names (kept until the next read that asks them)
     where: dict[str, tuple[str, str]] = field(default_factory=dict)  # node -> (label, value) that selects its series
+    counts: dict[str, int] = field(default_factory=dict)  # node -> devices with an identity series (all nodes)
+    rules: Recorded | None = None  # the recording rules the source evaluates (read instead, next time)
 
 
 def pack_decode(value: float) -> tuple[int, float | None]:
@@ -88,14 +111,17 @@ def pods_query(window_s: int, adapters: Iterable[Adapter] = ADAPTERS.values()) -
     """PromQL: per node and pod labels (grouped by the raw labels first, the node and pod labels computed on the
     groups: a few per node, not one per device), the devices with an identity series, how many of them have a
     utilization (a value outside 0..100, an exporter's "not collected", is none) and the sum of those, packed in
-    one value: each device adds 1, plus PACK + its utilization / PACK_SUM when it has one."""
+    one value: each device adds 1, plus PACK + its utilization / PACK_SUM when it has one. Two sums per raw group
+    (the valid utilizations, the devices), added together per group: the identity series are read twice, and
+    never joined series by series (`or` over every device costs Prometheus more than a second read)."""
     raw = ", ".join(dict.fromkeys((*LOCATION_LABELS, *POD_LABELS)))
     pods = ", ".join(f'"{label}"' for label in (*POD_LABELS, *JOB_LABELS))
     parts = []
     for a in adapters:
         u = identity_series(a, window_s)
-        per_device = f"({u} >= 0 <= 100) / {PACK_SUM:g} + {PACK + 1:g} or {u} * 0 + 1"
-        grouped = f'label_join(sum by ({raw}) ({per_device}), "{POD_LABEL}", "|", {pods})'
+        valid = f'label_replace(sum by ({raw}) (({u} >= 0 <= 100) / {PACK_SUM:g} + {PACK:g}), "{PART_LABEL}", "u", "", "")'
+        per_group = f"sum by ({raw}) ({valid} or count by ({raw}) ({u}))"
+        grouped = f'label_join({per_group}, "{POD_LABEL}", "|", {pods})'
         parts.append(f"sum by ({NODE_LABEL}, {POD_LABEL}) ({with_node_label(grouped)})")
     return " or ".join(parts)
 
@@ -104,10 +130,16 @@ def _tag(expr: str, why: str) -> str:
     return f'label_replace({expr}, "{FLAG_LABEL}", "{why}", "", "")'
 
 
+FAULTS = frozenset({"xid", "xid_count", "hot", "health", "network"})  # what a device's own series says
+VANISHED = "vanished"
+
+
 def flags_query(window_s: int, hot_celsius: float, vanish_s: int = VANISH_S,
-                adapters: Iterable[Adapter] = ADAPTERS.values(), shapes: bool = True) -> str:
+                adapters: Iterable[Adapter] = ADAPTERS.values(), shapes: bool = True,
+                only: Collection[str] | None = None) -> str:
     """PromQL: the series of every device that needs a row of its own, as they are, tagged with FLAG_LABEL.
-    `shapes`: also the exporters' shape flags (`SHAPES`: they change with deployments, not with faults)."""
+    `shapes`: also the exporters' shape flags (`SHAPES`: they change with deployments, not with faults).
+    `only`: just these flags (FAULTS, VANISHED, SHAPES), whatever `shapes` says."""
     parts = []
     for a in adapters:
         keys = ", ".join(a.key_labels)
@@ -116,12 +148,14 @@ def flags_query(window_s: int, hot_celsius: float, vanish_s: int = VANISH_S,
         older = " or ".join(f"last_over_time({alt.metric}{alt.selector}[{vanish_s}s] offset {window_s}s)"
                             for alt in (r[a.identity], *a.identity_alternatives))
         mine = [_tag(f"{u} and on ({keys}) (count by ({keys}) {u} > 1)", "double"),
-                _tag(f"({older}) unless on ({keys}) {u}", "vanished"),
+                _tag(f"({older}) unless on ({keys}) {u}", VANISHED),
                 _tag(f"({r['temp'].expr('', window_s)}) >= {hot_celsius:g}", "hot")]
         if a.family == "dcgm":
             xid = '{__name__=~"' + "|".join(r["xid"].names) + '"}'
             signal = f"{r['temp'].expr('', window_s)} or {xid} or {r['xid_count'].metric}"
-            mine += [_tag(f"{xid} > 0", "xid"), _tag(f"{r['xid_count'].metric} > 0", "xid_count"),
+            # two names of one device's XID (1.x's beside today's) differ by their name only: kept as a label
+            named = f'label_replace({xid} > 0, "{NAME_LABEL}", "$1", "__name__", "(.+)")'
+            mine += [_tag(named, "xid"), _tag(f"{r['xid_count'].metric} > 0", "xid_count"),
                      _tag(f"{u} unless on ({keys}) ({signal})", "silent"),
                      _tag(f"({signal}) unless on ({keys}) {u}", "standin")]
         else:
@@ -130,17 +164,43 @@ def flags_query(window_s: int, hot_celsius: float, vanish_s: int = VANISH_S,
             mine += [_tag(f"{health} != 1", "health"), _tag(f"({network})", "network"),
                      _tag(f"{u} unless on ({keys}) {health}", "silent"),
                      _tag(f"{health} unless on ({keys}) {u}", "standin")]
-        parts += [f'label_replace({p}, "{snap.ROLE_LABEL}", "{a.family}", "", "")' for p in mine
-                  if shapes or re.search(rf'"{FLAG_LABEL}", "(\w+)"', p).group(1) not in SHAPES]  # type: ignore[union-attr]  # every tagged part names its flag
+        for p in mine:
+            why = re.search(rf'"{FLAG_LABEL}", "(\w+)", "", ""\)$', p).group(1)  # type: ignore[union-attr]  # every tagged part names its flag
+            if (why in only) if only is not None else (shapes or why not in SHAPES):
+                parts.append(f'label_replace({p}, "{snap.ROLE_LABEL}", "{a.family}", "", "")')
     return " or ".join(parts)
 
 
 def first_round(window_s: int, hot_celsius: float, steps_window_s: int = steps.STEPS_WINDOW_S,
-                adapters: Iterable[Adapter] = ADAPTERS.values(), shapes: bool = True) -> dict[str, str]:
+                adapters: Iterable[Adapter] = ADAPTERS.values(), shapes: bool = True, vanished: bool = True,
+                rules: Recorded | None = None) -> dict[str, str]:
+    """The first round's queries. `vanished`: ask the vanished flag now (no earlier counts to compare with).
+    `rules`: the recording rules this source evaluates (`telemetry.recording`): their series are read instead of
+    the figures and fault flags they hold, the rest (a lower hot threshold, shapes, vanished) computed as usual."""
     adapters = list(adapters)
-    return {PODS: pods_query(window_s, adapters),
-            FLAGS: flags_query(window_s, hot_celsius, adapters=adapters, shapes=shapes),
+    extra = {*(SHAPES if shapes else ()), *((VANISHED,) if vanished else ())}
+    if rules is not None and rules.window_s == window_s:
+        pods = PODS_RECORD
+        flags = FLAGS_RECORD
+        if hot_celsius < rules.hot_celsius:  # a job calls cooler devices hot than the rules do
+            extra.add("hot")
+        if extra:
+            flags += " or " + flags_query(window_s, hot_celsius, adapters=adapters, only=extra)
+    else:
+        pods = pods_query(window_s, adapters)
+        flags = flags_query(window_s, hot_celsius, adapters=adapters, only=FAULTS | extra)
+    return {PODS: pods, FLAGS: flags, RULES: RULES_RECORD,
             snap.UP: f"{UP_QUERY} or {steps.query(steps_window_s)}"}
+
+
+def recorded(vector: Vector) -> Recorded | None:
+    """The recording rules a source evaluates, from the RULES answer (None: none)."""
+    for series in vector or ():
+        labels = series.get("metric") or {}
+        window, hot = number(labels.get(WINDOW_LABEL)), number(labels.get(HOT_LABEL))
+        if window is not None and hot is not None:
+            return Recorded(int(window), hot)
+    return None
 
 
 def selector_of(labels: Mapping[str, str], ctx: Context) -> tuple[str, str] | None:
@@ -216,15 +276,28 @@ def read(ask: Callable[[Mapping[str, str]], Mapping[str, Vector]], window_s: int
          nodes: Mapping[str, snap.NodeFacts], previous: Mapping[str, DeviceSample],
          where: Mapping[str, tuple[str, str]], hot_celsius: float | None = None,
          steps_window_s: int = steps.STEPS_WINDOW_S, adapters: Iterable[Adapter] = ADAPTERS.values(),
-         shaped: Collection[str] | None = None) -> tuple[dict[str, Vector], Digest | None, int]:
+         shaped: Collection[str] | None = None, counts: Mapping[str, int] | None = None,
+         rules: Recorded | None = None) -> tuple[dict[str, Vector], Digest | None, int]:
     """(answers for `snapshot.build`, the digest or None when the source was read per device, queries asked).
     `where`: node -> (label, value) selecting its series, learnt in earlier reads (for remembered anomalies).
-    `shaped`: the nodes shape flags named in an earlier read, or None to ask the shape flags now."""
+    `shaped`: the nodes shape flags named in an earlier read, or None to ask the shape flags now.
+    `counts`: the devices per node the last read found (`Digest.counts`); a node reporting fewer now has its
+    vanished devices asked (a second round); None: asked in the first round.
+    `rules`: the recording rules the last read found at this source (`Digest.rules`), read instead of computing."""
     adapters = list(adapters)
     hot = policy.overheat_celsius if hot_celsius is None else min(hot_celsius, policy.overheat_celsius)
-    first = first_round(window_s, hot, steps_window_s, adapters, shapes=shaped is None)
-    answered = ask(first)
-    asked = len(first)
+
+    def first_answers(rules: Recorded | None) -> tuple[Mapping[str, Vector], int]:
+        first = first_round(window_s, hot, steps_window_s, adapters, shapes=shaped is None,
+                            vanished=counts is None, rules=rules)
+        return ask(first), len(first)
+
+    answered, asked = first_answers(rules)
+    found = recorded(answered.get(RULES) or ())
+    if rules is not None and found != rules:  # the rules changed or are gone: computed, this cycle
+        log.info("telemetry recording rules %s: computing their figures", "changed" if found else "gone")
+        answered, n = first_answers(None)
+        asked += n
 
     def per_device(why: str) -> tuple[dict[str, Vector], None, int]:
         log.info("telemetry read per device: %s", why)
@@ -232,7 +305,7 @@ def read(ask: Callable[[Mapping[str, str]], Mapping[str, Vector]], window_s: int
         return results, None, asked + n
 
     ctx = snap.context(answered.get(snap.UP) or (), nodes)
-    digest = Digest(where=dict(where))
+    digest = Digest(where=dict(where), rules=found if found is not None and found.window_s == window_s else None)
     for series in answered.get(PODS) or ():
         labels = series.get("metric") or {}
         parts = (labels.get(POD_LABEL) or "").split("|")
@@ -246,6 +319,7 @@ def read(ask: Callable[[Mapping[str, str]], Mapping[str, Vector]], window_s: int
         if not node or value is None:  # series that name no Node: only the per-device read places them
             return per_device(f"the series of {labels.get(NODE_LABEL) or 'some devices'} name no Node")
         n, util = pack_decode(value)
+        digest.counts[node] = digest.counts.get(node, 0) + n
         namespace, pod = workload_of(pod_labels, ctx.exporter_pods)
         if namespace is None or pod is None:
             digest.idle[node] = digest.idle.get(node, 0) + n
@@ -257,7 +331,13 @@ def read(ask: Callable[[Mapping[str, str]], Mapping[str, Vector]], window_s: int
     flagged: set[str] = set(n for n in shaped or () if n in where)
     shape_nodes: set[str] = set()
     by_family = {a.family: a for a in adapters}
-    for series in answered.get(FLAGS) or ():
+    flag_series = list(answered.get(FLAGS) or ())
+    if counts is not None and any(digest.counts.get(n, 0) < c for n, c in counts.items()):
+        # a node reports fewer devices than last time: which identity series vanished (and from which node)
+        more = {VANISHED: flags_query(window_s, hot, adapters=adapters, only={VANISHED})}
+        flag_series += ask(more).get(VANISHED) or ()
+        asked += 1
+    for series in flag_series:
         labels = series.get("metric") or {}
         why = labels.get(FLAG_LABEL)
         adapter = by_family.get(labels.get(snap.ROLE_LABEL, ""))
@@ -273,7 +353,7 @@ def read(ask: Callable[[Mapping[str, str]], Mapping[str, Vector]], window_s: int
         flagged.add(node)
         if why in SHAPES:
             shape_nodes.add(node)
-        if why == "vanished" and (device := adapter.device_id(labels, ctx)) is not None:
+        if why == VANISHED and (device := adapter.device_id(labels, ctx)) is not None:
             namespace, pod = workload_of(labels, ctx.exporter_pods)
             digest.vanished.append(DeviceSample(device, node, adapter.family, index=labels.get("gpu") or labels.get(
                 "id", ""), namespace=namespace, pod=pod, health=Health.HEALTHY))
