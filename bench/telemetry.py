@@ -38,9 +38,11 @@ import tempfile
 import time
 import urllib.parse
 import urllib.request
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
+import yaml
 
 from heterojob import defaults
 from heterojob.controller import FleetSource
@@ -52,6 +54,7 @@ from heterojob.sim.telemetry.prometheus import PrometheusServer, VictoriaMetrics
 from heterojob.telemetry.adapters import ADAPTERS
 from heterojob.telemetry.model import Health
 from heterojob.telemetry.prometheus import PrometheusReader
+from heterojob.telemetry.recording import rules_file
 from heterojob.telemetry.snapshot import JobRef, Snapshot, WatchedJob, job_telemetry
 
 REGIONS = ("cn-east", "cn-north", "eu-west", "us-west", "ap-south", "cn-south", "eu-north", "us-east", "ap-east",
@@ -118,8 +121,9 @@ def serve_exporters(nodes: list[dict[str, Any]], bindings: dict[str, Any], port:
         time.sleep(3600)
 
 
-def scalar(url: str, query: str) -> float:
-    with urllib.request.urlopen(f"{url}/api/v1/query?{urllib.parse.urlencode({'query': query})}", timeout=60) as r:
+def scalar(url: str, query: str, at: float | None = None) -> float:
+    params = {"query": query, **({"time": f"{at:.3f}"} if at is not None else {})}
+    with urllib.request.urlopen(f"{url}/api/v1/query?{urllib.parse.urlencode(params)}", timeout=120) as r:
         result = json.load(r)["data"]["result"]
     return float(result[0]["value"][1]) if result else 0.0
 
@@ -223,6 +227,34 @@ def backfill(nodes: list[dict[str, Any]], bindings: dict[str, Any], regions: lis
     return dirs
 
 
+def backfill_rules(proms: dict[str, PrometheusServer], start: float, end: float, work: Path) -> dict[str, Any]:
+    """The recording rules (`telemetry.recording`, evaluated every SCRAPE_S) backfilled into each region's TSDB with
+    `promtool tsdb create-blocks-from rules` (a rule manager does not evaluate the past), the servers restarted on
+    them. Returns what one evaluation of the rules costs every Prometheus together (CPU-s, the rules' expressions
+    asked as instant queries at `end`, as the rule manager would), and the backfill's wall time."""
+    path = work / "heterojob-recording-rules.yaml"
+    path.write_text(yaml.safe_dump(rules_file(WINDOW_S, interval=f"{SCRAPE_S:g}s")))
+    exprs = [r["expr"] for g in rules_file(WINDOW_S)["groups"] for r in g["rules"]]
+    pids = [p.pid for p in proms.values() if p.pid]
+    c0 = sum(cpu_seconds(p) for p in pids)
+    with ThreadPoolExecutor(len(proms)) as pool:
+        list(pool.map(lambda prom: [scalar(prom.url, f"count({e})", at=end) for e in exprs], proms.values()))
+    eval_cpu = sum(cpu_seconds(p) for p in pids) - c0
+    t0 = time.perf_counter()
+    for region, prom in proms.items():
+        out = work / f"{region}-rules"
+        subprocess.run([shutil.which("promtool") or "/usr/bin/promtool", "tsdb", "create-blocks-from", "rules",
+                        f"--start={start:.3f}", f"--end={end + 1:.3f}", f"--url={prom.url}",
+                        f"--output-dir={out}", f"--eval-interval={SCRAPE_S:g}s", str(path)],
+                       check=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        prom.stop()
+        for block in out.iterdir():
+            if block.is_dir():
+                shutil.move(str(block), str(prom.workdir / "data" / block.name))
+        prom.start(120)
+    return {"rules_eval_cpu_s": round(eval_cpu, 3), "rules_backfill_s": round(time.perf_counter() - t0, 1)}
+
+
 # --- cycles ----------------------------------------------------------------------------------------------------
 
 def run_cycles(monitor: Monitor, ats: list[float], pids: list[int], fault: tuple[str, str, float] | None
@@ -280,6 +312,8 @@ def main() -> int:
                         help="also read through VictoriaMetrics (a global PromQL endpoint)")
     parser.add_argument("--no-per-device", action="store_true", help="skip the per-device read (the old way)")
     parser.add_argument("--backfill", action="store_true", help=f"backfill even at {LIVE_MAX:,} devices or fewer")
+    parser.add_argument("--rules", action="store_true",
+                        help="then read again with the recording rules backfilled (`recorded`; backfilled runs only)")
     args = parser.parse_args()
     started = time.perf_counter()
     load_before = os.getloadavg()
@@ -301,7 +335,7 @@ def main() -> int:
                             "exporters' text, read at past instants (2 shared cores cannot scrape ~900,000 series live)")
     try:
         if backfilled:
-            cycles_at = [time.time() - 400 + WINDOW_S * 3 + SCRAPE_S * i for i in range(args.cycles)]
+            cycles_at = [int(time.time()) - 400 + WINDOW_S * 3 + SCRAPE_S * i for i in range(args.cycles)]  # whole seconds: promtool evaluates rules there
             fault_at = cycles_at[1] - SCRAPE_S / 2  # between the first and second cycle
             times = [cycles_at[0] - WINDOW_S * 3 + SCRAPE_S * k for k in range(int((WINDOW_S * 3 + SCRAPE_S * args.cycles) / SCRAPE_S) + 1)]
             t0 = time.perf_counter()
@@ -359,6 +393,18 @@ def main() -> int:
         result.update(figures)
         result["rss_mb"] = round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, 1)
         agg.collector.close()
+        if args.rules and backfilled:
+            costs = backfill_rules(proms, times[0], cycles_at[-1], work)
+            pids = [p.pid for p in proms.values() if p.pid]
+            m = monitor_for(nodes, watched, default_url, region_urls)
+            recorded = run_cycles(m, ats(), pids, fault)
+            recorded["recorded_sources"] = sum(m.collector.recorded.values())
+            recorded.update(costs)
+            # what Prometheus spends per cycle with the rules: the cycle's queries plus one evaluation of the rules
+            # (every SCRAPE_S, the operator's default interval too)
+            recorded["prometheus_cpu_s_with_eval"] = round(recorded["prometheus_cpu_s"] + costs["rules_eval_cpu_s"], 3)
+            result["recorded"] = recorded
+            m.collector.close()
         if vm:
             m = monitor_for(nodes, watched, vm.url, {})
             result["global"] = run_cycles(m, ats(), [vm.pid] if vm.pid else [], fault if backfilled else None)

@@ -2,13 +2,16 @@
 
 Step of the pipeline: between `telemetry.prometheus` (asking) and `telemetry.snapshot.build` (the snapshot), for
 fleets too large to pull every device's series every cycle (`collect.DEVICE_ROWS_MAX`). A cycle is:
-1. three queries whatever the fleet's size: `pods`, every pod's (and every node's idle devices') device count and
-   mean utilization, grouped server-side (`count by`/`avg by` node and pod; one series per pod, both figures in
-   its value, `pack`); `flags`, one series per device that needs a row of its own (a nonzero XID, an XID count,
-   hot, NPU health not 1, network or link down, no health signal, a device without an identity series, a device
-   with two identity series, an identity series gone since the window began: `FLAGS`); and `up` (only the targets
-   that are down, the exporter pods' names and their Nodes);
-2. only when some node is flagged (or holds a device the last snapshot found anomalous): the per-device queries of
+1. four queries whatever the fleet's size: `pods`, every pod's (and every node's idle devices') device count and
+   mean utilization, grouped server-side (two sums per raw label group, then per node and pod; one series per pod,
+   both figures in its value, `pack`); `flags`, one series per device that needs a row of its own (a nonzero XID,
+   an XID count, hot, NPU health not 1, network or link down; every SHAPE_EVERY-th read also no health signal, a
+   device without an identity series, a device with two identity series: `flags_query`); `rules`, which recording
+   rules the source evaluates (`telemetry.recording`: when it does, `pods` and the fault flags read the recorded
+   series instead); and `up` (only the targets that are down, the exporter pods' names and their Nodes);
+2. only when a node reports fewer devices than in the last read (or on the first read, in round 1): `vanished`,
+   the identity series gone since the window began, with their labels;
+3. only when some node is flagged (or holds a device the last snapshot found anomalous): the per-device queries of
    `telemetry.snapshot.queries`, restricted to those nodes' series (`restrict`) and asked as one query, then their
    follow-ups (`seen`, `fallback`) likewise: the same parse as a per-device read, for those nodes only.
 A node the `pods` answer cannot place (its series name no Node) or more flagged nodes than `DRILL_MAX` make the
