@@ -126,7 +126,10 @@ def test_recorded_series_are_read_where_the_rules_are_and_computed_when_they_go(
     _, read, _ = digest.read(source, 60, HealthPolicy(), nodes, {}, {}, shaped=(), counts=learnt.counts,
                              rules=learnt.rules)
     assert read is not None and read.pods == learnt.pods
-    assert source.asked[0][digest.PODS] == digest.PODS_RECORD and source.asked[0][digest.FLAGS] == digest.FLAGS_RECORD
+    assert digest.PODS_RECORD in source.asked[0][digest.PODS] and "avg_over_time" not in source.asked[0][digest.PODS]
+    flags = source.asked[0][digest.FLAGS]  # recorded, but a fatal XID or a failed chip is asked now
+    assert flags.startswith(digest.FLAGS_RECORD + " or ") and "DCGM_FI_DEV_XID_ERRORS" in flags
+    assert "npu_chip_info_health_status" in flags and "GPU_TEMP" not in flags
     source.asked.clear()
     _, cooler, _ = digest.read(source, 60, HealthPolicy(), nodes, {}, {}, hot_celsius=80, shaped=(),
                                counts=learnt.counts, rules=learnt.rules)  # a job calls 80 °C hot: asked beside
@@ -137,4 +140,5 @@ def test_recorded_series_are_read_where_the_rules_are_and_computed_when_they_go(
     _, gone, _ = digest.read(source, 60, HealthPolicy(), nodes, {}, {}, shaped=(), counts=learnt.counts,
                              rules=learnt.rules)
     assert gone is not None and gone.rules is None and gone.pods == learnt.pods
-    assert [q[digest.PODS] for q in source.asked] == [digest.PODS_RECORD, digest.pods_query(60)]
+    assert [digest.PODS_RECORD in q[digest.PODS] for q in source.asked] == [True, False]
+    assert source.asked[1][digest.PODS] == digest.pods_query(60)

@@ -26,6 +26,7 @@ import logging
 import math
 import re
 from collections.abc import Callable, Collection, Iterable, Mapping
+from typing import Any
 from dataclasses import dataclass, field
 
 from heterojob.telemetry import snapshot as snap
@@ -34,7 +35,8 @@ from heterojob.telemetry import steps
 from heterojob.telemetry.adapters import ADAPTERS
 from heterojob.telemetry.family import Adapter, Vector
 from heterojob.telemetry.labels import (
-    HOST_LABELS, INSTANCE_LABELS, JOB_LABELS, LOCATION_LABELS, NODE_LABEL, POD_LABELS, RELABELLED_NODE_LABELS, Context,
+    EXPORTER_POD_LABELS, HOST_LABELS, INSTANCE_LABELS, JOB_LABELS, LOCATION_LABELS, NODE_LABEL, POD_LABELS,
+    RELABELLED_NODE_LABELS, Context,
     node_of_series, with_node_label, workload_of,
 )
 from heterojob.telemetry.model import DeviceSample, Health, HealthPolicy, number
@@ -50,10 +52,14 @@ PART_LABEL = "heterojob_part"  # tells a group's utilization sum from its device
 NAME_LABEL = "heterojob_name"  # a flagged series' metric name (a recording rule replaces __name__)
 PACK = 1000  # a `pods` value: devices + PACK x devices with a utilization + their sum / PACK_SUM (< 1000 devices)
 PACK_SUM = 1e6  # utilization sums (< 100,000) in the fraction: to 1e-4 of a percent
-# Shape flags: a device with two identity series (a pod change in the window, two exporters, a shared device),
-# one without a health signal, one without an identity series. They follow deployments, not faults: asked every
-# SHAPE_EVERY-th read, their nodes read per device until a later ask no longer finds them.
-SHAPES = frozenset({"double", "silent", "standin"})
+# Shape flags: a device with two identity series (a pod change in the window, two exporters, a shared device:
+# `doubled`, its key labels, then `double`, its series), a scrape target whose devices with an identity series and
+# devices with a health signal differ in number (`signal`: one without a health signal, one without an identity
+# series). They follow deployments, not faults: asked every SHAPE_EVERY-th read, their nodes read per device until a
+# later ask no longer finds them. Counted and compared by Prometheus per scrape target (cheap: no join per device).
+SHAPES = frozenset({"doubled", "signal"})
+DOUBLE = "double"
+DOUBLED_MAX = 2048  # doubled devices whose series are asked by their keys; beyond, with a join over every device
 SHAPE_EVERY = 4
 VANISH_S = 60  # an identity series seen in this long before the window and not in it: a vanished device's row
 DRILL_MAX = 256  # flagged nodes asked per device in one regex; beyond, the whole source is read per device
@@ -135,6 +141,33 @@ def _tag(expr: str, why: str) -> str:
 
 FAULTS = frozenset({"xid", "xid_count", "hot", "health", "network"})  # what a device's own series says
 VANISHED = "vanished"
+# the fault flags computed even where recording rules hold them: a failed device reaches its job in the cycle it is
+# scraped in, not up to an evaluation interval later (instant selectors and one short window: cheap)
+URGENT = frozenset({"xid", "xid_count", "health"})
+
+
+def signal_series(a: Adapter, window_s: int) -> str:
+    """A device's health signal over the window, the series `signal` counts beside the identity series: the
+    temperature (GPUs), the health (NPU chips)."""
+    role = a.roles["health"] if "health" in a.roles else a.roles["temp"]
+    return " or ".join(f"last_over_time({m}[{window_s}s])" for m in role.names)
+
+
+def doubled_query(window_s: int, keys: Mapping[str, Mapping[str, Collection[str]]],
+                  adapters: Iterable[Adapter] = ADAPTERS.values()) -> str:
+    """PromQL: the identity series of the devices `doubled` named by keys only (family -> key label -> values),
+    tagged DOUBLE: selected by those keys (a join over every device past DOUBLED_MAX)."""
+    parts = []
+    for a in adapters:
+        mine = keys.get(a.family)
+        if not mine:
+            continue
+        if sum(map(len, mine.values())) > DOUBLED_MAX:
+            parts.append(flags_query(window_s, 0, adapters=[a], only={DOUBLE}))
+            continue
+        restricted = restrict(identity_series(a, window_s), metrics([a]), mine)
+        parts.append(f'label_replace({_tag(restricted, DOUBLE)}, "{snap.ROLE_LABEL}", "{a.family}", "", "")')
+    return " or ".join(parts)
 
 
 def flags_query(window_s: int, hot_celsius: float, vanish_s: int = VANISH_S,
@@ -150,23 +183,23 @@ def flags_query(window_s: int, hot_celsius: float, vanish_s: int = VANISH_S,
         r = a.roles
         older = " or ".join(f"last_over_time({alt.metric}{alt.selector}[{vanish_s}s] offset {window_s}s)"
                             for alt in (r[a.identity], *a.identity_alternatives))
-        mine = [_tag(f"{u} and on ({keys}) (count by ({keys}) {u} > 1)", "double"),
+        target = ", ".join(dict.fromkeys((*LOCATION_LABELS, *EXPORTER_POD_LABELS)))
+        signal = signal_series(a, window_s)
+        counted = (f'sum by ({target}) (label_replace(count by ({target}) ({u}), "{PART_LABEL}", "u", "", "") '
+                   f"or -count by ({target}) ({signal})) != 0")
+        mine = [_tag(f"{u} and on ({keys}) (count by ({keys}) {u} > 1)", DOUBLE),
+                _tag(f"count by ({keys}) ({u}) > 1", "doubled"), _tag(counted, "signal"),
                 _tag(f"({older}) unless on ({keys}) {u}", VANISHED),
                 _tag(f"({r['temp'].expr('', window_s)}) >= {hot_celsius:g}", "hot")]
         if a.family == "dcgm":
             xid = '{__name__=~"' + "|".join(r["xid"].names) + '"}'
-            signal = f"{r['temp'].expr('', window_s)} or {xid} or {r['xid_count'].metric}"
             # two names of one device's XID (1.x's beside today's) differ by their name only: kept as a label
             named = f'label_replace({xid} > 0, "{NAME_LABEL}", "$1", "__name__", "(.+)")'
-            mine += [_tag(named, "xid"), _tag(f"{r['xid_count'].metric} > 0", "xid_count"),
-                     _tag(f"{u} unless on ({keys}) ({signal})", "silent"),
-                     _tag(f"({signal}) unless on ({keys}) {u}", "standin")]
+            mine += [_tag(named, "xid"), _tag(f"{r['xid_count'].metric} > 0", "xid_count")]
         else:
             health = r["health"].expr("", window_s)
             network = " or ".join(f"max_over_time({r[role].metric}[{window_s}s]) == 0" for role in ("network", "link"))
-            mine += [_tag(f"{health} != 1", "health"), _tag(f"({network})", "network"),
-                     _tag(f"{u} unless on ({keys}) {health}", "silent"),
-                     _tag(f"{health} unless on ({keys}) {u}", "standin")]
+            mine += [_tag(f"{health} != 1", "health"), _tag(f"({network})", "network")]
         for p in mine:
             why = re.search(rf'"{FLAG_LABEL}", "(\w+)", "", ""\)$', p).group(1)  # type: ignore[union-attr]  # every tagged part names its flag
             if (why in only) if only is not None else (shapes or why not in SHAPES):
@@ -183,12 +216,11 @@ def first_round(window_s: int, hot_celsius: float, steps_window_s: int = steps.S
     adapters = list(adapters)
     extra = {*(SHAPES if shapes else ()), *((VANISHED,) if vanished else ())}
     if rules is not None and rules.window_s == window_s:
-        pods = PODS_RECORD
-        flags = FLAGS_RECORD
+        pods = f"sum by ({NODE_LABEL}, {POD_LABEL}) ({PODS_RECORD})"  # as computed: without __name__
+        extra |= URGENT
         if hot_celsius < rules.hot_celsius:  # a job calls cooler devices hot than the rules do
             extra.add("hot")
-        if extra:
-            flags += " or " + flags_query(window_s, hot_celsius, adapters=adapters, only=extra)
+        flags = f"{FLAGS_RECORD} or {flags_query(window_s, hot_celsius, adapters=adapters, only=extra)}"
     else:
         pods = pods_query(window_s, adapters)
         flags = flags_query(window_s, hot_celsius, adapters=adapters, only=FAULTS | extra)
@@ -340,26 +372,44 @@ def read(ask: Callable[[Mapping[str, str]], Mapping[str, Vector]], window_s: int
         more = {VANISHED: flags_query(window_s, hot, adapters=adapters, only={VANISHED})}
         flag_series += ask(more).get(VANISHED) or ()
         asked += 1
-    for series in flag_series:
+    doubled: dict[str, dict[str, set[str]]] = {}  # family -> key label -> values of devices `doubled` named
+
+    def flag(series: Mapping[str, Any]) -> str | None:
+        """Flags the node of one flagged series; a reason to read the source per device instead, or None."""
         labels = series.get("metric") or {}
         why = labels.get(FLAG_LABEL)
         adapter = by_family.get(labels.get(snap.ROLE_LABEL, ""))
         value = number((series.get("value") or [None, None])[1])
         if adapter is None or (why == "xid" and int(value or 0) not in policy.fatal_xids) or (
                 why == "xid_count" and int(number(labels.get("xid")) or 0) not in policy.fatal_xids):
-            continue
+            return None
         node = node_of_series(labels, ctx)
         selector = selector_of(labels, ctx) if node else None
+        if why == "doubled" and selector is None:  # keys only (a GPU's UUID): its series are asked next
+            key = next((k for k in adapter.key_labels if labels.get(k)), None)
+            if key is not None:
+                doubled.setdefault(adapter.family, {}).setdefault(key, set()).add(labels[key])
+                return None
         if not node or selector is None:
-            return per_device(f"a flagged device ({why}) names no Node")
+            return f"a flagged device ({why}) names no Node"
         digest.where[node] = selector
         flagged.add(node)
-        if why in SHAPES:
+        if why in SHAPES or why == DOUBLE:
             shape_nodes.add(node)
         if why == VANISHED and (device := adapter.device_id(labels, ctx)) is not None:
             namespace, pod = workload_of(labels, ctx.exporter_pods)
             digest.vanished.append(DeviceSample(device, node, adapter.family, index=labels.get("gpu") or labels.get(
                 "id", ""), namespace=namespace, pod=pod, health=Health.HEALTHY))
+        return None
+
+    for series in flag_series:
+        if why := flag(series):
+            return per_device(why)
+    if doubled:  # the series of the devices held twice, selected by their keys: where they are
+        for series in ask({DOUBLE: doubled_query(window_s, doubled, adapters)}).get(DOUBLE) or ():
+            if why := flag(series):
+                return per_device(why)
+        asked += 1
     # nodes holding a device the last snapshot found anomalous, of this source (it has their selector): read per
     # device again, so a recovery shows and a vanished device stays remembered
     flagged |= {d.node for d in previous.values() if anomalous(d) and d.node in where}
