@@ -127,9 +127,9 @@ def test_recorded_series_are_read_where_the_rules_are_and_computed_when_they_go(
                              rules=learnt.rules)
     assert read is not None and read.pods == learnt.pods
     assert digest.PODS_RECORD in source.asked[0][digest.PODS] and "avg_over_time" not in source.asked[0][digest.PODS]
-    flags = source.asked[0][digest.FLAGS]  # recorded, but a fatal XID or a failed chip is asked now
+    flags = source.asked[0][digest.FLAGS]  # recorded, but a fatal XID is asked now
     assert flags.startswith(digest.FLAGS_RECORD + " or ") and "DCGM_FI_DEV_XID_ERRORS" in flags
-    assert "npu_chip_info_health_status" in flags and "GPU_TEMP" not in flags
+    assert "npu_chip_info_health_status" not in flags and "GPU_TEMP" not in flags
     source.asked.clear()
     _, cooler, _ = digest.read(source, 60, HealthPolicy(), nodes, {}, {}, hot_celsius=80, shaped=(),
                                counts=learnt.counts, rules=learnt.rules)  # a job calls 80 °C hot: asked beside

@@ -141,9 +141,9 @@ def _tag(expr: str, why: str) -> str:
 
 FAULTS = frozenset({"xid", "xid_count", "hot", "health", "network"})  # what a device's own series says
 VANISHED = "vanished"
-# the fault flags computed even where recording rules hold them: a failed device reaches its job in the cycle it is
-# scraped in, not up to an evaluation interval later (instant selectors and one short window: cheap)
-URGENT = frozenset({"xid", "xid_count", "health"})
+# the fault flags computed even where recording rules hold them: a fatal XID reaches its job in the cycle it is
+# scraped in, not up to an evaluation interval later (instant selectors: cheap); the others may wait for the rules
+URGENT = frozenset({"xid", "xid_count"})
 
 
 def signal_series(a: Adapter, window_s: int) -> str:
@@ -190,7 +190,8 @@ def flags_query(window_s: int, hot_celsius: float, vanish_s: int = VANISH_S,
         mine = [_tag(f"{u} and on ({keys}) (count by ({keys}) {u} > 1)", DOUBLE),
                 _tag(f"count by ({keys}) ({u}) > 1", "doubled"), _tag(counted, "signal"),
                 _tag(f"({older}) unless on ({keys}) {u}", VANISHED),
-                _tag(f"({r['temp'].expr('', window_s)}) >= {hot_celsius:g}", "hot")]
+                # each name filtered before `or`: a join of the few hot series, not of every device's
+                _tag(" or ".join(f"{r['temp'].fn}({m}[{window_s}s]) >= {hot_celsius:g}" for m in r["temp"].names), "hot")]
         if a.family == "dcgm":
             xid = '{__name__=~"' + "|".join(r["xid"].names) + '"}'
             # two names of one device's XID (1.x's beside today's) differ by their name only: kept as a label
