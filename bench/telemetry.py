@@ -15,6 +15,9 @@ JSON); each Region names its own Prometheus (`spec.prometheusURL`): eleven sourc
 is injected on one device of a running job between two cycles: `fault_seen_cycles` is how many cycles it took to
 reach that job's figures (1: the next cycle). `--global` reads the same data through a global PromQL endpoint
 too: Debian's VictoriaMetrics, fed by Prometheus' remote write when live, by its import API when backfilled.
+`--rules` (backfilled runs) then reads again with the recording rules (`telemetry.recording`) evaluated into each
+regional TSDB by `promtool tsdb create-blocks-from rules` (`recorded`), and with `--global` into VictoriaMetrics by
+`vmalert -replay.*` (`global_recorded`); `rules_eval_cpu_s` is what one evaluation of the rules costs (every 15 s).
 
 Last line: one JSON object. Targets (issue 45): at 100,000 devices bytes_per_cycle <= 5 MB, cycle_s <= 2,
 operator_cpu_s <= 1, prometheus_cpu_s <= 1.5 (all sources), queries_per_source_max <= 12, rss_mb <= 1024,
