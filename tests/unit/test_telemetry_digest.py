@@ -128,13 +128,13 @@ def test_recorded_series_are_read_where_the_rules_are_and_computed_when_they_go(
     assert read is not None and read.pods == learnt.pods
     assert digest.PODS_RECORD in source.asked[0][digest.PODS] and "avg_over_time" not in source.asked[0][digest.PODS]
     flags = source.asked[0][digest.FLAGS]  # recorded, but a fatal XID is asked now
-    assert flags.startswith(digest.FLAGS_RECORD + " or ") and "DCGM_FI_DEV_XID_ERRORS" in flags
+    assert flags.startswith(digest.FLAGS_RECORD + '{heterojob_window_s="60", heterojob_hot_celsius="90"} or ')
+    assert "DCGM_FI_DEV_XID_ERRORS" in flags
     assert "npu_chip_info_health_status" not in flags and "GPU_TEMP" not in flags
     source.asked.clear()
     _, cooler, _ = digest.read(source, 60, HealthPolicy(), nodes, {}, {}, hot_celsius=80, shaped=(),
                                counts=learnt.counts, rules=learnt.rules)  # a job calls 80 °C hot: asked beside
-    assert source.asked[0][digest.FLAGS].startswith(digest.FLAGS_RECORD + " or ") and ">= 80" in \
-        source.asked[0][digest.FLAGS]
+    assert source.asked[0][digest.FLAGS].startswith(digest.FLAGS_RECORD) and ">= 80" in source.asked[0][digest.FLAGS]
     source.rules = False  # the rules were unloaded: this read computes its figures after all
     source.asked.clear()
     _, gone, _ = digest.read(source, 60, HealthPolicy(), nodes, {}, {}, shaped=(), counts=learnt.counts,

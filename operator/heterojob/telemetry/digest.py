@@ -217,11 +217,12 @@ def first_round(window_s: int, hot_celsius: float, steps_window_s: int = steps.S
     adapters = list(adapters)
     extra = {*(SHAPES if shapes else ()), *((VANISHED,) if vanished else ())}
     if rules is not None and rules.window_s == window_s:
-        pods = f"sum by ({NODE_LABEL}, {POD_LABEL}) ({PODS_RECORD})"  # as computed: without __name__
+        mine = f'{{{WINDOW_LABEL}="{window_s}", {HOT_LABEL}="{rules.hot_celsius:g}"}}'  # not other rules' series
+        pods = f'sum by ({NODE_LABEL}, {POD_LABEL}) ({PODS_RECORD}{{{WINDOW_LABEL}="{window_s}"}})'  # without __name__
         extra |= URGENT
         if hot_celsius < rules.hot_celsius:  # a job calls cooler devices hot than the rules do
             extra.add("hot")
-        flags = f"{FLAGS_RECORD} or {flags_query(window_s, hot_celsius, adapters=adapters, only=extra)}"
+        flags = f"{FLAGS_RECORD}{mine} or {flags_query(window_s, hot_celsius, adapters=adapters, only=extra)}"
     else:
         pods = pods_query(window_s, adapters)
         flags = flags_query(window_s, hot_celsius, adapters=adapters, only=FAULTS | extra)

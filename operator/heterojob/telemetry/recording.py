@@ -25,10 +25,11 @@ def rules_file(window_s: int = WINDOW_S, hot_celsius: float = HealthPolicy().ove
     """A Prometheus rule file (`rule_files`) recording the aggregate read's figures for `window_s` and `hot_celsius`
     (the operator's --telemetry-window and --overheat-celsius; a job calling cooler devices hot is still read right:
     the operator asks that part itself)."""
-    labels = {digest.WINDOW_LABEL: str(window_s), digest.HOT_LABEL: f"{hot_celsius:g}"}
+    window = {digest.WINDOW_LABEL: str(window_s)}  # on every recorded series: rules for two windows stay apart
+    labels = {**window, digest.HOT_LABEL: f"{hot_celsius:g}"}
     return {"groups": [{"name": "heterojob.telemetry", "interval": interval, "rules": [
-        {"record": digest.PODS_RECORD, "expr": digest.pods_query(window_s)},
+        {"record": digest.PODS_RECORD, "expr": digest.pods_query(window_s), "labels": window},
         {"record": digest.FLAGS_RECORD,
-         "expr": digest.flags_query(window_s, hot_celsius, only=digest.FAULTS)},
+         "expr": digest.flags_query(window_s, hot_celsius, only=digest.FAULTS), "labels": labels},
         {"record": digest.RULES_RECORD, "expr": "vector(1)", "labels": labels},
     ]}]}
