@@ -15,6 +15,9 @@ JSON); each Region names its own Prometheus (`spec.prometheusURL`): eleven sourc
 is injected on one device of a running job between two cycles: `fault_seen_cycles` is how many cycles it took to
 reach that job's figures (1: the next cycle). `--global` reads the same data through a global PromQL endpoint
 too: Debian's VictoriaMetrics, fed by Prometheus' remote write when live, by its import API when backfilled.
+`--rules` (backfilled runs) then reads again with the recording rules (`telemetry.recording`) evaluated into each
+regional TSDB by `promtool tsdb create-blocks-from rules` (`recorded`), and with `--global` into VictoriaMetrics by
+`vmalert -replay.*` (`global_recorded`); `rules_eval_cpu_s` is what one evaluation of the rules costs (every 15 s).
 
 Last line: one JSON object. Targets (issue 45): at 100,000 devices bytes_per_cycle <= 5 MB, cycle_s <= 2,
 operator_cpu_s <= 1, prometheus_cpu_s <= 1.5 (all sources), queries_per_source_max <= 12, rss_mb <= 1024,
@@ -38,9 +41,11 @@ import tempfile
 import time
 import urllib.parse
 import urllib.request
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
+import yaml
 
 from heterojob import defaults
 from heterojob.controller import FleetSource
@@ -52,6 +57,7 @@ from heterojob.sim.telemetry.prometheus import PrometheusServer, VictoriaMetrics
 from heterojob.telemetry.adapters import ADAPTERS
 from heterojob.telemetry.model import Health
 from heterojob.telemetry.prometheus import PrometheusReader
+from heterojob.telemetry.recording import rules_file
 from heterojob.telemetry.snapshot import JobRef, Snapshot, WatchedJob, job_telemetry
 
 REGIONS = ("cn-east", "cn-north", "eu-west", "us-west", "ap-south", "cn-south", "eu-north", "us-east", "ap-east",
@@ -118,8 +124,9 @@ def serve_exporters(nodes: list[dict[str, Any]], bindings: dict[str, Any], port:
         time.sleep(3600)
 
 
-def scalar(url: str, query: str) -> float:
-    with urllib.request.urlopen(f"{url}/api/v1/query?{urllib.parse.urlencode({'query': query})}", timeout=60) as r:
+def scalar(url: str, query: str, at: float | None = None) -> float:
+    params = {"query": query, **({"time": f"{at:.3f}"} if at is not None else {})}
+    with urllib.request.urlopen(f"{url}/api/v1/query?{urllib.parse.urlencode(params)}", timeout=120) as r:
         result = json.load(r)["data"]["result"]
     return float(result[0]["value"][1]) if result else 0.0
 
@@ -223,6 +230,59 @@ def backfill(nodes: list[dict[str, Any]], bindings: dict[str, Any], regions: lis
     return dirs
 
 
+def backfill_rules(proms: dict[str, PrometheusServer], start: float, end: float, work: Path) -> dict[str, Any]:
+    """The recording rules (`telemetry.recording`, evaluated every SCRAPE_S) backfilled into each region's TSDB with
+    `promtool tsdb create-blocks-from rules` (a rule manager does not evaluate the past), the servers restarted on
+    them. Returns what one evaluation of the rules costs every Prometheus together (CPU-s, the rules' expressions
+    asked as instant queries at `end`, as the rule manager would), and the backfill's wall time."""
+    path = work / "heterojob-recording-rules.yaml"
+    path.write_text(yaml.safe_dump(rules_file(WINDOW_S, interval=f"{SCRAPE_S:g}s")))
+    exprs = [r["expr"] for g in rules_file(WINDOW_S)["groups"] for r in g["rules"]]
+    pids = [p.pid for p in proms.values() if p.pid]
+    c0 = sum(cpu_seconds(p) for p in pids)
+    with ThreadPoolExecutor(len(proms)) as pool:
+        list(pool.map(lambda prom: [scalar(prom.url, f"count({e})", at=end) for e in exprs], proms.values()))
+    eval_cpu = sum(cpu_seconds(p) for p in pids) - c0
+    t0 = time.perf_counter()
+    for region, prom in proms.items():
+        out = work / f"{region}-rules"
+        subprocess.run([shutil.which("promtool") or "/usr/bin/promtool", "tsdb", "create-blocks-from", "rules",
+                        f"--start={start:.3f}", f"--end={end + 1:.3f}", f"--url={prom.url}",
+                        f"--output-dir={out}", f"--eval-interval={SCRAPE_S:g}s", str(path)],
+                       check=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        prom.stop()
+        for block in out.iterdir():
+            if block.is_dir():
+                shutil.move(str(block), str(prom.workdir / "data" / block.name))
+        prom.start(120)
+    return {"rules_eval_cpu_s": round(eval_cpu, 3), "rules_backfill_s": round(time.perf_counter() - t0, 1)}
+
+
+def replay_rules(vm: VictoriaMetricsServer, start: float, end: float, work: Path) -> dict[str, Any]:
+    """The recording rules evaluated into VictoriaMetrics over [start, end] by Debian's vmalert (`-replay.*`: the
+    global store's own rule evaluator, writing back to it), and what one evaluation costs it (CPU-s, the rules'
+    expressions asked as instant queries at `end`)."""
+    path = work / "heterojob-recording-rules.yaml"
+    path.write_text(yaml.safe_dump(rules_file(WINDOW_S, interval=f"{SCRAPE_S:g}s")))
+    exprs = [r["expr"] for g in rules_file(WINDOW_S)["groups"] for r in g["rules"]]
+    c0 = cpu_seconds(vm.pid)
+    for e in exprs:
+        scalar(vm.url, f"count({e})", at=end)
+    eval_cpu = cpu_seconds(vm.pid) - c0
+    t0 = time.perf_counter()
+
+    def rfc3339(t: float) -> str:
+        return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(t))
+
+    subprocess.run([shutil.which("vmalert") or "/usr/bin/vmalert", f"-rule={path}", f"-datasource.url={vm.url}",
+                    f"-remoteWrite.url={vm.url}", f"-replay.timeFrom={rfc3339(start)}", f"-replay.timeTo={rfc3339(end)}",
+                    "-replay.disableProgressBar", "-replay.rulesDelay=0s", "-loggerLevel=WARN"],
+                   check=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, timeout=1800)
+    urllib.request.urlopen(f"{vm.url}/internal/force_flush", timeout=60).close()
+    time.sleep(2)
+    return {"rules_eval_cpu_s": round(eval_cpu, 3), "rules_replay_s": round(time.perf_counter() - t0, 1)}
+
+
 # --- cycles ----------------------------------------------------------------------------------------------------
 
 def run_cycles(monitor: Monitor, ats: list[float], pids: list[int], fault: tuple[str, str, float] | None
@@ -251,7 +311,8 @@ def run_cycles(monitor: Monitor, ats: list[float], pids: list[int], fault: tuple
     assert snapshot is not None
     return {"devices": monitor.stats.devices, "cycle_s": round(statistics.median(walls), 3),
             "cycle_s_each": [round(w, 3) for w in walls], "operator_cpu_s": round(statistics.median(own), 3),
-            "prometheus_cpu_s": round(statistics.median(prom), 3), "bytes_per_cycle": int(statistics.median(sizes)),
+            "prometheus_cpu_s": round(statistics.median(prom), 3), "prometheus_cpu_s_each": [round(p, 2) for p in prom],
+            "bytes_per_cycle": int(statistics.median(sizes)),
             "queries_per_cycle": monitor.stats.queries,
             "queries_per_source_max": max(monitor.stats.queries_per_source.values(), default=0),
             "sources": len(monitor.stats.queries_per_source), "devices_listed": len(snapshot.devices),
@@ -280,6 +341,8 @@ def main() -> int:
                         help="also read through VictoriaMetrics (a global PromQL endpoint)")
     parser.add_argument("--no-per-device", action="store_true", help="skip the per-device read (the old way)")
     parser.add_argument("--backfill", action="store_true", help=f"backfill even at {LIVE_MAX:,} devices or fewer")
+    parser.add_argument("--rules", action="store_true",
+                        help="then read again with the recording rules backfilled (`recorded`; backfilled runs only)")
     args = parser.parse_args()
     started = time.perf_counter()
     load_before = os.getloadavg()
@@ -301,7 +364,7 @@ def main() -> int:
                             "exporters' text, read at past instants (2 shared cores cannot scrape ~900,000 series live)")
     try:
         if backfilled:
-            cycles_at = [time.time() - 400 + WINDOW_S * 3 + SCRAPE_S * i for i in range(args.cycles)]
+            cycles_at = [int(time.time()) - 400 + WINDOW_S * 3 + SCRAPE_S * i for i in range(args.cycles)]  # whole seconds: promtool evaluates rules there
             fault_at = cycles_at[1] - SCRAPE_S / 2  # between the first and second cycle
             times = [cycles_at[0] - WINDOW_S * 3 + SCRAPE_S * k for k in range(int((WINDOW_S * 3 + SCRAPE_S * args.cycles) / SCRAPE_S) + 1)]
             t0 = time.perf_counter()
@@ -359,11 +422,32 @@ def main() -> int:
         result.update(figures)
         result["rss_mb"] = round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, 1)
         agg.collector.close()
+        if args.rules and backfilled:
+            costs = backfill_rules(proms, times[0], cycles_at[-1], work)
+            pids = [p.pid for p in proms.values() if p.pid]
+            m = monitor_for(nodes, watched, default_url, region_urls)
+            recorded = run_cycles(m, ats(), pids, fault)
+            recorded["recorded_sources"] = sum(m.collector.recorded.values())
+            recorded.update(costs)
+            # what Prometheus spends per cycle with the rules: the cycle's queries plus one evaluation of the rules
+            # (every SCRAPE_S, the operator's default interval too)
+            recorded["prometheus_cpu_s_with_eval"] = round(recorded["prometheus_cpu_s"] + costs["rules_eval_cpu_s"], 3)
+            result["recorded"] = recorded
+            m.collector.close()
         if vm:
             m = monitor_for(nodes, watched, vm.url, {})
             result["global"] = run_cycles(m, ats(), [vm.pid] if vm.pid else [], fault if backfilled else None)
             result["global"]["endpoint"] = "victoria-metrics " + ("(imported)" if backfilled else "(remote write)")
             m.collector.close()
+            if args.rules and backfilled:
+                costs = replay_rules(vm, cycles_at[0] - 2 * SCRAPE_S, cycles_at[-1] + 1, work)
+                m = monitor_for(nodes, watched, vm.url, {})
+                recorded = run_cycles(m, ats(), [vm.pid] if vm.pid else [], fault)
+                recorded["recorded_sources"] = sum(m.collector.recorded.values())
+                recorded.update(costs)
+                recorded["prometheus_cpu_s_with_eval"] = round(recorded["prometheus_cpu_s"] + costs["rules_eval_cpu_s"], 3)
+                result["global_recorded"] = recorded
+                m.collector.close()
         if not args.no_per_device:
             m = monitor_for(nodes, watched, default_url, region_urls, rows_max=10**9)
             result["per_device"] = run_cycles(m, ats(), pids, fault if backfilled else None)
@@ -397,6 +481,9 @@ def main() -> int:
     if "global" in result:
         result["global_vs_direct_cycle"] = round(result["global"]["cycle_s"] / max(result["cycle_s"], 1e-3), 2)
         meets = meets and result["global_vs_direct_cycle"] <= 1.5
+    if "global_recorded" in result and "recorded" in result:
+        result["global_vs_direct_cycle_recorded"] = round(
+            result["global_recorded"]["cycle_s"] / max(result["recorded"]["cycle_s"], 1e-3), 2)
     result["meets_targets"] = meets
     result["load_before"] = [round(x, 2) for x in load_before]
     result["load_after"] = [round(x, 2) for x in os.getloadavg()]

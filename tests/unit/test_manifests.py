@@ -72,7 +72,7 @@ def crd_schemas() -> dict[tuple[str, str], dict[str, Any]]:
 def all_manifest_files() -> Iterator[Path]:
     for path in sorted((ROOT / "manifests").rglob("*.yaml")) + sorted((ROOT / "crds").glob("*.yaml")):
         if path.name in ("kustomization.yaml", "heterojob-rules.yaml", "alertmanager-receiver.yaml",
-                         "prometheus-scrape-configs.yaml"):  # Prometheus config, not Kubernetes objects
+                         "prometheus-scrape-configs.yaml", "heterojob-recording-rules.yaml"):  # Prometheus config, not Kubernetes objects
             continue
         yield path
 

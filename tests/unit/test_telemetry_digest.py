@@ -11,7 +11,7 @@ from heterojob.telemetry import digest
 from heterojob.telemetry import snapshot as snap
 from heterojob.telemetry.adapters import ADAPTERS
 from heterojob.telemetry.snapshot import PodFigures
-from heterojob.telemetry.model import DeviceSample, Health
+from heterojob.telemetry.model import DeviceSample, Health, HealthPolicy
 from heterojob.telemetry.snapshot import Availability, JobRef, RegionTelemetry, Snapshot, job_telemetry
 
 
@@ -78,3 +78,67 @@ def test_a_job_reads_prometheus_figures_beside_device_rows() -> None:
     t = job_telemetry(job, partial)
     assert t.availability == Availability.DEGRADED and t.seen == 3 and t.per_replica == (None, None)
     assert "3 of 8 devices reported" in t.message
+
+
+class Source:
+    """A Prometheus as `digest.read` sees it: canned answers per query name, every question kept."""
+
+    def __init__(self, pods: dict[tuple[str, str], int], rules: bool = False) -> None:
+        self.pods, self.rules = pods, rules
+        self.asked: list[dict[str, str]] = []
+
+    def __call__(self, queries: dict[str, str]) -> dict[str, list[dict[str, object]]]:
+        self.asked.append(dict(queries))
+        out: dict[str, list[dict[str, object]]] = {name: [] for name in queries}
+        if digest.PODS in queries:
+            out[digest.PODS] = [{"metric": {digest.NODE_LABEL: node, digest.POD_LABEL: f"||team|{pod}|||"},
+                                 "value": [0, str(n + n * digest.PACK + n * 50 / digest.PACK_SUM)]}
+                                for (node, pod), n in self.pods.items()]
+        if self.rules and digest.RULES in queries:
+            out[digest.RULES] = [{"metric": {digest.WINDOW_LABEL: "60", digest.HOT_LABEL: "90"}, "value": [0, "1"]}]
+        return out
+
+
+def test_vanished_devices_are_asked_only_when_a_node_reports_fewer_than_last_time() -> None:
+    nodes = {n: snap.NodeFacts("r1", "nvidia-h100", 8) for n in ("g0", "g1")}
+    source = Source({("g0", "a-0"): 8, ("g1", "b-0"): 8})
+    _, first, _ = digest.read(source, 60, HealthPolicy(), nodes, {}, {})
+    assert first is not None and first.counts == {"g0": 8, "g1": 8}
+    assert "vanished" in source.asked[0][digest.FLAGS]  # no earlier counts: asked at once
+    source.asked.clear()
+    _, same, n = digest.read(source, 60, HealthPolicy(), nodes, {}, {}, shaped=(), counts=first.counts)
+    assert same is not None and n == 4 and "vanished" not in source.asked[0][digest.FLAGS]
+    assert [list(q) for q in source.asked] == [[digest.PODS, digest.FLAGS, digest.RULES, snap.UP]]
+    source.pods[("g1", "b-0")] = 7  # a device of g1 stopped reporting
+    source.asked.clear()
+    _, fewer, n = digest.read(source, 60, HealthPolicy(), nodes, {}, {}, shaped=(), counts=same.counts)
+    assert fewer is not None and n == 5 and list(source.asked[1]) == [digest.VANISHED]
+    assert fewer.pods[("team", "b-0")].devices == 7 and fewer.pods[("team", "b-0")].utilization == 50.0
+
+
+def test_recorded_series_are_read_where_the_rules_are_and_computed_when_they_go() -> None:
+    nodes = {"g0": snap.NodeFacts("r1", "nvidia-h100", 8)}
+    source = Source({("g0", "a-0"): 8}, rules=True)
+    _, learnt, _ = digest.read(source, 60, HealthPolicy(), nodes, {}, {})
+    assert learnt is not None and learnt.rules == digest.Recorded(60, 90.0)
+    assert source.asked[0][digest.PODS] == digest.pods_query(60)  # not known yet: computed
+    source.asked.clear()
+    _, read, _ = digest.read(source, 60, HealthPolicy(), nodes, {}, {}, shaped=(), counts=learnt.counts,
+                             rules=learnt.rules)
+    assert read is not None and read.pods == learnt.pods
+    assert digest.PODS_RECORD in source.asked[0][digest.PODS] and "avg_over_time" not in source.asked[0][digest.PODS]
+    flags = source.asked[0][digest.FLAGS]  # recorded, but a fatal XID is asked now
+    assert flags.startswith(digest.FLAGS_RECORD + '{heterojob_window_s="60", heterojob_hot_celsius="90"} or ')
+    assert "DCGM_FI_DEV_XID_ERRORS" in flags
+    assert "npu_chip_info_health_status" not in flags and "GPU_TEMP" not in flags
+    source.asked.clear()
+    _, cooler, _ = digest.read(source, 60, HealthPolicy(), nodes, {}, {}, hot_celsius=80, shaped=(),
+                               counts=learnt.counts, rules=learnt.rules)  # a job calls 80 °C hot: asked beside
+    assert source.asked[0][digest.FLAGS].startswith(digest.FLAGS_RECORD) and ">= 80" in source.asked[0][digest.FLAGS]
+    source.rules = False  # the rules were unloaded: this read computes its figures after all
+    source.asked.clear()
+    _, gone, _ = digest.read(source, 60, HealthPolicy(), nodes, {}, {}, shaped=(), counts=learnt.counts,
+                             rules=learnt.rules)
+    assert gone is not None and gone.rules is None and gone.pods == learnt.pods
+    assert [digest.PODS_RECORD in q[digest.PODS] for q in source.asked] == [True, False]
+    assert source.asked[1][digest.PODS] == digest.pods_query(60)

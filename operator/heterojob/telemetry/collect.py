@@ -46,12 +46,15 @@ class Collector:
         self._readers: dict[str, PrometheusReader] = {}
         self._where: dict[str, dict[str, tuple[str, str]]] = {}  # URL -> node -> (label, value) selecting it
         self._shaped: dict[str, frozenset[str]] = {}  # URL -> nodes the last shape flags named
+        self._counts: dict[str, dict[str, int]] = {}  # URL -> node -> devices the last aggregate read counted
+        self._rules: dict[str, aggregate.Recorded | None] = {}  # URL -> the recording rules it evaluates
         self._reads = 0
         self._pool = ThreadPoolExecutor(max_workers=SOURCES_AT_ONCE, thread_name_prefix="heterojob-source")
         self._said_off = False
         self.queries: dict[str, int] = {}  # the last read's queries per source URL
         self.bytes_read = 0  # the last read's answer bytes (JSON, all sources)
         self.aggregate = False  # whether the last read was aggregate
+        self.recorded: dict[str, bool] = {}  # source URL -> whether its last read used its recording rules
 
     def sources(self, region_urls: Mapping[str, str | None]) -> dict[str, frozenset[str]]:
         """Prometheus URL -> the regions it serves (`sources.DEFAULT`: every region without one of its own)."""
@@ -91,9 +94,15 @@ class Collector:
                                                      facts, previous, self._where.get(url, {}), hot_celsius,
                                                      self.steps_window_s,
                                                      shaped=None if shapes_now or url not in self._shaped
-                                                     else self._shaped[url])
+                                                     else self._shaped[url],
+                                                     counts=self._counts.get(url), rules=self._rules.get(url))
+                self.recorded[url] = digest is not None and self._rules.get(url) is not None and \
+                    digest.rules == self._rules.get(url)
                 if digest is not None:
                     self._where[url], self._shaped[url] = digest.where, digest.shaped
+                    self._counts[url], self._rules[url] = digest.counts, digest.rules
+                else:  # read per device: the next aggregate read asks what vanished from scratch
+                    self._counts.pop(url, None)
                 return snap.SourceResult(url, regions, answered), n, digest
             except TelemetryError as exc:
                 log.warning("telemetry from %s unavailable: %s", url, exc)

@@ -2,13 +2,16 @@
 
 Step of the pipeline: between `telemetry.prometheus` (asking) and `telemetry.snapshot.build` (the snapshot), for
 fleets too large to pull every device's series every cycle (`collect.DEVICE_ROWS_MAX`). A cycle is:
-1. three queries whatever the fleet's size: `pods`, every pod's (and every node's idle devices') device count and
-   mean utilization, grouped server-side (`count by`/`avg by` node and pod; one series per pod, both figures in
-   its value, `pack`); `flags`, one series per device that needs a row of its own (a nonzero XID, an XID count,
-   hot, NPU health not 1, network or link down, no health signal, a device without an identity series, a device
-   with two identity series, an identity series gone since the window began: `FLAGS`); and `up` (only the targets
-   that are down, the exporter pods' names and their Nodes);
-2. only when some node is flagged (or holds a device the last snapshot found anomalous): the per-device queries of
+1. four queries whatever the fleet's size: `pods`, every pod's (and every node's idle devices') device count and
+   mean utilization, grouped server-side (two sums per raw label group, then per node and pod; one series per pod,
+   both figures in its value, `pack`); `flags`, one series per device that needs a row of its own (a nonzero XID,
+   an XID count, hot, NPU health not 1, network or link down; every SHAPE_EVERY-th read also no health signal, a
+   device without an identity series, a device with two identity series: `flags_query`); `rules`, which recording
+   rules the source evaluates (`telemetry.recording`: when it does, `pods` and the fault flags read the recorded
+   series instead); and `up` (only the targets that are down, the exporter pods' names and their Nodes);
+2. only when a node reports fewer devices than in the last read (or on the first read, in round 1): `vanished`,
+   the identity series gone since the window began, with their labels;
+3. only when some node is flagged (or holds a device the last snapshot found anomalous): the per-device queries of
    `telemetry.snapshot.queries`, restricted to those nodes' series (`restrict`) and asked as one query, then their
    follow-ups (`seen`, `fallback`) likewise: the same parse as a per-device read, for those nodes only.
 A node the `pods` answer cannot place (its series name no Node) or more flagged nodes than `DRILL_MAX` make the
@@ -23,6 +26,7 @@ import logging
 import math
 import re
 from collections.abc import Callable, Collection, Iterable, Mapping
+from typing import Any
 from dataclasses import dataclass, field
 
 from heterojob.telemetry import snapshot as snap
@@ -31,7 +35,8 @@ from heterojob.telemetry import steps
 from heterojob.telemetry.adapters import ADAPTERS
 from heterojob.telemetry.family import Adapter, Vector
 from heterojob.telemetry.labels import (
-    HOST_LABELS, INSTANCE_LABELS, JOB_LABELS, LOCATION_LABELS, NODE_LABEL, POD_LABELS, RELABELLED_NODE_LABELS, Context,
+    EXPORTER_POD_LABELS, HOST_LABELS, INSTANCE_LABELS, JOB_LABELS, LOCATION_LABELS, NODE_LABEL, POD_LABELS,
+    RELABELLED_NODE_LABELS, Context,
     node_of_series, with_node_label, workload_of,
 )
 from heterojob.telemetry.model import DeviceSample, Health, HealthPolicy, number
@@ -43,12 +48,18 @@ FLAGS = "flags"
 POD_LABEL = "heterojob_pod"  # POD_LABELS and `job` joined with "|", in that order
 FLAG_LABEL = "heterojob_flag"  # why a device needs a row of its own
 QUERY_LABEL = "heterojob_query"  # names the query of each part of a merged one
+PART_LABEL = "heterojob_part"  # tells a group's utilization sum from its device count until they are added
+NAME_LABEL = "heterojob_name"  # a flagged series' metric name (a recording rule replaces __name__)
 PACK = 1000  # a `pods` value: devices + PACK x devices with a utilization + their sum / PACK_SUM (< 1000 devices)
 PACK_SUM = 1e6  # utilization sums (< 100,000) in the fraction: to 1e-4 of a percent
-# Shape flags: a device with two identity series (a pod change in the window, two exporters, a shared device),
-# one without a health signal, one without an identity series. They follow deployments, not faults: asked every
-# SHAPE_EVERY-th read, their nodes read per device until a later ask no longer finds them.
-SHAPES = frozenset({"double", "silent", "standin"})
+# Shape flags: a device with two identity series (a pod change in the window, two exporters, a shared device:
+# `doubled`, its key labels, then `double`, its series), a scrape target whose devices with an identity series and
+# devices with a health signal differ in number (`signal`: one without a health signal, one without an identity
+# series). They follow deployments, not faults: asked every SHAPE_EVERY-th read, their nodes read per device until a
+# later ask no longer finds them. Counted and compared by Prometheus per scrape target (cheap: no join per device).
+SHAPES = frozenset({"doubled", "signal"})
+DOUBLE = "double"
+DOUBLED_MAX = 2048  # doubled devices whose series are asked by their keys; beyond, with a join over every device
 SHAPE_EVERY = 4
 VANISH_S = 60  # an identity series seen in this long before the window and not in it: a vanished device's row
 DRILL_MAX = 256  # flagged nodes asked per device in one regex; beyond, the whole source is read per device
@@ -56,6 +67,25 @@ DRILL_MAX = 256  # flagged nodes asked per device in one regex; beyond, the whol
 # device series that names one is the exporter's, not a workload's) and their Nodes, and the step rates
 UP_QUERY = ('(up == 0) or group by (namespace, pod) (up{pod!=""}) or '
             + snap.UP_QUERY.split(" or ", 1)[1])
+
+
+# Recorded series (`telemetry.recording`, manifests/telemetry/heterojob-recording-rules.yaml): the same PromQL as
+# `pods_query` and the FAULTS of `flags_query`, evaluated by Prometheus' rule manager, and a series saying which
+# window and hot threshold they were written for
+PODS_RECORD = "heterojob:pods:packed"
+FLAGS_RECORD = "heterojob:flags:faults"
+RULES_RECORD = "heterojob:rules:info"
+RULES = "rules"
+WINDOW_LABEL = "heterojob_window_s"
+HOT_LABEL = "heterojob_hot_celsius"
+
+
+@dataclass(frozen=True)
+class Recorded:
+    """The recording rules a source evaluates: for which window and from which temperature they flag `hot`."""
+
+    window_s: int
+    hot_celsius: float
 
 
 @dataclass
@@ -68,6 +98,8 @@ class Digest:
     vanished: list[DeviceSample] = field(default_factory=list)  # identity series gone within VANISH_S
     shaped: frozenset[str] = frozenset()  # nodes a shape flag names (kept until the next read that asks them)
     where: dict[str, tuple[str, str]] = field(default_factory=dict)  # node -> (label, value) that selects its series
+    counts: dict[str, int] = field(default_factory=dict)  # node -> devices with an identity series (all nodes)
+    rules: Recorded | None = None  # the recording rules the source evaluates (read instead, next time)
 
 
 def pack_decode(value: float) -> tuple[int, float | None]:
@@ -88,14 +120,17 @@ def pods_query(window_s: int, adapters: Iterable[Adapter] = ADAPTERS.values()) -
     """PromQL: per node and pod labels (grouped by the raw labels first, the node and pod labels computed on the
     groups: a few per node, not one per device), the devices with an identity series, how many of them have a
     utilization (a value outside 0..100, an exporter's "not collected", is none) and the sum of those, packed in
-    one value: each device adds 1, plus PACK + its utilization / PACK_SUM when it has one."""
+    one value: each device adds 1, plus PACK + its utilization / PACK_SUM when it has one. Two sums per raw group
+    (the valid utilizations, the devices), added together per group: the identity series are read twice, and
+    never joined series by series (`or` over every device costs Prometheus more than a second read)."""
     raw = ", ".join(dict.fromkeys((*LOCATION_LABELS, *POD_LABELS)))
     pods = ", ".join(f'"{label}"' for label in (*POD_LABELS, *JOB_LABELS))
     parts = []
     for a in adapters:
         u = identity_series(a, window_s)
-        per_device = f"({u} >= 0 <= 100) / {PACK_SUM:g} + {PACK + 1:g} or {u} * 0 + 1"
-        grouped = f'label_join(sum by ({raw}) ({per_device}), "{POD_LABEL}", "|", {pods})'
+        valid = f'label_replace(sum by ({raw}) (({u} >= 0 <= 100) / {PACK_SUM:g} + {PACK:g}), "{PART_LABEL}", "u", "", "")'
+        per_group = f"sum by ({raw}) ({valid} or count by ({raw}) ({u}))"
+        grouped = f'label_join({per_group}, "{POD_LABEL}", "|", {pods})'
         parts.append(f"sum by ({NODE_LABEL}, {POD_LABEL}) ({with_node_label(grouped)})")
     return " or ".join(parts)
 
@@ -104,10 +139,43 @@ def _tag(expr: str, why: str) -> str:
     return f'label_replace({expr}, "{FLAG_LABEL}", "{why}", "", "")'
 
 
+FAULTS = frozenset({"xid", "xid_count", "hot", "health", "network"})  # what a device's own series says
+VANISHED = "vanished"
+# the fault flags computed even where recording rules hold them: a fatal XID reaches its job in the cycle it is
+# scraped in, not up to an evaluation interval later (instant selectors: cheap); the others may wait for the rules
+URGENT = frozenset({"xid", "xid_count"})
+
+
+def signal_series(a: Adapter, window_s: int) -> str:
+    """A device's health signal over the window, the series `signal` counts beside the identity series: the
+    temperature (GPUs), the health (NPU chips)."""
+    role = a.roles["health"] if "health" in a.roles else a.roles["temp"]
+    return " or ".join(f"last_over_time({m}[{window_s}s])" for m in role.names)
+
+
+def doubled_query(window_s: int, keys: Mapping[str, Mapping[str, Collection[str]]],
+                  adapters: Iterable[Adapter] = ADAPTERS.values()) -> str:
+    """PromQL: the identity series of the devices `doubled` named by keys only (family -> key label -> values),
+    tagged DOUBLE: selected by those keys (a join over every device past DOUBLED_MAX)."""
+    parts = []
+    for a in adapters:
+        mine = keys.get(a.family)
+        if not mine:
+            continue
+        if sum(map(len, mine.values())) > DOUBLED_MAX:
+            parts.append(flags_query(window_s, 0, adapters=[a], only={DOUBLE}))
+            continue
+        restricted = restrict(identity_series(a, window_s), metrics([a]), mine)
+        parts.append(f'label_replace({_tag(restricted, DOUBLE)}, "{snap.ROLE_LABEL}", "{a.family}", "", "")')
+    return " or ".join(parts)
+
+
 def flags_query(window_s: int, hot_celsius: float, vanish_s: int = VANISH_S,
-                adapters: Iterable[Adapter] = ADAPTERS.values(), shapes: bool = True) -> str:
+                adapters: Iterable[Adapter] = ADAPTERS.values(), shapes: bool = True,
+                only: Collection[str] | None = None) -> str:
     """PromQL: the series of every device that needs a row of its own, as they are, tagged with FLAG_LABEL.
-    `shapes`: also the exporters' shape flags (`SHAPES`: they change with deployments, not with faults)."""
+    `shapes`: also the exporters' shape flags (`SHAPES`: they change with deployments, not with faults).
+    `only`: just these flags (FAULTS, VANISHED, SHAPES), whatever `shapes` says."""
     parts = []
     for a in adapters:
         keys = ", ".join(a.key_labels)
@@ -115,32 +183,61 @@ def flags_query(window_s: int, hot_celsius: float, vanish_s: int = VANISH_S,
         r = a.roles
         older = " or ".join(f"last_over_time({alt.metric}{alt.selector}[{vanish_s}s] offset {window_s}s)"
                             for alt in (r[a.identity], *a.identity_alternatives))
-        mine = [_tag(f"{u} and on ({keys}) (count by ({keys}) {u} > 1)", "double"),
-                _tag(f"({older}) unless on ({keys}) {u}", "vanished"),
-                _tag(f"({r['temp'].expr('', window_s)}) >= {hot_celsius:g}", "hot")]
+        target = ", ".join(dict.fromkeys((*LOCATION_LABELS, *EXPORTER_POD_LABELS)))
+        signal = signal_series(a, window_s)
+        counted = (f'sum by ({target}) (label_replace(count by ({target}) ({u}), "{PART_LABEL}", "u", "", "") '
+                   f"or -count by ({target}) ({signal})) != 0")
+        mine = [_tag(f"{u} and on ({keys}) (count by ({keys}) {u} > 1)", DOUBLE),
+                _tag(f"count by ({keys}) ({u}) > 1", "doubled"), _tag(counted, "signal"),
+                _tag(f"({older}) unless on ({keys}) {u}", VANISHED),
+                # each name filtered before `or`: a join of the few hot series, not of every device's
+                _tag(" or ".join(f"{r['temp'].fn}({m}[{window_s}s]) >= {hot_celsius:g}" for m in r["temp"].names), "hot")]
         if a.family == "dcgm":
             xid = '{__name__=~"' + "|".join(r["xid"].names) + '"}'
-            signal = f"{r['temp'].expr('', window_s)} or {xid} or {r['xid_count'].metric}"
-            mine += [_tag(f"{xid} > 0", "xid"), _tag(f"{r['xid_count'].metric} > 0", "xid_count"),
-                     _tag(f"{u} unless on ({keys}) ({signal})", "silent"),
-                     _tag(f"({signal}) unless on ({keys}) {u}", "standin")]
+            # two names of one device's XID (1.x's beside today's) differ by their name only: kept as a label
+            named = f'label_replace({xid} > 0, "{NAME_LABEL}", "$1", "__name__", "(.+)")'
+            mine += [_tag(named, "xid"), _tag(f"{r['xid_count'].metric} > 0", "xid_count")]
         else:
             health = r["health"].expr("", window_s)
             network = " or ".join(f"max_over_time({r[role].metric}[{window_s}s]) == 0" for role in ("network", "link"))
-            mine += [_tag(f"{health} != 1", "health"), _tag(f"({network})", "network"),
-                     _tag(f"{u} unless on ({keys}) {health}", "silent"),
-                     _tag(f"{health} unless on ({keys}) {u}", "standin")]
-        parts += [f'label_replace({p}, "{snap.ROLE_LABEL}", "{a.family}", "", "")' for p in mine
-                  if shapes or re.search(rf'"{FLAG_LABEL}", "(\w+)"', p).group(1) not in SHAPES]  # type: ignore[union-attr]  # every tagged part names its flag
+            mine += [_tag(f"{health} != 1", "health"), _tag(f"({network})", "network")]
+        for p in mine:
+            why = re.search(rf'"{FLAG_LABEL}", "(\w+)", "", ""\)$', p).group(1)  # type: ignore[union-attr]  # every tagged part names its flag
+            if (why in only) if only is not None else (shapes or why not in SHAPES):
+                parts.append(f'label_replace({p}, "{snap.ROLE_LABEL}", "{a.family}", "", "")')
     return " or ".join(parts)
 
 
 def first_round(window_s: int, hot_celsius: float, steps_window_s: int = steps.STEPS_WINDOW_S,
-                adapters: Iterable[Adapter] = ADAPTERS.values(), shapes: bool = True) -> dict[str, str]:
+                adapters: Iterable[Adapter] = ADAPTERS.values(), shapes: bool = True, vanished: bool = True,
+                rules: Recorded | None = None) -> dict[str, str]:
+    """The first round's queries. `vanished`: ask the vanished flag now (no earlier counts to compare with).
+    `rules`: the recording rules this source evaluates (`telemetry.recording`): their series are read instead of
+    the figures and fault flags they hold, the rest (a lower hot threshold, shapes, vanished) computed as usual."""
     adapters = list(adapters)
-    return {PODS: pods_query(window_s, adapters),
-            FLAGS: flags_query(window_s, hot_celsius, adapters=adapters, shapes=shapes),
+    extra = {*(SHAPES if shapes else ()), *((VANISHED,) if vanished else ())}
+    if rules is not None and rules.window_s == window_s:
+        mine = f'{{{WINDOW_LABEL}="{window_s}", {HOT_LABEL}="{rules.hot_celsius:g}"}}'  # not other rules' series
+        pods = f'sum by ({NODE_LABEL}, {POD_LABEL}) ({PODS_RECORD}{{{WINDOW_LABEL}="{window_s}"}})'  # without __name__
+        extra |= URGENT
+        if hot_celsius < rules.hot_celsius:  # a job calls cooler devices hot than the rules do
+            extra.add("hot")
+        flags = f"{FLAGS_RECORD}{mine} or {flags_query(window_s, hot_celsius, adapters=adapters, only=extra)}"
+    else:
+        pods = pods_query(window_s, adapters)
+        flags = flags_query(window_s, hot_celsius, adapters=adapters, only=FAULTS | extra)
+    return {PODS: pods, FLAGS: flags, RULES: RULES_RECORD,
             snap.UP: f"{UP_QUERY} or {steps.query(steps_window_s)}"}
+
+
+def recorded(vector: Vector) -> Recorded | None:
+    """The recording rules a source evaluates, from the RULES answer (None: none)."""
+    for series in vector or ():
+        labels = series.get("metric") or {}
+        window, hot = number(labels.get(WINDOW_LABEL)), number(labels.get(HOT_LABEL))
+        if window is not None and hot is not None:
+            return Recorded(int(window), hot)
+    return None
 
 
 def selector_of(labels: Mapping[str, str], ctx: Context) -> tuple[str, str] | None:
@@ -216,15 +313,28 @@ def read(ask: Callable[[Mapping[str, str]], Mapping[str, Vector]], window_s: int
          nodes: Mapping[str, snap.NodeFacts], previous: Mapping[str, DeviceSample],
          where: Mapping[str, tuple[str, str]], hot_celsius: float | None = None,
          steps_window_s: int = steps.STEPS_WINDOW_S, adapters: Iterable[Adapter] = ADAPTERS.values(),
-         shaped: Collection[str] | None = None) -> tuple[dict[str, Vector], Digest | None, int]:
+         shaped: Collection[str] | None = None, counts: Mapping[str, int] | None = None,
+         rules: Recorded | None = None) -> tuple[dict[str, Vector], Digest | None, int]:
     """(answers for `snapshot.build`, the digest or None when the source was read per device, queries asked).
     `where`: node -> (label, value) selecting its series, learnt in earlier reads (for remembered anomalies).
-    `shaped`: the nodes shape flags named in an earlier read, or None to ask the shape flags now."""
+    `shaped`: the nodes shape flags named in an earlier read, or None to ask the shape flags now.
+    `counts`: the devices per node the last read found (`Digest.counts`); a node reporting fewer now has its
+    vanished devices asked (a second round); None: asked in the first round.
+    `rules`: the recording rules the last read found at this source (`Digest.rules`), read instead of computing."""
     adapters = list(adapters)
     hot = policy.overheat_celsius if hot_celsius is None else min(hot_celsius, policy.overheat_celsius)
-    first = first_round(window_s, hot, steps_window_s, adapters, shapes=shaped is None)
-    answered = ask(first)
-    asked = len(first)
+
+    def first_answers(rules: Recorded | None) -> tuple[Mapping[str, Vector], int]:
+        first = first_round(window_s, hot, steps_window_s, adapters, shapes=shaped is None,
+                            vanished=counts is None, rules=rules)
+        return ask(first), len(first)
+
+    answered, asked = first_answers(rules)
+    found = recorded(answered.get(RULES) or ())
+    if rules is not None and found != rules:  # the rules changed or are gone: computed, this cycle
+        log.info("telemetry recording rules %s: computing their figures", "changed" if found else "gone")
+        answered, n = first_answers(None)
+        asked += n
 
     def per_device(why: str) -> tuple[dict[str, Vector], None, int]:
         log.info("telemetry read per device: %s", why)
@@ -232,7 +342,7 @@ def read(ask: Callable[[Mapping[str, str]], Mapping[str, Vector]], window_s: int
         return results, None, asked + n
 
     ctx = snap.context(answered.get(snap.UP) or (), nodes)
-    digest = Digest(where=dict(where))
+    digest = Digest(where=dict(where), rules=found if found is not None and found.window_s == window_s else None)
     for series in answered.get(PODS) or ():
         labels = series.get("metric") or {}
         parts = (labels.get(POD_LABEL) or "").split("|")
@@ -246,6 +356,7 @@ def read(ask: Callable[[Mapping[str, str]], Mapping[str, Vector]], window_s: int
         if not node or value is None:  # series that name no Node: only the per-device read places them
             return per_device(f"the series of {labels.get(NODE_LABEL) or 'some devices'} name no Node")
         n, util = pack_decode(value)
+        digest.counts[node] = digest.counts.get(node, 0) + n
         namespace, pod = workload_of(pod_labels, ctx.exporter_pods)
         if namespace is None or pod is None:
             digest.idle[node] = digest.idle.get(node, 0) + n
@@ -257,26 +368,50 @@ def read(ask: Callable[[Mapping[str, str]], Mapping[str, Vector]], window_s: int
     flagged: set[str] = set(n for n in shaped or () if n in where)
     shape_nodes: set[str] = set()
     by_family = {a.family: a for a in adapters}
-    for series in answered.get(FLAGS) or ():
+    flag_series = list(answered.get(FLAGS) or ())
+    if counts is not None and any(digest.counts.get(n, 0) < c for n, c in counts.items()):
+        # a node reports fewer devices than last time: which identity series vanished (and from which node)
+        more = {VANISHED: flags_query(window_s, hot, adapters=adapters, only={VANISHED})}
+        flag_series += ask(more).get(VANISHED) or ()
+        asked += 1
+    doubled: dict[str, dict[str, set[str]]] = {}  # family -> key label -> values of devices `doubled` named
+
+    def flag(series: Mapping[str, Any]) -> str | None:
+        """Flags the node of one flagged series; a reason to read the source per device instead, or None."""
         labels = series.get("metric") or {}
         why = labels.get(FLAG_LABEL)
         adapter = by_family.get(labels.get(snap.ROLE_LABEL, ""))
         value = number((series.get("value") or [None, None])[1])
         if adapter is None or (why == "xid" and int(value or 0) not in policy.fatal_xids) or (
                 why == "xid_count" and int(number(labels.get("xid")) or 0) not in policy.fatal_xids):
-            continue
+            return None
         node = node_of_series(labels, ctx)
         selector = selector_of(labels, ctx) if node else None
+        if why == "doubled" and selector is None:  # keys only (a GPU's UUID): its series are asked next
+            key = next((k for k in adapter.key_labels if labels.get(k)), None)
+            if key is not None:
+                doubled.setdefault(adapter.family, {}).setdefault(key, set()).add(labels[key])
+                return None
         if not node or selector is None:
-            return per_device(f"a flagged device ({why}) names no Node")
+            return f"a flagged device ({why}) names no Node"
         digest.where[node] = selector
         flagged.add(node)
-        if why in SHAPES:
+        if why in SHAPES or why == DOUBLE:
             shape_nodes.add(node)
-        if why == "vanished" and (device := adapter.device_id(labels, ctx)) is not None:
+        if why == VANISHED and (device := adapter.device_id(labels, ctx)) is not None:
             namespace, pod = workload_of(labels, ctx.exporter_pods)
             digest.vanished.append(DeviceSample(device, node, adapter.family, index=labels.get("gpu") or labels.get(
                 "id", ""), namespace=namespace, pod=pod, health=Health.HEALTHY))
+        return None
+
+    for series in flag_series:
+        if why := flag(series):
+            return per_device(why)
+    if doubled:  # the series of the devices held twice, selected by their keys: where they are
+        for series in ask({DOUBLE: doubled_query(window_s, doubled, adapters)}).get(DOUBLE) or ():
+            if why := flag(series):
+                return per_device(why)
+        asked += 1
     # nodes holding a device the last snapshot found anomalous, of this source (it has their selector): read per
     # device again, so a recovery shows and a vanished device stays remembered
     flagged |= {d.node for d in previous.values() if anomalous(d) and d.node in where}
