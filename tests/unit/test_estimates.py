@@ -133,3 +133,26 @@ def test_the_operator_pools_jobs_of_one_program_and_size_without_a_workload_name
     assert known.of("ns/new").sure == {"fast", "slow"} and known.of("ns/new").measured == frozenset()
     assert known.of("ns/small").rel == known.of("ns/other").rel == {"fast": 1.0, "slow": 0.25}  # not alike
     assert not known.of("ns/other").sure
+
+
+def test_a_workloads_sizes_keep_their_own_speed_ratios_and_an_unmeasured_size_reads_them_all_unsure() -> None:
+    """Gavel's table: a language model at 8 devices runs at 0.19 of V100's speed on P100, at 1 device at 0.83; one
+    row for the workload (the median per class over both sizes) told neither. Keyed by workload and size, each
+    size keeps its ratio; a size nobody measured reads the workload's row over every size, explored (unsure)."""
+    bert = estimates.fingerprint("bert")
+    one, eight, four = estimates.sized(bert, 1), estimates.sized(bert, 8), estimates.sized(bert, 4)
+    assert len({one, eight, four, bert}) == 4
+    assert estimates.sized(estimates.fingerprint(None, "img", size=8), 8) == estimates.fingerprint(None, "img", size=8)
+    est = estimates.build(DECLARED, {one: [{"fast": 10.0, "mid": 8.3}, {"fast": 10.0, "mid": 8.3}],
+                                     eight: [{"fast": 10.0, "mid": 1.9}, {"fast": 10.0, "mid": 1.9}]})
+    assert est.of(one).speed["mid"] / est.of(one).speed["fast"] == pytest.approx(0.83)
+    assert est.of(eight).speed["mid"] / est.of(eight).speed["fast"] == pytest.approx(0.19)
+    assert "mid" in est.of(eight).sure()
+    unseen = est.of(four)
+    assert 0.19 < unseen.speed["mid"] / unseen.speed["fast"] < 0.83  # both sizes' measurements, pooled
+    assert not unseen.sure()  # another size's ratio is a guess: explored, never trusted
+    assert est.of(estimates.sized(estimates.fingerprint("other"), 4)).speed == est.of(None).speed
+    two = estimates.sized(bert, 2)  # measured on fast only: mid from the other sizes' ratio, unsure
+    est = estimates.build(DECLARED, {one: [{"fast": 10.0, "mid": 8.3}], two: [{"fast": 5.0}]})
+    assert est.of(two).speed["mid"] / est.of(two).speed["fast"] == pytest.approx(0.83)
+    assert est.of(two).sure() == {"fast"}

@@ -31,6 +31,7 @@ class ReplayKnowledge:
         self.measured: dict[int, dict[str, float]] = defaultdict(dict)
         # fingerprint (`engine.queue.estimates.fingerprint`) -> job -> its steps/s per device where it ran
         self.samples: dict[str, dict[int, dict[str, float]]] = defaultdict(dict)
+        self.sizes: dict[int, int] = {}  # job -> its devices (its `row` of a workload's samples)
         self.sample_counts: dict[tuple[str, str], int] = defaultdict(int)
         self.total = 0  # samples taken in
         self.estimates = estimates.build(declared, {})
@@ -48,7 +49,7 @@ class ReplayKnowledge:
         version = self.estimates.version
         cached = self.rels.get(job.id)
         if cached is None or cached[0] != (len(measured), version):
-            sheet = self.estimates.of(self.key(job)).speed
+            sheet = self.estimates.of(self.row(job)).speed
             cached = self.rels[job.id] = ((len(measured), version), completion.speeds(sheet, measured, job.classes))
         return cached[1]
 
@@ -56,6 +57,11 @@ class ReplayKnowledge:
         """What pools the job with others (`engine.queue.estimates.fingerprint`): its type as its workload, or its
         command line (a trace job's command is its type's) and size."""
         return estimates.fingerprint(job.job_type if self.pooled else None, command=(job.job_type,), size=job.gpus)
+
+    def row(self, job: TraceJob) -> str:
+        """The job's row of the estimates: its `key`, a workload's at the job's size (`estimates.sized`: a model's
+        speed ratios depend on its size; another size's measurements stand in until its own are taken)."""
+        return estimates.sized(self.key(job), job.gpus)
 
     def waits(self, job: TraceJob, now: float) -> float:
         """The job (re)enters the queue: its starvation clock starts; its run time since its last promotion."""
@@ -115,12 +121,16 @@ class ReplayKnowledge:
         samples barely move (the operator builds them afresh when its jobs' measurements change)."""
         key = self.key(job)
         self.samples[key].setdefault(job.id, {})[cls] = job.rate(cls) / job.gpus  # per device
-        n = self.sample_counts[(key, cls)] = self.sample_counts[(key, cls)] + 1
+        self.sizes[job.id] = job.gpus
+        n = self.sample_counts[(self.row(job), cls)] = self.sample_counts[(self.row(job), cls)] + 1
         self.total += 1
         if n > 1 and self.total & (self.total - 1):
             return  # a cell's first sample, or the fleet's sample count at a power of two: O(cells + log n) fits
-        self.estimates = estimates.build(self.declared, {k: v.values() for k, v in self.samples.items()},
-                                         self.estimates.version + 1)
+        rows: dict[str, list[dict[str, float]]] = defaultdict(list)  # each job's samples in its `row`
+        for k, jobs in self.samples.items():
+            for j, sample in jobs.items():
+                rows[estimates.sized(k, self.sizes[j])].append(sample)
+        self.estimates = estimates.build(self.declared, rows, self.estimates.version + 1)
         for other in others():
             if other.id != job.id:
                 self.refresh(other)
@@ -130,4 +140,4 @@ class ReplayKnowledge:
         self.facts[f"{self.namespace}/{job.id}"] = Facts(
             self.service.get(job.id, queueing.Service()), self.rel(job), self.work_s[job.id],
             frozenset(self.measured.get(job.id, ())), self.turns.get(job.id, 0),
-            self.estimates.of(self.key(job)).sure())
+            self.estimates.of(self.row(job)).sure())

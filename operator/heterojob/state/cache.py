@@ -372,10 +372,12 @@ class Cache:
 
 def _fingerprint(spec: HeteroJobSpec) -> str:
     """`engine.queue.estimates.fingerprint` of a spec: its workload, else its first container's image, command and
-    arguments, with its replicas at start (devices per replica per class: its size on each)."""
+    arguments, with its replicas at start (devices per replica per class: its size on each); a workload's at that
+    size (`estimates.sized`: its own row, the workload's over every size until that size is measured)."""
     pod = spec.template.get("spec")
     containers = pod.get("containers") if isinstance(pod, Mapping) else None
     first = containers[0] if isinstance(containers, list) and containers and isinstance(containers[0], Mapping) else {}
     size = spec.replicas.start * spec.devices[0].per_replica
-    return estimates.fingerprint(spec.workload, str(first.get("image") or ""), list(first.get("command") or ()),
-                                 list(first.get("args") or ()), size)
+    return estimates.sized(estimates.fingerprint(spec.workload, str(first.get("image") or ""),
+                                                 list(first.get("command") or ()), list(first.get("args") or ()),
+                                                 size), size)

@@ -9,7 +9,13 @@ scales the job's own measurements by on the classes it has not run on.
 1. Jobs alike pool their measurements (`fingerprint`): the job's `spec.workload` where it names one, else its
    pod template's image, command and arguments with its size (the same program at the same size runs at the
    same speed). A row of the (job x class) table is one fingerprint: per class, the median steps/s per device
-   over its jobs (`completion.pooled`).
+   over its jobs (`completion.pooled`). A caller that knows a workload job's size keys it by both (`sized`): a
+   model's speed ratio between two classes depends on its size (each class's interconnect scales it its own
+   way: in Gavel's table a language model at 8 devices runs at 0.19 of V100 on P100, at 1 device at 0.83), so
+   one row per workload, the median per class over jobs of every size, mixed those ratios. A class a size of
+   a workload never ran on reads the workload's ratio over the other sizes (before the model's fill, which
+   knows nothing of the workload), and a size nobody measured the workload's row over every size; both
+   unsure (explored).
 2. Across fingerprints, a low-rank model of the table fills the cells nobody measured (matrix completion, as
    Gavel's throughput estimator, Paragon and Quasar do), in log space: log speed[j, c] = a_j + b_c + u_j . v_c
    (a_j: how heavy the job is; b_c: how fast the class is; u_j . v_c: how this model's kind of work fares on
@@ -33,6 +39,7 @@ import hashlib
 import itertools
 import json
 import math
+import statistics
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 
@@ -54,6 +61,23 @@ def fingerprint(workload: str | None, image: str | None = None, command: Sequenc
         return f"workload:{workload}"
     digest = hashlib.sha256(json.dumps([image or "", list(command), list(args)]).encode()).hexdigest()[:16]
     return f"spec:{digest}:{size}"
+
+
+SIZED = "|size="  # between a workload's fingerprint and its size (`sized`)
+
+
+def sized(key: str, size: int) -> str:
+    """A workload's fingerprint (`fingerprint` of a `spec.workload`) at one size: its own row, which falls back to
+    the workload's over every size while that size has no measurement (`Estimates.of`). A program's fingerprint
+    already holds its size."""
+    return f"{key}{SIZED}{size}" if key.startswith("workload:") else key
+
+
+def _unsized(key: str) -> str | None:
+    """The workload row a `sized` key (or `namespace/` and one, as the operator keys them) falls back to (None: not
+    a sized key)."""
+    base, sep, size = key.rpartition(SIZED)
+    return base if sep and size.isdigit() and (base.startswith("workload:") or "/workload:" in base) else None
 
 
 @dataclass(frozen=True)
@@ -176,12 +200,17 @@ class Estimates:
     rows: Mapping[str, Estimate]
     model: SpeedModel | None
     version: int = 0
+    # a workload's row over every size (`sized`), for a size of it nobody measured: unsure
+    workloads: Mapping[str, Estimate] = field(default_factory=dict)
 
     def of(self, key: str | None) -> Estimate:
-        """The estimate of a fingerprint (None or unmeasured: the model's class terms, else the declared
-        throughput, unsure)."""
+        """The estimate of a fingerprint (a `sized` workload key nobody measured: the workload's over every size;
+        None or unmeasured: the model's class terms, else the declared throughput; both unsure)."""
         if key is not None and key in self.rows:
             return self.rows[key]
+        base = _unsized(key) if key is not None else None
+        if base is not None and base in self.workloads:
+            return self.workloads[base]
         return _unmeasured(self.declared, self.model)
 
 
@@ -197,15 +226,58 @@ def _unmeasured(declared: Mapping[str, float], model: SpeedModel | None) -> Esti
 def build(declared: Mapping[str, float], samples: Mapping[str, Iterable[Mapping[str, float]]],
           version: int = 0) -> Estimates:
     """`Estimates` from each fingerprint's jobs' measurements (steps/s per device per class, one mapping per
-    job): rows pooled (`completion.pooled`), the model fitted, every row's cells filled."""
+    job): rows pooled (`completion.pooled`), the model fitted, every row's cells filled; the `sized` rows of a
+    workload also pooled over every size (`Estimates.workloads`, outside the fit: its rows are already in it)."""
     counts: dict[str, dict[str, int]] = {}
     rows: dict[str, dict[str, float]] = {}
+    by_workload: dict[str, list[Mapping[str, float]]] = {}
     for key, jobs in samples.items():
         jobs = list(jobs)
         rows[key] = {c: v for c, v in completion.pooled(jobs).items() if c in declared}
         counts[key] = {c: sum(1 for j in jobs if j.get(c, 0) > 0) for c in rows[key]}
+        base = _unsized(key)
+        if base is not None:
+            by_workload.setdefault(base, []).extend(jobs)
     classes = tuple(declared)
     model = fit(rows, classes)
+    out = _filled(declared, rows, counts, model)
+    if not by_workload:
+        return Estimates(dict(declared), out, model, version)
+    wrows = {k: {c: v for c, v in completion.pooled(jobs).items() if c in declared} for k, jobs in by_workload.items()}
+    wcounts = {k: {c: sum(1 for j in by_workload[k] if j.get(c, 0) > 0) for c in wrows[k]} for k in wrows}
+    # another size's ratios are a guess for this one: explored, never trusted (below `SURE`)
+    workloads = {k: Estimate(e.speed, {c: min(v, SURE / 2) for c, v in e.confidence.items()})
+                 for k, e in _filled(declared, wrows, wcounts, model).items()}
+    members: dict[str, list[str]] = {}
+    for key in rows:
+        if (base := _unsized(key)) is not None:
+            members.setdefault(base, []).append(key)
+    for base, keys in members.items():  # a class a size never ran on: the workload's ratio at its other sizes
+        for key in keys:
+            cells = rows[key]
+            if not cells or key not in out:
+                continue
+            guesses: dict[str, list[float]] = {}
+            for other in keys:
+                theirs = rows[other]
+                for c, v in theirs.items():
+                    if c not in cells:
+                        guesses.setdefault(c, []).extend(cells[k] * v / theirs[k] for k in cells if k in theirs)
+            speed = {c: statistics.median(g) for c, g in guesses.items() if g}
+            # ... else (no size measured both) the workload's per-device medians over every size, scaled to it
+            pooled = completion.sheet(wrows[base], cells)
+            speed.update({c: pooled[c] for c in wrows[base] if c not in cells and c not in speed})
+            if speed:
+                est = out[key]
+                out[key] = Estimate({**est.speed, **speed},
+                                    {**est.confidence, **{c: workloads[base].confidence[c] for c in speed}})
+    return Estimates(dict(declared), out, model, version, workloads)
+
+
+def _filled(declared: Mapping[str, float], rows: Mapping[str, Mapping[str, float]],
+            counts: Mapping[str, Mapping[str, int]], model: SpeedModel | None) -> dict[str, Estimate]:
+    """Each row's estimate: its measured cells, the rest filled by `model` (else the declared throughput scaled)."""
+    classes = tuple(declared)
     out: dict[str, Estimate] = {}
     for key, cells in rows.items():
         if not cells:
@@ -219,4 +291,4 @@ def build(declared: Mapping[str, float], samples: Mapping[str, Iterable[Mapping[
             speed = {c: math.exp(logs[c]) for c in classes}
             conf = {c: counts[key][c] / (counts[key][c] + 0.25) if c in cells else quality for c in classes}
         out[key] = Estimate(speed, conf)
-    return Estimates(dict(declared), out, model, version)
+    return out
