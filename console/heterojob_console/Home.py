@@ -24,7 +24,7 @@ def overview() -> None:
     measured = ui.telemetry(cluster)
     jobs = cluster.jobs
     waiting = int(jobs["queue"].notna().sum())
-    ui.as_of(cluster.at, "telemetry: " + (f"{measured[2]:%H:%M:%S} UTC" if measured else "off (no Prometheus)"))
+    ui.as_of(cluster.at, "telemetry: " + (f"{measured.at:%H:%M:%S} UTC" if measured else "off (no Prometheus)"))
 
     row = st.columns(5)
     row[0].metric("Accelerators", cap.accelerators, help=kpis.HELP["accelerators"]
@@ -37,14 +37,14 @@ def overview() -> None:
     row[4].metric("Jobs waiting", waiting, help=kpis.HELP["jobs_waiting"])
     row = st.columns(5)
     if measured is not None:
-        health = kpis.health(measured[0], cap.declared,
-                             cluster.nodes.loc[cluster.nodes["kind"] == "accelerator", "node"])
+        health = kpis.health(measured.table, cap.declared,
+                             cluster.nodes.loc[cluster.nodes["kind"] == "accelerator", "node"], measured.counted)
         row[0].metric("Accelerator utilization", kpis.pct(health.utilization), help=kpis.HELP["utilization"]
                       + f" Now: over {health.reporting} reporting accelerators.")
         row[1].metric("Failed", health.failed, help=kpis.HELP["failed"])
         row[2].metric("Degraded", health.degraded, help=kpis.HELP["degraded"])
         row[3].metric("Unknown", health.unknown, help=kpis.HELP["unknown"])
-        for region, why in sorted(measured[1].items()):
+        for region, why in sorted(measured.problems.items()):
             st.warning(f"Telemetry {'for ' + region if region != '*' else ''} unavailable or degraded: {why}")
     else:
         row[0].metric("Accelerator utilization", "-", help=kpis.HELP["utilization"] + " No Prometheus configured.")

@@ -10,7 +10,6 @@ a source that does not answer leaves its regions out with the reason, and the re
 from __future__ import annotations
 
 import logging
-import sys
 import time
 from collections.abc import Callable, Collection, Mapping
 from concurrent.futures import ThreadPoolExecutor
@@ -24,16 +23,18 @@ from heterojob.engine.capacity.fleet import Fleet
 from heterojob.failures import describe
 from heterojob.kube import convert
 from heterojob.state.views import FleetSource
+from heterojob.telemetry import digest as aggregate
+from heterojob.telemetry import snapshot as snap
 from heterojob.telemetry import sources as telemetry_sources
-from heterojob.telemetry.adapters import DCGM_1X
+from heterojob.telemetry.adapters import ADAPTERS, DCGM_1X
 from heterojob.telemetry.labels import (
     HOST_LABELS, JOB_LABELS, NODE_LABEL, NODE_LABELS, RELABELLED_NODE_LABELS, with_node_label,
 )
 from heterojob.telemetry.collect import Collector
 from heterojob.telemetry.facts import node_facts
 from heterojob.telemetry.model import HealthPolicy
-from heterojob.telemetry.prometheus import connect
-from heterojob.telemetry.snapshot import Snapshot
+from heterojob.telemetry.prometheus import PrometheusReader, connect
+from heterojob.telemetry.snapshot import NodeFacts, Snapshot
 
 from heterojob_console.snapshot import Cluster
 
@@ -46,6 +47,10 @@ _held: dict[str, tuple[float, str]] = {}  # URL -> (monotonic time to ask again,
 HEAT_POINTS = 60  # columns of the heat map, whatever the time range
 COLUMNS = ["device", "node", "region", "class", "utilization", "memory_used_mib", "temperature", "power",
            "health", "reason", "pod", "job", "reporting"]
+# an aggregate read's devices counted per node, not listed (`Reader.counted`): how many report now (healthy: an
+# anomaly is listed), and the count and sum of their utilizations (`node_utilization`)
+COUNTED_COLUMNS = ["node", "devices", "util_n", "util_sum"]
+UTIL_PACK = 1e6  # a `node_utilization` value: devices with a utilization + their sum / UTIL_PACK
 UTIL = {"dcgm": "DCGM_FI_DEV_GPU_UTIL", "npu": "npu_chip_info_utilization"}
 MIG_UTILIZATION = "100 * DCGM_FI_PROF_GR_ENGINE_ACTIVE{sel}"
 # one device's history: (title, unit, GPU query, NPU query); {sel} is the device's label matcher
@@ -72,60 +77,191 @@ def fleet_source(cluster: Cluster) -> FleetSource:
     return FleetSource.from_objects(objects)
 
 
+def facts(cluster: Cluster) -> dict[str, NodeFacts]:
+    """Every Node's region, class and devices as the operator's telemetry joins them (once per snapshot)."""
+    def make() -> dict[str, NodeFacts]:
+        source = fleet_source(cluster)
+        return node_facts(Fleet(nodes=source.nodes(), classes=source.classes(), regions=source.regions()))
+
+    return cluster.memo.get("telemetry-facts", make)
+
+
+def region_urls(cluster: Cluster) -> dict[str, str | None]:
+    """Region -> its own Prometheus URL (None: the default's)."""
+    return {r.name: r.prometheus_url for r in fleet_source(cluster).regions().values()}
+
+
+def _holders(cluster: Cluster) -> tuple[dict[str, list[dict[str, str]]], dict[str, str]]:
+    """(node -> the pods holding accelerators on it, pod -> its job), once per snapshot."""
+    def make() -> tuple[dict[str, list[dict[str, str]]], dict[str, str]]:
+        holders = {node: [p for p in pods if p["held"] != "0"] for node, pods in cluster.pods_by_node.items()}
+        return holders, {p["pod"]: p["job"] for pods in holders.values() for p in pods}
+
+    return cluster.memo.get("holders", make)
+
+
+def rows(snapshot: Snapshot | None, cluster: Cluster, nodes: Collection[str] | None = None) -> pd.DataFrame:
+    """One row per device `snapshot` lists (of `nodes`, or all), with its pod and job.
+
+    `reporting` says which rows are a sample of this read; the others are devices the monitor remembers
+    (one whose series vanished: failed; one behind an exporter that is down: unknown).
+
+    A device's pod comes from the exporter's pod mapping; when the exporter has none (a GPU that fell
+    off the bus stops reporting its pod), from the pods holding accelerators on its node."""
+    holders, job_of_pod = _holders(cluster)
+    out = []
+    down = snapshot.exporters_down if snapshot else frozenset()
+    for d in snapshot.devices.values() if snapshot else []:
+        if nodes is not None and d.node not in nodes:
+            continue
+        pod = f"{d.namespace}/{d.pod}" if d.pod else ""
+        mine = holders.get(d.node, [])
+        if not pod and mine:
+            pod = ", ".join(p["pod"] for p in mine)
+        job = job_of_pod.get(pod, "") or ", ".join(sorted({p["job"] for p in mine if p["job"]}))
+        out.append({"device": d.device_id, "node": d.node, "region": d.region, "class": d.device_class,
+                    "utilization": d.utilization, "memory_used_mib": d.memory_used_mib,
+                    "temperature": d.temperature_c, "power": d.power_w, "health": d.health.value,
+                    "reason": d.reason, "pod": pod, "job": job,
+                    # a sample of this read, its exporter up: not one the monitor remembers (a device
+                    # whose series vanished, or one behind an exporter that is down)
+                    "reporting": d.observed_at is not None and d.node not in down})
+    return pd.DataFrame(out, columns=COLUMNS)
+
+
 class Reader:
     """The devices now, through one telemetry reader kept across reads (the operator's monitor reads through
     the same `telemetry.collect.Collector`): like the operator, it carries a device's last sample over a read
     where its Prometheus does not answer (missing telemetry is not a fault), and says which regions'
-    telemetry is unavailable."""
+    telemetry is unavailable.
+
+    A fleet past the operator's `collect.DEVICE_ROWS_MAX` devices is read as the operator reads it, in aggregate:
+    the table lists the devices that need a row (an anomaly, and every device of a node with one); the others,
+    healthy, are counted per node (`counted`: how many report and their utilization, grouped by Prometheus,
+    `node_utilization`). A page that shows one node's devices reads them then (`node_devices`)."""
 
     WINDOW_S = 60  # the operator's default --telemetry-window
 
     def __init__(self, prometheus_url: str | None, timeout_s: float = TIMEOUT_S) -> None:
         self.url = prometheus_url
         self.timeout_s = timeout_s
-        # every device's row, whatever the fleet's size: the tiles average utilization over the devices that
-        # report and count the unhealthy ones, which the operator's aggregate read (`telemetry.digest`, past
-        # `collect.DEVICE_ROWS_MAX` devices) does not list one by one
-        self.collector = Collector(prometheus_url, self.WINDOW_S, timeout_s, HealthPolicy(),
-                                   device_rows_max=sys.maxsize)
+        self.collector = Collector(prometheus_url, self.WINDOW_S, timeout_s, HealthPolicy())
         self.snapshot: Snapshot | None = None
+        self.counted = pd.DataFrame(columns=COUNTED_COLUMNS)  # the last read's devices counted, not listed
 
     def current(self, cluster: Cluster) -> tuple[pd.DataFrame, dict[str, str]]:
-        """(one row per device the monitor knows, region -> why its telemetry is unavailable or degraded).
-
-        `reporting` says which rows are a sample of this read; the others are devices the monitor remembers
-        (one whose series vanished: failed; one behind an exporter that is down: unknown).
-
-        A device's pod comes from the exporter's pod mapping; when the exporter has none (a GPU that fell
-        off the bus stops reporting its pod), from the pods holding accelerators on its node."""
-        source = fleet_source(cluster)
-        regions = source.regions()
-        facts = node_facts(Fleet(nodes=source.nodes(), classes=source.classes(), regions=regions))
-        read = self.collector.collect(time.time(), {r.name: r.prometheus_url for r in regions.values()}, facts,
-                                      self.snapshot.devices if self.snapshot else {})
+        """(one row per device the monitor lists, region -> why its telemetry is unavailable or degraded); the
+        devices an aggregate read counted without listing them are in `counted` after the call."""
+        known = facts(cluster)
+        urls = region_urls(cluster)
+        at = time.time()
+        read = self.collector.collect(at, urls, known, self.snapshot.devices if self.snapshot else {})
         snapshot = read[0] if read is not None else None
         if snapshot is not None:
             self.snapshot = snapshot
-        holders = {node: [p for p in pods if p["held"] != "0"] for node, pods in cluster.pods_by_node.items()}
-        job_of_pod = {p["pod"]: p["job"] for pods in holders.values() for p in pods}
-        rows = []
-        down = snapshot.exporters_down if snapshot else frozenset()
-        for d in snapshot.devices.values() if snapshot else []:
-            pod = f"{d.namespace}/{d.pod}" if d.pod else ""
-            if not pod and holders.get(d.node):
-                pod = ", ".join(p["pod"] for p in holders[d.node])
-            job = job_of_pod.get(pod, "") or ", ".join(sorted({p["job"] for p in holders.get(d.node, [])
-                                                                if p["job"]}))
-            rows.append({"device": d.device_id, "node": d.node, "region": d.region, "class": d.device_class,
-                         "utilization": d.utilization, "memory_used_mib": d.memory_used_mib,
-                         "temperature": d.temperature_c, "power": d.power_w, "health": d.health.value,
-                         "reason": d.reason, "pod": pod, "job": job,
-                         # a sample of this read, its exporter up: not one the monitor remembers (a device
-                         # whose series vanished, or one behind an exporter that is down)
-                         "reporting": d.observed_at is not None and d.node not in down})
+        table = rows(snapshot, cluster)
+        self.counted = _counted(snapshot, table, self._utilization(urls, known, at)) \
+            if snapshot is not None and snapshot.aggregated else pd.DataFrame(columns=COUNTED_COLUMNS)
         problems = {name: r.message for name, r in (snapshot.regions.items() if snapshot else [])
                     if r.availability.value != "ok"}
-        return pd.DataFrame(rows, columns=COLUMNS), problems
+        return table, problems
+
+    def _utilization(self, urls: Mapping[str, str | None], known: Mapping[str, NodeFacts], at: float
+                     ) -> dict[str, tuple[int, float]]:
+        """node -> (devices with a utilization, their sum), each node from the source that serves its region."""
+        found = self.collector.sources(urls)
+        own = telemetry_sources.own(found.items())
+        out: dict[str, tuple[int, float]] = {}
+        with ThreadPoolExecutor(max_workers=min(8, max(1, len(found))), thread_name_prefix="console-util") as pool:
+            answers = {url: pool.submit(node_utilization, url, at, self.timeout_s) for url in found}
+            for url, future in answers.items():
+                try:
+                    per_node = future.result()
+                except Exception as exc:  # noqa: BLE001 - the tiles leave its nodes' utilization out
+                    log.warning("utilization by node: Prometheus at %s: %s", url, exc)
+                    continue
+                for node, figures in per_node.items():
+                    facts_ = known.get(node)
+                    if facts_ is not None and telemetry_sources.serves(found[url], facts_.region, own):
+                        out[node] = figures
+        return out
+
+
+def _counted(snapshot: Snapshot, table: pd.DataFrame, utilization: Mapping[str, tuple[int, float]]
+             ) -> pd.DataFrame:
+    """Per node, the devices an aggregate read counted without listing them (reporting, healthy) and their
+    utilization: every device of a node none of whose devices is listed (a node with a listed device has them
+    all listed: it was read per device)."""
+    listed = set(table["node"])
+    out = []
+    for node, n in snapshot.reported.items():
+        if node in listed or node in snapshot.exporters_down or n <= 0:
+            continue
+        util_n, util_sum = utilization.get(node, (0, 0.0))
+        out.append({"node": node, "devices": n, "util_n": min(util_n, n), "util_sum": util_sum})
+    return pd.DataFrame(out, columns=COUNTED_COLUMNS)
+
+
+def node_utilization(url: str, at: float | None = None, timeout_s: float = TIMEOUT_S) -> dict[str, tuple[int, float]]:
+    """node -> (devices with a utilization in 0..100, their sum) now, grouped by Prometheus (one series a node;
+    the heat map's utilization, each device once)."""
+    keys = ", ".join(NODE_LABELS)
+    per_device = [f"max by (UUID, {NODE_LABEL}) (label_replace({with_node_label(gpu_utilization(None, keys))}, "
+                  f'"UUID", "$1", "uuid", "(.+)"))',
+                  f"max by (id, {NODE_LABEL}) ({with_node_label(_select(UTIL['npu'], None))})"]
+    query = " or ".join(f"(count by ({NODE_LABEL}) (({q}) >= 0 <= 100) + sum by ({NODE_LABEL}) "
+                        f"(({q}) >= 0 <= 100) / {UTIL_PACK:g})" for q in per_device)
+    reader = PrometheusReader(url, timeout_s=timeout_s)
+    try:
+        vector = reader.query({"util": query}, at=at)["util"]
+    finally:
+        reader.close()
+    out: dict[str, tuple[int, float]] = {}
+    for series in vector:
+        node = (series.get("metric") or {}).get(NODE_LABEL) or ""
+        value = float((series.get("value") or [0, "nan"])[1])
+        if not node or value != value:
+            continue
+        whole = int(value)
+        out[node] = (whole, round((value - whole) * UTIL_PACK, 3))
+    return out
+
+
+def node_devices(cluster: Cluster, node: str, prometheus_url: str | None, timeout_s: float = TIMEOUT_S
+                 ) -> tuple[pd.DataFrame, str]:
+    """(one node's devices, one row each, as a per-device read of the operator's gives them; why not, or "") from
+    the Prometheus that serves its region: the operator's per-device queries restricted to that node's series
+    (`telemetry.digest.restrict`), parsed by its adapters. What a page showing one node asks of a national fleet."""
+    known = facts(cluster)
+    mine = known.get(node)
+    if mine is None:
+        return pd.DataFrame(columns=COLUMNS), f"no Node {node}"
+    urls = region_urls(cluster)
+    found = telemetry_sources.sources(urls, prometheus_url)
+    own = telemetry_sources.own(found.items())
+    url = next((u for u, served in found.items() if telemetry_sources.serves(served, mine.region, own)), None)
+    if url is None:
+        return pd.DataFrame(columns=COLUMNS), f"no Prometheus serves region {mine.region}"
+    adapters = list(ADAPTERS.values())
+    names = aggregate.metrics(adapters) | {"up"}
+    where = {label: {node} for label in (*RELABELLED_NODE_LABELS, *HOST_LABELS, *JOB_LABELS)}
+    queries = {k: aggregate.restrict(q, names, where) for k, q in snap.queries(Reader.WINDOW_S, adapters).items()
+               if k != snap.UP}
+    queries[snap.UP] = aggregate.restrict("up", names, where)
+    reader = PrometheusReader(url, timeout_s=timeout_s)
+    at = time.time()
+    try:
+        answers = dict(reader.query(queries, at=at))
+        more = {k: aggregate.restrict(q, names, where)
+                for k, q in snap.followups(answers, adapters, Reader.WINDOW_S).items()}
+        if more:
+            answers.update(reader.query(more, at=at))
+    except Exception as exc:  # noqa: BLE001 - said in words by the page
+        return pd.DataFrame(columns=COLUMNS), f"Prometheus at {url}: {describe(exc, timeout_s)}"
+    finally:
+        reader.close()
+    built = snap.build([snap.SourceResult(url, found[url], answers)], {node: mine}, {}, HealthPolicy(), adapters)
+    return rows(built, cluster, {node}), ""
 
 
 def forget() -> None:

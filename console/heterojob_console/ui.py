@@ -10,7 +10,7 @@ import threading
 import time
 from collections.abc import Callable
 from datetime import UTC, datetime
-from typing import Any
+from typing import Any, NamedTuple
 
 import pandas as pd
 import streamlit as st
@@ -58,6 +58,16 @@ def prometheus() -> str | None:
     return os.environ.get("HETEROJOB_PROMETHEUS_URL")
 
 
+class Measured(NamedTuple):
+    """One read of the devices' telemetry (`devices.Reader`): the devices it lists, region -> why its telemetry is
+    unavailable or degraded, when, and (an aggregate read, a national fleet) the devices counted per node."""
+
+    table: pd.DataFrame
+    problems: dict[str, str]
+    at: datetime
+    counted: pd.DataFrame
+
+
 class Poller:
     """Reads the cluster (and the devices' telemetry) every REFRESH_S in the background while someone looks,
     so a page shows the latest snapshot at once instead of waiting for the API and Prometheus. Pages see
@@ -71,7 +81,7 @@ class Poller:
         self._lock = threading.Lock()
         self._fresh = threading.Condition(self._lock)
         self._cluster: Cluster | None = None
-        self._telemetry: tuple[pd.DataFrame, dict[str, str], datetime] | None = None
+        self._telemetry: Measured | None = None
         self._error: Exception | None = None
         self._telemetry_error: Exception | None = None
         self._partial = False  # the last telemetry read had fewer devices than the Nodes declare
@@ -123,13 +133,15 @@ class Poller:
         started = time.monotonic()
         try:
             table, problems = self._reader.current(cluster)
+            counted = getattr(self._reader, "counted", None)
+            counted = counted if counted is not None else pd.DataFrame(columns=dev.COUNTED_COLUMNS)
             with self._lock:
-                self._telemetry, self._telemetry_error = (table, problems, datetime.now(UTC)), None
+                self._telemetry, self._telemetry_error = Measured(table, problems, datetime.now(UTC), counted), None
                 # a member cluster or a Prometheus that is away is not "early": no quick re-read for it
                 nodes = cluster.nodes
                 here = nodes[(nodes["kind"] == "accelerator") & ~nodes["unreachable"].astype(bool)
                              & ~nodes["region"].isin(set(problems))]
-                self._partial = len(table) < int(here["capacity"].sum())
+                self._partial = len(table) + int(counted["devices"].sum()) < int(here["capacity"].sum())
                 self._fresh.notify_all()
         except Exception as exc:  # noqa: BLE001 - shown by the page that asks
             with self._lock:
@@ -160,7 +172,7 @@ class Poller:
                 raise self._error or TimeoutError("the Kubernetes API did not answer")
             return self._cluster
 
-    def telemetry(self, timeout: float = 60.0) -> tuple[pd.DataFrame, dict[str, str], datetime]:
+    def telemetry(self, timeout: float = 60.0) -> Measured:
         with self._lock:
             self._ask()
             self._fresh.wait_for(lambda: self._telemetry is not None or self._telemetry_error is not None
@@ -215,9 +227,10 @@ def cluster() -> Cluster:
     return poller(kubeconfig(), prometheus()).cluster()
 
 
-def telemetry(cluster: Cluster) -> tuple[pd.DataFrame, dict[str, str], datetime] | None:
-    """(devices now, region -> telemetry problem, when measured), or None when no Prometheus serves any
-    region of `cluster`: neither the default (HETEROJOB_PROMETHEUS_URL) nor one a Region names."""
+def telemetry(cluster: Cluster) -> Measured | None:
+    """(devices now, region -> telemetry problem, when measured, devices counted per node), or None when no
+    Prometheus serves any region of `cluster`: neither the default (HETEROJOB_PROMETHEUS_URL) nor one a Region
+    names."""
     found = sources(cluster)
     if not found:
         return None
@@ -325,6 +338,24 @@ def heat(found: dev.Sources, minutes: int, nodes: tuple[str, ...] | None) -> tup
     """(URL -> utilization series, URL -> why it did not answer), every source read at once."""
     return dev.heat_sources(found, minutes, list(nodes) if nodes is not None else None,
                             fetch=lambda url: heat_series(url, minutes, nodes))
+
+
+def node_devices(cluster: Cluster, node: str) -> pd.DataFrame:
+    """One node's devices, one row each: from the last telemetry read when it lists them (a fleet read per device,
+    or a node with an anomaly), else read for that node alone (`devices.node_devices`; kept like the heat map's
+    series, `Latest`, shared by every session). Raises what Prometheus answered instead."""
+    measured = poller(kubeconfig(), prometheus()).telemetry()
+    listed = measured.table[measured.table["node"] == node]
+    if measured.counted.empty or node not in set(measured.counted["node"]):
+        return listed
+
+    def fetch() -> pd.DataFrame:
+        table, why = dev.node_devices(cluster, node, prometheus())
+        if why:
+            raise RuntimeError(why)
+        return table
+
+    return latest().get(("node-devices", node), fetch)
 
 
 def as_of(at: datetime, extra: str = "") -> None:
