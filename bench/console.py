@@ -57,6 +57,10 @@ WARM_RUNS = 3
 VISIT_S = 60  # a page not whole by then is recorded as 60 s
 CHROMIUM = "/usr/bin/chromium"
 TARGET_WARM_S, TARGET_COLD_S = 2.0, 4.0
+# Past bench/telemetry.py's LIVE_MAX devices Prometheus scrapes every minute: at 100,000 devices (about 900,000
+# series from one exporter process) it ingests them all within a minute here, scraped live (not backfilled), where
+# every 15 s it fell behind on a loaded machine. The console reads over the operator's 60 s window either way.
+LIVE_SCRAPE_S = 60.0
 # page -> (path, JavaScript that is true once its last element is visible)
 PAGES: dict[str, tuple[str, str]] = {
     "overview": ("/", "count('svg.fleet-map text.city') >= 11 && count('svg.fleet-map path.land') >= 1"
@@ -263,9 +267,13 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--devices", type=int, default=DEVICES, help="accelerators (8 a node; default 10,000)")
     parser.add_argument("--jobs", type=int, help="running jobs (default: devices / 10)")
-    parser.add_argument("--scrape-s", type=float, default=telemetry_bench.SCRAPE_S,
-                        help="Prometheus's scrape interval (default 15 s)")
+    parser.add_argument("--scrape-s", type=float,
+                        help=f"Prometheus's scrape interval (default {telemetry_bench.SCRAPE_S:g} s; "
+                             f"{LIVE_SCRAPE_S:g} s past {telemetry_bench.LIVE_MAX:,} devices)")
     args = parser.parse_args()
+    if args.scrape_s is None:
+        args.scrape_s = telemetry_bench.SCRAPE_S if args.devices <= telemetry_bench.LIVE_MAX else LIVE_SCRAPE_S
+    load_start = os.getloadavg()[0]
     nodes = fleet(args.devices)
     started = time.monotonic()
     with Emulator() as emu:
@@ -295,7 +303,9 @@ def main() -> int:
     result["meets_targets"] = all(v <= (TARGET_COLD_S if k.endswith("_cold") else TARGET_WARM_S)
                                   for k, v in timings.items() if k.endswith(("_s", "_s_cold"))
                                   and "_cpu_" not in k and "_ready_" not in k and k != "streamlit_baseline_s")
-    result["load_average"] = round(os.getloadavg()[0], 2)  # 2 cores: above 2, every figure here is slower
+    # 2 cores: above 2, every figure here is slower (the 1-minute load average when the run started and ended)
+    result["load_average_start"] = round(load_start, 2)
+    result["load_average"] = round(os.getloadavg()[0], 2)
     print(json.dumps(result))
     return 0 if result["meets_targets"] else 1
 

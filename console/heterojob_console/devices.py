@@ -10,6 +10,7 @@ a source that does not answer leaves its regions out with the reason, and the re
 from __future__ import annotations
 
 import logging
+import re
 import time
 from collections.abc import Callable, Collection, Mapping
 from concurrent.futures import ThreadPoolExecutor
@@ -28,8 +29,9 @@ from heterojob.telemetry import snapshot as snap
 from heterojob.telemetry import sources as telemetry_sources
 from heterojob.telemetry.adapters import ADAPTERS, DCGM_1X
 from heterojob.telemetry.labels import (
-    HOST_LABELS, JOB_LABELS, NODE_LABEL, NODE_LABELS, RELABELLED_NODE_LABELS, with_node_label,
+    HOST_LABELS, JOB_LABELS, LOCATION_LABELS, NODE_LABEL, NODE_LABELS, RELABELLED_NODE_LABELS, with_node_label,
 )
+from heterojob.telemetry import collect
 from heterojob.telemetry.collect import Collector
 from heterojob.telemetry.facts import node_facts
 from heterojob.telemetry.model import HealthPolicy
@@ -142,10 +144,12 @@ class Reader:
 
     WINDOW_S = 60  # the operator's default --telemetry-window
 
-    def __init__(self, prometheus_url: str | None, timeout_s: float = TIMEOUT_S) -> None:
+    def __init__(self, prometheus_url: str | None, timeout_s: float = TIMEOUT_S,
+                 device_rows_max: int = collect.DEVICE_ROWS_MAX) -> None:
         self.url = prometheus_url
         self.timeout_s = timeout_s
-        self.collector = Collector(prometheus_url, self.WINDOW_S, timeout_s, HealthPolicy())
+        self.collector = Collector(prometheus_url, self.WINDOW_S, timeout_s, HealthPolicy(),
+                                   device_rows_max=device_rows_max)
         self.snapshot: Snapshot | None = None
         self.counted = pd.DataFrame(columns=COUNTED_COLUMNS)  # the last read's devices counted, not listed
 
@@ -173,7 +177,7 @@ class Reader:
         own = telemetry_sources.own(found.items())
         out: dict[str, tuple[int, float]] = {}
         with ThreadPoolExecutor(max_workers=min(8, max(1, len(found))), thread_name_prefix="console-util") as pool:
-            answers = {url: pool.submit(node_utilization, url, at, self.timeout_s) for url in found}
+            answers = {url: pool.submit(node_utilization, url, at, self.timeout_s, self.WINDOW_S) for url in found}
             for url, future in answers.items():
                 try:
                     per_node = future.result()
@@ -202,18 +206,51 @@ def _counted(snapshot: Snapshot, table: pd.DataFrame, utilization: Mapping[str, 
     return pd.DataFrame(out, columns=COUNTED_COLUMNS)
 
 
-def node_utilization(url: str, at: float | None = None, timeout_s: float = TIMEOUT_S) -> dict[str, tuple[int, float]]:
-    """node -> (devices with a utilization in 0..100, their sum) now, grouped by Prometheus (one series a node;
-    the heat map's utilization, each device once)."""
-    keys = ", ".join(NODE_LABELS)
-    per_device = [f"max by (UUID, {NODE_LABEL}) (label_replace({with_node_label(gpu_utilization(None, keys))}, "
-                  f'"UUID", "$1", "uuid", "(.+)"))',
-                  f"max by (id, {NODE_LABEL}) ({with_node_label(_select(UTIL['npu'], None))})"]
-    query = " or ".join(f"(count by ({NODE_LABEL}) (({q}) >= 0 <= 100) + sum by ({NODE_LABEL}) "
-                        f"(({q}) >= 0 <= 100) / {UTIL_PACK:g})" for q in per_device)
+# The recording rule the console reads per-node utilization from when a Prometheus has it (`recording_rules`): the
+# `node_utilization_query` of every node, evaluated every minute, so the Devices tiles and the fleet's heat map read
+# 12,500 recorded series instead of aggregating 100,000 devices' at every read (a fleet-wide range query over raw
+# series took Prometheus about 50 s at 100,000 devices here). Without it, the same figures are computed at each read.
+RECORDED = "heterojob:node_utilization:packed"
+RULE_INTERVAL = "1m"
+
+
+def node_utilization_query(window_s: int = 60) -> str:
+    """PromQL: one series a node (NODE_LABEL), value = devices with a utilization in 0..100 + their sum / UTIL_PACK:
+    each adapter's utilization over the window as the operator's aggregate read takes it (`digest.pods_query`:
+    grouped by the raw location labels first, a few groups a node, then by the node those labels name)."""
+    raw = ", ".join(dict.fromkeys(LOCATION_LABELS))
+    parts = []
+    for a in ADAPTERS.values():
+        u = aggregate.identity_series(a, window_s)
+
+        def grouped(label: Callable[[str], str], _: str, u: str = u) -> str:
+            return label(f"sum by ({raw}) (({u} >= 0 <= 100) / {UTIL_PACK:g} + 1)")
+
+        parts.append(f"sum by ({NODE_LABEL}) ({by_node(grouped)})")
+    return " or ".join(parts)
+
+
+def recording_rules(window_s: int = 60, interval: str = RULE_INTERVAL) -> dict[str, Any]:
+    """A Prometheus rule file (as a dict: yaml.safe_dump it) recording RECORDED every `interval`."""
+    return {"groups": [{"name": "heterojob-console", "interval": interval,
+                        "rules": [{"record": RECORDED, "expr": node_utilization_query(window_s)}]}]}
+
+
+def unpack(value: float) -> tuple[int, float]:
+    """(devices, utilization sum) of a RECORDED / `node_utilization_query` value."""
+    whole = int(value)
+    return whole, round((value - whole) * UTIL_PACK, 3)
+
+
+def node_utilization(url: str, at: float | None = None, timeout_s: float = TIMEOUT_S,
+                     window_s: int = 60) -> dict[str, tuple[int, float]]:
+    """node -> (devices with a utilization in 0..100, their sum) at `at`, grouped by Prometheus: its RECORDED series
+    when it records them, else `node_utilization_query` evaluated now."""
     reader = PrometheusReader(url, timeout_s=timeout_s)
     try:
-        vector = reader.query({"util": query}, at=at)["util"]
+        vector = reader.query({"util": RECORDED}, at=at)["util"]
+        if not vector:  # no recording rule here (or not evaluated yet): the same figure computed now
+            vector = reader.query({"util": node_utilization_query(window_s)}, at=at)["util"]
     finally:
         reader.close()
     out: dict[str, tuple[int, float]] = {}
@@ -222,8 +259,9 @@ def node_utilization(url: str, at: float | None = None, timeout_s: float = TIMEO
         value = float((series.get("value") or [0, "nan"])[1])
         if not node or value != value:
             continue
-        whole = int(value)
-        out[node] = (whole, round((value - whole) * UTIL_PACK, 3))
+        n, total = unpack(value)
+        before = out.get(node, (0, 0.0))
+        out[node] = (before[0] + n, before[1] + total)
     return out
 
 
@@ -374,6 +412,38 @@ def _select(metric: str, nodes: list[str] | None, extra: str = "") -> str:
     return " or ".join(f"{metric}{{{s}}}" if s else metric for s in sets)
 
 
+# Where a series carries a relabelled `node` label and no `exported_node` (the project's manifests/telemetry, the
+# prometheus-community charts), that label is its node, as `with_node_label` would read it: such series are
+# grouped by it directly, and only the others go through `with_node_label`'s joins and regex over every location
+# label (at 100,000 devices that machinery was most of a fleet-wide query's cost).
+NAMED = 'exported_node="", node!=""'
+UNNAMED = ('node=""', 'exported_node!=""')  # together, every series NAMED leaves out (they may overlap: `or` dedups)
+
+
+def narrow(query: str, matcher: str) -> str:
+    """`query` with `matcher` added to every selector of a metric the adapters read (and every `{__name__=~...}`)."""
+    names = "|".join(re.escape(m) for m in sorted(aggregate.metrics(ADAPTERS.values()), key=len, reverse=True))
+    token = re.compile(rf'(?<![\w"|])({names})(?![\w"|])(\{{[^}}]*\}})?')
+
+    def add(m: re.Match[str]) -> str:
+        inner = (m.group(2) or "{}")[1:-1].strip()
+        return m.group(1) + "{" + (f"{inner}, " if inner else "") + matcher + "}"
+
+    named = re.sub(r'\{(__name__=~"[^"]*")([^}]*)\}', lambda m: "{" + m.group(1) + m.group(2) + f", {matcher}}}", query)
+    return token.sub(add, named)
+
+
+def by_node(per_device: Callable[[Callable[[str], str], str], str]) -> str:
+    """PromQL: `per_device(label, keys)` (series keeping the location labels `keys` and NODE_LABEL set by `label`)
+    over every series: those NAMED by their `node` label, then the others through `with_node_label`."""
+    def named(expr: str) -> str:
+        return f'label_replace({expr}, "{NODE_LABEL}", "$1", "node", "(.+)")'
+
+    parts = [narrow(per_device(named, "node"), NAMED)]
+    parts += [narrow(per_device(with_node_label, ", ".join(NODE_LABELS)), m) for m in UNNAMED]
+    return " or ".join(f"({p})" for p in parts)
+
+
 def gpu_utilization(nodes: list[str] | None, keys: str) -> str:
     """Each whole GPU's utilization as the operator's adapter reads it (and the device history charts it):
     DCGM_FI_DEV_GPU_UTIL, or dcgm-exporter 1.x's name for it, else (2.2.9-2.4.1 ship GPU_UTIL commented out)
@@ -396,13 +466,30 @@ def heat_series(prometheus_url: str, minutes: int, nodes: list[str] | None = Non
     # one series per device (a GPU by its UUID, `uuid` read as it; a chip by its node and id) on its node as the
     # operator resolves it, however many exporters or scrape targets report it (an exporter upgrade, two
     # DaemonSets): a node's average counts each device once
-    gpus = (f"max by (UUID, {NODE_LABEL}) (label_replace({with_node_label(gpu_utilization(nodes, keys))}, "
-            f'"UUID", "$1", "uuid", "(.+)"))')
-    npus = f"max by (id, {NODE_LABEL}) ({with_node_label(_select(UTIL['npu'], nodes))})"
-    queries = [gpus, npus] if nodes is not None else [f"avg by ({NODE_LABEL}) ({q})" for q in (gpus, npus)]
+    def gpus(label: Callable[[str], str], keys: str) -> str:
+        return (f"max by (UUID, {NODE_LABEL}) (label_replace({label(gpu_utilization(nodes, keys))}, "
+                f'"UUID", "$1", "uuid", "(.+)"))')
+
+    def npus(label: Callable[[str], str], _: str) -> str:
+        return f"max by (id, {NODE_LABEL}) ({label(_select(UTIL['npu'], nodes))})"
+
+    if nodes is not None:  # a few nodes' devices: their series only, cheap either way
+        queries = [gpus(with_node_label, keys), npus(with_node_label, keys)]
+    else:  # every node: grouped per node by Prometheus, the labelled series without the label machinery
+        queries = [f"avg by ({NODE_LABEL}) ({by_node(q)})" for q in (gpus, npus)]
     prom = connect(prometheus_url, TIMEOUT_S)
     series: dict[str, list[list[Any]]] = {}  # name -> [[time, "value"], ...] as Prometheus sends them
     where: dict[str, str] = {}
+    if nodes is None:  # every node: from the recording rule's series where Prometheus has them (the mean of each)
+        mean = f"(({RECORDED} - floor({RECORDED})) * {UTIL_PACK:g} / floor({RECORDED}) >= 0)"
+        recorded = prom.custom_query_range(mean, start_time=_dt(end - minutes * 60), end_time=_dt(end),
+                                           step=f"{step}s")
+        if recorded:
+            queries = []
+            for s in recorded:
+                node = (s.get("metric") or {}).get(NODE_LABEL) or ""
+                if node:
+                    series[node], where[node] = s.get("values") or [], node
     for query in queries:
         for s in prom.custom_query_range(query, start_time=_dt(end - minutes * 60), end_time=_dt(end),
                                          step=f"{step}s"):
