@@ -27,6 +27,7 @@ from heterojob_console.watch import read_cluster
 log = logging.getLogger("heterojob.console")
 REFRESH_S = 5  # live fragments rerun this often; the poller reads the API as often
 TELEMETRY_S = 15  # ... and Prometheus this often: a common scrape interval, no fresher data exists
+TELEMETRY_WAIT_S = 3.0  # a page waits this long for the first telemetry read, then shows the rest without it
 
 
 SIDEBAR_PX = 200  # the page list needs no more (Streamlit's default, 300 px, took a fifth of a 1500 px screen)
@@ -68,6 +69,15 @@ class Measured(NamedTuple):
     counted: pd.DataFrame
 
 
+class Pending(TimeoutError):
+    """The first telemetry read is still under way (a national fleet's Prometheus can take seconds): pages show the
+    API's figures meanwhile instead of waiting."""
+
+    def __init__(self, running_s: float) -> None:
+        super().__init__(f"the first telemetry read is under way ({running_s:.0f} s so far)")
+        self.running_s = running_s
+
+
 class Poller:
     """Reads the cluster (and the devices' telemetry) every REFRESH_S in the background while someone looks,
     so a page shows the latest snapshot at once instead of waiting for the API and Prometheus. Pages see
@@ -90,6 +100,7 @@ class Poller:
         self._reader = dev.Reader(url)  # url: the default Prometheus; Regions may name their own
         self._measuring = False  # a telemetry read is under way
         self._cost = 0.0  # how long the last telemetry read took, s
+        self._measure_started = 0.0  # when the telemetry read under way began (monotonic)
 
     def _loop(self) -> None:
         api = None  # one client per run: its list-then-watch caches (`watch.read_cluster`) are what each tick reads
@@ -122,7 +133,7 @@ class Poller:
                or (datetime.now(UTC) - self._telemetry[2]).total_seconds() >= max(TELEMETRY_S, 3 * self._cost))
         if cluster is not None and due and not self._measuring and dev.sources(cluster, self.url):
             # on a thread of its own: the cluster's snapshot goes on refreshing while Prometheus answers
-            self._measuring = True
+            self._measuring, self._measure_started = True, time.monotonic()
             threading.Thread(target=self._measure, args=(cluster,), name="heterojob-console-telemetry",
                              daemon=True).start()
         time.sleep(max(0.0, REFRESH_S - (time.monotonic() - started)))
@@ -178,6 +189,8 @@ class Poller:
             self._fresh.wait_for(lambda: self._telemetry is not None or self._telemetry_error is not None
                                  or (self._error is not None and self._cluster is None), timeout)
             if self._telemetry is None:
+                if self._telemetry_error is None and self._error is None and self._measuring:
+                    raise Pending(time.monotonic() - self._measure_started)
                 raise self._telemetry_error or self._error or TimeoutError("Prometheus did not answer")
             return self._telemetry
 
@@ -235,7 +248,11 @@ def telemetry(cluster: Cluster) -> Measured | None:
     if not found:
         return None
     try:
-        return poller(kubeconfig(), prometheus()).telemetry()
+        return poller(kubeconfig(), prometheus()).telemetry(TELEMETRY_WAIT_S)
+    except Pending as exc:
+        st.info(f"Telemetry: {exc}; its figures show once Prometheus answers, the page refreshes every "
+                f"{REFRESH_S} s.")
+        return None
     except Exception as exc:  # noqa: BLE001 - the API figures still show
         why = str(exc) if isinstance(exc, TelemetryError) else describe(exc, dev.TIMEOUT_S)
         st.warning(f"Telemetry unavailable: Prometheus at {', '.join(url for url, _ in found)} did not answer "
@@ -265,6 +282,7 @@ class Latest:
         self._entries: dict[tuple[object, ...], tuple[float, pd.DataFrame | Exception]] = {}  # key -> (when, answer)
         self._seen: dict[tuple[object, ...], float] = {}  # key -> last asked
         self._reading: dict[tuple[object, ...], threading.Event] = {}  # key -> set when its read under way ends
+        self._cost: dict[tuple[object, ...], float] = {}  # key -> how long its last read took, s
 
     def get(self, key: tuple[object, ...], fetch: Callable[[], pd.DataFrame]) -> pd.DataFrame:
         now = time.monotonic()
@@ -274,8 +292,11 @@ class Latest:
             for old in [k for k, t in self._seen.items() if now - t > HEAT_KEEP_S]:
                 self._seen.pop(old, None)
                 self._entries.pop(old, None)
+                self._cost.pop(old, None)
             entry = self._entries.get(key)
-            fresh = entry is not None and now - entry[0] < HEAT_S
+            # a read that took seconds (a national fleet without the recording rule) is repeated at most every 3
+            # times its length
+            fresh = entry is not None and now - entry[0] < max(HEAT_S, 3 * self._cost.get(key, 0.0))
             stale = entry is not None and not fresh and not isinstance(entry[1], Exception)  # shown while re-read
             reading = self._reading.get(key)
             if (fresh or stale) and reading is None and stale:
@@ -305,12 +326,14 @@ class Latest:
 
     def _read(self, key: tuple[object, ...], fetch: Callable[[], pd.DataFrame]) -> pd.DataFrame | Exception:
         answer: pd.DataFrame | Exception
+        started = time.monotonic()
         try:
             answer = fetch()
         except Exception as exc:  # noqa: BLE001 - kept, and raised to the page that asks
             answer = exc
         with self._lock:
             self._entries[key] = (time.monotonic(), answer)
+            self._cost[key] = time.monotonic() - started
             reading = self._reading.pop(key, None)
         if reading is not None:
             reading.set()
