@@ -2,8 +2,9 @@
 100000`: 100,000 devices and 10,000 jobs, national scale).
 
 Fleet: 1,250 nodes x 8 accelerators (`--devices` / 8) spread over the eleven Regions of the embedded defaults (each
-region's accelerator mix as in the demo), served by the simulated exporters in a child process and scraped by
-Debian's Prometheus (every `--scrape-s`). 1,000 running HeteroJobs (`--devices` / 10; every 4th with 2 replicas of 4
+region's accelerator mix as in the demo), served by the simulated exporters in a child process and scraped live by
+Debian's Prometheus (every `--scrape-s`: 15 s, 60 s past 20,000 devices), which records the console's per-node
+utilization every minute (`devices.recording_rules`; `--no-recording-rule`: without, the console computes it). 1,000 running HeteroJobs (`--devices` / 10; every 4th with 2 replicas of 4
 devices; status written as the operator would, every 40th with a cross-region move in its history), their pods
 bound to the nodes, a HeteroQuota per namespace. The console is served by `heterojob console` and each page is opened
 in Debian's headless Chromium through Playwright (no browser download): the time from navigation until the
