@@ -138,12 +138,15 @@ def populate(api: kubernetes.client.ApiClient, nodes: list[dict[str, Any]], coun
     return bindings, len(watched)
 
 
-def serve_console(kubeconfig: Path, prometheus: str) -> tuple[subprocess.Popen[bytes], str]:
-    """The console, once its health check answers (it answers once its first snapshot and telemetry read are in)."""
+def serve_console(kubeconfig: Path, prometheus: str, log: Path | None = None) -> tuple[subprocess.Popen[bytes], str]:
+    """The console, once its health check answers (it answers once its first snapshot and telemetry read are in);
+    its output to `log` when given."""
     port = free_port()
+    out = log.open("wb") if log is not None else subprocess.DEVNULL
     proc = subprocess.Popen([sys.executable, "-m", "heterojob", "console", "--port", str(port),
                              "--kubeconfig", str(kubeconfig)], env={**os.environ, "HETEROJOB_PROMETHEUS_URL": prometheus},
-                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
+                            stdout=out, stderr=subprocess.STDOUT if log is not None else subprocess.DEVNULL,
+                            start_new_session=True)
     url = f"http://127.0.0.1:{port}"
     deadline = time.monotonic() + 60
     while time.monotonic() < deadline:
@@ -224,7 +227,7 @@ def baseline(browser: Any, tmp: Path) -> float:
         proc.wait(timeout=10)
 
 
-def measure(kubeconfig: Path, prometheus: str) -> dict[str, float]:
+def measure(kubeconfig: Path, prometheus: str, pages: list[str], logs: Path | None = None) -> dict[str, float]:
     from playwright.sync_api import sync_playwright
 
     out: dict[str, float] = {}
@@ -235,8 +238,10 @@ def measure(kubeconfig: Path, prometheus: str) -> dict[str, float]:
         visit(browser, "about:blank", "true")  # the browser itself is warm: we time the console
         out["streamlit_baseline_s"] = baseline(browser, kubeconfig.parent)
         for name, (path, ready) in PAGES.items():
+            if name not in pages:
+                continue
             spawned = time.monotonic()
-            proc, url = serve_console(kubeconfig, prometheus)
+            proc, url = serve_console(kubeconfig, prometheus, logs / f"console-{name}.log" if logs else None)
             try:
                 pid = streamlit_pid(proc.pid)
                 before = cpu_seconds(pid)
@@ -273,6 +278,8 @@ def main() -> int:
     parser.add_argument("--scrape-s", type=float,
                         help=f"Prometheus's scrape interval (default {telemetry_bench.SCRAPE_S:g} s; "
                              f"{LIVE_SCRAPE_S:g} s past {telemetry_bench.LIVE_MAX:,} devices)")
+    parser.add_argument("--pages", nargs="+", choices=list(PAGES), default=list(PAGES), help="pages to time (all)")
+    parser.add_argument("--console-logs", type=Path, help="keep each console's output in this directory")
     parser.add_argument("--no-recording-rule", action="store_true",
                         help="Prometheus without the console's recording rule (devices.recording_rules)")
     args = parser.parse_args()
@@ -303,7 +310,9 @@ def main() -> int:
             reporting = int(reported(prom.url, query))
             time.sleep(2 * args.scrape_s)  # a few samples for the heat map
             setup_s = time.monotonic() - started
-            timings = measure(emu.kubeconfig, prom.url)
+            if args.console_logs:
+                args.console_logs.mkdir(parents=True, exist_ok=True)
+            timings = measure(emu.kubeconfig, prom.url, args.pages, args.console_logs)
         finally:
             prom.stop()
             child.terminate()

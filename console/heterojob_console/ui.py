@@ -363,11 +363,10 @@ def heat(found: dev.Sources, minutes: int, nodes: tuple[str, ...] | None) -> tup
                             fetch=lambda url: heat_series(url, minutes, nodes))
 
 
-def node_devices(cluster: Cluster, node: str) -> pd.DataFrame:
-    """One node's devices, one row each: from the last telemetry read when it lists them (a fleet read per device,
+def node_devices(cluster: Cluster, node: str, measured: Measured) -> pd.DataFrame:
+    """One node's devices, one row each: from the telemetry read `measured` when it lists them (a fleet read per device,
     or a node with an anomaly), else read for that node alone (`devices.node_devices`; kept like the heat map's
     series, `Latest`, shared by every session). Raises what Prometheus answered instead."""
-    measured = poller(kubeconfig(), prometheus()).telemetry()
     listed = measured.table[measured.table["node"] == node]
     if measured.counted.empty or node not in set(measured.counted["node"]):
         return listed

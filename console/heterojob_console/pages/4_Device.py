@@ -38,7 +38,7 @@ if not measured.counted.empty:
     if at_node != ANOMALIES:
         st.query_params["node"] = at_node
         try:
-            table = ui.node_devices(cluster, at_node)
+            table = ui.node_devices(cluster, at_node, measured)
         except Exception as exc:  # noqa: BLE001 - said in words
             st.warning(f"The devices of {at_node} could not be read: {exc}")
             st.stop()
