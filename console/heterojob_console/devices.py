@@ -42,6 +42,13 @@ from heterojob_console.snapshot import Cluster
 
 log = logging.getLogger("heterojob.console")
 TIMEOUT_S = 10.0  # one Prometheus call: the present (the operator's monitor code) and the history alike
+# ... in the background (the poller's fleet-wide read, the heat map's cached reads), where no page waits on the call:
+# Prometheus's own query timeout (2 min). Prometheus evaluates a query to its end whether or not the client still
+# waits, so a shorter client timeout only threw the answer away (at 100,000 devices on one Prometheus here the
+# operator's aggregate read took 24 s + 77 s) and asked again, piling queries up; the poller reads again after 3
+# times the last read's length.
+BACKGROUND_TIMEOUT_S = 120.0
+HEAT_TIMEOUT_S = 30.0
 Sources = tuple[tuple[str, tuple[str, ...]], ...]  # ((Prometheus URL, regions it serves), ...): hashable
 HOLD_S = 30.0  # a source that did not answer is asked again after this long (pages do not wait on it meanwhile)
 _held: dict[str, tuple[float, str]] = {}  # URL -> (monotonic time to ask again, why it did not answer)
@@ -331,13 +338,14 @@ def where(found: Sources, url: str) -> str:
 
 
 def heat_sources(found: Sources, minutes: int, nodes: list[str] | None = None, now: float | None = None,
-                 fetch: Callable[[str], pd.DataFrame] | None = None) -> tuple[dict[str, pd.DataFrame], dict[str, str]]:
+                 fetch: Callable[[str], pd.DataFrame] | None = None, timeout_s: float = TIMEOUT_S
+                 ) -> tuple[dict[str, pd.DataFrame], dict[str, str]]:
     """`heat_series` from every source at once: (URL -> its series, URL -> why it did not answer).
     `fetch(url)` reads one source (the console's cached read; default: `heat_series` now)."""
     end = now or time.time()
     if fetch is None:
         def fetch(url: str) -> pd.DataFrame:
-            return heat_series(url, minutes, nodes, end)
+            return heat_series(url, minutes, nodes, end, timeout_s)
 
     frames: dict[str, pd.DataFrame] = {}
     problems: dict[str, str] = {}
@@ -357,7 +365,7 @@ def heat_sources(found: Sources, minutes: int, nodes: list[str] | None = None, n
                 frames[url] = future.result()
                 _held.pop(url, None)
             except Exception as exc:  # noqa: BLE001 - this source's regions say why; the others render
-                problems[url] = f"Prometheus at {url}: {describe(exc, TIMEOUT_S)} ({_dt(end):%H:%M:%S} UTC)"
+                problems[url] = f"Prometheus at {url}: {describe(exc, timeout_s)} ({_dt(end):%H:%M:%S} UTC)"
                 if _held.get(url, (0.0, ""))[1] != problems[url]:
                     log.warning("heat map: Prometheus at %s did not answer: %s", url, exc)  # the detail
                 _held[url] = (time.monotonic() + HOLD_S, problems[url])
@@ -456,7 +464,7 @@ def gpu_utilization(nodes: list[str] | None, keys: str) -> str:
 
 
 def heat_series(prometheus_url: str, minutes: int, nodes: list[str] | None = None,
-                now: float | None = None) -> pd.DataFrame:
+                now: float | None = None, timeout_s: float = TIMEOUT_S) -> pd.DataFrame:
     """Utilization over the window, one row per node (all nodes), or per device of `nodes`.
 
     Rows are indexed by node (or device id); a `node` column says where each row is."""
@@ -477,7 +485,7 @@ def heat_series(prometheus_url: str, minutes: int, nodes: list[str] | None = Non
         queries = [gpus(with_node_label, keys), npus(with_node_label, keys)]
     else:  # every node: grouped per node by Prometheus, the labelled series without the label machinery
         queries = [f"avg by ({NODE_LABEL}) ({by_node(q)})" for q in (gpus, npus)]
-    prom = connect(prometheus_url, TIMEOUT_S)
+    prom = connect(prometheus_url, timeout_s)
     series: dict[str, list[list[Any]]] = {}  # name -> [[time, "value"], ...] as Prometheus sends them
     where: dict[str, str] = {}
     if nodes is None:  # every node: from the recording rule's series where Prometheus has them (the mean of each)

@@ -27,7 +27,7 @@ from heterojob_console.watch import read_cluster
 log = logging.getLogger("heterojob.console")
 REFRESH_S = 5  # live fragments rerun this often; the poller reads the API as often
 TELEMETRY_S = 15  # ... and Prometheus this often: a common scrape interval, no fresher data exists
-TELEMETRY_WAIT_S = 3.0  # a page waits this long for the first telemetry read, then shows the rest without it
+TELEMETRY_WAIT_S = 1.0  # a page waits this long for the first telemetry read, then shows the rest without it
 
 
 SIDEBAR_PX = 200  # the page list needs no more (Streamlit's default, 300 px, took a fifth of a 1500 px screen)
@@ -97,7 +97,8 @@ class Poller:
         self._partial = False  # the last telemetry read had fewer devices than the Nodes declare
         self._asked = time.monotonic()
         self._thread: threading.Thread | None = None
-        self._reader = dev.Reader(url)  # url: the default Prometheus; Regions may name their own
+        # url: the default Prometheus; Regions may name their own. In the background: no page waits on its calls
+        self._reader = dev.Reader(url, timeout_s=dev.BACKGROUND_TIMEOUT_S)
         self._measuring = False  # a telemetry read is under way
         self._cost = 0.0  # how long the last telemetry read took, s
         self._measure_started = 0.0  # when the telemetry read under way began (monotonic)
@@ -315,11 +316,12 @@ class Latest:
             answer = self._read(key, fetch)
         else:
             if other is not None:
-                other.wait(2 * dev.TIMEOUT_S)
+                other.wait(dev.HEAT_TIMEOUT_S + dev.TIMEOUT_S)
             with self._lock:
                 done = self._entries.get(key)
             answer = done[1] if done is not None and done[0] >= now else \
-                TimeoutError(f"Prometheus did not answer the heat map's query in {2 * dev.TIMEOUT_S:.0f} s")
+                TimeoutError(f"Prometheus did not answer the heat map's query in "
+                             f"{dev.HEAT_TIMEOUT_S + dev.TIMEOUT_S:.0f} s")
         if isinstance(answer, Exception):
             raise answer
         return answer
@@ -354,13 +356,14 @@ def sources(cluster: Cluster) -> dev.Sources:
 def heat_series(url: str, minutes: int, nodes: tuple[str, ...] | None) -> pd.DataFrame:
     """One Prometheus's utilization series (kept per source: a member's and the default's apart; `Latest`)."""
     return latest().get((url, minutes, nodes),
-                        lambda: dev.heat_series(url, minutes, list(nodes) if nodes is not None else None))
+                        lambda: dev.heat_series(url, minutes, list(nodes) if nodes is not None else None,
+                                                timeout_s=dev.HEAT_TIMEOUT_S))
 
 
 def heat(found: dev.Sources, minutes: int, nodes: tuple[str, ...] | None) -> tuple[dict[str, pd.DataFrame], dict[str, str]]:
     """(URL -> utilization series, URL -> why it did not answer), every source read at once."""
     return dev.heat_sources(found, minutes, list(nodes) if nodes is not None else None,
-                            fetch=lambda url: heat_series(url, minutes, nodes))
+                            fetch=lambda url: heat_series(url, minutes, nodes), timeout_s=dev.HEAT_TIMEOUT_S)
 
 
 def node_devices(cluster: Cluster, node: str, measured: Measured) -> pd.DataFrame:
