@@ -2,8 +2,9 @@
 100000`: 100,000 devices and 10,000 jobs, national scale).
 
 Fleet: 1,250 nodes x 8 accelerators (`--devices` / 8) spread over the eleven Regions of the embedded defaults (each
-region's accelerator mix as in the demo), served by the simulated exporters in a child process and scraped by
-Debian's Prometheus (every `--scrape-s`). 1,000 running HeteroJobs (`--devices` / 10; every 4th with 2 replicas of 4
+region's accelerator mix as in the demo), served by the simulated exporters in a child process and scraped live by
+Debian's Prometheus (every `--scrape-s`: 15 s, 60 s past 20,000 devices), which records the console's per-node
+utilization every minute (`devices.recording_rules`; `--no-recording-rule`: without, the console computes it). 1,000 running HeteroJobs (`--devices` / 10; every 4th with 2 replicas of 4
 devices; status written as the operator would, every 40th with a cross-region move in its history), their pods
 bound to the nodes, a HeteroQuota per namespace. The console is served by `heterojob console` and each page is opened
 in Debian's headless Chromium through Playwright (no browser download): the time from navigation until the
@@ -37,6 +38,7 @@ from pathlib import Path
 from typing import Any
 
 import kubernetes
+import yaml
 
 
 from heterojob import defaults
@@ -49,6 +51,7 @@ from heterojob.sim.telemetry.exporters import ExporterFleet
 from heterojob.sim.telemetry.prometheus import PrometheusServer, free_port
 
 from bench import telemetry as telemetry_bench
+from heterojob_console import devices as console_devices
 
 
 DEVICES = 10_000  # the default fleet: 1,250 nodes of 8
@@ -57,6 +60,10 @@ WARM_RUNS = 3
 VISIT_S = 60  # a page not whole by then is recorded as 60 s
 CHROMIUM = "/usr/bin/chromium"
 TARGET_WARM_S, TARGET_COLD_S = 2.0, 4.0
+# Past bench/telemetry.py's LIVE_MAX devices Prometheus scrapes every minute: at 100,000 devices (about 900,000
+# series from one exporter process) it ingests them all within a minute here, scraped live (not backfilled), where
+# every 15 s it fell behind on a loaded machine. The console reads over the operator's 60 s window either way.
+LIVE_SCRAPE_S = 60.0
 # page -> (path, JavaScript that is true once its last element is visible)
 PAGES: dict[str, tuple[str, str]] = {
     "overview": ("/", "count('svg.fleet-map text.city') >= 11 && count('svg.fleet-map path.land') >= 1"
@@ -131,12 +138,15 @@ def populate(api: kubernetes.client.ApiClient, nodes: list[dict[str, Any]], coun
     return bindings, len(watched)
 
 
-def serve_console(kubeconfig: Path, prometheus: str) -> tuple[subprocess.Popen[bytes], str]:
-    """The console, once its health check answers (it answers once its first snapshot and telemetry read are in)."""
+def serve_console(kubeconfig: Path, prometheus: str, log: Path | None = None) -> tuple[subprocess.Popen[bytes], str]:
+    """The console, once its health check answers (it answers once its first snapshot and telemetry read are in);
+    its output to `log` when given."""
     port = free_port()
+    out = log.open("wb") if log is not None else subprocess.DEVNULL
     proc = subprocess.Popen([sys.executable, "-m", "heterojob", "console", "--port", str(port),
                              "--kubeconfig", str(kubeconfig)], env={**os.environ, "HETEROJOB_PROMETHEUS_URL": prometheus},
-                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
+                            stdout=out, stderr=subprocess.STDOUT if log is not None else subprocess.DEVNULL,
+                            start_new_session=True)
     url = f"http://127.0.0.1:{port}"
     deadline = time.monotonic() + 60
     while time.monotonic() < deadline:
@@ -217,7 +227,7 @@ def baseline(browser: Any, tmp: Path) -> float:
         proc.wait(timeout=10)
 
 
-def measure(kubeconfig: Path, prometheus: str) -> dict[str, float]:
+def measure(kubeconfig: Path, prometheus: str, pages: list[str], logs: Path | None = None) -> dict[str, float]:
     from playwright.sync_api import sync_playwright
 
     out: dict[str, float] = {}
@@ -228,8 +238,10 @@ def measure(kubeconfig: Path, prometheus: str) -> dict[str, float]:
         visit(browser, "about:blank", "true")  # the browser itself is warm: we time the console
         out["streamlit_baseline_s"] = baseline(browser, kubeconfig.parent)
         for name, (path, ready) in PAGES.items():
+            if name not in pages:
+                continue
             spawned = time.monotonic()
-            proc, url = serve_console(kubeconfig, prometheus)
+            proc, url = serve_console(kubeconfig, prometheus, logs / f"console-{name}.log" if logs else None)
             try:
                 pid = streamlit_pid(proc.pid)
                 before = cpu_seconds(pid)
@@ -263,9 +275,17 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--devices", type=int, default=DEVICES, help="accelerators (8 a node; default 10,000)")
     parser.add_argument("--jobs", type=int, help="running jobs (default: devices / 10)")
-    parser.add_argument("--scrape-s", type=float, default=telemetry_bench.SCRAPE_S,
-                        help="Prometheus's scrape interval (default 15 s)")
+    parser.add_argument("--scrape-s", type=float,
+                        help=f"Prometheus's scrape interval (default {telemetry_bench.SCRAPE_S:g} s; "
+                             f"{LIVE_SCRAPE_S:g} s past {telemetry_bench.LIVE_MAX:,} devices)")
+    parser.add_argument("--pages", nargs="+", choices=list(PAGES), default=list(PAGES), help="pages to time (all)")
+    parser.add_argument("--console-logs", type=Path, help="keep each console's output in this directory")
+    parser.add_argument("--no-recording-rule", action="store_true",
+                        help="Prometheus without the console's recording rule (devices.recording_rules)")
     args = parser.parse_args()
+    if args.scrape_s is None:
+        args.scrape_s = telemetry_bench.SCRAPE_S if args.devices <= telemetry_bench.LIVE_MAX else LIVE_SCRAPE_S
+    load_start = os.getloadavg()[0]
     nodes = fleet(args.devices)
     started = time.monotonic()
     with Emulator() as emu:
@@ -275,8 +295,13 @@ def main() -> int:
         child = multiprocessing.get_context("fork").Process(target=telemetry_bench.serve_exporters,
                                                              args=(nodes, bindings, port), daemon=True)
         child.start()
+        rules: list[str] = []
+        if not args.no_recording_rule:  # the console's per-node utilization, recorded every minute
+            rules_file = emu.kubeconfig.parent / "console-rules.yml"
+            rules_file.write_text(yaml.safe_dump(console_devices.recording_rules(), sort_keys=False))
+            rules.append(str(rules_file))
         prom = PrometheusServer(ExporterFleet(nodes).targets(), f"127.0.0.1:{port}",
-                                scrape_interval_s=args.scrape_s).start(60)
+                                scrape_interval_s=args.scrape_s, rule_files=rules).start(60)
         try:
             query = "count(DCGM_FI_DEV_GPU_UTIL) + count(npu_chip_info_utilization)"
             deadline = time.monotonic() + 180 + len(nodes) * 0.05
@@ -285,17 +310,22 @@ def main() -> int:
             reporting = int(reported(prom.url, query))
             time.sleep(2 * args.scrape_s)  # a few samples for the heat map
             setup_s = time.monotonic() - started
-            timings = measure(emu.kubeconfig, prom.url)
+            if args.console_logs:
+                args.console_logs.mkdir(parents=True, exist_ok=True)
+            timings = measure(emu.kubeconfig, prom.url, args.pages, args.console_logs)
         finally:
             prom.stop()
             child.terminate()
     result: dict[str, Any] = {"devices": len(nodes) * PER_NODE, "jobs": jobs, "regions": len(defaults.REGIONS),
                               "devices_reporting": reporting, "scrape_s": args.scrape_s, "setup_s": round(setup_s),
+                              "recording_rule": not args.no_recording_rule, "ingest": "scraped live",
                               **timings, "targets": {"warm_s": TARGET_WARM_S, "cold_s": TARGET_COLD_S}}
     result["meets_targets"] = all(v <= (TARGET_COLD_S if k.endswith("_cold") else TARGET_WARM_S)
                                   for k, v in timings.items() if k.endswith(("_s", "_s_cold"))
                                   and "_cpu_" not in k and "_ready_" not in k and k != "streamlit_baseline_s")
-    result["load_average"] = round(os.getloadavg()[0], 2)  # 2 cores: above 2, every figure here is slower
+    # 2 cores: above 2, every figure here is slower (the 1-minute load average when the run started and ended)
+    result["load_average_start"] = round(load_start, 2)
+    result["load_average"] = round(os.getloadavg()[0], 2)
     print(json.dumps(result))
     return 0 if result["meets_targets"] else 1
 

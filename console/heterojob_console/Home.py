@@ -24,7 +24,8 @@ def overview() -> None:
     measured = ui.telemetry(cluster)
     jobs = cluster.jobs
     waiting = int(jobs["queue"].notna().sum())
-    ui.as_of(cluster.at, "telemetry: " + (f"{measured[2]:%H:%M:%S} UTC" if measured else "off (no Prometheus)"))
+    ui.as_of(cluster.at, "telemetry: " + (f"{measured.at:%H:%M:%S} UTC" if measured else
+                                          "not read yet" if ui.sources(cluster) else "off (no Prometheus)"))
 
     row = st.columns(5)
     row[0].metric("Accelerators", cap.accelerators, help=kpis.HELP["accelerators"]
@@ -37,19 +38,20 @@ def overview() -> None:
     row[4].metric("Jobs waiting", waiting, help=kpis.HELP["jobs_waiting"])
     row = st.columns(5)
     if measured is not None:
-        health = kpis.health(measured[0], cap.declared,
-                             cluster.nodes.loc[cluster.nodes["kind"] == "accelerator", "node"])
+        health = kpis.health(measured.table, cap.declared,
+                             cluster.nodes.loc[cluster.nodes["kind"] == "accelerator", "node"], measured.counted)
         row[0].metric("Accelerator utilization", kpis.pct(health.utilization), help=kpis.HELP["utilization"]
                       + f" Now: over {health.reporting} reporting accelerators.")
         row[1].metric("Failed", health.failed, help=kpis.HELP["failed"])
         row[2].metric("Degraded", health.degraded, help=kpis.HELP["degraded"])
         row[3].metric("Unknown", health.unknown, help=kpis.HELP["unknown"])
-        for region, why in sorted(measured[1].items()):
+        for region, why in sorted(measured.problems.items()):
             st.warning(f"Telemetry {'for ' + region if region != '*' else ''} unavailable or degraded: {why}")
     else:
-        row[0].metric("Accelerator utilization", "-", help=kpis.HELP["utilization"] + " No Prometheus configured.")
+        why = " No telemetry read yet." if ui.sources(cluster) else " No Prometheus configured."
+        row[0].metric("Accelerator utilization", "-", help=kpis.HELP["utilization"] + why)
         for i, label in enumerate(("Failed", "Degraded", "Unknown"), start=1):
-            row[i].metric(label, "-", help=kpis.HELP[label.lower()] + " No Prometheus configured.")
+            row[i].metric(label, "-", help=kpis.HELP[label.lower()] + why)
     unknown = kpis.members_unknown(cluster.members)
     row[4].metric("Nodes ready", f"{cap.nodes_ready}/{cap.nodes}" + (" + ?" if unknown else ""),
                   kpis.nodes_note(cap, unknown), delta_color="off", delta_arrow="off", help=kpis.HELP["nodes"])

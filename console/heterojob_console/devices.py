@@ -10,7 +10,7 @@ a source that does not answer leaves its regions out with the reason, and the re
 from __future__ import annotations
 
 import logging
-import sys
+import re
 import time
 from collections.abc import Callable, Collection, Mapping
 from concurrent.futures import ThreadPoolExecutor
@@ -24,21 +24,31 @@ from heterojob.engine.capacity.fleet import Fleet
 from heterojob.failures import describe
 from heterojob.kube import convert
 from heterojob.state.views import FleetSource
+from heterojob.telemetry import digest as aggregate
+from heterojob.telemetry import snapshot as snap
 from heterojob.telemetry import sources as telemetry_sources
-from heterojob.telemetry.adapters import DCGM_1X
+from heterojob.telemetry.adapters import ADAPTERS, DCGM_1X
 from heterojob.telemetry.labels import (
-    HOST_LABELS, JOB_LABELS, NODE_LABEL, NODE_LABELS, RELABELLED_NODE_LABELS, with_node_label,
+    HOST_LABELS, JOB_LABELS, LOCATION_LABELS, NODE_LABEL, NODE_LABELS, RELABELLED_NODE_LABELS, with_node_label,
 )
+from heterojob.telemetry import collect
 from heterojob.telemetry.collect import Collector
 from heterojob.telemetry.facts import node_facts
 from heterojob.telemetry.model import HealthPolicy
-from heterojob.telemetry.prometheus import connect
-from heterojob.telemetry.snapshot import Snapshot
+from heterojob.telemetry.prometheus import PrometheusReader, connect
+from heterojob.telemetry.snapshot import NodeFacts, Snapshot
 
 from heterojob_console.snapshot import Cluster
 
 log = logging.getLogger("heterojob.console")
 TIMEOUT_S = 10.0  # one Prometheus call: the present (the operator's monitor code) and the history alike
+# ... in the background (the poller's fleet-wide read, the heat map's cached reads), where no page waits on the call:
+# Prometheus's own query timeout (2 min). Prometheus evaluates a query to its end whether or not the client still
+# waits, so a shorter client timeout only threw the answer away (at 100,000 devices on one Prometheus here the
+# operator's aggregate read took 24 s + 77 s) and asked again, piling queries up; the poller reads again after 3
+# times the last read's length.
+BACKGROUND_TIMEOUT_S = 120.0
+HEAT_TIMEOUT_S = 30.0
 Sources = tuple[tuple[str, tuple[str, ...]], ...]  # ((Prometheus URL, regions it serves), ...): hashable
 HOLD_S = 30.0  # a source that did not answer is asked again after this long (pages do not wait on it meanwhile)
 _held: dict[str, tuple[float, str]] = {}  # URL -> (monotonic time to ask again, why it did not answer)
@@ -46,6 +56,10 @@ _held: dict[str, tuple[float, str]] = {}  # URL -> (monotonic time to ask again,
 HEAT_POINTS = 60  # columns of the heat map, whatever the time range
 COLUMNS = ["device", "node", "region", "class", "utilization", "memory_used_mib", "temperature", "power",
            "health", "reason", "pod", "job", "reporting"]
+# an aggregate read's devices counted per node, not listed (`Reader.counted`): how many report now (healthy: an
+# anomaly is listed), and the count and sum of their utilizations (`node_utilization`)
+COUNTED_COLUMNS = ["node", "devices", "util_n", "util_sum"]
+UTIL_PACK = 1e6  # a `node_utilization` value: devices with a utilization + their sum / UTIL_PACK
 UTIL = {"dcgm": "DCGM_FI_DEV_GPU_UTIL", "npu": "npu_chip_info_utilization"}
 MIG_UTILIZATION = "100 * DCGM_FI_PROF_GR_ENGINE_ACTIVE{sel}"
 # one device's history: (title, unit, GPU query, NPU query); {sel} is the device's label matcher
@@ -72,60 +86,227 @@ def fleet_source(cluster: Cluster) -> FleetSource:
     return FleetSource.from_objects(objects)
 
 
+def facts(cluster: Cluster) -> dict[str, NodeFacts]:
+    """Every Node's region, class and devices as the operator's telemetry joins them (once per snapshot)."""
+    def make() -> dict[str, NodeFacts]:
+        source = fleet_source(cluster)
+        return node_facts(Fleet(nodes=source.nodes(), classes=source.classes(), regions=source.regions()))
+
+    return cluster.memo.get("telemetry-facts", make)
+
+
+def region_urls(cluster: Cluster) -> dict[str, str | None]:
+    """Region -> its own Prometheus URL (None: the default's)."""
+    return {r.name: r.prometheus_url for r in fleet_source(cluster).regions().values()}
+
+
+def _holders(cluster: Cluster) -> tuple[dict[str, list[dict[str, str]]], dict[str, str]]:
+    """(node -> the pods holding accelerators on it, pod -> its job), once per snapshot."""
+    def make() -> tuple[dict[str, list[dict[str, str]]], dict[str, str]]:
+        holders = {node: [p for p in pods if p["held"] != "0"] for node, pods in cluster.pods_by_node.items()}
+        return holders, {p["pod"]: p["job"] for pods in holders.values() for p in pods}
+
+    return cluster.memo.get("holders", make)
+
+
+def rows(snapshot: Snapshot | None, cluster: Cluster, nodes: Collection[str] | None = None) -> pd.DataFrame:
+    """One row per device `snapshot` lists (of `nodes`, or all), with its pod and job.
+
+    `reporting` says which rows are a sample of this read; the others are devices the monitor remembers
+    (one whose series vanished: failed; one behind an exporter that is down: unknown).
+
+    A device's pod comes from the exporter's pod mapping; when the exporter has none (a GPU that fell
+    off the bus stops reporting its pod), from the pods holding accelerators on its node."""
+    holders, job_of_pod = _holders(cluster)
+    out = []
+    down = snapshot.exporters_down if snapshot else frozenset()
+    for d in snapshot.devices.values() if snapshot else []:
+        if nodes is not None and d.node not in nodes:
+            continue
+        pod = f"{d.namespace}/{d.pod}" if d.pod else ""
+        mine = holders.get(d.node, [])
+        if not pod and mine:
+            pod = ", ".join(p["pod"] for p in mine)
+        job = job_of_pod.get(pod, "") or ", ".join(sorted({p["job"] for p in mine if p["job"]}))
+        out.append({"device": d.device_id, "node": d.node, "region": d.region, "class": d.device_class,
+                    "utilization": d.utilization, "memory_used_mib": d.memory_used_mib,
+                    "temperature": d.temperature_c, "power": d.power_w, "health": d.health.value,
+                    "reason": d.reason, "pod": pod, "job": job,
+                    # a sample of this read, its exporter up: not one the monitor remembers (a device
+                    # whose series vanished, or one behind an exporter that is down)
+                    "reporting": d.observed_at is not None and d.node not in down})
+    return pd.DataFrame(out, columns=COLUMNS)
+
+
 class Reader:
     """The devices now, through one telemetry reader kept across reads (the operator's monitor reads through
     the same `telemetry.collect.Collector`): like the operator, it carries a device's last sample over a read
     where its Prometheus does not answer (missing telemetry is not a fault), and says which regions'
-    telemetry is unavailable."""
+    telemetry is unavailable.
+
+    A fleet past the operator's `collect.DEVICE_ROWS_MAX` devices is read as the operator reads it, in aggregate:
+    the table lists the devices that need a row (an anomaly, and every device of a node with one); the others,
+    healthy, are counted per node (`counted`: how many report and their utilization, grouped by Prometheus,
+    `node_utilization`). A page that shows one node's devices reads them then (`node_devices`)."""
 
     WINDOW_S = 60  # the operator's default --telemetry-window
 
-    def __init__(self, prometheus_url: str | None, timeout_s: float = TIMEOUT_S) -> None:
+    def __init__(self, prometheus_url: str | None, timeout_s: float = TIMEOUT_S,
+                 device_rows_max: int = collect.DEVICE_ROWS_MAX) -> None:
         self.url = prometheus_url
         self.timeout_s = timeout_s
-        # every device's row, whatever the fleet's size: the tiles average utilization over the devices that
-        # report and count the unhealthy ones, which the operator's aggregate read (`telemetry.digest`, past
-        # `collect.DEVICE_ROWS_MAX` devices) does not list one by one
         self.collector = Collector(prometheus_url, self.WINDOW_S, timeout_s, HealthPolicy(),
-                                   device_rows_max=sys.maxsize)
+                                   device_rows_max=device_rows_max)
         self.snapshot: Snapshot | None = None
+        self.counted = pd.DataFrame(columns=COUNTED_COLUMNS)  # the last read's devices counted, not listed
 
     def current(self, cluster: Cluster) -> tuple[pd.DataFrame, dict[str, str]]:
-        """(one row per device the monitor knows, region -> why its telemetry is unavailable or degraded).
-
-        `reporting` says which rows are a sample of this read; the others are devices the monitor remembers
-        (one whose series vanished: failed; one behind an exporter that is down: unknown).
-
-        A device's pod comes from the exporter's pod mapping; when the exporter has none (a GPU that fell
-        off the bus stops reporting its pod), from the pods holding accelerators on its node."""
-        source = fleet_source(cluster)
-        regions = source.regions()
-        facts = node_facts(Fleet(nodes=source.nodes(), classes=source.classes(), regions=regions))
-        read = self.collector.collect(time.time(), {r.name: r.prometheus_url for r in regions.values()}, facts,
-                                      self.snapshot.devices if self.snapshot else {})
+        """(one row per device the monitor lists, region -> why its telemetry is unavailable or degraded); the
+        devices an aggregate read counted without listing them are in `counted` after the call."""
+        known = facts(cluster)
+        urls = region_urls(cluster)
+        at = time.time()
+        read = self.collector.collect(at, urls, known, self.snapshot.devices if self.snapshot else {})
         snapshot = read[0] if read is not None else None
         if snapshot is not None:
             self.snapshot = snapshot
-        holders = {node: [p for p in pods if p["held"] != "0"] for node, pods in cluster.pods_by_node.items()}
-        job_of_pod = {p["pod"]: p["job"] for pods in holders.values() for p in pods}
-        rows = []
-        down = snapshot.exporters_down if snapshot else frozenset()
-        for d in snapshot.devices.values() if snapshot else []:
-            pod = f"{d.namespace}/{d.pod}" if d.pod else ""
-            if not pod and holders.get(d.node):
-                pod = ", ".join(p["pod"] for p in holders[d.node])
-            job = job_of_pod.get(pod, "") or ", ".join(sorted({p["job"] for p in holders.get(d.node, [])
-                                                                if p["job"]}))
-            rows.append({"device": d.device_id, "node": d.node, "region": d.region, "class": d.device_class,
-                         "utilization": d.utilization, "memory_used_mib": d.memory_used_mib,
-                         "temperature": d.temperature_c, "power": d.power_w, "health": d.health.value,
-                         "reason": d.reason, "pod": pod, "job": job,
-                         # a sample of this read, its exporter up: not one the monitor remembers (a device
-                         # whose series vanished, or one behind an exporter that is down)
-                         "reporting": d.observed_at is not None and d.node not in down})
+        table = rows(snapshot, cluster)
+        self.counted = _counted(snapshot, table, self._utilization(urls, known, at)) \
+            if snapshot is not None and snapshot.aggregated else pd.DataFrame(columns=COUNTED_COLUMNS)
         problems = {name: r.message for name, r in (snapshot.regions.items() if snapshot else [])
                     if r.availability.value != "ok"}
-        return pd.DataFrame(rows, columns=COLUMNS), problems
+        return table, problems
+
+    def _utilization(self, urls: Mapping[str, str | None], known: Mapping[str, NodeFacts], at: float
+                     ) -> dict[str, tuple[int, float]]:
+        """node -> (devices with a utilization, their sum), each node from the source that serves its region."""
+        found = self.collector.sources(urls)
+        own = telemetry_sources.own(found.items())
+        out: dict[str, tuple[int, float]] = {}
+        with ThreadPoolExecutor(max_workers=min(8, max(1, len(found))), thread_name_prefix="console-util") as pool:
+            answers = {url: pool.submit(node_utilization, url, at, self.timeout_s, self.WINDOW_S) for url in found}
+            for url, future in answers.items():
+                try:
+                    per_node = future.result()
+                except Exception as exc:  # noqa: BLE001 - the tiles leave its nodes' utilization out
+                    log.warning("utilization by node: Prometheus at %s: %s", url, exc)
+                    continue
+                for node, figures in per_node.items():
+                    facts_ = known.get(node)
+                    if facts_ is not None and telemetry_sources.serves(found[url], facts_.region, own):
+                        out[node] = figures
+        return out
+
+
+def _counted(snapshot: Snapshot, table: pd.DataFrame, utilization: Mapping[str, tuple[int, float]]
+             ) -> pd.DataFrame:
+    """Per node, the devices an aggregate read counted without listing them (reporting, healthy) and their
+    utilization: every device of a node none of whose devices is listed (a node with a listed device has them
+    all listed: it was read per device)."""
+    listed = set(table["node"])
+    out = []
+    for node, n in snapshot.reported.items():
+        if node in listed or node in snapshot.exporters_down or n <= 0:
+            continue
+        util_n, util_sum = utilization.get(node, (0, 0.0))
+        out.append({"node": node, "devices": n, "util_n": min(util_n, n), "util_sum": util_sum})
+    return pd.DataFrame(out, columns=COUNTED_COLUMNS)
+
+
+# The recording rule the console reads per-node utilization from when a Prometheus has it (`recording_rules`): the
+# `node_utilization_query` of every node, evaluated every minute, so the Devices tiles and the fleet's heat map read
+# 12,500 recorded series instead of aggregating 100,000 devices' at every read (a fleet-wide range query over raw
+# series took Prometheus about 50 s at 100,000 devices here). Without it, the same figures are computed at each read.
+RECORDED = "heterojob:node_utilization:packed"
+RULE_INTERVAL = "1m"
+
+
+def node_utilization_query(window_s: int = 60) -> str:
+    """PromQL: one series a node (NODE_LABEL), value = devices with a utilization in 0..100 + their sum / UTIL_PACK:
+    each adapter's utilization over the window as the operator's aggregate read takes it (`digest.pods_query`:
+    grouped by the raw location labels first, a few groups a node, then by the node those labels name)."""
+    raw = ", ".join(dict.fromkeys(LOCATION_LABELS))
+    parts = []
+    for a in ADAPTERS.values():
+        u = aggregate.identity_series(a, window_s)
+
+        def grouped(label: Callable[[str], str], _: str, u: str = u) -> str:
+            return label(f"sum by ({raw}) (({u} >= 0 <= 100) / {UTIL_PACK:g} + 1)")
+
+        parts.append(f"sum by ({NODE_LABEL}) ({by_node(grouped)})")
+    return " or ".join(parts)
+
+
+def recording_rules(window_s: int = 60, interval: str = RULE_INTERVAL) -> dict[str, Any]:
+    """A Prometheus rule file (as a dict: yaml.safe_dump it) recording RECORDED every `interval`."""
+    return {"groups": [{"name": "heterojob-console", "interval": interval,
+                        "rules": [{"record": RECORDED, "expr": node_utilization_query(window_s)}]}]}
+
+
+def unpack(value: float) -> tuple[int, float]:
+    """(devices, utilization sum) of a RECORDED / `node_utilization_query` value."""
+    whole = int(value)
+    return whole, round((value - whole) * UTIL_PACK, 3)
+
+
+def node_utilization(url: str, at: float | None = None, timeout_s: float = TIMEOUT_S,
+                     window_s: int = 60) -> dict[str, tuple[int, float]]:
+    """node -> (devices with a utilization in 0..100, their sum) at `at`, grouped by Prometheus: its RECORDED series
+    when it records them, else `node_utilization_query` evaluated now."""
+    reader = PrometheusReader(url, timeout_s=timeout_s)
+    try:
+        vector = reader.query({"util": RECORDED}, at=at)["util"]
+        if not vector:  # no recording rule here (or not evaluated yet): the same figure computed now
+            vector = reader.query({"util": node_utilization_query(window_s)}, at=at)["util"]
+    finally:
+        reader.close()
+    out: dict[str, tuple[int, float]] = {}
+    for series in vector:
+        node = (series.get("metric") or {}).get(NODE_LABEL) or ""
+        value = float((series.get("value") or [0, "nan"])[1])
+        if not node or value != value:
+            continue
+        n, total = unpack(value)
+        before = out.get(node, (0, 0.0))
+        out[node] = (before[0] + n, before[1] + total)
+    return out
+
+
+def node_devices(cluster: Cluster, node: str, prometheus_url: str | None, timeout_s: float = TIMEOUT_S
+                 ) -> tuple[pd.DataFrame, str]:
+    """(one node's devices, one row each, as a per-device read of the operator's gives them; why not, or "") from
+    the Prometheus that serves its region: the operator's per-device queries restricted to that node's series
+    (`telemetry.digest.restrict`), parsed by its adapters. What a page showing one node asks of a national fleet."""
+    known = facts(cluster)
+    mine = known.get(node)
+    if mine is None:
+        return pd.DataFrame(columns=COLUMNS), f"no Node {node}"
+    urls = region_urls(cluster)
+    found = telemetry_sources.sources(urls, prometheus_url)
+    own = telemetry_sources.own(found.items())
+    url = next((u for u, served in found.items() if telemetry_sources.serves(served, mine.region, own)), None)
+    if url is None:
+        return pd.DataFrame(columns=COLUMNS), f"no Prometheus serves region {mine.region}"
+    adapters = list(ADAPTERS.values())
+    names = aggregate.metrics(adapters) | {"up"}
+    where = {label: {node} for label in (*RELABELLED_NODE_LABELS, *HOST_LABELS, *JOB_LABELS)}
+    queries = {k: aggregate.restrict(q, names, where) for k, q in snap.queries(Reader.WINDOW_S, adapters).items()
+               if k != snap.UP}
+    queries[snap.UP] = aggregate.restrict("up", names, where)
+    reader = PrometheusReader(url, timeout_s=timeout_s)
+    at = time.time()
+    try:
+        answers = dict(reader.query(queries, at=at))
+        more = {k: aggregate.restrict(q, names, where)
+                for k, q in snap.followups(answers, adapters, Reader.WINDOW_S).items()}
+        if more:
+            answers.update(reader.query(more, at=at))
+    except Exception as exc:  # noqa: BLE001 - said in words by the page
+        return pd.DataFrame(columns=COLUMNS), f"Prometheus at {url}: {describe(exc, timeout_s)}"
+    finally:
+        reader.close()
+    built = snap.build([snap.SourceResult(url, found[url], answers)], {node: mine}, {}, HealthPolicy(), adapters)
+    return rows(built, cluster, {node}), ""
 
 
 def forget() -> None:
@@ -157,13 +338,14 @@ def where(found: Sources, url: str) -> str:
 
 
 def heat_sources(found: Sources, minutes: int, nodes: list[str] | None = None, now: float | None = None,
-                 fetch: Callable[[str], pd.DataFrame] | None = None) -> tuple[dict[str, pd.DataFrame], dict[str, str]]:
+                 fetch: Callable[[str], pd.DataFrame] | None = None, timeout_s: float = TIMEOUT_S
+                 ) -> tuple[dict[str, pd.DataFrame], dict[str, str]]:
     """`heat_series` from every source at once: (URL -> its series, URL -> why it did not answer).
     `fetch(url)` reads one source (the console's cached read; default: `heat_series` now)."""
     end = now or time.time()
     if fetch is None:
         def fetch(url: str) -> pd.DataFrame:
-            return heat_series(url, minutes, nodes, end)
+            return heat_series(url, minutes, nodes, end, timeout_s)
 
     frames: dict[str, pd.DataFrame] = {}
     problems: dict[str, str] = {}
@@ -183,7 +365,7 @@ def heat_sources(found: Sources, minutes: int, nodes: list[str] | None = None, n
                 frames[url] = future.result()
                 _held.pop(url, None)
             except Exception as exc:  # noqa: BLE001 - this source's regions say why; the others render
-                problems[url] = f"Prometheus at {url}: {describe(exc, TIMEOUT_S)} ({_dt(end):%H:%M:%S} UTC)"
+                problems[url] = f"Prometheus at {url}: {describe(exc, timeout_s)} ({_dt(end):%H:%M:%S} UTC)"
                 if _held.get(url, (0.0, ""))[1] != problems[url]:
                     log.warning("heat map: Prometheus at %s did not answer: %s", url, exc)  # the detail
                 _held[url] = (time.monotonic() + HOLD_S, problems[url])
@@ -238,6 +420,38 @@ def _select(metric: str, nodes: list[str] | None, extra: str = "") -> str:
     return " or ".join(f"{metric}{{{s}}}" if s else metric for s in sets)
 
 
+# Where a series carries a relabelled `node` label and no `exported_node` (the project's manifests/telemetry, the
+# prometheus-community charts), that label is its node, as `with_node_label` would read it: such series are
+# grouped by it directly, and only the others go through `with_node_label`'s joins and regex over every location
+# label (at 100,000 devices that machinery was most of a fleet-wide query's cost).
+NAMED = 'exported_node="", node!=""'
+UNNAMED = ('node=""', 'exported_node!=""')  # together, every series NAMED leaves out (they may overlap: `or` dedups)
+
+
+def narrow(query: str, matcher: str) -> str:
+    """`query` with `matcher` added to every selector of a metric the adapters read (and every `{__name__=~...}`)."""
+    names = "|".join(re.escape(m) for m in sorted(aggregate.metrics(ADAPTERS.values()), key=len, reverse=True))
+    token = re.compile(rf'(?<![\w"|])({names})(?![\w"|])(\{{[^}}]*\}})?')
+
+    def add(m: re.Match[str]) -> str:
+        inner = (m.group(2) or "{}")[1:-1].strip()
+        return m.group(1) + "{" + (f"{inner}, " if inner else "") + matcher + "}"
+
+    named = re.sub(r'\{(__name__=~"[^"]*")([^}]*)\}', lambda m: "{" + m.group(1) + m.group(2) + f", {matcher}}}", query)
+    return token.sub(add, named)
+
+
+def by_node(per_device: Callable[[Callable[[str], str], str], str]) -> str:
+    """PromQL: `per_device(label, keys)` (series keeping the location labels `keys` and NODE_LABEL set by `label`)
+    over every series: those NAMED by their `node` label, then the others through `with_node_label`."""
+    def named(expr: str) -> str:
+        return f'label_replace({expr}, "{NODE_LABEL}", "$1", "node", "(.+)")'
+
+    parts = [narrow(per_device(named, "node"), NAMED)]
+    parts += [narrow(per_device(with_node_label, ", ".join(NODE_LABELS)), m) for m in UNNAMED]
+    return " or ".join(f"({p})" for p in parts)
+
+
 def gpu_utilization(nodes: list[str] | None, keys: str) -> str:
     """Each whole GPU's utilization as the operator's adapter reads it (and the device history charts it):
     DCGM_FI_DEV_GPU_UTIL, or dcgm-exporter 1.x's name for it, else (2.2.9-2.4.1 ship GPU_UTIL commented out)
@@ -250,7 +464,7 @@ def gpu_utilization(nodes: list[str] | None, keys: str) -> str:
 
 
 def heat_series(prometheus_url: str, minutes: int, nodes: list[str] | None = None,
-                now: float | None = None) -> pd.DataFrame:
+                now: float | None = None, timeout_s: float = TIMEOUT_S) -> pd.DataFrame:
     """Utilization over the window, one row per node (all nodes), or per device of `nodes`.
 
     Rows are indexed by node (or device id); a `node` column says where each row is."""
@@ -260,13 +474,30 @@ def heat_series(prometheus_url: str, minutes: int, nodes: list[str] | None = Non
     # one series per device (a GPU by its UUID, `uuid` read as it; a chip by its node and id) on its node as the
     # operator resolves it, however many exporters or scrape targets report it (an exporter upgrade, two
     # DaemonSets): a node's average counts each device once
-    gpus = (f"max by (UUID, {NODE_LABEL}) (label_replace({with_node_label(gpu_utilization(nodes, keys))}, "
-            f'"UUID", "$1", "uuid", "(.+)"))')
-    npus = f"max by (id, {NODE_LABEL}) ({with_node_label(_select(UTIL['npu'], nodes))})"
-    queries = [gpus, npus] if nodes is not None else [f"avg by ({NODE_LABEL}) ({q})" for q in (gpus, npus)]
-    prom = connect(prometheus_url, TIMEOUT_S)
+    def gpus(label: Callable[[str], str], keys: str) -> str:
+        return (f"max by (UUID, {NODE_LABEL}) (label_replace({label(gpu_utilization(nodes, keys))}, "
+                f'"UUID", "$1", "uuid", "(.+)"))')
+
+    def npus(label: Callable[[str], str], _: str) -> str:
+        return f"max by (id, {NODE_LABEL}) ({label(_select(UTIL['npu'], nodes))})"
+
+    if nodes is not None:  # a few nodes' devices: their series only, cheap either way
+        queries = [gpus(with_node_label, keys), npus(with_node_label, keys)]
+    else:  # every node: grouped per node by Prometheus, the labelled series without the label machinery
+        queries = [f"avg by ({NODE_LABEL}) ({by_node(q)})" for q in (gpus, npus)]
+    prom = connect(prometheus_url, timeout_s)
     series: dict[str, list[list[Any]]] = {}  # name -> [[time, "value"], ...] as Prometheus sends them
     where: dict[str, str] = {}
+    if nodes is None:  # every node: from the recording rule's series where Prometheus has them (the mean of each)
+        mean = f"(({RECORDED} - floor({RECORDED})) * {UTIL_PACK:g} / floor({RECORDED}) >= 0)"
+        recorded = prom.custom_query_range(mean, start_time=_dt(end - minutes * 60), end_time=_dt(end),
+                                           step=f"{step}s")
+        if recorded:
+            queries = []
+            for s in recorded:
+                node = (s.get("metric") or {}).get(NODE_LABEL) or ""
+                if node:
+                    series[node], where[node] = s.get("values") or [], node
     for query in queries:
         for s in prom.custom_query_range(query, start_time=_dt(end - minutes * 60), end_time=_dt(end),
                                          step=f"{step}s"):
@@ -303,10 +534,11 @@ def heat(series: pd.DataFrame, nodes: pd.DataFrame, level: str, region: str | No
         return series
     where = nodes.set_index("node")
     frame = series.drop(columns="node")
-    if level == "region/class":
-        known = series["node"].isin(where.index)
-        keys = [f"{where.at[n, 'region']} · {where.at[n, 'class']}" for n in series.loc[known, "node"]]
-        return frame[known.to_numpy()].groupby(keys).mean().sort_index()
+    if level == "region/class":  # one lookup of the whole column (12,500 nodes one by one took 0.5 s)
+        on = series["node"]
+        known = on.isin(where.index)
+        keys = on[known].map(where["region"]).astype(str) + " · " + on[known].map(where["class"]).astype(str)
+        return frame[known.to_numpy()].groupby(keys.to_numpy()).mean().sort_index()
     if level == "node":
         mine = series["node"].isin(set(where.index[where["region"] == region]) if region else set(where.index))
         return frame[mine.to_numpy()].sort_index()

@@ -83,11 +83,17 @@ class FleetHealth:
     unknown: int  # declared, not reporting
 
 
-def health(devices: pd.DataFrame, accelerators: int, nodes: Iterable[str] | None = None) -> FleetHealth:
-    """From the telemetry table (one row per device the monitor knows: `utilization`, `health`, `reporting`),
-    counting only devices of `nodes` (the accelerator Nodes that exist; None: every row)."""
-    if nodes is not None and not devices.empty:
-        devices = devices[devices["node"].isin(set(nodes))]
+def health(devices: pd.DataFrame, accelerators: int, nodes: Iterable[str] | None = None,
+           counted: pd.DataFrame | None = None) -> FleetHealth:
+    """From the telemetry table (one row per device the monitor lists: `utilization`, `health`, `reporting`),
+    counting only devices of `nodes` (the accelerator Nodes that exist; None: every row). `counted`: an aggregate
+    read's devices counted per node and not listed (`devices.COUNTED_COLUMNS`: reporting and healthy, how many
+    have a utilization and its sum), added in."""
+    keep = set(nodes) if nodes is not None else None
+    if keep is not None and not devices.empty:
+        devices = devices[devices["node"].isin(keep)]
+    if counted is not None and keep is not None and not counted.empty:
+        counted = counted[counted["node"].isin(keep)]
     now = devices[devices["reporting"].astype(bool)] if not devices.empty else devices
     util = now["utilization"].dropna() if not now.empty else pd.Series(dtype=float)
     counts = devices["health"].value_counts() if not devices.empty else pd.Series(dtype=int)
@@ -95,9 +101,14 @@ def health(devices: pd.DataFrame, accelerators: int, nodes: Iterable[str] | None
     silent_failed = int((~devices["reporting"].astype(bool) & (devices["health"] == "failed")).sum()) \
         if not devices.empty else 0
     unknown_now = int((now["health"] == "unknown").sum()) if not now.empty else 0
-    return FleetHealth(reporting=len(now), utilization=float(util.mean()) if len(util) else None,
+    reporting, util_n, util_sum = len(now), len(util), float(util.sum()) if len(util) else 0.0
+    if counted is not None and not counted.empty:
+        reporting += int(counted["devices"].sum())
+        util_n += int(counted["util_n"].sum())
+        util_sum += float(counted["util_sum"].sum())
+    return FleetHealth(reporting=reporting, utilization=util_sum / util_n if util_n else None,
                        failed=int(counts.get("failed", 0)), degraded=int(counts.get("degraded", 0)),
-                       unknown=max(0, accelerators - len(now) - silent_failed) + unknown_now)
+                       unknown=max(0, accelerators - reporting - silent_failed) + unknown_now)
 
 
 def by_region(nodes: pd.DataFrame, regions: pd.DataFrame) -> pd.DataFrame:

@@ -10,7 +10,7 @@ import threading
 import time
 from collections.abc import Callable
 from datetime import UTC, datetime
-from typing import Any
+from typing import Any, NamedTuple
 
 import pandas as pd
 import streamlit as st
@@ -27,6 +27,7 @@ from heterojob_console.watch import read_cluster
 log = logging.getLogger("heterojob.console")
 REFRESH_S = 5  # live fragments rerun this often; the poller reads the API as often
 TELEMETRY_S = 15  # ... and Prometheus this often: a common scrape interval, no fresher data exists
+TELEMETRY_WAIT_S = 1.0  # a page waits this long for the first telemetry read, then shows the rest without it
 
 
 SIDEBAR_PX = 200  # the page list needs no more (Streamlit's default, 300 px, took a fifth of a 1500 px screen)
@@ -58,6 +59,25 @@ def prometheus() -> str | None:
     return os.environ.get("HETEROJOB_PROMETHEUS_URL")
 
 
+class Measured(NamedTuple):
+    """One read of the devices' telemetry (`devices.Reader`): the devices it lists, region -> why its telemetry is
+    unavailable or degraded, when, and (an aggregate read, a national fleet) the devices counted per node."""
+
+    table: pd.DataFrame
+    problems: dict[str, str]
+    at: datetime
+    counted: pd.DataFrame
+
+
+class Pending(TimeoutError):
+    """The first telemetry read is still under way (a national fleet's Prometheus can take seconds): pages show the
+    API's figures meanwhile instead of waiting."""
+
+    def __init__(self, running_s: float) -> None:
+        super().__init__(f"the first telemetry read is under way ({running_s:.0f} s so far)")
+        self.running_s = running_s
+
+
 class Poller:
     """Reads the cluster (and the devices' telemetry) every REFRESH_S in the background while someone looks,
     so a page shows the latest snapshot at once instead of waiting for the API and Prometheus. Pages see
@@ -71,15 +91,17 @@ class Poller:
         self._lock = threading.Lock()
         self._fresh = threading.Condition(self._lock)
         self._cluster: Cluster | None = None
-        self._telemetry: tuple[pd.DataFrame, dict[str, str], datetime] | None = None
+        self._telemetry: Measured | None = None
         self._error: Exception | None = None
         self._telemetry_error: Exception | None = None
         self._partial = False  # the last telemetry read had fewer devices than the Nodes declare
         self._asked = time.monotonic()
         self._thread: threading.Thread | None = None
-        self._reader = dev.Reader(url)  # url: the default Prometheus; Regions may name their own
+        # url: the default Prometheus; Regions may name their own. In the background: no page waits on its calls
+        self._reader = dev.Reader(url, timeout_s=dev.BACKGROUND_TIMEOUT_S)
         self._measuring = False  # a telemetry read is under way
         self._cost = 0.0  # how long the last telemetry read took, s
+        self._measure_started = 0.0  # when the telemetry read under way began (monotonic)
 
     def _loop(self) -> None:
         api = None  # one client per run: its list-then-watch caches (`watch.read_cluster`) are what each tick reads
@@ -112,7 +134,7 @@ class Poller:
                or (datetime.now(UTC) - self._telemetry[2]).total_seconds() >= max(TELEMETRY_S, 3 * self._cost))
         if cluster is not None and due and not self._measuring and dev.sources(cluster, self.url):
             # on a thread of its own: the cluster's snapshot goes on refreshing while Prometheus answers
-            self._measuring = True
+            self._measuring, self._measure_started = True, time.monotonic()
             threading.Thread(target=self._measure, args=(cluster,), name="heterojob-console-telemetry",
                              daemon=True).start()
         time.sleep(max(0.0, REFRESH_S - (time.monotonic() - started)))
@@ -123,13 +145,15 @@ class Poller:
         started = time.monotonic()
         try:
             table, problems = self._reader.current(cluster)
+            counted = getattr(self._reader, "counted", None)
+            counted = counted if counted is not None else pd.DataFrame(columns=dev.COUNTED_COLUMNS)
             with self._lock:
-                self._telemetry, self._telemetry_error = (table, problems, datetime.now(UTC)), None
+                self._telemetry, self._telemetry_error = Measured(table, problems, datetime.now(UTC), counted), None
                 # a member cluster or a Prometheus that is away is not "early": no quick re-read for it
                 nodes = cluster.nodes
                 here = nodes[(nodes["kind"] == "accelerator") & ~nodes["unreachable"].astype(bool)
                              & ~nodes["region"].isin(set(problems))]
-                self._partial = len(table) < int(here["capacity"].sum())
+                self._partial = len(table) + int(counted["devices"].sum()) < int(here["capacity"].sum())
                 self._fresh.notify_all()
         except Exception as exc:  # noqa: BLE001 - shown by the page that asks
             with self._lock:
@@ -160,12 +184,14 @@ class Poller:
                 raise self._error or TimeoutError("the Kubernetes API did not answer")
             return self._cluster
 
-    def telemetry(self, timeout: float = 60.0) -> tuple[pd.DataFrame, dict[str, str], datetime]:
+    def telemetry(self, timeout: float = 60.0) -> Measured:
         with self._lock:
             self._ask()
             self._fresh.wait_for(lambda: self._telemetry is not None or self._telemetry_error is not None
                                  or (self._error is not None and self._cluster is None), timeout)
             if self._telemetry is None:
+                if self._telemetry_error is None and self._error is None and self._measuring:
+                    raise Pending(time.monotonic() - self._measure_started)
                 raise self._telemetry_error or self._error or TimeoutError("Prometheus did not answer")
             return self._telemetry
 
@@ -215,14 +241,19 @@ def cluster() -> Cluster:
     return poller(kubeconfig(), prometheus()).cluster()
 
 
-def telemetry(cluster: Cluster) -> tuple[pd.DataFrame, dict[str, str], datetime] | None:
-    """(devices now, region -> telemetry problem, when measured), or None when no Prometheus serves any
-    region of `cluster`: neither the default (HETEROJOB_PROMETHEUS_URL) nor one a Region names."""
+def telemetry(cluster: Cluster) -> Measured | None:
+    """(devices now, region -> telemetry problem, when measured, devices counted per node), or None when no
+    Prometheus serves any region of `cluster`: neither the default (HETEROJOB_PROMETHEUS_URL) nor one a Region
+    names."""
     found = sources(cluster)
     if not found:
         return None
     try:
-        return poller(kubeconfig(), prometheus()).telemetry()
+        return poller(kubeconfig(), prometheus()).telemetry(TELEMETRY_WAIT_S)
+    except Pending as exc:
+        st.info(f"Telemetry: {exc}; its figures show once Prometheus answers, the page refreshes every "
+                f"{REFRESH_S} s.")
+        return None
     except Exception as exc:  # noqa: BLE001 - the API figures still show
         why = str(exc) if isinstance(exc, TelemetryError) else describe(exc, dev.TIMEOUT_S)
         st.warning(f"Telemetry unavailable: Prometheus at {', '.join(url for url, _ in found)} did not answer "
@@ -252,6 +283,7 @@ class Latest:
         self._entries: dict[tuple[object, ...], tuple[float, pd.DataFrame | Exception]] = {}  # key -> (when, answer)
         self._seen: dict[tuple[object, ...], float] = {}  # key -> last asked
         self._reading: dict[tuple[object, ...], threading.Event] = {}  # key -> set when its read under way ends
+        self._cost: dict[tuple[object, ...], float] = {}  # key -> how long its last read took, s
 
     def get(self, key: tuple[object, ...], fetch: Callable[[], pd.DataFrame]) -> pd.DataFrame:
         now = time.monotonic()
@@ -261,8 +293,11 @@ class Latest:
             for old in [k for k, t in self._seen.items() if now - t > HEAT_KEEP_S]:
                 self._seen.pop(old, None)
                 self._entries.pop(old, None)
+                self._cost.pop(old, None)
             entry = self._entries.get(key)
-            fresh = entry is not None and now - entry[0] < HEAT_S
+            # a read that took seconds (a national fleet without the recording rule) is repeated at most every 3
+            # times its length
+            fresh = entry is not None and now - entry[0] < max(HEAT_S, 3 * self._cost.get(key, 0.0))
             stale = entry is not None and not fresh and not isinstance(entry[1], Exception)  # shown while re-read
             reading = self._reading.get(key)
             if (fresh or stale) and reading is None and stale:
@@ -281,23 +316,26 @@ class Latest:
             answer = self._read(key, fetch)
         else:
             if other is not None:
-                other.wait(2 * dev.TIMEOUT_S)
+                other.wait(dev.HEAT_TIMEOUT_S + dev.TIMEOUT_S)
             with self._lock:
                 done = self._entries.get(key)
             answer = done[1] if done is not None and done[0] >= now else \
-                TimeoutError(f"Prometheus did not answer the heat map's query in {2 * dev.TIMEOUT_S:.0f} s")
+                TimeoutError(f"Prometheus did not answer the heat map's query in "
+                             f"{dev.HEAT_TIMEOUT_S + dev.TIMEOUT_S:.0f} s")
         if isinstance(answer, Exception):
             raise answer
         return answer
 
     def _read(self, key: tuple[object, ...], fetch: Callable[[], pd.DataFrame]) -> pd.DataFrame | Exception:
         answer: pd.DataFrame | Exception
+        started = time.monotonic()
         try:
             answer = fetch()
         except Exception as exc:  # noqa: BLE001 - kept, and raised to the page that asks
             answer = exc
         with self._lock:
             self._entries[key] = (time.monotonic(), answer)
+            self._cost[key] = time.monotonic() - started
             reading = self._reading.pop(key, None)
         if reading is not None:
             reading.set()
@@ -318,13 +356,31 @@ def sources(cluster: Cluster) -> dev.Sources:
 def heat_series(url: str, minutes: int, nodes: tuple[str, ...] | None) -> pd.DataFrame:
     """One Prometheus's utilization series (kept per source: a member's and the default's apart; `Latest`)."""
     return latest().get((url, minutes, nodes),
-                        lambda: dev.heat_series(url, minutes, list(nodes) if nodes is not None else None))
+                        lambda: dev.heat_series(url, minutes, list(nodes) if nodes is not None else None,
+                                                timeout_s=dev.HEAT_TIMEOUT_S))
 
 
 def heat(found: dev.Sources, minutes: int, nodes: tuple[str, ...] | None) -> tuple[dict[str, pd.DataFrame], dict[str, str]]:
     """(URL -> utilization series, URL -> why it did not answer), every source read at once."""
     return dev.heat_sources(found, minutes, list(nodes) if nodes is not None else None,
-                            fetch=lambda url: heat_series(url, minutes, nodes))
+                            fetch=lambda url: heat_series(url, minutes, nodes), timeout_s=dev.HEAT_TIMEOUT_S)
+
+
+def node_devices(cluster: Cluster, node: str, measured: Measured) -> pd.DataFrame:
+    """One node's devices, one row each: from the telemetry read `measured` when it lists them (a fleet read per device,
+    or a node with an anomaly), else read for that node alone (`devices.node_devices`; kept like the heat map's
+    series, `Latest`, shared by every session). Raises what Prometheus answered instead."""
+    listed = measured.table[measured.table["node"] == node]
+    if measured.counted.empty or node not in set(measured.counted["node"]):
+        return listed
+
+    def fetch() -> pd.DataFrame:
+        table, why = dev.node_devices(cluster, node, prometheus())
+        if why:
+            raise RuntimeError(why)
+        return table
+
+    return latest().get(("node-devices", node), fetch)
 
 
 def as_of(at: datetime, extra: str = "") -> None:

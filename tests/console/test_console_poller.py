@@ -61,3 +61,33 @@ def test_the_console_starts_reading_before_anyone_visits(monkeypatch: pytest.Mon
         time.sleep(0.05)
     assert "/nonexistent/prefetch-test" in reads
     assert ui.poller("/nonexistent/prefetch-test", None).cluster(timeout=1).nodes["capacity"].sum() == 0  # the same poller
+
+
+class SlowReader:
+    """A national fleet's Prometheus: the first read takes a while."""
+
+    def __init__(self, seconds: float) -> None:
+        self.seconds = seconds
+
+    def current(self, _: Cluster) -> tuple[pd.DataFrame, dict[str, str]]:
+        time.sleep(self.seconds)
+        return pd.DataFrame({"device": ["d0"]}), {}
+
+
+def test_a_page_does_not_wait_for_a_slow_first_telemetry_read(monkeypatch: pytest.MonkeyPatch) -> None:
+    """While the first telemetry read is under way a page gets `Pending` after its short wait (and shows the API's
+    figures), not the read's 10 s timeouts; once the read lands, the page gets it."""
+    monkeypatch.setattr(ui, "REFRESH_S", 0.2)
+    monkeypatch.setattr(ui, "client", lambda _: None)
+    monkeypatch.setattr(ui, "read_cluster", lambda _: cluster(1))
+    poller = ui.Poller(None, "http://127.0.0.1:9")
+    poller._reader = SlowReader(3.0)  # type: ignore[assignment]
+    poller.start()
+    poller.cluster(timeout=10)
+    deadline = time.monotonic() + 10
+    while not poller._measuring and time.monotonic() < deadline:  # the read has begun
+        time.sleep(0.02)
+    with pytest.raises(ui.Pending):
+        poller.telemetry(timeout=0.5)
+    assert poller._measuring  # the page was answered while the read went on
+    assert len(poller.telemetry(timeout=20).table) == 1

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from urllib.parse import quote
 
+import pandas as pd
 import streamlit as st
 
 from heterojob_console import devices as dev
@@ -32,8 +33,13 @@ minutes = c3.radio("Window", options=[15, 60, 360, 1440], index=[15, 60, 360, 14
                    key="minutes", horizontal=True, format_func=lambda m: f"{m // 60} h" if m >= 60 else f"{m} min")
 
 
-def link(device: str) -> str:
-    return f"Device?device={quote(device, safe='')}"
+def link(device: str, at: str) -> str:
+    return f"Device?device={quote(device, safe='')}&node={quote(at, safe='')}"
+
+
+def links(frame: pd.DataFrame) -> list[str]:
+    """Each row's history link (its node too: a national fleet's page reads that node's devices)."""
+    return [link(d, n) for d, n in zip(frame["device"], frame["node"], strict=True)]
 
 
 # widths that let every column show at 1280 px; a device id (a GPU UUID is 40 characters) is cut with "..."
@@ -57,28 +63,38 @@ DEVICE_COLUMNS = {
 @st.fragment(run_every=ui.REFRESH_S)
 def live() -> None:
     cluster = ui.cluster()
-    measured = ui.telemetry(cluster)
-    if measured is None:
-        return
-    table, problems, at = measured
-    for name, why in sorted(problems.items()):
-        st.warning(f"Telemetry {'for ' + name if name != '*' else ''} unavailable or degraded: {why}")
+    measured = ui.telemetry(cluster)  # None: no read yet (the tiles say "-"; the history and the nodes still show)
     nodes = cluster.nodes[cluster.nodes["kind"] == "accelerator"]
     if region:
         nodes = nodes[nodes["region"] == region]
     if node:
         nodes = nodes[nodes["node"] == node]
-    shown = table[table["node"].isin(set(nodes["node"]))]
     cap = kpis.capacity(nodes)
-    health = kpis.health(shown, cap.declared)
-    ui.as_of(cluster.at, f"telemetry {at:%H:%M:%S} UTC")
+    shown = None
+    if measured is not None:
+        table, problems, at, counted = measured
+        for name, why in sorted(problems.items()):
+            st.warning(f"Telemetry {'for ' + name if name != '*' else ''} unavailable or degraded: {why}")
+        if node:  # its devices one by one: read for this node alone when the fleet's read only counted them
+            try:
+                shown, counted = ui.node_devices(cluster, node, measured), counted.iloc[0:0]
+            except Exception as exc:  # noqa: BLE001 - said in words; the counted figures stay
+                st.warning(f"The devices of {node} could not be read one by one: {exc}")
+                shown = table[table["node"] == node]
+        else:
+            shown = table[table["node"].isin(set(nodes["node"]))]
+        health = kpis.health(shown, cap.declared, nodes["node"], counted)
+        ui.as_of(cluster.at, f"telemetry {at:%H:%M:%S} UTC")
+    else:
+        ui.as_of(cluster.at, "telemetry not read yet")
     k = st.columns(6)
     k[0].metric("Accelerators", cap.accelerators, help=kpis.HELP["accelerators"])
-    k[1].metric("Reporting", health.reporting, help=kpis.HELP["reporting"])
-    k[2].metric("Accelerator utilization", kpis.pct(health.utilization), help=kpis.HELP["utilization"])
-    k[3].metric("Failed", health.failed, help=kpis.HELP["failed"])
-    k[4].metric("Degraded", health.degraded, help=kpis.HELP["degraded"])
-    k[5].metric("Unknown", health.unknown, help=kpis.HELP["unknown"])
+    figures = [("Reporting", "reporting"), ("Accelerator utilization", "utilization"), ("Failed", "failed"),
+               ("Degraded", "degraded"), ("Unknown", "unknown")]
+    for i, (label, key) in enumerate(figures, start=1):
+        value = "-" if measured is None else kpis.pct(health.utilization) if key == "utilization" \
+            else getattr(health, key)
+        k[i].metric(label, value, help=kpis.HELP[key])
 
     level = "device" if node else "node" if region else "region/class"
     found = ui.sources(cluster)  # each region from its own Prometheus (a member's site), else the default
@@ -97,15 +113,16 @@ def live() -> None:
         svg.show(svg.heat_map(heat, level, minutes))
 
     st.subheader("Failed and degraded")
-    bad = shown[shown["health"].isin(["failed", "degraded"])].assign(history=lambda f: f["device"].map(link))
-    if bad.empty:  # a sentence, not an empty grid
-        st.success(f"No failed or degraded accelerator among the {health.reporting} reporting.")
+    if shown is None:
+        st.caption("Shown once the first telemetry read is in.")
+    elif (bad := shown[shown["health"].isin(["failed", "degraded"])].assign(history=links)).empty:
+        st.success(f"No failed or degraded accelerator among the {health.reporting} reporting.")  # not an empty grid
     else:
         st.dataframe(bad, hide_index=True, width="stretch", key="unhealthy", column_config=DEVICE_COLUMNS,
                      column_order=["device", "node", "region", "health", "reason", "pod", "job", "history"])
-    if node:
+    if node and shown is not None:
         st.subheader(f"Devices of {node}")  # node, region and class: the same on every row, said above
-        st.dataframe(shown.assign(history=lambda f: f["device"].map(link)), hide_index=True, width="stretch",
+        st.dataframe(shown.assign(history=links), hide_index=True, width="stretch",
                      key="node-devices", column_config=DEVICE_COLUMNS, column_order=[
                          "device", "utilization", "memory_used_mib", "temperature", "power", "health", "reason",
                          "pod", "job", "history"])

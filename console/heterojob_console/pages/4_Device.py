@@ -13,6 +13,7 @@ from heterojob.failures import describe
 from heterojob_console import devices as dev
 from heterojob_console import figures, ui
 
+ANOMALIES = "devices with an anomaly"
 ui.setup("Device")
 st.title("Device")
 try:
@@ -26,9 +27,25 @@ if not ui.sources(cluster):
 measured = ui.telemetry(cluster)
 if measured is None:
     st.stop()
-table = measured[0]
-devices = sorted(table["device"])
+table = measured.table
 wanted = st.query_params.get("device")
+if not measured.counted.empty:
+    # a national fleet is read in aggregate: the devices with an anomaly are listed, a node's are read when picked
+    accelerators = sorted(cluster.nodes.loc[cluster.nodes["kind"] == "accelerator", "node"])
+    choices = [ANOMALIES, *accelerators]
+    asked = st.query_params.get("node")
+    at_node = st.selectbox("Node", choices, index=choices.index(asked) if asked in choices else 0, key="node")
+    if at_node != ANOMALIES:
+        st.query_params["node"] = at_node
+        try:
+            table = ui.node_devices(cluster, at_node, measured)
+        except Exception as exc:  # noqa: BLE001 - said in words
+            st.warning(f"The devices of {at_node} could not be read: {exc}")
+            st.stop()
+    elif table.empty:
+        st.success("No accelerator has an anomaly now; pick a node to see its devices.")
+        st.stop()
+devices = sorted(table["device"])
 if not devices:  # none yet (Prometheus has not scraped, or the exporters are down): look again shortly
     st.info(f"No device reports now; looking again in {ui.REFRESH_S} s.")
     time.sleep(ui.REFRESH_S)
