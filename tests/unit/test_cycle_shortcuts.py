@@ -27,7 +27,9 @@ from heterojob.engine.queue.policy import Knowledge
 from heterojob.engine.basics.queueing import QueueSettings, Service
 from heterojob.engine.queue.ranking import Memo
 from heterojob.replay.config import Config
+from heterojob.replay.devices import Devices
 from heterojob.replay.replay import _Replay
+from heterojob.replay.replay import fleet as replay_fleet
 from heterojob.replay.traces import TraceJob, synthetic_trace
 
 NOW = 100_000.0
@@ -163,11 +165,15 @@ class _Logged(_Replay):
         super().stop(run, now)  # type: ignore[arg-type]
 
 
-@pytest.mark.parametrize(("seed", "share"), [(1, None), (2, 0.7), (3, None), (4, 0.7)])
+@pytest.mark.parametrize(("seed", "share", "n"), [(1, None, 220), (2, 0.7, 220), (3, None, 220), (4, 0.7, 220),
+                                                 (1, None, 150)])
 def test_a_replay_that_plans_every_cycle_in_full_logs_what_the_shortcuts_log(
-        seed: int, share: float | None, monkeypatch: pytest.MonkeyPatch) -> None:
-    """Past the knee (long queues, preemptions, failures): every start, stop and move at the same time."""
-    jobs = synthetic_trace(220, 4, TABLE, seed=seed, fastest_share=share, high_priority_share=0.1)
+        seed: int, share: float | None, n: int, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Past the knee (long queues, preemptions, failures): every start, stop and move at the same time. At 150
+    jobs, seed 1, a node repaired between two cycles once left the full run's plan a finding of the cycle
+    before (`settled`, kept in the replay's `rooms.Memory`): the repair changed the fleet's node mapping in
+    place, and the finding held while the mapping was the same object."""
+    jobs = synthetic_trace(n, 4, TABLE, seed=seed, fastest_share=share, high_priority_share=0.1)
     config = Config(nodes_per_class_region=2, regions=2, devices_per_node=4, mtbf_h=3000, seed=seed)
     fast = _Logged(jobs, "heterojob", config)
     fast_report = fast.run()
@@ -177,6 +183,22 @@ def test_a_replay_that_plans_every_cycle_in_full_logs_what_the_shortcuts_log(
         full_report = full.run()
     assert fast.log == full.log and fast_report.summary() == full_report.summary()
     assert fast.metrics.preemptions > 0 and fast.metrics.restarts > 0
+
+
+def test_a_fleet_the_replay_handed_out_keeps_its_nodes_when_one_fails_or_is_repaired() -> None:
+    """The planner's findings kept between cycles (`engine.queue.settled`) hold while the fleet's node mapping
+    is the same object: a replay that changed it in place on a repair kept a finding of a cycle that saw the
+    node down (the 150-job case above)."""
+    devices = Devices(replay_fleet(Config(nodes_per_class_region=2, regions=2, devices_per_node=4)))
+    node = next(iter(devices.base.nodes))
+    up = devices.current_fleet()
+    devices.fail(node)
+    down = devices.current_fleet()
+    assert up.nodes[node].ready and not down.nodes[node].ready and down.nodes is not up.nodes
+    devices.repair(node)
+    again = devices.current_fleet()
+    assert again.nodes[node].ready and not down.nodes[node].ready and again.nodes is not down.nodes
+    assert up.nodes[node].ready
 
 
 def _gpu_node(name: str) -> Node:

@@ -48,6 +48,9 @@ class Devices:
         self.version = 0  # bumped whenever devices are taken or given back or a node fails or is repaired
         self.seen: dict[str, tuple[int, Any]] = {}  # what the snapshots below computed, at which version
         self.down: set[str] = set()
+        # a new mapping on every failure and repair, never changed in place: a `Fleet` handed out keeps its nodes,
+        # and the planner's findings kept between cycles (`engine.queue.settled`) take the same mapping for the
+        # same nodes
         self.nodes_view: dict[str, Node] = dict(base.nodes)
         self.running: dict[int, Run] = {}
         self.busy = 0  # devices held
@@ -70,14 +73,14 @@ class Devices:
         """The node goes NotReady; the runs on it (still holding their devices)."""
         self.down.add(node)
         v = self.base.nodes[node]
-        self.nodes_view[node] = Node(v.name, v.labels, v.allocatable, ready=False)
+        self.nodes_view = {**self.nodes_view, node: Node(v.name, v.labels, v.allocatable, ready=False)}
         self.version += 1
         return [r for r in self.running.values() if node in r.per_node]
 
     def repair(self, node: str) -> str:
         """The node is Ready again; its class."""
         self.down.discard(node)
-        self.nodes_view[node] = self.base.nodes[node]
+        self.nodes_view = {**self.nodes_view, node: self.base.nodes[node]}
         self.version += 1
         return self.base.nodes[node].labels["class"]
 
