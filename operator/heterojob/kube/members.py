@@ -31,6 +31,7 @@ from heterojob.api.times import iso
 from heterojob.constants import GROUP, VERSION
 from heterojob.engine.capacity.fleet import Node, RegionInfo
 from heterojob.failures import describe
+from heterojob.kube import access
 from heterojob.kube.api import Kube, now_iso
 from heterojob.kube.member_client import (KubeconfigInvalid, MemberKube, MemberRef, MembersConfig, MemberUnavailable,
                                           UnusableMember, decode_secret_value, member_configuration, member_ref)
@@ -375,6 +376,10 @@ class Members:
                 except ApiException as exc:
                     if exc.status != 404:
                         raise
+            # the job's account, Role and binding there go with its gang's objects (their member-side owner): its
+            # next gang there writes them again instead of trusting what was written before (its first pods were
+            # refused for a ServiceAccount not found, and the gang came as generation 3)
+            access.forget(kube, {"metadata": {"namespace": namespace, "name": name}})
 
     async def _write_condition(self, member: Member) -> None:
         """The Region's MemberReachable condition (and lastContact), written only when it changes. A reachable
