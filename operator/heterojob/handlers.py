@@ -361,7 +361,7 @@ def register(registry: kopf.OperatorRegistry, config: OperatorConfig, standby: S
                                     lambda: runtime.controller.fleet_version if runtime.controller else None)
             source = FleetSource(
                 nodes=fleet_nodes, classes=caches.class_views, regions=caches.region_views,
-                foreign_usage=caches.foreign_usage, leaving=lambda: caches.leaving_usage(runtime.kube.own_pods.deleting()), quota_objects=caches.quota_objects,
+                foreign_usage=caches.foreign_usage, leaving=caches.leaving_usage, quota_objects=caches.quota_objects,
                 faults=lambda: _faults(runtime),
                 telemetry=lambda: runtime.monitor.snapshot if runtime.monitor else None)
             if caches.member_refs():  # every member tried once before the first placement (bounded)

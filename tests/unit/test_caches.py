@@ -131,23 +131,21 @@ def deleting(body: dict[str, Any], rv: int) -> dict[str, Any]:
 
 
 def test_a_job_pod_being_deleted_holds_its_devices_until_it_is_gone_and_then_room_is_told() -> None:
-    """kube-scheduler counts a Terminating pod on its node: so does `leaving_usage`, from the watch, or from this
-    operator's delete answer while the watch has not brought the deletion yet (never for a pod the watch no
-    longer has: an answer that came after the pod's DELETED event)."""
+    """kube-scheduler counts a Terminating pod on its node: so does `leaving_usage`, as the watch has it (a pod not
+    bound to a node holds nothing)."""
     rooms: list[int] = []
     cache = Caches(kubernetes.client.ApiClient(), lambda body: None, on_room=lambda: rooms.append(1))
     informer = cache.pods.informers[0]
     a0, b0, pending = pod("a-0", 1, "n1", 8, job="a"), pod("b-0", 2, "n2", 4, job="b"), pod("c-0", 3, None, job="c")
     informer.replace({("team-a", p["metadata"]["name"]): pod_entry(p) for p in (a0, b0, pending)})
     assert cache.leaving_usage() == {}
-    answered = {("team-a", "a-0"): deleting(a0, 4), ("team-a", "c-0"): deleting(pending, 5)}
-    assert cache.leaving_usage(answered) == {"team-a/a": {("n1", "nvidia.com/gpu"): 8}}  # c: not bound
     informer.apply("MODIFIED", ("team-a", "a-0"), pod_entry(deleting(a0, 4)))  # the watch brings the deletion
     informer.apply("MODIFIED", ("team-a", "b-0"), pod_entry(deleting(b0, 6)))
+    informer.apply("MODIFIED", ("team-a", "c-0"), pod_entry(deleting(pending, 5)))  # not bound: holds nothing
     both = {"team-a/a": {("n1", "nvidia.com/gpu"): 8}, "team-a/b": {("n2", "nvidia.com/gpu"): 4}}
-    assert cache.leaving_usage() == cache.leaving_usage(answered) == both  # counted once
+    assert cache.leaving_usage() == both
     assert cache.foreign_usage() == {} and rooms == []
     informer.apply("DELETED", ("team-a", "a-0"), pod_entry(deleting(a0, 7)))
-    assert cache.leaving_usage(answered) == {"team-a/b": {("n2", "nvidia.com/gpu"): 4}} and rooms == [1]
+    assert cache.leaving_usage() == {"team-a/b": {("n2", "nvidia.com/gpu"): 4}} and rooms == [1]
     informer.apply("MODIFIED", ("team-a", "b-0"), pod_entry(deleting({**b0, "status": {"phase": "Succeeded"}}, 8)))
     assert cache.leaving_usage() == {} and rooms == [1, 1]  # it ended: nothing held, room told

@@ -260,16 +260,10 @@ class Caches:
         """What the pods heterojob does not manage hold, by (node, resource)."""
         return dict(self._usage)
 
-    def leaving_usage(self, answered: Mapping[PodKey, Mapping[str, Any]] | None = None) -> dict[str, Usage]:
-        """What the jobs' pods being deleted still hold, per job ("namespace/name"), until they are gone: as the
-        watch has them, and (`answered`: `OwnPods.deleting`) the pods this operator's deletes were answered for
-        whose watch event has not come yet, while the watch still has them. Costs what is being deleted."""
+    def leaving_usage(self) -> dict[str, Usage]:
+        """What the jobs' pods being deleted still hold, per job ("namespace/name"), until they are gone (the fleet
+        counts a deleted job's: `Cache.fleet_later`). Costs what is being deleted."""
         out: dict[str, Usage] = {}
-        for (namespace, name), pod in (answered or {}).items():
-            job = ((pod.get("metadata") or {}).get("labels") or {}).get(LABEL_JOB)
-            if job is not None and (namespace, name) not in self._leaving \
-                    and name in self._job_pods.get((namespace, str(job)), {}) and (used := convert.pod_holds(pod)):
-                _add(out.setdefault(f"{namespace}/{job}", {}), used, 1)
         for (namespace, _), (job, holds) in self._leaving.items():
             _add(out.setdefault(f"{namespace}/{job}", {}), holds, 1)
         return out

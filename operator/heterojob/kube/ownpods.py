@@ -68,11 +68,6 @@ class OwnPods:
         deleting = pod if pod is not None and (pod.get("metadata") or {}).get("deletionTimestamp") else None
         self._remember(self._gone, (namespace, name), deleting)
 
-    def deleting(self) -> dict[tuple[str, str], dict[str, Any]]:
-        """The pods whose delete was answered with the pod in its grace period, and whose watch event has not
-        come yet (a few: each goes when its event comes)."""
-        return {k: pod for k, pod in self._gone.items() if pod is not None}
-
     @staticmethod
     def _remember(store: dict[tuple[str, str], Any], key: tuple[str, str], value: Any) -> None:
         store[key] = value
