@@ -19,6 +19,7 @@ from heterojob.telemetry.prometheus import PrometheusReader
 from heterojob_console import devices, kpis
 from heterojob_console.data import read_cluster
 from tests.conftest import Cluster, eventually
+from tests.console.test_console_devices import training_pod
 
 pytestmark = [pytest.mark.e2e, pytest.mark.skipif(os.environ.get("HETEROJOB_SKIP_E2E") == "1",
                                                   reason="HETEROJOB_SKIP_E2E=1")]
@@ -29,12 +30,7 @@ def test_an_aggregate_read_gives_the_per_device_reads_tiles_and_lists_only_what_
     nodes = [node("g0", "cn-east", "nvidia-h100", devices=4), node("g1", "cn-east", "nvidia-h100", devices=4),
              node("n0", "cn-north", "ascend-910b", devices=4)]
     cluster.seed(nodes)
-    cluster.core.create_namespaced_pod("team-a", {
-        "apiVersion": "v1", "kind": "Pod",
-        "metadata": {"name": "train-g1-0", "namespace": "team-a", "labels": {"heterojob.io/job": "train"}},
-        "spec": {"nodeName": "g0", "containers": [{"name": "m", "image": "i",
-                                                   "resources": {"limits": {"nvidia.com/gpu": "4"}}}]},
-        "status": {"phase": "Running"}})
+    training_pod(cluster)
     exporters = ExporterFleet(nodes, seed=5)
     host, port = exporters.serve()
     exporters.bind({"g0": [("team-a", "train-g1-0", 4)], "g1": [("team-b", "infer-g1-0", 2)]})

@@ -32,16 +32,21 @@ def rows(at: AppTest) -> list[str]:
     return [t.text or "" for t in svg_of(at, "heat-map").iter(f"{SVG}text") if t.get("class") == "label"]
 
 
-def test_devices_page_drills_down_and_names_the_failed_devices_pod_and_job(
-        cluster: Cluster, emulator: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    nodes = [node("g0", "cn-east", "nvidia-h100", devices=4), node("n0", "cn-north", "ascend-910b", devices=4)]
-    cluster.seed(nodes)
+def training_pod(cluster: Cluster) -> None:
+    """team-a/train's rank 0 on node g0, holding its 4 GPUs."""
     cluster.core.create_namespaced_pod("team-a", {
         "apiVersion": "v1", "kind": "Pod",
         "metadata": {"name": "train-g1-0", "namespace": "team-a", "labels": {"heterojob.io/job": "train"}},
         "spec": {"nodeName": "g0", "containers": [{"name": "m", "image": "i",
                                                    "resources": {"limits": {"nvidia.com/gpu": "4"}}}]},
         "status": {"phase": "Running"}})
+
+
+def test_devices_page_drills_down_and_names_the_failed_devices_pod_and_job(
+        cluster: Cluster, emulator: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    nodes = [node("g0", "cn-east", "nvidia-h100", devices=4), node("n0", "cn-north", "ascend-910b", devices=4)]
+    cluster.seed(nodes)
+    training_pod(cluster)
     exporters = ExporterFleet(nodes, seed=5)
     host, port = exporters.serve()
     exporters.bind({"g0": [("team-a", "train-g1-0", 4)]})
