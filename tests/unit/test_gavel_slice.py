@@ -11,7 +11,7 @@ import pytest
 from heterojob.replay import cli
 from heterojob.replay.config import Config
 from heterojob.replay.replay import fleet, replay
-from heterojob.replay.traces import REFERENCE, TraceError, cluster, gavel_slice, load_trace
+from heterojob.replay.traces import CLASSES, REFERENCE, TraceError, cluster, gavel_slice, load_trace, measured_everywhere
 
 DATA = Path(__file__).resolve().parents[2] / "data" / "gavel"
 TABLE = DATA / "isolated_throughputs.csv"
@@ -36,7 +36,19 @@ def test_gavels_slice_keeps_jobs_that_run_everywhere_and_are_not_too_long_from_z
     assert all(len(j.classes) == 3 and j.total_steps / j.rate(REFERENCE) <= 1e4 * 60 for j in cut)
     kept = {j.id for j in cut}
     skipped = [j for j in jobs if j.id < max(kept) and j.id not in kept]
-    assert skipped and all(len(j.classes) < 3 or j.total_steps / j.rate(REFERENCE) > 1e4 * 60 for j in skipped)
+    assert skipped and all(len(j.classes) < 3 or not measured_everywhere(j)
+                           or j.total_steps / j.rate(REFERENCE) > 1e4 * 60 for j in skipped)
+
+
+def test_gavels_slice_keeps_only_jobs_gavels_simulator_can_run() -> None:
+    """Gavel's simulator reads a job's throughput at its own scale, `('job type', scale)`, and stops at a scale
+    it never measured: the replay's interpolation must not let such a job into the slice both tools run."""
+    jobs = load_trace(DATA / "philly-6214e9.trace", TABLE)
+    cut = gavel_slice(jobs, 300)
+    assert all(j.gpus in j.rates and all(j.rates[j.gpus].get(c, 0) > 0 for c in CLASSES) for j in cut)
+    interpolated = [j for j in jobs[:max(j.id for j in cut)] if len(j.classes) == 3 and j.gpus not in j.rates]
+    assert interpolated and not {j.id for j in interpolated} & {j.id for j in cut}
+    assert sum(j.gpus > 1 for j in cut) == 13  # the slice Gavel's simulator ran (issue 43): 287 1-GPU jobs
 
 
 def test_a_replay_without_failures_on_a_cluster_finishes_every_job() -> None:

@@ -303,11 +303,21 @@ def cluster(text: str) -> tuple[tuple[str, int], ...]:
     return tuple((c, out.get(c, 0)) for c in CLASSES)
 
 
+def measured_everywhere(job: TraceJob) -> bool:
+    """Whether the table measured the job's type at its own scale on every class. The replay interpolates
+    other scales (`TraceJob.rate`); Gavel's simulator reads only measured ones and stops at any other (a
+    KeyError on `(job_type, scale_factor)`; in Philly 6214e9, 2- and 4-GPU Recommendation jobs of batch sizes
+    measured on 1 GPU alone)."""
+    measured = job.rates.get(job.gpus, {})
+    return all(measured.get(c, 0.0) > 0 for c in CLASSES)
+
+
 def gavel_slice(jobs: Sequence[TraceJob], n: int, max_reference_h: float = GAVEL_MAX_H) -> list[TraceJob]:
-    """Gavel's evaluation slice of a trace: the first `n` jobs that run on every class at their scale and
-    last at most `max_reference_h` on `REFERENCE` (V100; Gavel's generator caps a job at 10^4 minutes), their
-    arrivals shifted so the first is at 0 (scale them with `Config.arrival_scale`)."""
-    kept = [j for j in jobs if len(j.classes) == len(CLASSES)
+    """Gavel's evaluation slice of a trace: the first `n` jobs with a throughput measured on every class at
+    their own scale (`measured_everywhere`: what Gavel's simulator can run) that last at most `max_reference_h`
+    on `REFERENCE` (V100; Gavel's generator caps a job at 10^4 minutes), their arrivals shifted so the first is
+    at 0 (scale them with `Config.arrival_scale`)."""
+    kept = [j for j in jobs if measured_everywhere(j)
             and j.total_steps / j.rate(REFERENCE) / 3600 <= max_reference_h][:n]
     first = min((j.arrival_s for j in kept), default=0.0)
     return [replace(j, arrival_s=j.arrival_s - first) for j in kept]
