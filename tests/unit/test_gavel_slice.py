@@ -4,6 +4,7 @@ and a replay without failures."""
 from __future__ import annotations
 
 import json
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -11,7 +12,8 @@ import pytest
 from heterojob.replay import cli
 from heterojob.replay.config import Config
 from heterojob.replay.replay import fleet, replay
-from heterojob.replay.traces import CLASSES, REFERENCE, TraceError, cluster, gavel_slice, load_trace, measured_everywhere
+from heterojob.replay.traces import (CLASSES, REFERENCE, TraceError, cluster, gavel_slice, load_trace,
+                                     measured_everywhere, read_trace, write_gavel_trace)
 
 DATA = Path(__file__).resolve().parents[2] / "data" / "gavel"
 TABLE = DATA / "isolated_throughputs.csv"
@@ -65,3 +67,38 @@ def test_the_cli_replays_gavels_slice_on_a_cluster(capsys: pytest.CaptureFixture
     assert out["devices"] == 24 and out["heterojob"]["failures"] == 0 and "15 jobs" in out["trace"]
     with pytest.raises(SystemExit):
         cli.main(["--cluster", "v100:8,a100"])
+
+
+def test_the_slice_written_in_gavels_layout_replays_as_the_slice(tmp_path: Path,
+                                                                capsys: pytest.CaptureFixture[str]) -> None:
+    """`--write-trace`: the file Gavel's simulator runs (its parse_trace unpacks 10 tab-separated fields of every
+    line: int total_steps and scale_factor, float weight, SLO and arrival) holds the slice the replay runs."""
+    path = tmp_path / "slice.trace"
+    argv = ["--trace", str(DATA / "philly-6214e9.trace"), "--gavel-slice", "12", "--cluster", "v100:8,p100:8,k80:8",
+            "--mtbf-hours", "inf", "--policy", "heterojob"]
+    assert cli.main([*argv, "--arrival-scale", "0.25", "--write-trace", str(path)]) == 0
+    sliced = json.loads(capsys.readouterr().out)["heterojob"]
+    jobs = gavel_slice(load_trace(DATA / "philly-6214e9.trace", TABLE), 12)
+    lines = path.read_text().splitlines()
+    assert len(lines) == 12
+    for line, job in zip(lines, jobs):
+        (job_type, _command, _directory, _steps_arg, needs_data, steps, scale, weight, slo,
+         arrival) = line.split("\t")
+        assert (job_type, int(steps), int(scale), bool(int(needs_data))) == (job.job_type, job.total_steps,
+                                                                           job.gpus, False)
+        assert (float(weight), float(slo), float(arrival)) == (1.0, -1.0, job.arrival_s * 0.25)
+    assert cli.main(["--trace", str(path), *argv[4:], "--arrival-scale", "1"]) == 0
+    again = json.loads(capsys.readouterr().out)["heterojob"]
+    assert again["avg_jct_h"] == sliced["avg_jct_h"] and again["makespan_h"] == sliced["makespan_h"]
+
+
+def test_a_written_trace_keeps_priority_levels_and_whole_steps(tmp_path: Path) -> None:
+    jobs = gavel_slice(load_trace(DATA / "philly-6214e9.trace", TABLE), 3)
+    jobs = [replace(jobs[0], priority=1, total_steps=1234.6), *jobs[1:]]
+    path = tmp_path / "t.trace"
+    write_gavel_trace(jobs, path)
+    back = read_trace(path, TABLE)
+    assert [j.priority for j in back.jobs] == [1, 0, 0] and back.priority_weights == (1.0, 2.0)
+    assert back.jobs[0].total_steps == 1235 and [j.arrival_s for j in back.jobs] == [j.arrival_s for j in jobs]
+    with pytest.raises(TraceError, match="job_type"):
+        write_gavel_trace([replace(jobs[0], job_type="a\tb")], path)

@@ -13,7 +13,7 @@ from heterojob.replay.config import Config, KNOWLEDGE, POLICIES, REGIONS
 from heterojob.replay.replay import replay
 from heterojob.replay.replay import __doc__ as REPLAY_DOC
 from heterojob.replay.report import html_report
-from heterojob.replay.traces import TraceError, cluster, gavel_slice, read_trace, synthetic_trace
+from heterojob.replay.traces import TraceError, cluster, gavel_slice, read_trace, synthetic_trace, write_gavel_trace
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -73,6 +73,10 @@ def main(argv: Sequence[str] | None = None) -> int:
                         help="Gavel's evaluation slice of --trace: the first N jobs that run on every type and last "
                              "at most 10^4 minutes on V100, arrivals shifted to start at 0 (bench/gavel.py)")
     parser.add_argument("--html", type=Path, default=None, help="write a plotly report here")
+    parser.add_argument("--write-trace", type=Path, default=None, metavar="FILE",
+                        help="also write the jobs replayed, arrivals times --arrival-scale, in the 10-field layout "
+                             "Gavel's simulator reads (scripts/drivers/simulate_scheduler_with_trace.py -t FILE): "
+                             "both tools then run the same file (replay it with --arrival-scale 1)")
     args = parser.parse_args(argv)
     for path in (args.throughputs,) if args.synthetic else (args.trace, args.throughputs):
         if not path.is_file():
@@ -125,6 +129,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     if not jobs:
         parser.error(f"no job of {args.trace if not args.synthetic else 'the synthetic trace'} can be replayed"
                      + (f" ({'; '.join(p for p in left_out if p)})" if any(left_out) else " (the trace is empty)"))
+    if args.write_trace is not None:
+        try:
+            write_gavel_trace(jobs, args.write_trace, config.arrival_scale)
+        except (OSError, TraceError) as exc:
+            parser.error(f"--write-trace {args.write_trace}: {exc}")
     policies = {"both": ["static", "heterojob"], "all": list(POLICIES)}.get(args.policy, [args.policy])
     reports = [replay(jobs, p, config) for p in policies]
     out: dict[str, Any] = {"trace": name, "devices": config.devices, "knowledge": config.knowledge,

@@ -323,6 +323,21 @@ def gavel_slice(jobs: Sequence[TraceJob], n: int, max_reference_h: float = GAVEL
     return [replace(j, arrival_s=j.arrival_s - first) for j in kept]
 
 
+def write_gavel_trace(jobs: Sequence[TraceJob], path: Path, arrival_scale: float = 1.0) -> None:
+    """The jobs in the 10-field layout Gavel's simulator reads (`LAYOUTS[10]`; scheduler/utils.py `parse_trace`,
+    which reads every line: no comment, no blank line), so both tools run the same file: the job type as its
+    command, total steps rounded to a whole step (Gavel's `int`), priority weight = priority level + 1 (read
+    back, the same levels), SLO -1, arrivals multiplied by `arrival_scale` (replay the file at scale 1)."""
+    rows = []
+    for j in jobs:
+        if "\t" in j.job_type or "\n" in j.job_type:
+            raise TraceError(f"job {j.id}: job_type {j.job_type!r} holds a tab or a newline (Gavel's fields are "
+                             f"tab-separated lines)")
+        rows.append("\t".join([j.job_type, j.job_type, ".", "-n", "0", str(max(1, round(j.total_steps))),
+                                str(j.gpus), str(j.priority + 1), "-1", f"{j.arrival_s * arrival_scale:.6f}"]))
+    path.write_text("".join(row + "\n" for row in rows), encoding="utf-8")
+
+
 def load_trace(trace: Path, table: Path, seed: int = 0, limit: int | None = None) -> list[TraceJob]:
     """The jobs of a Gavel-format trace (`read_trace`, without what was left out)."""
     return read_trace(trace, table, seed, limit).jobs
