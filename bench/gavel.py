@@ -3,9 +3,10 @@ replay over Gavel's best policy's (max_min_fairness_perf), as its simulator meas
 devices.
 
 Method: Gavel's Philly trace 6214e9 (data/gavel/philly-6214e9.trace, the same file as Gavel's
-scheduler/traces/msr/seed=0/6214e9.trace); its first 300 jobs that have a throughput on all three types,
-dropping jobs longer than 10^4 minutes (166.7 hours) on V100 (Gavel's generator's cap), arrivals shifted so the
-first is at 0 and multiplied by 0.5, 0.25 or 0.1 (`replay.traces.gavel_slice`, `Config.arrival_scale`). Fleet:
+scheduler/traces/msr/seed=0/6214e9.trace); its first 300 jobs that have a throughput measured at their own
+scale on all three types (what Gavel's simulator can run), dropping jobs longer than 10^4 minutes (166.7 hours)
+on V100 (Gavel's generator's cap), arrivals shifted so the first is at 0 and multiplied by 0.5, 0.25 or 0.1
+(`replay.traces.gavel_slice`, `Config.arrival_scale`). Fleet:
 16 V100 + 16 P100 + 16 K80 in 8-device servers, one region, no failures (`Config.cluster`); throughputs:
 data/gavel/isolated_throughputs.csv (flattened from Gavel's simulation_throughputs.json). heterojob replays
 in its `default` mode (speeds learned as jobs run, estimated for the classes a job has not run on) and
@@ -38,7 +39,8 @@ TABLE = DATA / "isolated_throughputs.csv"
 TRACE = DATA / "philly-6214e9.trace"
 JOBS = 300
 CLUSTER = (("nvidia-h100", 16), ("nvidia-a100", 16), ("ascend-910b", 16))  # V100, P100, K80
-# Gavel's simulator, average JCT in hours per arrival scale (source: issue 43, measured on Gavel c4fa400)
+# Gavel's simulator, average JCT in hours per arrival scale (source: issue 43, measured on Gavel c4fa400;
+# rerun on the same files, all 15 equal: docs/benchmarks.md, "Gavel's simulator, rerun beside the replay")
 GAVEL = {
     "max_min_fairness_perf": {0.5: 17.16, 0.25: 18.54, 0.1: 20.51},
     "gandiva": {0.5: 17.66, 0.25: 19.36, 0.1: 21.55},
