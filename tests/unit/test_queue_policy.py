@@ -37,7 +37,9 @@ def test_fifo_ignores_attained_service() -> None:
     assert queueing.promotion_time(5.0, FIFO) is None
 
 
-def test_starvation_bound_promotes_a_long_waiting_job_to_the_first_level() -> None:
+def test_starvation_bound_promotes_a_long_waiting_job_ahead_of_every_later_level_behind_new_jobs() -> None:
+    """Promoted, a job goes ahead of every job past its first level, even one that came after it, and behind
+    jobs still in their first level (a new short job is not queued behind every promoted one past the knee)."""
     waited_from = 1000.0
     svc = queueing.Service(80 * H, waited_from)
     just_before = waited_from + MLFQ.starvation_s - 1
@@ -45,7 +47,13 @@ def test_starvation_bound_promotes_a_long_waiting_job_to_the_first_level() -> No
     assert at_bound == waited_from + MLFQ.starvation_s
     newcomer = queueing.rank(0, queueing.Service(0.0, just_before), just_before, MLFQ)
     assert queueing.rank(0, svc, just_before, MLFQ) < newcomer  # still behind short jobs before the bound
-    assert queueing.rank(0, svc, at_bound, MLFQ) == queueing.effective_priority(0, 0, MLFQ)  # level 0 at it
+    promoted = queueing.rank(0, svc, at_bound, MLFQ)
+    second_level = queueing.rank(0, queueing.Service(2 * H, at_bound), at_bound, MLFQ)  # came later, ran 2 dev-h
+    assert second_level < promoted < queueing.rank(0, queueing.Service(0.0, at_bound), at_bound, MLFQ)
+    assert promoted < queueing.rank(1, queueing.Service(80 * H, at_bound), at_bound, MLFQ)  # priority still first
+    assert queueing.split(promoted, MLFQ) == (0, 0)
+    # running, the run a promotion started keeps the first level: a new job does not displace it
+    assert queueing.running_rank(0, 0.0, MLFQ, ran_s=60.0, promoted=True) == queueing.effective_priority(0, 0, MLFQ)
     # once it runs, its attained service counts from zero, so it is not demoted again at once
     assert queueing.on_start(svc, at_bound, MLFQ).attained_device_s == 0.0
     assert queueing.on_start(svc, just_before, MLFQ).attained_device_s == 80 * H
@@ -61,7 +69,7 @@ def test_a_job_that_ran_long_waits_in_proportion_before_promotion() -> None:
     assert queueing.QueueSettings().promote_ratio == 0.0  # off by default (README says why)
     knob = queueing.QueueSettings(promote_ratio=2.0)
     assert queueing.promotion_time(waited_from, knob, ran_10h.run_s) == waited_from + 20 * H
-    level0 = queueing.effective_priority(0, 0, knob)
+    level0 = queueing.effective_priority(0, 0, knob, promoted=True)
     assert queueing.rank(0, ran_10h, waited_from + 19 * H, knob) < level0  # past the fixed 4 h, not promoted
     assert queueing.rank(0, ran_10h, waited_from + 20 * H, knob) == level0
     # a job that ran briefly (or never) keeps the fixed bound
@@ -158,14 +166,15 @@ def test_past_the_knee_a_promoted_job_displaces_only_jobs_expected_to_run_longer
     other, _ = admission.plan_with_policy([starved], [vip], fleet, now, known, MLFQ, admission.AdmissionSettings())
     assert other["ns/starved"].outcome == admission.Outcome.NO_ROOM
     assert admission.PROMOTED_HELD not in other["ns/starved"].message
-    assert prepared.queue[0].priority == queueing.effective_priority(0, 0, MLFQ)  # still ordered at level 0
+    assert prepared.queue[0].priority == queueing.effective_priority(0, 0, MLFQ, promoted=True)  # still promoted
     done, _ = plan([starved], heavy)
     assert done["ns/starved"].outcome == admission.Outcome.PREEMPTING  # 900 h to go against its 167 h
     assert [d.job for d in done["ns/starved"].disruptions] == ["ns/long"]
-    # first in line: it is planned before a newcomer of its level, which displaces the long job by level
+    # a newcomer in its first level is planned before it (and displaces the long job by level): past the knee
+    # every waiting job is promoted in turn, and a promoted one ahead of new jobs would make the queue FIFO
     new = Request("ns/new", [Alternative("g", 1)], 1, created=now)
     done, prepared = plan([new, starved], light)
-    assert [r.job for r in sorted(prepared.queue, key=lambda r: r.order)] == ["ns/starved", "ns/new"]
+    assert [r.job for r in sorted(prepared.queue, key=lambda r: r.order)] == ["ns/new", "ns/starved"]
     assert done["ns/new"].outcome == admission.Outcome.PREEMPTING
     assert [d.job for d in done["ns/new"].disruptions] == ["ns/long"]
     # a promoted job of a higher priority still preempts a lower one

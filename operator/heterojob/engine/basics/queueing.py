@@ -11,8 +11,13 @@ policy says which waiting job comes first and which running job a waiting one ma
   so a new job is not stuck behind days-long ones; a waiting job of a lower level may preempt a running
   job of a higher level through its checkpoint (the planner's preemption path, with its minimum run time
   against thrashing). Starvation bound: a job that has waited `starvation_s` since it last ran (or since it
-  arrived) is promoted to level 0 and its attained service counts again from zero (Tiresias' promotion):
-  it is ordered ahead of every job of its priority that arrived after it. While the queue asks for fewer
+  arrived) is promoted and its attained service counts again from zero (Tiresias' promotion): while it waits
+  it is ordered ahead of every job of its priority past its first level and behind those still in their first
+  level (`slots`): of the jobs that come after it, only their first `thresholds_device_h[0]` device-hours go
+  first (Tiresias puts it in the first queue, ordered by arrival: past the knee every waiting job is promoted in turn
+  and the queue becomes FIFO, a new short job waiting behind every promoted one; on Gavel's trace slices,
+  issue 43, promoted jobs behind new ones gave 0.94 (speeds learned) and 0.92 (known) of the mean JCT over 12
+  slices and loads, docs/benchmarks.md). While the queue asks for fewer
   devices than the fleet has (`promoted_displacing`), the promotion also lets it displace running jobs of
   later levels, so it waits no longer than that bound plus one pass. Past that point every long job
   reaches the bound in turn, and promotions that displace any later level turn the fleet over among long
@@ -54,7 +59,7 @@ class QueueSettings:
     policy: QueuePolicy = QueuePolicy.MLFQ
     # level boundaries in attained device-hours: 0-1 (level 0), 1-10 (level 1), 10+ (level 2)
     thresholds_device_h: Sequence[float] = field(default=(1.0, 10.0))
-    starvation_s: float = 4 * 3600.0  # shortest wait (since last run or arrival) before promotion to level 0
+    starvation_s: float = 4 * 3600.0  # shortest wait (since last run or arrival) before promotion (`rank`)
     # ... and at least this multiple of the job's run time since its last promotion (Tiresias' knob; 0: the
     # fixed bound only, the default: in the replay 2 made JCT 1.2-1.8x worse near the knee, see docs/scheduling.md)
     promote_ratio: float = 0.0
@@ -147,15 +152,29 @@ def promoted_displacing(waiting_devices: int, fleet_devices: int, settings: Queu
     return settings.policy == QueuePolicy.MLFQ and waiting_devices < settings.promoted_displace_below * fleet_devices
 
 
-def effective_priority(priority: int, job_level: int, settings: QueueSettings) -> int:
-    """One integer the planner orders and preempts by: priority first, then a lower level higher."""
-    return priority * settings.levels + (settings.levels - 1 - min(job_level, settings.levels - 1))
+def slots(settings: QueueSettings) -> int:
+    """How many ranks a priority spans: under MLFQ slot 0 is the first level, slot 1 a waiting job promoted by
+    the starvation bound, slot k + 1 level k >= 1; under FIFO one slot."""
+    return settings.levels + 1 if settings.policy == QueuePolicy.MLFQ else 1
+
+
+def effective_priority(priority: int, job_level: int, settings: QueueSettings, promoted: bool = False) -> int:
+    """One integer the planner orders and preempts by: priority first, then a lower level higher; a waiting job
+    `promoted` by the starvation bound between the first level and the second (`rank`)."""
+    n = slots(settings)
+    if n == 1:
+        return priority
+    lvl = min(job_level, settings.levels - 1)
+    slot = 1 if promoted else 0 if lvl == 0 else lvl + 1
+    return priority * n + (n - 1 - slot)
 
 
 def split(effective: int, settings: QueueSettings) -> tuple[int, int]:
-    """(priority, level) back from `effective_priority`."""
-    priority, rest = divmod(effective, settings.levels)
-    return priority, settings.levels - 1 - rest
+    """(priority, level) back from `effective_priority` (a promoted job's level is 0)."""
+    n = slots(settings)
+    priority, rest = divmod(effective, n)
+    slot = n - 1 - rest
+    return priority, max(0, slot - 1)
 
 
 @dataclass(frozen=True)
@@ -196,7 +215,8 @@ def preempt_rank(priority: int, service: Service, now: float, settings: QueueSet
 
 
 def rank(priority: int, service: Service, now: float, settings: QueueSettings) -> int:
-    """A waiting job's effective priority now: its level from attained service, level 0 once starved."""
-    lvl = (0 if starved(service.waiting_since, now, settings, service.run_s)
-           else level(service.attained_device_s, settings))
-    return effective_priority(priority, lvl, settings)
+    """A waiting job's effective priority now: its level from attained service; once starved, promoted (behind the
+    jobs in their first level, ahead of the rest: `slots`)."""
+    if starved(service.waiting_since, now, settings, service.run_s):
+        return effective_priority(priority, 0, settings, promoted=True)
+    return effective_priority(priority, level(service.attained_device_s, settings), settings)
