@@ -36,7 +36,7 @@ import math
 import re
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
-from functools import cached_property, partial
+from functools import cached_property, lru_cache, partial
 from typing import TYPE_CHECKING
 
 from heterojob.engine.capacity import transfer
@@ -209,10 +209,13 @@ _FIGURES = re.compile(r"(room for \d+ of \d+)|\d+(?:\.\d+)?")
 _AHEAD = re.compile(r"(that fit first): [^;]*")
 
 
+@lru_cache(maxsize=1 << 14)
 def verdict(outcome: str | None, message: str | None) -> tuple[str, str]:
     """A waiting job's verdict: its outcome and its message without the figures that move while nothing is
     decided (free devices, counts, hours) and without the names of the jobs ahead that fit first. How many
-    of its replicas a candidate has room for ("room for 1 of 2") is kept: that is how far it is from fitting."""
+    of its replicas a candidate has room for ("room for 1 of 2") is kept: that is how far it is from fitting.
+    Memoised per (outcome, message): a cycle's thousands of waiting jobs share a few hundred messages, most of
+    them the last cycle's too."""
     return outcome or "", _FIGURES.sub(lambda m: m.group(1) or "#", _AHEAD.sub(r"\1", message or ""))
 
 
