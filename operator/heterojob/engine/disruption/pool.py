@@ -58,6 +58,7 @@ class _Pool:
         self._extras: dict[tuple[str, int], tuple[dict[str, int], set[str], set[str],
                                                   dict[str, list[Mapping[str, int]]], dict[str | None, int]]] = {}
         self._quota: dict[tuple[object, ...], Callable[[str, str], float]] = {}  # `_quota_room`
+        self._extra_at: dict[tuple[str, int], tuple[dict[str, int], dict[str | None, set[str]]]] = {}
         self._backs: dict[int, tuple[dict[str, dict[tuple[str, str], int]], set[str], set[str],
                                      dict[str, list[Allocation]]]] = {}
         for h in holders:
@@ -93,7 +94,7 @@ class _Pool:
             pool.free, pool.grown, pool._running = last.free, last.grown, last._running
             pool._on, pool._on_at = last._on, last._on_at
             pool._most, pool._fit, pool._extras, pool._backs, pool.hopeless = {}, {}, {}, {}, {}
-            pool._quota = {}
+            pool._quota, pool._extra_at = {}, {}
         else:
             pool = cls(holders)
         memory.pool = (tuple(holders), pool)
@@ -107,7 +108,7 @@ class _Pool:
         pool = cls.__new__(cls)
         pool.yielding, pool.yielders, pool._running, pool._on, pool._most = {}, {}, None, None, {}
         pool._on_at = None
-        pool._fit, pool._extras, pool._backs, pool._quota = {}, {}, {}, {}
+        pool._fit, pool._extras, pool._backs, pool._quota, pool._extra_at = {}, {}, {}, {}, {}
         pool.free = {h.job: h for h in holders}
         pool.lowest = [min((h.priority, h.job) for h in holders)] if holders else []
         lenders = [(h.priority, h.job) for h in holders if h.base is not None]
@@ -186,12 +187,13 @@ class _Pool:
         (`rooms.Rooms.touched`) and those of the holders it may disturb there are unchanged."""
         cls = ledger.fleet.classes[alt.device_class]
         index = ledger.index
-        index.room(cls)
+        room = index.room(cls)
         resource, rank, per = cls.resource_name, request.priority, alt.per_replica
         extra, stamps = self._extra(resource, rank, taken, now, min_runtime_s, index)
         used, capacity, touched = ledger.used, index.capacity(cls), index.rooms.touched
+        extra_in = self._extra_regions(resource, rank, extra, index)
         most = 0
-        for region, names in index.nodes(cls).items():
+        for region in index.nodes(cls):
             if request.allowed_regions and region not in request.allowed_regions:
                 continue
             stamp = (touched[(cls.name, region)], stamps.get(region, stamps[None]))
@@ -199,9 +201,12 @@ class _Pool:
             known = self._fit.get(key)
             if known is not None and known[0] == stamp and known[1] is ledger:
                 have_by = known[2]
-            else:  # devices a node could offer -> how many nodes (for every size of replica at once)
+            else:  # devices a node could offer -> how many nodes (for every size of replica at once): only a
+                # node with free devices or a disturbable holder's offers any (the class's others are full)
                 have_by = {}
-                for n in names:
+                for n in room.get(region, {}).keys() | extra_in.get(region, ()):
+                    if n not in capacity:
+                        continue  # not a usable node of this class (a disturbable holder of another's)
                     have = capacity[n] - used.get((n, resource), 0) + extra.get(n, 0)
                     if have > 0:
                         have_by[have] = have_by.get(have, 0) + 1
@@ -209,6 +214,19 @@ class _Pool:
             fit = sum(count * (have // per) for have, count in have_by.items() if have >= per)
             most = max(most, fit)
         return most
+
+    def _extra_regions(self, resource: str, rank: int, extra: dict[str, int], index: FleetIndex
+                       ) -> dict[str | None, set[str]]:
+        """region -> the nodes of `extra` (`_extra`'s, whose nodes never change while it is the same object) in it,
+        kept with it."""
+        known = self._extra_at.get((resource, rank))
+        if known is not None and known[0] is extra:
+            return known[1]
+        out: dict[str | None, set[str]] = {}
+        for n in extra:
+            out.setdefault(index.region_of(n), set()).add(n)
+        self._extra_at[(resource, rank)] = (extra, out)
+        return out
 
     def quota_allows(self, request: Request, ledger: Ledger, taken: set[str], now: float,
                      min_runtime_s: float) -> bool | Mapping[str, tuple[str, ...]]:

@@ -152,7 +152,9 @@ def plan_cycle(queue: Iterable[Request], holders: Iterable[Holder], fleet: Fleet
     explain = partial(_explain, fleet=fleet, moves=moves, narrowed=narrowed, original=queue, mine=ordered,
                       prepared=prepared, memory=memory, stop=stop)
     if not may_act(ordered, prepared.holders, fleet, now, settings, memory):  # planned only when read
-        return Cycle(partial(plan_queue, ordered, prepared.holders, fleet, now, settings, memory, acting, stop),
+        # (acting: its part that acts is empty, exactly: nothing places or disturbs anyone)
+        return Cycle(QueuePlan() if acting else
+                     partial(plan_queue, ordered, prepared.holders, fleet, now, settings, memory, acting, stop),
                      prepared.waiting_for, _free_after(QueuePlan(), fleet, memo), explain, quiet=True,
                      chose=prepared.chose)
     plan = plan_queue(ordered, prepared.holders, fleet, now, settings, memory, acting, stop)
