@@ -159,26 +159,35 @@ class _Pool:
         search: a placement is one class in one region, which needs both the room and the quota there."""
         if any(j not in taken for j in self.yielding.get(request.job, ())):
             return True
-        allows = self.quota_allows(request, ledger, taken, now, min_runtime_s)
-        if not allows:
-            return False
+        allows: bool | Mapping[str, tuple[str, ...]] | None = None  # `quota_allows`, asked once room is found
         for alt in request.alternatives:
             if alt.per_replica <= 0 or alt.device_class not in ledger.fleet.classes:
-                return True  # nothing to bound by: search
-            regions = tuple(request.allowed_regions)
-            if allows is not True:  # only the regions whose quota may let it in
-                regions = allows.get(alt.device_class, ())
-                if not regions:
-                    continue
-            key = (alt.device_class, alt.per_replica, request.priority, regions, ledger.version, len(taken))
-            most = self._most.get(key)
-            if most is None:
-                asked = request if regions == tuple(request.allowed_regions) else \
-                    replace(request, allowed_regions=regions)
-                most = self._most[key] = self._most_replicas(alt, asked, ledger, taken, now, min_runtime_s)
-            if most >= request.replicas:
+                # nothing to bound by: search, if the quota may let it in anywhere
+                return bool(self.quota_allows(request, ledger, taken, now, min_runtime_s) if allows is None
+                            else allows)
+            if self._most_in(alt, request, tuple(request.allowed_regions), ledger, taken, now,
+                             min_runtime_s) < request.replicas:
+                continue  # not even where its quota is not asked (the regions it allows are among these)
+            if allows is None:
+                allows = self.quota_allows(request, ledger, taken, now, min_runtime_s)
+                if not allows:
+                    return False
+            if allows is True:
+                return True
+            regions = allows.get(alt.device_class, ())  # only the regions whose quota may let it in
+            if regions and self._most_in(alt, request, regions, ledger, taken, now, min_runtime_s) >= request.replicas:
                 return True
         return False
+
+    def _most_in(self, alt: Alternative, request: Request, regions: tuple[str, ...], ledger: Ledger, taken: set[str],
+                 now: float, min_runtime_s: float) -> int:
+        """`_most_replicas` over `regions` (those of `request`, or some of them), kept per pass state."""
+        key = (alt.device_class, alt.per_replica, request.priority, regions, ledger.version, len(taken))
+        most = self._most.get(key)
+        if most is None:
+            asked = request if regions == tuple(request.allowed_regions) else replace(request, allowed_regions=regions)
+            most = self._most[key] = self._most_replicas(alt, asked, ledger, taken, now, min_runtime_s)
+        return most
 
     def _most_replicas(self, alt: Alternative, request: Request, ledger: Ledger, taken: set[str], now: float,
                        min_runtime_s: float) -> int:

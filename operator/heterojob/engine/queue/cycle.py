@@ -118,15 +118,16 @@ class Cycle:
 def plan_cycle(queue: Iterable[Request], holders: Iterable[Holder], fleet: Fleet, now: float,
                settings: AdmissionSettings = AdmissionSettings(), policy: tuple[Knowledge, QueueSettings] | None = None,
                moves: Mapping[str, transfer.Move] | None = None, memo: Memo | None = None,
-               memory: Memory | None = None, acting: bool = False, stop: Callable[[], bool] | None = None
-               ) -> Cycle:
+               memory: Memory | None = None, acting: bool = False, stop: Callable[[], bool] | None = None,
+               *, every: bool = False) -> Cycle:
     """Plan every waiting job of `queue` at once (steps in the module docstring). `fleet` counts every
     holder's devices as used; `moves`: job -> the transfer an involuntary move out of its region weighs;
     `memo` (`engine.queue.ranking.Memo`) and `memory` (`engine.capacity.rooms.Memory`, for one fleet), both kept by the
     caller between cycles, only save recomputing equal values: the cycle is the same without them.
     `acting`: only the jobs that act, each as the full cycle plans it (`admission.plan_queue`'s `acting`);
     `stop`: `admission.plan_queue`'s (`admission.Stopped` ends the cycle, with no plan; a plan computed when
-    read may raise it then)."""
+    read may raise it then). `every`: the caller reads every admission (the operator's full cycle): the plan is
+    made at once, without the necessary test, whose answer would only say when."""
     queue, holders = list(queue), list(holders)
     if not queue:  # nothing to plan: only the free room (what `room_grew` compares)
         return Cycle(QueuePlan(), frozenset(), _free_after(QueuePlan(), fleet, memo))
@@ -151,7 +152,7 @@ def plan_cycle(queue: Iterable[Request], holders: Iterable[Holder], fleet: Fleet
     # its user listed; the requests by job are made only when the messages are read
     explain = partial(_explain, fleet=fleet, moves=moves, narrowed=narrowed, original=queue, mine=ordered,
                       prepared=prepared, memory=memory, stop=stop)
-    if not may_act(ordered, prepared.holders, fleet, now, settings, memory):  # planned only when read
+    if not every and not may_act(ordered, prepared.holders, fleet, now, settings, memory):  # planned when read
         # (acting: its part that acts is empty, exactly: nothing places or disturbs anyone)
         return Cycle(QueuePlan() if acting else
                      partial(plan_queue, ordered, prepared.holders, fleet, now, settings, memory, acting, stop),
