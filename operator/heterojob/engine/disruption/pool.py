@@ -170,8 +170,8 @@ class _Pool:
                 continue  # not even where its quota is not asked (the regions it allows are among these)
             if allows is None:
                 allows = self.quota_allows(request, ledger, taken, now, min_runtime_s)
-                if not allows:
-                    return False
+            if not allows:
+                return False
             if allows is True:
                 return True
             regions = allows.get(alt.device_class, ())  # only the regions whose quota may let it in
