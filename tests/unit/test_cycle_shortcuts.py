@@ -284,3 +284,34 @@ def test_the_operators_cycle_is_planned_and_explained_in_its_worker_thread(monke
         assert cycle.admissions and where == {worker}
         where.clear()
     assert kinds == {True, False}
+
+
+def test_free_room_only_where_the_quota_refuses_makes_no_cycle_plan(monkeypatch: pytest.MonkeyPatch) -> None:
+    """`bench/scale.py`'s probe region: every other node full of running jobs nobody may preempt yet, free room only
+    in a region each waiting job's quota closes to it. The necessary test says nothing acts (it asks the quota with
+    the room, per region), an acting cycle plans nothing, the preemption bound sends no job to a search, and the
+    full plan reads as the one computed without the shortcut: every job NoRoom, the closed region named."""
+    nodes = {f"{r}{i}": Node(f"{r}{i}", {"topology.kubernetes.io/region": r, "acc": "h100"}, {"nvidia.com/gpu": 8})
+             for r in REGIONS for i in range(3)}
+    holders = [Holder(f"ns/run-{n}", 0, NOW - 60.0, Allocation("nvidia.com/gpu", {n: 8}, "ns", "h100", "east"))
+               for n in nodes if n.startswith("east")]
+    quotas = {"ns": [Limit("*", "west", 0, "team"), Limit("*", "*", 1000, "team")]}
+    fleet = Fleet(nodes, CLASSES, used=usage(h.allocation for h in holders), quotas=quotas,
+                  held={"ns": {("h100", "east"): 24}})
+    queue = [Request(f"ns/w{k}", [Alternative("h100", per)], replicas, priority=2, created=NOW - 100 + k)
+             for k, (per, replicas) in enumerate([(1, 1), (8, 1), (4, 2), (8, 3)])]
+    known = Knowledge({r.job: Facts(Service(0.0, r.created), {"h100": 1.0}) for r in queue})
+    settings = planner.AdmissionSettings(min_runtime_s=3600.0)  # the running jobs are too young to preempt
+    assert planner.Ledger(fleet).may_fit(queue[0])  # room alone would say "may fit": the west is free
+    assert not planner.may_act(queue, holders, fleet, NOW, settings)
+    acting = plan_cycle(queue, holders, fleet, NOW, settings, (known, QueueSettings()), acting=True)
+    assert acting.quiet and not acting.acted and dict(acting.admissions) == {}
+    searched: list[str] = []
+    real = planner.preemption.plan_preemption
+    monkeypatch.setattr(planner.preemption, "plan_preemption",
+                        lambda request, *a, **k: searched.append(request.job) or real(request, *a, **k))
+    full = plan_cycle(queue, holders, fleet, NOW, settings, (known, QueueSettings()), every=True)
+    assert searched == []  # the bound asks the quota per region: no search for room the quota closes
+    assert {a.outcome for a in full.admissions.values()} == {Outcome.NO_ROOM}
+    assert all("quota 0/0" in a.message for a in full.admissions.values())
+    assert full == _in_full(monkeypatch, queue, holders, fleet, NOW, settings, (known, QueueSettings()))

@@ -337,7 +337,7 @@ class Scheduler:
             if stop():  # asked before the plan too, not only as it goes through the queue
                 raise Stopped(0)
         cycle = _explained(waiting, holders, fleet, now, self.settings, policy, moves, self.memo, self.memory, acting,
-                           stop)
+                           stop, every=not acting)
         verdicts = {job: verdict(a.outcome.value, a.message) for job, a in cycle.admissions.items()
                     if a.outcome != Outcome.PLACED}
         upgrades = [] if policy is None else upgrade_candidates(
@@ -476,10 +476,10 @@ class Scheduler:
                              voluntary=False)
 
 
-def _explained(*args: Any) -> Cycle:
+def _explained(*args: Any, **kwargs: Any) -> Cycle:
     """`plan_cycle`, what it leaves until read (a quiet cycle's plan, the set-aside messages) computed here, in the
     cycle's worker thread, not where the verdicts are read."""
-    cycle = plan_cycle(*args)
+    cycle = plan_cycle(*args, **kwargs)
     cycle.admissions  # noqa: B018 - read for its side effect: the plan and messages computed in this thread
     return cycle
 

@@ -8,11 +8,12 @@ from __future__ import annotations
 
 import bisect
 import itertools
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from dataclasses import replace
 from typing import TYPE_CHECKING, cast
 
 from heterojob.engine.disruption import preemption
-from heterojob.engine.capacity.fleet import Allocation, cpu_classes, quota_room
+from heterojob.engine.capacity.fleet import Allocation, cpu_classes
 from heterojob.engine.placing.placement import Alternative, FleetIndex, Ledger, Request
 
 if TYPE_CHECKING:
@@ -56,6 +57,8 @@ class _Pool:
         self._fit: dict[tuple[object, ...], tuple[tuple[int, int], Ledger, dict[int, int]]] = {}
         self._extras: dict[tuple[str, int], tuple[dict[str, int], set[str], set[str],
                                                   dict[str, list[Mapping[str, int]]], dict[str | None, int]]] = {}
+        self._quota: dict[tuple[object, ...], Callable[[str, str], float]] = {}  # `_quota_room`
+        self._extra_at: dict[tuple[str, int], tuple[dict[str, int], dict[str | None, set[str]]]] = {}
         self._backs: dict[int, tuple[dict[str, dict[tuple[str, str], int]], set[str], set[str],
                                      dict[str, list[Allocation]]]] = {}
         for h in holders:
@@ -91,6 +94,7 @@ class _Pool:
             pool.free, pool.grown, pool._running = last.free, last.grown, last._running
             pool._on, pool._on_at = last._on, last._on_at
             pool._most, pool._fit, pool._extras, pool._backs, pool.hopeless = {}, {}, {}, {}, {}
+            pool._quota, pool._extra_at = {}, {}
         else:
             pool = cls(holders)
         memory.pool = (tuple(holders), pool)
@@ -104,7 +108,7 @@ class _Pool:
         pool = cls.__new__(cls)
         pool.yielding, pool.yielders, pool._running, pool._on, pool._most = {}, {}, None, None, {}
         pool._on_at = None
-        pool._fit, pool._extras, pool._backs = {}, {}, {}
+        pool._fit, pool._extras, pool._backs, pool._quota, pool._extra_at = {}, {}, {}, {}, {}
         pool.free = {h.job: h for h in holders}
         pool.lowest = [min((h.priority, h.job) for h in holders)] if holders else []
         lenders = [(h.priority, h.job) for h in holders if h.base is not None]
@@ -148,25 +152,42 @@ class _Pool:
     def may_make_room(self, request: Request, ledger: Ledger, taken: set[str], now: float,
                       min_runtime_s: float) -> bool:
         """False only when steps 4-5 cannot give `request` room: no job yields to it, and on the usable nodes
-        of no class and region it may use do the free devices plus those of the holders it may disturb
-        (lower priority and past `min_runtime_s`, or lent room of its priority or below) hold its gang, one
-        replica per node's share (`place` packs whole replicas per node, and a disturbed holder frees at
-        most its devices there). A necessary condition, checked before the full search."""
+        of no class and region it may use, and whose quota could let it in (`quota_allows`), do the free devices
+        plus those of the holders it may disturb (lower priority and past `min_runtime_s`, or lent room of its
+        priority or below) hold its gang, one replica per node's share (`place` packs whole replicas per node,
+        and a disturbed holder frees at most its devices there). A necessary condition, checked before the full
+        search: a placement is one class in one region, which needs both the room and the quota there."""
         if any(j not in taken for j in self.yielding.get(request.job, ())):
             return True
-        if not self.quota_allows(request, ledger, taken, now, min_runtime_s):
-            return False
+        allows: bool | Mapping[str, tuple[str, ...]] | None = None  # `quota_allows`, asked once room is found
         for alt in request.alternatives:
             if alt.per_replica <= 0 or alt.device_class not in ledger.fleet.classes:
-                return True  # nothing to bound by: search
-            key = (alt.device_class, alt.per_replica, request.priority, tuple(request.allowed_regions), ledger.version,
-                   len(taken))
-            most = self._most.get(key)
-            if most is None:
-                most = self._most[key] = self._most_replicas(alt, request, ledger, taken, now, min_runtime_s)
-            if most >= request.replicas:
+                # nothing to bound by: search, if the quota may let it in anywhere
+                return bool(self.quota_allows(request, ledger, taken, now, min_runtime_s) if allows is None
+                            else allows)
+            if self._most_in(alt, request, tuple(request.allowed_regions), ledger, taken, now,
+                             min_runtime_s) < request.replicas:
+                continue  # not even where its quota is not asked (the regions it allows are among these)
+            if allows is None:
+                allows = self.quota_allows(request, ledger, taken, now, min_runtime_s)
+            if not allows:
+                return False
+            if allows is True:
+                return True
+            regions = allows.get(alt.device_class, ())  # only the regions whose quota may let it in
+            if regions and self._most_in(alt, request, regions, ledger, taken, now, min_runtime_s) >= request.replicas:
                 return True
         return False
+
+    def _most_in(self, alt: Alternative, request: Request, regions: tuple[str, ...], ledger: Ledger, taken: set[str],
+                 now: float, min_runtime_s: float) -> int:
+        """`_most_replicas` over `regions` (those of `request`, or some of them), kept per pass state."""
+        key = (alt.device_class, alt.per_replica, request.priority, regions, ledger.version, len(taken))
+        most = self._most.get(key)
+        if most is None:
+            asked = request if regions == tuple(request.allowed_regions) else replace(request, allowed_regions=regions)
+            most = self._most[key] = self._most_replicas(alt, asked, ledger, taken, now, min_runtime_s)
+        return most
 
     def _most_replicas(self, alt: Alternative, request: Request, ledger: Ledger, taken: set[str], now: float,
                        min_runtime_s: float) -> int:
@@ -175,12 +196,13 @@ class _Pool:
         (`rooms.Rooms.touched`) and those of the holders it may disturb there are unchanged."""
         cls = ledger.fleet.classes[alt.device_class]
         index = ledger.index
-        index.room(cls)
+        room = index.room(cls)
         resource, rank, per = cls.resource_name, request.priority, alt.per_replica
         extra, stamps = self._extra(resource, rank, taken, now, min_runtime_s, index)
         used, capacity, touched = ledger.used, index.capacity(cls), index.rooms.touched
+        extra_in = self._extra_regions(resource, rank, extra, index)
         most = 0
-        for region, names in index.nodes(cls).items():
+        for region in index.nodes(cls):
             if request.allowed_regions and region not in request.allowed_regions:
                 continue
             stamp = (touched[(cls.name, region)], stamps.get(region, stamps[None]))
@@ -188,9 +210,12 @@ class _Pool:
             known = self._fit.get(key)
             if known is not None and known[0] == stamp and known[1] is ledger:
                 have_by = known[2]
-            else:  # devices a node could offer -> how many nodes (for every size of replica at once)
+            else:  # devices a node could offer -> how many nodes (for every size of replica at once): only a
+                # node with free devices or a disturbable holder's offers any (the class's others are full)
                 have_by = {}
-                for n in names:
+                for n in room.get(region, {}).keys() | extra_in.get(region, ()):
+                    if n not in capacity:
+                        continue  # not a usable node of this class (a disturbable holder of another's)
                     have = capacity[n] - used.get((n, resource), 0) + extra.get(n, 0)
                     if have > 0:
                         have_by[have] = have_by.get(have, 0) + 1
@@ -199,30 +224,73 @@ class _Pool:
             most = max(most, fit)
         return most
 
+    def _extra_regions(self, resource: str, rank: int, extra: dict[str, int], index: FleetIndex
+                       ) -> dict[str | None, set[str]]:
+        """region -> the nodes of `extra` (`_extra`'s, whose nodes never change while it is the same object) in it,
+        kept with it."""
+        known = self._extra_at.get((resource, rank))
+        if known is not None and known[0] is extra:
+            return known[1]
+        out: dict[str | None, set[str]] = {}
+        for n in extra:
+            out.setdefault(index.region_of(n), set()).add(n)
+        self._extra_at[(resource, rank)] = (extra, out)
+        return out
+
     def quota_allows(self, request: Request, ledger: Ledger, taken: set[str], now: float,
-                     min_runtime_s: float) -> bool:
-        """False only when the namespace's quota refuses `request` in every class and region it may use even
-        once every holder of its classes it may disturb (`disturbable`, not `taken`) gave back all it holds in
-        that namespace (a victim's room comes back to its namespace; a reclaimed job keeps some). A necessary
-        condition."""
+                     min_runtime_s: float) -> bool | Mapping[str, tuple[str, ...]]:
+        """Where the namespace's quota may let `request` in even once every holder of its classes it may
+        disturb (`disturbable`, not `taken`) gave back all it holds in that namespace (a victim's room comes
+        back to its namespace; a reclaimed job keeps some): True when no quota applies to it, else class ->
+        the regions (of those it may use) where the quota may let it in; falsy (False, or no region for any
+        class) when the quota refuses it everywhere. A necessary condition."""
         limits = ledger.fleet.quotas.get(request.namespace)
         if not limits:
             return True
-        back = self._given_back(request.namespace, request.priority, taken, now, min_runtime_s)
-        classes = {a.device_class for a in request.alternatives}  # only holders of these are disturbed for it
-        held = {key: n - back.get(key, 0) if key[0] in classes else n
-                for key, n in ledger.held.get(request.namespace, {}).items()}
+        room = self._quota_room(request, ledger, taken, now, min_runtime_s)
+        out: dict[str, tuple[str, ...]] = {}
         for alt in request.alternatives:
             cls = ledger.fleet.classes.get(alt.device_class)
             if cls is None:
                 continue
             need = request.replicas * alt.per_replica
-            for region in ledger.index.regions(cls):
-                if request.allowed_regions and region not in request.allowed_regions:
-                    continue
-                if quota_room(limits, held, cls.name, region, need, cpu_classes(ledger.fleet.classes)) is None:
-                    return True
-        return False
+            regions = [region for region in ledger.index.regions(cls)
+                       if not (request.allowed_regions and region not in request.allowed_regions)
+                       and need <= room(cls.name, region)]
+            out[alt.device_class] = tuple(sorted({*out.get(alt.device_class, ()), *regions}))
+        return out if any(out.values()) else False
+
+    def _quota_room(self, request: Request, ledger: Ledger, taken: set[str], now: float, min_runtime_s: float
+                    ) -> Callable[[str, str], float]:
+        """(class, region) -> the most devices the namespace's quota lets `request`'s namespace add there once
+        the holders a job of its priority may disturb gave back what they hold of its classes (`quota_room`
+        refuses exactly a need above it); one table per namespace, priority and classes, made again when the
+        ledger or the holders taken change, each entry computed on first use."""
+        classes = frozenset(a.device_class for a in request.alternatives)  # only holders of these are disturbed
+        key = (request.namespace, request.priority, classes, ledger.version, len(taken))
+        known = self._quota.get(key)
+        if known is not None:
+            return known
+        limits = ledger.fleet.quotas.get(request.namespace, ())
+        back = self._given_back(request.namespace, request.priority, taken, now, min_runtime_s)
+        held = {k: n - back.get(k, 0) if k[0] in classes else n
+                for k, n in ledger.held.get(request.namespace, {}).items()}
+        cpu = cpu_classes(ledger.fleet.classes)
+        table: dict[tuple[str, str], float] = {}
+
+        def room(device_class: str, region: str) -> float:
+            out = table.get((device_class, region))
+            if out is None:
+                out = _NEVER
+                for limit in limits:  # `quota_room`: a need above any covering limit's headroom is refused
+                    if limit.covers(device_class, region, device_class in cpu):
+                        used = sum(n for (c, r), n in held.items() if limit.covers(c, r, c in cpu))
+                        out = min(out, limit.devices - used)
+                table[(device_class, region)] = out
+            return out
+
+        self._quota[key] = room
+        return room
 
     def _given_back(self, namespace: str, rank: int, taken: set[str], now: float, min_runtime_s: float
                     ) -> dict[tuple[str, str], int]:

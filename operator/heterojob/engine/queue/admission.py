@@ -44,7 +44,7 @@ from typing import TYPE_CHECKING
 
 from heterojob.engine.disruption import preemption
 from heterojob.engine.queue.aside import set_aside
-from heterojob.engine.capacity.fleet import Allocation, Fleet
+from heterojob.engine.capacity.fleet import Allocation, Fleet, cpu_classes, quota_room
 from heterojob.engine.disruption.holders import Holder
 from heterojob.engine.placing.placement import (
     Candidate, FleetIndex, Ledger, Request, Result, fits, place, replicas_text, room_to_grow,
@@ -286,7 +286,8 @@ def may_act(queue: Iterable[Request], holders: Iterable[Holder], fleet: Fleet, n
             settings: AdmissionSettings = AdmissionSettings(), memory: Memory | None = None) -> bool:
     """False only when `plan_queue` would place, preempt and reclaim nothing (every job QUEUED or NO_ROOM
     is impossible then too: a job that fits alone fits the free room): no holder yields to a waiting job or
-    holds room reserved for one, no request may fit the free room (`Ledger.may_fit`), and for none could
+    holds room reserved for one, no request may fit the free room (`Ledger.may_fit`, and `_may_fit_quota`: free
+    room where its namespace's quota refuses it is no reason to plan), and for none could
     disturbing holders make room (`_Pool.may_disrupt`, `_Pool.may_make_room`). Until a job is placed or
     disturbs someone, `plan_queue` sees the ledger and the holders as given, so the first job that acts
     passes one of these tests. For callers that act on the plan only (the trace replay): the messages of
@@ -303,12 +304,14 @@ def may_act(queue: Iterable[Request], holders: Iterable[Holder], fleet: Fleet, n
     # requests alike in all the tests below read (nothing reads a name once no holder yields to a waiting job;
     # nothing is taken and the ledger is not changed here) answer alike: each such kind is asked once
     asked: set[tuple[object, ...]] = set()
+    tally: dict[str, dict[str, tuple[int, int]]] = {}
+    quota_ok: dict[tuple[str, str, str, int], bool] = {}
     for request in queue:
         alike = (request.shape, request.priority, request.preempts, request.also_preempts)
         if alike in asked:
             continue
         asked.add(alike)
-        if ledger.may_fit(request):
+        if ledger.may_fit(request) and _may_fit_quota(request, ledger, tally, quota_ok):
             return True
         pool = pool or _Pool.untaken(holders)
         if request.preempts is not None and request.preempts < request.priority:
@@ -318,6 +321,40 @@ def may_act(queue: Iterable[Request], holders: Iterable[Holder], fleet: Fleet, n
         if pool.may_disrupt(request, taken) and pool.may_make_room(request, ledger, taken, now,
                                                                    settings.min_runtime_s):
             return True
+    return False
+
+
+def _may_fit_quota(request: Request, ledger: Ledger, tally: dict[str, dict[str, tuple[int, int]]],
+                   quota_ok: dict[tuple[str, str, str, int], bool]) -> bool:
+    """False only when `place` cannot fit `request` on `ledger` now: in no region of an alternative's class it may
+    use is there both a node with room for a replica and room for the whole gang (`Ledger.may_fit`'s test, per
+    region) and room in its namespace's quota (`fleet.quota_room`, as `place` asks it). `tally` (class -> region ->
+    the most free devices on one node, and in all) and `quota_ok` are kept by the caller for one ledger state."""
+    fleet = ledger.fleet
+    limits = fleet.quotas.get(request.namespace)
+    for alt in request.alternatives:
+        cls = fleet.classes.get(alt.device_class)
+        if cls is None:
+            continue
+        by_region = tally.get(cls.name)
+        if by_region is None:
+            by_region = tally[cls.name] = {region: (max(free.values(), default=0), sum(free.values()))
+                                           for region, free in ledger.index.room(cls).items()}
+        need = request.replicas * alt.per_replica
+        for region, (most, total) in by_region.items():
+            if request.allowed_regions and region not in request.allowed_regions:
+                continue
+            if most <= 0 or most < alt.per_replica or total < need:
+                continue
+            if not limits:
+                return True
+            key = (request.namespace, cls.name, region, need)
+            ok = quota_ok.get(key)
+            if ok is None:
+                ok = quota_ok[key] = quota_room(limits, ledger.held.get(request.namespace, {}), cls.name, region,
+                                                need, cpu_classes(fleet.classes)) is None
+            if ok:
+                return True
     return False
 
 

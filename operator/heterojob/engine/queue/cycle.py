@@ -36,7 +36,7 @@ import math
 import re
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
-from functools import cached_property, partial
+from functools import cached_property, lru_cache, partial
 from typing import TYPE_CHECKING
 
 from heterojob.engine.capacity import transfer
@@ -118,15 +118,16 @@ class Cycle:
 def plan_cycle(queue: Iterable[Request], holders: Iterable[Holder], fleet: Fleet, now: float,
                settings: AdmissionSettings = AdmissionSettings(), policy: tuple[Knowledge, QueueSettings] | None = None,
                moves: Mapping[str, transfer.Move] | None = None, memo: Memo | None = None,
-               memory: Memory | None = None, acting: bool = False, stop: Callable[[], bool] | None = None
-               ) -> Cycle:
+               memory: Memory | None = None, acting: bool = False, stop: Callable[[], bool] | None = None,
+               *, every: bool = False) -> Cycle:
     """Plan every waiting job of `queue` at once (steps in the module docstring). `fleet` counts every
     holder's devices as used; `moves`: job -> the transfer an involuntary move out of its region weighs;
     `memo` (`engine.queue.ranking.Memo`) and `memory` (`engine.capacity.rooms.Memory`, for one fleet), both kept by the
     caller between cycles, only save recomputing equal values: the cycle is the same without them.
     `acting`: only the jobs that act, each as the full cycle plans it (`admission.plan_queue`'s `acting`);
     `stop`: `admission.plan_queue`'s (`admission.Stopped` ends the cycle, with no plan; a plan computed when
-    read may raise it then)."""
+    read may raise it then). `every`: the caller reads every admission (the operator's full cycle): the plan is
+    made at once, without the necessary test, whose answer would only say when."""
     queue, holders = list(queue), list(holders)
     if not queue:  # nothing to plan: only the free room (what `room_grew` compares)
         return Cycle(QueuePlan(), frozenset(), _free_after(QueuePlan(), fleet, memo))
@@ -151,8 +152,10 @@ def plan_cycle(queue: Iterable[Request], holders: Iterable[Holder], fleet: Fleet
     # its user listed; the requests by job are made only when the messages are read
     explain = partial(_explain, fleet=fleet, moves=moves, narrowed=narrowed, original=queue, mine=ordered,
                       prepared=prepared, memory=memory, stop=stop)
-    if not may_act(ordered, prepared.holders, fleet, now, settings, memory):  # planned only when read
-        return Cycle(partial(plan_queue, ordered, prepared.holders, fleet, now, settings, memory, acting, stop),
+    if not every and not may_act(ordered, prepared.holders, fleet, now, settings, memory):  # planned when read
+        # (acting: its part that acts is empty, exactly: nothing places or disturbs anyone)
+        return Cycle(QueuePlan() if acting else
+                     partial(plan_queue, ordered, prepared.holders, fleet, now, settings, memory, acting, stop),
                      prepared.waiting_for, _free_after(QueuePlan(), fleet, memo), explain, quiet=True,
                      chose=prepared.chose)
     plan = plan_queue(ordered, prepared.holders, fleet, now, settings, memory, acting, stop)
@@ -209,10 +212,13 @@ _FIGURES = re.compile(r"(room for \d+ of \d+)|\d+(?:\.\d+)?")
 _AHEAD = re.compile(r"(that fit first): [^;]*")
 
 
+@lru_cache(maxsize=1 << 14)
 def verdict(outcome: str | None, message: str | None) -> tuple[str, str]:
     """A waiting job's verdict: its outcome and its message without the figures that move while nothing is
     decided (free devices, counts, hours) and without the names of the jobs ahead that fit first. How many
-    of its replicas a candidate has room for ("room for 1 of 2") is kept: that is how far it is from fitting."""
+    of its replicas a candidate has room for ("room for 1 of 2") is kept: that is how far it is from fitting.
+    Memoised per (outcome, message): a cycle's thousands of waiting jobs share a few hundred messages, most of
+    them the last cycle's too."""
     return outcome or "", _FIGURES.sub(lambda m: m.group(1) or "#", _AHEAD.sub(r"\1", message or ""))
 
 

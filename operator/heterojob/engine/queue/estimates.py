@@ -42,6 +42,7 @@ import math
 import statistics
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
+from functools import cached_property
 
 import numpy as np
 
@@ -211,6 +212,12 @@ class Estimates:
         base = _unsized(key) if key is not None else None
         if base is not None and base in self.workloads:
             return self.workloads[base]
+        return self.unmeasured
+
+    @cached_property
+    def unmeasured(self) -> Estimate:
+        """The estimate of a fingerprint nobody measured: one object per `Estimates` (what a planner keeps per
+        object between passes finds it again, for each of thousands of such jobs)."""
         return _unmeasured(self.declared, self.model)
 
 
