@@ -305,8 +305,10 @@ class Latest:
             entry = self._entries.get(key)
             # a read that took seconds (a national fleet without the recording rule) is repeated at most every 3
             # times its length
-            fresh = entry is not None and now - entry[0] < max(HEAT_S if every_s is None else every_s,
-                                                               3 * self._cost.get(key, 0.0))
+            # an empty answer (Prometheus has no samples yet: just started) is asked again after HEAT_S, not later
+            empty = entry is not None and isinstance(entry[1], pd.DataFrame) and entry[1].empty
+            period = HEAT_S if every_s is None or empty else every_s
+            fresh = entry is not None and now - entry[0] < max(period, 3 * self._cost.get(key, 0.0))
             stale = entry is not None and not fresh and not isinstance(entry[1], Exception)  # shown while re-read
             reading = self._reading.get(key)
             if (fresh or stale) and reading is None and stale:
