@@ -12,10 +12,12 @@ page's last element is visible. Cold: the first visit after the console starts (
 caches); warm: the median of the next three visits.
 
 The same run times a Streamlit page holding one title and one tile (`streamlit_baseline_s`): what any
-page costs on this machine before the console does anything, and prints the load average. Beside each page's
+page costs on this machine before the console does anything (and its server's CPU-s a visit, `streamlit_baseline_cpu_s`),
+and prints the load average. Beside each page's
 times, the CPU-seconds of the console's Streamlit process during its cold visit and per warm visit (`<page>_cpu_s_cold`,
 `<page>_cpu_s`: its poller's background refreshes included; a figure a loaded machine does not inflate as it does wall
-time), and its largest resident memory (`rss_mb`); `<page>_ready_s` and `<page>_ready_cpu_s`: from the console's
+time), what the console sent the page over its websocket per warm visit (`<page>_kb`: the page's elements and
+data, not Streamlit's static files), and its largest resident memory (`rss_mb`); `<page>_ready_s` and `<page>_ready_cpu_s`: from the console's
 start until its health check answers (imports, the first paged listing and telemetry read), wall and CPU.
 
 Last line: one JSON object. Targets (issues 22, 45): every page <= 2 s warm and <= 4 s cold.
@@ -178,10 +180,18 @@ def rss_mb(pid: int) -> float:
     return 0.0
 
 
-def visit(browser: Any, url: str, ready: str) -> float:
+def visit(browser: Any, url: str, ready: str, received: list[int] | None = None) -> float:
+    """Seconds until the page is whole; the bytes its websocket brought (the console's messages) appended to
+    `received`."""
     from playwright.sync_api import TimeoutError as NotWhole
 
     page = browser.new_page(viewport={"width": 1500, "height": 1100})
+    got = [0]
+
+    def count(payload: str | bytes) -> None:
+        got[0] += len(payload)
+
+    page.on("websocket", lambda ws: ws.on("framereceived", count))
     try:
         t0 = time.perf_counter()
         page.goto(url, wait_until="commit", timeout=VISIT_S * 1000)
@@ -192,6 +202,8 @@ def visit(browser: Any, url: str, ready: str) -> float:
             return float(VISIT_S)
         return time.perf_counter() - t0
     finally:
+        if received is not None:
+            received.append(got[0])
         page.close()
 
 
@@ -201,9 +213,9 @@ st.metric("a tile", 1)
 """
 
 
-def baseline(browser: Any, tmp: Path) -> float:
+def baseline(browser: Any, tmp: Path) -> tuple[float, float]:
     """A Streamlit page with a title and one tile, served and timed the same way (warm): what any page
-    costs on this machine before the console does anything."""
+    costs on this machine before the console does anything; (wall s, its server's CPU-s a visit)."""
     script = tmp / "baseline.py"
     script.write_text(BASELINE)
     port = free_port()
@@ -221,7 +233,9 @@ def baseline(browser: Any, tmp: Path) -> float:
             except OSError:
                 time.sleep(0.2)
         visit(browser, url, ready)
-        return round(statistics.median(visit(browser, url, ready) for _ in range(WARM_RUNS)), 3)
+        before = cpu_seconds(proc.pid)
+        wall = round(statistics.median(visit(browser, url, ready) for _ in range(WARM_RUNS)), 3)
+        return wall, round((cpu_seconds(proc.pid) - before) / WARM_RUNS, 2)
     finally:
         os.killpg(proc.pid, signal.SIGTERM)
         proc.wait(timeout=10)
@@ -236,7 +250,7 @@ def measure(kubeconfig: Path, prometheus: str, pages: list[str], logs: Path | No
             "--no-sandbox", "--disable-gpu", "--disable-background-networking", "--disable-component-update",
             "--disable-sync", "--no-first-run"])
         visit(browser, "about:blank", "true")  # the browser itself is warm: we time the console
-        out["streamlit_baseline_s"] = baseline(browser, kubeconfig.parent)
+        out["streamlit_baseline_s"], out["streamlit_baseline_cpu_s"] = baseline(browser, kubeconfig.parent)
         for name, (path, ready) in PAGES.items():
             if name not in pages:
                 continue
@@ -250,8 +264,10 @@ def measure(kubeconfig: Path, prometheus: str, pages: list[str], logs: Path | No
                 out[f"{name}_ready_cpu_s"] = round(before, 2)
                 out[f"{name}_s_cold"] = round(visit(browser, url + path, ready), 3)
                 middle = cpu_seconds(pid)
-                out[f"{name}_s"] = round(statistics.median(visit(browser, url + path, ready)
+                received: list[int] = []
+                out[f"{name}_s"] = round(statistics.median(visit(browser, url + path, ready, received)
                                                            for _ in range(WARM_RUNS)), 3)
+                out[f"{name}_kb"] = round(statistics.median(received) / 1024)  # websocket bytes a warm visit
                 # a page that never became whole (VISIT_S) counts as VISIT_S: the target is missed, the run goes on
                 out[f"{name}_cpu_s_cold"] = round(middle - before, 2)
                 out[f"{name}_cpu_s"] = round((cpu_seconds(pid) - middle) / WARM_RUNS, 2)

@@ -391,15 +391,16 @@ def heat_series(prometheus_url: str, minutes: int, nodes: list[str] | None = Non
     series: dict[str, list[list[Any]]] = {}  # name -> [[time, "value"], ...] as Prometheus sends them
     where: dict[str, str] = {}
     if nodes is None:  # every node: from the recording rule's series where Prometheus has them (the mean of each)
-        mean = f"(({RECORDED} - floor({RECORDED})) * {UTIL_PACK:g} / floor({RECORDED}) >= 0)"
-        recorded = prom.custom_query_range(mean, start_time=_dt(end - minutes * 60), end_time=_dt(end),
+        # the packed series as recorded, unpacked here: the same arithmetic in PromQL (vector matching at every step)
+        # took Prometheus 6.6 s at 12,500 nodes x 60 steps where the plain range read takes 0.2 s
+        recorded = prom.custom_query_range(RECORDED, start_time=_dt(end - minutes * 60), end_time=_dt(end),
                                            step=f"{step}s")
         if recorded:
-            queries = []
             for s in recorded:
                 node = (s.get("metric") or {}).get(NODE_LABEL) or ""
                 if node:
                     series[node], where[node] = s.get("values") or [], node
+            return _mean(_grid(series, where))
     for query in queries:
         for s in prom.custom_query_range(query, start_time=_dt(end - minutes * 60), end_time=_dt(end),
                                          step=f"{step}s"):
@@ -411,6 +412,20 @@ def heat_series(prometheus_url: str, minutes: int, nodes: list[str] | None = Non
             series[name] = s.get("values") or []
             where[name] = node
     return _grid(series, where)
+
+
+def _mean(packed: pd.DataFrame) -> pd.DataFrame:
+    """A grid of RECORDED values (devices + utilization sum / UTIL_PACK) as each cell's mean utilization; no value
+    where no device had one."""
+    if packed.empty:
+        return packed
+    values = packed.drop(columns="node").to_numpy(dtype=float)
+    devices = np.floor(values)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        mean = np.where(devices > 0, (values - devices) * UTIL_PACK / devices, np.nan)
+    out = pd.DataFrame(mean, index=packed.index, columns=packed.columns[1:])
+    out.insert(0, "node", packed["node"])
+    return out
 
 
 def _grid(series: Mapping[str, list[list[Any]]], where: Mapping[str, str]) -> pd.DataFrame:

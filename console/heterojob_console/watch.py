@@ -3,9 +3,9 @@ operator's own: a paged LIST, `limit`/`continue`, then a WATCH from its resource
 by the poller (`ui.Poller`) for every session of the process. Pods are kept as `data.pod_view` (what the pages show
 of them), nodes as the operator's view of each (`convert.node_view`), computed once per change, not per read.
 
-A snapshot (`data.build`) is made from the caches only when something changed since the last one (or every
-REBUILD_S: queue positions depend on the time), so a quiet fleet of 100,000 devices costs nothing per refresh; the
-API server is asked for what changed, never for every object again. Member clusters (`members`) are still read
+A snapshot (`data.build`) is made from the caches only when something changed since the last one (or, while a job
+waits, every REBUILD_S: queue positions depend on the time), so a quiet fleet of 100,000 devices costs nothing per
+refresh; the API server is asked for what changed, never for every object again. Member clusters (`members`) are still read
 whole at every refresh."""
 
 from __future__ import annotations
@@ -29,7 +29,7 @@ from heterojob_console.data import PAGE, PLURALS, build, custom_lists, pod_view
 from heterojob_console.snapshot import Cluster
 
 SYNC_TIMEOUT_S = 60.0  # the first listing of every kind, at most (12,500 nodes are 25 pages)
-REBUILD_S = 60.0  # a snapshot is made again this often even when nothing changed (queue order ages)
+REBUILD_S = 60.0  # a snapshot is made again this often even when nothing changed, while a job waits (queue order ages)
 
 
 class Watched:
@@ -79,7 +79,10 @@ class Watched:
         member_reads = member_clusters.read(self.core, stores["Region"])
         at = datetime.now(UTC)
         last = self._last
-        if last is not None and not member_reads and last[0] == changes and time.monotonic() - last[1] < REBUILD_S:
+        # queue positions age only while a job waits: with none waiting a quiet fleet is not built again by the clock
+        aging = last is not None and bool(last[2].jobs["queue"].notna().any())
+        if last is not None and not member_reads and last[0] == changes \
+                and (not aging or time.monotonic() - last[1] < REBUILD_S):
             return dataclasses.replace(last[2], at=at)  # nothing changed: the same tables, read now
         nodes = {view.name: view for view in stores["Node"]}
         objs = {kind: stores[kind] for kind in PLURALS}

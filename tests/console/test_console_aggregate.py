@@ -99,6 +99,12 @@ def test_the_recording_rule_gives_the_figures_computed_without_it(tmp_path: Path
             assert abs(computed[name][1] - read[name][1]) / 4 < 5  # the mean within 5 points (read a second apart)
         heat = devices.heat_series(ruled.url, 15, None)
         assert sorted(heat["node"]) == ["g0", "n0"] and heat.drop(columns="node").notna().any(axis=None)
+        # the recorded series unpacked give each node's mean utilization, as the raw series' average does
+        raw = devices.heat_series(plain.url, 15, None)
+        for name in ("g0", "n0"):
+            recorded_now = heat.drop(columns="node").loc[name].dropna().iloc[-1]
+            raw_now = raw.drop(columns="node").loc[name].dropna().iloc[-1]
+            assert 0 <= recorded_now <= 100 and abs(recorded_now - raw_now) < 10, (name, recorded_now, raw_now)
     finally:
         plain.stop()
         ruled.stop()

@@ -55,3 +55,26 @@ def test_the_last_answer_shows_while_it_is_read_again_but_a_failure_is_read_agai
     with pytest.raises(ConnectionRefusedError):
         latest.get(("http://member", 60, None), down)
     assert latest.get(("http://member", 60, None), lambda: new) is new  # answers again: no old error shown
+
+
+def test_a_view_is_kept_until_a_new_column_is_due_but_an_empty_answer_is_asked_again_soon(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(ui, "HEAT_S", 0.0)
+    latest, calls = ui.Latest(), []
+    full = pd.DataFrame({"node": ["a"]})
+
+    def fetch() -> pd.DataFrame:
+        calls.append(1)
+        return full
+
+    assert latest.get(KEY, fetch, every_s=3600) is full
+    assert latest.get(KEY, fetch, every_s=3600) is full
+    assert len(calls) == 1  # a column is an hour here: not read again meanwhile
+    answers = iter([pd.DataFrame(), full])
+    other = ("http://prometheus", 60, ("n",))
+    assert latest.get(other, lambda: next(answers), every_s=3600).empty  # no samples yet (Prometheus just started)
+    latest.get(other, lambda: next(answers), every_s=3600)  # asked again in the background at once
+    deadline = time.monotonic() + 10
+    while latest._entries[other][1] is not full and time.monotonic() < deadline:
+        time.sleep(0.02)
+    assert latest._entries[other][1] is full
