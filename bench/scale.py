@@ -22,7 +22,8 @@ Measured, after the backlog is created and the operator has given every waiting 
 - admit_free_p95_s: --admit-probes jobs, one at a time, that fit the probe region, from create until all their
   pods exist; each is deleted after (capacity freed: the event that wakes a scheduler);
 - cycle_cpu_s_p95: from the operator's histogram heterojob_scheduler_cycle_cpu_seconds over the measured phase
-  when it serves one (cycle_cpu_source "metric"); else (source "window") the operator's CPU-seconds from each
+  when it serves one (cycle_cpu_source "metric": the upper bound of the bucket holding the p95;
+  `cycle_cpu_share_le`: the share of cycles at or under each bucket's bound); else (source "window") the operator's CPU-seconds from each
   probe's deletion until it is quiet (under 5 % CPU for 2 s, at most --cycle-window-max seconds: capped, the value
   is then a floor), i.e. one cycle triggered by freed capacity;
 - fault_to_pods_p95_s: --fault-probes running victims, one at a time: a node of theirs goes NotReady as the node
@@ -1002,6 +1003,7 @@ class Scale(ScaleCluster):
             last = cycle_histogram(self.metrics()) or first
             self.notes["cycle_cpu_s_p95"] = histogram_quantile(first, last, 0.95)
             self.notes["cycle_count"] = int(last.get(float("inf"), 0) - first.get(float("inf"), 0))
+            self.notes["cycle_cpu_share_le"] = histogram_shares(first, last)
         self.notes["waiting_end"] = self.waiting()
         if self.s.restart:
             self.restart()
@@ -1041,6 +1043,14 @@ def histogram_quantile(first: dict[float, float], last: dict[float, float], q: f
         if delta[le] >= q * total:
             return le if le != float("inf") else max((b for b in delta if b != float("inf")), default=None)
     return None
+
+
+def histogram_shares(first: dict[float, float], last: dict[float, float]) -> dict[str, float]:
+    """Bucket bound -> share of the observations between two readings at or under it (how far under the target
+    the quantile's bucket is: the p95 names only a bucket's upper bound)."""
+    total = last.get(float("inf"), 0.0) - first.get(float("inf"), 0.0)
+    return {f"{le:g}": round((last.get(le, 0.0) - first.get(le, 0.0)) / total, 3)
+            for le in sorted(last) if le != float("inf") and total > 0}
 
 
 def main(argv: list[str] | None = None) -> int:
