@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import math
+
 from collections import defaultdict
 from collections.abc import Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -117,12 +119,25 @@ def quota_room(limits: Iterable[Limit], held: Mapping[tuple[str, str], int], dev
     for limit in limits:
         if not limit.covers(device_class, region, device_class in cpu):
             continue
-        used = sum(n for (c, r), n in held.items() if limit.covers(c, r, c in cpu))
+        used = used_under(limit, held, cpu)
         if used + need > limit.devices:
             scope = f"{limit.device_class} in {'any region' if limit.region == '*' else limit.region}"
             return (f"quota {used}/{limit.devices} used ({limit.quota + ': ' if limit.quota else ''}{scope}; "
                     f"needs {need})")
     return None
+
+
+def used_under(limit: Limit, held: Mapping[tuple[str, str], int], cpu: Collection[str] = frozenset()) -> int:
+    """What the namespace holding `held` ((class, region) -> devices) counts under `limit` (`quota_room`)."""
+    return sum(n for (c, r), n in held.items() if limit.covers(c, r, c in cpu))
+
+
+def quota_headroom(limits: Iterable[Limit], held: Mapping[tuple[str, str], int], device_class: str, region: str,
+                   cpu: Collection[str] = frozenset()) -> float:
+    """The most devices of class/region `quota_room` lets the namespace add (inf: no limit covers them):
+    `quota_room` refuses exactly a need above it."""
+    return min((limit.devices - used_under(limit, held, cpu) for limit in limits
+                if limit.covers(device_class, region, device_class in cpu)), default=math.inf)
 
 
 @dataclass(frozen=True)

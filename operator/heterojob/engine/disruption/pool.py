@@ -13,7 +13,7 @@ from dataclasses import replace
 from typing import TYPE_CHECKING, cast
 
 from heterojob.engine.disruption import preemption
-from heterojob.engine.capacity.fleet import Allocation, cpu_classes
+from heterojob.engine.capacity.fleet import Allocation, cpu_classes, quota_headroom
 from heterojob.engine.placing.placement import Alternative, FleetIndex, Ledger, Request
 
 if TYPE_CHECKING:
@@ -263,8 +263,8 @@ class _Pool:
     def _quota_room(self, request: Request, ledger: Ledger, taken: set[str], now: float, min_runtime_s: float
                     ) -> Callable[[str, str], float]:
         """(class, region) -> the most devices the namespace's quota lets `request`'s namespace add there once
-        the holders a job of its priority may disturb gave back what they hold of its classes (`quota_room`
-        refuses exactly a need above it); one table per namespace, priority and classes, made again when the
+        the holders a job of its priority may disturb gave back what they hold of its classes
+        (`fleet.quota_headroom`); one table per namespace, priority and classes, made again when the
         ledger or the holders taken change, each entry computed on first use."""
         classes = frozenset(a.device_class for a in request.alternatives)  # only holders of these are disturbed
         key = (request.namespace, request.priority, classes, ledger.version, len(taken))
@@ -281,12 +281,7 @@ class _Pool:
         def room(device_class: str, region: str) -> float:
             out = table.get((device_class, region))
             if out is None:
-                out = _NEVER
-                for limit in limits:  # `quota_room`: a need above any covering limit's headroom is refused
-                    if limit.covers(device_class, region, device_class in cpu):
-                        used = sum(n for (c, r), n in held.items() if limit.covers(c, r, c in cpu))
-                        out = min(out, limit.devices - used)
-                table[(device_class, region)] = out
+                out = table[(device_class, region)] = quota_headroom(limits, held, device_class, region, cpu)
             return out
 
         self._quota[key] = room

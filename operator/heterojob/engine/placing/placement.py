@@ -31,7 +31,7 @@ from typing import cast
 from heterojob.engine.capacity.filters import (
     node_unfit, software_mismatch, software_summary,
 )
-from heterojob.engine.capacity.fleet import Allocation, DeviceClass, Fleet, cpu_classes, quota_room
+from heterojob.engine.capacity.fleet import Allocation, DeviceClass, Fleet, cpu_classes, quota_room, used_under
 from heterojob.engine.capacity.fleet_index import FleetIndex, _View, _view  # noqa: F401 - re-exported
 from heterojob.engine.capacity.placement_types import (
     OUTSIDE_ALLOWED, Alternative, Candidate, Rejection, Request, Result, listed, replicas_text,
@@ -229,7 +229,7 @@ class _Quota:
                 continue
             used = self._spent[k]
             if used is None:
-                used = self._spent[k] = sum(n for (c, r), n in self.held.items() if limit.covers(c, r, c in cpu))
+                used = self._spent[k] = used_under(limit, self.held, cpu)
             if used + need > limit.devices:
                 key = (k, need)  # the message names the limit, what it counts and the need
                 if key not in self._said:
