@@ -31,6 +31,9 @@ Measured, after the backlog is created and the operator has given every waiting 
   False, a node that still answers, whose jobs checkpoint first), until pods of the next placement generation exist
   for every replica; then the node is Ready again;
 - operator_rss_mb: the operator's peak RSS (VmHWM);
+- gc_full_passes, gc_full_p95_le_s, gc_pauses_over_0_25_s: the operator's garbage collector over the measured phase
+  (`heterojob_gc_pause_seconds`): its full passes, the bucket bound of their p95, and passes of any generation
+  that held the event loop over 0.25 s;
 - probe_p99_s: the operator's /healthz (Kopf's liveness endpoint), /metrics and its alert webhook (an alert that
   names no job), asked every second from each one's first answer (the operator's start is not timed) to the end,
   each with a 5 s timeout (a timeout or a failure counts 5 s); probe_failures counts answers that were not 2xx or
@@ -84,6 +87,7 @@ from typing import Any
 
 import kubernetes
 import urllib3
+from prometheus_client.parser import text_string_to_metric_families
 
 
 from heterojob.constants import GROUP, LABEL_GENERATION, LABEL_JOB, VERSION
@@ -994,13 +998,16 @@ class Scale(ScaleCluster):
         self.start()
         self.fill()
         self.backlog()
-        first = cycle_histogram(self.metrics())
+        at_start = self.metrics()
+        first = cycle_histogram(at_start)
         self.notes["cycle_cpu_source"] = "metric" if first is not None else "window"
         self.idle()
         self.admit(use_window=first is None)
         self.faults()
+        at_end = self.metrics()
+        self.notes.update(gc_pauses(at_start, at_end))
         if first is not None:
-            last = cycle_histogram(self.metrics()) or first
+            last = cycle_histogram(at_end) or first
             self.notes["cycle_cpu_s_p95"] = histogram_quantile(first, last, 0.95)
             self.notes["cycle_count"] = int(last.get(float("inf"), 0) - first.get(float("inf"), 0))
             self.notes["cycle_cpu_share_le"] = histogram_shares(first, last)
@@ -1022,15 +1029,42 @@ class Scale(ScaleCluster):
 
 def cycle_histogram(text: str | None) -> dict[float, float] | None:
     """le -> cumulative count of heterojob_scheduler_cycle_cpu_seconds in a /metrics answer; None when absent."""
+    return histogram(text, "heterojob_scheduler_cycle_cpu_seconds")
+
+
+def histogram(text: str | None, name: str, **labels: str) -> dict[float, float] | None:
+    """le -> cumulative count of histogram `name`'s series with these labels in a /metrics answer; None when
+    absent."""
     if not text:
         return None
     out: dict[float, float] = {}
-    for line in text.splitlines():
-        if line.startswith("heterojob_scheduler_cycle_cpu_seconds_bucket{"):
-            labels, _, value = line.rpartition(" ")
-            le = labels.split('le="', 1)[1].split('"', 1)[0]
-            out[float("inf") if le == "+Inf" else float(le)] = float(value)
+    for family in text_string_to_metric_families(text):
+        for sample in family.samples:
+            if sample.name == f"{name}_bucket" and all(sample.labels.get(k) == v for k, v in labels.items()):
+                out[float(sample.labels["le"])] = sample.value
     return out or None
+
+
+def gc_pauses(first: str | None, last: str | None) -> dict[str, Any]:
+    """The operator's collector passes between two /metrics readings (`heterojob_gc_pause_seconds`): full passes
+    (generation 2) and passes of any generation over 0.25 s (each a stall of the event loop: probes, passes and
+    webhooks wait)."""
+    out: dict[str, Any] = {}
+    long = 0.0
+    for generation in ("0", "1", "2"):
+        a, b = histogram(first, "heterojob_gc_pause_seconds", generation=generation), \
+            histogram(last, "heterojob_gc_pause_seconds", generation=generation)
+        if b is None:
+            continue
+        a = a or {}
+        count = b.get(float("inf"), 0.0) - a.get(float("inf"), 0.0)
+        long += count - (b.get(0.25, 0.0) - a.get(0.25, 0.0))
+        if generation == "2":
+            out["gc_full_passes"] = int(count)
+            out["gc_full_p95_le_s"] = histogram_quantile(a, b, 0.95) if count else None
+    if out:
+        out["gc_pauses_over_0_25_s"] = int(long)
+    return out
 
 
 def histogram_quantile(first: dict[float, float], last: dict[float, float], q: float) -> float | None:

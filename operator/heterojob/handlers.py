@@ -8,7 +8,7 @@ import asyncio
 import gc
 import logging
 import ssl
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -78,6 +78,7 @@ class Runtime:
     caches: Caches | None = None  # the informers that feed the fleet view (`kube.caches`)
     build_task: asyncio.Task[None] | None = None  # builds the controller once the caches are synced
     gc_threshold: tuple[int, ...] | None = None  # the collector's thresholds before the controller started
+    unwatch_gc: Callable[[], None] | None = None  # stops timing the collector's passes (`OperatorMetrics.watch_gc`)
     # HeteroJob events before the controller is built and started: the last of each job, handed in then (None after)
     early_jobs: dict[str, tuple[str | None, dict[str, Any]]] | None = field(default_factory=dict)
     standing_by: bool = False  # a standby's informers run (`Standby`); the controller loads only once it leads
@@ -382,6 +383,7 @@ def register(registry: kopf.OperatorRegistry, config: OperatorConfig, standby: S
             # a pass still held; restored at cleanup (tests run many operators in one process)
             runtime.gc_threshold = gc.get_threshold()
             gc.set_threshold(YOUNG_GC, *runtime.gc_threshold[1:])
+            runtime.unwatch_gc = runtime.metrics.watch_gc()
             runtime.controller = ctl  # alerts are handled from here on; other handlers still wait for the lock
             runtime.ready.set()
             if runtime.receiver is not None:  # alerts that came before it, handed in now, before any placement
@@ -434,6 +436,8 @@ def register(registry: kopf.OperatorRegistry, config: OperatorConfig, standby: S
             await runtime.caches.stop()
         if runtime.gc_threshold is not None:
             gc.set_threshold(*runtime.gc_threshold)
+        if runtime.unwatch_gc is not None:
+            runtime.unwatch_gc()
         runtime.kube.close()
 
 

@@ -3,6 +3,11 @@ process (tests) without clashing; served on `/metrics` next to `/alerts`."""
 
 from __future__ import annotations
 
+import gc
+import time
+from collections.abc import Callable
+from typing import Any
+
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
 
 
@@ -45,3 +50,23 @@ class OperatorMetrics:
         self.decision_seconds = Histogram("heterojob_decision_seconds", "Time of one reconcile pass of a job.",
                                           buckets=(0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5),
                                           registry=r)
+        self.gc_pause_seconds = Histogram("heterojob_gc_pause_seconds",
+                                          "Wall time of one pass of Python's cyclic garbage collector, by "
+                                          "generation (2: a full pass, which walks every tracked object not "
+                                          "frozen): the event loop answers nothing meanwhile.", ["generation"],
+                                          buckets=(0.001, 0.01, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5), registry=r)
+
+    def watch_gc(self) -> Callable[[], None]:
+        """Time every collector pass into `gc_pause_seconds` from now on; returns what stops it (the callback
+        list is the process's: tests run several operators in one)."""
+        started: list[float] = []
+
+        def timed(phase: str, info: dict[str, Any]) -> None:
+            if phase == "start":
+                started.append(time.perf_counter())
+            elif started:
+                self.gc_pause_seconds.labels(str(info.get("generation", ""))).observe(
+                    time.perf_counter() - started.pop())
+
+        gc.callbacks.append(timed)
+        return lambda: gc.callbacks.remove(timed) if timed in gc.callbacks else None

@@ -13,3 +13,31 @@ def test_the_shares_and_the_quantile_count_only_the_cycles_between_the_readings(
     assert histogram_quantile(first, last, 0.95) == 1.0
     assert histogram_quantile(first, last, 0.9) == 0.5
     assert histogram_shares(first, first) == {}  # no cycle between: no share, not a division by zero
+
+
+def test_the_collector_pauses_are_read_from_the_operators_own_metrics_between_the_readings() -> None:
+    import gc
+
+    from prometheus_client import generate_latest
+
+    from bench.scale import gc_pauses
+    from heterojob.metrics import OperatorMetrics
+
+    metrics = OperatorMetrics()
+    stop = metrics.watch_gc()
+    try:
+        gc.collect(0)
+        first = generate_latest(metrics.registry).decode()
+        gc.collect(2)
+        gc.collect(2)
+        metrics.gc_pause_seconds.labels("1").observe(0.3)  # a long pass, as a 100,000-device heap has
+        last = generate_latest(metrics.registry).decode()
+    finally:
+        stop()
+    stop()  # twice: no error
+    out = gc_pauses(first, last)
+    assert out["gc_full_passes"] == 2  # the two between the readings, not the one before
+    assert out["gc_pauses_over_0_25_s"] >= 1
+    assert gc_pauses(None, None) == {}  # an operator without the metric: nothing said, nothing made up
+    gc.collect(2)
+    assert gc_pauses(last, generate_latest(metrics.registry).decode())["gc_full_passes"] == 0  # stopped: unseen
