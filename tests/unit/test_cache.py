@@ -126,7 +126,7 @@ def test_a_deleted_jobs_pods_being_deleted_hold_their_devices_and_a_live_jobs_le
     from heterojob.state.views import FleetSource
 
     cache = Cache()
-    leaving = {"ns/gone": {("a", "nvidia.com/gpu"): 8}, "ns/moving": {("c", "nvidia.com/gpu"): 8}}
+    leaving = {"ns/gone": {1: {("a", "nvidia.com/gpu"): 8}}, "ns/moving": {1: {("c", "nvidia.com/gpu"): 8}}}
     foreign = {("x", "cpu"): 2}
     source = FleetSource(nodes=dict, classes=lambda: CLASSES, regions=dict, foreign_usage=lambda: foreign,
                          leaving=lambda: leaving)
@@ -136,12 +136,36 @@ def test_a_deleted_jobs_pods_being_deleted_hold_their_devices_and_a_live_jobs_le
     assert foreign == {("x", "cpu"): 2}  # the source's own mapping is left as it was
 
 
+def test_a_live_jobs_left_gang_holds_its_devices_where_no_job_was_given_them() -> None:
+    """A job moved off a node that failed (generation 2 now) leaves its generation-1 pods Terminating there; when the
+    node is Ready again kube-scheduler counts them until they are gone, so the fleet does (a gang placed there would
+    wait Pending through their grace period). Where a cycle gave that node to another job (a preemptor whose pods
+    wait for them), it is that job's already and is not counted twice; the pods of the job's current gang (a
+    preemption victim's) are not counted (the planner gave their room away)."""
+    from heterojob.state.views import FleetSource
+
+    cache = Cache()
+    gpu = "nvidia.com/gpu"
+    leaving = {"ns/moved": {1: {("d", gpu): 8, ("e", gpu): 8}},  # its old gang, on d and e
+               "ns/victim": {1: {("g", gpu): 8}}}  # of its current gang (generation 1), being deleted
+    source = FleetSource(nodes=dict, classes=lambda: CLASSES, regions=dict, foreign_usage=dict,
+                         leaving=lambda: leaving)
+    sync(cache, "moved", phase="Running", placement=placement("b", generation=2))
+    sync(cache, "preemptor", phase="Running", placement=placement("e"))
+    sync(cache, "victim", phase="Running", placement=placement("f"))
+    used = cache.fleet(source).used
+    assert used[("d", gpu)] == 8  # nobody's: its old pods hold it
+    assert used[("e", gpu)] == 8  # the preemptor's, once
+    assert used[("b", gpu)] == 8
+    assert ("g", gpu) not in used  # the victim's current gang: its room is the planner's to give
+
+
 def test_a_deleted_jobs_devices_stay_counted_until_its_pods_are_gone_and_nobody_may_take_them() -> None:
     from heterojob.state.views import FleetSource
 
     cache = Cache()
     source = FleetSource(nodes=dict, classes=lambda: CLASSES, regions=dict, foreign_usage=dict,
-                         leaving=lambda: {"ns/old": {("a", "nvidia.com/gpu"): 8}})  # its pod, now Terminating
+                         leaving=lambda: {"ns/old": {1: {("a", "nvidia.com/gpu"): 8}}})  # its pod, now Terminating
     sync(cache, "old", phase="Running", placement=placement("a"))
     sync(cache, "bare", phase="Running", placement=placement("b"))
     cache.forget("ns/old", pods_left=True)

@@ -8,7 +8,7 @@ from typing import Any
 
 import kubernetes
 
-from heterojob.constants import LABEL_JOB
+from heterojob.constants import LABEL_GENERATION, LABEL_JOB
 from heterojob.kube import convert
 from heterojob.kube.caches import Caches, pod_entry, serves
 from heterojob.kube.ownpods import kept
@@ -142,10 +142,14 @@ def test_a_job_pod_being_deleted_holds_its_devices_until_it_is_gone_and_then_roo
     informer.apply("MODIFIED", ("team-a", "a-0"), pod_entry(deleting(a0, 4)))  # the watch brings the deletion
     informer.apply("MODIFIED", ("team-a", "b-0"), pod_entry(deleting(b0, 6)))
     informer.apply("MODIFIED", ("team-a", "c-0"), pod_entry(deleting(pending, 5)))  # not bound: holds nothing
-    both = {"team-a/a": {("n1", "nvidia.com/gpu"): 8}, "team-a/b": {("n2", "nvidia.com/gpu"): 4}}
+    both = {"team-a/a": {0: {("n1", "nvidia.com/gpu"): 8}}, "team-a/b": {0: {("n2", "nvidia.com/gpu"): 4}}}
     assert cache.leaving_usage() == both
     assert cache.foreign_usage() == {} and rooms == []
     informer.apply("DELETED", ("team-a", "a-0"), pod_entry(deleting(a0, 7)))
-    assert cache.leaving_usage() == {"team-a/b": {("n2", "nvidia.com/gpu"): 4}} and rooms == [1]
+    assert cache.leaving_usage() == {"team-a/b": {0: {("n2", "nvidia.com/gpu"): 4}}} and rooms == [1]
     informer.apply("MODIFIED", ("team-a", "b-0"), pod_entry(deleting({**b0, "status": {"phase": "Succeeded"}}, 8)))
     assert cache.leaving_usage() == {} and rooms == [1, 1]  # it ended: nothing held, room told
+    labelled = pod("a-1", 9, "n3", 2, job="a")
+    labelled["metadata"]["labels"][LABEL_GENERATION] = "3"
+    informer.apply("MODIFIED", ("team-a", "a-1"), pod_entry(deleting(labelled, 10)))
+    assert cache.leaving_usage() == {"team-a/a": {3: {("n3", "nvidia.com/gpu"): 2}}}  # by the gang it belongs to

@@ -22,7 +22,7 @@ from typing import Any, Generic, TypeVar
 
 import kubernetes
 
-from heterojob.constants import GROUP, LABEL_JOB, VERSION
+from heterojob.constants import GROUP, LABEL_GENERATION, LABEL_JOB, VERSION
 from heterojob.engine.capacity.fleet import DeviceClass, Limit, Node, RegionInfo
 from heterojob.kube import convert
 from heterojob.kube.informer import Informer, OnBody, OnChange, object_key
@@ -49,6 +49,7 @@ class PodEntry:
     view: Mapping[str, Any] | None = None
     usage: Mapping[tuple[str, str], int] | None = None
     leaving: Mapping[tuple[str, str], int] | None = None
+    generation: int = 0  # a job's pod: the placement generation its label gives (0 when unreadable)
 
 
 def pod_entry(body: Mapping[str, Any]) -> PodEntry | None:
@@ -56,7 +57,9 @@ def pod_entry(body: Mapping[str, Any]) -> PodEntry | None:
     job = (meta.get("labels") or {}).get(LABEL_JOB)
     if job is not None:
         leaving = convert.pod_holds(body) if meta.get("deletionTimestamp") else None
-        return PodEntry(job=str(job), view=kept(body), leaving=leaving or None)
+        generation = (meta.get("labels") or {}).get(LABEL_GENERATION)
+        return PodEntry(job=str(job), view=kept(body), leaving=leaving or None,
+                        generation=int(generation) if isinstance(generation, str) and generation.isdigit() else 0)
     used = convert.pod_usage(body)
     return PodEntry(usage=used) if used else None
 
@@ -190,7 +193,7 @@ class Caches:
         self._usage: Usage = {}  # what the pods heterojob does not manage hold, summed
         self._job_pods: dict[tuple[str, str], dict[str, Mapping[str, Any]]] = {}  # (namespace, job) -> pod -> view
         # a job's pod being deleted -> its job and what it holds on its node
-        self._leaving: dict[PodKey, tuple[str, Mapping[tuple[str, str], int]]] = {}
+        self._leaving: dict[PodKey, tuple[str, int, Mapping[tuple[str, str], int]]] = {}
         self.pods: KindStore[PodKey, PodEntry] = namespaced(
             "pods", lambda ns: core.list_pod_for_all_namespaces if ns is None else functools.partial(
                 core.list_namespaced_pod, ns), pod_entry, self._pod_changed)
@@ -260,12 +263,13 @@ class Caches:
         """What the pods heterojob does not manage hold, by (node, resource)."""
         return dict(self._usage)
 
-    def leaving_usage(self) -> dict[str, Usage]:
-        """What the jobs' pods being deleted still hold, per job ("namespace/name"), until they are gone (the fleet
-        counts a deleted job's: `Cache.fleet_later`). Costs what is being deleted."""
-        out: dict[str, Usage] = {}
-        for (namespace, _), (job, holds) in self._leaving.items():
-            _add(out.setdefault(f"{namespace}/{job}", {}), holds, 1)
+    def leaving_usage(self) -> dict[str, dict[int, Usage]]:
+        """What the jobs' pods being deleted still hold, per job ("namespace/name") and placement generation, until
+        they are gone (the fleet counts a deleted job's, and a live job's left gangs': `Cache.fleet_later`). Costs
+        what is being deleted."""
+        out: dict[str, dict[int, Usage]] = {}
+        for (namespace, _), (job, generation, holds) in self._leaving.items():
+            _add(out.setdefault(f"{namespace}/{job}", {}).setdefault(generation, {}), holds, 1)
         return out
 
     def job_pods(self, namespace: str, job: str) -> list[Mapping[str, Any]]:
@@ -291,7 +295,7 @@ class Caches:
         if stored is not None and stored.job is not None and stored.view is not None:
             self._job_pods.setdefault((namespace, stored.job), {})[name] = stored.view
         if stored is not None and stored.leaving and stored.job is not None:
-            self._leaving[key] = (stored.job, stored.leaving)
+            self._leaving[key] = (stored.job, stored.generation, stored.leaving)
         elif (self._leaving.pop(key, None) is not None or (gone and old is not None and old.job is not None)) \
                 and self.on_room is not None:
             self.on_room()  # a job's pod is gone (and out of `job_pods`): its devices are free for kube-scheduler too

@@ -349,18 +349,34 @@ class Cache:
         leaving = source.leaving()
         if leaving:
             foreign = added = dict(foreign)
-        for key, used in leaving.items():
-            # a deleted job's pods being deleted hold their devices until gone (where its `departed` room does not
-            # count them already). A live job's do not count: they are a victim's or a mover's, whose room a cycle
-            # gave to someone (whose pods wait for them a moment), and counting them would make that one preempt
-            # another victim.
-            if key in self.entries:
+        held: set[tuple[str, str]] | None = None  # (node, resource) some job's devices or reservation hold
+        for key, gangs in leaving.items():
+            entry = self.entries.get(key)
+            if entry is not None:
+                # a live job's pods being deleted: those of its current gang are a preemption victim's (or a
+                # mover's not yet placed), whose room a cycle gives to someone whose pods wait for them a moment;
+                # counting them would make that one preempt another victim. Those of a gang it has left (an older
+                # generation than its placement: a move off a failed node, a resize) count where no job holds the
+                # node: kube-scheduler counts them there until they are gone (a node back from NotReady keeps
+                # its old pods through their grace period), so a gang placed there would wait Pending
+                current = entry.placed.generation if entry.placed is not None else None
+                left = [used for generation, used in gangs.items() if current is not None and generation < current]
+                if left:
+                    if held is None:
+                        held = {(n, a.resource) for a in allocations for n in a.per_node}
+                    for used in left:
+                        for where, count in used.items():
+                            if where not in held:
+                                added[where] = added.get(where, 0) + count
                 continue
+            # a deleted job's pods being deleted hold their devices until gone (where its `departed` room does not
+            # count them already)
             departed = self.departed.get(key)
             mine = {(n, departed.resource) for n in departed.per_node} if departed is not None else set()
-            for where, count in used.items():
-                if where not in mine:
-                    added[where] = added.get(where, 0) + count
+            for used in gangs.values():
+                for where, count in used.items():
+                    if where not in mine:
+                        added[where] = added.get(where, 0) + count
 
         def build() -> Fleet:
             return Fleet(nodes=nodes, classes=classes, regions=regions, used=usage(allocations, foreign),

@@ -49,8 +49,9 @@ class FleetSource:
     quota_objects: Callable[[], Mapping[tuple[str, str], tuple[Sequence[Limit], str | None]]] = dict
     faults: Callable[[], Faults] = Faults
     telemetry: Callable[[], Snapshot | None] = lambda: None  # the monitor's last fleet snapshot
-    # "namespace/job" -> (node, resource) -> devices its pods being deleted still hold until they are gone
-    leaving: Callable[[], Mapping[str, Mapping[tuple[str, str], int]]] = dict
+    # "namespace/job" -> placement generation -> (node, resource) -> devices its pods being deleted still hold until
+    # they are gone
+    leaving: Callable[[], Mapping[str, Mapping[int, Mapping[tuple[str, str], int]]]] = dict
 
     def quotas(self) -> dict[str, list[Limit]]:
         """namespace -> every limit of its HeteroQuotas (all of them apply)."""
