@@ -88,6 +88,16 @@ class Recorded:
     hot_celsius: float
 
 
+@dataclass(frozen=True)
+class Figures:
+    """A `pods` answer as read (before the drilled nodes' pods are dropped): reused by later reads of the source
+    instead of asking it again (`Collector`: for one window, unless a running job's pod is missing from it)."""
+
+    pods: Mapping[tuple[str, str], PodFigures]
+    idle: Mapping[str, int]
+    counts: Mapping[str, int]
+
+
 @dataclass
 class Digest:
     """What an aggregate read of one source found beside the per-device rows of its flagged nodes."""
@@ -100,6 +110,7 @@ class Digest:
     where: dict[str, tuple[str, str]] = field(default_factory=dict)  # node -> (label, value) that selects its series
     counts: dict[str, int] = field(default_factory=dict)  # node -> devices with an identity series (all nodes)
     rules: Recorded | None = None  # the recording rules the source evaluates (read instead, next time)
+    figures: Figures | None = None  # the `pods` figures this read asked or reused (None: read per device)
 
 
 def pack_decode(value: float) -> tuple[int, float | None]:
@@ -210,8 +221,9 @@ def flags_query(window_s: int, hot_celsius: float, vanish_s: int = VANISH_S,
 
 def first_round(window_s: int, hot_celsius: float, steps_window_s: int = steps.STEPS_WINDOW_S,
                 adapters: Iterable[Adapter] = ADAPTERS.values(), shapes: bool = True, vanished: bool = True,
-                rules: Recorded | None = None) -> dict[str, str]:
+                rules: Recorded | None = None, ask_pods: bool = True) -> dict[str, str]:
     """The first round's queries. `vanished`: ask the vanished flag now (no earlier counts to compare with).
+    `ask_pods`: ask the `pods` figures (False: the caller reuses earlier ones, `Figures`).
     `rules`: the recording rules this source evaluates (`telemetry.recording`): their series are read instead of
     the figures and fault flags they hold, the rest (a lower hot threshold, shapes, vanished) computed as usual."""
     adapters = list(adapters)
@@ -226,7 +238,7 @@ def first_round(window_s: int, hot_celsius: float, steps_window_s: int = steps.S
     else:
         pods = pods_query(window_s, adapters)
         flags = flags_query(window_s, hot_celsius, adapters=adapters, only=FAULTS | extra)
-    return {PODS: pods, FLAGS: flags, RULES: RULES_RECORD,
+    return {**({PODS: pods} if ask_pods else {}), FLAGS: flags, RULES: RULES_RECORD,
             snap.UP: f"{UP_QUERY} or {steps.query(steps_window_s)}"}
 
 
@@ -314,19 +326,21 @@ def read(ask: Callable[[Mapping[str, str]], Mapping[str, Vector]], window_s: int
          where: Mapping[str, tuple[str, str]], hot_celsius: float | None = None,
          steps_window_s: int = steps.STEPS_WINDOW_S, adapters: Iterable[Adapter] = ADAPTERS.values(),
          shaped: Collection[str] | None = None, counts: Mapping[str, int] | None = None,
-         rules: Recorded | None = None) -> tuple[dict[str, Vector], Digest | None, int]:
+         rules: Recorded | None = None, figures: Figures | None = None) -> tuple[dict[str, Vector], Digest | None, int]:
     """(answers for `snapshot.build`, the digest or None when the source was read per device, queries asked).
     `where`: node -> (label, value) selecting its series, learnt in earlier reads (for remembered anomalies).
     `shaped`: the nodes shape flags named in an earlier read, or None to ask the shape flags now.
     `counts`: the devices per node the last read found (`Digest.counts`); a node reporting fewer now has its
     vanished devices asked (a second round); None: asked in the first round.
-    `rules`: the recording rules the last read found at this source (`Digest.rules`), read instead of computing."""
+    `rules`: the recording rules the last read found at this source (`Digest.rules`), read instead of computing.
+    `figures`: an earlier read's `pods` figures to reuse instead of asking `pods` (`Digest.figures`; the fault flags
+    are asked all the same)."""
     adapters = list(adapters)
     hot = policy.overheat_celsius if hot_celsius is None else min(hot_celsius, policy.overheat_celsius)
 
     def first_answers(rules: Recorded | None) -> tuple[Mapping[str, Vector], int]:
         first = first_round(window_s, hot, steps_window_s, adapters, shapes=shaped is None,
-                            vanished=counts is None, rules=rules)
+                            vanished=counts is None, rules=rules, ask_pods=figures is None)
         return ask(first), len(first)
 
     answered, asked = first_answers(rules)
@@ -343,6 +357,8 @@ def read(ask: Callable[[Mapping[str, str]], Mapping[str, Vector]], window_s: int
 
     ctx = snap.context(answered.get(snap.UP) or (), nodes)
     digest = Digest(where=dict(where), rules=found if found is not None and found.window_s == window_s else None)
+    if figures is not None:
+        digest.pods, digest.idle, digest.counts = dict(figures.pods), dict(figures.idle), dict(figures.counts)
     for series in answered.get(PODS) or ():
         labels = series.get("metric") or {}
         parts = (labels.get(POD_LABEL) or "").split("|")
@@ -365,6 +381,8 @@ def read(ask: Callable[[Mapping[str, str]], Mapping[str, Vector]], window_s: int
         if held is not None:  # one pod reported under two label sets (two exporters?): read it per device
             return per_device(f"pod {namespace}/{pod} is reported by two exporters")
         digest.pods[(namespace, pod)] = PodFigures(node, n, util)
+    digest.figures = figures if figures is not None else Figures(dict(digest.pods), dict(digest.idle),
+                                                                  dict(digest.counts))
     flagged: set[str] = set(n for n in shaped or () if n in where)
     shape_nodes: set[str] = set()
     by_family = {a.family: a for a in adapters}
