@@ -164,7 +164,7 @@ def test_the_pods_figures_are_asked_once_a_window_and_sooner_for_a_running_pod_t
 
     def read(at: float, *running: str, named: bool = True) -> bool:
         source.asked.clear()
-        pods = {"r1": frozenset(("team", p) for p in running)} if named else None
+        pods = {"r1": {("team", p): 8 for p in running}} if named else None
         out = collector.collect(at, {"r1": None}, nodes, {}, pods=pods)
         assert out is not None and out[0].pods[("team", "a-0")].devices == 8
         assert all(digest.FLAGS in q for q in source.asked[:1])  # the fault flags: every read
@@ -174,5 +174,7 @@ def test_the_pods_figures_are_asked_once_a_window_and_sooner_for_a_running_pod_t
     assert not read(15, "a-0", "b-0") and not read(45, "a-0")  # within the window, every running pod in them
     assert read(50, "a-0", "c-0")  # a running pod they lack: asked now (it does not report: not asked again)
     assert not read(65, "a-0", "c-0")
+    source.pods[("g1", "d-0")] = 5  # a pod not running yet, 5 of its 8 devices reporting
     assert read(110, "a-0", "c-0")  # a window after the last ask
+    assert read(115, "a-0", "d-0") and not read(120, "a-0", "d-0")  # running and short: asked once, not again
     assert read(112, "a-0", named=False)  # no running pods named (a read without the jobs): asked every read

@@ -101,12 +101,12 @@ class Monitor:
         jobs = self.jobs().values()
         hot = min((j.overheat_celsius for j in jobs if j.overheat_celsius is not None), default=None)
         # the running pods per region: an aggregate read reuses a source's per-pod figures while they hold them
-        pods: dict[str, set[tuple[str, str]]] = {}
+        pods: dict[str, dict[tuple[str, str], int]] = {}
         for j in jobs:
-            pods.setdefault(j.ref.region, set()).update((j.ref.namespace, j.ref.pod(r)) for r in range(j.ref.replicas))
+            pods.setdefault(j.ref.region, {}).update(
+                ((j.ref.namespace, j.ref.pod(r)), j.ref.per_replica) for r in range(j.ref.replicas))
         read = self.collector.collect(at, self._region_urls(), facts if facts is not None else self.node_facts(),
-                                      previous, hot, {r: frozenset(p) for r, p in pods.items()}
-                                      if self.config.reuse_figures else None)
+                                      previous, hot, pods if self.config.reuse_figures else None)
         if read is None:
             return None
         snapshot, asked = read

@@ -61,7 +61,7 @@ class Collector:
         self.recorded: dict[str, bool] = {}  # source URL -> whether its last read used its recording rules
         # URL -> (instant the figures count as read at, the `pods` figures), reused for a window (`_reuse`)
         self._figures: dict[str, tuple[float, aggregate.Figures]] = {}
-        self._sought: dict[str, frozenset[tuple[str, str]]] = {}  # URL -> running pods its last `pods` ask lacked
+        self._sought: dict[str, set[tuple[str, str]]] = {}  # URL -> running pods short in its last `pods` answer
         self.figures_asked: dict[str, bool] = {}  # source URL -> whether its last read asked the `pods` figures
 
     def sources(self, region_urls: Mapping[str, str | None]) -> dict[str, frozenset[str]]:
@@ -75,11 +75,12 @@ class Collector:
 
     def collect(self, at: float, region_urls: Mapping[str, str | None], facts: Mapping[str, snap.NodeFacts],
                 previous: Mapping[str, DeviceSample], hot_celsius: float | None = None,
-                pods: Mapping[str, frozenset[tuple[str, str]]] | None = None) -> tuple[snap.Snapshot, int] | None:
+                pods: Mapping[str, Mapping[tuple[str, str], int]] | None = None) -> tuple[snap.Snapshot, int] | None:
         """(the snapshot at instant `at`, queries asked), or None when telemetry is off (blocking). `previous`:
         the last snapshot's devices, carried over where a source does not answer. `hot_celsius`: the lowest
         temperature some job calls overheating (an aggregate read lists devices from there up). `pods`: region ->
-        the running jobs' pods (namespace, name); None: the `pods` figures are asked of every source every read."""
+        the running jobs' pods (namespace, name) -> their devices; None: every read asks every source the `pods`
+        figures."""
         sources = self.sources(region_urls)
         if not sources:
             if not self._said_off:
@@ -87,7 +88,7 @@ class Collector:
                 self._said_off = True
             return None
         self.aggregate = sum(f.devices for f in facts.values()) > self.device_rows_max
-        shapes_now = self._reads % aggregate.SHAPE_EVERY == 0
+        reads = self._reads
         self._reads += 1
         for url in sources:
             self._reader(url).bytes_read = 0
@@ -96,8 +97,10 @@ class Collector:
 
         def ask(url: str, regions: frozenset[str]) -> tuple[snap.SourceResult, int, aggregate.Digest | None]:
             reader = self._reader(url)
-            running = frozenset().union(*(pods.get(r, frozenset()) for r in regions)) if pods is not None else None
+            running = {p: n for r in regions for p, n in pods.get(r, {}).items()} if pods is not None else None
             reuse = self._reuse(url, at, running)
+            turn = order.index(url)  # the shape flags and the figures: each source its own turn, not all at once
+            shapes_now = (reads + turn) % aggregate.SHAPE_EVERY == 0 or url not in self._shaped
             try:
                 if not self.aggregate:
                     answered, n = snap.gather(lambda q: reader.query(q, at=at), self.window_s,
@@ -106,11 +109,10 @@ class Collector:
                 answered, digest, n = aggregate.read(lambda q: reader.query(q, at=at), self.window_s, self.policy,
                                                      facts, previous, self._where.get(url, {}), hot_celsius,
                                                      self.steps_window_s,
-                                                     shaped=None if shapes_now or url not in self._shaped
-                                                     else self._shaped[url],
+                                                     shaped=None if shapes_now else self._shaped[url],
                                                      counts=self._counts.get(url), rules=self._rules.get(url),
                                                      figures=reuse)
-                self._keep(url, at, digest, reuse, running, order.index(url) / len(order))
+                self._keep(url, at, digest, reuse, running, turn / len(order))
                 self.recorded[url] = digest is not None and self._rules.get(url) is not None and \
                     digest.rules == self._rules.get(url)
                 if digest is not None:
@@ -141,20 +143,21 @@ class Collector:
         snapshot = snap.build([result for result, _, _ in answers], facts, previous, self.policy, digests=digests)
         return snapshot, sum(n for _, n, _ in answers)
 
-    def _reuse(self, url: str, at: float, running: frozenset[tuple[str, str]] | None) -> aggregate.Figures | None:
+    def _reuse(self, url: str, at: float, running: Mapping[tuple[str, str], int] | None) -> aggregate.Figures | None:
         """The `pods` figures a read of `url` at `at` reuses, or None to ask them: reused while younger than a
-        window, computed (not recorded: those are cheap), and holding every running pod of the source's regions
-        but those the last ask lacked already (a pod whose devices do not report is not asked about every read)."""
+        window, computed (not recorded: those are cheap), and holding all devices of every running pod of the
+        source's regions but those its last ask was short of already (a pod whose devices do not all report is
+        not asked about every read)."""
         held = self._figures.get(url)
         if running is None or held is None or self._rules.get(url) is not None:
             return None
         since, figures = held
         if not 0 <= at - since < self.window_s:
             return None
-        return figures if running <= figures.pods.keys() | self._sought.get(url, frozenset()) else None
+        return figures if _short(figures, running) <= self._sought.get(url, set()) else None
 
     def _keep(self, url: str, at: float, digest: aggregate.Digest | None, reused: aggregate.Figures | None,
-              running: frozenset[tuple[str, str]] | None, phase: float) -> None:
+              running: Mapping[tuple[str, str], int] | None, phase: float) -> None:
         """Remembers the figures a read asked. The first ask of a source counts `phase` (its place among the
         sources, 0..1) of a window older than it is: the sources' next asks spread over the window."""
         self.figures_asked[url] = digest is not None and reused is None
@@ -164,9 +167,14 @@ class Collector:
         if reused is None:
             since = at - (phase * self.window_s if url not in self._figures else 0.0)
             self._figures[url] = (since, digest.figures)
-            self._sought[url] = (running or frozenset()) - digest.figures.pods.keys()
+            self._sought[url] = _short(digest.figures, running or {})
 
     def close(self) -> None:
         self._pool.shutdown(wait=False, cancel_futures=True)
         for reader in self._readers.values():
             reader.close()
+
+
+def _short(figures: aggregate.Figures, running: Mapping[tuple[str, str], int]) -> set[tuple[str, str]]:
+    """The running pods the figures lack or count fewer devices of than the pod has."""
+    return {p for p, n in running.items() if (f := figures.pods.get(p)) is None or f.devices < n}
