@@ -100,7 +100,10 @@ class Collector:
             running = {p: n for r in regions for p, n in pods.get(r, {}).items()} if pods is not None else None
             reuse = self._reuse(url, at, running)
             turn = order.index(url)  # the shape flags and the figures: each source its own turn, not all at once
-            shapes_now = (reads + turn) % aggregate.SHAPE_EVERY == 0 or url not in self._shaped
+            # half a turn after the figures' (at the default interval and window): one source (a global store) does
+            # not ask both at one read
+            shapes_now = (reads + turn + aggregate.SHAPE_EVERY // 2) % aggregate.SHAPE_EVERY == 0 or \
+                url not in self._shaped
             try:
                 if not self.aggregate:
                     answered, n = snap.gather(lambda q: reader.query(q, at=at), self.window_s,

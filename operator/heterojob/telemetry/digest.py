@@ -8,7 +8,9 @@ fleets too large to pull every device's series every cycle (`collect.DEVICE_ROWS
    an XID count, hot, NPU health not 1, network or link down; every SHAPE_EVERY-th read also no health signal, a
    device without an identity series, a device with two identity series: `flags_query`); `rules`, which recording
    rules the source evaluates (`telemetry.recording`: when it does, `pods` and the fault flags read the recorded
-   series instead); and `up` (only the targets that are down, the exporter pods' names and their Nodes);
+   series instead); and `up` (only the targets that are down, the exporter pods' names and their Nodes). `pods`
+   is left out when the caller reuses earlier figures (`Figures`); `hot` and `network` are asked in instant form,
+   and only when some device is hot or down now, windowed for its nodes (`confirm`);
 2. only when a node reports fewer devices than in the last read (or on the first read, in round 1): `vanished`,
    the identity series gone since the window began, with their labels;
 3. only when some node is flagged (or holds a device the last snapshot found anomalous): the per-device queries of
