@@ -178,3 +178,23 @@ def test_the_pods_figures_are_asked_once_a_window_and_sooner_for_a_running_pod_t
     assert read(110, "a-0", "c-0")  # a window after the last ask
     assert read(115, "a-0", "d-0") and not read(120, "a-0", "d-0")  # running and short: asked once, not again
     assert read(112, "a-0", named=False)  # no running pods named (a read without the jobs): asked every read
+
+
+def test_hot_now_is_confirmed_over_the_window_for_its_nodes_only() -> None:
+    nodes = {n: snap.NodeFacts("r1", "nvidia-h100", 8) for n in ("g0", "g1")}
+    source = Source({("g0", "a-0"): 8, ("g1", "b-0"): 8})
+    hot_now = {"metric": {"node": "g1", "gpu": "2", "UUID": "GPU-2", digest.FLAG_LABEL: digest.NOW["hot"],
+                          snap.ROLE_LABEL: "dcgm"}, "value": [0, "95"]}
+
+    def ask(queries: dict[str, str]) -> dict[str, list[dict[str, object]]]:
+        out = source(queries)
+        if digest.FLAGS in queries:
+            out[digest.FLAGS] = [hot_now]
+        return out
+
+    _, read, n = digest.read(ask, 60, HealthPolicy(), nodes, {}, {}, shaped=(), counts={"g0": 8, "g1": 8})
+    flags, confirm = source.asked[0][digest.FLAGS], source.asked[1][digest.CONFIRM]
+    assert "min_over_time(DCGM_FI_DEV_GPU_TEMP" not in flags and "DCGM_FI_DEV_GPU_TEMP >= 90" in flags
+    assert 'min_over_time(DCGM_FI_DEV_GPU_TEMP{node=~"g1"}[60s]) >= 90' in confirm and "g0" not in confirm
+    # hot now but not over the window (the confirmation found nothing): no node read per device
+    assert read is not None and read.drilled == frozenset() and n == 5

@@ -165,6 +165,7 @@ URGENT = frozenset({"xid", "xid_count"})
 # sample): instant selectors cost Prometheus about 30% less per series than functions over a window (50% in a
 # live head); the windowed flag is then asked only of the candidates' nodes (CONFIRM), so it says the same
 NOW = {"hot": "hot_now", "network": "network_now"}
+LOOKBACK_S = 300  # Prometheus' default lookback: an instant selector sees a window no longer than this
 CONFIRM = "confirm"
 
 
@@ -250,8 +251,8 @@ def first_round(window_s: int, hot_celsius: float, steps_window_s: int = steps.S
         flags = f"{FLAGS_RECORD}{mine} or {flags_query(window_s, hot_celsius, adapters=adapters, only=extra)}"
     else:
         pods = pods_query(window_s, adapters)
-        flags = flags_query(window_s, hot_celsius, adapters=adapters,
-                            only=(FAULTS - NOW.keys()) | set(NOW.values()) | extra)
+        now = (FAULTS - NOW.keys()) | set(NOW.values()) if window_s <= LOOKBACK_S else FAULTS
+        flags = flags_query(window_s, hot_celsius, adapters=adapters, only=now | extra)
     return {**({PODS: pods} if ask_pods else {}), FLAGS: flags, RULES: RULES_RECORD,
             snap.UP: f"{UP_QUERY} or {steps.query(steps_window_s)}"}
 
