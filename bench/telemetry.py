@@ -20,9 +20,12 @@ regional TSDB by `promtool tsdb create-blocks-from rules` (`recorded`), and with
 `vmalert -replay.*` (`global_recorded`); `rules_eval_cpu_s` is what one evaluation of the rules costs (every 15 s).
 
 Last line: one JSON object. Targets (issue 45): at 100,000 devices bytes_per_cycle <= 5 MB, cycle_s <= 2,
-operator_cpu_s <= 1, prometheus_cpu_s <= 1.5 (all sources), queries_per_source_max <= 12, rss_mb <= 1024,
+operator_cpu_s <= 1, prometheus_cpu_s_steady <= 1.5 (all sources), queries_per_source_max <= 12, rss_mb <= 1024,
 fault_seen_cycles == 1, the global endpoint's cycle within 1.5x of the direct one; at 10,000 devices cycle_s <= 1.
 `per_device` holds the same figures for the per-device read (what the operator did before), same fleet, same run.
+The aggregate read asks each source its per-pod figures once per window (`Collector`): cycles differ, so
+`prometheus_cpu_s_steady` (the mean after the first cycle, which asks everything) is the figure to hold against
+the target beside the median `prometheus_cpu_s`; `figures_asked_each` says how many sources asked them per cycle.
 """
 
 from __future__ import annotations
@@ -289,7 +292,7 @@ def run_cycles(monitor: Monitor, ats: list[float], pids: list[int], fault: tuple
                ) -> dict[str, Any]:
     """Cycles at the instants `ats`: medians of wall, operator CPU, Prometheus CPU (all `pids`), bytes, queries;
     and the cycles from `fault` = (job, node, instant) to the job's figures naming a failed device."""
-    walls, own, prom, sizes = [], [], [], []
+    walls, own, prom, sizes, figures = [], [], [], [], []
     seen_at: int | None = None
     first_after = next((i for i, at in enumerate(ats) if fault and at >= fault[2]), None)
     snapshot: Snapshot | None = None
@@ -303,6 +306,7 @@ def run_cycles(monitor: Monitor, ats: list[float], pids: list[int], fault: tuple
         own.append(time.process_time() - c0)
         prom.append(sum(cpu_seconds(p) for p in pids) - p0)
         sizes.append(monitor.stats.bytes)
+        figures.append(sum(monitor.collector.figures_asked.values()))
         if fault and seen_at is None and first_after is not None and i >= first_after:
             job = monitor.jobs()[fault[0]]
             t = job_telemetry(job.ref, snapshot, job.stragglers)
@@ -312,6 +316,9 @@ def run_cycles(monitor: Monitor, ats: list[float], pids: list[int], fault: tuple
     return {"devices": monitor.stats.devices, "cycle_s": round(statistics.median(walls), 3),
             "cycle_s_each": [round(w, 3) for w in walls], "operator_cpu_s": round(statistics.median(own), 3),
             "prometheus_cpu_s": round(statistics.median(prom), 3), "prometheus_cpu_s_each": [round(p, 2) for p in prom],
+            # after the first cycle (which asks every source everything): what a cycle costs on average
+            "prometheus_cpu_s_steady": round(statistics.fmean(prom[1:] or prom), 3),
+            "figures_asked_each": figures,  # sources asked their `pods` figures, per cycle (the rest reused them)
             "bytes_per_cycle": int(statistics.median(sizes)),
             "queries_per_cycle": monitor.stats.queries,
             "queries_per_source_max": max(monitor.stats.queries_per_source.values(), default=0),
@@ -320,14 +327,15 @@ def run_cycles(monitor: Monitor, ats: list[float], pids: list[int], fault: tuple
 
 
 def monitor_for(nodes: list[dict[str, Any]], watched: dict[str, WatchedJob], default_url: str | None,
-                region_urls: dict[str, str], rows_max: int | None = None) -> Monitor:
+                region_urls: dict[str, str], rows_max: int | None = None, reuse: bool = True) -> Monitor:
     regions = [{"apiVersion": defaults.API_VERSION, "kind": "Region", "metadata": {"name": r},
                 "spec": {"displayName": r, "location": {"city": r, "latitude": 30.0, "longitude": 110.0},
                          "prometheusURL": url}} for r, url in region_urls.items()]
     objects = [*nodes, *(defaults.accelerator_class(c) for c in defaults.ACCELERATOR_CLASSES), *regions]
-    config = TelemetryConfig(prometheus_url=default_url, window_s=WINDOW_S, timeout_s=30)
+    config = TelemetryConfig(prometheus_url=default_url, window_s=WINDOW_S, timeout_s=30, reuse_figures=reuse)
     if rows_max is not None:
-        config = TelemetryConfig(prometheus_url=default_url, window_s=WINDOW_S, timeout_s=30, device_rows_max=rows_max)
+        config = TelemetryConfig(prometheus_url=default_url, window_s=WINDOW_S, timeout_s=30, device_rows_max=rows_max,
+                                 reuse_figures=reuse)
     return Monitor(None, FleetSource.from_objects(objects), lambda: watched, config)
 
 
@@ -340,6 +348,8 @@ def main() -> int:
     parser.add_argument("--global", dest="global_", action="store_true",
                         help="also read through VictoriaMetrics (a global PromQL endpoint)")
     parser.add_argument("--no-per-device", action="store_true", help="skip the per-device read (the old way)")
+    parser.add_argument("--every-read", action="store_true",
+                        help="also read asking every source its per-pod figures every cycle (`every_read`)")
     parser.add_argument("--backfill", action="store_true", help=f"backfill even at {LIVE_MAX:,} devices or fewer")
     parser.add_argument("--rules", action="store_true",
                         help="then read again with the recording rules backfilled (`recorded`; backfilled runs only)")
@@ -422,6 +432,10 @@ def main() -> int:
         result.update(figures)
         result["rss_mb"] = round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, 1)
         agg.collector.close()
+        if args.every_read:  # the same read asking every source its per-pod figures every cycle (before reuse)
+            m = monitor_for(nodes, watched, default_url, region_urls, reuse=False)
+            result["every_read"] = live_ats(m)
+            m.collector.close()
         if args.rules and backfilled:
             costs = backfill_rules(proms, times[0], cycles_at[-1], work)
             pids = [p.pid for p in proms.values() if p.pid]
@@ -473,7 +487,7 @@ def main() -> int:
     big = args.devices >= 100_000
     targets: dict[str, float] = {"cycle_s": 2.0 if big else 1.0, "queries_per_source_max": 12, "rss_mb": 1024 if big else 300}
     if big:
-        targets.update({"bytes_per_cycle": 5_000_000, "operator_cpu_s": 1.0, "prometheus_cpu_s": 1.5,
+        targets.update({"bytes_per_cycle": 5_000_000, "operator_cpu_s": 1.0, "prometheus_cpu_s_steady": 1.5,
                         "fault_seen_cycles": 1})
     result["targets"] = targets
     meets = all(result.get(k) is not None and result[k] <= v for k, v in targets.items())

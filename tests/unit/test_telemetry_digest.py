@@ -142,3 +142,59 @@ def test_recorded_series_are_read_where_the_rules_are_and_computed_when_they_go(
     assert gone is not None and gone.rules is None and gone.pods == learnt.pods
     assert [digest.PODS_RECORD in q[digest.PODS] for q in source.asked] == [True, False]
     assert source.asked[1][digest.PODS] == digest.pods_query(60)
+
+
+class Reader:
+    """A PrometheusReader stand-in answering from a `Source`."""
+
+    def __init__(self, source: Source) -> None:
+        self.source, self.bytes_read = source, 0
+
+    def query(self, queries: dict[str, str], at: float | None = None) -> dict[str, list[dict[str, object]]]:
+        return self.source(queries)
+
+
+def test_the_pods_figures_are_asked_once_a_window_and_sooner_for_a_running_pod_they_lack() -> None:
+    from heterojob.telemetry.collect import Collector
+
+    nodes = {n: snap.NodeFacts("r1", "nvidia-h100", 8) for n in ("g0", "g1")}
+    source = Source({("g0", "a-0"): 8, ("g1", "b-0"): 8})
+    collector = Collector("http://prom:9090", 60, 5, HealthPolicy(), device_rows_max=0)
+    collector._reader = lambda url: Reader(source)  # type: ignore[method-assign,assignment,return-value]
+
+    def read(at: float, *running: str, named: bool = True) -> bool:
+        source.asked.clear()
+        pods = {"r1": {("team", p): 8 for p in running}} if named else None
+        out = collector.collect(at, {"r1": None}, nodes, {}, pods=pods)
+        assert out is not None and out[0].pods[("team", "a-0")].devices == 8
+        assert all(digest.FLAGS in q for q in source.asked[:1])  # the fault flags: every read
+        return digest.PODS in source.asked[0]
+
+    assert read(0, "a-0", "b-0")  # nothing to reuse
+    assert not read(15, "a-0", "b-0") and not read(45, "a-0")  # within the window, every running pod in them
+    assert read(50, "a-0", "c-0")  # a running pod they lack: asked now (it does not report: not asked again)
+    assert not read(65, "a-0", "c-0")
+    source.pods[("g1", "d-0")] = 5  # a pod not running yet, 5 of its 8 devices reporting
+    assert read(110, "a-0", "c-0")  # a window after the last ask
+    assert read(115, "a-0", "d-0") and not read(120, "a-0", "d-0")  # running and short: asked once, not again
+    assert read(112, "a-0", named=False)  # no running pods named (a read without the jobs): asked every read
+
+
+def test_hot_now_is_confirmed_over_the_window_for_its_nodes_only() -> None:
+    nodes = {n: snap.NodeFacts("r1", "nvidia-h100", 8) for n in ("g0", "g1")}
+    source = Source({("g0", "a-0"): 8, ("g1", "b-0"): 8})
+    hot_now = {"metric": {"node": "g1", "gpu": "2", "UUID": "GPU-2", digest.FLAG_LABEL: digest.NOW["hot"],
+                          snap.ROLE_LABEL: "dcgm"}, "value": [0, "95"]}
+
+    def ask(queries: dict[str, str]) -> dict[str, list[dict[str, object]]]:
+        out = source(queries)
+        if digest.FLAGS in queries:
+            out[digest.FLAGS] = [hot_now]
+        return out
+
+    _, read, n = digest.read(ask, 60, HealthPolicy(), nodes, {}, {}, shaped=(), counts={"g0": 8, "g1": 8})
+    flags, confirm = source.asked[0][digest.FLAGS], source.asked[1][digest.CONFIRM]
+    assert "min_over_time(DCGM_FI_DEV_GPU_TEMP" not in flags and "DCGM_FI_DEV_GPU_TEMP >= 90" in flags
+    assert 'min_over_time(DCGM_FI_DEV_GPU_TEMP{node=~"g1"}[60s]) >= 90' in confirm and "g0" not in confirm
+    # hot now but not over the window (the confirmation found nothing): no node read per device
+    assert read is not None and read.drilled == frozenset() and n == 5

@@ -45,6 +45,8 @@ class TelemetryConfig:
     write_concurrency: int = 16
     # past this many devices in the fleet the read is aggregate (`telemetry.digest`, docs/telemetry.md)
     device_rows_max: int = DEVICE_ROWS_MAX
+    # an aggregate read reuses a source's per-pod figures for a window (`Collector`); False: asks them every read
+    reuse_figures: bool = True
 
 
 @dataclass
@@ -96,9 +98,15 @@ class Monitor:
         """Query every source at instant `at` and build the snapshot (blocking; None when telemetry is off)."""
         previous: Mapping[str, DeviceSample] = self.snapshot.devices if self.snapshot else {}
         # the lowest temperature a running job calls overheating (its spec.policy): an aggregate read lists those
-        hot = min((j.overheat_celsius for j in self.jobs().values() if j.overheat_celsius is not None), default=None)
+        jobs = self.jobs().values()
+        hot = min((j.overheat_celsius for j in jobs if j.overheat_celsius is not None), default=None)
+        # the running pods per region: an aggregate read reuses a source's per-pod figures while they hold them
+        pods: dict[str, dict[tuple[str, str], int]] = {}
+        for j in jobs:
+            pods.setdefault(j.ref.region, {}).update(
+                ((j.ref.namespace, j.ref.pod(r)), j.ref.per_replica) for r in range(j.ref.replicas))
         read = self.collector.collect(at, self._region_urls(), facts if facts is not None else self.node_facts(),
-                                      previous, hot)
+                                      previous, hot, pods if self.config.reuse_figures else None)
         if read is None:
             return None
         snapshot, asked = read

@@ -4,7 +4,11 @@ The operator's monitoring cycle (`controller.monitor.Monitor`) and the console's
 this, so both see the same devices. The cost of a read is a fixed set of queries per Prometheus (never one
 per job or device; plus a second round, `seen`, only for scrape targets whose devices changed pods within
 the window). A fleet of more than `DEVICE_ROWS_MAX` devices is read in aggregate (`telemetry.digest`): its
-answers grow with pods, nodes and anomalies, not devices x metrics. Every source is asked at once; one that
+answers grow with pods, nodes and anomalies, not devices x metrics. There the per-pod figures (a window's mean
+utilization, devices reporting), the costliest question, are asked of a source once per window (`window_s`:
+consecutive asks cover every sample) and reused in between, sooner when a running job's pod is missing from them;
+the sources' asks are staggered over the window so each cycle asks about 1/(window/interval) of them. The fault
+flags (a fatal XID, hot, unhealthy, network) are asked every read. Every source is asked at once; one that
 has not answered after `deadline_s` is reported unavailable for its regions and the read goes on without it.
 """
 
@@ -55,6 +59,10 @@ class Collector:
         self.bytes_read = 0  # the last read's answer bytes (JSON, all sources)
         self.aggregate = False  # whether the last read was aggregate
         self.recorded: dict[str, bool] = {}  # source URL -> whether its last read used its recording rules
+        # URL -> (instant the figures count as read at, the `pods` figures), reused for a window (`_reuse`)
+        self._figures: dict[str, tuple[float, aggregate.Figures]] = {}
+        self._sought: dict[str, set[tuple[str, str]]] = {}  # URL -> running pods short in its last `pods` answer
+        self.figures_asked: dict[str, bool] = {}  # source URL -> whether its last read asked the `pods` figures
 
     def sources(self, region_urls: Mapping[str, str | None]) -> dict[str, frozenset[str]]:
         """Prometheus URL -> the regions it serves (`sources.DEFAULT`: every region without one of its own)."""
@@ -66,11 +74,13 @@ class Collector:
         return self._readers[url]
 
     def collect(self, at: float, region_urls: Mapping[str, str | None], facts: Mapping[str, snap.NodeFacts],
-                previous: Mapping[str, DeviceSample], hot_celsius: float | None = None
-                ) -> tuple[snap.Snapshot, int] | None:
+                previous: Mapping[str, DeviceSample], hot_celsius: float | None = None,
+                pods: Mapping[str, Mapping[tuple[str, str], int]] | None = None) -> tuple[snap.Snapshot, int] | None:
         """(the snapshot at instant `at`, queries asked), or None when telemetry is off (blocking). `previous`:
         the last snapshot's devices, carried over where a source does not answer. `hot_celsius`: the lowest
-        temperature some job calls overheating (an aggregate read lists devices from there up)."""
+        temperature some job calls overheating (an aggregate read lists devices from there up). `pods`: region ->
+        the running jobs' pods (namespace, name) -> their devices; None: every read asks every source the `pods`
+        figures."""
         sources = self.sources(region_urls)
         if not sources:
             if not self._said_off:
@@ -78,13 +88,22 @@ class Collector:
                 self._said_off = True
             return None
         self.aggregate = sum(f.devices for f in facts.values()) > self.device_rows_max
-        shapes_now = self._reads % aggregate.SHAPE_EVERY == 0
+        reads = self._reads
         self._reads += 1
         for url in sources:
             self._reader(url).bytes_read = 0
 
+        order = sorted(sources)
+
         def ask(url: str, regions: frozenset[str]) -> tuple[snap.SourceResult, int, aggregate.Digest | None]:
             reader = self._reader(url)
+            running = {p: n for r in regions for p, n in pods.get(r, {}).items()} if pods is not None else None
+            reuse = self._reuse(url, at, running)
+            turn = order.index(url)  # the shape flags and the figures: each source its own turn, not all at once
+            # half a turn after the figures' (at the default interval and window): one source (a global store) does
+            # not ask both at one read
+            shapes_now = (reads + turn + aggregate.SHAPE_EVERY // 2) % aggregate.SHAPE_EVERY == 0 or \
+                url not in self._shaped
             try:
                 if not self.aggregate:
                     answered, n = snap.gather(lambda q: reader.query(q, at=at), self.window_s,
@@ -93,9 +112,10 @@ class Collector:
                 answered, digest, n = aggregate.read(lambda q: reader.query(q, at=at), self.window_s, self.policy,
                                                      facts, previous, self._where.get(url, {}), hot_celsius,
                                                      self.steps_window_s,
-                                                     shaped=None if shapes_now or url not in self._shaped
-                                                     else self._shaped[url],
-                                                     counts=self._counts.get(url), rules=self._rules.get(url))
+                                                     shaped=None if shapes_now else self._shaped[url],
+                                                     counts=self._counts.get(url), rules=self._rules.get(url),
+                                                     figures=reuse)
+                self._keep(url, at, digest, reuse, running, turn / len(order))
                 self.recorded[url] = digest is not None and self._rules.get(url) is not None and \
                     digest.rules == self._rules.get(url)
                 if digest is not None:
@@ -126,7 +146,38 @@ class Collector:
         snapshot = snap.build([result for result, _, _ in answers], facts, previous, self.policy, digests=digests)
         return snapshot, sum(n for _, n, _ in answers)
 
+    def _reuse(self, url: str, at: float, running: Mapping[tuple[str, str], int] | None) -> aggregate.Figures | None:
+        """The `pods` figures a read of `url` at `at` reuses, or None to ask them: reused while younger than a
+        window, computed (not recorded: those are cheap), and holding all devices of every running pod of the
+        source's regions but those its last ask was short of already (a pod whose devices do not all report is
+        not asked about every read)."""
+        held = self._figures.get(url)
+        if running is None or held is None or self._rules.get(url) is not None:
+            return None
+        since, figures = held
+        if not 0 <= at - since < self.window_s:
+            return None
+        return figures if _short(figures, running) <= self._sought.get(url, set()) else None
+
+    def _keep(self, url: str, at: float, digest: aggregate.Digest | None, reused: aggregate.Figures | None,
+              running: Mapping[tuple[str, str], int] | None, phase: float) -> None:
+        """Remembers the figures a read asked. The first ask of a source counts `phase` (its place among the
+        sources, 0..1) of a window older than it is: the sources' next asks spread over the window."""
+        self.figures_asked[url] = digest is not None and reused is None
+        if digest is None or digest.figures is None:
+            self._figures.pop(url, None)
+            return
+        if reused is None:
+            since = at - (phase * self.window_s if url not in self._figures else 0.0)
+            self._figures[url] = (since, digest.figures)
+            self._sought[url] = _short(digest.figures, running or {})
+
     def close(self) -> None:
         self._pool.shutdown(wait=False, cancel_futures=True)
         for reader in self._readers.values():
             reader.close()
+
+
+def _short(figures: aggregate.Figures, running: Mapping[tuple[str, str], int]) -> set[tuple[str, str]]:
+    """The running pods the figures lack or count fewer devices of than the pod has."""
+    return {p for p, n in running.items() if (f := figures.pods.get(p)) is None or f.devices < n}

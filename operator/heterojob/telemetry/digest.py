@@ -8,7 +8,9 @@ fleets too large to pull every device's series every cycle (`collect.DEVICE_ROWS
    an XID count, hot, NPU health not 1, network or link down; every SHAPE_EVERY-th read also no health signal, a
    device without an identity series, a device with two identity series: `flags_query`); `rules`, which recording
    rules the source evaluates (`telemetry.recording`: when it does, `pods` and the fault flags read the recorded
-   series instead); and `up` (only the targets that are down, the exporter pods' names and their Nodes);
+   series instead); and `up` (only the targets that are down, the exporter pods' names and their Nodes). `pods`
+   is left out when the caller reuses earlier figures (`Figures`); `hot` and `network` are asked in instant form,
+   and only when some device is hot or down now, windowed for its nodes (`confirm`);
 2. only when a node reports fewer devices than in the last read (or on the first read, in round 1): `vanished`,
    the identity series gone since the window began, with their labels;
 3. only when some node is flagged (or holds a device the last snapshot found anomalous): the per-device queries of
@@ -88,6 +90,16 @@ class Recorded:
     hot_celsius: float
 
 
+@dataclass(frozen=True)
+class Figures:
+    """A `pods` answer as read (before the drilled nodes' pods are dropped): reused by later reads of the source
+    instead of asking it again (`Collector`: for one window, unless a running job's pod is missing from it)."""
+
+    pods: Mapping[tuple[str, str], PodFigures]
+    idle: Mapping[str, int]
+    counts: Mapping[str, int]
+
+
 @dataclass
 class Digest:
     """What an aggregate read of one source found beside the per-device rows of its flagged nodes."""
@@ -100,6 +112,7 @@ class Digest:
     where: dict[str, tuple[str, str]] = field(default_factory=dict)  # node -> (label, value) that selects its series
     counts: dict[str, int] = field(default_factory=dict)  # node -> devices with an identity series (all nodes)
     rules: Recorded | None = None  # the recording rules the source evaluates (read instead, next time)
+    figures: Figures | None = None  # the `pods` figures this read asked or reused (None: read per device)
 
 
 def pack_decode(value: float) -> tuple[int, float | None]:
@@ -136,7 +149,11 @@ def pods_query(window_s: int, adapters: Iterable[Adapter] = ADAPTERS.values()) -
 
 
 def _tag(expr: str, why: str) -> str:
-    return f'label_replace({expr}, "{FLAG_LABEL}", "{why}", "", "")'
+    """`expr` (a filter: few series) tagged with why. Inside `max without ()`, which keeps every label but the name:
+    VictoriaMetrics keeps the series a filter rejects, as NaN, up to the query's end, so without an aggregation
+    every `or` and label_replace above it worked on every device's series (3x Prometheus' CPU on `flags`; with it,
+    about 1x). Prometheus drops them at the filter: the aggregation costs it nothing."""
+    return f'label_replace(max without () ({expr}), "{FLAG_LABEL}", "{why}", "", "")'
 
 
 FAULTS = frozenset({"xid", "xid_count", "hot", "health", "network"})  # what a device's own series says
@@ -144,6 +161,12 @@ VANISHED = "vanished"
 # the fault flags computed even where recording rules hold them: a fatal XID reaches its job in the cycle it is
 # scraped in, not up to an evaluation interval later (instant selectors: cheap); the others may wait for the rules
 URGENT = frozenset({"xid", "xid_count"})
+# windowed flags asked first in their instant form, a superset (a series hot over the window is hot at its last
+# sample): instant selectors cost Prometheus about 30% less per series than functions over a window (50% in a
+# live head); the windowed flag is then asked only of the candidates' nodes (CONFIRM), so it says the same
+NOW = {"hot": "hot_now", "network": "network_now"}
+LOOKBACK_S = 300  # Prometheus' default lookback: an instant selector sees a window no longer than this
+CONFIRM = "confirm"
 
 
 def signal_series(a: Adapter, window_s: int) -> str:
@@ -191,7 +214,8 @@ def flags_query(window_s: int, hot_celsius: float, vanish_s: int = VANISH_S,
                 _tag(f"count by ({keys}) ({u}) > 1", "doubled"), _tag(counted, "signal"),
                 _tag(f"({older}) unless on ({keys}) {u}", VANISHED),
                 # each name filtered before `or`: a join of the few hot series, not of every device's
-                _tag(" or ".join(f"{r['temp'].fn}({m}[{window_s}s]) >= {hot_celsius:g}" for m in r["temp"].names), "hot")]
+                _tag(" or ".join(f"{r['temp'].fn}({m}[{window_s}s]) >= {hot_celsius:g}" for m in r["temp"].names), "hot"),
+                _tag(" or ".join(f"{m} >= {hot_celsius:g}" for m in r["temp"].names), NOW["hot"])]
         if a.family == "dcgm":
             xid = '{__name__=~"' + "|".join(r["xid"].names) + '"}'
             # two names of one device's XID (1.x's beside today's) differ by their name only: kept as a label
@@ -200,7 +224,8 @@ def flags_query(window_s: int, hot_celsius: float, vanish_s: int = VANISH_S,
         else:
             health = r["health"].expr("", window_s)
             network = " or ".join(f"max_over_time({r[role].metric}[{window_s}s]) == 0" for role in ("network", "link"))
-            mine += [_tag(f"{health} != 1", "health"), _tag(f"({network})", "network")]
+            now = " or ".join(f"{r[role].metric} == 0" for role in ("network", "link"))
+            mine += [_tag(f"{health} != 1", "health"), _tag(f"({network})", "network"), _tag(f"({now})", NOW["network"])]
         for p in mine:
             why = re.search(rf'"{FLAG_LABEL}", "(\w+)", "", ""\)$', p).group(1)  # type: ignore[union-attr]  # every tagged part names its flag
             if (why in only) if only is not None else (shapes or why not in SHAPES):
@@ -210,8 +235,9 @@ def flags_query(window_s: int, hot_celsius: float, vanish_s: int = VANISH_S,
 
 def first_round(window_s: int, hot_celsius: float, steps_window_s: int = steps.STEPS_WINDOW_S,
                 adapters: Iterable[Adapter] = ADAPTERS.values(), shapes: bool = True, vanished: bool = True,
-                rules: Recorded | None = None) -> dict[str, str]:
+                rules: Recorded | None = None, ask_pods: bool = True) -> dict[str, str]:
     """The first round's queries. `vanished`: ask the vanished flag now (no earlier counts to compare with).
+    `ask_pods`: ask the `pods` figures (False: the caller reuses earlier ones, `Figures`).
     `rules`: the recording rules this source evaluates (`telemetry.recording`): their series are read instead of
     the figures and fault flags they hold, the rest (a lower hot threshold, shapes, vanished) computed as usual."""
     adapters = list(adapters)
@@ -225,8 +251,9 @@ def first_round(window_s: int, hot_celsius: float, steps_window_s: int = steps.S
         flags = f"{FLAGS_RECORD}{mine} or {flags_query(window_s, hot_celsius, adapters=adapters, only=extra)}"
     else:
         pods = pods_query(window_s, adapters)
-        flags = flags_query(window_s, hot_celsius, adapters=adapters, only=FAULTS | extra)
-    return {PODS: pods, FLAGS: flags, RULES: RULES_RECORD,
+        now = (FAULTS - NOW.keys()) | set(NOW.values()) if window_s <= LOOKBACK_S else FAULTS
+        flags = flags_query(window_s, hot_celsius, adapters=adapters, only=now | extra)
+    return {**({PODS: pods} if ask_pods else {}), FLAGS: flags, RULES: RULES_RECORD,
             snap.UP: f"{UP_QUERY} or {steps.query(steps_window_s)}"}
 
 
@@ -305,6 +332,21 @@ def metrics(adapters: Iterable[Adapter]) -> set[str]:
     return out
 
 
+def confirm(ask: Callable[[Mapping[str, str]], Mapping[str, Vector]], candidates: Iterable[Mapping[str, Any]],
+            ctx: Context, window_s: int, hot: float, adapters: list[Adapter]) -> list[Mapping[str, Any]]:
+    """The windowed `hot` and `network` flags of the candidates' nodes (every node's when one names none)."""
+    whys = {why for why, now in NOW.items() for x in candidates if (x.get("metric") or {}).get(FLAG_LABEL) == now}
+    query = flags_query(window_s, hot, adapters=adapters, only=whys)
+    by_label: dict[str, set[str]] = {}
+    for x in candidates:
+        selector = selector_of(x.get("metric") or {}, ctx) if node_of_series(x.get("metric") or {}, ctx) else None
+        if selector is None:
+            by_label = {}
+            break
+        by_label.setdefault(selector[0], set()).add(selector[1])
+    return list(ask({CONFIRM: restrict(query, metrics(adapters), by_label) if by_label else query}).get(CONFIRM) or ())
+
+
 def anomalous(d: DeviceSample) -> bool:
     return d.health in (Health.FAILED, Health.DEGRADED, Health.UNKNOWN) or bool(d.network_fault)
 
@@ -314,19 +356,21 @@ def read(ask: Callable[[Mapping[str, str]], Mapping[str, Vector]], window_s: int
          where: Mapping[str, tuple[str, str]], hot_celsius: float | None = None,
          steps_window_s: int = steps.STEPS_WINDOW_S, adapters: Iterable[Adapter] = ADAPTERS.values(),
          shaped: Collection[str] | None = None, counts: Mapping[str, int] | None = None,
-         rules: Recorded | None = None) -> tuple[dict[str, Vector], Digest | None, int]:
+         rules: Recorded | None = None, figures: Figures | None = None) -> tuple[dict[str, Vector], Digest | None, int]:
     """(answers for `snapshot.build`, the digest or None when the source was read per device, queries asked).
     `where`: node -> (label, value) selecting its series, learnt in earlier reads (for remembered anomalies).
     `shaped`: the nodes shape flags named in an earlier read, or None to ask the shape flags now.
     `counts`: the devices per node the last read found (`Digest.counts`); a node reporting fewer now has its
     vanished devices asked (a second round); None: asked in the first round.
-    `rules`: the recording rules the last read found at this source (`Digest.rules`), read instead of computing."""
+    `rules`: the recording rules the last read found at this source (`Digest.rules`), read instead of computing.
+    `figures`: an earlier read's `pods` figures to reuse instead of asking `pods` (`Digest.figures`; the fault flags
+    are asked all the same)."""
     adapters = list(adapters)
     hot = policy.overheat_celsius if hot_celsius is None else min(hot_celsius, policy.overheat_celsius)
 
     def first_answers(rules: Recorded | None) -> tuple[Mapping[str, Vector], int]:
         first = first_round(window_s, hot, steps_window_s, adapters, shapes=shaped is None,
-                            vanished=counts is None, rules=rules)
+                            vanished=counts is None, rules=rules, ask_pods=figures is None)
         return ask(first), len(first)
 
     answered, asked = first_answers(rules)
@@ -343,6 +387,8 @@ def read(ask: Callable[[Mapping[str, str]], Mapping[str, Vector]], window_s: int
 
     ctx = snap.context(answered.get(snap.UP) or (), nodes)
     digest = Digest(where=dict(where), rules=found if found is not None and found.window_s == window_s else None)
+    if figures is not None:
+        digest.pods, digest.idle, digest.counts = dict(figures.pods), dict(figures.idle), dict(figures.counts)
     for series in answered.get(PODS) or ():
         labels = series.get("metric") or {}
         parts = (labels.get(POD_LABEL) or "").split("|")
@@ -365,6 +411,8 @@ def read(ask: Callable[[Mapping[str, str]], Mapping[str, Vector]], window_s: int
         if held is not None:  # one pod reported under two label sets (two exporters?): read it per device
             return per_device(f"pod {namespace}/{pod} is reported by two exporters")
         digest.pods[(namespace, pod)] = PodFigures(node, n, util)
+    digest.figures = figures if figures is not None else Figures(dict(digest.pods), dict(digest.idle),
+                                                                  dict(digest.counts))
     flagged: set[str] = set(n for n in shaped or () if n in where)
     shape_nodes: set[str] = set()
     by_family = {a.family: a for a in adapters}
@@ -404,6 +452,11 @@ def read(ask: Callable[[Mapping[str, str]], Mapping[str, Vector]], window_s: int
                 "id", ""), namespace=namespace, pod=pod, health=Health.HEALTHY))
         return None
 
+    candidates = [x for x in flag_series if (x.get("metric") or {}).get(FLAG_LABEL) in NOW.values()]
+    if candidates:  # the windowed flags of the nodes whose devices are hot or down now (`NOW`)
+        flag_series = [x for x in flag_series if x not in candidates]
+        flag_series += confirm(ask, candidates, ctx, window_s, hot, adapters)
+        asked += 1
     for series in flag_series:
         if why := flag(series):
             return per_device(why)
