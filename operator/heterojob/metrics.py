@@ -58,15 +58,20 @@ class OperatorMetrics:
 
     def watch_gc(self) -> Callable[[], None]:
         """Time every collector pass into `gc_pause_seconds` from now on; returns what stops it (the callback
-        list is the process's: tests run several operators in one)."""
+        list is the process's: tests run several operators in one). The callback only observes children made
+        here: `labels()` takes the metric's lock, which a scrape holds while it allocates, and a pass started by
+        that allocation would wait for it on its own thread for ever."""
         started: list[float] = []
+        children = {g: self.gc_pause_seconds.labels(str(g)) for g in range(3)}
 
         def timed(phase: str, info: dict[str, Any]) -> None:
             if phase == "start":
                 started.append(time.perf_counter())
             elif started:
-                self.gc_pause_seconds.labels(str(info.get("generation", ""))).observe(
-                    time.perf_counter() - started.pop())
+                child = children.get(info.get("generation", -1))
+                pause = time.perf_counter() - started.pop()
+                if child is not None:
+                    child.observe(pause)
 
         gc.callbacks.append(timed)
         return lambda: gc.callbacks.remove(timed) if timed in gc.callbacks else None

@@ -41,3 +41,28 @@ def test_the_collector_pauses_are_read_from_the_operators_own_metrics_between_th
     assert gc_pauses(None, None) == {}  # an operator without the metric: nothing said, nothing made up
     gc.collect(2)
     assert gc_pauses(last, generate_latest(metrics.registry).decode())["gc_full_passes"] == 0  # stopped: unseen
+
+
+def test_a_collector_pass_during_a_scrape_does_not_wait_for_the_scrapes_lock() -> None:
+    """A scrape holds the histogram's lock while it allocates; a pass that allocation starts runs the callback on
+    the same thread: it must not take that lock (it would wait for ever)."""
+    import gc
+    import threading
+
+    from heterojob.metrics import OperatorMetrics
+
+    metrics = OperatorMetrics()
+    stop = metrics.watch_gc()
+    done = threading.Event()
+
+    def collect_holding_the_lock() -> None:
+        with metrics.gc_pause_seconds._lock:  # what generate_latest holds while it copies the children
+            gc.collect(0)
+        done.set()
+
+    worker = threading.Thread(target=collect_holding_the_lock, daemon=True)
+    try:
+        worker.start()
+        assert done.wait(10), "the collector's callback waited for the scrape's lock"
+    finally:
+        stop()
