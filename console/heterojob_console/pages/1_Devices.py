@@ -101,7 +101,7 @@ def live() -> None:
     if node:
         found = dev.serving(found, region)
     frames, down = ui.heat(found, minutes, (node,) if node else None)
-    heat = dev.heat(dev.combine(frames, found, cluster.nodes), cluster.nodes, level, region)
+    heat, drawing = ui.heat_drawing(cluster, found, frames, level, region, minutes)  # once per data version
     st.subheader(f"Utilization by {level}" + (f" in {node or region}" if region else ""))
     shown_sources = {u for u, _ in (dev.serving(found, region) if region else found)}
     for source, why in sorted((u, w) for u, w in down.items() if u in shown_sources):
@@ -110,7 +110,7 @@ def live() -> None:
     if heat.empty:
         st.info("No utilization series in this window (or Prometheus could not answer the range query).")
     else:
-        svg.show(svg.heat_map(heat, level, minutes))
+        svg.show(drawing)
 
     st.subheader("Failed and degraded")
     if shown is None:
