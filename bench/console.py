@@ -71,9 +71,9 @@ LIVE_SCRAPE_S = 60.0
 PAGES: dict[str, tuple[str, str]] = {
     "overview": ("/", "count('svg.fleet-map text.city') >= 11 && count('svg.fleet-map path.land') >= 1"
                       " && count('[data-testid=stMetricValue]') >= 10"
-                      " && count('[data-testid=stDataFrame] canvas') >= 2"),
+                      " && count('table.regions tbody tr') >= 11 && count('table.phases tbody tr') >= 1"),
     "devices": ("/Devices", "count('svg.heat-map .cells') >= 1 && count('[data-testid=stMetricValue]') >= 6"
-                            " && count('[data-testid=stDataFrame]') >= 1"),
+                            " && count('[data-testid=stDataFrame], table.software') >= 1"),
     "jobs": ("/Jobs", "count('[data-testid=stMetricValue]') >= 4 && count('[data-testid=stDataFrame] canvas') >= 1"),
     "quotas": ("/Quotas", "count('[data-testid=stDataFrame] canvas') >= 1 && document.body.innerText.includes('Audit')"),
 }
