@@ -20,6 +20,13 @@ time), what the console sent the page over its websocket per warm visit (`<page>
 data, not Streamlit's static files), and its largest resident memory (`rss_mb`); `<page>_ready_s` and `<page>_ready_cpu_s`: from the console's
 start until its health check answers (imports, the first paged listing and telemetry read), wall and CPU.
 
+Where a warm visit's wall time goes (medians of the warm visits, for every page and the one-tile page): until the
+websocket opened (`<page>_ws_open_s`: the HTML and Streamlit's static JavaScript, a fresh browser context each visit),
+until its last frame before the page was whole (`<page>_last_frame_s`: the console's script run and its messages),
+the tab's renderer main thread busy (`<page>_browser_task_s`, of which `_browser_script_s` JavaScript and
+`_browser_layout_s` style and layout: DevTools' Performance metrics) and every Chromium process's CPU-s
+(`<page>_browser_cpu_s`); `<page>_load` is the load average as the page's console starts.
+
 Last line: one JSON object. Targets (issues 22, 45): every page <= 2 s warm and <= 4 s cold.
 """
 
