@@ -6,7 +6,7 @@ from datetime import UTC, datetime, timedelta
 
 import streamlit as st
 
-from heterojob_console import kpis, members, svg, ui
+from heterojob_console import kpis, members, svg, tables, ui
 from heterojob_console.data import moves
 
 ui.setup("Overview")
@@ -68,26 +68,20 @@ def overview() -> None:
     with right:
         st.markdown("**Jobs by phase**")
         phases = jobs.groupby("phase", as_index=False).size().rename(columns={"size": "jobs"})
-        st.dataframe(phases.sort_values("jobs", ascending=False), hide_index=True, width="stretch", key="phases",
-                     column_config={  # sized: "Checkpointing" made the grid scroll at 1280 px
-                         "phase": st.column_config.TextColumn(width=110),
-                         "jobs": st.column_config.ProgressColumn(
-                             "jobs", format="%d", width=110, min_value=0,
-                             max_value=max(int(phases["jobs"].max()), 1) if len(phases) else 1)})
+        st.markdown(tables.html(phases.sort_values("jobs", ascending=False), [
+            tables.Column("phase", "phase"),
+            tables.Column("jobs", "jobs", "bar", top=max(int(phases["jobs"].max()), 1) if len(phases) else 1)],
+            "phases"), unsafe_allow_html=True)
 
     # under the map, the page's whole width: its seven columns fit at 1280 px (beside the map they were cut off)
     st.markdown("**Regions**")
-    table = regions[["region", "city", "accelerators", "held", "allocated_pct", "cpu_cores", "mix"]]
-    st.dataframe(table, hide_index=True, width="stretch", key="regions", height=38 + 35 * max(len(table), 1),
-                 column_config={
-        "region": st.column_config.TextColumn(width=130),
-        "city": st.column_config.TextColumn(width=110),
-        "accelerators": st.column_config.NumberColumn(width=100, help=kpis.HELP["accelerators"]),
-        "held": st.column_config.NumberColumn("held by pods", width=100),
-        "allocated_pct": st.column_config.ProgressColumn("allocated", format="%d%%", min_value=0, max_value=100,
-                                                         width=130, help=kpis.HELP["allocated"]),
-        "cpu_cores": st.column_config.NumberColumn("CPU cores", width=90),
-        "mix": st.column_config.TextColumn("accelerator mix", width=300)})
+    st.markdown(tables.html(regions, [
+        tables.Column("region", "region"), tables.Column("city", "city"),
+        tables.Column("accelerators", "accelerators", "number", help=kpis.HELP["accelerators"]),
+        tables.Column("held", "held by pods", "number"),
+        tables.Column("allocated_pct", "allocated", "bar", fmt="{:.0f}%", help=kpis.HELP["allocated"]),
+        tables.Column("cpu_cores", "CPU cores", "number"), tables.Column("mix", "accelerator mix")], "regions"),
+        unsafe_allow_html=True)
 
 
 overview()

@@ -58,6 +58,11 @@ def test_overview_counts_accelerators_and_cpu_apart_and_maps_every_region(
     links = [e for e in drawing.iter(f"{SVG}line") if e.get("class") == "link"]
     assert len(links) == 15 and any("800 Gbit/s" in (e.findtext(f"{SVG}title") or "") for e in links)
     assert "http" not in ET.tostring(drawing, encoding="unicode").replace(SVG_NS, "")  # nothing fetched
+    regions = next(m.value for m in at.markdown if 'class="summary regions"' in m.value)  # an HTML table, not a grid
+    rows = ET.fromstring(regions[regions.index("<table"):]).find("tbody")
+    assert rows is not None and len(rows) == len(REGIONS)
+    east = next(r for r in rows if r[0].text == "cn-east")
+    assert [c.text for c in east][2:4] == ["8", "4"] and "50%" in ET.tostring(east[4], encoding="unicode")
 
 
 def test_unreachable_api_shows_a_page_not_a_traceback(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:

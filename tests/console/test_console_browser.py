@@ -53,7 +53,10 @@ def serve(kubeconfig: Path, prometheus: str) -> tuple[subprocess.Popen[bytes], s
 SIZES = ((1500, 900), (1280, 800))  # common laptop screens: every table's columns must show at both
 GRIDS = """() => [...document.querySelectorAll('[data-testid=stDataFrame]')].map(f => {
     const s = f.querySelector('.dvn-scroller'), r = f.getBoundingClientRect();
-    return {scroll: s ? s.scrollWidth : 0, visible: s ? s.clientWidth : 0, right: r.right};})"""
+    return {scroll: s ? s.scrollWidth : 0, visible: s ? s.clientWidth : 0, right: r.right};}).concat(
+    [...document.querySelectorAll('table.summary')].map(t => {  // the Overview's HTML tables
+    const r = t.getBoundingClientRect();
+    return {scroll: t.scrollWidth, visible: t.parentElement.clientWidth, right: r.right};}))"""
 
 
 def tables_fit(page: Any, what: str) -> None:
@@ -101,6 +104,7 @@ def test_every_page_renders_in_chromium(cluster: Cluster, emulator: Any, tmp_pat
             page.wait_for_function("document.querySelectorAll('[data-testid=stMetricValue]').length >= 10",
                                    timeout=60_000)
             page.wait_for_timeout(1500)  # telemetry tiles fill on the next refresh if Prometheus was late
+            assert page.locator("table.regions tbody tr").count() == 11  # the regions table, HTML (no grid)
             page.screenshot(path=str(SHOTS / "console-overview.png"), full_page=True)
             cities = page.locator("svg.fleet-map text.city").all_text_contents()
             assert set(cities) == {r["location"]["city"] for r in REGIONS.values()} and len(set(cities)) == 11
@@ -141,8 +145,8 @@ def test_every_page_renders_in_chromium(cluster: Cluster, emulator: Any, tmp_pat
                                     ("/Jobs", "[data-testid='stDataFrame']"), ("/Quotas", "text=Audit")):
                     sized.goto(f"{url}{path}", wait_until="domcontentloaded", timeout=60_000)
                     sized.wait_for_selector(ready, timeout=60_000)
-                    sized.wait_for_function("document.querySelectorAll('[data-testid=stDataFrame] canvas').length"
-                                            " >= 1", timeout=60_000)
+                    sized.wait_for_function("document.querySelectorAll('[data-testid=stDataFrame] canvas, "
+                                            "table.summary').length >= 1", timeout=60_000)
                     sized.wait_for_timeout(1000)  # the grids size their columns once drawn
                     sized.screenshot(path=str(SHOTS / f"console-{path.strip('/').lower() or 'overview'}-{w}.png"),
                                      full_page=True)

@@ -71,6 +71,8 @@ def test_devices_page_drills_down_and_names_the_failed_devices_pod_and_job(
         assert sorted(rows(at)) == ["cn-east · nvidia-h100", "cn-north · ascend-910b"]
         cells = [r for r in svg_of(at, "heat-map").iter(f"{SVG}rect") if r.findtext(f"{SVG}title")]
         assert cells and all(t.endswith("%") for t in (c.findtext(f"{SVG}title") for c in cells))  # hover: value
+        stacks = next(m.value for m in at.markdown if 'class="summary software"' in m.value)  # HTML: no grid
+        assert "cn-east" in stacks and "cn-north" in stacks and len(at.dataframe) == 1  # the failed device's grid
         bad = at.dataframe[0].value
         assert list(bad["reason"]) == ["fatal XID 79"] and list(bad["node"]) == ["g0"]
         assert list(bad["pod"]) == ["team-a/train-g1-0"] and list(bad["job"]) == ["team-a/train"]

@@ -78,3 +78,27 @@ def test_a_view_is_kept_until_a_new_column_is_due_but_an_empty_answer_is_asked_a
     while latest._entries[other][1] is not full and time.monotonic() < deadline:
         time.sleep(0.02)
     assert latest._entries[other][1] is full
+
+
+def test_a_heat_map_is_drawn_once_per_data_version(monkeypatch: pytest.MonkeyPatch) -> None:
+    from types import SimpleNamespace
+
+    from heterojob.telemetry.sources import DEFAULT
+    from heterojob_console import devices as dev
+
+    nodes = pd.DataFrame({"node": ["n1", "n2"], "region": ["cn-east", "cn-west"], "class": ["nvidia-h100"] * 2})
+    times = pd.date_range("2026-01-01T10:00Z", periods=3, freq="60s")
+    series = pd.DataFrame([[10.0, 20.0, 30.0], [50.0, 60.0, 70.0]], index=["n1", "n2"], columns=times)
+    series.insert(0, "node", ["n1", "n2"])
+    cluster, found = SimpleNamespace(nodes=nodes), [("http://p", (DEFAULT,))]
+    grouped: list[int] = []
+    real = dev.heat
+    monkeypatch.setattr(dev, "heat", lambda *a, **k: grouped.append(1) or real(*a, **k))
+    rows, drawing = ui.heat_drawing(cluster, found, {"http://p": series}, "region/class", None, 60)  # type: ignore[arg-type]
+    assert list(rows.index) == ["cn-east · nvidia-h100", "cn-west · nvidia-h100"] and "heat-map" in drawing
+    again = ui.heat_drawing(cluster, found, {"http://p": series}, "region/class", None, 60)  # type: ignore[arg-type]
+    assert again[1] is drawing and len(grouped) == 1  # another visit, same data: nothing grouped or drawn again
+    newer = series.copy()  # the next read (a new object, as `Latest` replaces its answer)
+    newer.iloc[0, 1:] = 90.0
+    rows, _ = ui.heat_drawing(cluster, found, {"http://p": newer}, "region/class", None, 60)  # type: ignore[arg-type]
+    assert len(grouped) == 2 and rows.iloc[0].tolist() == [90.0] * 3

@@ -126,3 +126,39 @@ def test_the_phase_filter_shows_phases_that_appear_later_and_keeps_a_users_choic
     at.run()  # ... is kept as new values appear; the new ones are offered
     assert at.multiselect(key="phases").value == ["Running"] and list(at.dataframe[0].value["name"]) == ["a"]
     assert {"Succeeded", "Failed", "Pending"} <= set(at.multiselect(key="phases").options)
+
+
+def test_the_table_is_paged_and_search_reaches_every_page(cluster: Cluster, emulator: Any,
+                                                          monkeypatch: pytest.MonkeyPatch) -> None:
+    from heterojob_console import filters
+
+    monkeypatch.setattr(filters, "PAGE_ROWS", 2)  # 10,000 jobs a national fleet, 100 a page: 3 jobs, 2 a page
+    cluster.seed([node("h100-a", "cn-east", "nvidia-h100")])
+    spec = {"devices": [{"deviceClass": "nvidia-h100"}], "template": {"spec": {"containers": [{"name": "m",
+                                                                                              "image": "i"}]}}}
+    for name in ("alpha", "beta", "gamma"):
+        cluster.create_job(name, spec)
+    monkeypatch.setenv("HETEROJOB_KUBECONFIG", str(emulator.kubeconfig))
+    at = AppTest.from_file(PAGE, default_timeout=30).run()
+    assert not at.exception and list(at.dataframe[0].value["name"]) == ["alpha", "beta"]  # one page, not all
+    assert "Jobs 1-2 of 3" in " ".join(c.value for c in at.caption)
+    at.number_input(key="page").set_value(2).run()
+    assert list(at.dataframe[0].value["name"]) == ["gamma"]
+    at.text_input(key="search").input("ALP").run()  # one page found: the page number falls back to it
+    assert list(at.dataframe[0].value["name"]) == ["alpha"] and not at.number_input
+    at.session_state["selected-job"] = "team-a/alpha"
+    at.run()
+    assert at.subheader[0].value == "team-a/alpha"
+
+
+def test_search_and_pages_are_literal_and_bounded() -> None:
+    import pandas as pd
+
+    from heterojob_console import filters
+
+    frame = pd.DataFrame({"job": ["a/x.y", "a/xzy", "b/q"], "placement": ["cn/h100", None, "us/h100"]})
+    assert list(filters.search(frame, "x.y", ["job"])["job"]) == ["a/x.y"]  # "." is a dot, not any character
+    assert list(filters.search(frame, " H100 ", ["job", "placement"])["job"]) == ["a/x.y", "b/q"]
+    assert filters.pages(0, 2) == 1 and filters.pages(4, 2) == 2 and filters.pages(5, 2) == 3
+    assert list(filters.page(frame, 9, 2)["job"]) == ["b/q"]  # past the last page: the last
+    assert list(filters.page(frame, 1, 2).index) == [0, 1]

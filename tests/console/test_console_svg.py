@@ -47,3 +47,13 @@ def test_a_big_heat_map_is_one_image_a_pixel_per_cell_with_a_hover_text_per_row(
 
 def test_text_in_a_drawing_stays_text_through_markdown() -> None:
     assert svg._t("a*b_c$d [e] <f>") == "a&#42;b&#95;c&#36;d &#91;e&#93; &lt;f&gt;"
+
+
+def test_the_fleets_hour_is_an_image_not_a_thousand_elements() -> None:
+    frame = grid(16, 60)  # 11 regions' classes over an hour: 960 cells were 960 hover rectangles (125 KB)
+    frame.index = [f"region-{i} · nvidia-h100" for i in range(16)]
+    body = svg.heat_map(frame, "region/class", minutes=60)
+    root = ET.fromstring(body)
+    hover = [r for r in root.iter(f"{SVG}rect") if r.findtext(f"{SVG}title")]
+    assert len(list(root.iter(f"{SVG}image"))) == 1 and len(hover) == 16  # a hover text a row
+    assert len(body) < 20_000

@@ -9,7 +9,7 @@ import pandas as pd
 import streamlit as st
 
 from heterojob_console import devices as dev
-from heterojob_console import kpis, svg, ui
+from heterojob_console import kpis, svg, tables, ui
 
 ui.setup("Devices")
 st.title("Devices")
@@ -101,7 +101,7 @@ def live() -> None:
     if node:
         found = dev.serving(found, region)
     frames, down = ui.heat(found, minutes, (node,) if node else None)
-    heat = dev.heat(dev.combine(frames, found, cluster.nodes), cluster.nodes, level, region)
+    heat, drawing = ui.heat_drawing(cluster, found, frames, level, region, minutes)  # once per data version
     st.subheader(f"Utilization by {level}" + (f" in {node or region}" if region else ""))
     shown_sources = {u for u, _ in (dev.serving(found, region) if region else found)}
     for source, why in sorted((u, w) for u, w in down.items() if u in shown_sources):
@@ -110,7 +110,7 @@ def live() -> None:
     if heat.empty:
         st.info("No utilization series in this window (or Prometheus could not answer the range query).")
     else:
-        svg.show(svg.heat_map(heat, level, minutes))
+        svg.show(drawing)
 
     st.subheader("Failed and degraded")
     if shown is None:
@@ -138,6 +138,13 @@ def live() -> None:
     else:
         stacks = (nodes.groupby(["member", "region", "class", "software", "network"], as_index=False, dropna=False)
                   .agg(nodes=("node", "size"), ready=("ready", "sum")))
-        st.dataframe(stacks, hide_index=True, width="stretch", key="software")
+        if len(stacks) <= tables.ROWS:  # a table, not a grid: the grid's JavaScript was most of a visit's browser time
+            st.markdown(tables.html(stacks, [
+                tables.Column("member", "member"), tables.Column("region", "region"), tables.Column("class", "class"),
+                tables.Column("nodes", "nodes", "number"), tables.Column("ready", "ready", "number"),
+                tables.Column("network", "network"), tables.Column("software", "software")], "software"),
+                unsafe_allow_html=True)
+        else:
+            st.dataframe(stacks, hide_index=True, width="stretch", key="software")
 
 live()
