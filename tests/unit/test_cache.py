@@ -139,25 +139,51 @@ def test_a_deleted_jobs_pods_being_deleted_hold_their_devices_and_a_live_jobs_le
 def test_a_live_jobs_left_gang_holds_its_devices_where_no_job_was_given_them() -> None:
     """A job moved off a node that failed (generation 2 now) leaves its generation-1 pods Terminating there; when the
     node is Ready again kube-scheduler counts them until they are gone, so the fleet does (a gang placed there would
-    wait Pending through their grace period). Where a cycle gave that node to another job (a preemptor whose pods
-    wait for them), it is that job's already and is not counted twice; the pods of the job's current gang (a
-    preemption victim's) are not counted (the planner gave their room away)."""
+    wait Pending through their grace period). What a cycle gave of that node to another job (a preemptor whose pods
+    wait for them) is that job's already and is not counted twice; the pods of a job's newest gang (a preemption
+    victim's, placed or waiting) are not counted (the planner gave their room away)."""
+    from heterojob.engine.capacity.fleet import Node
     from heterojob.state.views import FleetSource
 
     cache = Cache()
     gpu = "nvidia.com/gpu"
+    nodes = {n: Node(n, {}, {gpu: 8}) for n in "bdefgh"}
     leaving = {"ns/moved": {1: {("d", gpu): 8, ("e", gpu): 8}},  # its old gang, on d and e
-               "ns/victim": {1: {("g", gpu): 8}}}  # of its current gang (generation 1), being deleted
-    source = FleetSource(nodes=dict, classes=lambda: CLASSES, regions=dict, foreign_usage=dict,
+               "ns/victim": {1: {("g", gpu): 8}},  # of its current gang (generation 1), being deleted
+               "ns/requeued": {1: {("h", gpu): 4}, 2: {("f", gpu): 8}}}  # waiting now; generation 2 was its last
+    source = FleetSource(nodes=lambda: nodes, classes=lambda: CLASSES, regions=dict, foreign_usage=dict,
                          leaving=lambda: leaving)
     sync(cache, "moved", phase="Running", placement=placement("b", generation=2))
     sync(cache, "preemptor", phase="Running", placement=placement("e"))
-    sync(cache, "victim", phase="Running", placement=placement("f"))
+    sync(cache, "victim", phase="Running", placement=placement("g"))
+    key, obj, st = job("requeued", phase="Pending", lastGeneration=2)
+    cache.sync(key, obj, st, SPEC, CLASSES, now=0.0)
     used = cache.fleet(source).used
     assert used[("d", gpu)] == 8  # nobody's: its old pods hold it
     assert used[("e", gpu)] == 8  # the preemptor's, once
     assert used[("b", gpu)] == 8
-    assert ("g", gpu) not in used  # the victim's current gang: its room is the planner's to give
+    assert used[("h", gpu)] == 4  # a waiting job's older gang counts too
+    assert ("f", gpu) not in used  # ... not its newest: its room is the planner's to give
+    assert used[("g", gpu)] == 8  # the victim's own allocation, not its pods again
+
+
+def test_a_left_gang_on_a_node_shared_with_a_running_job_counts_what_the_node_has_left() -> None:
+    """kube-scheduler counts both a running job's 4 devices and a moved job's 4 Terminating ones on one 8-device
+    node: so does the fleet (another 4-device gang placed there would wait Pending), never beyond the node."""
+    from heterojob.engine.capacity.fleet import Node
+    from heterojob.state.views import FleetSource
+
+    cache = Cache()
+    gpu = "nvidia.com/gpu"
+    source = FleetSource(nodes=lambda: {"d": Node("d", {}, {gpu: 8})}, classes=lambda: CLASSES, regions=dict,
+                         foreign_usage=dict, leaving=lambda: {"ns/moved": {1: {("d", gpu): 4}}})
+    sync(cache, "moved", phase="Running", placement=placement("b", generation=2))
+    key, obj, st = job("small", phase="Running", placement={**placement("d"), "perReplica": 4})
+    cache.sync(key, obj, st, SPEC, CLASSES, now=0.0)
+    assert cache.fleet(source).used[("d", gpu)] == 8
+    key, obj, st = job("big", phase="Running", placement={**placement("d"), "perReplica": 6})
+    cache.sync(key, obj, st, SPEC, CLASSES, now=0.0)
+    assert cache.fleet(source).used[("d", gpu)] == 10  # 4 + 6 planned: the left gang adds nothing past the node
 
 
 def test_a_deleted_jobs_devices_stay_counted_until_its_pods_are_gone_and_nobody_may_take_them() -> None:

@@ -17,7 +17,7 @@ from heterojob.api.job_status import HeteroJobStatus
 from heterojob.api.scheduling import Scheduling
 from heterojob.engine.queue import estimates
 from heterojob.engine.disruption.holders import Holder
-from heterojob.engine.capacity.fleet import Allocation, DeviceClass, Fleet, holdings, same_room, usage
+from heterojob.engine.capacity.fleet import Allocation, DeviceClass, Fleet, Node, holdings, same_room, usage
 from heterojob.engine.basics.phases import DISRUPTED, WAITING, YIELDS
 from heterojob.engine.placing.placement import Request
 from heterojob.state.requests import base_request, request_for
@@ -62,6 +62,8 @@ class Entry:
     allocation: Allocation | None = None  # devices it holds
     since: float = 0.0  # when its current placement started
     placed: Placed | None = None  # where it runs, for mapping alerts to it
+    # its newest placement generation (placed or not): pods of older ones being deleted are a gang it has left
+    newest_generation: int = 0
     base: Request | None = None  # its admitted size, when it grew beyond it
     request: Request | None = None  # what it waits for, when it waits
     yielding_to: str | None = None  # the waiting job it gives room to
@@ -151,6 +153,7 @@ class Cache:
         e.created = timestamp(meta.get("creationTimestamp") if isinstance(meta, Mapping) else None) or e.created
         e.succeeded = status.phase == Phase.SUCCEEDED
         p = status.placement
+        e.newest_generation = max(p.generation if p is not None else 0, status.last_generation)
         if p is not None and not (status.phase and status.phase.terminal):
             cls = classes.get(p.device_class)
             per_node: dict[str, int] = {}
@@ -349,25 +352,17 @@ class Cache:
         leaving = source.leaving()
         if leaving:
             foreign = added = dict(foreign)
-        held: set[tuple[str, str]] | None = None  # (node, resource) some job's devices or reservation hold
+        left: list[Mapping[tuple[str, str], int]] = []
         for key, gangs in leaving.items():
             entry = self.entries.get(key)
             if entry is not None:
-                # a live job's pods being deleted: those of its current gang are a preemption victim's (or a
-                # mover's not yet placed), whose room a cycle gives to someone whose pods wait for them a moment;
-                # counting them would make that one preempt another victim. Those of a gang it has left (an older
-                # generation than its placement: a move off a failed node, a resize) count where no job holds the
-                # node: kube-scheduler counts them there until they are gone (a node back from NotReady keeps
-                # its old pods through their grace period), so a gang placed there would wait Pending
-                current = entry.placed.generation if entry.placed is not None else None
-                left = [used for generation, used in gangs.items() if current is not None and generation < current]
-                if left:
-                    if held is None:
-                        held = {(n, a.resource) for a in allocations for n in a.per_node}
-                    for used in left:
-                        for where, count in used.items():
-                            if where not in held:
-                                added[where] = added.get(where, 0) + count
+                # a live job's pods being deleted: those of its newest gang are a preemption victim's (or a
+                # mover's not yet placed again), whose room a cycle gives to someone whose pods wait for them a
+                # moment; counting them would make that one preempt another victim. Those of a gang it has left
+                # (an older generation: a move off a failed node, a resize) count on what no job holds of their
+                # node: kube-scheduler counts them there until they are gone (a node back from NotReady keeps a
+                # moved job's old pods through their grace period), so a gang placed there would wait Pending
+                left += [used for generation, used in gangs.items() if generation < entry.newest_generation]
                 continue
             # a deleted job's pods being deleted hold their devices until gone (where its `departed` room does not
             # count them already)
@@ -377,6 +372,8 @@ class Cache:
                 for where, count in used.items():
                     if where not in mine:
                         added[where] = added.get(where, 0) + count
+        if left:
+            _count_left(left, allocations, nodes, added)
 
         def build() -> Fleet:
             return Fleet(nodes=nodes, classes=classes, regions=regions, used=usage(allocations, foreign),
@@ -384,6 +381,24 @@ class Cache:
                          network_down=faults.network_down)
 
         return build
+
+
+def _count_left(left: Iterable[Mapping[tuple[str, str], int]], allocations: Iterable[Allocation],
+                nodes: Mapping[str, Node], used: dict[tuple[str, str], int]) -> None:
+    """Add to `used` the devices of live jobs' left gangs (`Cache.fleet_later`), each node only up to what its
+    allocatable leaves after the jobs' holdings and what is counted already: where a cycle gave the node's
+    room to a job (a preemptor whose pods wait for the old ones), that room is counted once, as that job's."""
+    held: dict[tuple[str, str], int] = {}
+    for a in allocations:
+        for n, count in a.per_node.items():
+            held[(n, a.resource)] = held.get((n, a.resource), 0) + count
+    for gang in left:
+        for where, count in gang.items():
+            node = nodes.get(where[0])
+            room = (node.allocatable.get(where[1], 0) if node is not None else 0) - held.get(where, 0) \
+                - used.get(where, 0)
+            if room > 0:
+                used[where] = used.get(where, 0) + min(count, room)
 
 
 def _fingerprint(spec: HeteroJobSpec) -> str:
