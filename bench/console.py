@@ -42,6 +42,7 @@ import subprocess
 import sys
 import time
 import urllib.request
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
@@ -265,7 +266,9 @@ def visit(browser: Any, url: str, ready: str) -> Visit:
 
 def warm(visits: list[Visit], prefix: str, out: dict[str, float]) -> None:
     """The warm visits' medians: wall (`<prefix>_s`), websocket KB, and where the time went."""
-    med = lambda f: statistics.median(f(v) for v in visits)  # noqa: E731
+    def med(f: Callable[[Visit], float]) -> float:
+        return statistics.median(f(v) for v in visits)
+
     out[f"{prefix}_s"] = round(med(lambda v: v.wall_s), 3)
     out[f"{prefix}_kb"] = round(med(lambda v: v.ws_bytes) / 1024)
     out[f"{prefix}_ws_open_s"] = round(med(lambda v: v.ws_open_s), 3)

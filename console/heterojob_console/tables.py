@@ -10,6 +10,7 @@ fleet (jobs, nodes, devices) stay grids: they scroll, sort and select.
 from __future__ import annotations
 
 import math
+import numbers
 from dataclasses import dataclass
 
 import pandas as pd
@@ -48,7 +49,8 @@ def _cell(value: object, column: Column) -> str:
     shown = _t(column.fmt.format(value))
     if column.kind == "number":
         return f'<td class="n">{shown}</td>'
-    share = min(max(float(value) / column.top, 0.0), 1.0) if column.top > 0 else 0.0  # type: ignore[arg-type]
+    number = float(value) if isinstance(value, numbers.Real) else 0.0  # numpy's numbers register as Real
+    share = min(max(number / column.top, 0.0), 1.0) if column.top > 0 else 0.0
     return f'<td><span class="bar"><i style="width:{100 * share:.0f}%"></i></span>{shown}</td>'
 
 
