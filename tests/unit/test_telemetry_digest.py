@@ -205,9 +205,10 @@ def test_a_new_pod_its_exporter_has_not_scraped_yet_is_asked_again_at_the_next_r
     assert not read(60, "a-0", "b-0")[0]  # all there: reused again
 
 
-class Fleet:
+class Vanishing:
     """A source over time: node g1's device 7 (pod b-0) has its last sample at `gone`; `vanished` names it when
-    the query's lookback (`[Ns] offset 60s`) covers that sample, as Prometheus would."""
+    the query's lookback (`[Ns] offset 60s`) covers that sample, as Prometheus would; a drill of g1 finds its other
+    seven devices."""
 
     def __init__(self, gone: float) -> None:
         self.gone = gone
@@ -225,17 +226,21 @@ class Fleet:
                     out[name] = [{"metric": {"node": "g1", "gpu": "7", "UUID": "GPU-7", "namespace": "team",
                                              "pod": "b-0", digest.FLAG_LABEL: digest.VANISHED,
                                              snap.ROLE_LABEL: "dcgm"}, "value": [0, "1"]}]
+        if "drill" in queries:
+            out["drill"] = [{"metric": {digest.QUERY_LABEL: "dcgm:util", "node": "g1", "gpu": str(i),
+                                        "UUID": f"GPU-{i}", "namespace": "team", "pod": "b-0"}, "value": [0, "50"]}
+                            for i in range(7)]
         return out
 
 
 @pytest.mark.parametrize("period", [15.0, 22.0, 19.5])
-def test_a_device_that_vanishes_while_the_figures_are_reused_is_named_at_the_next_ask(period: float) -> None:
+def test_a_device_that_vanishes_while_the_figures_are_reused_is_failed_at_the_next_ask(period: float) -> None:
     from heterojob.telemetry.collect import Collector
 
     nodes = {n: snap.NodeFacts("r1", "nvidia-h100", 8) for n in ("g0", "g1")}
     running = {"r1": {("team", "a-0"): 8, ("team", "b-0"): 8}}
     for gone in [period * k + d for k in range(1, 6) for d in (0.5, period / 2, period - 0.5)]:
-        fleet = Fleet(gone)
+        fleet = Vanishing(gone)
         collector = Collector("http://prom:9090", 60, 5, HealthPolicy(), device_rows_max=0)
         collector._reader = lambda url: fleet  # type: ignore[method-assign,assignment,return-value]
         previous: dict[str, DeviceSample] = {}
@@ -244,10 +249,11 @@ def test_a_device_that_vanishes_while_the_figures_are_reused_is_named_at_the_nex
             out = collector.collect(k * period, {"r1": None}, nodes, previous, pods=running)
             assert out is not None
             previous = dict(out[0].devices)
-            if "GPU-7" in previous:  # `vanished` named it (with its node's other rows, as a real drill has, FAILED)
+            if (d := previous.get("GPU-7")) is not None and d.health == Health.FAILED:
+                assert "series vanished" in d.reason and d.pod == "b-0"
                 failed_at = k * period
                 break
-        # named at the first `pods` ask after it left the window (gone + 60): less than a window and a period later
+        # FAILED at the first `pods` ask after it left the window (gone + 60): less than a window and a period later
         assert failed_at is not None, (period, gone)
         assert failed_at < gone + 60 + 60 + period, (period, gone, failed_at)
 

@@ -7,8 +7,9 @@ the window). A fleet of more than `DEVICE_ROWS_MAX` devices is read in aggregate
 answers grow with pods, nodes and anomalies, not devices x metrics. There the per-pod figures (a window's mean
 utilization, devices reporting), the costliest question, are asked of a source once per window (`window_s`:
 consecutive asks cover every sample) and reused in between, sooner when a running job's pod is missing from them
-(every read while the pod is younger than `SETTLE_S`: its exporter may not have scraped it yet); a node's device
-count then drops only at the next ask, so `vanished` looks back as far as the counts it compares are old; the sources' asks are staggered over the window so each cycle asks about 1/(window/interval) of them. The fault
+(every read while the pod is younger than `SETTLE_S`: its exporter may not have scraped it yet). A node's device
+count then drops only at the next ask, so `vanished` looks back as far as the counts it compares are old. The
+sources' asks are staggered over the window so each cycle asks about 1/(window/interval) of them. The fault
 flags (a fatal XID, hot, unhealthy, network) are asked every read. Every source is asked at once; one that
 has not answered after `deadline_s` is reported unavailable for its regions and the read goes on without it.
 """
