@@ -50,3 +50,17 @@ def test_every_source_is_asked_at_once_and_each_serves_its_regions() -> None:
     assert all(e.is_set() for e in asked.values())
     unavailable = {name: r.message for name, r in snapshot.regions.items() if r.message}
     assert not any("one source after another" in m for m in unavailable.values()), unavailable
+
+
+def test_the_pods_of_jobs_whose_devices_nothing_reports_are_not_named_to_the_read() -> None:
+    """A CPU job's pods never appear in the per-pod figures: named, each new one would have the figures asked."""
+    from heterojob.telemetry.snapshot import JobRef, WatchedJob
+
+    jobs = {f"team/{c}": WatchedJob(JobRef("team", c, "cn-east", 1, 2, 4), device_class=c, resource_version="1")
+            for c in ("cpu", "nvidia-h100", "unknown-class")}
+    monitor = Monitor(None, regions_with_their_own_prometheus(), lambda: jobs,
+                      TelemetryConfig(prometheus_url="http://prom.default:9090"))
+    named: list[Any] = []
+    monitor.collector.collect = lambda *a, **k: named.append(a[5]) and None  # type: ignore[method-assign]
+    monitor.collect(0.0, facts={})
+    assert named == [{"cn-east": {("team", "nvidia-h100-g1-0"): 4, ("team", "nvidia-h100-g1-1"): 4}}]

@@ -172,12 +172,90 @@ def test_the_pods_figures_are_asked_once_a_window_and_sooner_for_a_running_pod_t
 
     assert read(0, "a-0", "b-0")  # nothing to reuse
     assert not read(15, "a-0", "b-0") and not read(45, "a-0")  # within the window, every running pod in them
-    assert read(50, "a-0", "c-0")  # a running pod they lack: asked now (it does not report: not asked again)
-    assert not read(65, "a-0", "c-0")
+    # a running pod they lack: asked now, and every read while it is younger than SETTLE_S (its exporter may not
+    # have scraped it yet), then not again within the window (this changed: it was asked once, then not for a window)
+    assert read(50, "a-0", "c-0") and read(65, "a-0", "c-0")
+    assert not read(80, "a-0", "c-0") and not read(110, "a-0", "c-0")
     source.pods[("g1", "d-0")] = 5  # a pod not running yet, 5 of its 8 devices reporting
-    assert read(110, "a-0", "c-0")  # a window after the last ask
-    assert read(115, "a-0", "d-0") and not read(120, "a-0", "d-0")  # running and short: asked once, not again
+    assert read(125, "a-0", "c-0")  # a window after the last ask
+    assert read(130, "a-0", "d-0") and read(135, "a-0", "d-0") and read(155, "a-0", "d-0")  # running, short, young
+    assert not read(160, "a-0", "d-0") and not read(175, "a-0", "d-0")
     assert read(112, "a-0", named=False)  # no running pods named (a read without the jobs): asked every read
+
+
+def test_a_new_pod_its_exporter_has_not_scraped_yet_is_asked_again_at_the_next_read() -> None:
+    from heterojob.telemetry.collect import Collector
+
+    nodes = {n: snap.NodeFacts("r1", "nvidia-h100", 8) for n in ("g0", "g1")}
+    source = Source({("g0", "a-0"): 8})
+    collector = Collector("http://prom:9090", 60, 5, HealthPolicy(), device_rows_max=0)
+    collector._reader = lambda url: Reader(source)  # type: ignore[method-assign,assignment,return-value]
+
+    def read(at: float, *running: str) -> tuple[bool, Snapshot]:
+        source.asked.clear()
+        out = collector.collect(at, {"r1": None}, nodes, {}, pods={"r1": {("team", p): 8 for p in running}})
+        assert out is not None
+        return digest.PODS in source.asked[0], out[0]
+
+    assert read(0, "a-0")[0] and not read(15, "a-0")[0]
+    assert read(30, "a-0", "b-0")[0]  # b-0 turned Running before its exporter's first scrape: short, asked
+    source.pods[("g1", "b-0")] = 8  # scraped now
+    asked, snapshot = read(45, "a-0", "b-0")  # asked again at once (it was a window later before), and found
+    assert asked and snapshot.pods[("team", "b-0")].devices == 8
+    assert not read(60, "a-0", "b-0")[0]  # all there: reused again
+
+
+class Vanishing:
+    """A source over time: node g1's device 7 (pod b-0) has its last sample at `gone`; `vanished` names it when
+    the query's lookback (`[Ns] offset 60s`) covers that sample, as Prometheus would; a drill of g1 finds its other
+    seven devices."""
+
+    def __init__(self, gone: float) -> None:
+        self.gone = gone
+
+    def query(self, queries: dict[str, str], at: float) -> dict[str, list[dict[str, object]]]:
+        out: dict[str, list[dict[str, object]]] = {name: [] for name in queries}
+        b = 8 if self.gone > at - 60 else 7  # counted while a sample is in the window
+        if digest.PODS in queries:
+            out[digest.PODS] = [{"metric": {digest.NODE_LABEL: node, digest.POD_LABEL: f"||team|{pod}|||"},
+                                 "value": [0, str(n + n * digest.PACK + n * 50 / digest.PACK_SUM)]}
+                                for node, pod, n in (("g0", "a-0", 8), ("g1", "b-0", b))]
+        for name in (digest.FLAGS, digest.VANISHED):
+            if name in queries and (m := re.search(r"\[(\d+)s\] offset 60s", queries[name])):
+                if at - 60 - int(m.group(1)) < self.gone <= at - 60:
+                    out[name] = [{"metric": {"node": "g1", "gpu": "7", "UUID": "GPU-7", "namespace": "team",
+                                             "pod": "b-0", digest.FLAG_LABEL: digest.VANISHED,
+                                             snap.ROLE_LABEL: "dcgm"}, "value": [0, "1"]}]
+        if "drill" in queries:
+            out["drill"] = [{"metric": {digest.QUERY_LABEL: "dcgm:util", "node": "g1", "gpu": str(i),
+                                        "UUID": f"GPU-{i}", "namespace": "team", "pod": "b-0"}, "value": [0, "50"]}
+                            for i in range(7)]
+        return out
+
+
+@pytest.mark.parametrize("period", [15.0, 22.0, 19.5])
+def test_a_device_that_vanishes_while_the_figures_are_reused_is_failed_at_the_next_ask(period: float) -> None:
+    from heterojob.telemetry.collect import Collector
+
+    nodes = {n: snap.NodeFacts("r1", "nvidia-h100", 8) for n in ("g0", "g1")}
+    running = {"r1": {("team", "a-0"): 8, ("team", "b-0"): 8}}
+    for gone in [period * k + d for k in range(1, 6) for d in (0.5, period / 2, period - 0.5)]:
+        fleet = Vanishing(gone)
+        collector = Collector("http://prom:9090", 60, 5, HealthPolicy(), device_rows_max=0)
+        collector._reader = lambda url: fleet  # type: ignore[method-assign,assignment,return-value]
+        previous: dict[str, DeviceSample] = {}
+        failed_at = None
+        for k in range(int(400 // period)):
+            out = collector.collect(k * period, {"r1": None}, nodes, previous, pods=running)
+            assert out is not None
+            previous = dict(out[0].devices)
+            if (d := previous.get("GPU-7")) is not None and d.health == Health.FAILED:
+                assert "series vanished" in d.reason and d.pod == "b-0"
+                failed_at = k * period
+                break
+        # FAILED at the first `pods` ask after it left the window (gone + 60): less than a window and a period later
+        assert failed_at is not None, (period, gone)
+        assert failed_at < gone + 60 + 60 + period, (period, gone, failed_at)
 
 
 def test_hot_now_is_confirmed_over_the_window_for_its_nodes_only() -> None:

@@ -100,9 +100,13 @@ class Monitor:
         # the lowest temperature a running job calls overheating (its spec.policy): an aggregate read lists those
         jobs = self.jobs().values()
         hot = min((j.overheat_celsius for j in jobs if j.overheat_celsius is not None), default=None)
-        # the running pods per region: an aggregate read reuses a source's per-pod figures while they hold them
+        # the running pods per region: an aggregate read reuses a source's per-pod figures while they hold them;
+        # not those of a class nothing reports (they would always be short, each new one asking the figures again)
         pods: dict[str, dict[tuple[str, str], int]] = {}
+        classes = self.fleet.classes()
         for j in jobs:
+            if (cls := classes.get(j.device_class)) is None or cls.exporter == "none":
+                continue
             pods.setdefault(j.ref.region, {}).update(
                 ((j.ref.namespace, j.ref.pod(r)), j.ref.per_replica) for r in range(j.ref.replicas))
         read = self.collector.collect(at, self._region_urls(), facts if facts is not None else self.node_facts(),

@@ -6,8 +6,10 @@ per job or device; plus a second round, `seen`, only for scrape targets whose de
 the window). A fleet of more than `DEVICE_ROWS_MAX` devices is read in aggregate (`telemetry.digest`): its
 answers grow with pods, nodes and anomalies, not devices x metrics. There the per-pod figures (a window's mean
 utilization, devices reporting), the costliest question, are asked of a source once per window (`window_s`:
-consecutive asks cover every sample) and reused in between, sooner when a running job's pod is missing from them;
-the sources' asks are staggered over the window so each cycle asks about 1/(window/interval) of them. The fault
+consecutive asks cover every sample) and reused in between, sooner when a running job's pod is missing from them
+(every read while the pod is younger than `SETTLE_S`: its exporter may not have scraped it yet). A node's device
+count then drops only at the next ask, so `vanished` looks back as far as the counts it compares are old. The
+sources' asks are staggered over the window so each cycle asks about 1/(window/interval) of them. The fault
 flags (a fatal XID, hot, unhealthy, network) are asked every read. Every source is asked at once; one that
 has not answered after `deadline_s` is reported unavailable for its regions and the read goes on without it.
 """
@@ -15,6 +17,7 @@ has not answered after `deadline_s` is reported unavailable for its regions and 
 from __future__ import annotations
 
 import logging
+import math
 from collections.abc import Mapping
 from concurrent.futures import Future, ThreadPoolExecutor, wait
 
@@ -24,6 +27,7 @@ from heterojob.telemetry import sources as telemetry_sources
 from heterojob.telemetry import steps
 from heterojob.telemetry.model import DeviceSample, HealthPolicy
 from heterojob.telemetry.prometheus import PrometheusReader, TelemetryError
+from heterojob.telemetry.status import SETTLE_S
 
 log = logging.getLogger("heterojob.telemetry")
 
@@ -51,6 +55,8 @@ class Collector:
         self._where: dict[str, dict[str, tuple[str, str]]] = {}  # URL -> node -> (label, value) selecting it
         self._shaped: dict[str, frozenset[str]] = {}  # URL -> nodes the last shape flags named
         self._counts: dict[str, dict[str, int]] = {}  # URL -> node -> devices the last aggregate read counted
+        self._counts_at: dict[str, float] = {}  # URL -> the instant those counts were asked (reused figures: older)
+        self._last_at: float | None = None  # the last read's instant
         self._rules: dict[str, aggregate.Recorded | None] = {}  # URL -> the recording rules it evaluates
         self._reads = 0
         self._pool = ThreadPoolExecutor(max_workers=SOURCES_AT_ONCE, thread_name_prefix="heterojob-source")
@@ -61,7 +67,8 @@ class Collector:
         self.recorded: dict[str, bool] = {}  # source URL -> whether its last read used its recording rules
         # URL -> (instant the figures count as read at, the `pods` figures), reused for a window (`_reuse`)
         self._figures: dict[str, tuple[float, aggregate.Figures]] = {}
-        self._sought: dict[str, set[tuple[str, str]]] = {}  # URL -> running pods short in its last `pods` answer
+        # URL -> running pods short in its last `pods` answer -> the first ask they were short at
+        self._sought: dict[str, dict[tuple[str, str], float]] = {}
         self.figures_asked: dict[str, bool] = {}  # source URL -> whether its last read asked the `pods` figures
 
     def sources(self, region_urls: Mapping[str, str | None]) -> dict[str, frozenset[str]]:
@@ -90,6 +97,8 @@ class Collector:
         self.aggregate = sum(f.devices for f in facts.values()) > self.device_rows_max
         reads = self._reads
         self._reads += 1
+        period = max(0.0, at - self._last_at) if self._last_at is not None else 0.0
+        self._last_at = at
         for url in sources:
             self._reader(url).bytes_read = 0
 
@@ -114,15 +123,18 @@ class Collector:
                                                      self.steps_window_s,
                                                      shaped=None if shapes_now else self._shaped[url],
                                                      counts=self._counts.get(url), rules=self._rules.get(url),
-                                                     figures=reuse)
+                                                     figures=reuse, vanish_s=self._vanish_s(url, at, period))
                 self._keep(url, at, digest, reuse, running, turn / len(order))
                 self.recorded[url] = digest is not None and self._rules.get(url) is not None and \
                     digest.rules == self._rules.get(url)
                 if digest is not None:
                     self._where[url], self._shaped[url] = digest.where, digest.shaped
                     self._counts[url], self._rules[url] = digest.counts, digest.rules
+                    if reuse is None:
+                        self._counts_at[url] = at
                 else:  # read per device: the next aggregate read asks what vanished from scratch
                     self._counts.pop(url, None)
+                    self._counts_at.pop(url, None)
                 return snap.SourceResult(url, regions, answered), n, digest
             except TelemetryError as exc:
                 log.warning("telemetry from %s unavailable: %s", url, exc)
@@ -149,15 +161,28 @@ class Collector:
     def _reuse(self, url: str, at: float, running: Mapping[tuple[str, str], int] | None) -> aggregate.Figures | None:
         """The `pods` figures a read of `url` at `at` reuses, or None to ask them: reused while younger than a
         window, computed (not recorded: those are cheap), and holding all devices of every running pod of the
-        source's regions but those its last ask was short of already (a pod whose devices do not all report is
-        not asked about every read)."""
+        source's regions but those its last asks were short of for `SETTLE_S` already (a pod whose devices do not
+        all report is asked about every read while it is that young, its exporter may not have scraped it yet, then
+        once per window)."""
         held = self._figures.get(url)
         if running is None or held is None or self._rules.get(url) is not None:
             return None
         since, figures = held
         if not 0 <= at - since < self.window_s:
             return None
-        return figures if _short(figures, running) <= self._sought.get(url, set()) else None
+        sought = self._sought.get(url, {})
+        young = any(p not in sought or at - sought[p] < SETTLE_S for p in _short(figures, running))
+        return None if young else figures
+
+    def _vanish_s(self, url: str, at: float, period: float) -> int:
+        """How far back `vanished` looks: a device counted by the compared counts (asked at `counts_at`) has a sample
+        after counts_at - window, so it is in a lookback of at - counts_at (one period more for margin) before the
+        window; never less than `VANISH_S`, never more than two windows beyond it (a source long unavailable)."""
+        counted = self._counts_at.get(url)
+        if counted is None:
+            return aggregate.VANISH_S
+        wanted = math.ceil(at - counted + period)
+        return max(aggregate.VANISH_S, min(wanted, aggregate.VANISH_S + 2 * self.window_s))
 
     def _keep(self, url: str, at: float, digest: aggregate.Digest | None, reused: aggregate.Figures | None,
               running: Mapping[tuple[str, str], int] | None, phase: float) -> None:
@@ -170,7 +195,8 @@ class Collector:
         if reused is None:
             since = at - (phase * self.window_s if url not in self._figures else 0.0)
             self._figures[url] = (since, digest.figures)
-            self._sought[url] = _short(digest.figures, running or {})
+            before = self._sought.get(url, {})
+            self._sought[url] = {p: before.get(p, at) for p in _short(digest.figures, running or {})}
 
     def close(self) -> None:
         self._pool.shutdown(wait=False, cancel_futures=True)

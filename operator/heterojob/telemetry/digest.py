@@ -356,7 +356,8 @@ def read(ask: Callable[[Mapping[str, str]], Mapping[str, Vector]], window_s: int
          where: Mapping[str, tuple[str, str]], hot_celsius: float | None = None,
          steps_window_s: int = steps.STEPS_WINDOW_S, adapters: Iterable[Adapter] = ADAPTERS.values(),
          shaped: Collection[str] | None = None, counts: Mapping[str, int] | None = None,
-         rules: Recorded | None = None, figures: Figures | None = None) -> tuple[dict[str, Vector], Digest | None, int]:
+         rules: Recorded | None = None, figures: Figures | None = None,
+         vanish_s: int = VANISH_S) -> tuple[dict[str, Vector], Digest | None, int]:
     """(answers for `snapshot.build`, the digest or None when the source was read per device, queries asked).
     `where`: node -> (label, value) selecting its series, learnt in earlier reads (for remembered anomalies).
     `shaped`: the nodes shape flags named in an earlier read, or None to ask the shape flags now.
@@ -364,7 +365,7 @@ def read(ask: Callable[[Mapping[str, str]], Mapping[str, Vector]], window_s: int
     vanished devices asked (a second round); None: asked in the first round.
     `rules`: the recording rules the last read found at this source (`Digest.rules`), read instead of computing.
     `figures`: an earlier read's `pods` figures to reuse instead of asking `pods` (`Digest.figures`; the fault flags
-    are asked all the same)."""
+    are asked all the same). `vanish_s`: `vanished`'s lookback when counts drop (as old as `counts` may be)."""
     adapters = list(adapters)
     hot = policy.overheat_celsius if hot_celsius is None else min(hot_celsius, policy.overheat_celsius)
 
@@ -419,7 +420,7 @@ def read(ask: Callable[[Mapping[str, str]], Mapping[str, Vector]], window_s: int
     flag_series = list(answered.get(FLAGS) or ())
     if counts is not None and any(digest.counts.get(n, 0) < c for n, c in counts.items()):
         # a node reports fewer devices than last time: which identity series vanished (and from which node)
-        more = {VANISHED: flags_query(window_s, hot, adapters=adapters, only={VANISHED})}
+        more = {VANISHED: flags_query(window_s, hot, vanish_s, adapters=adapters, only={VANISHED})}
         flag_series += ask(more).get(VANISHED) or ()
         asked += 1
     doubled: dict[str, dict[str, set[str]]] = {}  # family -> key label -> values of devices `doubled` named
