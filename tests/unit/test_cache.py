@@ -165,6 +165,8 @@ def test_a_live_jobs_left_gang_holds_its_devices_where_no_job_was_given_them() -
     assert used[("h", gpu)] == 4  # a waiting job's older gang counts too
     assert ("f", gpu) not in used  # ... not its newest: its room is the planner's to give
     assert used[("g", gpu)] == 8  # the victim's own allocation, not its pods again
+    # planning the moved job's own move: the fleet as if it held nothing, its old pods included (as before)
+    assert ("d", gpu) not in cache.fleet(source, exclude=["ns/moved"]).used
 
 
 def test_a_left_gang_on_a_node_shared_with_a_running_job_counts_what_the_node_has_left() -> None:

@@ -362,7 +362,9 @@ class Cache:
                 # (an older generation: a move off a failed node, a resize) count on what no job holds of their
                 # node: kube-scheduler counts them there until they are gone (a node back from NotReady keeps a
                 # moved job's old pods through their grace period), so a gang placed there would wait Pending
-                left += [used for generation, used in gangs.items() if generation < entry.newest_generation]
+                # (an excluded job's count as its holdings do: not at all, the fleet is asked as if it held nothing)
+                if key not in excluded:
+                    left += [used for generation, used in gangs.items() if generation < entry.newest_generation]
                 continue
             # a deleted job's pods being deleted hold their devices until gone (where its `departed` room does not
             # count them already)
