@@ -17,11 +17,7 @@ policy says which waiting job comes first and which running job a waiting one ma
   first (Tiresias puts it in the first queue, ordered by arrival: past the knee every waiting job is promoted in turn
   and the queue becomes FIFO, a new short job waiting behind every promoted one; on Gavel's trace slices,
   issue 43, promoted jobs behind new ones gave 0.94 (speeds learned) and 0.92 (known) of the mean JCT over 12
-  slices and loads, docs/benchmarks.md). Within a slot past the first level (promoted jobs too) the job that has
-  done the least work goes first, not the oldest (`within_key`; Gavel's max-min fairness gives a late job its share
-  of every round): over the same 12 cells 0.95 (speeds learned) and 0.99 (known) of the mean JCT, 17 of 24 better;
-  Philly 6214e9 whole at x0.1 975 -> 250 h; synthetic 1,500 jobs, seed 1: 1.04-1.14x the JCT at 2.0-2.8 jobs/h
-  (2.8 now sustained, 0.88 -> 0.96 of the work served), 0.95x past the knee (3.1). While the queue asks for fewer
+  slices and loads, docs/benchmarks.md). While the queue asks for fewer
   devices than the fleet has (`promoted_displacing`), the promotion also lets it displace running jobs of
   later levels, so it waits no longer than that bound plus one pass. Past that point every long job
   reaches the bound in turn, and promotions that displace any later level turn the fleet over among long
@@ -79,9 +75,6 @@ class QueueSettings:
     # (None: no bound). Each turn costs a save, a restore and the preemptor's wait for the save; past the
     # knee, levels and promotions turned long jobs over about three times each (issue 34)
     max_turns: int | None = 2
-    # waiting jobs past the first level (promoted ones too) are ordered within their slot by the work they have
-    # done, least first (`within_key`), not by arrival: the jobs that have had the least turn go first
-    least_work_within: bool = True
     # past the knee (the waiting jobs ask for at least this multiple of the fleet's devices) room left idle
     # after a pass goes to the waiting jobs that declined it, by comparative advantage (`engine.queue.allocation`);
     # inf: never
@@ -182,17 +175,6 @@ def split(effective: int, settings: QueueSettings) -> tuple[int, int]:
     priority, rest = divmod(effective, n)
     slot = n - 1 - rest
     return priority, max(0, slot - 1)
-
-
-def within_key(effective: int, created: float, work_s: float, settings: QueueSettings) -> float:
-    """What a waiting job is ordered by among those of its effective priority (the planner's `created`): its
-    arrival in the first level, and past it (promoted jobs too) the work it has done (reference seconds,
-    `Facts.work_s`) when `least_work_within`, so the long job that has had many turns goes after the one
-    that has had few."""
-    n = slots(settings)
-    if n == 1 or not settings.least_work_within or effective % n == n - 1:  # FIFO, or slot 0: the first level
-        return created
-    return work_s
 
 
 @dataclass(frozen=True)

@@ -358,9 +358,7 @@ def prepare(queue: Iterable[Request], holders: Iterable[Holder], fleet: Fleet, n
     besides: dict[tuple[str, int, frozenset[str]], completion.Ends] = {}  # the running jobs such a job waits for
 
     ranked = [(waiting_rank(r, now, knowledge, settings, memo), r) for r in queue]
-    within = {r.job: queueing.within_key(rank, r.created, (knowledge.facts.get(r.job) or _NONE).work_s, settings)
-              for rank, r in ranked}  # the order within a rank (`queueing.within_key`)
-    ranked.sort(key=lambda x: (-x[0], within[x[1].job], x[1].job))
+    ranked.sort(key=lambda x: (-x[0], x[1].created, x[1].job))
     ahead: dict[str, float] = dict.fromkeys(capacity, 0.0)
     out, choices, waiting_for = [], {}, set()
     reserved = {h.job: h.allocation.device_class for h in running if h.waiting}  # its own room, held
@@ -426,14 +424,14 @@ def prepare(queue: Iterable[Request], holders: Iterable[Holder], fleet: Fleet, n
                                                                                                  kept)
         choices[request.job] = choice
         if not choice.classes:  # no speed known for any class: as the user listed them
-            out.append(ranking.ranked_request(request, rank, None, memo, preempts, also, within[request.job]))
+            out.append(ranking.ranked_request(request, rank, None, memo, preempts, also))
             continue
         if request.job in reserved and reserved[request.job] in need:
             # its room is reserved (a move's destination, already counted as used): make before break, so
             # the reserved class is never narrowed away, whatever waiting for another class would promise
             held = reserved[request.job]  # not `mine`: busy() reads that dict for every job after this one
             out.append(ranking.ranked_request(request, rank, [held, *(c for c in choice.classes if c != held)],
-                                              memo, preempts, also, within[request.job]))
+                                              memo, preempts, also))
             continue
         first = choice.classes[0]
         if waits[first] == 0:
@@ -445,13 +443,12 @@ def prepare(queue: Iterable[Request], holders: Iterable[Holder], fleet: Fleet, n
             decliners.append((allocation.Decliner(request.job, len(out), choice.declined, need,
                                                   rel if guide is None else guidance.last_choice(guide, rel)), len(out),
                               request, rank, choice.classes, preempts, also))
-        out.append(ranking.ranked_request(request, rank, choice.classes, memo, preempts, also, within[request.job]))
+        out.append(ranking.ranked_request(request, rank, choice.classes, memo, preempts, also))
     if decliners:  # past the knee: no device left idle while a job that could use it waits (module docstring)
         taken = allocation.fill(free, (d[0] for d in decliners))
         for d, i, request, rank, chosen, preempts, also in decliners:
             if d.job in taken:
-                out[i] = ranking.ranked_request(request, rank, [*chosen, taken[d.job]], memo, preempts, also,
-                                                within[request.job])
+                out[i] = ranking.ranked_request(request, rank, [*chosen, taken[d.job]], memo, preempts, also)
     if memo is not None:
         memo.end_pass()
     return Prepared(out, running, frozenset(waiting_for), choices)

@@ -44,7 +44,7 @@ if TYPE_CHECKING:  # `engine.queue.policy` imports this module: its types are na
     from heterojob.engine.basics.queueing import QueueSettings
 
 Signature = tuple[object, ...]
-RequestKey = tuple[tuple[str, ...] | None, int | None, frozenset[str], float]  # classes; preempts; also; created
+RequestKey = tuple[tuple[str, ...] | None, int | None, frozenset[str]]  # classes; preempts; also_preempts
 Row = tuple[str, float, float, float, float, int, bool]  # class, since, work_s, rel there, max(rel, 1e-9), kept
 # what `policy.prepare` read of a waiting job: the request, its facts, the fleet's classes, the completed work
 # and its version; then its expected remaining work, devices needed and relative speed per class
@@ -178,15 +178,12 @@ def at_priority(h: Holder, rank: int) -> Holder:
 
 
 def ranked_request(request: Request, rank: int, classes: Sequence[str] | None, memo: Memo | None,
-                   preempts: int | None = None, also: frozenset[str] = frozenset(),
-                   created: float | None = None) -> Request:
+                   preempts: int | None = None, also: frozenset[str] = frozenset()) -> Request:
     """`request` at effective priority `rank` (preempting with `preempts` when lower, and `also` those
-    jobs), its alternatives those of `classes` in that order (None: unchanged), ordered among its rank by
-    `created` (None: its own; `queueing.within_key`)."""
+    jobs), its alternatives those of `classes` in that order (None: unchanged)."""
     preempts = preempts if preempts is not None and preempts < rank else None
     also = also if preempts is not None else frozenset()
-    created = request.created if created is None else created
-    key: RequestKey = (tuple(classes) if classes is not None else None, preempts, also, created)
+    key: RequestKey = (tuple(classes) if classes is not None else None, preempts, also)
     entry = (id(request), key)
     if memo is not None:  # an entry per request object, classes (None: all, as listed) and preemption bounds
         known = memo.requests.get(entry)
@@ -194,10 +191,10 @@ def ranked_request(request: Request, rank: int, classes: Sequence[str] | None, m
             memo._seen_requests[entry] = known
             return known[3]
     if classes is None:
-        out = replace(request, priority=rank, preempts=preempts, also_preempts=also, created=created)
+        out = replace(request, priority=rank, preempts=preempts, also_preempts=also)
     else:
         by_class: Mapping[str, Alternative] = {a.device_class: a for a in request.alternatives}
-        out = replace(request, priority=rank, preempts=preempts, also_preempts=also, created=created,
+        out = replace(request, priority=rank, preempts=preempts, also_preempts=also,
                       alternatives=[by_class[c] for c in classes])
     if memo is not None:
         memo.requests[entry] = memo._seen_requests[entry] = (request, rank, key, out)
