@@ -374,31 +374,27 @@ class Cache:
                 for where, count in used.items():
                     if where not in mine:
                         added[where] = added.get(where, 0) + count
-        if left:
-            _count_left(left, allocations, nodes, added)
-
         def build() -> Fleet:
-            return Fleet(nodes=nodes, classes=classes, regions=regions, used=usage(allocations, foreign),
+            used = usage(allocations, foreign)
+            if left:
+                _count_left(left, nodes, used)
+            return Fleet(nodes=nodes, classes=classes, regions=regions, used=used,
                          quotas=quotas, held=holdings(allocations), unhealthy=faults.unhealthy, failed=faults.failed,
                          network_down=faults.network_down)
 
         return build
 
 
-def _count_left(left: Iterable[Mapping[tuple[str, str], int]], allocations: Iterable[Allocation],
-                nodes: Mapping[str, Node], used: dict[tuple[str, str], int]) -> None:
-    """Add to `used` the devices of live jobs' left gangs (`Cache.fleet_later`), each node only up to what its
-    allocatable leaves after the jobs' holdings and what is counted already: where a cycle gave the node's
-    room to a job (a preemptor whose pods wait for the old ones), that room is counted once, as that job's."""
-    held: dict[tuple[str, str], int] = {}
-    for a in allocations:
-        for n, count in a.per_node.items():
-            held[(n, a.resource)] = held.get((n, a.resource), 0) + count
+def _count_left(left: Iterable[Mapping[tuple[str, str], int]], nodes: Mapping[str, Node],
+                used: dict[tuple[str, str], int]) -> None:
+    """Add to `used` (the jobs' holdings and the other pods', summed) the devices of live jobs' left gangs
+    (`Cache.fleet_later`), each node only up to what its allocatable leaves: where a cycle gave the node's room to a
+    job (a preemptor whose pods wait for the old ones), that room is counted once, as that job's. Costs the left
+    pods, not the fleet's jobs."""
     for gang in left:
         for where, count in gang.items():
             node = nodes.get(where[0])
-            room = (node.allocatable.get(where[1], 0) if node is not None else 0) - held.get(where, 0) \
-                - used.get(where, 0)
+            room = (node.allocatable.get(where[1], 0) if node is not None else 0) - used.get(where, 0)
             if room > 0:
                 used[where] = used.get(where, 0) + min(count, room)
 
